@@ -1,0 +1,133 @@
+"""Pure-JAX implementations of the log-space primitives (see the package docstring)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def _lse_last(x: jax.Array) -> jax.Array:
+    top = jnp.max(x, axis=-1, keepdims=True)
+    # A slice that is all -inf has max -inf; shifting by it would give NaN.
+    shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
+    return jnp.log(jnp.sum(jnp.exp(x - shift), axis=-1)) + shift[..., 0]
+
+
+# A custom VJP (not JVP): reverse mode then reuses the forward output instead
+# of recomputing it, which makes the oracle's backward pass ~1.5x faster.
+# Reverse-over-reverse (gradients of marginals) still works.
+@jax.custom_vjp
+def _logsumexp_last(x: jax.Array) -> jax.Array:
+    return _lse_last(x)
+
+
+def _logsumexp_last_fwd(x):
+    out = _lse_last(x)
+    return out, (x, out)
+
+
+def _logsumexp_last_bwd(res, g):
+    x, out = res
+    # softmax weights; on an all -inf slice (no derivative) the shift is 0, so
+    # the weights are exp(-inf) = 0 instead of NaN.
+    shift = jnp.where(jnp.isfinite(out), out, 0.0)[..., None]
+    return (jnp.exp(x - shift) * g[..., None],)
+
+
+_logsumexp_last.defvjp(_logsumexp_last_fwd, _logsumexp_last_bwd)
+
+
+def logsumexp(x: jax.Array, axis: int | tuple[int, ...] | None = -1) -> jax.Array:
+    """Numerically safe ``log(sum(exp(x), axis))``.
+
+    Exact with -inf entries (structural zeros), returns -inf for an all -inf
+    slice, and its derivative (the softmax) is 0 rather than NaN there.
+
+    Args:
+        x: array of log-values.
+        axis: axis or axes to reduce (None: all).
+
+    Returns:
+        ``x`` reduced over ``axis``.
+
+    Example:
+        >>> float(logsumexp(jnp.log(jnp.array([1.0, 3.0]))))  # log 4
+        1.3862943...
+    """
+    x = jnp.asarray(x)
+    if axis is None:
+        axis = tuple(range(x.ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(a % x.ndim for a in axes)
+    if not axes:
+        return x
+    keep = [a for a in range(x.ndim) if a not in axes]
+    moved = jnp.transpose(x, keep + list(axes))
+    flat = moved.reshape(moved.shape[: len(keep)] + (-1,))
+    return _logsumexp_last(flat)
+
+
+def gather_logsumexp(table: jax.Array, index: jax.Array) -> jax.Array:
+    """``logsumexp(table[index], axis=-1)``: gather cells, then sum out the last axis in log space.
+
+    Args:
+        table: flat vector of log-values (a padding cell holding -inf can
+            be addressed by index entries that are not real cells).
+        index: integer array ``(..., eliminated)`` of positions in ``table``.
+
+    Returns:
+        Array of shape ``index.shape[:-1]``.
+    """
+    return _logsumexp_last(jnp.take(table, index, axis=0, mode="clip"))
+
+
+def log_einsum(subscripts: str, *log_factors: jax.Array, method: str = "stable") -> jax.Array:
+    """Log of ``einsum(subscripts, *exp(log_factors))``.
+
+    Args:
+        subscripts: explicit einsum subscripts with ``->``.
+        log_factors: arrays of log-values (may hold -inf).
+        method: ``"stable"`` broadcasts the sum of the factors over all
+            indices, then takes a safe logsumexp over the summed ones (exact,
+            materialises the joint index space); ``"scaled"`` shifts each
+            factor by its maximum, contracts with a real einsum and takes the
+            log (fast, but can underflow when values span more than the
+            float range).
+
+    Returns:
+        The contracted log-table.
+    """
+    inputs, output = subscripts.replace(" ", "").split("->")
+    terms = inputs.split(",")
+    if len(terms) != len(log_factors):
+        raise ValueError(f"log_einsum: {len(terms)} terms in {subscripts!r} but {len(log_factors)} factors")
+    if method == "scaled":
+        shifts = [jax.lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0.0)) for m in (jnp.max(f) for f in log_factors)]
+        scaled = [jnp.exp(f - s) for f, s in zip(log_factors, shifts)]
+        return jnp.log(jnp.einsum(subscripts, *scaled)) + sum(shifts)
+    if method != "stable":
+        raise ValueError(f"log_einsum: unknown method {method!r}; expected 'stable' or 'scaled'")
+    letters = []
+    for t in terms:
+        for ch in t:
+            if ch not in letters:
+                letters.append(ch)
+    summed = [ch for ch in letters if ch not in output]
+    full = output + "".join(summed)
+    sizes = {}
+    for t, f in zip(terms, log_factors):
+        for ch, n in zip(t, f.shape):
+            sizes[ch] = n
+    total = jnp.zeros(tuple(sizes[ch] for ch in full), dtype=jnp.result_type(*log_factors))
+    for t, f in zip(terms, log_factors):
+        # Reorder the factor's axes to follow `full`, then broadcast.
+        order = sorted(range(len(t)), key=lambda i: full.index(t[i]))
+        ft = jnp.transpose(f, order)
+        present = sorted(full.index(ch) for ch in t)
+        shape = [1] * len(full)
+        for pos, n in zip(present, ft.shape):
+            shape[pos] = n
+        total = total + ft.reshape(shape)
+    if not summed:
+        return total
+    return logsumexp(total, axis=tuple(range(len(output), len(full))))
