@@ -1,3 +1,34 @@
-"""pgmjax: graphical-model estimation for differentially private query answering, in JAX."""
-from .domain import Domain
+"""pgmjax: GPU-accelerated, differentiable graphical-model estimation for differentially private query answering.
+
+Example:
+    >>> import pgmjax as pj
+    >>> domain = pj.Domain({"a": 2, "b": 3})
+    >>> model = pj.estimate(domain, [pj.Measurement(("a", "b"), y, stddev=1.0)])   # doctest: +SKIP
+    >>> model.marginal("b")                                                        # doctest: +SKIP
+"""
+
+from .api import estimate
 from .dataset import Dataset
+from .domain import Domain
+from .estimation import LBFGS, DualAveraging, MirrorDescent, Problem
+from .junction_tree import JunctionTree, junction_tree
+from .measurement import Measurement, estimate_total
+from .model import GraphicalModel
+from .noise import noisy_marginals
+
+__all__ = [
+    "Domain",
+    "Dataset",
+    "Measurement",
+    "estimate",
+    "estimate_total",
+    "GraphicalModel",
+    "JunctionTree",
+    "junction_tree",
+    "MirrorDescent",
+    "DualAveraging",
+    "LBFGS",
+    "Problem",
+    "noisy_marginals",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,167 @@
+"""``estimate``: measurements in, a fitted graphical model out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import estimation, losses, oracle
+from .domain import Domain
+from .measurement import Measurement, estimate_total, validate_measurements
+from .model import GraphicalModel
+
+
+def estimate(
+    domain: Domain,
+    measurements: Sequence[Measurement],
+    method: str = "mirror_descent",
+    iters: int = 1000,
+    *,
+    loss: str | Callable = "l2",
+    total: float | None = None,
+    tol: float | None = None,
+    callback: Callable[[dict], Any] | None = None,
+    warm_start: GraphicalModel | None = None,
+    cliques: Sequence = (),
+    dtype=None,
+    step_size: float | None = None,
+    chunk: int = 50,
+    progress: bool = False,
+) -> GraphicalModel:
+    """Fit the graphical model (maximum-entropy distribution) that best explains noisy measurements.
+
+    Solves ``min_{mu in marginal polytope} L(mu)`` (McKenna, Sheldon &
+    Miklau, ICML 2019, Problem 1) and returns the model whose clique
+    marginals attain it.
+
+    Args:
+        domain: the :class:`Domain`.
+        measurements: :class:`Measurement` objects (may be empty if ``loss``
+            is a callable and ``cliques`` names the model's cliques).
+        method: ``"mirror_descent"`` (Algorithm 1), ``"dual_averaging"``
+            (Algorithm 2) or ``"lbfgs"`` (Appendix A.3).
+        iters: maximum number of iterations.
+        loss: ``"l2"`` (Gaussian noise), ``"l1"`` (Laplace noise; its
+            maximum-likelihood loss) or a callable taking a ``clique ->
+            marginal`` mapping and returning a scalar (differentiated with
+            autodiff).
+        total: the number of records; None estimates it from the
+            measurements by inverse-variance weighting (Appendix E.1).
+        tol: early stopping on the relative loss change over a chunk.
+        callback: called after each chunk with a dict (iteration, loss,
+            oracle_calls, seconds, state); return True to stop.
+        warm_start: a previous model; its cliques are added to the model and
+            its potentials are the starting point.
+        cliques: extra cliques the model must hold.
+        dtype: ``jnp.float32`` (default) or ``jnp.float64`` (needs
+            ``jax.config.update("jax_enable_x64", True)``).
+        step_size: initial step size of mirror descent (default ``1 / (L N)``).
+        chunk: iterations per compiled call.
+        progress: show a tqdm progress bar.
+
+    Returns:
+        A :class:`GraphicalModel`; ``model.history`` holds the per-chunk log.
+
+    Example:
+        >>> dom = pj.Domain({"a": 2, "b": 3})
+        >>> m = pj.Measurement(("a", "b"), np.array([[10., 20, 30], [5, 5, 30]]), stddev=1.0)
+        >>> model = pj.estimate(dom, [m], iters=200)
+        >>> model.marginal("a").round()
+        array([60., 40.])
+    """
+    # ---- validation (before anything is compiled)
+    if not isinstance(domain, Domain):
+        raise TypeError(f"estimate: domain must be a pgmjax.Domain, got {type(domain).__name__}")
+    measurements = list(measurements)
+    validate_measurements(domain, measurements)
+    if method not in estimation.METHODS:
+        raise ValueError(f"estimate: unknown method {method!r}; expected one of {sorted(estimation.METHODS)}")
+    if not (callable(loss) or loss in ("l2", "l1")):
+        raise ValueError(f"estimate: loss must be 'l2', 'l1' or a callable, got {loss!r}")
+    if not isinstance(iters, (int, np.integer)) or iters < 0:
+        raise ValueError(f"estimate: iters must be a non-negative integer, got {iters!r}")
+    if method == "dual_averaging" and loss != "l2":
+        raise ValueError("estimate: dual_averaging needs the smooth 'l2' loss (its step sizes come from the Lipschitz constant)")
+    dtype = jnp.dtype(dtype or jnp.float32)
+    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+        raise ValueError('estimate: float64 needs jax.config.update("jax_enable_x64", True) before any computation')
+    if dtype not in (jnp.float32, jnp.float64):
+        raise ValueError(f"estimate: dtype must be float32 or float64, got {dtype}")
+    extra = [domain.check_clique(c, what="clique") for c in cliques]
+    if warm_start is not None:
+        if not isinstance(warm_start, GraphicalModel):
+            raise TypeError(f"estimate: warm_start must be a GraphicalModel, got {type(warm_start).__name__}")
+        if warm_start.domain != domain:
+            raise ValueError(f"estimate: warm_start has domain {warm_start.domain}, expected {domain}")
+        extra += list(warm_start.cliques)
+    model_cliques = [m.clique for m in measurements] + extra
+    if not model_cliques:
+        raise ValueError("estimate: no measurements and no cliques: nothing to fit")
+    if not measurements and not callable(loss):
+        raise ValueError("estimate: no measurements; give measurements or a callable loss")
+    if total is None:
+        if measurements and any(True for _ in measurements):
+            try:
+                total, _ = estimate_total(measurements)
+            except ValueError:
+                if warm_start is None:
+                    raise
+                total = warm_start.total
+        elif warm_start is not None:
+            total = warm_start.total
+        else:
+            raise ValueError("estimate: total is unknown; pass total= when there are no measurements")
+    total = float(total)
+    if not np.isfinite(total) or total <= 0:
+        raise ValueError(f"estimate: total must be positive and finite, got {total}")
+
+    # ---- structure (cached by value) and numbers (arrays)
+    plan = oracle.make_plan(domain, model_cliques)
+    meas = losses.stack_measurements(plan, measurements, dtype)
+    lipschitz = losses.lipschitz_constant(measurements) if measurements else 1.0
+    problem = estimation.Problem(plan, meas, jnp.asarray(total, dtype), jnp.asarray(lipschitz, dtype), loss)
+    theta = plan.zeros(dtype) if warm_start is None else plan.from_tables(warm_start.potentials, dtype)
+    if step_size is None:
+        step_size = 1.0 / (lipschitz * total)
+
+    bar = None
+    user_callback = callback
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=iters, desc=f"pgmjax {method}", unit="it")
+
+        def callback(info):
+            bar.n = info["iteration"]
+            bar.set_postfix(loss=f"{info['loss']:.4g}")
+            bar.refresh()
+            return user_callback(info) if user_callback else None
+
+    try:
+        state, history = estimation.run(
+            estimation.METHODS[method](),
+            problem,
+            theta,
+            int(iters),
+            step_size=step_size,
+            chunk=chunk,
+            tol=tol,
+            callback=callback,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    for h in history:
+        h.pop("state", None)
+    model = GraphicalModel(plan, state.theta, total, history)
+    model.loss = float(_loss_jit(problem, state.theta))
+    return model
+
+
+@jax.jit
+def _loss_jit(problem, theta):
+    return problem.loss_of(problem.marginals(theta))

@@ -1,0 +1,340 @@
+"""Estimators: find the potentials whose marginals best explain the measurements.
+
+Each estimator is a small pure ``init`` / ``step`` pair over a NamedTuple
+state (optax style), hashed by its hyper-parameters so compiled chunks are
+reused. :func:`run` drives one in compiled chunks of iterations: the host
+sees the state only between chunks (progress, callback, early stopping).
+
+* :class:`MirrorDescent`: entropic mirror descent over the marginal polytope
+  (McKenna, Sheldon & Miklau, ICML 2019, Algorithm 1), with an Armijo line
+  search whose accepted trial's marginals become the next iterate's, so an
+  accepted step costs one oracle call.
+* :class:`DualAveraging`: Nesterov's accelerated dual averaging (ICML 2019,
+  Algorithm 2), step sizes from the Lipschitz constant of the loss.
+* :class:`LBFGS`: direct optimisation of the potentials through the oracle
+  (ICML 2019, Appendix A.3) with optax's L-BFGS and zoom line search.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from . import losses as _losses
+from . import oracle
+from .domain import as_clique
+
+tree_map = jax.tree_util.tree_map
+
+
+def _vdot(a: dict, b: dict) -> jax.Array:
+    return sum(jnp.vdot(a[k], b[k]) for k in a)
+
+
+def _axpy(alpha, x: dict, y: dict) -> dict:
+    return {k: alpha * x[k] + y[k] for k in x}
+
+
+class MarginalView:
+    """Read-only ``clique -> marginal table`` view of oracle blocks, for custom losses.
+
+    ``view[clique]`` works for any clique inside one of the model's cliques;
+    the table's axes follow the given clique's order.
+    """
+
+    def __init__(self, plan: oracle.OraclePlan, blocks: dict):
+        self._plan = plan
+        self._blocks = blocks
+
+    def __getitem__(self, clique) -> jax.Array:
+        clique = as_clique(clique)
+        j = self._plan.tree.containing(clique)
+        if j is None:
+            raise KeyError(
+                f"clique {clique} is in no clique of the model; add it to `cliques=` of estimate(). "
+                f"Model cliques: {self._plan.cliques}"
+            )
+        host = self._plan.cliques[j]
+        key, level, slot = self._plan.locations[j]
+        table = self._blocks[key][level, slot]
+        drop = tuple(i for i, a in enumerate(host) if a not in clique)
+        if drop:
+            table = jnp.sum(table, axis=drop)
+        kept = [a for a in host if a in clique]
+        return jnp.transpose(table, [kept.index(a) for a in clique])
+
+
+@jax.tree_util.register_pytree_node_class
+class Problem:
+    """Everything an estimator needs: structure (static) and numbers (leaves).
+
+    Attributes:
+        plan: the oracle plan.
+        meas: stacked measurements.
+        total: number of records (array).
+        lipschitz: Lipschitz constant of the L2 loss (array; 1 if unused).
+        loss: ``"l2"``, ``"l1"`` or a callable ``MarginalView -> scalar`` (static).
+    """
+
+    def __init__(self, plan, meas, total, lipschitz, loss):
+        self.plan, self.meas, self.total, self.lipschitz, self.loss = plan, meas, total, lipschitz, loss
+
+    def tree_flatten(self):
+        return (self.plan, self.meas, self.total, self.lipschitz), (self.loss,)
+
+    @classmethod
+    def tree_unflatten(cls, aux, leaves):
+        return cls(*leaves, *aux)
+
+    def loss_of(self, mu: dict) -> jax.Array:
+        if callable(self.loss):
+            value = self.loss(MarginalView(self.plan, mu))
+            return jnp.asarray(value, self.total.dtype).reshape(())
+        return _losses.residual_loss(mu, self.meas, self.loss)
+
+    def marginals(self, theta: dict) -> dict:
+        return oracle.marginals(self.plan, theta, self.total)[0]
+
+    def loss_and_grad(self, mu: dict):
+        return jax.value_and_grad(self.loss_of)(mu)
+
+
+# --------------------------------------------------------------------------- mirror descent
+class MirrorDescentState(NamedTuple):
+    theta: dict
+    mu: dict
+    loss: jax.Array
+    grad: dict
+    step_size: jax.Array
+    iteration: jax.Array
+    oracle_calls: jax.Array
+
+
+@dataclass(frozen=True)
+class MirrorDescent:
+    """Entropic mirror descent with a backtracking (Armijo) line search.
+
+    ``theta <- theta - eta * grad L(mu)``, ``mu <- M(theta)`` (ICML 2019,
+    Algorithm 1). A trial step is accepted when
+    ``L(mu') <= L(mu) - armijo * <grad, mu - mu'>``; otherwise ``eta`` is
+    halved. After an accepted step ``eta`` grows by ``growth``.
+
+    Args:
+        armijo: sufficient-decrease fraction.
+        growth: step growth after an accepted step.
+        max_backtracks: at most this many halvings per iteration.
+    """
+
+    armijo: float = 0.5
+    growth: float = 1.5
+    max_backtracks: int = 30
+
+    def init(self, problem: Problem, theta: dict, step_size) -> MirrorDescentState:
+        mu = problem.marginals(theta)
+        loss, grad = problem.loss_and_grad(mu)
+        dt = problem.total.dtype
+        return MirrorDescentState(
+            theta, mu, loss, grad, jnp.asarray(step_size, dt), jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32)
+        )
+
+    def step(self, problem: Problem, s: MirrorDescentState) -> MirrorDescentState:
+        def trial(eta):
+            theta = _axpy(-eta, s.grad, s.theta)
+            mu = problem.marginals(theta)
+            loss, grad = problem.loss_and_grad(mu)
+            decrease = _vdot(s.grad, {k: s.mu[k] - mu[k] for k in mu})
+            ok = jnp.isfinite(loss) & (loss <= s.loss - self.armijo * decrease)
+            return theta, mu, loss, grad, ok
+
+        def cond(c):
+            return (~c[5]) & (c[6] < self.max_backtracks)
+
+        def body(c):
+            eta = c[4] * 0.5
+            theta, mu, loss, grad, ok = trial(eta)
+            return theta, mu, loss, grad, eta, ok, c[6] + 1
+
+        first = trial(s.step_size)
+        carry = (first[0], first[1], first[2], first[3], s.step_size, first[4], jnp.zeros((), jnp.int32))
+        theta, mu, loss, grad, eta, ok, backtracks = jax.lax.while_loop(cond, body, carry)
+        # A step that never passed the test is dropped (the iterate stays put).
+        keep = lambda new, old: tree_map(lambda a, b: jnp.where(ok, a, b), new, old)  # noqa: E731
+        next_eta = jnp.where(backtracks == 0, eta * self.growth, eta)
+        return MirrorDescentState(
+            keep(theta, s.theta),
+            keep(mu, s.mu),
+            jnp.where(ok, loss, s.loss),
+            keep(grad, s.grad),
+            next_eta,
+            s.iteration + 1,
+            s.oracle_calls + 1 + backtracks,
+        )
+
+
+# --------------------------------------------------------------------------- dual averaging
+class DualAveragingState(NamedTuple):
+    theta: dict
+    theta0: dict  # centre of the entropy prox-function (the warm start; 0 = uniform)
+    w: dict  # the returned (averaged) marginals
+    v: dict
+    gbar: dict
+    loss: jax.Array
+    iteration: jax.Array
+    oracle_calls: jax.Array
+
+
+@dataclass(frozen=True)
+class DualAveraging:
+    """Accelerated dual averaging (ICML 2019, Algorithm 2; Xiao 2010; Nesterov 2005).
+
+    With ``c = 2 / (t + 1)``: ``u = (1 - c) w + c v``; ``gbar = (1 - c) gbar +
+    c grad L(u)``; ``v = M(-t (t + 1) / (4 L N) * gbar)``; ``w = (1 - c) w + c v``.
+    ``L`` is the Lipschitz constant of the loss gradient and ``N`` the total
+    (the entropy over counts is ``1/N``-strongly convex). The iterate ``w``
+    is a convex combination of marginals, so it is consistent; the
+    potentials reported are those of the last ``v``. A warm start moves the
+    centre of the entropy term from the uniform model to the warm model:
+    ``v = M(theta_0 - t (t + 1) / (4 L N) * gbar)``.
+    """
+
+    def init(self, problem: Problem, theta: dict, step_size=None) -> DualAveragingState:
+        mu = problem.marginals(theta)
+        loss, _ = problem.loss_and_grad(mu)
+        zeros = tree_map(jnp.zeros_like, mu)
+        return DualAveragingState(theta, theta, mu, mu, zeros, loss, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32))
+
+    def step(self, problem: Problem, s: DualAveragingState) -> DualAveragingState:
+        t = (s.iteration + 1).astype(problem.total.dtype)
+        c = 2.0 / (t + 1.0)
+        u = _axpy(1 - c, s.w, tree_map(lambda v: c * v, s.v))
+        _, g = problem.loss_and_grad(u)
+        gbar = _axpy(1 - c, s.gbar, tree_map(lambda x: c * x, g))
+        scale = t * (t + 1.0) / (4.0 * problem.lipschitz * problem.total)
+        theta = tree_map(lambda x, t0: t0 - scale * x, gbar, s.theta0)
+        v = problem.marginals(theta)
+        w = _axpy(1 - c, s.w, tree_map(lambda x: c * x, v))
+        loss = problem.loss_of(w)
+        return DualAveragingState(theta, s.theta0, w, v, gbar, loss, s.iteration + 1, s.oracle_calls + 1)
+
+
+# --------------------------------------------------------------------------- L-BFGS
+class LBFGSState(NamedTuple):
+    theta: dict
+    opt_state: Any
+    loss: jax.Array
+    iteration: jax.Array
+    oracle_calls: jax.Array
+
+
+@dataclass(frozen=True)
+class LBFGS:
+    """L-BFGS on the potentials: minimise ``L(M(theta))`` by autodiff through the oracle.
+
+    ICML 2019, Appendix A.3 (direct optimisation through the marginal
+    oracle); optax's ``lbfgs`` with its zoom line search.
+
+    Args:
+        memory_size: number of curvature pairs kept.
+    """
+
+    memory_size: int = 20
+
+    def _opt(self):
+        return optax.lbfgs(memory_size=self.memory_size)
+
+    @staticmethod
+    def _objective(problem: Problem):
+        # Scale-free in the total: the loss of probabilities * N.
+        return lambda theta: problem.loss_of(problem.marginals(theta))
+
+    def init(self, problem: Problem, theta: dict, step_size=None) -> LBFGSState:
+        loss = self._objective(problem)(theta)
+        return LBFGSState(theta, self._opt().init(theta), loss, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32))
+
+    def step(self, problem: Problem, s: LBFGSState) -> LBFGSState:
+        f = self._objective(problem)
+        opt = self._opt()
+        value, grad = optax.value_and_grad_from_state(f)(s.theta, state=s.opt_state)
+        updates, opt_state = opt.update(grad, s.opt_state, s.theta, value=value, grad=grad, value_fn=f)
+        theta = optax.apply_updates(s.theta, updates)
+        loss = optax.tree.get(opt_state, "value")
+        evals = jnp.asarray(optax.tree.get(opt_state, "num_linesearch_steps"), jnp.int32)
+        return LBFGSState(theta, opt_state, loss, s.iteration + 1, s.oracle_calls + 1 + evals)
+
+
+METHODS = {"mirror_descent": MirrorDescent, "dual_averaging": DualAveraging, "lbfgs": LBFGS}
+
+
+# --------------------------------------------------------------------------- driver
+@jax.jit(static_argnames=("estimator",))
+def _init(estimator, problem, theta, step_size):
+    return estimator.init(problem, theta, step_size)
+
+
+@jax.jit(static_argnames=("estimator",))
+def _chunk(estimator, problem, state, num_steps):
+    return jax.lax.fori_loop(0, num_steps, lambda _, st: estimator.step(problem, st), state)
+
+
+def run(
+    estimator,
+    problem: Problem,
+    theta: dict,
+    iters: int,
+    *,
+    step_size=1.0,
+    chunk: int = 50,
+    tol: float | None = None,
+    callback: Callable[[dict], Any] | None = None,
+):
+    """Run an estimator for ``iters`` steps in compiled chunks.
+
+    Args:
+        estimator: a MirrorDescent, DualAveraging or LBFGS instance.
+        problem: the :class:`Problem`.
+        theta: initial potentials (oracle blocks).
+        iters: maximum number of iterations.
+        step_size: initial step size (mirror descent).
+        chunk: iterations per compiled call; the host sees the state between chunks.
+        tol: stop when the loss changes by less than ``tol`` (relative) over a chunk.
+        callback: called after each chunk with a dict (iteration, loss,
+            oracle_calls, seconds, state); returning True stops the run.
+
+    Returns:
+        ``(state, history)``, history a list of the callback dicts.
+    """
+    start = time.perf_counter()
+    state = _init(estimator, problem, theta, jnp.asarray(step_size, problem.total.dtype))
+    history = []
+    done = 0
+    prev = float(state.loss)
+    while done < iters:
+        n = min(chunk, iters - done)
+        state = _chunk(estimator, problem, state, jnp.asarray(n, jnp.int32))
+        done += n
+        loss = float(state.loss)
+        info = {
+            "iteration": done,
+            "loss": loss,
+            "oracle_calls": int(state.oracle_calls),
+            "seconds": time.perf_counter() - start,
+            "state": state,
+        }
+        history.append(info)
+        if callback is not None and callback(info):
+            break
+        if not math.isfinite(loss):
+            raise FloatingPointError(
+                f"the loss became {loss} at iteration {done}; try float64 or a smaller step size"
+            )
+        if tol is not None and abs(prev - loss) <= tol * max(abs(loss), 1e-30):
+            break
+        prev = loss
+    return state, history
