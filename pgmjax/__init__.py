@@ -11,7 +11,7 @@ from .api import estimate
 from .dataset import Dataset
 from .domain import Domain
 from .estimation import LBFGS, DualAveraging, MirrorDescent, Problem
-from .junction_tree import JunctionTree, junction_tree
+from .junction import JunctionTree, junction_tree
 from .measurement import Measurement, estimate_total
 from .model import GraphicalModel
 from .noise import noisy_marginals

@@ -133,7 +133,7 @@ class MirrorDescent:
     """
 
     armijo: float = 0.5
-    growth: float = 1.5
+    growth: float = 1.25
     max_backtracks: int = 30
 
     def init(self, problem: Problem, theta: dict, step_size) -> MirrorDescentState:
@@ -163,15 +163,14 @@ class MirrorDescent:
 
         first = trial(s.step_size)
         carry = (first[0], first[1], first[2], first[3], s.step_size, first[4], jnp.zeros((), jnp.int32))
+        # After max_backtracks halvings the step is negligible and is taken as it is.
         theta, mu, loss, grad, eta, ok, backtracks = jax.lax.while_loop(cond, body, carry)
-        # A step that never passed the test is dropped (the iterate stays put).
-        keep = lambda new, old: tree_map(lambda a, b: jnp.where(ok, a, b), new, old)  # noqa: E731
         next_eta = jnp.where(backtracks == 0, eta * self.growth, eta)
         return MirrorDescentState(
-            keep(theta, s.theta),
-            keep(mu, s.mu),
-            jnp.where(ok, loss, s.loss),
-            keep(grad, s.grad),
+            theta,
+            mu,
+            loss,
+            grad,
             next_eta,
             s.iteration + 1,
             s.oracle_calls + 1 + backtracks,

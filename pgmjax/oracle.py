@@ -44,7 +44,7 @@ import numpy as np
 from pgmjax import kernels
 
 from .domain import Clique, Domain
-from .junction_tree import JunctionTree, junction_tree, levels, maximal_cliques
+from .junction import JunctionTree, junction_tree, levels, maximal_cliques
 
 
 @dataclass(frozen=True)
@@ -257,26 +257,43 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
             out[(x, y)] = arr
         return out
 
+    def is_direct(route: np.ndarray, sender_mask: np.ndarray) -> bool:
+        """Slot k's only child is slot k (or a padding slot feeds a padding slot): no gather needed."""
+        n_y, width = route.shape
+        if width != 1 or sender_mask.shape[0] != n_y:
+            return False
+        k = np.arange(n_y)
+        padded = np.isinf(sender_mask)
+        return bool(np.all((route[:, 0] == k) | ((route[:, 0] == sender_mask.shape[0]) & padded)))
+
     arrays: dict[str, np.ndarray] = {f"{k}_mask": v for k, v in masks.items()}
     pairs_static = []
     for r, run in enumerate(runs):
         last = run.first_level + run.num_levels - 1
         inner = [routes(l) for l in range(run.first_level, last)]
         inner_pairs = tuple(sorted({p for rt in inner for p in rt}))
+        direct = set()
         for x, y in inner_pairs:
             width = max(rt[(x, y)].shape[1] for rt in inner if (x, y) in rt)
             stack = np.full((len(inner), run.slots[y], width), run.slots[x], np.int64)
             for i, rt in enumerate(inner):
                 if (x, y) in rt:
                     stack[i, :, : rt[(x, y)].shape[1]] = rt[(x, y)]
-            arrays[f"r{r:03d}_inner_{x:02d}_{y:02d}"] = stack
-        outer_pairs = ()
+            mask = masks[f"r{r:03d}x{x:02d}"]
+            if all(is_direct(stack[i], mask[i]) for i in range(len(inner))):
+                direct.add((x, y))
+            else:
+                arrays[f"r{r:03d}_inner_{x:02d}_{y:02d}"] = stack
+        outer_pairs, outer_direct = (), set()
         if r + 1 < len(runs):
             rt = routes(last)
             outer_pairs = tuple(sorted(rt))
             for x, y in outer_pairs:
-                arrays[f"r{r:03d}_outer_{x:02d}_{y:02d}"] = rt[(x, y)]
-        pairs_static.append((inner_pairs, outer_pairs))
+                if is_direct(rt[(x, y)], masks[f"r{r:03d}x{x:02d}"][-1]):
+                    outer_direct.add((x, y))
+                else:
+                    arrays[f"r{r:03d}_outer_{x:02d}_{y:02d}"] = rt[(x, y)]
+        pairs_static.append((inner_pairs, outer_pairs, frozenset(direct), frozenset(outer_direct)))
 
     arrays = {k: jnp.asarray(v.astype(np.float32 if k.endswith("_mask") else np.int32)) for k, v in arrays.items()}
     static = (
@@ -290,59 +307,71 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
     return OraclePlan(arrays, static)
 
 
-def _send(run: Run, next_run: Run, pairs, route, beliefs):
-    """Messages from one level's beliefs, summed into the next level's inboxes (full clique shape)."""
-    inbox = [None] * len(next_run.classes)
-    msgs = {}
+def _send(run: Run, pairs, direct, route, beliefs) -> dict:
+    """Messages of one level, routed to the next level's slots: ``{(x, y): (n_y, *message shape)}``.
+
+    Messages keep the compact shape (size-1 axes where the parent has no
+    separator attribute); the receiver broadcasts them when it adds them to
+    its potentials, so no full-size inbox is ever materialised. A ``direct``
+    pair routes slot k to slot k and needs no gather; other pairs gather
+    each parent's children along the slot axis.
+    """
+    out, msgs = {}, {}
     for x, y in pairs:
         if x not in msgs:
             cl = run.classes[x]
             m = kernels.logsumexp(beliefs[x], axis=tuple(1 + a for a in cl.elim_axes))
-            m = m.reshape((m.shape[0], *cl.message_shape()))
-            msgs[x] = jnp.concatenate([m, jnp.zeros((1, *m.shape[1:]), m.dtype)])  # + the zero block
-        idx = route(x, y)  # (n_y, children)
-        contrib = jnp.sum(jnp.take(msgs[x], idx, axis=0, mode="clip"), axis=1)
-        inbox[y] = contrib if inbox[y] is None else inbox[y] + contrib
-    out = []
-    for y, (cl, n) in enumerate(zip(next_run.classes, next_run.slots)):
-        full = (n, *cl.shape)
-        out.append(jnp.zeros(full, beliefs[0].dtype) if inbox[y] is None else jnp.broadcast_to(inbox[y], full))
+            msgs[x] = m.reshape((m.shape[0], *cl.message_shape()))
+        if (x, y) in direct:
+            out[(x, y)] = msgs[x]
+        else:
+            ext = jnp.concatenate([msgs[x], jnp.zeros((1, *msgs[x].shape[1:]), msgs[x].dtype)])  # + a zero block
+            out[(x, y)] = jnp.sum(jnp.take(ext, route(x, y), axis=0, mode="clip"), axis=1)  # route: (n_y, children)
+    return out
+
+
+def _beliefs(potentials: list, received: dict) -> list:
+    """Potentials plus every message received, per class (messages broadcast over the clique)."""
+    out = list(potentials)
+    for (_, y), msg in sorted(received.items()):
+        out[y] = out[y] + msg
     return out
 
 
 def log_partition(plan: OraclePlan, theta: dict) -> jax.Array:
     """log Z of the model with log-potentials ``theta`` (blocks in the oracle layout).
 
-    The carry between levels is the next level's inbox (the summed
-    messages, one dense block per class), so one scan step and its autodiff
+    The carry between levels is the set of messages the next level receives
+    (compact, one block per class pair), so one scan step and its autodiff
     transpose cost the size of one level.
     """
     static_pairs = plan.static[5]
-    inbox = None
+    received: dict = {}
     for r, run in enumerate(plan.runs):
-        keys = [f"r{r:03d}x{x:02d}" for x in range(len(run.classes))]
         pot = []
-        for k in keys:
-            mask = plan.arrays[f"{k}_mask"].astype(theta[k].dtype)
-            pot.append(theta[k] + mask.reshape(mask.shape + (1,) * (theta[k].ndim - 2)))
-        if inbox is None:
-            inbox = [jnp.zeros(p.shape[1:], p.dtype) for p in pot]
-        inner_pairs, outer_pairs = static_pairs[r]
+        for x in range(len(run.classes)):
+            key = f"r{r:03d}x{x:02d}"
+            mask = plan.arrays[f"{key}_mask"].astype(theta[key].dtype)
+            pot.append(theta[key] + mask.reshape(mask.shape + (1,) * (theta[key].ndim - 2)))
+        inner_pairs, outer_pairs, inner_direct, outer_direct = static_pairs[r]
+        beliefs = _beliefs([p[0] for p in pot], received)
         if run.num_levels > 1:
-            inner = {p: plan.arrays[f"r{r:03d}_inner_{p[0]:02d}_{p[1]:02d}"] for p in inner_pairs}
+            routes = {p: plan.arrays[f"r{r:03d}_inner_{p[0]:02d}_{p[1]:02d}"] for p in inner_pairs if p not in inner_direct}
+            received = _send(run, inner_pairs, inner_direct, lambda x, y: routes[(x, y)][0], beliefs)
+            if run.num_levels > 2:
 
-            def body(box, xs, run=run, inner_pairs=inner_pairs):
-                th, rts = xs
-                beliefs = [t + b for t, b in zip(th, box)]
-                return _send(run, run, inner_pairs, lambda x, y: rts[(x, y)], beliefs), None
+                def body(carry, xs, run=run, inner_pairs=inner_pairs, inner_direct=inner_direct):
+                    th, rts = xs
+                    return _send(run, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], _beliefs(th, carry)), None
 
-            inbox, _ = jax.lax.scan(body, inbox, ([p[:-1] for p in pot], inner))
-        beliefs = [p[-1] + b for p, b in zip(pot, inbox)]
+                rest = {p: v[1:] for p, v in routes.items()}
+                received, _ = jax.lax.scan(body, received, ([p[1:-1] for p in pot], rest))
+            beliefs = _beliefs([p[-1] for p in pot], received)
         if r + 1 == len(plan.runs):
             (root,) = beliefs
             return kernels.logsumexp(root.reshape(-1), axis=-1)
-        outer = {p: plan.arrays[f"r{r:03d}_outer_{p[0]:02d}_{p[1]:02d}"] for p in outer_pairs}
-        inbox = _send(run, plan.runs[r + 1], outer_pairs, lambda x, y: outer[(x, y)], beliefs)
+        outer = {p: plan.arrays[f"r{r:03d}_outer_{p[0]:02d}_{p[1]:02d}"] for p in outer_pairs if p not in outer_direct}
+        received = _send(run, outer_pairs, outer_direct, lambda x, y: outer[(x, y)], beliefs)
     raise AssertionError("the schedule has no root level")
 
 

@@ -1,0 +1,166 @@
+"""Figure 2b of McKenna et al. (ICML 2019): scalability of estimation in the number of attributes.
+
+d attributes of 10 values, 10,000 records, identity marginals on every
+triple (i, i+1, i+2) with Gaussian noise (sigma 10); see
+``scalability_problem.py``. For each d, pgmjax and (optionally) mbi 2.0
+run in fresh processes, one after the other, on the same machine, with the
+same methodology:
+
+* ``jt_build_s``: junction tree (pgmjax: ``junction_tree`` + the oracle
+  plan, caches cleared; mbi: ``make_junction_tree``);
+* ``compile_s``: first ``estimate(iters)`` call minus the median of warm
+  identical calls (everything only a first call pays: tracing, lowering,
+  XLA compilation);
+* ``sec_per_iter``: ``(warm estimate(iters) - warm estimate(0)) / iters``,
+  default mirror descent, float32.
+
+Usage::
+
+    python bench/scalability.py --d 10 100 1000 --mbi-python /path/to/venv-with-mbi/bin/python \
+        --out bench/results/scalability_cpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def run_pgmjax(d: int, iters: int = 50, repeats: int = 3, seed: int = 0) -> dict:
+    import jax
+    import numpy as np
+
+    jax.config.update("jax_enable_compilation_cache", False)
+    import pgmjax as pj
+    from pgmjax import junction as jt_mod
+    from pgmjax import oracle
+    from scalability_problem import make_problem
+
+    problem = make_problem(d, seed=seed)
+    domain = pj.Domain(problem["domain"])
+    measurements = [
+        pj.Measurement(c, y, stddev=problem["sigma"]) for c, y in zip(problem["cliques"], problem["noisy"])
+    ]
+    jt_mod._junction_tree_cached.cache_clear()
+    oracle._make_plan_cached.cache_clear()
+    t0 = time.perf_counter()
+    tree = pj.junction_tree(domain, problem["cliques"])
+    t1 = time.perf_counter()
+    plan = oracle.make_plan(domain, problem["cliques"])
+    t2 = time.perf_counter()
+
+    def timed(n):
+        t = time.perf_counter()
+        model = pj.estimate(domain, measurements, "mirror_descent", iters=n, chunk=iters)
+        jax.block_until_ready(model.theta)
+        return time.perf_counter() - t, model
+
+    first, _ = timed(iters)
+    warm = [timed(iters)[0] for _ in range(repeats)]
+    fixed = [timed(0)[0] for _ in range(repeats)]
+    _, model = timed(iters)
+    warm_s, fixed_s = float(np.median(warm)), float(np.median(fixed))
+    calls = model.history[-1]["oracle_calls"] if model.history else 0
+    est = model.clique_marginals()
+    err = np.mean(
+        [np.abs(est[c] - t).sum() / problem["records"] for c, t in zip(problem["cliques"], problem["true"])]
+    )
+    noisy_err = np.mean(
+        [np.abs(y - t).sum() / problem["records"] for y, t in zip(problem["noisy"], problem["true"])]
+    )
+    return {
+        "engine": "pgmjax",
+        "d": d,
+        "iters": iters,
+        "jt_build_s": t1 - t0,
+        "plan_build_s": t2 - t1,
+        "tree_cliques": len(tree.cliques),
+        "tree_levels": tree.num_levels,
+        "first_call_s": first,
+        "warm_call_s": warm_s,
+        "compile_s": first - warm_s,
+        "sec_per_iter": (warm_s - fixed_s) / iters,
+        "oracle_calls_per_iter": (calls - 1) / iters,
+        "final_loss": model.loss,
+        "mean_l1_error_per_record": float(err),
+        "noisy_l1_error_per_record": float(noisy_err),
+    }
+
+
+def environment() -> dict:
+    import platform
+
+    import jax
+    import jaxlib
+    import numpy
+    import optax
+
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "optax": optax.__version__,
+        "numpy": numpy.__version__,
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "backend": jax.default_backend(),
+        "devices": [str(x) for x in jax.devices()],
+    }
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--d", type=int, nargs="+", default=[10, 100, 1000])
+    p.add_argument("--iters", type=int, default=50)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--mbi-python", default=None, help="interpreter with mbi==2.0.0 installed (omit to skip mbi)")
+    p.add_argument("--out", default=None)
+    p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child is not None:
+        print(json.dumps(run_pgmjax(args.child, args.iters, args.repeats)))
+        return
+    results = []
+    out = {"meta": environment(), "results": results}
+    for d in args.d:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", str(d), "--iters", str(args.iters), "--repeats", str(args.repeats)],
+            capture_output=True, text=True, check=True,
+        )
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(json.dumps(row), flush=True)
+        results.append(row)
+        if args.mbi_python:
+            tmp = f"/tmp/mbi_scal_{d}.json"
+            subprocess.run(
+                [args.mbi_python, os.path.join(HERE, "mbi_scalability.py"), "--d", str(d), "--iters", str(args.iters),
+                 "--repeats", str(args.repeats), "--out", tmp],
+                check=True, capture_output=True, text=True,
+            )
+            with open(tmp) as f:
+                mbi = json.load(f)
+            row = dict(mbi["results"][0], engine="mbi")
+            out["meta"]["mbi"] = mbi["meta"]
+            print(json.dumps(row), flush=True)
+            results.append(row)
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Shared test helpers."""
+
+import contextlib
+import os
+
+import jax
+import numpy as np
+import pytest
+
+jax.config.update("jax_enable_x64", True)  # float64 is opt-in per call (dtype=); float32 stays the default.
+
+DATA_DIR = os.environ.get("PGMJAX_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+
+
+class CompileCounter:
+    """Counts XLA compilations (JAX's backend-compile events) while active."""
+
+    def __init__(self):
+        self.count = 0
+        self.active = False
+
+    def __call__(self, event, duration, **kwargs):
+        if self.active and event == "/jax/core/compile/backend_compile_duration":
+            self.count += 1
+
+
+_COUNTER = CompileCounter()
+jax.monitoring.register_event_duration_secs_listener(_COUNTER)
+
+
+@contextlib.contextmanager
+def count_compiles():
+    """``with count_compiles() as c: ...``; then ``c.count`` is the number of XLA compilations."""
+    _COUNTER.count = 0
+    _COUNTER.active = True
+    try:
+        yield _COUNTER
+    finally:
+        _COUNTER.active = False
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+def data_dir_or_skip(name: str) -> str:
+    path = os.path.join(DATA_DIR, name)
+    if not os.path.isdir(path):
+        pytest.skip(f"benchmark data folder {path} is absent (set PGMJAX_DATA to the shared data folder)")
+    return path

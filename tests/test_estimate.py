@@ -1,0 +1,195 @@
+"""estimate(): API, input validation before compilation, no recompilation, warm start, custom losses."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import pgmjax as pj
+from conftest import count_compiles
+
+
+@pytest.fixture
+def small(rng):
+    dom = pj.Domain({"a": 3, "b": 4, "c": 2, "d": 3})
+    X = rng.integers(0, [3, 4, 2, 3], size=(400, 4))
+    data = pj.Dataset(X, dom)
+    cliques = [("a", "b"), ("b", "c"), ("c", "d")]
+    return dom, data, cliques
+
+
+def test_issue_example_api(small):
+    dom, data, cliques = small
+    y = data.marginal(("a", "b"))
+    m1 = pj.Measurement(("a", "b"), y + 0.5, stddev=2.0)  # shaped y
+    m2 = pj.Measurement(("b", "c"), data.marginal(("b", "c")).ravel(), stddev=2.0)  # flat y
+    Q = np.random.default_rng(0).normal(size=(5, 6))
+    m3 = pj.Measurement(("c", "d"), Q @ data.marginal(("c", "d")).ravel(), stddev=1.0, query=Q)
+    kron = (np.ones((1, 2)), np.eye(3))
+    m4 = pj.Measurement(("c", "d"), data.marginal("d"), stddev=1.0, query=kron)
+    model = pj.estimate(dom, [m1, m2, m3, m4], method="mirror_descent", iters=200)
+    out = model.marginal(("d", "a"))
+    assert out.shape == (3, 3)
+    assert out.sum() == pytest.approx(model.total, rel=1e-5)
+    assert model.total == pytest.approx(400, rel=0.05)
+    assert set(model.potentials) == set(model.cliques)
+    for c in model.cliques:
+        assert model.potentials[c].shape == dom.shape_of(c)
+
+
+def test_estimated_marginals_beat_noise(small):
+    dom, data, cliques = small
+    ms = pj.noisy_marginals(data, cliques, 10.0, jax.random.key(3))
+    model = pj.estimate(dom, ms, iters=300)
+    for m in ms:
+        truth = data.marginal(m.clique).ravel()
+        assert np.abs(model.marginal(m.clique).ravel() - truth).sum() < np.abs(m.y - truth).sum()
+
+
+@pytest.mark.parametrize("method", ["mirror_descent", "dual_averaging", "lbfgs"])
+def test_no_recompilation_on_new_numbers(small, method):
+    """New noisy values and new stddevs on the same structure reuse every compiled program."""
+    dom, data, cliques = small
+    first = pj.noisy_marginals(data, cliques, 5.0, jax.random.key(0))
+    pj.estimate(dom, first, method, iters=20, chunk=10)
+    second = [pj.Measurement(m.clique, m.y + 3.0, stddev=np.full(m.rows, 7.0)) for m in first]
+    with count_compiles() as counter:
+        model = pj.estimate(dom, second, method, iters=20, chunk=10)
+        model.marginal(("a", "b"))
+    assert counter.count == 0
+    # an extra chunk length or iteration count does not recompile either
+    with count_compiles() as counter:
+        pj.estimate(dom, first, method, iters=35, chunk=10)
+    assert counter.count == 0
+
+
+def test_reproducible_from_key(small):
+    dom, data, cliques = small
+    a = pj.estimate(dom, pj.noisy_marginals(data, cliques, 5.0, jax.random.key(7)), iters=50)
+    b = pj.estimate(dom, pj.noisy_marginals(data, cliques, 5.0, jax.random.key(7)), iters=50)
+    c = pj.estimate(dom, pj.noisy_marginals(data, cliques, 5.0, jax.random.key(8)), iters=50)
+    np.testing.assert_array_equal(a.marginal(("a", "b")), b.marginal(("a", "b")))
+    assert not np.array_equal(a.marginal(("a", "b")), c.marginal(("a", "b")))
+
+
+def test_float32_default_and_float64(small):
+    dom, data, cliques = small
+    ms = pj.noisy_marginals(data, cliques, 5.0, jax.random.key(0))
+    m32 = pj.estimate(dom, ms, iters=300)
+    m64 = pj.estimate(dom, ms, iters=300, dtype=jnp.float64)
+    assert m32.dtype == jnp.float32 and m64.dtype == jnp.float64
+    np.testing.assert_allclose(m32.marginal(("b", "c")), m64.marginal(("b", "c")), rtol=1e-2, atol=0.5)
+
+
+def test_warm_start_from_smaller_model(small):
+    dom, data, cliques = small
+    ms = pj.noisy_marginals(data, cliques, 5.0, jax.random.key(0))
+    first = pj.estimate(dom, ms[:2], iters=300, dtype=jnp.float64)
+    cold = pj.estimate(dom, ms, iters=5, dtype=jnp.float64)
+    warm = pj.estimate(dom, ms, iters=5, warm_start=first, dtype=jnp.float64)
+    assert set(first.cliques) <= {c for c in warm.cliques} | set(first.cliques)
+    assert warm.loss < cold.loss
+    # zero iterations from a warm start reproduce the warm model's marginals
+    same = pj.estimate(dom, ms[:2], iters=0, warm_start=first, dtype=jnp.float64)
+    np.testing.assert_allclose(same.marginal(("a", "b")), first.marginal(("a", "b")), rtol=1e-9)
+
+
+def test_custom_loss_is_differentiated(small):
+    dom, data, cliques = small
+    target = data.marginal(("a", "b"))
+
+    def loss(marginals):
+        return jnp.sum((marginals[("b", "a")].T - target) ** 2)
+
+    model = pj.estimate(dom, [], loss=loss, cliques=[("a", "b")], total=400.0, iters=500, dtype=jnp.float64)
+    np.testing.assert_allclose(model.marginal(("a", "b")), target, atol=1e-2)
+
+
+def test_callback_tol_and_history(small):
+    dom, data, cliques = small
+    ms = pj.noisy_marginals(data, cliques, 5.0, jax.random.key(0))
+    seen = []
+    model = pj.estimate(dom, ms, iters=1000, chunk=25, callback=lambda info: seen.append(info["iteration"]) or len(seen) == 2)
+    assert seen == [25, 50] and model.history[-1]["iteration"] == 50
+    model = pj.estimate(dom, ms, iters=5000, chunk=50, tol=1e-3, dtype=jnp.float64)
+    assert model.history[-1]["iteration"] < 5000
+
+
+def test_l1_loss_runs(small):
+    dom, data, cliques = small
+    ms = pj.noisy_marginals(data, cliques, 5.0, jax.random.key(0), noise="laplace")
+    model = pj.estimate(dom, ms, loss="l1", iters=300)
+    assert np.isfinite(model.loss)
+    assert model.marginal(("a",)).sum() == pytest.approx(model.total, rel=1e-4)
+
+
+# ---------------------------------------------------------------------------- bad input
+def _assert_error_without_compiling(exc, match, fn):
+    with count_compiles() as counter:
+        with pytest.raises(exc, match=match):
+            fn()
+    assert counter.count == 0
+
+
+def test_bad_inputs_raise_before_compiling(small):
+    dom, data, cliques = small
+    good = pj.Measurement(("a", "b"), data.marginal(("a", "b")), stddev=1.0)
+    cases = [
+        (ValueError, r"measurement 1 on \('a', 'zz'\): attribute 'zz' is not in the domain",
+         lambda: pj.estimate(dom, [good, pj.Measurement(("a", "zz"), np.zeros(6), 1.0)])),
+        (ValueError, r"measurement 0 on \('a', 'b'\): y has 10 values but the marginal has 12 cells",
+         lambda: pj.estimate(dom, [pj.Measurement(("a", "b"), np.zeros(10), 1.0)])),
+        (ValueError, r"the query has 7 columns but the marginal has 12 cells",
+         lambda: pj.estimate(dom, [pj.Measurement(("a", "b"), np.zeros(2), 1.0, query=np.ones((2, 7))))])),
+        (ValueError, r"the query factor of 'b' has 3 columns but 'b' has 4 values",
+         lambda: pj.estimate(dom, [pj.Measurement(("a", "b"), np.zeros(2), 1.0, query=(np.ones((1, 3)), np.ones((2, 3))))])),
+        (ValueError, r"unknown method 'newton'", lambda: pj.estimate(dom, [good], method="newton")),
+        (ValueError, r"loss must be 'l2', 'l1' or a callable", lambda: pj.estimate(dom, [good], loss="huber")),
+        (ValueError, r"total must be positive", lambda: pj.estimate(dom, [good], total=-5)),
+        (ValueError, r"iters must be a non-negative integer", lambda: pj.estimate(dom, [good], iters=-1)),
+        (ValueError, r"dual_averaging needs the smooth 'l2' loss", lambda: pj.estimate(dom, [good], "dual_averaging", loss="l1")),
+        (ValueError, r"nothing to fit", lambda: pj.estimate(dom, [])),
+        (TypeError, r"measurement 0 is a tuple", lambda: pj.estimate(dom, [(("a",), np.zeros(3))])),
+        (ValueError, r"clique \('q',\): attribute 'q' is not in the domain", lambda: pj.estimate(dom, [good], cliques=[("q",)])),
+        (ValueError, r"cannot be estimated", lambda: pj.estimate(dom, [pj.Measurement(("a",), [1.0], 1.0, query=np.array([[1.0, -1.0, 0.0]]))])),
+    ]
+    for exc, match, fn in cases:
+        _assert_error_without_compiling(exc, match, fn)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(clique=("a", "a"), y=np.zeros(9)), "appears more than once"),
+        (dict(clique=("a",), y=[np.nan, 0, 0]), "y has non-finite values"),
+        (dict(clique=("a",), y=np.zeros(3), stddev=0.0), "stddev must be positive"),
+        (dict(clique=("a",), y=np.zeros(3), stddev=np.ones(2)), "stddev must be a scalar or one per row"),
+        (dict(clique=("a",), y=np.zeros(2), query=np.ones((3, 3))), "the query has 3 rows but y has 2 values"),
+        (dict(clique=("a", "b"), y=np.zeros(2), query=(np.ones((2, 3)),)), "needs one matrix per attribute"),
+    ],
+)
+def test_bad_measurements(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        pj.Measurement(**kwargs)
+
+
+def test_float64_without_x64_is_a_clear_error(small, monkeypatch):
+    dom, data, cliques = small
+    monkeypatch.setattr(jax.config, "jax_enable_x64", False, raising=False)
+    with pytest.raises(ValueError, match="float64 needs"):
+        pj.estimate(dom, [pj.Measurement(("a",), data.marginal("a"), 1.0)], dtype=jnp.float64)
+
+
+def test_total_and_lipschitz():
+    m1 = pj.Measurement(("a",), [10.0, 20.0], stddev=1.0)  # total 30, var 2
+    m2 = pj.Measurement(("a",), [14.0, 20.0], stddev=2.0)  # total 34, var 8
+    total, var = pj.estimate_total([m1, m2])
+    assert total == pytest.approx((30 / 2 + 34 / 8) / (1 / 2 + 1 / 8))
+    assert var == pytest.approx(1 / (1 / 2 + 1 / 8))
+    prefix = np.tril(np.ones((4, 4)))  # the last row is the total
+    m3 = pj.Measurement(("b",), prefix @ np.array([1.0, 2, 3, 4]), stddev=1.0, query=prefix)
+    assert pj.estimate_total([m3])[0] == pytest.approx(10.0)
+    assert m3.lipschitz() == pytest.approx(np.linalg.eigvalsh(prefix.T @ prefix)[-1])
+    kron = pj.Measurement(("a", "b"), np.zeros(8), stddev=2.0, query=(np.eye(2) * 3, prefix))
+    assert kron.lipschitz() == pytest.approx(9 * np.linalg.eigvalsh(prefix.T @ prefix)[-1] / 4)
+    assert pj.Measurement(("a",), [1.0, 2.0], stddev=[1.0, 0.5]).lipschitz() == pytest.approx(4.0)

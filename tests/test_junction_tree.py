@@ -1,0 +1,99 @@
+"""Junction-tree construction: validity (running intersection), coverage, determinism, caching."""
+
+import itertools
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import pgmjax as pj
+
+
+def _check_valid(tree, cliques):
+    dom = tree.domain
+    # every attribute and every input clique is covered
+    for a in dom:
+        assert any(a in c for c in tree.cliques)
+    for c in cliques:
+        assert tree.containing(c) is not None, c
+    # it is a tree with one root
+    g = tree.to_networkx()
+    assert nx.is_tree(g) if len(tree.cliques) > 1 else True
+    assert tree.parent.count(-1) == 1
+    # running intersection: the cliques holding any attribute form a connected subtree
+    for a in dom:
+        holders = [i for i, c in enumerate(tree.cliques) if a in c]
+        assert nx.is_connected(g.subgraph(holders)), a
+    # separators are the intersections with the parent; cliques are maximal
+    for i, c in enumerate(tree.cliques):
+        p = tree.parent[i]
+        if p >= 0:
+            assert set(tree.separators[i]) == set(c) & set(tree.cliques[p])
+        for j, d in enumerate(tree.cliques):
+            assert i == j or not set(c) <= set(d)
+
+
+STRUCTURES = {
+    "single attribute": ({"a": 3}, [("a",)]),
+    "chain": ({f"x{i}": 2 for i in range(6)}, [(f"x{i}", f"x{i+1}") for i in range(5)]),
+    "3-cycle": ({"a": 2, "b": 3, "c": 4}, [("a", "b"), ("b", "c"), ("a", "c")]),
+    "grid 3x3": (
+        {f"g{i}{j}": 2 for i in range(3) for j in range(3)},
+        [(f"g{i}{j}", f"g{i}{j+1}") for i in range(3) for j in range(2)]
+        + [(f"g{i}{j}", f"g{i+1}{j}") for i in range(2) for j in range(3)],
+    ),
+    "disconnected + unmeasured": ({"a": 2, "b": 2, "c": 2, "d": 2, "e": 5}, [("a", "b"), ("c", "d")]),
+    "nested and duplicate": ({"a": 2, "b": 2, "c": 2}, [("a", "b", "c"), ("a", "b"), ("b", "a"), ("c",)]),
+}
+
+
+@pytest.mark.parametrize("name", list(STRUCTURES))
+def test_structures(name):
+    dom_dict, cliques = STRUCTURES[name]
+    dom = pj.Domain(dom_dict)
+    tree = pj.junction_tree(dom, cliques)
+    _check_valid(tree, cliques)
+
+
+def test_three_cycle_is_triangulated_into_one_clique():
+    dom = pj.Domain({"a": 2, "b": 3, "c": 4})
+    assert pj.junction_tree(dom, [("a", "b"), ("b", "c"), ("a", "c")]).cliques == (("a", "b", "c"),)
+
+
+def test_random_structures_are_valid(rng):
+    for _ in range(40):
+        d = int(rng.integers(1, 9))
+        dom = pj.Domain({f"v{i}": int(rng.integers(1, 4)) for i in range(d)})
+        cliques = [
+            tuple(dom.attributes[i] for i in rng.choice(d, int(rng.integers(1, min(3, d) + 1)), replace=False))
+            for _ in range(int(rng.integers(1, 7)))
+        ]
+        _check_valid(pj.junction_tree(dom, cliques), cliques)
+
+
+def test_deterministic_and_cached():
+    dom = pj.Domain({f"x{i}": 3 for i in range(8)})
+    cl = [("x0", "x1"), ("x1", "x2", "x3"), ("x3", "x7"), ("x4", "x5"), ("x5", "x0")]
+    t1 = pj.junction_tree(dom, cl)
+    t2 = pj.junction_tree(dom, list(reversed(cl)))
+    assert t1 is t2  # same clique set -> the cached tree
+    t3 = pj.junction_tree(pj.Domain(dom.to_dict()), [tuple(reversed(c)) for c in cl])
+    assert t3 == t1 and hash(t3) == hash(t1)
+
+
+def test_long_chain_is_fast_and_shallow():
+    import time
+
+    d = 1000
+    dom = pj.Domain({f"a{i}": 10 for i in range(d)})
+    cl = [(f"a{i}", f"a{i+1}", f"a{i+2}") for i in range(d - 2)]
+    from pgmjax import junction
+
+    junction._junction_tree_cached.cache_clear()
+    t = time.perf_counter()
+    tree = pj.junction_tree(dom, cl)
+    elapsed = time.perf_counter() - t
+    assert len(tree.cliques) == d - 2 and tree.treewidth == 2
+    # rooted at a centre: about half as many levels as cliques
+    assert tree.num_levels <= d // 2 + 1
+    assert elapsed < 30  # a loose sanity bound; the benchmark measures the real time
