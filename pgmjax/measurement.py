@@ -100,7 +100,7 @@ class Measurement:
     def validate(self, domain: Domain, index: int | None = None) -> None:
         """Check the measurement against a domain; raise a ValueError naming what is wrong."""
         where = f"measurement {index} on {self.clique}" if index is not None else f"measurement on {self.clique}"
-        domain.check_clique(self.clique, what=where)
+        domain.check_clique(self.clique, what=where[: -len(str(self.clique)) - 1])
         cells = domain.size(self.clique)
         if self.kind == "identity" and self.rows != cells:
             raise ValueError(

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import kernels, oracle
+from . import oracle
 from .domain import Clique, CliqueLike, Domain
 
 
@@ -108,15 +108,15 @@ class GraphicalModel:
         with np.errstate(divide="ignore"):
             for c in sorted(keep):
                 clique = self.cliques[c]
-                factors.append((clique, jnp.asarray(np.log(marg[clique] / self.total))))
+                factors.append((clique, np.log(marg[clique] / self.total)))
                 if c != top and tree.parent[c] in keep:
                     sep = tree.separators[c]
                     sep_table = marg[clique].sum(axis=tuple(i for i, a in enumerate(clique) if a not in sep))
                     # p(sep) = 0 only where the clique's cells are 0 too: dividing by 1 there keeps -inf.
                     inv = -np.log(np.where(sep_table > 0, sep_table / self.total, 1.0))
-                    factors.append((sep, jnp.asarray(inv)))
+                    factors.append((sep, inv))
         result = _variable_elimination(factors, attrs, self.domain)
-        return np.exp(np.asarray(result, np.float64)) * self.total
+        return np.exp(result) * self.total
 
     def __repr__(self) -> str:
         return (
@@ -125,11 +125,29 @@ class GraphicalModel:
         )
 
 
-def _variable_elimination(factors, attrs: Clique, domain: Domain) -> jax.Array:
-    """Sum out every variable not in ``attrs`` from log-factors, greedily by smallest created table."""
+def _log_einsum_np(spec: str, *log_factors: np.ndarray) -> np.ndarray:
+    """Log of an einsum of exponentiated float64 factors, each shifted by its maximum first."""
+    shifts = [float(np.max(f)) if np.isfinite(np.max(f)) else 0.0 for f in log_factors]
+    with np.errstate(divide="ignore"):
+        return np.log(np.einsum(spec, *[np.exp(f - s) for f, s in zip(log_factors, shifts)])) + sum(shifts)
+
+
+def _variable_elimination(factors, attrs: Clique, domain: Domain) -> np.ndarray:
+    """Sum out every variable not in ``attrs`` from log-factors, greedily by smallest created table.
+
+    Runs on the host in float64 (the factors are normalised clique and
+    separator probabilities, so the per-factor shift keeps them in range).
+    """
     factors = list(factors)
     variables = {a for scope, _ in factors for a in scope} - set(attrs)
-    letters = {a: chr(ord("a") + i) if i < 26 else chr(ord("A") + i - 26) for i, a in enumerate(sorted({a for s, _ in factors for a in s} | set(attrs)))}
+    names = sorted({a for s, _ in factors for a in s} | set(attrs))
+    if len(names) > 52:
+        raise ValueError(f"marginal of {attrs}: the covering subtree spans {len(names)} attributes (at most 52)")
+    letters = {a: chr(ord("a") + i) if i < 26 else chr(ord("A") + i - 26) for i, a in enumerate(names)}
+
+    def term(scope):
+        return "".join(letters[a] for a in scope)
+
     while variables:
         def cost(v):
             scope = {a for s, _ in factors if v in s for a in s}
@@ -137,14 +155,13 @@ def _variable_elimination(factors, attrs: Clique, domain: Domain) -> jax.Array:
 
         v = min(variables, key=cost)
         involved = [(s, f) for s, f in factors if v in s]
-        rest = [(s, f) for s, f in factors if v not in s]
+        factors = [(s, f) for s, f in factors if v not in s]
         scope = tuple(dict.fromkeys(a for s, _ in involved for a in s if a != v))
-        spec = ",".join("".join(letters[a] for a in s) for s, _ in involved) + "->" + "".join(letters[a] for a in scope)
-        rest.append((scope, kernels.log_einsum(spec, *[f for _, f in involved])))
-        factors = rest
+        spec = ",".join(term(s) for s, _ in involved) + "->" + term(scope)
+        factors.append((scope, _log_einsum_np(spec, *[f for _, f in involved])))
         variables.discard(v)
-    spec = ",".join("".join(letters[a] for a in s) for s, _ in factors) + "->" + "".join(letters[a] for a in attrs)
-    return kernels.log_einsum(spec, *[f for _, f in factors])
+    spec = ",".join(term(s) for s, _ in factors) + "->" + term(attrs)
+    return _log_einsum_np(spec, *[f for _, f in factors])
 
 
 _marginals_jit = jax.jit(oracle.marginals)

@@ -29,12 +29,15 @@ def noisy_marginals(
     """
     if noise not in ("gaussian", "laplace"):
         raise ValueError(f"noisy_marginals: noise must be 'gaussian' or 'laplace', got {noise!r}")
-    out = []
     tables = data.marginals(cliques)
-    for clique, table, k in zip(cliques, tables, jax.random.split(key, len(cliques))):
-        if noise == "gaussian":
-            z = np.asarray(jax.random.normal(k, table.shape), np.float64)
-        else:
-            z = np.asarray(jax.random.laplace(k, table.shape), np.float64) / np.sqrt(2.0)
-        out.append(Measurement(clique, table + stddev * z, stddev=stddev))
+    # One draw for all cliques: one compiled sampler whatever the clique shapes.
+    cells = sum(t.size for t in tables)
+    if noise == "gaussian":
+        z = np.asarray(jax.random.normal(key, (cells,)), np.float64)
+    else:
+        z = np.asarray(jax.random.laplace(key, (cells,)), np.float64) / np.sqrt(2.0)
+    out, start = [], 0
+    for clique, table in zip(cliques, tables):
+        out.append(Measurement(clique, table + stddev * z[start : start + table.size].reshape(table.shape), stddev=stddev))
+        start += table.size
     return out

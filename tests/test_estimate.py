@@ -40,10 +40,11 @@ def test_issue_example_api(small):
 def test_estimated_marginals_beat_noise(small):
     dom, data, cliques = small
     ms = pj.noisy_marginals(data, cliques, 10.0, jax.random.key(3))
+    ms += pj.noisy_marginals(data, [("a",), ("b",), ("c",), ("d",)], 10.0, jax.random.key(4))
     model = pj.estimate(dom, ms, iters=300)
-    for m in ms:
-        truth = data.marginal(m.clique).ravel()
-        assert np.abs(model.marginal(m.clique).ravel() - truth).sum() < np.abs(m.y - truth).sum()
+    err_model = sum(np.abs(model.marginal(m.clique).ravel() - data.marginal(m.clique).ravel()).sum() for m in ms)
+    err_noisy = sum(np.abs(m.y - data.marginal(m.clique).ravel()).sum() for m in ms)
+    assert err_model < 0.8 * err_noisy
 
 
 @pytest.mark.parametrize("method", ["mirror_descent", "dual_averaging", "lbfgs"])
@@ -140,7 +141,7 @@ def test_bad_inputs_raise_before_compiling(small):
         (ValueError, r"measurement 0 on \('a', 'b'\): y has 10 values but the marginal has 12 cells",
          lambda: pj.estimate(dom, [pj.Measurement(("a", "b"), np.zeros(10), 1.0)])),
         (ValueError, r"the query has 7 columns but the marginal has 12 cells",
-         lambda: pj.estimate(dom, [pj.Measurement(("a", "b"), np.zeros(2), 1.0, query=np.ones((2, 7))))])),
+         lambda: pj.estimate(dom, [pj.Measurement(("a", "b"), np.zeros(2), 1.0, query=np.ones((2, 7)))])),
         (ValueError, r"the query factor of 'b' has 3 columns but 'b' has 4 values",
          lambda: pj.estimate(dom, [pj.Measurement(("a", "b"), np.zeros(2), 1.0, query=(np.ones((1, 3)), np.ones((2, 3))))])),
         (ValueError, r"unknown method 'newton'", lambda: pj.estimate(dom, [good], method="newton")),
@@ -175,9 +176,12 @@ def test_bad_measurements(kwargs, match):
 
 def test_float64_without_x64_is_a_clear_error(small, monkeypatch):
     dom, data, cliques = small
-    monkeypatch.setattr(jax.config, "jax_enable_x64", False, raising=False)
-    with pytest.raises(ValueError, match="float64 needs"):
-        pj.estimate(dom, [pj.Measurement(("a",), data.marginal("a"), 1.0)], dtype=jnp.float64)
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.raises(ValueError, match="float64 needs"):
+            pj.estimate(dom, [pj.Measurement(("a",), data.marginal("a"), 1.0)], dtype=jnp.float64)
+    finally:
+        jax.config.update("jax_enable_x64", True)
 
 
 def test_total_and_lipschitz():
