@@ -123,7 +123,9 @@ def estimate(
     plan = oracle.make_plan(domain, model_cliques)
     meas = losses.stack_measurements(plan, measurements, dtype)
     lipschitz = losses.lipschitz_constant(measurements) if measurements else 1.0
-    problem = estimation.Problem(plan, meas, jnp.asarray(total, dtype), jnp.asarray(lipschitz, dtype), loss)
+    problem = estimation.Problem(
+        plan, meas, jnp.asarray(total, dtype), jnp.asarray(lipschitz, dtype), jnp.zeros((), dtype), loss
+    )
     theta = plan.zeros(dtype) if warm_start is None else plan.from_tables(warm_start.potentials, dtype)
     if step_size is None:
         step_size = 1.0 / (lipschitz * total)
@@ -142,7 +144,7 @@ def estimate(
             return user_callback(info) if user_callback else None
 
     try:
-        state, history = estimation.run(
+        params, state, history = estimation.run(
             estimation.METHODS[method](),
             problem,
             theta,
@@ -157,11 +159,6 @@ def estimate(
             bar.close()
     for h in history:
         h.pop("state", None)
-    model = GraphicalModel(plan, state.theta, total, history)
-    model.loss = float(_loss_jit(problem, state.theta))
+    model = GraphicalModel(plan, params, total, history)
+    model.loss = float(estimation._model_loss(problem, params))
     return model
-
-
-@jax.jit
-def _loss_jit(problem, theta):
-    return problem.loss_of(problem.marginals(theta))

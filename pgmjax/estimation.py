@@ -80,24 +80,38 @@ class Problem:
         meas: stacked measurements.
         total: number of records (array).
         lipschitz: Lipschitz constant of the L2 loss (array; 1 if unused).
+        smoothing: Huber width used in place of the L1 loss while optimising
+            (array; see :func:`pgmjax.losses.residual_loss`).
         loss: ``"l2"``, ``"l1"`` or a callable ``MarginalView -> scalar`` (static).
     """
 
-    def __init__(self, plan, meas, total, lipschitz, loss):
-        self.plan, self.meas, self.total, self.lipschitz, self.loss = plan, meas, total, lipschitz, loss
+    def __init__(self, plan, meas, total, lipschitz, smoothing, loss):
+        self.plan, self.meas, self.total, self.lipschitz, self.smoothing, self.loss = (
+            plan, meas, total, lipschitz, smoothing, loss,
+        )
 
     def tree_flatten(self):
-        return (self.plan, self.meas, self.total, self.lipschitz), (self.loss,)
+        return (self.plan, self.meas, self.total, self.lipschitz, self.smoothing), (self.loss,)
 
     @classmethod
     def tree_unflatten(cls, aux, leaves):
         return cls(*leaves, *aux)
 
+    def with_smoothing(self, smoothing) -> "Problem":
+        return Problem(self.plan, self.meas, self.total, self.lipschitz, jnp.asarray(smoothing, self.total.dtype), self.loss)
+
     def loss_of(self, mu: dict) -> jax.Array:
+        """The loss the estimators minimise (L1 smoothed by ``smoothing``)."""
         if callable(self.loss):
             value = self.loss(MarginalView(self.plan, mu))
             return jnp.asarray(value, self.total.dtype).reshape(())
-        return _losses.residual_loss(mu, self.meas, self.loss)
+        return _losses.residual_loss(mu, self.meas, self.loss, self.smoothing if self.loss == "l1" else None)
+
+    def exact_loss(self, mu: dict) -> jax.Array:
+        """The loss itself (no smoothing)."""
+        if self.loss == "l1":
+            return _losses.residual_loss(mu, self.meas, "l1")
+        return self.loss_of(mu)
 
     def marginals(self, theta: dict) -> dict:
         return oracle.marginals(self.plan, theta, self.total)[0]
@@ -136,6 +150,10 @@ class MirrorDescent:
     growth: float = 1.25
     max_backtracks: int = 30
 
+    @staticmethod
+    def params(state: MirrorDescentState) -> dict:
+        return state.theta
+
     def init(self, problem: Problem, theta: dict, step_size) -> MirrorDescentState:
         mu = problem.marginals(theta)
         loss, grad = problem.loss_and_grad(mu)
@@ -145,27 +163,31 @@ class MirrorDescent:
         )
 
     def step(self, problem: Problem, s: MirrorDescentState) -> MirrorDescentState:
+        # Rounding makes the exact test fail at (numerical) convergence; allow that much slack.
+        slack = 8 * jnp.finfo(s.loss.dtype).eps * jnp.abs(s.loss)
+
         def trial(eta):
             theta = _axpy(-eta, s.grad, s.theta)
             mu = problem.marginals(theta)
             loss, grad = problem.loss_and_grad(mu)
             decrease = _vdot(s.grad, {k: s.mu[k] - mu[k] for k in mu})
-            ok = jnp.isfinite(loss) & (loss <= s.loss - self.armijo * decrease)
+            ok = jnp.isfinite(loss) & (loss <= s.loss - self.armijo * decrease + slack)
             return theta, mu, loss, grad, ok
 
         def cond(c):
-            return (~c[5]) & (c[6] < self.max_backtracks)
+            return ~c[5]
 
         def body(c):
-            eta = c[4] * 0.5
+            # The last try is a zero step: the iterate stays put (no select over the state needed).
+            last = c[6] + 1 >= self.max_backtracks
+            eta = jnp.where(last, 0.0, c[4] * 0.5)
             theta, mu, loss, grad, ok = trial(eta)
-            return theta, mu, loss, grad, eta, ok, c[6] + 1
+            return theta, mu, loss, grad, eta, ok | last, c[6] + 1
 
         first = trial(s.step_size)
         carry = (first[0], first[1], first[2], first[3], s.step_size, first[4], jnp.zeros((), jnp.int32))
-        # After max_backtracks halvings the step is negligible and is taken as it is.
-        theta, mu, loss, grad, eta, ok, backtracks = jax.lax.while_loop(cond, body, carry)
-        next_eta = jnp.where(backtracks == 0, eta * self.growth, eta)
+        theta, mu, loss, grad, eta, _, backtracks = jax.lax.while_loop(cond, body, carry)
+        next_eta = jnp.where(backtracks == 0, eta * self.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
         return MirrorDescentState(
             theta,
             mu,
@@ -179,12 +201,14 @@ class MirrorDescent:
 
 # --------------------------------------------------------------------------- dual averaging
 class DualAveragingState(NamedTuple):
-    theta: dict
+    theta: dict  # potentials of v
     theta0: dict  # centre of the entropy prox-function (the warm start; 0 = uniform)
-    w: dict  # the returned (averaged) marginals
+    w: dict  # averaged marginals (the sequence the convergence rate is about)
     v: dict
     gbar: dict
-    loss: jax.Array
+    best_theta: dict  # potentials of the best v so far: what the run returns
+    loss: jax.Array  # loss of best_theta's marginals
+    averaged_loss: jax.Array  # loss of w
     iteration: jax.Array
     oracle_calls: jax.Array
 
@@ -197,17 +221,25 @@ class DualAveraging:
     c grad L(u)``; ``v = M(-t (t + 1) / (4 L N) * gbar)``; ``w = (1 - c) w + c v``.
     ``L`` is the Lipschitz constant of the loss gradient and ``N`` the total
     (the entropy over counts is ``1/N``-strongly convex). The iterate ``w``
-    is a convex combination of marginals, so it is consistent; the
-    potentials reported are those of the last ``v``. A warm start moves the
+    is a convex combination of marginals with no potentials of its own, so
+    the run returns the potentials of the best ``v`` seen (``v = M(theta)``)
+    and reports that model's loss; ``averaged_loss`` tracks ``w``, which
+    converges faster than ``v``. A warm start moves the
     centre of the entropy term from the uniform model to the warm model:
     ``v = M(theta_0 - t (t + 1) / (4 L N) * gbar)``.
     """
+
+    @staticmethod
+    def params(state: DualAveragingState) -> dict:
+        return state.best_theta
 
     def init(self, problem: Problem, theta: dict, step_size=None) -> DualAveragingState:
         mu = problem.marginals(theta)
         loss, _ = problem.loss_and_grad(mu)
         zeros = tree_map(jnp.zeros_like, mu)
-        return DualAveragingState(theta, theta, mu, mu, zeros, loss, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32))
+        return DualAveragingState(
+            theta, theta, mu, mu, zeros, theta, loss, loss, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32)
+        )
 
     def step(self, problem: Problem, s: DualAveragingState) -> DualAveragingState:
         t = (s.iteration + 1).astype(problem.total.dtype)
@@ -219,8 +251,13 @@ class DualAveraging:
         theta = tree_map(lambda x, t0: t0 - scale * x, gbar, s.theta0)
         v = problem.marginals(theta)
         w = _axpy(1 - c, s.w, tree_map(lambda x: c * x, v))
-        loss = problem.loss_of(w)
-        return DualAveragingState(theta, s.theta0, w, v, gbar, loss, s.iteration + 1, s.oracle_calls + 1)
+        loss_v = problem.loss_of(v)
+        better = loss_v < s.loss
+        best = tree_map(lambda a, b: jnp.where(better, a, b), theta, s.best_theta)
+        return DualAveragingState(
+            theta, s.theta0, w, v, gbar, best, jnp.minimum(loss_v, s.loss), problem.loss_of(w),
+            s.iteration + 1, s.oracle_calls + 1,
+        )
 
 
 # --------------------------------------------------------------------------- L-BFGS
@@ -244,6 +281,10 @@ class LBFGS:
     """
 
     memory_size: int = 20
+
+    @staticmethod
+    def params(state: LBFGSState) -> dict:
+        return state.theta
 
     def _opt(self):
         return optax.lbfgs(memory_size=self.memory_size)
@@ -292,6 +333,7 @@ def run(
     chunk: int = 50,
     tol: float | None = None,
     callback: Callable[[dict], Any] | None = None,
+    smoothing: tuple[float, float] = (1.0, 1e-6),
 ):
     """Run an estimator for ``iters`` steps in compiled chunks.
 
@@ -305,20 +347,38 @@ def run(
         tol: stop when the loss changes by less than ``tol`` (relative) over a chunk.
         callback: called after each chunk with a dict (iteration, loss,
             oracle_calls, seconds, state); returning True stops the run.
+        smoothing: for the L1 loss, the Huber width at the first and the
+            last chunk (geometric in between, over at least 20 chunks; Nesterov-style smoothing with
+            continuation, so smooth methods and line searches apply). The
+            estimator restarts from its current potentials when it changes.
 
     Returns:
-        ``(state, history)``, history a list of the callback dicts.
+        ``(params, state, history)``: the potentials to report, the final
+        state and the list of per-chunk dicts (``loss`` is the exact loss of
+        the returned potentials' model).
     """
     start = time.perf_counter()
-    state = _init(estimator, problem, theta, jnp.asarray(step_size, problem.total.dtype))
+    l1 = problem.loss == "l1"
+    if l1:  # at least 20 smoothing stages, however the iterations are chunked
+        chunk = min(chunk, max(1, iters // 20))
+    chunks = max(1, math.ceil(iters / chunk))
+
+    def width(k):
+        first, last = smoothing
+        return first * (last / first) ** (k / max(chunks - 1, 1))
+
+    if l1:
+        problem = problem.with_smoothing(width(0))
+    dt = problem.total.dtype
+    state = _init(estimator, problem, theta, jnp.asarray(step_size, dt))
     history = []
-    done = 0
-    prev = float(state.loss)
+    done, k = 0, 0
+    prev = float(_model_loss(problem, estimator.params(state))) if l1 else float(state.loss)
     while done < iters:
         n = min(chunk, iters - done)
         state = _chunk(estimator, problem, state, jnp.asarray(n, jnp.int32))
-        done += n
-        loss = float(state.loss)
+        done, k = done + n, k + 1
+        loss = float(_model_loss(problem, estimator.params(state))) if l1 else float(state.loss)
         info = {
             "iteration": done,
             "loss": loss,
@@ -330,10 +390,20 @@ def run(
         if callback is not None and callback(info):
             break
         if not math.isfinite(loss):
-            raise FloatingPointError(
-                f"the loss became {loss} at iteration {done}; try float64 or a smaller step size"
-            )
-        if tol is not None and abs(prev - loss) <= tol * max(abs(loss), 1e-30):
+            raise FloatingPointError(f"the loss became {loss} at iteration {done}; try float64 or a smaller step size")
+        if tol is not None and abs(prev - loss) <= tol * max(abs(loss), 1e-30) and (not l1 or k >= chunks):
             break
         prev = loss
-    return state, history
+        if l1 and done < iters:
+            problem = problem.with_smoothing(width(k))
+            step = getattr(state, "step_size", step_size)
+            calls = state.oracle_calls
+            state = _init(estimator, problem, estimator.params(state), jnp.asarray(step, dt))
+            state = state._replace(oracle_calls=state.oracle_calls + calls)
+    return estimator.params(state), state, history
+
+
+@jax.jit
+def _model_loss(problem: Problem, theta: dict) -> jax.Array:
+    """Exact loss of the model with potentials ``theta``."""
+    return problem.exact_loss(problem.marginals(theta))

@@ -117,12 +117,24 @@ def predictions(mu: dict, meas: MeasurementArrays) -> list[jax.Array]:
     return out
 
 
-def residual_loss(mu: dict, meas: MeasurementArrays, kind: str) -> jax.Array:
-    """The L2 or L1 loss of marginals ``mu`` (oracle blocks) against the measurements."""
+def residual_loss(mu: dict, meas: MeasurementArrays, kind: str, smoothing=None) -> jax.Array:
+    """The L2 or L1 loss of marginals ``mu`` (oracle blocks) against the measurements.
+
+    With ``smoothing = delta > 0`` the L1 loss is replaced by its Huber
+    smoothing (``r^2 / (2 delta)`` for ``|r| <= delta``, ``|r| - delta / 2``
+    otherwise; within ``delta / 2`` of ``|r|`` per row), which is what the
+    estimators minimise for L1 while ``delta`` is driven to 0 (continuation).
+    """
     total = jnp.zeros((), jax.tree_util.tree_leaves(mu)[0].dtype)
     for pred, arr in zip(predictions(mu, meas), meas.arrays):
         r = (pred - arr["y"]) * arr["inv_std"]
-        total = total + (0.5 * jnp.sum(r * r) if kind == "l2" else jnp.sum(jnp.abs(r)))
+        if kind == "l2":
+            total = total + 0.5 * jnp.sum(r * r)
+        elif smoothing is None:
+            total = total + jnp.sum(jnp.abs(r))
+        else:
+            a = jnp.abs(r)
+            total = total + jnp.sum(jnp.where(a <= smoothing, r * r / (2 * smoothing), a - smoothing / 2))
     return total
 
 
