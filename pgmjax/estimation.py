@@ -396,7 +396,8 @@ def run(
         prev = loss
         if l1 and done < iters:
             problem = problem.with_smoothing(width(k))
-            step = getattr(state, "step_size", step_size)
+            # The smoothed loss's curvature grows as 1 / width: restart the step size at that scale.
+            step = step_size * width(k) / width(0)
             calls = state.oracle_calls
             state = _init(estimator, problem, estimator.params(state), jnp.asarray(step, dt))
             state = state._replace(oracle_calls=state.oracle_calls + calls)
