@@ -114,7 +114,7 @@ class OraclePlan:
         keys, static = aux
         return cls(dict(zip(keys, leaves)), static)
 
-    # static = (domain, tree, runs, locations, units)
+    # static = (domain, tree, runs, locations, units, pairs, storage orders)
     @property
     def domain(self) -> Domain:
         return self.static[0]
@@ -142,6 +142,16 @@ class OraclePlan:
         return self.tree.cliques
 
     @property
+    def storage_orders(self) -> tuple[Clique, ...]:
+        """For each junction-tree clique, the axis order of its block (a permutation of the clique)."""
+        return self.static[6]
+
+    def block(self, blocks: dict, j: int) -> tuple[jax.Array, Clique]:
+        """Clique ``j``'s table as stored, and its axis order."""
+        key, l, k = self.locations[j]
+        return blocks[key][l, k], self.storage_orders[j]
+
+    @property
     def num_cells(self) -> int:
         return sum(self.domain.size(c) for c in self.cliques)
 
@@ -151,7 +161,11 @@ class OraclePlan:
 
     def tables(self, blocks: dict) -> dict[Clique, jax.Array]:
         """``{clique: table}`` (axes in domain order) from blocks in the oracle layout."""
-        return {c: blocks[key][l, k] for c, (key, l, k) in zip(self.cliques, self.locations)}
+        out = {}
+        for j, c in enumerate(self.cliques):
+            table, stored = self.block(blocks, j)
+            out[c] = jnp.transpose(table, [stored.index(a) for a in c])
+        return out
 
     def from_tables(self, tables: dict, dtype=jnp.float32) -> dict:
         """Blocks in the oracle layout from ``{clique: table}``.
@@ -164,7 +178,7 @@ class OraclePlan:
             j = self.tree.containing(clique)
             if j is None:
                 raise ValueError(f"clique {clique} lies in no clique of this model: {self.cliques}")
-            host = self.cliques[j]
+            host = self.storage_orders[j]
             canon = tuple(a for a in host if a in clique)
             t = np.asarray(table, np.float64)
             t = np.transpose(t, [tuple(clique).index(a) for a in canon])
@@ -191,19 +205,39 @@ def make_plan(domain: Domain, cliques) -> OraclePlan:
 def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> OraclePlan:
     tree = junction_tree(domain, model_cliques)
     tcl = tree.cliques
-    shape = [domain.shape_of(c) for c in tcl]
     sched = [sorted(int(c) for c in lev) for lev in levels(tree)]  # deepest first; root last
+    # Order each level by its parents' positions (top-down), so slot k's child is usually slot k
+    # and most routes need no gather.
+    position = {c: i for i, c in enumerate(sched[-1])}
+    for l in range(len(sched) - 2, -1, -1):
+        sched[l] = sorted(sched[l], key=lambda c: (position[tree.parent[c]], c))
+        position.update({c: i for i, c in enumerate(sched[l])})
+    # Storage axis order of every clique, root first: the separator first, in the order its
+    # attributes have in the parent's storage, then the rest in domain order. Messages then
+    # reduce trailing axes and land in the parent in axis order (no transposes), and cliques
+    # whose neighbourhoods differ only by a relabelling share one class (the two halves of a
+    # chain rooted in its middle become one class).
+    order: dict[int, Clique] = {}
+    for lev in reversed(sched):
+        for c in lev:
+            p = tree.parent[c]
+            if p < 0:
+                order[c] = tcl[c]
+            else:
+                sep = [a for a in order[p] if a in tree.separators[c]]
+                order[c] = tuple(sep + [a for a in tcl[c] if a not in sep])
+    shape = {c: domain.shape_of(order[c]) for c in order}
 
     def klass(c: int) -> CliqueClass:
         p = tree.parent[c]
         if p < 0:
             return CliqueClass(shape[c], (), None, ())
-        sep = tree.separators[c]
+        n_sep = len(tree.separators[c])
         return CliqueClass(
             shape[c],
-            tuple(tcl[c].index(a) for a in sep),
+            tuple(range(n_sep)),
             shape[p],
-            tuple(tcl[p].index(a) for a in sep),
+            tuple(order[p].index(a) for a in order[c][:n_sep]),
         )
 
     classes = {c: klass(c) for lev in sched for c in lev}
@@ -218,6 +252,25 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
         else:
             runs.append(Run(l, 1, cls, tuple(counts)))
 
+    # Slots, top-down: a clique takes its parent's slot number when that is free, so slot k
+    # usually feeds slot k and the route needs no gather (padding may sit anywhere).
+    run_of_level = [r for r, run in enumerate(runs) for _ in range(run.num_levels)]
+    slot_of: dict[int, int] = {}
+    for l in range(len(sched) - 1, -1, -1):
+        run = runs[run_of_level[l]]
+        for cl, n in zip(run.classes, run.slots):
+            members = [c for c in sched[l] if classes[c] == cl]
+            taken, pending = set(), []
+            for c in members:
+                want = slot_of.get(tree.parent[c])
+                if want is not None and want < n and want not in taken:
+                    slot_of[c] = want
+                    taken.add(want)
+                else:
+                    pending.append(c)
+            for c, k in zip(pending, [k for k in range(n) if k not in taken]):
+                slot_of[c] = k
+
     # Where each clique lives: unit key "rRRRxXX", level within the run, slot.
     locations: dict[int, tuple[str, int, int]] = {}
     level_slot: dict[int, dict[int, tuple[int, int]]] = {}  # level -> clique -> (class index, slot)
@@ -226,19 +279,18 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
         for x, (cl, n) in enumerate(zip(run.classes, run.slots)):
             key = f"r{r:03d}x{x:02d}"
             units.append((key, (run.num_levels, n, *cl.shape)))
-            mask = np.zeros((run.num_levels, n), np.float64)
+            mask = np.full((run.num_levels, n), -np.inf)
             for li in range(run.num_levels):
                 l = run.first_level + li
-                members = [c for c in sched[l] if classes[c] == cl]
-                mask[li, len(members) :] = -np.inf
-                for k, c in enumerate(members):
-                    locations[c] = (key, li, k)
-                    level_slot.setdefault(l, {})[c] = (x, k)
+                for c in sched[l]:
+                    if classes[c] == cl:
+                        mask[li, slot_of[c]] = 0.0
+                        locations[c] = (key, li, slot_of[c])
+                        level_slot.setdefault(l, {})[c] = (x, slot_of[c])
             masks[key] = mask
 
     # Routes: for each level and each (sending class, receiving class) pair, the sending
     # slots of the children of every receiving slot (padded with the zero block, index n_x).
-    run_of_level = [r for r, run in enumerate(runs) for _ in range(run.num_levels)]
 
     def routes(l: int):
         """{(x, y): (n_y, children) int array} for messages from level l to level l + 1."""
@@ -303,6 +355,7 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
         tuple(locations[c] for c in range(len(tcl))),
         tuple(units),
         tuple(pairs_static),
+        tuple(order[c] for c in range(len(tcl))),
     )
     return OraclePlan(arrays, static)
 
