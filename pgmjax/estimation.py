@@ -61,7 +61,9 @@ class MarginalView:
                 f"clique {clique} is in no clique of the model; add it to `cliques=` of estimate(). "
                 f"Model cliques: {self._plan.cliques}"
             )
-        table, host = self._plan.block(self._blocks, j)
+        host = self._plan.cliques[j]
+        key, level, slot = self._plan.locations[j]
+        table = self._blocks[key][level, slot]
         drop = tuple(i for i, a in enumerate(host) if a not in clique)
         if drop:
             table = jnp.sum(table, axis=drop)

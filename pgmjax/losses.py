@@ -61,7 +61,7 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
     by_sig: dict[tuple, list[tuple[Measurement, int, int]]] = {}
     for m in measurements:
         host = plan.tree.containing(m.clique)
-        host_clique = plan.storage_orders[host]  # axis order of the stored block
+        host_clique = plan.cliques[host]
         key, level, slot = plan.locations[host]
         kept = [a for a in host_clique if a in m.clique]
         sig = (

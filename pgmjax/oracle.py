@@ -12,10 +12,11 @@ Layout (built once per structure on the host, see :func:`make_plan`):
   ``lax.scan`` over its levels. The potentials of a run's class are stored
   stacked over levels, ``(levels, slots, *clique_shape)``; slots a level does
   not use are padding, held at -inf.
-* A level step: belief = potentials + inbox; message = logsumexp over the
-  non-separator axes; each parent slot of the next level gathers its
-  children's messages (whole blocks, along the slot axis) and the sum is
-  broadcast over the parent's axes. Only dense ops and block gathers: no
+* A level step: belief = potentials + received messages; message =
+  logsumexp over the non-separator axes; each parent slot of the next level
+  takes its children's messages (slot k from slot k, or a gather of whole
+  blocks along the slot axis), kept compact and broadcast over the parent's
+  axes when added. Only dense ops and block gathers: no
   per-cell gather/scatter, no per-clique op in the program. Program size
   and compile time grow with the number of runs, not with the tree.
 * ``log Z`` is the logsumexp of the root's belief; clique marginals are its
@@ -114,7 +115,7 @@ class OraclePlan:
         keys, static = aux
         return cls(dict(zip(keys, leaves)), static)
 
-    # static = (domain, tree, runs, locations, units, pairs, storage orders)
+    # static = (domain, tree, runs, locations, units)
     @property
     def domain(self) -> Domain:
         return self.static[0]
@@ -142,16 +143,6 @@ class OraclePlan:
         return self.tree.cliques
 
     @property
-    def storage_orders(self) -> tuple[Clique, ...]:
-        """For each junction-tree clique, the axis order of its block (a permutation of the clique)."""
-        return self.static[6]
-
-    def block(self, blocks: dict, j: int) -> tuple[jax.Array, Clique]:
-        """Clique ``j``'s table as stored, and its axis order."""
-        key, l, k = self.locations[j]
-        return blocks[key][l, k], self.storage_orders[j]
-
-    @property
     def num_cells(self) -> int:
         return sum(self.domain.size(c) for c in self.cliques)
 
@@ -161,11 +152,7 @@ class OraclePlan:
 
     def tables(self, blocks: dict) -> dict[Clique, jax.Array]:
         """``{clique: table}`` (axes in domain order) from blocks in the oracle layout."""
-        out = {}
-        for j, c in enumerate(self.cliques):
-            table, stored = self.block(blocks, j)
-            out[c] = jnp.transpose(table, [stored.index(a) for a in c])
-        return out
+        return {c: blocks[key][l, k] for c, (key, l, k) in zip(self.cliques, self.locations)}
 
     def from_tables(self, tables: dict, dtype=jnp.float32) -> dict:
         """Blocks in the oracle layout from ``{clique: table}``.
@@ -178,7 +165,7 @@ class OraclePlan:
             j = self.tree.containing(clique)
             if j is None:
                 raise ValueError(f"clique {clique} lies in no clique of this model: {self.cliques}")
-            host = self.storage_orders[j]
+            host = self.cliques[j]
             canon = tuple(a for a in host if a in clique)
             t = np.asarray(table, np.float64)
             t = np.transpose(t, [tuple(clique).index(a) for a in canon])
@@ -205,39 +192,19 @@ def make_plan(domain: Domain, cliques) -> OraclePlan:
 def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> OraclePlan:
     tree = junction_tree(domain, model_cliques)
     tcl = tree.cliques
+    shape = [domain.shape_of(c) for c in tcl]
     sched = [sorted(int(c) for c in lev) for lev in levels(tree)]  # deepest first; root last
-    # Order each level by its parents' positions (top-down), so slot k's child is usually slot k
-    # and most routes need no gather.
-    position = {c: i for i, c in enumerate(sched[-1])}
-    for l in range(len(sched) - 2, -1, -1):
-        sched[l] = sorted(sched[l], key=lambda c: (position[tree.parent[c]], c))
-        position.update({c: i for i, c in enumerate(sched[l])})
-    # Storage axis order of every clique, root first: the separator first, in the order its
-    # attributes have in the parent's storage, then the rest in domain order. Messages then
-    # reduce trailing axes and land in the parent in axis order (no transposes), and cliques
-    # whose neighbourhoods differ only by a relabelling share one class (the two halves of a
-    # chain rooted in its middle become one class).
-    order: dict[int, Clique] = {}
-    for lev in reversed(sched):
-        for c in lev:
-            p = tree.parent[c]
-            if p < 0:
-                order[c] = tcl[c]
-            else:
-                sep = [a for a in order[p] if a in tree.separators[c]]
-                order[c] = tuple(sep + [a for a in tcl[c] if a not in sep])
-    shape = {c: domain.shape_of(order[c]) for c in order}
 
     def klass(c: int) -> CliqueClass:
         p = tree.parent[c]
         if p < 0:
             return CliqueClass(shape[c], (), None, ())
-        n_sep = len(tree.separators[c])
+        sep = tree.separators[c]
         return CliqueClass(
             shape[c],
-            tuple(range(n_sep)),
+            tuple(tcl[c].index(a) for a in sep),
             shape[p],
-            tuple(order[p].index(a) for a in order[c][:n_sep]),
+            tuple(tcl[p].index(a) for a in sep),
         )
 
     classes = {c: klass(c) for lev in sched for c in lev}
@@ -252,25 +219,6 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
         else:
             runs.append(Run(l, 1, cls, tuple(counts)))
 
-    # Slots, top-down: a clique takes its parent's slot number when that is free, so slot k
-    # usually feeds slot k and the route needs no gather (padding may sit anywhere).
-    run_of_level = [r for r, run in enumerate(runs) for _ in range(run.num_levels)]
-    slot_of: dict[int, int] = {}
-    for l in range(len(sched) - 1, -1, -1):
-        run = runs[run_of_level[l]]
-        for cl, n in zip(run.classes, run.slots):
-            members = [c for c in sched[l] if classes[c] == cl]
-            taken, pending = set(), []
-            for c in members:
-                want = slot_of.get(tree.parent[c])
-                if want is not None and want < n and want not in taken:
-                    slot_of[c] = want
-                    taken.add(want)
-                else:
-                    pending.append(c)
-            for c, k in zip(pending, [k for k in range(n) if k not in taken]):
-                slot_of[c] = k
-
     # Where each clique lives: unit key "rRRRxXX", level within the run, slot.
     locations: dict[int, tuple[str, int, int]] = {}
     level_slot: dict[int, dict[int, tuple[int, int]]] = {}  # level -> clique -> (class index, slot)
@@ -279,18 +227,19 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
         for x, (cl, n) in enumerate(zip(run.classes, run.slots)):
             key = f"r{r:03d}x{x:02d}"
             units.append((key, (run.num_levels, n, *cl.shape)))
-            mask = np.full((run.num_levels, n), -np.inf)
+            mask = np.zeros((run.num_levels, n), np.float64)
             for li in range(run.num_levels):
                 l = run.first_level + li
-                for c in sched[l]:
-                    if classes[c] == cl:
-                        mask[li, slot_of[c]] = 0.0
-                        locations[c] = (key, li, slot_of[c])
-                        level_slot.setdefault(l, {})[c] = (x, slot_of[c])
+                members = [c for c in sched[l] if classes[c] == cl]
+                mask[li, len(members) :] = -np.inf
+                for k, c in enumerate(members):
+                    locations[c] = (key, li, k)
+                    level_slot.setdefault(l, {})[c] = (x, k)
             masks[key] = mask
 
     # Routes: for each level and each (sending class, receiving class) pair, the sending
     # slots of the children of every receiving slot (padded with the zero block, index n_x).
+    run_of_level = [r for r, run in enumerate(runs) for _ in range(run.num_levels)]
 
     def routes(l: int):
         """{(x, y): (n_y, children) int array} for messages from level l to level l + 1."""
@@ -355,19 +304,20 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
         tuple(locations[c] for c in range(len(tcl))),
         tuple(units),
         tuple(pairs_static),
-        tuple(order[c] for c in range(len(tcl))),
     )
     return OraclePlan(arrays, static)
 
 
-def _send(run: Run, pairs, direct, route, beliefs) -> dict:
+def _send(run: Run, pairs, direct, route, beliefs, real) -> dict:
     """Messages of one level, routed to the next level's slots: ``{(x, y): (n_y, *message shape)}``.
 
     Messages keep the compact shape (size-1 axes where the parent has no
     separator attribute); the receiver broadcasts them when it adds them to
     its potentials, so no full-size inbox is ever materialised. A ``direct``
-    pair routes slot k to slot k and needs no gather; other pairs gather
-    each parent's children along the slot axis.
+    pair routes slot k to slot k and needs no gather (a padding slot's
+    message, all -inf, is replaced by 0 so it cannot reach a real parent);
+    other pairs gather each parent's children along the slot axis.
+    ``real[x]`` marks the slots of class x that hold a clique.
     """
     out, msgs = {}, {}
     for x, y in pairs:
@@ -376,7 +326,8 @@ def _send(run: Run, pairs, direct, route, beliefs) -> dict:
             m = kernels.logsumexp(beliefs[x], axis=tuple(1 + a for a in cl.elim_axes))
             msgs[x] = m.reshape((m.shape[0], *cl.message_shape()))
         if (x, y) in direct:
-            out[(x, y)] = msgs[x]
+            keep = real[x].reshape((-1,) + (1,) * (msgs[x].ndim - 1))
+            out[(x, y)] = jnp.where(keep, msgs[x], 0.0)
         else:
             ext = jnp.concatenate([msgs[x], jnp.zeros((1, *msgs[x].shape[1:]), msgs[x].dtype)])  # + a zero block
             out[(x, y)] = jnp.sum(jnp.take(ext, route(x, y), axis=0, mode="clip"), axis=1)  # route: (n_y, children)
@@ -401,30 +352,33 @@ def log_partition(plan: OraclePlan, theta: dict) -> jax.Array:
     static_pairs = plan.static[5]
     received: dict = {}
     for r, run in enumerate(plan.runs):
-        pot = []
+        pot, real = [], []
         for x in range(len(run.classes)):
             key = f"r{r:03d}x{x:02d}"
             mask = plan.arrays[f"{key}_mask"].astype(theta[key].dtype)
             pot.append(theta[key] + mask.reshape(mask.shape + (1,) * (theta[key].ndim - 2)))
+            real.append(mask == 0)
         inner_pairs, outer_pairs, inner_direct, outer_direct = static_pairs[r]
         beliefs = _beliefs([p[0] for p in pot], received)
         if run.num_levels > 1:
             routes = {p: plan.arrays[f"r{r:03d}_inner_{p[0]:02d}_{p[1]:02d}"] for p in inner_pairs if p not in inner_direct}
-            received = _send(run, inner_pairs, inner_direct, lambda x, y: routes[(x, y)][0], beliefs)
+            received = _send(
+                run, inner_pairs, inner_direct, lambda x, y: routes[(x, y)][0], beliefs, [m[0] for m in real]
+            )
             if run.num_levels > 2:
 
                 def body(carry, xs, run=run, inner_pairs=inner_pairs, inner_direct=inner_direct):
-                    th, rts = xs
-                    return _send(run, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], _beliefs(th, carry)), None
+                    th, rts, re = xs
+                    return _send(run, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], _beliefs(th, carry), re), None
 
                 rest = {p: v[1:] for p, v in routes.items()}
-                received, _ = jax.lax.scan(body, received, ([p[1:-1] for p in pot], rest))
+                received, _ = jax.lax.scan(body, received, ([p[1:-1] for p in pot], rest, [m[1:-1] for m in real]))
             beliefs = _beliefs([p[-1] for p in pot], received)
         if r + 1 == len(plan.runs):
             (root,) = beliefs
             return kernels.logsumexp(root.reshape(-1), axis=-1)
         outer = {p: plan.arrays[f"r{r:03d}_outer_{p[0]:02d}_{p[1]:02d}"] for p in outer_pairs if p not in outer_direct}
-        received = _send(run, outer_pairs, outer_direct, lambda x, y: outer[(x, y)], beliefs)
+        received = _send(run, outer_pairs, outer_direct, lambda x, y: outer[(x, y)], beliefs, [m[-1] for m in real])
     raise AssertionError("the schedule has no root level")
 
 

@@ -133,3 +133,22 @@ def test_model_marginal_any_subset_matches_bruteforce(rng):
         got = model.marginal(attrs)
         np.testing.assert_allclose(got, ref, rtol=1e-8)
         assert got.sum() == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("d", range(3, 12))
+@pytest.mark.parametrize("width", [2, 3])
+def test_chains_of_every_length_equal_bruteforce(d, width, rng):
+    """Chains of pairs/triples: uneven branches around the centre leave padding slots in stacked levels."""
+    if width > d:
+        pytest.skip("clique wider than the chain")
+    dom = pj.Domain({f"c{i}": 2 for i in range(d)})
+    cliques = [tuple(f"c{i + j}" for j in range(width)) for i in range(d - width + 1)]
+    plan = oracle.make_plan(dom, cliques)
+    tables = {c: rng.normal(size=dom.shape_of(c)) for c in cliques}
+    mu, log_z = jax.jit(oracle.marginals)(plan, plan.from_tables(tables, jnp.float64), 1.0)
+    logp = _brute_log_joint(dom, tables)
+    np.testing.assert_allclose(float(log_z), logsumexp(logp), rtol=1e-10)
+    p = np.exp(logp - logsumexp(logp))
+    for c, m in plan.tables(mu).items():
+        axes = tuple(i for i, a in enumerate(dom.attributes) if a not in c)
+        np.testing.assert_allclose(np.asarray(m), p.sum(axis=axes), rtol=1e-8, atol=1e-14)
