@@ -284,14 +284,18 @@ def test_reference_problems_have_positive_optimum_and_consistent_loss_definition
             assert expected > reference(name, loss)
 
 
+def _assert_reaches_optimum(name, method, loss, rtol):
+    opt = reference(name, loss)
+    model_loss, own_loss, _ = fit(name, method, loss)
+    assert model_loss == pytest.approx(own_loss, rel=1e-9), f"model.loss is not the {loss} loss of the model's marginals"
+    assert model_loss >= opt * (1 - 1e-9), f"loss {model_loss} below the optimum {opt}: the loss definitions differ"
+    assert (model_loss - opt) / opt <= rtol, f"{method} on {name}: loss {model_loss}, optimum {opt}"
+
+
 @pytest.mark.parametrize("name,method", CASES_L2)
 def test_l2_loss_reaches_full_table_optimum(name, method):
     """Each method's final L2 loss is within 1e-4 (relative) of the exact full-table QP optimum."""
-    opt = reference(name, "l2")
-    model_loss, own_loss, _ = fit(name, method, "l2")
-    assert model_loss == pytest.approx(own_loss, rel=1e-9), "model.loss is not the L2 loss of the model's marginals"
-    assert model_loss >= opt * (1 - 1e-9), f"loss {model_loss} below the optimum {opt}: the loss definitions differ"
-    assert (model_loss - opt) / opt <= L2_RTOL, f"{method} on {name}: loss {model_loss}, optimum {opt}"
+    _assert_reaches_optimum(name, method, "l2", L2_RTOL)
 
 
 @pytest.mark.parametrize("name", PROBLEMS)
@@ -315,11 +319,7 @@ def test_l2_methods_agree(name):
 @pytest.mark.parametrize("name,method", CASES_L1)
 def test_l1_loss_reaches_full_table_optimum(name, method):
     """Each method's final L1 loss is within 1e-3 (relative) of the exact full-table LP optimum."""
-    opt = reference(name, "l1")
-    model_loss, own_loss, _ = fit(name, method, "l1")
-    assert model_loss == pytest.approx(own_loss, rel=1e-9), "model.loss is not the L1 loss of the model's marginals"
-    assert model_loss >= opt * (1 - 1e-9), f"loss {model_loss} below the optimum {opt}: the loss definitions differ"
-    assert (model_loss - opt) / opt <= L1_RTOL, f"{method} on {name}: loss {model_loss}, optimum {opt}"
+    _assert_reaches_optimum(name, method, "l1", L1_RTOL)
 
 
 @pytest.mark.parametrize("name", CASES_L1_AGREE)
