@@ -8,13 +8,10 @@ can replace an entry here as long as it matches its reference.
 Primitives:
     logsumexp(x, axis): log(sum(exp(x))) that is exact for -inf entries and
         has a NaN-free gradient even when a whole slice is -inf.
-    gather_logsumexp(table, index): ``logsumexp(table[index], axis=-1)``, the
-        message kernel of junction-tree sum-product: gather a clique's cells
-        into (separator cell, eliminated cell) layout and sum out the rest.
     log_einsum(subscripts, *log_factors): the log of an einsum of the
         exponentiated factors (variable elimination in log space).
 """
 
-from .logspace import gather_logsumexp, log_einsum, logsumexp
+from .logspace import log_einsum, logsumexp
 
-__all__ = ["logsumexp", "gather_logsumexp", "log_einsum"]
+__all__ = ["logsumexp", "log_einsum"]

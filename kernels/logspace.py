@@ -66,20 +66,6 @@ def logsumexp(x: jax.Array, axis: int | tuple[int, ...] | None = -1) -> jax.Arra
     return _logsumexp_last(flat)
 
 
-def gather_logsumexp(table: jax.Array, index: jax.Array) -> jax.Array:
-    """``logsumexp(table[index], axis=-1)``: gather cells, then sum out the last axis in log space.
-
-    Args:
-        table: flat vector of log-values (a padding cell holding -inf can
-            be addressed by index entries that are not real cells).
-        index: integer array ``(..., eliminated)`` of positions in ``table``.
-
-    Returns:
-        Array of shape ``index.shape[:-1]``.
-    """
-    return _logsumexp_last(jnp.take(table, index, axis=0, mode="clip"))
-
-
 def log_einsum(subscripts: str, *log_factors: jax.Array, method: str = "stable") -> jax.Array:
     """Log of ``einsum(subscripts, *exp(log_factors))``.
 

@@ -11,11 +11,9 @@ def logsumexp(x, axis=-1):
         return np.log(np.sum(np.exp(x), axis=axis))
 
 
-def gather_logsumexp(table, index):
-    table = np.asarray(table, dtype=np.float64)
-    return logsumexp(table[np.asarray(index)], axis=-1)
-
-
 def log_einsum(subscripts, *log_factors):
+    """Log of an einsum of exponentiated float64 factors, each shifted by its (finite) maximum first."""
+    factors = [np.asarray(f, dtype=np.float64) for f in log_factors]
+    shifts = [float(f.max()) if f.size and np.isfinite(f.max()) else 0.0 for f in factors]
     with np.errstate(divide="ignore"):
-        return np.log(np.einsum(subscripts, *[np.exp(np.asarray(f, dtype=np.float64)) for f in log_factors]))
+        return np.log(np.einsum(subscripts, *[np.exp(f - s) for f, s in zip(factors, shifts)])) + sum(shifts)

@@ -87,9 +87,6 @@ class Dataset:
     def df(self) -> pd.DataFrame:
         return pd.DataFrame(self._records, columns=list(self.domain.attributes))
 
-    def to_dataframe(self) -> pd.DataFrame:
-        return self.df
-
     def project(self, clique: CliqueLike) -> "Dataset":
         clique = self.domain.check_clique(clique)
         cols = [self.domain.index(a) for a in clique]

@@ -70,9 +70,6 @@ class JunctionTree:
         """``(parent, child)`` pairs."""
         return tuple((p, c) for c, p in enumerate(self.parent) if p >= 0)
 
-    def table_sizes(self) -> tuple[int, ...]:
-        return tuple(self.domain.size(c) for c in self.cliques)
-
     def containing(self, attrs: Iterable[str]) -> int | None:
         """Index of the smallest clique that holds all of ``attrs``, or None."""
         attrs = set(attrs)

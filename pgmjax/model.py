@@ -8,6 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pgmjax.kernels import reference
+
 from . import oracle
 from .domain import Clique, CliqueLike, Domain
 
@@ -125,13 +127,6 @@ class GraphicalModel:
         )
 
 
-def _log_einsum_np(spec: str, *log_factors: np.ndarray) -> np.ndarray:
-    """Log of an einsum of exponentiated float64 factors, each shifted by its maximum first."""
-    shifts = [float(np.max(f)) if np.isfinite(np.max(f)) else 0.0 for f in log_factors]
-    with np.errstate(divide="ignore"):
-        return np.log(np.einsum(spec, *[np.exp(f - s) for f, s in zip(log_factors, shifts)])) + sum(shifts)
-
-
 def _variable_elimination(factors, attrs: Clique, domain: Domain) -> np.ndarray:
     """Sum out every variable not in ``attrs`` from log-factors, greedily by smallest created table.
 
@@ -158,10 +153,10 @@ def _variable_elimination(factors, attrs: Clique, domain: Domain) -> np.ndarray:
         factors = [(s, f) for s, f in factors if v not in s]
         scope = tuple(dict.fromkeys(a for s, _ in involved for a in s if a != v))
         spec = ",".join(term(s) for s, _ in involved) + "->" + term(scope)
-        factors.append((scope, _log_einsum_np(spec, *[f for _, f in involved])))
+        factors.append((scope, reference.log_einsum(spec, *[f for _, f in involved])))
         variables.discard(v)
     spec = ",".join(term(s) for s, _ in factors) + "->" + term(attrs)
-    return _log_einsum_np(spec, *[f for _, f in factors])
+    return reference.log_einsum(spec, *[f for _, f in factors])
 
 
 _marginals_jit = jax.jit(oracle.marginals)

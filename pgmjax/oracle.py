@@ -142,10 +142,6 @@ class OraclePlan:
     def cliques(self) -> tuple[Clique, ...]:
         return self.tree.cliques
 
-    @property
-    def num_cells(self) -> int:
-        return sum(self.domain.size(c) for c in self.cliques)
-
     def zeros(self, dtype=jnp.float32) -> dict:
         """All-zero potentials (the uniform distribution)."""
         return {k: jnp.zeros(s, dtype) for k, s in self.units}

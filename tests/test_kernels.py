@@ -30,16 +30,6 @@ def test_logsumexp_gradient_is_softmax_and_nan_free():
     assert np.all(np.isfinite(h))
 
 
-def test_gather_logsumexp(rng):
-    table = rng.normal(size=20)
-    idx = rng.integers(0, 20, size=(3, 4, 5))
-    np.testing.assert_allclose(
-        np.asarray(kernels.gather_logsumexp(jnp.asarray(table), jnp.asarray(idx))),
-        reference.gather_logsumexp(table, idx),
-        rtol=1e-12,
-    )
-
-
 @pytest.mark.parametrize("method", ["stable", "scaled"])
 def test_log_einsum(rng, method):
     a, b, c = rng.normal(size=(3, 4)), rng.normal(size=(4, 5)), rng.normal(size=(5, 3))
