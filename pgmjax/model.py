@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pgmjax.kernels import reference
-
-from . import oracle
+from . import inference, oracle
+from . import queries as queries_mod
 from .domain import Clique, CliqueLike, Domain
 
 
@@ -69,56 +69,90 @@ class GraphicalModel:
     def log_partition(self) -> float:
         return float(_log_partition_jit(self.plan, self.theta))
 
-    def marginal(self, attrs: CliqueLike) -> np.ndarray:
+    @functools.cached_property
+    def _device_marginals(self) -> dict[int, jax.Array]:
+        mu, _ = _marginals_jit(self.plan, self.theta, jnp.asarray(self.total, self.dtype))
+        return {j: mu[key][l, k] for j, (key, l, k) in enumerate(self.plan.locations)}
+
+    def marginal(self, attrs: CliqueLike, given: Mapping[str, int | Iterable[int]] | None = None) -> np.ndarray:
         """Counts of the marginal over ``attrs`` (any subset), axes in the given order.
 
         Inside a model clique it is a projection of that clique's marginal;
-        otherwise it is computed by variable elimination over the smallest
-        subtree of the junction tree that covers ``attrs``.
-        """
-        attrs = self.domain.check_clique(attrs, what="marginal of")
-        if not attrs:
-            return np.array(self.total)
-        j = self.plan.tree.containing(attrs)
-        if j is not None:
-            host = self.cliques[j]
-            table = self._clique_marginals[host]
-            drop = tuple(i for i, a in enumerate(host) if a not in attrs)
-            table = table.sum(axis=drop) if drop else table
-            kept = [a for a in host if a in attrs]
-            return np.transpose(table, [kept.index(a) for a in attrs])
-        return self._eliminate(attrs)
+        otherwise it is computed by variable elimination along the smallest
+        subtree of the junction tree that covers ``attrs`` (one compiled
+        program per query structure, cached).
 
-    def _eliminate(self, attrs: Clique) -> np.ndarray:
-        tree = self.plan.tree
-        needed = {next(i for i, c in enumerate(self.cliques) if a in c) for a in attrs}
-        keep = set()
-        for c in needed:
-            while c >= 0 and c not in keep:
-                keep.add(c)
-                c = tree.parent[c]
-        # Prune the root side while it is a single-child chain of unneeded cliques.
-        top = tree.root
-        while top not in needed:
-            kids = [c for c in keep if tree.parent[c] == top]
-            if len(kids) != 1:
-                break
-            keep.discard(top)
-            top = kids[0]
-        marg = self._clique_marginals
-        factors: list[tuple[tuple[str, ...], jax.Array]] = []
-        with np.errstate(divide="ignore"):
-            for c in sorted(keep):
-                clique = self.cliques[c]
-                factors.append((clique, np.log(marg[clique] / self.total)))
-                if c != top and tree.parent[c] in keep:
-                    sep = tree.separators[c]
-                    sep_table = marg[clique].sum(axis=tuple(i for i, a in enumerate(clique) if a not in sep))
-                    # p(sep) = 0 only where the clique's cells are 0 too: dividing by 1 there keeps -inf.
-                    inv = -np.log(np.where(sep_table > 0, sep_table / self.total, 1.0))
-                    factors.append((sep, inv))
-        result = _variable_elimination(factors, attrs, self.domain)
-        return np.exp(result) * self.total
+        Args:
+            attrs: an attribute or a tuple of distinct attributes.
+            given: evidence ``{attribute: value}`` or ``{attribute: values}``
+                (a set of values). The result then counts only the records
+                that match the evidence: its sum is their expected number, and
+                ``m / m.sum()`` is the conditional distribution.
+
+        Returns:
+            A float64 array of shape ``domain.shape_of(attrs)``.
+
+        Example:
+            >>> model.marginal(("sex", "income"))                # doctest: +SKIP
+            >>> model.marginal("income", given={"sex": 1})       # doctest: +SKIP
+        """
+        return self.marginals([attrs], given=given)[0]
+
+    def marginals(self, cliques: Sequence[CliqueLike], given: Mapping | None = None) -> list[np.ndarray]:
+        """Many marginals (optionally under the same evidence) from one compiled program.
+
+        Args:
+            cliques: attribute tuples, each as in :meth:`marginal`.
+            given: evidence shared by every marginal, as in :meth:`marginal`.
+
+        Returns:
+            A list of float64 count arrays, one per clique.
+        """
+        evidence = _evidence_query(self.domain, given)
+        queries = []
+        for attrs in cliques:
+            attrs = self.domain.check_clique(attrs, what="marginal of")
+            if len(set(attrs)) != len(attrs):
+                raise ValueError(f"marginal of {attrs}: an attribute appears more than once")
+            clash = [a for a in attrs if a in evidence]
+            if clash:
+                raise ValueError(f"marginal of {attrs}: {clash} also appear in `given`; condition on other attributes")
+            queries.append(({a: queries_mod.Identity() for a in attrs} | evidence, len(attrs)))
+        answers = self.answers([q for q, _ in queries])
+        return [a.reshape(a.shape[:k]) for a, (_, k) in zip(answers, queries)]
+
+    def answer(self, query: Mapping[str, object]) -> np.ndarray:
+        """Answer a factored (Kronecker) query without the full table (Algorithm 3 of the paper).
+
+        Args:
+            query: ``{attribute: factor}`` with one factor per queried
+                attribute: a constructor from :mod:`pgmjax.queries` (Identity,
+                Total, Value, ValueSet, Prefix, Range, AllRange, Compress, Mean,
+                Moments) or a matrix of shape ``(rows, size)``; entries may be
+                negative. Attributes not named are summed out.
+
+        Returns:
+            ``sum_x p(x) prod_a Q_a[r_a, x_a]`` scaled to ``total``: one axis per
+            named attribute (Total factors excepted), of length ``size`` for
+            Identity and ``rows`` otherwise.
+
+        Example:
+            >>> from pgmjax.queries import Prefix, Value
+            >>> model.answer({"age": Prefix(), "sex": Value(1)})   # shape (85, 1)  # doctest: +SKIP
+        """
+        return self.answers([query])[0]
+
+    def answers(self, queries: Sequence[Mapping[str, object]]) -> list[np.ndarray]:
+        """Answer several factored queries in one compiled program (see :meth:`answer`)."""
+        plans, mats = [], []
+        for q in queries:
+            attrs, matrices = queries_mod.resolve(self.domain, q)
+            plans.append(inference.plan_query(self.junction_tree, attrs, tuple(m is None for m in matrices)))
+            mats.append(matrices)
+        if not plans:
+            return []
+        out = inference.answer_many(tuple(plans), self._device_marginals, tuple(mats), self.total)
+        return [np.asarray(o, np.float64) for o in out]
 
     def __repr__(self) -> str:
         return (
@@ -127,37 +161,20 @@ class GraphicalModel:
         )
 
 
-def _variable_elimination(factors, attrs: Clique, domain: Domain) -> np.ndarray:
-    """Sum out every variable not in ``attrs`` from log-factors, greedily by smallest created table.
-
-    Runs on the host in float64 (the factors are normalised clique and
-    separator probabilities, so the per-factor shift keeps them in range).
-    """
-    factors = list(factors)
-    variables = {a for scope, _ in factors for a in scope} - set(attrs)
-    names = sorted({a for s, _ in factors for a in s} | set(attrs))
-    if len(names) > 52:
-        raise ValueError(f"marginal of {attrs}: the covering subtree spans {len(names)} attributes (at most 52)")
-    letters = {a: chr(ord("a") + i) if i < 26 else chr(ord("A") + i - 26) for i, a in enumerate(names)}
-
-    def term(scope):
-        return "".join(letters[a] for a in scope)
-
-    while variables:
-        def cost(v):
-            scope = {a for s, _ in factors if v in s for a in s}
-            return (domain.size(tuple(scope)), v)
-
-        v = min(variables, key=cost)
-        involved = [(s, f) for s, f in factors if v in s]
-        factors = [(s, f) for s, f in factors if v not in s]
-        scope = tuple(dict.fromkeys(a for s, _ in involved for a in s if a != v))
-        spec = ",".join(term(s) for s, _ in involved) + "->" + term(scope)
-        factors.append((scope, reference.log_einsum(spec, *[f for _, f in involved])))
-        variables.discard(v)
-    spec = ",".join(term(s) for s, _ in factors) + "->" + term(attrs)
-    return reference.log_einsum(spec, *[f for _, f in factors])
-
-
 _marginals_jit = jax.jit(oracle.marginals)
 _log_partition_jit = jax.jit(oracle.log_partition)
+
+
+def _evidence_query(domain: Domain, given) -> dict:
+    """Evidence ``{attr: value or values}`` as indicator query factors (checked against the domain)."""
+    if not given:
+        return {}
+    out = {}
+    for attr, value in given.items():
+        domain.check_clique((attr,), what="evidence on")
+        values = [value] if np.ndim(value) == 0 else list(value)
+        for v in values:
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 0 <= v < domain[attr]:
+                raise ValueError(f"evidence on {attr!r}: value {v!r} is not an integer in [0, {domain[attr]})")
+        out[attr] = queries_mod.Value(int(values[0])) if np.ndim(value) == 0 else queries_mod.ValueSet(values)
+    return out
