@@ -15,6 +15,8 @@ from .junction import JunctionTree, junction_tree
 from .measurement import Measurement, estimate_total
 from .model import GraphicalModel
 from .noise import noisy_marginals
+from . import queries
+from .serialization import load_model
 
 __all__ = [
     "Domain",
@@ -30,5 +32,7 @@ __all__ = [
     "LBFGS",
     "Problem",
     "noisy_marginals",
+    "queries",
+    "load_model",
 ]
 __version__ = "0.1.0"

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import inference, oracle
+from . import inference, oracle, sampling, serialization
 from . import queries as queries_mod
 from .domain import Clique, CliqueLike, Domain
 
@@ -36,6 +36,7 @@ class GraphicalModel:
         self.theta = theta
         self.total = float(total)
         self.history = history or []
+        self.loss: float | None = None  # the estimator's final loss, when fitted by estimate()
 
     @property
     def domain(self) -> Domain:
@@ -154,6 +155,51 @@ class GraphicalModel:
         out = inference.answer_many(tuple(plans), self._device_marginals, tuple(mats), self.total)
         return [np.asarray(o, np.float64) for o in out]
 
+    def synthetic_data(self, n: int | None = None, key: jax.Array | None = None, method: str = "exact", chunk: int = 1 << 20):
+        """Draw synthetic records (see :func:`pgmjax.sampling.synthetic_data`).
+
+        Args:
+            n: number of records; default ``round(total)``.
+            key: a ``jax.random`` key (required: runs are reproducible from it).
+            method: ``"exact"`` or ``"low_variance"``.
+            chunk: records per compiled call (bounds memory).
+
+        Returns:
+            A :class:`~pgmjax.Dataset`; ``.df`` gives a pandas DataFrame.
+        """
+        if key is None:
+            raise ValueError("synthetic_data: pass a jax.random key, e.g. jax.random.key(0)")
+        n = max(1, int(round(self.total))) if n is None else n
+        return sampling.synthetic_data(self, n, key, method=method, chunk=chunk)
+
+    def save(self, path) -> str:
+        """Save to the folder ``path`` (JSON structure + NPZ arrays; see :mod:`pgmjax.serialization`)."""
+        return serialization.save_model(self, path)
+
+    def summary(self) -> str:
+        """A readable description: attributes, total, junction tree, clique tables and memory.
+
+        Returns:
+            A multi-line string (print it).
+        """
+        tree = self.junction_tree
+        itemsize = np.dtype(self.dtype).itemsize
+        cells = [self.domain.size(c) for c in self.cliques]
+        lines = [
+            f"GraphicalModel over {len(self.domain)} attributes (full table {_cells(self.domain.size())} cells), "
+            f"total {self.total:g}, {np.dtype(self.dtype).name}",
+            f"junction tree: {len(self.cliques)} cliques, treewidth {tree.treewidth}, depth {tree.num_levels}, "
+            f"largest table {_cells(max(cells))} cells",
+            f"potentials: {_cells(sum(cells))} cells, {_bytes(sum(cells) * itemsize)} "
+            f"(stored: {_bytes(sum(int(np.prod(s)) for _, s in self.plan.units) * itemsize)})",
+        ]
+        if self.loss is not None:
+            lines.append(f"loss {self.loss:.6g} after {self.history[-1]['iteration'] if self.history else 0} iterations")
+        lines.append(f"{'clique':<60} {'cells':>10} {'memory':>10}")
+        for c, n in sorted(zip(self.cliques, cells), key=lambda t: -t[1]):
+            lines.append(f"{', '.join(c):<60.60} {n:>10,} {_bytes(n * itemsize):>10}")
+        return "\n".join(lines)
+
     def __repr__(self) -> str:
         return (
             f"GraphicalModel({len(self.domain)} attributes, {len(self.cliques)} cliques, "
@@ -178,3 +224,14 @@ def _evidence_query(domain: Domain, given) -> dict:
                 raise ValueError(f"evidence on {attr!r}: value {v!r} is not an integer in [0, {domain[attr]})")
         out[attr] = queries_mod.Value(int(values[0])) if np.ndim(value) == 0 else queries_mod.ValueSet(values)
     return out
+
+
+def _cells(n: int) -> str:
+    return f"{n:,}" if n < 1e12 else f"{n:.2e}"
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
