@@ -15,7 +15,8 @@ from .junction import JunctionTree, junction_tree
 from .measurement import Measurement, estimate_total
 from .model import GraphicalModel
 from .noise import noisy_marginals
-from . import queries
+from . import datasets, metrics, queries
+from .workload import Workload
 from .serialization import load_model
 
 __all__ = [
@@ -33,6 +34,9 @@ __all__ = [
     "Problem",
     "noisy_marginals",
     "queries",
+    "metrics",
+    "datasets",
+    "Workload",
     "load_model",
 ]
 __version__ = "0.1.0"

@@ -139,7 +139,11 @@ def _junction_tree_cached(domain: Domain, cliques: frozenset) -> JunctionTree:
     for i, nbrs in enumerate(adjacency):
         nbrs.discard(i)
     log_sizes = [math.log(n) for n in domain.shape]
-    order, elim_cliques = _min_fill_elimination(adjacency, log_sizes)
+    # Greedy heuristics each win on some graphs: keep the order whose tables are smallest in total.
+    candidates = [_greedy_elimination(adjacency, log_sizes, criterion) for criterion in ("fill", "weight")]
+    order, elim_cliques = min(
+        candidates, key=lambda oc: sum(math.exp(sum(log_sizes[v] for v in c)) for c in oc[1])
+    )
 
     # Maximal elimination cliques, in elimination order.
     elim_sets = [frozenset(c) for c in elim_cliques]
@@ -200,8 +204,8 @@ def _junction_tree_cached(domain: Domain, cliques: frozenset) -> JunctionTree:
     )
 
 
-def _min_fill_elimination(adjacency: list[set[int]], log_sizes: list[float]):
-    """Greedy min-fill elimination with a lazily updated heap.
+def _greedy_elimination(adjacency: list[set[int]], log_sizes: list[float], criterion: str = "fill"):
+    """Greedy elimination (min-fill, or min-weight: smallest created table first) with a lazily updated heap.
 
     Only the neighbours of an eliminated vertex and *their* neighbours can
     change fill score, so each step rescores that neighbourhood instead of
@@ -218,8 +222,8 @@ def _min_fill_elimination(adjacency: list[set[int]], log_sizes: list[float]):
             for j in range(i + 1, len(nbrs)):
                 if nbrs[j] not in ni:
                     fill += 1
-        weight = log_sizes[v] + sum(log_sizes[u] for u in nbrs)
-        return (fill, round(weight, 9), v)
+        weight = round(log_sizes[v] + sum(log_sizes[u] for u in nbrs), 9)
+        return (fill, weight, v) if criterion == "fill" else (weight, fill, v)
 
     heap = [score(v) for v in range(len(adj))]
     current = list(heap)

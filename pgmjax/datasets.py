@@ -1,0 +1,111 @@
+"""The shared benchmark datasets: where they live, and their ICML 2019 benchmark workloads.
+
+The data folder is an argument everywhere; by default it is ``$PGMJAX_DATA``,
+else ``../shared/data`` (relative to the working directory, then to the
+project checkout). Each dataset ``<name>`` is ``<folder>/<name>/<name>.csv``
+(or ``.csv.gz``) plus ``<name>-domain.json``.
+
+Which attributes are numeric (Prefix queries) and which 3-way cliques form
+each benchmark workload are fixed here and recorded with every result:
+
+* Adult: the 15 cliques and five numeric attributes of the ICML 2019
+  benchmark (McKenna, Sheldon & Miklau, arXiv 1901.09136, Section 5.1).
+* Titanic: Age and Fare (the two binned numeric columns).
+* Loans, Stroke: the attributes with 100 or 101 values (binned numeric
+  columns, a 101st value for missing), the rule of the 2021 benchmark scripts.
+  Their 15 cliques are drawn once with ``numpy.random.default_rng(0)`` by
+  :func:`benchmark_cliques` and are deterministic.
+* NLTCS: binary attributes only, none numeric.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .dataset import Dataset
+from .domain import Clique, Domain
+
+NAMES = ("titanic", "adult", "loans", "stroke", "nltcs")
+
+NUMERIC: dict[str, tuple[str, ...]] = {
+    "adult": ("age", "fnlwgt", "capital-gain", "capital-loss", "hours-per-week"),
+    "titanic": ("Age", "Fare"),
+    "loans": (
+        "loan_amnt", "funded_amnt", "funded_amnt_inv", "int_rate", "installment", "annual_inc", "dti",
+        "revol_bal", "total_acc", "total_pymnt", "total_pymnt_inv", "total_rec_prncp", "total_rec_int",
+        "total_rec_late_fee", "recoveries", "collection_recovery_fee", "last_pymnt_amnt", "delinq_amnt",
+        "settlement_amount", "settlement_percentage",
+    ),
+    "stroke": (
+        "DALIVED", "DDEADC", "DDEADD", "DMAJNCHD", "DPED", "DRSHD", "DRSISCD", "DRSUNKD", "DSIDED", "EXPD14",
+        "EXPD6", "EXPDD", "FDEADC", "FDEADD", "FLASTD", "FU1_COMP", "HOSPNUM", "HOURLOCAL", "MINLOCAL",
+        "ONDRUG", "RSBP", "TD",
+    ),
+    "nltcs": (),
+}
+
+ADULT_CLIQUES: tuple[Clique, ...] = (
+    ("occupation", "race", "capital-loss"),
+    ("occupation", "sex", "native-country"),
+    ("marital-status", "relationship", "income>50K"),
+    ("age", "education-num", "sex"),
+    ("workclass", "education-num", "occupation"),
+    ("marital-status", "occupation", "income>50K"),
+    ("race", "native-country", "income>50K"),
+    ("occupation", "capital-gain", "income>50K"),
+    ("marital-status", "hours-per-week", "income>50K"),
+    ("workclass", "race", "capital-gain"),
+    ("marital-status", "relationship", "capital-gain"),
+    ("workclass", "education-num", "capital-gain"),
+    ("education-num", "relationship", "race"),
+    ("fnlwgt", "hours-per-week", "income>50K"),
+    ("workclass", "sex", "native-country"),
+)
+
+
+def data_dir(path: str | os.PathLike | None = None) -> str:
+    """The data folder: ``path`` if given, else ``$PGMJAX_DATA``, else ``../shared/data``."""
+    if path is not None:
+        return os.fspath(path)
+    if os.environ.get("PGMJAX_DATA"):
+        return os.environ["PGMJAX_DATA"]
+    here = os.path.join(os.getcwd(), "..", "shared", "data")
+    if os.path.isdir(here):
+        return os.path.normpath(here)
+    checkout = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+    return os.path.normpath(checkout)
+
+
+def files(name: str, path: str | os.PathLike | None = None) -> tuple[str, str]:
+    """``(csv, domain json)`` paths of dataset ``name``; FileNotFoundError with the folder looked in."""
+    folder = os.path.join(data_dir(path), name)
+    domain = os.path.join(folder, f"{name}-domain.json")
+    for csv in (os.path.join(folder, f"{name}.csv"), os.path.join(folder, f"{name}.csv.gz")):
+        if os.path.isfile(csv) and os.path.isfile(domain):
+            return csv, domain
+    raise FileNotFoundError(
+        f"dataset {name!r}: no {name}.csv(.gz) and {name}-domain.json in {folder} "
+        "(pass the data folder or set PGMJAX_DATA)"
+    )
+
+
+def load(name: str, path: str | os.PathLike | None = None) -> Dataset:
+    """Load a shared benchmark dataset by name (``"adult"``, ``"titanic"``, ...)."""
+    csv, domain = files(name, path)
+    return Dataset.from_csv(csv, domain)
+
+
+def benchmark_cliques(name: str, domain: Domain, count: int = 15, size: int = 3) -> tuple[Clique, ...]:
+    """The benchmark workload's cliques: Adult's published 15, else ``count`` random ``size``-way cliques (seed 0)."""
+    if name == "adult":
+        return ADULT_CLIQUES
+    rng = np.random.default_rng(0)
+    attrs = domain.attributes
+    chosen: list[Clique] = []
+    while len(chosen) < count:
+        c = tuple(attrs[i] for i in sorted(rng.choice(len(attrs), size, replace=False)))
+        if c not in chosen:
+            chosen.append(c)
+    return tuple(chosen)
