@@ -38,6 +38,7 @@ class _Group:
     kind: str
     rows: int
     count: int
+    dense: bool = False  # measurements laid out like the block (levels * slots), zero weight where unmeasured
 
 
 @jax.tree_util.register_pytree_node_class
@@ -88,19 +89,37 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
             group["query"] = np.stack([m.query for m, _, _ in items])
         elif kind == "kron":
             group["query"] = tuple(np.stack([m.query[i] for m, _, _ in items]) for i in range(len(perm)))
+        # When the group measures most cliques of its block, each at most once, lay its numbers
+        # out like the block: the loss then reads the whole block (no gather, and no scatter in
+        # its gradient); unmeasured slots get weight 0.
+        levels_slots = dict(plan.units)[key][:2]
+        cells = levels_slots[0] * levels_slots[1]
+        flat = group["level"].astype(np.int64) * levels_slots[1] + group["slot"]
+        dense = len(set(flat.tolist())) == len(items) and 2 * len(items) >= cells
+        if dense:
+            def spread(a, fill=0.0):
+                out = np.full((cells, *a.shape[1:]), fill, a.dtype)
+                out[flat] = a
+                return out
+
+            group = {k: (tuple(spread(q) for q in v) if isinstance(v, tuple) else spread(v))
+                     for k, v in group.items() if k not in ("level", "slot")}
         group = jax.tree_util.tree_map(
             lambda a: jnp.asarray(a) if a.dtype.kind == "i" else jnp.asarray(a, dtype), group
         )
         arrays.append(group)
-        groups.append(_Group(key, host_shape, sum_axes, perm, kind, rows, len(items)))
+        groups.append(_Group(key, host_shape, sum_axes, perm, kind, rows, len(items), dense))
     return MeasurementArrays(tuple(arrays), tuple(groups))
 
 
 def predictions(mu: dict, meas: MeasurementArrays) -> list[jax.Array]:
-    """``Q_i mu_i`` for every group, each ``(count, rows)``."""
+    """``Q_i mu_i`` for every group, each ``(count, rows)`` (``(levels * slots, rows)`` for a dense group)."""
     out = []
     for g, arr in zip(meas.groups, meas.arrays):
-        x = mu[g.key][arr["level"], arr["slot"]]  # (count, *host_shape)
+        if g.dense:
+            x = mu[g.key].reshape((-1, *g.host_shape))  # (levels * slots, *host_shape)
+        else:
+            x = mu[g.key][arr["level"], arr["slot"]]  # (count, *host_shape)
         if g.sum_axes:
             x = jnp.sum(x, axis=tuple(1 + a for a in g.sum_axes))
         x = jnp.transpose(x, (0, *(1 + p for p in g.perm)))
