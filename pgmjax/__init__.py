@@ -15,7 +15,8 @@ from .junction import JunctionTree, junction_tree
 from .measurement import Measurement, estimate_total
 from .model import GraphicalModel
 from .noise import noisy_marginals
-from . import datasets, metrics, queries
+from . import datasets, metrics, privacy, queries
+from .privacy import REST, Accountant, PrivacyBudgetExceeded
 from .workload import Workload
 from .serialization import load_model
 
@@ -37,6 +38,10 @@ __all__ = [
     "metrics",
     "datasets",
     "Workload",
+    "privacy",
+    "Accountant",
+    "PrivacyBudgetExceeded",
+    "REST",
     "load_model",
 ]
 __version__ = "0.1.0"
