@@ -15,7 +15,7 @@ from .junction import JunctionTree, junction_tree
 from .measurement import Measurement, estimate_total
 from .model import GraphicalModel
 from .noise import noisy_marginals
-from . import datasets, metrics, privacy, queries
+from . import datasets, mechanisms, metrics, privacy, queries
 from .privacy import REST, Accountant, PrivacyBudgetExceeded
 from .workload import Workload
 from .serialization import load_model
@@ -39,6 +39,7 @@ __all__ = [
     "datasets",
     "Workload",
     "privacy",
+    "mechanisms",
     "Accountant",
     "PrivacyBudgetExceeded",
     "REST",

@@ -72,16 +72,21 @@ def synthetic_data(model, n: int, key: jax.Array, method: str = "exact", chunk: 
     records = np.empty((n, len(domain)), dtype=np.int32 if max(domain.shape) < 2**31 else np.int64)
     for i, start in enumerate(range(0, n, chunk)):
         m = min(chunk, n - start)
+        # Shapes are padded to a power of two so that a new record count rarely compiles anything;
+        # padded rows are routed to an extra separator row and cut off.
+        padded = min(chunk, 1 << max(4, (m - 1).bit_length()))
         chunk_key, shuffle_key = jax.random.split(jax.random.fold_in(key, i))
+        valid = jnp.arange(padded) < jnp.asarray(m, jnp.int32)
         columns: dict[str, jax.Array] = {}
         for j, (sep, new, cdf) in enumerate(steps):
-            sep_codes = _ravel(columns, sep, domain, m)
+            sep_codes = jnp.where(valid, _ravel(columns, sep, domain, padded), cdf.shape[0] - 1)
             draws = _draw(cdf, sep_codes, jax.random.fold_in(chunk_key, j), method == "low_variance")
             for a, col in zip(new, jnp.unravel_index(draws, domain.shape_of(new))):
                 columns[a] = col.astype(jnp.int32)
-        block = np.stack([np.asarray(columns[a]) for a in domain.attributes], axis=1)
+        block = np.stack([np.asarray(columns[a])[:m] for a in domain.attributes], axis=1)
         if method == "low_variance":  # records were laid out group by group; shuffle the row order
-            block = block[np.asarray(jax.random.permutation(shuffle_key, m))]
+            order = np.asarray(jax.random.permutation(shuffle_key, padded))
+            block = block[order[order < m]]
         records[start : start + m] = block
     return Dataset(records, domain)
 
@@ -95,11 +100,12 @@ def _ravel(columns: dict, attrs: tuple, domain, m: int) -> jax.Array:
 
 @jax.jit
 def _conditional_cdf(table: jax.Array) -> jax.Array:
-    """Row-wise CDF of a ``(separator cells, new cells)`` table; its last column is exactly 1."""
+    """Row-wise CDF of a ``(separator cells, new cells)`` table plus one uniform row; last column exactly 1."""
     table = jnp.maximum(table, 0)
     rows = jnp.sum(table, axis=1, keepdims=True)
     # A separator value of probability 0 is never drawn; a uniform row keeps the lookup defined.
     table = jnp.where(rows > 0, table, 1.0)
+    table = jnp.concatenate([table, jnp.ones_like(table[:1])])  # the row of padded records
     cdf = jnp.cumsum(table, axis=1)
     return cdf / cdf[:, -1:]
 

@@ -87,3 +87,16 @@ def test_default_size_and_errors(rng):
         model.synthetic_data(10, jax.random.key(0), method="fast")
     with pytest.raises(ValueError, match="positive integer"):
         model.synthetic_data(0, jax.random.key(0))
+
+
+def test_new_record_counts_do_not_recompile(rng):
+    from conftest import count_compiles
+
+    domain, cliques = MODELS["chain"]
+    model = _model(rng, domain, cliques)
+    for method in ("exact", "low_variance"):
+        model.synthetic_data(1000, jax.random.key(0), method=method)
+        with count_compiles() as c:
+            for n in (1001, 1010, 1024, 600):  # shapes are padded to powers of two: one bucket here
+                model.synthetic_data(n, jax.random.key(1), method=method)
+        assert c.count == 0, method
