@@ -44,6 +44,15 @@ class Dataset:
 
     # Construction ----------------------------------------------------------
     @classmethod
+    def _trusted(cls, records: np.ndarray, domain: Domain) -> "Dataset":
+        """Wrap records produced inside pgmjax (already in range, domain order) without re-validating."""
+        self = cls.__new__(cls)
+        self.domain = domain
+        self._records = np.ascontiguousarray(records)
+        self._records.setflags(write=False)
+        return self
+
+    @classmethod
     def from_csv(cls, csv_path: str | os.PathLike, domain_path: str | os.PathLike | Domain | dict) -> "Dataset":
         """Read an integer-coded CSV (optionally gzipped) and its domain JSON.
 
