@@ -141,7 +141,8 @@ class Workload:
         if isinstance(source, Dataset):
             if source.domain != self.domain:
                 _check_covers(self, source.domain)
-            margs = dict(zip(set(self.cliques), source.marginals(list(set(self.cliques)))))
+            unique = list(dict.fromkeys(self.cliques))
+            margs = dict(zip(unique, source.marginals(unique)))
             return [q.apply(margs[q.clique]) for q in self.queries]
         if hasattr(source, "answers"):
             _check_covers(self, source.domain)

@@ -12,6 +12,7 @@ Example:
 
 from .dualquery import DualQueryTranscript, dualquery, dualquery_plan, max_sum_ve
 from .estimates import CliqueTables, FactoredTable
+from .mwem import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
 from .privbayes import greedy_bayes, noisy_conditionals, privbayes, sample_network
 from .result import MechanismResult
 
@@ -19,6 +20,11 @@ __all__ = [
     "MechanismResult",
     "FactoredTable",
     "CliqueTables",
+    "mwem",
+    "mwem_budget",
+    "mw_update",
+    "hypothetical_model_size",
+    "DEFAULT_MAX_TABLE_CELLS",
     "privbayes",
     "greedy_bayes",
     "noisy_conditionals",
