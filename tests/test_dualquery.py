@@ -4,6 +4,7 @@ Brute-force references: enumeration of every record of small domains (best respo
 differences and the spec's closed-form gradient (likelihood). Float64 (tests/conftest.py enables x64).
 """
 
+import importlib
 import itertools
 import math
 
@@ -14,7 +15,7 @@ import pytest
 import scipy.optimize
 
 import pgmjax as pj
-from pgmjax.mechanisms import dualquery as DQ
+DQ = importlib.import_module("pgmjax.mechanisms.dualquery")  # the package exports the function of the same name
 from pgmjax.privacy import Accountant, dualquery_epsilon
 
 ADULT_N = 48842

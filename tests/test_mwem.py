@@ -4,6 +4,7 @@ Every run here shares one small dataset, workload and round count, so the engine
 (one per model structure and measurement layout) are reused from run to run.
 """
 
+import importlib
 import math
 
 import jax
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax.mechanisms import mwem as mw
+mw = importlib.import_module("pgmjax.mechanisms.mwem")  # the package exports the function of the same name
 from pgmjax.mechanisms.estimates import FactoredTable
 from pgmjax.mechanisms.mwem import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
 
