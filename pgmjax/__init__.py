@@ -15,7 +15,7 @@ from .junction import JunctionTree, junction_tree
 from .measurement import Measurement, estimate_total
 from .model import GraphicalModel
 from .noise import noisy_marginals
-from . import datasets, mechanisms, metrics, privacy, queries
+from . import datasets, hdmm, mechanisms, metrics, privacy, queries
 from .privacy import REST, Accountant, PrivacyBudgetExceeded
 from .workload import Workload
 from .serialization import load_model
@@ -40,6 +40,7 @@ __all__ = [
     "Workload",
     "privacy",
     "mechanisms",
+    "hdmm",
     "Accountant",
     "PrivacyBudgetExceeded",
     "REST",
