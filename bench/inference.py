@@ -62,7 +62,6 @@ import itertools
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,30 +70,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from benchutil import cpu_model, median, proc_status, timed  # noqa: E402
+
 
 # ----------------------------------------------------------------------------- helpers
-def _median(xs) -> float:
-    return float(statistics.median(xs))
-
-
-def _timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t, out
-
-
-def proc_status(*fields: str) -> dict:
-    """Fields of /proc/self/status in MiB (VmHWM = peak resident set, VmRSS = current)."""
-    out = {}
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key in fields:
-                    out[key] = int(value.split()[0]) / 1024  # kB -> MiB
-    except OSError:
-        pass
-    return out
 
 
 def _pairs(attrs) -> list[tuple[str, str]]:
@@ -199,17 +178,17 @@ def run_pgmjax(problem_path: str, workdir: str, iters: int, repeats: int, synth_
     out["treewidth"] = int(model.junction_tree.treewidth)
 
     # 1. All 91 two-way marginals.
-    first, answers = _timed(lambda: model.marginals(pairs))
-    warm = [_timed(lambda: model.marginals(pairs))[0] for _ in range(repeats)]
-    loop_first, loop_answers = _timed(lambda: [model.marginal(q) for q in pairs])
-    loop_warm = [_timed(lambda: [model.marginal(q) for q in pairs])[0] for _ in range(repeats)]
+    first, answers = timed(lambda: model.marginals(pairs))
+    warm = [timed(lambda: model.marginals(pairs))[0] for _ in range(repeats)]
+    loop_first, loop_answers = timed(lambda: [model.marginal(q) for q in pairs])
+    loop_warm = [timed(lambda: [model.marginal(q) for q in pairs])[0] for _ in range(repeats)]
     out["marginals"] = {
         "count": len(pairs),
         "batch_first_s": first,
-        "batch_warm_s": _median(warm),
+        "batch_warm_s": median(warm),
         "batch_warm_samples_s": warm,
         "loop_first_s": loop_first,
-        "loop_warm_s": _median(loop_warm),
+        "loop_warm_s": median(loop_warm),
         "loop_warm_samples_s": loop_warm,
     }
     # Checks: totals, agreement of batch and loop, in-model pairs vs the clique marginals.
@@ -237,12 +216,12 @@ def run_pgmjax(problem_path: str, workdir: str, iters: int, repeats: int, synth_
     synth = {}
     for method in ("exact", "low_variance"):
         key = jax.random.key(1)
-        f, draw = _timed(lambda: model.synthetic_data(n_synth, key, method=method))
-        w = [_timed(lambda: model.synthetic_data(n_synth, key, method=method))[0] for _ in range(synth_repeats)]
+        f, draw = timed(lambda: model.synthetic_data(n_synth, key, method=method))
+        w = [timed(lambda: model.synthetic_data(n_synth, key, method=method))[0] for _ in range(synth_repeats)]
         synth[method] = {
             "n": n_synth,
             "first_s": f,
-            "warm_s": _median(w),
+            "warm_s": median(w),
             "warm_samples_s": w,
             "tvd_draw_vs_model": pj.metrics.marginal_tvd(model, draw, pairs),
             "tvd_draw_vs_data": pj.metrics.marginal_tvd(truth, draw, pairs),
@@ -273,7 +252,7 @@ def run_pgmjax_memory(model_dir: str, n: int, method: str) -> dict:
 
     model = pj.load_model(model_dir)
     before = proc_status("VmHWM", "VmRSS")
-    t, draw = _timed(lambda: model.synthetic_data(n, jax.random.key(3), method=method))
+    t, draw = timed(lambda: model.synthetic_data(n, jax.random.key(3), method=method))
     after = proc_status("VmHWM", "VmRSS")
     return {
         "engine": "pgmjax",
@@ -298,12 +277,7 @@ def environment() -> dict:
         except importlib.metadata.PackageNotFoundError:
             return None
 
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_model()
     import jax
 
     return {

@@ -38,9 +38,10 @@ import json
 import os
 import pickle
 import platform
-import statistics
 import time
 import warnings
+
+from benchutil import median, proc_status, timed  # bench/ is the script's folder, so on sys.path
 
 
 def _setup():
@@ -51,30 +52,6 @@ def _setup():
         warnings.filterwarnings("ignore", message="JAX is running in float32")
         import mbi
     return jax, mbi
-
-
-def _median(xs) -> float:
-    return float(statistics.median(xs))
-
-
-def _timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t, out
-
-
-def proc_status(*fields: str) -> dict:
-    """Fields of /proc/self/status in MiB."""
-    out = {}
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key in fields:
-                    out[key] = int(value.split()[0]) / 1024
-    except OSError:
-        pass
-    return out
 
 
 def environment(jax) -> dict:
@@ -149,12 +126,12 @@ def run(workdir: str, iters: int, repeats: int, synth_repeats: int, n_synth: int
     def project_all():
         return [np.asarray(model.project(q).datavector(flatten=False), np.float64) for q in pairs]
 
-    first, answers = _timed(project_all)
-    warm = [_timed(project_all)[0] for _ in range(repeats)]
+    first, answers = timed(project_all)
+    warm = [timed(project_all)[0] for _ in range(repeats)]
     out["marginals"] = {
         "count": len(pairs),
         "loop_first_s": first,
-        "loop_warm_s": _median(warm),
+        "loop_warm_s": median(warm),
         "loop_warm_samples_s": warm,
         "max_rel_dev_of_sum_from_total": float(max(abs(a.sum() / float(model.total) - 1) for a in answers)),
     }
@@ -163,10 +140,10 @@ def run(workdir: str, iters: int, repeats: int, synth_repeats: int, n_synth: int
     synth = {}
     np.random.seed(0)
     for method in ("sample", "round"):
-        f, draw = _timed(lambda: model.synthetic_data(n_synth, method=method))
-        w = [_timed(lambda: model.synthetic_data(n_synth, method=method))[0] for _ in range(synth_repeats)]
+        f, draw = timed(lambda: model.synthetic_data(n_synth, method=method))
+        w = [timed(lambda: model.synthetic_data(n_synth, method=method))[0] for _ in range(synth_repeats)]
         np.savez(os.path.join(workdir, f"mbi_synth_{method}.npz"), records=_records(draw, attrs))
-        synth[method] = {"n": n_synth, "first_s": f, "warm_s": _median(w), "warm_samples_s": w}
+        synth[method] = {"n": n_synth, "first_s": f, "warm_s": median(w), "warm_samples_s": w}
     out["synthetic"] = synth
 
     n = max(1, int(model.total))  # mbi's own rule for rows=None
@@ -196,7 +173,7 @@ def run_memory(workdir: str, n: int) -> dict:
         model = pickle.load(f)
     np.random.seed(3)
     before = proc_status("VmHWM", "VmRSS")
-    t, draw = _timed(lambda: model.synthetic_data(n))
+    t, draw = timed(lambda: model.synthetic_data(n))
     after = proc_status("VmHWM", "VmRSS")
     nbytes = sum(np.asarray(v).nbytes for v in draw.data.values()) + np.asarray(draw.weights).nbytes
     return {

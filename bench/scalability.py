@@ -32,6 +32,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from benchutil import cpu_model  # noqa: E402
+
 
 def run_pgmjax(d: int, iters: int = 50, repeats: int = 3, seed: int = 0) -> dict:
     import jax
@@ -102,12 +104,7 @@ def environment() -> dict:
     import numpy
     import optax
 
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_model()
     return {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "python": platform.python_version(),

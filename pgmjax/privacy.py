@@ -188,7 +188,7 @@ def check_key(key, where: str = "key"):
     )
 
 
-_check_key = check_key  # the name the mechanism modules import
+_check_key = check_key
 
 
 def _values(values, where: str, name: str = "values") -> np.ndarray:

@@ -40,12 +40,13 @@ from ..dataset import Dataset
 from ..domain import Clique, Domain
 from ..privacy import (
     Accountant,
-    _check_key,
+    _positive,
     advanced_composition,
     advanced_composition_hetero,
     dualquery_epsilon,
     dualquery_rounds,
 )
+from ..privacy import check_key as _check_key
 from ..workload import Workload
 from .result import MechanismResult
 
@@ -504,15 +505,6 @@ def dualquery_plan(
         "epsilon_at_eta": at_eta,
         "epsilon": _ledger_total(T, lo, samples, records, delta, bound),
     }
-
-
-def _positive(value, name: str, where: str) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{where}: {name} must be a real number, got {value!r}")
-    x = float(value)
-    if not (x > 0 and math.isfinite(x)):
-        raise ValueError(f"{where}: {name} must be positive and finite, got {value!r}")
-    return x
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -66,7 +66,9 @@ from ..dataset import Dataset
 from ..domain import Clique, CliqueLike, Domain
 from ..junction import junction_tree, maximal_cliques
 from ..measurement import Measurement, estimate_total
-from ..privacy import REST, Accountant, _check_key, cdp_rho
+from ..privacy import REST, Accountant, _bool, _positive, _real, cdp_rho
+from ..privacy import _count as _int
+from ..privacy import check_key as _check_key
 from ..workload import Workload
 from .estimates import FactoredTable
 from .result import MechanismResult
@@ -326,39 +328,6 @@ def _mw_replay(domain: Domain, measurements: Sequence[Measurement], totals: Sequ
 # ---------------------------------------------------------------------------------------------------
 # Input checks (all before anything is computed)
 # ---------------------------------------------------------------------------------------------------
-
-
-def _real(value, name: str, where: str) -> float:
-    if value is None or isinstance(value, (bool, np.bool_, str, bytes)) or np.ndim(value) != 0:
-        raise TypeError(f"{where}: {name} must be a real number, got {value!r}")
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{where}: {name} must be a real number, got {value!r}") from None
-    if math.isnan(x):
-        raise ValueError(f"{where}: {name} must be a number, got nan")
-    return x
-
-
-def _positive(value, name: str, where: str) -> float:
-    x = _real(value, name, where)
-    if not (x > 0 and math.isfinite(x)):
-        raise ValueError(f"{where}: {name} must be positive and finite, got {value!r}")
-    return x
-
-
-def _int(value, name: str, where: str, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{where}: {name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{where}: {name} must be at least {minimum}, got {value}")
-    return int(value)
-
-
-def _bool(value, name: str, where: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{where}: {name} must be True or False, got {value!r}")
-    return bool(value)
 
 
 def _choice(value, name: str, options: tuple, where: str) -> str:

@@ -40,6 +40,7 @@ from ..domain import Clique, Domain
 from ..junction import maximal_cliques
 from ..measurement import Measurement, estimate_total
 from ..privacy import REST, Accountant, exponential_probabilities
+from ..privacy import check_key as _check_key
 from .result import MechanismResult
 
 __all__ = [
@@ -367,14 +368,6 @@ def maximal_parent_sets(
 # ---------------------------------------------------------------------------------------------------
 # GreedyBayes (TODS paper, Algorithm 4; spec 4.3)
 # ---------------------------------------------------------------------------------------------------
-
-
-def _check_key(key, where: str):
-    if isinstance(key, jax.Array) and (
-        (jnp.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ()) or (key.dtype == jnp.uint32 and key.shape == (2,))
-    ):
-        return key
-    raise TypeError(f"{where}: key must be one jax.random key (jax.random.key(seed)), got {type(key).__name__}")
 
 
 def _check_binary(domain: Domain, score: str, where: str) -> None:
