@@ -1,8 +1,18 @@
 """The ``pgmjax`` command line.
 
-``pgmjax demo`` draws a dataset from a random ground-truth graphical model,
-measures noisy marginals, estimates a model from them and prints how much
-closer the model is to the truth than the raw noisy answers.
+* ``pgmjax demo`` draws a dataset from a random ground-truth graphical model, measures noisy
+  marginals, estimates a model from them and prints how much closer the model is to the truth than
+  the raw noisy answers (no data needed).
+* ``pgmjax run`` runs a privacy mechanism (MWEM, PrivBayes, DualQuery, HDMM, MST, AIM, MLDP; see
+  :mod:`pgmjax.mechanisms.registry`) on a CSV file and writes synthetic data, a summary and a JSON
+  report; integer-coded data comes with a domain JSON, raw data (numbers, text) with a
+  discretisation schema (:mod:`pgmjax.schema`) and is decoded back to the original values.
+* ``pgmjax schema`` infers a starter schema from a raw CSV; ``pgmjax mechanisms`` lists the
+  mechanisms and whether they are installed.
+
+Exit codes: 0 success; 2 bad command line or input (missing file, column not in the domain, value out
+of range, epsilon <= 0, unknown or unavailable mechanism, ...), reported in one line on stderr
+before any long computation; 1 a run that failed (``--debug`` shows the traceback).
 """
 
 from __future__ import annotations
@@ -98,13 +108,725 @@ def demo(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------------
+
+
+class UserError(Exception):
+    """Bad command line or input: one line on stderr, exit code 2, no traceback."""
+
+
+class RunFailure(Exception):
+    """The run itself failed: one line on stderr, exit code 1 (``--debug`` re-raises the cause)."""
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (x > 0 and np.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text}")
+    return x
+
+
+def _unit_interval(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < x < 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), e.g. 1e-9, got {text}")
+    return x
+
+
+def _positive_int(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if x < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return x
+
+
+def _seed(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= x < 2**63:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2^63), got {text}")
+    return x
+
+
+def _parse_options(items) -> dict:
+    """``key=value`` strings -> dict; values are JSON when they parse (numbers, true/false, null, lists), else text."""
+    import json
+
+    out = {}
+    for item in items or []:
+        k, sep, v = item.partition("=")
+        k = k.strip()
+        if not sep or not k.isidentifier():
+            raise UserError(f"--option expects key=value (e.g. --option noise=gaussian), got {item!r}")
+        if k in out:
+            raise UserError(f"--option {k} is given twice")
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Inputs
+# ---------------------------------------------------------------------------------------------------
+
+
+def _need_file(path: str, flag: str) -> None:
+    import os
+
+    if not os.path.exists(path):
+        raise UserError(f"{flag}: file not found: {path}")
+    if os.path.isdir(path):
+        raise UserError(f"{flag}: {path} is a folder, expected a file")
+
+
+def _need_parent(path: str | None, flag: str) -> None:
+    import os
+
+    if path is None:
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UserError(f"{flag}: the folder {parent} does not exist (create it first; nothing was run)")
+    if os.path.isdir(path) and flag != "--save-model":
+        raise UserError(f"{flag}: {path} is a folder, expected a file name")
+
+
+def _check_columns(header: list[str], attributes, data_path: str, what: str, ignore_extra: bool) -> list[str]:
+    """Every attribute must be a column; a column that is no attribute is an error unless ignored."""
+    if not header or header == [""]:
+        raise UserError(f"data file {data_path} is empty (no header line)")
+    dup = sorted({c for c in header if header.count(c) > 1})
+    if dup:
+        raise UserError(f"data file {data_path} has duplicate column names: {dup}")
+    missing = [a for a in attributes if a not in header]
+    if missing:
+        raise UserError(
+            f"data file {data_path} has no column {', '.join(repr(m) for m in missing)} named in the {what}; "
+            f"its columns are {header}"
+        )
+    extra = [c for c in header if c not in attributes]
+    if extra and not ignore_extra:
+        raise UserError(
+            f"data file {data_path}: column {', '.join(repr(c) for c in extra)} is not in the {what} "
+            f"(attributes: {list(attributes)}); add it to the {what}, or pass --ignore-extra-columns to drop it"
+        )
+    return extra
+
+
+def _csv_header(path: str) -> list[str]:
+    import csv
+    import gzip
+
+    try:
+        opener = gzip.open(path, "rt") if path.endswith(".gz") else open(path, newline="")
+        with opener as f:
+            return next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise UserError(f"data file {path} could not be read: {e}") from None
+
+
+def _load_integer_data(args, say):
+    """``--data`` + ``--domain``: an integer-coded table."""
+    import json
+
+    import pandas as pd
+
+    import pgmjax as pj
+
+    try:
+        with open(args.domain) as f:
+            raw = json.load(f)
+        if not isinstance(raw, dict):
+            raise UserError(f"domain file {args.domain} must hold a JSON object attribute -> number of values")
+        domain = pj.Domain(raw)
+    except json.JSONDecodeError as e:
+        raise UserError(f"domain file {args.domain} is not valid JSON: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise UserError(f"domain file {args.domain}: {e}") from None
+    extra = _check_columns(_csv_header(args.data), domain.attributes, args.data, "domain file", args.ignore_extra_columns)
+    try:
+        frame = pd.read_csv(args.data, usecols=list(domain.attributes))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
+        raise UserError(f"data file {args.data} could not be read as CSV: {e}") from None
+    try:
+        data = pj.Dataset(frame, domain)
+    except (TypeError, ValueError) as e:
+        msg = str(e).removeprefix("Dataset: ")
+        hint = " (rows count data lines from 0, after the header)"
+        if "integer codes" in msg or "not finite" in msg:
+            hint += "; for raw values (text, decimals) give a --schema instead of --domain (see: pgmjax schema --help)"
+        raise UserError(f"data file {args.data}: {msg}{hint}") from None
+    return data, None, extra
+
+
+def _load_raw_data(args, say):
+    """``--data`` + ``--schema``: raw values discretised by the schema."""
+    from . import schema as S
+
+    try:
+        schema = S.load_schema(args.schema, decode=args.decode)
+    except S.SchemaError as e:
+        raise UserError(str(e)) from None
+    extra = _check_columns(_csv_header(args.data), list(schema.columns), args.data, "schema", args.ignore_extra_columns)
+    try:
+        frame = S.read_raw_csv(args.data)
+        data = schema.encode(frame, line_offset=2)
+    except S.SchemaError as e:
+        raise UserError(f"data file {args.data}: {e}") from None
+    return data, schema, extra
+
+
+def _workload(spec: str | None, domain):
+    """``all-Kway`` or a JSON file of cliques -> (Workload, label); None -> (None, None)."""
+    import json
+    import os
+    import re
+
+    import pgmjax as pj
+
+    if spec is None:
+        return None, None
+    m = re.fullmatch(r"all-(\d+)-?way", spec.strip().lower())
+    if m:
+        k = int(m.group(1))
+        if not 1 <= k <= len(domain):
+            raise UserError(f"--workload {spec}: k must be between 1 and the number of attributes ({len(domain)})")
+        return pj.Workload.all_kway(domain, k), f"all {k}-way marginals"
+    if not os.path.exists(spec):
+        raise UserError(f"--workload: expected all-2way, all-3way (any all-Kway) or a JSON file of cliques; file not found: {spec}")
+    try:
+        with open(spec) as f:
+            raw = json.load(f)
+    except json.JSONDecodeError as e:
+        raise UserError(f"workload file {spec} is not valid JSON: {e}") from None
+    if isinstance(raw, dict) and "cliques" in raw:
+        raw = raw["cliques"]
+    if not isinstance(raw, list) or not raw or not all(
+        isinstance(c, list) and c and all(isinstance(a, str) for a in c) for c in raw
+    ):
+        raise UserError(f'workload file {spec}: expected a non-empty list of cliques, e.g. [["age", "sex"], ["sex", "income"]]')
+    try:
+        return pj.Workload.marginals(domain, [tuple(c) for c in raw]), f"{len(raw)} marginals from {spec}"
+    except ValueError as e:
+        raise UserError(f"workload file {spec}: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Progress
+# ---------------------------------------------------------------------------------------------------
+
+
+class _Progress:
+    """A tqdm bar on stderr over the engine's iterations, across every fit a mechanism makes.
+
+    The engine calls :meth:`engine` after each compiled chunk (``pgmjax.estimate``'s callback); an
+    iteration count that does not grow means a new fit (the next round) has started.
+    """
+
+    def __init__(self, enabled: bool, desc: str, total: int | None):
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit="it", file=sys.stderr, disable=not enabled, dynamic_ncols=True)
+        self.fits = 0
+        self.last = 0
+
+    def engine(self, info: dict):
+        it = int(info["iteration"])
+        if self.fits == 0 or it <= self.last:
+            self.fits += 1
+            step = it
+        else:
+            step = it - self.last
+        self.last = it
+        if self.bar.total is not None and self.bar.n + step > self.bar.total:
+            self.bar.total = self.bar.n + step
+        self.bar.set_postfix_str(f"fit {self.fits}, loss {info['loss']:.4g}", refresh=False)
+        self.bar.update(step)
+        return None
+
+    def close(self):
+        self.bar.close()
+
+
+def _expected_iterations(name: str, kwargs: dict, params: dict, domain) -> int | None:
+    """Engine iterations the run will make, where the schedule is fixed in advance (for the bar's total)."""
+
+    def value(key):
+        if key in kwargs:
+            return kwargs[key]
+        p = params.get(key)
+        return None if p is None or p.default is p.empty else p.default
+
+    iters = value("pgm_iters")
+    if not isinstance(iters, int):
+        return None
+    if name == "mwem":
+        rounds = value("rounds")
+        return iters * (rounds if isinstance(rounds, int) else len(domain))
+    if name in ("privbayes", "dualquery"):
+        return iters
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reports
+# ---------------------------------------------------------------------------------------------------
+
+
+def _jsonable(x, max_items: int = 10_000):
+    """Plain JSON types: tuples -> lists, numpy/jax scalars -> numbers, non-finite -> strings, big arrays -> a shape note."""
+    import math
+
+    if x is None or isinstance(x, (bool, str)):
+        return x
+    if isinstance(x, (int, np.integer)) and not isinstance(x, np.bool_):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        return x if math.isfinite(x) else str(x)
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v, max_items) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        if len(x) > max_items:
+            return f"<{len(x)} items>"
+        return [_jsonable(v, max_items) for v in x]
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        a = np.asarray(x)
+        if a.dtype.kind in "biuf" and a.size <= max_items:
+            return _jsonable(a.tolist(), max_items)
+        return f"<array {a.dtype} {tuple(a.shape)}>"
+    return repr(x)
+
+
+def _privacy(acc) -> dict:
+    """Budget given and spent, in the accountant's currency, with the (epsilon, delta) guarantee."""
+    s = acc.summary()
+    out = {"composition": s["composition"], "bounded": s["bounded"], "ledger_entries": s["entries"]}
+    if acc.currency == "rho":
+        out.update({"rho_budget": s["budget"], "rho_spent": s["spent"]})
+        if acc.delta is not None:
+            from .privacy import cdp_eps
+
+            out["epsilon_budget"] = float(cdp_eps(acc.budget, acc.delta))
+            out["epsilon_spent"], out["delta"] = (float(v) for v in acc.epsilon_delta())
+    else:
+        out.update({"epsilon_budget": s["budget"], "epsilon_spent": s["spent"]})
+        out["delta"] = 0.0 if s["composition"] == "pure" else acc.delta
+    out["fraction_spent"] = s["spent"] / s["budget"]
+    return out
+
+
+def _privacy_line(p: dict) -> str:
+    pct = f"{100 * p['fraction_spent']:.1f}%"
+    if "rho_budget" in p:
+        line = f"rho-zCDP budget rho={p['rho_budget']:.6g}, spent {p['rho_spent']:.6g} ({pct})"
+        if "delta" in p:
+            line = f"(eps={p['epsilon_budget']:.6g}, delta={p['delta']:.3g})-DP via " + line + f" -> eps={p['epsilon_spent']:.6g}"
+        return line
+    if p["composition"] == "pure":
+        return f"pure eps-DP: budget eps={p['epsilon_budget']:.6g}, spent {p['epsilon_spent']:.6g} ({pct}), delta=0"
+    return (
+        f"(eps, delta)-DP by {p['composition'].replace('_', ' ')} composition: budget eps={p['epsilon_budget']:.6g}, "
+        f"delta={p['delta']:.3g}; spent eps={p['epsilon_spent']:.6g} ({pct})"
+    )
+
+
+def _model_info(model) -> dict:
+    cliques = [list(c) for c in model.cliques]
+    cells = int(sum(model.domain.size(c) for c in model.cliques))
+    return {
+        "cliques": cliques,
+        "n_cliques": len(cliques),
+        "cells": cells,
+        "size_mb": 8.0 * cells / 2**20,  # float64 convention of hypothetical_model_size
+        "treewidth": int(model.junction_tree.treewidth),
+        "total": float(model.total),
+    }
+
+
+def _evaluate(workload, label, data, synth, result) -> dict:
+    """Workload error (paper scale) and mean 2-way TVD of the outputs against the input (NOT private)."""
+    from . import metrics
+
+    out = {
+        "workload": label,
+        "queries": len(workload),
+        "scale": "paper: mean over queries of ||W mu - W mu_hat||_1 / (2 ||W mu||_1)",
+        "private": False,
+    }
+    pairs = list(itertools.combinations(data.domain.attributes, 2))
+    arms = {"synthetic": synth, "model": result.model}
+    if result.original is not None:
+        arms["original"] = result.original
+    for arm, est in arms.items():
+        try:
+            out[f"workload_error_{arm}"] = metrics.workload_error(workload, data, est)
+            if pairs:
+                out[f"tvd_2way_{arm}"] = metrics.marginal_tvd(data, est, pairs)
+        except Exception as e:  # an arm without the query interface: report why, keep the others
+            out[f"{arm}_not_evaluated"] = f"{type(e).__name__}: {e}"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# pgmjax run
+# ---------------------------------------------------------------------------------------------------
+
+
+def run(args) -> int:
+    import json
+    import os
+
+    from .mechanisms import registry
+
+    t_start = time.perf_counter()
+    say = (lambda *a: None) if args.quiet else (lambda msg: print(f"pgmjax run: {msg}", file=sys.stderr, flush=True))
+
+    # ---- cheap checks first: files, outputs, options, mechanism
+    if (args.domain is None) == (args.schema is None):
+        raise UserError(
+            "give --domain DOMAIN.json for integer-coded data, or --schema SCHEMA.json for raw values (not both)"
+            if args.domain is not None
+            else "give --domain DOMAIN.json (integer-coded data) or --schema SCHEMA.json (raw values; see: pgmjax schema --help)"
+        )
+    if args.decode is not None and args.schema is None:
+        raise UserError("--decode applies to raw data read with --schema")
+    _need_file(args.data, "--data")
+    _need_file(args.domain or args.schema, "--domain" if args.domain else "--schema")
+    _need_parent(args.out, "--out")
+    _need_parent(args.report, "--report")
+    _need_parent(args.save_model, "--save-model")
+    options = _parse_options(args.option)
+    try:
+        fn, kwargs, notes = registry.prepare(
+            args.mechanism, epsilon=args.epsilon, delta=args.delta, workload=None,
+            iters=args.iters, rounds=args.rounds, options=options,
+        )
+        params = registry.parameters(args.mechanism)
+    except registry.MechanismUnavailable as e:
+        available = [n for n, why in registry.availability().items() if why is None]
+        raise UserError(f"{e}; available here: {', '.join(available)}") from None
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+    # ---- data and workload (validated before the mechanism runs)
+    t0 = time.perf_counter()
+    if args.schema is not None:
+        data, schema, extra = _load_raw_data(args, say)
+    else:
+        data, schema, extra = _load_integer_data(args, say)
+    workload, wl_label = _workload(args.workload, data.domain)
+    t_load = time.perf_counter() - t0
+    say(
+        f"read {len(data):,} records, {len(data.domain)} attributes (domain {data.domain.size():.3g} cells) from {args.data}"
+        + (f"; ignored columns {extra}" if extra else "")
+    )
+    for n in notes:
+        say(f"note: {n}")
+
+    import jax
+
+    key_mech, key_sample, key_decode = jax.random.split(jax.random.key(args.seed), 3)
+    total = None
+    if not args.quiet:
+        _, probe, _ = registry.prepare(
+            args.mechanism, epsilon=args.epsilon, delta=args.delta, workload=workload,
+            iters=args.iters, rounds=args.rounds, options=options,
+        )
+        total = _expected_iterations(args.mechanism, probe, params, data.domain)
+    progress = _Progress(not args.quiet, args.mechanism, total)
+
+    # ---- the mechanism
+    from .privacy import PrivacyBudgetExceeded
+
+    t0 = time.perf_counter()
+    try:
+        result, _ = registry.run(
+            args.mechanism, data, key=key_mech, epsilon=args.epsilon, delta=args.delta, workload=workload,
+            iters=args.iters, rounds=args.rounds, options=options, callback=progress.engine,
+        )
+    except PrivacyBudgetExceeded as e:
+        raise RunFailure(f"{args.mechanism}: internal accounting error: {e}") from e
+    except (ValueError, TypeError) as e:
+        # Front-ends validate their input before touching the data: this is a bad argument or option.
+        if args.debug:
+            raise
+        raise UserError(f"{args.mechanism} rejected the input: {e}") from None
+    except MemoryError as e:
+        raise RunFailure(f"{args.mechanism}: out of memory; try a smaller model (e.g. --option max_model_mb=...) or fewer attributes") from e
+    finally:
+        progress.close()
+    t_mech = time.perf_counter() - t0
+
+    # ---- synthetic data (post-processing of the model: no privacy cost)
+    t0 = time.perf_counter()
+    synth = result.synthetic
+    if args.records is not None or synth is None:
+        synth = result.model.synthetic_data(args.records, key_sample)
+    t_sample = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    if args.out is not None:
+        frame = schema.decode(synth, key_decode) if schema is not None else synth.df
+        try:
+            frame.to_csv(args.out, index=False)
+        except OSError as e:
+            raise RunFailure(f"--out: could not write {args.out}: {e}") from e
+    if args.save_model is not None:
+        try:
+            result.model.save(args.save_model)
+        except OSError as e:
+            raise RunFailure(f"--save-model: could not write {args.save_model}: {e}") from e
+    t_write = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    evaluation = _evaluate(workload, wl_label, data, synth, result) if workload is not None else None
+    t_eval = time.perf_counter() - t0
+    t_total = time.perf_counter() - t_start
+
+    # ---- summary and report
+    acc = result.accountant
+    privacy = _privacy(acc)
+    privacy["epsilon_given"], privacy["delta_given"] = args.epsilon, args.delta
+    ledger_kinds: dict[str, int] = {}
+    for e in acc.ledger:
+        ledger_kinds[e.mechanism] = ledger_kinds.get(e.mechanism, 0) + 1
+    model = _model_info(result.model)
+    seconds = {
+        "load": t_load, "mechanism": t_mech, "sampling": t_sample, "writing": t_write,
+        "evaluation": t_eval, "total": t_total,
+    }
+    report = {
+        "pgmjax_version": _version(),
+        "command": ["pgmjax", *(args.argv or [])],
+        "mechanism": args.mechanism,
+        "seed": args.seed,
+        "input": {
+            "data": args.data,
+            ("schema" if schema is not None else "domain"): args.schema or args.domain,
+            "records": len(data),
+            "domain": data.domain.to_dict(),
+            "ignored_columns": extra,
+        },
+        "privacy": privacy,
+        "measurements": len(result.measurements),
+        "ledger_by_mechanism": ledger_kinds,
+        "model": model,
+        "synthetic": {"records": len(synth), "path": args.out, "decoded": schema is not None},
+        "evaluation": evaluation,
+        "seconds": seconds,
+        "notes": notes,
+        "original_error": result.original_error,
+        "info": _jsonable(result.info, max_items=1000),
+        "ledger": _jsonable(acc.records()),
+    }
+    if args.report is not None:
+        try:
+            with open(args.report, "w") as f:
+                json.dump(report, f, indent=2)
+                f.write("\n")
+        except OSError as e:
+            raise RunFailure(f"--report: could not write {args.report}: {e}") from e
+
+    kinds = ", ".join(f"{v} {k}" for k, v in sorted(ledger_kinds.items()))
+    lines = [
+        f"pgmjax run: {args.mechanism} on {os.path.basename(args.data)}: {len(data):,} records, {len(data.domain)} attributes",
+        f"  privacy       {_privacy_line(privacy)}",
+        f"  measurements  {len(result.measurements)} noisy measurements; ledger {len(acc.ledger)} entries ({kinds})",
+        f"  model         {model['n_cliques']} cliques, {model['cells']:,} cells ({model['size_mb']:.3g} MB as float64), "
+        f"treewidth {model['treewidth']}, estimated total {model['total']:,.0f}",
+        f"  synthetic     {len(synth):,} records" + (f" -> {args.out}" + (" (decoded to raw values)" if schema is not None else "") if args.out else " (not written: no --out)"),
+    ]
+    if evaluation is not None:
+        ev = f"  workload      {wl_label}: error {evaluation.get('workload_error_synthetic', float('nan')):.4f} (synthetic), " \
+             f"{evaluation.get('workload_error_model', float('nan')):.4f} (model), paper scale"
+        if "tvd_2way_synthetic" in evaluation:
+            ev += f"; mean 2-way TVD {evaluation['tvd_2way_synthetic']:.4f} (synthetic)"
+        lines.append(ev)
+        lines.append("                (computed from the input data: these errors are NOT private; do not publish them)")
+    lines.append(
+        f"  time          {t_total:.2f} s (load {t_load:.2f}, mechanism {t_mech:.2f}, sampling {t_sample:.2f}, "
+        f"writing {t_write:.2f}, evaluation {t_eval:.2f})"
+    )
+    if args.report:
+        lines.append(f"  report        {args.report}")
+    if result.original_error and not result.original_error.startswith("not run"):
+        lines.append(f"  note          original arm: {result.original_error}")
+    print("\n".join(lines))
+    return 0
+
+
+def _version() -> str:
+    try:
+        from . import __version__
+
+        return __version__
+    except ImportError:  # pragma: no cover
+        return "unknown"
+
+
+# ---------------------------------------------------------------------------------------------------
+# pgmjax schema, pgmjax mechanisms
+# ---------------------------------------------------------------------------------------------------
+
+
+def schema_cmd(args) -> int:
+    import json
+
+    from . import schema as S
+
+    _need_file(args.data, "--data")
+    _need_parent(args.out, "--out")
+    try:
+        frame = S.read_raw_csv(args.data)
+        spec, notes = S.infer_schema(frame, bins=args.bins, max_categories=args.max_categories)
+        S.Schema.from_dict(spec)  # the inferred schema must load
+    except S.SchemaError as e:
+        raise UserError(f"{args.data}: {e}") from None
+    text = json.dumps(spec, indent=2)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+    for n in notes:
+        print(f"pgmjax schema: note: {n}", file=sys.stderr)
+    print(
+        "pgmjax schema: warning: this schema was read from the data (ranges, category lists) and is NOT private; "
+        "review it and replace data-derived bounds and categories with public knowledge before a private release",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def mechanisms_cmd(args) -> int:
+    from .mechanisms import registry
+
+    guarantees = {
+        "pure": "eps-DP",
+        "zcdp": "(eps, delta)-DP via zCDP",
+        "advanced": "(eps, delta)-DP",
+        "option": "eps-DP (Laplace) or (eps, delta) (--option noise=gaussian)",
+    }
+    for name, why in registry.availability().items():
+        spec = registry.MECHANISMS[name]
+        state = "available" if why is None else "NOT AVAILABLE"
+        print(f"{name:<10} {state:<14} {guarantees[spec.privacy]:<28} {spec.title}")
+        if why is not None and args.verbose:
+            print(f"{'':<10} {why}")
+    return 0
+# ---------------------------------------------------------------------------------------------------
+# The parser
+# ---------------------------------------------------------------------------------------------------
+
+_MAIN_EPILOG = """\
+examples:
+  pgmjax demo                                    # estimation on a random model, no data needed
+  pgmjax demo --records 50000 --attributes 12 --iters 1000
+
+  # integer-coded data (values 0..n-1) with its domain JSON {"age": 85, "sex": 2, ...}
+  pgmjax run --data table.csv --domain table-domain.json --mechanism aim \\
+             --epsilon 1 --delta 1e-9 --out synthetic.csv --report report.json --workload all-2way
+
+  # raw data (numbers, text) with a discretisation schema; synthetic data comes back in raw values
+  pgmjax schema --data raw.csv > schema.json     # a starter schema: review it, it is read from the data
+  pgmjax run --data raw.csv --schema schema.json --mechanism mst --epsilon 1 --out synthetic.csv
+
+  pgmjax mechanisms                              # which mechanisms are installed
+  pgmjax run --help                              # every option of a run, schema and workload formats
+
+exit codes: 0 success; 2 bad command line or input (reported before any long computation);
+1 the run failed (add --debug to a run for the traceback).
+"""
+
+_RUN_DESCRIPTION = """\
+Run a differentially private mechanism on a CSV table and write synthetic data.
+
+The mechanism reads the data only through its noise-adding steps and spends exactly the budget
+given (--epsilon, and --delta where the guarantee is (eps, delta)); everything after it (the model,
+the synthetic records, their decoding) is post-processing. A progress bar on stderr follows the
+estimation iterations across the selection rounds; at the end a summary is printed (budget given
+and spent, measurements, model size, time) and --report writes it as JSON with the privacy ledger.
+
+mechanisms (pgmjax mechanisms shows which are installed):
+  mwem       MWEM+PGM: EM selection of marginals, Laplace noise (eps-DP); --option noise=gaussian for zCDP
+  privbayes  PrivBayes+PGM: private Bayesian network and noisy conditionals (eps-DP; --delta unused)
+  dualquery  DualQuery+PGM: private query/record game, model fitted to the transcript ((eps, delta)-DP)
+  hdmm       HDMM+PGM: workload-optimised measurement strategy, Laplace noise (eps-DP)
+  mst        MST: one-way marginals + private maximum spanning tree of pairs ((eps, delta)-DP via zCDP)
+  aim        AIM: adaptive workload-aware marginal selection ((eps, delta)-DP via zCDP)
+  mldp       MLDP+PGM: low-sensitivity training queries, the rest answered by the model (eps-DP)
+
+input:
+  integer-coded: --data table.csv --domain domain.json, where domain.json maps every column to its
+    number of values {"age": 85, "sex": 2}; each value must be an integer in [0, n).
+  raw values: --data raw.csv --schema schema.json, where schema.json says how to discretise:
+      {"age":    {"bins": [17, 25, 35, 45, 55, 65, 91], "integer": true},
+       "income": {"bins": 20, "range": [0, 250000], "decode": "midpoint"},
+       "sex":    {"categories": ["Female", "Male"]}}
+    bins [e0, e1, ..., ek] are [e_i, e_i+1) with the last one closed; "bins": k with "range": [lo, hi]
+    is k equal-width bins; values outside the bins or not among the categories are errors.
+    Synthetic data is decoded back: categories to their text, numbers to a value drawn uniformly
+    within the bin (seeded by --seed; integers for "integer": true), or the bin midpoint with
+    "decode": "midpoint" (per column) or --decode midpoint (all numeric columns).
+    pgmjax schema --data raw.csv writes a starter schema.
+  Every domain/schema attribute must be a column of the CSV, and every column an attribute
+  (--ignore-extra-columns drops the others).
+
+workload (--workload): all-2way, all-3way (any all-Kway) or a JSON file of cliques
+  [["age", "sex"], ["sex", "income"]]. Mechanisms that take a workload (mwem, dualquery, hdmm, aim,
+  mldp) optimise for it (default: all 2-way marginals); the summary then reports the workload error
+  of the synthetic data and of the model against the input (paper scale: mean over queries of
+  ||W mu - W mu_hat||_1 / (2 ||W mu||_1)) and the mean total variation distance over all 2-way
+  marginals. These numbers read the input directly: they are NOT private.
+
+mechanism options: --option key=value passes a keyword argument of the front-end function (values
+are JSON: numbers, true/false, strings), e.g. --option noise=gaussian --option max_model_mb=5 for
+mwem, --option beta=0.5 for privbayes, --option samples=20 for dualquery; see help(pgmjax.mechanisms.<name>).
+"""
+
+_RUN_EPILOG = """\
+examples:
+  pgmjax run --data adult.csv --domain adult-domain.json --mechanism aim --epsilon 1 --delta 1e-9 \\
+             --out synthetic.csv --report report.json --workload all-2way
+  pgmjax run --data adult.csv --domain adult-domain.json --mechanism mwem --epsilon 0.5 --rounds 14 \\
+             --iters 500 --option noise=gaussian --delta 1e-6 --out synthetic.csv
+  pgmjax run --data raw.csv --schema schema.json --mechanism privbayes --epsilon 1 --seed 3 \\
+             --records 10000 --out synthetic.csv --quiet
+
+exit codes: 0 success; 2 bad command line or input (missing file, column not in the domain, value
+out of range, eps <= 0, delta outside (0, 1), unknown or unavailable mechanism, bad option), reported
+on stderr before the mechanism runs; 1 the run failed (add --debug for the traceback).
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from .mechanisms.registry import MECHANISMS
+
     parser = argparse.ArgumentParser(
         prog="pgmjax",
         description="Graphical-model estimation for differentially private query answering, in JAX.",
-        epilog="Example: pgmjax demo --records 50000 --attributes 12 --iters 1000",
+        epilog=_MAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,run,schema,mechanisms}")
     d = sub.add_parser(
         "demo",
         help="estimate a model from noisy marginals of data drawn from a random graphical model (no data needed)",
@@ -113,6 +835,7 @@ def build_parser() -> argparse.ArgumentParser:
             "tree plus a few 3-way marginals with Gaussian noise, estimates a graphical model, and prints the "
             "per-marginal error of the model next to the error of the raw noisy answers."
         ),
+        epilog="Example: pgmjax demo --records 50000 --attributes 12 --iters 1000",
     )
     d.add_argument("--records", type=int, default=50_000, help="number of records (default 50000)")
     d.add_argument("--attributes", type=int, default=12, help="number of attributes (default 12)")
@@ -123,20 +846,104 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--seed", type=int, default=0, help="random seed (data, structure and noise)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
     d.set_defaults(func=demo)
+
+    r = sub.add_parser(
+        "run",
+        help="run a private mechanism (mwem, privbayes, dualquery, hdmm, mst, aim, mldp) on a CSV, write synthetic data",
+        description=_RUN_DESCRIPTION,
+        epilog=_RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    g = r.add_argument_group("input")
+    g.add_argument("--data", required=True, metavar="CSV", help="the private table (CSV, optionally .gz), with a header line")
+    g.add_argument("--domain", metavar="JSON", help="domain of integer-coded data: {column: number of values}")
+    g.add_argument("--schema", metavar="JSON", help="discretisation schema of raw data (see above; pgmjax schema infers one)")
+    g.add_argument("--ignore-extra-columns", action="store_true", help="drop CSV columns that are not in the domain/schema instead of failing")
+    g = r.add_argument_group("mechanism and privacy")
+    g.add_argument("--mechanism", "-m", required=True, choices=list(MECHANISMS), metavar="NAME",
+                   help=f"one of: {', '.join(MECHANISMS)}")
+    g.add_argument("--epsilon", "-e", required=True, type=_positive_float, metavar="EPS", help="privacy budget epsilon > 0")
+    g.add_argument("--delta", type=_unit_interval, default=None, metavar="DELTA",
+                   help="delta in (0, 1) for (eps, delta) mechanisms (default 1e-9 for mst/aim/dualquery and mwem with "
+                        "Gaussian noise; unused by pure-DP mechanisms)")
+    g.add_argument("--workload", metavar="SPEC", help="all-2way, all-3way or a JSON file of cliques: what the mechanism optimises for "
+                   "(if it takes a workload) and what the summary evaluates")
+    g.add_argument("--rounds", type=_positive_int, metavar="T", help="rounds of an iterative mechanism (mwem, dualquery, aim)")
+    g.add_argument("--iters", type=_positive_int, metavar="N", help="estimation iterations per model fit (mechanism default if omitted)")
+    g.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="a mechanism-specific keyword argument (repeatable)")
+    g.add_argument("--seed", type=_seed, default=0, help="random seed of the whole run: noise, selections, sampling, decoding (default 0)")
+    g = r.add_argument_group("output")
+    g.add_argument("--out", metavar="CSV", help="write the synthetic data here (raw values when --schema is given)")
+    g.add_argument("--records", type=_positive_int, metavar="N", help="number of synthetic records (default: the model's estimated total)")
+    g.add_argument("--decode", choices=["uniform", "midpoint"], help="decoding of binned numeric columns without their own \"decode\" "
+                   "(default uniform within the bin)")
+    g.add_argument("--report", metavar="JSON", help="write the summary, the evaluation and the privacy ledger as JSON")
+    g.add_argument("--save-model", metavar="DIR", help="save the fitted graphical model to this folder (pgmjax.load_model reads it)")
+    g.add_argument("--quiet", "-q", action="store_true", help="no progress bar or status lines on stderr (the summary is still printed)")
+    g.add_argument("--debug", action="store_true", help="show the traceback when the run fails")
+    r.set_defaults(func=run)
+
+    s = sub.add_parser(
+        "schema",
+        help="infer a starter discretisation schema from a raw CSV (NOT private: review it)",
+        description=(
+            "Reads a raw CSV and writes a schema JSON for pgmjax run --schema: a numeric column with more than "
+            "--max-categories distinct values gets --bins equal-width bins over its [min, max] ('integer' if all "
+            "values are integers); every other column becomes categorical with its distinct values. The schema "
+            "is derived from the data and is NOT private: replace data-derived ranges and category lists by "
+            "public knowledge before a private release."
+        ),
+        epilog="Example: pgmjax schema --data raw.csv --bins 16 > schema.json",
+    )
+    s.add_argument("--data", required=True, metavar="CSV", help="the raw table")
+    s.add_argument("--bins", type=_positive_int, default=10, help="bins per numeric column (default 10)")
+    s.add_argument("--max-categories", type=_positive_int, default=32,
+                   help="numeric columns with at most this many distinct values stay categorical (default 32; >= --bins)")
+    s.add_argument("--out", metavar="JSON", help="write here instead of stdout")
+    s.set_defaults(func=schema_cmd, debug=False)
+
+    m = sub.add_parser("mechanisms", help="list the mechanisms and whether they are installed",
+                       description="Lists every mechanism pgmjax run knows, whether it can be loaded here, and its guarantee.")
+    m.add_argument("--verbose", "-v", action="store_true", help="say why an unavailable mechanism does not load")
+    m.set_defaults(func=mechanisms_cmd, debug=False)
     return parser
 
 
 def main(argv=None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
-    for name in ("records", "attributes", "iters"):
-        if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
-            parser.error(f"--{name} must be at least 1")
-    if getattr(args, "attributes", 3) < 3:
-        parser.error("--attributes must be at least 3")
-    if getattr(args, "sigma", 1.0) <= 0:
-        parser.error("--sigma must be positive")
-    return args.func(args)
+    if args.command == "demo":
+        for name in ("records", "attributes", "iters"):
+            if getattr(args, name) < 1:
+                parser.error(f"--{name} must be at least 1")
+        if args.attributes < 3:
+            parser.error("--attributes must be at least 3")
+        if args.sigma <= 0:
+            parser.error("--sigma must be positive")
+        return args.func(args)
+    args.argv = argv
+    try:
+        return args.func(args)
+    except UserError as e:
+        print(f"pgmjax {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except RunFailure as e:
+        print(f"pgmjax {args.command}: failed: {e}", file=sys.stderr)
+        if args.debug and e.__cause__ is not None:
+            raise e.__cause__
+        return 1
+    except KeyboardInterrupt:
+        print(f"pgmjax {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if getattr(args, "debug", False):
+            raise
+        print(
+            f"pgmjax {args.command}: failed: {type(e).__name__}: {e} (run again with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":
