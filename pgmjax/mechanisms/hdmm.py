@@ -1,0 +1,566 @@
+"""HDMM, HDMM+LLS and HDMM+PGM: the high-dimensional matrix mechanism wired to the accountant and the engine.
+
+McKenna, Miklau, Hay & Machanavajjhala, "Optimizing error of high-dimensional statistical queries under
+differential privacy", VLDB 2018 (the strategy and its error); McKenna, Sheldon & Miklau, "Graphical-model
+based estimation and inference for differential privacy", ICML 2019 (arXiv 1901.09136), Section 6 (HDMM+PGM,
+and HDMM+LLS as the baseline where HDMM's global least squares cannot run). Specification: ``frontends.md``
+section 3. The numerical core (templates, expected error, least squares) is :mod:`pgmjax.hdmm`.
+
+The matrix mechanism measures a *strategy* ``A`` instead of the workload ``W``: ``y = A x + noise`` with the
+noise calibrated to the sensitivity of ``A``, then answers ``W`` from an estimate of ``x``. Here:
+
+* **Strategy** (data-independent, :func:`hdmm_strategy`): one Kronecker strategy per workload clique (OPT_kron:
+  per attribute OPT_0, i.e. p-Identity for a Prefix factor and the identity for an identity factor), stacked
+  as a union ``A = [alpha_1 A_1; ...; alpha_k A_k]`` with the OPT_+ weights ``alpha_j ∝ e_j^(1/3)`` (``e_j``
+  the error of clique ``j``'s queries on ``A_j``; Gaussian: ``alpha_j ∝ e_j^(1/4)``, unit L2 norm), or with
+  equal weights as in the ICML 2019 script (``weights="equal"``). ``strategy="identity"`` measures each
+  clique's marginal; ``strategy="marginals"`` is OPT_M (weights on all ``2^d`` marginals of the workload's
+  attributes, ``d <= 16``); a prebuilt :mod:`pgmjax.hdmm` strategy can be passed (e.g. one optimised once
+  and reused across runs: the strategy does not depend on the data or on ``epsilon``).
+* **Measurement**: every row of ``A`` gets Laplace noise of scale ``b = ||A||_1 / eps`` (``2 ||A||_1 / eps``
+  for replace-one neighbours), or Gaussian noise ``sigma = ||A||_{1->2} / sqrt(2 rho)`` (``sqrt 2`` times it
+  for replace-one) with ``rho = cdp_rho(eps, delta)``. ``||A||_1 = sum_j alpha_j ||A_j||_1`` exactly, because
+  every column of every factor built here has the same norm (one record touches one column of every term).
+  Each term is released by :meth:`~pgmjax.privacy.Accountant.measure` as its own Kronecker measurement with
+  the budget share ``eps alpha_j ||A_j||_1 / ||A||_1`` (Gaussian: ``rho alpha_j^2 ||A_j||^2 / ||A||^2``),
+  which gives every row the same noise scale; the last term spends exactly what is left, so the ledger
+  (one entry per term) sums exactly to the budget.
+* **Arms on the same noisy** ``y``:
+
+  - ``result.original``, HDMM+LLS (ICML 2019): for each workload clique its own measurement solved by
+    least squares on that clique's table alone (:func:`pgmjax.hdmm.local_least_squares`: ``(x)_i A_i^+ y``),
+    no consistency across cliques, no non-negativity; a :class:`~pgmjax.mechanisms.estimates.CliqueTables`
+    that answers the workload like a model does.
+  - ``result.model``, HDMM+PGM: all measurements (query = the Kronecker factors, stddev = the true noise
+    std) in one :func:`pgmjax.estimate`, ``total = N`` when ``bounded`` (``N`` public), else estimated from
+    the measurements.
+  - ``result.info["global_least_squares"]``, HDMM's own reconstruction ``A^+ y`` on the full table over the
+    workload's attributes (:func:`pgmjax.hdmm.global_least_squares`), when that table has at most
+    ``max_table_cells`` cells; otherwise None and ``info["global_least_squares_error"]`` says why (decided
+    from the sizes, before anything is allocated: Adult's table has ~6.4e17 cells).
+
+Example:
+    >>> import jax, numpy as np, pgmjax as pj
+    >>> dom = pj.Domain({"age": 16, "sex": 2, "job": 3})
+    >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [16, 2, 3], (1000, 3)), dom)
+    >>> w = pj.Workload.benchmark(dom, [("age", "sex"), ("sex", "job")], numeric=["age"])
+    >>> res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, pgm_iters=100)   # doctest: +SKIP
+    >>> res.accountant.spent, len(res.ledger)                                       # doctest: +SKIP
+    (1.0, 2)
+    >>> pj.metrics.workload_error(w, data, res.original), pj.metrics.workload_error(w, data, res.model)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+
+import jax
+import numpy as np
+
+from .. import hdmm as H
+from ..api import estimate
+from ..dataset import Dataset, project_table
+from ..domain import Clique, Domain
+from ..estimation import METHODS
+from ..measurement import Measurement, estimate_total
+from ..privacy import REST, Accountant, _bool, _delta, _positive, cdp_rho
+from ..privacy import _count as _int
+from ..privacy import check_key as _check_key
+from ..workload import Workload
+from .estimates import CliqueTables
+from .mwem import _as_workload, _choice
+from .result import MechanismResult
+
+__all__ = ["hdmm", "hdmm_strategy", "union_workload", "DEFAULT_MAX_TABLE_CELLS"]
+
+#: Global least squares runs only when the full table over the workload's attributes has at most this many
+#: cells (2^24 cells: LSMR keeps about six float64 tables, ~0.8 GiB).
+DEFAULT_MAX_TABLE_CELLS = 2**24
+
+_NOISES = ("laplace", "gaussian")
+_STRATEGIES = ("opt+", "identity", "marginals")
+_WEIGHTS = ("opt", "equal")
+_MAX_MARGINAL_ATTRIBUTES = 16
+_RESERVED_OPTIONS = ("iters", "total", "method", "warm_start", "measurements", "domain")
+_EQUAL_NORM_RTOL = 1e-9
+
+
+# ---------------------------------------------------------------------------------------------------
+# Workload and strategy
+# ---------------------------------------------------------------------------------------------------
+
+
+def union_workload(workload: Workload) -> H.UnionWorkload:
+    """A :class:`pgmjax.Workload` as the core's union of Kronecker products (one term per workload query).
+
+    Identity factors (``None`` in the workload) become explicit identity matrices; weights are 1.
+
+    Example:
+        >>> dom = Domain({"a": 4, "b": 2})
+        >>> union_workload(Workload.benchmark(dom, [("a", "b")], numeric=["a"])).rows
+        8
+    """
+    if not isinstance(workload, Workload):
+        raise TypeError(f"union_workload: expected a pgmjax.Workload, got {type(workload).__name__}")
+    dom = workload.domain
+    return H.UnionWorkload(
+        [H.KronWorkload(q.clique, [np.eye(dom[a]) if m is None else m for a, m in zip(q.clique, q.matrices)]) for q in workload]
+    )
+
+
+def _opt_plus_weights(errors, noise: str) -> np.ndarray:
+    """OPT_+ weights (VLDB 2018): ``alpha ∝ e^(1/3)``, ``sum alpha = 1`` (Laplace); ``e^(1/4)``, unit L2 (Gaussian)."""
+    e = np.asarray(errors, dtype=np.float64)
+    if noise == "laplace":
+        a = e ** (1.0 / 3.0)
+        return a / a.sum()
+    a = e**0.25
+    return a / np.sqrt((a * a).sum())
+
+
+def _equal_weights(k: int, noise: str) -> np.ndarray:
+    return np.full(k, 1.0 / k if noise == "laplace" else 1.0 / math.sqrt(k))
+
+
+def _groups(W: H.UnionWorkload) -> dict[frozenset, list[H.KronWorkload]]:
+    """Workload terms grouped by clique (as a set), in first-appearance order (as :func:`pgmjax.hdmm.opt_union`)."""
+    groups: dict[frozenset, list[H.KronWorkload]] = {}
+    for t in W.terms:
+        groups.setdefault(frozenset(t.clique), []).append(t)
+    return groups
+
+
+def _term_errors(W: H.UnionWorkload, terms, noise: str) -> list[float]:
+    """``e_j``: the error factor of clique ``j``'s workload queries on the unit-weight term ``j``."""
+    groups = _groups(W)
+    out = []
+    for t in terms:
+        unit = H.KronStrategy(t.clique, t.factors, 1.0)
+        out.append(H.expected_error(H.UnionWorkload(groups[frozenset(t.clique)]), unit, noise=noise))
+    return out
+
+
+def hdmm_strategy(
+    workload: Workload,
+    key,
+    *,
+    strategy: str = "opt+",
+    weights: str = "opt",
+    noise: str = "laplace",
+    restarts: int = 8,
+) -> tuple[H.UnionStrategy | H.MarginalsStrategy, dict]:
+    """Optimise the HDMM strategy for a workload (data-independent; VLDB 2018 OPT_kron / OPT_+ / OPT_M).
+
+    Args:
+        workload: a :class:`pgmjax.Workload` (its queries' factor matrices; identity where None).
+        key: a ``jax.random`` key (random restarts of the L-BFGS fits).
+        strategy: ``"opt+"``: per clique OPT_kron (:func:`pgmjax.hdmm.opt_union`), ``"identity"``: per clique
+            the identity (the plain marginal), ``"marginals"``: OPT_M (:func:`pgmjax.hdmm.opt_marginals`, at most
+            16 attributes).
+        weights: for the union strategies, ``"opt"`` (OPT_+: ``alpha_j ∝ e_j^(1/3)``; Gaussian ``e_j^(1/4)``)
+            or ``"equal"`` (the ICML 2019 script). Ignored for ``"marginals"``.
+        noise: ``"laplace"`` (L1 column norms) or ``"gaussian"`` (L2).
+        restarts: random restarts per L-BFGS fit.
+
+    Returns:
+        ``(strategy, info)``: a unit-sensitivity :class:`~pgmjax.hdmm.UnionStrategy` (or
+        :class:`~pgmjax.hdmm.MarginalsStrategy`) and a dict with ``template``, ``weights``, ``term_errors``
+        (``e_j``, union strategies), ``loss`` (the error factor ``||A||^2 trace[(A^T A)^+ W^T W]``) and
+        ``seconds``.
+
+    Example:
+        >>> w = Workload.benchmark(Domain({"a": 32, "b": 2}), [("a", "b")], numeric=["a"])
+        >>> S, info = hdmm_strategy(w, jax.random.key(0))
+        >>> [f.shape for f in S.terms[0].factors]                  # p-Identity for the Prefix factor
+        [(34, 32), (2, 2)]
+    """
+    where = "hdmm_strategy"
+    if not isinstance(workload, Workload):
+        raise TypeError(f"{where}: workload must be a pgmjax.Workload, got {type(workload).__name__}")
+    _check_key(key, where)
+    strategy = _choice(strategy, "strategy", _STRATEGIES, where)
+    weights = _choice(weights, "weights", _WEIGHTS, where)
+    noise = _choice(noise, "noise", _NOISES, where)
+    restarts = _int(restarts, "restarts", where, 1)
+    W = union_workload(workload)
+    if strategy == "marginals" and len(W.attributes) > _MAX_MARGINAL_ATTRIBUTES:
+        raise ValueError(
+            f"{where}: strategy='marginals' (OPT_M) weighs all 2^d marginals of the workload's {len(W.attributes)} "
+            f"attributes; at most {_MAX_MARGINAL_ATTRIBUTES} are supported. Use strategy='opt+'"
+        )
+    t0 = time.perf_counter()
+    if strategy == "marginals":
+        S, loss = H.opt_marginals(W, key, restarts=restarts, noise=noise)
+        info = {"template": "OPT_M", "weights": None, "term_errors": None, "loss": loss}
+    else:
+        if strategy == "opt+":
+            terms = H.opt_union(W, key, restarts=restarts, noise=noise)[0].terms
+        else:
+            terms = [H.KronStrategy(g[0].clique, [np.eye(n) for n in g[0].sizes]) for g in _groups(W).values()]
+        errors = _term_errors(W, terms, noise)
+        alpha = _opt_plus_weights(errors, noise) if weights == "opt" else _equal_weights(len(terms), noise)
+        S = H.UnionStrategy([H.KronStrategy(t.clique, t.factors, a) for t, a in zip(terms, alpha)])
+        loss = H.expected_error(W, S, noise=noise)
+        info = {
+            "template": "OPT_kron per clique, OPT_+ union" if strategy == "opt+" else "identity per clique",
+            "weights": weights,
+            "term_errors": [float(e) for e in errors],
+            "loss": loss,
+        }
+    info["seconds"] = time.perf_counter() - t0
+    return S, info
+
+
+def _check_strategy(S, domain: Domain, W: H.UnionWorkload, noise: str, where: str) -> None:
+    if isinstance(S, H.KronStrategy):
+        S = H.UnionStrategy([S])
+    if isinstance(S, H.UnionStrategy):
+        parts = [(t.clique, t.sizes) for t in S.terms]
+    elif isinstance(S, H.MarginalsStrategy):
+        parts = [(S.attributes, S.sizes)]
+    else:
+        raise TypeError(
+            f"{where}: strategy must be one of {_STRATEGIES} or a pgmjax.hdmm KronStrategy / UnionStrategy / "
+            f"MarginalsStrategy, got {type(S).__name__}"
+        )
+    for clique, sizes in parts:
+        for a, n in zip(clique, sizes):
+            if a not in domain or domain[a] != n:
+                raise ValueError(f"{where}: strategy attribute {a!r} ({n} values) is missing from, or sized differently in, the data's domain")
+    if not math.isfinite(H.expected_error(W, S, noise=noise)):
+        raise ValueError(f"{where}: the strategy does not support the workload (some workload query is not in its row space)")
+
+
+def _terms(S, noise: str) -> list[tuple[Clique, object, float]]:
+    """``(clique, query, share)`` per released block: Kronecker terms, or positive-weight marginals (OPT_M).
+
+    ``share`` is the block's unbounded sensitivity (L1 for Laplace, L2 for Gaussian): the blocks' budget
+    shares are proportional to it (Laplace) or to its square (Gaussian).
+    """
+    if isinstance(S, H.MarginalsStrategy):
+        return [(clique, None, theta) for clique, theta in S.marginals()]
+    terms = S.terms if isinstance(S, H.UnionStrategy) else (S,)
+    return [(t.clique, t.queries(), t.sensitivity(noise)) for t in terms]
+
+
+def _equal_column_norms(S, noise: str) -> bool:
+    """Whether every factor's columns have one norm (then the stack's sensitivity is the sum, exactly)."""
+    if isinstance(S, H.MarginalsStrategy):
+        return True
+    terms = S.terms if isinstance(S, H.UnionStrategy) else (S,)
+    for t in terms:
+        for f in t.factors:
+            norms = np.abs(f).sum(axis=0) if noise == "laplace" else np.sqrt((f * f).sum(axis=0))
+            if norms.max() - norms.min() > _EQUAL_NORM_RTOL * norms.max():
+                return False
+    return True
+
+
+def _strategy_record(S) -> dict:
+    """The strategy for ``info``: per-term cliques, weights and factor matrices (or OPT_M's theta)."""
+    if isinstance(S, H.MarginalsStrategy):
+        return {"kind": "marginals", "attributes": S.attributes, "sizes": S.sizes, "theta": S.theta, "marginals": S.marginals()}
+    terms = S.terms if isinstance(S, H.UnionStrategy) else (S,)
+    return {
+        "kind": "union",
+        "cliques": [t.clique for t in terms],
+        "weights": np.array([t.weight for t in terms]),
+        "factors": [t.factors for t in terms],
+        "factor_shapes": [[f.shape for f in t.factors] for t in terms],
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# Local least squares (HDMM+LLS)
+# ---------------------------------------------------------------------------------------------------
+
+
+def _local_tables(domain: Domain, measurements: list[Measurement], cliques: list[Clique]) -> dict[Clique, np.ndarray]:
+    """HDMM+LLS: one least-squares table per workload clique, each from local measurements only.
+
+    A clique with a measurement on itself or on a measured superset: :func:`pgmjax.hdmm.least_squares_marginal`
+    (its own measurements, else the smallest measured superset's, summed down; ``(x)_i A_i^+ y`` for one
+    Kronecker measurement). A clique that only subsets cover (possible with OPT_M): joint least squares over
+    its table from the measurements inside it (:func:`pgmjax.hdmm.global_least_squares` restricted to it).
+    """
+    out = {}
+    for c in sorted(cliques, key=len):  # a smaller clique's own table answers its queries (CliqueTables)
+        if any(set(c) <= set(m.clique) for m in measurements):
+            out[c] = H.least_squares_marginal(domain, measurements, c)
+            continue
+        inside = [m for m in measurements if set(m.clique) <= set(c)]
+        if not inside:
+            raise ValueError(f"hdmm: no measurement informs the workload clique {c}")
+        out[c] = H.global_least_squares(domain, inside, attributes=c, max_bytes=2**62)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# The front-end
+# ---------------------------------------------------------------------------------------------------
+
+
+def hdmm(
+    data: Dataset,
+    epsilon: float,
+    *,
+    key,
+    workload=None,
+    strategy="opt+",
+    weights: str = "opt",
+    bounded: bool = False,
+    noise: str = "laplace",
+    delta: float | None = None,
+    restarts: int = 8,
+    pgm_iters: int = 1000,
+    pgm_method: str = "mirror_descent",
+    pgm_options: Mapping | None = None,
+    original: bool = True,
+    max_table_cells: int = DEFAULT_MAX_TABLE_CELLS,
+    synthetic: bool = True,
+) -> MechanismResult:
+    """HDMM with its local least squares (HDMM+LLS), the engine (HDMM+PGM) and, when it fits, global least squares.
+
+    1. Strategy: :func:`hdmm_strategy` (``strategy``, ``weights``), or the prebuilt one given.
+    2. Measurement: one :meth:`~pgmjax.privacy.Accountant.measure` per strategy term (Kronecker query, or a
+       plain marginal for OPT_M) with budget shares that give every row the noise ``b = ||A||_1 / eps``
+       (Laplace; ``2 ||A||_1 / eps`` when ``bounded``) or ``sigma = ||A||_{1->2} / sqrt(2 rho)`` (Gaussian,
+       ``rho = cdp_rho(eps, delta)``; ``sqrt 2`` times it when ``bounded``). The last spends what is left:
+       the ledger sums exactly to the budget.
+    3. Arms on the same noise: HDMM+LLS (``original``), HDMM+PGM (``model``), global least squares
+       (``info["global_least_squares"]``, when the table over the workload's attributes has at most
+       ``max_table_cells`` cells). See the module docstring.
+
+    Args:
+        data: the private :class:`~pgmjax.Dataset`.
+        epsilon: the budget: pure ``epsilon``-DP with Laplace noise, ``(epsilon, delta)``-DP through zCDP with
+            Gaussian noise.
+        key: a ``jax.random`` key; the strategy's restarts, the noise and the synthetic data follow from it.
+        workload: a :class:`~pgmjax.Workload` (e.g. ``Workload.benchmark``: Prefix on numeric attributes,
+            the ICML 2019 benchmark) or a list of cliques (their marginals); default every 2-way marginal.
+        strategy: ``"opt+"`` (default; per-clique OPT_kron in an OPT_+ union), ``"identity"`` (each clique's
+            marginal), ``"marginals"`` (OPT_M, at most 16 workload attributes), or a prebuilt
+            :mod:`pgmjax.hdmm` ``KronStrategy`` / ``UnionStrategy`` / ``MarginalsStrategy`` (used as given,
+            e.g. from :func:`hdmm_strategy` once for many runs; its term weights are the relative row
+            scalings, normalised away by the calibration).
+        weights: ``"opt"`` (OPT_+ ``alpha_j ∝ e_j^(1/3)``) or ``"equal"`` (the ICML 2019 script), for the
+            union strategies built here.
+        bounded: replace-one neighbours (``N`` public; sensitivities doubled, L2 times ``sqrt 2``; the engine
+            gets ``total = N``) instead of add/remove-one (``N`` private, estimated from the measurements).
+            The ICML 2019 experiments ran bounded.
+        noise: ``"laplace"`` (pure DP, the paper's) or ``"gaussian"`` (zCDP; needs ``delta``).
+        delta: for Gaussian noise, in ``(0, 1)``; must be None with Laplace noise.
+        restarts: L-BFGS restarts of the strategy optimisation.
+        pgm_iters: iterations of the engine (the ICML 2019 run used 10,000).
+        pgm_method: the engine's method (``"mirror_descent"``, ``"dual_averaging"``, ``"lbfgs"``).
+        pgm_options: further keyword arguments of :func:`pgmjax.estimate` (``loss``, ``dtype``, ``tol``, ...;
+            not ``iters``, ``total`` or ``method``).
+        original: run the LLS arm.
+        max_table_cells: run global least squares only when the full table over the workload's attributes
+            has at most this many cells (0: never).
+        synthetic: draw ``round(model.total)`` synthetic records from the engine's model.
+
+    Returns:
+        A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (HDMM+PGM), ``synthetic``,
+        ``measurements`` (one per strategy term, carrying the Kronecker factors and the true noise std),
+        ``accountant`` (one ledger entry per term, summing exactly to the budget), ``original`` (HDMM+LLS, a
+        :class:`~pgmjax.mechanisms.estimates.CliqueTables` whose ``answers`` / ``marginals`` serve
+        :meth:`Workload.answer` and :mod:`pgmjax.metrics`; None when ``original=False``, see
+        ``original_error``) and ``info``:
+
+        * ``strategy`` (the :mod:`pgmjax.hdmm` object), ``strategy_info`` (:func:`hdmm_strategy`'s dict, or
+          ``{"template": "given"}``), ``strategy_record`` (cliques, weights, factor matrices / theta);
+        * ``sensitivity`` (of the whole stack under the convention: L1 for Laplace, L2 for Gaussian),
+          ``sensitivity_exact`` (every factor has equal column norms, so the sum over terms is exact; an
+          upper bound otherwise), ``noise_scale`` (``b`` or ``sigma`` on every row of the stack),
+          ``noise_std``, ``rho`` (Gaussian);
+        * ``expected_error``: the matrix mechanism's expected total squared error over the workload's rows,
+          ``(2/eps^2) ||A||_1^2 trace[(A^T A)^+ W^T W]`` (times 4 when bounded; Gaussian:
+          ``sigma^2 trace[...]``; for a union strategy the OPT_+ bound, which is the LLS arm's expected error
+          when each clique's own term answers it best), ``expected_error_per_query``, ``workload_rows``;
+        * ``total`` (``N`` when bounded, else the estimate from the measurements),
+          ``global_least_squares`` (a CliqueTables over the workload's attributes, or None),
+          ``global_least_squares_error`` (why not), ``global_table_cells``;
+        * ``seconds``: ``strategy``, ``measure``, ``lls``, ``pgm``, ``global``, ``synthetic``, ``total``.
+
+    Raises:
+        ValueError / TypeError: bad input (named), before any private computation and before the strategy is
+            optimised.
+
+    Example:
+        >>> import jax, numpy as np, pgmjax as pj
+        >>> dom = pj.Domain({"a": 8, "b": 3, "c": 2})
+        >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [8, 3, 2], (500, 3)), dom)
+        >>> res = hdmm(data, 1.0, key=jax.random.key(0), pgm_iters=50)
+        >>> res.accountant.spent == 1.0, len(res.ledger)          # the 3 two-way marginals: 3 terms
+        (True, 3)
+        >>> res.original.marginal(("a", "b")).shape, res.model.marginal(("a", "b")).shape
+        ((8, 3), (8, 3))
+    """
+    where = "hdmm"
+    start = time.perf_counter()
+    # ---- validation: everything before any private computation (and before the strategy is optimised)
+    if not isinstance(data, Dataset):
+        raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
+    if len(data) == 0:
+        raise ValueError(f"{where}: the dataset has no records")
+    epsilon = _positive(epsilon, "epsilon", where)
+    _check_key(key, where)
+    noise = _choice(noise, "noise", _NOISES, where)
+    if noise == "gaussian":
+        if delta is None:
+            raise ValueError(f"{where}: Gaussian noise gives (epsilon, delta)-DP; pass delta= (e.g. 1e-9), or use noise='laplace'")
+        delta = _delta(delta, where)
+    elif delta is not None:
+        raise ValueError(f"{where}: delta is for noise='gaussian'; Laplace noise is pure epsilon-DP (leave delta=None)")
+    bounded = _bool(bounded, "bounded", where)
+    weights = _choice(weights, "weights", _WEIGHTS, where)
+    restarts = _int(restarts, "restarts", where, 1)
+    pgm_iters = _int(pgm_iters, "pgm_iters", where, 0)
+    pgm_method = _choice(pgm_method, "pgm_method", tuple(METHODS), where)
+    options = dict(pgm_options or {})
+    bad = sorted(set(options) & set(_RESERVED_OPTIONS))
+    if bad:
+        raise ValueError(f"{where}: pgm_options may not set {bad}; use pgm_iters=, pgm_method= and bounded= instead")
+    original = _bool(original, "original", where)
+    max_table_cells = _int(max_table_cells, "max_table_cells", where, 0)
+    synthetic = _bool(synthetic, "synthetic", where)
+    domain = data.domain
+    wl = _as_workload(workload, domain, where)
+    W = union_workload(wl)
+    if isinstance(strategy, str):
+        strategy = _choice(strategy, "strategy", _STRATEGIES, where)
+        if strategy == "marginals" and len(W.attributes) > _MAX_MARGINAL_ATTRIBUTES:
+            raise ValueError(
+                f"{where}: strategy='marginals' (OPT_M) weighs all 2^d marginals of the workload's "
+                f"{len(W.attributes)} attributes; at most {_MAX_MARGINAL_ATTRIBUTES} are supported"
+            )
+    else:
+        _check_strategy(strategy, domain, W, noise, where)
+    k_strategy, k_measure, k_synth = jax.random.split(key, 3)
+
+    # ---- 1. the strategy (data-independent)
+    t0 = time.perf_counter()
+    if isinstance(strategy, str):
+        S, s_info = hdmm_strategy(wl, k_strategy, strategy=strategy, weights=weights, noise=noise, restarts=restarts)
+    else:
+        S, s_info = strategy, {"template": "given"}
+    t_strategy = time.perf_counter() - t0
+
+    # ---- 2. the measurements: one accountant entry per term, every row on the same noise scale
+    t0 = time.perf_counter()
+    terms = _terms(S, noise)
+    shares = np.array([s for _, _, s in terms])
+    if noise == "laplace":
+        acc = Accountant(epsilon=epsilon, bounded=bounded)
+        c = 2.0 if bounded else 1.0
+        sens = c * float(shares.sum())
+        spend = [{"epsilon": epsilon * s / shares.sum()} for s in shares[:-1]] + [{"epsilon": REST}]
+        scale = sens / epsilon
+        noise_std = math.sqrt(2.0) * scale
+        rho = None
+    else:
+        acc = Accountant(epsilon=epsilon, delta=delta, bounded=bounded)
+        rho = acc.budget
+        c = math.sqrt(2.0) if bounded else 1.0  # every factor is non-negative (p-Identity, identity, Total)
+        sens = c * float(np.sqrt((shares * shares).sum()))
+        spend = [{"rho": rho * s * s / (shares * shares).sum()} for s in shares[:-1]] + [{"rho": REST}]
+        scale = sens / math.sqrt(2.0 * rho)
+        noise_std = scale
+    keys = jax.random.split(k_measure, len(terms))
+    measurements = []
+    for (clique, query, _), k, sp in zip(terms, keys, spend):
+        measurements.append(acc.measure(k, data, clique, query=query, mechanism=noise, **sp))
+    t_measure = time.perf_counter() - t0
+    # Err = (per-row noise variance / ||A||^2) * ||A||^2 trace[(A^T A)^+ W^T W], ||A|| the unbounded norm
+    variance = 2.0 * scale * scale if noise == "laplace" else scale * scale
+    expected = variance / (sens / c) ** 2 * H.expected_error(W, S, noise=noise)
+    n_records = len(data)
+    if bounded:
+        total = float(n_records)
+    else:
+        try:
+            total = float(estimate_total(measurements)[0])
+        except ValueError:
+            total = None  # no measurement determines N; the engine will say so
+
+    # ---- 3a. HDMM+LLS
+    cliques = list(dict.fromkeys(wl.cliques))
+    t0 = time.perf_counter()
+    lls, lls_error = None, None
+    if original:
+        lls = CliqueTables(domain, _local_tables(domain, measurements, cliques), total if total is not None else float("nan"))
+    else:
+        lls_error = "not run (original=False)"
+    t_lls = time.perf_counter() - t0
+
+    # ---- 3b. HDMM+PGM
+    t0 = time.perf_counter()
+    model = estimate(domain, measurements, method=pgm_method, iters=pgm_iters, total=float(n_records) if bounded else None, **options)
+    t_pgm = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    synth = model.synthetic_data(max(1, int(round(model.total))), k_synth) if synthetic else None
+    t_synth = time.perf_counter() - t0
+
+    # ---- 3c. global least squares, decided from the sizes before anything is allocated
+    attrs = tuple(a for a in domain.attributes if a in set(W.attributes) | {a for m in measurements for a in m.clique})
+    cells = math.prod(domain[a] for a in attrs)
+    t0 = time.perf_counter()
+    global_ls, global_error = None, None
+    if cells > max_table_cells:
+        global_error = (
+            f"HDMM's global least squares needs the full table over the workload's {len(attrs)} attributes: "
+            f"{cells:.4g} cells ({8 * cells / 2**30:.4g} GiB per float64 copy, about six copies in LSMR), above "
+            f"max_table_cells={max_table_cells:,}. Not allocated; HDMM+LLS is the stand-in (ICML 2019)."
+        )
+    else:
+        rows = sum(m.rows for m in measurements)
+        table = H.global_least_squares(domain, measurements, attributes=attrs, max_bytes=8 * (6 * cells + 3 * rows) + 1)
+        global_ls = CliqueTables(domain, {attrs: table}, float(table.sum()))
+    t_global = time.perf_counter() - t0
+
+    info = {
+        "strategy": S,
+        "strategy_info": s_info,
+        "strategy_record": _strategy_record(S),
+        "noise": noise,
+        "bounded": bounded,
+        "epsilon": epsilon,
+        "delta": delta,
+        "rho": rho,
+        "sensitivity": sens,
+        "sensitivity_exact": _equal_column_norms(S, noise),
+        "noise_scale": scale,
+        "noise_std": noise_std,
+        "expected_error": expected,
+        "expected_error_per_query": expected / W.rows,
+        "workload_rows": W.rows,
+        "terms": len(terms),
+        "total": total,
+        "pgm_iters": pgm_iters,
+        "pgm_method": pgm_method,
+        "global_least_squares": global_ls,
+        "global_least_squares_error": global_error,
+        "global_table_cells": cells,
+        "seconds": {
+            "strategy": t_strategy,
+            "measure": t_measure,
+            "lls": t_lls,
+            "pgm": t_pgm,
+            "synthetic": t_synth,
+            "global": t_global,
+            "total": time.perf_counter() - start,
+        },
+    }
+    return MechanismResult(
+        mechanism="hdmm",
+        model=model,
+        synthetic=synth,
+        measurements=measurements,
+        accountant=acc,
+        original=lls,
+        original_error=lls_error,
+        info=info,
+    )
