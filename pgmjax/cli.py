@@ -216,14 +216,16 @@ def _check_columns(header: list[str], attributes, data_path: str, what: str, ign
     missing = [a for a in attributes if a not in header]
     if missing:
         raise UserError(
-            f"data file {data_path} has no column {', '.join(repr(m) for m in missing)} named in the {what}; "
-            f"its columns are {header}"
+            f"data file {data_path} has no column{'s' if len(missing) > 1 else ''} {', '.join(repr(m) for m in missing)} "
+            f"(named in the {what}); its columns are {header}"
         )
     extra = [c for c in header if c not in attributes]
     if extra and not ignore_extra:
+        many = len(extra) > 1
         raise UserError(
-            f"data file {data_path}: column {', '.join(repr(c) for c in extra)} is not in the {what} "
-            f"(attributes: {list(attributes)}); add it to the {what}, or pass --ignore-extra-columns to drop it"
+            f"data file {data_path}: column{'s' if many else ''} {', '.join(repr(c) for c in extra)} "
+            f"{'are' if many else 'is'} not in the {what} (attributes: {list(attributes)}); add "
+            f"{'them' if many else 'it'} to the {what}, or pass --ignore-extra-columns to drop {'them' if many else 'it'}"
         )
     return extra
 
@@ -266,10 +268,13 @@ def _load_integer_data(args, say):
     try:
         data = pj.Dataset(frame, domain)
     except (TypeError, ValueError) as e:
-        msg = str(e).removeprefix("Dataset: ")
-        hint = " (rows count data lines from 0, after the header)"
+        import re
+
+        # Dataset counts data rows from 0; a person looks for the line of the file (header = line 1).
+        msg = re.sub(r"\brow (\d+)\b", lambda m: f"line {int(m.group(1)) + 2}", str(e).removeprefix("Dataset: "), count=1)
+        hint = ""
         if "integer codes" in msg or "not finite" in msg:
-            hint += "; for raw values (text, decimals) give a --schema instead of --domain (see: pgmjax schema --help)"
+            hint = "; for raw values (text, decimals) give a --schema instead of --domain (see: pgmjax schema --help)"
         raise UserError(f"data file {args.data}: {msg}{hint}") from None
     return data, None, extra
 
@@ -341,9 +346,21 @@ class _Progress:
     def __init__(self, enabled: bool, desc: str, total: int | None):
         from tqdm.auto import tqdm
 
+        self.name = desc
         self.bar = tqdm(total=total, desc=desc, unit="it", file=sys.stderr, disable=not enabled, dynamic_ncols=True)
         self.fits = 0
         self.last = 0
+
+    def step(self, info: dict):
+        """A front-end's per-round / per-step report (AIM: the round's log entry; MST: stage, step, steps)."""
+        if "round" in info:
+            where = f"round {info['round']}"
+        elif "stage" in info:
+            where = str(info["stage"]) + (f" {info['step']}/{info['steps']}" if "step" in info and "steps" in info else "")
+        else:
+            return None
+        self.bar.set_description_str(f"{self.name} {where}", refresh=False)
+        return None
 
     def engine(self, info: dict):
         it = int(info["iteration"])
@@ -362,9 +379,14 @@ class _Progress:
     def close(self):
         self.bar.close()
 
+    def abandon(self):
+        """Close and erase the bar (the run stopped with an error message instead)."""
+        self.bar.leave = False
+        self.bar.close()
 
-def _expected_iterations(name: str, kwargs: dict, params: dict, domain) -> int | None:
-    """Engine iterations the run will make, where the schedule is fixed in advance (for the bar's total)."""
+
+def _expected_iterations(spec, kwargs: dict, params: dict, domain) -> int | None:
+    """Engine iterations the run will make where the schedule is fixed in advance (the bar's total), else None."""
 
     def value(key):
         if key in kwargs:
@@ -372,15 +394,17 @@ def _expected_iterations(name: str, kwargs: dict, params: dict, domain) -> int |
         p = params.get(key)
         return None if p is None or p.default is p.empty else p.default
 
-    iters = value("pgm_iters")
-    if not isinstance(iters, int):
+    iters = [value(n) for n in spec.iters]
+    if not iters or not all(isinstance(i, int) for i in iters):
         return None
-    if name == "mwem":
+    if spec.name == "mwem":  # one fit per round
         rounds = value("rounds")
-        return iters * (rounds if isinstance(rounds, int) else len(domain))
-    if name in ("privbayes", "dualquery"):
-        return iters
-    return None
+        return iters[0] * (rounds if isinstance(rounds, int) else len(domain))
+    if spec.name == "mst":  # the one-way fit for the selection, then the final fit
+        return sum(iters)
+    if spec.name in ("privbayes", "dualquery", "hdmm", "mldp"):  # one fit
+        return iters[0]
+    return None  # AIM: the number of rounds depends on the annealing
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -515,9 +539,9 @@ def run(args) -> int:
     _need_parent(args.save_model, "--save-model")
     options = _parse_options(args.option)
     try:
-        fn, kwargs, notes = registry.prepare(
-            args.mechanism, epsilon=args.epsilon, delta=args.delta, workload=None,
-            iters=args.iters, rounds=args.rounds, options=options,
+        _, _, notes = registry.prepare(
+            args.mechanism, epsilon=args.epsilon, delta=args.delta, iters=args.iters, rounds=args.rounds,
+            records=args.records, options=options,
         )
         params = registry.parameters(args.mechanism)
     except registry.MechanismUnavailable as e:
@@ -544,14 +568,20 @@ def run(args) -> int:
     import jax
 
     key_mech, key_sample, key_decode = jax.random.split(jax.random.key(args.seed), 3)
-    total = None
-    if not args.quiet:
-        _, probe, _ = registry.prepare(
-            args.mechanism, epsilon=args.epsilon, delta=args.delta, workload=workload,
-            iters=args.iters, rounds=args.rounds, options=options,
-        )
-        total = _expected_iterations(args.mechanism, probe, params, data.domain)
-    progress = _Progress(not args.quiet, args.mechanism, total)
+    common = dict(
+        epsilon=args.epsilon, delta=args.delta, iters=args.iters, rounds=args.rounds, records=args.records,
+        options=options,
+    )
+    try:
+        _, probe, _ = registry.prepare(args.mechanism, workload=workload, **common)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    spec = registry.MECHANISMS[args.mechanism]
+    reports = registry.engine_slot(args.mechanism) is not None or spec.progress is not None
+    total = _expected_iterations(spec, probe, params, data.domain)
+    if not reports:
+        say(f"running {args.mechanism} (it reports no progress while it runs)")
+    progress = _Progress(reports and not args.quiet, args.mechanism, total)
 
     # ---- the mechanism
     from .privacy import PrivacyBudgetExceeded
@@ -559,16 +589,17 @@ def run(args) -> int:
     t0 = time.perf_counter()
     try:
         result, _ = registry.run(
-            args.mechanism, data, key=key_mech, epsilon=args.epsilon, delta=args.delta, workload=workload,
-            iters=args.iters, rounds=args.rounds, options=options, callback=progress.engine,
+            args.mechanism, data, key=key_mech, workload=workload, callback=progress.engine,
+            step_callback=progress.step, **common,
         )
     except PrivacyBudgetExceeded as e:
         raise RunFailure(f"{args.mechanism}: internal accounting error: {e}") from e
     except (ValueError, TypeError) as e:
         # Front-ends validate their input before touching the data: this is a bad argument or option.
+        progress.abandon()
         if args.debug:
             raise
-        raise UserError(f"{args.mechanism} rejected the input: {e}") from None
+        raise UserError(f"{args.mechanism} rejected the input: {str(e).removeprefix(args.mechanism + ': ')}") from None
     except MemoryError as e:
         raise RunFailure(f"{args.mechanism}: out of memory; try a smaller model (e.g. --option max_model_mb=...) or fewer attributes") from e
     finally:
@@ -578,7 +609,7 @@ def run(args) -> int:
     # ---- synthetic data (post-processing of the model: no privacy cost)
     t0 = time.perf_counter()
     synth = result.synthetic
-    if args.records is not None or synth is None:
+    if synth is None or (args.records is not None and len(synth) != args.records):
         synth = result.model.synthetic_data(args.records, key_sample)
     t_sample = time.perf_counter() - t0
 
@@ -649,8 +680,8 @@ def run(args) -> int:
     lines = [
         f"pgmjax run: {args.mechanism} on {os.path.basename(args.data)}: {len(data):,} records, {len(data.domain)} attributes",
         f"  privacy       {_privacy_line(privacy)}",
-        f"  measurements  {len(result.measurements)} noisy measurements; ledger {len(acc.ledger)} entries ({kinds})",
-        f"  model         {model['n_cliques']} cliques, {model['cells']:,} cells ({model['size_mb']:.3g} MB as float64), "
+        f"  measurements  {_plural(len(result.measurements), 'noisy measurement')}; ledger {_plural(len(acc.ledger), 'entry', 'entries')} ({kinds})",
+        f"  model         {_plural(model['n_cliques'], 'clique')}, {model['cells']:,} cells ({model['size_mb']:.3g} MB as float64), "
         f"treewidth {model['treewidth']}, estimated total {model['total']:,.0f}",
         f"  synthetic     {len(synth):,} records" + (f" -> {args.out}" + (" (decoded to raw values)" if schema is not None else "") if args.out else " (not written: no --out)"),
     ]
@@ -667,10 +698,12 @@ def run(args) -> int:
     )
     if args.report:
         lines.append(f"  report        {args.report}")
-    if result.original_error and not result.original_error.startswith("not run"):
-        lines.append(f"  note          original arm: {result.original_error}")
     print("\n".join(lines))
     return 0
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
 def _version() -> str:
@@ -700,7 +733,7 @@ def schema_cmd(args) -> int:
         S.Schema.from_dict(spec)  # the inferred schema must load
     except S.SchemaError as e:
         raise UserError(f"{args.data}: {e}") from None
-    text = json.dumps(spec, indent=2)
+    text = S.dumps(spec)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text + "\n")
@@ -723,14 +756,15 @@ def mechanisms_cmd(args) -> int:
         "pure": "eps-DP",
         "zcdp": "(eps, delta)-DP via zCDP",
         "advanced": "(eps, delta)-DP",
-        "option": "eps-DP (Laplace) or (eps, delta) (--option noise=gaussian)",
+        "noise": "eps-DP (Laplace noise), or (eps, delta)-DP via zCDP with --option noise=gaussian",
     }
     for name, why in registry.availability().items():
         spec = registry.MECHANISMS[name]
         state = "available" if why is None else "NOT AVAILABLE"
-        print(f"{name:<10} {state:<14} {guarantees[spec.privacy]:<28} {spec.title}")
+        print(f"{name:<10} {state:<14} {spec.title}")
+        print(f"{'':<25} guarantee: {guarantees[spec.privacy]}")
         if why is not None and args.verbose:
-            print(f"{'':<10} {why}")
+            print(f"{'':<25} {why}")
     return 0
 # ---------------------------------------------------------------------------------------------------
 # The parser
@@ -864,8 +898,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"one of: {', '.join(MECHANISMS)}")
     g.add_argument("--epsilon", "-e", required=True, type=_positive_float, metavar="EPS", help="privacy budget epsilon > 0")
     g.add_argument("--delta", type=_unit_interval, default=None, metavar="DELTA",
-                   help="delta in (0, 1) for (eps, delta) mechanisms (default 1e-9 for mst/aim/dualquery and mwem with "
-                        "Gaussian noise; unused by pure-DP mechanisms)")
+                   help="delta in (0, 1) for (eps, delta) guarantees (default 1e-9: dualquery, mst, aim, and mwem/hdmm with "
+                        "--option noise=gaussian); pure-DP runs do not use it")
     g.add_argument("--workload", metavar="SPEC", help="all-2way, all-3way or a JSON file of cliques: what the mechanism optimises for "
                    "(if it takes a workload) and what the summary evaluates")
     g.add_argument("--rounds", type=_positive_int, metavar="T", help="rounds of an iterative mechanism (mwem, dualquery, aim)")

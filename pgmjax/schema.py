@@ -61,6 +61,7 @@ __all__ = [
     "load_schema",
     "read_raw_csv",
     "infer_schema",
+    "dumps",
     "DECODE_METHODS",
 ]
 
@@ -139,7 +140,9 @@ class NumericColumn:
         if self.decode == "midpoint":
             return 0.5 * (lo + hi)
         u = np.asarray(jax.random.uniform(key, codes.shape, dtype=jax.numpy.float32), np.float64)
-        return np.minimum(lo + u * (hi - lo), hi)  # float32 rounding can reach 1.0; stay inside the bin
+        # Rounding of lo + u (hi - lo) may reach hi, which belongs to the next bin (except for the last bin).
+        top = np.where(codes == self.size - 1, hi, np.nextafter(hi, -np.inf))
+        return np.minimum(lo + u * (hi - lo), top)
 
     def to_dict(self) -> dict:
         out: dict = {"bins": [_json_number(e) for e in self.edges]}
@@ -382,7 +385,7 @@ def infer_schema(frame: pd.DataFrame, *, bins: int = 10, max_categories: int = 3
         if np.isfinite(numbers).all() and len(np.unique(numbers)) > max_categories:
             lo, hi = float(numbers.min()), float(numbers.max())
             integer = bool(np.all(numbers == np.round(numbers)))
-            col = NumericColumn(str(name), np.linspace(lo, hi, bins + 1), integer)
+            col = NumericColumn(str(name), _nice_edges(lo, hi, bins), integer)
             if integer and (col._integer_bounds()[1] < 1).any():
                 col = NumericColumn(str(name), col.edges, False)
             spec[str(name)] = col.to_dict()
@@ -471,6 +474,27 @@ def _parse_column(name, col, decode: str, where: str):
             i = int(empty[0])
             raise SchemaError(f"{at}: integer column, but bin {i} [{edges[i]:g}, {edges[i + 1]:g}) contains no integer")
     return out
+
+
+def _nice_edges(lo: float, hi: float, bins: int) -> np.ndarray:
+    """``bins`` equal-width edges over ``[lo, hi]``, rounded at the bin width's second significant digit (at most to integers)
+    (the first edge down, the last up, so the range is still covered); unrounded if rounding would merge edges."""
+    edges = np.linspace(lo, hi, bins + 1)
+    width = (hi - lo) / bins
+    if not width > 0:
+        return edges
+    decimals = int(max(0, 1 - math.floor(math.log10(width))))
+    scale = 10.0**decimals
+    nice = np.round(edges, decimals)
+    nice[0] = math.floor(lo * scale) / scale
+    nice[-1] = math.ceil(hi * scale) / scale
+    return nice if np.all(np.diff(nice) > 0) else edges
+
+
+def dumps(spec: Mapping) -> str:
+    """A schema dict as JSON text with one line per column (easy to review and edit)."""
+    lines = [f"  {json.dumps(str(k))}: {json.dumps(v)}" for k, v in spec.items()]
+    return "{\n" + ",\n".join(lines) + "\n}"
 
 
 def _finite(value, what: str) -> float:

@@ -4,24 +4,28 @@ Each entry names the module and function of a front-end and how the common run a
 its parameters. Modules are imported lazily, on first use, so a front-end that is absent (or fails to
 import) gives a :class:`MechanismUnavailable` error naming it and why, and the others still work.
 
-Common arguments and the parameter they become (found by name in the function's signature):
+Common arguments and where they go (the entry's :class:`MechanismSpec` fields, checked against the
+function's signature):
 
-* ``epsilon`` -> ``epsilon``; ``delta`` -> ``delta`` where the function takes one (pure-DP
-  front-ends such as PrivBayes ignore it, and :func:`run` says so in ``notes``);
-* ``workload`` (a :class:`~pgmjax.Workload`) -> ``workload``, if the function takes one;
-* ``iters`` (estimation iterations) -> ``pgm_iters`` / ``iters`` / ``max_iters``;
-* ``rounds`` -> ``rounds``;
-* ``callback`` (called after every compiled chunk of every engine run, see
-  :func:`pgmjax.estimate`) -> into the function's engine-options mapping (``estimate_options`` /
-  ``pgm_options`` / ``engine_options``) or its ``callback`` parameter; a front-end with neither runs
-  without it;
-* ``options``: any other keyword argument of the function, checked against its signature.
+* ``epsilon`` -> ``epsilon``; ``delta`` by the entry's ``delta`` policy: always for DualQuery
+  (:data:`DEFAULT_DELTA` if not given), when given for MST/AIM (else their own default 1e-9), only
+  with ``noise="gaussian"`` for MWEM/HDMM, never for the pure-DP PrivBayes and MLDP (a given delta is
+  then reported in ``notes`` as unused);
+* ``workload`` (a :class:`~pgmjax.Workload`) -> ``workload`` (MWEM, DualQuery, HDMM, AIM), or turned
+  into MLDP's ``training`` queries (every cell of every workload marginal);
+* ``iters`` (estimation iterations per fit) -> ``pgm_iters``, MST's ``select_iters`` and
+  ``fit_iters``, AIM's ``max_iters``; ``rounds`` -> ``rounds``; ``records`` -> ``rows`` (MST, AIM);
+* ``callback`` (after every compiled chunk of every engine fit, see :func:`pgmjax.estimate`) -> into
+  the function's engine options (``estimate_options`` / ``pgm_options``); ``step_callback`` (per round
+  or step) -> ``progress`` (MST, AIM);
+* ``options``: any other keyword argument of the function, checked against its signature; an entry's
+  ``defaults`` (e.g. skipping a comparison arm the command line does not need) come first.
 
 Example:
     >>> from pgmjax.mechanisms import registry
     >>> sorted(registry.MECHANISMS)
     ['aim', 'dualquery', 'hdmm', 'mldp', 'mst', 'mwem', 'privbayes']
-    >>> res = registry.run("mwem", data, epsilon=1.0, key=jax.random.key(0), iters=100)   # doctest: +SKIP
+    >>> res, notes = registry.run("mwem", data, key=jax.random.key(0), epsilon=1.0, iters=100)   # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..dataset import Dataset
 from ..workload import Workload
 
@@ -39,19 +45,22 @@ __all__ = [
     "MechanismSpec",
     "MechanismUnavailable",
     "MECHANISMS",
+    "DEFAULT_DELTA",
     "load",
     "availability",
     "parameters",
+    "engine_slot",
     "prepare",
     "run",
 ]
 
-_ITER_NAMES = ("pgm_iters", "iters", "max_iters", "estimation_iters")
-_ROUND_NAMES = ("rounds",)
+#: The delta used when a front-end needs one and none is given (MST/AIM's reference default).
+DEFAULT_DELTA = 1e-9
+#: A mechanism's ``training`` queries built from a workload (MLDP) must fit in this many matrix entries.
+MAX_TRAINING_ENTRIES = 2**24
+
 _ENGINE_OPTION_NAMES = ("estimate_options", "pgm_options", "engine_options")
-_CALLBACK_NAMES = ("callback", "progress_callback")
-#: Parameters the common arguments set; ``options`` may not name them.
-MANAGED = ("data", "epsilon", "delta", "key", "workload", "rounds") + _ITER_NAMES
+_DELTA_POLICIES = ("required", "default", "gaussian", "none")
 
 
 class MechanismUnavailable(ImportError):
@@ -60,7 +69,7 @@ class MechanismUnavailable(ImportError):
 
 @dataclass(frozen=True)
 class MechanismSpec:
-    """One front-end.
+    """One front-end and how the common arguments map onto its parameters.
 
     Attributes:
         name: the command-line name.
@@ -68,8 +77,17 @@ class MechanismSpec:
         function: the function's name in that module.
         title: a one-line description.
         privacy: what it guarantees: ``"pure"`` (epsilon-DP), ``"zcdp"`` ((epsilon, delta) through
-            zCDP), ``"advanced"`` ((epsilon, delta) by advanced composition) or ``"option"`` (depends
-            on an option, e.g. MWEM's ``noise``).
+            zCDP), ``"advanced"`` ((epsilon, delta) by advanced composition) or ``"noise"`` (pure with
+            Laplace noise, zCDP with ``noise="gaussian"``).
+        delta: how ``delta`` is passed: ``"required"`` (always; :data:`DEFAULT_DELTA` when not
+            given), ``"default"`` (when given; else the function's default), ``"gaussian"`` (only with
+            the option ``noise="gaussian"``, :data:`DEFAULT_DELTA` when not given), ``"none"`` (pure
+            DP: never).
+        iters: the parameters that ``iters`` (estimation iterations per fit) sets.
+        rows: the parameter for the number of synthetic records, if any.
+        progress: a parameter taking a per-step callable (rounds, stages), if any.
+        workload_to: None when the function takes ``workload`` itself; else the name of a function
+            of this module turning ``(workload, domain)`` into keyword arguments (e.g. MLDP's training queries).
         defaults: command-line defaults that differ from the function's (the user's ``options``
             override them), e.g. skipping an expensive comparison arm.
     """
@@ -79,6 +97,11 @@ class MechanismSpec:
     function: str
     title: str
     privacy: str
+    delta: str = "none"
+    iters: tuple[str, ...] = ("pgm_iters",)
+    rows: str | None = None
+    progress: str | None = None
+    workload_to: str | None = None
     defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -88,9 +111,9 @@ MECHANISMS: dict[str, MechanismSpec] = {
         MechanismSpec(
             "mwem", "pgmjax.mechanisms.mwem", "mwem",
             "MWEM+PGM: exponential-mechanism selection of badly answered marginals, Laplace (or Gaussian) measurements",
-            "option",
+            "noise", delta="gaussian",
             # The multiplicative-weights comparison arm is not needed for synthetic data; --option original=true runs it.
-            {"original": False},
+            defaults={"original": False},
         ),
         MechanismSpec(
             "privbayes", "pgmjax.mechanisms.privbayes", "privbayes",
@@ -100,30 +123,50 @@ MECHANISMS: dict[str, MechanismSpec] = {
         MechanismSpec(
             "dualquery", "pgmjax.mechanisms.dualquery", "dualquery",
             "DualQuery+PGM: a private game between a query player and a record player, model fitted to its transcript",
-            "advanced",
+            "advanced", delta="required",
         ),
         MechanismSpec(
             "hdmm", "pgmjax.mechanisms.hdmm", "hdmm",
-            "HDMM+PGM: a measurement strategy optimised for the workload, Laplace noise",
-            "pure",
+            "HDMM+PGM: a measurement strategy optimised for the workload, Laplace (or Gaussian) noise",
+            "noise", delta="gaussian",
+            # The least-squares comparison arms are not needed for synthetic data.
+            defaults={"original": False, "max_table_cells": 0},
         ),
         MechanismSpec(
             "mst", "pgmjax.mechanisms.mst", "mst",
             "MST: one-way marginals plus a private maximum spanning tree of two-way marginals (Gaussian, zCDP)",
-            "zcdp",
+            "zcdp", delta="default", iters=("select_iters", "fit_iters"), rows="rows", progress="progress",
         ),
         MechanismSpec(
             "aim", "pgmjax.mechanisms.aim", "aim",
             "AIM: adaptive, workload-aware selection of marginals under a model-size cap (Gaussian, zCDP)",
-            "zcdp",
+            "zcdp", delta="default", iters=("max_iters",), rows="rows", progress="progress",
         ),
         MechanismSpec(
             "mldp", "pgmjax.mechanisms.mldp", "mldp",
-            "MLDP+PGM: low-sensitivity training queries with Laplace noise, other queries answered by the model",
-            "pure",
+            "MLDP+PGM: the workload's marginal cells as training queries with Laplace noise, a model fitted to them",
+            "pure", workload_to="_mldp_training",
+            # The regression arm is not needed for synthetic data; the CLI wants synthetic records.
+            defaults={"original": False, "synthetic": True},
         ),
     ]
 }
+
+
+def _mldp_training(workload: Workload, domain) -> dict:
+    """MLDP's training queries for a marginal workload: every cell of every workload clique (identity blocks)."""
+    from .mldp import QuerySet
+
+    cliques = list(dict.fromkeys(workload.cliques))
+    entries = sum(domain.size(c) ** 2 for c in cliques)
+    if entries > MAX_TRAINING_ENTRIES:
+        big = max(cliques, key=domain.size)
+        raise ValueError(
+            f"mldp: the training queries (every cell of every workload marginal, as dense identity blocks) would hold "
+            f"{entries:,} matrix entries (largest clique {big}: {domain.size(big):,} cells); the limit is "
+            f"{MAX_TRAINING_ENTRIES:,}: use a workload of smaller marginals, or call pgmjax.mechanisms.mldp with a QuerySet"
+        )
+    return {"training": QuerySet(domain, [(c, np.eye(domain.size(c))) for c in cliques])}
 
 
 def _spec(name: str) -> MechanismSpec:
@@ -173,8 +216,23 @@ def parameters(name: str) -> dict[str, inspect.Parameter]:
     return dict(inspect.signature(load(name)).parameters)
 
 
-def _first(params: Mapping, names) -> str | None:
-    return next((n for n in names if n in params), None)
+def engine_slot(name: str) -> str | None:
+    """The parameter through which the front-end passes options to :func:`pgmjax.estimate` (where the
+    engine callback goes), or None if it has none (then no per-iteration progress can be reported)."""
+    params = parameters(name)
+    return next((n for n in _ENGINE_OPTION_NAMES if n in params), None)
+
+
+def _managed(spec: MechanismSpec) -> set[str]:
+    """Parameters the common arguments set (``options`` may not name them)."""
+    out = {"data", "epsilon", "delta", "key", "workload", "rounds", *spec.iters}
+    if spec.rows:
+        out.add(spec.rows)
+    if spec.progress:
+        out.add(spec.progress)
+    if spec.workload_to == "_mldp_training":
+        out.add("training")
+    return out
 
 
 def prepare(
@@ -183,9 +241,12 @@ def prepare(
     epsilon: float,
     delta: float | None = None,
     workload: Workload | None = None,
+    domain=None,
     iters: int | None = None,
     rounds: int | None = None,
+    records: int | None = None,
     callback: Callable[[dict], Any] | None = None,
+    step_callback: Callable[[dict], Any] | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> tuple[Callable, dict, list[str]]:
     """Map the common arguments onto the front-end's keyword arguments (nothing is run).
@@ -193,62 +254,81 @@ def prepare(
     Args:
         name: a key of :data:`MECHANISMS`.
         epsilon: the privacy budget.
-        delta: passed where the function takes ``delta`` (required there if it has no default).
-        workload: passed where the function takes ``workload``; a function that requires one gets
-            every 2-way marginal when None (filled in by :func:`run`, which knows the domain).
-        iters: estimation iterations.
+        delta: the delta of an ``(epsilon, delta)`` guarantee, passed by the spec's ``delta`` policy.
+        workload: a :class:`~pgmjax.Workload`, for front-ends that take one (None: their default;
+            every 2-way marginal where one is required, filled in by :func:`run`).
+        domain: the data's domain, needed to turn a workload into training queries (MLDP).
+        iters: estimation iterations per fit (the spec's ``iters`` parameters).
         rounds: rounds of an iterative front-end.
-        callback: the engine's per-chunk callback (progress reporting).
+        records: number of synthetic records, where the front-end takes it.
+        callback: the engine's per-chunk callback (:func:`pgmjax.estimate`), put into the function's
+            engine-options mapping (``estimate_options`` / ``pgm_options``).
+        step_callback: a per-round / per-step callable, for front-ends with a ``progress`` parameter.
         options: further keyword arguments of the function.
 
     Returns:
         ``(function, kwargs, notes)``: everything but ``data`` and ``key``; notes are remarks for the
-        user (an argument the front-end does not use).
+        user (an argument the front-end does not use, a default delta).
 
     Raises:
         ValueError: an option the function does not take, an option that a common argument sets,
-            ``rounds`` for a front-end without rounds, a required ``delta`` missing.
+            ``rounds`` for a front-end without rounds, training queries too large.
         MechanismUnavailable: see :func:`load`.
     """
     spec = _spec(name)
     fn = load(name)
     params = dict(inspect.signature(fn).parameters)
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    managed = _managed(spec)
     kwargs: dict[str, Any] = {"epsilon": epsilon}
     notes: list[str] = []
     options = dict(options or {})
-    clash = sorted(set(options) & set(MANAGED))
+    clash = sorted(set(options) & managed)
     if clash:
-        raise ValueError(f"{name}: options {clash} are set by the common arguments (--epsilon, --delta, --workload, --iters, --rounds, --seed); use those")
-    unknown = sorted(k for k in options if k not in params or params[k].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD))
+        raise ValueError(
+            f"{name}: options {clash} are set by the common arguments "
+            "(--epsilon, --delta, --workload, --iters, --rounds, --records, --seed); use those"
+        )
+    unknown = sorted(k for k in options if k not in params or params[k].kind in variadic)
     if unknown:
-        allowed = [k for k, p in params.items() if k not in MANAGED and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        allowed = [k for k, p in params.items() if k not in managed and p.kind not in variadic]
         raise ValueError(f"{name}: unknown options {unknown}; {spec.function}() accepts: {', '.join(allowed)}")
 
-    if "delta" in params:
+    # delta, by the spec's policy
+    if spec.delta == "required" or (spec.delta == "gaussian" and options.get("noise") == "gaussian"):
+        kwargs["delta"] = DEFAULT_DELTA if delta is None else delta
+        if delta is None:
+            notes.append(f"no delta given: {name} uses delta={DEFAULT_DELTA:g}")
+    elif spec.delta == "default":
         if delta is not None:
             kwargs["delta"] = delta
-        elif params["delta"].default is inspect.Parameter.empty:
-            raise ValueError(f"{name}: needs delta (an (epsilon, delta) guarantee); give one, e.g. 1e-9")
     elif delta is not None:
-        notes.append(f"{name} is pure epsilon-DP: delta={delta:g} is not used (its guarantee is ({epsilon:g}, 0)-DP)")
+        why = "with Laplace noise (--option noise=gaussian for zCDP)" if spec.delta == "gaussian" else ""
+        notes.append(f"{name} is pure epsilon-DP{' ' + why if why else ''}: delta={delta:g} is not used")
 
-    if "workload" in params:
+    if spec.workload_to is not None:
+        if workload is not None and domain is not None:
+            kwargs.update(globals()[spec.workload_to](workload, domain))
+    elif "workload" in params:
         if workload is not None or params["workload"].default is inspect.Parameter.empty:
             kwargs["workload"] = workload  # None here is replaced by run() with every 2-way marginal
     elif workload is not None:
         notes.append(f"{name} does not take a workload: the workload is used for evaluation only")
 
     if iters is not None:
-        key = _first(params, _ITER_NAMES)
-        if key is None:
+        names = [n for n in spec.iters if n in params]
+        if not names:
             notes.append(f"{name} has no estimation-iterations parameter: iters={iters} is not used")
-        else:
-            kwargs[key] = iters
+        for n in names:
+            kwargs[n] = iters
     if rounds is not None:
-        key = _first(params, _ROUND_NAMES)
-        if key is None:
-            raise ValueError(f"{name} has no rounds: drop rounds (it sets its own schedule)")
-        kwargs[key] = rounds
+        if "rounds" not in params:
+            raise ValueError(f"{name} has no rounds (it sets its own schedule): drop --rounds")
+        kwargs["rounds"] = rounds
+    if records is not None and spec.rows is not None and spec.rows in params:
+        kwargs[spec.rows] = records
+    if step_callback is not None and spec.progress is not None and spec.progress in params:
+        kwargs[spec.progress] = step_callback
 
     for k, v in spec.defaults.items():
         if k in params:
@@ -256,8 +336,7 @@ def prepare(
     kwargs.update(options)
 
     if callback is not None:
-        slot = _first(params, _ENGINE_OPTION_NAMES)
-        direct = _first(params, _CALLBACK_NAMES)
+        slot = engine_slot(name)
         if slot is not None:
             merged = dict(kwargs.get(slot) or {})
             user_cb = merged.get("callback")
@@ -270,25 +349,31 @@ def prepare(
 
                 merged["callback"] = both
             kwargs[slot] = merged
-        elif direct is not None and direct not in options:
-            kwargs[direct] = callback
     return fn, kwargs, notes
 
 
-def run(name: str, data: Dataset, *, key, **common) -> tuple[Any, list[str]]:
+def run(name: str, data: Dataset, *, key, workload: Workload | None = None, **common) -> tuple[Any, list[str]]:
     """Run a front-end by name on ``data``.
 
     Args:
         name: a key of :data:`MECHANISMS`.
         data: the private :class:`~pgmjax.Dataset`.
         key: a ``jax.random`` key.
-        **common: the arguments of :func:`prepare`.
+        workload: see :func:`prepare`; a front-end that needs one (DualQuery, MLDP) gets every 2-way
+            marginal (every 1-way marginal for one attribute) when None.
+        **common: the other arguments of :func:`prepare`.
 
     Returns:
         ``(result, notes)``: the front-end's :class:`~pgmjax.mechanisms.result.MechanismResult` and
         the remarks of :func:`prepare`.
+
+    Example:
+        >>> res, notes = run("privbayes", data, key=jax.random.key(0), epsilon=1.0, iters=200)   # doctest: +SKIP
     """
-    fn, kwargs, notes = prepare(name, **common)
-    if "workload" in kwargs and kwargs["workload"] is None:
-        kwargs["workload"] = Workload.all_kway(data.domain, min(2, len(data.domain)))
+    spec = _spec(name)
+    params = parameters(name)
+    needs = spec.workload_to is not None or ("workload" in params and params["workload"].default is inspect.Parameter.empty)
+    if workload is None and needs:
+        workload = Workload.all_kway(data.domain, min(2, len(data.domain)))
+    fn, kwargs, notes = prepare(name, workload=workload, domain=data.domain, **common)
     return fn(data, key=key, **kwargs), notes
