@@ -10,22 +10,26 @@ row, vectorised over records, so memory is ``O(records)`` per clique (never
 Two ways to turn uniforms into draws:
 
 * ``"exact"``: i.i.d. uniforms, an exact sample of the model.
-* ``"low_variance"``: systematic sampling within each separator group
-  (records that share the separator's values get the stratified uniforms
-  ``(rank + U) / n_group`` in a random order), so each group's counts are the
-  model's conditional counts rounded up or down; at the root this makes every
-  cell count ``floor`` or ``ceil`` of ``n p(cell)``.
+* ``"low_variance"``: controlled rounding (:mod:`pgmjax.rounding`). Clique by
+  clique from the root, the targets ``n p(c)`` are rounded to integer counts
+  whose sums over the parent separator equal the counts already drawn, with
+  every cell and every child separator's count the floor or ceiling of its
+  target where the solver can achieve it (always with one child separator per
+  clique, e.g. any tree of pairs); records of each separator group then get
+  the new attributes' values in a random order. Clique counts are thus within
+  1 of ``n p(c)`` (the reached maximum is reported by the tests and the
+  benchmark), instead of the ``O(sqrt(n p))`` of i.i.d. draws.
 """
 
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .dataset import Dataset
+from .rounding import controlled_round
 
 METHODS = ("exact", "low_variance")
 
@@ -38,10 +42,11 @@ def synthetic_data(model, n: int, key: jax.Array, method: str = "exact", chunk: 
         n: the number of records (``int(round(model.total))`` is the usual choice).
         key: a ``jax.random`` key; equal keys give equal data.
         method: ``"exact"`` (i.i.d. forward sampling) or ``"low_variance"``
-            (systematic sampling; clique counts match the model's closely).
-        chunk: records drawn per compiled call; bounds the peak memory
-            (about 40 bytes per record and attribute). The low-variance
-            stratification holds within each chunk.
+            (controlled rounding; clique counts within about 1 of the model's).
+        chunk: records drawn per compiled call by ``"exact"``; bounds the peak
+            memory (about 40 bytes per record and attribute). ``"low_variance"``
+            rounds all records in one host pass (about 24 bytes per record and
+            attribute, plus the solver's work on each clique table).
 
     Returns:
         A :class:`~pgmjax.Dataset` of ``n`` records (``.df`` for pandas).
@@ -56,6 +61,8 @@ def synthetic_data(model, n: int, key: jax.Array, method: str = "exact", chunk: 
         raise ValueError(f"synthetic_data: n must be a positive integer, got {n!r}")
     if isinstance(chunk, (bool, np.bool_)) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"synthetic_data: chunk must be a positive integer, got {chunk!r}")
+    if method == "low_variance":
+        return _low_variance(model, n, key)
     tree = model.junction_tree
     domain = model.domain
     tables = model._device_marginals
@@ -75,19 +82,15 @@ def synthetic_data(model, n: int, key: jax.Array, method: str = "exact", chunk: 
         # Shapes are padded to a power of two so that a new record count rarely compiles anything;
         # padded rows are routed to an extra separator row and cut off.
         padded = min(chunk, 1 << max(4, (m - 1).bit_length()))
-        chunk_key, shuffle_key = jax.random.split(jax.random.fold_in(key, i))
+        chunk_key = jax.random.fold_in(key, i)
         valid = jnp.arange(padded) < jnp.asarray(m, jnp.int32)
         columns: dict[str, jax.Array] = {}
         for j, (sep, new, cdf) in enumerate(steps):
             sep_codes = jnp.where(valid, _ravel(columns, sep, domain, padded), cdf.shape[0] - 1)
-            draws = _draw(cdf, sep_codes, jax.random.fold_in(chunk_key, j), method == "low_variance")
+            draws = _draw(cdf, sep_codes, jax.random.fold_in(chunk_key, j))
             for a, col in zip(new, jnp.unravel_index(draws, domain.shape_of(new))):
                 columns[a] = col.astype(jnp.int32)
-        block = np.stack([np.asarray(columns[a])[:m] for a in domain.attributes], axis=1)
-        if method == "low_variance":  # records were laid out group by group; shuffle the row order
-            order = np.asarray(jax.random.permutation(shuffle_key, padded))
-            block = block[order[order < m]]
-        records[start : start + m] = block
+        records[start : start + m] = np.stack([np.asarray(columns[a])[:m] for a in domain.attributes], axis=1)
     return Dataset._trusted(records, domain)
 
 
@@ -110,23 +113,11 @@ def _conditional_cdf(table: jax.Array) -> jax.Array:
     return cdf / cdf[:, -1:]
 
 
-@functools.partial(jax.jit, static_argnums=3)
-def _draw(cdf: jax.Array, sep_codes: jax.Array, key: jax.Array, low_variance: bool) -> jax.Array:
+@jax.jit
+def _draw(cdf: jax.Array, sep_codes: jax.Array, key: jax.Array) -> jax.Array:
     s_cells, k_cells = cdf.shape
     m = sep_codes.shape[0]
-    if low_variance:
-        k_perm, k_off = jax.random.split(key)
-        # One two-key sort: grouped by separator, in random order within a group.
-        tiebreak = jax.random.bits(k_perm, (m,), jnp.uint32)
-        sorted_codes, _, order = jax.lax.sort((sep_codes, tiebreak, jnp.arange(m)), num_keys=2)
-        counts = jnp.bincount(sep_codes, length=s_cells)
-        starts = jnp.cumsum(counts) - counts
-        rank = jnp.arange(m) - starts[sorted_codes]
-        offset = jax.random.uniform(k_off, (s_cells,), dtype=cdf.dtype)
-        u_sorted = (rank + offset[sorted_codes]) / counts[sorted_codes]
-        u = jnp.zeros(m, cdf.dtype).at[order].set(u_sorted)
-    else:
-        u = jax.random.uniform(key, (m,), dtype=cdf.dtype)
+    u = jax.random.uniform(key, (m,), dtype=cdf.dtype)
     flat = cdf.reshape(-1)
     base = sep_codes * k_cells
     lo = jnp.zeros(m, jnp.int32)
@@ -138,3 +129,75 @@ def _draw(cdf: jax.Array, sep_codes: jax.Array, key: jax.Array, low_variance: bo
         lo = jnp.where(right, mid + 1, lo)
         hi = jnp.where(right, hi, mid)
     return lo
+
+
+def _low_variance(model, n: int, key: jax.Array) -> Dataset:
+    """Records whose clique counts are controlled roundings of ``n p(c)`` (see the module docstring)."""
+    tree, domain = model.junction_tree, model.domain
+    rng = np.random.default_rng(np.asarray(jax.random.bits(key, (4,), jnp.uint32)))
+    order = sorted(range(len(tree.cliques)), key=lambda c: (tree.depth[c], c))
+    children: dict[int, list[int]] = {c: [] for c in order}
+    for c in order:
+        if tree.parent[c] >= 0:
+            children[tree.parent[c]].append(c)
+    columns: dict[str, np.ndarray] = {}
+    sep_targets: dict[int, np.ndarray] = {}  # child -> targets of its separator cells, from the parent
+    for c in order:
+        clique, sep = tree.cliques[c], tree.separators[c]
+        new = tuple(a for a in clique if a not in sep)
+        axes = sep + new
+        table = np.asarray(model._device_marginals[c], np.float64)
+        table = np.transpose(table, [clique.index(a) for a in axes]).reshape(domain.size(sep), domain.size(new))
+        target = np.maximum(table, 0.0) * (n / float(model.total))
+        rows_target = target.sum(axis=1)
+        if c in sep_targets:  # make this clique's rows agree with the parent's view of the separator
+            want = sep_targets[c]
+            scale = np.divide(want, rows_target, out=np.zeros_like(want), where=rows_target > 0)
+            target = target * scale[:, None]
+        sep_code = _ravel_np(columns, sep, domain, n)
+        row_totals = np.bincount(sep_code, minlength=target.shape[0])
+        cells = np.arange(target.size)
+        cell_values = np.unravel_index(cells, domain.shape_of(axes))
+        families, fam_of = [], {}
+        for child in children[c]:
+            child_sep = tree.separators[child]
+            key_attrs = tuple(a for a in axes if a in child_sep)
+            if not any(a in new for a in key_attrs):
+                fam_of[child] = None  # its counts are the rows', already fixed
+                continue
+            if key_attrs not in fam_of.values():
+                families.append((key_attrs, _cell_codes(cell_values, axes, key_attrs, domain)))
+            fam_of[child] = key_attrs
+        families.sort(key=lambda f: -domain.size(f[0]))
+        flat_target = target.ravel()
+        counts, _ = controlled_round(flat_target, cells // target.shape[1], row_totals, [f for _, f in families], rng=rng)
+        for child, key_attrs in fam_of.items():
+            child_sep = tree.separators[child]
+            by = tuple(a for a in axes if a in child_sep)
+            code = _cell_codes(cell_values, axes, by, domain)
+            sep_t = np.bincount(code, weights=flat_target, minlength=domain.size(by))
+            perm = [by.index(a) for a in child_sep]
+            sep_targets[child] = np.transpose(sep_t.reshape(domain.shape_of(by)), perm).ravel()
+        # Records sorted by separator group (random order inside a group) take the group's new values.
+        order_rec = np.lexsort((rng.random(n), sep_code))
+        new_codes = np.repeat(cells % target.shape[1], counts)
+        for a, col in zip(new, np.unravel_index(new_codes, domain.shape_of(new))):
+            column = np.empty(n, np.int64)
+            column[order_rec] = col
+            columns[a] = column
+    records = np.stack([columns[a] for a in domain.attributes], axis=1)
+    dtype = np.int32 if max(domain.shape) < 2**31 else np.int64
+    return Dataset._trusted(records.astype(dtype), domain)
+
+
+def _ravel_np(columns: dict, attrs: tuple, domain, n: int) -> np.ndarray:
+    if not attrs:
+        return np.zeros(n, np.int64)
+    return np.ravel_multi_index([columns[a] for a in attrs], domain.shape_of(attrs))
+
+
+def _cell_codes(cell_values, axes: tuple, attrs: tuple, domain) -> np.ndarray:
+    """Flat index of every table cell's values on ``attrs`` (a subset of ``axes``)."""
+    if not attrs:
+        return np.zeros(cell_values[0].shape if cell_values else (1,), np.int64)
+    return np.ravel_multi_index([cell_values[axes.index(a)] for a in attrs], domain.shape_of(attrs))

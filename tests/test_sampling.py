@@ -43,22 +43,34 @@ def test_clique_marginals_pass_chi_square(name):
         assert p > 0.01, f"{clique}: chi-square {chi2:.1f} on {keep.sum() - 1} dof, p = {p:.4f}"
 
 
-@pytest.mark.parametrize("name", list(MODELS))
-def test_low_variance_counts_match_the_model(name):
+LOW_VARIANCE_MODELS = dict(
+    MODELS,
+    # a clique with several children whose separators differ (three-way rounding)
+    tree=(pj.Domain({"a": 3, "b": 4, "c": 3, "d": 2, "e": 3, "f": 2}),
+          [("a", "b", "c"), ("b", "d"), ("c", "e"), ("a", "f"), ("b", "c", "d")]),
+)
+
+
+@pytest.mark.parametrize("n", [5000, 1237])
+@pytest.mark.parametrize("name", list(LOW_VARIANCE_MODELS))
+def test_low_variance_counts_match_the_model(name, n):
     rng = np.random.default_rng(3)
-    domain, cliques = MODELS[name]
+    domain, cliques = LOW_VARIANCE_MODELS[name]
     model = _model(rng, domain, cliques, total=5000.0)
-    n = 5000
     data = model.synthetic_data(n, jax.random.key(2), method="low_variance")
-    root = model.cliques[model.junction_tree.root]
+    assert len(data) == n
     for clique in model.cliques:
-        dev = np.abs(data.marginal(clique) - model.marginal(clique))
-        # rounding at the root; below it each separator group is rounded again
-        bound = 1.0 if clique == root else 2.0 + 1e-9
-        assert dev.max() <= bound, (clique, dev.max())
+        expected = model.marginal(clique) * (n / model.total)
+        dev = np.abs(data.marginal(clique) - expected)
+        # controlled rounding: every clique count is the floor or ceiling of n p(c)
+        assert dev.max() < 1 + 1e-9, (clique, dev.max())
+        assert np.all(data.marginal(clique)[expected == 0] == 0)
     # exact sampling deviates far more at this size
     exact = model.synthetic_data(n, jax.random.key(2))
-    assert np.abs(exact.marginal(root) - model.marginal(root)).max() > 3
+    root = model.cliques[model.junction_tree.root]
+    assert np.abs(exact.marginal(root) - model.marginal(root) * (n / model.total)).max() > 3
+    again = model.synthetic_data(n, jax.random.key(2), method="low_variance")
+    np.testing.assert_array_equal(again.records, data.records)
 
 
 def test_reproducible_and_chunked(rng):
