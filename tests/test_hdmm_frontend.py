@@ -342,3 +342,23 @@ def test_marginals_strategy_refuses_many_attributes():
         hdmm(data, 1.0, key=jax.random.key(0), workload=w, strategy="marginals")
     with pytest.raises(ValueError, match="at most 16"):
         hdmm_strategy(w, jax.random.key(0), strategy="marginals")
+
+
+def test_signed_prebuilt_strategy_keeps_one_noise_scale(data):
+    """Under replace-one Gaussian noise a factor with negatively correlated columns has L2 sensitivity
+    2 ||.||_{1->2} (not sqrt 2): the budget shares follow the accountant's sensitivities, so every row still
+    gets the same sigma and the ledger still sums to the budget."""
+    signed = np.array([[1.0, 0.0], [-1.0, 1.0]])  # columns (1, -1) and (0, 1): inner product -1
+    S = H.UnionStrategy([
+        H.KronStrategy(("a", "b"), (np.eye(16), np.eye(3)), 0.5),
+        H.KronStrategy(("d",), (signed,), 0.5),
+    ])
+    w = pj.Workload.marginals(data.domain, [("a", "b"), ("d",)])
+    res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, strategy=S, noise="gaussian", delta=1e-6, bounded=True,
+               pgm_iters=0, synthetic=False)
+    acc = res.accountant
+    assert acc.spent == acc.budget
+    assert [e.sensitivity for e in res.ledger] == pytest.approx([0.5 * math.sqrt(2), 0.5 * 2 * math.sqrt(2)])
+    sigma = math.hypot(0.5 * math.sqrt(2), 0.5 * 2 * math.sqrt(2)) / math.sqrt(2 * acc.budget)
+    assert [e.scale for e in res.ledger] == pytest.approx([sigma, sigma], rel=1e-9)
+    assert res.info["noise_scale"] == pytest.approx(sigma) and not res.info["sensitivity_exact"]

@@ -233,16 +233,13 @@ def _check_strategy(S, domain: Domain, W: H.UnionWorkload, noise: str, where: st
         raise ValueError(f"{where}: the strategy does not support the workload (some workload query is not in its row space)")
 
 
-def _terms(S, noise: str) -> list[tuple[Clique, object, float]]:
-    """``(clique, query, share)`` per released block: Kronecker terms, or positive-weight marginals (OPT_M).
-
-    ``share`` is the block's unbounded sensitivity (L1 for Laplace, L2 for Gaussian): the blocks' budget
-    shares are proportional to it (Laplace) or to its square (Gaussian).
-    """
+def _terms(S) -> list[tuple[Clique, object, float]]:
+    """``(clique, query, weight)`` per released block: Kronecker terms (weight folded into the query), or the
+    positive-weight marginals of OPT_M (plain marginals released with noise ``1/theta`` of the stack's)."""
     if isinstance(S, H.MarginalsStrategy):
         return [(clique, None, theta) for clique, theta in S.marginals()]
     terms = S.terms if isinstance(S, H.UnionStrategy) else (S,)
-    return [(t.clique, t.queries(), t.sensitivity(noise)) for t in terms]
+    return [(t.clique, t.queries(), 1.0) for t in terms]
 
 
 def _equal_column_norms(S, noise: str) -> bool:
@@ -451,22 +448,22 @@ def hdmm(
 
     # ---- 2. the measurements: one accountant entry per term, every row on the same noise scale
     t0 = time.perf_counter()
-    terms = _terms(S, noise)
-    shares = np.array([s for _, _, s in terms])
+    terms = _terms(S)
     if noise == "laplace":
         acc = Accountant(epsilon=epsilon, bounded=bounded)
-        c = 2.0 if bounded else 1.0
-        sens = c * float(shares.sum())
-        spend = [{"epsilon": epsilon * s / shares.sum()} for s in shares[:-1]] + [{"epsilon": REST}]
+        # each block's sensitivity under the convention, as the accountant computes it (||.||_1, twice if bounded)
+        shares = np.array([w * acc.l1_sensitivity(q) for _, q, w in terms])
+        sens = float(shares.sum())
+        spend = [{"epsilon": epsilon * s / sens} for s in shares[:-1]] + [{"epsilon": REST}]
         scale = sens / epsilon
         noise_std = math.sqrt(2.0) * scale
         rho = None
     else:
         acc = Accountant(epsilon=epsilon, delta=delta, bounded=bounded)
         rho = acc.budget
-        c = math.sqrt(2.0) if bounded else 1.0  # every factor is non-negative (p-Identity, identity, Total)
-        sens = c * float(np.sqrt((shares * shares).sum()))
-        spend = [{"rho": rho * s * s / (shares * shares).sum()} for s in shares[:-1]] + [{"rho": REST}]
+        shares = np.array([w * acc.l2_sensitivity(q) for _, q, w in terms])
+        sens = float(np.sqrt((shares * shares).sum()))
+        spend = [{"rho": rho * s * s / sens**2} for s in shares[:-1]] + [{"rho": REST}]
         scale = sens / math.sqrt(2.0 * rho)
         noise_std = scale
     keys = jax.random.split(k_measure, len(terms))
@@ -474,9 +471,9 @@ def hdmm(
     for (clique, query, _), k, sp in zip(terms, keys, spend):
         measurements.append(acc.measure(k, data, clique, query=query, mechanism=noise, **sp))
     t_measure = time.perf_counter() - t0
-    # Err = (per-row noise variance / ||A||^2) * ||A||^2 trace[(A^T A)^+ W^T W], ||A|| the unbounded norm
+    # Err = per-row noise variance * trace[(A^T A)^+ W^T W]; the core's factor is ||A||^2 * trace (unbounded norm)
     variance = 2.0 * scale * scale if noise == "laplace" else scale * scale
-    expected = variance / (sens / c) ** 2 * H.expected_error(W, S, noise=noise)
+    expected = variance / S.sensitivity(noise) ** 2 * H.expected_error(W, S, noise=noise)
     n_records = len(data)
     if bounded:
         total = float(n_records)
