@@ -145,6 +145,22 @@ def test_sensitivity_brute_force_across_cliques():
         assert training_sensitivity(q) == brute_force(q, bounded=False, max_records=1)
 
 
+def test_sensitivity_of_many_cliques(monkeypatch):
+    dom = pj.Domain({"a": 3, "b": 4, "c": 2, "d": 3})
+    pairs = list(itertools.combinations(dom.attributes, 2))
+    cells = QuerySet(dom, [(c, np.eye(dom.size(c))) for c in pairs])  # every cell of every 2-way marginal
+    assert training_sensitivity(cells) == 6.0 and ml.sensitivity_is_exact(cells)
+    ranges = QuerySet(dom, [(c, QuerySet.rectangles(dom, c).blocks[0][1]) for c in pairs])
+    exact = training_sensitivity(ranges)
+    records = np.array(list(itertools.product(*[range(n) for n in dom.shape])))
+    by_record = sum(ranges.blocks[i][1][:, np.ravel_multi_index(records[:, [dom.index(a) for a in c]].T, dom.shape_of(c))].sum(axis=0) for i, c in enumerate(pairs))
+    assert exact == by_record.max() and ml.sensitivity_is_exact(ranges)
+    # above the elimination limit: the sum of the per-clique maxima, an upper bound, flagged
+    monkeypatch.setattr(ml, "_VE_LIMIT", 10)
+    upper = sum(np.abs(m).sum(axis=0).max() for _, m in ranges.blocks)
+    assert training_sensitivity(ranges) == upper >= exact and not ml.sensitivity_is_exact(ranges)
+
+
 # ---------------------------------------------------------------------------------------------------
 # The selector
 # ---------------------------------------------------------------------------------------------------

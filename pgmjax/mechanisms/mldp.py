@@ -72,6 +72,7 @@ __all__ = [
     "mldp",
     "select_training",
     "training_sensitivity",
+    "sensitivity_is_exact",
     "fit_regression",
     "fit_pgm",
     "pgm_measurements",
@@ -342,14 +343,18 @@ def _as_queries(value, name: str, where: str) -> QuerySet:
 
 
 def training_sensitivity(queries: QuerySet, *, bounded: bool = False) -> float:
-    """``S_Fx``: the exact L1 sensitivity of a set of linear queries (the paper's Definition 4, spec 6.2).
+    """``S_Fx``: the L1 sensitivity of a set of linear queries (the paper's Definition 4, spec 6.2).
 
     Adding or removing one record ``x`` changes query ``f`` by ``f``'s entry at ``x``'s cell, so the
     summed change ``sum_f |f(D) - f(D')|`` is the L1 norm of ``x``'s column in the stacked query
-    matrix. On one clique that is the max column L1 norm (:func:`pgmjax.privacy.l1_sensitivity`);
-    over several cliques ``x`` hits one cell of each, and the maximum of the per-clique column norms'
-    sum over records is found exactly by max-sum variable elimination
-    (:func:`~pgmjax.mechanisms.dualquery.max_sum_ve`). Replace-one neighbours double it (spec 1.1).
+    matrix. On one clique that is the max column L1 norm (:func:`pgmjax.privacy.l1_sensitivity`).
+    Over several cliques ``x`` hits one cell of each, and the maximum over records of the sum of the
+    per-clique column norms is found exactly by max-sum variable elimination
+    (:func:`~pgmjax.mechanisms.dualquery.max_sum_ve`); when every clique's column norms are equal
+    (e.g. marginal cells) it is their sum. Only if that elimination would need a table of more than
+    ``2^24`` cells is the sum of the per-clique maxima returned instead: an upper bound (so still a
+    valid calibration), exact whenever one record reaches every clique's heaviest column
+    (:func:`sensitivity_is_exact` says which). Replace-one neighbours double it (spec 1.1).
 
     Args:
         queries: the :class:`QuerySet`.
@@ -366,14 +371,51 @@ def training_sensitivity(queries: QuerySet, *, bounded: bool = False) -> float:
     where = "training_sensitivity"
     queries = _as_queries(queries, "queries", where)
     bounded = _bool(bounded, "bounded", where)
+    value, _ = _sensitivity(queries)
+    return 2.0 * value if bounded else value
+
+
+def sensitivity_is_exact(queries: QuerySet) -> bool:
+    """Whether :func:`training_sensitivity` is exact for ``queries`` (else it is the per-clique upper bound)."""
+    return _sensitivity(_as_queries(queries, "queries", "sensitivity_is_exact"))[1]
+
+
+_VE_LIMIT = 1 << 24
+
+
+def _sensitivity(queries: QuerySet) -> tuple[float, bool]:
+    """``(add/remove-one sensitivity, exact?)``."""
     groups = queries.by_clique()
     if len(groups) == 1:
-        (matrix, _), = groups.values()
-        return l1_sensitivity(matrix, bounded=bounded)
-    factors = [(c, np.abs(m).sum(axis=0).reshape(queries.domain.shape_of(c))) for c, (m, _) in groups.items()]
-    attrs = queries.domain.canonical(a for c in groups for a in c)
-    _, value = max_sum_ve(factors, queries.domain.project(attrs))
-    return 2.0 * value if bounded else value
+        ((matrix, _),) = groups.values()
+        return l1_sensitivity(matrix), True
+    domain = queries.domain
+    factors = [(c, np.abs(m).sum(axis=0).reshape(domain.shape_of(c))) for c, (m, _) in groups.items()]
+    upper = math.fsum(float(t.max()) for _, t in factors)
+    if all(t.max() == t.min() for _, t in factors):
+        return upper, True
+    if _elimination_cells(domain, [c for c, _ in factors]) > _VE_LIMIT:
+        return upper, False
+    attrs = domain.canonical(a for c, _ in factors for a in c)
+    _, value = max_sum_ve(factors, domain.project(attrs))
+    return float(value), True
+
+
+def _elimination_cells(domain: Domain, cliques: Sequence[Clique]) -> int:
+    """The largest table :func:`max_sum_ve`'s greedy elimination builds over ``cliques`` (symbolically)."""
+    scopes = [frozenset(c) for c in cliques]
+    remaining = set().union(*scopes)
+    largest = 1
+    while remaining:
+        def union(v):
+            return frozenset().union(*(s for s in scopes if v in s))
+
+        v = min(remaining, key=lambda v: (math.prod(domain[a] for a in union(v)), domain.index(v)))  # max_sum_ve's order
+        u = union(v)
+        largest = max(largest, math.prod(domain[a] for a in u))
+        scopes = [s for s in scopes if v not in s] + [u - {v}]
+        remaining.discard(v)
+    return largest
 
 
 def select_training(candidates: QuerySet, size: int, *, key) -> np.ndarray:
@@ -847,6 +889,7 @@ def mldp(
         entry, ``spent == epsilon``), ``synthetic`` (or None), and ``info``: ``training`` (the
         QuerySet), ``training_index`` (positions in ``training`` when selected, else None),
         ``published`` (the QuerySet answered as published), ``size``, ``sensitivity`` (``S_Fx``),
+        ``sensitivity_exact`` (False only for the upper bound of :func:`training_sensitivity`),
         ``scale`` (Laplace ``b``), ``stddev``, ``noisy_answers``, ``coverage`` (share of cells
         touched), ``weights`` (the regression parameters), ``total`` and ``total_source`` (+PGM),
         ``answers`` (``{"published": {"original", "pgm"}, "fresh": {...}}``), ``seconds``.
@@ -951,6 +994,7 @@ def mldp(
         "bounded": bounded,
         "epsilon": epsilon,
         "sensitivity": sens,
+        "sensitivity_exact": sensitivity_is_exact(training),
         "scale": scale,
         "stddev": stddev,
         "noisy_answers": y,
