@@ -167,7 +167,7 @@ class CategoricalColumn:
     def encode(self, values, *, offset: int = 0) -> np.ndarray:
         """Codes of text values; raises :class:`SchemaError` for a value that is not a category."""
         s = pd.Series(values, dtype=object).astype(str)
-        codes = pd.Categorical(s, categories=list(self.categories)).codes.astype(np.int64)
+        codes = pd.Index(self.categories, dtype=object).get_indexer(s.to_numpy(dtype=object)).astype(np.int64)
         bad = np.flatnonzero(codes < 0)
         if bad.size:
             r = int(bad[0])
