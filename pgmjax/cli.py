@@ -662,10 +662,15 @@ def run(args) -> int:
         "model": model,
         "synthetic": {"records": len(synth), "path": args.out, "decoded": schema is not None},
         "evaluation": evaluation,
+        # Computed from the input directly (not differentially private): remove before publishing the report.
+        "not_private": ["input.records", "evaluation"],
         "seconds": seconds,
         "notes": notes,
         "original_error": result.original_error,
-        "info": _jsonable(result.info, max_items=1000),
+        # Only what is safe to publish (settings, noisy releases, selections): some info entries are
+        # computed from the data without noise (see MechanismSpec.report_info).
+        "info": _jsonable({k: v for k, v in result.info.items() if k in spec.report_info}, max_items=1000),
+        "info_omitted": sorted(k for k in result.info if k not in spec.report_info),
         "ledger": _jsonable(acc.records()),
     }
     if args.report is not None:
@@ -798,6 +803,8 @@ given (--epsilon, and --delta where the guarantee is (eps, delta)); everything a
 the synthetic records, their decoding) is post-processing. A progress bar on stderr follows the
 estimation iterations across the selection rounds; at the end a summary is printed (budget given
 and spent, measurements, model size, time) and --report writes it as JSON with the privacy ledger.
+The summary and the report's "input.records" and "evaluation" are computed from the data directly
+(the report lists them under "not_private"): they are for the data holder, not for publication.
 
 mechanisms (pgmjax mechanisms shows which are installed):
   mwem       MWEM+PGM: EM selection of marginals, Laplace noise (eps-DP); --option noise=gaussian for zCDP

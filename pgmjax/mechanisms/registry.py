@@ -90,6 +90,10 @@ class MechanismSpec:
             of this module turning ``(workload, domain)`` into keyword arguments (e.g. MLDP's training queries).
         defaults: command-line defaults that differ from the function's (the user's ``options``
             override them), e.g. skipping an expensive comparison arm.
+        report_info: the keys of ``result.info`` that are safe to publish in a run report: settings,
+            released (noisy) values and what was selected. The others are left out: some are
+            computed from the data without noise (e.g. MST's selection weights, PrivBayes's scores),
+            others are internal objects.
     """
 
     name: str
@@ -103,6 +107,7 @@ class MechanismSpec:
     progress: str | None = None
     workload_to: str | None = None
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    report_info: tuple[str, ...] = ()
 
 
 MECHANISMS: dict[str, MechanismSpec] = {
@@ -114,16 +119,23 @@ MECHANISMS: dict[str, MechanismSpec] = {
             "noise", delta="gaussian",
             # The multiplicative-weights comparison arm is not needed for synthetic data; --option original=true runs it.
             defaults={"original": False},
+            report_info=("selection", "noise", "bounded", "rounds", "alpha", "epsilon", "delta", "budget", "em_sensitivity",
+                         "max_model_mb", "log", "selected", "total", "seconds"),
         ),
         MechanismSpec(
             "privbayes", "pgmjax.mechanisms.privbayes", "privbayes",
             "PrivBayes+PGM: a private Bayesian network (GreedyBayes) and its noisy conditional tables",
             "pure",
+            report_info=("network", "order", "score", "bounded", "beta", "theta", "degree", "epsilon", "epsilon_count",
+                         "epsilon_structure", "epsilon_step", "epsilon_tables", "cliques", "laplace_scale", "noisy_count",
+                         "total", "pgm_iters"),
         ),
         MechanismSpec(
             "dualquery", "pgmjax.mechanisms.dualquery", "dualquery",
             "DualQuery+PGM: a private game between a query player and a record player, model fitted to its transcript",
             "advanced", delta="required",
+            report_info=("rounds", "eta", "eta_used", "samples", "bound", "delta", "epsilon_at_eta", "epsilon_spent",
+                         "queries", "pgm_iters", "seconds"),
         ),
         MechanismSpec(
             "hdmm", "pgmjax.mechanisms.hdmm", "hdmm",
@@ -131,16 +143,23 @@ MECHANISMS: dict[str, MechanismSpec] = {
             "noise", delta="gaussian",
             # The least-squares comparison arms are not needed for synthetic data.
             defaults={"original": False, "max_table_cells": 0},
+            report_info=("strategy_info", "noise", "bounded", "epsilon", "delta", "rho", "sensitivity", "sensitivity_exact",
+                         "noise_scale", "noise_std", "expected_error", "workload_rows", "terms", "total", "pgm_iters",
+                         "pgm_method", "seconds"),
         ),
         MechanismSpec(
             "mst", "pgmjax.mechanisms.mst", "mst",
             "MST: one-way marginals plus a private maximum spanning tree of two-way marginals (Gaussian, zCDP)",
             "zcdp", delta="default", iters=("select_iters", "fit_iters"), rows="rows", progress="progress",
+            report_info=("epsilon", "delta", "rho", "budget", "edges", "compressed_domain", "mapping", "total",
+                         "select_iters", "fit_iters", "seconds"),
         ),
         MechanismSpec(
             "aim", "pgmjax.mechanisms.aim", "aim",
             "AIM: adaptive, workload-aware selection of marginals under a model-size cap (Gaussian, zCDP)",
             "zcdp", delta="default", iters=("max_iters",), rows="rows", progress="progress",
+            report_info=("epsilon", "delta", "rho", "budget", "rounds", "rounds_run", "max_model_size", "max_iters",
+                         "final_iters", "log", "selected", "annealed", "total", "model_mb", "seconds"),
         ),
         MechanismSpec(
             "mldp", "pgmjax.mechanisms.mldp", "mldp",
@@ -148,6 +167,8 @@ MECHANISMS: dict[str, MechanismSpec] = {
             "pure", workload_to="_mldp_training",
             # The regression arm is not needed for synthetic data; the CLI wants synthetic records.
             defaults={"original": False, "synthetic": True},
+            report_info=("size", "bounded", "epsilon", "sensitivity", "sensitivity_exact", "scale", "stddev", "coverage",
+                         "total", "total_source", "seconds"),
         ),
     ]
 }
