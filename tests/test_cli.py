@@ -91,7 +91,7 @@ def files(tmp_path_factory):
 
 
 RAW_RUN = ["run", "--data", "raw.csv", "--schema", "schema.json", "--mechanism", "privbayes", "--epsilon", "1",
-           "--out", "raw-synth.csv", "--report", "raw-report.json", "--workload", "all-2way", "--iters", "20", "--quiet"]
+           "--out", "raw-synth.csv", "--report", "raw-report.json", "--workload", "all-2way", "--iters", "20"]  # not --quiet
 BASE = ["--domain", "t-domain.json", "--mechanism", "mwem", "--epsilon", "1", "--quiet"]
 # The bad inputs of the issue, through the real command: (arguments, what the last stderr line must say).
 BAD = [
@@ -234,6 +234,9 @@ def test_raw_values_with_a_schema_round_trip(files, runs):
     proc = runs["raw"][1]  # RAW_RUN
     assert proc.returncode == 0, proc.stderr
     no_traceback(proc)
+    # Without --quiet: a status line and a progress bar over the engine's iterations on stderr.
+    assert "pgmjax run: read 500 records, 4 attributes" in proc.stderr
+    assert "privbayes" in proc.stderr and "20/20" in proc.stderr and "fit 1, loss" in proc.stderr
     assert "(decoded to raw values)" in proc.stdout
     synth = pd.read_csv(d / "raw-synth.csv", dtype={"color": str, "city": str})
     assert list(synth.columns) == ["age", "income", "color", "city"]
