@@ -384,6 +384,20 @@ def test_gaussian_basis_model():
     np.testing.assert_array_equal(again.params[("x",)]["weights"], smooth.params[("x",)]["weights"])
 
 
+def test_ridge_is_the_closed_form():
+    dom = pj.Domain({"x": 8})
+    ranges = QuerySet.ranges(dom, "x")
+    q = ranges.blocks[0][1]
+    y = np.random.default_rng(4).normal(30, 5, len(ranges))
+    lin = fit_regression(ranges, y, ridge=0.5)
+    np.testing.assert_allclose(lin.marginal("x"), np.linalg.solve(q.T @ q + 0.5 * np.eye(8), q.T @ y), rtol=1e-10)
+    g = fit_regression(ranges, y, model="gaussian", ridge=0.5, width=1.5, centers=10).params[("x",)]
+    design = np.hstack([np.ones((36, 1)), np.exp(-dist_matrix(q, q[:10]) ** 2 / (2 * 1.5**2))])
+    pen = np.hstack([np.zeros((10, 1)), np.sqrt(0.5) * np.eye(10)])  # the intercept is not penalised
+    w = np.linalg.lstsq(np.vstack([design, pen]), np.concatenate([y, np.zeros(10)]), rcond=None)[0]
+    np.testing.assert_allclose(np.r_[g["intercept"], g["weights"]], w, rtol=1e-8, atol=1e-10)
+
+
 def dist_matrix(a, b):
     return np.sqrt(((a[:, None, :] - b[None, :, :]) ** 2).sum(-1))
 

@@ -53,6 +53,7 @@ from collections.abc import Mapping, Sequence
 
 import jax
 import numpy as np
+import scipy.linalg
 
 from .. import queries as Q
 from ..api import estimate
@@ -629,11 +630,15 @@ def _gaussian_predict(p: dict, x: np.ndarray) -> np.ndarray:
 
 
 def _ridge(design: np.ndarray, y: np.ndarray, ridge: float, free: int = 0) -> np.ndarray:
-    """``argmin ||design w - y||^2 + ridge ||w[free:]||^2``; the minimum-norm solution when ``ridge = 0``."""
+    """``argmin ||design w - y||^2 + ridge ||w[free:]||^2``; the minimum-norm solution when ``ridge = 0``.
+
+    With ``ridge > 0`` the normal equations are positive definite (the unpenalised columns must be
+    independent, as the intercept's column of ones is) and solved by Cholesky; else least squares (SVD).
+    """
     if ridge > 0:
-        pen = np.sqrt(ridge) * np.eye(design.shape[1])[free:]
-        design = np.vstack([design, pen])
-        y = np.concatenate([y, np.zeros(pen.shape[0])])
+        gram = design.T @ design
+        gram[np.arange(free, gram.shape[0]), np.arange(free, gram.shape[0])] += ridge
+        return scipy.linalg.solve(gram, design.T @ y, assume_a="pos")
     return np.linalg.lstsq(design, y, rcond=None)[0]
 
 
