@@ -15,7 +15,7 @@ from .junction import JunctionTree, junction_tree
 from .measurement import Measurement, estimate_total
 from .model import GraphicalModel
 from .noise import noisy_marginals
-from . import datasets, hdmm, mechanisms, metrics, privacy, queries
+from . import datasets, hdmm, mechanisms, metrics, privacy, queries, schema
 from .privacy import REST, Accountant, PrivacyBudgetExceeded
 from .workload import Workload
 from .serialization import load_model
@@ -41,6 +41,7 @@ __all__ = [
     "privacy",
     "mechanisms",
     "hdmm",
+    "schema",
     "Accountant",
     "PrivacyBudgetExceeded",
     "REST",
