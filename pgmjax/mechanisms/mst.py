@@ -1,0 +1,505 @@
+"""MST: maximum-spanning-tree synthetic data under zCDP (spec ``frontends.md`` section 7.1).
+
+McKenna, Miklau & Sheldon, "Winning the NIST contest: a scalable and general approach to
+differentially private synthetic data", Journal of Privacy and Confidentiality 11(3), 2021
+(Section 4, "MST"); the winner of the 2018 NIST synthetic-data challenge. Reference code: private-pgm
+``mechanisms/mst.py`` @4d2b3c5. MST is built on graphical-model estimation from the start, so it has
+a single arm: ``result.model`` is the engine's estimate and ``result.original`` is None.
+
+The budget ``rho = cdp_rho(epsilon, delta)`` (zCDP, Canonne, Kamath & Steinke 2020) is split in
+thirds, with the base ``sigma = sqrt(3 / (2 rho))``:
+
+1. **One-way marginals** (``rho/3``): all ``d`` of them, with unit-L2-norm measurement weights
+   ``1/sqrt(d)``, i.e. noise std ``sigma sqrt(d)`` each (Gaussian mechanism, sensitivity 1).
+2. **Domain compression** (post-processing): for each attribute, the values whose noisy count is
+   below ``3 sigma sqrt(d)`` are merged into one extra "other" value. Its noisy count is the sum of
+   the merged noisy counts divided by ``sqrt(k)`` and its query coefficient is ``1/sqrt(k)``
+   (``k`` merged values), so its noise std equals the others' (:func:`compress_domain`).
+3. **Selection** (``rho/3``): the engine fits the one-way measurements; every attribute pair gets
+   the weight ``w(a, b) = ||mu_ab(D) - mu_hat_ab||_1`` (on the compressed data); Kruskal's algorithm
+   picks ``d - 1`` edges, each with the exponential mechanism (sensitivity 1,
+   ``eps_EM = sqrt(8 (rho/3) / (d - 1))``) among the pairs that join two components.
+4. **Two-way marginals** (``rho/3``, exactly the rest): the ``d - 1`` tree edges, noise std
+   ``sigma sqrt(d - 1)`` each.
+5. **Fit and sample**: the engine fits all measurements (total estimated), ``round(total)`` synthetic
+   records are drawn and decompressed: an "other" value becomes one of its merged original values,
+   uniformly at random (:func:`decompress_data`).
+
+Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``; :func:`mst_budget`): ``rho = 0.0149731``,
+``sigma = 10.009``, one-way std 37.45, two-way std 36.09, ``eps_EM = 0.05542`` per edge.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import jax
+import numpy as np
+
+from ..api import estimate
+from ..dataset import Dataset
+from ..domain import Clique, Domain
+from ..measurement import Measurement
+from ..model import GraphicalModel
+from ..oracle import make_plan
+from ..privacy import REST, Accountant, _count, _positive, _real, cdp_rho
+from ..privacy import _bool as _boolean
+from ..privacy import check_key as _check_key
+from ..sampling import METHODS as SAMPLING_METHODS
+from .result import MechanismResult
+
+__all__ = [
+    "mst",
+    "mst_budget",
+    "compress_domain",
+    "compress_data",
+    "decompress_data",
+    "decompress_model",
+]
+
+#: ``estimate`` arguments the front-ends set themselves (not accepted in ``estimate_options``).
+RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain", "progress")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Budget
+# ---------------------------------------------------------------------------------------------------
+
+
+def mst_budget(epsilon: float, delta: float, attributes: int) -> dict:
+    """MST's zCDP budget split (spec 7.1): thirds of ``rho = cdp_rho(epsilon, delta)``.
+
+    Args:
+        epsilon, delta: the ``(epsilon, delta)``-DP target.
+        attributes: ``d``, the number of attributes (at least 2).
+
+    Returns:
+        A dict: ``rho``, ``sigma`` (``sqrt(3 / (2 rho))``), ``one_way_std`` (``sigma sqrt(d)``),
+        ``two_way_std`` (``sigma sqrt(d - 1)``), ``em_epsilon`` (``sqrt(8 (rho/3) / (d - 1))`` per
+        edge), ``one_way_rho``, ``select_rho``, ``two_way_rho`` (each ``rho/3``).
+
+    Example:
+        >>> b = mst_budget(1.0, 1e-9, 14)                         # Adult
+        >>> round(b["sigma"], 3), round(b["one_way_std"], 2), round(b["two_way_std"], 2), round(b["em_epsilon"], 5)
+        (10.009, 37.45, 36.09, 0.05542)
+    """
+    where = "mst_budget"
+    epsilon = _positive(epsilon, "epsilon", where)
+    delta = _delta(delta, where)
+    d = _count(attributes, "attributes", where, 2)
+    rho = cdp_rho(epsilon, delta)
+    sigma = math.sqrt(3.0 / (2.0 * rho))
+    return {
+        "rho": rho,
+        "sigma": sigma,
+        "one_way_std": sigma * math.sqrt(d),
+        "two_way_std": sigma * math.sqrt(d - 1),
+        "em_epsilon": math.sqrt(8.0 * (rho / 3.0) / (d - 1)),
+        "one_way_rho": rho / 3.0,
+        "select_rho": rho / 3.0,
+        "two_way_rho": rho / 3.0,
+    }
+
+
+def _delta(delta, where: str) -> float:
+    x = _real(delta, "delta", where)
+    if not 0 < x < 1:
+        raise ValueError(f"{where}: delta must be in (0, 1), got {delta!r}")
+    return x
+
+
+# ---------------------------------------------------------------------------------------------------
+# Domain compression (post-processing of the one-way measurements)
+# ---------------------------------------------------------------------------------------------------
+
+
+def compress_domain(
+    domain: Domain, one_way: Sequence[Measurement], threshold: float = 3.0
+) -> tuple[Domain, dict[str, np.ndarray], list[Measurement]]:
+    """Merge the rare values of each attribute into one "other" value (MST step 2).
+
+    For attribute ``a`` measured by ``y`` with noise std ``s``, the values with ``y >= threshold * s``
+    are kept (renumbered ``0..m-1`` in their original order); if any are not, they become value
+    ``m``. The one-way measurement is re-expressed on the compressed attribute: the kept entries
+    unchanged, the merged entry ``sum(y_merged) / sqrt(k)`` with query coefficient ``1/sqrt(k)``, so
+    every row keeps the std ``s`` (the sum of ``k`` values with std ``s`` has std ``s sqrt(k)``).
+    Only the noisy measurements are read: this is post-processing.
+
+    Args:
+        domain: the original domain.
+        one_way: one identity measurement per attribute (clique ``(a,)``).
+        threshold: keep values whose noisy count is at least ``threshold`` noise stds.
+
+    Returns:
+        ``(compressed domain, mapping, compressed measurements)``; ``mapping[a][v]`` is the
+        compressed value of original value ``v`` (only attributes that were compressed appear).
+
+    Example:
+        >>> dom = Domain({"a": 4})
+        >>> m = Measurement(("a",), [50.0, 1.0, 40.0, 2.0], stddev=5.0)
+        >>> cdom, mapping, (cm,) = compress_domain(dom, [m])
+        >>> cdom["a"], mapping["a"].tolist(), cm.y.round(3).tolist()
+        (3, [0, 2, 1, 2], [50.0, 40.0, 2.121])
+    """
+    where = "compress_domain"
+    threshold = _real(threshold, "threshold", where)
+    sizes = dict(domain)
+    mapping: dict[str, np.ndarray] = {}
+    out: list[Measurement] = []
+    for m in one_way:
+        if not isinstance(m, Measurement) or len(m.clique) != 1 or m.kind != "identity":
+            raise ValueError(f"{where}: expected one-way identity measurements, got {m!r}")
+        a = m.clique[0]
+        m.validate(domain)
+        s = m.row_stddev()
+        keep = m.y >= threshold * s
+        if keep.all():
+            out.append(m)
+            continue
+        k = int((~keep).sum())
+        kept = np.flatnonzero(keep)
+        cmap = np.full(domain[a], kept.size, dtype=np.int64)
+        cmap[kept] = np.arange(kept.size)
+        mapping[a] = cmap
+        sizes[a] = kept.size + 1
+        y = np.append(m.y[keep], m.y[~keep].sum() / math.sqrt(k))
+        coef = np.ones(kept.size + 1)
+        coef[-1] = 1.0 / math.sqrt(k)
+        std = np.append(s[keep], math.sqrt(np.sum(s[~keep] ** 2) / k))  # = s when the stds are equal
+        out.append(Measurement((a,), y, std if np.ptp(std) > 0 else std[0], np.diag(coef)))
+    return Domain(sizes), mapping, out
+
+
+def compress_data(data: Dataset, mapping: Mapping[str, np.ndarray], compressed: Domain) -> Dataset:
+    """The records with each compressed attribute's values mapped (``mapping[a][v]``).
+
+    Example:
+        >>> data = Dataset(np.array([[0], [1], [3]]), {"a": 4})
+        >>> compress_data(data, {"a": np.array([0, 2, 1, 2])}, Domain({"a": 3})).records[:, 0].tolist()
+        [0, 2, 2]
+    """
+    records = np.array(data.records)
+    for a, cmap in mapping.items():
+        j = data.domain.index(a)
+        records[:, j] = np.asarray(cmap)[records[:, j]]
+    return Dataset._trusted(records, compressed)
+
+
+def _preimages(cmap: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, start, count)``: original values grouped by compressed value."""
+    order = np.argsort(cmap, kind="stable")
+    count = np.bincount(cmap, minlength=int(cmap.max()) + 1)
+    start = np.concatenate([[0], np.cumsum(count)[:-1]])
+    return order, start, count
+
+
+def decompress_data(data: Dataset, mapping: Mapping[str, np.ndarray], domain: Domain, key) -> Dataset:
+    """Undo :func:`compress_data`: each compressed value becomes one of its original values, uniformly.
+
+    A kept value has one preimage (itself, renumbered back); an "other" value becomes a uniformly
+    random one of the values merged into it (the reference code's ``reverse_data``). The randomness
+    comes from ``key`` (one ``jax.random.split`` per compressed attribute).
+
+    Args:
+        data: records over the compressed domain.
+        mapping: as returned by :func:`compress_domain`.
+        domain: the original domain.
+        key: a ``jax.random`` key.
+
+    Returns:
+        A :class:`~pgmjax.Dataset` over ``domain``; compressing it again gives ``data`` back.
+
+    Example:
+        >>> cdata = Dataset(np.array([[0], [2], [1]]), {"a": 3})
+        >>> out = decompress_data(cdata, {"a": np.array([0, 2, 1, 2])}, Domain({"a": 4}), jax.random.key(0))
+        >>> int(out.records[0, 0]), int(out.records[1, 0]) in (1, 3), int(out.records[2, 0])
+        (0, True, 2)
+    """
+    _check_key(key, "decompress_data")
+    records = np.array(data.records)
+    names = [a for a in domain.attributes if a in mapping]
+    keys = jax.random.split(key, max(1, len(names)))
+    for a, k in zip(names, keys):
+        j = domain.index(a)
+        order, start, count = _preimages(np.asarray(mapping[a]))
+        col = records[:, j]
+        u = np.asarray(jax.random.uniform(k, (col.size,), minval=0.0, maxval=1.0))
+        offset = np.minimum((u * count[col]).astype(np.int64), count[col] - 1)
+        records[:, j] = order[start[col] + offset]
+    return Dataset._trusted(records.astype(data.records.dtype, copy=False), domain)
+
+
+def decompress_model(model: GraphicalModel, mapping: Mapping[str, np.ndarray], domain: Domain) -> GraphicalModel:
+    """The compressed model as a model over the original domain (uniform within each merged value).
+
+    ``p(x) = p_c(c(x)) / prod_a k_a(c_a(x_a))`` where ``k_a(v)`` is the number of original values of
+    ``a`` merged into ``v``: every potential is gathered through the mapping and each compressed
+    attribute gets the one-way term ``-log k_a``. This is exactly the distribution of
+    :func:`decompress_data` applied to records drawn from ``model``, and its marginals answer
+    questions about the original values.
+
+    Example:
+        >>> cdom = Domain({"a": 3, "b": 2})
+        >>> m = estimate(cdom, [Measurement(("a", "b"), [[10.0, 10], [20, 20], [30, 10]])], iters=200)
+        >>> lifted = decompress_model(m, {"a": np.array([0, 2, 1, 2])}, Domain({"a": 4, "b": 2}))
+        >>> lifted.marginal("a").round().tolist()
+        [20.0, 20.0, 40.0, 20.0]
+    """
+    tables: dict[Clique, np.ndarray] = {}
+    for clique, table in model.potentials.items():
+        t = np.asarray(table, np.float64)
+        for axis, a in enumerate(clique):
+            if a in mapping:
+                t = np.take(t, np.asarray(mapping[a]), axis=axis)
+        tables[clique] = t
+    for a, cmap in mapping.items():
+        cmap = np.asarray(cmap)
+        k = np.bincount(cmap)[cmap].astype(np.float64)
+        if np.any(k > 1):
+            tables[(a,)] = tables.get((a,), 0.0) - np.log(k)
+    plan = make_plan(domain, model.cliques)
+    theta = plan.from_tables(tables, model.dtype)
+    out = GraphicalModel(plan, theta, model.total, model.history)
+    out.loss = model.loss
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Progress (shared with AIM)
+# ---------------------------------------------------------------------------------------------------
+
+
+class _Progress:
+    """``progress=True``: a tqdm bar; a callable: called with a dict per step; False/None: nothing."""
+
+    def __init__(self, progress, total: int, desc: str, where: str):
+        self.callback = None
+        self.bar = None
+        if progress is None or progress is False:
+            return
+        if progress is True:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit="step")
+        elif callable(progress):
+            self.callback = progress
+        else:
+            raise TypeError(f"{where}: progress must be True, False or a callable taking a dict, got {progress!r}")
+
+    def step(self, info: dict, total: int | None = None) -> None:
+        if self.bar is not None:
+            if total is not None:
+                self.bar.total = total
+            self.bar.update(1)
+            label = info.get("stage") or info.get("clique")
+            if label is not None:
+                self.bar.set_postfix_str(str(label), refresh=True)
+        if self.callback is not None:
+            self.callback(dict(info))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _estimate_options(options, where: str) -> dict:
+    options = dict(options or {})
+    bad = sorted(set(options) & set(RESERVED_OPTIONS))
+    if bad:
+        raise ValueError(f"{where}: estimate_options may not set {bad}; the mechanism sets them")
+    return options
+
+
+# ---------------------------------------------------------------------------------------------------
+# The mechanism
+# ---------------------------------------------------------------------------------------------------
+
+
+def mst(
+    data: Dataset,
+    epsilon: float,
+    delta: float = 1e-9,
+    *,
+    key,
+    select_iters: int = 2500,
+    fit_iters: int = 10000,
+    compress: bool = True,
+    synthetic: bool = True,
+    rows: int | None = None,
+    synthetic_method: str = "low_variance",
+    progress: bool | Callable[[dict], object] = False,
+    estimate_options: Mapping | None = None,
+) -> MechanismResult:
+    """MST (McKenna, Miklau & Sheldon, JPC 2021; spec 7.1): one-way marginals, a private maximum spanning tree, fit, sample.
+
+    ``(epsilon, delta)``-DP through ``rho = cdp_rho(epsilon, delta)``-zCDP, add/remove-one-record
+    neighbours (``N`` private and estimated). Steps (module docstring): one-way marginals with
+    ``rho/3`` (std ``sigma sqrt(d)``), domain compression (values below ``3`` noise stds merged),
+    ``d - 1`` exponential-mechanism Kruskal steps with ``rho/3`` on ``w(a, b) = ||mu_ab(D) -
+    mu_hat_ab||_1`` of the one-way model, the tree's two-way marginals with the rest (std
+    ``sigma sqrt(d - 1)``), a final fit and ``round(total)`` decompressed synthetic records. Every
+    noise addition goes through one :class:`~pgmjax.privacy.Accountant` (composition ``"zcdp"``),
+    whose ledger sums exactly to ``rho``.
+
+    MST is PGM-native (there is no separate "original" estimator): ``result.original`` is None.
+
+    Args:
+        data: the private :class:`~pgmjax.Dataset` (at least 2 attributes).
+        epsilon, delta: the privacy target (``delta`` default 1e-9, as the reference code).
+        key: a ``jax.random`` key; the whole run (noise, selections, synthetic records) follows from it.
+        select_iters: engine iterations for the one-way fit used by the selection (reference: 2500).
+        fit_iters: engine iterations for the final fit (reference: 10,000; smartnoise uses 5000).
+        compress: apply the domain compression of step 2 (reference: always).
+        synthetic: draw synthetic records.
+        rows: how many (default ``round(model.total)``).
+        synthetic_method: ``"low_variance"`` (systematic sampling: the records' clique counts match
+            the model's closely, like the randomised rounding of the reference code's mbi) or
+            ``"exact"`` (i.i.d.); see :func:`pgmjax.sampling.synthetic_data`.
+        progress: True for a tqdm bar over the steps, or a callable receiving a dict per step
+            (``stage``, ``step``, ``steps``, and ``edge`` for selection steps).
+        estimate_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``dtype``,
+            ``tol``, ...; not ``iters``, ``total``, ``warm_start``).
+
+    Returns:
+        A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (the fitted model expressed
+        over the original domain, :func:`decompress_model`), ``synthetic`` (original values),
+        ``measurements`` (over the compressed domain: ``d`` one-way, ``d - 1`` two-way),
+        ``accountant`` / ``ledger`` (``d`` Gaussian, ``d - 1`` exponential, ``d - 1`` Gaussian entries;
+        ``spent == budget == rho``), ``original=None``, and ``info``: ``budget`` (:func:`mst_budget`),
+        ``edges``, ``weights`` (the selection weights, private: used only through the EM),
+        ``compressed_domain``, ``mapping``, ``compressed_model``, ``total``, ``seconds``.
+
+    Raises:
+        TypeError / ValueError: bad input (not a Dataset, fewer than 2 attributes, epsilon <= 0,
+            delta outside (0, 1), non-positive iterations, a bad key or progress), before any
+            private computation.
+
+    Example:
+        >>> import jax, numpy as np, pgmjax as pj
+        >>> dom = pj.Domain({"a": 3, "b": 4, "c": 2})
+        >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), dom)
+        >>> res = mst(data, 1.0, key=jax.random.key(0), select_iters=50, fit_iters=100)
+        >>> res.accountant.spent == res.accountant.budget, len(res.ledger), len(res.info["edges"])
+        (True, 7, 2)
+    """
+    where = "mst"
+    if not isinstance(data, Dataset):
+        raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
+    if len(data) == 0:
+        raise ValueError(f"{where}: the dataset has no records")
+    domain = data.domain
+    d = len(domain)
+    if d < 2:
+        raise ValueError(f"{where}: MST needs at least 2 attributes (it selects a spanning tree of pairs); the domain has {d}")
+    epsilon = _positive(epsilon, "epsilon", where)
+    delta = _delta(delta, where)
+    _check_key(key, where)
+    select_iters = _count(select_iters, "select_iters", where, 1)
+    fit_iters = _count(fit_iters, "fit_iters", where, 1)
+    compress = _boolean(compress, "compress", where)
+    synthetic = _boolean(synthetic, "synthetic", where)
+    if rows is not None:
+        rows = _count(rows, "rows", where, 1)
+    if synthetic_method not in SAMPLING_METHODS:
+        raise ValueError(f"{where}: synthetic_method must be one of {SAMPLING_METHODS}, got {synthetic_method!r}")
+    options = _estimate_options(estimate_options, where)
+    budget = mst_budget(epsilon, delta, d)
+    bar = _Progress(progress, d + 3, "MST", where)
+
+    start = time.perf_counter()
+    acc = Accountant(epsilon=epsilon, delta=delta, composition="zcdp")
+    rho = acc.budget
+    k_one, k_sel, k_two, k_synth, k_dec = jax.random.split(key, 5)
+    attrs = list(domain.attributes)
+    seconds = {}
+    try:
+        # 1. one-way marginals, rho/3 split equally: std sigma sqrt(d) each
+        one_way = acc.measure_many(k_one, data, [(a,) for a in attrs], rho=rho / 3.0)
+        bar.step({"stage": "one-way marginals", "step": 1, "steps": d + 3})
+
+        # 2. domain compression (post-processing of the noisy one-way counts)
+        if compress:
+            cdom, mapping, one_way_c = compress_domain(domain, one_way)
+        else:
+            cdom, mapping, one_way_c = domain, {}, list(one_way)
+        cdata = compress_data(data, mapping, cdom) if mapping else data
+
+        # 3. selection: the one-way model, pair weights, Kruskal with the EM (rho/3 over d-1 draws)
+        t0 = time.perf_counter()
+        base = estimate(cdom, one_way_c, iters=select_iters, **options)
+        seconds["select_fit"] = time.perf_counter() - t0
+        pairs = list(itertools.combinations(attrs, 2))
+        truth = cdata.marginals(pairs)
+        est = base.marginals(pairs)
+        weights = np.array([np.abs(t - e).sum() for t, e in zip(truth, est)])
+        bar.step({"stage": "one-way fit", "step": 2, "steps": d + 3})
+        parent = {a: a for a in attrs}
+
+        def find(a):
+            while parent[a] != a:
+                parent[a] = parent[parent[a]]
+                a = parent[a]
+            return a
+
+        sens = acc.l1_sensitivity()  # of ||mu_ab(D) - v||_1
+        edge_keys = jax.random.split(k_sel, d - 1)
+        edges: list[Clique] = []
+        for r in range(d - 1):
+            # Pairs inside one component are excluded; which ones depends only on released edges.
+            q = np.array([w if find(a) != find(b) else -np.inf for (a, b), w in zip(pairs, weights)])
+            i = acc.exponential(edge_keys[r], q, sens, rho=rho / 3.0 / (d - 1), target=f"edge {r + 1}: select a pair")
+            a, b = pairs[i]
+            parent[find(b)] = find(a)
+            edges.append(pairs[i])
+            bar.step({"stage": "selection", "step": 3 + r, "steps": d + 3, "edge": pairs[i]})
+
+        # 4. two-way marginals of the tree: exactly the rest of the budget (rho/3 up to rounding)
+        two_way = acc.measure_many(k_two, cdata, edges, rho=REST)
+
+        # 5. final fit (warm-started from the one-way model), synthetic data, decompression
+        measurements = list(one_way_c) + list(two_way)
+        t0 = time.perf_counter()
+        model_c = estimate(cdom, measurements, iters=fit_iters, warm_start=base, **options)
+        seconds["fit"] = time.perf_counter() - t0
+        bar.step({"stage": "final fit", "step": d + 2, "steps": d + 3})
+        model = decompress_model(model_c, mapping, domain) if mapping else model_c
+        synth = None
+        if synthetic:
+            t0 = time.perf_counter()
+            n = rows if rows is not None else max(1, int(round(model_c.total)))
+            draw = model_c.synthetic_data(n, k_synth, method=synthetic_method)
+            synth = decompress_data(draw, mapping, domain, k_dec) if mapping else draw
+            seconds["synthetic"] = time.perf_counter() - t0
+        bar.step({"stage": "synthetic data", "step": d + 3, "steps": d + 3})
+    finally:
+        bar.close()
+    seconds["total"] = time.perf_counter() - start
+
+    info = {
+        "epsilon": epsilon,
+        "delta": delta,
+        "rho": rho,
+        "budget": budget,
+        "edges": edges,
+        "weights": dict(zip(pairs, weights.tolist())),
+        "compressed_domain": cdom,
+        "mapping": mapping,
+        "compressed_model": model_c,
+        "total": model_c.total,
+        "select_iters": select_iters,
+        "fit_iters": fit_iters,
+        "seconds": seconds,
+    }
+    return MechanismResult(
+        mechanism="mst",
+        model=model,
+        synthetic=synth,
+        measurements=measurements,
+        accountant=acc,
+        original=None,
+        original_error="MST is PGM-native: it has no separate original estimator",
+        info=info,
+    )
