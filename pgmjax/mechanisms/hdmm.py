@@ -61,11 +61,11 @@ import numpy as np
 
 from .. import hdmm as H
 from ..api import estimate
-from ..dataset import Dataset, project_table
+from ..dataset import Dataset
 from ..domain import Clique, Domain
 from ..estimation import METHODS
 from ..measurement import Measurement, estimate_total
-from ..privacy import REST, Accountant, _bool, _delta, _positive, cdp_rho
+from ..privacy import REST, Accountant, _bool, _delta, _positive
 from ..privacy import _count as _int
 from ..privacy import check_key as _check_key
 from ..workload import Workload
