@@ -7,7 +7,7 @@ the ceiling of its target ``n p(c)``, and (3) the counts of each child's separat
 clique's cells, are also the floor or ceiling of their targets, so the next clique down starts from
 well-rounded group sizes.
 
-(2) and (3) with exact row totals (1) form a 0/1 flow problem: every cell variable ``x_c`` (round
+(2) and (3) with exact row totals (1) form a 0/1 programme: every cell variable ``x_c`` (round
 up or not) appears in one row constraint and in one column constraint per child separator. With a
 single child separator the constraint matrix is the incidence matrix of a bipartite graph, which
 is totally unimodular, so the linear programme's vertices are integral (the classical argument for
@@ -15,7 +15,12 @@ controlled rounding of two-way tables; Cox, "A constructive procedure for unbias
 rounding", JASA 1987). With several child separators integrality is no longer automatic and the
 mixed-integer solver decides; it gets a time limit and, failing that, the first child separator is
 kept alone. Column constraints are soft (an L1 slack with a large penalty), so the problem is
-always feasible; the slack used is reported.
+always feasible; the slack used is reported. Tables with more fractional cells than
+``max_milp_cells`` are not given to the solver: their rows are filled by unbiased systematic
+sampling (each cell rounded up with probability equal to its fraction), so their children's
+separator counts are off by sampling error rather than by at most 1. (A maximum-flow solution
+scales but is not random: it rounds whole regions of the table the same way, and the errors it
+leaves in coarser margins are far larger than sampling error.)
 
 Which feasible rounding is returned: the objective adds ``sum_c (u_c - f_c) x_c`` with ``f_c`` the
 fractional part and ``u_c`` uniform from the caller's generator, so cells with large fractions tend
@@ -73,6 +78,7 @@ def controlled_round(
     *,
     rng: np.random.Generator,
     time_limit: float = 20.0,
+    max_milp_cells: int = 20_000,
 ) -> tuple[np.ndarray, dict]:
     """Round cell targets to integers with exact row totals and near-exact column totals.
 
@@ -85,6 +91,9 @@ def controlled_round(
             over a column should be the floor or ceiling of the targets summed over it.
         rng: the source of the random tie-breaking.
         time_limit: seconds for the solver when several families make the problem non-unimodular.
+        max_milp_cells: above this many fractional cells the families are not controlled: each row's
+            extra units go to its cells by systematic sampling with probabilities equal to their
+            fractions (unbiased, rows exact), since the solver does not scale to million-cell cliques.
 
     Returns:
         ``(counts, info)``: ``(m,)`` int64 counts with exact row sums, and a dict with
@@ -117,7 +126,14 @@ def controlled_round(
     free = np.flatnonzero((frac > 0) & ~fixed)
     kept = len(families)
     if free.size:
-        x, kept = _solve(free, frac, rows, need, counts, fixed, targets, families, rng, time_limit)
+        if families and free.size <= max_milp_cells:
+            x, kept = _solve(free, frac, rows, need, counts, fixed, targets, families, rng, time_limit)
+        else:
+            # Too large for the solver: rows exact, cells unbiased; ordering each row's cells by the
+            # families' columns (coarsest first) makes every column's share of a row within 1.
+            row_ids, row_of = np.unique(rows[free], return_inverse=True)
+            by = sorted((fam[free] for fam in families), key=lambda f: -np.unique(f).size)
+            x, kept = _systematic_pick(row_of, need[row_ids], frac[free], rng, by), 0
         counts[free] += x
     info = {"families_kept": kept, "fallback_rows": int(bad_rows.size)}
     info["max_cell_dev"] = float(np.abs(counts - targets).max()) if m else 0.0
@@ -182,3 +198,57 @@ def _solve(free, frac, rows, need, counts, fixed, targets, families, rng, time_l
         cells = np.flatnonzero(row_of == i)
         x[cells[np.argsort(cost[cells])[: need[r]]]] = 1
     return x, 0
+
+
+def _pick(group_of: np.ndarray, take: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """0/1 over cells: in every group, the ``take[group]`` cells of lowest cost."""
+    order = np.lexsort((cost, group_of))
+    g = group_of[order]
+    start = np.searchsorted(g, np.arange(take.size))
+    rank = np.arange(g.size) - start[g]
+    x = np.zeros(cost.size, np.int64)
+    x[order[rank < take[g]]] = 1
+    return x
+
+
+def _systematic_pick(group_of: np.ndarray, take: np.ndarray, weight: np.ndarray, rng, sort_keys=()) -> np.ndarray:
+    """0/1 over cells, ``take[g]`` in every group ``g``, each cell with probability proportional to its weight.
+
+    Systematic sampling with unequal probabilities (Madow 1949): cell ``c`` of group ``g`` is
+    chosen with probability ``take[g] w_c / sum_g w`` exactly; cells whose share would exceed 1 are
+    taken for sure first. Cells are visited in the order of ``sort_keys`` (the last key is the
+    primary one), ties in random order; any run of consecutive cells then gets the floor or the
+    ceiling of its expected count.
+    """
+    x = np.zeros(weight.size, np.int64)
+    left = take.astype(np.int64).copy()
+    open_ = np.ones(weight.size, bool)
+    for _ in range(64):  # sure picks: each pass removes at least one cell or ends
+        w = np.where(open_, weight, 0.0)
+        total = np.bincount(group_of, weights=w, minlength=take.size)
+        share = np.divide(left, total, out=np.zeros(take.size), where=total > 0)[group_of] * w
+        sure = open_ & (share >= 1 - 1e-12) & (left[group_of] > 0)
+        if not sure.any():
+            break
+        x[sure] = 1
+        open_ &= ~sure
+        left -= np.bincount(group_of[sure], minlength=take.size)
+    order = np.lexsort((rng.random(weight.size), *sort_keys, group_of))
+    g, s = group_of[order], share[order]
+    first = np.r_[True, g[1:] != g[:-1]]
+    csum = np.cumsum(s)
+    base = np.where(first, csum - s, 0.0)
+    base = np.maximum.accumulate(np.where(first, base, -np.inf))
+    upper = csum - base  # cumulative share within the group, ending at left[g]
+    offset = rng.random(take.size)[g]
+    hits = np.floor(upper - offset + 1e-9) - np.floor(upper - s - offset + 1e-9)
+    chosen = order[(hits > 0) & open_[order]]
+    x[chosen] = 1
+    # Float round-off can leave a group one short or over; repair by share order.
+    got = np.bincount(group_of, weights=x, minlength=take.size).astype(np.int64)
+    if np.any(got != take):
+        for grp in np.flatnonzero(got != take):
+            cells = np.flatnonzero(group_of == grp)
+            x[cells] = 0
+            x[cells[np.argsort(-np.where(open_[cells], share[cells], 2.0))[: take[grp]]]] = 1
+    return x

@@ -89,3 +89,22 @@ def test_random_tie_breaking_is_seeded():
     np.testing.assert_array_equal(a, b)
     draws = {tuple(controlled_round(t, rows, np.array([6]), [], rng=np.random.default_rng(s))[0]) for s in range(10)}
     assert len(draws) > 1
+
+
+def test_systematic_pick_inclusion_probabilities():
+    """Within a group, cells are chosen with probability take * w / sum(w) (sure picks when >= 1)."""
+    from pgmjax.rounding import _systematic_pick
+
+    w = np.array([0.05, 0.1, 0.15, 0.2, 0.5, 0.9, 0.1, 0.3, 0.7])
+    group = np.array([0, 0, 0, 0, 0, 1, 1, 1, 1])
+    take = np.array([1, 2])
+    runs = 20000
+    freq = np.zeros(w.size)
+    for s in range(runs):
+        x = _systematic_pick(group, take, w, np.random.default_rng(s))
+        np.testing.assert_array_equal(np.bincount(group, weights=x), take)
+        freq += x
+    freq /= runs
+    expect = np.r_[w[:5] / w[:5].sum(), np.minimum(2 * w[5:] / w[5:].sum(), 1)]
+    # second group: 2 * 0.9 / 2.0 = 0.9 < 1, so no sure pick; binomial standard error <= 0.0036
+    np.testing.assert_allclose(freq, expect, atol=0.015)
