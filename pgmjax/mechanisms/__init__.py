@@ -10,7 +10,21 @@ Example:
     >>> pj.metrics.workload_error(w, data, result.model), pj.metrics.workload_error(w, data, result.original)  # doctest: +SKIP
 """
 
+from . import registry
+from .aim import aim, aim_budget, aim_candidates, default_aim_workload
 from .dualquery import DualQueryTranscript, dualquery, dualquery_plan, max_sum_ve
+from .hdmm import hdmm, hdmm_strategy, union_workload
+from .mldp import (
+    QuerySet,
+    RegressionModel,
+    fit_pgm,
+    fit_regression,
+    laplace_baseline,
+    mldp,
+    select_training,
+    training_sensitivity,
+)
+from .mst import compress_domain, mst, mst_budget
 from .estimates import CliqueTables, FactoredTable
 from .mwem import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
 from .privbayes import greedy_bayes, noisy_conditionals, privbayes, sample_network
@@ -33,4 +47,23 @@ __all__ = [
     "dualquery_plan",
     "DualQueryTranscript",
     "max_sum_ve",
+    "hdmm",
+    "hdmm_strategy",
+    "union_workload",
+    "mldp",
+    "QuerySet",
+    "RegressionModel",
+    "select_training",
+    "training_sensitivity",
+    "fit_regression",
+    "fit_pgm",
+    "laplace_baseline",
+    "mst",
+    "mst_budget",
+    "compress_domain",
+    "aim",
+    "aim_budget",
+    "aim_candidates",
+    "default_aim_workload",
+    "registry",
 ]
