@@ -7,7 +7,9 @@ mbi's public pieces: ``mbi.Domain``, ``mbi.Dataset`` (``project``, ``compress``,
 ``mbi.LinearMeasurement`` (and its ``compress``, which re-expresses a measurement on a compressed
 domain with ``1/sqrt(k)`` weights), ``mbi.estimation.MirrorDescent`` (warm starts, the total
 estimated by ``minimum_variance_unbiased_total``), ``MarkovRandomField.project`` /
-``synthetic_data`` and ``mbi.junction_tree.hypothetical_model_size``. It runs in an interpreter
+``synthetic_data``, ``mbi.marginal_oracles.bulk_variable_elimination`` (AIM's out-of-model
+candidate marginals, mbi's batch routine: one compiled variable elimination per query, compiled in
+background threads) and ``mbi.junction_tree.hypothetical_model_size``. It runs in an interpreter
 with ``mbi==2.0.0`` (e.g. ``/work/venv-mbi/bin/python``), in a fresh process per run.
 
 The privacy budget ``rho`` (``cdp_rho(epsilon, delta)``) is computed by the caller (pgmjax) and
@@ -204,6 +206,24 @@ def _closure(cliques) -> set:
     return out
 
 
+def _candidate_marginals(model, names, indices) -> dict:
+    """Model marginals of the candidates: in-model ones from the model's marginals, the others by
+    mbi's ``bulk_variable_elimination`` (compiles the queries in background threads)."""
+    from mbi.marginal_oracles import bulk_variable_elimination
+
+    out, outside = {}, []
+    for j in indices:
+        if model.supports(names[j]):
+            out[j] = np.asarray(model.project(names[j]).datavector(), np.float64)
+        else:
+            outside.append(j)
+    if outside:
+        vec = bulk_variable_elimination(model.potentials, [names[j] for j in outside], total=float(model.total))
+        for j in outside:
+            out[j] = np.asarray(vec[names[j]].datavector(), np.float64)
+    return out
+
+
 def run_aim(mbi, data, rho: float, seed: int, rounds: int, max_model_size: float, max_iters: int,
             max_cells: int = 10_000) -> tuple[dict, np.ndarray]:
     from mbi import LinearMeasurement
@@ -262,7 +282,7 @@ def run_aim(mbi, data, rho: float, seed: int, rounds: int, max_model_size: float
             if key not in size_cache:
                 size_cache[key] = hypothetical_model_size(domain, list(base) + [c])
             allowed[j] = size_cache[key] <= limit
-        est_marg = {j: np.asarray(model.project(names[j]).datavector(), np.float64) for j in np.flatnonzero(allowed)}
+        est_marg = _candidate_marginals(model, names, np.flatnonzero(allowed))
         q = np.full(len(names), -np.inf)
         for j, e in est_marg.items():
             q[j] = weight[j] * (np.abs(answers[j] - e).sum() - half_normal * sigma * sizes[j])

@@ -321,6 +321,7 @@ def aim(
         model = estimate(domain, measurements, iters=max_iters, **options)
         seconds["engine"] += time.perf_counter() - t0
         truth = data.marginals(cands)  # read only through the exponential mechanism below
+        est = model.marginals(cands)  # the model's answers; refreshed after every refit
         size_cache: dict[tuple, float] = {}
         t, last = 0, False
         while not last:
@@ -348,7 +349,6 @@ def aim(
                 if mb is None:
                     mb = size_cache[(base, c)] = hypothetical_model_size(domain, list(base) + [c])
                 allowed[j] = mb <= limit
-            est = model.marginals(cands)
             err = np.array([np.abs(x - e).sum() for x, e in zip(truth, est)])
             q = np.where(allowed, weight * (err - _HALF_NORMAL_MEAN * sigma * sizes), -np.inf)
             sens = sens_unit * float(weight[allowed].max())
@@ -365,8 +365,10 @@ def aim(
             t0 = time.perf_counter()
             model = estimate(domain, measurements, iters=max_iters, warm_start=model, **options)
             seconds["engine"] += time.perf_counter() - t0
-            moved = float(np.abs(model.marginal(cands[j]) - est[j]).sum())
-            annealed = (not last) and moved <= _HALF_NORMAL_MEAN * sigma * sizes[j]
+            annealed = False
+            if not last:  # one compiled program answers the annealing test and the next selection
+                old, est = est[j], model.marginals(cands)
+                annealed = float(np.abs(est[j] - old).sum()) <= _HALF_NORMAL_MEAN * sigma * sizes[j]
             entry = {
                 "round": t,
                 "clique": cands[j],

@@ -369,8 +369,9 @@ def mst(
         ``measurements`` (over the compressed domain: ``d`` one-way, ``d - 1`` two-way),
         ``accountant`` / ``ledger`` (``d`` Gaussian, ``d - 1`` exponential, ``d - 1`` Gaussian entries;
         ``spent == budget == rho``), ``original=None``, and ``info``: ``budget`` (:func:`mst_budget`),
-        ``edges``, ``weights`` (the selection weights, private: used only through the EM),
-        ``compressed_domain``, ``mapping``, ``compressed_model``, ``total``, ``seconds``.
+        ``edges``, ``compressed_domain``, ``mapping``, ``compressed_model``, ``total``, ``seconds``.
+        Everything in it is a differentially private output (the selection weights, which are not,
+        are not returned).
 
     Raises:
         TypeError / ValueError: bad input (not a Dataset, fewer than 2 attributes, epsilon <= 0,
@@ -484,7 +485,6 @@ def mst(
         "rho": rho,
         "budget": budget,
         "edges": edges,
-        "weights": dict(zip(pairs, weights.tolist())),
         "compressed_domain": cdom,
         "mapping": mapping,
         "compressed_model": model_c,
