@@ -26,6 +26,10 @@ Differences from the pgmjax implementation that come from the engines, not the a
   junction tree (mbi: min-fill greedy order, or a DFS order when the graph is a tree).
 * mbi estimates the total only from identity measurements (MST's compressed one-way
   measurements of merged attributes are left out); pgmjax also uses the re-weighted ones.
+* AIM: whenever the model's structure changes, ``jax.clear_caches()`` frees the programs compiled
+  for the old structure (mbi compiles one variable elimination per out-of-model candidate and
+  structure; kept alive, they exhausted the process's memory maps on Adult after about 15 rounds:
+  "LLVM ERROR: Unable to allocate section memory").
 
 Usage (by ``bench/mst_aim.py``)::
 
@@ -226,6 +230,7 @@ def _candidate_marginals(model, names, indices) -> dict:
 
 def run_aim(mbi, data, rho: float, seed: int, rounds: int, max_model_size: float, max_iters: int,
             max_cells: int = 10_000) -> tuple[dict, np.ndarray]:
+    import jax
     from mbi import LinearMeasurement
     from mbi.estimation import MirrorDescent
     from mbi.junction_tree import hypothetical_model_size
@@ -260,6 +265,7 @@ def run_aim(mbi, data, rho: float, seed: int, rounds: int, max_model_size: float
     seconds["engine"] += time.perf_counter() - t0
     log = []
     size_cache = {}
+    cache_clears = 0
     t, last = 0, False
     while not last:
         t += 1
@@ -294,6 +300,12 @@ def run_aim(mbi, data, rho: float, seed: int, rounds: int, max_model_size: float
         t0 = time.perf_counter()
         model = est.estimate(domain, measurements, iters=max_iters, warm_start=model)
         seconds["engine"] += time.perf_counter() - t0
+        if tuple(tuple(c) for c in model.cliques) != base:
+            # The model's structure changed: every program compiled for the old one (one variable
+            # elimination per out-of-model candidate) is dead. Free them, or a long run exhausts the
+            # process's memory maps ("LLVM ERROR: Unable to allocate section memory").
+            jax.clear_caches()
+            cache_clears += 1
         moved = float(np.abs(np.asarray(model.project(c).datavector()) - est_marg[j]).sum())
         annealed = (not last) and moved <= half_normal * sigma * sizes[j]
         log.append({"round": t, "clique": list(c), "sigma": sigma, "em_epsilon": eps_em, "limit_mb": limit,
@@ -317,6 +329,7 @@ def run_aim(mbi, data, rho: float, seed: int, rounds: int, max_model_size: float
         "model_mb": hypothetical_model_size(domain, list(model.cliques)),
         "total": float(model.total),
         "rho_spent": used,
+        "jax_cache_clears": cache_clears,
         "seconds": seconds,
     }
     return info, _records(synth, attrs)

@@ -260,7 +260,9 @@ def aim(
         (``spent == budget == rho``), ``original=None``, and ``info``: ``budget`` (:func:`aim_budget`),
         ``candidates`` (``{clique: weight}``), ``rounds`` (the nominal ``T``), ``rounds_run``,
         ``log`` (per round: round, clique, sigma, em_epsilon, limit_mb, model_mb, candidates,
-        annealed, last, spent), ``selected``, ``annealed`` (how many times), ``total``, ``seconds``.
+        annealed, last, spent), ``selected``, ``annealed`` (how many times), ``total``, ``seconds`` (``engine``: the fits;
+        ``marginals``: the model's answers on every candidate after each fit; ``selection``: sizes,
+        qualities, the exponential mechanism and the measurement; ``synthetic``; ``total``).
 
     Raises:
         TypeError / ValueError: bad input (not a Dataset, epsilon <= 0, delta outside (0, 1), a bad
@@ -302,7 +304,7 @@ def aim(
             f"{where}: rounds={T} is too small: the {len(one_way)} initial one-way measurements would cost "
             f"{MEASURE_SHARE * len(one_way) / T:.3g} of the budget; rounds must exceed {MEASURE_SHARE * len(one_way):g}"
         )
-    bar = _Progress(progress, T, "AIM", where)
+    bar = _Progress(progress, T, "AIM", where, unit="round")
 
     start = time.perf_counter()
     acc = Accountant(epsilon=epsilon, delta=delta, composition="zcdp")
@@ -313,7 +315,7 @@ def aim(
     weight = np.array([candidates[c] for c in cands])
     sizes = np.array([domain.size(c) for c in cands], np.float64)
     sens_unit = acc.l1_sensitivity()  # of ||mu_r(D) - v||_1
-    seconds = {"engine": 0.0, "selection": 0.0}
+    seconds = {"engine": 0.0, "marginals": 0.0, "selection": 0.0}
     log: list[dict] = []
     try:
         measurements = list(acc.measure_many(k_init, data, one_way, scale=sigma))
@@ -321,7 +323,9 @@ def aim(
         model = estimate(domain, measurements, iters=max_iters, **options)
         seconds["engine"] += time.perf_counter() - t0
         truth = data.marginals(cands)  # read only through the exponential mechanism below
+        t0 = time.perf_counter()
         est = model.marginals(cands)  # the model's answers; refreshed after every refit
+        seconds["marginals"] += time.perf_counter() - t0
         size_cache: dict[tuple, float] = {}
         t, last = 0, False
         while not last:
@@ -367,7 +371,9 @@ def aim(
             seconds["engine"] += time.perf_counter() - t0
             annealed = False
             if not last:  # one compiled program answers the annealing test and the next selection
+                t0 = time.perf_counter()
                 old, est = est[j], model.marginals(cands)
+                seconds["marginals"] += time.perf_counter() - t0
                 annealed = float(np.abs(est[j] - old).sum()) <= _HALF_NORMAL_MEAN * sigma * sizes[j]
             entry = {
                 "round": t,

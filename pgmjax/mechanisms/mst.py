@@ -21,9 +21,11 @@ thirds, with the base ``sigma = sqrt(3 / (2 rho))``:
    ``eps_EM = sqrt(8 (rho/3) / (d - 1))``) among the pairs that join two components.
 4. **Two-way marginals** (``rho/3``, exactly the rest): the ``d - 1`` tree edges, noise std
    ``sigma sqrt(d - 1)`` each.
-5. **Fit and sample**: the engine fits all measurements (total estimated), ``round(total)`` synthetic
-   records are drawn and decompressed: an "other" value becomes one of its merged original values,
-   uniformly at random (:func:`decompress_data`).
+5. **Fit and sample**: the engine fits all measurements (total estimated), warm-started from the
+   one-way model of step 3 (the reference code starts from zero; the optimum is the same),
+   ``round(total)`` synthetic records are drawn and decompressed: an "other" value becomes one of
+   its merged original values, uniformly at random (:func:`decompress_data`). ``result.model`` is
+   the fitted model re-expressed over the original values (:func:`decompress_model`).
 
 Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``; :func:`mst_budget`): ``rho = 0.0149731``,
 ``sigma = 10.009``, one-way std 37.45, two-way std 36.09, ``eps_EM = 0.05542`` per edge.
@@ -275,7 +277,7 @@ def decompress_model(model: GraphicalModel, mapping: Mapping[str, np.ndarray], d
 class _Progress:
     """``progress=True``: a tqdm bar; a callable: called with a dict per step; False/None: nothing."""
 
-    def __init__(self, progress, total: int, desc: str, where: str):
+    def __init__(self, progress, total: int, desc: str, where: str, unit: str = "step"):
         self.callback = None
         self.bar = None
         if progress is None or progress is False:
@@ -283,7 +285,7 @@ class _Progress:
         if progress is True:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, desc=desc, unit="step")
+            self.bar = tqdm(total=total, desc=desc, unit=unit)
         elif callable(progress):
             self.callback = progress
         else:
