@@ -107,7 +107,29 @@ def test_shared_benchmark_workloads(name):
     assert len(cliques) == 15 and len(set(cliques)) == 15
     w = pj.Workload.benchmark(data.domain, cliques, numeric)
     assert pj.metrics.workload_error(w, data, data) == 0.0
+    tree_cells = sum(data.domain.size(c) for c in pj.junction_tree(data.domain, cliques).cliques)
     if name == "adult":
         # the paper's 15 cliques; their junction tree is about 3.9M cells
-        tree = pj.junction_tree(data.domain, cliques)
-        assert 3.5e6 < sum(data.domain.size(c) for c in tree.cliques) < 4.5e6
+        assert 3.5e6 < tree_cells < 4.5e6
+    else:
+        assert tree_cells <= datasets.MAX_BENCHMARK_MODEL_CELLS
+
+
+def _tree_cells(dom, cliques):
+    return sum(dom.size(c) for c in pj.junction_tree(dom, cliques).cliques)
+
+
+def test_benchmark_cliques_cap_skips_draws_that_grow_the_model():
+    dom = pj.Domain({f"x{i}": n for i, n in enumerate([30, 25, 2, 3, 40, 2, 35, 4])})
+    free = datasets.benchmark_cliques("toy", dom, count=6, max_model_cells=None)
+    assert free == datasets.benchmark_cliques("toy", dom, count=6, max_model_cells=None)  # seeded, deterministic
+    cap = _tree_cells(dom, free) // 4
+    capped = datasets.benchmark_cliques("toy", dom, count=6, max_model_cells=cap)
+    assert len(set(capped)) == 6 and all(len(c) == 3 for c in capped)
+    assert _tree_cells(dom, capped) <= cap < _tree_cells(dom, free)
+    # the draws the cap keeps are a subsequence of the uncapped draw order with the same seed
+    assert capped[0] == free[0]
+    with pytest.raises(ValueError, match="within 10 cells"):
+        datasets.benchmark_cliques("toy", dom, count=10, max_model_cells=10)
+    with pytest.raises(ValueError, match="fewer than 60"):
+        datasets.benchmark_cliques("toy", dom, count=60)
