@@ -36,6 +36,7 @@ Usage (the full experiment, on a GPU machine, from the repository root)::
     PYTHONPATH=. python bench/figure1.py --tag gpu                       # 4 datasets x 4 mechanisms x 5 runs
     PYTHONPATH=. python bench/figure1.py --quick --runs 1 --datasets titanic --tag cpu-quick   # smoke test
     PYTHONPATH=. python bench/figure1.py --datasets adult --mechanisms hdmm,privbayes --set hdmm.weights=equal
+    PYTHONPATH=. python bench/figure1.py --merge bench/results/figure1_a.json bench/results/figure1_b.json --tag ab
 
 Outputs ``bench/results/figure1_<tag>.json``, ``.md`` and ``.png`` (or ``--out PREFIX``).
 """
@@ -468,6 +469,45 @@ def plot(doc: dict, path: str) -> str | None:
     return None
 
 
+# ----------------------------------------------------------------------------- merging runs of several invocations
+
+
+def merge(paths: list[str], prefix: str) -> dict:
+    """One table from several result JSONs (e.g. MWEM run in its own process, beside the other mechanisms).
+
+    Runs, datasets and per-mechanism settings are concatenated (a mechanism's settings come from the file
+    that ran it); the machine record is the first file's, and every file's is kept under ``merged_from``.
+    Writes ``prefix.json``, ``.md`` and ``.png``.
+    """
+    docs = [json.load(open(p)) for p in paths]
+    doc = json.loads(json.dumps(docs[0]))
+    doc["merged_from"] = [{"file": os.path.relpath(p, ROOT), "started": d["started"], "finished": d.get("finished"),
+                           "machine": d["machine"], "command": d["settings"].get("command"),
+                           "mechanisms": d["settings"]["mechanisms_order"]} for p, d in zip(paths, docs)]
+    for d in docs[1:]:
+        for ds in d["settings"]["datasets"]:
+            if ds not in doc["settings"]["datasets"]:
+                doc["settings"]["datasets"].append(ds)
+        doc["datasets"].update({k: v for k, v in d["datasets"].items() if k not in doc["datasets"]})
+        for mech in d["settings"]["mechanisms_order"]:
+            if mech in doc["settings"]["mechanisms_order"]:
+                raise SystemExit(f"merge: {mech} is in more than one file")
+            doc["settings"]["mechanisms_order"].append(mech)
+            doc["settings"]["mechanisms"][mech] = d["settings"]["mechanisms"][mech]
+        doc["runs"] += d["runs"]
+        doc["started"] = min(doc["started"], d["started"])
+        doc["finished"] = max(doc.get("finished") or "", d.get("finished") or "") or None
+    order = [m for m in MECHANISMS if m in doc["settings"]["mechanisms_order"]]
+    doc["settings"]["mechanisms_order"] = order
+    doc["summary"] = summarize(doc["runs"], doc["settings"]["datasets"], order)
+    write_json(prefix + ".json", doc)
+    write_text(prefix + ".md", markdown(doc))
+    note = plot(doc, prefix + ".png")
+    if note:
+        print(f"figure1 merge: {note}")
+    return doc
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -485,7 +525,11 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="tiny settings to validate the pipeline (results are not meaningful)")
     p.add_argument("--tag", default=None, help="output name figure1_<tag> (default: the JAX backend, plus -quick)")
     p.add_argument("--out", default=None, help="output prefix (overrides --tag): PREFIX.json, .md, .png")
+    p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                   help="only merge these result JSONs (one mechanism set each) into --out / --tag's files")
     args = p.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, out_prefix(args, "figure1"))
 
     import jax
 

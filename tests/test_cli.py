@@ -363,6 +363,8 @@ def test_registry_maps_the_common_arguments():
     assert "delta" not in kw and kw["pgm_iters"] == 5 and "pure epsilon-DP" in notes[0]
     _, kw, notes = registry.prepare("dualquery", epsilon=1.0)
     assert kw["delta"] == registry.DEFAULT_DELTA == 1e-9 and "1e-09" in notes[0]
+    _, kw, _ = registry.prepare("dualquery", epsilon=1.0, callback=print)  # the engine's progress reaches the CLI
+    assert registry.engine_slot("dualquery") == "estimate_options" and kw["estimate_options"] == {"callback": print}
     _, kw, _ = registry.prepare("hdmm", epsilon=1.0, delta=1e-6)  # Laplace: pure DP, delta dropped
     assert "delta" not in kw and kw["original"] is False
     _, kw, _ = registry.prepare("hdmm", epsilon=1.0, delta=1e-6, options={"noise": "gaussian"})

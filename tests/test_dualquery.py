@@ -324,6 +324,18 @@ def test_end_to_end_ledger(run):
     assert res.info["epsilon_spent"] == acc.spent
 
 
+def test_estimate_options_reach_the_engine():
+    data = _small_data(200)
+    w = _small_workload(data.domain)
+    seen = []
+    res = DQ.dualquery(data, 3.0, 1e-3, key=jax.random.key(1), workload=w, pgm_iters=40,
+                       estimate_options={"callback": lambda info: seen.append(info["iteration"]), "chunk": 10})
+    assert seen == [10, 20, 30, 40] and res.model.history[-1]["iteration"] == 40
+    for reserved in ("loss", "total", "iters", "cliques"):
+        with pytest.raises(ValueError, match=rf"estimate_options may not set \['{reserved}'\]"):
+            DQ.dualquery(data, 1.0, 1e-3, key=jax.random.key(0), workload=w, estimate_options={reserved: None})
+
+
 def test_bad_inputs_raise_clear_errors():
     data = _small_data(100)
     dom = data.domain

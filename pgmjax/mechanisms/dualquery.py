@@ -54,6 +54,7 @@ __all__ = ["dualquery", "dualquery_plan", "DualQueryTranscript", "max_sum_ve", "
 
 _BOUNDS = {"b2": "advanced", "heterogeneous": "advanced_heterogeneous"}
 _WHERE = "dualquery"
+_RESERVED_ESTIMATE_OPTIONS = ("iters", "method", "loss", "total", "cliques", "dtype", "step_size", "measurements", "domain", "warm_start")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -582,6 +583,7 @@ def dualquery(
     pgm_method: str = "mirror_descent",
     pgm_step_size: float | None = None,
     dtype=None,
+    estimate_options: Mapping | None = None,
 ) -> MechanismResult:
     """DualQuery and DualQuery+PGM on the same transcript (spec 5; Gaboardi et al., ICML 2014).
 
@@ -616,6 +618,9 @@ def dualquery(
         pgm_step_size: initial mirror-descent step (default ``1 / (L N)`` with
             :meth:`DualQueryTranscript.lipschitz`; a line search adapts it).
         dtype: the engine's float type (default float32).
+        estimate_options: more keyword arguments for :func:`pgmjax.estimate` (``callback``, ``progress``,
+            ``tol``, ``chunk``); the loss, total, cliques, iterations, method, step size and dtype are set
+            by the arguments above.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``synthetic`` (``N``
@@ -649,6 +654,10 @@ def dualquery(
         raise ValueError(f"{where}: pgm_method must be 'mirror_descent' or 'lbfgs' (dual averaging needs the L2 loss), got {pgm_method!r}")
     if pgm_step_size is not None:
         _positive(pgm_step_size, "pgm_step_size", where)
+    options = dict(estimate_options or {})
+    bad = sorted(set(options) & set(_RESERVED_ESTIMATE_OPTIONS))
+    if bad:
+        raise ValueError(f"{where}: estimate_options may not set {bad}; use pgm_iters=, pgm_method=, pgm_step_size= and dtype= instead")
     fdtype = jnp.dtype(dtype or jnp.float32)
     if fdtype not in (jnp.float32, jnp.float64):
         raise ValueError(f"{where}: dtype must be float32 or float64, got {fdtype}")
@@ -696,6 +705,7 @@ def dualquery(
         cliques=list(dict.fromkeys(workload.cliques)),
         dtype=dtype,
         step_size=pgm_step_size,
+        **options,
     )
     t_fit = time.perf_counter() - start - t_game
     synthetic = model.synthetic_data(max(1, int(round(model.total))), k_synth)
