@@ -473,10 +473,11 @@ def plot(doc: dict, path: str) -> str | None:
 
 
 def merge(paths: list[str], prefix: str) -> dict:
-    """One table from several result JSONs (e.g. MWEM run in its own process, beside the other mechanisms).
+    """One table from several result JSONs (e.g. MWEM run in its own processes, one per dataset).
 
-    Runs, datasets and per-mechanism settings are concatenated (a mechanism's settings come from the file
-    that ran it); the machine record is the first file's, and every file's is kept under ``merged_from``.
+    Runs, datasets and per-mechanism settings are concatenated; each (dataset, mechanism) must come from one
+    file and a mechanism's settings must agree across files. The machine record is the first file's, and
+    every file's is kept under ``merged_from``.
     Writes ``prefix.json``, ``.md`` and ``.png``.
     """
     docs = [json.load(open(p)) for p in paths]
@@ -489,11 +490,16 @@ def merge(paths: list[str], prefix: str) -> dict:
             if ds not in doc["settings"]["datasets"]:
                 doc["settings"]["datasets"].append(ds)
         doc["datasets"].update({k: v for k, v in d["datasets"].items() if k not in doc["datasets"]})
+        have = {(r["dataset"], r["mechanism"]) for r in doc["runs"]}
+        clash = sorted(have & {(r["dataset"], r["mechanism"]) for r in d["runs"]})
+        if clash:
+            raise SystemExit(f"merge: {clash} are in more than one file")
         for mech in d["settings"]["mechanisms_order"]:
-            if mech in doc["settings"]["mechanisms_order"]:
-                raise SystemExit(f"merge: {mech} is in more than one file")
-            doc["settings"]["mechanisms_order"].append(mech)
-            doc["settings"]["mechanisms"][mech] = d["settings"]["mechanisms"][mech]
+            if mech not in doc["settings"]["mechanisms_order"]:
+                doc["settings"]["mechanisms_order"].append(mech)
+                doc["settings"]["mechanisms"][mech] = d["settings"]["mechanisms"][mech]
+            elif doc["settings"]["mechanisms"][mech] != d["settings"]["mechanisms"][mech]:
+                raise SystemExit(f"merge: {mech} ran with different settings in {paths[0]} and another file")
         doc["runs"] += d["runs"]
         doc["started"] = min(doc["started"], d["started"])
         doc["finished"] = max(doc.get("finished") or "", d.get("finished") or "") or None
@@ -618,6 +624,9 @@ def main(argv=None):
                 rec["finished"] = now()
                 doc["runs"].append(rec)
                 flush()
+            # Free the compiled programs of this mechanism's model structures: a long process that keeps
+            # thousands of XLA:CPU executables runs out of memory maps (LLVM "Cannot allocate memory").
+            jax.clear_caches()
         note = plot(doc, prefix + ".png")
         if note:
             doc["plot_note"] = note

@@ -97,3 +97,23 @@ def test_long_chain_is_fast_and_shallow():
     # rooted at a centre: about half as many levels as cliques
     assert tree.num_levels <= d // 2 + 1
     assert elapsed < 30  # a loose sanity bound; the benchmark measures the real time
+
+
+def test_separate_components_hang_off_the_largest_as_a_star():
+    # a 7-clique chain (the largest part) and 40 unmeasured attributes of assorted sizes
+    sizes = {f"c{i}": 3 for i in range(8)} | {f"u{i}": 2 + i % 9 for i in range(40)}
+    dom = pj.Domain(sizes)
+    chain = [(f"c{i}", f"c{i+1}") for i in range(7)]
+    tree = pj.junction_tree(dom, chain)
+    _check_valid(tree, chain)
+    singletons = [i for i, c in enumerate(tree.cliques) if c[0].startswith("u")]
+    assert len(singletons) == 40
+    hub = {tree.parent[i] for i in singletons}
+    assert len(hub) == 1 and tree.cliques[hub.pop()][0].startswith("c")  # all on one clique of the chain
+    assert all(tree.separators[i] == () for i in singletons)
+    # depth: the chain's radius (a centre of 7 cliques is 3 away from its ends) plus one for the star
+    assert tree.num_levels == 4
+    # two equal-sized parts: each part hangs by its own centre, so the depth stays at the larger radius + 1
+    two = pj.junction_tree(pj.Domain({f"x{i}": 2 for i in range(10)}),
+                           [(f"x{i}", f"x{i+1}") for i in range(4)] + [(f"x{i}", f"x{i+1}") for i in range(5, 9)])
+    assert two.num_levels <= 4
