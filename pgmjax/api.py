@@ -97,7 +97,9 @@ def estimate(
             raise TypeError(f"estimate: warm_start must be a GraphicalModel, got {type(warm_start).__name__}")
         if warm_start.domain != domain:
             raise ValueError(f"estimate: warm_start has domain {warm_start.domain}, expected {domain}")
-        extra += list(warm_start.cliques)
+        # Its one-attribute cliques are not imposed: an attribute the new fit does not measure stays a
+        # free singleton (a padded table, see oracle.make_plan); its potentials are loaded all the same.
+        extra += [c for c in warm_start.cliques if len(c) > 1]
     model_cliques = [m.clique for m in measurements] + extra
     if not model_cliques:
         raise ValueError("estimate: no measurements and no cliques: nothing to fit")

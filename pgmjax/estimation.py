@@ -62,8 +62,7 @@ class MarginalView:
                 f"Model cliques: {self._plan.cliques}"
             )
         host = self._plan.cliques[j]
-        key, level, slot = self._plan.locations[j]
-        table = self._blocks[key][level, slot]
+        table = self._plan.table(self._blocks, j)
         drop = tuple(i for i, a in enumerate(host) if a not in clique)
         if drop:
             table = jnp.sum(table, axis=drop)

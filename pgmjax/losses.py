@@ -63,6 +63,8 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
     for m in measurements:
         host = plan.tree.containing(m.clique)
         host_clique = plan.cliques[host]
+        # a measured clique is a model clique, so its host's table is never padded (see oracle.make_plan)
+        assert plan.padded[host] is None, (m.clique, host_clique)
         key, level, slot = plan.locations[host]
         kept = [a for a in host_clique if a in m.clique]
         sig = (

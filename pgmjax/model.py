@@ -73,7 +73,7 @@ class GraphicalModel:
     @functools.cached_property
     def _device_marginals(self) -> dict[int, jax.Array]:
         mu, _ = _marginals_jit(self.plan, self.theta, jnp.asarray(self.total, self.dtype))
-        return {j: mu[key][l, k] for j, (key, l, k) in enumerate(self.plan.locations)}
+        return {j: self.plan.table(mu, j) for j in range(len(self.plan.cliques))}
 
     def marginal(self, attrs: CliqueLike, given: Mapping[str, int | Iterable[int]] | None = None) -> np.ndarray:
         """Counts of the marginal over ``attrs`` (any subset), axes in the given order.

@@ -119,7 +119,7 @@ class OraclePlan:
         keys, static = aux
         return cls(dict(zip(keys, leaves)), static)
 
-    # static = (domain, tree, runs, locations, units)
+    # static = (domain, tree, runs, locations, units, pairs, padded sizes)
     @property
     def domain(self) -> Domain:
         return self.static[0]
@@ -150,9 +150,21 @@ class OraclePlan:
         """All-zero potentials (the uniform distribution)."""
         return {k: jnp.zeros(s, dtype) for k, s in self.units}
 
+    @property
+    def padded(self) -> tuple[int | None, ...]:
+        """For each junction-tree clique, its true size if it is a free singleton (an attribute in no model
+        clique, its table padded to a bucket size), else None."""
+        return self.static[6]
+
+    def table(self, blocks: dict, j: int) -> jax.Array:
+        """Junction-tree clique ``j``'s table (axes in domain order) from blocks in the oracle layout."""
+        key, l, k = self.locations[j]
+        n = self.padded[j]
+        return blocks[key][l, k] if n is None else blocks[key][l, k, :n]
+
     def tables(self, blocks: dict) -> dict[Clique, jax.Array]:
         """``{clique: table}`` (axes in domain order) from blocks in the oracle layout."""
-        return {c: blocks[key][l, k] for c, (key, l, k) in zip(self.cliques, self.locations)}
+        return {c: self.table(blocks, j) for j, c in enumerate(self.cliques)}
 
     def from_tables(self, tables: dict, dtype=jnp.float32) -> dict:
         """Blocks in the oracle layout from ``{clique: table}``.
@@ -171,7 +183,10 @@ class OraclePlan:
             t = np.transpose(t, [tuple(clique).index(a) for a in canon])
             shape = [self.domain[a] if a in clique else 1 for a in host]
             key, l, k = self.locations[j]
-            blocks[key][l, k] += t.reshape(shape)
+            if self.padded[j] is None:
+                blocks[key][l, k] += t.reshape(shape)
+            else:
+                blocks[key][l, k, : self.padded[j]] += t.reshape(shape)
         return {k: jnp.asarray(v, dtype) for k, v in blocks.items()}
 
 
@@ -194,6 +209,20 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
     tcl = tree.cliques
     shape = [domain.shape_of(c) for c in tcl]
     sched = [sorted(int(c) for c in lev) for lev in levels(tree)]  # deepest first; root last
+    # Attributes in no model clique are leaves of the star with an empty separator and never measured.
+    # Each distinct size would be a class of its own (a wide table has dozens: a long program to compile),
+    # so their tables are padded to a few bucket sizes, the padding cells held at -inf by a cell mask.
+    covered = {a for c in model_cliques for a in c}
+    has_child = {p for p in tree.parent if p >= 0}
+    padded = {
+        c: _padded_size(shape[c][0])
+        for c in range(len(tcl))
+        if len(tcl[c]) == 1 and tcl[c][0] not in covered and tree.parent[c] >= 0 and c not in has_child
+    }
+    if padded and len(padded) * max(padded.values()) <= _ONE_PAD_CELLS:  # small: one class for them all
+        padded = dict.fromkeys(padded, max(padded.values()))
+    for c, n in padded.items():
+        shape[c] = (n,)
 
     def klass(c: int) -> CliqueClass:
         p = tree.parent[c]
@@ -222,7 +251,7 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
     # Where each clique lives: unit key "rRRRxXX", level within the run, slot.
     locations: dict[int, tuple[str, int, int]] = {}
     level_slot: dict[int, dict[int, tuple[int, int]]] = {}  # level -> clique -> (class index, slot)
-    units, masks = [], {}
+    units, masks, cells = [], {}, {}
     for r, run in enumerate(runs):
         for x, (cl, n) in enumerate(zip(run.classes, run.slots)):
             key = f"r{r:03d}x{x:02d}"
@@ -235,6 +264,9 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
                 for k, c in enumerate(members):
                     locations[c] = (key, li, k)
                     level_slot.setdefault(l, {})[c] = (x, k)
+                    if c in padded:
+                        cells.setdefault(key, np.zeros((run.num_levels, n, *cl.shape), np.float64))
+                        cells[key][li, k, domain[tcl[c][0]] :] = -np.inf
             masks[key] = mask
 
     # Routes: for each level and each (sending class, receiving class) pair, the sending
@@ -278,6 +310,7 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
         return inv
 
     arrays: dict[str, np.ndarray] = {f"{k}_mask": v for k, v in masks.items()}
+    arrays.update({f"{k}_cells": v for k, v in cells.items()})
     pairs_static = []
     for r, run in enumerate(runs):
         last = run.first_level + run.num_levels - 1
@@ -308,7 +341,7 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
                     arrays[f"r{r:03d}_outerinv_{x:02d}_{y:02d}"] = inverse(rt[(x, y)], run.slots[x])
         pairs_static.append((inner_pairs, outer_pairs, frozenset(direct), frozenset(outer_direct)))
 
-    arrays = {k: jnp.asarray(v.astype(np.float32 if k.endswith("_mask") else np.int32)) for k, v in arrays.items()}
+    arrays = {k: jnp.asarray(v.astype(np.float32 if k.endswith(("_mask", "_cells")) else np.int32)) for k, v in arrays.items()}
     static = (
         domain,
         tree,
@@ -316,8 +349,26 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
         tuple(locations[c] for c in range(len(tcl))),
         tuple(units),
         tuple(pairs_static),
+        tuple(domain[tcl[c][0]] if c in padded else None for c in range(len(tcl))),
     )
     return OraclePlan(arrays, static)
+
+
+#: Free singleton tables all take the largest one's padded size when that costs at most this many cells.
+_ONE_PAD_CELLS = 2**20
+
+
+def _padded_size(n: int) -> int:
+    """Bucket size of a padded singleton table: the next power of two, at least 64."""
+    return max(64, 1 << (n - 1).bit_length())
+
+
+def _potentials(plan: OraclePlan, key: str, theta_block: jax.Array, mask: jax.Array) -> jax.Array:
+    """A block's potentials with its padding held at -inf: unused slots (slot mask) and, for padded
+    singleton tables, the cells past each table's size (cell mask)."""
+    out = theta_block + mask.reshape(mask.shape + (1,) * (theta_block.ndim - 2))
+    cells = plan.arrays.get(f"{key}_cells")
+    return out if cells is None else out + cells.astype(out.dtype)
 
 
 def _send(run: Run, pairs, direct, route, beliefs, real, raw=None) -> dict:
@@ -370,7 +421,7 @@ def log_partition(plan: OraclePlan, theta: dict) -> jax.Array:
         for x in range(len(run.classes)):
             key = f"r{r:03d}x{x:02d}"
             mask = plan.arrays[f"{key}_mask"].astype(theta[key].dtype)
-            pot.append(theta[key] + mask.reshape(mask.shape + (1,) * (theta[key].ndim - 2)))
+            pot.append(_potentials(plan, key, theta[key], mask))
             real.append(mask == 0)
         inner_pairs, outer_pairs, inner_direct, outer_direct = static_pairs[r]
         beliefs = _beliefs([p[0] for p in pot], received)
@@ -508,7 +559,7 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
             th = theta[key]
             if _perm(cl) != tuple(range(len(cl.shape))):
                 th = jnp.transpose(th, (0, 1, *(2 + a for a in _perm(cl))))
-            pot.append(th + mask.reshape(mask.shape + (1,) * (th.ndim - 2)))
+            pot.append(_potentials(plan, key, th, mask))  # padded tables are 1-D: no transpose to undo
             real.append(mask == 0)
         inner_pairs, outer_pairs, inner_direct, outer_direct = static_pairs[r]
         recv0 = received

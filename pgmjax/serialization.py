@@ -10,6 +10,7 @@ holding two files.
       "version": 1,
       "domain": {"age": 85, "sex": 2, ...},          # attribute -> size, in order
       "cliques": [["age", "sex"], ...],              # junction-tree cliques (domain order)
+      "free": ["fnlwgt", ...],                       # attributes in no model clique (optional; default none)
       "total": 48842.0,
       "dtype": "float32",
       "loss": 123.4,                                 # or null
@@ -71,6 +72,7 @@ def save_model(model, path: str | os.PathLike) -> str:
         "version": VERSION,
         "domain": model.domain.to_dict(),
         "cliques": [list(c) for c in model.cliques],
+        "free": [c[0] for c, n in zip(model.cliques, model.plan.padded) if n is not None],
         "total": model.total,
         "dtype": np.dtype(model.dtype).name,
         "loss": None if loss is None or not math.isfinite(loss) else float(loss),
@@ -115,6 +117,7 @@ def load_model(path: str | os.PathLike):
     try:
         domain = Domain(structure["domain"])
         cliques = [tuple(c) for c in structure["cliques"]]
+        free = {str(a) for a in structure.get("free", [])}
         total = float(structure["total"])
         dtype = np.dtype(structure["dtype"])
         digest = structure["arrays"]["sha256"]
@@ -138,7 +141,9 @@ def load_model(path: str | os.PathLike):
             if t.shape != domain.shape_of(c):
                 raise ValueError(f"load_model: table {key} of clique {c} has shape {t.shape}, expected {domain.shape_of(c)}")
             tables[c] = t
-    plan = oracle.make_plan(domain, cliques)
+    # The free attributes' singletons are left to the junction tree, as when the model was fitted: the same
+    # plan, padding included, hence the same arithmetic.
+    plan = oracle.make_plan(domain, [c for c in cliques if not (len(c) == 1 and c[0] in free)])
     if set(plan.cliques) != set(cliques):
         raise ValueError(f"load_model: the cliques in {structure_path} are not the cliques of a junction tree")
     # Each table is added to zeros in float64 and cast back: exact, so the round trip is bit for bit.

@@ -95,6 +95,32 @@ def test_warm_start_from_smaller_model(small):
     np.testing.assert_allclose(same.marginal(("a", "b")), first.marginal(("a", "b")), rtol=1e-9)
 
 
+def test_free_attributes_padded_through_warm_starts_and_saving(small, tmp_path):
+    dom, data, _ = small
+    wide = pj.Domain({**dict(zip(dom.attributes, dom.shape)), **{f"u{i}": n for i, n in enumerate([2, 5, 7, 3, 11])}})
+    rng = np.random.default_rng(0)
+    records = np.concatenate([data.records, rng.integers(0, [2, 5, 7, 3, 11], size=(len(data), 5))], axis=1)
+    wdata = pj.Dataset(records, wide)
+    m_ab, m_d = pj.noisy_marginals(wdata, [("a", "b"), ("d",)], 1.0, jax.random.key(0))
+    first = pj.estimate(wide, [m_ab, m_d], iters=200, dtype=jnp.float64)
+    free = [j for j, c in enumerate(first.plan.cliques) if c[0].startswith("u")]
+    assert len(free) == 5 and all(first.plan.padded[j] is not None for j in free)
+    for a in ("u1", "u4"):  # free attributes: uniform, counts summing to the total
+        np.testing.assert_allclose(first.marginal(a), np.full(wide[a], first.total / wide[a]), rtol=1e-9)
+    # d measured before, not now: it becomes a free (padded) singleton and keeps its warm-start potentials
+    again = pj.estimate(wide, [m_ab], iters=0, warm_start=first, total=first.total, dtype=jnp.float64)
+    j = again.plan.cliques.index(("d",))
+    assert again.plan.padded[j] == 3
+    np.testing.assert_allclose(again.marginal("d"), first.marginal("d"), rtol=1e-9)
+    np.testing.assert_allclose(again.marginal(("a", "b")), first.marginal(("a", "b")), rtol=1e-9)
+    synth = again.synthetic_data(2000, jax.random.key(1))
+    assert synth.records.shape == (2000, 9) and np.all(synth.records < np.array(wide.shape))
+    again.save(tmp_path / "m")
+    back = pj.load_model(tmp_path / "m")
+    for c in [("d",), ("u4",), ("a", "b")]:
+        np.testing.assert_array_equal(back.marginal(c), again.marginal(c))
+
+
 def test_custom_loss_is_differentiated(small):
     dom, data, cliques = small
     target = data.marginal(("a", "b"))

@@ -152,3 +152,59 @@ def test_chains_of_every_length_equal_bruteforce(d, width, rng):
     for c, m in plan.tables(mu).items():
         axes = tuple(i for i, a in enumerate(dom.attributes) if a not in c)
         np.testing.assert_allclose(np.asarray(m), p.sum(axis=axes), rtol=1e-8, atol=1e-14)
+
+
+def _free_singleton_problem(rng, free_sizes):
+    dom = pj.Domain({"x0": 3, "x1": 4, "x2": 2, **{f"f{i}": n for i, n in enumerate(free_sizes)}})
+    cliques = [("x0", "x1"), ("x1", "x2")]
+    return dom, cliques
+
+
+def test_free_singletons_are_padded_into_one_class_and_match_bruteforce(rng):
+    # attributes in no model clique: one stacked class (padded to 128 = the bucket of 70), padding at -inf
+    dom, cliques = _free_singleton_problem(rng, [2, 3, 70, 1, 5, 64])
+    plan = oracle.make_plan(dom, cliques)
+    free = [j for j, c in enumerate(plan.cliques) if c[0].startswith("f")]
+    assert len(free) == 6
+    assert [plan.padded[j] for j in free] == [dom[plan.cliques[j][0]] for j in free]  # all padded (64 too)
+    assert len({plan.locations[j][0] for j in free}) == 1  # one block: one class
+    assert all(plan.padded[j] is None for j, c in enumerate(plan.cliques) if not c[0].startswith("f"))
+    tables = {c: rng.normal(size=dom.shape_of(c)) for c in cliques}
+    tables[("f2",)] = rng.normal(size=70)  # a free attribute may carry potentials (e.g. from a warm start)
+    theta = plan.from_tables(tables, jnp.float64)
+    for c, t in plan.tables(theta).items():
+        assert t.shape == dom.shape_of(c)
+    mu, log_z = jax.jit(oracle.marginals)(plan, theta, 5.0)
+    logp = _brute_log_joint(dom, tables)
+    ref = logsumexp(logp)
+    np.testing.assert_allclose(float(log_z), ref, rtol=1e-12)
+    np.testing.assert_allclose(float(oracle.log_partition(plan, theta)), ref, rtol=1e-12)
+    p = 5.0 * np.exp(logp - ref)
+    for c, m in plan.tables(mu).items():
+        axes = tuple(i for i, a in enumerate(dom.attributes) if a not in c)
+        np.testing.assert_allclose(np.asarray(m), p.sum(axis=axes), rtol=1e-9, atol=1e-12)
+    key = plan.locations[free[0]][0]
+    block = np.asarray(mu[key])
+    for j in free:
+        _, l, k = plan.locations[j]
+        assert np.all(block[l, k, dom[plan.cliques[j][0]]:] == 0.0)  # padding cells carry no mass
+    # the autodiff transpose agrees, and the padding gets zero gradient
+    mu_ad, _ = oracle.marginals_autodiff(plan, theta, 5.0)
+    for k in mu:
+        np.testing.assert_allclose(np.asarray(mu_ad[k]), np.asarray(mu[k]), rtol=1e-9, atol=1e-12)
+
+
+def test_free_singletons_too_large_for_one_class_are_bucketed(rng):
+    dom, cliques = _free_singleton_problem(rng, [2**19 + 1, 3, 100])
+    plan = oracle.make_plan(dom, cliques)
+    free = {plan.cliques[j][0]: j for j, c in enumerate(plan.cliques) if c[0].startswith("f")}
+    units = dict(plan.units)
+    sizes = {a: units[plan.locations[j][0]][-1] for a, j in free.items()}
+    assert sizes == {"f0": 2**20, "f1": 64, "f2": 128}
+    tables = {c: rng.normal(size=dom.shape_of(c)) for c in cliques}
+    theta = plan.from_tables(tables, jnp.float64)
+    mu, log_z = oracle.marginals(plan, theta, 2.0)
+    ref = logsumexp(_brute_log_joint(pj.Domain({a: dom[a] for a in ("x0", "x1", "x2")}), tables))
+    np.testing.assert_allclose(float(log_z), ref + np.log(2**19 + 1) + np.log(3) + np.log(100), rtol=1e-12)
+    m = plan.tables(mu)
+    np.testing.assert_allclose(np.asarray(m[("f0",)]), np.full(2**19 + 1, 2.0 / (2**19 + 1)), rtol=1e-9)

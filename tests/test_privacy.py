@@ -238,7 +238,10 @@ def test_gumbel_and_uniform_tails():
     assert np.all(np.isfinite(z)) and np.all(np.isfinite(pv.standard_laplace(jax.random.key(14), N_DRAWS)))
 
 
-def test_exponential_mechanism_frequencies():
+@pytest.mark.parametrize("sampler", ["gumbel", "inverse_cdf"])
+def test_exponential_mechanism_frequencies(sampler, monkeypatch):
+    if sampler == "inverse_cdf":  # the path taken for many draws among many candidates
+        monkeypatch.setattr(pv, "_GUMBEL_MAX_DRAWS", 0)
     q = np.array([0.0, 1.0, 2.0, 4.0, -np.inf, 3.0])
     eps, sens = 1.0, 1.0
     p = pv.exponential_probabilities(q, sens, eps)
@@ -255,6 +258,16 @@ def test_exponential_mechanism_frequencies():
     # Power: the frequencies reject the distribution of a 10% larger epsilon.
     wrong = pv.exponential_probabilities(q, sens, 1.1 * eps)
     assert stats.chisquare(counts[keep], n * wrong[keep]).pvalue < 1e-6
+
+
+def test_exponential_mechanism_inverse_cdf_never_draws_excluded_candidates(monkeypatch):
+    monkeypatch.setattr(pv, "_GUMBEL_MAX_DRAWS", 0)
+    q = np.array([-np.inf, 5.0, -np.inf, 0.0, -np.inf, -np.inf])
+    draws = pv.exponential_mechanism(jax.random.key(3), q, 1.0, 0.5, num=50_000)
+    assert set(np.unique(draws)) == {1, 3}
+    assert pv.exponential_mechanism(jax.random.key(3), q, 1.0, 1e6) == 1
+    # seeded: the same key gives the same draws
+    np.testing.assert_array_equal(draws, pv.exponential_mechanism(jax.random.key(3), q, 1.0, 0.5, num=50_000))
 
 
 def test_exponential_mechanism_stability_and_limits():
