@@ -414,6 +414,8 @@ def markdown(doc: dict) -> str:
     lines += ["", "Settings per mechanism (see bench/figure1.py):", ""]
     for mech, kw in s["mechanisms"].items():
         lines.append(f"* {mech}: " + ", ".join(f"{k}={v}" for k, v in kw.items()))
+    for name, kw in s.get("exceptions", {}).items():
+        lines.append(f"* **exception, {name}**: " + ", ".join(f"{k}={v}" for k, v in kw.items()))
     hd = [r for r in doc["runs"] if r["mechanism"] == "hdmm" and r.get("status") == "ok" and r.get("global_least_squares_error")]
     if hd:
         lines += ["", f"HDMM's global least squares: {hd[0]['global_least_squares_error']}"]
@@ -462,7 +464,7 @@ def plot(doc: dict, path: str) -> str | None:
     axes[0][0].legend(handles=[Patch(color=colors["original"], label="original arm"), Patch(color=colors["pgm"], label="+PGM arm")], fontsize=8)
     quick = " - QUICK MODE (not results)" if doc["settings"]["quick"] else ""
     fig.suptitle(f"ICML 2019 Figure 1: original vs +PGM arm, eps={doc['settings']['epsilon']}\n"
-                 f"median of {doc['settings']['runs']} runs, whiskers min-max{quick}", fontsize=10)
+                 f"median of {doc['settings']['runs']} runs{' (fewer where the table says)' if doc['settings'].get('exceptions') else ''}, whiskers min-max{quick}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -476,8 +478,9 @@ def merge(paths: list[str], prefix: str) -> dict:
     """One table from several result JSONs (e.g. MWEM run in its own processes, one per dataset).
 
     Runs, datasets and per-mechanism settings are concatenated; each (dataset, mechanism) must come from one
-    file and a mechanism's settings must agree across files. The machine record is the first file's, and
-    every file's is kept under ``merged_from``.
+    file. A mechanism's settings are those of the first file that ran it; runs made with other settings
+    (fewer runs or iterations where time was short, say) are listed as exceptions in the table. The machine
+    record is the first file's, and every file's is kept under ``merged_from``.
     Writes ``prefix.json``, ``.md`` and ``.png``.
     """
     docs = [json.load(open(p)) for p in paths]
@@ -499,10 +502,14 @@ def merge(paths: list[str], prefix: str) -> dict:
                 doc["settings"]["mechanisms_order"].append(mech)
                 doc["settings"]["mechanisms"][mech] = d["settings"]["mechanisms"][mech]
             elif doc["settings"]["mechanisms"][mech] != d["settings"]["mechanisms"][mech]:
-                raise SystemExit(f"merge: {mech} ran with different settings in {paths[0]} and another file")
+                for ds in {r["dataset"] for r in d["runs"] if r["mechanism"] == mech}:
+                    doc["settings"].setdefault("exceptions", {})[f"{ds}/{mech}"] = {
+                        **d["settings"]["mechanisms"][mech], "runs": d["settings"]["runs"]}
         doc["runs"] += d["runs"]
         doc["started"] = min(doc["started"], d["started"])
         doc["finished"] = max(doc.get("finished") or "", d.get("finished") or "") or None
+    last_run = max((r.get("finished") or "" for r in doc["runs"]), default="")
+    doc["finished"] = max(doc.get("finished") or "", last_run) or None
     order = [m for m in MECHANISMS if m in doc["settings"]["mechanisms_order"]]
     doc["settings"]["mechanisms_order"] = order
     doc["summary"] = summarize(doc["runs"], doc["settings"]["datasets"], order)
