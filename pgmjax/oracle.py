@@ -488,12 +488,14 @@ def _route_c(run: Run, parents, pairs, direct, route, raw, real) -> dict:
     out, msgs = {}, {}
     for x, y in pairs:
         order, shape = _landing(run.classes[x], parents[y])
-        if (x, order) not in msgs:
+        # Parents of different classes can take one class's message in different places: the landing
+        # (order and shape) is part of the key.
+        if (x, order, shape) not in msgs:
             m = raw[x]
             if order != tuple(range(len(order))):
                 m = jnp.transpose(m, (0, *(1 + i for i in order)))
-            msgs[(x, order)] = m.reshape((m.shape[0], *shape))
-        m = msgs[(x, order)]
+            msgs[(x, order, shape)] = m.reshape((m.shape[0], *shape))
+        m = msgs[(x, order, shape)]
         if (x, y) in direct:
             keep = real[x].reshape((-1,) + (1,) * (m.ndim - 1))
             out[(x, y)] = jnp.where(keep, m, 0.0)
