@@ -414,6 +414,9 @@ def markdown(doc: dict) -> str:
     lines += ["", "Settings per mechanism (see bench/figure1.py):", ""]
     for mech, kw in s["mechanisms"].items():
         lines.append(f"* {mech}: " + ", ".join(f"{k}={v}" for k, v in kw.items()))
+    for f in doc.get("replaced_failures", []):
+        lines.append(f"* **re-run**: {f['dataset']}, {f['mechanism']}, seed {f['seed']} failed ({f['error']}) and was run again "
+                     "after the fix (its record is the re-run's)")
     for name, kw in s.get("exceptions", {}).items():
         lines.append(f"* **exception, {name}**: " + ", ".join(f"{k}={v}" for k, v in kw.items()))
     hd = [r for r in doc["runs"] if r["mechanism"] == "hdmm" and r.get("status") == "ok" and r.get("global_least_squares_error")]
@@ -493,8 +496,14 @@ def merge(paths: list[str], prefix: str) -> dict:
             if ds not in doc["settings"]["datasets"]:
                 doc["settings"]["datasets"].append(ds)
         doc["datasets"].update({k: v for k, v in d["datasets"].items() if k not in doc["datasets"]})
-        have = {(r["dataset"], r["mechanism"]) for r in doc["runs"]}
-        clash = sorted(have & {(r["dataset"], r["mechanism"]) for r in d["runs"]})
+        # A run that failed may be re-run in a later file: the later success replaces it (and is noted).
+        key = lambda r: (r["dataset"], r["mechanism"], r["seed"])  # noqa: E731
+        redone = {key(r) for r in d["runs"] if r.get("status") == "ok"}
+        for r in doc["runs"]:
+            if key(r) in redone and r.get("status") != "ok":
+                doc.setdefault("replaced_failures", []).append({k: r.get(k) for k in ("dataset", "mechanism", "seed", "error")})
+        doc["runs"] = [r for r in doc["runs"] if not (key(r) in redone and r.get("status") != "ok")]
+        clash = sorted({key(r) for r in doc["runs"]} & {key(r) for r in d["runs"]})
         if clash:
             raise SystemExit(f"merge: {clash} are in more than one file")
         for mech in d["settings"]["mechanisms_order"]:
