@@ -396,7 +396,8 @@ def markdown(doc: dict) -> str:
                 return f"{label}: no successful run"
             if a.get("status") == "infeasible":
                 return f"{label}: **infeasible**"
-            return f"{label}: {_fmt(a['median'])} [{_fmt(a['min'], 3)}-{_fmt(a['max'], 3)}]"
+            fewer = f" ({a['n']} run{'s' if a['n'] > 1 else ''})" if a["n"] != s["runs"] else ""
+            return f"{label}: {_fmt(a['median'])} [{_fmt(a['min'], 3)}-{_fmt(a['max'], 3)}]{fewer}"
 
         fails = f" ({row['failed']} of {row['runs']} runs failed)" if row["failed"] else ""
         lines.append(
@@ -466,8 +467,10 @@ def plot(doc: dict, path: str) -> str | None:
 
     axes[0][0].legend(handles=[Patch(color=colors["original"], label="original arm"), Patch(color=colors["pgm"], label="+PGM arm")], fontsize=8)
     quick = " - QUICK MODE (not results)" if doc["settings"]["quick"] else ""
+    s_runs = doc["settings"]["runs"]
     fig.suptitle(f"ICML 2019 Figure 1: original vs +PGM arm, eps={doc['settings']['epsilon']}\n"
-                 f"median of {doc['settings']['runs']} runs{' (fewer where the table says)' if doc['settings'].get('exceptions') else ''}, whiskers min-max{quick}", fontsize=10)
+                 f"median of {'up to ' if any(a.get('n', s_runs) != s_runs for r in rows for a in (r.get('original', {}), r.get('pgm', {}))) else ''}"
+                 f"{s_runs} runs, whiskers min-max{quick}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
