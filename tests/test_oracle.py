@@ -19,6 +19,18 @@ def _brute_log_joint(domain, tables):
     return logp
 
 
+def _assert_bruteforce(dom, plan, tables, mu, log_z, total, rtol=1e-9):
+    """``log_z`` and every junction-tree clique's marginal in ``mu`` equal the full joint's."""
+    logp = _brute_log_joint(dom, tables)
+    ref = logsumexp(logp)
+    np.testing.assert_allclose(float(log_z), ref, rtol=1e-12)
+    p = total * np.exp(logp - ref)
+    for c, m in plan.tables(mu).items():
+        axes = tuple(i for i, a in enumerate(dom.attributes) if a not in c)
+        np.testing.assert_allclose(np.asarray(m), p.sum(axis=axes), rtol=rtol, atol=1e-12)
+    return ref
+
+
 def _random_problem(rng, kind):
     if kind == "chain":
         d = int(rng.integers(2, 6))
@@ -175,14 +187,8 @@ def test_free_singletons_are_padded_into_one_class_and_match_bruteforce(rng):
     for c, t in plan.tables(theta).items():
         assert t.shape == dom.shape_of(c)
     mu, log_z = jax.jit(oracle.marginals)(plan, theta, 5.0)
-    logp = _brute_log_joint(dom, tables)
-    ref = logsumexp(logp)
-    np.testing.assert_allclose(float(log_z), ref, rtol=1e-12)
+    ref = _assert_bruteforce(dom, plan, tables, mu, log_z, 5.0)
     np.testing.assert_allclose(float(oracle.log_partition(plan, theta)), ref, rtol=1e-12)
-    p = 5.0 * np.exp(logp - ref)
-    for c, m in plan.tables(mu).items():
-        axes = tuple(i for i, a in enumerate(dom.attributes) if a not in c)
-        np.testing.assert_allclose(np.asarray(m), p.sum(axis=axes), rtol=1e-9, atol=1e-12)
     key = plan.locations[free[0]][0]
     block = np.asarray(mu[key])
     for j in free:
@@ -221,10 +227,4 @@ def test_one_message_class_landing_in_parents_of_different_layouts(rng):
     tables = {c: rng.normal(size=dom.shape_of(c)) for c in cliques}
     theta = plan.from_tables(tables, jnp.float64)
     mu, log_z = jax.jit(oracle.marginals)(plan, theta, 3.0)
-    logp = _brute_log_joint(dom, tables)
-    ref = logsumexp(logp)
-    np.testing.assert_allclose(float(log_z), ref, rtol=1e-12)
-    p = 3.0 * np.exp(logp - ref)
-    for c, m in plan.tables(mu).items():
-        axes = tuple(i for i, a in enumerate(dom.attributes) if a not in c)
-        np.testing.assert_allclose(np.asarray(m), p.sum(axis=axes), rtol=1e-9, atol=1e-12)
+    _assert_bruteforce(dom, plan, tables, mu, log_z, 3.0)
