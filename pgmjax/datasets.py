@@ -33,6 +33,7 @@ import numpy as np
 
 from .dataset import Dataset
 from .domain import Clique, Domain
+from .junction import junction_tree
 
 NAMES = ("titanic", "adult", "loans", "stroke", "nltcs")
 
@@ -133,8 +134,6 @@ def benchmark_cliques(
         return ADULT_CLIQUES
     if count > math.comb(len(domain), size):
         raise ValueError(f"benchmark_cliques: {name!r} has {len(domain)} attributes: fewer than {count} distinct {size}-way cliques")
-    from .junction import junction_tree
-
     rng = np.random.default_rng(0)
     attrs = domain.attributes
     chosen: list[Clique] = []

@@ -180,13 +180,12 @@ def _junction_tree_cached(domain: Domain, cliques: frozenset) -> JunctionTree:
                 if not g.has_edge(i, j):
                     g.add_edge(i, j, weight=len(node_sets[i] & node_sets[j]))
     tree = nx.maximum_spanning_tree(g, algorithm="kruskal")
-    # Separate components hang off the centre of the one with the most cliques by empty separators, each by
-    # its own centre:
-    # a star keeps the schedule shallow (unmeasured attributes all sit one level below the hub, where
-    # equal shapes stack into one class), where a chain of components would add a level per component.
-    cells = [math.exp(sum(log_sizes[v] for v in s)) for s in node_sets]
+    # Separate components hang by empty separators off the centre of the one with the most cliques, each by
+    # its own centre. A star keeps the schedule shallow (unmeasured attributes all sit one level below the
+    # hub, where equal shapes stack into one class); a chain of components would add a level per component.
     components = sorted(sorted(c) for c in nx.connected_components(tree))
     if len(components) > 1:
+        cells = [math.exp(sum(log_sizes[v] for v in s)) for s in node_sets]
         hub = max(components, key=lambda c: (len(c), sum(cells[k] for k in c), -c[0]))  # the deepest part
         centre = lambda c: _tree_centre(tree.subgraph(c)) if len(c) > 2 else c[0]  # noqa: E731
         hub_centre = centre(hub)

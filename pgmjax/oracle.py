@@ -156,11 +156,16 @@ class OraclePlan:
         clique, its table padded to a bucket size), else None."""
         return self.static[6]
 
-    def table(self, blocks: dict, j: int) -> jax.Array:
-        """Junction-tree clique ``j``'s table (axes in domain order) from blocks in the oracle layout."""
+    def _index(self, j: int) -> tuple[str, tuple]:
+        """Block key and index of junction-tree clique ``j``'s table (its true cells only, if padded)."""
         key, l, k = self.locations[j]
         n = self.padded[j]
-        return blocks[key][l, k] if n is None else blocks[key][l, k, :n]
+        return key, ((l, k) if n is None else (l, k, slice(0, n)))
+
+    def table(self, blocks: dict, j: int) -> jax.Array:
+        """Junction-tree clique ``j``'s table (axes in domain order) from blocks in the oracle layout."""
+        key, index = self._index(j)
+        return blocks[key][index]
 
     def tables(self, blocks: dict) -> dict[Clique, jax.Array]:
         """``{clique: table}`` (axes in domain order) from blocks in the oracle layout."""
@@ -182,11 +187,8 @@ class OraclePlan:
             t = np.asarray(table, np.float64)
             t = np.transpose(t, [tuple(clique).index(a) for a in canon])
             shape = [self.domain[a] if a in clique else 1 for a in host]
-            key, l, k = self.locations[j]
-            if self.padded[j] is None:
-                blocks[key][l, k] += t.reshape(shape)
-            else:
-                blocks[key][l, k, : self.padded[j]] += t.reshape(shape)
+            key, index = self._index(j)
+            blocks[key][index] += t.reshape(shape)
         return {k: jnp.asarray(v, dtype) for k, v in blocks.items()}
 
 

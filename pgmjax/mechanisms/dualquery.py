@@ -48,6 +48,7 @@ from ..privacy import (
 )
 from ..privacy import check_key as _check_key
 from ..workload import Workload
+from .options import engine_options
 from .result import MechanismResult
 
 __all__ = ["dualquery", "dualquery_plan", "DualQueryTranscript", "max_sum_ve", "simulate"]
@@ -654,10 +655,8 @@ def dualquery(
         raise ValueError(f"{where}: pgm_method must be 'mirror_descent' or 'lbfgs' (dual averaging needs the L2 loss), got {pgm_method!r}")
     if pgm_step_size is not None:
         _positive(pgm_step_size, "pgm_step_size", where)
-    options = dict(estimate_options or {})
-    bad = sorted(set(options) & set(_RESERVED_ESTIMATE_OPTIONS))
-    if bad:
-        raise ValueError(f"{where}: estimate_options may not set {bad}; use pgm_iters=, pgm_method=, pgm_step_size= and dtype= instead")
+    options = engine_options(estimate_options, _RESERVED_ESTIMATE_OPTIONS, where,
+                             hint="; use pgm_iters=, pgm_method=, pgm_step_size= and dtype= instead")
     fdtype = jnp.dtype(dtype or jnp.float32)
     if fdtype not in (jnp.float32, jnp.float64):
         raise ValueError(f"{where}: dtype must be float32 or float64, got {fdtype}")

@@ -71,6 +71,7 @@ from ..privacy import check_key as _check_key
 from ..workload import Workload
 from .estimates import CliqueTables
 from .mwem import _as_workload, _choice
+from .options import engine_options
 from .result import MechanismResult
 
 __all__ = ["hdmm", "hdmm_strategy", "union_workload", "DEFAULT_MAX_TABLE_CELLS"]
@@ -417,10 +418,8 @@ def hdmm(
     restarts = _int(restarts, "restarts", where, 1)
     pgm_iters = _int(pgm_iters, "pgm_iters", where, 0)
     pgm_method = _choice(pgm_method, "pgm_method", tuple(METHODS), where)
-    options = dict(pgm_options or {})
-    bad = sorted(set(options) & set(_RESERVED_OPTIONS))
-    if bad:
-        raise ValueError(f"{where}: pgm_options may not set {bad}; use pgm_iters=, pgm_method= and bounded= instead")
+    options = engine_options(pgm_options, _RESERVED_OPTIONS, where, argument="pgm_options",
+                             hint="; use pgm_iters=, pgm_method= and bounded= instead")
     original = _bool(original, "original", where)
     max_table_cells = _int(max_table_cells, "max_table_cells", where, 0)
     synthetic = _bool(synthetic, "synthetic", where)

@@ -65,6 +65,7 @@ from ..privacy import _count as _int
 from ..privacy import check_key as _check_key
 from .dualquery import max_sum_ve
 from .estimates import CliqueTables
+from .options import engine_options
 from .result import MechanismResult
 
 __all__ = [
@@ -806,9 +807,7 @@ def fit_pgm(
     queries = _as_queries(queries, "queries", where)
     _check_domain(queries, domain, where)
     iters = _int(iters, "iters", where, 0)
-    bad = sorted(set(options) & set(_RESERVED_OPTIONS))
-    if bad:
-        raise ValueError(f"{where}: options may not set {bad}")
+    engine_options(options, _RESERVED_OPTIONS, where, argument="options")
     measurements = pgm_measurements(queries, answers, stddev)
     if total is not None:
         total, source = _positive(total, "total", where), "given"
@@ -940,10 +939,7 @@ def mldp(
     pgm_iters = _int(pgm_iters, "pgm_iters", where)
     original = _bool(original, "original", where)
     synthetic = _bool(synthetic, "synthetic", where)
-    options = dict(estimate_options or {})
-    bad = sorted(set(options) & set(_RESERVED_OPTIONS))
-    if bad:
-        raise ValueError(f"{where}: estimate_options may not set {bad}; use pgm_iters= and bounded= instead")
+    options = engine_options(estimate_options, _RESERVED_OPTIONS, where, hint="; use pgm_iters= and bounded= instead")
 
     start = time.perf_counter()
     k_select, k_noise, k_synth = jax.random.split(key, 3)

@@ -51,6 +51,7 @@ from ..privacy import REST, Accountant, _count, _positive, _real, cdp_rho
 from ..privacy import _bool as _boolean
 from ..privacy import check_key as _check_key
 from ..sampling import METHODS as SAMPLING_METHODS
+from .options import engine_options
 from .result import MechanismResult
 
 __all__ = [
@@ -308,11 +309,7 @@ class _Progress:
 
 
 def _estimate_options(options, where: str) -> dict:
-    options = dict(options or {})
-    bad = sorted(set(options) & set(RESERVED_OPTIONS))
-    if bad:
-        raise ValueError(f"{where}: estimate_options may not set {bad}; the mechanism sets them")
-    return options
+    return engine_options(options, RESERVED_OPTIONS, where, hint="; the mechanism sets them")
 
 
 # ---------------------------------------------------------------------------------------------------

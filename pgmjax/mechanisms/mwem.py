@@ -71,6 +71,7 @@ from ..privacy import _count as _int
 from ..privacy import check_key as _check_key
 from ..workload import Workload
 from .estimates import FactoredTable
+from .options import engine_options
 from .result import MechanismResult
 
 __all__ = [
@@ -534,10 +535,7 @@ def mwem(
     original = _bool(original, "original", where)
     max_table_cells = _int(max_table_cells, "max_table_cells", where, 1)
     synthetic = _bool(synthetic, "synthetic", where)
-    options = dict(estimate_options or {})
-    bad = sorted(set(options) & set(_RESERVED_OPTIONS))
-    if bad:
-        raise ValueError(f"{where}: estimate_options may not set {bad}; use pgm_iters= and bounded= instead")
+    options = engine_options(estimate_options, _RESERVED_OPTIONS, where, hint="; use pgm_iters= and bounded= instead")
     wl = _as_workload(workload, domain, where)
 
     cliques: list[Clique] = list(dict.fromkeys(wl.cliques))  # distinct, first-seen order

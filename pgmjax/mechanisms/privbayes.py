@@ -41,6 +41,7 @@ from ..junction import maximal_cliques
 from ..measurement import Measurement, estimate_total
 from ..privacy import REST, Accountant, exponential_probabilities
 from ..privacy import check_key as _check_key
+from .options import engine_options
 from .result import MechanismResult
 
 __all__ = [
@@ -711,10 +712,8 @@ def privbayes(
     pgm_iters = _integer(pgm_iters, "pgm_iters", where, 0)
     if not isinstance(keep_scores, (bool, np.bool_)):
         raise TypeError(f"{where}: keep_scores must be True or False, got {keep_scores!r}")
-    pgm_options = dict(pgm_options or {})
-    clash = sorted(set(pgm_options) & {"iters", "total", "domain", "measurements"})
-    if clash:
-        raise ValueError(f"{where}: pgm_options may not set {clash} (use pgm_iters; the total is fixed by the mechanism)")
+    pgm_options = engine_options(pgm_options, ("iters", "total", "domain", "measurements"), where, argument="pgm_options",
+                                 hint=" (use pgm_iters; the total is fixed by the mechanism)")
     n = len(data)
     if n < 2:
         raise ValueError(f"{where}: needs at least 2 records, got {n}")
