@@ -15,6 +15,7 @@ from .junction import JunctionTree, junction_tree
 from .measurement import Measurement, estimate_total
 from .model import GraphicalModel
 from .noise import noisy_marginals
+from .programs import release_compiled
 from . import datasets, hdmm, mechanisms, metrics, privacy, queries, schema
 from .privacy import REST, Accountant, PrivacyBudgetExceeded
 from .workload import Workload
@@ -46,5 +47,6 @@ __all__ = [
     "PrivacyBudgetExceeded",
     "REST",
     "load_model",
+    "release_compiled",
 ]
 __version__ = "0.1.0"

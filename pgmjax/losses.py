@@ -37,7 +37,7 @@ class _Group:
     perm: tuple[int, ...]  # remaining axes -> measurement clique order
     kind: str
     rows: int
-    count: int
+    count: int  # stacked measurements, zero-weight padding included
     dense: bool = False  # measurements laid out like the block (levels * slots), zero weight where unmeasured
 
 
@@ -55,6 +55,24 @@ class MeasurementArrays:
     @classmethod
     def tree_unflatten(cls, groups, leaves):
         return cls(leaves[0], groups)
+
+
+# Padding a group costs (added copies) x (host cells) per loss evaluation; above this many cells, none.
+_MAX_PAD_CELLS = 2**20
+
+
+def _padded_count(count: int, host_cells: int) -> int:
+    """``count`` rounded up to a power of two where the padding is cheap, else ``count``.
+
+    An adaptive mechanism (MWEM) adds one measurement per round; padded counts keep the group's shapes,
+    hence the compiled program, unchanged until the count crosses a power of two.
+    """
+    padded = 1 << (count - 1).bit_length()
+    return padded if (padded - count) * host_cells <= _MAX_PAD_CELLS else count
+
+
+def _pad(a: np.ndarray, extra: int) -> np.ndarray:
+    return np.concatenate([a, np.repeat(a[:1], extra, axis=0)])
 
 
 def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dtype) -> MeasurementArrays:
@@ -98,6 +116,14 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
         cells = levels_slots[0] * levels_slots[1]
         flat = group["level"].astype(np.int64) * levels_slots[1] + group["slot"]
         dense = len(set(flat.tolist())) == len(items) and 2 * len(items) >= cells
+        count = len(items)
+        if not dense:
+            count = _padded_count(len(items), int(np.prod(host_shape)))
+            if count > len(items):  # zero-weight copies of the first measurement: they add nothing
+                extra = count - len(items)
+                group = {k: (tuple(_pad(q, extra) for q in v) if isinstance(v, tuple) else _pad(v, extra))
+                         for k, v in group.items()}
+                group["inv_std"][len(items):] = 0.0
         if dense:
             def spread(a, fill=0.0):
                 out = np.full((cells, *a.shape[1:]), fill, a.dtype)
@@ -110,7 +136,7 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
             lambda a: jnp.asarray(a) if a.dtype.kind == "i" else jnp.asarray(a, dtype), group
         )
         arrays.append(group)
-        groups.append(_Group(key, host_shape, sum_axes, perm, kind, rows, len(items), dense))
+        groups.append(_Group(key, host_shape, sum_axes, perm, kind, rows, count, dense))
     return MeasurementArrays(tuple(arrays), tuple(groups))
 
 

@@ -223,3 +223,50 @@ def test_total_and_lipschitz():
     kron = pj.Measurement(("a", "b"), np.zeros(8), stddev=2.0, query=(np.eye(2) * 3, prefix))
     assert kron.lipschitz() == pytest.approx(9 * np.linalg.eigvalsh(prefix.T @ prefix)[-1] / 4)
     assert pj.Measurement(("a",), [1.0, 2.0], stddev=[1.0, 0.5]).lipschitz() == pytest.approx(4.0)
+
+
+def _row_measurements(data, count):
+    """``count`` one-row Kronecker measurements on ("a", "b") (MWEM's query mode), distinct rows."""
+    out = []
+    for i in range(count):
+        qa, qb = np.zeros((1, 3)), np.zeros((1, 4))
+        qa[0, : 1 + i % 3] = 1.0
+        qb[0, : 1 + i % 4] = 1.0
+        y = np.einsum("ra,ab,sb->rs", qa, data.marginal(("a", "b")), qb).ravel() + 0.3 * i
+        out.append(pj.Measurement(("a", "b"), y, stddev=1.0 + i, query=(qa, qb)))
+    return out
+
+
+def test_measurement_counts_padded_to_a_power_of_two_reuse_programs(small):
+    """MWEM adds one measurement per round: 3 -> 4 measurements of one clique shape keep every program."""
+    dom, data, _ = small
+    rows = _row_measurements(data, 5)
+    pj.estimate(dom, rows[:3], "mirror_descent", loss="l1", iters=20, chunk=10, total=400.0)
+    with count_compiles() as counter:
+        pj.estimate(dom, rows[:4], "mirror_descent", loss="l1", iters=20, chunk=10, total=400.0)
+    assert counter.count == 0
+    with count_compiles() as counter:  # 5 crosses a power of two: a new shape, compiled once
+        pj.estimate(dom, rows[:5], "mirror_descent", loss="l1", iters=20, chunk=10, total=400.0)
+    assert counter.count > 0
+
+
+@pytest.mark.parametrize("kind", ["l1", "l2"])
+def test_padding_adds_nothing_to_the_loss(small, kind, monkeypatch):
+    """The zero-weight copies change neither the loss nor its gradient (padded vs unpadded stacks)."""
+    from pgmjax import losses, oracle
+
+    dom, data, _ = small
+    rows = _row_measurements(data, 3)
+    plan = oracle.make_plan(dom, [("a", "b")])
+    theta = {k: jnp.asarray(np.random.default_rng(1).normal(size=v.shape)) for k, v in plan.zeros(jnp.float64).items()}
+    mu = oracle.marginals(plan, theta, 400.0)[0]
+    padded = losses.stack_measurements(plan, rows, jnp.float64)
+    monkeypatch.setattr(losses, "_MAX_PAD_CELLS", -1)
+    plain = losses.stack_measurements(plan, rows, jnp.float64)
+    assert [g.count for g in padded.groups] == [4] and [g.count for g in plain.groups] == [3]
+    f = lambda m, meas: losses.residual_loss(m, meas, kind, smoothing=0.5 if kind == "l1" else None)  # noqa: E731
+    va, ga = jax.value_and_grad(f)(mu, padded)
+    vb, gb = jax.value_and_grad(f)(mu, plain)
+    np.testing.assert_allclose(va, vb, rtol=1e-12)
+    for k in ga:
+        np.testing.assert_allclose(ga[k], gb[k], rtol=1e-12, atol=1e-12)

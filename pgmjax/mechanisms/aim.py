@@ -45,6 +45,7 @@ from ..domain import Clique, Domain
 from ..privacy import REST, Accountant, _count, _positive, cdp_rho
 from ..privacy import _bool as _boolean
 from ..privacy import check_key as _check_key
+from ..programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..sampling import METHODS as SAMPLING_METHODS
 from ..workload import Workload
 from .mst import _delta, _estimate_options, _Progress
@@ -367,6 +368,7 @@ def aim(
             seconds["selection"] += time.perf_counter() - t_sel
 
             t0 = time.perf_counter()
+            release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
             model = estimate(domain, measurements, iters=max_iters, warm_start=model, **options)
             seconds["engine"] += time.perf_counter() - t0
             annealed = False

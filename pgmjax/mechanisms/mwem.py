@@ -69,6 +69,7 @@ from ..measurement import Measurement, estimate_total
 from ..privacy import REST, Accountant, _bool, _positive, _real, cdp_rho
 from ..privacy import _count as _int
 from ..privacy import check_key as _check_key
+from ..programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..workload import Workload
 from .estimates import FactoredTable
 from .options import engine_options
@@ -620,6 +621,7 @@ def mwem(
         )
         measurements.append(m)
         t0 = time.perf_counter()
+        release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
         model = estimate(domain, measurements, iters=pgm_iters, total=total_known, warm_start=model, **options)
         engine_seconds += time.perf_counter() - t0
         log.append(

@@ -1,0 +1,78 @@
+"""Freeing the engine's compiled programs (pgmjax.programs), and the bound MWEM/AIM keep on them."""
+
+import importlib
+
+import jax
+import numpy as np
+import pytest
+
+import pgmjax as pj
+from pgmjax import programs
+from pgmjax.api import estimate as fit
+
+mw = importlib.import_module("pgmjax.mechanisms.mwem")
+aim_module = importlib.import_module("pgmjax.mechanisms.aim")
+
+SIZES = {"a": 4, "b": 3, "c": 5, "d": 2, "e": 3, "f": 4}
+CHAIN = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("e", "f"), ("a", "f")]
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(3)
+    cols = [rng.integers(0, s, 500) for s in SIZES.values()]
+    return pj.Dataset(np.stack(cols, axis=1), pj.Domain(SIZES))
+
+
+def test_release_frees_and_refits_identically(data):
+    ms = pj.noisy_marginals(data, [("a", "b"), ("b", "c")], stddev=5.0, key=jax.random.key(0))
+    first = pj.estimate(data.domain, ms, iters=30).marginal(("a", "b"))
+    assert programs.compiled_count() > 0
+    assert not programs.release_compiled(above=10**6)  # under the threshold: nothing freed
+    held = programs.compiled_count()
+    assert held > 0
+    assert programs.release_compiled()
+    assert programs.compiled_count() == 0
+    again = pj.estimate(data.domain, ms, iters=30).marginal(("a", "b"))  # recompiled from scratch
+    np.testing.assert_allclose(np.asarray(again), np.asarray(first), rtol=1e-6, atol=1e-6)
+    assert programs.compiled_count() > 0
+
+
+def _counts_per_round(monkeypatch, module, limit, run):
+    """Run a mechanism with the program limit set to ``limit``; the engine's count after every fit."""
+    counts = []
+
+    def spy(*args, **kwargs):
+        model = fit(*args, **kwargs)
+        counts.append(programs.compiled_count())
+        return model
+
+    monkeypatch.setattr(module, "estimate", spy)
+    monkeypatch.setattr(module, "MAX_LIVE_PROGRAMS", limit)
+    programs.release_compiled()
+    run()
+    return counts
+
+
+def test_mwem_keeps_the_engine_programs_bounded(data, monkeypatch):
+    wl = pj.Workload.benchmark(data.domain, CHAIN, numeric=[])
+
+    def run():
+        mw.mwem(data, 1.0, key=jax.random.key(0), workload=wl, rounds=6, pgm_iters=20, mw_iters=5)
+
+    unbounded = _counts_per_round(monkeypatch, mw, 10**6, run)
+    bounded = _counts_per_round(monkeypatch, mw, 4, run)
+    # Every round fits a new structure: without the bound the programs pile up (the check has teeth).
+    assert unbounded == sorted(unbounded) and unbounded[-1] >= 3 * len(unbounded)
+    # With it, at most the limit plus the one fit's own programs are alive after any round.
+    per_fit = unbounded[0]
+    assert len(bounded) == 6 and max(bounded) <= 4 + per_fit
+
+
+def test_aim_keeps_the_engine_programs_bounded(data, monkeypatch):
+    def run():
+        aim_module.aim(data, 1.0, key=jax.random.key(1), workload=CHAIN, max_iters=20, final_iters=20, delta=1e-9)
+
+    bounded = _counts_per_round(monkeypatch, aim_module, 4, run)
+    assert len(bounded) >= 3
+    assert max(bounded) <= 4 + bounded[0]
