@@ -155,6 +155,9 @@ def test_best_response_maximises_satisfied_sampled_queries():
             dense = np.kron(dense, c)
         cells = np.ravel_multi_index(tuple(records[:, dom.index(a)] for a in r_block.clique), dom.shape_of(r_block.clique))
         np.testing.assert_array_equal(sat[:, r_block.offset : r_block.offset + r_block.rows], dense[:, cells].T)
+    # row_values: the same entries for any subset of rows (the loss builds its linear term from them)
+    some = np.random.default_rng(2).choice(queries.rows, 17, replace=False)
+    np.testing.assert_array_equal(queries.row_values(some, records), sat[:, some])
     rng = np.random.default_rng(3)
     for _ in range(5):
         hist = np.bincount(rng.integers(0, queries.size, 30), minlength=queries.size).astype(float)

@@ -126,17 +126,21 @@ class _Queries:
             out.append(val)
         return np.concatenate(out, axis=1)
 
-    def satisfied_jnp(self, records: np.ndarray, dtype) -> jax.Array:
-        """:meth:`satisfied` as a traced JAX computation from small constants (records and factors)."""
+    def row_values(self, rows: np.ndarray, records: np.ndarray) -> np.ndarray:
+        """``q_r(x)`` for the given positive rows only (``K``,) and records ``(n, d)``: ``(n, K)``."""
+        rows = np.asarray(rows, np.int64)
         x = np.asarray(records)
-        out = []
-        for b in self.blocks:
-            val = jnp.ones((x.shape[0], 1), dtype)
-            for a, c in zip(b.clique, b.cols):
-                col = jnp.asarray(c, dtype)[:, x[:, self.domain.index(a)]].T
-                val = (val[:, :, None] * col[:, None, :]).reshape(x.shape[0], -1)
-            out.append(val)
-        return jnp.concatenate(out, axis=1)
+        out = np.zeros((x.shape[0], rows.size))
+        starts = np.array([b.offset for b in self.blocks])
+        owner = np.searchsorted(starts, rows, side="right") - 1
+        for bi in np.unique(owner):
+            b, sel = self.blocks[bi], np.flatnonzero(owner == bi)
+            per_attr = np.unravel_index(rows[sel] - b.offset, b.row_shape)
+            val = np.ones((x.shape[0], sel.size))
+            for a, c, r in zip(b.clique, b.cols, per_attr):
+                val *= c[r][:, x[:, self.domain.index(a)]].T
+            out[:, sel] = val
+        return out
 
     def answers_jnp(self, marginals, total) -> jax.Array:
         """Normalised answers ``a = W mu / N`` of the positive rows (``R``,) from ``clique -> marginal``."""
@@ -392,12 +396,16 @@ class DualQueryTranscript:
             A callable ``marginals (clique -> table) -> scalar``.
         """
         T, R = self.rounds, self.queries.rows
-        hist = self.histograms()
-        g = hist[:, :R] - hist[:, R:]  # <h_t, z_t> = <h_pos - h_neg, z_pos>
-        c = self.queries.satisfied(self.records)
+        # <h_t, z_t> = <h_pos - h_neg, z_pos>: only the drawn rows enter, so the linear term is built
+        # from the T x s draws (no T x R array on the host either).
+        row = np.where(self.draws < R, self.draws, self.draws - R)  # (T, s)
+        sign = np.where(self.draws < R, 1.0, -1.0)
+        g_lin = np.zeros(R)
+        np.add.at(g_lin, row, np.arange(T, dtype=np.float64)[:, None] * sign)
+        drawn, where = np.unique(row, return_inverse=True)
+        c = self.queries.row_values(drawn, self.records)  # (T, drawn rows)
         cum = np.cumsum(c, axis=0) - c
-        g_lin = np.sum(np.arange(T, dtype=np.float64)[:, None] * g, axis=0)
-        g_const = float(np.sum(g * cum))
+        g_const = float(np.sum(sign * np.take_along_axis(cum, where.reshape(row.shape), axis=1)))
         queries, records, eta, s, total = self.queries, self.records, self.eta, self.samples, self.total
         log_partition = _transcript_log_partition(queries, records, eta)
 
