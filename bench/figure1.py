@@ -377,6 +377,7 @@ def markdown(doc: dict) -> str:
         f"backend {m['backend']} ({', '.join(m['device_kinds'])}). Load average at start: {m['load_average_start']}.",
         f"Versions: Python {m['versions']['python']}, jax {m['versions']['jax']}, numpy {m['versions']['numpy']}, "
         f"scipy {m['versions']['scipy']}; pgmjax commit {m['git_commit'][:12]}{' (dirty tree)' if m['git_dirty'] else ''}.",
+        *sources(doc),
         "",
         f"Setting: epsilon = {s['epsilon']} (DualQuery delta = {s['delta']}), {s['runs']} runs (seeds {s['seeds']}), "
         "benchmark workload = 15 three-way cliques, Prefix on numeric attributes, identity otherwise "
@@ -480,14 +481,45 @@ def plot(doc: dict, path: str) -> str | None:
 # ----------------------------------------------------------------------------- merging runs of several invocations
 
 
+def sources(doc) -> list[str]:
+    """Markdown lines naming the processes a merged document comes from (file, date, CPU, commit)."""
+    parts = doc.get("merged_from")
+    if not parts:
+        return []
+    return ["", "Merged from:"] + [
+        f"* {p['file']}: {p['started']} to {p.get('finished') or '(unfinished)'}, {p['machine']['cpu'] or p['machine']['platform']}, "
+        f"load at start {p['machine']['load_average_start']}, pgmjax commit {p['machine']['git_commit'][:12]}"
+        f"{' (dirty tree)' if p['machine']['git_dirty'] else ''}"
+        for p in parts
+    ]
+
+
 def merge(paths: list[str], prefix: str) -> dict:
     """One table from several result JSONs (e.g. MWEM run in its own processes, one per dataset).
 
-    Runs, datasets and per-mechanism settings are concatenated; each (dataset, mechanism) must come from one
-    file. A mechanism's settings are those of the first file that ran it; runs made with other settings
-    (fewer runs or iterations where time was short, say) are listed as exceptions in the table. The machine
-    record is the first file's, and every file's is kept under ``merged_from``.
-    Writes ``prefix.json``, ``.md`` and ``.png``.
+    Runs, datasets and per-mechanism settings are concatenated (:func:`merge_docs`). Writes
+    ``prefix.json``, ``.md`` and ``.png``.
+    """
+    doc = merge_docs(paths, ("dataset", "mechanism", "seed"))
+    order = [m for m in MECHANISMS if m in doc["settings"]["mechanisms_order"]]
+    doc["settings"]["mechanisms_order"] = order
+    doc["summary"] = summarize(doc["runs"], doc["settings"]["datasets"], order)
+    write_json(prefix + ".json", doc)
+    write_text(prefix + ".md", markdown(doc))
+    note = plot(doc, prefix + ".png")
+    if note:
+        print(f"figure1 merge: {note}")
+    return doc
+
+
+def merge_docs(paths: list[str], key_fields: tuple[str, ...]) -> dict:
+    """The result documents of several processes as one (runs, datasets, settings; no summary).
+
+    A run is identified by ``key_fields`` (e.g. dataset, mechanism, seed) and must come from one file, except
+    that a later file's successful run replaces an earlier failed one (noted under ``replaced_failures``).
+    A mechanism's settings are those of the first file that ran it; runs made with other settings (fewer
+    runs or iterations where time was short, say) are listed as exceptions. The machine record is the first
+    file's, and every file's is kept under ``merged_from``.
     """
     docs = [json.load(open(p)) for p in paths]
     doc = json.loads(json.dumps(docs[0]))
@@ -500,7 +532,7 @@ def merge(paths: list[str], prefix: str) -> dict:
                 doc["settings"]["datasets"].append(ds)
         doc["datasets"].update({k: v for k, v in d["datasets"].items() if k not in doc["datasets"]})
         # A run that failed may be re-run in a later file: the later success replaces it (and is noted).
-        key = lambda r: (r["dataset"], r["mechanism"], r["seed"])  # noqa: E731
+        key = lambda r: tuple(r[k] for k in key_fields)  # noqa: E731
         redone = {key(r) for r in d["runs"] if r.get("status") == "ok"}
         for r in doc["runs"]:
             if key(r) in redone and r.get("status") != "ok":
@@ -522,14 +554,6 @@ def merge(paths: list[str], prefix: str) -> dict:
         doc["finished"] = max(doc.get("finished") or "", d.get("finished") or "") or None
     last_run = max((r.get("finished") or "" for r in doc["runs"]), default="")
     doc["finished"] = max(doc.get("finished") or "", last_run) or None
-    order = [m for m in MECHANISMS if m in doc["settings"]["mechanisms_order"]]
-    doc["settings"]["mechanisms_order"] = order
-    doc["summary"] = summarize(doc["runs"], doc["settings"]["datasets"], order)
-    write_json(prefix + ".json", doc)
-    write_text(prefix + ".md", markdown(doc))
-    note = plot(doc, prefix + ".png")
-    if note:
-        print(f"figure1 merge: {note}")
     return doc
 
 

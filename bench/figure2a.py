@@ -25,6 +25,7 @@ run), ``.md`` and ``.png``.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -89,6 +90,7 @@ def markdown(doc) -> str:
         f"backend {m['backend']} ({', '.join(m['device_kinds'])}). Load average at start: {m['load_average_start']}.",
         f"Versions: Python {m['versions']['python']}, jax {m['versions']['jax']}, numpy {m['versions']['numpy']}; "
         f"pgmjax commit {m['git_commit'][:12]}{' (dirty tree)' if m['git_dirty'] else ''}.",
+        *F.sources(doc),
         "",
         f"{s['runs']} runs per epsilon (seeds {s['seeds']}). Error = workload error on the paper's scale (the 2019 scripts' "
         "numbers are twice these): median [min-max] over runs; factor = median original / median +PGM.",
@@ -169,6 +171,22 @@ def plot(doc, path):
     return None
 
 
+def merge(paths: list[str], prefix: str) -> dict:
+    """One table from several result JSONs of this script (e.g. more seeds run later); see ``figure1.merge_docs``."""
+    doc = F.merge_docs(paths, ("dataset", "mechanism", "epsilon", "seed"))
+    s = doc["settings"]
+    s["seeds"] = sorted({r["seed"] for r in doc["runs"]})
+    s["runs"] = len(s["seeds"])
+    s["epsilons"] = sorted({e for d in paths for e in json.load(open(d))["settings"]["epsilons"]})
+    doc["summary"] = summarize(doc["runs"], s["datasets"], s["mechanisms_order"], s["epsilons"])
+    F.write_json(prefix + ".json", doc)
+    F.write_text(prefix + ".md", markdown(doc))
+    note = plot(doc, prefix + ".png")
+    if note:
+        print(f"figure2a merge: {note}")
+    return doc
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", default=None, help="the shared data folder (default: pgmjax.datasets.data_dir())")
@@ -183,7 +201,11 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="tiny settings to validate the pipeline (results are not meaningful)")
     p.add_argument("--tag", default=None)
     p.add_argument("--out", default=None)
+    p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                   help="only merge these result JSONs of this script into --out / --tag's files")
     args = p.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, F.out_prefix(args, "figure2a"))
 
     import jax
 
