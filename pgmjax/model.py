@@ -37,6 +37,7 @@ class GraphicalModel:
         self.total = float(total)
         self.history = history or []
         self.loss: float | None = None  # the estimator's final loss, when fitted by estimate()
+        self.step_size: float | None = None  # mirror descent's last step, where a warm start can reuse it
 
     @property
     def domain(self) -> Domain:

@@ -270,3 +270,28 @@ def test_padding_adds_nothing_to_the_loss(small, kind, monkeypatch):
     np.testing.assert_allclose(va, vb, rtol=1e-12)
     for k in ga:
         np.testing.assert_allclose(ga[k], gb[k], rtol=1e-12, atol=1e-12)
+
+
+def test_warm_start_continues_from_the_last_step_size():
+    """MWEM's refit: one new, far-off prefix-range measurement on a converged model of a 100 x 100 clique.
+    From 1 / (L N) the line search spends its iterations growing the step; from the warm model's last
+    step it fits at once."""
+    n, N = 100, 2000.0
+    dom = pj.Domain({"a": n, "b": n, "c": 3})
+    rng = np.random.default_rng(0)
+    data = pj.Dataset(np.stack([rng.integers(0, s, int(N)) for s in (n, n, 3)], axis=1), dom)
+    prefix = np.tril(np.ones((n, n)))
+    ms = []
+    for i, (ra, rb) in enumerate([(n - 1, n - 2), (n // 2, n - 1), (n - 2, n // 3)]):
+        qa, qb = prefix[ra][None], prefix[rb][None]
+        y = np.einsum("ra,ab,sb->rs", qa, data.marginal(("a", "b")), qb).ravel() + (300.0 if i == 2 else 0.0)
+        ms.append(pj.Measurement(("a", "b"), y, stddev=30.0, query=(qa, qb)))
+    first = pj.estimate(dom, ms[:2], iters=200, total=N, dtype=jnp.float64)
+    default = 1.0 / (pj.losses.lipschitz_constant(ms) * N)
+    assert first.step_size > 1000 * default  # the step the first fit's line search grew to
+    carried = pj.estimate(dom, ms, iters=10, total=N, warm_start=first, dtype=jnp.float64)
+    restarted = pj.estimate(dom, ms, iters=10, total=N, warm_start=first, dtype=jnp.float64, step_size=default)
+    assert restarted.loss > 10.0 and carried.loss < 0.01 * restarted.loss
+    # recorded only where a warm start reuses it: mirror descent on a smooth loss
+    assert pj.estimate(dom, ms, iters=5, total=N, loss="l1").step_size is None
+    assert pj.estimate(dom, ms, "dual_averaging", iters=5, total=N).step_size is None
