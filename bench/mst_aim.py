@@ -288,6 +288,7 @@ def main(argv=None):
             runs = [r for r in runs if _key(r) != _key(row)] + [row]
             out["runs"] = runs
             if args.out:  # save after every run: long grids survive an interruption
+                os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
                 with open(args.out, "w") as f:
                     json.dump(out, f, indent=1)
     finally:
