@@ -25,7 +25,6 @@ run), ``.md`` and ``.png``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -177,7 +176,7 @@ def merge(paths: list[str], prefix: str) -> dict:
     s = doc["settings"]
     s["seeds"] = sorted({r["seed"] for r in doc["runs"]})
     s["runs"] = len(s["seeds"])
-    s["epsilons"] = sorted({e for d in paths for e in json.load(open(d))["settings"]["epsilons"]})
+    s["epsilons"] = sorted({r["epsilon"] for r in doc["runs"]})
     doc["summary"] = summarize(doc["runs"], s["datasets"], s["mechanisms_order"], s["epsilons"])
     F.write_json(prefix + ".json", doc)
     F.write_text(prefix + ".md", markdown(doc))

@@ -131,9 +131,11 @@ def estimate(
         plan, meas, jnp.asarray(total, dtype), jnp.asarray(lipschitz, dtype), jnp.zeros((), dtype), loss
     )
     theta = plan.zeros(dtype) if warm_start is None else plan.from_tables(warm_start.potentials, dtype)
+    # Mirror descent on a smooth loss hands its last step to warm starts (L1's steps are per smoothing stage).
+    carries_step = method == "mirror_descent" and loss != "l1"
     if step_size is None:
         step_size = 1.0 / (lipschitz * total)
-        if warm_start is not None and warm_start.step_size is not None and method == "mirror_descent" and loss != "l1":
+        if carries_step and warm_start is not None and warm_start.step_size is not None:
             # Continue from the step the warm model's line search ended at: from 1 / (L N) it takes
             # the line search ~50 iterations of growth to get back there (an MWEM round's whole budget
             # of 100, and a refit that never catches up with the new measurement). Too large a step
@@ -170,7 +172,7 @@ def estimate(
     for h in history:
         h.pop("state", None)
     model = GraphicalModel(plan, params, total, history)
-    if method == "mirror_descent" and loss != "l1":  # L1's steps are per smoothing stage: not carried
+    if carries_step:
         model.step_size = float(state.step_size)
     model.loss = float(estimation._model_loss(problem, params))
     return model

@@ -114,17 +114,21 @@ class _Queries:
     def _cliques(self) -> list[Clique]:
         return list(dict.fromkeys(b.clique for b in self.blocks))
 
-    def satisfied(self, records: np.ndarray) -> np.ndarray:
-        """``q_r(x)`` of every positive row for records ``(n, d)`` (domain order): ``(n, R)``."""
-        x = np.asarray(records)
+    def satisfied(self, records, xp=np, dtype=np.float64):
+        """``q_r(x)`` of every positive row for records ``(n, d)`` (domain order): ``(n, R)``.
+
+        ``xp=jax.numpy`` builds the same rows inside a traced program (records may be traced).
+        """
+        records = xp.asarray(records)
+        n = records.shape[0]
         out = []
         for b in self.blocks:
-            val = np.ones((x.shape[0], 1))
+            val = xp.ones((n, 1), dtype)
             for a, c in zip(b.clique, b.cols):
-                col = c[:, x[:, self.domain.index(a)]].T  # (n, rows_a)
-                val = (val[:, :, None] * col[:, None, :]).reshape(x.shape[0], -1)
+                col = xp.asarray(c, dtype)[:, records[:, self.domain.index(a)]].T  # (n, rows_a)
+                val = (val[:, :, None] * col[:, None, :]).reshape(n, -1)
             out.append(val)
-        return np.concatenate(out, axis=1)
+        return xp.concatenate(out, axis=1)
 
     def row_values(self, rows: np.ndarray, records: np.ndarray) -> np.ndarray:
         """``q_r(x)`` for the given positive rows only (``K``,) and records ``(n, d)``: ``(n, K)``."""
@@ -426,19 +430,8 @@ def _transcript_log_partition(queries: _Queries, records: np.ndarray, eta: float
     pass (a ``custom_vjp``), reusing the forward's exponentials: 2 exponentials per row and round in
     all, and memory ``O(R)``.
     """
-    idx = [tuple(queries.domain.index(a) for a in b.clique) for b in queries.blocks]
-    cols_np = [b.cols for b in queries.blocks]
     recs = np.asarray(records, np.int32)
     T = recs.shape[0]
-
-    def satisfied(x, dt):  # q_r(x) of every row for one record x (d,): (R,)
-        out = []
-        for ids, cols in zip(idx, cols_np):
-            val = jnp.ones((1,), dt)
-            for i, col in zip(ids, cols):
-                val = (val[:, None] * jnp.asarray(col, dt)[:, x[i]][None, :]).reshape(-1)
-            out.append(val)
-        return jnp.concatenate(out)
 
     def sweep(a, with_grad: bool):
         dt = a.dtype
@@ -453,7 +446,7 @@ def _transcript_log_partition(queries: _Queries, records: np.ndarray, eta: float
             value = value + m + jnp.log(norm)
             if with_grad:
                 grad = grad + (eta * t / norm) * (pos - neg)
-            return (cum + satisfied(x, dt), value, grad), None
+            return (cum + queries.satisfied(x[None, :], xp=jnp, dtype=dt)[0], value, grad), None
 
         init = (jnp.zeros_like(a), jnp.zeros((), dt), jnp.zeros_like(a) if with_grad else jnp.zeros((), dt))
         steps = (jnp.arange(T, dtype=dt), jnp.asarray(recs))
@@ -465,8 +458,7 @@ def _transcript_log_partition(queries: _Queries, records: np.ndarray, eta: float
         return sweep(a, False)[0]
 
     def forward(a):
-        value, grad = sweep(a, True)
-        return value, grad
+        return sweep(a, True)  # (value, residual = the gradient)
 
     def backward(grad, cotangent):
         return (cotangent * grad,)
