@@ -671,7 +671,10 @@ def dualquery(
         samples: ``s``, queries drawn per round.
         rounds: ``T``; None solves the largest ``T`` with ``eps(T) <= epsilon`` at ``eta``.
         bound: ``"b2"`` (default, as the 2019 experiments) or ``"heterogeneous"`` (tighter).
-        pgm_iters: iterations of the engine.
+        pgm_iters: iterations of the engine. The transcript's likelihood is a noisy objective, so more
+            is not better past a point: on the Stroke benchmark the workload error is lowest near 500-1000
+            iterations and rises by about 10% at 4000 while the likelihood keeps improving
+            (``bench/dualquery_convergence.py``); a fixed budget acts as early stopping.
         pgm_method: the engine's method (``"mirror_descent"`` or ``"lbfgs"``).
         pgm_step_size: initial mirror-descent step (default ``1 / (L N)`` with
             :meth:`DualQueryTranscript.lipschitz`; a line search adapts it).
