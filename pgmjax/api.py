@@ -171,8 +171,12 @@ def estimate(
             bar.close()
     for h in history:
         h.pop("state", None)
-    model = GraphicalModel(plan, params, total, history)
+    if carries_step:  # the state holds the returned potentials' marginals and (exact) loss
+        loss, mu = state.loss, state.mu
+    else:
+        loss, mu = estimation._model_loss(problem, params)
+    model = GraphicalModel(plan, params, total, history, marginals=mu)
     if carries_step:
         model.step_size = float(state.step_size)
-    model.loss = float(estimation._model_loss(problem, params))
+    model.loss = float(loss)
     return model
