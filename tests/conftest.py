@@ -3,7 +3,15 @@
 import contextlib
 import os
 
-import jax
+# The suite compiles hundreds of small XLA programs and runs each for milliseconds, so compilation is most
+# of its time. XLA's backend optimisation level 0 halves it (one fit's programs on XLA:CPU: 3.45 s ->
+# 1.7 s); results are the same IEEE arithmetic, only less optimised code. Set the flag yourself in
+# XLA_FLAGS to choose another level. No preallocation: several test workers may share one GPU.
+if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax  # noqa: E402  (after the flags above)
 import numpy as np
 import pytest
 
