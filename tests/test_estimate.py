@@ -295,3 +295,28 @@ def test_warm_start_continues_from_the_last_step_size():
     # recorded only where a warm start reuses it: mirror descent on a smooth loss
     assert pj.estimate(dom, ms, iters=5, total=N, loss="l1").step_size is None
     assert pj.estimate(dom, ms, "dual_averaging", iters=5, total=N).step_size is None
+
+
+@pytest.mark.parametrize(
+    "method, loss",
+    [("mirror_descent", "l2"), ("mirror_descent", "l1"), ("dual_averaging", "l2"), ("lbfgs", "l2")],
+)
+def test_fitted_model_keeps_the_marginals_of_its_potentials(small, method, loss):
+    """The model hands out the marginals the fit computed: equal to a fresh oracle call on its potentials,
+    and its loss equal to the exact loss of those marginals; no separate marginals program is compiled."""
+    from pgmjax import estimation, model as model_module, programs
+
+    dom, data, cliques = small
+    ms = pj.noisy_marginals(data, cliques, 5.0, jax.random.key(5))
+    programs.release_compiled()
+    model = pj.estimate(dom, ms, method, loss=loss, iters=30, dtype=jnp.float64)
+    kept = model.clique_marginals()
+    assert model_module._marginals_jit._cache_size() == 0  # answered without the model's own program
+    if method == "mirror_descent" and loss == "l2":  # taken from the estimator's state: no final program at all
+        assert estimation._model_loss._cache_size() == 0
+    fresh, _ = model_module._marginals_jit(model.plan, model.theta, jnp.asarray(model.total, jnp.float64))
+    for c, table in model.plan.tables(fresh).items():
+        np.testing.assert_allclose(kept[c], np.asarray(table), rtol=1e-12, atol=1e-9)
+    residuals = [(model.marginal(m.clique).ravel() - m.y) / np.asarray(m.stddev) for m in ms]
+    exact = sum(np.abs(r).sum() if loss == "l1" else 0.5 * (r * r).sum() for r in residuals)
+    assert exact > 0 and model.loss == pytest.approx(exact, rel=1e-9)
