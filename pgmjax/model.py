@@ -21,6 +21,8 @@ class GraphicalModel:
         plan: the oracle plan (junction tree and layout).
         theta: log-potentials in the oracle's block layout.
         total: the number of records the model stands for.
+        marginals: optional, the clique marginals of ``theta`` in the oracle's block layout, where the
+            caller has them already (``estimate`` passes its fit's); otherwise computed on first use.
 
     Attributes:
         domain, cliques (junction-tree cliques holding potentials), total,
