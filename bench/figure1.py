@@ -372,11 +372,8 @@ def markdown(doc: dict) -> str:
     lines = [
         "# Figure 1 (ICML 2019): workload error without / with the graphical-model estimator",
         "",
-        f"{'**QUICK MODE: tiny settings that validate the pipeline; these are NOT results.** ' if s['quick'] else ''}"
-        f"Date: {doc['started']} to {doc.get('finished', '(running)')}. Machine: {m['cpu'] or m['platform']}, {m['cpus']} CPUs, "
-        f"backend {m['backend']} ({', '.join(m['device_kinds'])}). Load average at start: {m['load_average_start']}.",
-        f"Versions: Python {m['versions']['python']}, jax {m['versions']['jax']}, numpy {m['versions']['numpy']}, "
-        f"scipy {m['versions']['scipy']}; pgmjax commit {m['git_commit'][:12]}{' (dirty tree)' if m['git_dirty'] else ''}.",
+        *header(doc, f"Python {m['versions']['python']}, jax {m['versions']['jax']}, numpy {m['versions']['numpy']}, "
+                     f"scipy {m['versions']['scipy']}"),
         *sources(doc),
         "",
         f"Setting: epsilon = {s['epsilon']} (DualQuery delta = {s['delta']}), {s['runs']} runs (seeds {s['seeds']}), "
@@ -479,6 +476,30 @@ def plot(doc: dict, path: str) -> str | None:
 
 
 # ----------------------------------------------------------------------------- merging runs of several invocations
+
+
+def header(doc, versions: str) -> list[str]:
+    """The date, machine and versions lines; a merged document names every machine and commit of its parts."""
+    m = doc["machine"]
+    parts = doc.get("merged_from") or []
+    cpus = {}
+    for p in parts:
+        cpu = p["machine"]["cpu"] or p["machine"]["platform"]
+        cpus[cpu] = cpus.get(cpu, 0) + 1
+    quick = "**QUICK MODE: tiny settings that validate the pipeline; these are NOT results.** " if doc["settings"]["quick"] else ""
+    date = f"{quick}Date: {doc['started']} to {doc.get('finished', '(running)')}."
+    if len(cpus) > 1 or len({p["machine"]["git_commit"] for p in parts}) > 1:
+        machines = ", ".join(f"{cpu} ({n} of the {len(parts)} files)" for cpu, n in cpus.items())
+        machines = f"Machines: {machines}" if len(cpus) > 1 else f"Machine: {next(iter(cpus))}"
+        return [
+            f"{date} {machines}; {m['cpus']} CPUs, backend {m['backend']} ({', '.join(m['device_kinds'])}).",
+            f"Versions: {versions}; pgmjax commit and load at start per file, under 'Merged from'.",
+        ]
+    return [
+        f"{date} Machine: {m['cpu'] or m['platform']}, {m['cpus']} CPUs, "
+        f"backend {m['backend']} ({', '.join(m['device_kinds'])}). Load average at start: {m['load_average_start']}.",
+        f"Versions: {versions}; pgmjax commit {m['git_commit'][:12]}{' (dirty tree)' if m['git_dirty'] else ''}.",
+    ]
 
 
 def sources(doc) -> list[str]:

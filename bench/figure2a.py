@@ -84,11 +84,7 @@ def markdown(doc) -> str:
     lines = [
         "# Figure 2a (ICML 2019): HDMM+LLS vs HDMM+PGM as epsilon varies",
         "",
-        f"{'**QUICK MODE: tiny settings that validate the pipeline; these are NOT results.** ' if s['quick'] else ''}"
-        f"Date: {doc['started']} to {doc.get('finished', '(running)')}. Machine: {m['cpu'] or m['platform']}, {m['cpus']} CPUs, "
-        f"backend {m['backend']} ({', '.join(m['device_kinds'])}). Load average at start: {m['load_average_start']}.",
-        f"Versions: Python {m['versions']['python']}, jax {m['versions']['jax']}, numpy {m['versions']['numpy']}; "
-        f"pgmjax commit {m['git_commit'][:12]}{' (dirty tree)' if m['git_dirty'] else ''}.",
+        *F.header(doc, f"Python {m['versions']['python']}, jax {m['versions']['jax']}, numpy {m['versions']['numpy']}"),
         *F.sources(doc),
         "",
         f"{s['runs']} runs per epsilon (seeds {s['seeds']}). Error = workload error on the paper's scale (the 2019 scripts' "
