@@ -44,6 +44,7 @@ Outputs ``bench/results/figure1_<tag>.json``, ``.md`` and ``.png`` (or ``--out P
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
 import json
 import math
@@ -482,10 +483,7 @@ def header(doc, versions: str) -> list[str]:
     """The date, machine and versions lines; a merged document names every machine and commit of its parts."""
     m = doc["machine"]
     parts = doc.get("merged_from") or []
-    cpus = {}
-    for p in parts:
-        cpu = p["machine"]["cpu"] or p["machine"]["platform"]
-        cpus[cpu] = cpus.get(cpu, 0) + 1
+    cpus = collections.Counter(p["machine"]["cpu"] or p["machine"]["platform"] for p in parts)
     quick = "**QUICK MODE: tiny settings that validate the pipeline; these are NOT results.** " if doc["settings"]["quick"] else ""
     date = f"{quick}Date: {doc['started']} to {doc.get('finished', '(running)')}."
     if len(cpus) > 1 or len({p["machine"]["git_commit"] for p in parts}) > 1:

@@ -172,11 +172,9 @@ def estimate(
     for h in history:
         h.pop("state", None)
     if carries_step:  # the state holds the returned potentials' marginals and (exact) loss
-        loss, mu = state.loss, state.mu
+        loss, mu, step = state.loss, state.mu, float(state.step_size)
     else:
-        loss, mu = estimation._model_loss(problem, params)
+        (loss, mu), step = estimation._model_loss_and_marginals(problem, params), None
     model = GraphicalModel(plan, params, total, history, marginals=mu)
-    if carries_step:
-        model.step_size = float(state.step_size)
-    model.loss = float(loss)
+    model.loss, model.step_size = float(loss), step
     return model

@@ -372,12 +372,12 @@ def run(
     state = _init(estimator, problem, theta, jnp.asarray(step_size, dt))
     history = []
     done, k = 0, 0
-    prev = float(_model_loss(problem, estimator.params(state))[0]) if l1 else float(state.loss)
+    prev = float(_model_loss_and_marginals(problem, estimator.params(state))[0]) if l1 else float(state.loss)
     while done < iters:
         n = min(chunk, iters - done)
         state = _chunk(estimator, problem, state, jnp.asarray(n, jnp.int32))
         done, k = done + n, k + 1
-        loss = float(_model_loss(problem, estimator.params(state))[0]) if l1 else float(state.loss)
+        loss = float(_model_loss_and_marginals(problem, estimator.params(state))[0]) if l1 else float(state.loss)
         info = {
             "iteration": done,
             "loss": loss,
@@ -404,7 +404,7 @@ def run(
 
 
 @jax.jit
-def _model_loss(problem: Problem, theta: dict) -> tuple[jax.Array, dict]:
+def _model_loss_and_marginals(problem: Problem, theta: dict) -> tuple[jax.Array, dict]:
     """Exact loss of the model with potentials ``theta``, and its marginals (oracle blocks).
 
     One program for both: the fitted model keeps the marginals, so a fit does not compile a second one.

@@ -40,9 +40,9 @@ class GraphicalModel:
         self.history = history or []
         self.loss: float | None = None  # the estimator's final loss, when fitted by estimate()
         self.step_size: float | None = None  # mirror descent's last step, where a warm start can reuse it
-        # The clique marginals of ``theta`` in oracle blocks, where the fit already computed them: one
-        # compiled program (and one oracle call) less per fit.
-        self._fitted_marginals = marginals
+        # The clique marginals of ``theta`` in oracle blocks: the fit's where it computed them (one compiled
+        # program and one oracle call less per fit), else computed on first use.
+        self._blocks = marginals
 
     @property
     def domain(self) -> Domain:
@@ -64,11 +64,11 @@ class GraphicalModel:
     def potentials(self) -> dict[Clique, jax.Array]:
         return self.plan.tables(self.theta)
 
-    @functools.cached_property
+    @property
     def _marginal_blocks(self) -> dict:
-        if self._fitted_marginals is not None:
-            return self._fitted_marginals
-        return _marginals_jit(self.plan, self.theta, jnp.asarray(self.total, self.dtype))[0]
+        if self._blocks is None:
+            self._blocks = _marginals_jit(self.plan, self.theta, jnp.asarray(self.total, self.dtype))[0]
+        return self._blocks
 
     @functools.cached_property
     def _clique_marginals(self) -> dict[Clique, np.ndarray]:

@@ -22,7 +22,7 @@ def _engine_functions() -> tuple:
     return (
         estimation._init,
         estimation._chunk,
-        estimation._model_loss,
+        estimation._model_loss_and_marginals,
         model._marginals_jit,
         model._log_partition_jit,
         inference._answer_many_jit,

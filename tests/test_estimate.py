@@ -313,7 +313,7 @@ def test_fitted_model_keeps_the_marginals_of_its_potentials(small, method, loss)
     kept = model.clique_marginals()
     assert model_module._marginals_jit._cache_size() == 0  # answered without the model's own program
     if method == "mirror_descent" and loss == "l2":  # taken from the estimator's state: no final program at all
-        assert estimation._model_loss._cache_size() == 0
+        assert estimation._model_loss_and_marginals._cache_size() == 0
     fresh, _ = model_module._marginals_jit(model.plan, model.theta, jnp.asarray(model.total, jnp.float64))
     for c, table in model.plan.tables(fresh).items():
         np.testing.assert_allclose(kept[c], np.asarray(table), rtol=1e-12, atol=1e-9)
