@@ -30,6 +30,7 @@ import optax
 from . import losses as _losses
 from . import oracle
 from .domain import as_clique
+from .compiler import jit
 
 tree_map = jax.tree_util.tree_map
 
@@ -312,12 +313,12 @@ METHODS = {"mirror_descent": MirrorDescent, "dual_averaging": DualAveraging, "lb
 
 
 # --------------------------------------------------------------------------- driver
-@jax.jit(static_argnames=("estimator",))
+@jit(static_argnames=("estimator",))
 def _init(estimator, problem, theta, step_size):
     return estimator.init(problem, theta, step_size)
 
 
-@jax.jit(static_argnames=("estimator",))
+@jit(static_argnames=("estimator",))
 def _chunk(estimator, problem, state, num_steps):
     return jax.lax.fori_loop(0, num_steps, lambda _, st: estimator.step(problem, st), state)
 
@@ -403,7 +404,7 @@ def run(
     return estimator.params(state), state, history
 
 
-@jax.jit
+@jit
 def _model_loss_and_marginals(problem: Problem, theta: dict) -> tuple[jax.Array, dict]:
     """Exact loss of the model with potentials ``theta``, and its marginals (oracle blocks).
 

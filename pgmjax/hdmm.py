@@ -54,6 +54,7 @@ import numpy as np
 import optax
 
 from .measurement import Measurement
+from .compiler import jit
 
 __all__ = [
     # factor builders
@@ -1027,7 +1028,7 @@ def _lbfgs(fun, x0, maxiter: int, tol):
     return x, fun(x), k
 
 
-@functools.partial(jax.jit, static_argnames=("maxiter",))
+@jit(static_argnames=("maxiter",))
 def _fit_pidentity(gram, phi0, mask, tied, l1, tol, maxiter):
     """Vectorised L-BFGS restarts for the p-Identity template on a padded problem.
 
@@ -1089,7 +1090,7 @@ def _run_pidentity(G: np.ndarray, p: int, phi0: np.ndarray, tied: bool, noise: s
     return thetas[int(np.argmin(scores))]
 
 
-@functools.partial(jax.jit, static_argnames=("d", "maxiter"))
+@jit(static_argnames=("d", "maxiter"))
 def _fit_marginals(coef, live, mult, phi0, l1, tol, d, maxiter):
     def loss(phi):
         return _marginals_objective(phi * phi, coef, live, mult, d, l1)

@@ -28,6 +28,7 @@ import numpy as np
 
 from .domain import Clique, Domain
 from .junction import JunctionTree
+from .compiler import jit
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,7 @@ def _answer_many_impl(plans: tuple[QueryPlan, ...], tables: dict, matrices: tupl
     return tuple(_run_plan(p, tables, m, total) for p, m in zip(plans, matrices))
 
 
-_answer_many_jit = jax.jit(_answer_many_impl, static_argnums=0)
+_answer_many_jit = jit(_answer_many_impl, static_argnums=0)
 
 
 def answer_many(plans: tuple[QueryPlan, ...], clique_marginals: dict[int, jax.Array], matrices: tuple, total) -> tuple:

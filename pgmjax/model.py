@@ -12,6 +12,7 @@ import numpy as np
 from . import inference, oracle, sampling, serialization
 from . import queries as queries_mod
 from .domain import Clique, CliqueLike, Domain
+from .compiler import jit
 
 
 class GraphicalModel:
@@ -217,8 +218,8 @@ class GraphicalModel:
         )
 
 
-_marginals_jit = jax.jit(oracle.marginals)
-_log_partition_jit = jax.jit(oracle.log_partition)
+_marginals_jit = jit(oracle.marginals)
+_log_partition_jit = jit(oracle.log_partition)
 
 
 def _evidence_query(domain: Domain, given) -> dict:

@@ -30,6 +30,7 @@ import numpy as np
 
 from .dataset import Dataset
 from .rounding import controlled_round
+from .compiler import jit
 
 METHODS = ("exact", "low_variance")
 
@@ -101,7 +102,7 @@ def _ravel(columns: dict, attrs: tuple, domain, m: int) -> jax.Array:
     return code
 
 
-@jax.jit
+@jit
 def _conditional_cdf(table: jax.Array) -> jax.Array:
     """Row-wise CDF of a ``(separator cells, new cells)`` table plus one uniform row; last column exactly 1."""
     table = jnp.maximum(table, 0)
@@ -113,7 +114,7 @@ def _conditional_cdf(table: jax.Array) -> jax.Array:
     return cdf / cdf[:, -1:]
 
 
-@jax.jit
+@jit
 def _draw(cdf: jax.Array, sep_codes: jax.Array, key: jax.Array) -> jax.Array:
     s_cells, k_cells = cdf.shape
     m = sep_codes.shape[0]

@@ -1,0 +1,68 @@
+"""How pgmjax compiles its programs: ``jit`` is ``jax.jit`` with the compiler options the engine needs.
+
+XLA:CPU in jaxlib 0.10.2 hands some fused multiply-then-reduce programs to its YNNPACK library path,
+which returns wrong numbers (garbage or NaN, varying from run to run) for some shapes; upstream JAX
+reports the same class of bug for a matrix-vector product followed by a reduction (jax issue 39103:
+0.10.1 correct, 0.10.2 wrong). In the engine it hits the downward pass of the marginal oracle: with
+the Adult benchmark cliques the float32 marginals of the *uniform* model held NaN, so every fit failed
+at its first chunk. The smallest trigger found is ``sum(b * g, axis=-2)`` with ``b`` of shape
+``(1, 9, 2, 3, 5, 10, 2)`` and ``g`` broadcast along axis 1 (see ``tests/test_compiler.py``).
+
+Every pgmjax program is compiled with the YNNPACK fusions turned off where the installed jaxlib has
+them. Only pgmjax's own programs are affected (a per-program compiler option, not ``XLA_FLAGS``); the
+same arithmetic then runs through XLA's own emitters. GPU compilers ignore ``xla_cpu_*`` options.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jaxlib
+
+
+def _jaxlib_version() -> tuple[int, ...]:
+    parts = []
+    for p in jaxlib.__version__.split(".")[:3]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+@functools.lru_cache(maxsize=1)
+def compiler_options() -> dict[str, str]:
+    """The XLA compiler options of every pgmjax program (empty where none is needed).
+
+    Returns:
+        ``{"xla_cpu_experimental_ynn_fusion_type": ""}`` (no YNNPACK fusions) on jaxlib 0.10.2 and
+        later 0.10 releases, whose XLA:CPU miscompiles some reductions; ``{}`` otherwise.
+
+    Example:
+        >>> isinstance(compiler_options(), dict)
+        True
+    """
+    if (0, 10, 2) <= _jaxlib_version() < (0, 11, 0):
+        return {"xla_cpu_experimental_ynn_fusion_type": ""}
+    return {}
+
+
+def jit(fun=None, /, **kwargs):
+    """``jax.jit`` with :func:`compiler_options`; usable as ``@jit``, ``@jit(static_argnames=...)`` or ``jit(f)``.
+
+    Args:
+        fun: the function to compile (omit to get a decorator).
+        **kwargs: any ``jax.jit`` keyword argument; ``compiler_options`` given here are merged over
+            pgmjax's own.
+
+    Returns:
+        The jitted function (or a decorator).
+
+    Example:
+        >>> f = jit(lambda x: x + 1)
+        >>> float(f(1.0))
+        2.0
+    """
+    kwargs["compiler_options"] = {**compiler_options(), **(kwargs.get("compiler_options") or {})}
+    if fun is None:
+        return lambda f: jax.jit(f, **kwargs)
+    return jax.jit(fun, **kwargs)

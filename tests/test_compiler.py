@@ -1,0 +1,111 @@
+"""XLA:CPU miscompilation guard (pgmjax.compiler) and the float32 Adult-structure regression it fixes."""
+
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import pgmjax as pj
+from pgmjax import oracle
+from pgmjax.compiler import compiler_options, jit
+
+# The smallest estimation problem found that reproduced the float32 failure on the Adult benchmark
+# cliques: a greedy shrink of the 15 cliques and of the domain sizes that kept the oracle's
+# float32 marginals of the uniform model wrong (NaN) under jaxlib 0.10.2's default XLA:CPU options.
+SMALL_DOMAIN = {
+    "age": 2, "capital-gain": 50, "education-num": 2, "hours-per-week": 2, "income>50K": 2,
+    "marital-status": 2, "native-country": 10, "occupation": 2, "race": 2, "relationship": 2,
+    "sex": 2, "workclass": 9,
+}
+SMALL_CLIQUES = [
+    ("occupation", "sex", "native-country"), ("age", "education-num", "sex"),
+    ("race", "native-country", "income>50K"), ("occupation", "capital-gain", "income>50K"),
+    ("marital-status", "hours-per-week", "income>50K"), ("workclass", "race", "capital-gain"),
+    ("marital-status", "relationship", "capital-gain"), ("education-num", "relationship", "race"),
+    ("workclass", "sex", "native-country"),
+]
+
+
+def test_multiply_reduce_pattern_is_exact():
+    # The pattern XLA:CPU (jaxlib 0.10.2, YNNPACK fusion) gets wrong: a broadcast multiply reduced
+    # over an inner axis, with a leading unit axis.
+    rng = np.random.default_rng(0)
+    b = rng.random((1, 9, 2, 3, 5, 10, 2), dtype=np.float32)
+    g = rng.random((1, 1, 2, 3, 5, 10, 2), dtype=np.float32)
+    out = jit(lambda b, g: jnp.sum(b * g, axis=5))(b, g)
+    ref = np.sum(b.astype(np.float64) * g.astype(np.float64), axis=5)
+    np.testing.assert_allclose(np.asarray(out), ref, rtol=1e-5)
+
+
+def test_jit_keeps_user_options_and_merges_ours():
+    f = jit(lambda x: x * 2, compiler_options={"xla_backend_optimization_level": 1})
+    assert float(f(2.0)) == 4.0
+    text = jit(lambda x: x + 1).lower(1.0).compile().as_text()
+    assert "ynn_fusion" not in text or not compiler_options()
+    g = jit(static_argnames=("n",))(lambda x, n: x * n)
+    assert float(g(2.0, n=3)) == 6.0
+
+
+def _small_measurements(rng, dom, sigma):
+    # Marginals of one table of correlated records (a chain of noisy copies), plus noise.
+    n = 3000
+    cols, prev = {}, rng.integers(0, 2, n)
+    for a in dom:
+        cols[a] = np.where(rng.random(n) < 0.7, prev % dom[a], rng.integers(0, dom[a], n))
+        prev = cols[a]
+    data = pj.Dataset(np.stack([cols[a] for a in dom], axis=1), dom)
+    return [pj.Measurement(c, data.marginal(c) + rng.normal(0, sigma, dom.shape_of(c)), stddev=sigma) for c in SMALL_CLIQUES]
+
+
+def test_uniform_marginals_of_adult_structure_are_exact_in_float32():
+    dom = pj.Domain(SMALL_DOMAIN)
+    plan = oracle.make_plan(dom, SMALL_CLIQUES)
+    mu, log_z = jit(oracle.marginals)(plan, plan.zeros(jnp.float32), 1.0)
+    assert abs(float(log_z) - np.log(float(np.prod(dom.shape)))) < 1e-4
+    for j, c in enumerate(plan.cliques):
+        table = np.asarray(plan.table(mu, j), np.float64)
+        np.testing.assert_allclose(table, np.full(table.shape, 1.0 / table.size), rtol=1e-4, err_msg=str(c))
+
+
+# Iterations and float32-vs-float64 tolerances (relative loss, L1/N of the measured marginals). The
+# methods' trajectories differ by rounding (a line search takes other steps), so the agreement is that
+# of two runs of one method at the same iteration, tight where the method is converged there.
+ITERS = {"mirror_descent": 500, "dual_averaging": 300, "lbfgs": 200}
+TOL = {"mirror_descent": (1e-2, 1e-2), "dual_averaging": (1e-4, 1e-4), "lbfgs": (5e-2, 1e-1)}
+
+
+@pytest.mark.parametrize("method", ["mirror_descent", "dual_averaging", "lbfgs"])
+def test_float32_fit_of_adult_structure_is_finite_and_matches_float64(method):
+    dom = pj.Domain(SMALL_DOMAIN)
+    ms = _small_measurements(np.random.default_rng(1), dom, 10.0)
+    m32 = pj.estimate(dom, ms, method=method, iters=ITERS[method])
+    m64 = pj.estimate(dom, ms, method=method, iters=ITERS[method], dtype=jnp.float64)
+    assert np.isfinite(m32.loss)
+    for c in SMALL_CLIQUES:
+        a, b = np.asarray(m32.marginal(c), np.float64), np.asarray(m64.marginal(c))
+        assert np.all(np.isfinite(a))
+        assert np.abs(a - b).sum() / m64.total < TOL[method][1], c
+    assert abs(m32.loss - m64.loss) <= TOL[method][0] * abs(m64.loss)
+
+
+def test_lbfgs_float32_on_adult_structure_does_not_crash_the_process():
+    # Run in a subprocess: under the miscompilation the process died with a segmentation fault.
+    code = textwrap.dedent(
+        f"""
+        import numpy as np, pgmjax as pj
+        dom = pj.Domain({SMALL_DOMAIN!r})
+        rng = np.random.default_rng(0)
+        ms = [pj.Measurement(c, rng.integers(0, 50, dom.shape_of(c)) + rng.normal(0, 1, dom.shape_of(c)), stddev=1.0)
+              for c in {SMALL_CLIQUES!r}]
+        m = pj.estimate(dom, ms, method="lbfgs", iters=100)
+        assert np.isfinite(m.loss), m.loss
+        print("LOSS", m.loss)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    assert "LOSS" in proc.stdout
