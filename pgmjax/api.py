@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -173,8 +174,38 @@ def estimate(
         h.pop("state", None)
     if carries_step:  # the state holds the returned potentials' marginals and (exact) loss
         loss, mu, step = state.loss, state.mu, float(state.step_size)
+        if iters > 0 and step < step_size * 2.0**-40:  # some 40 trial steps in a row failed
+            warnings.warn(
+                f"estimate: mirror descent's line search stopped making progress (the step size collapsed to "
+                f"{step:.3g}; loss {float(loss):.6g}): the loss cannot be resolved further in {dtype.name} at this "
+                "noise scale, so the fit may be short of the optimum. Refit with dtype=jnp.float64, or use "
+                "method='dual_averaging' (no line search).",
+                RuntimeWarning,
+                stacklevel=2,
+            )
     else:
         (loss, mu), step = estimation._model_loss_and_marginals(problem, params), None
+    _check_fitted(plan, params, mu, total, float(loss))
     model = GraphicalModel(plan, params, total, history, marginals=mu)
     model.loss, model.step_size = float(loss), step
     return model
+
+
+def _check_fitted(plan: oracle.OraclePlan, params: dict, mu: dict, total: float, loss: float) -> None:
+    """Refuse to return a model that is not one: NaN or +inf potentials, non-finite marginals or loss, or
+    a clique whose marginal does not sum to the total (``-inf`` potentials are structural zeros, allowed)."""
+    if not np.isfinite(loss):
+        raise FloatingPointError(f"estimate: the fitted model's loss is {loss}")
+    tables, margs = plan.tables(params), plan.tables(mu)
+    for clique in plan.cliques:
+        theta = np.asarray(tables[clique])
+        if np.isnan(theta).any() or np.isposinf(theta).any():
+            raise FloatingPointError(f"estimate: the fitted potentials of clique {clique} hold NaN or +inf")
+        table = np.asarray(margs[clique], np.float64)
+        if not np.isfinite(table).all():
+            raise FloatingPointError(f"estimate: the fitted marginal of clique {clique} is not finite")
+        s = table.sum()
+        # float32 sums of up to millions of cells are exact to ~1e-6 relative; 1e-3 flags a broken model only.
+        if abs(s - total) > 1e-3 * total:
+            raise FloatingPointError(f"estimate: the fitted marginal of clique {clique} sums to {s:.6g}, not the total {total:.6g}")
+

@@ -69,7 +69,7 @@ def demo(args) -> int:
     measurements = pj.noisy_marginals(data, cliques, args.sigma, jax.random.key(args.seed))
     print(
         f"pgmjax demo: {len(data):,} records from a random graphical model over {len(attrs)} attributes "
-        f"(domain size {domain.size():.2e}); measured {len(tree_edges)} tree pairs + {len(triples)} triples "
+        f"(domain size {pj.domain.cells_text(domain.size())}); measured {len(tree_edges)} tree pairs + {len(triples)} triples "
         f"with Gaussian noise sigma={args.sigma:g}; method={args.method}, {args.iters} iterations"
     )
     t1 = time.perf_counter()
@@ -559,7 +559,7 @@ def run(args) -> int:
     workload, wl_label = _workload(args.workload, data.domain)
     t_load = time.perf_counter() - t0
     say(
-        f"read {len(data):,} records, {len(data.domain)} attributes (domain {data.domain.size():.3g} cells) from {args.data}"
+        f"read {len(data):,} records, {len(data.domain)} attributes (domain {pj.domain.cells_text(data.domain.size())} cells) from {args.data}"
         + (f"; ignored columns {extra}" if extra else "")
     )
     for n in notes:

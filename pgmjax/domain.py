@@ -6,6 +6,8 @@ compiled programs and junction trees.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Union
 
@@ -129,9 +131,16 @@ class Domain(Mapping):
         return tuple(self[a] for a in as_clique(clique))
 
     def size(self, clique: CliqueLike | None = None) -> int:
-        """Number of cells of the table over ``clique`` (the whole domain when None)."""
+        """Number of cells of the table over ``clique`` (the whole domain when None).
+
+        An exact Python integer for any domain (a wide table has far more cells than int64 holds).
+
+        Example:
+            >>> Domain({f"a{i}": 1000 for i in range(16)}).size() == 10**48
+            True
+        """
         shape = self._sizes if clique is None else self.shape_of(clique)
-        return int(np.prod(shape, dtype=np.int64)) if shape else 1
+        return math.prod(int(n) for n in shape)
 
     def project(self, clique: CliqueLike) -> "Domain":
         """The sub-domain over ``clique``, in the clique's order."""
@@ -167,3 +176,22 @@ def as_clique(clique: CliqueLike) -> Clique:
         return tuple(clique)
     except TypeError:
         raise TypeError(f"a clique must be an attribute name or a sequence of names, got {clique!r}") from None
+
+
+def cells_text(n: int) -> str:
+    """A cell count for people: ``1,234,567`` below 1e12, else ``6.41e+17`` (exact for any integer size).
+
+    Example:
+        >>> cells_text(10**400)
+        '1.00e+400'
+    """
+    n = int(n)
+    if n < 10**12:
+        return f"{n:,}"
+    digits = str(n)
+    exponent = len(digits) - 1
+    mantissa = round(int(digits[:4]) / 1000, 2)  # 3 significant digits, rounded
+    if mantissa >= 10:
+        mantissa, exponent = mantissa / 10, exponent + 1
+    return f"{mantissa:.2f}e+{exponent:02d}"
+

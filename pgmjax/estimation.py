@@ -43,6 +43,26 @@ def _axpy(alpha, x: dict, y: dict) -> dict:
     return {k: alpha * x[k] + y[k] for k in x}
 
 
+def _centred(theta: dict) -> dict:
+    """Each clique's potentials shifted so their largest entry is 0 (the distribution is unchanged).
+
+    In float32 an entry ``t`` of a table carries an absolute error of ``eps |t|``, a relative error of
+    ``eps |t|`` in its probability: with small noise scales the gradient steps push all potentials
+    far from 0 together, and the likely cells lose the precision the line search needs. Centring
+    keeps the likely cells near 0. -inf entries (structural zeros) are left alone.
+    """
+    out = {}
+    for k, t in theta.items():
+        axes = tuple(range(2, t.ndim))
+        top = jnp.max(jnp.where(jnp.isfinite(t), t, -jnp.inf), axis=axes, keepdims=True)
+        out[k] = t - jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
+    return out
+
+
+def _all_finite(tree) -> jax.Array:
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)]))
+
+
 class MarginalView:
     """Read-only ``clique -> marginal table`` view of oracle blocks, for custom losses.
 
@@ -154,6 +174,11 @@ class MirrorDescent:
     def params(state: MirrorDescentState) -> dict:
         return state.theta
 
+    @staticmethod
+    def best_loss(state: MirrorDescentState) -> jax.Array:
+        """The loss of :meth:`params`' model (the line search never accepts an increase)."""
+        return state.loss
+
     def init(self, problem: Problem, theta: dict, step_size) -> MirrorDescentState:
         mu = problem.marginals(theta)
         loss, grad = problem.loss_and_grad(mu)
@@ -167,11 +192,11 @@ class MirrorDescent:
         slack = 8 * jnp.finfo(s.loss.dtype).eps * jnp.abs(s.loss)
 
         def trial(eta):
-            theta = _axpy(-eta, s.grad, s.theta)
+            theta = _centred(_axpy(-eta, s.grad, s.theta))
             mu = problem.marginals(theta)
             loss, grad = problem.loss_and_grad(mu)
             decrease = _vdot(s.grad, {k: s.mu[k] - mu[k] for k in mu})
-            ok = jnp.isfinite(loss) & (loss <= s.loss - self.armijo * decrease + slack)
+            ok = jnp.isfinite(loss) & _all_finite(mu) & (loss <= s.loss - self.armijo * decrease + slack)
             return theta, mu, loss, grad, ok
 
         def cond(c):
@@ -233,6 +258,11 @@ class DualAveraging:
     def params(state: DualAveragingState) -> dict:
         return state.best_theta
 
+    @staticmethod
+    def best_loss(state: DualAveragingState) -> jax.Array:
+        """The loss of :meth:`params`' model."""
+        return state.loss
+
     def init(self, problem: Problem, theta: dict, step_size=None) -> DualAveragingState:
         mu = problem.marginals(theta)
         loss, _ = problem.loss_and_grad(mu)
@@ -250,21 +280,28 @@ class DualAveraging:
         scale = t * (t + 1.0) / (4.0 * problem.lipschitz * problem.total)
         theta = tree_map(lambda x, t0: t0 - scale * x, gbar, s.theta0)
         v = problem.marginals(theta)
-        w = _axpy(1 - c, s.w, tree_map(lambda x: c * x, v))
         loss_v = problem.loss_of(v)
-        better = loss_v < s.loss
+        # A step whose marginals or loss are not finite is skipped (the sequences stay where they were).
+        ok = jnp.isfinite(loss_v) & _all_finite(v) & _all_finite(g)
+        keep = lambda a, b: jnp.where(ok, a, b)
+        theta, v, gbar = tree_map(keep, theta, s.theta), tree_map(keep, v, s.v), tree_map(keep, gbar, s.gbar)
+        w = tree_map(keep, _axpy(1 - c, s.w, tree_map(lambda x: c * x, v)), s.w)
+        better = ok & (loss_v < s.loss)
         best = tree_map(lambda a, b: jnp.where(better, a, b), theta, s.best_theta)
         return DualAveragingState(
-            theta, s.theta0, w, v, gbar, best, jnp.minimum(loss_v, s.loss), problem.loss_of(w),
+            theta, s.theta0, w, v, gbar, best, jnp.where(better, loss_v, s.loss), problem.loss_of(w),
             s.iteration + 1, s.oracle_calls + 1,
         )
 
 
 # --------------------------------------------------------------------------- L-BFGS
 class LBFGSState(NamedTuple):
-    theta: dict
+    theta0: dict  # starting potentials (may hold -inf: structural zeros stay zeros)
+    delta: dict  # what L-BFGS optimises: potentials = theta0 + delta (always finite)
     opt_state: Any
-    loss: jax.Array
+    loss: jax.Array  # loss of the current iterate
+    best_delta: dict  # the best iterate so far: what the run returns
+    best_loss: jax.Array
     iteration: jax.Array
     oracle_calls: jax.Array
 
@@ -274,7 +311,18 @@ class LBFGS:
     """L-BFGS on the potentials: minimise ``L(M(theta))`` by autodiff through the oracle.
 
     ICML 2019, Appendix A.3 (direct optimisation through the marginal
-    oracle); optax's ``lbfgs`` with its zoom line search.
+    oracle); optax's ``lbfgs`` with its zoom line search (Nocedal & Wright,
+    *Numerical Optimization*, Algorithms 7.4 and 3.5-3.6), made safe for
+    float32 and structural zeros:
+
+    * it optimises an offset ``delta`` from the starting potentials
+      (``theta = theta_0 + delta``), so ``-inf`` potentials of a warm start
+      stay fixed instead of putting ``-inf - -inf`` into the curvature pairs;
+    * a step whose loss is not finite or is above the current loss (the line
+      search can accept one when float32 rounding hides the curvature) is
+      rejected and the curvature memory is cleared (a restart along the
+      steepest descent direction);
+    * the run returns the best iterate seen, and reports its loss.
 
     Args:
         memory_size: number of curvature pairs kept.
@@ -284,29 +332,49 @@ class LBFGS:
 
     @staticmethod
     def params(state: LBFGSState) -> dict:
-        return state.theta
+        return tree_map(jnp.add, state.theta0, state.best_delta)
+
+    @staticmethod
+    def best_loss(state: LBFGSState) -> jax.Array:
+        """The loss of :meth:`params`' model."""
+        return state.best_loss
 
     def _opt(self):
         return optax.lbfgs(memory_size=self.memory_size)
 
     @staticmethod
-    def _objective(problem: Problem):
-        # Scale-free in the total: the loss of probabilities * N.
-        return lambda theta: problem.loss_of(problem.marginals(theta))
+    def _objective(problem: Problem, theta0: dict):
+        return lambda delta: problem.loss_of(problem.marginals(tree_map(jnp.add, theta0, delta)))
 
     def init(self, problem: Problem, theta: dict, step_size=None) -> LBFGSState:
-        loss = self._objective(problem)(theta)
-        return LBFGSState(theta, self._opt().init(theta), loss, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32))
+        delta = tree_map(jnp.zeros_like, theta)
+        loss = self._objective(problem, theta)(delta)
+        return LBFGSState(
+            theta, delta, self._opt().init(delta), loss, delta, loss, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32)
+        )
 
     def step(self, problem: Problem, s: LBFGSState) -> LBFGSState:
-        f = self._objective(problem)
+        f = self._objective(problem, s.theta0)
         opt = self._opt()
-        value, grad = optax.value_and_grad_from_state(f)(s.theta, state=s.opt_state)
-        updates, opt_state = opt.update(grad, s.opt_state, s.theta, value=value, grad=grad, value_fn=f)
-        theta = optax.apply_updates(s.theta, updates)
+        value, grad = optax.value_and_grad_from_state(f)(s.delta, state=s.opt_state)
+        updates, opt_state = opt.update(grad, s.opt_state, s.delta, value=value, grad=grad, value_fn=f)
+        delta = optax.apply_updates(s.delta, updates)
         loss = optax.tree.get(opt_state, "value")
         evals = jnp.asarray(optax.tree.get(opt_state, "num_linesearch_steps"), jnp.int32)
-        return LBFGSState(theta, opt_state, loss, s.iteration + 1, s.oracle_calls + 1 + evals)
+        finite = jnp.isfinite(loss) & _all_finite(delta)
+        slack = 8 * jnp.finfo(s.loss.dtype).eps * jnp.abs(s.loss)
+        ok = finite & (loss <= s.loss + slack)
+        # Rejected: stay put and forget the curvature pairs (the next step is a fresh, scaled gradient step).
+        keep = lambda a, b: jnp.where(ok, a, b)
+        delta = tree_map(keep, delta, s.delta)
+        opt_state = jax.tree_util.tree_map(keep, opt_state, opt.init(s.delta))
+        loss = jnp.where(ok, loss, s.loss)
+        better = loss < s.best_loss
+        best = tree_map(lambda a, b: jnp.where(better, a, b), delta, s.best_delta)
+        return LBFGSState(
+            s.theta0, delta, opt_state, loss, best, jnp.minimum(loss, s.best_loss), s.iteration + 1,
+            s.oracle_calls + 1 + evals,
+        )
 
 
 METHODS = {"mirror_descent": MirrorDescent, "dual_averaging": DualAveraging, "lbfgs": LBFGS}
@@ -373,12 +441,17 @@ def run(
     state = _init(estimator, problem, theta, jnp.asarray(step_size, dt))
     history = []
     done, k = 0, 0
-    prev = float(_model_loss_and_marginals(problem, estimator.params(state))[0]) if l1 else float(state.loss)
+    prev = float(_model_loss_and_marginals(problem, estimator.params(state))[0]) if l1 else float(estimator.best_loss(state))
+    if not math.isfinite(prev):
+        raise FloatingPointError(
+            f"the starting model's loss is {prev}: the starting potentials (warm start) or the measurements "
+            "hold values the loss cannot be evaluated at"
+        )
     while done < iters:
         n = min(chunk, iters - done)
         state = _chunk(estimator, problem, state, jnp.asarray(n, jnp.int32))
         done, k = done + n, k + 1
-        loss = float(_model_loss_and_marginals(problem, estimator.params(state))[0]) if l1 else float(state.loss)
+        loss = float(_model_loss_and_marginals(problem, estimator.params(state))[0]) if l1 else float(estimator.best_loss(state))
         info = {
             "iteration": done,
             "loss": loss,
@@ -389,8 +462,8 @@ def run(
         history.append(info)
         if callback is not None and callback(info):
             break
-        if not math.isfinite(loss):
-            raise FloatingPointError(f"the loss became {loss} at iteration {done}; try float64 or a smaller step size")
+        if not math.isfinite(loss):  # unreachable by design (non-finite steps are rejected in the loop)
+            raise FloatingPointError(f"the loss became {loss} at iteration {done}")
         if tol is not None and abs(prev - loss) <= tol * max(abs(loss), 1e-30) and (not l1 or k >= chunks):
             break
         prev = loss

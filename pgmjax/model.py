@@ -11,7 +11,7 @@ import numpy as np
 
 from . import inference, oracle, sampling, serialization
 from . import queries as queries_mod
-from .domain import Clique, CliqueLike, Domain
+from .domain import Clique, CliqueLike, Domain, cells_text
 from .compiler import jit
 
 
@@ -197,11 +197,11 @@ class GraphicalModel:
         itemsize = np.dtype(self.dtype).itemsize
         cells = [self.domain.size(c) for c in self.cliques]
         lines = [
-            f"GraphicalModel over {len(self.domain)} attributes (full table {_cells(self.domain.size())} cells), "
+            f"GraphicalModel over {len(self.domain)} attributes (full table {cells_text(self.domain.size())} cells), "
             f"total {self.total:g}, {np.dtype(self.dtype).name}",
             f"junction tree: {len(self.cliques)} cliques, treewidth {tree.treewidth}, depth {tree.num_levels}, "
-            f"largest table {_cells(max(cells))} cells",
-            f"potentials: {_cells(sum(cells))} cells, {_bytes(sum(cells) * itemsize)} "
+            f"largest table {cells_text(max(cells))} cells",
+            f"potentials: {cells_text(sum(cells))} cells, {_bytes(sum(cells) * itemsize)} "
             f"(stored: {_bytes(sum(int(np.prod(s)) for _, s in self.plan.units) * itemsize)})",
         ]
         if self.loss is not None:
@@ -235,10 +235,6 @@ def _evidence_query(domain: Domain, given) -> dict:
                 raise ValueError(f"evidence on {attr!r}: value {v!r} is not an integer in [0, {domain[attr]})")
         out[attr] = queries_mod.Value(int(values[0])) if np.ndim(value) == 0 else queries_mod.ValueSet(values)
     return out
-
-
-def _cells(n: int) -> str:
-    return f"{n:,}" if n < 1e12 else f"{n:.2e}"
 
 
 def _bytes(n: int) -> str:
