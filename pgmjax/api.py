@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -174,15 +173,6 @@ def estimate(
         h.pop("state", None)
     if carries_step:  # the state holds the returned potentials' marginals and (exact) loss
         loss, mu, step = state.loss, state.mu, float(state.step_size)
-        if iters > 0 and step < step_size * 2.0**-40:  # some 40 trial steps in a row failed
-            warnings.warn(
-                f"estimate: mirror descent's line search stopped making progress (the step size collapsed to "
-                f"{step:.3g}; loss {float(loss):.6g}): the loss cannot be resolved further in {dtype.name} at this "
-                "noise scale, so the fit may be short of the optimum. Refit with dtype=jnp.float64, or use "
-                "method='dual_averaging' (no line search).",
-                RuntimeWarning,
-                stacklevel=2,
-            )
     else:
         (loss, mu), step = estimation._model_loss_and_marginals(problem, params), None
     _check_fitted(plan, params, mu, total, float(loss))

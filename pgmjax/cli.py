@@ -24,6 +24,8 @@ import time
 
 import numpy as np
 
+from .domain import cells_text
+
 
 def random_bayes_net_data(attributes: int, records: int, seed: int, max_parents: int = 2):
     """Sample records from a random Bayesian network (a graphical model with known structure).
@@ -69,7 +71,7 @@ def demo(args) -> int:
     measurements = pj.noisy_marginals(data, cliques, args.sigma, jax.random.key(args.seed))
     print(
         f"pgmjax demo: {len(data):,} records from a random graphical model over {len(attrs)} attributes "
-        f"(domain size {pj.domain.cells_text(domain.size())}); measured {len(tree_edges)} tree pairs + {len(triples)} triples "
+        f"(domain size {cells_text(domain.size())}); measured {len(tree_edges)} tree pairs + {len(triples)} triples "
         f"with Gaussian noise sigma={args.sigma:g}; method={args.method}, {args.iters} iterations"
     )
     t1 = time.perf_counter()
@@ -559,7 +561,7 @@ def run(args) -> int:
     workload, wl_label = _workload(args.workload, data.domain)
     t_load = time.perf_counter() - t0
     say(
-        f"read {len(data):,} records, {len(data.domain)} attributes (domain {pj.domain.cells_text(data.domain.size())} cells) from {args.data}"
+        f"read {len(data):,} records, {len(data.domain)} attributes (domain {cells_text(data.domain.size())} cells) from {args.data}"
         + (f"; ignored columns {extra}" if extra else "")
     )
     for n in notes:
