@@ -187,6 +187,25 @@ class MirrorDescent:
             theta, mu, loss, grad, jnp.asarray(step_size, dt), jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32)
         )
 
+    @staticmethod
+    def start(problem: Problem, theta: dict, step_size) -> MirrorDescentState:
+        """A state whose next :meth:`step` is :meth:`init`: no oracle call here.
+
+        Its loss is +inf and its gradient 0, so the step's first trial (the potentials themselves) is
+        accepted. :func:`run` initialises with one step of its compiled chunk, so a fit compiles no
+        separate ``init`` program (the oracle is the bulk of every program). :meth:`started` fixes the
+        counters afterwards.
+        """
+        dt = problem.total.dtype
+        zeros = tree_map(jnp.zeros_like, theta)
+        inf = jnp.asarray(jnp.inf, dt)
+        return MirrorDescentState(theta, zeros, inf, zeros, jnp.asarray(step_size, dt), -jnp.ones((), jnp.int32), jnp.zeros((), jnp.int32))
+
+    @staticmethod
+    def started(state: MirrorDescentState, step_size) -> MirrorDescentState:
+        """The state after ``step(start(...))``, as :meth:`init` returns it (iteration 0, the given step)."""
+        return state._replace(step_size=jnp.asarray(step_size, state.step_size.dtype), iteration=jnp.zeros((), jnp.int32))
+
     def step(self, problem: Problem, s: MirrorDescentState) -> MirrorDescentState:
         # Rounding makes the exact test fail at (numerical) convergence; allow that much slack.
         slack = 8 * jnp.finfo(s.loss.dtype).eps * jnp.abs(s.loss)
@@ -199,18 +218,19 @@ class MirrorDescent:
             ok = jnp.isfinite(loss) & _all_finite(mu) & (loss <= s.loss - self.armijo * decrease + slack)
             return theta, mu, loss, grad, ok
 
+        # One trial site in the program (the oracle is traced once): try 0 uses the current step, each
+        # later try halves it, and the last is a zero step (the iterate stays put).
         def cond(c):
             return ~c[5]
 
         def body(c):
-            # The last try is a zero step: the iterate stays put (no select over the state needed).
-            last = c[6] + 1 >= self.max_backtracks
-            eta = jnp.where(last, 0.0, c[4] * 0.5)
+            tries = c[6] + 1
+            last = tries >= self.max_backtracks
+            eta = jnp.where(tries == 0, s.step_size, jnp.where(last, 0.0, c[4] * 0.5))
             theta, mu, loss, grad, ok = trial(eta)
-            return theta, mu, loss, grad, eta, ok | last, c[6] + 1
+            return theta, mu, loss, grad, eta, ok | last, tries
 
-        first = trial(s.step_size)
-        carry = (first[0], first[1], first[2], first[3], s.step_size, first[4], jnp.zeros((), jnp.int32))
+        carry = (s.theta, s.mu, s.loss, s.grad, s.step_size, jnp.zeros((), bool), -jnp.ones((), jnp.int32))
         theta, mu, loss, grad, eta, _, backtracks = jax.lax.while_loop(cond, body, carry)
         next_eta = jnp.where(backtracks == 0, eta * self.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
         return MirrorDescentState(
@@ -391,6 +411,14 @@ def _chunk(estimator, problem, state, num_steps):
     return jax.lax.fori_loop(0, num_steps, lambda _, st: estimator.step(problem, st), state)
 
 
+def _start(estimator, problem, theta, step_size):
+    """The initial state: by one step of the compiled chunk where the estimator allows (no program of its own)."""
+    if hasattr(estimator, "start"):
+        state = _chunk(estimator, problem, estimator.start(problem, theta, step_size), jnp.asarray(1, jnp.int32))
+        return estimator.started(state, step_size)
+    return _init(estimator, problem, theta, step_size)
+
+
 def run(
     estimator,
     problem: Problem,
@@ -438,7 +466,7 @@ def run(
     if l1:
         problem = problem.with_smoothing(width(0))
     dt = problem.total.dtype
-    state = _init(estimator, problem, theta, jnp.asarray(step_size, dt))
+    state = _start(estimator, problem, theta, jnp.asarray(step_size, dt))
     history = []
     done, k = 0, 0
     prev = float(_model_loss_and_marginals(problem, estimator.params(state))[0]) if l1 else float(estimator.best_loss(state))
@@ -472,7 +500,7 @@ def run(
             # The smoothed loss's curvature grows as 1 / width: restart the step size at that scale.
             step = step_size * width(k) / width(0)
             calls = state.oracle_calls
-            state = _init(estimator, problem, estimator.params(state), jnp.asarray(step, dt))
+            state = _start(estimator, problem, estimator.params(state), jnp.asarray(step, dt))
             state = state._replace(oracle_calls=state.oracle_calls + calls)
     return estimator.params(state), state, history
 
