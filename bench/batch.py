@@ -1,0 +1,305 @@
+"""Batched fits (``pgmjax.batch.estimate_batch``, one vmapped program) vs sequential ``pgmjax.estimate`` calls.
+
+B noise draws of one measurement structure, fitted (a) by one ``estimate_batch`` call and (b) by B
+``estimate`` calls, same method (mirror descent), iterations, chunking and dtype (float32). Problems:
+
+* ``adult-mst``: Adult (``pj.datasets.load("adult")``), all 14 one-way marginals plus the 13 two-way
+  marginals of a maximum spanning tree of the attribute graph weighted by the (true, non-private) mutual
+  information: an MST-style measurement set. Gaussian noise sigma on every cell.
+* ``chain-100``: the scalability problem at d = 100 (``bench/scalability_problem.py``: identity
+  measurements of the 98 consecutive triples of a 100-attribute chain, 10 values each, 10,000 records),
+  its true counts plus Gaussian noise sigma.
+
+Draw b of either problem adds ``numpy.random.default_rng(seed + b).normal(0, sigma)`` noise to the true
+marginals (the same draws in both modes). Every (problem, mode) runs in a fresh interpreter: the first
+call is timed with its compilation ("cold"), then the same call again ("warm": every program cached).
+The fitted clique marginals of every draw are saved, and the parent reports the largest difference
+between a batched member and its sequential fit (L1 over a model clique / total, max over cliques and
+members), and the largest relative difference of the final losses.
+
+    python bench/batch.py --out bench/results/batch_cpu.json      # then writes batch_cpu.md beside it
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from benchutil import cpu_model, timed  # noqa: E402
+
+PROBLEMS = ("adult-mst", "chain-100")
+MODES = ("batched", "sequential")
+
+
+def _mst_cliques(data) -> list[tuple[str, str]]:
+    """The maximum spanning tree of the attributes by mutual information of their true 2-way marginals."""
+    import networkx as nx
+    import numpy as np
+
+    attrs = list(data.domain.attributes)
+    g = nx.Graph()
+    for i, a in enumerate(attrs):
+        for b in attrs[i + 1:]:
+            joint = data.marginal((a, b))
+            p = joint / joint.sum()
+            outer = p.sum(1, keepdims=True) * p.sum(0, keepdims=True)
+            nz = p > 0
+            g.add_edge(a, b, weight=float(np.sum(p[nz] * np.log(p[nz] / outer[nz]))))
+    tree = nx.maximum_spanning_tree(g, algorithm="kruskal")
+    order = {a: i for i, a in enumerate(attrs)}
+    return sorted((tuple(sorted(e, key=order.get)) for e in tree.edges()), key=lambda e: (order[e[0]], order[e[1]]))
+
+
+def build(problem: str, batch: int, sigma: float, seed: int):
+    """``(domain, cliques, members)``: B lists of Measurement (draw b: true marginals + N(0, sigma) noise)."""
+    import numpy as np
+
+    import pgmjax as pj
+
+    if problem == "adult-mst":
+        data = pj.datasets.load("adult")
+        cliques = [(a,) for a in data.domain.attributes] + _mst_cliques(data)
+        domain, truth = data.domain, data.marginals(cliques)
+    elif problem == "chain-100":
+        from scalability_problem import make_problem
+
+        p = make_problem(100, sigma=sigma)
+        domain, cliques, truth = pj.Domain(p["domain"]), p["cliques"], [np.asarray(t, np.float64) for t in p["true"]]
+    else:
+        raise ValueError(problem)
+    members = []
+    for b in range(batch):
+        rng = np.random.default_rng(seed + b)
+        members.append([pj.Measurement(c, t + rng.normal(0.0, sigma, t.shape), stddev=sigma) for c, t in zip(cliques, truth)])
+    return domain, cliques, members
+
+
+def _fitters(domain, members, iters, chunk, dtype=None):
+    import pgmjax as pj
+    from pgmjax.batch import estimate_batch
+
+    return {
+        "batched": lambda: estimate_batch(domain, members, iters=iters, chunk=chunk, dtype=dtype),
+        "batched-all": lambda: estimate_batch(domain, members, iters=iters, chunk=chunk, dtype=dtype, group=None),
+        "sequential": lambda: [pj.estimate(domain, ms, iters=iters, chunk=chunk, dtype=dtype) for ms in members],
+    }
+
+
+def _summary(result) -> dict:
+    """Clique marginals ``(B, *shape)`` per model clique, losses, totals and oracle calls of either mode's result."""
+    import numpy as np
+
+    if isinstance(result, list):
+        margs = [m.clique_marginals() for m in result]
+        return {"marginals": [np.stack([mg[c] for mg in margs]) for c in result[0].cliques],
+                "losses": np.array([m.loss for m in result]), "totals": np.array([m.total for m in result]),
+                "calls": np.array([m.history[-1]["oracle_calls"] for m in result])}
+    cm = result.clique_marginals()
+    return {"marginals": [cm[c] for c in result.cliques], "losses": result.losses, "totals": result.total,
+            "calls": np.asarray(result.history[-1]["oracle_calls"])}
+
+
+def _agreement(a: dict, b: dict) -> dict:
+    """L1 distance / total between the two modes' clique marginals (max over cliques; median and max over
+    members) and the largest relative difference of the losses."""
+    import numpy as np
+
+    totals = b["totals"]
+    per_member = np.max([np.abs(x - y).reshape(len(totals), -1).sum(1) / totals
+                         for x, y in zip(a["marginals"], b["marginals"])], axis=0)
+    return {"l1_over_n_median": float(np.median(per_member)), "l1_over_n_max": float(per_member.max()),
+            "rel_loss_diff_max": float(np.max(np.abs(a["losses"] - b["losses"]) / np.abs(b["losses"]))),
+            "same_oracle_calls": bool(np.array_equal(a["calls"], b["calls"]))}
+
+
+def child(kind: str, problem: str, batch: int, iters: int, sigma: float, seed: int, chunk: int, repeats: int) -> dict:
+    """``kind``: ``cold-batched`` / ``cold-sequential`` (the first call in this fresh process, compilation
+    included) or ``warm`` (every mode compiled first by a short fit, then ``repeats`` rounds of the full fits,
+    modes alternating; then the agreement checks)."""
+    import jax
+    import numpy as np
+
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, secs, **_: compiles.append(secs) if event == "/jax/core/compile/backend_compile_duration" else None
+    )
+    from pgmjax.batch import auto_group, make_batch_problem
+
+    domain, cliques, members = build(problem, batch, sigma, seed)
+    fits = _fitters(domain, members, iters, chunk)
+    load = [os.getloadavg()[0]]
+    out = {"problem": problem, "kind": kind, "batch": batch, "iters": iters, "chunk": chunk, "sigma": sigma,
+           "measurements": len(cliques)}
+    if kind.startswith("cold-"):
+        mode = kind[len("cold-"):]
+        seconds, result = timed(fits[mode])
+        s = _summary(result)
+        out.update({"mode": mode, "cold_s": seconds, "xla_compiles": len(compiles), "xla_compile_s": sum(compiles),
+                    "oracle_calls_mean": float(np.mean(s["calls"])), "oracle_calls_max": int(np.max(s["calls"])),
+                    "loss_mean": float(np.mean(s["losses"]))})
+    else:
+        problem_ = make_batch_problem(domain, members[:1])
+        out["model_cells"] = int(sum(domain.size(c) for c in problem_.plan.cliques))
+        out["model_cliques"] = len(problem_.plan.cliques)
+        out["group"] = auto_group(make_batch_problem(domain, members))
+        for f in _fitters(domain, members, chunk, chunk).values():  # compile every program (the chunk count is traced)
+            f()
+        n0 = len(compiles)
+        order = list(fits)
+        times = {m: [] for m in order}
+        results = {}
+        for r in range(repeats):
+            for mode in (order if r % 2 == 0 else order[::-1]):
+                seconds, results[mode] = timed(fits[mode])
+                times[mode].append(seconds)
+                load.append(os.getloadavg()[0])
+        out["warm_s"] = times
+        out["xla_compiles_warm"] = len(compiles) - n0
+        summ = {m: _summary(v) for m, v in results.items()}
+        out["agreement_float32"] = _agreement(summ["batched"], summ["sequential"])
+        out["agreement_float32_all_vs_grouped"] = _agreement(summ["batched-all"], summ["batched"])
+        # float64: the same fits up to rounding (float32 trajectories drift apart at the noise level)
+        import jax.numpy as jnp
+
+        jax.config.update("jax_enable_x64", True)
+        k = min(8, batch)
+        f64 = _fitters(domain, members[:k], min(iters, 100), chunk, jnp.float64)
+        out["agreement_float64"] = _agreement(_summary(f64["batched"]()), _summary(f64["sequential"]()))
+        out["agreement_float64"].update({"members": k, "iters": min(iters, 100)})
+    load.append(os.getloadavg()[0])
+    out["loadavg_1min"] = [min(load), max(load)]
+    return out
+
+
+def environment() -> dict:
+    import jax
+    import jaxlib
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "pgmjax", "bench/batch.py"], capture_output=True,
+                           text=True, cwd=os.path.dirname(HERE)).stdout.strip()
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "cpu": cpu_model(), "cores": os.cpu_count(), "backend": jax.default_backend(),
+        "python": platform.python_version(), "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+        "commit": commit, "dirty": bool(dirty),
+    }
+
+
+def render(res: dict) -> str:
+    env, a = res["environment"], res["args"]
+    lines = [
+        "# Batched fits: `estimate_batch` (one vmapped program) vs sequential `estimate` calls",
+        "",
+        f"Machine: {env['cpu']}, {env['cores']} cores, backend {env['backend']}. Date: {env['date']}. "
+        f"Commit: {env['commit'][:12]}{' (+ uncommitted changes)' if env['dirty'] else ''}.",
+        f"Versions: Python {env['python']}, jax {env['jax']}, jaxlib {env['jaxlib']}.",
+        "",
+        f"{a['batch']} noise draws (Gaussian, sigma {a['sigma']:g}) of each problem; mirror descent, {a['iters']} "
+        f"iterations, {a['chunk']}-iteration chunks, float32, in every mode. Times are for all {a['batch']} fits. "
+        "Cold: the first call in a fresh process (tracing + XLA compilation + the fits). Warm: every program "
+        f"compiled, then {a['repeats']} rounds of the modes in one process, alternating (best of the rounds; all "
+        "rounds in the JSON). batched: `estimate_batch` with its default `group=\"auto\"` (members vectorised "
+        "together, groups looped inside the one program); batched-all: `group=None`, all members in one "
+        "vectorised group; sequential: one `estimate` per draw.",
+        "",
+        "| problem | measurements | model cells | group (auto) | mode | cold (s) | XLA compiles, compile s (cold) | warm (s), best | warm rounds (s) | speedup cold | speedup warm |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in res["problems"]:
+        w, c = p["warm"], p["cold"]
+        seq_cold, seq_warm = c["sequential"]["cold_s"], min(w["warm_s"]["sequential"])
+        for mode in ("batched", "batched-all", "sequential"):
+            times = w["warm_s"][mode]
+            cold = c.get(mode)
+            cold_cells = (f"{cold['cold_s']:.1f} | {cold['xla_compiles']}, {cold['xla_compile_s']:.1f}" if cold else "- | -")
+            sp_cold = f"{seq_cold / cold['cold_s']:.2f}x" if cold and mode != "sequential" else ""
+            sp_warm = f"{seq_warm / min(times):.2f}x" if mode != "sequential" else ""
+            lines.append(
+                f"| {p['problem']} | {w['measurements']} | {w['model_cells']:,} | {w['group']} | {mode} | {cold_cells} | "
+                f"{min(times):.1f} | {', '.join(f'{t:.1f}' for t in times)} | {sp_cold} | {sp_warm} |"
+            )
+    lines += [
+        "",
+        "Agreement, batched member vs its own fit: L1 distance between clique marginals over the total (max over "
+        "model cliques; median and max over members), largest relative loss difference, and whether every member "
+        "made the same number of oracle calls (line-search trials).",
+        "",
+        "| problem | comparison | L1/N median | L1/N max | max rel. loss diff | same oracle calls |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in res["problems"]:
+        w = p["warm"]
+        f64 = w["agreement_float64"]
+        for label, ag in (
+            (f"float32, {a['batch']} draws, batched vs sequential", w["agreement_float32"]),
+            (f"float32, {a['batch']} draws, batched vs batched-all", w["agreement_float32_all_vs_grouped"]),
+            (f"float64, first {f64['members']} draws, {f64['iters']} it., batched vs sequential", f64),
+        ):
+            lines.append(
+                f"| {p['problem']} | {label} | {ag['l1_over_n_median']:.2e} | {ag['l1_over_n_max']:.2e} | "
+                f"{ag['rel_loss_diff_max']:.2e} | {'yes' if ag['same_oracle_calls'] else 'no'} |"
+            )
+    loads = [x for p in res["problems"] for r in [p["warm"], *p["cold"].values()] for x in r["loadavg_1min"]]
+    lines += ["", f"1-minute load average during the runs: {min(loads):.1f} to {max(loads):.1f} on {env['cores']} cores "
+              f"(above {env['cores']}: other processes shared the CPU, and the times are noisier)."]
+    if res.get("notes"):
+        lines += ["", res["notes"]]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _run_child(args, kind: str, prob: str) -> dict:
+    cmd = [sys.executable, __file__, "--child", kind, prob, str(args.batch), str(args.iters), str(args.sigma),
+           str(args.seed), str(args.chunk), str(args.repeats)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    if out.returncode:
+        sys.stderr.write(out.stderr)
+        raise SystemExit(f"child {kind} {prob} failed")
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    print(json.dumps(r), flush=True)
+    return r
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=PROBLEMS)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--iters", type=int, default=500)
+    p.add_argument("--chunk", type=int, default=50)
+    p.add_argument("--sigma", type=float, default=10.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=2, help="warm rounds of every mode")
+    p.add_argument("--out", default=None, help="JSON path; the Markdown table is written beside it (.md)")
+    p.add_argument("--notes", default="", help="a paragraph appended to the Markdown")
+    p.add_argument("--child", nargs=8, default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        kind, prob, batch, iters, sigma, seed, chunk, repeats = args.child
+        print(json.dumps(child(kind, prob, int(batch), int(iters), float(sigma), int(seed), int(chunk), int(repeats))))
+        return
+
+    res = {"environment": environment(), "args": {k: v for k, v in vars(args).items() if k != "child"},
+           "problems": [], "notes": args.notes}
+    for prob in args.problems:
+        cold = {m: _run_child(args, f"cold-{m}", prob) for m in ("batched", "sequential")}
+        warm = _run_child(args, "warm", prob)
+        res["problems"].append({"problem": prob, "cold": cold, "warm": warm})
+    md = render(res)
+    print(md)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1)
+        with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
+            f.write(md)
+
+
+if __name__ == "__main__":
+    main()
