@@ -8,6 +8,7 @@ Example:
 """
 
 from .api import estimate
+from .batch import BatchedMeasurement, BatchedModel, estimate_batch
 from .dataset import Dataset
 from .domain import Domain
 from .estimation import LBFGS, DualAveraging, MirrorDescent, Problem
@@ -26,6 +27,9 @@ __all__ = [
     "Dataset",
     "Measurement",
     "estimate",
+    "estimate_batch",
+    "BatchedMeasurement",
+    "BatchedModel",
     "estimate_total",
     "GraphicalModel",
     "JunctionTree",
