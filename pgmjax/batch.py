@@ -577,27 +577,6 @@ class Batched:
         return jax.lax.fori_loop(0, num_steps, lambda _, s: self.step(problem, s), state)
 
 
-def _md_trial(md: estimation.MirrorDescent, p: estimation.Problem, s, eta):
-    """One line-search trial of ``MirrorDescent.step`` from state ``s`` at step ``eta``, with its test.
-
-    A copy of the trial inside :meth:`pgmjax.MirrorDescent.step` (its slack, centring and acceptance
-    test), which does not expose it; ``tests/test_batch.py`` checks that batched members make exactly the
-    trials of sequential fits.
-
-    Returns:
-        ``(theta, mu, loss, grad, ok)``.
-    """
-    eps = jnp.finfo(s.loss.dtype).eps
-    slack = 8 * eps * jnp.abs(s.loss) + md.rounding * eps * estimation._vdot(
-        jax.tree_util.tree_map(jnp.abs, s.grad), jax.tree_util.tree_map(jnp.abs, s.mu))
-    theta = estimation._centred(estimation._axpy(-eta, s.grad, s.theta))
-    mu = p.marginals(theta)
-    loss, grad = p.loss_and_grad(mu)
-    decrease = estimation._vdot(s.grad, {k: s.mu[k] - mu[k] for k in mu})
-    ok = jnp.isfinite(loss) & estimation._all_finite(mu) & (loss <= s.loss - md.armijo * decrease + slack)
-    return theta, mu, loss, grad, ok
-
-
 def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Problem, state, num_steps):
     """Mirror descent's iterations as a loop over line-search trials, each member on its own schedule.
 
@@ -612,7 +591,7 @@ def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Pr
         active = s.iteration < target
         last = k >= md.max_backtracks
         eta = jnp.where(k == 0, s.step_size, jnp.where(last, 0.0, prev_eta * 0.5)).astype(s.step_size.dtype)
-        theta, mu, loss, grad, ok = _md_trial(md, p, s, eta)
+        theta, mu, loss, grad, ok = md.trial(p, s, eta)
         commit = active & (ok | last)
         next_eta = jnp.where(k == 0, eta * md.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
         new = estimation.MirrorDescentState(theta, mu, loss, grad, next_eta, s.iteration + 1, s.oracle_calls + 1 + k)

@@ -210,20 +210,28 @@ class MirrorDescent:
         """The state after ``step(start(...))``, as :meth:`init` returns it (iteration 0, the given step)."""
         return state._replace(step_size=jnp.asarray(step_size, state.step_size.dtype), iteration=jnp.zeros((), jnp.int32))
 
-    def step(self, problem: Problem, s: MirrorDescentState) -> MirrorDescentState:
+    def trial(self, problem: Problem, s: MirrorDescentState, eta):
+        """One line-search trial from state ``s`` at step ``eta``, with its Armijo test.
+
+        Returns:
+            ``(theta, mu, loss, grad, ok)``: the trial's potentials, marginals, loss and gradient, and
+            whether the test accepts it.
+        """
         # Rounding makes the exact test fail at (numerical) convergence; allow that much slack. The loss is
         # computed from marginals that carry a relative error of a few eps each, so its own error is about
         # eps * <|grad|, |mu|>, far above eps * |loss| near the optimum of a sharp loss.
         eps = jnp.finfo(s.loss.dtype).eps
         slack = 8 * eps * jnp.abs(s.loss) + self.rounding * eps * _vdot(tree_map(jnp.abs, s.grad), tree_map(jnp.abs, s.mu))
+        theta = _centred(_axpy(-eta, s.grad, s.theta))
+        mu = problem.marginals(theta)
+        loss, grad = problem.loss_and_grad(mu)
+        decrease = _vdot(s.grad, {k: s.mu[k] - mu[k] for k in mu})
+        ok = jnp.isfinite(loss) & _all_finite(mu) & (loss <= s.loss - self.armijo * decrease + slack)
+        return theta, mu, loss, grad, ok
 
+    def step(self, problem: Problem, s: MirrorDescentState) -> MirrorDescentState:
         def trial(eta):
-            theta = _centred(_axpy(-eta, s.grad, s.theta))
-            mu = problem.marginals(theta)
-            loss, grad = problem.loss_and_grad(mu)
-            decrease = _vdot(s.grad, {k: s.mu[k] - mu[k] for k in mu})
-            ok = jnp.isfinite(loss) & _all_finite(mu) & (loss <= s.loss - self.armijo * decrease + slack)
-            return theta, mu, loss, grad, ok
+            return self.trial(problem, s, eta)
 
         # One trial site in the program (the oracle is traced once): try 0 uses the current step, each
         # later try halves it, and the last is a zero step (the iterate stays put).
