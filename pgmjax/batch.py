@@ -81,7 +81,6 @@ mode only)::
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -715,13 +714,7 @@ def run_batch(
     else:
         step0 = np.broadcast_to(np.asarray(step_size, np.float64), np.shape(problem.total))
     l1 = problem.loss == "l1"
-    if l1:  # at least 20 smoothing stages, however the iterations are chunked
-        chunk = min(chunk, max(1, iters // 20))
-    chunks = max(1, math.ceil(iters / chunk))
-
-    def width(k):
-        first, last = smoothing
-        return first * (last / first) ** (k / max(chunks - 1, 1))
+    chunk, chunks, width = estimation.smoothing_schedule(iters, chunk, smoothing, l1)
 
     def exact(problem, state):
         if l1:

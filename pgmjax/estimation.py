@@ -434,6 +434,23 @@ def _start(estimator, problem, theta, step_size):
     return _init(estimator, problem, theta, step_size)
 
 
+def smoothing_schedule(iters: int, chunk: int, smoothing: tuple[float, float], l1: bool):
+    """Chunking and Huber widths of a run: ``(chunk, chunks, width)``, ``width(k)`` the width of chunk ``k``.
+
+    With the L1 loss there are at least 20 smoothing stages however the iterations are chunked, the width
+    geometric from ``smoothing[0]`` at the first chunk to ``smoothing[1]`` at the last.
+    """
+    if l1:
+        chunk = min(chunk, max(1, iters // 20))
+    chunks = max(1, math.ceil(iters / chunk))
+    first, last = smoothing
+
+    def width(k):
+        return first * (last / first) ** (k / max(chunks - 1, 1))
+
+    return chunk, chunks, width
+
+
 def run(
     estimator,
     problem: Problem,
@@ -470,14 +487,7 @@ def run(
     """
     start = time.perf_counter()
     l1 = problem.loss == "l1"
-    if l1:  # at least 20 smoothing stages, however the iterations are chunked
-        chunk = min(chunk, max(1, iters // 20))
-    chunks = max(1, math.ceil(iters / chunk))
-
-    def width(k):
-        first, last = smoothing
-        return first * (last / first) ** (k / max(chunks - 1, 1))
-
+    chunk, chunks, width = smoothing_schedule(iters, chunk, smoothing, l1)
     if l1:
         problem = problem.with_smoothing(width(0))
     dt = problem.total.dtype
