@@ -230,9 +230,6 @@ class MirrorDescent:
         return theta, mu, loss, grad, ok
 
     def step(self, problem: Problem, s: MirrorDescentState) -> MirrorDescentState:
-        def trial(eta):
-            return self.trial(problem, s, eta)
-
         # One trial site in the program (the oracle is traced once): try 0 uses the current step, each
         # later try halves it, and the last is a zero step (the iterate stays put).
         def cond(c):
@@ -242,7 +239,7 @@ class MirrorDescent:
             tries = c[6] + 1
             last = tries >= self.max_backtracks
             eta = jnp.where(tries == 0, s.step_size, jnp.where(last, 0.0, c[4] * 0.5))
-            theta, mu, loss, grad, ok = trial(eta)
+            theta, mu, loss, grad, ok = self.trial(problem, s, eta)
             return theta, mu, loss, grad, eta, ok | last, tries
 
         carry = (s.theta, s.mu, s.loss, s.grad, s.step_size, jnp.zeros((), bool), -jnp.ones((), jnp.int32))
