@@ -23,6 +23,8 @@ class Measurement:
             ``(rows, cells)``; or a tuple of per-attribute matrices
             ``(Q_1, ..., Q_k)`` with ``Q_i`` of shape ``(r_i, size_i)`` whose
             Kronecker product is the query (never materialised).
+        noise: the noise family, ``"gaussian"`` (default) or ``"laplace"``; the
+            estimators use only ``stddev``, error laws and intervals also the family.
 
     Example:
         >>> m = Measurement(("age", "sex"), np.zeros((85, 2)), stddev=2.0)
@@ -30,10 +32,13 @@ class Measurement:
         170
     """
 
-    __slots__ = ("clique", "y", "stddev", "query")
+    __slots__ = ("clique", "y", "stddev", "query", "noise")
 
-    def __init__(self, clique: CliqueLike, y, stddev=1.0, query=None):
+    def __init__(self, clique: CliqueLike, y, stddev=1.0, query=None, noise: str = "gaussian"):
         self.clique = as_clique(clique)
+        if noise not in ("gaussian", "laplace"):
+            raise ValueError(f"Measurement on {self.clique}: noise must be 'gaussian' or 'laplace', got {noise!r}")
+        self.noise = noise
         if len(set(self.clique)) != len(self.clique):
             raise ValueError(f"Measurement on {self.clique}: an attribute appears more than once")
         y = np.asarray(y, dtype=np.float64)
@@ -142,7 +147,7 @@ class Measurement:
 
     def __repr__(self) -> str:
         sd = float(self.stddev) if self.stddev.ndim == 0 else f"per-row[{self.rows}]"
-        return f"Measurement({self.clique}, rows={self.rows}, stddev={sd}, query={self.kind})"
+        return f"Measurement({self.clique}, rows={self.rows}, stddev={sd}, query={self.kind}, noise={self.noise})"
 
 
 def _top_eigenvalue(sym: np.ndarray, iters: int = 200) -> float:

@@ -38,6 +38,6 @@ def noisy_marginals(
         z = np.asarray(jax.random.laplace(key, (cells,)), np.float64) / np.sqrt(2.0)
     out, start = [], 0
     for clique, table in zip(cliques, tables):
-        out.append(Measurement(clique, table + stddev * z[start : start + table.size].reshape(table.shape), stddev=stddev))
+        out.append(Measurement(clique, table + stddev * z[start : start + table.size].reshape(table.shape), stddev=stddev, noise=noise))
         start += table.size
     return out

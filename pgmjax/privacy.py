@@ -1395,7 +1395,7 @@ class Accountant:
         else:
             y = answers + p["scale"] * standard_normal(key, answers.shape)
             stddev = p["scale"]
-        return Measurement(probe.clique, y, stddev, probe.query)
+        return Measurement(probe.clique, y, stddev, probe.query, noise=mechanism)
 
     def measure(
         self,
