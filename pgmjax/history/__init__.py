@@ -1,0 +1,18 @@
+"""Reusing a history of noisy answers (Chen, Zhou & Bhowmick, EDBT 2012).
+
+* :func:`kernel_pca`: eigen-queries of the past queries and least-squares / shrunk answers to any linear query
+  (section 3), from inner products between queries only; :func:`ridge_answers` is the same estimator at finite
+  alpha by conjugate gradients for histories too large for a dense eigen-decomposition.
+* :func:`select_alpha`: the shrinkage parameter by cross-validation on the released answers (section 3.5).
+* :func:`maxent`: the maximum-entropy model with L1 soft constraints and a prior (section 4), solved exactly
+  through its box-constrained dual with the junction-tree oracle; a :class:`pgmjax.GraphicalModel`.
+* :func:`prior_from_marginals`: a product prior from noisy one-way marginals (section 4.3, footnote 3).
+
+Everything here is post-processing of released answers: no privacy cost (a prior measured from the data is
+charged where it is measured, through the :class:`pgmjax.Accountant`).
+"""
+
+from .pca import AnswerEstimate, EigenQueryFit, kernel_pca, shrink_weights
+from .rows import RowBlock, uniform_prior
+
+__all__ = ["AnswerEstimate", "EigenQueryFit", "kernel_pca", "shrink_weights", "RowBlock", "uniform_prior"]
