@@ -12,7 +12,7 @@ import numpy as np
 from . import estimation, losses, oracle
 from .domain import Domain
 from .measurement import Measurement, estimate_total, validate_measurements
-from .model import GraphicalModel
+from .model import GraphicalModel, check_consistent
 
 
 def estimate(
@@ -182,20 +182,9 @@ def estimate(
 
 
 def _check_fitted(plan: oracle.OraclePlan, params: dict, mu: dict, total: float, loss: float) -> None:
-    """Refuse to return a model that is not one: NaN or +inf potentials, non-finite marginals or loss, or
-    a clique whose marginal does not sum to the total (``-inf`` potentials are structural zeros, allowed)."""
+    """Refuse to return a model that is not one: a non-finite loss, or what
+    :func:`pgmjax.model.check_consistent` refuses (NaN or +inf potentials, non-finite marginals, a clique
+    whose marginal does not sum to the total; ``-inf`` potentials are structural zeros, allowed)."""
     if not np.isfinite(loss):
         raise FloatingPointError(f"estimate: the fitted model's loss is {loss}")
-    tables, margs = plan.tables(params), plan.tables(mu)
-    for clique in plan.cliques:
-        theta = np.asarray(tables[clique])
-        if np.isnan(theta).any() or np.isposinf(theta).any():
-            raise FloatingPointError(f"estimate: the fitted potentials of clique {clique} hold NaN or +inf")
-        table = np.asarray(margs[clique], np.float64)
-        if not np.isfinite(table).all():
-            raise FloatingPointError(f"estimate: the fitted marginal of clique {clique} is not finite")
-        s = table.sum()
-        # float32 sums of up to millions of cells are exact to ~1e-6 relative; 1e-3 flags a broken model only.
-        if abs(s - total) > 1e-3 * total:
-            raise FloatingPointError(f"estimate: the fitted marginal of clique {clique} sums to {s:.6g}, not the total {total:.6g}")
-
+    check_consistent(plan, params, mu, total, what="estimate: the fitted model")

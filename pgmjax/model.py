@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import inference, oracle, sampling, serialization
+from . import inference, oracle, sampling
 from . import queries as queries_mod
 from .domain import Clique, CliqueLike, Domain, cells_text
 from .compiler import jit
@@ -44,6 +45,7 @@ class GraphicalModel:
         # The clique marginals of ``theta`` in oracle blocks: the fit's where it computed them (one compiled
         # program and one oracle call less per fit), else computed on first use.
         self._blocks = marginals
+        self._checked: tuple | None = None  # (theta, total, marginals) last found consistent by check()
 
     @property
     def domain(self) -> Domain:
@@ -183,9 +185,43 @@ class GraphicalModel:
         n = max(1, int(round(self.total))) if n is None else n
         return sampling.synthetic_data(self, n, key, method=method, chunk=chunk)
 
+    def check(self, what: str = "GraphicalModel") -> None:
+        """Raise unless the model is finite and consistent (see :func:`check_consistent`); cached.
+
+        Sampling and saving call it, so a broken model is refused instead of producing
+        plausible-looking records or a file that loads into nonsense.
+
+        Args:
+            what: the operation named in the error message.
+
+        Raises:
+            FloatingPointError: the total, a potential table or a marginal is not finite, or a
+                clique's marginal does not sum to the total.
+
+        Example:
+            >>> dom = pj.Domain({"a": 2, "b": 3})
+            >>> plan = pj.oracle.make_plan(dom, [("a", "b")])
+            >>> pj.GraphicalModel(plan, plan.zeros(), 10.0).check()
+            >>> pj.GraphicalModel(plan, plan.zeros(), float("nan")).check("sample")
+            Traceback (most recent call last):
+            FloatingPointError: sample: the model's total is nan, expected a positive finite number
+        """
+        state = (self.theta, self.total, self._blocks)
+        if self._checked is not None and all(a is b for a, b in zip(self._checked[::2], state[::2])) \
+                and self._checked[1] == self.total:
+            return
+        check_consistent(self.plan, self.theta, lambda: self._marginal_blocks, self.total, what=what)
+        self._checked = (self.theta, self.total, self._blocks)
+
     def save(self, path) -> str:
-        """Save to the folder ``path`` (JSON structure + NPZ arrays; see :mod:`pgmjax.serialization`)."""
-        return serialization.save_model(self, path)
+        """Save to the folder ``path`` (JSON structure + NPZ arrays; see :mod:`pgmjax.serialization`).
+
+        Raises:
+            FloatingPointError: the model is not finite and consistent (:meth:`check`).
+        """
+        from .serialization import save_model  # serialization builds models: it imports this module
+
+        return save_model(self, path)
 
     def summary(self) -> str:
         """A readable description: attributes, total, junction tree, clique tables and memory.
@@ -216,6 +252,66 @@ class GraphicalModel:
             f"GraphicalModel({len(self.domain)} attributes, {len(self.cliques)} cliques, "
             f"treewidth {self.plan.tree.treewidth}, total {self.total:g})"
         )
+
+
+#: Relative tolerance on ``|sum of a clique's marginal - total| / total``: float32 sums of up to
+#: millions of cells are exact to ~1e-6 relative, so 1e-3 flags a broken model only.
+CONSISTENCY_RTOL = 1e-3
+
+
+def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Callable[[], dict], total: float, *, what: str,
+                     rtol: float = CONSISTENCY_RTOL) -> None:
+    """Refuse a model that is not one: the single check behind ``estimate``, sampling, ``save`` and ``load_model``.
+
+    A model ``p(x) ∝ exp(sum_c theta_c(x_c))`` scaled to ``total`` records
+    (McKenna, Sheldon & Miklau, ICML 2019, Section 3) has a positive finite
+    total, potentials that are finite or ``-inf`` (a structural zero), finite
+    clique marginals, and every clique's marginal summing to ``total``
+    (each is a projection of the same distribution).
+
+    Args:
+        plan: the model's oracle plan.
+        theta: log-potentials in the plan's block layout.
+        marginals: the clique marginals of ``theta`` (scaled to ``total``) in the same layout, or a
+            function returning them (called only once the potentials have passed).
+        total: the number of records the model stands for.
+        what: the operation named in the error message (``"estimate"``, ``"save"``, ...).
+        rtol: the relative tolerance of the sums.
+
+    Returns:
+        None.
+
+    Raises:
+        FloatingPointError: naming the clique and what is wrong with it.
+
+    Example:
+        >>> dom = pj.Domain({"a": 2, "b": 3})
+        >>> plan = pj.oracle.make_plan(dom, [("a", "b")])
+        >>> theta = plan.zeros()
+        >>> check_consistent(plan, theta, plan.from_tables({("a", "b"): np.full((2, 3), 5.0)}), 30.0, what="demo")
+        >>> check_consistent(plan, theta, plan.from_tables({("a", "b"): np.full((2, 3), 50.0)}), 30.0, what="demo")
+        Traceback (most recent call last):
+        FloatingPointError: demo: the marginal of clique ('a', 'b') sums to 300, not the total 30
+    """
+    total = float(total)
+    if not (math.isfinite(total) and total > 0):
+        raise FloatingPointError(f"{what}: the model's total is {total}, expected a positive finite number")
+    tables = plan.tables(theta)
+    for clique in plan.cliques:  # potentials first: a NaN potential is the cause of NaN marginals
+        potentials = np.asarray(tables[clique])
+        for bad, word in ((np.isnan, "NaN"), (np.isposinf, "+inf")):
+            if bad(potentials).any():
+                raise FloatingPointError(f"{what}: the potentials of clique {clique} hold {word} "
+                                         f"({int(bad(potentials).sum())} of {potentials.size} cells)")
+    margs = plan.tables(marginals() if callable(marginals) else marginals)
+    for clique in plan.cliques:
+        table = np.asarray(margs[clique], np.float64)
+        why = " (all its potentials are -inf: no cell can hold a record)" if np.isneginf(np.asarray(tables[clique])).all() else ""
+        if not np.isfinite(table).all():
+            raise FloatingPointError(f"{what}: the marginal of clique {clique} is not finite{why}")
+        s = table.sum()
+        if abs(s - total) > rtol * total:
+            raise FloatingPointError(f"{what}: the marginal of clique {clique} sums to {s:.6g}, not the total {total:.6g}{why}")
 
 
 _marginals_jit = jit(oracle.marginals)

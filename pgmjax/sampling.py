@@ -52,6 +52,10 @@ def synthetic_data(model, n: int, key: jax.Array, method: str = "exact", chunk: 
     Returns:
         A :class:`~pgmjax.Dataset` of ``n`` records (``.df`` for pandas).
 
+    Raises:
+        ValueError: a bad ``method``, ``n`` or ``chunk``.
+        FloatingPointError: the model is not finite and consistent (``model.check``).
+
     Example:
         >>> data = model.synthetic_data(100_000, jax.random.key(0))   # doctest: +SKIP
         >>> data.df.head()                                            # doctest: +SKIP
@@ -62,6 +66,8 @@ def synthetic_data(model, n: int, key: jax.Array, method: str = "exact", chunk: 
         raise ValueError(f"synthetic_data: n must be a positive integer, got {n!r}")
     if isinstance(chunk, (bool, np.bool_)) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"synthetic_data: chunk must be a positive integer, got {chunk!r}")
+    # A NaN or inconsistent model would give plausible-looking records (NaN CDFs fall through the search).
+    model.check("synthetic_data")
     if method == "low_variance":
         return _low_variance(model, n, key)
     tree = model.junction_tree

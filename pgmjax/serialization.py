@@ -23,7 +23,10 @@ table of ``cliques[i]`` with axes in that clique's order (``-inf`` allowed).
 
 Loading rebuilds the junction tree from the cliques (deterministic) and
 places every table back, so a round trip reproduces the potentials, and hence
-every answer, bit for bit. The file's digest is checked before it is read.
+every answer, bit for bit. The file's digest is checked before it is read,
+every field is validated (a corrupted field raises ``ValueError`` naming it),
+and a model that is not finite and consistent is neither saved nor loaded
+(:func:`pgmjax.model.check_consistent`).
 """
 
 from __future__ import annotations
@@ -33,10 +36,13 @@ import io
 import json
 import math
 import os
+import zipfile
 
 import numpy as np
 
+from . import oracle
 from .domain import Domain
+from .model import GraphicalModel
 
 FORMAT = "pgmjax-model"
 VERSION = 1
@@ -54,6 +60,10 @@ def save_model(model, path: str | os.PathLike) -> str:
     Returns:
         The folder's path.
 
+    Raises:
+        FloatingPointError: the model is not finite and consistent (nothing is written).
+        ValueError: ``path`` exists and is not a folder.
+
     Example:
         >>> model.save("adult-model")                 # doctest: +SKIP
         >>> same = pj.load_model("adult-model")       # doctest: +SKIP
@@ -61,6 +71,7 @@ def save_model(model, path: str | os.PathLike) -> str:
     path = os.fspath(path)
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"save: {path} exists and is not a folder")
+    model.check("save")
     os.makedirs(path, exist_ok=True)
     potentials = model.potentials
     buffer = io.BytesIO()
@@ -89,17 +100,31 @@ def save_model(model, path: str | os.PathLike) -> str:
     return path
 
 
-def load_model(path: str | os.PathLike):
-    """Read a model written by :func:`save_model`.
+DTYPES = ("float32", "float64")
+
+
+def load_model(path: str | os.PathLike) -> GraphicalModel:
+    """Read a model written by :func:`save_model`, validating every field.
+
+    Args:
+        path: the folder ``save`` wrote.
+
+    Returns:
+        The :class:`~pgmjax.GraphicalModel` (potentials bit for bit as saved).
 
     Raises:
         FileNotFoundError: the folder or one of its files is missing.
         ValueError: not a pgmjax model, an unsupported version, or corrupted
-            content (bad JSON, digest mismatch, wrong table shapes).
-    """
-    from . import oracle
-    from .model import GraphicalModel
+            content: bad JSON, a missing or invalid field (named in the message:
+            ``domain``, ``cliques``, ``free``, ``total``, ``dtype``, ``loss``,
+            ``history``, ``arrays``), a digest mismatch, an unreadable array
+            file, tables of the wrong shape or dtype or holding NaN/+inf, or a
+            model that is not consistent (clique marginals not summing to the total).
 
+    Example:
+        >>> model.save("adult-model")                 # doctest: +SKIP
+        >>> same = pj.load_model("adult-model")       # doctest: +SKIP
+    """
     path = os.fspath(path)
     structure_path = os.path.join(path, _STRUCTURE)
     if not os.path.isfile(structure_path):
@@ -108,47 +133,178 @@ def load_model(path: str | os.PathLike):
         with open(structure_path) as f:
             structure = json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"load_model: {structure_path} is corrupted (not valid JSON: {e})") from None
+        raise ValueError(f"load_model: {structure_path} is corrupted (not valid JSON: {e})") from e
     if not isinstance(structure, dict) or structure.get("format") != FORMAT:
         raise ValueError(f"load_model: {structure_path} is not a pgmjax model file (format field != {FORMAT!r})")
     version = structure.get("version")
     if version != VERSION:
         raise ValueError(f"load_model: {path} has format version {version!r}; this pgmjax reads version {VERSION}")
-    try:
-        domain = Domain(structure["domain"])
-        cliques = [tuple(c) for c in structure["cliques"]]
-        free = {str(a) for a in structure.get("free", [])}
-        total = float(structure["total"])
-        dtype = np.dtype(structure["dtype"])
-        digest = structure["arrays"]["sha256"]
-        arrays_file = structure["arrays"]["file"]
-    except (KeyError, TypeError, ValueError) as e:
-        raise ValueError(f"load_model: {structure_path} is corrupted (bad or missing field: {e})") from None
-    arrays_path = os.path.join(path, os.path.basename(arrays_file))
+    fields = _Fields(structure, structure_path)
+    domain = fields.get("domain", _domain)
+    cliques = fields.get("cliques", lambda v: _cliques(v, domain))
+    free = fields.get("free", lambda v: _free(v, domain, cliques), default=[])
+    total = fields.get("total", _total)
+    dtype = fields.get("dtype", _dtype)
+    loss = fields.get("loss", _loss, default=None)
+    history = fields.get("history", _history, default=[])
+    arrays_file, digest = fields.get("arrays", _arrays)
+
+    arrays_path = os.path.join(path, arrays_file)
     if not os.path.isfile(arrays_path):
         raise FileNotFoundError(f"load_model: {arrays_path} not found")
     with open(arrays_path, "rb") as f:
         blob = f.read()
     if hashlib.sha256(blob).hexdigest() != digest:
         raise ValueError(f"load_model: {arrays_path} is corrupted (its SHA-256 digest does not match model.json)")
-    with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
-        tables = {}
-        for i, c in enumerate(cliques):
-            key = f"clique_{i}"
-            if key not in npz:
-                raise ValueError(f"load_model: {arrays_path} lacks the table {key} of clique {c}")
-            t = npz[key]
-            if t.shape != domain.shape_of(c):
-                raise ValueError(f"load_model: table {key} of clique {c} has shape {t.shape}, expected {domain.shape_of(c)}")
-            tables[c] = t
+    tables = _read_tables(blob, arrays_path, domain, cliques, dtype)
     # The free attributes' singletons are left to the junction tree, as when the model was fitted: the same
     # plan, padding included, hence the same arithmetic.
     plan = oracle.make_plan(domain, [c for c in cliques if not (len(c) == 1 and c[0] in free)])
     if set(plan.cliques) != set(cliques):
-        raise ValueError(f"load_model: the cliques in {structure_path} are not the cliques of a junction tree")
+        raise ValueError(f"load_model: field 'cliques' of {structure_path}: not the cliques of a junction tree")
     # Each table is added to zeros in float64 and cast back: exact, so the round trip is bit for bit.
     theta = plan.from_tables(tables, dtype)
-    model = GraphicalModel(plan, theta, total, structure.get("history") or [])
-    if structure.get("loss") is not None:
-        model.loss = float(structure["loss"])
+    model = GraphicalModel(plan, theta, total, history)
+    model.loss = loss
+    try:
+        model.check("load_model")
+    except FloatingPointError as e:
+        raise ValueError(f"load_model: {path} holds a model that is not consistent ({arrays_file}, field 'total'): {e}") from e
     return model
+
+
+_REQUIRED = object()
+
+
+class _Fields:
+    """Reads ``model.json`` fields; any failure becomes a ``ValueError`` naming the field (cause chained)."""
+
+    def __init__(self, structure: dict, where: str):
+        self.structure, self.where = structure, where
+
+    def get(self, name: str, parse, default=_REQUIRED):
+        if name not in self.structure:
+            if default is not _REQUIRED:
+                return default
+            raise ValueError(f"load_model: {self.where} is corrupted: field {name!r} is missing")
+        value = self.structure[name]
+        try:
+            return parse(value)
+        except (TypeError, ValueError, KeyError) as e:
+            raise ValueError(f"load_model: {self.where} is corrupted: field {name!r} = {_short(value)}: {e}") from e
+
+
+def _short(value) -> str:
+    text = json.dumps(value, allow_nan=True) if isinstance(value, (dict, list, str, int, float, bool, type(None))) else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _number(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number, got {type(value).__name__}")
+    return float(value)
+
+
+def _domain(value) -> Domain:
+    if not isinstance(value, dict) or not value:
+        raise TypeError("expected a non-empty object attribute -> number of values")
+    for a, n in value.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"attribute {a!r} has size {n!r}, expected an integer >= 1")
+    return Domain(value)
+
+
+def _cliques(value, domain: Domain) -> list[tuple[str, ...]]:
+    if not isinstance(value, list) or not value:
+        raise TypeError("expected a non-empty list of cliques (lists of attribute names)")
+    cliques = []
+    for c in value:
+        if not isinstance(c, list) or not c or not all(isinstance(a, str) for a in c):
+            raise TypeError(f"clique {c!r} is not a non-empty list of attribute names")
+        cliques.append(domain.check_clique(tuple(c)))
+    if len(set(cliques)) != len(cliques):
+        raise ValueError("a clique appears more than once")
+    return cliques
+
+
+def _free(value, domain: Domain, cliques) -> set[str]:
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise TypeError("expected a list of attribute names")
+    for a in value:
+        domain.check_clique((a,), what="free attribute")
+        if (a,) not in cliques:
+            raise ValueError(f"free attribute {a!r} is not a one-attribute clique")
+    return set(value)
+
+
+def _total(value) -> float:
+    total = _number(value, "the total")
+    if not (math.isfinite(total) and total > 0):
+        raise ValueError("the total must be a positive finite number of records")
+    return total
+
+
+def _dtype(value) -> np.dtype:
+    if value not in DTYPES:
+        raise ValueError(f"expected one of {DTYPES}")
+    return np.dtype(value)
+
+
+def _loss(value) -> float | None:
+    if value is None:
+        return None
+    loss = _number(value, "the loss")
+    if not math.isfinite(loss):
+        raise ValueError("the loss must be finite or null")
+    return loss
+
+
+def _history(value) -> list[dict]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(h, dict) for h in value):
+        raise TypeError("expected a list of objects")
+    for h in value:
+        for k, v in h.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+                raise TypeError(f"entry {k!r} is {_short(v)}, expected a number or text")
+    return value
+
+
+def _arrays(value) -> tuple[str, str]:
+    if not isinstance(value, dict):
+        raise TypeError('expected {"file": ..., "sha256": ...}')
+    name, digest = value["file"], value["sha256"]
+    if not isinstance(name, str) or not name or os.path.basename(name) != name:
+        raise ValueError(f"file must be a file name in the model's folder, got {name!r}")
+    if not isinstance(digest, str) or len(digest) != 64 or any(ch not in "0123456789abcdef" for ch in digest):
+        raise ValueError("sha256 must be 64 lower-case hex digits")
+    return name, digest
+
+
+def _read_tables(blob: bytes, arrays_path: str, domain: Domain, cliques, dtype: np.dtype) -> dict:
+    """The clique tables of the NPZ file: the right shape and dtype, finite or -inf."""
+    try:
+        npz = np.load(io.BytesIO(blob), allow_pickle=False)
+        if not hasattr(npz, "files"):
+            raise ValueError("it holds a single array, not an NPZ archive")
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as e:
+        raise ValueError(f"load_model: {arrays_path} is not a readable NPZ archive ({type(e).__name__}: {e})") from e
+    tables = {}
+    with npz:
+        for i, c in enumerate(cliques):
+            key = f"clique_{i}"
+            if key not in npz.files:
+                raise ValueError(f"load_model: {arrays_path} lacks the table {key} of clique {c}")
+            try:
+                t = npz[key]
+            except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as e:
+                raise ValueError(f"load_model: table {key} of {arrays_path} is unreadable ({type(e).__name__}: {e})") from e
+            if t.shape != domain.shape_of(c):
+                raise ValueError(f"load_model: table {key} of clique {c} has shape {t.shape}, expected {domain.shape_of(c)}")
+            if t.dtype != dtype:
+                raise ValueError(f"load_model: table {key} of clique {c} has dtype {t.dtype}, field 'dtype' says {dtype.name}")
+            if np.isnan(t).any() or np.isposinf(t).any():
+                raise ValueError(f"load_model: table {key} of clique {c} holds NaN or +inf (log-potentials are finite or -inf)")
+            tables[c] = t
+    return tables
