@@ -12,7 +12,9 @@ Everything here is post-processing of released answers: no privacy cost (a prior
 charged where it is measured, through the :class:`pgmjax.Accountant`).
 """
 
+from .cv import select_alpha
+from .maxent import maxent
 from .pca import AnswerEstimate, EigenQueryFit, kernel_pca, shrink_weights
 from .rows import RowBlock, uniform_prior
 
-__all__ = ["AnswerEstimate", "EigenQueryFit", "kernel_pca", "shrink_weights", "RowBlock", "uniform_prior"]
+__all__ = ["select_alpha", "maxent", "AnswerEstimate", "EigenQueryFit", "kernel_pca", "shrink_weights", "RowBlock", "uniform_prior"]
