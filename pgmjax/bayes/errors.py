@@ -341,8 +341,9 @@ def _log_phi(t: np.ndarray, s: np.ndarray, g2: float) -> np.ndarray:
     return out
 
 
-def _cf_step(s: np.ndarray, g2: float, sd: float) -> float:
-    """Grid step: ``min(sd/1024, s_min/128)``, relaxed to what the tail of ``phi`` allows.
+def _cf_step(s: np.ndarray, g2: float, sd: float) -> tuple[float, float]:
+    """Grid step ``min(sd/1024, s_min/128)``, relaxed to what the tail of ``phi`` allows; and the ``t``
+    beyond which ``phi`` underflows.
 
     The FFT grid in ``t`` reaches ``pi / h``; the CDF's truncation error is at most
     ``(1/pi) int_T^inf |phi(t)| / t dt``. Sums of many terms have a fast-decaying ``phi``, so a coarser
@@ -351,13 +352,15 @@ def _cf_step(s: np.ndarray, g2: float, sd: float) -> float:
     h = sd / 1024.0 if s.size == 0 else min(sd / 1024.0, s[0] / 128.0)
     t = np.geomspace(0.1 / sd, 1e7 / sd, 400)
     lp = _log_phi(t, s, g2)
+    gone = np.flatnonzero(lp < -690.0)
+    t_cut = float(t[gone[0]]) if gone.size else math.inf
     # tail integral of phi(t)/t on the log grid: int phi(t) d(log t), by a right Riemann sum (phi decreasing)
     dlog = np.log(t[1] / t[0])
     tail = np.cumsum(np.exp(lp)[::-1])[::-1] * dlog
     ok = np.flatnonzero(tail / math.pi < 1e-11)
     if ok.size:
         h = max(h, min(sd / 1024.0, math.pi / t[ok[0]]))
-    return h
+    return h, t_cut
 
 
 def _cf_grid(s: np.ndarray, g2: float) -> _Grid:
@@ -372,7 +375,7 @@ def _cf_grid(s: np.ndarray, g2: float) -> _Grid:
     small = s < 1e-3 * sd  # such terms are Gaussian to ~1e-7 in the CDF; fold them in (same variance)
     g2 = g2 + 2.0 * float(np.sum(s[small] ** 2))
     s = s[~small]
-    h = _cf_step(s, g2, sd)
+    h, t_cut = _cf_step(s, g2, sd)
     smax = float(s[-1]) if s.size else 0.0
     half = 12.0 * sd
     if smax > 0:
@@ -385,7 +388,11 @@ def _cf_grid(s: np.ndarray, g2: float) -> _Grid:
         h = 2.0 * half / G
     j = np.fft.fftfreq(G, d=1.0 / G)  # 0, 1, ..., G/2-1, -G/2, ..., -1
     t = 2.0 * math.pi * j / (G * h)
-    phi = np.exp(_log_phi(t, s, g2))
+    # phi decreases in |t|; beyond t_cut it is below 1e-300 and is not evaluated (sums of many terms:
+    # a few hundred of the G frequencies carry the whole law)
+    near = np.abs(t) <= t_cut
+    phi = np.zeros(G)
+    phi[near] = np.exp(_log_phi(t[near], s, g2))
     sign = np.where(j.astype(np.int64) % 2 == 0, 1.0, -1.0)
     pdf = np.fft.fft(phi * sign).real / (G * h)
     with np.errstate(divide="ignore", invalid="ignore"):
