@@ -1,7 +1,7 @@
 """Reusing a history of noisy answers (Chen, Zhou & Bhowmick, EDBT 2012).
 
 * :func:`kernel_pca`: eigen-queries of the past queries and least-squares / shrunk answers to any linear query
-  (section 3), from inner products between queries only; :func:`ridge_answers` is the same estimator at finite
+  (section 3), from inner products between queries only; :func:`kernel_ridge` is the same estimator at finite
   alpha by conjugate gradients for histories too large for a dense eigen-decomposition.
 * :func:`select_alpha`: the shrinkage parameter by cross-validation on the released answers (section 3.5).
 * :func:`maxent`: the maximum-entropy model with L1 soft constraints and a prior (section 4), solved exactly
@@ -14,7 +14,9 @@ charged where it is measured, through the :class:`pgmjax.Accountant`).
 
 from .cv import select_alpha
 from .maxent import maxent
+from .ridge import KernelOperator, RidgeFit, kernel_ridge
+from .prior import prior_from_marginals
 from .pca import AnswerEstimate, EigenQueryFit, kernel_pca, shrink_weights
 from .rows import RowBlock, uniform_prior
 
-__all__ = ["select_alpha", "maxent", "AnswerEstimate", "EigenQueryFit", "kernel_pca", "shrink_weights", "RowBlock", "uniform_prior"]
+__all__ = ["KernelOperator", "RidgeFit", "kernel_ridge", "prior_from_marginals", "select_alpha", "maxent", "AnswerEstimate", "EigenQueryFit", "kernel_pca", "shrink_weights", "RowBlock", "uniform_prior"]
