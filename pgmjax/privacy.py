@@ -22,8 +22,12 @@ with differential privacy, and nothing else:
 Randomness comes only from explicit ``jax.random`` keys: equal keys give equal noise, whatever the
 ``jax_enable_x64`` setting (the uniforms are built on the host in float64 from 52 random bits drawn
 with ``jax.random.bits``, so the Gaussian tails reach about 8.2 sigma and the Laplace tails 36 b).
-Like the reference implementations, the samplers are not hardened against floating-point attacks on
-the low-order bits of the output (Mironov, CCS 2012).
+Releases are floating-point safe (Mironov, "On significance of the least significant bits for
+differential privacy", CCS 2012): answers are integers, or rounded to a public lattice ``gamma * Z`` with
+the rounding's extra sensitivity accounted, plus exact discrete Laplace or discrete Gaussian noise
+(Canonne, Kamath & Steinke, NeurIPS 2020); the exponential mechanism is sampled exactly by rejection. See
+:mod:`pgmjax.discrete_noise`. ``standard_normal``, ``standard_laplace`` and ``standard_gumbel`` are
+continuous draws for simulations; no release uses them.
 
 Front-end recipes (the specification's budget splits, spec ``frontends.md`` 2.4, 4, 5.4, 7.1, 7.2)::
 
@@ -68,6 +72,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtri
 
+from . import discrete_noise as dn
 from .dataset import Dataset
 from .domain import CliqueLike
 from .measurement import Measurement
@@ -497,18 +502,24 @@ def _one_of(where: str, **given) -> tuple[str, Any]:
     return present[0]
 
 
-def laplace_mechanism(key, values, sensitivity: float, *, epsilon: float | None = None, scale: float | None = None) -> np.ndarray:
-    """Laplace mechanism: ``values + Lap(b)`` per entry, ``b = Delta1 / eps`` (``eps``-DP).
+def laplace_mechanism(
+    key, values, sensitivity: float, *, epsilon: float | None = None, scale: float | None = None, integer: bool = False
+) -> np.ndarray:
+    """Laplace mechanism, floating-point safe: ``values`` plus discrete Laplace noise of scale ``b`` (``eps``-DP).
 
-    Dwork, McSherry, Nissim, Smith, "Calibrating noise to sensitivity", TCC 2006. No accounting:
-    front-ends call :meth:`Accountant.laplace` or :meth:`Accountant.measure`.
+    Dwork, McSherry, Nissim, Smith, "Calibrating noise to sensitivity", TCC 2006, with the discrete
+    Laplace law of Canonne, Kamath & Steinke (NeurIPS 2020) on a public lattice
+    (:func:`pgmjax.discrete_noise.lattice_noise`). With ``epsilon``, ``b = (Delta1 + a) / eps`` where ``a``
+    is the sensitivity rounding to the lattice adds (0 for integer answers). No accounting: front-ends
+    call :meth:`Accountant.laplace` or :meth:`Accountant.measure`.
 
     Args:
         key: a ``jax.random`` key.
         values: the exact answers (any shape); their L1 sensitivity is ``sensitivity``.
         sensitivity: L1 sensitivity ``Delta1 > 0`` of ``values`` as a whole.
         epsilon: the privacy parameter; or
-        scale: the Laplace scale ``b`` directly (then ``eps = Delta1 / b``).
+        scale: the Laplace scale ``b`` directly (then ``eps = (Delta1 + a) / b``).
+        integer: the answers are integers for every dataset (counts, integer-coefficient queries).
 
     Returns:
         The noisy values (float64 NumPy array of the same shape).
@@ -522,21 +533,26 @@ def laplace_mechanism(key, values, sensitivity: float, *, epsilon: float | None 
     x = _values(values, where)
     d = _positive(sensitivity, "sensitivity", where)
     name, v = _one_of(where, epsilon=epsilon, scale=scale)
-    b = d / _positive(v, "epsilon", where) if name == "epsilon" else _positive(v, "scale", where)
-    return x + b * standard_laplace(key, x.shape)
+    plan = _lattice_plan("laplace", d, x.size, integer, **{name: _positive(v, name, where)})
+    return _lattice_release(key, x, "laplace", plan)
 
 
-def gaussian_mechanism(key, values, sensitivity: float, *, rho: float | None = None, sigma: float | None = None) -> np.ndarray:
-    """Gaussian mechanism: ``values + N(0, sigma^2)`` per entry, ``rho = Delta2^2 / (2 sigma^2)``-zCDP.
+def gaussian_mechanism(
+    key, values, sensitivity: float, *, rho: float | None = None, sigma: float | None = None, integer: bool = False
+) -> np.ndarray:
+    """Gaussian mechanism, floating-point safe: discrete Gaussian noise, ``rho = (Delta2 + a)^2 / (2 sigma^2)``-zCDP.
 
-    Bun & Steinke, "Concentrated differential privacy", TCC 2016, Proposition 1.6. No accounting.
+    Bun & Steinke, "Concentrated differential privacy", TCC 2016, Proposition 1.6, with the discrete
+    Gaussian of Canonne, Kamath & Steinke (NeurIPS 2020, Theorem 14) on a public lattice (``a``: the
+    sensitivity rounding adds, 0 for integer answers). No accounting.
 
     Args:
         key: a ``jax.random`` key.
         values: the exact answers (any shape), of L2 sensitivity ``sensitivity``.
         sensitivity: L2 sensitivity ``Delta2 > 0``.
         rho: the zCDP budget; or
-        sigma: the noise standard deviation directly.
+        sigma: the noise scale directly.
+        integer: the answers are integers for every dataset.
 
     Returns:
         The noisy values (float64 NumPy array of the same shape).
@@ -550,8 +566,35 @@ def gaussian_mechanism(key, values, sensitivity: float, *, rho: float | None = N
     x = _values(values, where)
     d = _positive(sensitivity, "sensitivity", where)
     name, v = _one_of(where, rho=rho, sigma=sigma)
-    s = d / math.sqrt(2.0 * _positive(v, "rho", where)) if name == "rho" else _positive(v, "sigma", where)
-    return x + s * standard_normal(key, x.shape)
+    plan = _lattice_plan("gaussian", d, x.size, integer, **{"scale" if name == "sigma" else name: _positive(v, name, where)})
+    return _lattice_release(key, x, "gaussian", plan)
+
+
+def _lattice_plan(family: str, sensitivity: float, size: int, integer: bool, *, epsilon=None, rho=None, scale=None) -> dict:
+    """Calibrate a lattice release: ``{"scale", "lattice", "sensitivity" (with the rounding's share), ...}``.
+
+    The lattice comes from the sensitivity, the size and the noise scale the budget asks for (all
+    public); the scale is then calibrated to the enlarged sensitivity, so the cost is exactly the budget.
+    """
+    if family == "laplace":
+        base = scale if scale is not None else sensitivity / epsilon
+    else:
+        base = scale if scale is not None else sensitivity / math.sqrt(2.0 * rho)
+    gamma = dn.lattice_spacing(base, sensitivity, size, integer)
+    added = 0.0 if integer else (size * gamma if family == "laplace" else math.sqrt(size) * gamma)
+    d = sensitivity + added
+    if scale is not None:
+        s = scale
+    else:  # one ulp up: the realised cost d/s (or d^2/(2 s^2)) never exceeds the budget asked for
+        s = math.nextafter(d / epsilon if family == "laplace" else d / math.sqrt(2.0 * rho), math.inf)
+    return {"scale": s, "lattice": gamma, "sensitivity": d, "integer": integer}
+
+
+def _lattice_release(key, x: np.ndarray, family: str, plan: dict) -> np.ndarray:
+    rel = dn.lattice_noise(
+        dn.generator(key), x, family=family, scale=plan["scale"], gamma=plan["lattice"], integer=plan["integer"]
+    )
+    return rel.values
 
 
 def _em_logits(q: np.ndarray, sensitivity: float, epsilon: float) -> np.ndarray:
@@ -586,13 +629,12 @@ def exponential_probabilities(qualities, sensitivity: float, epsilon: float) -> 
 
 
 def exponential_mechanism(key, qualities, sensitivity: float, epsilon: float, *, num: int | None = None):
-    """Exponential mechanism by Gumbel-max: ``argmax_r eps q(r) / (2 Delta) + G_r``, ``G_r`` i.i.d. Gumbel.
+    """Exponential mechanism, sampled exactly: ``P(r) ∝ exp(eps q(r) / (2 Delta))`` (``eps``-DP, ``eps^2/8``-zCDP).
 
-    The Gumbel-max trick samples exactly from :func:`exponential_probabilities` (``eps``-DP,
-    ``eps^2/8``-zCDP per draw). No accounting: front-ends call :meth:`Accountant.exponential`.
-    Many draws from many candidates (``num * len(qualities) > 2^24``, e.g. DualQuery's 50 draws a round
-    among millions of queries) use inverse-CDF sampling instead: one float64 CDF of the same
-    probabilities and a binary search per draw, ``O(M + num log M)`` instead of ``num * M`` Gumbels.
+    McSherry & Talwar, FOCS 2007. Draws by rejection from uniform proposals accepted with an exact
+    ``Bernoulli(exp(-g))`` (:func:`pgmjax.discrete_noise.exponential_choice`): unlike a Gumbel-max on
+    float uniforms, no candidate's probability is rounded to zero. No accounting: front-ends call
+    :meth:`Accountant.exponential`.
 
     Args:
         key: a ``jax.random`` key.
@@ -613,18 +655,8 @@ def exponential_mechanism(key, qualities, sensitivity: float, epsilon: float, *,
     q = _qualities(qualities, where)
     logits = _em_logits(q, _positive(sensitivity, "sensitivity", where), _positive(epsilon, "epsilon", where))
     n = 1 if num is None else _count(num, "num", where)
-    if n * q.size > _GUMBEL_MAX_DRAWS:
-        cdf = np.cumsum(np.exp(logits))  # the best candidate has logit 0: no overflow, no underflow to 0
-        idx = np.searchsorted(cdf, _uniform(key, n) * cdf[-1], side="right")
-        idx = np.minimum(idx, np.flatnonzero(np.isfinite(logits))[-1])  # u * cdf[-1] rounding up to cdf[-1]
-    else:
-        g = standard_gumbel(key, (n, q.size))
-        idx = np.argmax(logits[None, :] + g, axis=1)
-    return int(idx[0]) if num is None else idx.astype(np.int64)
-
-
-#: Above this many Gumbel variates, :func:`exponential_mechanism` samples by inverse CDF.
-_GUMBEL_MAX_DRAWS = 2**24
+    idx = dn.exponential_choice(dn.generator(key), -logits, n)
+    return int(idx[0]) if num is None else idx
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1151,8 +1183,14 @@ class Accountant:
                 "Build it with rho= or with epsilon= and delta= (zCDP), or use Laplace noise"
             )
 
-    def _resolve(self, mechanism: str, where: str, sensitivity, count: int, epsilon=None, rho=None, scale=None) -> dict:
-        """Calibrate one request: its noise scale, per-draw epsilon/rho and total cost (no budget check)."""
+    def _resolve(
+        self, mechanism: str, where: str, sensitivity, count: int, epsilon=None, rho=None, scale=None, size: int = 1, integer: bool = True
+    ) -> dict:
+        """Calibrate one request: its noise scale, per-draw epsilon/rho and total cost (no budget check).
+
+        Laplace and Gaussian releases of ``size`` answers are calibrated on their lattice
+        (:func:`_lattice_plan`): for non-``integer`` answers the sensitivity includes what rounding adds.
+        """
         self._allowed(mechanism, where)
         d = _positive(sensitivity, "sensitivity", where)
         given = {"epsilon": epsilon, "rho": rho}
@@ -1180,20 +1218,28 @@ class Accountant:
         else:
             cost = None
             v = _positive(value, name, where)
+        lattice = None
         if mechanism == "gaussian":
-            r, s = (v, d / math.sqrt(2.0 * v)) if name == "rho" else (d * d / (2.0 * v * v), v)
+            plan = _lattice_plan("gaussian", d, size, integer, **({"rho": v} if name == "rho" else {"scale": v}))
+            s, d, lattice = plan["scale"], plan["sensitivity"], plan["lattice"]
+            r = v if name == "rho" else d * d / (2.0 * s * s)
             e = None
+        elif mechanism == "laplace":
+            e = v if name == "epsilon" else (math.sqrt(2.0 * v) if name == "rho" else None)
+            plan = _lattice_plan("laplace", d, size, integer, **({"scale": v} if e is None else {"epsilon": e}))
+            s, d, lattice = plan["scale"], plan["sensitivity"], plan["lattice"]
+            e = d / s if e is None else e
+            r = e * e / 2.0  # zCDP of one eps-DP draw
         else:
-            k = 2.0 if mechanism == "laplace" else 8.0  # zCDP of one eps-DP draw: eps^2/2, or eps^2/8 for the EM
-            e = v if name == "epsilon" else (math.sqrt(k * v) if name == "rho" else d / v)
-            r = e * e / k
-            if mechanism == "laplace":
-                s = v if name == "scale" else d / e
-            else:
-                s = 2.0 * d / e  # the Gumbel scale on the qualities
+            e = v if name == "epsilon" else math.sqrt(8.0 * v)  # the EM is eps^2/8-zCDP (bounded range)
+            r = v if name == "rho" else e * e / 8.0
+            s = 2.0 * d / e  # the scale of the qualities' exponent
         if cost is None:
             cost = count * (r if zcdp else e)
-        return {"sensitivity": d, "scale": s, "epsilon": e, "rho": r, "cost": cost, "count": count, "rest": rest}
+        return {
+            "sensitivity": d, "scale": s, "epsilon": e, "rho": r, "cost": cost, "count": count, "rest": rest,
+            "lattice": lattice, "integer": integer, "size": size,
+        }
 
     def _rest_cost(self, where: str, mechanism: str) -> float:
         if self._composition not in ("pure", "zcdp"):
@@ -1266,14 +1312,26 @@ class Accountant:
             )
         )
 
-    def _prepare(self, where, mechanism, target, sensitivity, count, epsilon=None, rho=None, scale=None) -> dict:
-        p = self._resolve(mechanism, where, sensitivity, count, epsilon, rho, scale)
+    def _prepare(
+        self, where, mechanism, target, sensitivity, count, epsilon=None, rho=None, scale=None, size: int = 1, integer: bool = True
+    ) -> dict:
+        p = self._resolve(mechanism, where, sensitivity, count, epsilon, rho, scale, size, integer)
         if not p["rest"]:
             self._check_budget(where, f"{mechanism} on {target!r}", [p])
+            p = self._within_budget(where, mechanism, sensitivity, p)
+        return p
+
+    def _within_budget(self, where: str, mechanism: str, sensitivity: float, p: dict) -> dict:
+        """``p``, or, when float round-off of a split budget puts it a hair over, exactly the rest (never above)."""
+        if self._composition in ("pure", "zcdp") and self._spent_with([p]) > self._budget:
+            as_cost = "rho" if self._composition == "zcdp" else "epsilon"
+            return self._resolve(mechanism, where, sensitivity, p["count"], size=p["size"], integer=p["integer"], **{as_cost: REST})
         return p
 
     # Mechanisms --------------------------------------------------------------------------------
-    def laplace(self, key, values, sensitivity: float, *, epsilon=None, rho=None, scale=None, target=None) -> np.ndarray:
+    def laplace(
+        self, key, values, sensitivity: float, *, epsilon=None, rho=None, scale=None, target=None, integer: bool = False
+    ) -> np.ndarray:
         """Laplace mechanism on private ``values``, recorded (Dwork et al. 2006).
 
         Args:
@@ -1283,41 +1341,45 @@ class Accountant:
             epsilon: budget (``REST`` for what is left); or rho= (zCDP accountants: ``eps = sqrt(2 rho)``);
                 or scale= the Laplace ``b``.
             target: a label for the ledger.
+            integer: the values are integers for every dataset (counts): no lattice rounding. Otherwise
+                they are rounded to a fine public lattice and the sensitivity grows by ``size * gamma``
+                (see :func:`laplace_mechanism`).
 
         Returns:
-            ``values + Lap(b)`` as a float64 NumPy array.
+            The values plus discrete Laplace noise, a float64 NumPy array.
 
         Example:
             >>> acc = Accountant(epsilon=1.0)
-            >>> y = acc.laplace(jax.random.key(0), np.array([10.0, 3.0]), 1.0, epsilon=0.5, target="counts")
-            >>> acc.ledger[0].scale, acc.remaining
+            >>> y = acc.laplace(jax.random.key(0), np.array([10.0, 3.0]), 1.0, epsilon=0.5, target="counts", integer=True)
+            >>> round(acc.ledger[0].scale, 12), acc.remaining   # b = 2, one ulp up so the cost never exceeds 0.5
             (2.0, 0.5)
         """
         where = "Accountant.laplace"
         _check_key(key, where)
         x = _values(values, where)
         target = f"values{x.shape}" if target is None else target
-        p = self._prepare(where, "laplace", target, sensitivity, 1, epsilon, rho, scale)
-        out = x + p["scale"] * standard_laplace(key, x.shape)
+        p = self._prepare(where, "laplace", target, sensitivity, 1, epsilon, rho, scale, x.size, integer)
+        out = _lattice_release(key, x, "laplace", p)
         self._record("laplace", target, "values", x.size, 1, p)
         return out
 
-    def gaussian(self, key, values, sensitivity: float, *, rho=None, sigma=None, target=None) -> np.ndarray:
+    def gaussian(self, key, values, sensitivity: float, *, rho=None, sigma=None, target=None, integer: bool = False) -> np.ndarray:
         """Gaussian mechanism on private ``values``, recorded (zCDP accountants only; Bun & Steinke 2016).
 
         Args:
             key: a ``jax.random`` key.
             values: exact answers from the private data (any shape).
             sensitivity: their L2 sensitivity under this accountant's convention.
-            rho: budget (``REST`` for what is left); or sigma= the noise std.
+            rho: budget (``REST`` for what is left); or sigma= the noise scale.
             target: a label for the ledger.
+            integer: the values are integers for every dataset (see :meth:`laplace`).
 
         Returns:
-            ``values + N(0, sigma^2)`` as a float64 NumPy array.
+            The values plus discrete Gaussian noise, a float64 NumPy array.
 
         Example:
             >>> acc = Accountant(rho=1.0)
-            >>> y = acc.gaussian(jax.random.key(0), np.zeros(4), 1.0, sigma=5.0)
+            >>> y = acc.gaussian(jax.random.key(0), np.zeros(4), 1.0, sigma=5.0, integer=True)
             >>> acc.spent
             0.02
         """
@@ -1325,8 +1387,8 @@ class Accountant:
         _check_key(key, where)
         x = _values(values, where)
         target = f"values{x.shape}" if target is None else target
-        p = self._prepare(where, "gaussian", target, sensitivity, 1, None, rho, sigma)
-        out = x + p["scale"] * standard_normal(key, x.shape)
+        p = self._prepare(where, "gaussian", target, sensitivity, 1, None, rho, sigma, x.size, integer)
+        out = _lattice_release(key, x, "gaussian", p)
         self._record("gaussian", target, "values", x.size, 1, p)
         return out
 
@@ -1387,15 +1449,18 @@ class Accountant:
         probe.validate(data.domain)
         return clique, probe, _describe_query(kind, q), mechanism
 
+    @staticmethod
+    def _integer_query(probe: Measurement) -> bool:
+        """Whether the query's answers are integers for every dataset (counts times integer coefficients)."""
+        if probe.kind == "identity":
+            return True
+        factors = probe.query if probe.kind == "kron" else (probe.query,)
+        return all(np.array_equal(f, np.round(f)) for f in factors)
+
     def _release(self, key, probe: Measurement, marginal, mechanism: str, p: dict) -> Measurement:
         answers = probe.answer(marginal)
-        if mechanism == "laplace":
-            y = answers + p["scale"] * standard_laplace(key, answers.shape)
-            stddev = math.sqrt(2.0) * p["scale"]
-        else:
-            y = answers + p["scale"] * standard_normal(key, answers.shape)
-            stddev = p["scale"]
-        return Measurement(probe.clique, y, stddev, probe.query, noise=mechanism)
+        rel = dn.lattice_noise(dn.generator(key), answers, family=mechanism, scale=p["scale"], gamma=p["lattice"], integer=p["integer"])
+        return Measurement(probe.clique, rel.values, rel.stddev, probe.query, noise=mechanism)
 
     def measure(
         self,
@@ -1447,7 +1512,7 @@ class Accountant:
         if sensitivity is None:
             sensitivity = (l1_sensitivity if mechanism == "laplace" else l2_sensitivity)(probe.query, bounded=self._bounded)
         target = clique if target is None else target
-        p = self._prepare(where, mechanism, target, sensitivity, 1, epsilon, rho, scale)
+        p = self._prepare(where, mechanism, target, sensitivity, 1, epsilon, rho, scale, probe.rows, self._integer_query(probe))
         m = self._release(key, probe, data.marginal(clique), mechanism, p)
         self._record(mechanism, target, qdesc, probe.rows, 1, p)
         return m
@@ -1502,6 +1567,7 @@ class Accountant:
         plans = [self._plan(f"{where} (clique {i})", data, c, q, mechanism) for i, (c, q) in enumerate(zip(cliques, queries))]
         mechanism = plans[0][3]
         sens = [(l1_sensitivity if mechanism == "laplace" else l2_sensitivity)(pl[1].query, bounded=self._bounded) for pl in plans]
+        shapes = [{"size": pl[1].rows, "integer": self._integer_query(pl[1])} for pl in plans]
         name, total = _one_of(where, epsilon=epsilon, rho=rho, scale=scale)
         as_cost = "rho" if self._composition == "zcdp" else "epsilon"  # the parameter that is the cost itself
         if isinstance(total, str):
@@ -1513,16 +1579,19 @@ class Accountant:
             # as exactly the rest, so that the ledger sums to the budget.
             part = self._rest_cost(where, mechanism) / k
             self._resolve(mechanism, where, sens[-1], 1, **{name: part})  # is `name` valid here? (raises now, not midway)
-            params = [self._resolve(mechanism, where, d, 1, **{as_cost: part}) for d in sens[:-1]] + [None]
+            params = [self._resolve(mechanism, where, d, 1, **{as_cost: part}, **shape) for d, shape in zip(sens[:-1], shapes)] + [None]
         else:
             per = total if name == "scale" else _positive(total, name, where) / k
-            params = [self._resolve(mechanism, where, d, 1, **{name: per}) for d in sens]
+            params = [self._resolve(mechanism, where, d, 1, **{name: per}, **shape) for d, shape in zip(sens, shapes)]
             self._check_budget(where, f"{k} {mechanism} measurements", params)
         tables = data.marginals([pl[0] for pl in plans])
         keys = jax.random.split(key, k)
         out = []
         for i, (pl, d, table) in enumerate(zip(plans, sens, tables)):
-            p = params[i] if params[i] is not None else self._resolve(mechanism, where, d, 1, **{as_cost: REST})
+            if params[i] is None:
+                p = self._resolve(mechanism, where, d, 1, **{as_cost: REST}, **shapes[i])
+            else:
+                p = self._within_budget(where, mechanism, d, params[i])
             out.append(self._release(keys[i], pl[1], table, mechanism, p))
             self._record(mechanism, pl[0], pl[2], pl[1].rows, 1, p)
         return out
