@@ -39,7 +39,7 @@ def prior_from_marginals(domain: Domain, measurements: Sequence[Measurement], fl
     Example:
         >>> dom = pj.Domain({"a": 3, "b": 2})
         >>> prior_from_marginals(dom, [pj.Measurement(("a",), [6.0, -2.0, 3.5], stddev=1.0)])["a"]
-        array([0.6, 0.05, 0.35])
+        array([0.6 , 0.05, 0.35])
     """
     where = "prior_from_marginals"
     if not isinstance(domain, Domain):
