@@ -73,6 +73,7 @@ import pandas as pd
 from scipy.special import ndtri
 
 from . import discrete_noise as dn
+from . import randomized_response as rr
 from .dataset import Dataset
 from .domain import CliqueLike
 from .measurement import Measurement
@@ -116,7 +117,7 @@ REST = "rest"
 _RTOL = 1e-9
 
 _COMPOSITIONS = ("pure", "zcdp", "advanced", "advanced_heterogeneous")
-_MECHANISMS = ("laplace", "gaussian", "exponential")
+_MECHANISMS = ("laplace", "gaussian", "exponential", "randomized_response")
 
 
 class PrivacyBudgetExceeded(ValueError):
@@ -1201,7 +1202,7 @@ class Accountant:
                 raise ValueError(f"{where}: calibrate Gaussian noise with rho= or sigma=/scale= (zCDP), not epsilon=")
             given = {"rho": rho, "scale": scale}
         elif scale is not None:
-            raise ValueError(f"{where}: the exponential mechanism is calibrated by epsilon= (or rho= under zCDP), not scale=")
+            raise ValueError(f"{where}: the {mechanism} mechanism is calibrated by epsilon= (or rho= under zCDP), not scale=")
         name, value = _one_of(where, **given)
         zcdp = self._composition == "zcdp"
         if name == "rho" and not zcdp:
@@ -1230,6 +1231,10 @@ class Accountant:
             s, d, lattice = plan["scale"], plan["sensitivity"], plan["lattice"]
             e = d / s if e is None else e
             r = e * e / 2.0  # zCDP of one eps-DP draw
+        elif mechanism == "randomized_response":
+            e = v if name == "epsilon" else math.sqrt(2.0 * v)  # pure eps-DP: eps^2/2-zCDP
+            r = v if name == "rho" else e * e / 2.0
+            s = None
         else:
             e = v if name == "epsilon" else math.sqrt(8.0 * v)  # the EM is eps^2/8-zCDP (bounded range)
             r = v if name == "rho" else e * e / 8.0
@@ -1427,6 +1432,55 @@ class Accountant:
         choice = exponential_mechanism(key, q, p["sensitivity"], p["epsilon"], num=num)
         self._record("exponential", target, "selection", q.size, count, p)
         return choice
+
+    def randomized_response(
+        self, key, data: Dataset, *, epsilon=None, rho=None, per_attribute: bool = False, public_count: bool = False, target=None
+    ) -> Dataset:
+        """Randomized response on every record of ``data``, recorded: a synthetic table of the same length.
+
+        Each record is kept with probability ``e^eps / (e^eps + K - 1)`` and otherwise replaced by one of
+        the other ``K - 1`` rows of the domain, uniformly (Wang, Ying & Zhang, "A Minimax Distortion View
+        of Differentially Private Query Release", section III; sampled exactly, see
+        :mod:`pgmjax.randomized_response`). ``per_attribute`` randomizes each attribute with ``eps / d``
+        (``K`` = that attribute's size), which stays informative on real domains. The release is
+        ``eps``-DP under replace-one neighbours; it reveals the record count, so under add/remove
+        neighbours (``bounded=False``) it is refused unless ``public_count=True`` declares the count public.
+
+        Args:
+            key: a ``jax.random`` key.
+            data: the private dataset.
+            epsilon: the budget (``REST``: what is left); or rho= (zCDP accountants, ``eps = sqrt(2 rho)``).
+            per_attribute: randomize attribute by attribute.
+            public_count: the record count is public (needed under add/remove neighbours).
+            target: a ledger label.
+
+        Returns:
+            A :class:`~pgmjax.Dataset` on the same domain with ``len(data)`` records.
+
+        Example:
+            >>> acc = Accountant(epsilon=1.0, bounded=True)
+            >>> data = Dataset(np.array([[0, 1], [1, 2], [1, 0]]), {"a": 2, "b": 3})
+            >>> out = acc.randomized_response(jax.random.key(0), data, epsilon=1.0)
+            >>> len(out), acc.spent
+            (3, 1.0)
+        """
+        where = "Accountant.randomized_response"
+        _check_key(key, where)
+        if not isinstance(data, Dataset):
+            raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
+        public_count = _bool(public_count, "public_count", where)
+        if not self._bounded and not public_count:
+            raise ValueError(
+                f"{where}: randomized response releases exactly one row per record, so it reveals the record "
+                "count, which is private under add/remove neighbours (bounded=False). Use an Accountant with "
+                "bounded=True, or pass public_count=True if the count is public"
+            )
+        per_attribute = _bool(per_attribute, "per_attribute", where)
+        target = ("randomized response per attribute" if per_attribute else "randomized response") if target is None else target
+        p = self._prepare(where, "randomized_response", target, 1.0, 1, epsilon, rho, None)
+        out = rr.randomize_records(dn.generator(key), data.records, data.domain.shape, p["epsilon"], per_attribute=per_attribute)
+        self._record("randomized_response", target, "records", len(data), 1, p)
+        return Dataset(out, data.domain)
 
     def _plan(self, where: str, data: Dataset, clique: CliqueLike, query, mechanism):
         """Validate one marginal measurement; return ``(clique, probe Measurement, query description, mechanism)``."""
