@@ -29,6 +29,7 @@ from .estimates import CliqueTables, FactoredTable
 from .mwem import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
 from .privbayes import greedy_bayes, noisy_conditionals, privbayes, sample_network
 from .result import MechanismResult
+from .rr_synthetic import chow_liu_cliques, rr_synthetic
 
 __all__ = [
     "MechanismResult",
@@ -65,5 +66,7 @@ __all__ = [
     "aim_budget",
     "aim_candidates",
     "default_aim_workload",
+    "rr_synthetic",
+    "chow_liu_cliques",
     "registry",
 ]

@@ -24,7 +24,7 @@ function's signature):
 Example:
     >>> from pgmjax.mechanisms import registry
     >>> sorted(registry.MECHANISMS)
-    ['aim', 'dualquery', 'hdmm', 'mldp', 'mst', 'mwem', 'privbayes']
+    ['aim', 'dualquery', 'hdmm', 'mldp', 'mst', 'mwem', 'privbayes', 'rr']
     >>> res, notes = registry.run("mwem", data, key=jax.random.key(0), epsilon=1.0, iters=100)   # doctest: +SKIP
 """
 
@@ -169,6 +169,15 @@ MECHANISMS: dict[str, MechanismSpec] = {
             defaults={"original": False, "synthetic": True},
             report_info=("size", "bounded", "epsilon", "sensitivity", "sensitivity_exact", "scale", "stddev", "coverage",
                          "total", "total_source", "seconds"),
+        ),
+        MechanismSpec(
+            "rr", "pgmjax.mechanisms.rr_synthetic", "rr_synthetic",
+            "RR+PGM: randomized response on every record (query-set independent), debiased marginals fitted by the engine",
+            "pure", rows="rows",
+            # The whole-row release is uninformative beyond a few dozen rows: the CLI randomises each attribute.
+            defaults={"per_attribute": True},
+            report_info=("epsilon", "per_attribute", "bounded", "public_count", "epsilons", "keep", "domain_rows",
+                         "rmse_bound", "informative_rows", "cliques", "total", "pgm_iters", "seconds"),
         ),
     ]
 }

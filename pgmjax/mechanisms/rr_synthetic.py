@@ -1,0 +1,252 @@
+"""RR+PGM: a query-set-independent randomized-response release, its companion estimators and a model fitted to them.
+
+Wang, Ying & Zhang, "A Minimax Distortion View of Differentially Private Query Release" (arXiv 2014;
+Asilomar 2015), Sections III-IV: the mechanism publishes a synthetic table without knowing any query --
+every record goes through k-ary randomized response (eq. 14-16; ``epsilon``-DP under replace-one
+neighbours, Lemma 1) -- and each query is answered by an unbiased companion estimator (eq. 17-20).
+Both arms of a :class:`~pgmjax.mechanisms.result.MechanismResult` run on the same release:
+
+* ``result.original``: the :class:`pgmjax.rr.Release` itself, which answers any marginal or factored
+  query with the companion estimators (unbiased; answers can be negative);
+* ``result.model``: the engine fitted to the debiased marginals of ``cliques`` (RR+PGM,
+  :func:`pgmjax.rr.measurements`): one consistent, non-negative model, and ``result.synthetic`` drawn from it.
+
+Over the whole row domain (the paper's mechanism, ``per_attribute=False``) the squared error of a query
+is about ``((e^eps + K - 1) / (e^eps - 1))^2 / (4 n)`` on the fraction scale, ``K`` the number of rows of the
+domain: informative only for domains of a few dozen rows (``info["rmse_bound"]`` says how bad it is; a
+warning is raised above 0.5). ``per_attribute=True`` randomises each attribute separately with
+``epsilon / d`` (sequential composition; not in the paper), the usable variant on real tables.
+
+Privacy: pure ``epsilon`` (``rho = epsilon^2 / 2`` under a zCDP accountant), all through
+:meth:`pgmjax.privacy.Accountant.randomized_response`. The release has exactly ``n`` rows: it is DP under
+replace-one neighbours (``bounded=True``, the default here); under add/remove neighbours the count must
+be declared public (``public_count=True``), else the run is refused.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+
+import jax
+import numpy as np
+
+from ..api import estimate
+from ..dataset import Dataset
+from ..domain import CliqueLike
+from ..privacy import Accountant, _count, _positive
+from ..privacy import _bool as _boolean
+from ..privacy import check_key as _check_key
+from ..rr import Channel, Release, debiased_marginal, max_informative_size, measurements, mse_bound
+from ..sampling import METHODS as SAMPLING_METHODS
+from .options import engine_options
+from .result import MechanismResult
+
+__all__ = ["rr_synthetic", "chow_liu_cliques"]
+
+RESERVED_OPTIONS = ("iters", "total")
+#: Above this ``rmse_bound`` (fraction scale) the whole-row release carries almost no information.
+UNINFORMATIVE_RMSE = 0.5
+
+
+def chow_liu_cliques(release: Release, max_cells: int = 10**6) -> list[tuple[str, ...]]:
+    """Every attribute plus a maximum spanning tree of pairs (Chow & Liu 1968) weighted by the evidence of
+    dependence in the release; post-processing, no privacy cost.
+
+    A pair's weight is the standardised chi-square ``(sum_c z_c^2 - cells) / sqrt(2 cells)`` of its debiased
+    two-way marginal against the product of its debiased one-way marginals, ``z_c`` the deviation over its
+    standard deviation (:func:`pgmjax.rr.debiased_marginal`): about N(0, 1) for independent attributes
+    whatever the noise and the table size. (The mutual information of the clipped debiased tables would
+    favour the noisiest, largest pairs.)
+
+    Args:
+        release: a :class:`pgmjax.rr.Release`.
+        max_cells: pairs with more cells are not candidates.
+
+    Returns:
+        The one-way cliques, then the tree's edges (``d - 1`` pairs when the candidates connect the domain).
+
+    Example:
+        >>> rel = Release.of(Dataset(np.array([[0, 0, 1], [1, 1, 0], [1, 1, 1]] * 30), {"a": 2, "b": 2, "c": 2}), 8.0)
+        >>> chow_liu_cliques(rel)[3:]
+        [('a', 'b'), ('a', 'c')]
+    """
+    dom = release.domain
+    attrs = list(dom.attributes)
+    n = release.total
+    one = {a: np.maximum(x, 0.0) for a, x in zip(attrs, release.marginals([(a,) for a in attrs]))}
+    pairs = [p for p in itertools.combinations(attrs, 2) if dom.size(p) <= max_cells]
+    weights = []
+    for a, b in pairs:
+        x, var = debiased_marginal(release, (a, b))
+        pa, pb = one[a] / max(one[a].sum(), 1e-300), one[b] / max(one[b].sum(), 1e-300)
+        indep = n * np.outer(pa, pb)
+        chi2 = float(np.sum((x - indep) ** 2 / np.maximum(var, 1e-12)))
+        weights.append((chi2 - x.size) / math.sqrt(2.0 * x.size))
+    parent = {a: a for a in attrs}
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    edges = []
+    for i in sorted(range(len(pairs)), key=lambda i: -weights[i]):
+        a, b = pairs[i]
+        if find(a) != find(b):
+            parent[find(b)] = find(a)
+            edges.append(pairs[i])
+    return [(a,) for a in attrs] + edges
+
+
+def rr_synthetic(
+    data: Dataset,
+    epsilon: float,
+    *,
+    key,
+    per_attribute: bool = False,
+    bounded: bool = True,
+    public_count: bool = False,
+    cliques: Sequence[CliqueLike] | None = None,
+    pgm_iters: int = 1000,
+    synthetic: bool = True,
+    rows: int | None = None,
+    synthetic_method: str = "low_variance",
+    accountant: Accountant | None = None,
+    estimate_options: Mapping | None = None,
+) -> MechanismResult:
+    """Randomized-response release + companion estimators + RR+PGM model ([WYZ] Sections III-IV).
+
+    Args:
+        data: the private :class:`~pgmjax.Dataset`.
+        epsilon: the release's epsilon (pure DP).
+        key: a ``jax.random`` key (release, then synthetic records).
+        per_attribute: False: the paper's k-ary randomized response over the whole row domain (small
+            domains only); True: each attribute separately with ``epsilon / d``.
+        bounded: the accountant's neighbours when none is given: True (default) replace-one, the
+            paper's setting; False add/remove, which needs ``public_count=True``.
+        public_count: declare the number of records public (the release reveals it).
+        cliques: the marginals to debias and fit (free: post-processing). Default: every attribute
+            plus a Chow-Liu tree of the debiased pairs (:func:`chow_liu_cliques`).
+        pgm_iters: engine iterations of the fit.
+        synthetic: draw synthetic records from the model.
+        rows: how many (default ``n``).
+        synthetic_method: ``"low_variance"`` or ``"exact"`` (:func:`pgmjax.sampling.synthetic_data`).
+        accountant: an existing :class:`~pgmjax.privacy.Accountant` to spend ``epsilon`` from
+            (default a fresh pure one, ``Accountant(epsilon=epsilon, bounded=bounded)``).
+        estimate_options: more keyword arguments for :func:`pgmjax.estimate` (not ``iters``, ``total``).
+
+    Returns:
+        A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (RR+PGM), ``synthetic``,
+        ``measurements`` (the debiased marginals), ``accountant`` (one ledger entry, pure ``epsilon``),
+        ``original`` (the :class:`pgmjax.rr.Release`: the released table and its companion estimators),
+        ``info``: ``epsilon``, ``per_attribute``, ``bounded``, ``public_count``, ``epsilons`` and ``keep``
+        (per group), ``domain_rows`` (``K``), ``rmse_bound`` (whole row: the fraction-scale RMSE bound of a
+        query), ``informative_rows`` (the largest ``K`` with an RMSE bound of 0.05), ``cliques``,
+        ``release`` (the released Dataset), ``total``, ``pgm_iters``, ``seconds``.
+
+    Raises:
+        TypeError / ValueError: bad input, add/remove neighbours without ``public_count``, a whole-row
+            domain too large to represent, before the data is read.
+
+    Example:
+        >>> dom = pj.Domain({"a": 3, "b": 2})
+        >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 2], (2000, 2)), dom)
+        >>> res = rr_synthetic(data, 2.0, key=jax.random.key(0), pgm_iters=50)
+        >>> res.ledger[0].epsilon, len(res.synthetic), res.info["cliques"]
+        (2.0, 2000, [('a',), ('b',), ('a', 'b')])
+    """
+    where = "rr_synthetic"
+    if not isinstance(data, Dataset):
+        raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
+    epsilon = _positive(epsilon, "epsilon", where)
+    _check_key(key, where)
+    per_attribute = _boolean(per_attribute, "per_attribute", where)
+    bounded = _boolean(bounded, "bounded", where)
+    public_count = _boolean(public_count, "public_count", where)
+    pgm_iters = _count(pgm_iters, "pgm_iters", where, 1)
+    synthetic = _boolean(synthetic, "synthetic", where)
+    if rows is not None:
+        rows = _count(rows, "rows", where, 1)
+    if synthetic_method not in SAMPLING_METHODS:
+        raise ValueError(f"{where}: synthetic_method must be one of {SAMPLING_METHODS}, got {synthetic_method!r}")
+    options = engine_options(estimate_options, RESERVED_OPTIONS, where, hint="; the mechanism sets them")
+    domain = data.domain
+    if cliques is not None:
+        cliques = [domain.check_clique(c, what=f"{where}: clique") for c in cliques]
+        if not cliques:
+            raise ValueError(f"{where}: cliques is empty; give None for the default (attributes + a Chow-Liu tree)")
+    if accountant is None:
+        accountant = Accountant(epsilon=epsilon, bounded=bounded)
+    elif not isinstance(accountant, Accountant):
+        raise TypeError(f"{where}: accountant must be a pgmjax.privacy.Accountant, got {type(accountant).__name__}")
+    if not accountant.bounded and not public_count:
+        raise ValueError(
+            f"{where}: the release has exactly as many records as the data, so under add/remove neighbours "
+            "(bounded=False) it is differentially private only if the record count is public: pass public_count=True, "
+            "or use replace-one neighbours (bounded=True)"
+        )
+    size = domain.size()
+    if not per_attribute and size > 1e300:
+        raise ValueError(f"{where}: the whole-row domain has about 10^{math.log10(size):.0f} rows; randomized response over it "
+                         "carries no information: use per_attribute=True")
+    channel = Channel.of(domain, epsilon, per_attribute)
+    n = len(data)
+    rmse = math.sqrt(mse_bound(size, epsilon, n)) if not per_attribute else None
+    if rmse is not None and rmse > UNINFORMATIVE_RMSE:
+        warnings.warn(
+            f"{where}: randomized response over the whole row domain ({float(size):.3g} rows) bounds the RMSE of a "
+            f"query at {rmse:.3g} of the total (n = {n}, epsilon = {epsilon:g}); it is informative only up to about "
+            f"{max_informative_size(epsilon, n, 0.05)} rows. Consider per_attribute=True.",
+            stacklevel=2,
+        )
+
+    start = time.perf_counter()
+    seconds = {}
+    k_release, k_synth = jax.random.split(key)
+    released = accountant.randomized_response(k_release, data, epsilon=epsilon, per_attribute=per_attribute,
+                                              public_count=public_count, target="records")
+    release = Release(released, channel)
+    seconds["release"] = time.perf_counter() - start
+
+    t0 = time.perf_counter()
+    if cliques is None:
+        cliques = chow_liu_cliques(release)
+    ms = measurements(release, cliques)
+    model = estimate(domain, ms, iters=pgm_iters, total=float(n), **options)
+    seconds["fit"] = time.perf_counter() - t0
+    synth = None
+    if synthetic:
+        t0 = time.perf_counter()
+        synth = model.synthetic_data(rows if rows is not None else n, k_synth, method=synthetic_method)
+        seconds["synthetic"] = time.perf_counter() - t0
+    seconds["total"] = time.perf_counter() - start
+    info = {
+        "epsilon": epsilon,
+        "per_attribute": per_attribute,
+        "bounded": accountant.bounded,
+        "public_count": public_count,
+        "epsilons": list(channel.epsilons),
+        "keep": list(channel.keep),
+        "domain_rows": float(size),
+        "rmse_bound": rmse,
+        "informative_rows": max_informative_size(epsilon, n, 0.05),
+        "cliques": [tuple(c) for c in dict.fromkeys(cliques)],
+        "release": released,
+        "total": float(n),
+        "pgm_iters": pgm_iters,
+        "seconds": seconds,
+    }
+    return MechanismResult(
+        mechanism="rr",
+        model=model,
+        synthetic=synth,
+        measurements=ms,
+        accountant=accountant,
+        original=release,
+        info=info,
+    )
