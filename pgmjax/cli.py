@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from . import cli_guards
 from .domain import cells_text
 
 
@@ -236,11 +237,15 @@ def _csv_header(path: str) -> list[str]:
     import csv
     import gzip
 
+    from .dataset import unreadable_csv
+
     try:
         opener = gzip.open(path, "rt") if path.endswith(".gz") else open(path, newline="")
         with opener as f:
             return next(csv.reader(f), [])
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
+    except (UnicodeDecodeError, csv.Error) as e:  # their text quotes bytes or a line of the private file
+        raise UserError("data file " + unreadable_csv(path, e)) from None
+    except OSError as e:
         raise UserError(f"data file {path} could not be read: {e}") from None
 
 
@@ -263,17 +268,20 @@ def _load_integer_data(args, say):
     except (TypeError, ValueError) as e:
         raise UserError(f"domain file {args.domain}: {e}") from None
     extra = _check_columns(_csv_header(args.data), domain.attributes, args.data, "domain file", args.ignore_extra_columns)
+    from .dataset import DataValueError, unreadable_csv
+
     try:
         frame = pd.read_csv(args.data, usecols=list(domain.attributes))
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
-        raise UserError(f"data file {args.data} could not be read as CSV: {e}") from None
+        # The reader's text may quote a line number or bytes of the private file.
+        detail = f"{args.data} could not be read as CSV: {e}" if args.show_private else unreadable_csv(args.data, e)
+        raise UserError(f"data file {detail}") from None
     try:
         data = pj.Dataset(frame, domain)
     except (TypeError, ValueError) as e:
-        import re
-
-        # Dataset counts data rows from 0; a person looks for the line of the file (header = line 1).
-        msg = re.sub(r"\brow (\d+)\b", lambda m: f"line {int(m.group(1)) + 2}", str(e).removeprefix("Dataset: "), count=1)
+        if not isinstance(e, DataValueError):
+            raise UserError(f"data file {args.data}: {str(e).removeprefix('Dataset: ')}") from None
+        msg = cli_guards.public_error(e, args.show_private).removeprefix("Dataset: ")
         hint = ""
         if "integer codes" in msg or "not finite" in msg:
             hint = "; for raw values (text, decimals) give a --schema instead of --domain (see: pgmjax schema --help)"
@@ -292,9 +300,9 @@ def _load_raw_data(args, say):
     extra = _check_columns(_csv_header(args.data), list(schema.columns), args.data, "schema", args.ignore_extra_columns)
     try:
         frame = S.read_raw_csv(args.data)
-        data = schema.encode(frame, line_offset=2)
+        data = schema.encode(frame)
     except S.SchemaError as e:
-        raise UserError(f"data file {args.data}: {e}") from None
+        raise UserError(f"data file {args.data}: {cli_guards.public_error(e, args.show_private)}") from None
     return data, schema, extra
 
 
@@ -441,8 +449,13 @@ def _jsonable(x, max_items: int = 10_000):
     return repr(x)
 
 
-def _privacy(acc) -> dict:
-    """Budget given and spent, in the accountant's currency, with the (epsilon, delta) guarantee."""
+def _privacy(acc, epsilon_given: float | None = None) -> dict:
+    """Budget given and spent, in the accountant's currency, with the (epsilon, delta) guarantee.
+
+    The epsilon budget is reported as given: converting the zCDP budget ``rho = cdp_rho(eps, delta)``
+    back with ``cdp_eps`` is not exact at large epsilon (1e6 comes back as 997103: the two bisections
+    use different bounds), and spending all of ``rho`` is spending all of the given (eps, delta).
+    """
     s = acc.summary()
     out = {"composition": s["composition"], "bounded": s["bounded"], "ledger_entries": s["entries"]}
     if acc.currency == "rho":
@@ -450,8 +463,10 @@ def _privacy(acc) -> dict:
         if acc.delta is not None:
             from .privacy import cdp_eps
 
-            out["epsilon_budget"] = float(cdp_eps(acc.budget, acc.delta))
-            out["epsilon_spent"], out["delta"] = (float(v) for v in acc.epsilon_delta())
+            eps_budget = float(epsilon_given) if epsilon_given is not None else float(cdp_eps(acc.budget, acc.delta))
+            eps_spent, delta = (float(v) for v in acc.epsilon_delta())
+            out["epsilon_budget"], out["delta"] = eps_budget, delta
+            out["epsilon_spent"] = eps_budget if s["spent"] >= s["budget"] * (1 - 1e-12) else min(eps_spent, eps_budget)
     else:
         out.update({"epsilon_budget": s["budget"], "epsilon_spent": s["spent"]})
         out["delta"] = 0.0 if s["composition"] == "pure" else acc.delta
@@ -460,17 +475,18 @@ def _privacy(acc) -> dict:
 
 
 def _privacy_line(p: dict) -> str:
+    num = cli_guards.number  # as a person writes it: 1e6, not 1e+06
     pct = f"{100 * p['fraction_spent']:.1f}%"
     if "rho_budget" in p:
-        line = f"rho-zCDP budget rho={p['rho_budget']:.6g}, spent {p['rho_spent']:.6g} ({pct})"
+        line = f"rho-zCDP budget rho={num(p['rho_budget'])}, spent {num(p['rho_spent'])} ({pct})"
         if "delta" in p:
-            line = f"(eps={p['epsilon_budget']:.6g}, delta={p['delta']:.3g})-DP via " + line + f" -> eps={p['epsilon_spent']:.6g}"
+            line = f"(eps={num(p['epsilon_budget'])}, delta={num(p['delta'])})-DP via " + line + f" -> eps={num(p['epsilon_spent'])}"
         return line
     if p["composition"] == "pure":
-        return f"pure eps-DP: budget eps={p['epsilon_budget']:.6g}, spent {p['epsilon_spent']:.6g} ({pct}), delta=0"
+        return f"pure eps-DP: budget eps={num(p['epsilon_budget'])}, spent {num(p['epsilon_spent'])} ({pct}), delta=0"
     return (
-        f"(eps, delta)-DP by {p['composition'].replace('_', ' ')} composition: budget eps={p['epsilon_budget']:.6g}, "
-        f"delta={p['delta']:.3g}; spent eps={p['epsilon_spent']:.6g} ({pct})"
+        f"(eps, delta)-DP by {p['composition'].replace('_', ' ')} composition: budget eps={num(p['epsilon_budget'])}, "
+        f"delta={num(p['delta'])}; spent eps={num(p['epsilon_spent'])} ({pct})"
     )
 
 
@@ -539,6 +555,14 @@ def run(args) -> int:
     _need_parent(args.out, "--out")
     _need_parent(args.report, "--report")
     _need_parent(args.save_model, "--save-model")
+    try:
+        cli_guards.refuse_overwriting_inputs(
+            {"--data": args.data, "--domain": args.domain, "--schema": args.schema,
+             "--workload": args.workload if args.workload is not None and os.path.isfile(args.workload) else None},
+            {"--out": args.out, "--report": args.report, "--save-model": args.save_model},
+        )
+    except ValueError as e:
+        raise UserError(f"{e} (nothing was run)") from None
     options = _parse_options(args.option)
     try:
         _, _, notes = registry.prepare(
@@ -560,8 +584,10 @@ def run(args) -> int:
         data, schema, extra = _load_integer_data(args, say)
     workload, wl_label = _workload(args.workload, data.domain)
     t_load = time.perf_counter() - t0
+    # The exact record count is private under add/remove neighbours: only with --show-private.
     say(
-        f"read {len(data):,} records, {len(data.domain)} attributes (domain {cells_text(data.domain.size())} cells) from {args.data}"
+        f"read {f'{len(data):,} records, ' if args.show_private else ''}{len(data.domain)} attributes "
+        f"(domain {cells_text(data.domain.size())} cells) from {args.data}"
         + (f"; ignored columns {extra}" if extra else "")
     )
     for n in notes:
@@ -614,6 +640,9 @@ def run(args) -> int:
     if synth is None or (args.records is not None and len(synth) != args.records):
         synth = result.model.synthetic_data(args.records, key_sample)
     t_sample = time.perf_counter() - t0
+    refusal = None if args.records is not None else cli_guards.too_few_records(len(synth), args.epsilon)
+    if refusal is not None:  # a tiny budget: refuse before anything is written
+        raise RunFailure(refusal)
 
     t0 = time.perf_counter()
     if args.out is not None:
@@ -630,13 +659,15 @@ def run(args) -> int:
     t_write = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    evaluation = _evaluate(workload, wl_label, data, synth, result) if workload is not None else None
+    # The evaluation reads the input (not private): computed only where it is shown or written.
+    evaluated = workload is not None and (args.report is not None or args.show_private)
+    evaluation = _evaluate(workload, wl_label, data, synth, result) if evaluated else None
     t_eval = time.perf_counter() - t0
     t_total = time.perf_counter() - t_start
 
     # ---- summary and report
     acc = result.accountant
-    privacy = _privacy(acc)
+    privacy = _privacy(acc, args.epsilon)
     privacy["epsilon_given"], privacy["delta_given"] = args.epsilon, args.delta
     ledger_kinds: dict[str, int] = {}
     for e in acc.ledger:
@@ -685,14 +716,19 @@ def run(args) -> int:
 
     kinds = ", ".join(f"{v} {k}" for k, v in sorted(ledger_kinds.items()))
     lines = [
-        f"pgmjax run: {args.mechanism} on {os.path.basename(args.data)}: {len(data):,} records, {len(data.domain)} attributes",
+        f"pgmjax run: {args.mechanism} on {os.path.basename(args.data)}: "
+        + (f"{len(data):,} records (private: shown by --show-private), " if args.show_private else "")
+        + f"{len(data.domain)} attributes",
         f"  privacy       {_privacy_line(privacy)}",
         f"  measurements  {_plural(len(result.measurements), 'noisy measurement')}; ledger {_plural(len(acc.ledger), 'entry', 'entries')} ({kinds})",
         f"  model         {_plural(model['n_cliques'], 'clique')}, {model['cells']:,} cells ({model['size_mb']:.3g} MB as float64), "
         f"treewidth {model['treewidth']}, estimated total {model['total']:,.0f}",
         f"  synthetic     {len(synth):,} records" + (f" -> {args.out}" + (" (decoded to raw values)" if schema is not None else "") if args.out else " (not written: no --out)"),
     ]
-    if evaluation is not None:
+    if workload is not None and not args.show_private:
+        lines.append(f"  workload      {wl_label}: errors against the input withheld (computed from the input data: NOT private; "
+                     f"--show-private prints them{', --report holds them' if args.report else ''})")
+    elif evaluation is not None:
         ev = f"  workload      {wl_label}: error {evaluation.get('workload_error_synthetic', float('nan')):.4f} (synthetic), " \
              f"{evaluation.get('workload_error_model', float('nan')):.4f} (model), paper scale"
         if "tvd_2way_synthetic" in evaluation:
@@ -735,11 +771,15 @@ def schema_cmd(args) -> int:
     _need_file(args.data, "--data")
     _need_parent(args.out, "--out")
     try:
+        cli_guards.refuse_overwriting_inputs({"--data": args.data}, {"--out": args.out})
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    try:
         frame = S.read_raw_csv(args.data)
         spec, notes = S.infer_schema(frame, bins=args.bins, max_categories=args.max_categories)
         S.Schema.from_dict(spec)  # the inferred schema must load
     except S.SchemaError as e:
-        raise UserError(f"{args.data}: {e}") from None
+        raise UserError(f"{args.data}: {cli_guards.public_error(e, False)}") from None
     text = S.dumps(spec)
     if args.out:
         with open(args.out, "w") as f:
@@ -805,8 +845,13 @@ given (--epsilon, and --delta where the guarantee is (eps, delta)); everything a
 the synthetic records, their decoding) is post-processing. A progress bar on stderr follows the
 estimation iterations across the selection rounds; at the end a summary is printed (budget given
 and spent, measurements, model size, time) and --report writes it as JSON with the privacy ledger.
-The summary and the report's "input.records" and "evaluation" are computed from the data directly
-(the report lists them under "not_private"): they are for the data holder, not for publication.
+The report's "input.records" and "evaluation" are computed from the data directly (the report lists
+them under "not_private"): they are for the data holder, not for publication. The printed summary
+and status lines show only privacy-safe numbers (budget, noisy estimates, sizes of outputs) unless
+--show-private is given; error messages about the data name the column and what was expected, never
+a value or its line (--show-private shows them). An output path that is an input file (or another
+output) is refused before anything runs; a model estimating fewer than 10 records (a tiny budget)
+is refused with a suggestion (--records) instead of writing a near-empty table.
 
 mechanisms (pgmjax mechanisms shows which are installed):
   mwem       MWEM+PGM: EM selection of marginals, Laplace noise (eps-DP); --option noise=gaussian for zCDP
@@ -923,6 +968,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--report", metavar="JSON", help="write the summary, the evaluation and the privacy ledger as JSON")
     g.add_argument("--save-model", metavar="DIR", help="save the fitted graphical model to this folder (pgmjax.load_model reads it)")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress bar or status lines on stderr (the summary is still printed)")
+    g.add_argument("--show-private", action="store_true",
+                   help="also print numbers computed from the input without noise (its exact record count, the workload "
+                        "errors) and, in error messages, the offending value and its line; by default only "
+                        "privacy-safe numbers are printed")
     g.add_argument("--debug", action="store_true", help="show the traceback when the run fails")
     r.set_defaults(func=run)
 

@@ -14,6 +14,52 @@ import pandas as pd
 from .domain import Clique, CliqueLike, Domain
 
 
+class DataValueError(ValueError):
+    """A value of the (private) data does not fit its column.
+
+    ``str(error)`` names the row and the value, for the data holder debugging their own table;
+    ``error.public`` names only the column and what was expected, and is what a tool that prints or
+    logs errors (the ``pgmjax`` command line) shows: a record's value or position is private.
+
+    Args:
+        detail: the full message (row and value).
+        public: the message without any private value, row, line or count.
+
+    Example:
+        >>> try:
+        ...     Dataset(np.array([[0, 1], [1, 5]]), Domain({"a": 2, "b": 3}))
+        ... except DataValueError as e:
+        ...     print(e.public)
+        Dataset: column 'b' has a value outside [0, 3) (integer codes expected)
+    """
+
+    def __init__(self, detail: str, public: str):
+        super().__init__(detail)
+        self.public = public
+
+
+def unreadable_csv(path, error: Exception) -> str:
+    """The public message for a CSV file that could not be parsed: the kind of fault, never its line or bytes.
+
+    Args:
+        path: the file.
+        error: what the CSV reader raised (its text may quote a line number or bytes of the file).
+
+    Returns:
+        A message naming the file and the kind of fault.
+
+    Example:
+        >>> unreadable_csv("t.csv", UnicodeDecodeError("utf-8", b"\\xff", 0, 1, "invalid start byte"))
+        't.csv could not be read as CSV (UnicodeDecodeError: it is not UTF-8 text)'
+    """
+    why = {
+        "ParserError": "a line does not have the header's number of fields, or its quoting is broken",
+        "EmptyDataError": "it is empty",
+        "UnicodeDecodeError": "it is not UTF-8 text",
+    }.get(type(error).__name__, "it is malformed")
+    return f"{path} could not be read as CSV ({type(error).__name__}: {why})"
+
+
 class Dataset:
     """A table of records whose columns are the attributes of a domain.
 
@@ -80,7 +126,10 @@ class Dataset:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"data file {csv_path} has duplicate column names: {dup}")
-        df = pd.read_csv(csv_path)
+        try:
+            df = pd.read_csv(csv_path)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+            raise DataValueError(f"data file {csv_path} could not be read as CSV: {e}", "data file " + unreadable_csv(csv_path, e)) from e
         return cls(df, domain)
 
     # Accessors ---------------------------------------------------------------
@@ -194,9 +243,10 @@ def _validated_records(data, domain: Domain) -> np.ndarray:
         bad = np.flatnonzero((col < 0) | (col >= domain[a]))
         if bad.size:
             r = int(bad[0])
-            raise ValueError(
+            raise DataValueError(
                 f"Dataset: column {a!r} row {r} has value {int(col[r])}, outside [0, {domain[a]}) "
-                f"({bad.size} bad value(s) in this column)"
+                f"({bad.size} bad value(s) in this column)",
+                f"Dataset: column {a!r} has a value outside [0, {domain[a]}) (integer codes expected)",
             )
     dtype = np.int32 if max(domain.shape) < 2**31 else np.int64
     return np.ascontiguousarray(records, dtype=dtype)
@@ -210,11 +260,15 @@ def _integer_column(col: np.ndarray, name: str) -> np.ndarray:
     if col.dtype.kind == "f":
         nan = np.flatnonzero(~np.isfinite(col))
         if nan.size:
-            raise ValueError(f"Dataset: column {name!r} row {int(nan[0])} is missing or not finite ({col[nan[0]]})")
+            raise DataValueError(
+                f"Dataset: column {name!r} row {int(nan[0])} is missing or not finite ({col[nan[0]]})",
+                f"Dataset: column {name!r} has a missing or not finite value (integer codes expected)",
+            )
         frac = np.flatnonzero(col != np.round(col))
         if frac.size:
-            raise ValueError(
-                f"Dataset: column {name!r} must hold integer codes; row {int(frac[0])} has {col[frac[0]]}"
+            raise DataValueError(
+                f"Dataset: column {name!r} must hold integer codes; row {int(frac[0])} has {col[frac[0]]}",
+                f"Dataset: column {name!r} must hold integer codes; it has a value with a fractional part",
             )
         return col.astype(np.int64)
     # objects / strings: accept only if every entry is an integer.
@@ -225,8 +279,9 @@ def _integer_column(col: np.ndarray, name: str) -> np.ndarray:
             try:
                 int(v)
             except (ValueError, TypeError):
-                raise ValueError(
-                    f"Dataset: column {name!r} must hold integer codes; row {r} has {v!r}"
+                raise DataValueError(
+                    f"Dataset: column {name!r} must hold integer codes; row {r} has {v!r}",
+                    f"Dataset: column {name!r} must hold integer codes; it has a value that is not a number",
                 ) from None
         raise
     return _integer_column(as_int.to_numpy(), name)

@@ -50,7 +50,7 @@ import jax
 import numpy as np
 import pandas as pd
 
-from .dataset import Dataset
+from .dataset import Dataset, DataValueError, unreadable_csv
 from .domain import Domain
 
 __all__ = [
@@ -72,6 +72,11 @@ _CATEGORICAL_KEYS = {"categories"}
 
 class SchemaError(ValueError):
     """A schema is malformed, or a raw value does not fit it (the message names column, row and value)."""
+
+
+class SchemaValueError(SchemaError, DataValueError):
+    """A raw value does not fit its column: ``str(e)`` names row and value, ``e.public`` only the column
+    and what was expected (see :class:`pgmjax.dataset.DataValueError`)."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -112,17 +117,19 @@ class NumericColumn:
         bad = np.flatnonzero(~np.isfinite(x))
         if bad.size:
             r = int(bad[0])
-            raise SchemaError(
+            raise SchemaValueError(
                 f"column {self.name!r} {_row(r, offset)}: value is missing or not a number "
-                f"({bad.size} such value(s) in this column)"
+                f"({bad.size} such value(s) in this column)",
+                f"column {self.name!r}: a value is missing or not a number",
             )
         lo, hi = self.edges[0], self.edges[-1]
         bad = np.flatnonzero((x < lo) | (x > hi))
         if bad.size:
             r = int(bad[0])
-            raise SchemaError(
+            raise SchemaValueError(
                 f"column {self.name!r} {_row(r, offset)}: value {x[r]:g} is outside the range of its bins "
-                f"[{lo:g}, {hi:g}] ({bad.size} value(s) out of range in this column); widen the bins in the schema"
+                f"[{lo:g}, {hi:g}] ({bad.size} value(s) out of range in this column); widen the bins in the schema",
+                f"column {self.name!r}: a value is outside the range of its bins [{lo:g}, {hi:g}]; widen the bins in the schema",
             )
         return np.minimum(np.searchsorted(self.edges, x, side="right") - 1, self.size - 1)
 
@@ -173,10 +180,12 @@ class CategoricalColumn:
             r = int(bad[0])
             unknown = sorted(set(s.iloc[bad]))
             shown = ", ".join(repr(u) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
-            raise SchemaError(
+            raise SchemaValueError(
                 f"column {self.name!r} {_row(r, offset)}: value {s.iloc[r]!r} is not one of its {self.size} categories "
                 f"{_preview(self.categories)} ({bad.size} value(s) outside the categories: {shown}); "
-                "add them to the schema's categories"
+                "add them to the schema's categories",
+                f"column {self.name!r}: a value is not one of its {self.size} categories {_preview(self.categories)}; "
+                "add it to the schema's categories",
             )
         return codes
 
@@ -339,7 +348,7 @@ def read_raw_csv(path: str | os.PathLike) -> pd.DataFrame:
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise SchemaError(f"data file {path} could not be read as CSV: {e}") from None
+        raise SchemaValueError(f"data file {path} could not be read as CSV: {e}", "data file " + unreadable_csv(path, e)) from None
     names = _header(path)
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -511,9 +520,11 @@ def _to_float(raw: pd.Series, name: str, offset: int) -> np.ndarray:
     bad = np.flatnonzero(np.isnan(x) & (text.to_numpy() != "") & (text.str.lower().to_numpy() != "nan"))
     if bad.size:
         r = int(bad[0])
-        raise SchemaError(
+        raise SchemaValueError(
             f"column {name!r} {_row(r, offset)}: value {text.iloc[r]!r} is not a number, but the schema bins this column "
-            f"({bad.size} non-numeric value(s)); make it categorical in the schema or fix the data"
+            f"({bad.size} non-numeric value(s)); make it categorical in the schema or fix the data",
+            f"column {name!r}: a value is not a number, but the schema bins this column; make it categorical "
+            "in the schema or fix the data",
         )
     return x
 
