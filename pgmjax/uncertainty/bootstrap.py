@@ -1,0 +1,289 @@
+"""Parametric bootstrap of a fitted model: re-noise its answers to the measured queries, refit every
+replicate in one batched compiled program, and read the spread of any answer.
+
+Pivot (Efron & Tibshirani, "An Introduction to the Bootstrap", 1993, section 13.4, the basic
+interval): the law of ``g_hat - g`` under the truth is approximated by the law of ``g* - g_hat`` under the
+fitted model, where ``y* = Q mu_hat + e*`` with ``e*`` drawn from the measurements' own noise law and
+``g*`` is the answer of the model refitted to ``y*``. Noise is drawn row by row in each measurement's own
+row space (the strategy's rows for HDMM-style Kronecker or dense queries), which is the noise law of a
+:class:`~pgmjax.Measurement` (independent rows, Gaussian or Laplace): the induced errors on the cells are
+correlated exactly as the mechanism's were. Re-noising uses only released values and public noise scales,
+so it is post-processing (no privacy cost).
+
+The refits run through :func:`pgmjax.batch.run_batch` (mirror descent, each replicate on its own
+line-search schedule, warm-started at the fitted potentials). Warm starts that stop early stay near the
+fit and make the spread too small, so :func:`refit` checks convergence: on 8 replicates, doubling the
+iteration count must change the spread of every answer by less than 2%; otherwise every replicate is
+run further (doubling) before the answers are read.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import batch as batch_mod
+from .. import estimation, oracle
+from ..compiler import jit
+from ..losses import MeasurementArrays
+from ..measurement import Measurement, _total_weights
+from ..model import GraphicalModel
+from .targets import evaluate, resolve_targets
+
+__all__ = ["renoise", "Replicates", "refit"]
+
+
+def renoise(model: GraphicalModel, measurements: Sequence[Measurement], B: int, key) -> list[np.ndarray]:
+    """``B`` replicate answer vectors ``y* = Q mu_hat + e*`` per measurement (post-processing: no budget).
+
+    Args:
+        model: the fitted model (``mu_hat``).
+        measurements: the measurements (their queries, noise scales and noise families).
+        B: number of replicates.
+        key: a ``jax.random`` key.
+
+    Returns:
+        One ``(B, rows)`` float64 array per measurement.
+
+    Example:
+        >>> import jax, numpy as np, pgmjax as pj
+        >>> ms = [pj.Measurement(("a",), [40.0, 60.0], stddev=2.0, noise="laplace")]
+        >>> model = pj.estimate(pj.Domain({"a": 2}), ms, iters=100)
+        >>> renoise(model, ms, 5, jax.random.key(0))[0].shape
+        (5, 2)
+    """
+    out = []
+    keys = jax.random.split(key, len(measurements))
+    for m, k in zip(measurements, keys):
+        mean = m.answer(model.marginal(m.clique))
+        if m.noise == "laplace":  # stddev sqrt(2) b
+            z = np.asarray(jax.random.laplace(k, (B, m.rows), jnp.float32), np.float64) / np.sqrt(2.0)
+        else:
+            z = np.asarray(jax.random.normal(k, (B, m.rows), jnp.float32), np.float64)
+        out.append(mean[None, :] + z * m.row_stddev()[None, :])
+    return out
+
+
+def _row_codes(problem_plan, measurements, dtype) -> tuple:
+    """Where every measurement row lands in the stacked arrays: the ``y`` leaves of a problem built from
+    measurements whose answers are ``row index + 1`` (0 marks padding)."""
+    from ..losses import stack_measurements
+
+    offsets = np.cumsum([0] + [m.rows for m in measurements])
+    coded = [Measurement(m.clique, np.arange(o, o + m.rows) + 1.0, m.stddev, m.query, m.noise)
+             for m, o in zip(measurements, offsets)]
+    stacked = stack_measurements(problem_plan, coded, jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+    return tuple(np.rint(np.asarray(g["y"], np.float64)).astype(np.int64) for g in stacked.arrays)
+
+
+def _total_rule(measurements) -> np.ndarray:
+    """Row weights ``w`` with ``total(y) = w . y``: the inverse-variance combination of
+    :func:`pgmjax.measurement.estimate_total` (linear in ``y`` for fixed noise scales)."""
+    parts, den = [], 0.0
+    for m in measurements:
+        s2 = m.row_stddev() ** 2
+        if m.kind == "identity":
+            a = np.ones(m.rows)
+        elif m.kind == "dense":
+            a = _total_weights(m.query, s2)
+        else:
+            fac = [_total_weights(q, np.ones(q.shape[0])) for q in m.query]
+            a = None if any(f is None for f in fac) else fac[0]
+            if a is not None:
+                for f in fac[1:]:
+                    a = np.kron(a, f)
+        if a is None:
+            parts.append(np.zeros(m.rows))
+            continue
+        var = float(np.sum(a * a * s2))
+        parts.append(a / var)
+        den += 1.0 / var
+    if den == 0.0:
+        raise ValueError("the total cannot be estimated from the measurements; pass total=")
+    return np.concatenate(parts) / den
+
+
+def stacked_problem(model, measurements, ys: Sequence[np.ndarray], *, loss="l2", total=None, dtype=None):
+    """The stacked problem of ``B`` replicate answer sets of ``measurements`` (one host pass, not ``B``).
+
+    Same as :func:`pgmjax.batch.make_batch_problem` on ``B`` measurement lists that differ only in their
+    answers, built from one :func:`pgmjax.batch.make_problem` and the rows' positions in its arrays.
+
+    Args:
+        model: the fitted model (its non-singleton cliques are kept as extra cliques).
+        measurements: the measurements.
+        ys: per measurement ``(B, rows)`` answers.
+        loss: ``"l2"`` or ``"l1"``.
+        total: None (each replicate's total estimated from its answers, as the fit did) or a number.
+        dtype: the refit's dtype (default the model's).
+
+    Returns:
+        A :class:`~pgmjax.estimation.Problem` with a leading batch axis ``B`` on its answers, noise scales,
+        totals and Lipschitz constants.
+    """
+    dtype = jnp.dtype(dtype or model.dtype)
+    extra = [c for c in model.cliques if len(c) > 1]
+    base = batch_mod.make_problem(model.domain, measurements, loss=loss, total=total or 1.0, dtype=dtype, cliques=extra)
+    y = np.concatenate([np.asarray(v, np.float64) for v in ys], axis=1)  # (B, rows)
+    b = y.shape[0]
+    codes = _row_codes(base.plan, measurements, dtype)
+    padded = np.concatenate([np.zeros((b, 1)), y], axis=1)
+    arrays = []
+    for group, code in zip(base.meas.arrays, codes):
+        g = dict(group)
+        g["y"] = jnp.asarray(padded[:, code], dtype)
+        g["inv_std"] = jnp.asarray(np.broadcast_to(np.asarray(group["inv_std"]), (b, *group["inv_std"].shape)), dtype)
+        arrays.append(g)
+    meas = MeasurementArrays(tuple(arrays), base.meas.groups)
+    if total is None:
+        totals = np.maximum(y @ _total_rule(measurements), 1.0)
+    else:
+        totals = np.full(b, float(total))
+    lip = jnp.full((b,), float(base.lipschitz), dtype)
+    return estimation.Problem(base.plan, meas, jnp.asarray(totals, dtype), lip, jnp.zeros((), dtype), loss)
+
+
+def _take(problem: estimation.Problem, idx: np.ndarray) -> estimation.Problem:
+    leaves, treedef = jax.tree_util.tree_flatten(problem)
+    ids = batch_mod._batched_ids(problem)
+    return jax.tree_util.tree_unflatten(treedef, [a[idx] if id(a) in ids else a for a in leaves])
+
+
+@jit(static_argnums=0)
+def _values(tplan, plan, theta, matrices, totals):
+    def one(th, n):
+        return evaluate(tplan, plan, oracle.marginals(plan, th, n)[0], matrices, n)
+
+    return jax.vmap(one)(theta, totals)
+
+
+@dataclass(frozen=True, eq=False)
+class Replicates:
+    """The refitted answers of a bootstrap.
+
+    Attributes:
+        values: per target ``(B, *shape)`` float64 answers of the refitted replicates.
+        iterations: mirror-descent iterations every replicate ran.
+        converged: whether the doubling check passed (spread change under ``check_tol``).
+        spread_change: the largest relative change of the spread at the last check.
+        seconds: wall time of the refits (checks included).
+        theta: the refitted potentials ``{block: (B, ...)}``; totals: ``(B,)``.
+    """
+
+    values: tuple
+    iterations: int
+    converged: bool
+    spread_change: float
+    seconds: float
+    theta: dict = None
+    totals: np.ndarray = None
+
+
+def _spread_change(a: tuple, b: tuple) -> float:
+    worst = 0.0
+    for x, y in zip(a, b):
+        sx, sy = np.std(x, axis=0, ddof=1), np.std(y, axis=0, ddof=1)
+        scale = np.abs(np.mean(y, axis=0)) + 1.0
+        ok = sy > 1e-8 * scale  # answers that do not move (structural zeros) say nothing
+        if ok.any():
+            worst = max(worst, float(np.max(np.abs(sy[ok] - sx[ok]) / sy[ok])))
+    return worst
+
+
+def refit(
+    model: GraphicalModel,
+    measurements: Sequence[Measurement],
+    ys: Sequence[np.ndarray],
+    targets: Sequence,
+    *,
+    loss: str = "l2",
+    total=None,
+    iters: int = 500,
+    dtype=None,
+    check: int = 8,
+    check_tol: float = 0.02,
+    max_doublings: int = 3,
+    chunk: int = 50,
+    start=None,
+) -> Replicates:
+    """Refit every replicate (one batched program, warm-started at the model) and evaluate the targets.
+
+    Args:
+        model: the fitted model.
+        measurements: the measurements it was fitted to.
+        ys: replicate answers, per measurement ``(B, rows)`` (e.g. from :func:`renoise`).
+        targets: the targets (see :mod:`pgmjax.uncertainty.targets`).
+        loss: the fit's loss, ``"l2"`` or ``"l1"``.
+        total: None (re-estimated from each replicate, as the default fit does) or the public total.
+        iters: mirror-descent iterations per replicate (before any doubling).
+        dtype: refit dtype (default the model's).
+        check: replicates used by the convergence check (0: no check).
+        check_tol: the largest allowed relative change of the spread when the iterations double.
+        max_doublings: how often every replicate may be run further before giving up (with a warning).
+        chunk: iterations per compiled call.
+        start: starting potentials: None (the model's, every replicate), ``"zeros"`` (uniform: a cold fit),
+            or ``{block: (B, ...)}`` in the layout of ``model.plan`` (e.g. each replicate its own fit's).
+
+    Returns:
+        :class:`Replicates`.
+    """
+    start0 = time.perf_counter()
+    problem = stacked_problem(model, measurements, ys, loss=loss, total=total, dtype=dtype)
+    plan = problem.plan
+    dt = problem.total.dtype
+    b = int(problem.total.shape[0])
+    if isinstance(start, dict):
+        if plan.cliques != model.plan.cliques:
+            raise ValueError("refit: start potentials need the refit's junction tree to be the model's")
+        theta = {k: jnp.asarray(v, dt) for k, v in start.items()}
+    else:
+        theta1 = plan.zeros(dt) if start == "zeros" else plan.from_tables(model.potentials, dt)
+        theta = {k: jnp.broadcast_to(v, (b, *v.shape)) for k, v in theta1.items()}
+    step = 1.0 / (float(problem.lipschitz[0]) * np.asarray(problem.total, np.float64))
+    if model.step_size is not None and loss != "l1" and start is None:
+        step = np.maximum(step, model.step_size)
+    tplan, mats = resolve_targets(model.domain, plan.tree, targets)
+    jm = tuple(tuple(None if q is None else jnp.asarray(q, dt) for q in ms) for ms in mats)
+    md = estimation.MirrorDescent()
+
+    def run(prob, th, n, st):
+        params, state, _ = batch_mod.run_batch(md, prob, th, n, step_size=st, chunk=chunk, group="auto")
+        return params, (np.asarray(state.step_size, np.float64) if loss != "l1" else st)
+
+    def read(prob, th):
+        return tuple(np.asarray(v, np.float64) for v in _values(tplan, plan, th, jm, prob.total))
+
+    theta, step = run(problem, theta, iters, step)
+    done, converged, change = iters, check == 0, 0.0
+    idx = np.arange(min(check, b))
+    for doubling in range(max_doublings + 1):
+        if check == 0 or idx.size < 2:
+            converged = True
+            break
+        sub = _take(problem, idx)
+        sub_theta = {k: v[idx] for k, v in theta.items()}
+        before = read(sub, sub_theta)
+        longer, _ = run(sub, sub_theta, done, step[idx])
+        change = _spread_change(before, read(sub, longer))
+        if change < check_tol:
+            converged = True
+            break
+        if doubling == max_doublings:
+            break
+        theta, step = run(problem, theta, done, step)
+        done *= 2
+    if not converged:
+        warnings.warn(
+            f"bootstrap refits under-converged: after {done} iterations, doubling them still changes the spread "
+            f"of an answer by {change:.1%} (> {check_tol:.0%}); the intervals may be too narrow. Pass a larger iters.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return Replicates(read(problem, theta), done, converged, change, time.perf_counter() - start0, theta,
+                      np.asarray(problem.total, np.float64))

@@ -1,0 +1,189 @@
+"""Coverage by simulation: draw ``R`` noisy measurement sets around known answers, fit each, build the
+intervals of every fit (bootstrap and/or linearisation) and count how often they cover the estimand.
+
+All fits are batched: the ``R`` outer fits in one program, then the ``R x B`` bootstrap refits in chunks
+of outer draws (each refit warm-started at its own outer fit).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..compiler import jit
+from ..measurement import Measurement
+from ..model import GraphicalModel
+from .bootstrap import refit
+from .linear import _predict, linearize_batch
+
+__all__ = ["draw_answers", "predictions_batch", "Coverage", "simulate_coverage"]
+
+
+def draw_answers(means: Sequence[np.ndarray], measurements: Sequence[Measurement], n: int, key) -> list[np.ndarray]:
+    """``n`` noisy answer sets around ``means`` with the measurements' noise laws (rows independent).
+
+    Args:
+        means: per measurement, ``(rows,)`` or ``(n, rows)`` noiseless answers.
+        measurements: the measurements (stddev and noise family per row).
+        n: number of draws.
+        key: a ``jax.random`` key.
+
+    Returns:
+        Per measurement an ``(n, rows)`` float64 array.
+
+    Example:
+        >>> import jax, numpy as np, pgmjax as pj
+        >>> m = pj.Measurement(("a",), [0.0, 0.0], stddev=1.0)
+        >>> draw_answers([np.array([5.0, 7.0])], [m], 3, jax.random.key(0))[0].shape
+        (3, 2)
+    """
+    out = []
+    for m, mean, k in zip(measurements, means, jax.random.split(key, len(measurements))):
+        if m.noise == "laplace":
+            z = np.asarray(jax.random.laplace(k, (n, m.rows), jnp.float32), np.float64) / np.sqrt(2.0)
+        else:
+            z = np.asarray(jax.random.normal(k, (n, m.rows), jnp.float32), np.float64)
+        out.append(np.asarray(mean, np.float64).reshape(-1 if np.ndim(mean) == 1 else n, m.rows) + z * m.row_stddev())
+    return out
+
+
+@jit(static_argnums=0)
+def _predict_batch(desc, plan, theta, queries, totals):
+    from .. import oracle
+
+    def one(th, n):
+        mu = oracle.marginals(plan, th, n)[0]
+        return tuple(_predict(plan, mu, c, k, q) for (c, k), q in zip(desc, queries))
+
+    return jax.vmap(one)(theta, totals)
+
+
+def predictions_batch(plan, theta: dict, totals, measurements: Sequence[Measurement]) -> list[np.ndarray]:
+    """``Q mu`` of every measurement for a batch of models (potentials ``{block: (R, ...)}``): ``(R, rows)`` each."""
+    dt = totals.dtype if hasattr(totals, "dtype") else jnp.float64
+    desc = tuple((m.clique, m.kind) for m in measurements)
+    queries = tuple(None if m.query is None else (tuple(jnp.asarray(q, dt) for q in m.query) if m.kind == "kron"
+                    else jnp.asarray(m.query, dt)) for m in measurements)
+    out = _predict_batch(desc, plan, theta, queries, jnp.asarray(totals, dt))
+    return [np.asarray(o, np.float64) for o in out]
+
+
+@dataclass(frozen=True, eq=False)
+class Coverage:
+    """Result of :func:`simulate_coverage`.
+
+    Attributes:
+        estimates: per target ``(R, *shape)`` the outer fits' answers.
+        covered: ``{method: per target (R, *shape) booleans}``.
+        se: ``{method: per target (R, *shape)}`` standard errors.
+        seconds: ``{"fits": ..., method: ...}`` wall times.
+        iterations: ``{"fits": ..., "bootstrap": ...}`` iterations used (after convergence checks).
+    """
+
+    estimates: tuple
+    covered: dict
+    se: dict
+    seconds: dict
+    iterations: dict
+
+    def rate(self, method: str) -> list[np.ndarray]:
+        """Per target, the fraction of outer draws whose interval covered (per cell)."""
+        return [c.mean(axis=0) for c in self.covered[method]]
+
+
+def simulate_coverage(
+    structure: GraphicalModel,
+    measurements: Sequence[Measurement],
+    means: Sequence[np.ndarray],
+    targets: Sequence,
+    truths: Sequence[np.ndarray],
+    *,
+    R: int,
+    B: int,
+    key,
+    level: float = 0.9,
+    methods: Sequence[str] = ("bootstrap", "linear"),
+    loss: str = "l2",
+    total=None,
+    fit_iters: int = 1000,
+    boot_iters: int = 200,
+    draws_per_call: int | None = None,
+    dtype=None,
+) -> Coverage:
+    """Empirical coverage of :func:`pgmjax.uncertainty.intervals` over ``R`` noise draws.
+
+    Args:
+        structure: a model of the fitted structure (e.g. the fit to the noiseless answers).
+        measurements: the measurement design (cliques, queries, stddev, noise family; ``y`` unused).
+        means: per measurement, the noiseless answers ``Q mu*``.
+        targets: the targets; truths: per target, the estimand (the target's shape).
+        R: outer noise draws; B: bootstrap replicates per draw.
+        key: a ``jax.random`` key.
+        level: nominal coverage.
+        methods: any of ``"bootstrap"`` and ``"linear"`` (linear needs ``loss="l2"`` and float64).
+        loss, total: as the fits use them.
+        fit_iters: iterations of the outer fits (cold, from the uniform model).
+        boot_iters: iterations of the warm-started refits (doubled by the convergence check when needed).
+        draws_per_call: outer draws whose refits share one batched call (memory: ``draws_per_call * B`` models).
+        dtype: fit dtype (default the structure's).
+
+    Returns:
+        :class:`Coverage`.
+    """
+    k_outer, k_boot = jax.random.split(key)
+    ys = draw_answers(means, measurements, R, k_outer)
+    t0 = time.perf_counter()
+    outer = refit(structure, measurements, ys, targets, loss=loss, total=total, iters=fit_iters, start="zeros",
+                  dtype=dtype)
+    seconds = {"fits": time.perf_counter() - t0}
+    iterations = {"fits": outer.iterations}
+    covered, ses = {}, {}
+    truths = [np.asarray(t, np.float64) for t in truths]
+    d = 1.0 - level
+    if "bootstrap" in methods:
+        t0 = time.perf_counter()
+        per = int(draws_per_call or max(1, 4096 // B))
+        cov = [np.zeros(v.shape, bool) for v in outer.values]
+        se = [np.zeros(v.shape) for v in outer.values]
+        for c, r0 in enumerate(range(0, R, per)):
+            rs = np.arange(r0, min(R, r0 + per))
+            th = {k: v[rs] for k, v in outer.theta.items()}
+            mean = predictions_batch(structure.plan, th, outer.totals[rs], measurements)
+            mean = [np.repeat(m, B, axis=0) for m in mean]
+            star = draw_answers(mean, measurements, rs.size * B, jax.random.fold_in(k_boot, c))
+            start = {k: jnp.repeat(v, B, axis=0) for k, v in th.items()}
+            reps = refit(structure, measurements, star, targets, loss=loss, total=total, iters=boot_iters,
+                         start=start, dtype=dtype)
+            iterations["bootstrap"] = max(iterations.get("bootstrap", 0), reps.iterations)
+            for i, g in enumerate(reps.values):
+                g = g.reshape(rs.size, B, *g.shape[1:])
+                v = outer.values[i][rs]
+                q_lo, q_hi = np.quantile(g, [d / 2, 1 - d / 2], axis=1)
+                lo, hi = 2 * v - q_hi, 2 * v - q_lo
+                cov[i][rs] = (lo <= truths[i]) & (truths[i] <= hi)
+                se[i][rs] = np.std(g, axis=1, ddof=1)
+        covered["bootstrap"], ses["bootstrap"] = cov, se
+        seconds["bootstrap"] = time.perf_counter() - t0
+    if "linear" in methods:
+        t0 = time.perf_counter()
+        cov = [np.zeros(v.shape, bool) for v in outer.values]
+        se = [np.zeros(v.shape) for v in outer.values]
+        per = int(draws_per_call or 16)
+        for r0 in range(0, R, per):
+            rs = np.arange(r0, min(R, r0 + per))
+            th = {k: v[rs] for k, v in outer.theta.items()}
+            lins = linearize_batch(structure.plan, th, outer.totals[rs], measurements, targets, total_free=total is None)
+            for j, r in enumerate(rs):
+                for i, lin in enumerate(lins[j]):
+                    half = np.array([lin.law(idx).half_width(level) for idx in np.ndindex(lin.value.shape)])
+                    half = half.reshape(lin.value.shape)
+                    cov[i][r] = np.abs(lin.value - truths[i]) <= half
+                    se[i][r] = lin.sd
+        covered["linear"], ses["linear"] = cov, se
+        seconds["linear"] = time.perf_counter() - t0
+    return Coverage(outer.values, covered, ses, seconds, iterations)
