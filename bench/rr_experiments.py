@@ -8,8 +8,9 @@ and RR+PGM against the raw companion estimators with the per-attribute variant o
 
 A. heterogeneity (Fig. 2): worst-case absolute error over 20 statistical queries, each made of h row
    functions (values i.i.d. uniform per rating, rescaled to [0, 1]) on a public random split of the
-   records into h groups. Baseline: a Laplace histogram per group (parallel composition; the paper's
-   MWEM per sub-table is replaced by this simpler per-sub-table release).
+   records into h groups (h = n: a different function for every record). Baseline: a Laplace histogram
+   per group (parallel composition; the paper's MWEM per sub-table is replaced by this simpler
+   per-sub-table release).
 B. query-set size (Fig. 3): worst-case absolute error over m random linear queries, for three table sizes;
    baselines: Laplace on the m answers (eps/m each) and one Laplace histogram.
 C. table size (Fig. 4): mean squared error of 100 fixed linear queries against n, with the exact
@@ -82,7 +83,7 @@ def heterogeneity(column, epsilons, hs, runs, queries=20, seed=0):
             hist = np.zeros((h, 5))
             np.add.at(hist, (groups, x), 1.0)
             err_rr, err_clip, err_lap = [], [], []
-            for r, (k1, k2) in enumerate(zip(keys(1000 * h + r, runs), keys(2000 * h + r + 7, runs))):
+            for k1, k2 in zip(keys(1000 * h + int(100 * eps), runs), keys(2000 * h + int(100 * eps), runs)):
                 rel = release(k1, column, eps)
                 est = np.array([float(rr.answer(rel, rr.StatisticalQuery(("race",), f, groups), normalize=True)) for f in funcs])
                 clip = np.array([float(rr.answer(rel, rr.StatisticalQuery(("race",), f, groups), normalize=True, proper="clip"))
@@ -119,7 +120,7 @@ def query_set_size(column, eps, sizes, ns, runs, seed=1):
             F = rescaled(rng, (m, 5))
             truth = F @ hist / n
             e_rr, e_lap, e_hist = [], [], []
-            for r, (k1, k2, k3) in enumerate(zip(keys(3000 + m + r, runs), keys(4000 + m + r, runs), keys(5000 + m + r, runs))):
+            for k1, k2, k3 in zip(keys(10**6 + 7 * n + m, runs), keys(2 * 10**6 + 7 * n + m, runs), keys(3 * 10**6 + 7 * n + m, runs)):
                 rel = release(k1, data, eps)
                 est = rr.answer(rel, (("race",), F), normalize=True)
                 acc = Accountant(epsilon=eps, bounded=True)
@@ -145,7 +146,7 @@ def table_size(column, epsilons, ns, runs, queries=100, seed=2):
             rel0 = rr.Release.of(data, eps)
             exact = float(np.mean(rr.exact_variance(data, rel0, (("race",), F), normalize=True)))
             sq = []
-            for r, k in enumerate(keys(6000 + n + r, runs)):
+            for k in keys(4 * 10**6 + n + int(100 * eps), runs):
                 est = rr.answer(release(k, data, eps), (("race",), F), normalize=True)
                 sq.append(np.mean((est - truth) ** 2))
             out.append({"epsilon": eps, "n": n, "mse": float(np.mean(sq)), "exact_variance": exact,
@@ -163,23 +164,29 @@ def loglog_slope(ns, ys):
 # ---------------------------------------------------------------------------------------------------
 
 
-def generated_graph(vertices=4039, edges=88234, communities=40, inside=0.8, seed=3):
-    """A graph of the ego-Facebook sizes with community structure: ``inside`` of the edges within one of
-    ``communities`` random vertex groups, the rest uniform; distinct undirected edges, no loops."""
+def generated_graph(vertices=4039, edges=88234, communities=10, inside=0.9, seed=3):
+    """A graph of the ego-Facebook sizes (4,039 vertices, 88,234 edges) shaped like it: ``communities``
+    groups of consecutive vertex ids (the SNAP file lists its 10 ego networks one after the other), a
+    fraction ``inside`` of the edges within a group (in proportion to its size), the rest uniform; distinct
+    undirected edges, no loops. The first ``k`` ids then hold whole dense groups, as the paper's subgraphs do."""
     rng = np.random.default_rng(seed)
-    label = rng.integers(0, communities, vertices)
-    members = [np.flatnonzero(label == c) for c in range(communities)]
-    seen = set()
+    cuts = np.sort(rng.choice(np.arange(50, vertices - 50), communities - 1, replace=False))
+    bounds = np.concatenate([[0], cuts, [vertices]])
+    sizes = np.diff(bounds)
+    seen: set = set()
+    target_inside = int(inside * edges)
     while len(seen) < edges:
         k = 2 * (edges - len(seen))
-        if rng.random() < inside:
-            c = rng.integers(0, communities, k)
-            u = np.array([members[i][rng.integers(0, len(members[i]))] for i in c])
-            w = np.array([members[i][rng.integers(0, len(members[i]))] for i in c])
+        if len(seen) < target_inside:
+            c = rng.choice(communities, k, p=sizes / sizes.sum())
+            u = bounds[c] + (rng.random(k) * sizes[c]).astype(np.int64)
+            w = bounds[c] + (rng.random(k) * sizes[c]).astype(np.int64)
+            limit = target_inside
         else:
             u, w = rng.integers(0, vertices, k), rng.integers(0, vertices, k)
-        for a, b in zip(u, w):
-            if a != b and len(seen) < edges:
+            limit = edges
+        for a, b in zip(u.tolist(), w.tolist()):
+            if a != b and len(seen) < limit:
                 seen.add((min(a, b), max(a, b)))
     return np.array(sorted(seen), dtype=np.int64)
 
@@ -196,7 +203,7 @@ def cut_experiment(edges, sizes, epsilons, runs, cuts=20, seed=4):
         truth = rr.cut_count(adj_true, masks, ~masks)
         for eps in epsilons:
             worst, t0 = [], time.perf_counter()
-            for r, k in enumerate(keys(7000 + v + r, runs)):
+            for k in keys(5 * 10**6 + v + int(100 * eps), runs):
                 est = rr.cut(rr.release_pairs(k, sub, v, eps), masks, ~masks)
                 worst.append(float(np.max(np.abs(est.value - truth) / truth)))
                 bound = est.bound
@@ -350,7 +357,8 @@ def main(argv=None):
     t_all = time.perf_counter()
 
     t0 = time.perf_counter()
-    results["heterogeneity"] = heterogeneity(column, [0.5, 1.0, 2.0], [1, 2, 5, 10, 20, 50, 100], runs["A"])
+    hs = [1, 10, 100, 1000, 10000, len(column)] if not quick else [1, 100, len(column)]
+    results["heterogeneity"] = heterogeneity(column, [0.5, 1.0, 2.0], hs, runs["A"])
     seconds["A"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     results["query_set_size"] = query_set_size(column, 1.0, [1, 10, 100, 1000, 10000], [5000, 20000, len(column)], runs["B"])
