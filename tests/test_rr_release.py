@@ -212,3 +212,15 @@ def test_module_docstring_examples():
     globs = dict(vars(mod), np=np, jax=jax, pj=pj, math=math, Dataset=pj.Dataset, Domain=pj.Domain)
     result = doctest.testmod(mod, extraglobs=globs, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 3 and result.failed == 0
+
+
+def test_channel_law_matches_the_privacy_layer_sampler():
+    """The estimators' law (keep by design with lam, else uniform) is the sampler's k-ary randomized response."""
+    from pgmjax.randomized_response import keep_probability
+
+    for eps, k in [(0.1, 2), (1.0, 5), (LN3, 4), (3.0, 10**6), (0.5, 2**40)]:
+        lam = rr.mixing_weight(eps, k)
+        assert keep_probability(eps, k) == pytest.approx(lam + (1 - lam) / k, rel=1e-12)
+    dom = pj.Domain({"a": 2, "b": 7})
+    ch = rr.Channel.per_attribute(dom, 1.0)
+    assert [keep_probability(0.5, n) for n in (2, 7)] == pytest.approx([l + (1 - l) / n for l, n in zip(ch.keep, (2, 7))])

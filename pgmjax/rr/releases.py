@@ -20,7 +20,7 @@ import numpy as np
 from .. import queries as Q
 from ..dataset import Dataset
 from ..domain import CliqueLike, Domain
-from ..privacy import Accountant, _bool
+from ..privacy import Accountant, _bool, _positive
 from ..privacy import check_key as _check_key
 from .channel import Channel
 
@@ -133,11 +133,11 @@ def release(key, data: Dataset, epsilon: float, *, per_attribute: bool = False, 
     if not isinstance(data, Dataset):
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
     per_attribute = _bool(per_attribute, "per_attribute", where)
-    channel = Channel.of(data.domain, epsilon, per_attribute)  # validates epsilon and the domain first
+    eps = _positive(epsilon, "epsilon", where)
+    channel = Channel.of(data.domain, eps, per_attribute)  # the same eps / d split as the sampler's
     if accountant is None:
-        accountant = Accountant(epsilon=channel.epsilon, bounded=True)
+        accountant = Accountant(epsilon=eps, bounded=True)
     elif not isinstance(accountant, Accountant):
         raise TypeError(f"{where}: accountant must be a pgmjax.privacy.Accountant, got {type(accountant).__name__}")
-    released = accountant.randomized_response(key, data, epsilon=channel.epsilon, per_attribute=per_attribute,
-                                              public_count=public_count)
+    released = accountant.randomized_response(key, data, epsilon=eps, per_attribute=per_attribute, public_count=public_count)
     return Release(released, channel)
