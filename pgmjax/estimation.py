@@ -63,6 +63,20 @@ def _all_finite(tree) -> jax.Array:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)]))
 
 
+def _every_clique_alive(theta: dict) -> jax.Array:
+    """No NaN or +inf potential, and every clique keeps a cell above -inf (a model, not an empty table).
+
+    A step whose size has overflowed (e.g. a loss that no step can change, such as a domain of one cell)
+    sends whole tables to -inf; their marginals are then exact zeros, finite but inconsistent.
+    """
+    ok = []
+    for t in theta.values():
+        axes = tuple(range(2, t.ndim))
+        ok.append(jnp.all(~jnp.isnan(t) & (t < jnp.inf)))
+        ok.append(jnp.all(jnp.max(t, axis=axes) > -jnp.inf))
+    return jnp.all(jnp.stack(ok))
+
+
 class MarginalView:
     """Read-only ``clique -> marginal table`` view of oracle blocks, for custom losses.
 
@@ -226,7 +240,7 @@ class MirrorDescent:
         mu = problem.marginals(theta)
         loss, grad = problem.loss_and_grad(mu)
         decrease = _vdot(s.grad, {k: s.mu[k] - mu[k] for k in mu})
-        ok = jnp.isfinite(loss) & _all_finite(mu) & (loss <= s.loss - self.armijo * decrease + slack)
+        ok = jnp.isfinite(loss) & _all_finite(mu) & _every_clique_alive(theta) & (loss <= s.loss - self.armijo * decrease + slack)
         return theta, mu, loss, grad, ok
 
     def step(self, problem: Problem, s: MirrorDescentState) -> MirrorDescentState:
@@ -245,6 +259,8 @@ class MirrorDescent:
         carry = (s.theta, s.mu, s.loss, s.grad, s.step_size, jnp.zeros((), bool), -jnp.ones((), jnp.int32))
         theta, mu, loss, grad, eta, _, backtracks = jax.lax.while_loop(cond, body, carry)
         next_eta = jnp.where(backtracks == 0, eta * self.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
+        # A loss no step can change accepts every step: without a cap the step size overflows to inf.
+        next_eta = jnp.minimum(next_eta, jnp.finfo(next_eta.dtype).max * 1e-8)
         return MirrorDescentState(
             theta,
             mu,
