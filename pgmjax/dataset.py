@@ -30,7 +30,7 @@ class DataValueError(ValueError):
         ...     Dataset(np.array([[0, 1], [1, 5]]), Domain({"a": 2, "b": 3}))
         ... except DataValueError as e:
         ...     print(e.public)
-        Dataset: column 'b' has a value outside [0, 3) (integer codes expected)
+        Dataset: column 'b' has a value outside [0, 3)
     """
 
     def __init__(self, detail: str, public: str):
@@ -246,7 +246,7 @@ def _validated_records(data, domain: Domain) -> np.ndarray:
             raise DataValueError(
                 f"Dataset: column {a!r} row {r} has value {int(col[r])}, outside [0, {domain[a]}) "
                 f"({bad.size} bad value(s) in this column)",
-                f"Dataset: column {a!r} has a value outside [0, {domain[a]}) (integer codes expected)",
+                f"Dataset: column {a!r} has a value outside [0, {domain[a]})",
             )
     dtype = np.int32 if max(domain.shape) < 2**31 else np.int64
     return np.ascontiguousarray(records, dtype=dtype)

@@ -89,11 +89,17 @@ def test_schema_command_refuses_to_write_over_its_data(files, capsys):
     assert open("t.csv", "rb").read() == before
 
 
-def test_refuse_overwriting_inputs_docstring():
+def test_docstring_examples_run():
+    from pgmjax import dataset
+
     runner = doctest.DocTestRunner()
     for t in doctest.DocTestFinder().find(cli_guards, globs=vars(cli_guards).copy()):
         runner.run(t)
-    assert runner.failures == 0 and runner.tries >= 7
+    globs = dict(vars(dataset), np=np)
+    for obj in (dataset.DataValueError, dataset.unreadable_csv):
+        for t in doctest.DocTestFinder().find(obj, globs=globs):
+            runner.run(t)
+    assert runner.failures == 0 and runner.tries >= 9
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -107,6 +113,7 @@ def test_a_bad_value_names_the_column_not_the_value_or_line(files, capsys):
     assert "column 'x1' has a value outside [0, 4)" in err and "--show-private" in err
     assert str(SECRET) not in err and "line" not in err.replace("its line", "") and "row" not in err
     assert "bad value(s)" not in err  # how many records are bad is data too
+    assert "give a --schema" not in err  # the raw-values hint is for non-integer values only
     code, _, err = main([*BASE, "--data", "bad.csv", "--show-private"], capsys)
     assert code == 2 and f"column 'x1' line 43 has value {SECRET}" in err  # row 41 + header + 1
 
@@ -136,7 +143,7 @@ def test_library_errors_carry_a_public_message():
     dom = pj.Domain(DOMAIN)
     with pytest.raises(DataValueError, match=f"row 2 has value {SECRET}") as info:
         pj.Dataset(np.array([[0, 0, 0], [1, 1, 1], [2, SECRET, 0]]), dom)
-    assert info.value.public == "Dataset: column 'x1' has a value outside [0, 4) (integer codes expected)"
+    assert info.value.public == "Dataset: column 'x1' has a value outside [0, 4)"
     schema = S.Schema.from_dict({"c": {"categories": ["a", "b"]}})
     with pytest.raises(S.SchemaError, match="value 'zz-secret'") as info:
         schema.encode(pd.DataFrame({"c": ["a", "zz-secret"]}))
