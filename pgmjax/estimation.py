@@ -105,6 +105,14 @@ class MarginalView:
         return jnp.transpose(table, [kept.index(a) for a in clique])
 
 
+_LOSS_IS_LEAF = "<the loss is a pytree child>"
+
+
+def _is_pytree(loss) -> bool:
+    """Whether ``loss`` is a registered pytree node (a callable with numbers as leaves), not a string or a plain function."""
+    return not isinstance(loss, str) and not jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(loss))
+
+
 @jax.tree_util.register_pytree_node_class
 class Problem:
     """Everything an estimator needs: structure (static) and numbers (leaves).
@@ -125,10 +133,16 @@ class Problem:
         )
 
     def tree_flatten(self):
+        # A callable loss that is itself a pytree (e.g. DualQuery's transcript likelihood) passes its
+        # numbers as leaves, so the program is compiled once per loss structure, not once per loss.
+        if _is_pytree(self.loss):
+            return (self.plan, self.meas, self.total, self.lipschitz, self.smoothing, self.loss), (_LOSS_IS_LEAF,)
         return (self.plan, self.meas, self.total, self.lipschitz, self.smoothing), (self.loss,)
 
     @classmethod
     def tree_unflatten(cls, aux, leaves):
+        if aux[0] is _LOSS_IS_LEAF:
+            return cls(*leaves)
         return cls(*leaves, *aux)
 
     def with_smoothing(self, smoothing) -> "Problem":

@@ -26,6 +26,8 @@ the likelihood.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -51,7 +53,7 @@ from ..workload import Workload
 from .options import engine_options
 from .result import MechanismResult
 
-__all__ = ["dualquery", "dualquery_plan", "DualQueryTranscript", "max_sum_ve", "simulate"]
+__all__ = ["dualquery", "dualquery_plan", "DualQueryTranscript", "TranscriptLoss", "max_sum_ve", "simulate"]
 
 _BOUNDS = {"b2": "advanced", "heterogeneous": "advanced_heterogeneous"}
 _WHERE = "dualquery"
@@ -100,6 +102,21 @@ class _Queries:
         self.domain = domain
         self.blocks: tuple[_Block, ...] = tuple(blocks)
         self.rows = offset  # R
+        # The structure as a value: the transcript's loss is compiled once per structure (the query
+        # matrices are constants of that program), so equal workloads must compare equal.
+        self._key = (
+            domain,
+            tuple(
+                (b.clique, b.row_shape, tuple(None if m is None else (m.shape, hashlib.sha1(np.ascontiguousarray(np.asarray(m, np.float64))).hexdigest()) for m in b.mats))
+                for b in self.blocks
+            ),
+        )
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Queries) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
 
     @property
     def size(self) -> int:
@@ -386,7 +403,7 @@ class DualQueryTranscript:
         """
         return 2.0 * self.samples * self.eta**2 * float(np.sum(np.arange(self.rounds, dtype=np.float64) ** 2)) / self.total**2
 
-    def loss(self):
+    def loss(self) -> "TranscriptLoss":
         """The NLL as a loss of the marginals, for ``pgmjax.estimate(..., loss=transcript.loss())``.
 
         Same value as ``nll(answers(mu))`` but computed on the ``R`` rows only: the negations' logits
@@ -397,7 +414,8 @@ class DualQueryTranscript:
         array (on Loans, ``R`` = 4.0M and ``T`` = 55: 0.9 GB in float32), only a few of size ``R``.
 
         Returns:
-            A callable ``marginals (clique -> table) -> scalar``.
+            A :class:`TranscriptLoss`, a callable ``marginals (clique -> table) -> scalar`` whose numbers
+            are pytree leaves: the engine compiles it once per query structure and round bucket.
         """
         T, R = self.rounds, self.queries.rows
         # <h_t, z_t> = <h_pos - h_neg, z_pos>: only the drawn rows enter, so the linear term is built
@@ -410,61 +428,107 @@ class DualQueryTranscript:
         c = self.queries.row_values(drawn, self.records)  # (T, drawn rows)
         cum = np.cumsum(c, axis=0) - c
         g_const = float(np.sum(sign * np.take_along_axis(cum, where.reshape(row.shape), axis=1)))
-        queries, records, eta, s, total = self.queries, self.records, self.eta, self.samples, self.total
-        log_partition = _transcript_log_partition(queries, records, eta)
+        # Rounds padded to a power of two (at least 16): the scan's length is part of the program, the
+        # number of rounds (a function of epsilon) is not. Padded rounds are masked out.
+        padded = max(16, 1 << max(T - 1, 0).bit_length())
+        records = np.zeros((padded, len(self.queries.domain)), np.int32)
+        records[:T] = self.records
+        active = np.arange(padded) < T
+        numbers = (g_lin, np.float64(g_const), records, active, np.float64(self.eta), np.float64(self.samples), np.float64(self.total))
+        return TranscriptLoss(self.queries, numbers)
 
-        def loss(marginals):
-            a = queries.answers_jnp(marginals, total)
-            dt = a.dtype
-            return s * log_partition(a) - eta * (jnp.dot(jnp.asarray(g_lin, dt), a) - g_const)
 
-        return loss
+@jax.tree_util.register_pytree_node_class
+class TranscriptLoss:
+    """A DualQuery transcript's negative log-likelihood as a loss of the marginals (spec 5.5).
+
+    ``loss(mu) = s sum_t logsumexp([z_t, -z_t]) - eta (<g, a(mu)> - g0)``, ``z_t = eta (t a(mu) - C_t)``,
+    ``a(mu) = W mu / N`` (ICML 2019, DualQuery+PGM). Structure (the query class) is static and hashed
+    by value; the numbers (the linear term ``g``, ``g0``, the padded records, the round mask, ``eta``,
+    ``s``, ``N``) are pytree leaves, so :func:`pgmjax.estimate` compiles one program per query
+    structure and round bucket, not one per run.
+
+    Attributes:
+        queries: the query class (static).
+        numbers: ``(g_lin (R,), g_const, records (T_pad, d) int32, active (T_pad,) bool, eta, samples, total)``.
+
+    Example:
+        >>> import pgmjax as pj
+        >>> dom = pj.Domain({"a": 2, "b": 3})
+        >>> w = pj.Workload.benchmark(dom, [("a", "b")], numeric=[])
+        >>> tr = simulate(w, np.full(6, 1 / 6), key=jax.random.key(0), eta=1.0, samples=5, rounds=3)
+        >>> loss = tr.loss()
+        >>> mu = {("a", "b"): jnp.full((2, 3), 1 / 6)}
+        >>> bool(jnp.isclose(loss(mu), tr.nll(tr.answers(mu))))
+        True
+    """
+
+    def __init__(self, queries: _Queries, numbers: tuple):
+        self.queries = queries
+        self.numbers = tuple(numbers)
+
+    def tree_flatten(self):
+        return self.numbers, self.queries
+
+    @classmethod
+    def tree_unflatten(cls, queries, numbers):
+        return cls(queries, numbers)
+
+    def __call__(self, marginals) -> jax.Array:
+        g_lin, g_const, records, active, eta, samples, total = self.numbers
+        a = self.queries.answers_jnp(marginals, 1.0)  # / 1.0 is exact: the division below rounds as before
+        dt = a.dtype
+        a = a / jnp.asarray(total, dt)
+        eta = jnp.asarray(eta, dt)
+        value = _transcript_log_partition(self.queries, a, jnp.asarray(records), jnp.asarray(active), eta)
+        return jnp.asarray(samples, dt) * value - eta * (jnp.dot(jnp.asarray(g_lin, dt), a) - jnp.asarray(g_const, dt))
 
 
-def _transcript_log_partition(queries: _Queries, records: np.ndarray, eta: float):
+def _log_partition_sweep(queries: _Queries, a, records, active, eta, with_grad: bool):
+    """``sum_t logsumexp([z_t, -z_t])`` over the active rounds and (``with_grad``) its gradient in ``a``."""
+    dt = a.dtype
+
+    def body(carry, inputs):
+        cum, value, grad = carry
+        t, x, on = inputs
+        z = eta * (t * a - cum)
+        m = jnp.max(jnp.abs(z))
+        pos, neg = jnp.exp(z - m), jnp.exp(-z - m)
+        norm = jnp.sum(pos) + jnp.sum(neg)
+        value = jnp.where(on, value + m + jnp.log(norm), value)
+        if with_grad:
+            grad = jnp.where(on, grad + (eta * t / norm) * (pos - neg), grad)
+        return (cum + queries.satisfied(x[None, :], xp=jnp, dtype=dt)[0], value, grad), None
+
+    init = (jnp.zeros_like(a), jnp.zeros((), dt), jnp.zeros_like(a) if with_grad else jnp.zeros((), dt))
+    steps = (jnp.arange(records.shape[0], dtype=dt), records, active)
+    (_, value, grad), _ = jax.lax.scan(body, init, steps)
+    return value, grad
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _transcript_log_partition(queries: _Queries, a, records, active, eta):
     """``a -> sum_t logsumexp([z_t, -z_t])``, ``z_t = eta (t a - C_t)`` (``t = 0..T-1``), streamed over rounds.
 
-    A ``lax.scan`` over the rounds carries ``C_t`` (``R``,) and adds the record ``x_t``'s row values
-    (a Kronecker product of per-attribute columns per block) after each round. The gradient,
-    ``eta sum_t t (softmax_t(rows) - softmax_t(negations))`` (spec 5.5), is accumulated in the same
-    pass (a ``custom_vjp``), reusing the forward's exponentials: 2 exponentials per row and round in
-    all, and memory ``O(R)``.
+    A ``lax.scan`` over the (padded) rounds carries ``C_t`` (``R``,) and adds the record ``x_t``'s row
+    values (a Kronecker product of per-attribute columns per block) after each round; rounds with
+    ``active`` False add nothing. The gradient in ``a``, ``eta sum_t t (softmax_t(rows) -
+    softmax_t(negations))`` (spec 5.5), is accumulated in the same pass (a ``custom_vjp``), reusing the
+    forward's exponentials: 2 exponentials per row and round in all, and memory ``O(R)``. The records,
+    mask and ``eta`` are not differentiated.
     """
-    recs = np.asarray(records, np.int32)
-    T = recs.shape[0]
+    return _log_partition_sweep(queries, a, records, active, eta, False)[0]
 
-    def sweep(a, with_grad: bool):
-        dt = a.dtype
 
-        def body(carry, inputs):
-            cum, value, grad = carry
-            t, x = inputs
-            z = eta * (t * a - cum)
-            m = jnp.max(jnp.abs(z))
-            pos, neg = jnp.exp(z - m), jnp.exp(-z - m)
-            norm = jnp.sum(pos) + jnp.sum(neg)
-            value = value + m + jnp.log(norm)
-            if with_grad:
-                grad = grad + (eta * t / norm) * (pos - neg)
-            return (cum + queries.satisfied(x[None, :], xp=jnp, dtype=dt)[0], value, grad), None
+def _log_partition_forward(queries, a, records, active, eta):
+    return _log_partition_sweep(queries, a, records, active, eta, True)  # (value, residual = the gradient)
 
-        init = (jnp.zeros_like(a), jnp.zeros((), dt), jnp.zeros_like(a) if with_grad else jnp.zeros((), dt))
-        steps = (jnp.arange(T, dtype=dt), jnp.asarray(recs))
-        (_, value, grad), _ = jax.lax.scan(body, init, steps)
-        return value, grad
 
-    @jax.custom_vjp
-    def log_partition(a):
-        return sweep(a, False)[0]
+def _log_partition_backward(queries, grad, cotangent):
+    return (cotangent * grad, None, None, None)
 
-    def forward(a):
-        return sweep(a, True)  # (value, residual = the gradient)
 
-    def backward(grad, cotangent):
-        return (cotangent * grad,)
-
-    log_partition.defvjp(forward, backward)
-    return log_partition
+_transcript_log_partition.defvjp(_log_partition_forward, _log_partition_backward)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -580,9 +644,14 @@ def _play(queries: _Queries, answers: np.ndarray, *, eta: float, samples: int, r
     R = queries.rows
     C = np.zeros(R)
     draws, records, values = [], [], []
-    keys = jax.random.split(key, rounds)
+    # split(key, n)[:rounds] == split(key, rounds) (threefry counters): splitting into a power-of-two
+    # bucket and indexing on the host compiles one program per bucket, not one per number of rounds.
+    bucket = max(16, 1 << max(rounds - 1, 0).bit_length())
+    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    keys = np.asarray(jax.random.key_data(jax.random.split(key, bucket)) if typed else jax.random.split(key, bucket))
     for t in range(1, rounds + 1):
-        k_draw, k_tie = jax.random.split(keys[t - 1])
+        k_t = jax.random.wrap_key_data(keys[t - 1], impl=jax.random.key_impl(key)) if typed else jnp.asarray(keys[t - 1])
+        k_draw, k_tie = jax.random.split(k_t)
         u = (t - 1) * answers - C
         idx = np.asarray(draw(k_draw, t, np.concatenate([u, -u])), np.int64).reshape(samples)
         hist = np.bincount(idx, minlength=2 * R).astype(np.float64)

@@ -37,7 +37,7 @@ import numpy as np
 from ..api import estimate
 from ..dataset import Dataset, project_table
 from ..domain import Clique, Domain
-from ..junction import maximal_cliques
+from ..junction import junction_tree, maximal_cliques
 from ..measurement import Measurement, estimate_total
 from ..privacy import REST, Accountant, exponential_probabilities
 from ..privacy import check_key as _check_key
@@ -46,6 +46,7 @@ from .result import MechanismResult
 
 __all__ = [
     "privbayes",
+    "ENGINE_BYTES_PER_CELL",
     "greedy_bayes",
     "maximal_parent_sets",
     "usefulness_tau",
@@ -61,6 +62,12 @@ __all__ = [
 ]
 
 SCORES = ("R", "I", "F")
+
+# Peak memory of a fit per cell of the model's junction tree, float32 (potentials, marginals, gradients,
+# line-search trials, messages, sampling): 89 bytes measured for 8M cells with mirror descent and
+# synthetic data on XLA:CPU (171 at 2M cells, where the fixed overheads weigh more). privbayes sizes the
+# network's model from max_memory_mb with it.
+ENGINE_BYTES_PER_CELL = 100
 
 Network = list[tuple[str, tuple[str, ...]]]
 
@@ -195,6 +202,36 @@ def mutual_information_sensitivity(records: int, binary: bool) -> float:
     if binary:
         return math.log2(n) / n + (n - 1) / n * math.log2(n / (n - 1))
     return 2 / n * math.log2((n + 1) / 2) + (n - 1) / n * math.log2((n + 1) / (n - 1))
+
+
+def _sparse_quality(data: Dataset, child: str, parents: tuple[str, ...], score: str, bounded: bool) -> float:
+    """:func:`score_quality` of ``(child, parents)`` from the records, in ``O(N log N)`` whatever the table size.
+
+    Only the non-zero cells of the joint enter: for ``R``, the zero cells contribute
+    ``sum_zero p(x) p(pi) = 1 - sum_nonzero p(x) p(pi)`` (the product distribution sums to 1), so
+    ``R = 1/2 (sum_nz |p(x, pi) - p(x) p(pi)| + 1 - sum_nz p(x) p(pi))``; the mutual information is a sum
+    over non-zero cells already. Used for tables with more cells than ``4 N`` (at a large budget the
+    candidate tables reach ``max_cells``: dense scoring then costs ``O(cells)`` time and memory each).
+    """
+    dom = data.domain
+    rec = data.records
+    n = rec.shape[0]
+    x = rec[:, dom.index(child)].astype(np.int64)
+    if parents:
+        pc = np.ravel_multi_index(tuple(rec[:, dom.index(a)] for a in parents), dom.shape_of(parents))
+    else:
+        pc = np.zeros(n, np.int64)
+    _, p_idx, p_counts = np.unique(pc, return_inverse=True, return_counts=True)
+    codes, c = np.unique(x * (p_counts.size) + p_idx.reshape(-1), return_counts=True)
+    cx = np.bincount(x, minlength=dom[child]).astype(np.float64)
+    xs, ps = codes // p_counts.size, codes % p_counts.size
+    c = c.astype(np.float64)
+    if score == "R":
+        prod = cx[xs] / n * (p_counts[ps] / n)
+        r = 0.5 * (np.abs(c / n - prod).sum() + max(1.0 - prod.sum(), 0.0))
+        return float(r if bounded else r * n)
+    # "I" (bounded only; checked by the caller)
+    return float(np.sum(c / n * np.log2(c * n / (cx[xs] * p_counts[ps]))))
 
 
 def score_quality(joint, score: str, bounded: bool) -> float:
@@ -381,6 +418,24 @@ def _check_binary(domain: Domain, score: str, where: str) -> None:
             )
 
 
+def _model_cells(domain: Domain, network: Network, extra: Clique | None = None) -> int:
+    """Cells of the junction tree :func:`pgmjax.estimate` builds for the network's tables (plus ``extra``)."""
+    tables = [(x, *p) for x, p in network] + ([tuple(extra)] if extra is not None else [])
+    tree = junction_tree(domain, maximal_cliques(domain, tables))
+    return int(sum(domain.size(c) for c in tree.cliques))
+
+
+def _fits(domain: Domain, network: Network, table: Clique, max_model_cells: int) -> bool:
+    """Whether the model of the network's tables plus ``table`` has at most ``max_model_cells`` cells.
+
+    First a sound bound that needs no triangulation: the tree's cliques over the placed attributes are
+    distinct subsets of them (at most one per attribute), the others are singletons.
+    """
+    placed = {a for x, p in network for a in (x, *p)} | set(table)
+    bound = len(placed) * domain.size(tuple(placed)) + sum(domain[a] for a in domain.attributes if a not in placed)
+    return bound <= max_model_cells or _model_cells(domain, network, table) <= max_model_cells
+
+
 def greedy_bayes(
     data: Dataset,
     accountant: Accountant,
@@ -392,6 +447,7 @@ def greedy_bayes(
     degree: int | None = None,
     max_candidates: int | None = 10_000,
     keep_scores: bool = False,
+    max_model_cells: int | None = None,
 ) -> tuple[Network, list[dict]]:
     """Choose the Bayesian network with the exponential mechanism (GreedyBayes; spec 4.3).
 
@@ -416,6 +472,12 @@ def greedy_bayes(
         max_candidates: the candidate limit of one step (None: no limit).
         keep_scores: also return every candidate, its exact quality and its selection probability
             (NOT private: for analysis and tests only).
+        max_model_cells: the largest junction tree (total cells of its cliques, the model
+            :func:`pgmjax.estimate` builds for the network's tables) the network may need; None: no
+            limit. A candidate whose table would push the tree past it is dropped, and when a step has
+            none left its cap is halved as above (data-independent: the tree depends only on the
+            released network). Tables of several placed attributes can triangulate into cliques far
+            larger than any table (a 14-attribute network of tables under 1e7 cells: 3.3e9 cells).
 
     Returns:
         ``(network, steps)``: ``network = [(child, parents)]`` in placement order (parents in
@@ -461,17 +523,31 @@ def greedy_bayes(
                     cands.extend((x, tuple(placed[j] for j in s)) for s in (sets or [()]))
                     if len(cands) > limit:
                         raise _TooManyCandidates
-                break
             except _TooManyCandidates:
                 if step_cap == 0:  # only (X, {}) left: at most d candidates, accept them
                     cands = [(x, ()) for x in remaining]
-                    break
-                step_cap //= 2
+                else:
+                    step_cap //= 2
+                    continue
+            if max_model_cells is not None:
+                cands = [(x, p) for x, p in cands if _fits(domain, network, (x, *p), max_model_cells)]
+                if not cands:
+                    if step_cap == 0:
+                        raise ValueError(
+                            f"greedy_bayes: even without parents the model exceeds max_model_cells={max_model_cells} "
+                            f"cells; raise the memory limit (max_model_mb of privbayes)"
+                        )
+                    step_cap //= 2
+                    continue
+            break
         q = np.empty(len(cands))
         for j, (x, parents) in enumerate(cands):
             ck = (x, tuple(sorted(parents)))
             if ck not in cache:
-                cache[ck] = score_quality(data.marginal((x, *parents)), score, bounded)
+                if score != "F" and domain.size((x, *parents)) > 4 * len(data):
+                    cache[ck] = _sparse_quality(data, x, parents, score, bounded)
+                else:
+                    cache[ck] = score_quality(data.marginal((x, *parents)), score, bounded)
             q[j] = cache[ck]
         binary = all(domain[x] == 2 or domain.size(p) == 2 for x, p in cands if p)
         delta = score_sensitivity(score, n_public, bounded=bounded, binary=binary)
@@ -623,6 +699,7 @@ def privbayes(
     count_fraction: float = 0.01,
     max_candidates: int = 10_000,
     max_cells: int = 10**7,
+    max_memory_mb: float = 2048.0,
     pgm_iters: int = 1000,
     pgm_options: Mapping[str, Any] | None = None,
     keep_scores: bool = False,
@@ -667,6 +744,13 @@ def privbayes(
         max_candidates: the most candidates one structure step may score; beyond it the step's cap
             is halved (data-independent).
         max_cells: the largest table ``n_X prod n_Pi`` any candidate may have.
+        max_memory_mb: the memory the model may take (MB). The engine's peak is about
+            :data:`ENGINE_BYTES_PER_CELL` bytes per cell of the junction tree (float32; twice that in
+            float64), so the network is kept to a tree of at most ``max_memory_mb * 2**20 /
+            ENGINE_BYTES_PER_CELL`` cells (:func:`greedy_bayes` ``max_model_cells``; 21M cells at the
+            default 2048 MB), and no table exceeds that either. At a large ``epsilon`` the usefulness
+            rule allows tables of ``max_cells`` whose network can triangulate into cliques of billions of
+            cells; this is the bound that stops it (raise it on a machine with more memory).
         pgm_iters: iterations of the engine.
         pgm_options: further keyword arguments of :func:`pgmjax.estimate` (``method``, ``loss``,
             ``dtype``, ``tol``, ...; not ``iters``/``total``).
@@ -709,6 +793,7 @@ def privbayes(
         degree = _integer(degree, "degree", where, 0)
     max_candidates = _integer(max_candidates, "max_candidates", where, 1)
     max_cells = _integer(max_cells, "max_cells", where, 1)
+    max_memory_mb = _positive(max_memory_mb, "max_memory_mb", where)
     pgm_iters = _integer(pgm_iters, "pgm_iters", where, 0)
     if not isinstance(keep_scores, (bool, np.bool_)):
         raise TypeError(f"{where}: keep_scores must be True or False, got {keep_scores!r}")
@@ -722,6 +807,14 @@ def privbayes(
     too_big = [a for a in domain.attributes if domain[a] > max_cells]
     if too_big:
         raise ValueError(f"{where}: attributes {too_big} have more than max_cells={max_cells} values")
+    wide = jnp.dtype(pgm_options.get("dtype") or jnp.float32).itemsize > 4
+    max_model_cells = int(max_memory_mb * 2**20 / (ENGINE_BYTES_PER_CELL * (2 if wide else 1)))
+    if sum(domain.shape) > max_model_cells:  # even the network without edges would not fit
+        raise ValueError(
+            f"{where}: max_memory_mb={max_memory_mb:g} allows a model of {max_model_cells} cells "
+            f"({ENGINE_BYTES_PER_CELL} bytes per cell{' x 2 in float64' if wide else ''}), fewer than the "
+            f"{sum(domain.shape)} values of the attributes; raise max_memory_mb"
+        )
 
     acc = Accountant(epsilon=eps, bounded=bounded)
     k_count, k_struct, k_tables, k_orig, k_pgm = jax.random.split(key, 5)
@@ -742,12 +835,13 @@ def privbayes(
     # 2. The network.
     if degree is None and records is not None:
         tau = usefulness_tau(records, eps_tables, d, theta)
-        cap = int(min(math.floor(tau), max_cells))
+        cap = int(math.floor(min(tau, max_cells, max_model_cells)))  # min first: tau may be inf at eps ~ 1e308
     else:
         tau = None
-        cap = max_cells
+        cap = min(max_cells, max_model_cells)
     network, steps = greedy_bayes(
-        data, acc, k_struct, eps_struct, score=score, cap=cap, degree=degree, max_candidates=max_candidates, keep_scores=bool(keep_scores)
+        data, acc, k_struct, eps_struct, score=score, cap=cap, degree=degree, max_candidates=max_candidates,
+        keep_scores=bool(keep_scores), max_model_cells=max_model_cells,
     )
 
     # 3. The noisy tables: only the maximal cliques, each with eps2 / m.
@@ -763,7 +857,10 @@ def privbayes(
         total, var = estimate_total(measurements)
         if noisy_count is not None:
             var_count = 2.0 / eps_count**2
-            total = (total / var + noisy_count / var_count) / (1.0 / var + 1.0 / var_count)
+            if var_count == 0.0 or var == 0.0:  # a huge epsilon: the variances underflow; take the exact one
+                total = noisy_count if var_count <= var else total
+            else:
+                total = (total / var + noisy_count / var_count) / (1.0 / var + 1.0 / var_count)
         total = max(float(total), 1.0)
     size = max(1, int(round(total)))
 
@@ -792,6 +889,8 @@ def privbayes(
         "epsilon_tables": eps_tables,
         "tau": tau,
         "cap": cap,
+        "max_model_cells": max_model_cells,
+        "model_cells": _model_cells(domain, network),
         "cliques": cliques,
         "tables": m,
         "laplace_scale": scale,
