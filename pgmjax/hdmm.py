@@ -91,7 +91,6 @@ __all__ = [
     "opt_marginals",
     "optimize_strategy",
     # measurement and reconstruction
-    "measure",
     "least_squares_marginal",
     "local_least_squares",
     "global_least_squares",
@@ -1515,70 +1514,6 @@ def _marginal_getter(data) -> Callable:
     raise TypeError("marginals must be a Dataset, a callable clique -> table, or a mapping clique -> table")
 
 
-def measure(strategy, data, key, scale: float, *, noise: str = "laplace", max_rows: int = 2**27) -> list[Measurement]:
-    """Answer a strategy on the data with noise and wrap the answers as ``pgmjax.Measurement`` objects.
-
-    One Measurement per Kronecker term (query = the tuple of its factor matrices, the term weight folded into
-    the first), or per positive-weight marginal of a :class:`MarginalsStrategy` (identity query; the answers
-    and the standard deviation are divided by ``theta_a``, an equivalent least-squares problem). The privacy
-    layer chooses ``scale``: e.g. ``strategy.sensitivity() / eps`` for Laplace (twice that when bounded).
-
-    Args:
-        strategy: :class:`KronStrategy`, :class:`UnionStrategy` or :class:`MarginalsStrategy`.
-        data: a ``pgmjax.Dataset``, a callable ``clique -> table`` or a mapping ``clique -> table``.
-        key: a ``jax.random`` key.
-        scale: the noise scale on every row (Laplace ``b``; Gaussian ``sigma``).
-        noise: ``"laplace"`` (``stddev = sqrt(2) b``) or ``"gaussian"``.
-        max_rows: refuse a term with more rows (or cells) than this.
-
-    Returns:
-        A list of Measurements.
-    """
-    _check_noise(noise)
-    scale = float(scale)
-    if not np.isfinite(scale) or scale <= 0:
-        raise ValueError(f"measure: scale must be positive and finite, got {scale}")
-    get = _marginal_getter(data)
-    std = scale * (math.sqrt(2.0) if noise == "laplace" else 1.0)
-
-    def draw(k, m):
-        size = _bucket(m, 64)  # one compiled sampler per power-of-two size
-        z = jax.random.laplace(k, (size,)) if noise == "laplace" else jax.random.normal(k, (size,))
-        return np.asarray(z, dtype=np.float64)[:m] * scale
-
-    out = []
-    if isinstance(strategy, MarginalsStrategy):
-        margs = strategy.marginals()
-        sizes = dict(zip(strategy.attributes, strategy.sizes))
-        for (clique, t), k in zip(margs, jax.random.split(key, len(margs))):
-            cells = int(np.prod([sizes[a] for a in clique]))
-            if cells > max_rows:
-                raise ValueError(f"measure: the marginal on {clique} has {cells} cells (> max_rows={max_rows})")
-            x = np.asarray(get(clique), dtype=np.float64).reshape(-1)
-            y = t * x + draw(k, cells)
-            out.append(Measurement(clique, y / t, stddev=std / t))
-        return out
-    terms = strategy.terms if isinstance(strategy, UnionStrategy) else (strategy,)
-    if not all(isinstance(t, KronStrategy) for t in terms):
-        raise TypeError(f"measure: unsupported strategy {type(strategy).__name__}")
-    for t, k in zip(terms, jax.random.split(key, len(terms))):
-        cells = int(np.prod(t.sizes))
-        if t.rows > max_rows or cells > max_rows:
-            raise ValueError(f"measure: the term on {t.clique} has {t.rows} rows and {cells} cells (> max_rows={max_rows})")
-        y = t.apply(get(t.clique)) + draw(k, t.rows)
-        out.append(t.measurement(y, std))
-    return out
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Reconstruction
-# ---------------------------------------------------------------------------------------------------------
-
-
-class TableTooLargeError(ValueError):
-    """Raised before allocating when a least-squares table would not fit the memory allowance."""
-
-
 def _sizes_lookup(domain) -> Callable[[str], int]:
     def size(a):
         try:
@@ -1730,7 +1665,7 @@ def local_least_squares(domain, measurements: Sequence[Measurement], cliques, **
         A dict ``clique -> estimated table``; answer a workload with ``workload.answer(result)``.
 
     Example:
-        >>> est = local_least_squares(domain, measure(S, data, key, 1.0), W)          # doctest: +SKIP
+        >>> est = local_least_squares(domain, measurements, W)          # doctest: +SKIP
         >>> W.answer(est)                                                              # doctest: +SKIP
     """
     if isinstance(cliques, (KronWorkload, UnionWorkload)):

@@ -373,35 +373,6 @@ def test_optimize_strategy_returns_the_best_template():
 # ----------------------------------------------------------------------------------------------------------
 
 
-def test_measure_builds_measurements_with_the_right_noise():
-    x = _table(1)
-    get = _marginal_of(x)
-    rng = np.random.default_rng(2)
-    S = H.UnionStrategy(
-        [
-            H.KronStrategy(("a", "b"), (_random_strategy(rng, 4, 3), np.eye(4)), 0.25),
-            H.KronStrategy(("c", "b"), (np.eye(2), H.prefix(4)), 0.75),
-        ]
-    )
-    ms = H.measure(S, get, jax.random.key(0), 2.0)
-    assert [m.clique for m in ms] == [("a", "b"), ("c", "b")]
-    for m, t in zip(ms, S.terms):
-        assert m.kind == "kron" and float(m.stddev) == pytest.approx(2.0 * np.sqrt(2))
-        m.validate(pj.Domain(SIZES))
-        np.testing.assert_allclose(m.answer(get(t.clique)), t.apply(get(t.clique)))
-    # the noise itself: Laplace with scale b has std sqrt(2) b and mean |z| = b
-    tall = H.KronStrategy(("x",), (np.ones((6000, 1)),))  # 6000 copies of one count
-    (tall_m,) = H.measure(tall, {("x",): np.array([5.0])}, jax.random.key(1), 2.0)
-    z = tall_m.y - 5.0
-    assert np.abs(z).mean() == pytest.approx(2.0, rel=0.05)
-    assert z.std() == pytest.approx(2.0 * np.sqrt(2), rel=0.05)
-    # marginals strategy: identity queries, answers and stddev divided by theta
-    M = H.MarginalsStrategy(ATTRS, (3, 4, 2), [0, 0, 0, 0.5, 0, 0, 0.5, 0])
-    mm = H.measure(M, get, jax.random.key(2), 1.0, noise="gaussian")
-    assert [m.clique for m in mm] == [("a", "b"), ("b", "c")]
-    assert all(m.kind == "identity" and float(m.stddev) == pytest.approx(2.0) for m in mm)
-
-
 def test_monte_carlo_error_matches_expected_error():
     n, eps = 8, 1.0
     W = H.prefix(n)
