@@ -13,6 +13,7 @@ from scipy import integrate
 from scipy.special import ndtr
 
 from pgmjax import Domain, Measurement
+from pgmjax.bayes.fourier import cf_grid, grid_cdf, grid_quantile
 from pgmjax.bayes import (
     History,
     LinearNoise,
@@ -208,8 +209,24 @@ def test_cf_against_numerical_convolution_laplace_plus_gaussian():
         return integrate.quad(f, -np.inf, 0, epsabs=1e-13)[0] + integrate.quad(f, 0, np.inf, epsabs=1e-13)[0]
 
     for x in (-7.0, -1.3, 0.0, 0.4, 2.5, 9.0):
-        assert abs(E.cdf(x) - ref(x)) < 1e-9
+        assert abs(E.cdf(x) - ref(x)) < 1e-9  # the closed form, used by "cf" for one dominant term
+        assert abs(E.with_method("exact").cdf(x) - ref(x)) < 1e-9
+        assert abs(grid_cdf(cf_grid(E.terms, E.gaussian_variance), np.array(x)) - ref(x)) < 1e-9  # the FFT grid
     assert abs(E.cdf(0.0) - 0.5) < 1e-12
+    # far into the tails (g / s large: the closed form's exponents are combined in log space)
+    wide = LinearNoise([1.0, 1.0], laplace_scale=[0.05, 0.0], gaussian_sd=[0.0, 10.0])
+    assert abs(wide.cdf(-30.0) - ndtr(-30.0 / wide.sd)) < 1e-5 and np.isfinite(wide.cdf(-300.0))
+
+
+def test_cf_grid_against_partial_fractions_for_three_to_six_terms(rng):
+    for n in (3, 4, 6):
+        s = np.sort(rng.uniform(0.3, 4.0, n))
+        E = LinearNoise(np.ones(n), s)
+        g = cf_grid(E.terms, 0.0)
+        x = np.linspace(-8, 8, 41) * E.sd
+        np.testing.assert_allclose(grid_cdf(g, x), E.with_method("exact").cdf(x), atol=1e-10)
+        p = np.array([0.05, 0.5, 0.9, 0.995])
+        np.testing.assert_allclose(grid_quantile(g, p), E.with_method("exact").quantile(p), rtol=1e-9, atol=1e-12)
 
 
 def test_cf_against_partial_fractions_random_laws(rng):
@@ -243,8 +260,8 @@ def test_linear_noise_input_errors():
         LinearNoise([1.0], 1.0, method="mc")
     with pytest.raises(ValueError, match="repeated"):
         LinearNoise([1.0, 1.0], 1.0, method="exact")
-    with pytest.raises(ValueError, match="Laplace terms only"):
-        LinearNoise([1.0], 1.0, gaussian_sd=1.0, method="exact")
+    with pytest.raises(ValueError, match="at most 8"):
+        LinearNoise(np.arange(1.0, 10.0), 1.0, method="exact")
     with pytest.raises(ValueError, match="non-negative"):
         LinearNoise([1.0], -1.0)
     with pytest.raises(ValueError, match="has 2 entries but weights has 1"):

@@ -16,6 +16,8 @@ import math
 import numpy as np
 from scipy.special import ndtr
 
+from .fourier import Grid
+
 __all__ = ["bin_counts", "binned_law"]
 
 
@@ -99,6 +101,4 @@ def binned_law(scales, gaussian_variance: float, bin_width: float | None, gamma:
     edges_cdf = lost / 2.0 + np.concatenate([[0.0], np.cumsum(pmf)])
     dens = pmf / h
     pdf = np.concatenate([[dens[0] / 2], (dens[:-1] + dens[1:]) / 2, [dens[-1] / 2]])
-    from .errors import _Grid
-
-    return _Grid(float(-(size // 2) * h - h / 2), h, np.minimum(edges_cdf, 1.0), pdf)
+    return Grid(float(-(size // 2) * h - h / 2), h, np.minimum(edges_cdf, 1.0), pdf)

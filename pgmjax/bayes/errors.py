@@ -10,10 +10,14 @@ characteristic function (section 4, eq. 21-22)
 :class:`LinearNoise` holds that law and evaluates its CDF, quantiles, half-widths of symmetric intervals and
 probabilities, by one of five methods (``method=``):
 
-* ``"cf"`` (default): Fourier inversion of ``phi`` on an FFT grid, accurate to about 1e-9 in the CDF.
+* ``"cf"`` (default): Fourier inversion of ``phi`` on an FFT grid (:mod:`pgmjax.bayes.fourier`), about
+  1e-10 in the CDF. When at most three well-separated Laplace terms dominate (terms below ``1e-3 sd``
+  join the Gaussian part), ``phi`` decays too slowly for a small grid and the closed form of "exact"
+  is used instead.
 * ``"exact"``: partial fractions, ``P(E > z) = 1/2 sum_k c_k exp(-z / s_k)`` with
-  ``c_k = prod_{j != k} s_k^2 / (s_k^2 - s_j^2)`` (Laplace terms only, distinct scales, at most
-  8 terms, refused when the coefficients cancel catastrophically).
+  ``c_k = prod_{j != k} s_k^2 / (s_k^2 - s_j^2)``: the law is the signed mixture ``sum_k c_k Lap(s_k)``,
+  convolved in closed form with the Gaussian part (distinct scales, at most 8 Laplace terms, refused
+  when the coefficients cancel catastrophically).
 * ``"pc"``: the paper's Algorithm 2 (corrected): each term binned on a grid of width ``h``, truncated so
   that the lost tail mass is ``gamma`` in all (Lemmas 4.2-4.3), and the bins convolved.
 * ``"mc"``: the paper's Algorithm 1: ``samples`` draws of ``E`` from an explicit ``jax.random`` key.
@@ -33,25 +37,16 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.special import ndtr, ndtri
+from scipy.special import log_ndtr, ndtr, ndtri
+
+from .fourier import cf_grid, grid_cdf, grid_quantile, log_char_fn
 
 __all__ = ["LinearNoise", "METHODS"]
 
 #: The methods :class:`LinearNoise` can evaluate its law by.
 METHODS = ("cf", "exact", "pc", "mc", "gaussian")
 
-_TAIL = 1e-12  # tail mass left outside the "cf" grid (Chernoff bound)
 _EXACT_MAX_TERMS = 8
-_MAX_GRID = 2**22
-
-
-class _Grid(NamedTuple):
-    """CDF and density of the law on a uniform grid ``x_k = x0 + k h``."""
-
-    x0: float
-    h: float
-    cdf: np.ndarray
-    pdf: np.ndarray
 
 
 def _vector(value, name: str, n: int | None) -> np.ndarray | None:
@@ -175,7 +170,7 @@ class LinearNoise:
             0.5
         """
         t = np.asarray(t, dtype=np.float64)
-        return np.exp(_log_phi(t, self.terms, self.gaussian_variance))
+        return np.exp(log_char_fn(t, self.terms, self.gaussian_variance))
 
     # ---- CDF, quantiles and probabilities -----------------------------------------------------
     def cdf(self, x) -> np.ndarray | float:
@@ -193,12 +188,14 @@ class LinearNoise:
         elif self.method == "gaussian":
             out = ndtr(x / self.sd)
         elif self.method == "exact":
-            out = _exact_cdf(x, *self._exact_coefficients)
+            out = _mixture_cdf(x, *self._exact_coefficients)
         elif self.method == "mc":
             draws = self._sorted_draws
             out = np.searchsorted(draws, x, side="right") / draws.size
+        elif self.method == "cf" and self._closed_form is not None:
+            out = _mixture_cdf(x, *self._closed_form)
         else:
-            out = _grid_cdf(self._grid, x)
+            out = grid_cdf(self._grid, x)
         return out if out.ndim else float(out)
 
     def sf(self, x):
@@ -221,10 +218,10 @@ class LinearNoise:
             out = self.sd * ndtri(p)
         elif self.method == "mc":
             out = np.quantile(self._sorted_draws, p)
-        elif self.method == "exact":
+        elif self.method == "exact" or (self.method == "cf" and self._closed_form is not None):
             out = _bisect_quantile(self.cdf, p, self.sd)
         else:
-            out = _grid_quantile(self._grid, p)
+            out = grid_quantile(self._grid, p)
         return out if np.ndim(out) else float(out)
 
     def half_width(self, level) -> np.ndarray | float:
@@ -295,23 +292,29 @@ class LinearNoise:
 
     # ---- per-method state, computed once --------------------------------------------------------
     @functools.cached_property
-    def _exact_coefficients(self) -> tuple[np.ndarray, np.ndarray]:
+    def _exact_coefficients(self) -> tuple[np.ndarray, np.ndarray, float]:
         s = self.terms
-        if self.gaussian_variance > 0:
-            raise ValueError("LinearNoise(method='exact'): the partial-fraction form needs Laplace terms only; use 'cf'")
         if s.size > _EXACT_MAX_TERMS:
-            raise ValueError(f"LinearNoise(method='exact'): {s.size} terms, at most {_EXACT_MAX_TERMS}; use 'cf'")
-        if s.size and np.any(np.diff(s) <= 1e-6 * s[1:]):
-            raise ValueError("LinearNoise(method='exact'): repeated (or nearly equal) scales; use 'cf'")
-        s2 = s**2
-        diff = s2[:, None] - s2[None, :]
-        np.fill_diagonal(diff, 1.0)
-        ratio = s2[:, None] / diff
-        np.fill_diagonal(ratio, 1.0)
-        c = np.prod(ratio, axis=1)
-        if np.sum(np.abs(c)) > 1e6:  # cancellation would cost more than 6 of float64's 16 digits
-            raise ValueError("LinearNoise(method='exact'): the partial fractions cancel catastrophically; use 'cf'")
-        return s, c
+            raise ValueError(f"LinearNoise(method='exact'): {s.size} Laplace terms, at most {_EXACT_MAX_TERMS}; use 'cf'")
+        c = _mixture_coefficients(s)
+        if c is None:
+            raise ValueError("LinearNoise(method='exact'): repeated (or nearly equal) scales make the partial fractions "
+                             "cancel catastrophically; use 'cf'")
+        return s, c, self.gaussian_variance
+
+    @functools.cached_property
+    def _closed_form(self) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """For "cf": the closed form when at most 3 Laplace terms matter (their ``phi`` decays too slowly
+        for a small FFT grid) and they are well separated; terms below ``1e-3 sd`` join the Gaussian part."""
+        s, sd = self.terms, self.sd
+        small = s < 1e-3 * sd
+        big = s[~small]
+        if big.size > 3:
+            return None
+        c = _mixture_coefficients(big, limit=1e4)
+        if c is None:
+            return None
+        return big, c, self.gaussian_variance + 2.0 * float(np.sum(s[small] ** 2))
 
     @functools.cached_property
     def _sorted_draws(self) -> np.ndarray:
@@ -320,12 +323,12 @@ class LinearNoise:
         return np.sort(_draw(self.key, self.terms, self.gaussian_variance, int(self.samples)))
 
     @functools.cached_property
-    def _grid(self) -> _Grid:
+    def _grid(self):
         if self.method == "pc":
             from .convolution import binned_law
 
             return binned_law(self.terms, self.gaussian_variance, self.bin_width, self.gamma)
-        return _cf_grid(self.terms, self.gaussian_variance)
+        return cf_grid(self.terms, self.gaussian_variance)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -333,119 +336,48 @@ class LinearNoise:
 # ---------------------------------------------------------------------------------------------------
 
 
-def _log_phi(t: np.ndarray, s: np.ndarray, g2: float) -> np.ndarray:
-    t2 = np.asarray(t, dtype=np.float64) ** 2
-    out = -0.5 * g2 * t2
-    for chunk in np.array_split(s, max(1, s.size // 64)):
-        out = out - np.sum(np.log1p(np.multiply.outer(t2, chunk**2)), axis=-1)
-    return out
+def _mixture_coefficients(s: np.ndarray, limit: float = 1e6) -> np.ndarray | None:
+    """``c_k = prod_{j != k} s_k^2 / (s_k^2 - s_j^2)``: the law of ``sum_k Lap(s_k)`` is the signed mixture
+    ``sum_k c_k Lap(s_k)`` (partial fractions of ``phi``). None when scales (nearly) repeat or
+    ``sum |c_k| > limit`` (the cancellation would cost more than ``log10(limit)`` digits)."""
+    if s.size and np.any(np.diff(s) <= 1e-6 * s[1:]):
+        return None
+    s2 = s**2
+    diff = s2[:, None] - s2[None, :]
+    np.fill_diagonal(diff, 1.0)
+    ratio = s2[:, None] / diff
+    np.fill_diagonal(ratio, 1.0)
+    c = np.prod(ratio, axis=1)
+    return None if np.sum(np.abs(c)) > limit else c
 
 
-def _cf_step(s: np.ndarray, g2: float, sd: float) -> tuple[float, float]:
-    """Grid step ``min(sd/1024, s_min/128)``, relaxed to what the tail of ``phi`` allows; and the ``t``
-    beyond which ``phi`` underflows.
-
-    The FFT grid in ``t`` reaches ``pi / h``; the CDF's truncation error is at most
-    ``(1/pi) int_T^inf |phi(t)| / t dt``. Sums of many terms have a fast-decaying ``phi``, so a coarser
-    step keeps the same accuracy (and the grid small); a single dominant Laplace term does not.
-    """
-    h = sd / 1024.0 if s.size == 0 else min(sd / 1024.0, s[0] / 128.0)
-    t = np.geomspace(0.1 / sd, 1e7 / sd, 400)
-    lp = _log_phi(t, s, g2)
-    gone = np.flatnonzero(lp < -690.0)
-    t_cut = float(t[gone[0]]) if gone.size else math.inf
-    # tail integral of phi(t)/t on the log grid: int phi(t) d(log t), by a right Riemann sum (phi decreasing)
-    dlog = np.log(t[1] / t[0])
-    tail = np.cumsum(np.exp(lp)[::-1])[::-1] * dlog
-    ok = np.flatnonzero(tail / math.pi < 1e-11)
-    if ok.size:
-        h = max(h, min(sd / 1024.0, math.pi / t[ok[0]]))
-    return h, t_cut
-
-
-def _cf_grid(s: np.ndarray, g2: float) -> _Grid:
-    """Density and CDF on ``x_k = (k - G/2) h`` by one FFT each ([XX] eq. 20, Gil-Pelaez).
-
-    With ``t_j = 2 pi j / (G h)`` (``j`` FFT-ordered), ``f(x_k) = Re FFT(phi(t_j) (-1)^j)_k / (G h)``, and
-    ``F(x_k) - 1/2 - x_k / (G h) = Re FFT(phi(t_j) / (-i t_j) (-1)^j)_k / (G h)`` (``j != 0``): the periodic
-    part of the CDF, a trapezoid rule for the Gil-Pelaez integral that is as accurate as the density.
-    """
-    var = 2.0 * float(np.sum(s**2)) + g2
-    sd = math.sqrt(var)
-    small = s < 1e-3 * sd  # such terms are Gaussian to ~1e-7 in the CDF; fold them in (same variance)
-    g2 = g2 + 2.0 * float(np.sum(s[small] ** 2))
-    s = s[~small]
-    h, t_cut = _cf_step(s, g2, sd)
-    smax = float(s[-1]) if s.size else 0.0
-    half = 12.0 * sd
-    if smax > 0:
-        half = max(half, 2.0 * smax * math.log(1.0 / _TAIL) + var / (3.0 * smax))
-    else:
-        half = max(half, sd * math.sqrt(2.0 * math.log(1.0 / _TAIL)) * 1.2)
-    G = 1 << max(10, math.ceil(math.log2(2.0 * half / h)))
-    if G > _MAX_GRID:
-        G = _MAX_GRID  # coarser than asked: still O(h^2)-accurate in the CDF
-        h = 2.0 * half / G
-    j = np.fft.fftfreq(G, d=1.0 / G)  # 0, 1, ..., G/2-1, -G/2, ..., -1
-    t = 2.0 * math.pi * j / (G * h)
-    # phi decreases in |t|; beyond t_cut it is below 1e-300 and is not evaluated (sums of many terms:
-    # a few hundred of the G frequencies carry the whole law)
-    near = np.abs(t) <= t_cut
-    phi = np.zeros(G)
-    phi[near] = np.exp(_log_phi(t[near], s, g2))
-    sign = np.where(j.astype(np.int64) % 2 == 0, 1.0, -1.0)
-    pdf = np.fft.fft(phi * sign).real / (G * h)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        odd = np.where(j == 0, 0.0, phi / (-1j * t))
-    x = (np.arange(G) - G // 2) * h
-    cdf = 0.5 + x / (G * h) + np.fft.fft(odd * sign).real / (G * h)
-    cdf = np.maximum.accumulate(np.clip(cdf, 0.0, 1.0))
-    return _Grid(float(x[0]), h, cdf, np.maximum(pdf, 0.0))
-
-
-def _grid_cdf(grid: _Grid, x: np.ndarray) -> np.ndarray:
-    """Cubic Hermite interpolation of the CDF between grid points (its derivative is the density)."""
-    n = grid.cdf.size
-    u = (x - grid.x0) / grid.h
-    k = np.clip(np.floor(u).astype(np.int64), 0, n - 2)
-    r = np.clip(u - k, 0.0, 1.0)
-    F0, F1 = grid.cdf[k], grid.cdf[k + 1]
-    d0, d1 = grid.pdf[k] * grid.h, grid.pdf[k + 1] * grid.h
-    h00, h10, h01, h11 = 2 * r**3 - 3 * r**2 + 1, r**3 - 2 * r**2 + r, -2 * r**3 + 3 * r**2, r**3 - r**2
-    out = h00 * F0 + h10 * d0 + h01 * F1 + h11 * d1
-    out = np.where(u < 0, 0.0, np.where(u > n - 1, 1.0, out))
+def _mixture_cdf(x: np.ndarray, s: np.ndarray, c: np.ndarray, g2: float) -> np.ndarray:
+    """CDF of ``sum_k c_k Lap(s_k) + N(0, g2)``; for one term with ``g = sqrt(g2) > 0``
+    ``F(x) = Phi(x/g) - 1/2 e^{g^2/(2 s^2)} [e^{-x/s} Phi(x/g - g/s) - e^{x/s} Phi(-x/g - g/s)]``
+    (exponents combined in log space, so large ``g / s`` does not overflow)."""
+    x = np.asarray(x, dtype=np.float64)[..., None]
+    if g2 <= 0:
+        tail = np.clip(0.5 * np.sum(c * np.exp(-np.abs(x) / s), axis=-1), 0.0, 0.5)  # P(E > |x|)
+        return np.where(x[..., 0] >= 0, 1.0 - tail, tail)
+    g = math.sqrt(g2)
+    if s.size == 0:
+        return ndtr(x[..., 0] / g)
+    a = g2 / (2.0 * s**2)
+    right = np.exp(a - x / s + log_ndtr(x / g - g / s))
+    left = np.exp(a + x / s + log_ndtr(-x / g - g / s))
+    out = ndtr(x[..., 0] / g) - 0.5 * np.sum(c * (right - left), axis=-1)
     return np.clip(out, 0.0, 1.0)
 
 
-def _grid_quantile(grid: _Grid, p: np.ndarray) -> np.ndarray:
-    """Invert the interpolated CDF: bracket on the grid, then Newton steps on the cubic."""
-    k = np.clip(np.searchsorted(grid.cdf, p, side="left") - 1, 0, grid.cdf.size - 2)
-    F0, F1 = grid.cdf[k], grid.cdf[k + 1]
-    lo = grid.x0 + k * grid.h
-    r = np.where(F1 > F0, (p - F0) / np.where(F1 > F0, F1 - F0, 1.0), 0.5)
-    x = lo + np.clip(r, 0.0, 1.0) * grid.h
-    for _ in range(6):
-        f = np.interp(x, grid.x0 + np.arange(grid.pdf.size) * grid.h, grid.pdf)
-        step = (_grid_cdf(grid, x) - p) / np.where(f > 0, f, np.inf)
-        x = np.clip(x - step, lo, lo + grid.h)
-    return x
-
-
-def _exact_cdf(x: np.ndarray, s: np.ndarray, c: np.ndarray) -> np.ndarray:
-    z = np.abs(x)[..., None]
-    tail = 0.5 * np.sum(c * np.exp(-z / s), axis=-1)  # P(E > |x|)
-    tail = np.clip(tail, 0.0, 0.5)
-    return np.where(x >= 0, 1.0 - tail, tail)
-
-
 def _bisect_quantile(cdf, p: np.ndarray, sd: float) -> np.ndarray:
-    lo = np.full(p.shape, -sd * 1e3)
-    hi = np.full(p.shape, sd * 1e3)
-    for _ in range(200):
+    """Quantiles by bisection inside the Chebyshev bracket ``|x| <= sd / sqrt(min(p, 1 - p))``."""
+    reach = sd / np.sqrt(np.minimum(p, 1.0 - p))
+    lo, hi = -reach, reach.copy()
+    for _ in range(100):
         mid = 0.5 * (lo + hi)
         below = np.asarray(cdf(mid)) < p
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-        if np.all(hi - lo <= 1e-13 * sd):
+        if np.all(hi - lo <= 1e-14 * sd):
             break
     return 0.5 * (lo + hi)
 

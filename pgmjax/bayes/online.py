@@ -8,6 +8,13 @@ or the least budget for which the BLUE combining history and fresh answer meets 
 the per-cell privacy cost of the whole history stays within the budget (Theorem 5.4); else it refuses
 and spends nothing. Every fresh answer is drawn by a :class:`~pgmjax.privacy.Accountant`.
 
+The accountant's releases are floating-point safe: each answer is rounded to a public lattice of spacing
+``gamma`` (at most ``b / 1024``) and discrete Laplace noise of scale ``b`` is added, with the rounding's
+share of the sensitivity paid for (``b = (S + gamma) / epsilon``). The system records that ``b`` (from the
+ledger) and counts the rounding in the per-cell cost; its intervals use the continuous Laplace law of scale
+``b``, which the lattice law matches to within ``gamma`` (its atoms carry at most ``gamma / (2 b)``
+probability each).
+
 Two properties follow from the design: (i) every decision (answer from history, how much to buy, refuse)
 depends on the queries and the noise scales, never on the noisy values, so the budget trajectory is a
 deterministic function of the request stream; (ii) for a request stream fixed in advance the BLUE weights
@@ -24,6 +31,7 @@ import jax
 import numpy as np
 
 from ..dataset import Dataset
+from ..discrete_noise import lattice_spacing
 from ..privacy import Accountant, PrivacyBudgetExceeded, check_key
 from .blue import History, blue_history, row_noise
 from .cost import allocate, allocate_with_history, combined_error
@@ -31,6 +39,23 @@ from .cost import allocate, allocate_with_history, combined_error
 __all__ = ["Response", "OnlineQuerySystem"]
 
 _SLACK = 1e-9  # relative float slack on the budget check (as the Accountant's)
+
+
+def _lattice_calibration(S: float, eps: float, size: int) -> tuple[float, float]:
+    """The rounding share ``a`` of the sensitivity and the Laplace scale ``b = (S + a) / eps`` the
+    accountant's floating-point-safe Laplace release of ``size`` real answers uses (answers rounded to a
+    public lattice of spacing ``gamma``, ``a = size * gamma``; :func:`pgmjax.discrete_noise.lattice_spacing`)."""
+    gamma = lattice_spacing(S / eps, S, size, False)
+    a = size * gamma
+    return a, (S + a) / eps
+
+
+def _cell_loss(rows: np.ndarray, S: float, added: float, b: float) -> np.ndarray:
+    """Privacy loss of one release for a record in each cell: row ``i`` moves by at most ``|R_ij|`` plus
+    one lattice step ``gamma = added / rows`` when ``R_ij != 0`` (rounding), so the loss is
+    ``sum_i (|R_ij| + gamma [R_ij != 0]) / b`` ([XX] eq. 34 with the rounding's share)."""
+    gamma = added / rows.shape[0]
+    return (np.abs(rows).sum(axis=0) + gamma * np.count_nonzero(rows, axis=0)) / b
 
 
 class Response(NamedTuple):
@@ -102,8 +127,8 @@ class OnlineQuerySystem:
         >>> r.source, r.cost, round(r.half_width, 3)
         ('history', 0.0, 47.383)
         >>> r = system.ask([1, 0, 1, 0], 40.0, 0.05)
-        >>> r.source, round(r.cost, 6), round(r.half_width, 4), round(system.cost, 3)
-        ('fresh', 0.074893, 29.8389, 0.375)
+        >>> r.source, round(r.cost, 6), round(r.half_width, 2), round(system.cost, 3)    # b = 13.35 (1 + 2^-10)
+        ('fresh', 0.074893, 29.86, 0.375)
     """
 
     def __init__(self, data, budget: float, *, key, history=None, allocation: str = "paper", combine: bool = True,
@@ -176,7 +201,7 @@ class OnlineQuerySystem:
 
         Example:
             >>> s = OnlineQuerySystem([5.0, 7.0], 1.0, key=jax.random.key(0))
-            >>> s.release([[1, 1], [1, 0], [0, 1]], 0.5); round(s.cost, 12)
+            >>> s.release([[1, 1], [1, 0], [0, 1]], 0.5); round(s.cost, 3)       # parallel composition: not 1.0
             0.5
         """
         R = np.asarray(rows, dtype=np.float64)
@@ -185,25 +210,28 @@ class OnlineQuerySystem:
         if isinstance(epsilon, bool) or not (isinstance(epsilon, (int, float, np.floating)) and epsilon > 0 and math.isfinite(epsilon)):
             raise ValueError(f"OnlineQuerySystem.release: epsilon must be positive, got {epsilon!r}")
         S = float(np.abs(R).sum(axis=0).max())
-        b = S / float(epsilon)
-        B_new = self._B + np.abs(R).sum(axis=0) / b
+        B_new = self._B + _cell_loss(R, S, *_lattice_calibration(S, float(epsilon), R.shape[0]))
         if B_new.max() > self.budget * (1 + _SLACK):
             raise PrivacyBudgetExceeded(
                 f"OnlineQuerySystem.release: the per-cell cost would reach {B_new.max():.6g} > budget {self.budget:.6g}; nothing was run"
             )
         y = self.accountant.laplace(self._next_key(), R @ self._x, S, epsilon=float(epsilon), target="strategy")
-        self._append(R, y, np.full(R.shape[0], b))
+        self._append_release(R, y, S)
 
     def _next_key(self):
         k = jax.random.fold_in(self._key, self._fresh)
         self._fresh += 1
         return k
 
-    def _append(self, rows: np.ndarray, y: np.ndarray, b: np.ndarray) -> None:
+    def _append_release(self, rows: np.ndarray, y: np.ndarray, S: float) -> float:
+        """Append the accountant's latest release; its scale and rounding share come from the ledger."""
+        entry = self.accountant.ledger[-1]
+        b, added = float(entry.scale), float(entry.sensitivity) - S
         self._H = np.vstack([self._H, rows])
         self._y = np.concatenate([self._y, y])
-        self._b = np.concatenate([self._b, b])
-        self._B = self._B + (np.abs(rows) / b[:, None]).sum(axis=0)
+        self._b = np.concatenate([self._b, np.full(rows.shape[0], b)])
+        self._B = self._B + _cell_loss(rows, S, added, b)
+        return b
 
     def ask(self, query, half_width: float, delta: float) -> Response:
         """Answer ``query @ x`` to within ``half_width`` with probability ``1 - delta`` ([XX] Fig. 4).
@@ -238,8 +266,7 @@ class OnlineQuerySystem:
             eps = S * alloc.cost  # S ln(1/delta) / w
         else:
             eps = allocate_with_history(hist, q, half_width, delta, S, method=self.method).cost
-        b = S / eps
-        B_new = self._B + np.abs(q) / b
+        B_new = self._B + _cell_loss(q[None, :], S, *_lattice_calibration(S, eps, 1))
         seq_cost = self.accountant.cost("laplace", sensitivity=S, epsilon=eps)
         why = None
         if B_new.max() > self.budget * (1 + _SLACK):
@@ -255,7 +282,7 @@ class OnlineQuerySystem:
             y_q = float(self.accountant.laplace(self._next_key(), np.array([q @ self._x]), S, epsilon=eps, target="query")[0])
         except PrivacyBudgetExceeded as e:  # the accountant's own check (float slack): nothing was spent
             return self._log(Response(None, None, 0.0, 0.0, "refused", None, self.cost, f"refused: {e}", hist_iv))
-        self._append(q[None, :], np.array([y_q]), np.array([b]))
+        b = self._append_release(q[None, :], np.array([y_q]), S)
         if not self.combine:
             return self._log(Response(y_q, (y_q - half_width, y_q + half_width), level, eps, "fresh", float(half_width),
                                       self.cost, f"fresh answer alone, epsilon {eps:.6g}"))
