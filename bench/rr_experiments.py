@@ -44,6 +44,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import pgmjax as pj  # noqa: E402
 from benchutil import cpu_model  # noqa: E402
+from rr_report import markdown, plot  # noqa: E402
 from pgmjax import rr  # noqa: E402
 from pgmjax.privacy import Accountant  # noqa: E402
 
@@ -249,105 +250,20 @@ def rr_pgm(name, data, epsilons, cliques, iters, seed=5):
     return out
 
 
-# ---------------------------------------------------------------------------------------------------
-# Report
-# ---------------------------------------------------------------------------------------------------
-
-
-def plot(results, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(2, 3, figsize=(16, 9))
-    A = results["heterogeneity"]
-    for eps in sorted({r["epsilon"] for r in A}):
-        rows = [r for r in A if r["epsilon"] == eps]
-        ax[0, 0].plot([r["h"] for r in rows], [r["rr_clip"] for r in rows], "o-", label=f"RR (clip) eps={eps}")
-        ax[0, 0].plot([r["h"] for r in rows], [r["laplace_per_group"] for r in rows], "x--", label=f"Laplace/group eps={eps}")
-    ax[0, 0].set(xscale="log", yscale="log", xlabel="heterogeneity h", ylabel="worst-case abs. error (fraction)", title="A. heterogeneity (Fig. 2)")
-    B = results["query_set_size"]
-    for n in sorted({r["n"] for r in B}):
-        rows = [r for r in B if r["n"] == n]
-        ax[0, 1].plot([r["m"] for r in rows], [r["rr"] for r in rows], "o-", label=f"RR n={n}")
-    rows = [r for r in B if r["n"] == max(x["n"] for x in B)]
-    ax[0, 1].plot([r["m"] for r in rows], [r["laplace_per_query"] for r in rows], "x--", label="Laplace eps/m (largest n)")
-    ax[0, 1].plot([r["m"] for r in rows], [r["laplace_histogram"] for r in rows], "s:", label="Laplace histogram (largest n)")
-    ax[0, 1].set(xscale="log", yscale="log", xlabel="queries m", ylabel="worst-case abs. error", title=f"B. query-set size (Fig. 3), eps={B[0]['epsilon']}")
-    C = results["table_size"]
-    for eps in sorted({r["epsilon"] for r in C}):
-        rows = [r for r in C if r["epsilon"] == eps]
-        ax[0, 2].plot([r["n"] for r in rows], [r["mse"] for r in rows], "o-", label=f"measured eps={eps}")
-        ax[0, 2].plot([r["n"] for r in rows], [r["bound"] for r in rows], "k:", alpha=0.6)
-        ax[0, 2].plot([r["n"] for r in rows], [r["exact_variance"] for r in rows], "--", alpha=0.6, label=f"exact variance eps={eps}")
-    ax[0, 2].set(xscale="log", yscale="log", xlabel="records n", ylabel="mean squared error", title="C. table size (Fig. 4); dotted: bound")
-    D = results["cuts"]
-    for eps in sorted({r["epsilon"] for r in D}):
-        rows = [r for r in D if r["epsilon"] == eps]
-        ax[1, 0].plot([r["vertices"] for r in rows], [100 * r["worst_relative_error"] for r in rows], "o-", label=f"eps={eps}")
-    ax[1, 0].plot([577 * j for j in range(1, 8)], [10.4, 11.7, 8.7, 5.3, 4.7, 5.3, 5.4], "k*--", label="paper Table I")
-    ax[1, 0].set(yscale="log", xlabel="|V|", ylabel="worst-case relative error (%)", title="D. cut queries (Fig. 5, Table I)")
-    E = results["rr_pgm"]
-    for j, name in enumerate(sorted({r["dataset"] for r in E})):
-        rows = [r for r in E if r["dataset"] == name]
-        a = ax[1, 1 + j]
-        for key, style in [("naive", "s:"), ("raw", "x--"), ("raw_clipped", "^-."), ("rr_pgm", "o-")]:
-            a.plot([r["epsilon"] for r in rows], [r[key] for r in rows], style, label=key)
-        a.set(xscale="log", yscale="log", xlabel="epsilon (total, per-attribute split)", ylabel="mean 2-way TVD", title=f"E. RR+PGM vs raw, {name}")
-    for a in ax.flat:
-        a.legend(fontsize=7)
-        a.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
-def markdown(results) -> str:
-    meta = results["meta"]
-    lines = [
-        "# Randomized-response release with companion estimators (Wang, Ying & Zhang), in spirit",
-        "",
-        f"Machine: {meta['machine']}. Date: {meta['date']}. Versions: {meta['versions']}. Total run time {meta['seconds_total']:.0f} s "
-        f"({', '.join(f'{k} {v:.0f} s' for k, v in meta['seconds'].items())}).",
-        "",
-        "Errors are on the paper's fraction scale (answers / n). Statistical queries on Adult's 5-valued `race` column "
-        f"(n = {meta['column_records']}, K = 5); each configuration averaged over the runs given. Every release through "
-        "`Accountant.randomized_response`, every Laplace baseline through `Accountant.laplace` (replace-one neighbours).",
-        "",
-        f"## A. Heterogeneity (Fig. 2): worst case over 20 queries, mean over {meta['runs']['A']} runs",
-        "",
-        "| eps | h | RR unbiased | RR clipped | Laplace histogram per group |",
-        "|---|---|---|---|---|",
-    ]
-    lines += [f"| {r['epsilon']} | {r['h']} | {r['rr']:.4f} | {r['rr_clip']:.4f} | {r['laplace_per_group']:.4f} |" for r in results["heterogeneity"]]
-    lines += ["", f"## B. Query-set size (Fig. 3): worst case over m queries, mean over {meta['runs']['B']} runs", "",
-              "| n | m | RR | Laplace eps/m per query | Laplace histogram |", "|---|---|---|---|---|"]
-    lines += [f"| {r['n']} | {r['m']} | {r['rr']:.4f} | {r['laplace_per_query']:.4f} | {r['laplace_histogram']:.4f} |" for r in results["query_set_size"]]
-    lines += ["", f"## C. Table size (Fig. 4): mean squared error of 100 queries, mean over {meta['runs']['C']} runs", "",
-              "| eps | n | MSE measured | exact variance | bound c(K, eps)/n |", "|---|---|---|---|---|"]
-    lines += [f"| {r['epsilon']} | {r['n']} | {r['mse']:.3e} | {r['exact_variance']:.3e} | {r['bound']:.3e} |" for r in results["table_size"]]
-    lines += ["", "Log-log slope of the measured MSE against n: " + ", ".join(f"eps={k}: {v:.3f}" for k, v in results["table_size_slopes"].items()),
-              "", f"## D. Cut queries (Fig. 5, Table I): generated graph, worst case over 20 half cuts, mean over {meta['runs']['D']} runs", "",
-              "| \\|V\\| | edges | eps | mean cut | worst relative error | bound / cut | s per release |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['vertices']} | {r['edges']} | {r['epsilon']} | {r['mean_cut']:.0f} | {100 * r['worst_relative_error']:.2f}% | "
-              f"{100 * r['bound_relative']:.2f}% | {r['seconds_per_release']:.2f} |" for r in results["cuts"]]
-    lines += ["", "Paper's Table I (Facebook ego networks, eps not legible): 10.4%, 11.7%, 8.7%, 5.3%, 4.7%, 5.3%, 5.4% for |V| = 577 ... 4039.",
-              "", "## E. RR+PGM vs the raw companion estimators (per-attribute release, eps split equally)", "",
-              "Mean total-variation distance over all two-way marginals.", "",
-              "| dataset | eps | eps per attribute | cliques fitted | released table as is | raw debiased | raw clipped | RR+PGM | run s |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['dataset']} | {r['epsilon']} | {r['epsilon_per_attribute']:.3g} | {r['cliques']} | {r['naive']:.4f} | {r['raw']:.4f} | "
-              f"{r['raw_clipped']:.4f} | {r['rr_pgm']:.4f} | {r['seconds']:.1f} |" for r in results["rr_pgm"]]
-    lines += ["", "![plots](rr_experiments_cpu.png)", ""]
-    return "\n".join(lines)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs and sizes (a smoke test)")
     parser.add_argument("--data", default=os.environ.get("PGMJAX_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")))
     parser.add_argument("--out", default=os.path.join(RESULTS, "rr_experiments_cpu"))
+    parser.add_argument("--render", action="store_true", help="only re-render the .md and .png from the .json")
     args = parser.parse_args(argv)
+    if args.render:
+        with open(args.out + ".json") as f:
+            results = json.load(f)
+        plot(results, args.out + ".png")
+        with open(args.out + ".md", "w") as f:
+            f.write(markdown(results))
+        return
     quick = args.quick
     adult = pj.datasets.load("adult", args.data)
     nltcs = pj.datasets.load("nltcs", args.data)
