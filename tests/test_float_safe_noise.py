@@ -212,7 +212,8 @@ def test_equal_splits_never_overspend(k, budget, small_data):
 
 
 def test_same_key_same_release_with_and_without_x64():
-    """The noise is a function of the key alone, whatever jax_enable_x64 says."""
+    """Releases, PrivBayes' network and sampling, and MST's decompression depend on the key alone, whatever
+    jax_enable_x64 says (the model fits themselves run in float32 either way)."""
     code = textwrap.dedent(
         """
         import sys, jax, numpy as np
@@ -225,6 +226,11 @@ def test_same_key_same_release_with_and_without_x64():
         i = acc.exponential(jax.random.key(2), [0.0, 1.0, 3.0], 1.0, epsilon=0.05, num=20)
         rr = acc.randomized_response(jax.random.key(3), data, epsilon=1.0)
         print(m.y.tolist(), list(map(int, i)), rr.records.sum(axis=0).tolist())
+        pb = pj.mechanisms.privbayes(data, 1.0, key=jax.random.key(4), pgm_iters=5)
+        print(pb.info["network"], pb.original.records.sum(axis=0).tolist())
+        wide = pj.Dataset(np.random.default_rng(1).integers(0, 40, size=(60, 2)), {"a": 40, "b": 40})
+        ms = pj.mechanisms.mst(wide, 0.5, key=jax.random.key(5), select_iters=5, fit_iters=5)
+        print(ms.info.get("compressed"), ms.synthetic.records.sum(axis=0).tolist())
         """
     )
     outs = [subprocess.run([sys.executable, "-c", code, flag], capture_output=True, text=True, check=True).stdout for flag in "01"]

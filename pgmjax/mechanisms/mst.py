@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
+from .. import discrete_noise as dn
 from ..api import estimate
 from ..dataset import Dataset
 from ..domain import Clique, Domain
@@ -229,8 +230,7 @@ def decompress_data(data: Dataset, mapping: Mapping[str, np.ndarray], domain: Do
         j = domain.index(a)
         order, start, count = _preimages(np.asarray(mapping[a]))
         col = records[:, j]
-        u = np.asarray(jax.random.uniform(k, (col.size,), minval=0.0, maxval=1.0))
-        offset = np.minimum((u * count[col]).astype(np.int64), count[col] - 1)
+        offset = dn.generator(k).integers(0, count[col])  # exact uniform integers; the same with or without x64
         records[:, j] = order[start[col] + offset]
     return Dataset._trusted(records.astype(data.records.dtype, copy=False), domain)
 

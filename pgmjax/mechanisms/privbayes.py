@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import discrete_noise as dn
 from ..api import estimate
 from ..dataset import Dataset, project_table
 from ..domain import Clique, Domain
@@ -501,7 +502,7 @@ def greedy_bayes(
     bounded = accountant.bounded
     n_public = len(data) if bounded else None
     k_first, k_steps = jax.random.split(key)
-    first = attrs[int(jax.random.randint(k_first, (), 0, d))]
+    first = attrs[int(dn.generator(k_first).integers(d))]  # the same for a key whatever jax_enable_x64 says
     network: Network = [(first, ())]
     placed = [first]
     steps: list[dict] = []
@@ -628,11 +629,8 @@ def sample_network(domain: Domain, network: Network, conditionals: Sequence[np.n
     n = int(records)
     cols = np.zeros((n, len(domain)), np.int64)
     done: set[str] = set()
-    dtype = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
-    # One draw for every attribute, its length rounded up to a power of two so that jax compiles
-    # once per size bucket rather than once per record count.
-    bucket = max(1024, 1 << max(n - 1, 0).bit_length())
-    uniforms = np.asarray(jax.random.uniform(key, (len(network), bucket), dtype=dtype), np.float64)[:, :n]
+    # float64 uniforms from the key's own generator: the same records whatever jax_enable_x64 says.
+    uniforms = dn.generator(key).random((len(network), n))
     for (child, parents), table, u in zip(network, conditionals, uniforms):
         missing = [p for p in parents if p not in done]
         if missing:
