@@ -337,3 +337,19 @@ def test_module_docstring_examples(name):
     globs = dict(vars(mod), np=np, jax=jax, pj=pj, math=math, Dataset=pj.Dataset, Domain=pj.Domain, Q=Q)
     result = doctest.testmod(mod, extraglobs=globs, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 1 and result.failed == 0
+
+
+def test_huge_domain_is_never_enumerated():
+    """10^40 rows: answers and variances touch only the queried clique. Per attribute they are accurate; over
+    the whole row domain (mixing weight 2e-23) they are finite but meaningless, as the bound says."""
+    dom = pj.Domain({f"x{i}": 10 for i in range(40)})
+    released = pj.Dataset(np.random.default_rng(0).integers(0, 10, size=(500, 40)), dom)
+    query = {"x3": Q.Identity(), "x17": Q.Prefix()}
+    a = rr.answer(rr.Release.of(released, 40.0, True), query, return_variance=True)
+    assert a.value.shape == (10, 10) and np.all(a.variance > 0)
+    assert a.value.sum(axis=0)[-1] == pytest.approx(500.0, rel=1e-9)  # the prefix over all 10 values of x17: n
+    whole = rr.Release.of(released, 40.0)
+    assert whole.channel.keep[0] < 1e-22 and whole.channel.ratios[0] == pytest.approx(1e40 / math.expm1(40.0))
+    b = rr.answer(whole, query, return_variance=True)
+    assert np.all(np.isfinite(b.value)) and np.all(np.isfinite(b.variance))
+    assert math.sqrt(rr.mse_bound(dom.size(), 40.0, 500)) > 1e10

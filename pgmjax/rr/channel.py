@@ -67,6 +67,8 @@ class Channel:
         groups: attribute groups randomised together (domain order inside each group).
         epsilons: the epsilon of each group (they add up to the release's epsilon).
         keep: ``lam_g`` of each group (:func:`mixing_weight` of its epsilon and number of values).
+        ratios: ``(1 - lam_g) / lam_g = K_g / (e^eps_g - 1)`` of each group, kept separately because
+            ``1 - lam`` rounds to 1 when ``lam`` is below 1e-16 (huge domains).
 
     Example:
         >>> ch = Channel.whole_row(Domain({"a": 2, "b": 2}), math.log(3))
@@ -80,12 +82,14 @@ class Channel:
     groups: tuple[tuple[str, ...], ...]
     epsilons: tuple[float, ...]
     keep: tuple[float, ...]
+    ratios: tuple[float, ...]
 
     @classmethod
     def whole_row(cls, domain: Domain, epsilon: float) -> "Channel":
         """[WYZ]'s mechanism: one group, ``K = domain.size()`` values, the whole ``epsilon``."""
         eps = _positive(epsilon, "epsilon", "Channel.whole_row")
-        return cls(domain, (tuple(domain.attributes),), (eps,), (mixing_weight(eps, domain.size()),))
+        k = float(domain.size())
+        return cls(domain, (tuple(domain.attributes),), (eps,), (mixing_weight(eps, k),), (k / math.expm1(eps),))
 
     @classmethod
     def per_attribute(cls, domain: Domain, epsilon: float) -> "Channel":
@@ -93,7 +97,8 @@ class Channel:
         eps = _positive(epsilon, "epsilon", "Channel.per_attribute")
         attrs = domain.attributes
         share = eps / len(attrs)
-        return cls(domain, tuple((a,) for a in attrs), (share,) * len(attrs), tuple(mixing_weight(share, domain[a]) for a in attrs))
+        return cls(domain, tuple((a,) for a in attrs), (share,) * len(attrs), tuple(mixing_weight(share, domain[a]) for a in attrs),
+                   tuple(domain[a] / math.expm1(share) for a in attrs))
 
     @classmethod
     def of(cls, domain: Domain, epsilon: float, per_attribute: bool) -> "Channel":
@@ -105,14 +110,14 @@ class Channel:
         """The release's epsilon (sum over the groups)."""
         return math.fsum(self.epsilons)
 
-    def parts(self, clique: CliqueLike) -> list[tuple[tuple[int, ...], float, int]]:
-        """The channel on ``clique``: per group meeting it, ``(axes in the clique, lam, cells)``."""
+    def parts(self, clique: CliqueLike) -> list[tuple[tuple[int, ...], float, float, int]]:
+        """The channel on ``clique``: per group meeting it, ``(axes in the clique, lam, ratio, cells)``."""
         clique = self.domain.check_clique(clique)
         out = []
-        for group, lam in zip(self.groups, self.keep):
+        for group, lam, ratio in zip(self.groups, self.keep, self.ratios):
             axes = tuple(i for i, a in enumerate(clique) if a in group)
             if axes:
-                out.append((axes, lam, math.prod(self.domain[clique[i]] for i in axes)))
+                out.append((axes, lam, ratio, math.prod(self.domain[clique[i]] for i in axes)))
         return out
 
     def _apply(self, table, clique: Clique, inverse: bool) -> np.ndarray:
@@ -121,12 +126,12 @@ class Channel:
         lead = t.ndim - k
         if lead < 0 or t.shape[lead:] != self.domain.shape_of(clique):
             raise ValueError(f"Channel: a table over {clique} must end with shape {self.domain.shape_of(clique)}, got {t.shape}")
-        for axes, lam, cells in self.parts(clique):
-            total = t.sum(axis=tuple(lead + i for i in axes), keepdims=True)
-            if inverse:
-                t = (t - (1.0 - lam) / cells * total) / lam
-            else:
-                t = lam * t + (1.0 - lam) / cells * total
+        for axes, _, ratio, cells in self.parts(clique):
+            mean = t.sum(axis=tuple(lead + i for i in axes), keepdims=True) / cells
+            if inverse:  # (t - (1 - lam) mean) / lam, written without 1 - lam
+                t = t + ratio * (t - mean)
+            else:  # lam t + (1 - lam) mean
+                t = (t + ratio * mean) / (1.0 + ratio)
         return t
 
     def forward(self, table, clique: CliqueLike) -> np.ndarray:

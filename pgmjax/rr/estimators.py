@@ -135,17 +135,14 @@ def _kron_terms(channel: Channel, attrs: Clique, mats: tuple, y: np.ndarray) -> 
     full = tuple(np.eye(channel.domain[a]) if m is None else m for a, m in zip(attrs, mats))
     my = channel.forward(y, attrs)  # <M g^2, y> = <g^2, M y> (M symmetric)
     parts = channel.parts(attrs)
-    if all(len(axes) == 1 for axes, _, _ in parts):  # per attribute: g = kron(Q_a M_a^{-1}) row-wise
-        g = []
-        for i, (a, m) in enumerate(zip(attrs, full)):
-            part = next(p for p in parts if p[0] == (i,))
-            g.append(channel.inverse(m, (a,)) if part else m)
+    if all(len(p[0]) == 1 for p in parts):  # per attribute: g = kron(Q_a M_a^{-1}) row-wise
+        g = [channel.inverse(m, (a,)) for a, m in zip(attrs, full)]
         first = Q.kron_apply(my, [gi**2 for gi in g])
-    elif len(parts) == 1:  # one group over the clique: g = (f - c S 1) / lam, S = row sums, c = (1 - lam) / cells
-        _, lam, cells = parts[0]
-        c = (1.0 - lam) / cells
-        sums = Q.kron_apply(np.ones(channel.domain.shape_of(attrs)), full)
-        first = (Q.kron_apply(my, [m**2 for m in full]) - 2 * c * sums * Q.kron_apply(my, full) + c * c * sums**2 * my.sum()) / lam**2
+    elif len(parts) == 1:  # one group over the clique: g = (1 + r) f - (r S / cells) 1, S = row sums, r = (1 - lam) / lam
+        _, _, r, cells = parts[0]
+        b = r * Q.kron_apply(np.ones(channel.domain.shape_of(attrs)), full) / cells
+        first = ((1 + r) ** 2 * Q.kron_apply(my, [m**2 for m in full]) - 2 * (1 + r) * b * Q.kron_apply(my, full)
+                 + b**2 * my.sum())
     else:  # pragma: no cover - the two channels of pgmjax.rr never mix grouped and single attributes
         raise NotImplementedError("a channel grouping some, not all, attributes of a clique")
     return first - Q.kron_apply(y, [m**2 for m in full])
