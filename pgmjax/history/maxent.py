@@ -151,7 +151,7 @@ def maxent(
     beta=None,
     total: float | None = None,
     prior=None,
-    iters: int = 2000,
+    iters: int = 10000,
     tol: float = 1e-9,
     dtype=None,
 ) -> GraphicalModel:
