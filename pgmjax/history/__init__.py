@@ -5,7 +5,8 @@
   alpha by conjugate gradients for histories too large for a dense eigen-decomposition.
 * :func:`select_alpha`: the shrinkage parameter by cross-validation on the released answers (section 3.5).
 * :func:`maxent`: the maximum-entropy model with L1 soft constraints and a prior (section 4), solved exactly
-  through its box-constrained dual with the junction-tree oracle; a :class:`pgmjax.GraphicalModel`.
+  through its box-constrained dual with the junction-tree oracle; a :class:`pgmjax.GraphicalModel`
+  (``solver="sgd_gibbs"``: the paper's stochastic Gibbs-sampling learner, section 4.2).
 * :func:`prior_from_marginals`: a product prior from noisy one-way marginals (section 4.3, footnote 3).
 
 Everything here is post-processing of released answers: no privacy cost (a prior measured from the data is

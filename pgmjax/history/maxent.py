@@ -133,14 +133,20 @@ def _solve_impl(plan, layout, arrays, theta0, pi, beta, lip0, tol, iters):
 
     # Stop at the gap tolerance, the iteration cap, or when rounding stalls the line search.
     state = jax.lax.while_loop(lambda s: (~done(s)) & (s.it < iters) & (s.lip < 1e30), step, init)
+    return state, _theta(plan, layout, arrays, theta0, state.w), log_z0
+
+
+def _theta(plan, layout, arrays, theta0, w):
+    """The model's log-potentials ``theta0 + sum_j Q_j^T w_j`` (oracle layout)."""
     mu0 = jax.tree_util.tree_map(jnp.zeros_like, theta0)
-    (lift,) = jax.linear_transpose(lambda m: _predict(plan, layout, arrays, m), mu0)(state.w)
-    theta = jax.tree_util.tree_map(jnp.add, theta0, lift)
-    return state, theta, log_z0
+    (lift,) = jax.linear_transpose(lambda m: _predict(plan, layout, arrays, m), mu0)(w)
+    return jax.tree_util.tree_map(jnp.add, theta0, lift)
 
 
 _solve = jit(_solve_impl, static_argnums=(1,))
 _evaluate_jit = jit(_evaluate, static_argnums=(1,))
+_theta_jit = jit(_theta, static_argnums=(1,))
+_log_partition_jit = jit(oracle.log_partition)
 
 
 def maxent(
@@ -154,6 +160,10 @@ def maxent(
     iters: int = 10000,
     tol: float = 1e-9,
     dtype=None,
+    solver: str = "dual",
+    lr: float = 1e-4,
+    chains: int = 1,
+    key=None,
 ) -> GraphicalModel:
     """The maximum-entropy model with L1 soft constraints and a prior ([CZB] section 4, Theorem 6), exactly.
 
@@ -173,6 +183,10 @@ def maxent(
         tol: stop when the duality gap is at most ``tol * max(1, |Q'(w)|)`` (and rows with infinite beta
             are met to ``tol``).
         dtype: float64 (default when ``jax_enable_x64`` is on) or float32.
+        solver: ``"dual"`` (exact, FISTA on the dual with the junction-tree oracle) or ``"sgd_gibbs"`` (the
+            paper's stochastic learner, section 4.2: ``iters`` Gibbs sweeps with step ``lr`` over ``chains``
+            chains, seeded by ``key``; a product prior only; the gap of its final ``w`` is then reported exactly).
+        lr, chains, key: the ``"sgd_gibbs"`` learner's step size, number of chains and ``jax.random`` key.
 
     Returns:
         A :class:`~pgmjax.GraphicalModel` (marginals, ``answer``, ``synthetic_data``) with ``model.info``:
@@ -199,6 +213,15 @@ def maxent(
     dtype = jnp.dtype(dtype or (jnp.float64 if jax.config.jax_enable_x64 else jnp.float32))
     if dtype == jnp.float64 and not jax.config.jax_enable_x64:
         raise ValueError(f'{where}: float64 needs jax.config.update("jax_enable_x64", True)')
+    if solver not in ("dual", "sgd_gibbs"):
+        raise ValueError(f"{where}: solver must be 'dual' or 'sgd_gibbs', got {solver!r}")
+    if solver == "sgd_gibbs":
+        if key is None:
+            raise ValueError(f"{where}: solver='sgd_gibbs' needs key= (a jax.random key)")
+        if joint:
+            raise ValueError(f"{where}: solver='sgd_gibbs' takes a product prior only (per-attribute factors)")
+        if not (isinstance(chains, (int, np.integer)) and chains >= 1) or not (isinstance(lr, (int, float)) and lr > 0):
+            raise ValueError(f"{where}: chains must be a positive integer and lr positive, got {chains!r}, {lr!r}")
     y = np.concatenate([m.y for m in measurements])
     scale = np.concatenate([m.row_stddev() for m in measurements]) / math.sqrt(2.0)
     if alpha is not None:
@@ -216,21 +239,32 @@ def maxent(
     logp = {(a,): _log(p) for a, p in prior.items()} | {c: _log(t) for c, t in joint.items()}
     theta0 = plan.from_tables(logp, dtype)
     pi = jnp.asarray(y[order] / total, dtype)
-    state, theta, log_z0 = _solve(plan, layout, arrays, theta0, pi, jnp.asarray(box[order], dtype), jnp.asarray(lip, dtype),
-                          jnp.asarray(tol, dtype), jnp.asarray(int(iters), jnp.int32))
-    w_b = np.asarray(state.w, np.float64)
-    _, r_b, _, _ = _evaluate_jit(plan, layout, arrays, theta0, log_z0, pi, jnp.asarray(box[order], dtype), state.w)
+    beta_b = jnp.asarray(box[order], dtype)
+    if solver == "dual":
+        state, theta, log_z0 = _solve(plan, layout, arrays, theta0, pi, beta_b, jnp.asarray(lip, dtype),
+                                      jnp.asarray(tol, dtype), jnp.asarray(int(iters), jnp.int32))
+        w_dev, iterations = state.w, int(state.it)
+    else:
+        from .gibbs import sgd_gibbs
+
+        attrs = domain.attributes
+        w_dev = jnp.asarray(sgd_gibbs([b.dense_rows() for b in blocks], [tuple(attrs.index(a) for a in b.clique) for b in blocks],
+                                      domain.shape, [_log(prior[a]) for a in attrs], pi, beta_b, lr=lr, iters=iters,
+                                      chains=chains, key=key), dtype)
+        theta, log_z0, iterations = _theta_jit(plan, layout, arrays, theta0, w_dev), _log_partition_jit(plan, theta0), int(iters)
+    value, r_b, gap, violation = _evaluate_jit(plan, layout, arrays, theta0, log_z0, pi, beta_b, w_dev)
+    w_b = np.asarray(w_dev, np.float64)
     w, r = np.empty_like(w_b), np.empty_like(w_b)
     w[order], r[order] = w_b, np.asarray(r_b, np.float64)
-    gap, value = float(state.gap), float(state.value)
+    gap, value = float(gap), float(value)
     if not (np.all(np.isfinite(w)) and math.isfinite(gap) and math.isfinite(value)):
         raise FloatingPointError(f"{where}: the dual ascent diverged (non-finite weights or gap); is alpha huge on inconsistent answers?")
     model = GraphicalModel(plan, theta, total)
     model.info = {
         "w": w, "beta": box, "residual": r, "gap": gap, "dual_value": value, "primal_value": value + gap,
-        "violation": float(state.violation), "active": np.flatnonzero(np.isclose(np.abs(w), box, rtol=1e-9, atol=0) & (box > 0)),
-        "iterations": int(state.it), "warnings": notes,
-        "converged": bool(gap <= tol * max(1.0, abs(value)) and float(state.violation) <= tol),
+        "violation": float(violation), "solver": solver, "active": np.flatnonzero(np.isclose(np.abs(w), box, rtol=1e-9, atol=0) & (box > 0)),
+        "iterations": iterations, "warnings": notes,
+        "converged": bool(gap <= tol * max(1.0, abs(value)) and float(violation) <= tol),
     }
     return model
 
