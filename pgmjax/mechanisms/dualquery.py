@@ -40,6 +40,7 @@ import numpy as np
 from .. import api
 from ..dataset import Dataset
 from ..domain import Clique, Domain
+from ..programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..privacy import (
     Accountant,
     _positive,
@@ -823,6 +824,7 @@ def dualquery(
 
     if pgm_step_size is None:
         pgm_step_size = 1.0 / (transcript.lipschitz() * N)
+    release_compiled(above=MAX_LIVE_PROGRAMS)  # a sweep over many structures: free the dead ones, keep a bounded number
     model = api.estimate(
         data.domain,
         [],

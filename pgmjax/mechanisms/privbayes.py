@@ -40,6 +40,7 @@ from ..dataset import Dataset, project_table
 from ..domain import Clique, Domain
 from ..junction import junction_tree, maximal_cliques
 from ..measurement import Measurement, estimate_total
+from ..programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..privacy import REST, Accountant, exponential_probabilities
 from ..privacy import check_key as _check_key
 from .options import engine_options
@@ -867,6 +868,7 @@ def privbayes(
     original = sample_network(domain, network, conditionals, size, k_orig)
 
     # 4b. +PGM arm on the same measurements.
+    release_compiled(above=MAX_LIVE_PROGRAMS)  # a sweep over many structures: free the dead ones, keep a bounded number
     model = estimate(domain, measurements, iters=pgm_iters, total=total, **pgm_options)
     synthetic = model.synthetic_data(size, k_pgm)
 
