@@ -24,7 +24,7 @@ from ..domain import Domain
 from ..measurement import Measurement
 from .errors import LinearNoise
 
-__all__ = ["History", "BLUEResult", "blue", "blue_history", "history_matrix", "row_noise"]
+__all__ = ["History", "BLUEResult", "Factor", "blue", "blue_history", "factorize", "history_matrix", "row_noise"]
 
 _ESTIMABLE_RTOL = 1e-9
 
@@ -221,43 +221,63 @@ def blue(H, y=None, *, scale=None, stddev=None, query=None, domain=None, rcond: 
     return blue_history(hist, query, rcond=rcond, method=method, **law)
 
 
-def blue_history(hist: History, query=None, *, rcond: float = 1e-12, method: str = "cf", **law) -> BLUEResult:
-    """:func:`blue` on a :class:`History` (see there).
+class Factor(NamedTuple):
+    """A history's factorisation, reusable for many queries: ``A = Q @ P`` and the row space ``Vt``."""
+
+    P: np.ndarray  # (N, m): (H^T D H)^+ H^T D
+    Vt: np.ndarray  # (r, N): orthonormal basis of the row space of H
+    x_hat: np.ndarray  # (N,)
+    full_rank: bool
+
+
+def factorize(hist: History, rcond: float = 1e-12) -> Factor:
+    """SVD of the whitened history ``D^{1/2} H`` (float64): what :func:`blue_history` needs for any query.
 
     Example:
-        >>> h = History(np.array([[1.0], [1.0]]), np.array([10.0, 14.0]), np.array([1.0, 2.0]), np.zeros(2))
-        >>> blue_history(h, [1.0]).A.round(3).tolist()
-        [0.8, 0.2]
+        >>> f = factorize(History(np.array([[1.0], [1.0]]), np.array([10.0, 14.0]), np.array([1.0, 2.0]), np.zeros(2)))
+        >>> f.P.round(3).tolist(), f.full_rank
+        ([[0.8, 0.2]], True)
     """
     m, N = hist.H.shape
     if m == 0:
         raise ValueError("blue: the history is empty")
     if not (0 < rcond < 1):
         raise ValueError(f"blue: rcond must be in (0, 1), got {rcond!r}")
-    v = hist.variance
-    w = 1.0 / np.sqrt(v)
-    Wh = hist.H * w[:, None]  # whitened rows: D^{1/2} H
-    U, sv, Vt = np.linalg.svd(Wh, full_matrices=False)
+    w = 1.0 / np.sqrt(hist.variance)
+    U, sv, Vt = np.linalg.svd(hist.H * w[:, None], full_matrices=False)
     keep = sv > rcond * (sv[0] if sv.size else 0.0)
     U, sv, Vt = U[:, keep], sv[keep], Vt[keep]
-    pinv = (Vt.T / sv) @ U.T  # (N, m): (D^{1/2} H)^+
-    x_hat = pinv @ (w * hist.y)
+    P = ((Vt.T / sv) @ U.T) * w[None, :]  # (D^{1/2} H)^+ D^{1/2}
+    return Factor(P, Vt, P @ hist.y, bool(keep.sum() == N))
+
+
+def blue_history(hist: History, query=None, *, rcond: float = 1e-12, factor: Factor | None = None, method: str = "cf",
+                 **law) -> BLUEResult:
+    """:func:`blue` on a :class:`History` (see there); ``factor`` reuses :func:`factorize` across queries.
+
+    Example:
+        >>> h = History(np.array([[1.0], [1.0]]), np.array([10.0, 14.0]), np.array([1.0, 2.0]), np.zeros(2))
+        >>> blue_history(h, [1.0]).A.round(3).tolist()
+        [0.8, 0.2]
+    """
+    N = hist.H.shape[1]
+    f = factorize(hist, rcond) if factor is None else factor
     if query is None:
-        return BLUEResult(x_hat, None, None, None, bool(keep.sum() == N), None)
+        return BLUEResult(f.x_hat, None, None, None, f.full_rank, None)
     Q = _matrix(query, "query", np.ndim(query))
     if Q.ndim not in (1, 2) or Q.shape[-1] != N:
         raise ValueError(f"blue: query must be ({N},) or (r, {N}), got shape {Q.shape}")
     Q2 = np.atleast_2d(Q)
-    resid = Q2 - (Q2 @ Vt.T) @ Vt  # the part of Q outside the row space of H
+    resid = Q2 - (Q2 @ f.Vt.T) @ f.Vt  # the part of Q outside the row space of H
     norms = np.linalg.norm(Q2, axis=1)
     estimable = np.linalg.norm(resid, axis=1) <= _ESTIMABLE_RTOL * np.maximum(norms, 1e-300)
-    A = (Q2 @ pinv) * w[None, :]  # Q (H^T D H)^+ H^T D
+    A = Q2 @ f.P  # Q (H^T D H)^+ H^T D
     value = A @ hist.y
-    variance = (A**2) @ v
+    variance = (A**2) @ hist.variance
     errors = [
         LinearNoise(a, hist.laplace_scale, hist.gaussian_sd, method=method, **law) if ok else None
         for a, ok in zip(A, estimable)
     ]
     if Q.ndim == 1:
-        return BLUEResult(x_hat, A[0], float(value[0]), float(variance[0]), bool(estimable[0]), errors[0])
-    return BLUEResult(x_hat, A, value, variance, estimable, errors)
+        return BLUEResult(f.x_hat, A[0], float(value[0]), float(variance[0]), bool(estimable[0]), errors[0])
+    return BLUEResult(f.x_hat, A, value, variance, estimable, errors)

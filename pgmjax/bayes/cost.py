@@ -113,7 +113,7 @@ def combined_error(history_error: LinearNoise | None, history_variance: float | 
 
 
 def allocate_with_history(history: History, query, half_width: float, delta: float, sensitivity: float | None = None,
-                          *, rtol: float = 1e-9, **law) -> Allocation:
+                          *, rtol: float = 1e-9, factor=None, **law) -> Allocation:
     """The least Laplace budget for one fresh answer of ``query`` such that the BLUE combining it with the
     history meets ``half_width`` with probability ``1 - delta`` (history-aware allocation; an improvement on
     [XX] Theorem 5.3, which ignores the history).
@@ -129,6 +129,7 @@ def allocate_with_history(history: History, query, half_width: float, delta: flo
         half_width, delta: the request.
         sensitivity: ``S`` of the query (default ``max_j |q_j|``, add/remove).
         rtol: relative precision of the returned epsilon (rounded up, so the request is met).
+        factor: the history's :func:`~pgmjax.bayes.blue.factorize`, to reuse.
 
     Returns:
         :class:`Allocation` (Laplace).
@@ -150,7 +151,7 @@ def allocate_with_history(history: History, query, half_width: float, delta: flo
         raise ValueError(f"{where}: the query is all zeros")
     err, var = None, None
     if history.H.shape[0]:
-        r = blue_history(history, q, **law)
+        r = blue_history(history, q, factor=factor, **law)
         if r.estimable:
             err, var = r.error, r.variance
             if err.half_width(1.0 - d) <= w:

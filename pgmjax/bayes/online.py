@@ -33,7 +33,7 @@ import numpy as np
 from ..dataset import Dataset
 from ..discrete_noise import lattice_spacing
 from ..privacy import Accountant, PrivacyBudgetExceeded, check_key
-from .blue import History, blue_history, row_noise
+from .blue import History, blue_history, factorize, row_noise
 from .cost import allocate, allocate_with_history, combined_error
 
 __all__ = ["Response", "OnlineQuerySystem"]
@@ -167,6 +167,7 @@ class OnlineQuerySystem:
         if self._B.max() > self.budget * (1 + _SLACK):
             raise ValueError(f"{where}: the history alone costs {self._B.max():.6g} > budget {self.budget:.6g}")
         self._fresh = 0
+        self._factor = None
         self.responses: list[Response] = []
 
     # ---- state ------------------------------------------------------------------------------
@@ -231,6 +232,7 @@ class OnlineQuerySystem:
         self._y = np.concatenate([self._y, y])
         self._b = np.concatenate([self._b, np.full(rows.shape[0], b)])
         self._B = self._B + _cell_loss(rows, S, added, b)
+        self._factor = None
         return b
 
     def ask(self, query, half_width: float, delta: float) -> Response:
@@ -254,7 +256,9 @@ class OnlineQuerySystem:
         err = var = None
         hist_iv = None
         if hist.H.shape[0]:
-            r = blue_history(hist, q, method=self.method)
+            if self._factor is None:  # refactorised only when the history has grown
+                self._factor = factorize(hist)
+            r = blue_history(hist, q, factor=self._factor, method=self.method)
             if r.estimable:
                 err, var = r.error, r.variance
                 c = float(err.half_width(level))
@@ -265,7 +269,7 @@ class OnlineQuerySystem:
         if self.allocation == "paper":
             eps = S * alloc.cost  # S ln(1/delta) / w
         else:
-            eps = allocate_with_history(hist, q, half_width, delta, S, method=self.method).cost
+            eps = allocate_with_history(hist, q, half_width, delta, S, factor=self._factor, method=self.method).cost
         B_new = self._B + _cell_loss(q[None, :], S, *_lattice_calibration(S, eps, 1))
         seq_cost = self.accountant.cost("laplace", sensitivity=S, epsilon=eps)
         why = None
