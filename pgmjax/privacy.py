@@ -1006,7 +1006,9 @@ class Accountant:
     * ``Accountant(epsilon=e, delta=d, composition="advanced")``: pure-DP mechanisms (Laplace, EM)
       composed by advanced composition, ``spent = min(sum eps_i, eps_max sqrt(2 k ln(1/d)) + k
       eps_max (e^eps_max - 1))`` over the ``k`` draws (DualQuery's ``b2`` bound);
-      ``"advanced_heterogeneous"`` uses :func:`advanced_composition_hetero` instead.
+      ``"advanced_heterogeneous"`` uses :func:`advanced_composition_hetero` instead. Both bounds hold
+      for a schedule of per-draw epsilons fixed in advance (as DualQuery's is), not for epsilons chosen
+      adaptively from earlier outputs; use ``"pure"`` or ``"zcdp"`` for adaptive schedules.
 
     ``bounded`` fixes the neighbouring relation, hence every default sensitivity
     (:meth:`l1_sensitivity`, :meth:`l2_sensitivity`, :meth:`measure`).
