@@ -6,28 +6,36 @@ original vocabulary:
 
 * a **numeric** column is cut into bins by its edges ``e_0 < e_1 < ... < e_k``: code ``i`` is the
   bin ``[e_i, e_{i+1})``, the last bin is closed ``[e_{k-1}, e_k]``; values outside ``[e_0, e_k]``
-  are rejected (the row and value are named). Decoding draws a value **uniformly within the bin**
-  (``decode="uniform"``, the default; seeded by a ``jax.random`` key) or returns the bin
-  **midpoint** (``decode="midpoint"``); with ``integer: true`` the value is a uniformly drawn
-  integer of the bin (resp. its middle integer), and every bin must contain an integer.
+  are rejected (the row and value are named), or clipped into the end bins with ``"clip": true``;
+  ``"missing": true`` adds a last code for empty fields. Decoding (float64) draws a value
+  **uniformly within the bin** (``decode="uniform"``, the default; seeded by a ``jax.random`` key)
+  or returns the bin **midpoint** (``decode="midpoint"``); with ``integer: true`` the value is a
+  uniformly drawn integer of the bin (resp. its middle integer), and every bin must contain an
+  integer; ``"decimals": d`` rounds decoded floats. ``"type": "date"`` bins ISO dates
+  (``YYYY-MM-DD``; edges written as dates) and decodes to dates.
 * a **categorical** column lists its categories; code ``i`` is ``categories[i]``. Values are
-  compared as text, exactly as they appear in the CSV (``"01"`` is not ``"1"``); an empty field is
-  the category ``""`` if it is listed, else an error. Decoding returns the category strings.
+  compared as text, exactly as they appear in the CSV (``"01"`` is not ``"1"``); an empty field (or a
+  NaN of ``pandas.read_csv``) is the category ``""`` if it is listed; ``"other": "text"`` adds a last
+  code for every value outside the list, else such a value is an error.
 
 The schema file is a JSON object mapping column name to its spec; the column order is the domain
 order::
 
     {
       "age":    {"bins": [17, 25, 35, 45, 55, 65, 91], "integer": true},
-      "income": {"bins": 20, "range": [0, 250000], "decode": "midpoint"},
-      "sex":    {"categories": ["Female", "Male"]}
+      "income": {"bins": 20, "range": [0, 250000], "decode": "midpoint", "clip": true, "missing": true},
+      "joined": {"bins": ["2000-01-01", "2010-01-01", "2024-12-31"], "type": "date"},
+      "sex":    {"categories": ["Female", "Male"], "other": "other"}
     }
 
-``"bins": k`` with ``"range": [lo, hi]`` means ``k`` equal-width bins over ``[lo, hi]``.
+``"bins": k`` with ``"range": [lo, hi]`` means ``k`` equal-width bins over ``[lo, hi]``. An optional
+entry ``"_pgmjax": {"private": true|false, ...}`` records where the schema came from (see
+:attr:`Schema.provenance`); ``pgmjax run`` flags a schema marked ``"private": false``.
 
 Privacy: a schema is public information. :func:`infer_schema` reads the data itself (its minima,
 maxima and category lists are *not* differentially private); it gives a starting point to review
 and replace with public knowledge (published ranges, code lists) before a private release.
+:func:`pgmjax.preprocess.private_schema` derives one with differential privacy instead.
 
 Example:
     >>> schema = Schema.from_dict({"x": {"bins": [0, 1, 2]}, "c": {"categories": ["a", "b"]}})
@@ -43,15 +51,24 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import jax
 import numpy as np
 import pandas as pd
 
-from .dataset import Dataset, DataValueError, unreadable_csv
+from .dataset import Dataset, unreadable_csv
 from .domain import Domain
+from .schema_columns import (
+    DECODE_METHODS,
+    CategoricalColumn,
+    NumericColumn,
+    SchemaError,
+    SchemaValueError,
+    date_days,
+    parse_column,
+)
 
 __all__ = [
     "SchemaError",
@@ -63,138 +80,11 @@ __all__ = [
     "infer_schema",
     "dumps",
     "DECODE_METHODS",
+    "PROVENANCE_KEY",
 ]
 
-DECODE_METHODS = ("uniform", "midpoint")
-_NUMERIC_KEYS = {"bins", "range", "integer", "decode"}
-_CATEGORICAL_KEYS = {"categories"}
-
-
-class SchemaError(ValueError):
-    """A schema is malformed, or a raw value does not fit it (the message names column, row and value)."""
-
-
-class SchemaValueError(SchemaError, DataValueError):
-    """A raw value does not fit its column: ``str(e)`` names row and value, ``e.public`` only the column
-    and what was expected (see :class:`pgmjax.dataset.DataValueError`)."""
-
-
-# ---------------------------------------------------------------------------------------------------
-# Columns
-# ---------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class NumericColumn:
-    """A numeric column cut into bins ``[e_i, e_{i+1})`` (the last one closed).
-
-    Attributes:
-        name: the column name.
-        edges: strictly increasing finite floats, at least two.
-        integer: decode to integers (each bin must contain one).
-        decode: ``"uniform"`` (a uniform draw within the bin) or ``"midpoint"``.
-    """
-
-    name: str
-    edges: np.ndarray
-    integer: bool = False
-    decode: str = "uniform"
-
-    @property
-    def size(self) -> int:
-        return len(self.edges) - 1
-
-    def _integer_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """First integer and number of integers of every bin."""
-        lo = np.ceil(self.edges[:-1])
-        hi = np.ceil(self.edges[1:]) - 1  # last integer < e_{i+1}
-        hi[-1] = np.floor(self.edges[-1])  # the last bin is closed
-        return lo, hi - lo + 1
-
-    def encode(self, values: np.ndarray, *, offset: int = 0) -> np.ndarray:
-        """Bin codes of float values (NaN = missing); raises :class:`SchemaError` naming the first bad row."""
-        x = np.asarray(values, np.float64)
-        bad = np.flatnonzero(~np.isfinite(x))
-        if bad.size:
-            r = int(bad[0])
-            raise SchemaValueError(
-                f"column {self.name!r} {_row(r, offset)}: value is missing or not a number "
-                f"({bad.size} such value(s) in this column)",
-                f"column {self.name!r}: a value is missing or not a number",
-            )
-        lo, hi = self.edges[0], self.edges[-1]
-        bad = np.flatnonzero((x < lo) | (x > hi))
-        if bad.size:
-            r = int(bad[0])
-            raise SchemaValueError(
-                f"column {self.name!r} {_row(r, offset)}: value {x[r]:g} is outside the range of its bins "
-                f"[{lo:g}, {hi:g}] ({bad.size} value(s) out of range in this column); widen the bins in the schema",
-                f"column {self.name!r}: a value is outside the range of its bins [{lo:g}, {hi:g}]; widen the bins in the schema",
-            )
-        return np.minimum(np.searchsorted(self.edges, x, side="right") - 1, self.size - 1)
-
-    def decode_codes(self, codes: np.ndarray, key) -> np.ndarray:
-        """Values for bin codes: uniform within the bin (seeded by ``key``) or the midpoint."""
-        codes = np.asarray(codes, np.int64)
-        if self.integer:
-            first, count = self._integer_bounds()
-            if self.decode == "midpoint":
-                return (first + (count - 1) // 2)[codes].astype(np.int64)
-            u = np.asarray(jax.random.uniform(key, codes.shape, dtype=jax.numpy.float32), np.float64)
-            step = np.minimum(np.floor(u * count[codes]), count[codes] - 1)
-            return (first[codes] + step).astype(np.int64)
-        lo, hi = self.edges[:-1][codes], self.edges[1:][codes]
-        if self.decode == "midpoint":
-            return 0.5 * (lo + hi)
-        u = np.asarray(jax.random.uniform(key, codes.shape, dtype=jax.numpy.float32), np.float64)
-        # Rounding of lo + u (hi - lo) may reach hi, which belongs to the next bin (except for the last bin).
-        top = np.where(codes == self.size - 1, hi, np.nextafter(hi, -np.inf))
-        return np.minimum(lo + u * (hi - lo), top)
-
-    def to_dict(self) -> dict:
-        out: dict = {"bins": [_json_number(e) for e in self.edges]}
-        if self.integer:
-            out["integer"] = True
-        if self.decode != "uniform":
-            out["decode"] = self.decode
-        return out
-
-
-@dataclass(frozen=True, eq=False)
-class CategoricalColumn:
-    """A categorical column: code ``i`` is ``categories[i]`` (compared as text)."""
-
-    name: str
-    categories: tuple[str, ...]
-
-    @property
-    def size(self) -> int:
-        return len(self.categories)
-
-    def encode(self, values, *, offset: int = 0) -> np.ndarray:
-        """Codes of text values; raises :class:`SchemaError` for a value that is not a category."""
-        s = pd.Series(values, dtype=object).astype(str)
-        codes = pd.Index(self.categories, dtype=object).get_indexer(s.to_numpy(dtype=object)).astype(np.int64)
-        bad = np.flatnonzero(codes < 0)
-        if bad.size:
-            r = int(bad[0])
-            unknown = sorted(set(s.iloc[bad]))
-            shown = ", ".join(repr(u) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
-            raise SchemaValueError(
-                f"column {self.name!r} {_row(r, offset)}: value {s.iloc[r]!r} is not one of its {self.size} categories "
-                f"{_preview(self.categories)} ({bad.size} value(s) outside the categories: {shown}); "
-                "add them to the schema's categories",
-                f"column {self.name!r}: a value is not one of its {self.size} categories {_preview(self.categories)}; "
-                "add it to the schema's categories",
-            )
-        return codes
-
-    def decode_codes(self, codes: np.ndarray, key=None) -> np.ndarray:
-        return np.asarray(self.categories, dtype=object)[np.asarray(codes, np.int64)]
-
-    def to_dict(self) -> dict:
-        return {"categories": list(self.categories)}
-
+#: The reserved top-level key of the JSON form that records where a schema came from.
+PROVENANCE_KEY = "_pgmjax"
 
 # ---------------------------------------------------------------------------------------------------
 # Schema
@@ -216,7 +106,7 @@ class Schema:
         ([0.0, 25.0, 50.0, 75.0, 100.0], Domain({'age': 4}))
     """
 
-    def __init__(self, columns):
+    def __init__(self, columns, provenance: Mapping | None = None):
         columns = list(columns)
         if not columns:
             raise SchemaError("schema: no columns")
@@ -226,6 +116,8 @@ class Schema:
             raise SchemaError(f"schema: duplicate column names {dup}")
         self.columns: dict[str, NumericColumn | CategoricalColumn] = {c.name: c for c in columns}
         self.domain = Domain({c.name: c.size for c in columns})
+        #: where the schema came from: ``{"private": bool, ...}`` (empty when unknown, e.g. written by hand).
+        self.provenance: dict = dict(provenance or {})
 
     # Construction ---------------------------------------------------------------------------
     @classmethod
@@ -247,11 +139,27 @@ class Schema:
             raise SchemaError(f"{where}: has no columns")
         if decode is not None and decode not in DECODE_METHODS:
             raise SchemaError(f"{where}: decode must be one of {DECODE_METHODS}, got {decode!r}")
-        return cls([_parse_column(name, col, decode or "uniform", where) for name, col in spec.items()])
+        provenance = spec.get(PROVENANCE_KEY)
+        if provenance is not None and not isinstance(provenance, Mapping):
+            raise SchemaError(f"{where}: {PROVENANCE_KEY} must be an object like {{\"private\": false}}, got {provenance!r}")
+        columns = {k: v for k, v in spec.items() if k != PROVENANCE_KEY}
+        if not columns:
+            raise SchemaError(f"{where}: has no columns")
+        return cls([parse_column(name, col, decode or "uniform", where) for name, col in columns.items()], provenance)
 
     def to_dict(self) -> dict:
-        """The JSON form (round-trips through :meth:`from_dict`)."""
-        return {name: col.to_dict() for name, col in self.columns.items()}
+        """The JSON form (round-trips through :meth:`from_dict`), with the provenance entry if any."""
+        out = {name: col.to_dict() for name, col in self.columns.items()}
+        if self.provenance:
+            out[PROVENANCE_KEY] = dict(self.provenance)
+        return out
+
+    @property
+    def private(self) -> bool | None:
+        """True for a schema derived with differential privacy, False for one read from the data without it,
+        None when unknown (e.g. written by hand from public knowledge)."""
+        p = self.provenance.get("private")
+        return None if p is None else bool(p)
 
     def __repr__(self) -> str:
         kinds = ", ".join(
@@ -285,12 +193,12 @@ class Schema:
         for name, col in self.columns.items():
             raw = frame[name]
             if isinstance(col, NumericColumn):
-                codes.append(col.encode(_to_float(raw, name, line_offset), offset=line_offset))
+                codes.append(col.encode(col.values(raw, line_offset), offset=line_offset))
             else:
                 codes.append(col.encode(raw.to_numpy(), offset=line_offset))
         return Dataset._trusted(np.stack(codes, axis=1).astype(np.int64), self.domain)
 
-    def decode(self, data: Dataset | np.ndarray, key) -> pd.DataFrame:
+    def decode(self, data: Dataset | np.ndarray, key, *, columns=None) -> pd.DataFrame:
         """Turn integer-coded records back into raw values (post-processing: no privacy cost).
 
         Numeric columns: a value drawn uniformly within the record's bin (one independent uniform per
@@ -300,9 +208,11 @@ class Schema:
         Args:
             data: a Dataset over :attr:`domain` (e.g. synthetic data), or its records array.
             key: a ``jax.random`` key.
+            columns: the output column order (e.g. the input file's header; names not in the schema
+                are skipped); None for the schema's order.
 
         Returns:
-            A DataFrame with the schema's columns, in order.
+            A DataFrame with the schema's columns.
         """
         if isinstance(data, Dataset):
             if data.domain != self.domain:
@@ -313,9 +223,13 @@ class Schema:
             if records.ndim != 2 or records.shape[1] != len(self.columns):
                 raise SchemaError(f"decode: expected records of shape (n, {len(self.columns)}), got {records.shape}")
         keys = jax.random.split(key, len(self.columns))
-        return pd.DataFrame(
+        out = pd.DataFrame(
             {name: col.decode_codes(records[:, j], keys[j]) for j, (name, col) in enumerate(self.columns.items())}
         )
+        if columns is None:
+            return out
+        order = [c for c in columns if c in self.columns]
+        return out[order + [c for c in self.columns if c not in order]]
 
 
 def load_schema(path: str | os.PathLike, *, decode: str | None = None) -> Schema:
@@ -357,12 +271,15 @@ def read_raw_csv(path: str | os.PathLike) -> pd.DataFrame:
 
 
 def infer_schema(frame: pd.DataFrame, *, bins: int = 10, max_categories: int = 32) -> tuple[dict, list[str]]:
-    """A starter schema from a raw table (NOT private: it reads the data).
+    """A starter schema from a raw table (NOT private: it reads the data; the result is marked so).
 
-    Rule per column: if every value is a number and there are more than ``max_categories`` distinct
-    values, ``bins`` equal-width bins over ``[min, max]`` (``integer`` if all values are integers);
-    otherwise a categorical column with the distinct values as categories (numbers sorted
-    numerically, text alphabetically), which decodes back to exactly those values.
+    Rule per column, ignoring empty fields: if every value is a number and there are more than
+    ``max_categories`` distinct values, ``bins`` equal-width bins over ``[min, max]`` (``integer`` if
+    all values are integers); if every value is an ISO date ``YYYY-MM-DD`` and there are more than
+    ``max_categories`` distinct ones, ``bins`` bins of dates; a binned column with empty fields gets a
+    ``missing`` code. Otherwise a categorical column with the distinct values as categories (numbers
+    sorted numerically, text alphabetically; an empty field is the category ``""``), which decodes
+    back to exactly those values. For a private schema use :func:`pgmjax.preprocess.private_schema`.
 
     Args:
         frame: a raw table as read by :func:`read_raw_csv` (text fields).
@@ -371,13 +288,13 @@ def infer_schema(frame: pd.DataFrame, *, bins: int = 10, max_categories: int = 3
             (at least ``bins``).
 
     Returns:
-        ``(schema dict, warnings)``: the JSON form, and remarks for the user (very large category
-        lists, missing values).
+        ``(schema dict, warnings)``: the JSON form (with ``"_pgmjax": {"private": false, ...}``), and
+        remarks for the user (very large category lists, missing values).
 
     Example:
         >>> spec, notes = infer_schema(pd.DataFrame({"c": ["b", "a", "b"], "x": [str(i) for i in range(40)][:3]}))
-        >>> spec["c"]
-        {'categories': ['a', 'b']}
+        >>> spec["c"], spec["_pgmjax"]["private"]
+        ({'categories': ['a', 'b']}, False)
     """
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
         raise SchemaError(f"infer_schema: bins must be an integer >= 1, got {bins!r}")
@@ -388,101 +305,44 @@ def infer_schema(frame: pd.DataFrame, *, bins: int = 10, max_categories: int = 3
     spec: dict = {}
     notes: list[str] = []
     for name in frame.columns:
-        text = frame[name].astype(str)
-        numbers = pd.to_numeric(text.str.strip(), errors="coerce").to_numpy(np.float64)
-        distinct = pd.unique(text)
-        if np.isfinite(numbers).all() and len(np.unique(numbers)) > max_categories:
-            lo, hi = float(numbers.min()), float(numbers.max())
-            integer = bool(np.all(numbers == np.round(numbers)))
-            col = NumericColumn(str(name), _nice_edges(lo, hi, bins), integer)
-            if integer and (col._integer_bounds()[1] < 1).any():
-                col = NumericColumn(str(name), col.edges, False)
+        text = frame[name].astype(object).where(frame[name].notna(), "").astype(str).str.strip()
+        blank = (text == "").to_numpy()
+        filled = text[~blank]
+        numbers = pd.to_numeric(filled, errors="coerce").to_numpy(np.float64)
+        is_date = len(filled) > 0 and bool(filled.str.fullmatch(_ISO_DATE).all())
+        values = date_days(filled, str(name)) if is_date else numbers
+        binned = len(filled) > 0 and np.isfinite(values).all() and len(np.unique(values)) > max_categories
+        if binned:
+            lo, hi = float(values.min()), float(values.max())
+            integer = bool(np.all(values == np.round(values)))
+            edges = np.unique(np.round(np.linspace(lo, hi, bins + 1))) if is_date else _nice_edges(lo, hi, bins)
+            col = NumericColumn(str(name), edges, integer and not is_date, missing=bool(blank.any()),
+                                kind="date" if is_date else "number")
+            if col.integer and (col._integer_bounds()[1] < 1).any():
+                col = NumericColumn(str(name), col.edges, False, missing=col.missing)
             spec[str(name)] = col.to_dict()
+            if blank.any():
+                notes.append(f"column {name!r}: has empty fields; they get their own code (\"missing\": true)")
             continue
-        if np.isfinite(numbers).all():
-            order = np.argsort([float(v) for v in distinct], kind="stable")
-            cats = [str(distinct[i]) for i in order]
+        distinct = pd.unique(text)
+        if len(filled) and np.isfinite(numbers).all():
+            key = [float(v) if v != "" else -np.inf for v in distinct]
+            cats = [str(distinct[i]) for i in np.argsort(key, kind="stable")]
         else:
             cats = sorted(str(v) for v in distinct)
-            if "" in cats:
-                notes.append(f"column {name!r}: has empty fields; they are kept as the category \"\"")
+        if blank.any():
+            notes.append(f"column {name!r}: has empty fields; they are kept as the category \"\"")
         if len(cats) > max_categories:
             notes.append(
                 f"column {name!r}: {len(cats)} distinct values became {len(cats)} categories; large attributes make "
                 "marginals large and noisy: consider merging categories"
             )
         spec[str(name)] = {"categories": cats}
+    spec[PROVENANCE_KEY] = {"private": False, "source": "infer_schema: ranges and categories read from the data without noise"}
     return spec, notes
 
 
-# ---------------------------------------------------------------------------------------------------
-# Helpers
-# ---------------------------------------------------------------------------------------------------
-
-
-def _parse_column(name, col, decode: str, where: str):
-    if not isinstance(name, str) or not name:
-        raise SchemaError(f"{where}: column names must be non-empty strings, got {name!r}")
-    at = f"{where}: column {name!r}"
-    if not isinstance(col, Mapping):
-        raise SchemaError(f'{at}: expected an object like {{"bins": [...]}} or {{"categories": [...]}}, got {col!r}')
-    keys = set(col)
-    if ("bins" in keys) == ("categories" in keys):
-        raise SchemaError(f'{at}: give exactly one of "bins" (numeric) or "categories" (categorical); got keys {sorted(keys)}')
-    if "categories" in keys:
-        unknown = sorted(keys - _CATEGORICAL_KEYS)
-        if unknown:
-            raise SchemaError(f"{at}: unknown keys {unknown} for a categorical column (allowed: {sorted(_CATEGORICAL_KEYS)})")
-        cats = col["categories"]
-        if not isinstance(cats, list) or not cats:
-            raise SchemaError(f"{at}: categories must be a non-empty list, got {cats!r}")
-        out = []
-        for c in cats:
-            if isinstance(c, bool) or not isinstance(c, (str, int)):
-                raise SchemaError(f"{at}: categories must be strings (or integers), got {c!r}; write numbers as they appear in the CSV, e.g. \"1.5\"")
-            out.append(str(c))
-        dup = sorted({c for c in out if out.count(c) > 1})
-        if dup:
-            raise SchemaError(f"{at}: duplicate categories {dup}")
-        return CategoricalColumn(name, tuple(out))
-    unknown = sorted(keys - _NUMERIC_KEYS)
-    if unknown:
-        raise SchemaError(f"{at}: unknown keys {unknown} for a numeric column (allowed: {sorted(_NUMERIC_KEYS)})")
-    bins = col["bins"]
-    if isinstance(bins, list):
-        if "range" in col:
-            raise SchemaError(f'{at}: "range" goes with a number of bins; with explicit edges leave it out')
-        edges = np.array([_finite(e, f"{at}: bin edge") for e in bins], np.float64)
-        if len(edges) < 2:
-            raise SchemaError(f"{at}: bins needs at least two edges, got {bins!r}")
-        if np.any(np.diff(edges) <= 0):
-            raise SchemaError(f"{at}: bin edges must be strictly increasing, got {bins!r}")
-    elif isinstance(bins, int) and not isinstance(bins, bool):
-        if bins < 1:
-            raise SchemaError(f"{at}: the number of bins must be at least 1, got {bins}")
-        rng = col.get("range")
-        if not isinstance(rng, list) or len(rng) != 2:
-            raise SchemaError(f'{at}: "bins": {bins} needs "range": [low, high]')
-        lo, hi = (_finite(v, f"{at}: range") for v in rng)
-        if not lo < hi:
-            raise SchemaError(f"{at}: range must have low < high, got {rng!r}")
-        edges = np.linspace(lo, hi, bins + 1)
-    else:
-        raise SchemaError(f"{at}: bins must be a list of edges or a number of bins, got {bins!r}")
-    integer = col.get("integer", False)
-    if not isinstance(integer, bool):
-        raise SchemaError(f"{at}: integer must be true or false, got {integer!r}")
-    dec = col.get("decode", decode)
-    if dec not in DECODE_METHODS:
-        raise SchemaError(f"{at}: decode must be one of {list(DECODE_METHODS)}, got {dec!r}")
-    out = NumericColumn(name, edges, integer, dec)
-    if integer:
-        first, count = out._integer_bounds()
-        empty = np.flatnonzero(count < 1)
-        if empty.size:
-            i = int(empty[0])
-            raise SchemaError(f"{at}: integer column, but bin {i} [{edges[i]:g}, {edges[i + 1]:g}) contains no integer")
-    return out
+_ISO_DATE = r"\d{4}-\d{2}-\d{2}"
 
 
 def _nice_edges(lo: float, hi: float, bins: int) -> np.ndarray:
@@ -504,43 +364,6 @@ def dumps(spec: Mapping) -> str:
     """A schema dict as JSON text with one line per column (easy to review and edit)."""
     lines = [f"  {json.dumps(str(k))}: {json.dumps(v)}" for k, v in spec.items()]
     return "{\n" + ",\n".join(lines) + "\n}"
-
-
-def _finite(value, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise SchemaError(f"{what} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def _to_float(raw: pd.Series, name: str, offset: int) -> np.ndarray:
-    if raw.dtype.kind in "iufb":
-        return raw.to_numpy(np.float64)
-    text = raw.astype(str).str.strip()
-    x = pd.to_numeric(text, errors="coerce").to_numpy(np.float64)
-    bad = np.flatnonzero(np.isnan(x) & (text.to_numpy() != "") & (text.str.lower().to_numpy() != "nan"))
-    if bad.size:
-        r = int(bad[0])
-        raise SchemaValueError(
-            f"column {name!r} {_row(r, offset)}: value {text.iloc[r]!r} is not a number, but the schema bins this column "
-            f"({bad.size} non-numeric value(s)); make it categorical in the schema or fix the data",
-            f"column {name!r}: a value is not a number, but the schema bins this column; make it categorical "
-            "in the schema or fix the data",
-        )
-    return x
-
-
-def _row(r: int, offset: int) -> str:
-    """``row r`` (0-based data row), or ``line r + offset`` of a CSV file when ``offset`` is given."""
-    return f"row {r}" if not offset else f"line {r + offset}"
-
-
-def _json_number(x: float):
-    return int(x) if float(x).is_integer() and abs(x) < 2**53 else float(x)
-
-
-def _preview(items, k: int = 8) -> str:
-    items = list(items)
-    return "[" + ", ".join(repr(i) for i in items[:k]) + (", ...]" if len(items) > k else "]")
 
 
 def _reject_duplicates(pairs):

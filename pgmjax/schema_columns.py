@@ -1,0 +1,404 @@
+"""Columns of a discretisation schema (:mod:`pgmjax.schema`): numbers, dates and categories, to codes and back.
+
+* :class:`NumericColumn`: bins ``[e_i, e_{i+1})`` (the last one closed) of a number or a date
+  (``kind="date"``: ISO dates ``YYYY-MM-DD`` counted in days since 1970-01-01). Optional: a last
+  code for missing values (``missing=True``: empty field or NaN, decoded as an empty field),
+  clipping of out-of-range values into the end bins (``clip=True``, instead of an error), decoding
+  to integers (``integer=True``; dates always decode to whole days) or rounded to ``decimals``.
+  Decoding is done in float64: the bin midpoint (``decode="midpoint"``: 26.5 for the bin
+  ``[26, 27)``, exactly) or a uniform draw within the bin from 53 random bits.
+* :class:`CategoricalColumn`: code ``i`` is ``categories[i]`` (compared as text; a NaN read by
+  ``pandas.read_csv`` is the empty field ``""``; a float ``3.0`` is the text ``"3"``); with ``other``
+  set, every value outside the list gets the last code, decoded as the text ``other``.
+
+Example:
+    >>> col = NumericColumn("age", np.array([18.0, 26.0, 27.0, 90.0]), missing=True, clip=True)
+    >>> col.encode(np.array([17.0, 26.5, np.nan, 95.0])).tolist()
+    [0, 1, 3, 2]
+    >>> float(col.midpoints()[1]), col.decode_codes(np.array([3]), jax.random.key(0)).tolist()
+    (26.5, [nan])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+import pandas as pd
+
+from .dataset import DataValueError
+
+__all__ = ["SchemaError", "SchemaValueError", "NumericColumn", "CategoricalColumn", "DECODE_METHODS", "parse_column",
+           "uniform64", "to_float", "date_days", "days_to_dates"]
+
+DECODE_METHODS = ("uniform", "midpoint")
+KINDS = ("number", "date")
+NUMERIC_KEYS = {"bins", "range", "integer", "decode", "missing", "clip", "type", "decimals"}
+CATEGORICAL_KEYS = {"categories", "other"}
+_EPOCH = np.datetime64("1970-01-01", "D")
+
+
+class SchemaError(ValueError):
+    """A schema is malformed, or a raw value does not fit it (the message names column, row and value)."""
+
+
+class SchemaValueError(SchemaError, DataValueError):
+    """A raw value does not fit its column: ``str(e)`` names row and value, ``e.public`` only the column
+    and what was expected (see :class:`pgmjax.dataset.DataValueError`)."""
+
+
+def uniform64(key, shape) -> np.ndarray:
+    """Uniform floats in ``[0, 1)`` with 53 random bits each (float64 whatever jax_enable_x64 says).
+
+    Args:
+        key: a ``jax.random`` key.
+        shape: the output shape.
+
+    Returns:
+        A float64 NumPy array; every value is ``k / 2**53`` for an integer ``k``.
+
+    Example:
+        >>> u = uniform64(jax.random.key(0), (1000,))
+        >>> u.dtype, bool((u >= 0).all() and (u < 1).all())
+        (dtype('float64'), True)
+    """
+    bits = np.asarray(jax.random.bits(key, (2, *tuple(shape)), dtype=jax.numpy.uint32), np.uint64)
+    return ((bits[0] >> np.uint64(5)) * np.uint64(2**26) + (bits[1] >> np.uint64(6))).astype(np.float64) / 2.0**53
+
+
+def date_days(text, name: str = "date", offset: int = 0) -> np.ndarray:
+    """Days since 1970-01-01 (float64; NaN for an empty field) of ISO dates ``YYYY-MM-DD``."""
+    s = pd.Series(text, dtype=object)
+    blank = s.isna() | (s.astype(str).str.strip() == "")
+    parsed = pd.to_datetime(s.where(~blank, None), errors="coerce", format="ISO8601")
+    bad = np.flatnonzero(parsed.isna().to_numpy() & ~blank.to_numpy())
+    if bad.size:
+        r = int(bad[0])
+        raise SchemaValueError(
+            f"column {name!r} {_row(r, offset)}: value {s.iloc[r]!r} is not a date YYYY-MM-DD ({bad.size} such value(s))",
+            f"column {name!r}: a value is not a date YYYY-MM-DD",
+        )
+    days = parsed.to_numpy(dtype="datetime64[ns]").astype("datetime64[D]")
+    out = (days - _EPOCH).astype(np.float64)
+    out[blank.to_numpy() | parsed.isna().to_numpy()] = np.nan
+    return out
+
+
+def days_to_dates(days) -> np.ndarray:
+    """ISO date strings of whole day numbers (``""`` for NaN)."""
+    days = np.asarray(days, np.float64)
+    out = np.full(days.shape, "", dtype=object)
+    ok = np.isfinite(days)
+    out[ok] = np.datetime_as_string(_EPOCH + days[ok].astype(np.int64), unit="D")
+    return out
+
+
+def to_float(raw, name: str, offset: int = 0) -> np.ndarray:
+    """Float64 values of a column of numbers or numeric text (NaN for an empty field or "nan")."""
+    raw = pd.Series(raw)
+    if raw.dtype.kind in "iufb":
+        return raw.to_numpy(np.float64)
+    text = raw.astype(object).where(raw.notna(), "").astype(str).str.strip()
+    x = pd.to_numeric(text, errors="coerce").to_numpy(np.float64)
+    bad = np.flatnonzero(np.isnan(x) & (text.to_numpy() != "") & (text.str.lower().to_numpy() != "nan"))
+    if bad.size:
+        r = int(bad[0])
+        raise SchemaValueError(
+            f"column {name!r} {_row(r, offset)}: value {text.iloc[r]!r} is not a number, but the schema bins this column "
+            f"({bad.size} non-numeric value(s)); make it categorical in the schema or fix the data",
+            f"column {name!r}: a value is not a number, but the schema bins this column; make it categorical "
+            "in the schema or fix the data",
+        )
+    return x
+
+
+def as_text(values) -> pd.Series:
+    """Text form of raw values: NaN/None -> ``""``; integral floats without ``.0`` (``pandas.read_csv`` reads "3" as 3.0)."""
+    s = pd.Series(values)
+    if s.dtype.kind == "f":
+        x = s.to_numpy(np.float64)
+        whole = np.isfinite(x) & (x == np.round(x)) & (np.abs(x) < 2**53)
+        text = np.where(whole, pd.Series(np.where(whole, x, 0).astype(np.int64)).astype(str), s.astype(str))
+        return pd.Series(np.where(np.isnan(x), "", text), dtype=object)
+    s = s.astype(object)
+    return s.where(s.notna(), "").astype(str)
+
+
+@dataclass(frozen=True, eq=False)
+class NumericColumn:
+    """A numeric (or date) column cut into bins ``[e_i, e_{i+1})`` (the last one closed).
+
+    Attributes:
+        name: the column name.
+        edges: strictly increasing finite float64 edges, at least two (days since 1970-01-01 for dates).
+        integer: decode to integers (each bin must contain one); dates are always whole days.
+        decode: ``"uniform"`` (a uniform draw within the bin) or ``"midpoint"``.
+        missing: one more code, the last, for missing values (decoded as NaN, or ``""`` for dates).
+        clip: values outside ``[e_0, e_k]`` go to the end bins instead of raising.
+        kind: ``"number"`` or ``"date"``.
+        decimals: round decoded floats to this many decimals (None: no rounding).
+    """
+
+    name: str
+    edges: np.ndarray
+    integer: bool = False
+    decode: str = "uniform"
+    missing: bool = False
+    clip: bool = False
+    kind: str = "number"
+    decimals: int | None = None
+
+    @property
+    def bins(self) -> int:
+        return len(self.edges) - 1
+
+    @property
+    def size(self) -> int:
+        return self.bins + int(self.missing)
+
+    @property
+    def whole(self) -> bool:
+        """Whether values are whole numbers (integers or dates)."""
+        return self.integer or self.kind == "date"
+
+    def _integer_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """First integer and number of integers of every bin."""
+        lo = np.ceil(self.edges[:-1])
+        hi = np.ceil(self.edges[1:]) - 1  # last integer < e_{i+1}
+        hi[-1] = np.floor(self.edges[-1])  # the last bin is closed
+        return lo, hi - lo + 1
+
+    def midpoints(self) -> np.ndarray:
+        """Float64 midpoints of the bins (``0.5 * (e_i + e_{i+1})``: exact for decimal edges like 26 and 27)."""
+        return 0.5 * (self.edges[:-1] + self.edges[1:])
+
+    def values(self, raw, offset: int = 0) -> np.ndarray:
+        """Float64 values of raw entries (numbers, numeric text, or ISO dates for a date column)."""
+        return date_days(raw, self.name, offset) if self.kind == "date" else to_float(raw, self.name, offset)
+
+    def encode(self, values: np.ndarray, *, offset: int = 0) -> np.ndarray:
+        """Bin codes of float values (NaN = missing); raises :class:`SchemaError` naming the first bad row."""
+        x = np.asarray(values, np.float64)
+        nan = np.isnan(x)
+        bad = np.flatnonzero(np.isinf(x) | (nan & (not self.missing)))
+        if bad.size:
+            r = int(bad[0])
+            raise SchemaValueError(
+                f"column {self.name!r} {_row(r, offset)}: value is missing or not a number "
+                f"({bad.size} such value(s) in this column); add \"missing\": true to the column",
+                f"column {self.name!r}: a value is missing or not a number; add \"missing\": true to the column",
+            )
+        lo, hi = self.edges[0], self.edges[-1]
+        if self.clip:
+            x = np.clip(x, lo, hi)
+        else:
+            bad = np.flatnonzero((x < lo) | (x > hi))
+            if bad.size:
+                r = int(bad[0])
+                raise SchemaValueError(
+                    f"column {self.name!r} {_row(r, offset)}: value {x[r]:g} is outside the range of its bins "
+                    f"[{lo:g}, {hi:g}] ({bad.size} value(s) out of range in this column); widen the bins or add \"clip\": true",
+                    f"column {self.name!r}: a value is outside the range of its bins [{lo:g}, {hi:g}]; widen the bins "
+                    "or add \"clip\": true",
+                )
+        codes = np.minimum(np.searchsorted(self.edges, np.where(nan, lo, x), side="right") - 1, self.bins - 1)
+        return np.where(nan, self.bins, codes).astype(np.int64)
+
+    def decode_codes(self, codes: np.ndarray, key) -> np.ndarray:
+        """Values for codes: uniform within the bin (seeded by ``key``) or the midpoint; NaN / ``""`` for missing."""
+        codes = np.asarray(codes, np.int64)
+        miss = codes >= self.bins
+        c = np.where(miss, 0, codes)
+        u = uniform64(key, c.shape)
+        if self.whole:
+            first, count = self._integer_bounds()
+            step = (count[c] - 1) // 2 if self.decode == "midpoint" else np.minimum(np.floor(u * count[c]), count[c] - 1)
+            out = (first[c] + step).astype(np.float64)
+        else:
+            lo, hi = self.edges[:-1][c], self.edges[1:][c]
+            if self.decode == "midpoint":
+                out = self.midpoints()[c]
+            else:
+                # Rounding of lo + u (hi - lo) may reach hi, which belongs to the next bin (except for the last bin).
+                top = np.where(c == self.bins - 1, hi, np.nextafter(hi, -np.inf))
+                out = np.minimum(lo + u * (hi - lo), top)
+            if self.decimals is not None:
+                rounded = np.round(out, self.decimals)
+                # keep the rounded value only where it stays in its bin (a re-encoding gives the same code)
+                same = np.minimum(np.searchsorted(self.edges, rounded, side="right") - 1, self.bins - 1) == c
+                out = np.where(same & (rounded >= self.edges[0]) & (rounded <= self.edges[-1]), rounded, out)
+        if self.kind == "date":
+            return days_to_dates(np.where(miss, np.nan, out))
+        if self.integer:
+            return pd.array(np.where(miss, 0, out).astype(np.int64), dtype="Int64").where(~miss, pd.NA) if miss.any() \
+                else out.astype(np.int64)
+        return np.where(miss, np.nan, out)
+
+    def to_dict(self) -> dict:
+        edges = [str(d) for d in days_to_dates(self.edges)] if self.kind == "date" else [json_number(e) for e in self.edges]
+        out: dict = {"bins": edges}
+        if self.kind != "number":
+            out["type"] = self.kind
+        for k, default in (("integer", False), ("decode", "uniform"), ("missing", False), ("clip", False), ("decimals", None)):
+            if getattr(self, k) != default:
+                out[k] = getattr(self, k)
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class CategoricalColumn:
+    """A categorical column: code ``i`` is ``categories[i]`` (compared as text); ``other``: the text of one
+    more code, the last, taken by every value outside the list (None: such a value is an error)."""
+
+    name: str
+    categories: tuple[str, ...]
+    other: str | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.categories) + int(self.other is not None)
+
+    def encode(self, values, *, offset: int = 0) -> np.ndarray:
+        """Codes of text values; raises :class:`SchemaError` for a value that is not a category (without ``other``)."""
+        s = as_text(values)
+        codes = pd.Index(self.categories, dtype=object).get_indexer(s.to_numpy(dtype=object)).astype(np.int64)
+        if self.other is not None:
+            return np.where(codes < 0, len(self.categories), codes)
+        bad = np.flatnonzero(codes < 0)
+        if bad.size:
+            r = int(bad[0])
+            unknown = sorted(set(s.iloc[bad]))
+            shown = ", ".join(repr(u) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+            raise SchemaValueError(
+                f"column {self.name!r} {_row(r, offset)}: value {s.iloc[r]!r} is not one of its {len(self.categories)} categories "
+                f"{_preview(self.categories)} ({bad.size} value(s) outside the categories: {shown}); "
+                "add them to the schema's categories (or an \"other\" category)",
+                f"column {self.name!r}: a value is not one of its {len(self.categories)} categories {_preview(self.categories)}; "
+                "add it to the schema's categories (or an \"other\" category)",
+            )
+        return codes
+
+    def decode_codes(self, codes: np.ndarray, key=None) -> np.ndarray:
+        labels = list(self.categories) + ([self.other] if self.other is not None else [])
+        return np.asarray(labels, dtype=object)[np.asarray(codes, np.int64)]
+
+    def to_dict(self) -> dict:
+        out: dict = {"categories": list(self.categories)}
+        if self.other is not None:
+            out["other"] = self.other
+        return out
+
+
+def parse_column(name, col, decode: str, where: str):
+    """One column of the JSON form (see :mod:`pgmjax.schema`), validated; raises :class:`SchemaError`."""
+    if not isinstance(name, str) or not name:
+        raise SchemaError(f"{where}: column names must be non-empty strings, got {name!r}")
+    at = f"{where}: column {name!r}"
+    if not isinstance(col, Mapping):
+        raise SchemaError(f'{at}: expected an object like {{"bins": [...]}} or {{"categories": [...]}}, got {col!r}')
+    keys = set(col)
+    if ("bins" in keys) == ("categories" in keys):
+        raise SchemaError(f'{at}: give exactly one of "bins" (numeric) or "categories" (categorical); got keys {sorted(keys)}')
+    if "categories" in keys:
+        return _parse_categorical(name, col, at)
+    unknown = sorted(keys - NUMERIC_KEYS)
+    if unknown:
+        raise SchemaError(f"{at}: unknown keys {unknown} for a numeric column (allowed: {sorted(NUMERIC_KEYS)})")
+    kind = col.get("type", "number")
+    if kind not in KINDS:
+        raise SchemaError(f"{at}: type must be one of {list(KINDS)}, got {kind!r}")
+    as_number = (lambda v, what: _date_number(v, what)) if kind == "date" else _finite
+    bins = col["bins"]
+    if isinstance(bins, list):
+        if "range" in col:
+            raise SchemaError(f'{at}: "range" goes with a number of bins; with explicit edges leave it out')
+        edges = np.array([as_number(e, f"{at}: bin edge") for e in bins], np.float64)
+        if len(edges) < 2:
+            raise SchemaError(f"{at}: bins needs at least two edges, got {bins!r}")
+        if np.any(np.diff(edges) <= 0):
+            raise SchemaError(f"{at}: bin edges must be strictly increasing, got {bins!r}")
+    elif isinstance(bins, int) and not isinstance(bins, bool):
+        if bins < 1:
+            raise SchemaError(f"{at}: the number of bins must be at least 1, got {bins}")
+        rng = col.get("range")
+        if not isinstance(rng, list) or len(rng) != 2:
+            raise SchemaError(f'{at}: "bins": {bins} needs "range": [low, high]')
+        lo, hi = (as_number(v, f"{at}: range") for v in rng)
+        if not lo < hi:
+            raise SchemaError(f"{at}: range must have low < high, got {rng!r}")
+        edges = np.linspace(lo, hi, bins + 1)
+    else:
+        raise SchemaError(f"{at}: bins must be a list of edges or a number of bins, got {bins!r}")
+    flags = {}
+    for k in ("integer", "missing", "clip"):
+        flags[k] = col.get(k, False)
+        if not isinstance(flags[k], bool):
+            raise SchemaError(f"{at}: {k} must be true or false, got {flags[k]!r}")
+    dec = col.get("decode", decode)
+    if dec not in DECODE_METHODS:
+        raise SchemaError(f"{at}: decode must be one of {list(DECODE_METHODS)}, got {dec!r}")
+    decimals = col.get("decimals")
+    if decimals is not None and (isinstance(decimals, bool) or not isinstance(decimals, int) or not 0 <= decimals <= 15):
+        raise SchemaError(f"{at}: decimals must be an integer in [0, 15], got {decimals!r}")
+    out = NumericColumn(name, edges, flags["integer"], dec, flags["missing"], flags["clip"], kind, decimals)
+    if out.whole:
+        first, count = out._integer_bounds()
+        empty = np.flatnonzero(count < 1)
+        if empty.size:
+            i = int(empty[0])
+            raise SchemaError(f"{at}: {'integer' if kind == 'number' else 'date'} column, but bin {i} "
+                              f"[{edges[i]:g}, {edges[i + 1]:g}) contains no {'integer' if kind == 'number' else 'whole day'}")
+    return out
+
+
+def _parse_categorical(name, col, at):
+    unknown = sorted(set(col) - CATEGORICAL_KEYS)
+    if unknown:
+        raise SchemaError(f"{at}: unknown keys {unknown} for a categorical column (allowed: {sorted(CATEGORICAL_KEYS)})")
+    cats = col["categories"]
+    if not isinstance(cats, list) or (not cats and col.get("other") is None):
+        raise SchemaError(f"{at}: categories must be a non-empty list, got {cats!r}")
+    out = []
+    for c in cats:
+        if isinstance(c, bool) or not isinstance(c, (str, int)):
+            raise SchemaError(f"{at}: categories must be strings (or integers), got {c!r}; write numbers as they appear in the CSV, e.g. \"1.5\"")
+        out.append(str(c))
+    dup = sorted({c for c in out if out.count(c) > 1})
+    if dup:
+        raise SchemaError(f"{at}: duplicate categories {dup}")
+    other = col.get("other")
+    if other is not None and (not isinstance(other, str) or other in out):
+        raise SchemaError(f"{at}: other must be a text that is not one of the categories, got {other!r}")
+    return CategoricalColumn(name, tuple(out), other)
+
+
+def _date_number(value, what: str) -> float:
+    if isinstance(value, str):
+        days = date_days([value], what)
+        if np.isfinite(days[0]):
+            return float(days[0])
+    raise SchemaError(f"{what} must be a date YYYY-MM-DD, got {value!r}")
+
+
+def _finite(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SchemaError(f"{what} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def json_number(x: float):
+    """An int for whole floats (``26.0`` -> ``26``), else the float."""
+    return int(x) if float(x).is_integer() and abs(x) < 2**53 else float(x)
+
+
+def _row(r: int, offset: int) -> str:
+    """``row r`` (0-based data row), or ``line r + offset`` of a CSV file when ``offset`` is given."""
+    return f"row {r}" if not offset else f"line {r + offset}"
+
+
+def _preview(items, k: int = 8) -> str:
+    items = list(items)
+    return "[" + ", ".join(repr(i) for i in items[:k]) + (", ...]" if len(items) > k else "]")
