@@ -269,7 +269,8 @@ class OnlineQuerySystem:
         if self.allocation == "paper":
             eps = S * alloc.cost  # S ln(1/delta) / w
         else:
-            eps = allocate_with_history(hist, q, half_width, delta, S, factor=self._factor, method=self.method).cost
+            # the least epsilon to 1e-6 (rounded up, so the request is met)
+            eps = allocate_with_history(hist, q, half_width, delta, S, rtol=1e-6, factor=self._factor, method=self.method).cost
         B_new = self._B + _cell_loss(q[None, :], S, *_lattice_calibration(S, eps, 1))
         seq_cost = self.accountant.cost("laplace", sensitivity=S, epsilon=eps)
         why = None
