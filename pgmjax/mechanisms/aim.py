@@ -50,6 +50,7 @@ from ..sampling import METHODS as SAMPLING_METHODS
 from ..workload import Workload
 from .mst import _delta, _estimate_options, _Progress
 from .mwem import _model_mb, hypothetical_model_size
+from .options import check_epsilon
 from .result import MechanismResult
 
 __all__ = ["aim", "aim_budget", "aim_candidates", "default_aim_workload"]
@@ -284,7 +285,7 @@ def aim(
     if len(data) == 0:
         raise ValueError(f"{where}: the dataset has no records")
     domain = data.domain
-    epsilon = _positive(epsilon, "epsilon", where)
+    epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     delta = _delta(delta, where)
     _check_key(key, where)
     candidates = _candidates(workload, domain, where)

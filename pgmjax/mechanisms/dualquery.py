@@ -51,7 +51,7 @@ from ..privacy import (
 )
 from ..privacy import check_key as _check_key
 from ..workload import Workload
-from .options import engine_options
+from .options import check_epsilon, engine_options
 from .result import MechanismResult
 
 __all__ = ["dualquery", "dualquery_plan", "DualQueryTranscript", "TranscriptLoss", "max_sum_ve", "simulate"]
@@ -545,10 +545,13 @@ def _ledger_total(T: int, eta: float, samples: int, records: float, delta: float
     """
     eps = [2 * eta * (t - 1) / records for t in range(2, T + 1)]
     basic = math.fsum(samples * e for e in eps)
-    if bound == "b2":
-        adv = advanced_composition(max(eps), samples * (T - 1), delta)
-    else:
-        adv = advanced_composition_hetero(eps, delta, counts=[samples] * (T - 1))
+    try:
+        if bound == "b2":
+            adv = advanced_composition(max(eps), samples * (T - 1), delta)
+        else:
+            adv = advanced_composition_hetero(eps, delta, counts=[samples] * (T - 1))
+    except OverflowError:  # e^eps_t past the largest double: the advanced bound is infinite, basic applies
+        adv = math.inf
     return min(basic, adv)
 
 
@@ -768,6 +771,7 @@ def dualquery(
     start = time.perf_counter()
     if not isinstance(data, Dataset):
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
+    check_epsilon(_positive(epsilon, "epsilon", where), where)
     _check_key(key, where)
     if not isinstance(workload, Workload):
         raise TypeError(f"{where}: workload must be a pgmjax.Workload, got {type(workload).__name__}")

@@ -71,7 +71,7 @@ from ..privacy import check_key as _check_key
 from ..workload import Workload
 from .estimates import CliqueTables
 from .mwem import _as_workload, _choice
-from .options import engine_options
+from .options import check_epsilon, engine_options
 from .result import MechanismResult
 
 __all__ = ["hdmm", "hdmm_strategy", "union_workload", "DEFAULT_MAX_TABLE_CELLS"]
@@ -404,7 +404,7 @@ def hdmm(
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
     if len(data) == 0:
         raise ValueError(f"{where}: the dataset has no records")
-    epsilon = _positive(epsilon, "epsilon", where)
+    epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     _check_key(key, where)
     noise = _choice(noise, "noise", _NOISES, where)
     if noise == "gaussian":

@@ -65,7 +65,7 @@ from ..privacy import _count as _int
 from ..privacy import check_key as _check_key
 from .dualquery import max_sum_ve
 from .estimates import CliqueTables
-from .options import engine_options
+from .options import check_epsilon, engine_options
 from .result import MechanismResult
 
 __all__ = [
@@ -916,7 +916,7 @@ def mldp(
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
     if len(data) == 0:
         raise ValueError(f"{where}: the dataset has no records")
-    epsilon = _positive(epsilon, "epsilon", where)
+    epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     _check_key(key, where)
     training = _as_queries(training, "training", where)
     _check_domain(training, data.domain, where)
@@ -1046,7 +1046,7 @@ def laplace_baseline(data: Dataset, epsilon: float, queries: QuerySet, *, key, b
     where = "laplace_baseline"
     if not isinstance(data, Dataset):
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
-    epsilon = _positive(epsilon, "epsilon", where)
+    epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     _check_key(key, where)
     queries = _as_queries(queries, "queries", where)
     _check_domain(queries, data.domain, where)

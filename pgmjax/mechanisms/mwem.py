@@ -72,7 +72,7 @@ from ..privacy import check_key as _check_key
 from ..programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..workload import Workload
 from .estimates import FactoredTable
-from .options import engine_options
+from .options import check_epsilon, engine_options
 from .result import MechanismResult
 
 __all__ = [
@@ -510,7 +510,7 @@ def mwem(
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
     if len(data) == 0:
         raise ValueError(f"{where}: the dataset has no records")
-    epsilon = _positive(epsilon, "epsilon", where)
+    epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     _check_key(key, where)
     noise = _choice(noise, "noise", _NOISES, where)
     selection = _choice(selection, "selection", _SELECTIONS, where)

@@ -43,7 +43,7 @@ from ..measurement import Measurement, estimate_total
 from ..programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..privacy import REST, Accountant, exponential_probabilities
 from ..privacy import check_key as _check_key
-from .options import engine_options
+from .options import check_epsilon, engine_options
 from .result import MechanismResult
 
 __all__ = [
@@ -775,7 +775,7 @@ def privbayes(
     where = "privbayes"
     if not isinstance(data, Dataset):
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
-    eps = _positive(epsilon, "epsilon", where)
+    eps = check_epsilon(_positive(epsilon, "epsilon", where), where)
     _check_key(key, where)
     beta = _fraction(beta, "beta", where)
     theta = _positive(theta, "theta", where)
