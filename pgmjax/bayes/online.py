@@ -10,10 +10,11 @@ and spends nothing. Every fresh answer is drawn by a :class:`~pgmjax.privacy.Acc
 
 The accountant's releases are floating-point safe: each answer is rounded to a public lattice of spacing
 ``gamma`` (at most ``b / 1024``) and discrete Laplace noise of scale ``b`` is added, with the rounding's
-share of the sensitivity paid for (``b = (S + gamma) / epsilon``). The system records that ``b`` (from the
-ledger) and counts the rounding in the per-cell cost; its intervals use the continuous Laplace law of scale
-``b``, which the lattice law matches to within ``gamma`` (its atoms carry at most ``gamma / (2 b)``
-probability each).
+share of the sensitivity paid for (epsilon ``= (S + gamma) / b``). The system asks for the scale ``b`` its
+allocation rule gives (so a fresh answer costs up to ``2^-10`` more than ``S / b``), records the scale
+and cost from the ledger and counts the rounding in the per-cell cost; its intervals use the continuous
+Laplace law of scale ``b``, which the lattice law matches to within ``gamma`` (its atoms carry at most
+``gamma / (2 b)`` probability each).
 
 Two properties follow from the design: (i) every decision (answer from history, how much to buy, refuse)
 depends on the queries and the noise scales, never on the noisy values, so the budget trajectory is a
@@ -41,13 +42,14 @@ __all__ = ["Response", "OnlineQuerySystem"]
 _SLACK = 1e-9  # relative float slack on the budget check (as the Accountant's)
 
 
-def _lattice_calibration(S: float, eps: float, size: int) -> tuple[float, float]:
-    """The rounding share ``a`` of the sensitivity and the Laplace scale ``b = (S + a) / eps`` the
-    accountant's floating-point-safe Laplace release of ``size`` real answers uses (answers rounded to a
-    public lattice of spacing ``gamma``, ``a = size * gamma``; :func:`pgmjax.discrete_noise.lattice_spacing`)."""
-    gamma = lattice_spacing(S / eps, S, size, False)
+def _lattice_calibration(S: float, size: int, *, eps: float | None = None, scale: float | None = None) -> tuple[float, float]:
+    """The rounding share ``a`` of the sensitivity and the Laplace scale ``b`` of the accountant's
+    floating-point-safe release of ``size`` real answers (rounded to a public lattice of spacing ``gamma``,
+    ``a = size * gamma``, :func:`pgmjax.discrete_noise.lattice_spacing`): ``b = (S + a) / eps`` for a
+    budget, or the given ``scale`` (then the release costs ``(S + a) / b``)."""
+    gamma = lattice_spacing(S / eps if scale is None else scale, S, size, False)
     a = size * gamma
-    return a, (S + a) / eps
+    return a, ((S + a) / eps if scale is None else scale)
 
 
 def _cell_loss(rows: np.ndarray, S: float, added: float, b: float) -> np.ndarray:
@@ -127,8 +129,8 @@ class OnlineQuerySystem:
         >>> r.source, r.cost, round(r.half_width, 3)
         ('history', 0.0, 47.383)
         >>> r = system.ask([1, 0, 1, 0], 40.0, 0.05)
-        >>> r.source, round(r.cost, 6), round(r.half_width, 2), round(system.cost, 3)    # b = 13.35 (1 + 2^-10)
-        ('fresh', 0.074893, 29.86, 0.375)
+        >>> r.source, round(r.cost, 4), round(r.half_width, 4), round(system.cost, 3)   # eps = ln(20)/40 (1 + 2^-10)
+        ('fresh', 0.075, 29.8389, 0.375)
     """
 
     def __init__(self, data, budget: float, *, key, history=None, allocation: str = "paper", combine: bool = True,
@@ -211,7 +213,7 @@ class OnlineQuerySystem:
         if isinstance(epsilon, bool) or not (isinstance(epsilon, (int, float, np.floating)) and epsilon > 0 and math.isfinite(epsilon)):
             raise ValueError(f"OnlineQuerySystem.release: epsilon must be positive, got {epsilon!r}")
         S = float(np.abs(R).sum(axis=0).max())
-        B_new = self._B + _cell_loss(R, S, *_lattice_calibration(S, float(epsilon), R.shape[0]))
+        B_new = self._B + _cell_loss(R, S, *_lattice_calibration(S, R.shape[0], eps=float(epsilon)))
         if B_new.max() > self.budget * (1 + _SLACK):
             raise PrivacyBudgetExceeded(
                 f"OnlineQuerySystem.release: the per-cell cost would reach {B_new.max():.6g} > budget {self.budget:.6g}; nothing was run"
@@ -266,13 +268,16 @@ class OnlineQuerySystem:
                 if c <= half_width:
                     return self._log(Response(r.value, hist_iv, level, 0.0, "history", c, self.cost,
                                               f"history meets the request: half-width {c:.6g} <= {half_width:.6g}"))
+        # The allocation fixes the noise scale b (the interval's law needs exactly that b); the accountant
+        # charges (S + a) / b, a the lattice rounding's share (at most 2^-10 S) of its floating-point-safe noise.
         if self.allocation == "paper":
-            eps = S * alloc.cost  # S ln(1/delta) / w
+            b = alloc.scale  # S / eps with eps = S ln(1/delta) / w (Theorem 5.3): w / ln(1/delta) for any S
         else:
-            # the least epsilon to 1e-6 (rounded up, so the request is met)
-            eps = allocate_with_history(hist, q, half_width, delta, S, rtol=1e-6, factor=self._factor, method=self.method).cost
-        B_new = self._B + _cell_loss(q[None, :], S, *_lattice_calibration(S, eps, 1))
-        seq_cost = self.accountant.cost("laplace", sensitivity=S, epsilon=eps)
+            b = S / allocate_with_history(hist, q, half_width, delta, S, rtol=1e-6, factor=self._factor, method=self.method).cost
+        added, _ = _lattice_calibration(S, 1, scale=b)
+        eps = (S + added) / b
+        B_new = self._B + _cell_loss(q[None, :], S, added, b)
+        seq_cost = self.accountant.cost("laplace", sensitivity=S, scale=b)
         why = None
         if B_new.max() > self.budget * (1 + _SLACK):
             j = int(np.argmax(B_new))
@@ -284,10 +289,11 @@ class OnlineQuerySystem:
         if why is not None:
             return self._log(Response(None, None, 0.0, 0.0, "refused", None, self.cost, why, hist_iv))
         try:
-            y_q = float(self.accountant.laplace(self._next_key(), np.array([q @ self._x]), S, epsilon=eps, target="query")[0])
+            y_q = float(self.accountant.laplace(self._next_key(), np.array([q @ self._x]), S, scale=b, target="query")[0])
         except PrivacyBudgetExceeded as e:  # the accountant's own check (float slack): nothing was spent
             return self._log(Response(None, None, 0.0, 0.0, "refused", None, self.cost, f"refused: {e}", hist_iv))
-        b = self._append_release(q[None, :], np.array([y_q]), S)
+        eps = float(self.accountant.ledger[-1].epsilon)
+        self._append_release(q[None, :], np.array([y_q]), S)
         if not self.combine:
             return self._log(Response(y_q, (y_q - half_width, y_q + half_width), level, eps, "fresh", float(half_width),
                                       self.cost, f"fresh answer alone, epsilon {eps:.6g}"))
