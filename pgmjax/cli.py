@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from . import cli_guards
+from . import cli_guards, cli_preprocess
 from .domain import cells_text
 
 
@@ -542,16 +542,23 @@ def run(args) -> int:
     say = (lambda *a: None) if args.quiet else (lambda msg: print(f"pgmjax run: {msg}", file=sys.stderr, flush=True))
 
     # ---- cheap checks first: files, outputs, options, mechanism
-    if (args.domain is None) == (args.schema is None):
+    args.split = None
+    if args.private_schema and (args.domain is not None or args.schema is not None):
+        raise UserError("--private-schema derives the schema from --data: give neither --domain nor --schema")
+    if args.private_schema:
+        pass
+    elif (args.domain is None) == (args.schema is None):
         raise UserError(
             "give --domain DOMAIN.json for integer-coded data, or --schema SCHEMA.json for raw values (not both)"
             if args.domain is not None
             else "give --domain DOMAIN.json (integer-coded data) or --schema SCHEMA.json (raw values; see: pgmjax schema --help)"
         )
-    if args.decode is not None and args.schema is None:
+    if args.decode is not None and args.schema is None and not args.private_schema:
         raise UserError("--decode applies to raw data read with --schema")
     _need_file(args.data, "--data")
-    _need_file(args.domain or args.schema, "--domain" if args.domain else "--schema")
+    if not args.private_schema:
+        _need_file(args.domain or args.schema, "--domain" if args.domain else "--schema")
+    _need_parent(args.html, "--html")
     _need_parent(args.out, "--out")
     _need_parent(args.report, "--report")
     _need_parent(args.save_model, "--save-model")
@@ -559,11 +566,20 @@ def run(args) -> int:
         cli_guards.refuse_overwriting_inputs(
             {"--data": args.data, "--domain": args.domain, "--schema": args.schema,
              "--workload": args.workload if args.workload is not None and os.path.isfile(args.workload) else None},
-            {"--out": args.out, "--report": args.report, "--save-model": args.save_model},
+            {"--out": args.out, "--report": args.report, "--save-model": args.save_model, "--html": args.html},
         )
     except ValueError as e:
         raise UserError(f"{e} (nothing was run)") from None
     options = _parse_options(args.option)
+    if args.private_schema:
+        if args.mechanism not in registry.MECHANISMS:
+            raise UserError(f"unknown mechanism {args.mechanism!r}")
+        try:
+            args.split = cli_preprocess.split_budget(args.mechanism, args.epsilon, args.delta, args.preprocess_fraction)
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        args.epsilon_total, args.delta_total = args.epsilon, args.delta
+        args.epsilon, args.delta = args.split.epsilon, args.split.delta  # the mechanism's share
     try:
         _, _, notes = registry.prepare(
             args.mechanism, epsilon=args.epsilon, delta=args.delta, iters=args.iters, rounds=args.rounds,
@@ -578,7 +594,12 @@ def run(args) -> int:
 
     # ---- data and workload (validated before the mechanism runs)
     t0 = time.perf_counter()
-    if args.schema is not None:
+    if args.private_schema:
+        import jax
+
+        data, schema, pre = cli_preprocess.load_private(args, say, jax.random.fold_in(jax.random.key(args.seed), 7))
+        extra = []
+    elif args.schema is not None:
         data, schema, extra = _load_raw_data(args, say)
     else:
         data, schema, extra = _load_integer_data(args, say)
@@ -646,7 +667,7 @@ def run(args) -> int:
 
     t0 = time.perf_counter()
     if args.out is not None:
-        frame = schema.decode(synth, key_decode) if schema is not None else synth.df
+        frame = schema.decode(synth, key_decode, columns=_csv_header(args.data)) if schema is not None else synth.df
         try:
             frame.to_csv(args.out, index=False)
         except OSError as e:
@@ -669,6 +690,10 @@ def run(args) -> int:
     acc = result.accountant
     privacy = _privacy(acc, args.epsilon)
     privacy["epsilon_given"], privacy["delta_given"] = args.epsilon, args.delta
+    preprocessing = cli_preprocess.report_entry(args, schema)
+    if args.split is not None:
+        privacy["epsilon_given"], privacy["delta_given"] = args.epsilon_total, args.delta_total
+        privacy["mechanism_epsilon"], privacy["mechanism_delta"] = args.epsilon, args.delta
     ledger_kinds: dict[str, int] = {}
     for e in acc.ledger:
         ledger_kinds[e.mechanism] = ledger_kinds.get(e.mechanism, 0) + 1
@@ -705,7 +730,10 @@ def run(args) -> int:
         "info": _jsonable({k: v for k, v in result.info.items() if k in spec.report_info}, max_items=1000),
         "info_omitted": sorted(k for k in result.info if k not in spec.report_info),
         "ledger": _jsonable(acc.records()),
+        "preprocessing": _jsonable(preprocessing),
     }
+    if preprocessing is not None and not preprocessing["private"]:
+        report["not_private"].append("schema (read from the data without noise)")
     if args.report is not None:
         try:
             with open(args.report, "w") as f:
@@ -739,6 +767,10 @@ def run(args) -> int:
         f"  time          {t_total:.2f} s (load {t_load:.2f}, mechanism {t_mech:.2f}, sampling {t_sample:.2f}, "
         f"writing {t_write:.2f}, evaluation {t_eval:.2f})"
     )
+    lines[2:2] = cli_preprocess.summary_lines(preprocessing)
+    if args.html is not None:
+        cli_preprocess.write_html(args, report, data, synth, workload, schema)
+        lines.append(f"  html report   {args.html} (computed from the input data: NOT private)")
     if args.report:
         lines.append(f"  report        {args.report}")
     print("\n".join(lines))
@@ -774,6 +806,8 @@ def schema_cmd(args) -> int:
         cli_guards.refuse_overwriting_inputs({"--data": args.data}, {"--out": args.out})
     except ValueError as e:
         raise UserError(str(e)) from None
+    if args.epsilon is not None:
+        return cli_preprocess.private_schema_cmd(args)
     try:
         frame = S.read_raw_csv(args.data)
         spec, notes = S.infer_schema(frame, bins=args.bins, max_categories=args.max_categories)
@@ -973,6 +1007,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "errors) and, in error messages, the offending value and its line; by default only "
                         "privacy-safe numbers are printed")
     g.add_argument("--debug", action="store_true", help="show the traceback when the run fails")
+    cli_preprocess.add_run_arguments(r)
     r.set_defaults(func=run)
 
     s = sub.add_parser(
@@ -992,6 +1027,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-categories", type=_positive_int, default=32,
                    help="numeric columns with at most this many distinct values stay categorical (default 32; >= --bins)")
     s.add_argument("--out", metavar="JSON", help="write here instead of stdout")
+    cli_preprocess.add_schema_arguments(s)
     s.set_defaults(func=schema_cmd, debug=False)
 
     m = sub.add_parser("mechanisms", help="list the mechanisms and whether they are installed",

@@ -233,8 +233,11 @@ class NumericColumn:
         if self.kind == "date":
             return days_to_dates(np.where(miss, np.nan, out))
         if self.integer:
-            return pd.array(np.where(miss, 0, out).astype(np.int64), dtype="Int64").where(~miss, pd.NA) if miss.any() \
-                else out.astype(np.int64)
+            if not miss.any():
+                return out.astype(np.int64)
+            ints = pd.array(np.where(miss, 0, out).astype(np.int64), dtype="Int64")
+            ints[miss] = pd.NA  # an empty field in the CSV
+            return ints
         return np.where(miss, np.nan, out)
 
     def to_dict(self) -> dict:

@@ -1,0 +1,197 @@
+"""Command-line side of private preprocessing (:mod:`pgmjax.preprocess`) and of the HTML report.
+
+* ``pgmjax run --data raw.csv --private-schema [--preprocess-fraction 0.1] ...``: the schema is derived
+  from the raw table with differential privacy inside the run's one budget. :func:`split_budget`
+  gives the preprocessing a fraction of it: of ``rho = cdp_rho(eps, delta)`` for the zCDP mechanisms
+  (MST, AIM; the mechanism then gets ``eps' = cdp_eps((1 - f) rho, delta)``, so that the two rhos add
+  up to the budget: Bun & Steinke 2016, Lemma 2.3), of ``epsilon`` for the others (basic composition,
+  Dwork & Roth 2014, Theorem 3.16). Category discovery adds its ``--discovery-delta`` to the delta.
+* ``pgmjax schema --data raw.csv --epsilon E``: the same private schema, written as JSON.
+* A schema read from the data without noise (``pgmjax schema`` without ``--epsilon``) is flagged by
+  ``run`` in its summary and report: the release is not differentially private in those columns.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NamedTuple
+
+__all__ = ["Split", "split_budget", "add_run_arguments", "add_schema_arguments", "load_private", "private_schema_cmd",
+           "summary_lines", "report_entry", "write_html"]
+
+
+class Split(NamedTuple):
+    """How a run's budget is shared between the preprocessing and the mechanism.
+
+    Attributes:
+        accountant: the preprocessing's :class:`~pgmjax.privacy.Accountant` (its budget is its share).
+        epsilon: the mechanism's epsilon.
+        delta: the mechanism's delta (None where it takes none).
+        text: one line for the summary.
+    """
+
+    accountant: object
+    epsilon: float
+    delta: float | None
+    text: str
+
+
+def split_budget(mechanism: str, epsilon: float, delta: float | None, fraction: float) -> Split:
+    """Share ``(epsilon, delta)`` between the preprocessing (``fraction``) and the mechanism.
+
+    Args:
+        mechanism: a registry name (its ``privacy`` kind decides the currency of the split).
+        epsilon, delta: the whole run's budget as given.
+        fraction: the preprocessing's share, in (0, 1).
+
+    Returns:
+        A :class:`Split`.
+
+    Example:
+        >>> s = split_budget("privbayes", 1.0, None, 0.25)
+        >>> s.accountant.budget, s.epsilon
+        (0.25, 0.75)
+    """
+    from .mechanisms import registry
+    from .privacy import Accountant, cdp_eps, cdp_rho
+
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"--preprocess-fraction must lie in (0, 1), got {fraction}")
+    spec = registry.MECHANISMS[mechanism]
+    if spec.privacy == "zcdp":
+        d = registry.DEFAULT_DELTA if delta is None else delta
+        rho = cdp_rho(epsilon, d)
+        eps_mech = float(cdp_eps((1 - fraction) * rho, d))
+        acc = Accountant(rho=fraction * rho)
+        text = (f"preprocessing rho={fraction * rho:.4g} ({100 * fraction:g}% of rho={rho:.4g}), "
+                f"mechanism eps={eps_mech:.4g} at delta={d:g} (the rest of rho)")
+        return Split(acc, eps_mech, d, text)
+    acc = Accountant(epsilon=fraction * epsilon)
+    text = f"preprocessing eps={fraction * epsilon:.4g} ({100 * fraction:g}%), mechanism eps={(1 - fraction) * epsilon:.4g}"
+    return Split(acc, (1 - fraction) * epsilon, delta, text)
+
+
+def add_run_arguments(parser) -> None:
+    """The options of ``pgmjax run`` for private preprocessing and the HTML report."""
+    from .cli import _positive_int, _unit_interval
+
+    g = parser.add_argument_group("private preprocessing (raw data without a schema)")
+    g.add_argument("--private-schema", action="store_true",
+                   help="derive the schema from --data with differential privacy (private quantile bins, private category "
+                        "discovery, clipping, missing codes), inside the one budget")
+    g.add_argument("--preprocess-fraction", type=_unit_interval, default=0.1, metavar="F",
+                   help="the share of the budget spent on the schema (default 0.1)")
+    g.add_argument("--bins", type=_positive_int, default=10, help="bins per numeric or date column (default 10)")
+    g.add_argument("--min-count", type=_positive_int, default=5,
+                   help="a category is kept only if its noisy count exceeds this (default 5)")
+    g.add_argument("--discovery-delta", type=_unit_interval, default=1e-9, metavar="DELTA",
+                   help="delta added by the category discovery's threshold (default 1e-9)")
+    g.add_argument("--html", metavar="HTML", help="write a utility report (plots: synthetic vs real marginals, workload "
+                   "errors, ledger) as one HTML page; it is computed from the raw data: NOT private")
+
+
+def add_schema_arguments(parser) -> None:
+    """The options of ``pgmjax schema`` for a private schema."""
+    from .cli import _positive_float, _positive_int, _seed, _unit_interval
+
+    parser.add_argument("--epsilon", type=_positive_float, metavar="EPS",
+                        help="derive the schema with differential privacy at this epsilon (pure DP; private quantiles and "
+                             "category discovery) instead of reading it from the data")
+    parser.add_argument("--delta", type=_unit_interval, default=1e-9, help="the category discovery's delta (default 1e-9)")
+    parser.add_argument("--min-count", type=_positive_int, default=5, help="least noisy count of a kept category (default 5)")
+    parser.add_argument("--seed", type=_seed, default=0, help="random seed of the noise (default 0)")
+
+
+def load_private(args, say, key):
+    """Read ``--data``, derive the private schema with ``args.split``'s accountant, encode the table.
+
+    Returns:
+        ``(data, schema, result)`` where ``result`` is the :class:`pgmjax.preprocess.PrivateSchema`.
+    """
+    from . import cli_guards
+    from . import schema as S
+    from .cli import UserError
+    from .preprocess import private_schema
+
+    try:
+        frame = S.read_raw_csv(args.data)
+        result = private_schema(frame, args.split.accountant, key, bins=args.bins, delta=args.discovery_delta,
+                                min_count=args.min_count, decode=args.decode or "uniform")
+        data = result.schema.encode(frame, line_offset=2)
+    except S.SchemaError as e:
+        raise UserError(f"{args.data}: {cli_guards.public_error(e, args.show_private)}") from None
+    for n in result.notes:
+        say(f"private schema: {n}")
+    return data, result.schema, result
+
+
+def private_schema_cmd(args) -> int:
+    """``pgmjax schema --data raw.csv --epsilon E``: a private schema as JSON (pure epsilon-DP plus the discovery's delta)."""
+    import jax
+
+    from . import cli_guards
+    from . import schema as S
+    from .cli import UserError
+    from .preprocess import private_schema
+    from .privacy import Accountant
+
+    try:
+        frame = S.read_raw_csv(args.data)
+        acc = Accountant(epsilon=args.epsilon)
+        result = private_schema(frame, acc, jax.random.key(args.seed), bins=args.bins, delta=args.delta, min_count=args.min_count)
+    except S.SchemaError as e:
+        raise UserError(f"{args.data}: {cli_guards.public_error(e, False)}") from None
+    text = S.dumps(result.schema.to_dict())
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+    for n in result.notes:
+        print(f"pgmjax schema: note: {n}", file=sys.stderr)
+    print(f"pgmjax schema: private: ({args.epsilon:g}, {result.delta:g})-DP; ledger of {len(acc.ledger)} entries, "
+          f"spent eps={acc.spent:.6g}", file=sys.stderr)
+    return 0
+
+
+def report_entry(args, schema) -> dict | None:
+    """The report's ``preprocessing`` entry: the private schema's split and ledger, or the non-private flag."""
+    if getattr(args, "split", None) is not None:
+        acc = args.split.accountant
+        return {
+            "private": True, "split": args.split.text, "fraction": args.preprocess_fraction,
+            "currency": acc.currency, "budget": acc.budget, "spent": acc.spent,
+            "discovery_delta": schema.provenance.get("delta", 0.0),
+            "release_epsilon": args.epsilon_total,
+            "release_delta": (args.delta or 0.0) + schema.provenance.get("delta", 0.0),
+            "public": schema.provenance.get("public"), "ledger": [dict(e) for e in acc.records()],
+        }
+    if schema is not None and schema.private is False:
+        return {"private": False, "warning": "the schema was read from the data without differential privacy (ranges, "
+                "categories): the release is NOT differentially private in those columns"}
+    return None
+
+
+def summary_lines(entry: dict | None) -> list[str]:
+    """Lines of the run summary about the schema's privacy."""
+    if entry is None:
+        return []
+    if entry["private"]:
+        return [f"  preprocessing private schema: {entry['split']}; spent {entry['spent']:.6g} {entry['currency']} "
+                f"in {len(entry['ledger'])} ledger entries; category discovery adds delta={entry['discovery_delta']:g}",
+                f"  whole release (eps={entry['release_epsilon']:g}, delta={entry['release_delta']:g})-DP: preprocessing and "
+                "mechanism together (the privacy line above is the mechanism's share)"]
+    return ["  schema        WARNING: read from the data without differential privacy (ranges, categories): the release "
+            "is NOT differentially private in those columns (use --private-schema, or pgmjax schema --epsilon)"]
+
+
+def write_html(args, report: dict, data, synth, workload, schema) -> None:
+    """``--html``: the utility report of :mod:`pgmjax.report_html` (computed from the input: NOT private)."""
+    from .cli import RunFailure
+    from .report_html import write_report
+
+    try:
+        write_report(args.html, data, synth, schema=schema, workload=workload, report=report,
+                     title=f"pgmjax {args.mechanism} on {args.data}")
+    except OSError as e:
+        raise RunFailure(f"--html: could not write {args.html}: {e}") from e
