@@ -3,7 +3,7 @@
 Budgets 1e-4, 1e-2, 1e2, 1e6 and 1e300 on a tiny generated table. A run either returns a model whose
 one-way marginals are finite and sum to its total, or raises a ValueError naming ``epsilon`` (or the
 parameter to change) before any data is read; never ZeroDivisionError, OverflowError, NaN or a crash.
-Above :data:`pgmjax.mechanisms.options.MAX_EPSILON` (1e6) every front-end refuses.
+Above :data:`pgmjax.mechanisms.options.MAX_EPSILON` (1e9) every front-end refuses.
 """
 
 import importlib

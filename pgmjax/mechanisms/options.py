@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-# The largest epsilon a front-end accepts. Beyond it the noise is far below one count (scale 1e-6 at
+# The largest epsilon a front-end accepts. Beyond it the noise is far below one count (scale 1e-9 at
 # sensitivity 1), so answers are the data's own to float precision; far beyond it the arithmetic of the
 # calibrations breaks down (at 1e300: noise variances 2 / eps^2 underflow to 0, e^eps overflows).
-MAX_EPSILON = 1e6
+MAX_EPSILON = 1e9
 
 
 def engine_options(given: Mapping | None, reserved: Iterable[str], where: str, *, argument: str = "estimate_options",
@@ -53,7 +53,7 @@ def check_epsilon(epsilon, where: str) -> float:
         >>> check_epsilon(1e300, "mwem")
         Traceback (most recent call last):
         ...
-        ValueError: mwem: epsilon=1e+300 is above the largest supported budget 1e+06 (noise scales at 1e+06 are already below 1e-6 of a count); pass epsilon <= 1e+06 for a (nearly) noise-free run
+        ValueError: mwem: epsilon=1e+300 is above the largest supported budget 1e+09 (noise scales at 1e+09 are already below 1e-9 of a count); pass epsilon <= 1e+09 for a (nearly) noise-free run
     """
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) and not hasattr(epsilon, "__float__"):
         raise TypeError(f"{where}: epsilon must be a number, got {epsilon!r}")
@@ -63,6 +63,6 @@ def check_epsilon(epsilon, where: str) -> float:
     if eps > MAX_EPSILON:
         raise ValueError(
             f"{where}: epsilon={eps:g} is above the largest supported budget {MAX_EPSILON:g} (noise scales at "
-            f"{MAX_EPSILON:g} are already below 1e-6 of a count); pass epsilon <= {MAX_EPSILON:g} for a (nearly) noise-free run"
+            f"{MAX_EPSILON:g} are already below 1e-9 of a count); pass epsilon <= {MAX_EPSILON:g} for a (nearly) noise-free run"
         )
     return eps
