@@ -354,3 +354,20 @@ def test_x3_6_history_aware_allocation():
     assert blue_history(h2, Q_XX).error.half_width(0.95) == pytest.approx(40.0, rel=1e-6)
     # the history alone meets a 50-wide request: nothing to buy
     assert allocate_with_history(h, Q_XX, 50.0, 0.05).cost == 0.0
+
+
+def test_posterior_pmf_feasible_and_sampling():
+    p = posterior(np.ones((2, 1)), [1.0, 2.0], [1.0], scale=[1.0, 2.0])  # theta_hat = 1.2
+    edges = np.array([-np.inf, -1.0, 0.0, 1.2, 3.0, np.inf])
+    pmf = p.pmf(edges)
+    assert pmf.sum() == pytest.approx(1.0, abs=1e-12) and pmf[:3].sum() == pytest.approx(0.5, abs=1e-12)  # theta_hat = 1.2
+    assert pmf[1] == pytest.approx(p.prob(-1.0, 0.0), abs=1e-12)
+    iv = p.interval(0.99, feasible=(0.0, np.inf))  # a count: clip at 0, keeps the coverage
+    assert iv.lo == 0.0 and iv.hi == pytest.approx(1.2 + iv.half_width) and iv.half_width > 1.2
+    with pytest.raises(ValueError, match="lower <= upper"):
+        p.interval(0.9, feasible=(1.0, 0.0))
+    E = p.error
+    draws = E.sample(jax.random.key(0), (200_000,))
+    assert abs(draws.mean()) < 4 * E.sd / math.sqrt(draws.size)
+    assert draws.var() == pytest.approx(E.variance, rel=0.02)
+    assert np.mean(np.abs(draws) <= E.half_width(0.9)) == pytest.approx(0.9, abs=0.003)
