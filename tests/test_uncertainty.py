@@ -180,8 +180,8 @@ def test_u3_coverage_on_the_toy():
     ms = [pj.Measurement(("A", "B"), mu_ab, stddev=10.0), pj.Measurement(("B", "C"), mu_bc, stddev=10.0)]
     base = pj.estimate(dom, ms, dtype=jnp.float64, iters=2000, tol=1e-14)
     assert base.answer(AC00).item() == pytest.approx(290.0, rel=1e-6)
-    cov = simulate_coverage(base, ms, [mu_ab.ravel(), mu_bc.ravel()], [AC00, B0], [290.0, 400.0], R=1000, B=200,
-                            key=jax.random.key(7), fit_iters=300, boot_iters=50, draws_per_call=250)
+    cov = simulate_coverage(base, ms, [mu_ab.ravel(), mu_bc.ravel()], [AC00, B0], [290.0, 400.0], R=1000, B=100,
+                            key=jax.random.key(7), fit_iters=300, boot_iters=50, draws_per_call=500)
     se = np.sqrt(0.9 * 0.1 / 1000)
     for method in ("bootstrap", "linear"):
         for rate in cov.rate(method):

@@ -14,7 +14,8 @@ The refits run through :func:`pgmjax.batch.run_batch` (mirror descent, each repl
 line-search schedule, warm-started at the fitted potentials). Warm starts that stop early stay near the
 fit and make the spread too small, so :func:`refit` checks convergence: on 8 replicates, doubling the
 iteration count must change the spread of every answer by less than 2%; otherwise every replicate is
-run further (doubling) before the answers are read.
+run further (doubling) before the answers are read. Answers below 1e-3 of the total (boundary cells, where
+mirror descent crawls and neither interval method is reliable) are left out of the check and flagged.
 """
 
 from __future__ import annotations
@@ -183,16 +184,31 @@ class Replicates:
     seconds: float
     theta: dict = None
     totals: np.ndarray = None
+    step_size: np.ndarray = None
 
 
-def _spread_change(a: tuple, b: tuple) -> float:
+def _spread_change(a: tuple, b: tuple, floor: float) -> float:
     worst = 0.0
     for x, y in zip(a, b):
         sx, sy = np.std(x, axis=0, ddof=1), np.std(y, axis=0, ddof=1)
         scale = np.abs(np.mean(y, axis=0)) + 1.0
-        ok = sy > 1e-8 * scale  # answers that do not move (structural zeros) say nothing
+        # answers that do not move (structural zeros) say nothing; answers near 0 (counts under ``floor``)
+        # sit at the boundary, where mirror descent crawls and no interval is reliable (they are reported
+        # by the ``boundary`` diagnostic instead)
+        ok = (sy > 1e-8 * scale) & (np.abs(np.mean(y, axis=0)) >= floor)
         if ok.any():
             worst = max(worst, float(np.max(np.abs(sy[ok] - sx[ok]) / sy[ok])))
+    return worst
+
+
+def _value_change(a: tuple, b: tuple, floor: float) -> float:
+    worst = 0.0
+    for x, y in zip(a, b):
+        sy = np.std(y, axis=0, ddof=1)
+        scale = np.maximum(sy, 1e-8 * (np.abs(np.mean(y, axis=0)) + 1.0))
+        ok = np.abs(np.mean(y, axis=0)) >= floor
+        if ok.any():
+            worst = max(worst, float(np.max((np.abs(y - x) / scale)[:, ok])))
     return worst
 
 
@@ -211,6 +227,10 @@ def refit(
     max_doublings: int = 3,
     chunk: int = 50,
     start=None,
+    step_size=None,
+    check_on: str = "spread",
+    boundary: float = 1e-3,
+    fit_method: str = "mirror_descent",
 ) -> Replicates:
     """Refit every replicate (one batched program, warm-started at the model) and evaluate the targets.
 
@@ -229,6 +249,16 @@ def refit(
         chunk: iterations per compiled call.
         start: starting potentials: None (the model's, every replicate), ``"zeros"`` (uniform: a cold fit),
             or ``{block: (B, ...)}`` in the layout of ``model.plan`` (e.g. each replicate its own fit's).
+        step_size: mirror descent's first step per replicate ``(B,)`` (default ``1 / (L N)``, or the model's
+            last step when warm-started at the model): a warm start with a tiny step spends its first
+            iterations growing it back.
+        check_on: ``"spread"`` (the bootstrap's criterion: the answers' standard deviation) or ``"values"``
+            (every answer moves by less than ``check_tol`` of the answers' spread: for fits whose answers are
+            used one by one, e.g. the outer fits of a coverage study).
+        boundary: answers whose mean is below ``boundary * total`` (cells at the boundary of the polytope)
+            are left out of the check (see the ``boundary`` diagnostic of :func:`intervals`).
+        fit_method: the refits' estimator, ``"mirror_descent"`` or ``"lbfgs"`` (L2 only; often far fewer
+            iterations on small models with low-count cells, where mirror descent crawls).
 
     Returns:
         :class:`Replicates`.
@@ -246,15 +276,20 @@ def refit(
         theta1 = plan.zeros(dt) if start == "zeros" else plan.from_tables(model.potentials, dt)
         theta = {k: jnp.broadcast_to(v, (b, *v.shape)) for k, v in theta1.items()}
     step = 1.0 / (float(problem.lipschitz[0]) * np.asarray(problem.total, np.float64))
-    if model.step_size is not None and loss != "l1" and start is None:
+    if step_size is not None:
+        step = np.broadcast_to(np.asarray(step_size, np.float64), (b,)).copy()
+    elif model.step_size is not None and loss != "l1" and start is None:
         step = np.maximum(step, model.step_size)
     tplan, mats = resolve_targets(model.domain, plan.tree, targets)
     jm = tuple(tuple(None if q is None else jnp.asarray(q, dt) for q in ms) for ms in mats)
-    md = estimation.MirrorDescent()
+    if fit_method not in ("mirror_descent", "lbfgs") or (fit_method == "lbfgs" and loss != "l2"):
+        raise ValueError(f"refit: fit_method must be 'mirror_descent' or (with the L2 loss) 'lbfgs', got {fit_method!r}")
+    est = estimation.METHODS[fit_method]()
 
     def run(prob, th, n, st):
-        params, state, _ = batch_mod.run_batch(md, prob, th, n, step_size=st, chunk=chunk, group="auto")
-        return params, (np.asarray(state.step_size, np.float64) if loss != "l1" else st)
+        params, state, _ = batch_mod.run_batch(est, prob, th, n, step_size=st, chunk=chunk, group="auto")
+        keep = loss != "l1" and fit_method == "mirror_descent"
+        return params, (np.asarray(state.step_size, np.float64) if keep else st)
 
     def read(prob, th):
         return tuple(np.asarray(v, np.float64) for v in _values(tplan, plan, th, jm, prob.total))
@@ -270,7 +305,8 @@ def refit(
         sub_theta = {k: v[idx] for k, v in theta.items()}
         before = read(sub, sub_theta)
         longer, _ = run(sub, sub_theta, done, step[idx])
-        change = _spread_change(before, read(sub, longer))
+        floor = boundary * float(np.mean(np.asarray(sub.total)))
+        change = (_spread_change if check_on == "spread" else _value_change)(before, read(sub, longer), floor)
         if change < check_tol:
             converged = True
             break
@@ -286,4 +322,4 @@ def refit(
             stacklevel=3,
         )
     return Replicates(read(problem, theta), done, converged, change, time.perf_counter() - start0, theta,
-                      np.asarray(problem.total, np.float64))
+                      np.asarray(problem.total, np.float64), step)

@@ -97,7 +97,8 @@ def intervals(
     answer sets ``y* = Q mu_hat + e*`` are refitted in one batched program (warm-started, with the
     doubling convergence check of :func:`pgmjax.uncertainty.refit`); the basic interval is
     ``[2 g_hat - q(1 - d/2), 2 g_hat - q(d/2)]`` with ``q`` the quantiles of the refitted answers,
-    ``d = 1 - level``. Works for any loss, noise family and non-linear target.
+    ``d = 1 - level``, read at order-statistic positions ``p (B + 1)`` (where ``E F(X_(k)) = k / (B + 1)``
+    equals ``p``: NumPy's default interpolation would lose about ``2 / B`` of coverage, 0.02 at ``B = 100``). Works for any loss, noise family and non-linear target.
     ``method="linear"``: ``g_hat +- c`` with ``c`` the half-width of the law of ``a^T e`` (``a`` from
     :func:`pgmjax.uncertainty.linearize`; Xiao & Xiong, "Bayesian Inference under Differential Privacy",
     2012, section 4, eq. 21-22, exact Laplace-sum law); exact for an interior L2 fit and an estimable linear
@@ -171,7 +172,7 @@ def intervals(
     out = []
     d = 1.0 - level
     for v, g, bnd, est in zip(values, reps.values, tplan.bounds, estimable):
-        q_lo, q_hi = np.quantile(g, [d / 2, 1 - d / 2], axis=0)
+        q_lo, q_hi = np.quantile(g, [d / 2, 1 - d / 2], axis=0, method="weibull")
         lo, hi = (2 * v - q_hi, 2 * v - q_lo) if interval == "basic" else (q_lo, q_hi)
         if clip:
             lo, hi = _clip(lo, hi, bnd)
@@ -181,6 +182,7 @@ def intervals(
         }
         if bnd is not None and np.isinf(bnd[1]):  # a count: how often the refits sit at the boundary
             diag["boundary"] = np.mean(g < 1e-6 * model.total, axis=0)
+            diag["near_boundary"] = np.abs(v) < 1e-3 * model.total  # not covered by the convergence check
         out.append(Interval(v, lo, hi, np.std(g, axis=0, ddof=1), np.mean(g, axis=0) - v, est, "bootstrap", level, diag))
     return out
 

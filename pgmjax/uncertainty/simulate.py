@@ -19,9 +19,13 @@ from ..compiler import jit
 from ..measurement import Measurement
 from ..model import GraphicalModel
 from .bootstrap import refit
-from .linear import _predict, linearize_batch
+from .linear import _predict, linearize_all
 
-__all__ = ["draw_answers", "predictions_batch", "Coverage", "simulate_coverage"]
+__all__ = ["draw_answers", "predictions_batch", "Coverage", "simulate_coverage", "tree_dataset"]
+
+
+def _member(structure: GraphicalModel, reps, r: int) -> GraphicalModel:
+    return GraphicalModel(structure.plan, {k: v[r] for k, v in reps.theta.items()}, float(reps.totals[r]))
 
 
 def draw_answers(means: Sequence[np.ndarray], measurements: Sequence[Measurement], n: int, key) -> list[np.ndarray]:
@@ -79,7 +83,7 @@ class Coverage:
 
     Attributes:
         estimates: per target ``(R, *shape)`` the outer fits' answers.
-        covered: ``{method: per target (R, *shape) booleans}``.
+        covered: ``{method: {level: per target (R, *shape) booleans}}``.
         se: ``{method: per target (R, *shape)}`` standard errors.
         seconds: ``{"fits": ..., method: ...}`` wall times.
         iterations: ``{"fits": ..., "bootstrap": ...}`` iterations used (after convergence checks).
@@ -91,9 +95,11 @@ class Coverage:
     seconds: dict
     iterations: dict
 
-    def rate(self, method: str) -> list[np.ndarray]:
-        """Per target, the fraction of outer draws whose interval covered (per cell)."""
-        return [c.mean(axis=0) for c in self.covered[method]]
+    def rate(self, method: str, level: float | None = None) -> list[np.ndarray]:
+        """Per target, the fraction of outer draws whose interval (at ``level``; default the first) covered."""
+        by_level = self.covered[method]
+        level = next(iter(by_level)) if level is None else float(level)
+        return [c.mean(axis=0) for c in by_level[level]]
 
 
 def simulate_coverage(
@@ -106,7 +112,7 @@ def simulate_coverage(
     R: int,
     B: int,
     key,
-    level: float = 0.9,
+    level=0.9,
     methods: Sequence[str] = ("bootstrap", "linear"),
     loss: str = "l2",
     total=None,
@@ -114,6 +120,9 @@ def simulate_coverage(
     boot_iters: int = 200,
     draws_per_call: int | None = None,
     dtype=None,
+    outer_start="zeros",
+    fit_method: str = "mirror_descent",
+    max_doublings: int = 3,
 ) -> Coverage:
     """Empirical coverage of :func:`pgmjax.uncertainty.intervals` over ``R`` noise draws.
 
@@ -124,13 +133,17 @@ def simulate_coverage(
         targets: the targets; truths: per target, the estimand (the target's shape).
         R: outer noise draws; B: bootstrap replicates per draw.
         key: a ``jax.random`` key.
-        level: nominal coverage.
+        level: nominal coverage, or a list of levels (every level read from the same replicates).
         methods: any of ``"bootstrap"`` and ``"linear"`` (linear needs ``loss="l2"`` and float64).
         loss, total: as the fits use them.
-        fit_iters: iterations of the outer fits (cold, from the uniform model).
+        fit_iters: iterations of the outer fits (doubled until doubling moves no answer by 5% of its spread).
         boot_iters: iterations of the warm-started refits (doubled by the convergence check when needed).
         draws_per_call: outer draws whose refits share one batched call (memory: ``draws_per_call * B`` models).
         dtype: fit dtype (default the structure's).
+        outer_start: start of the outer fits: ``"zeros"`` (cold) or None (the structure model's potentials:
+            faster, and safe only because the doubling check on the values confirms convergence).
+        fit_method: estimator of every fit (see :func:`pgmjax.uncertainty.refit`).
+        max_doublings: of the convergence checks (see :func:`pgmjax.uncertainty.refit`).
 
     Returns:
         :class:`Coverage`.
@@ -138,17 +151,19 @@ def simulate_coverage(
     k_outer, k_boot = jax.random.split(key)
     ys = draw_answers(means, measurements, R, k_outer)
     t0 = time.perf_counter()
-    outer = refit(structure, measurements, ys, targets, loss=loss, total=total, iters=fit_iters, start="zeros",
-                  dtype=dtype)
+    outer = refit(structure, measurements, ys, targets, loss=loss, total=total, iters=fit_iters, start=outer_start,
+                  dtype=dtype, check_on="values", check_tol=0.05, fit_method=fit_method,
+                  max_doublings=max_doublings)
     seconds = {"fits": time.perf_counter() - t0}
     iterations = {"fits": outer.iterations}
+    converged = {"fits": outer.converged}
     covered, ses = {}, {}
     truths = [np.asarray(t, np.float64) for t in truths]
-    d = 1.0 - level
+    levels = [float(level)] if np.ndim(level) == 0 else [float(x) for x in level]
     if "bootstrap" in methods:
         t0 = time.perf_counter()
         per = int(draws_per_call or max(1, 4096 // B))
-        cov = [np.zeros(v.shape, bool) for v in outer.values]
+        cov = {lv: [np.zeros(v.shape, bool) for v in outer.values] for lv in levels}
         se = [np.zeros(v.shape) for v in outer.values]
         for c, r0 in enumerate(range(0, R, per)):
             rs = np.arange(r0, min(R, r0 + per))
@@ -158,32 +173,70 @@ def simulate_coverage(
             star = draw_answers(mean, measurements, rs.size * B, jax.random.fold_in(k_boot, c))
             start = {k: jnp.repeat(v, B, axis=0) for k, v in th.items()}
             reps = refit(structure, measurements, star, targets, loss=loss, total=total, iters=boot_iters,
-                         start=start, dtype=dtype)
+                         start=start, dtype=dtype, step_size=np.repeat(outer.step_size[rs], B), fit_method=fit_method,
+                         max_doublings=max_doublings)
             iterations["bootstrap"] = max(iterations.get("bootstrap", 0), reps.iterations)
+            converged["bootstrap"] = converged.get("bootstrap", True) and reps.converged
             for i, g in enumerate(reps.values):
                 g = g.reshape(rs.size, B, *g.shape[1:])
                 v = outer.values[i][rs]
-                q_lo, q_hi = np.quantile(g, [d / 2, 1 - d / 2], axis=1)
-                lo, hi = 2 * v - q_hi, 2 * v - q_lo
-                cov[i][rs] = (lo <= truths[i]) & (truths[i] <= hi)
+                for lv in levels:
+                    q_lo, q_hi = np.quantile(g, [(1 - lv) / 2, (1 + lv) / 2], axis=1, method="weibull")
+                    lo, hi = 2 * v - q_hi, 2 * v - q_lo
+                    cov[lv][i][rs] = (lo <= truths[i]) & (truths[i] <= hi)
                 se[i][rs] = np.std(g, axis=1, ddof=1)
         covered["bootstrap"], ses["bootstrap"] = cov, se
         seconds["bootstrap"] = time.perf_counter() - t0
     if "linear" in methods:
         t0 = time.perf_counter()
-        cov = [np.zeros(v.shape, bool) for v in outer.values]
+        cov = {lv: [np.zeros(v.shape, bool) for v in outer.values] for lv in levels}
         se = [np.zeros(v.shape) for v in outer.values]
         per = int(draws_per_call or 16)
         for r0 in range(0, R, per):
             rs = np.arange(r0, min(R, r0 + per))
             th = {k: v[rs] for k, v in outer.theta.items()}
-            lins = linearize_batch(structure.plan, th, outer.totals[rs], measurements, targets, total_free=total is None)
+            lins = [linearize_all(_member(structure, outer, r), measurements, targets, total_free=total is None)
+                    for r in rs]
             for j, r in enumerate(rs):
                 for i, lin in enumerate(lins[j]):
-                    half = np.array([lin.law(idx).half_width(level) for idx in np.ndindex(lin.value.shape)])
-                    half = half.reshape(lin.value.shape)
-                    cov[i][r] = np.abs(lin.value - truths[i]) <= half
+                    for lv in levels:
+                        half = np.array([lin.law(idx).half_width(lv) for idx in np.ndindex(lin.value.shape)])
+                        cov[lv][i][r] = np.abs(lin.value - truths[i]) <= half.reshape(lin.value.shape)
                     se[i][r] = lin.sd
         covered["linear"], ses["linear"] = cov, se
         seconds["linear"] = time.perf_counter() - t0
+    iterations["converged"] = converged
     return Coverage(outer.values, covered, ses, seconds, iterations)
+
+
+def tree_dataset(sizes: Sequence[int], edges: Sequence[tuple[int, int]], n: int, *, table_seed: int = 0,
+                 record_seed: int = 1):
+    """Records drawn from a tree-structured distribution: ``x0`` from a Dirichlet(1) table, every other
+    attribute from Dirichlet(1) conditional tables given its parent (the U4 coverage study's truth).
+
+    Args:
+        sizes: attribute sizes (attributes ``x0, x1, ...``).
+        edges: ``(parent, child)`` pairs forming a tree rooted at attribute 0, parents listed first.
+        n: number of records.
+        table_seed, record_seed: NumPy seeds of the tables and of the records.
+
+    Returns:
+        A :class:`~pgmjax.Dataset`.
+
+    Example:
+        >>> tree_dataset([2, 3], [(0, 1)], 100).records.shape
+        (100, 2)
+    """
+    from ..dataset import Dataset
+    from ..domain import Domain
+
+    trng, rrng = np.random.default_rng(table_seed), np.random.default_rng(record_seed)
+    root = trng.dirichlet(np.ones(sizes[0]))
+    tables = {c: trng.dirichlet(np.ones(sizes[c]), size=sizes[p]) for p, c in edges}
+    rec = np.zeros((n, len(sizes)), np.int64)
+    rec[:, 0] = rrng.choice(sizes[0], size=n, p=root)
+    for p, c in edges:
+        cum = np.cumsum(tables[c][rec[:, p]], axis=1)
+        u = rrng.random(n)[:, None]
+        rec[:, c] = np.minimum((u > cum).sum(axis=1), sizes[c] - 1)
+    return Dataset(rec, Domain({f"x{i}": s for i, s in enumerate(sizes)}))

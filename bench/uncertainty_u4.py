@@ -1,0 +1,135 @@
+"""U4 coverage simulation: a 6-attribute tree-structured truth, all one-way and the five edge marginals
+measured, three noise/loss configurations, bootstrap and linearised 90% intervals of 30 fixed queries.
+
+Full variant: R = 400 outer draws, B = 200 refits (GPU-sized); the CPU variant (R = 100, B = 100) runs as
+the slow test ``tests/test_uncertainty_coverage.py``. Usage:
+
+    nice python bench/uncertainty_u4.py [--R 400] [--B 200] [--configs gauss-l2,laplace-l2,laplace-l1]
+
+Writes bench/results/uncertainty_u4_cpu.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+import pgmjax as pj  # noqa: E402
+from pgmjax.queries import Range, Value  # noqa: E402
+from pgmjax.uncertainty.simulate import simulate_coverage, tree_dataset  # noqa: E402
+
+SIZES = (2, 3, 4, 5, 3, 2)
+EDGES = ((0, 1), (1, 2), (1, 3), (3, 4), (4, 5))
+CONFIGS = {  # noise family, stddev, loss
+    "gauss-l2": ("gaussian", 25.0, "l2"),
+    "laplace-l2": ("laplace", 20.0 * np.sqrt(2), "l2"),
+    "laplace-l1": ("laplace", 20.0 * np.sqrt(2), "l1"),
+}
+
+
+def u4_design(config: str):
+    """``(data, measurements, means, base, targets, kinds, truths)`` of U4 for one configuration."""
+    noise, sd, loss = CONFIGS[config]
+    data = tree_dataset(SIZES, EDGES, 20_000, table_seed=0, record_seed=1)
+    names = list(data.domain)
+    cliques = [(a,) for a in names] + [(names[p], names[c]) for p, c in EDGES]
+    means = [data.marginal(c).ravel() for c in cliques]
+    ms = [pj.Measurement(c, m, stddev=sd, noise=noise) for c, m in zip(cliques, means)]
+    base = pj.estimate(data.domain, ms, iters=3000, dtype=jnp.float64, tol=1e-13)
+    rng = np.random.default_rng(2)
+    targets, kinds = [], []
+    edge_pairs = [(names[p], names[c]) for p, c in EDGES]
+    other = [(a, b) for i, a in enumerate(names) for b in names[i + 1:] if (a, b) not in edge_pairs]
+
+    def cells(pairs, table_of, keep, count, kind):
+        cand = [(p, tuple(ix)) for p in pairs for ix in np.argwhere(keep(table_of(p)))]
+        for k in rng.choice(len(cand), size=min(count, len(cand)), replace=False):
+            (a, b), (i, j) = cand[k]
+            targets.append({a: Value(int(i)), b: Value(int(j))})
+            kinds.append(kind)
+
+    cells(edge_pairs, data.marginal, lambda t: t >= 200, 10, "edge cell")
+    cells(other, base.marginal, lambda t: t >= 200, 10, "non-edge cell")
+    ranges = [{"x3": Range(0, 2)}, {"x2": Range(1, 3), "x1": Value(2)}, {"x3": Range(0, 2), "x4": Range(1, 2)},
+              {"x0": Value(1), "x5": Value(0)}, {"x2": Range(0, 1), "x4": Value(0)}]
+    for r in ranges:
+        targets.append(r)
+        kinds.append("range")
+    cells(edge_pairs + other, base.marginal, lambda t: t < 20, 5, "low count")
+    truths = [np.asarray(base.answer(q), np.float64) for q in targets]
+    return data, ms, means, base, targets, kinds, truths, loss
+
+
+def run(config: str, R: int, B: int, key, methods=None, boot_iters=100, fit_iters=500, fit_method=None):
+    data, ms, means, base, targets, kinds, truths, loss = u4_design(config)
+    if methods is None:
+        methods = ("bootstrap", "linear") if loss == "l2" else ("bootstrap",)
+    cov = simulate_coverage(base, ms, means, targets, truths, R=R, B=B, key=key, level=0.9, methods=methods, loss=loss,
+                            fit_iters=fit_iters, boot_iters=boot_iters, draws_per_call=max(1, 4000 // B),
+                            fit_method=fit_method or ("lbfgs" if loss == "l2" else "mirror_descent"))
+    return cov, kinds
+
+
+def summary(cov, kinds) -> dict:
+    gated = np.array([k != "low count" for k in kinds])
+    out = {}
+    for method in cov.covered:
+        rates = np.array([float(np.ravel(r)[0]) for r in cov.rate(method)])
+        ratio = np.array([np.mean(s) / max(np.std(e), 1e-12) for s, e in zip(cov.se[method], cov.estimates)])
+        out[method] = {"rates": rates.tolist(), "gated_mean": float(rates[gated].mean()),
+                       "gated_min": float(rates[gated].min()), "gated_max": float(rates[gated].max()),
+                       "se_over_sd": ratio.tolist(), "se_over_sd_gated_mean": float(ratio[gated].mean())}
+    out["seconds"] = cov.seconds
+    out["iterations"] = cov.iterations
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--R", type=int, default=400)
+    ap.add_argument("--B", type=int, default=200)
+    ap.add_argument("--configs", default="gauss-l2,laplace-l2,laplace-l1")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "uncertainty_u4_cpu"))
+    args = ap.parse_args(argv)
+    res = {}
+    t0 = time.perf_counter()
+    for i, config in enumerate(args.configs.split(",")):
+        cov, kinds = run(config, args.R, args.B, jax.random.key(i))
+        res[config] = summary(cov, kinds)
+        print(config, {m: (v["gated_mean"], v["gated_min"], v["gated_max"]) for m, v in res[config].items()
+                       if isinstance(v, dict) and "gated_mean" in v}, flush=True)
+    out = {
+        "machine": {"cores": os.cpu_count(), "backend": jax.default_backend()},
+        "versions": {"python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__},
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "R": args.R, "B": args.B, "kinds": kinds, "results": res, "seconds": time.perf_counter() - t0,
+    }
+    with open(args.out + ".json", "w") as f:
+        json.dump(out, f, indent=1)
+    lines = ["# U4 coverage simulation (90% intervals, 25 gated queries + 5 low-count cells)", "",
+             f"Date {out['date']}; Python {out['versions']['python']}, jax {out['versions']['jax']}, numpy "
+             f"{out['versions']['numpy']}; {out['machine']['cores']} cores, {out['machine']['backend']}. "
+             f"R = {args.R} outer draws, B = {args.B} refits. Total {out['seconds']:.0f} s.", "",
+             "| config | method | mean (gated) | min | max | se/sd (gated mean) | seconds |", "|---|---|---|---|---|---|---|"]
+    for config, r in res.items():
+        for m, v in r.items():
+            if isinstance(v, dict) and "gated_mean" in v:
+                lines.append(f"| {config} | {m} | {v['gated_mean']:.3f} | {v['gated_min']:.2f} | {v['gated_max']:.2f} | "
+                             f"{v['se_over_sd_gated_mean']:.2f} | {r['seconds'].get(m, 0):.0f} |")
+    with open(args.out + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
