@@ -189,3 +189,25 @@ def test_u3_coverage_on_the_toy():
     # the linearised sd at the truth (8.7297) against the spread of the 1000 estimates
     assert np.std(cov.estimates[0]) == pytest.approx(8.7297, rel=0.07)
     assert np.mean(cov.se["linear"][0]) == pytest.approx(8.7297, rel=0.02)
+
+
+def test_workload_intervals_on_a_compressed_domain():
+    """MST-style result: measurements on a compressed domain, the workload on the original one."""
+    from types import SimpleNamespace
+
+    from pgmjax.mechanisms.mst import decompress_model
+
+    cdom = pj.Domain({"a": 3, "b": 2})
+    ms = [pj.Measurement(("a", "b"), [[100.0, 80], [60, 40], [120, 100]], stddev=5.0)]
+    model_c = pj.estimate(cdom, ms, iters=300, dtype=jnp.float64)
+    mapping = {"a": np.array([0, 2, 1, 2])}  # original value 1 and 3 merged into 2
+    dom = pj.Domain({"a": 4, "b": 2})
+    lifted = decompress_model(model_c, mapping, dom)
+    result = SimpleNamespace(model=lifted, measurements=ms, info={"mapping": mapping, "compressed_model": model_c})
+    w = pj.Workload(dom, [(("a", "b"), None), (("a",), [pj.queries.Prefix()])])
+    ivs = pj.uncertainty.workload_intervals(result, w, level=0.9, method="linear")
+    np.testing.assert_allclose(ivs[0].value, lifted.marginal(("a", "b")), rtol=1e-9)
+    np.testing.assert_allclose(ivs[1].value, lifted.answer({"a": pj.queries.Prefix()}), rtol=1e-9)
+    # each merged original cell carries half of its compressed cell's noise: se = 5 / 2
+    assert ivs[0].se[1, 0] == pytest.approx(2.5, rel=1e-6) and ivs[0].se[0, 0] == pytest.approx(5.0, rel=1e-6)
+    assert all(iv.estimable for iv in ivs) and np.all(ivs[1].lo <= ivs[1].value)
