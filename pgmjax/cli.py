@@ -674,7 +674,9 @@ def run(args) -> int:
             raise RunFailure(f"--out: could not write {args.out}: {e}") from e
     if args.save_model is not None:
         try:
-            result.model.save(args.save_model)
+            from .serialization import save_model
+
+            save_model(result.model, args.save_model, schema=schema)
         except OSError as e:
             raise RunFailure(f"--save-model: could not write {args.save_model}: {e}") from e
     t_write = time.perf_counter() - t0

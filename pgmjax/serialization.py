@@ -50,12 +50,15 @@ _STRUCTURE = "model.json"
 _ARRAYS = "potentials.npz"
 
 
-def save_model(model, path: str | os.PathLike) -> str:
+def save_model(model, path: str | os.PathLike, *, schema=None) -> str:
     """Write ``model`` to the folder ``path`` (created; existing files of the format are replaced).
 
     Args:
         model: a :class:`~pgmjax.GraphicalModel`.
         path: a folder.
+        schema: optional :class:`~pgmjax.Schema` over the model's domain, stored in ``model.json``
+            (field ``"schema"``, its JSON form) so that samples can be decoded to raw values
+            (:func:`load_model_schema`).
 
     Returns:
         The folder's path.
@@ -72,6 +75,8 @@ def save_model(model, path: str | os.PathLike) -> str:
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"save: {path} exists and is not a folder")
     model.check("save")
+    if schema is not None and schema.domain != model.domain:
+        raise ValueError(f"save: the schema's domain {schema.domain} is not the model's {model.domain}")
     os.makedirs(path, exist_ok=True)
     potentials = model.potentials
     buffer = io.BytesIO()
@@ -93,6 +98,8 @@ def save_model(model, path: str | os.PathLike) -> str:
         ],
         "arrays": {"file": _ARRAYS, "sha256": hashlib.sha256(blob).hexdigest()},
     }
+    if schema is not None:
+        structure["schema"] = schema.to_dict()
     with open(os.path.join(path, _ARRAYS), "wb") as f:
         f.write(blob)
     with open(os.path.join(path, _STRUCTURE), "w") as f:
@@ -101,6 +108,32 @@ def save_model(model, path: str | os.PathLike) -> str:
 
 
 DTYPES = ("float32", "float64")
+
+
+def load_model_schema(path: str | os.PathLike):
+    """The :class:`~pgmjax.Schema` stored with a saved model (``save_model(..., schema=...)``), or None.
+
+    Args:
+        path: the folder ``save_model`` wrote.
+
+    Returns:
+        The schema, or None when the model was saved without one.
+
+    Raises:
+        FileNotFoundError: no ``model.json`` in ``path``.
+        ValueError: the stored schema is malformed (:class:`pgmjax.schema.SchemaError`).
+
+    Example:
+        >>> load_model_schema("adult-model").decode(model.synthetic_data(10, key), key)  # doctest: +SKIP
+    """
+    from .schema import Schema
+
+    structure_path = os.path.join(os.fspath(path), _STRUCTURE)
+    if not os.path.isfile(structure_path):
+        raise FileNotFoundError(f"load_model_schema: {structure_path} not found")
+    with open(structure_path) as f:
+        spec = json.load(f).get("schema")
+    return None if spec is None else Schema.from_dict(spec, where=f"{structure_path}: field 'schema'")
 
 
 def load_model(path: str | os.PathLike) -> GraphicalModel:
