@@ -105,6 +105,7 @@ def main(argv=None):
     ap.add_argument("--fit-iters", type=int, default=1000)
     ap.add_argument("--boot-iters", type=int, default=100)
     ap.add_argument("--max-doublings", type=int, default=1)
+    ap.add_argument("--dtype", default="float64", choices=["float32", "float64"])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "uncertainty_coverage_cpu"))
     ap.add_argument("--render", action="store_true", help="only re-render the .md and .png from the .json")
     args = ap.parse_args(argv)
@@ -129,7 +130,7 @@ def main(argv=None):
 
     res = simulate_coverage(base, ms, means, targets, truths, R=args.R, B=args.B, key=jax.random.key(0), level=LEVELS,
                             methods=("bootstrap",), fit_iters=args.fit_iters, boot_iters=args.boot_iters,
-                            draws_per_call=4, dtype=jnp.float32, outer_start=None, max_doublings=args.max_doublings)
+                            draws_per_call=4, dtype=jnp.dtype(args.dtype), outer_start=None, max_doublings=args.max_doublings)
     print("bootstrap done", res.seconds, res.iterations, flush=True)
     lin = None
     if args.linear_R:
@@ -140,7 +141,8 @@ def main(argv=None):
 
     # batched vs sequential refits of one draw's bootstrap (same replicates, same iterations)
     model = pj.estimate(data.domain, [pj.Measurement(m.clique, y[0], m.stddev) for m, y in
-                                      zip(ms, renoise(base, ms, 1, jax.random.key(5)))], iters=args.fit_iters)
+                                      zip(ms, renoise(base, ms, 1, jax.random.key(5)))], iters=args.fit_iters,
+                        dtype=jnp.dtype(args.dtype))
     ys = renoise(model, ms, args.B, jax.random.key(6))
     timing = {}
     for rnd in range(1):
@@ -150,7 +152,7 @@ def main(argv=None):
         t0 = time.perf_counter()
         for b in range(args.B):
             mb = [pj.Measurement(m.clique, y[b], m.stddev) for m, y in zip(ms, ys)]
-            fit = pj.estimate(data.domain, mb, iters=args.boot_iters, warm_start=model)
+            fit = pj.estimate(data.domain, mb, iters=args.boot_iters, warm_start=model, dtype=model.dtype)
             fit.answers([q for q in targets])
         timing.setdefault("sequential", []).append(time.perf_counter() - t0)
     t0 = time.perf_counter()
@@ -167,7 +169,7 @@ def main(argv=None):
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "design": {"sigma": args.sigma, "edges": edges, "measurements": len(ms), "R": args.R, "B": args.B,
                    "linear_R": args.linear_R, "fit_iters": args.fit_iters, "boot_iters": args.boot_iters,
-                   "max_doublings": args.max_doublings},
+                   "max_doublings": args.max_doublings, "dtype": args.dtype},
         "queries": [{"kind": k, "query": {a: repr(f) for a, f in q.items()}, "truth": float(t.ravel()[0])}
                     for q, k, t in zip(targets, kinds, truths)],
         "coverage": {"bootstrap": rates(res, "bootstrap")} | ({"linear": rates(lin, "linear")} if lin else {}),
@@ -194,7 +196,7 @@ def write_md(out, path):
         "",
         f"Design: 14 one-way marginals + {len(d['edges'])} maximum-spanning-tree pairs (mutual information on the data), "
         f"Gaussian noise sigma = {d['sigma']}; truth = the model fitted to the noiseless measurements (float64). "
-        f"R = {d['R']} noise draws (bootstrap, B = {d['B']} refits per draw, float32, warm-started, "
+        f"R = {d['R']} noise draws (bootstrap, B = {d['B']} refits per draw, {d.get('dtype', 'float32')}, warm-started, "
         f"{d['boot_iters']} mirror-descent iterations before the convergence check) and R = {d['linear_R']} (linearisation, float64). "
         f"Outer fits: warm-started at the truth model, {d['fit_iters']} iterations, then doubled (at most "
         f"{d['max_doublings']} time(s)) until doubling moves no answer by 5% of its spread on 8 draws. "

@@ -316,8 +316,9 @@ def refit(
         done *= 2
     if not converged:
         warnings.warn(
-            f"bootstrap refits under-converged: after {done} iterations, doubling them still changes the spread "
-            f"of an answer by {change:.1%} (> {check_tol:.0%}); the intervals may be too narrow. Pass a larger iters.",
+            f"refits under-converged: after {done} iterations, doubling them still changes "
+            f"{'the spread of an answer' if check_on == 'spread' else 'an answer (relative to its spread)'} by "
+            f"{change:.1%} (> {check_tol:.0%}); bootstrap intervals may be too narrow. Pass a larger iters.",
             RuntimeWarning,
             stacklevel=3,
         )
