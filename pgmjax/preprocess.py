@@ -329,7 +329,8 @@ def _free_edges(acc, key, x, bins, tail, share, date, whole, name) -> np.ndarray
 
     The clipping bounds (levels ``tail`` and ``1 - tail``) are drawn over 256 equally spaced candidates
     in windows placed by the inner private quantiles (``[q_1 - w, q_1]`` and ``[q_{k-1}, q_{k-1} + w]``
-    with ``w = q_{k-1} - q_1``: post-processing of released values, so adaptive composition applies).
+    with ``w = q_{k-1} - q_1``, not crossing zero unless ``q_1`` or ``q_{k-1}`` does: post-processing of
+    released values, so adaptive composition applies).
     Over the wide grid, the many candidates below or above all the data (equal quality ``-tail n``)
     would outweigh the few good ones at small budgets; in a window they are few.
     """
@@ -342,8 +343,12 @@ def _free_edges(acc, key, x, bins, tail, share, date, whole, name) -> np.ndarray
     if not width > 0:
         width = max(abs(inner[0]) * 0.5, 1.0)
     k_lo, k_hi = jax.random.split(k_outer)
-    lo_cand = np.linspace(inner[0] - width, inner[0], 256)
-    hi_cand = np.linspace(inner[-1], inner[-1] + width, 256)
+    # A window does not cross zero when the inner quantiles do not: values beyond zero are then clipped to it
+    # (a column of amounts whose 10% quantile is positive gets no negative synthetic values).
+    lo_start = inner[0] - width if inner[0] < 0 else max(inner[0] - width, 0.0)
+    hi_end = inner[-1] + width if inner[-1] > 0 else min(inner[-1] + width, 0.0)
+    lo_cand = np.linspace(lo_start, inner[0], 256)
+    hi_cand = np.linspace(inner[-1], hi_end, 256)
     if whole:
         lo_cand, hi_cand = np.unique(np.floor(lo_cand)), np.unique(np.ceil(hi_cand))
     lo = private_quantiles(acc, k_lo, x, [tail], lo_cand, budget=per_draw, target=f"preprocess {name}: lower bound")
