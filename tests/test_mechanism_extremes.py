@@ -38,10 +38,10 @@ TRAINING = QuerySet.cells(DOM, ("a", "b")) + QuerySet.cells(DOM, ("b", "c"))
 RUNS = {
     "mwem": lambda eps, k: mwem(DATA, eps, key=k, workload=WORKLOAD, rounds=2, pgm_iters=10, mw_iters=10),
     "mst": lambda eps, k: mst(DATA, eps, key=k, select_iters=10, fit_iters=10),
-    "aim": lambda eps, k: aim(DATA, eps, key=k, rounds=8, max_iters=10, max_model_size=1.0),
+    "aim": lambda eps, k: aim(DATA, eps, key=k, rounds=3, max_iters=10, max_model_size=1.0),
     "privbayes": lambda eps, k: privbayes(DATA, eps, key=k, pgm_iters=10),
     "dualquery": lambda eps, k: dualquery(DATA, eps, 1e-3, key=k, workload=WORKLOAD, samples=10, pgm_iters=10),
-    "hdmm": lambda eps, k: hdmm(DATA, eps, key=k, workload=WORKLOAD, pgm_iters=10, restarts=2),
+    "hdmm": lambda eps, k: hdmm(DATA, eps, key=k, workload=WORKLOAD, pgm_iters=10, restarts=1),
     "mldp": lambda eps, k: mldp(DATA, eps, key=k, training=TRAINING, pgm_iters=10),
 }
 
