@@ -125,17 +125,18 @@ def _laplace_rational(rng: np.random.Generator, n: int, t: int, s: int) -> np.nd
 
 
 def _rational_scale(scale: float) -> tuple[int, int]:
-    """``(t, s)`` with ``t / s >= scale`` within a relative ``2^-20`` (so the realised epsilon never exceeds)."""
+    """``(t, s)`` with ``t / s > scale`` strictly, within a relative ``2^-20``: the realised epsilon
+    ``Delta s / t`` is below ``Delta / scale`` even when ``scale`` itself was rounded down."""
     k = max(0, 20 - math.floor(math.log2(scale)))
     s = 1 << k
-    return max(1, math.ceil(scale * s)), s
+    return math.floor(scale * s) + 1, s
 
 
 def discrete_laplace(rng: np.random.Generator, shape, scale: float) -> tuple[np.ndarray, float]:
-    """Integer noise with ``P(z) ∝ exp(-|z| / b)``, ``b >= scale`` (Canonne et al. 2020, Algorithm 2).
+    """Integer noise with ``P(z) ∝ exp(-|z| / b)``, ``b > scale`` (Canonne et al. 2020, Algorithm 2).
 
-    ``b`` is ``scale`` rounded up to a rational ``t/s`` (relative change below ``2^-20``): adding it to an
-    integer query of L1 sensitivity ``Delta`` is ``Delta / b <= Delta / scale``-DP.
+    ``b`` is ``scale`` rounded strictly up to a rational ``t/s`` (relative change below ``2^-20``): adding
+    it to an integer query of L1 sensitivity ``Delta`` is ``Delta / b < Delta / scale``-DP.
 
     Args:
         rng: a :func:`generator`.
@@ -147,8 +148,8 @@ def discrete_laplace(rng: np.random.Generator, shape, scale: float) -> tuple[np.
 
     Example:
         >>> z, b = discrete_laplace(generator(jax.random.key(0)), (4,), 2.0)
-        >>> z.dtype, b
-        (dtype('int64'), 2.0)
+        >>> z.dtype, 2.0 < b <= 2.0 * (1 + 2**-20)
+        (dtype('int64'), True)
     """
     if not (math.isfinite(scale) and 0 < scale <= _MAX_UNITS):
         raise ValueError(f"discrete_laplace: scale must be in (0, 2^46], got {scale!r}")

@@ -586,8 +586,10 @@ def _lattice_plan(family: str, sensitivity: float, size: int, integer: bool, *, 
     d = sensitivity + added
     if scale is not None:
         s = scale
-    else:  # one ulp up: the realised cost d/s (or d^2/(2 s^2)) never exceeds the budget asked for
-        s = math.nextafter(d / epsilon if family == "laplace" else d / math.sqrt(2.0 * rho), math.inf)
+    elif family == "laplace":  # the sampler rounds b strictly up (discrete_laplace): d / b_real < epsilon
+        s = d / epsilon
+    else:  # one ulp up: the realised d^2 / (2 sigma^2) never exceeds the rho asked for
+        s = math.nextafter(d / math.sqrt(2.0 * rho), math.inf)
     return {"scale": s, "lattice": gamma, "sensitivity": d, "integer": integer}
 
 
@@ -1358,7 +1360,7 @@ class Accountant:
         Example:
             >>> acc = Accountant(epsilon=1.0)
             >>> y = acc.laplace(jax.random.key(0), np.array([10.0, 3.0]), 1.0, epsilon=0.5, target="counts", integer=True)
-            >>> round(acc.ledger[0].scale, 12), acc.remaining   # b = 2, one ulp up so the cost never exceeds 0.5
+            >>> acc.ledger[0].scale, acc.remaining
             (2.0, 0.5)
         """
         where = "Accountant.laplace"

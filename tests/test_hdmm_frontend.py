@@ -110,8 +110,10 @@ def test_ledger_sums_exactly_to_the_budget_with_one_noise_scale(data, name):
     if isinstance(S, H.MarginalsStrategy):
         return  # OPT_M releases marginal a with scale b / theta_a: see the next test
     for e, m in zip(res.ledger, res.measurements):
-        assert e.scale == pytest.approx(scale, rel=1e-9)
-        np.testing.assert_allclose(m.row_stddev(), res.info["noise_std"], rtol=1e-9)
+        # Real-valued strategy rows are released on a fine lattice; the ledger charges what rounding adds
+        # to the sensitivity (at most 2^-10 of it), so each term's scale is a hair above the common one.
+        assert scale <= e.scale <= scale * (1 + 2**-10) and e.sensitivity <= c * norm * (1 + 2**-10)
+        np.testing.assert_allclose(m.row_stddev(), res.info["noise_std"], rtol=2**-9)
         assert m.kind == "kron" and e.query.startswith("kron")
 
 
@@ -358,7 +360,8 @@ def test_signed_prebuilt_strategy_keeps_one_noise_scale(data):
                pgm_iters=0, synthetic=False)
     acc = res.accountant
     assert acc.spent == acc.budget
-    assert [e.sensitivity for e in res.ledger] == pytest.approx([0.5 * math.sqrt(2), 0.5 * 2 * math.sqrt(2)])
+    # each term's sensitivity plus what rounding to its lattice adds (at most 2^-10 of it)
+    assert [e.sensitivity for e in res.ledger] == pytest.approx([0.5 * math.sqrt(2), 0.5 * 2 * math.sqrt(2)], rel=2**-10)
     sigma = math.hypot(0.5 * math.sqrt(2), 0.5 * 2 * math.sqrt(2)) / math.sqrt(2 * acc.budget)
-    assert [e.scale for e in res.ledger] == pytest.approx([sigma, sigma], rel=1e-9)
+    assert [e.scale for e in res.ledger] == pytest.approx([sigma, sigma], rel=2**-10)  # plus the lattice's share
     assert res.info["noise_scale"] == pytest.approx(sigma) and not res.info["sensitivity_exact"]

@@ -92,7 +92,9 @@ def test_ledger_spends_exactly_the_budget(data, name):
     for e, m in zip(ledger[1::2], res.measurements):  # the last one spends the rest: equal up to rounding
         assert e.scale == pytest.approx(b["scale"], rel=1e-9)
         want_std = e.scale * (math.sqrt(2) if CONFIGS[name]["noise"] == "laplace" else 1.0)
-        np.testing.assert_allclose(m.stddev, want_std, rtol=1e-12)  # the measurement carries the true std
+        # The measurement carries the noise's std: for discrete Laplace, b rounded up to a rational (2^-20).
+        np.testing.assert_allclose(m.stddev, want_std, rtol=2**-20)
+        assert m.stddev >= want_std * (1 - 1e-12)
     if CONFIGS[name]["selection"] == "marginal":
         assert res.info["em_sensitivity"] == 1.0  # ||mu_C(D) - v||_1, add/remove one record
     else:

@@ -391,7 +391,8 @@ def _check_ledger(res, data, bounded, count):
     b = delta1 * m / info["epsilon_tables"]
     for e, meas in zip(tables, res.measurements):
         assert e.sensitivity == delta1 and e.scale == pytest.approx(b, rel=1e-9)
-        assert float(meas.stddev) == pytest.approx(math.sqrt(2) * b, rel=1e-9)
+        # the realised discrete-Laplace scale is b rounded up to a rational, within 2^-20
+        assert math.sqrt(2) * b * (1 - 1e-12) <= float(meas.stddev) <= math.sqrt(2) * b * (1 + 2**-20)
     assert math.fsum(e.cost for e in acc.ledger) == pytest.approx(info["epsilon"], rel=1e-15)
 
 

@@ -233,6 +233,11 @@ class QuerySet:
     def __len__(self) -> int:
         return int(self._offsets[-1])
 
+    @property
+    def integer(self) -> bool:
+        """Whether every coefficient is an integer, so the answers are integers for every dataset."""
+        return all(np.array_equal(m, np.round(m)) for _, m in self.blocks)
+
     def __repr__(self) -> str:
         return f"QuerySet({len(self)} queries on {len(self.cliques)} clique(s): {list(self.cliques)})"
 
@@ -956,7 +961,7 @@ def mldp(
     # ---- the one private release: Laplace on all training answers at once
     acc = Accountant(epsilon=epsilon, bounded=bounded)
     y = acc.laplace(
-        k_noise, training.answer(data), sens, epsilon=REST,
+        k_noise, training.answer(data), sens, epsilon=REST, integer=training.integer,
         target=f"MLDP: {len(training)} training queries on {list(training.cliques)}",
     )
     scale = acc.ledger[-1].scale
@@ -1055,5 +1060,7 @@ def laplace_baseline(data: Dataset, epsilon: float, queries: QuerySet, *, key, b
     if not sens > 0:
         raise ValueError(f"{where}: every query is identically zero (sensitivity 0)")
     acc = Accountant(epsilon=epsilon, bounded=bounded)
-    y = acc.laplace(key, queries.answer(data), sens, epsilon=REST, target=f"Laplace baseline: {len(queries)} queries")
+    y = acc.laplace(
+        key, queries.answer(data), sens, epsilon=REST, integer=queries.integer, target=f"Laplace baseline: {len(queries)} queries"
+    )
     return y, acc
