@@ -312,8 +312,12 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
             edges = _free_edges(acc, k, x, bins, tail, share, date, whole, name)
         columns.append(NumericColumn(name, edges, bool(meta["integer"]) and not date, decode, True, True,
                                      "date" if date else "number", None if whole else meta["decimals"]))
+        draws = bins - 1 if name in ranges else bins + 1
+        grid = 1001 + 13500 if name in ranges else (DATE_RANGE[1] - DATE_RANGE[0] + 1 if date else 27001)
         notes.append(f"column {name!r}: {len(edges) - 1} bins at private quantiles; values outside "
-                     f"[{edges[0]:g}, {edges[-1]:g}]{' (days)' if date else ''} are clipped into the end bins; a missing code")
+                     f"[{edges[0]:g}, {edges[-1]:g}]{' (days)' if date else ''} are clipped into the end bins; a missing code; "
+                     f"an edge's rank error is typically below {_rank_error(acc, share / draws, grid):,.0f} records "
+                     "(larger budgets or public ranges shrink it)")
     spent = acc.spent - start
     provenance = {
         "private": True,
@@ -322,6 +326,13 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
         "public": "column kinds (number, integer, date, text) and decimals are read from the data and treated as public",
     }
     return PrivateSchema(Schema(columns, provenance), spent, delta if n_text else 0.0, thresholds, notes)
+
+
+def _rank_error(acc: Accountant, per_draw: float, candidates: int) -> float:
+    """The exponential mechanism's rank-error scale ``(2 / eps) ln |C|`` for one draw of cost ``per_draw``
+    (``eps = sqrt(8 rho)`` under zCDP; McSherry & Talwar 2007, Theorem 6 at beta = 1/e); data-independent."""
+    eps = math.sqrt(8.0 * per_draw) if acc.currency == "rho" else per_draw
+    return 2.0 / eps * (math.log(candidates) + 1.0)
 
 
 def _free_edges(acc, key, x, bins, tail, share, date, whole, name) -> np.ndarray:
