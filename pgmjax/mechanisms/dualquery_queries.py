@@ -1,0 +1,269 @@
+"""DualQuery's query class and its data player (Gaboardi et al., ICML 2014; see :mod:`pgmjax.mechanisms.dualquery`).
+
+The rows of a workload's factored queries and their negations (:class:`_Queries`, hashed by value: the
+transcript's likelihood is compiled once per query structure), and the data player's best response,
+solved exactly by max-sum variable elimination (:func:`max_sum_ve`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..dataset import Dataset
+from ..domain import Clique, Domain
+from ..workload import Workload
+
+_WHERE = "dualquery"
+
+# ---------------------------------------------------------------------------------------------------
+# The query class: workload rows and their negations
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Block:
+    clique: Clique
+    mats: tuple[np.ndarray | None, ...]  # per attribute, None = identity
+    cols: tuple[np.ndarray, ...]  # per attribute, dense (rows_i, size_i) (identity materialised)
+    row_shape: tuple[int, ...]
+    offset: int
+    rows: int
+
+
+class _Queries:
+    """The ``R`` workload rows (indices ``0..R-1``) and their negations (``R..2R-1``)."""
+
+    def __init__(self, workload: Workload, domain: Domain, where: str = _WHERE):
+        blocks, offset = [], 0
+        for i, q in enumerate(workload.queries):
+            lo, hi = 1.0, 1.0  # range of the Kronecker row entries: products of per-factor ranges
+            cols = []
+            for a, m in zip(q.clique, q.matrices):
+                dense = np.eye(domain[a]) if m is None else np.asarray(m, np.float64)
+                flo, fhi = float(dense.min()), float(dense.max())
+                ends = (lo * flo, lo * fhi, hi * flo, hi * fhi)
+                lo, hi = min(ends) + 0.0, max(ends) + 0.0  # + 0.0: no "-0" in messages
+                cols.append(dense)
+            if lo < 0 or hi > 1:
+                raise ValueError(
+                    f"{where}: workload query {i} on {q.clique} has entries in [{lo:g}, {hi:g}]; DualQuery needs "
+                    "counting queries with entries in [0, 1] (e.g. Prefix, identity, Range, Value), so that "
+                    "q(x) and its negation 1 - q(x) are in [0, 1]"
+                )
+            row_shape = tuple(c.shape[0] for c in cols)
+            rows = math.prod(row_shape)
+            blocks.append(_Block(q.clique, tuple(q.matrices), tuple(cols), row_shape, offset, rows))
+            offset += rows
+        self.domain = domain
+        self.blocks: tuple[_Block, ...] = tuple(blocks)
+        self.rows = offset  # R
+        # The structure as a value: the transcript's loss is compiled once per structure (the query
+        # matrices are constants of that program), so equal workloads must compare equal.
+        self._key = (
+            domain,
+            tuple(
+                (b.clique, b.row_shape, tuple(None if m is None else (m.shape, hashlib.sha1(np.ascontiguousarray(np.asarray(m, np.float64))).hexdigest()) for m in b.mats))
+                for b in self.blocks
+            ),
+        )
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Queries) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    @property
+    def size(self) -> int:
+        """``M = 2R``: the rows and their negations."""
+        return 2 * self.rows
+
+    def answers(self, data: Dataset) -> np.ndarray:
+        """Counts ``W_b mu_b(D)`` of every row (``R``,), float64."""
+        margs = dict(zip(self._cliques(), data.marginals(self._cliques())))
+        return np.concatenate([_kron_np(margs[b.clique], b.mats).reshape(-1) for b in self.blocks])
+
+    def _cliques(self) -> list[Clique]:
+        return list(dict.fromkeys(b.clique for b in self.blocks))
+
+    def satisfied(self, records, xp=np, dtype=np.float64):
+        """``q_r(x)`` of every positive row for records ``(n, d)`` (domain order): ``(n, R)``.
+
+        ``xp=jax.numpy`` builds the same rows inside a traced program (records may be traced).
+        """
+        records = xp.asarray(records)
+        n = records.shape[0]
+        out = []
+        for b in self.blocks:
+            val = xp.ones((n, 1), dtype)
+            for a, c in zip(b.clique, b.cols):
+                col = xp.asarray(c, dtype)[:, records[:, self.domain.index(a)]].T  # (n, rows_a)
+                val = (val[:, :, None] * col[:, None, :]).reshape(n, -1)
+            out.append(val)
+        return xp.concatenate(out, axis=1)
+
+    def row_values(self, rows: np.ndarray, records: np.ndarray) -> np.ndarray:
+        """``q_r(x)`` for the given positive rows only (``K``,) and records ``(n, d)``: ``(n, K)``."""
+        rows = np.asarray(rows, np.int64)
+        x = np.asarray(records)
+        out = np.zeros((x.shape[0], rows.size))
+        starts = np.array([b.offset for b in self.blocks])
+        owner = np.searchsorted(starts, rows, side="right") - 1
+        for bi in np.unique(owner):
+            b, sel = self.blocks[bi], np.flatnonzero(owner == bi)
+            per_attr = np.unravel_index(rows[sel] - b.offset, b.row_shape)
+            val = np.ones((x.shape[0], sel.size))
+            for a, c, r in zip(b.clique, b.cols, per_attr):
+                val *= c[r][:, x[:, self.domain.index(a)]].T
+            out[:, sel] = val
+        return out
+
+    def answers_jnp(self, marginals, total) -> jax.Array:
+        """Normalised answers ``a = W mu / N`` of the positive rows (``R``,) from ``clique -> marginal``."""
+        return jnp.concatenate([_kron_jnp(marginals[b.clique], b.mats).reshape(-1) for b in self.blocks]) / total
+
+    def factors(self, weights: np.ndarray) -> list[tuple[Clique, np.ndarray]]:
+        """``sum_r weights_r q_r(x)`` as one table per block (``W_b^T weights_b``), skipping zero blocks."""
+        out = []
+        for b in self.blocks:
+            v = weights[b.offset : b.offset + b.rows]
+            if np.any(v != 0):
+                out.append((b.clique, _kron_np(v.reshape(b.row_shape), [None if m is None else m.T for m in b.mats])))
+        return out
+
+    def best_response(self, histogram: np.ndarray, uniforms: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+        """A record maximising ``sum_j histogram_j q_j(x)`` over the ``2R`` queries, and that maximum.
+
+        ``q_{not r}(x) = 1 - q_r(x)``, so the objective is ``sum(h_neg) + sum_r (h_pos - h_neg)_r q_r(x)``.
+        """
+        h = np.asarray(histogram, np.float64)
+        R = self.rows
+        x, value = max_sum_ve(self.factors(h[:R] - h[R:]), self.domain, uniforms=uniforms)
+        return x, value + float(h[R:].sum())
+
+
+def _kron_np(table: np.ndarray, mats) -> np.ndarray:
+    out = np.asarray(table, np.float64)
+    for axis, q in enumerate(mats):
+        if q is not None:
+            out = np.moveaxis(np.tensordot(q, out, axes=([1], [axis])), 0, axis)
+    return out
+
+
+def _kron_jnp(table, mats):
+    out = table
+    for axis, q in enumerate(mats):
+        if q is not None:
+            out = jnp.moveaxis(jnp.tensordot(jnp.asarray(q, out.dtype), out, axes=([1], [axis])), 0, axis)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Best response: exact max-sum variable elimination
+# ---------------------------------------------------------------------------------------------------
+
+
+def _expand(scope: tuple[int, ...], table: np.ndarray, union: tuple[int, ...]) -> np.ndarray:
+    """``table`` (axes ``scope``) as a broadcastable array over the axes ``union``."""
+    order = sorted(range(len(scope)), key=lambda i: union.index(scope[i]))
+    t = np.transpose(table, order)
+    shape = [t.shape[order.index(scope.index(v))] if v in scope else 1 for v in union]
+    return t.reshape(shape)
+
+
+def max_sum_ve(
+    factors: Sequence[tuple[Sequence[str], np.ndarray]],
+    domain: Domain,
+    *,
+    uniforms: np.ndarray | None = None,
+    tol: float = 1e-9,
+) -> tuple[np.ndarray, float]:
+    """Exact ``argmax_x sum_f f(x_Cf)`` by max-sum variable elimination with traceback.
+
+    Eliminates the attributes in a greedy order (each step the one whose combined table is smallest),
+    max-marginalising the sum of the factors that mention it, then traces the argmax back in reverse
+    order (spec 5.3; the data player's best response of DualQuery). The cost is exponential only in
+    the induced width of the factors' cliques. Ties are broken by ``uniforms`` (post-processing; any
+    maximiser is a valid best response): attribute ``i`` takes the ``floor(u_i k)``-th of its ``k``
+    tied values (within ``tol`` relative), or the first when ``uniforms`` is None. Attributes in no
+    factor are free and chosen the same way.
+
+    Args:
+        factors: ``(clique, table)`` pairs, each table with one axis per clique attribute (in order).
+        domain: the domain; the record covers all of its attributes.
+        uniforms: optional numbers in ``[0, 1)``, one per domain attribute (domain order).
+        tol: relative tolerance for ties.
+
+    Returns:
+        ``(record, value)``: an int64 array with one value per domain attribute (domain order) and
+        the maximum of the sum.
+
+    Example:
+        >>> dom = Domain({"a": 2, "b": 3})
+        >>> max_sum_ve([(("a",), np.array([0.0, 1.0])), (("a", "b"), np.array([[5.0, 0, 0], [0, 0, 2]]))], dom)
+        (array([0, 0]), 5.0)
+    """
+    d = len(domain)
+    if uniforms is not None:
+        uniforms = np.asarray(uniforms, np.float64)
+        if uniforms.shape != (d,) or np.any(uniforms < 0) or np.any(uniforms >= 1):
+            raise ValueError(f"max_sum_ve: uniforms must be {d} numbers in [0, 1), one per attribute")
+    pool: list[tuple[tuple[int, ...], np.ndarray]] = []
+    scale = 0.0
+    for clique, table in factors:
+        clique = domain.check_clique(clique, what="max_sum_ve: factor clique")
+        t = np.asarray(table, np.float64)
+        if t.shape != domain.shape_of(clique):
+            raise ValueError(f"max_sum_ve: factor on {clique} has shape {t.shape}, expected {domain.shape_of(clique)}")
+        if len(set(clique)) != len(clique):
+            raise ValueError(f"max_sum_ve: factor clique {clique} repeats an attribute")
+        pool.append((tuple(domain.index(a) for a in clique), t))
+        scale += float(np.abs(t).max()) if t.size else 0.0
+    sizes = domain.shape
+    eps = tol * max(scale, 1.0)
+
+    def pick(i: int, values: np.ndarray) -> int:
+        best = values.max()
+        ties = np.flatnonzero(values >= best - eps)
+        return int(ties[0] if uniforms is None else ties[int(uniforms[i] * ties.size)])
+
+    trace: list[tuple[int, tuple[int, ...], np.ndarray]] = []  # (variable, union scope, combined table)
+    constant = 0.0
+    remaining = set(v for scope, _ in pool for v in scope)
+    while remaining:
+
+        def cost(v):
+            union = set().union(*(scope for scope, _ in pool if v in scope))
+            return math.prod(sizes[u] for u in union), v
+
+        v = min(remaining, key=cost)
+        mine = [f for f in pool if v in f[0]]
+        pool = [f for f in pool if v not in f[0]]
+        union = tuple(sorted(set().union(*(scope for scope, _ in mine))))
+        g = sum(_expand(scope, t, union) for scope, t in mine)
+        g = np.broadcast_to(g, tuple(sizes[u] for u in union))
+        trace.append((v, union, g))
+        msg_scope = tuple(u for u in union if u != v)
+        msg = g.max(axis=union.index(v))
+        if msg_scope:
+            pool.append((msg_scope, msg))
+        else:
+            constant += float(msg)
+        remaining.discard(v)
+    constant += sum(float(t) for scope, t in pool if not scope)
+
+    x = np.full(d, -1, np.int64)
+    for v, union, g in reversed(trace):
+        idx = tuple(slice(None) if u == v else x[u] for u in union)
+        x[v] = pick(v, np.asarray(g[idx]))
+    for i in range(d):
+        if x[i] < 0:  # in no factor: every value ties
+            x[i] = pick(i, np.zeros(sizes[i]))
+    return x, constant
