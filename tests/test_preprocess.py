@@ -276,3 +276,30 @@ def test_cli_schema_commands_private_and_flagged(raw, tmp_path, capsys):
     assert report["preprocessing"]["private"] is False and "schema (read from the data without noise)" in report["not_private"]
     assert main(["run", "--data", str(data), "--private-schema", "--schema", str(tmp_path / "s.json"), "-m", "mst",
                  "-e", "1"]) == 2
+
+
+def test_utility_report_distances_and_structure():
+    from pgmjax import Dataset, metrics
+    from pgmjax.report_html import marginal_tvds, utility_report
+
+    rng = np.random.default_rng(0)
+    dom = {"a": 3, "b": 4, "c": 2}
+    real = Dataset(rng.integers(0, [3, 4, 2], (500, 3)), dom)
+    synth = Dataset(rng.integers(0, [3, 4, 2], (300, 3)), dom)
+    pairs = [("a", "b"), ("a", "c"), ("b", "c")]
+    tvd = marginal_tvds(real, synth, pairs)
+    _, per = metrics.marginal_tvd(real, synth, pairs, per_clique=True)  # an independent implementation
+    assert np.allclose([tvd[p] for p in pairs], per, rtol=1e-12)
+    brute = 0.5 * sum(abs(np.mean((real.records[:, 0] == i)) - np.mean(synth.records[:, 0] == i)) for i in range(3))
+    assert marginal_tvds(real, synth, [("a",)])[("a",)] == pytest.approx(brute, rel=1e-12)
+    schema = S.Schema.from_dict({"a": {"categories": ["x", "y"], "other": "o"}, "b": {"bins": [0, 1, 2, 3], "missing": True},
+                                 "c": {"categories": ["", "z"]}})
+    page = utility_report(real, synth, schema=schema)
+    assert page.count("data:image/png;base64,") == 2 and "NOT private" in page and "(missing)" not in page  # labels are in the PNGs
+    assert page.count("<tr>") >= 3 + 1 + 2  # worst marginals (3 rows + header) and the error table
+    import base64
+
+    first = page.split("data:image/png;base64,")[1].split('"')[0]
+    assert base64.b64decode(first)[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="domains differ"):
+        utility_report(real, Dataset(np.zeros((2, 2), int), {"a": 3, "b": 4}))
