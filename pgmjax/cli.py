@@ -950,7 +950,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_MAIN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,run,schema,mechanisms}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,run,schema,report,mechanisms}")
     d = sub.add_parser(
         "demo",
         help="estimate a model from noisy marginals of data drawn from a random graphical model (no data needed)",
@@ -1032,6 +1032,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_preprocess.add_schema_arguments(s)
     s.set_defaults(func=schema_cmd, debug=False)
 
+    cli_preprocess.add_report_parser(sub)
     m = sub.add_parser("mechanisms", help="list the mechanisms and whether they are installed",
                        description="Lists every mechanism pgmjax run knows, whether it can be loaded here, and its guarantee.")
     m.add_argument("--verbose", "-v", action="store_true", help="say why an unavailable mechanism does not load")

@@ -269,13 +269,20 @@ def test_cli_schema_commands_private_and_flagged(raw, tmp_path, capsys):
     assert main(["schema", "--data", str(data), "--out", str(tmp_path / "s.json")]) == 0
     capsys.readouterr()
     code = main(["run", "--data", str(data), "--schema", str(tmp_path / "s.json"), "-m", "privbayes", "-e", "1", "-q",
-                 "--report", str(tmp_path / "r.json")])
+                 "--report", str(tmp_path / "r.json"), "--out", str(tmp_path / "o.csv")])
     stdout = capsys.readouterr().out
     assert code == 0 and "WARNING: read from the data without differential privacy" in stdout
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["preprocessing"]["private"] is False and "schema (read from the data without noise)" in report["not_private"]
     assert main(["run", "--data", str(data), "--private-schema", "--schema", str(tmp_path / "s.json"), "-m", "mst",
                  "-e", "1"]) == 2
+    capsys.readouterr()
+    # pgmjax report: the HTML page from two CSVs (the synthetic one has blanks and values the schema may not list).
+    assert main(["report", "--real", str(data), "--synthetic", str(tmp_path / "o.csv"), "--html", str(tmp_path / "p.html")]) == 0
+    assert "NOT private" in capsys.readouterr().out
+    page = (tmp_path / "p.html").read_text()
+    assert page.count("data:image/png;base64,") == 2 and "workload error" in page
+    assert main(["report", "--real", str(data), "--synthetic", str(tmp_path / "o.csv"), "--html", str(data)]) == 2
 
 
 def test_utility_report_distances_and_structure():
