@@ -18,10 +18,13 @@ C. The online system (Fig. 9-10), 1,000 requests from the normalised generator o
    BLUE, and history-aware allocation. Metrics (Definitions 6.1-6.3): answering ratio R_a, reliability R_i
    (coverage of the stated intervals), relative error E = mean |theta_hat - theta| / (2 w), system cost.
    The OLS comparison of Fig. 10 (Li et al. 2010) is not run.
+D. Coverage over noise keys: the stated 80% intervals of the Fig. 10 setting (paper allocation, combined
+   BLUE), the same 1,000 requests, 16 independent noise keys: one stream's R_i is a poor estimate of the coverage
+   because overlapping requests share the history's noise.
 
 Every noise addition goes through ``pgmjax.privacy.Accountant.laplace``. Run:
-``nice python bench/bayes_experiments.py [--quick] [--data DIR]``; writes
-``bench/results/bayes_experiments_cpu.{json,md,png}``.
+``nice python bench/bayes_experiments.py [--quick] [--data DIR] [--part coverage]``; writes
+``bench/results/bayes_experiments_cpu.{json,md,png}`` (``--part coverage`` reruns only D and merges it).
 """
 
 from __future__ import annotations
@@ -72,7 +75,8 @@ def blue_timing(rng, ms, Ns):
         q = rng.integers(0, 2, N).astype(float)
         t = time.perf_counter()
         r = blue(H, y, scale=b, query=q)
-        rows.append({"m": m, "N": N, "seconds": time.perf_counter() - t, "estimable": r.estimable})
+        rows.append({"m": m, "N": N, "series": "m" if len(rows) < len(ms) else "N", "seconds": time.perf_counter() - t,
+                     "estimable": r.estimable})
     return rows
 
 
@@ -232,6 +236,28 @@ def online_experiments(data_dir, n_requests, keys, seed=0):
     return rows
 
 
+def coverage_over_keys(data_dir, n_requests, keys, seed=0):
+    """D. R_i of one stream varies a lot from key to key (overlapping requests share the history's noise);
+    the coverage of each request averaged over independent noise keys estimates the real coverage."""
+    x = load_histogram(data_dir, "capital-gain")
+    stream = requests(n_requests, x.size, np.random.default_rng(seed), (1.0, 1000.0))
+    truth = np.array([q @ x for q, _ in stream])
+    cover, sources = [], None
+    t = time.perf_counter()
+    for k in range(keys):
+        res, _ = online_run(x, stream, 1.0, 0.2, jax.random.key(100 + k), 0.0, allocation="paper", combine=True)
+        cover.append([np.nan if r is None else float(abs(r[0] - v) <= r[1]) for r, v in zip(res, truth)])
+        sources = [None if r is None else r[2] for r in res]
+    cover = np.array(cover)
+    per_key = np.nanmean(cover, axis=1)
+    hist = [i for i, src in enumerate(sources) if src == "history"]
+    fresh = [i for i, src in enumerate(sources) if src == "fresh"]
+    return {"setting": "fig10 (budget 1, empty)", "system": "paper + BLUE combine", "requests": n_requests, "keys": keys,
+            "overall": float(np.nanmean(cover)), "se_independent_keys": float(per_key.std(ddof=1) / math.sqrt(keys)),
+            "per_key": per_key.tolist(), "history": float(np.nanmean(cover[:, hist])), "fresh": float(np.nanmean(cover[:, fresh])),
+            "answered_per_key": int(np.sum(~np.isnan(cover[0]))), "seconds": time.perf_counter() - t}
+
+
 # ---- report ----------------------------------------------------------------------------------------
 
 
@@ -252,7 +278,7 @@ def markdown(res):
     out = ["# Xiao & Xiong, Bayesian inference under DP: the experiments in spirit (CPU)", "",
            f"{env['machine']}, {env['cores']} cores (shared; load average {env['load_average']:.1f} at the start), "
            f"python {env['python']}, jax {env['jax']}, numpy {env['numpy']}, {env['date']}. "
-           f"Total run time {res['seconds']:.0f} s. Produced by `bench/bayes_experiments.py`.", "",
+           f"Sections A-C ran in {res['seconds']:.0f} s. Produced by `bench/bayes_experiments.py`.", "",
            "## A. BLUE run time (Fig. 5)", "", "| m | N | seconds |", "|---|---|---|"]
     out += [f"| {r['m']} | {r['N']} | {r['seconds']:.4f} |" for r in res["blue"]]
     out += ["", "## B. Error-law methods: 95% half-width, time and relative error against cf (Fig. 6-8)", "",
@@ -287,6 +313,13 @@ def markdown(res):
             "error of each answer is a fixed linear function of the noise, so R_a, R_i, E and the cost do not depend "
             "on the histogram at all. Rerun on Adult fnlwgt with key 0 (paper + BLUE combine): "
             + ("identical R_i, E (to 1e-9) and system cost." if same else "metrics differ (see the JSON).")]
+    cov = res.get("coverage")
+    if cov:
+        out += ["", f"## D. Coverage over noise keys ({cov['setting']}, {cov['system']})", "",
+                f"{cov['requests']} requests, {cov['keys']} independent noise keys, {cov['answered_per_key']} answered per key: "
+                f"coverage of the stated 80% intervals **{cov['overall']:.3f}** (standard error over keys "
+                f"{cov['se_independent_keys']:.3f}); answers from history {cov['history']:.3f}, fresh {cov['fresh']:.3f}; "
+                f"per key from {min(cov['per_key']):.3f} to {max(cov['per_key']):.3f} ({cov['seconds']:.0f} s)."]
     return "\n".join(out) + "\n"
 
 
@@ -297,9 +330,9 @@ def plot(res, path):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
-    b = [r for r in res["blue"] if r["N"] == 100]
+    b = [r for r in res["blue"] if r["series"] == "m"]
     ax[0].plot([r["m"] for r in b], [r["seconds"] for r in b], "o-", label="N = 100, vs m")
-    b2 = [r for r in res["blue"] if r["m"] == 2 * r["N"]]
+    b2 = [r for r in res["blue"] if r["series"] == "N"]
     ax[0].plot([r["N"] for r in b2], [r["seconds"] for r in b2], "s-", label="m = 2N, vs N")
     ax[0].set(xlabel="m or N", ylabel="seconds", title="A. BLUE run time", yscale="log")
     ax[0].legend()
@@ -316,6 +349,11 @@ def plot(res, path):
         vals = [[r["R_i"] for r in online if r["system"] == lab and r["setting"] == g] for g in groups]
         ax[2].bar(np.arange(len(groups)) + i * width, [np.mean(v) for v in vals], width, label=lab,
                   yerr=[[np.mean(v) - min(v) for v in vals], [max(v) - np.mean(v) for v in vals]], capsize=3)
+    cov = res.get("coverage")
+    if cov:
+        g = groups.index(cov["setting"])
+        ax[2].errorbar([g + 0.4 - width / 2], [cov["overall"]], yerr=[2 * cov["se_independent_keys"]], fmt="kD", capsize=4,
+                       label=f"{cov['system']}, mean of {cov['keys']} keys (+-2 SE)")
     ax[2].axhline(0.8, color="k", lw=1, ls="--")
     ax[2].set_xticks(np.arange(len(groups)) + 0.4 - width / 2, [g.split(" (")[0] for g in groups], fontsize=8)
     ax[2].set(ylabel="R_i (coverage of 80% intervals)", title="C. online system reliability", ylim=(0.5, 1.0))
@@ -329,6 +367,8 @@ def main(argv=None):
     ap.add_argument("--data", default=os.environ.get("PGMJAX_DATA", os.path.join(HERE, "..", "..", "shared", "data")))
     ap.add_argument("--quick", action="store_true", help="smaller sizes and 100 requests (a smoke test)")
     ap.add_argument("--requests", type=int, default=None)
+    ap.add_argument("--part", choices=("all", "coverage"), default="all",
+                    help="'coverage': run only D and merge it into the existing results")
     args = ap.parse_args(argv)
     if not os.path.isdir(os.path.join(args.data, "adult")):
         sys.exit(f"bayes_experiments: the shared data folder {args.data} has no adult/ (pass --data or set PGMJAX_DATA)")
@@ -336,6 +376,12 @@ def main(argv=None):
     rng = np.random.default_rng(2012)
     t0 = time.perf_counter()
     quick = args.quick
+    suffix = "-quick" if quick else ""
+    if args.part == "coverage":
+        with open(OUT + suffix + ".json") as f:
+            res = json.load(f)
+        res["coverage"] = coverage_over_keys(args.data, res["requests"], 4 if quick else 16)
+        return write(res, suffix)
     res = {"environment": environment()}
     res["blue"] = blue_timing(rng, [100, 200] if quick else [100, 500, 1000, 1500, 2000], [100] if quick else [100, 250, 500, 1000])
     print("A done", flush=True)
@@ -346,8 +392,12 @@ def main(argv=None):
     res["requests"] = args.requests or (100 if quick else 1000)
     res["keys"] = 2
     res["online"] = online_experiments(args.data, res["requests"], res["keys"])
+    res["coverage"] = coverage_over_keys(args.data, res["requests"], 4 if quick else 16)
     res["seconds"] = time.perf_counter() - t0
-    suffix = "-quick" if quick else ""
+    write(res, suffix)
+
+
+def write(res, suffix):
     with open(OUT + suffix + ".json", "w") as f:
         json.dump(res, f, indent=1, default=float)
     with open(OUT + suffix + ".md", "w") as f:
