@@ -17,7 +17,7 @@ from .measurement import Measurement, estimate_total
 from .model import GraphicalModel
 from .noise import noisy_marginals
 from .programs import release_compiled
-from . import datasets, discrete_noise, hdmm, mechanisms, metrics, privacy, queries, rr, schema
+from . import bayes, datasets, discrete_noise, hdmm, mechanisms, metrics, privacy, queries, rr, schema
 from .privacy import REST, Accountant, PrivacyBudgetExceeded
 from .workload import Workload
 from .serialization import load_model
@@ -46,6 +46,7 @@ __all__ = [
     "privacy",
     "discrete_noise",
     "rr",
+    "bayes",
     "mechanisms",
     "hdmm",
     "schema",

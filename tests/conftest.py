@@ -10,6 +10,10 @@ import os
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# One BLAS thread per test worker: xdist already runs one worker per core, and small dense solves are
+# far slower when several multi-threaded BLAS pools share two cores.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 import jax  # noqa: E402  (after the flags above)
 import numpy as np
