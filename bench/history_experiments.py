@@ -19,7 +19,8 @@ Adult tables. For every (dataset, epsilon, m):
 Adult drops its four 100-valued columns (10 attributes, 6.5e9 cells) and its pairs are the chain of consecutive
 attributes (9 pairs), so that the maximum-entropy model's junction tree stays small (the exact dual needs it); NLTCS uses all 36 pairs of its first 9
 attributes (the paper's 9 attributes and 36 pairs; a junction tree of one 512-cell clique). A scaling part times the dense eigen route
-against m and runs the conjugate-gradient ridge form on all 91 two-way marginals of Adult (148,137 rows).
+against m, a cross-validation check compares the CV estimate of the RMSE with the true RMSE over alpha (the
+paper's Fig. 3), and the conjugate-gradient ridge form runs on all 91 two-way marginals of Adult (148,137 rows).
 
 Usage:
     nice python bench/history_experiments.py            # -> bench/results/history_experiments_cpu.{md,json,png}
@@ -74,8 +75,10 @@ def random_queries(rng, domain, pairs, count, kind):
                 v[lo:hi + 1] = 1.0
                 ind.append(v)
             row = np.outer(*ind).ravel()
-        else:
-            row = rng.integers(2, size=domain.size(pair)).astype(float)
+        else:  # a random 0/1 table, not all zero (a zero query has no sensitivity to calibrate)
+            row = np.zeros(domain.size(pair))
+            while not row.any():
+                row = rng.integers(2, size=domain.size(pair)).astype(float)
         out.append((pair, row))
     return out
 
@@ -177,8 +180,33 @@ def run_config(name, data, pairs, m, eps, kind, seed):
     return res
 
 
+def cv_check(name, data, pairs, m, eps, seed=0):
+    """[CZB] Fig. 3: the 5-fold CV estimate of the RMSE against the true RMSE over alpha (kernel PCA, noisy prior)."""
+    start = time.process_time()
+    dom, n = data.domain, float(len(data))
+    rng = np.random.default_rng(seed)
+    past = random_queries(rng, dom, pairs, m, "range")
+    fresh = random_queries(rng, dom, pairs, FRESH, "range")
+    acc = pj.Accountant(epsilon=eps + PRIOR_EPS)
+    k1, k2 = jax.random.split(jax.random.key(seed))
+    ms = merged(acc.measure_many(k1, data, [p for p, _ in past], queries=[r[None] for _, r in past], epsilon=eps))
+    prior = history.prior_from_marginals(dom, acc.measure_many(k2, data, [(a,) for a in dom.attributes], epsilon=PRIOR_EPS))
+    truth_past = np.array([data.marginal(c).ravel() @ r for mm in ms for c, r in [(mm.clique, q) for q in mm.query]])
+    truth_fresh = np.array([data.marginal(c).ravel() @ r for c, r in fresh])
+    fit = history.kernel_pca(dom, ms, total=n, prior=prior)
+    grid = [float(a) for a in np.logspace(math.log10(0.01 / math.sqrt(fit.lam2[0])), math.log10(100 / math.sqrt(fit.lam2[-1])), 15)]
+    _, table = history.select_alpha(dom, ms, folds=5, key=jax.random.key(seed + 1), total=n, prior=prior, grid=grid, refine=None)
+    rows = []
+    for a, cv in zip(table["alpha"], table["cv_mse"]):
+        rows.append({"alpha": float(a), "cv_rmse": float(math.sqrt(max(cv, 0.0))), "cv_mse": float(cv),
+                     "true_rmse_past": float(np.sqrt(np.mean((fit.answer_past(a) - truth_past) ** 2))),
+                     "true_rmse_fresh": float(np.sqrt(np.mean((kpca_answers(fit, fresh, a) - truth_fresh) ** 2)))})
+    return {"dataset": name, "m": m, "eps": eps, "rows": rows, "cpu_seconds": time.process_time() - start}
+
+
 def scaling(adult, max_m):
     """Dense eigen route vs m (random range queries on Adult's chain) and the CG ridge form on all 2-way marginals."""
+    start = time.process_time()
     dom, n = adult.domain, float(len(adult))
     chain = list(zip(dom.attributes[:-1], dom.attributes[1:]))
     out = {"eigen": []}
@@ -210,6 +238,7 @@ def scaling(adult, max_m):
         out["ridge"]["runs"].append({"alpha": alpha, "seconds": time.process_time() - t, "cg_iterations": fit.solve.iterations,
                                      "rmse": float(np.sqrt(np.mean((ans - truth) ** 2)))})
     out["ridge"]["dense_kernel_gb"] = 8 * rows**2 / 1e9
+    out["cpu_seconds"] = time.process_time() - start
     return out
 
 
@@ -238,25 +267,41 @@ def main():
         (d, m, e, "range") for d in ("nltcs", "adult") for e in (0.5, 2.0) for m in (100, 400, 1600)
     ] + [(d, 400, 1.0, "counting") for d in ("nltcs", "adult")]
     results = []
+    parts_path = args.out + "_parts.json"  # finished configurations, kept across interrupted runs
+    parts = json.load(open(parts_path)) if os.path.exists(parts_path) and not args.quick else {}
     for d, m, e, kind in configs:
+        tag = f"{d}/{m}/{e}/{kind}"
+        if tag in parts:
+            results.append(parts[tag])
+            continue
         t, w = time.process_time(), time.perf_counter()
         r = run_config(d, *sets[d], m, e, kind, seed=0)
         r["total_seconds"], r["wall_seconds"] = time.process_time() - t, time.perf_counter() - w
+        parts[tag] = r
+        if not args.quick:
+            with open(parts_path, "w") as f:
+                json.dump(parts, f)
         print(f"{d} m={m} eps={e} {kind}: " + ", ".join(f"{k} {v:.1f}" for k, v in r["rmse_past"].items()) + f" ({r['total_seconds']:.0f}s)", flush=True)
         results.append(r)
-    scale = scaling(full_adult, 500 if args.quick else 2000)
+    if "scaling" not in parts:
+        parts["scaling"] = scaling(full_adult, 500 if args.quick else 2000)
+        parts["cv_check"] = [cv_check(d, *sets[d], 400 if args.quick else 1600, 0.5) for d in ("nltcs", "adult")]
+        if not args.quick:
+            with open(parts_path, "w") as f:
+                json.dump(parts, f)
+    scale, checks = parts["scaling"], parts["cv_check"]
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "machine": f"{benchutil.cpu_model() or platform.processor()}, {os.cpu_count()} cores",
         "python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__,
         "load_start": load0, "load_end": os.getloadavg(), "seconds": time.time() - start, "quick": args.quick,
-        "cpu_seconds": time.process_time(),
+        "cpu_seconds": sum(r["total_seconds"] for r in results) + scale["cpu_seconds"] + sum(c["cpu_seconds"] for c in checks),
     }
     with open(args.out + ".json", "w") as f:
-        json.dump({"meta": meta, "results": results, "scaling": scale}, f, indent=1)
+        json.dump({"meta": meta, "results": results, "scaling": scale, "cv_check": checks}, f, indent=1)
     import history_report  # noqa: E402  (tables and plot)
 
-    history_report.write(args.out, meta, results, scale)
+    history_report.write(args.out, meta, results, scale, checks)
     print(f"wrote {args.out}.{{json,md,png}} in {meta['seconds']:.0f}s")
 
 

@@ -28,7 +28,7 @@ def _table(results, key, methods) -> list[str]:
     return lines
 
 
-def write(out: str, meta: dict, results: list, scale: dict) -> None:
+def write(out: str, meta: dict, results: list, scale: dict, checks: list) -> None:
     methods = list(NAMES)
     lines = [
         "# Integrating historical noisy answers (Chen, Zhou & Bhowmick, EDBT 2012, section 5.1), in spirit",
@@ -36,7 +36,8 @@ def write(out: str, meta: dict, results: list, scale: dict) -> None:
         f"Machine: {meta['machine']}. Date: {meta['date']}. Python {meta['python']}, jax {meta['jax']}, numpy {meta['numpy']}.",
         f"Load average at start {', '.join(f'{x:.2f}' for x in meta['load_start'])}, at end "
         f"{', '.join(f'{x:.2f}' for x in meta['load_end'])} (the machine is shared: times are CPU seconds of this "
-        f"process, wall times are longer). Whole run {meta['seconds']:.0f} s wall, {meta['cpu_seconds']:.0f} s CPU.",
+        f"process, wall times are longer). CPU time of all configurations and the scaling part: {meta['cpu_seconds']:.0f} s "
+        "(single-threaded BLAS; JAX's own threads included).",
         "",
         "Setup (`bench/history_experiments.py`): a history of m random 2-D queries, each answered once with Laplace "
         "noise through `pgmjax.Accountant.measure_many` (ε split equally over the m queries, sensitivity 1 each under "
@@ -84,10 +85,20 @@ def write(out: str, meta: dict, results: list, scale: dict) -> None:
               f"rows (a dense kernel would take {rd['dense_kernel_gb']:.0f} GB), Laplace noise at ε = 1 (σ = {rd['sigma']:.0f} "
               f"per cell), raw RMSE {rd['raw_rmse']:.1f}:", "", "| α | CG iterations | CPU s | RMSE of the past cells |", "|---|---|---|---|"]
     lines += [f"| {x['alpha']:.4g} | {x['cg_iterations']} | {x['seconds']:.1f} | {_fmt(x['rmse'])} |" for x in rd["runs"]]
+    for c in checks:
+        lines += ["", f"## Cross-validation check ([CZB] Fig. 3): {c['dataset']}, m = {c['m']}, ε = {c['eps']:g}, kernel PCA "
+                  "with the noisy prior", "", "5-fold CV estimate of the RMSE (sqrt of the signed Theorem-4 estimate, 0 "
+                  "where negative) against the true RMSE of the all-rows fit over the past queries and over 200 fresh ones:",
+                  "", "| α | CV RMSE | true RMSE past | true RMSE fresh |", "|---|---|---|---|"]
+        best = {k: min(c["rows"], key=lambda r: r[k])["alpha"] for k in ("cv_mse", "true_rmse_past", "true_rmse_fresh")}
+        for r in c["rows"]:
+            mark = lambda k, v: f"**{v:.4g}**" if r["alpha"] == best[k] else f"{v:.4g}"  # noqa: E731
+            lines.append(f"| {_alpha(r['alpha'])} | {mark('cv_mse', r['cv_rmse'])} | {mark('true_rmse_past', r['true_rmse_past'])} | "
+                         f"{mark('true_rmse_fresh', r['true_rmse_fresh'])} |")
     lines += ["", "## Reading", "", *READING]
     with open(out + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
-    _plot(out + ".png", results, scale)
+    _plot(out + ".png", results, scale, checks)
 
 
 def _alpha(a) -> str:
@@ -95,11 +106,53 @@ def _alpha(a) -> str:
 
 
 READING = [
-    "See notes at the end of the run (written by hand after looking at the numbers).",
+    "* **Integrating the history pays, and more so as it grows.** With the budget split over m queries the raw "
+    "RMSE grows like √2·m/ε; every estimator grows much more slowly because the m answers overlap (36 pairs on "
+    "NLTCS, 9 on Adult). At m = 1600, ε = 0.5 the raw RMSE of 4448 drops to 760 (kPCA α=∞) and 458 (max-ent) on "
+    "NLTCS, to 3419 and 650 on Adult.",
+    "* **Max-ent with the prior is the best or within 5% of the best** on past queries in 10 of 14 "
+    "configurations (best in 6) and on fresh queries in 13 of 14 (best in 9) (the paper: \"max-ent is usually better\"); pgmjax's L2 "
+    "estimate is the other winner, especially at small m on NLTCS. Both model a distribution (non-negative cells, "
+    "maximum-entropy completion), which matters most for fresh queries: kernel PCA answers the unmeasured "
+    "directions of a fresh query from the prior alone (its projection), hence fresh RMSEs of 1000+ on NLTCS at "
+    "m = 100 against ~240 for the two distribution models.",
+    "* **The prior helps kernel PCA, as the paper says, and on Adult it is decisive**: Adult's attributes have up "
+    "to 85 values and are far from uniform, so the uniform inner product shrinks towards a bad answer (kPCA CV "
+    "with the uniform prior is even worse than α=∞ at m = 100, ε = 2: 145 vs 70). With the noisy one-way prior "
+    "(ε = 0.02) kPCA CV is close to max-ent on Adult. On NLTCS (binary attributes) the prior changes little.",
+    "* **Cross-validation finds the right α but its level is noisy.** In both CV checks the CV minimiser is the "
+    "true minimiser for past and for fresh queries (the paper: nearly the same minimiser, and the best α is about "
+    "the same for past and new queries). The paper's CV curve sits above the true one; ours sits below on NLTCS "
+    "and above at large α on Adult: Theorem 4's estimate is unbiased but subtracts the noise variance 2b² "
+    "(2·10^7 at b = 3200) from a mean square of the same size, so with 320 held-out rows per fold its standard "
+    "error (~7·10^5) is as large as the MSE being estimated; the shared held-out noise moves the whole curve "
+    "together, which is why the minimiser survives.",
+    "* **Where max-ent did not converge.** CV picked the largest box β = 10^1.5 three times on NLTCS (the grid's "
+    "edge: the answers are nearly consistent and want exact fits). There FISTA needed 5,000-10,000 iterations and "
+    "twice stopped at the cap: gap 6·10^-7 (m = 100) and 0.81 (m = 1600, ε = 2), reported in the table; the "
+    "latter model is still the best on past and fresh queries. The CV fits run at most 3000 iterations.",
+    "* **Run time.** Kernel PCA never touches the domain: Adult's fits (a 6.5e9-cell domain) cost about the same as "
+    "NLTCS's; the cubic `eigh` dominates from m ≈ 1000 (1.8 s at m = 2000 on one core). The CG ridge form ran "
+    "on 148,137 past rows (all two-way marginals of Adult) in 1-8 CPU s; at the two α tried it is worse than the "
+    "raw answers (359 and 144 vs 129): every cell was measured directly, so shrinking towards the uniform prior "
+    "only adds bias; the run shows the scale it reaches, not a tuned α (CV at that size would take k solves per "
+    "α). Max-ent's cost is its 15 CV fits (one compiled program for all of them: held-out rows get β = 0).",
+    "* **Differences from the paper and why.** (1) Data: the paper's 500k-record IPUMS extract with 9 attributes "
+    "(1.3e11 cells) is not available; NLTCS (21,574 records, binary) and UCI Adult (48,842) stand in, with the "
+    "pair sets above (Adult restricted so that the exact max-ent dual has a small junction tree; the paper's "
+    "Gibbs learner has no such limit). NLTCS's binary attributes make most range queries cells or one-way cells. "
+    "(2) Scale: m ≤ 1600 instead of 5000 (the CPU budget of this shared machine), with b = m/ε; the paper's "
+    "noise-to-count ratio (b/n = 1%) corresponds to our NLTCS m = 400, ε = 1-2. (3) Max-ent is solved exactly "
+    "through its dual, not by the paper's SGD-Gibbs learner (implemented as `solver=\"sgd_gibbs\"` and checked on "
+    "a 4-cell case), and its α is chosen by CV, which the paper leaves open. (4) The paper's figures carry no "
+    "numbers, so only its qualitative findings can be compared; they hold here except that the CV curve is not "
+    "uniformly above the true curve (see above). (5) One seed per configuration: differences of a few percent "
+    "between methods are within run-to-run variation. (6) pgmjax's L2 estimate is not in the paper; the ledger "
+    "spends ε + 0.02 (the paper's \"1-differential privacy\" omits its 0.02 prior).",
 ]
 
 
-def _plot(path: str, results: list, scale: dict) -> None:
+def _plot(path: str, results: list, scale: dict, checks: list) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -108,7 +161,7 @@ def _plot(path: str, results: list, scale: dict) -> None:
     ranged = [r for r in results if r["kind"] == "range"]
     datasets = sorted({r["dataset"] for r in ranged})
     epss = sorted({r["eps"] for r in ranged})
-    fig, axes = plt.subplots(len(datasets), 3, figsize=(15, 4.2 * len(datasets)), squeeze=False)
+    fig, axes = plt.subplots(len(datasets) + 1, 3, figsize=(15, 4.2 * (len(datasets) + 1)), squeeze=False)
     styles = dict(zip(NAMES, ["k:", "C0--", "C0-", "C1-", "C2-", "C3-"]))
     for i, d in enumerate(datasets):
         for j, key in enumerate(("rmse_past", "rmse_fresh")):
@@ -133,5 +186,27 @@ def _plot(path: str, results: list, scale: dict) -> None:
             ax.plot([e["m"] for e in scale["eigen"]], [e["seconds"] for e in scale["eigen"]], "k-", marker="x", label="kPCA fit alone (Adult chain)")
         ax.set(xscale="log", yscale="log", xlabel="m", ylabel="CPU s", title=f"{d}: run time (mean over ε)")
         ax.legend(fontsize=6)
+    for j, c in enumerate(checks[:3]):
+        ax = axes[-1, j]
+        rs = [r for r in c["rows"] if math.isfinite(r["alpha"])]
+        a = [r["alpha"] for r in rs]
+        ax.plot(a, [r["cv_rmse"] for r in rs], "C3-o", label="5-fold CV estimate")
+        ax.plot(a, [r["true_rmse_past"] for r in rs], "k-", label="true, past queries")
+        ax.plot(a, [r["true_rmse_fresh"] for r in rs], "k--", label="true, fresh queries")
+        ax.set(xscale="log", yscale="log", xlabel="α", ylabel="RMSE", title=f"CV check: {c['dataset']} m={c['m']} ε={c['eps']:g} (kPCA+prior)")
+        ax.legend(fontsize=7)
+    for j in range(len(checks), 3):
+        axes[-1, j].axis("off")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":  # re-render the tables and plot from a run's JSON: python bench/history_report.py [out]
+    import json
+    import os
+    import sys
+
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "results", "history_experiments_cpu")
+    with open(out + ".json") as f:
+        run = json.load(f)
+    write(out, run["meta"], run["results"], run["scaling"], run["cv_check"])
