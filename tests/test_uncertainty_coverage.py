@@ -14,6 +14,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("PGMJAX_RUN_U4"), reason="U4 CPU variant: 14 min on the loaded 2-core CPU "
+                    "(its refits need 800-1600 iterations to pass the convergence check); set PGMJAX_RUN_U4=1")
 def test_u4_cpu_variant_gaussian_l2():
     import uncertainty_u4 as u4
 
