@@ -786,6 +786,8 @@ def advanced_composition(epsilon0: float, k: int, delta: float) -> float:
     e = _positive(epsilon0, "epsilon0", where)
     k = _count(k, "k", where, minimum=0)
     d = _delta(delta, where)
+    if e > 700:  # e^e overflows; the bound is astronomically above the plain sum k e anyway
+        return math.inf
     return e * math.sqrt(2 * k * math.log(1 / d)) + k * e * math.expm1(e)
 
 
@@ -821,6 +823,8 @@ def advanced_composition_hetero(epsilons, delta: float, counts=None) -> float:
         c = _values(counts, where, "counts").reshape(-1)
         if c.shape != e.shape or np.any(c < 0) or np.any(c != np.round(c)):
             raise ValueError(f"{where}: counts must be non-negative integers, one per epsilon")
+    if e.size and e.max() > 700:  # as in advanced_composition: overflow means the bound is useless, not an error
+        return math.inf
     return math.sqrt(2 * math.log(1 / d) * math.fsum(c * e * e)) + math.fsum(c * e * np.expm1(e))
 
 
@@ -847,6 +851,8 @@ def advanced_composition_inverse(epsilon: float, k: int, delta: float) -> float:
     d = _delta(delta, where)
 
     def f(e):
+        if e > 700:  # e^e overflows: far above any budget
+            return math.inf
         return e * math.sqrt(2 * k * math.log(1 / d)) + k * e * math.expm1(e)
 
     hi = total

@@ -45,16 +45,7 @@ RUNS = {
     "mldp": lambda eps, k: mldp(DATA, eps, key=k, training=TRAINING, pgm_iters=10),
 }
 
-# Known failures outside this file's modules (reported; strict=False so the fix turns them green):
-KNOWN = {
-    ("dualquery", 1e6): pytest.mark.xfail(
-        raises=OverflowError, strict=False,
-        reason="privacy.advanced_composition: math.expm1(eps0) overflows for a per-draw eps0 > 709 (the Accountant's ledger)",
-    ),
-    ("mst", 1e300): pytest.mark.xfail(
-        raises=FloatingPointError, strict=False, reason="mst has no check_epsilon yet (pgmjax/mechanisms/mst.py)",
-    ),
-}
+KNOWN: dict = {}  # (mechanism, epsilon) -> pytest mark, for failures reported elsewhere
 
 
 def _consistent(res):

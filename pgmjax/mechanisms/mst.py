@@ -52,7 +52,7 @@ from ..privacy import REST, Accountant, _count, _positive, _real, cdp_rho
 from ..privacy import _bool as _boolean
 from ..privacy import check_key as _check_key
 from ..sampling import METHODS as SAMPLING_METHODS
-from .options import engine_options
+from .options import check_epsilon, engine_options
 from .result import MechanismResult
 
 __all__ = [
@@ -394,7 +394,7 @@ def mst(
     d = len(domain)
     if d < 2:
         raise ValueError(f"{where}: MST needs at least 2 attributes (it selects a spanning tree of pairs); the domain has {d}")
-    epsilon = _positive(epsilon, "epsilon", where)
+    epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     delta = _delta(delta, where)
     _check_key(key, where)
     select_iters = _count(select_iters, "select_iters", where, 1)
