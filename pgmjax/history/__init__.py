@@ -15,9 +15,22 @@ charged where it is measured, through the :class:`pgmjax.Accountant`).
 
 from .cv import select_alpha
 from .maxent import maxent
-from .ridge import KernelOperator, RidgeFit, kernel_ridge
-from .prior import prior_from_marginals
 from .pca import AnswerEstimate, EigenQueryFit, kernel_pca, shrink_weights
+from .prior import prior_from_marginals
+from .ridge import KernelOperator, RidgeFit, kernel_ridge
 from .rows import RowBlock, uniform_prior
 
-__all__ = ["KernelOperator", "RidgeFit", "kernel_ridge", "prior_from_marginals", "select_alpha", "maxent", "AnswerEstimate", "EigenQueryFit", "kernel_pca", "shrink_weights", "RowBlock", "uniform_prior"]
+__all__ = [
+    "kernel_pca",
+    "EigenQueryFit",
+    "AnswerEstimate",
+    "shrink_weights",
+    "select_alpha",
+    "kernel_ridge",
+    "RidgeFit",
+    "KernelOperator",
+    "maxent",
+    "prior_from_marginals",
+    "RowBlock",
+    "uniform_prior",
+]
