@@ -17,7 +17,7 @@ from .measurement import Measurement, estimate_total
 from .model import GraphicalModel
 from .noise import noisy_marginals
 from .programs import release_compiled
-from . import bayes, datasets, discrete_noise, hdmm, history, mechanisms, metrics, privacy, queries, rr, schema
+from . import bayes, datasets, discrete_noise, hdmm, history, uncertainty, mechanisms, metrics, privacy, queries, rr, schema
 from .privacy import REST, Accountant, PrivacyBudgetExceeded
 from .workload import Workload
 from .serialization import load_model
@@ -48,6 +48,7 @@ __all__ = [
     "rr",
     "bayes",
     "history",
+    "uncertainty",
     "mechanisms",
     "hdmm",
     "schema",

@@ -40,6 +40,13 @@ class MechanismResult:
     def ledger(self) -> list:
         return list(self.accountant.ledger)
 
+    def intervals(self, workload, *, level: float = 0.9, key=None, method: str = "bootstrap", B: int = 200) -> list:
+        """Intervals for every query of ``workload`` answered by ``model``: see
+        :func:`pgmjax.uncertainty.workload_intervals` (they cover the noise, not model mismatch)."""
+        from ..uncertainty import workload_intervals  # the uncertainty package builds on the mechanisms' results
+
+        return workload_intervals(self, workload, level=level, key=key, method=method, B=B)
+
     def arms(self) -> dict[str, Any]:
         """``{"original": ..., "pgm": ...}`` for the arms that ran (for workload evaluation)."""
         out = {"pgm": self.model}
