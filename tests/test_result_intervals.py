@@ -1,0 +1,18 @@
+"""MechanismResult.intervals: a mechanism's answers with their error bars, through pgmjax.uncertainty."""
+
+import jax
+import numpy as np
+
+import pgmjax as pj
+
+
+def test_mechanism_result_gives_intervals_for_a_workload():
+    rng = np.random.default_rng(0)
+    data = pj.Dataset(rng.integers(0, [3, 2, 2], size=(400, 3)), pj.Domain({"a": 3, "b": 2, "c": 2}))
+    res = pj.mechanisms.mst(data, 2.0, key=jax.random.key(0), select_iters=100, fit_iters=200, compress=False)
+    work = pj.Workload.marginals(data.domain, [("a", "b")])
+    (iv,) = res.intervals(work, level=0.9, key=jax.random.key(1), B=24)
+    value = np.asarray(res.model.marginal(("a", "b"))).reshape(-1)
+    assert np.allclose(np.asarray(iv.value).reshape(-1), value, rtol=1e-3, atol=1e-3)
+    lo, hi = np.asarray(iv.lo).reshape(-1), np.asarray(iv.hi).reshape(-1)
+    assert np.all(lo <= value + 1e-6) and np.all(value <= hi + 1e-6) and np.all(hi - lo > 0)
