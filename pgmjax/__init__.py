@@ -17,10 +17,10 @@ from .measurement import Measurement, estimate_total
 from .model import GraphicalModel
 from .noise import noisy_marginals
 from .programs import release_compiled
-from . import bayes, datasets, discrete_noise, hdmm, history, uncertainty, mechanisms, metrics, privacy, queries, rr, schema
+from . import bayes, datasets, discrete_noise, hdmm, history, preprocess, report_html, uncertainty, mechanisms, metrics, privacy, queries, rr, schema
 from .privacy import REST, Accountant, PrivacyBudgetExceeded
 from .workload import Workload
-from .serialization import load_model
+from .serialization import load_model, load_model_schema
 
 __all__ = [
     "Domain",
@@ -49,6 +49,8 @@ __all__ = [
     "bayes",
     "history",
     "uncertainty",
+    "preprocess",
+    "report_html",
     "mechanisms",
     "hdmm",
     "schema",
@@ -56,6 +58,7 @@ __all__ = [
     "PrivacyBudgetExceeded",
     "REST",
     "load_model",
+    "load_model_schema",
     "release_compiled",
 ]
 __version__ = "0.1.0"
