@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from . import cli_guards, cli_preprocess
+from . import cli_guards, cli_intervals, cli_preprocess
 from .domain import cells_text
 
 
@@ -604,6 +604,10 @@ def run(args) -> int:
     else:
         data, schema, extra = _load_integer_data(args, say)
     workload, wl_label = _workload(args.workload, data.domain)
+    try:
+        cli_intervals.check(args, workload)
+    except ValueError as e:
+        raise UserError(str(e)) from None
     t_load = time.perf_counter() - t0
     # The exact record count is private under add/remove neighbours: only with --show-private.
     say(
@@ -722,6 +726,7 @@ def run(args) -> int:
         "model": model,
         "synthetic": {"records": len(synth), "path": args.out, "decoded": schema is not None},
         "evaluation": evaluation,
+        "intervals": cli_intervals.report_entry(args, result, workload, key_mech),
         # Computed from the input directly (not differentially private): remove before publishing the report.
         "not_private": ["input.records", "evaluation"],
         "seconds": seconds,
@@ -1010,6 +1015,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "privacy-safe numbers are printed")
     g.add_argument("--debug", action="store_true", help="show the traceback when the run fails")
     cli_preprocess.add_run_arguments(r)
+    cli_intervals.add_run_arguments(r)
     r.set_defaults(func=run)
 
     s = sub.add_parser(

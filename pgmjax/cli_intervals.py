@@ -1,0 +1,59 @@
+"""``pgmjax run --intervals LEVEL``: every workload answer of the model with its interval, in the report."""
+
+from __future__ import annotations
+
+import argparse
+
+import jax
+import numpy as np
+
+
+def _level(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a coverage level in (0, 1), e.g. 0.9; got {text!r}") from None
+    if not 0.0 < v < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a coverage level in (0, 1), e.g. 0.9; got {text!r}")
+    return v
+
+
+def add_run_arguments(parser) -> None:
+    g = parser.add_argument_group("error bars")
+    g.add_argument("--intervals", type=_level, metavar="LEVEL",
+                   help="with --workload and --report: each workload answer of the model with its LEVEL interval "
+                        "(parametric bootstrap with batched refits; they cover the noise, not model mismatch)")
+    g.add_argument("--interval-replicates", type=int, default=100, metavar="B",
+                   help="bootstrap refits for --intervals (default 100)")
+
+
+def check(args, workload) -> None:
+    """Refuse --intervals without what it needs, before anything runs."""
+    if args.intervals is None:
+        return
+    if workload is None:
+        raise ValueError("--intervals needs --workload (the queries to put error bars on)")
+    if args.report is None:
+        raise ValueError("--intervals writes to the report: give --report JSON")
+    if args.interval_replicates < 10:
+        raise ValueError(f"--interval-replicates must be at least 10, got {args.interval_replicates}")
+
+
+def report_entry(args, result, workload, key) -> dict | None:
+    """The report's ``intervals`` entry (post-processing of the measurements: private)."""
+    if args.intervals is None:
+        return None
+    ivs = result.intervals(workload, level=args.intervals, key=jax.random.fold_in(key, 11), B=args.interval_replicates)
+    queries = []
+    for wq, iv in zip(workload.queries, ivs):
+        queries.append({
+            "clique": list(wq.clique),
+            "value": np.asarray(iv.value, float).reshape(-1).tolist(),
+            "lo": np.asarray(iv.lo, float).reshape(-1).tolist(),
+            "hi": np.asarray(iv.hi, float).reshape(-1).tolist(),
+            "se": np.asarray(iv.se, float).reshape(-1).tolist(),
+            "estimable": bool(iv.estimable),
+            "converged": bool(iv.diagnostics.get("converged", True)),
+        })
+    return {"level": args.intervals, "method": "bootstrap", "replicates": args.interval_replicates,
+            "covers": "the measurement noise, given the selected cliques; not model mismatch", "queries": queries}

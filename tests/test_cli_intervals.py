@@ -1,0 +1,39 @@
+"""pgmjax run --intervals: workload answers with their intervals in the report."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+
+def _files(tmp_path):
+    rng = np.random.default_rng(0)
+    np.savetxt(tmp_path / "t.csv", rng.integers(0, [3, 2, 4], size=(400, 3)), delimiter=",", fmt="%d", header="a,b,c", comments="")
+    (tmp_path / "t-domain.json").write_text(json.dumps({"a": 3, "b": 2, "c": 4}))
+
+
+def _run(tmp_path, *extra):
+    cmd = [sys.executable, "-m", "pgmjax", "run", "--data", "t.csv", "--domain", "t-domain.json", "-m", "mst", "-e", "2", "-q", *extra]
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+
+
+def test_intervals_in_the_report(tmp_path):
+    _files(tmp_path)
+    proc = _run(tmp_path, "--workload", "all-2way", "--intervals", "0.9", "--interval-replicates", "16", "--report", "r.json")
+    assert proc.returncode == 0, proc.stderr
+    iv = json.loads((tmp_path / "r.json").read_text())["intervals"]
+    assert iv["level"] == 0.9 and len(iv["queries"]) == 3
+    for q in iv["queries"]:
+        v, lo, hi = (np.array(q[k]) for k in ("value", "lo", "hi"))
+        assert v.size == np.prod([{"a": 3, "b": 2, "c": 4}[a] for a in q["clique"]])
+        assert np.all(lo <= v + 1e-6) and np.all(v <= hi + 1e-6) and np.all(hi > lo)
+
+
+def test_intervals_need_a_workload_and_a_report(tmp_path):
+    _files(tmp_path)
+    proc = _run(tmp_path, "--intervals", "0.9", "--report", "r.json")
+    assert proc.returncode == 2 and "--intervals needs --workload" in proc.stderr
+    proc = _run(tmp_path, "--workload", "all-2way", "--intervals", "1.5")
+    assert proc.returncode == 2 and "coverage level in (0, 1)" in proc.stderr
+    assert not (tmp_path / "r.json").exists()
