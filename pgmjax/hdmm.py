@@ -1514,6 +1514,10 @@ def _marginal_getter(data) -> Callable:
     raise TypeError("marginals must be a Dataset, a callable clique -> table, or a mapping clique -> table")
 
 
+class TableTooLargeError(ValueError):
+    """Raised before allocating when a least-squares table would not fit the memory allowance."""
+
+
 def _sizes_lookup(domain) -> Callable[[str], int]:
     def size(a):
         try:
