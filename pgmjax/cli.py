@@ -1015,7 +1015,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "privacy-safe numbers are printed")
     g.add_argument("--debug", action="store_true", help="show the traceback when the run fails")
     cli_preprocess.add_run_arguments(r)
-    cli_intervals.add_run_arguments(r)
+    cli_intervals.add_run_arguments(r, _unit_interval)
     r.set_defaults(func=run)
 
     s = sub.add_parser(

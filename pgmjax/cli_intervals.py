@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
-
 import jax
 import numpy as np
 
 
-def _level(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a coverage level in (0, 1), e.g. 0.9; got {text!r}") from None
-    if not 0.0 < v < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a coverage level in (0, 1), e.g. 0.9; got {text!r}")
-    return v
-
-
-def add_run_arguments(parser) -> None:
+def add_run_arguments(parser, level_type) -> None:
     g = parser.add_argument_group("error bars")
-    g.add_argument("--intervals", type=_level, metavar="LEVEL",
+    g.add_argument("--intervals", type=level_type, metavar="LEVEL",
                    help="with --workload and --report: each workload answer of the model with its LEVEL interval "
                         "(parametric bootstrap with batched refits; they cover the noise, not model mismatch)")
     g.add_argument("--interval-replicates", type=int, default=100, metavar="B",

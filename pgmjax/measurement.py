@@ -170,22 +170,22 @@ def validate_measurements(domain: Domain, measurements: Sequence[Measurement]) -
         m.validate(domain, i)
 
 
-def estimate_total(measurements: Sequence[Measurement]) -> tuple[float, float]:
-    """Estimate the number of records from the measurements (ICML 2019, Appendix E.1).
+def total_rule(measurements: Sequence[Measurement]) -> tuple[np.ndarray, float]:
+    """The linear estimate of the number of records: row weights ``w`` (total ``= w . y`` over the stacked
+    rows) and its variance (ICML 2019, Appendix E.1).
 
-    Each measurement whose query row space contains the all-ones vector
-    gives an unbiased estimate ``a^T y`` of the total with variance
-    ``sum_r a_r^2 sigma_r^2`` (``a`` the minimum-variance solution of
-    ``Q^T a = 1``; for Kronecker queries the product of the factors'
-    solutions); the estimates are combined by inverse-variance weighting.
+    Each measurement whose query row space contains the all-ones vector gives an unbiased estimate
+    ``a^T y`` of the total with variance ``sum_r a_r^2 sigma_r^2`` (``a`` the minimum-variance solution of
+    ``Q^T a = 1``; for Kronecker queries the product of the factors' solutions); the estimates are combined
+    by inverse-variance weighting. ``w`` depends on the queries and noise scales only, not on ``y``.
 
     Returns:
-        ``(total, variance)``.
+        ``(w, variance)``.
 
     Raises:
         ValueError: when no measurement determines the total.
     """
-    num, den = 0.0, 0.0
+    parts, den = [], 0.0
     for m in measurements:
         s2 = m.row_stddev() ** 2
         if m.kind == "identity":
@@ -193,24 +193,37 @@ def estimate_total(measurements: Sequence[Measurement]) -> tuple[float, float]:
         elif m.kind == "dense":
             a = _total_weights(m.query, s2)
         else:
-            parts = [_total_weights(q, np.ones(q.shape[0])) for q in m.query]
-            if any(p is None for p in parts):
-                a = None
-            else:
-                a = parts[0]
-                for p in parts[1:]:
-                    a = np.kron(a, p)
+            fac = [_total_weights(q, np.ones(q.shape[0])) for q in m.query]
+            a = None
+            if all(f is not None for f in fac):
+                a = fac[0]
+                for f in fac[1:]:
+                    a = np.kron(a, f)
         if a is None:
+            parts.append(np.zeros(m.rows))
             continue
         var = float(np.sum(a * a * s2))
-        num += float(a @ m.y) / var
+        parts.append(a / var)
         den += 1.0 / var
     if den == 0.0:
         raise ValueError(
             "the total number of records cannot be estimated: no measurement's queries sum to the total; "
             "pass total= to estimate()"
         )
-    return max(num / den, 1.0), 1.0 / den
+    return np.concatenate(parts) / den, 1.0 / den
+
+
+def estimate_total(measurements: Sequence[Measurement]) -> tuple[float, float]:
+    """Estimate the number of records from the measurements (:func:`total_rule` applied to their answers).
+
+    Returns:
+        ``(total, variance)``; the total is at least 1.
+
+    Raises:
+        ValueError: when no measurement determines the total.
+    """
+    w, var = total_rule(measurements)
+    return max(float(w @ np.concatenate([m.y for m in measurements])), 1.0), var
 
 
 def _total_weights(query: np.ndarray, row_var: np.ndarray) -> np.ndarray | None:

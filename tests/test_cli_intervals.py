@@ -35,5 +35,5 @@ def test_intervals_need_a_workload_and_a_report(tmp_path):
     proc = _run(tmp_path, "--intervals", "0.9", "--report", "r.json")
     assert proc.returncode == 2 and "--intervals needs --workload" in proc.stderr
     proc = _run(tmp_path, "--workload", "all-2way", "--intervals", "1.5")
-    assert proc.returncode == 2 and "coverage level in (0, 1)" in proc.stderr
+    assert proc.returncode == 2 and "must be in (0, 1)" in proc.stderr
     assert not (tmp_path / "r.json").exists()

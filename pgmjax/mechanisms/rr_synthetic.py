@@ -32,6 +32,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 
 import jax
+import networkx as nx
 import numpy as np
 
 from ..api import estimate
@@ -86,20 +87,12 @@ def chow_liu_cliques(release: Release, max_cells: int = 10**6) -> list[tuple[str
         indep = n * np.outer(pa, pb)
         chi2 = float(np.sum((x - indep) ** 2 / np.maximum(var, 1e-12)))
         weights.append((chi2 - x.size) / math.sqrt(2.0 * x.size))
-    parent = {a: a for a in attrs}
-
-    def find(a):
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
-
-    edges = []
-    for i in sorted(range(len(pairs)), key=lambda i: -weights[i]):
-        a, b = pairs[i]
-        if find(a) != find(b):
-            parent[find(b)] = find(a)
-            edges.append(pairs[i])
+    graph = nx.Graph()
+    graph.add_nodes_from(attrs)
+    graph.add_weighted_edges_from((a, b, w) for (a, b), w in zip(pairs, weights))
+    tree = nx.maximum_spanning_tree(graph, algorithm="kruskal")
+    order = {p: i for i, p in enumerate(pairs)}
+    edges = sorted((tuple(sorted(e, key=attrs.index)) for e in tree.edges), key=lambda e: -weights[order[e]])
     return [(a,) for a in attrs] + edges
 
 

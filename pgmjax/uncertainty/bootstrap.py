@@ -33,7 +33,7 @@ from .. import batch as batch_mod
 from .. import estimation, oracle
 from ..compiler import jit
 from ..losses import MeasurementArrays
-from ..measurement import Measurement, _total_weights
+from ..measurement import Measurement, total_rule
 from ..model import GraphicalModel
 from .targets import evaluate, resolve_targets
 
@@ -83,33 +83,6 @@ def _row_codes(problem_plan, measurements, dtype) -> tuple:
     return tuple(np.rint(np.asarray(g["y"], np.float64)).astype(np.int64) for g in stacked.arrays)
 
 
-def _total_rule(measurements) -> np.ndarray:
-    """Row weights ``w`` with ``total(y) = w . y``: the inverse-variance combination of
-    :func:`pgmjax.measurement.estimate_total` (linear in ``y`` for fixed noise scales)."""
-    parts, den = [], 0.0
-    for m in measurements:
-        s2 = m.row_stddev() ** 2
-        if m.kind == "identity":
-            a = np.ones(m.rows)
-        elif m.kind == "dense":
-            a = _total_weights(m.query, s2)
-        else:
-            fac = [_total_weights(q, np.ones(q.shape[0])) for q in m.query]
-            a = None if any(f is None for f in fac) else fac[0]
-            if a is not None:
-                for f in fac[1:]:
-                    a = np.kron(a, f)
-        if a is None:
-            parts.append(np.zeros(m.rows))
-            continue
-        var = float(np.sum(a * a * s2))
-        parts.append(a / var)
-        den += 1.0 / var
-    if den == 0.0:
-        raise ValueError("the total cannot be estimated from the measurements; pass total=")
-    return np.concatenate(parts) / den
-
-
 def stacked_problem(model, measurements, ys: Sequence[np.ndarray], *, loss="l2", total=None, dtype=None):
     """The stacked problem of ``B`` replicate answer sets of ``measurements`` (one host pass, not ``B``).
 
@@ -143,7 +116,7 @@ def stacked_problem(model, measurements, ys: Sequence[np.ndarray], *, loss="l2",
         arrays.append(g)
     meas = MeasurementArrays(tuple(arrays), base.meas.groups)
     if total is None:
-        totals = np.maximum(y @ _total_rule(measurements), 1.0)
+        totals = np.maximum(y @ total_rule(measurements)[0], 1.0)
     else:
         totals = np.full(b, float(total))
     lip = jnp.full((b,), float(base.lipschitz), dtype)
