@@ -321,10 +321,14 @@ def exponential_choice(rng: np.random.Generator, logits_gap, num: int) -> np.nda
         [0, 0, 0]
     """
     g = np.asarray(logits_gap, dtype=np.float64)
-    allowed = np.flatnonzero(np.isfinite(g))
-    if allowed.size == 0:
-        raise ValueError("exponential_choice: every candidate is excluded")
-    gaps = g[allowed]
+    finite = np.isfinite(g)
+    if finite.all():  # the common case: no index map over millions of candidates
+        allowed, gaps = None, g
+    else:
+        allowed = np.flatnonzero(finite)
+        if allowed.size == 0:
+            raise ValueError("exponential_choice: every candidate is excluded")
+        gaps = g[allowed]
     # Proposals per pending draw per round: about twice the expected number needed (1 / acceptance
     # rate), capped; the law of the result does not depend on it (the first accepted proposal wins).
     rate = float(np.exp(-gaps).mean())
@@ -332,10 +336,11 @@ def exponential_choice(rng: np.random.Generator, logits_gap, num: int) -> np.nda
     out = np.empty(num, dtype=np.int64)
     pending = np.arange(num)
     while pending.size:
-        prop = rng.integers(0, allowed.size, size=(pending.size, per))
+        prop = rng.integers(0, gaps.size, size=(pending.size, per))
         ok = bernoulli_exp(rng, gaps[prop])
         hit = ok.any(axis=1)
         first = ok.argmax(axis=1)
-        out[pending[hit]] = allowed[prop[hit, first[hit]]]
+        chosen = prop[hit, first[hit]]
+        out[pending[hit]] = chosen if allowed is None else allowed[chosen]
         pending = pending[~hit]
     return out
