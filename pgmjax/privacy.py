@@ -29,7 +29,8 @@ the rounding's extra sensitivity accounted, plus exact discrete Laplace or discr
 :mod:`pgmjax.discrete_noise`. ``standard_normal``, ``standard_laplace`` and ``standard_gumbel`` are
 continuous draws for simulations; no release uses them.
 
-Front-end recipes (the specification's budget splits, spec ``frontends.md`` 2.4, 4, 5.4, 7.1, 7.2)::
+Front-end recipes (the budget splits of the papers: MWEM, Hardt et al. 2012; PrivBayes, Zhang et al. 2017;
+DualQuery, Gaboardi et al. 2014; MST, McKenna et al. 2021; AIM, McKenna et al. 2022)::
 
     # MST: rho-zCDP, thirds; one-way, then EM-selected two-way marginals.
     acc = Accountant(epsilon=1.0, delta=1e-9)                       # rho = cdp_rho(1, 1e-9)
@@ -264,12 +265,12 @@ def _gram_nonnegative(m: np.ndarray) -> bool:
 
 
 def l1_sensitivity(query=None, *, bounded: bool = False) -> float:
-    """L1 sensitivity of a marginal, or of a linear query on a marginal (spec 1.1).
+    """L1 sensitivity of a marginal, or of a linear query on a marginal (Dwork et al. 2006, Definition 1).
 
     Adding or removing one record changes the marginal ``mu_C`` by one unit vector ``e_j``, so
     ``Q mu_C`` moves by column ``j`` of ``Q``: the sensitivity is the largest column L1 norm
     ``||Q||_1`` (1 for the marginal itself). Replacing one record moves it by ``Q (e_j - e_k)``,
-    bounded by ``2 ||Q||_1`` (the spec's table, as in the reference code; the exact value
+    bounded by ``2 ||Q||_1`` (as in the reference code; the exact value
     ``max_{j != k} ||Q_j - Q_k||_1`` can be smaller, e.g. 1 for a single 0/1 counting query: pass
     your own proven ``sensitivity=`` to the mechanism if you need it). For a Kronecker query the
     columns are Kronecker products of the factors' columns, so ``||Q_1 x ... x Q_k||_1 = prod ||Q_i||_1``.
@@ -301,12 +302,12 @@ def l1_sensitivity(query=None, *, bounded: bool = False) -> float:
 
 
 def l2_sensitivity(query=None, *, bounded: bool = False) -> float:
-    """L2 sensitivity of a marginal, or of a linear query on a marginal (spec 1.1).
+    """L2 sensitivity of a marginal, or of a linear query on a marginal (Bun & Steinke 2016, Proposition 1.6).
 
     Add/remove-one: the largest column L2 norm ``||Q||_{1->2}`` (1 for the marginal). Replace-one:
     ``||Q (e_j - e_k)||_2^2 = ||Q_j||^2 + ||Q_k||^2 - 2 <Q_j, Q_k>``, which is at most
     ``2 ||Q||_{1->2}^2`` when no two columns have a negative inner product (every marginal, every
-    non-negative query: ``sqrt(2)``, the spec's table) and at most ``(2 ||Q||_{1->2})^2`` otherwise;
+    non-negative query: ``sqrt(2)``) and at most ``(2 ||Q||_{1->2})^2`` otherwise;
     this function returns that bound (``sqrt(2)`` or ``2`` times the column norm). A Kronecker query's
     column norm is the product of its factors', and its Gram matrix is non-negative when every
     factor's is.
@@ -686,7 +687,7 @@ def cdp_delta(rho: float, eps: float) -> float:
     Canonne, Kamath, Steinke, "The discrete Gaussian for differential privacy", NeurIPS 2020
     (arXiv 2004.00010): for every ``alpha > 1``,
     ``delta <= exp((alpha - 1)(alpha rho - eps)) / (alpha - 1) * (1 - 1/alpha)^alpha``. The best
-    ``alpha`` is found by bisection on the derivative of the log, with ``alpha >= 1.01`` (spec 1.2,
+    ``alpha`` is found by bisection on the derivative of the log, with ``alpha >= 1.01`` (as in
     the procedure of private-pgm ``mechanisms/cdp2adp.py``); any ``alpha`` gives a valid bound.
 
     Args:
@@ -743,7 +744,7 @@ def cdp_eps(rho: float, delta: float) -> float:
 def cdp_rho(eps: float, delta: float) -> float:
     """Largest ``rho`` such that ``rho``-zCDP implies ``(eps, delta)``-DP (1000-step bisection on ``[0, eps + 1]``).
 
-    Spec 1.2 anchors: ``cdp_rho(1, 1e-9) = 1.49731e-2``, ``cdp_rho(1, 1e-5) = 3.05566e-2``.
+    Reference values: ``cdp_rho(1, 1e-9) = 1.49731e-2``, ``cdp_rho(1, 1e-5) = 3.05566e-2``.
 
     Args:
         eps: target epsilon, ``> 0``.
@@ -795,7 +796,7 @@ def advanced_composition_hetero(epsilons, delta: float, counts=None) -> float:
     """Advanced composition of mechanisms with different epsilons.
 
     ``eps = sqrt(2 ln(1/delta) sum_i eps_i^2) + sum_i eps_i (e^eps_i - 1)``: the Azuma argument of
-    Dwork-Rothblum-Vadhan with per-step bounds (spec 5.4's heterogeneous form, ``epsilon_delta_core``
+    Dwork-Rothblum-Vadhan with per-step bounds (the heterogeneous form of DualQuery's reference code, ``epsilon_delta_core``
     of the DualQuery authors' code). Equal epsilons reduce to :func:`advanced_composition`.
 
     Args:
@@ -866,7 +867,7 @@ _DQ_FORMS = ("b2", "heterogeneous", "pure")
 
 
 def dualquery_epsilon(rounds: int, *, eta: float, samples: int, records: int, delta: float | None = None, form: str = "b2") -> float:
-    """Privacy of DualQuery after ``rounds`` rounds (spec 5.4; Gaboardi et al., ICML 2014).
+    """Privacy of DualQuery after ``rounds`` rounds (Gaboardi et al., "Dual query: practical private query release for high dimensional data", ICML 2014).
 
     A round-``t`` draw is an exponential-mechanism draw with ``eps_t = 2 eta (t - 1) / N`` (round 1
     is free), and each round makes ``s`` draws.
@@ -915,7 +916,7 @@ def dualquery_epsilon(rounds: int, *, eta: float, samples: int, records: int, de
 def dualquery_rounds(
     epsilon: float, *, eta: float, samples: int, records: int, delta: float | None = None, form: str = "b2", max_rounds: int = 10**7
 ) -> int:
-    """Largest number of DualQuery rounds ``T`` with :func:`dualquery_epsilon` ``<= epsilon`` (spec 5.4).
+    """Largest number of DualQuery rounds ``T`` with :func:`dualquery_epsilon` ``<= epsilon`` (Gaboardi et al. 2014).
 
     Args:
         epsilon: the target, ``> 0``.
