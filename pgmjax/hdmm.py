@@ -967,7 +967,7 @@ def marginals_error(theta, workload_weights, sizes: Sequence[int], noise: str = 
 
     ``A^T A = M(theta^2)`` has eigenvalues ``lambda(s) = sum_{a superset of s} theta_a^2 prod_{i not in a} n_i``
     and the trace is ``sum_s dim(s) lambda_w(s) / lambda(s)`` (``lambda_w`` of the projected workload) - equal
-    to the spec's ``n * sum(phi)`` with ``X(theta^2) phi = u`` when ``M(theta^2)`` is invertible. ``||A||^2``
+    to the closed form ``n * sum(phi)`` with ``X(theta^2) phi = u`` when ``M(theta^2)`` is invertible. ``||A||^2``
     is ``(sum theta)^2`` (Laplace) or ``sum theta^2`` (Gaussian). JAX, differentiable.
 
     Args:

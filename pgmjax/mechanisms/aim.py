@@ -1,4 +1,4 @@
-"""AIM: adaptive and iterative marginal selection under zCDP (spec ``frontends.md`` section 7.2).
+"""AIM: adaptive and iterative marginal selection under zCDP (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022).
 
 McKenna, Mullins, Sheldon & Miklau, "AIM: an adaptive and iterative mechanism for differentially
 private synthetic data", PVLDB 15(11), 2022 (Algorithm 1 and Section 4). Reference code: private-pgm
@@ -67,7 +67,7 @@ _HALF_NORMAL_MEAN = math.sqrt(2.0 / math.pi)
 
 
 def aim_budget(epsilon: float, delta: float = 1e-9, *, attributes: int | None = None, rounds: int | None = None) -> dict:
-    """AIM's initial per-round noise and selection budget (spec 7.2).
+    """AIM's initial per-round noise and selection budget (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022).
 
     Args:
         epsilon, delta: the ``(epsilon, delta)``-DP target.
@@ -157,7 +157,7 @@ def _as_weighted(workload, domain: Domain, where: str) -> list[tuple[Clique, flo
 
 
 def aim_candidates(workload, domain: Domain) -> dict[Clique, float]:
-    """The downward closure of the workload cliques with AIM's weights (spec 7.2).
+    """The downward closure of the workload cliques with AIM's weights (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022).
 
     ``w_r = sum_{(s, c_s) in W} c_s |r ∩ s|`` for every non-empty subset ``r`` of a workload clique.
 
@@ -218,7 +218,7 @@ def aim(
     progress: bool | Callable[[dict], object] = False,
     estimate_options: Mapping | None = None,
 ) -> MechanismResult:
-    """AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022; spec 7.2): workload-aware adaptive measurements.
+    """AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022): workload-aware adaptive measurements.
 
     ``(epsilon, delta)``-DP through ``rho = cdp_rho(epsilon, delta)``-zCDP, add/remove-one-record
     neighbours (``N`` private and estimated by the engine). See the module docstring for the

@@ -1,4 +1,4 @@
-"""DualQuery and DualQuery+PGM (spec ``frontends.md`` section 5).
+"""DualQuery and DualQuery+PGM (Gaboardi et al., ICML 2014; +PGM: McKenna, Sheldon & Miklau, ICML 2019).
 
 DualQuery (Gaboardi, Gallego Arias, Hsu, Roth, Wu, "Dual query: practical private query release for
 high dimensional data", ICML 2014) plays a zero-sum game between a *query player*, who runs
@@ -18,7 +18,7 @@ Two arms on the same transcript:
 * **original**: the ``T`` records ``x_1..x_T`` as a synthetic :class:`~pgmjax.Dataset` (its answers
   are ``(N / T) sum_t q(x_t)``: :mod:`pgmjax.metrics` rescales a synthetic dataset to the true total).
 * **+PGM** (McKenna, Sheldon, Miklau, ICML 2019, the DualQuery experiment): the graphical model whose
-  marginals minimise the negative log-likelihood of the sampled queries (spec 5.5),
+  marginals minimise the negative log-likelihood of the sampled queries (McKenna, Sheldon & Miklau, ICML 2019),
   ``NLL(a) = sum_t [s logsumexp_k z_t(k) - <h_t, z_t>]``, ``z_t = eta ((t - 1) a - C_t)``, with
   ``a_j(mu) = <w_j, mu_Cj> / N`` and ``a_{not j} = 1 - a_j`` (:meth:`DualQueryTranscript.loss`).
 
@@ -96,7 +96,7 @@ def dualquery_plan(
     rounds: int | None = None,
     bound: str = "b2",
 ) -> dict:
-    """DualQuery's rounds and learning rate for an ``(epsilon, delta)`` budget (spec 5.4).
+    """DualQuery's rounds and learning rate for an ``(epsilon, delta)`` budget (Gaboardi et al., ICML 2014).
 
     ``rounds=None`` takes the largest ``T`` with ``eps(T) <= epsilon`` at the given ``eta``
     (:func:`~pgmjax.privacy.dualquery_rounds`; Adult ``N = 48842, eta = 2, s = 50, delta = 1e-3,
@@ -247,7 +247,7 @@ def dualquery(
     dtype=None,
     estimate_options: Mapping | None = None,
 ) -> MechanismResult:
-    """DualQuery and DualQuery+PGM on the same transcript (spec 5; Gaboardi et al., ICML 2014).
+    """DualQuery and DualQuery+PGM on the same transcript (Gaboardi et al., ICML 2014; +PGM: McKenna, Sheldon & Miklau, ICML 2019).
 
     Query class: the rows of ``workload``'s factored queries (each a counting query with entries in
     ``[0, 1]``) and their negations, ``M = 2R`` queries; ``N = len(data)`` is public (replace-one

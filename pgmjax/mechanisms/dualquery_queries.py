@@ -189,7 +189,7 @@ def max_sum_ve(
 
     Eliminates the attributes in a greedy order (each step the one whose combined table is smallest),
     max-marginalising the sum of the factors that mention it, then traces the argmax back in reverse
-    order (spec 5.3; the data player's best response of DualQuery). The cost is exponential only in
+    order (data player's best response of DualQuery). The cost is exponential only in
     the induced width of the factors' cliques. Ties are broken by ``uniforms`` (post-processing; any
     maximiser is a valid best response): attribute ``i`` takes the ``floor(u_i k)``-th of its ``k``
     tied values (within ``tol`` relative), or the first when ``uniforms`` is None. Attributes in no

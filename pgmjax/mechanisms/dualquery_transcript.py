@@ -1,4 +1,4 @@
-"""A DualQuery transcript and its negative log-likelihood (ICML 2019 DualQuery+PGM; spec 5.5).
+"""A DualQuery transcript and its negative log-likelihood (ICML 2019 DualQuery+PGM).
 
 See :mod:`pgmjax.mechanisms.dualquery`. :class:`TranscriptLoss` is the likelihood as a loss of the
 marginals for :func:`pgmjax.estimate`: a pytree whose numbers are leaves, so one program serves every
@@ -80,7 +80,7 @@ class DualQueryTranscript:
     def nll(self, a) -> jax.Array:
         """Negative log-likelihood of the draws as a function of the full answer vector ``a`` (``M``,).
 
-        ``sum_t [s logsumexp_k z_t(k) - <h_t, z_t>]``, ``z_t = eta ((t - 1) a - C_t)`` (spec 5.5; the
+        ``sum_t [s logsumexp_k z_t(k) - <h_t, z_t>]``, ``z_t = eta ((t - 1) a - C_t)`` (McKenna, Sheldon & Miklau, ICML 2019; the
         log-probability of the ordered draws, the uniform ``w_1`` cancelling). Convex in ``a``;
         differentiable with JAX.
         """
@@ -100,7 +100,7 @@ class DualQueryTranscript:
         return p / p.sum(axis=1, keepdims=True)
 
     def nll_grad(self, a) -> np.ndarray:
-        """The closed-form gradient ``dNLL/da = eta sum_t (t - 1) (s p_t(a) - h_t)`` (spec 5.5), float64."""
+        """The closed-form gradient ``dNLL/da = eta sum_t (t - 1) (s p_t(a) - h_t)`` (McKenna, Sheldon & Miklau, ICML 2019), float64."""
         tm1 = np.arange(self.rounds, dtype=np.float64)[:, None]
         return self.eta * np.sum(tm1 * (self.samples * self.probabilities(a) - self.histograms()), axis=0)
 
@@ -149,7 +149,7 @@ class DualQueryTranscript:
 
 @jax.tree_util.register_pytree_node_class
 class TranscriptLoss:
-    """A DualQuery transcript's negative log-likelihood as a loss of the marginals (spec 5.5).
+    """A DualQuery transcript's negative log-likelihood as a loss of the marginals (McKenna, Sheldon & Miklau, ICML 2019).
 
     ``loss(mu) = s sum_t logsumexp([z_t, -z_t]) - eta (<g, a(mu)> - g0)``, ``z_t = eta (t a(mu) - C_t)``,
     ``a(mu) = W mu / N`` (ICML 2019, DualQuery+PGM). Structure (the query class) is static and hashed
@@ -223,7 +223,7 @@ def _transcript_log_partition(queries: _Queries, a, records, active, eta):
     A ``lax.scan`` over the (padded) rounds carries ``C_t`` (``R``,) and adds the record ``x_t``'s row
     values (a Kronecker product of per-attribute columns per block) after each round; rounds with
     ``active`` False add nothing. The gradient in ``a``, ``eta sum_t t (softmax_t(rows) -
-    softmax_t(negations))`` (spec 5.5), is accumulated in the same pass (a ``custom_vjp``), reusing the
+    softmax_t(negations))`` (McKenna, Sheldon & Miklau, ICML 2019), is accumulated in the same pass (a ``custom_vjp``), reusing the
     forward's exponentials: 2 exponentials per row and round in all, and memory ``O(R)``. The records,
     mask and ``eta`` are not differentiated.
     """

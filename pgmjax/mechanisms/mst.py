@@ -1,4 +1,4 @@
-"""MST: maximum-spanning-tree synthetic data under zCDP (spec ``frontends.md`` section 7.1).
+"""MST: maximum-spanning-tree synthetic data under zCDP (McKenna, Miklau & Sheldon, JPC 2021).
 
 McKenna, Miklau & Sheldon, "Winning the NIST contest: a scalable and general approach to
 differentially private synthetic data", Journal of Privacy and Confidentiality 11(3), 2021
@@ -74,7 +74,7 @@ RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain", "p
 
 
 def mst_budget(epsilon: float, delta: float, attributes: int) -> dict:
-    """MST's zCDP budget split (spec 7.1): thirds of ``rho = cdp_rho(epsilon, delta)``.
+    """MST's zCDP budget split (McKenna, Miklau & Sheldon, JPC 2021): thirds of ``rho = cdp_rho(epsilon, delta)``.
 
     Args:
         epsilon, delta: the ``(epsilon, delta)``-DP target.
@@ -332,7 +332,7 @@ def mst(
     progress: bool | Callable[[dict], object] = False,
     estimate_options: Mapping | None = None,
 ) -> MechanismResult:
-    """MST (McKenna, Miklau & Sheldon, JPC 2021; spec 7.1): one-way marginals, a private maximum spanning tree, fit, sample.
+    """MST (McKenna, Miklau & Sheldon, JPC 2021): one-way marginals, a private maximum spanning tree, fit, sample.
 
     ``(epsilon, delta)``-DP through ``rho = cdp_rho(epsilon, delta)``-zCDP, add/remove-one-record
     neighbours (``N`` private and estimated). Steps (module docstring): one-way marginals with

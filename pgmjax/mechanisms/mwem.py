@@ -8,11 +8,11 @@ Section 6). Specification: ``frontends.md`` section 2.
 Each round selects something badly answered by the current estimate with the exponential mechanism
 (EM), measures it with Laplace or Gaussian noise and re-estimates. Two selection modes:
 
-* ``selection="marginal"`` (spec 2.4, recommended; private-pgm ``mechanisms/mwem+pgm.py``): the
+* ``selection="marginal"`` (recommended; private-pgm ``mechanisms/mwem+pgm.py``): the
   candidates are the workload's cliques whose addition keeps the model under a size cap that grows
   linearly over the rounds, the quality is ``||mu_C(D) - mu_hat_C||_1 - n_C`` and the whole marginal
   is measured (its cells are disjoint, so one noise scale covers them all).
-* ``selection="query"`` (spec 2.3, the ICML 2019 experiment; private-pgm ``examples/mwem.py``): the
+* ``selection="query"`` (the ICML 2019 experiment; private-pgm ``examples/mwem.py``): the
   candidates are every row of every workload query (every cell for plain marginals, every prefix
   range for the benchmark workload), the quality is ``|w^T mu_C(D) - w^T mu_hat_C|`` and one row is
   measured per round.
@@ -40,7 +40,7 @@ does not run: ``result.original`` is None and ``result.original_error`` names th
 cells and memory. On Adult-sized data with many measured cliques this is the expected outcome: MWEM
 is infeasible without the engine.
 
-Budget (spec 2.4), ``T`` rounds, measurement share ``alpha``:
+Budget (Hardt, Ligett & McSherry 2012; McKenna et al., ICML 2019), ``T`` rounds, measurement share ``alpha``:
 
 * Laplace (pure ``eps``-DP): ``eps_r = eps / T``; measurement scale ``b = Delta1 / (alpha eps_r)``;
   EM ``eps_EM = (1 - alpha) eps_r``.
@@ -106,7 +106,7 @@ def mwem_budget(
     alpha: float = 0.9,
     sensitivity: float | None = None,
 ) -> dict:
-    """Per-round budget of MWEM (spec 2.4): measurement noise and EM epsilon.
+    """Per-round budget of MWEM (Hardt, Ligett & McSherry 2012; McKenna et al., ICML 2019): measurement noise and EM epsilon.
 
     Laplace: ``eps_r = eps/T``, ``b = Delta1 / (alpha eps_r)``, ``eps_EM = (1 - alpha) eps_r``.
     Gaussian: ``rho_r = cdp_rho(eps, delta) / T``, ``sigma = Delta2 sqrt(1 / (2 alpha rho_r))``,
@@ -366,7 +366,7 @@ def _row_sensitivity(query, domain: Domain, bounded: bool) -> float:
     """Largest sensitivity of one row ``w`` of a Kronecker workload query ``(Q_1 ⊗ ... ⊗ Q_k)``.
 
     Adding or removing a record changes ``w^T mu`` by one entry of ``w``: ``max |w_j|``. Replacing
-    one moves it by ``w_k - w_j``: ``max(w) - min(w)`` (spec 1.1: a single counting query has
+    one moves it by ``w_k - w_j``: ``max(w) - min(w)`` (a single counting query has
     sensitivity 1 in both conventions). An entry of a Kronecker row is a product of one entry per
     factor row, so its extremes are among the products of the factor rows' extremes.
     """
@@ -433,7 +433,7 @@ def mwem(
 ) -> MechanismResult:
     """MWEM and MWEM+PGM on the same measurements (Hardt, Ligett & McSherry 2012; McKenna et al. 2019).
 
-    Round ``i = 1..T`` (spec 2.4 / 2.3):
+    Round ``i = 1..T``:
 
     1. candidates: workload cliques ``C`` with ``hypothetical_model_size(model + C) <= max_model_mb * i / T``
        (``selection="marginal"``), or every row of the workload queries on such cliques
@@ -462,12 +462,12 @@ def mwem(
             ``Workload.benchmark`` the prefix ranges).
         rounds: ``T``; default the number of attributes.
         delta: required for Gaussian noise; ignored with Laplace noise (pure DP implies any delta).
-        noise: ``"laplace"`` (pure DP, the paper's MWEM) or ``"gaussian"`` (zCDP, spec 2.4's default).
+        noise: ``"laplace"`` (pure DP, the paper's MWEM) or ``"gaussian"`` (zCDP, private-pgm's default).
         bounded: replace-one neighbours (``N`` public; the engine gets ``total = N``) instead of
             add/remove-one (``N`` private, estimated).
         alpha: the share of each round's budget spent on the measurement; default 0.9 for marginal
-            selection (spec 2.4) and 0.5 for query selection (the 2019 script's ``eps/(2T)`` each).
-        selection: ``"marginal"`` (spec 2.4) or ``"query"`` (spec 2.3; needs ``bounded=True``: one
+            selection and 0.5 for query selection (the 2019 script's ``eps/(2T)`` each).
+        selection: ``"marginal"`` or ``"query"`` (needs ``bounded=True``: one
             counting query does not reveal the total, and the paper's MWEM takes ``N`` as public).
         max_model_mb: the final model-size cap in MB (the cap at round ``i`` is ``i/T`` of it);
             None for no cap.
@@ -555,7 +555,7 @@ def mwem(
         acc = Accountant(epsilon=epsilon, delta=delta, bounded=bounded)
     if selection == "marginal":
         queries = None
-        em_sens = acc.l1_sensitivity()  # of ||mu_C(D) - v||_1 (spec 1.1)
+        em_sens = acc.l1_sensitivity()  # of ||mu_C(D) - v||_1
         meas_sens = None  # the accountant's: one marginal under the convention
     else:
         queries = list(wl.queries)

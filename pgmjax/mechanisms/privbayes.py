@@ -1,4 +1,4 @@
-"""PrivBayes and PrivBayes+PGM on the same noisy tables (spec ``frontends.md`` section 4).
+"""PrivBayes and PrivBayes+PGM on the same noisy tables (Zhang et al., TODS 2017; +PGM: McKenna, Sheldon & Miklau, ICML 2019).
 
 PrivBayes (Zhang, Cormode, Procopiuc, Srivastava, Xiao, "PrivBayes: private data release via
 Bayesian networks", SIGMOD 2014 / ACM TODS 42(4) 2017) spends ``eps1 = beta eps`` on a Bayesian
@@ -184,7 +184,7 @@ def mutual_information_sensitivity(records: int, binary: bool) -> float:
     """Sensitivity of ``I(X; Pi)`` (bits) under replace-one neighbours (TODS paper, Lemma 4.1).
 
     ``(1/N) log2 N + ((N-1)/N) log2(N/(N-1))`` when ``X`` or ``Pi`` is binary, else
-    ``(2/N) log2((N+1)/2) + ((N-1)/N) log2((N+1)/(N-1))`` (spec 4.3; the authors' C++ always uses the
+    ``(2/N) log2((N+1)/2) + ((N-1)/N) log2((N+1)/(N-1))`` (the authors' C++ always uses the
     second). Adult (``N = 48842``): 3.48e-4 and 6.56e-4.
 
     Args:
@@ -313,7 +313,7 @@ def score_sensitivity(score: str, records: int | None, *, bounded: bool, binary:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Network degree: the usefulness rules (spec 4.2)
+# Network degree: the usefulness rules (Zhang et al., TODS 2017)
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -332,7 +332,7 @@ def usefulness_tau(records: float, epsilon2: float, attributes: int, theta: floa
 
 
 def binary_degree(records: float, attributes: int, epsilon2: float, theta: float) -> int:
-    """Fixed degree ``k`` of the binary-domain formulation (spec 4.2; 0 if none is useful).
+    """Fixed degree ``k`` of the binary-domain formulation (Zhang et al., TODS 2017; 0 if none is useful).
 
     The largest ``k < d`` with ``N eps2 / ((d - k) 2^(k+2)) >= theta``: the ratio of the average cell
     mass ``2^-(k+1)`` of a ``(k+1)``-way binary table to the noise scale ``2 (d - k) / (N eps2)``.
@@ -406,7 +406,7 @@ def maximal_parent_sets(
 
 
 # ---------------------------------------------------------------------------------------------------
-# GreedyBayes (TODS paper, Algorithm 4; spec 4.3)
+# GreedyBayes (TODS paper, Algorithm 4)
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -451,7 +451,7 @@ def greedy_bayes(
     keep_scores: bool = False,
     max_model_cells: int | None = None,
 ) -> tuple[Network, list[dict]]:
-    """Choose the Bayesian network with the exponential mechanism (GreedyBayes; spec 4.3).
+    """Choose the Bayesian network with the exponential mechanism (GreedyBayes).
 
     The first attribute is drawn uniformly (every ``(X, {})`` scores 0, so this is the exponential
     mechanism at no cost). Then, for ``i = 2..d``, the candidates are ``(X, Pi)`` with ``X`` not yet
@@ -567,7 +567,7 @@ def greedy_bayes(
 
 
 # ---------------------------------------------------------------------------------------------------
-# The original estimator: noisy conditionals and ancestral sampling (spec 4.4)
+# The original estimator: noisy conditionals and ancestral sampling (Zhang et al., TODS 2017)
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -724,7 +724,7 @@ def privbayes(
        :func:`pgmjax.estimate` (McKenna, Sheldon, Miklau, ICML 2019).
 
     Defaults: ``beta = 0.3`` and ``theta = 4`` are the values the PrivBayes paper recommends from its
-    experiments (the spec marks them as not re-verified against the paper); the authors' C++
+    experiments (not re-verified against the paper); the authors' C++
     hard-codes ``beta = 0.5`` and the ICML 2019 run passed ``theta = 1``. ``score="R"`` is what the
     ICML 2019 run used (``func = true``).
 
