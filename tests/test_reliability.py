@@ -194,3 +194,43 @@ def test_measurements_of_the_wrong_shape_are_refused_by_clique(data, extra, st_d
     y = np.zeros(data.domain.size(clique) + extra)
     with pytest.raises(ValueError, match="measurement 0 on"):
         pj.estimate(data.domain, [pj.Measurement(clique, y, stddev=1.0)], iters=5)
+
+
+# --------------------------------------------------------------------------------------------------
+# Mechanisms: random tables and budgets, the same structure so programs are reused across examples
+# --------------------------------------------------------------------------------------------------
+
+_MECH_DOMAIN = pj.Domain({"a": 4, "b": 3, "c": 2})
+
+
+@settings(max_examples=10)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    rows=st.integers(20, 300),
+    log_eps=st.floats(min_value=-4.0, max_value=6.0),
+    mechanism=st.sampled_from(["mst", "mwem", "privbayes", "aim"]),
+)
+def test_mechanisms_on_random_tables_and_budgets(seed, rows, log_eps, mechanism):
+    from pgmjax.mechanisms import aim, mst, mwem, privbayes
+
+    rng = np.random.default_rng(seed)
+    data = pj.Dataset(rng.integers(0, _MECH_DOMAIN.shape, size=(rows, 3)), _MECH_DOMAIN)
+    eps, key = 10.0**log_eps, jax.random.key(seed % 1000)
+    run = {
+        "mst": lambda: mst(data, eps, key=key, select_iters=20, fit_iters=20),
+        "mwem": lambda: mwem(data, eps, key=key, rounds=2, pgm_iters=20, mw_iters=10),
+        "privbayes": lambda: privbayes(data, eps, key=key, pgm_iters=20),
+        "aim": lambda: aim(data, eps, key=key, rounds=3, max_iters=20, max_model_size=1.0),
+    }[mechanism]
+    res = run()
+    acc = res.accountant
+    assert math.fsum(e.cost for e in acc.ledger) <= acc.budget and acc.spent <= acc.budget
+    model = res.model
+    for c in model.cliques:
+        table = np.asarray(model.marginal(c), dtype=np.float64)
+        assert np.all(np.isfinite(table)) and np.all(table >= 0)
+        assert table.sum() == pytest.approx(model.total, rel=1e-3)
+    if res.synthetic is not None:
+        rec = res.synthetic.records
+        assert rec.shape[1] == 3 and rec.min() >= 0 and np.all(rec.max(axis=0) < np.array(_MECH_DOMAIN.shape))
+        assert res.synthetic.domain == _MECH_DOMAIN
