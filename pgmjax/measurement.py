@@ -163,10 +163,12 @@ def _top_eigenvalue(sym: np.ndarray, iters: int = 200) -> float:
     return lam
 
 
-def validate_measurements(domain: Domain, measurements: Sequence[Measurement]) -> None:
+def validate_measurements(domain: Domain, measurements: Sequence[Measurement], where: str | None = None) -> None:
+    """Check every measurement against ``domain``; errors name the measurement (and ``where``, if given)."""
+    prefix = f"{where}: " if where else ""
     for i, m in enumerate(measurements):
         if not isinstance(m, Measurement):
-            raise TypeError(f"measurement {i} is a {type(m).__name__}, expected pgmjax.Measurement")
+            raise TypeError(f"{prefix}measurement {i} is a {type(m).__name__}, expected pgmjax.Measurement")
         m.validate(domain, i)
 
 

@@ -54,9 +54,9 @@ def noisy_marginals(
     cliques = list(cliques)
     scale = stddev if noise == "gaussian" else stddev / math.sqrt(2.0)
     if accountant is None:
-        probe = Accountant(rho=1.0, bounded=False) if noise == "gaussian" else Accountant(epsilon=1.0)
-        cost = math.fsum(probe.cost(noise, sensitivity=probe.l1_sensitivity() if noise == "laplace" else probe.l2_sensitivity(), scale=scale) for _ in cliques)
-        budget = cost * (1 + 1e-12)
+        probe = Accountant(rho=1.0) if noise == "gaussian" else Accountant(epsilon=1.0)
+        sensitivity = probe.l1_sensitivity() if noise == "laplace" else probe.l2_sensitivity()
+        budget = len(cliques) * probe.cost(noise, sensitivity=sensitivity, scale=scale) * (1 + 1e-12)
         accountant = Accountant(rho=budget) if noise == "gaussian" else Accountant(epsilon=budget)
     return accountant.measure_many(key, data, cliques, mechanism=noise, scale=scale)
 

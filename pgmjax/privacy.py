@@ -1279,15 +1279,17 @@ class Accountant:
             near = [math.nextafter(near[0], -math.inf), *near, math.nextafter(near[-1], math.inf)]
         return max((c for c in near if math.fsum([*costs, c]) <= self._budget), default=near[0])
 
-    def _check_budget(self, where: str, what: str, requests: Sequence[dict]) -> None:
-        spent = self.spent
+    def _check_budget(self, where: str, what: str, requests: Sequence[dict]) -> float:
+        """Refuse ``requests`` that would overspend (beyond round-off); return the spend they would bring."""
         after = self._spent_with(requests)
         if after > self._budget * (1 + _RTOL):
+            spent = self.spent
             raise PrivacyBudgetExceeded(
                 f"{where}: {what} costs {after - spent:.6g} {self.currency} (spent would be {after:.6g}) "
                 f"but only {max(self._budget - spent, 0.0):.6g} of the budget {self._budget:.6g} is left "
                 f"(spent {spent:.6g}); nothing was run"
             )
+        return after
 
     def cost(self, mechanism: str, *, sensitivity: float, epsilon=None, rho=None, scale=None, count: int = 1) -> float:
         """Cost of a request in :attr:`currency`, without running or recording anything.
@@ -1333,13 +1335,18 @@ class Accountant:
     ) -> dict:
         p = self._resolve(mechanism, where, sensitivity, count, epsilon, rho, scale, size, integer)
         if not p["rest"]:
-            self._check_budget(where, f"{mechanism} on {target!r}", [p])
-            p = self._within_budget(where, mechanism, sensitivity, p)
+            after = self._check_budget(where, f"{mechanism} on {target!r}", [p])
+            p = self._within_budget(where, mechanism, sensitivity, p, after)
         return p
 
-    def _within_budget(self, where: str, mechanism: str, sensitivity: float, p: dict) -> dict:
-        """``p``, or, when float round-off of a split budget puts it a hair over, exactly the rest (never above)."""
-        if self._composition in ("pure", "zcdp") and self._spent_with([p]) > self._budget:
+    def _within_budget(self, where: str, mechanism: str, sensitivity: float, p: dict, after: float | None = None) -> dict:
+        """``p``, or, when float round-off of a split budget puts it a hair over, exactly the rest (never above).
+
+        ``after``: the spend with ``p`` included, when the caller has it already.
+        """
+        if after is None:
+            after = self._spent_with([p])
+        if self._composition in ("pure", "zcdp") and after > self._budget:
             as_cost = "rho" if self._composition == "zcdp" else "epsilon"
             return self._resolve(mechanism, where, sensitivity, p["count"], size=p["size"], integer=p["integer"], **{as_cost: REST})
         return p

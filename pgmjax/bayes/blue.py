@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..domain import Domain
-from ..measurement import Measurement
+from ..measurement import Measurement, validate_measurements
 from .errors import LinearNoise
 
 __all__ = ["History", "BLUEResult", "Factor", "blue", "blue_history", "factorize", "history_matrix", "row_noise"]
@@ -138,10 +138,7 @@ def history_matrix(domain: Domain, measurements: Sequence[Measurement], attribut
     if not isinstance(domain, Domain):
         raise TypeError(f"history_matrix: domain must be a pgmjax.Domain, got {type(domain).__name__}")
     ms = list(measurements)
-    for i, m in enumerate(ms):
-        if not isinstance(m, Measurement):
-            raise TypeError(f"history_matrix: measurement {i} is a {type(m).__name__}, expected pgmjax.Measurement")
-        m.validate(domain, i)
+    validate_measurements(domain, ms, "history_matrix")
     if attributes is None:
         attributes = domain.canonical({a for m in ms for a in m.clique})
     attrs = domain.check_clique(attributes, what="history_matrix: attributes")

@@ -22,7 +22,7 @@ from scipy.optimize import brentq
 from scipy.special import ndtri
 
 from ..domain import Domain
-from ..measurement import Measurement
+from ..measurement import Measurement, validate_measurements
 from .blue import History, _dense_query, blue_history, row_noise
 from .errors import LinearNoise
 
@@ -294,10 +294,7 @@ def per_record_cost(domain: Domain, measurements: Sequence[Measurement], *, nois
     ms = list(measurements)
     if not ms:
         raise ValueError(f"{where}: no measurements")
-    for i, m in enumerate(ms):
-        if not isinstance(m, Measurement):
-            raise TypeError(f"{where}: measurement {i} is a {type(m).__name__}, expected pgmjax.Measurement")
-        m.validate(domain, i)
+    validate_measurements(domain, ms, where)
     families = {m.noise for m in ms}
     if noise is None:
         if len(families) > 1:

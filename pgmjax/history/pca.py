@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..domain import Domain
-from ..measurement import Measurement, estimate_total
+from ..measurement import Measurement, estimate_total, validate_measurements
 from . import rows as rows_mod
 
 
@@ -248,10 +248,7 @@ def _check_inputs(domain: Domain, measurements, total, where: str):
     measurements = list(measurements)
     if not measurements:
         raise ValueError(f"{where}: no measurements: the history is empty")
-    for i, m in enumerate(measurements):
-        if not isinstance(m, Measurement):
-            raise TypeError(f"{where}: measurement {i} is a {type(m).__name__}, expected pgmjax.Measurement")
-        m.validate(domain, i)
+    validate_measurements(domain, measurements, where)
     notes = ()
     if total is None:
         total, var = estimate_total(measurements)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..domain import Domain
-from ..measurement import Measurement
+from ..measurement import Measurement, validate_measurements
 from .rows import uniform_prior
 
 
@@ -48,10 +48,9 @@ def prior_from_marginals(domain: Domain, measurements: Sequence[Measurement], fl
         raise ValueError(f"{where}: floor must be positive and finite, got {floor!r}")
     num: dict[str, np.ndarray] = {}
     den: dict[str, np.ndarray] = {}
+    measurements = list(measurements)
+    validate_measurements(domain, measurements, where)
     for i, m in enumerate(measurements):
-        if not isinstance(m, Measurement):
-            raise TypeError(f"{where}: measurement {i} is a {type(m).__name__}, expected pgmjax.Measurement")
-        m.validate(domain, i)
         if len(m.clique) != 1 or m.kind != "identity":
             raise ValueError(f"{where}: measurement {i} on {m.clique} ({m.kind}) is not a one-way marginal")
         a = m.clique[0]

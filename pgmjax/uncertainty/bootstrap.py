@@ -37,7 +37,7 @@ from ..measurement import Measurement, total_rule
 from ..model import GraphicalModel
 from .targets import evaluate, resolve_targets
 
-__all__ = ["renoise", "Replicates", "refit"]
+__all__ = ["renoise", "draw_answers", "Replicates", "refit"]
 
 
 def renoise(model: GraphicalModel, measurements: Sequence[Measurement], B: int, key) -> list[np.ndarray]:
@@ -59,15 +59,34 @@ def renoise(model: GraphicalModel, measurements: Sequence[Measurement], B: int, 
         >>> renoise(model, ms, 5, jax.random.key(0))[0].shape
         (5, 2)
     """
+    return draw_answers([m.answer(model.marginal(m.clique)) for m in measurements], measurements, B, key)
+
+
+def draw_answers(means: Sequence[np.ndarray], measurements: Sequence[Measurement], n: int, key) -> list[np.ndarray]:
+    """``n`` noisy answer sets around ``means`` with the measurements' noise laws (rows independent).
+
+    Args:
+        means: per measurement, ``(rows,)`` or ``(n, rows)`` noiseless answers.
+        measurements: the measurements (stddev and noise family per row).
+        n: number of draws.
+        key: a ``jax.random`` key.
+
+    Returns:
+        Per measurement an ``(n, rows)`` float64 array.
+
+    Example:
+        >>> import jax, numpy as np, pgmjax as pj
+        >>> m = pj.Measurement(("a",), [0.0, 0.0], stddev=1.0)
+        >>> draw_answers([np.array([5.0, 7.0])], [m], 3, jax.random.key(0))[0].shape
+        (3, 2)
+    """
     out = []
-    keys = jax.random.split(key, len(measurements))
-    for m, k in zip(measurements, keys):
-        mean = m.answer(model.marginal(m.clique))
+    for m, mean, k in zip(measurements, means, jax.random.split(key, len(measurements))):
         if m.noise == "laplace":  # stddev sqrt(2) b
-            z = np.asarray(jax.random.laplace(k, (B, m.rows), jnp.float32), np.float64) / np.sqrt(2.0)
+            z = np.asarray(jax.random.laplace(k, (n, m.rows), jnp.float32), np.float64) / np.sqrt(2.0)
         else:
-            z = np.asarray(jax.random.normal(k, (B, m.rows), jnp.float32), np.float64)
-        out.append(mean[None, :] + z * m.row_stddev()[None, :])
+            z = np.asarray(jax.random.normal(k, (n, m.rows), jnp.float32), np.float64)
+        out.append(np.asarray(mean, np.float64).reshape(-1 if np.ndim(mean) == 1 else n, m.rows) + z * m.row_stddev())
     return out
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from ..compiler import jit
 from ..measurement import Measurement
 from ..model import GraphicalModel
-from .bootstrap import refit
+from .bootstrap import draw_answers, refit
 from .linear import _predict, linearize_all
 
 __all__ = ["draw_answers", "predictions_batch", "Coverage", "simulate_coverage", "tree_dataset"]
@@ -26,34 +26,6 @@ __all__ = ["draw_answers", "predictions_batch", "Coverage", "simulate_coverage",
 
 def _member(structure: GraphicalModel, reps, r: int) -> GraphicalModel:
     return GraphicalModel(structure.plan, {k: v[r] for k, v in reps.theta.items()}, float(reps.totals[r]))
-
-
-def draw_answers(means: Sequence[np.ndarray], measurements: Sequence[Measurement], n: int, key) -> list[np.ndarray]:
-    """``n`` noisy answer sets around ``means`` with the measurements' noise laws (rows independent).
-
-    Args:
-        means: per measurement, ``(rows,)`` or ``(n, rows)`` noiseless answers.
-        measurements: the measurements (stddev and noise family per row).
-        n: number of draws.
-        key: a ``jax.random`` key.
-
-    Returns:
-        Per measurement an ``(n, rows)`` float64 array.
-
-    Example:
-        >>> import jax, numpy as np, pgmjax as pj
-        >>> m = pj.Measurement(("a",), [0.0, 0.0], stddev=1.0)
-        >>> draw_answers([np.array([5.0, 7.0])], [m], 3, jax.random.key(0))[0].shape
-        (3, 2)
-    """
-    out = []
-    for m, mean, k in zip(measurements, means, jax.random.split(key, len(measurements))):
-        if m.noise == "laplace":
-            z = np.asarray(jax.random.laplace(k, (n, m.rows), jnp.float32), np.float64) / np.sqrt(2.0)
-        else:
-            z = np.asarray(jax.random.normal(k, (n, m.rows), jnp.float32), np.float64)
-        out.append(np.asarray(mean, np.float64).reshape(-1 if np.ndim(mean) == 1 else n, m.rows) + z * m.row_stddev())
-    return out
 
 
 @jit(static_argnums=0)
