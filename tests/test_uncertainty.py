@@ -7,7 +7,8 @@ import pytest
 
 import pgmjax as pj
 from pgmjax.queries import Value
-from pgmjax.uncertainty import NoiseLaw, conditional, intervals, linearize
+from pgmjax.bayes import LinearNoise
+from pgmjax.uncertainty import Linearization, conditional, intervals, linearize
 from pgmjax.uncertainty.simulate import simulate_coverage
 
 from conftest import count_compiles
@@ -127,19 +128,50 @@ def test_u5_blue_inside_the_engine():
 
 
 def test_noise_law_two_answers():
-    # X3-3: y = [10, 14], b = [1, 2]: A = [0.8, 0.2]
-    law = NoiseLaw(np.array([0.8, 0.2]), np.sqrt(2) * np.array([1.0, 2.0]), np.array([True, True]))
+    # X3-3: y = [10, 14], b = [1, 2]: A = [0.8, 0.2]; rows given as a Measurement gives them (stddev, family)
+    law = LinearNoise.from_stddev(np.array([0.8, 0.2]), np.sqrt(2) * np.array([1.0, 2.0]), np.array([True, True]))
     for level, ref in [(0.9, 2.0567733645), (0.95, 2.6191237552), (0.99, 3.9127775703)]:
         assert law.half_width(level) == pytest.approx(ref, rel=1e-5)
     assert law.cdf(0.8) == pytest.approx(0.7773029198, abs=1e-6)  # P(theta > 10) = P(E < 0.8)
     assert 1 - law.cdf(1.2) == pytest.approx(0.1404555954, abs=1e-6)  # P(theta > 12) = P(E > 1.2)
-    gauss = NoiseLaw(np.array([0.8, 0.2]), np.sqrt(2) * np.array([1.0, 2.0]), np.array([False, False]))
+    np.testing.assert_array_equal(law.laplace_scale, [1.0, 2.0])  # b = sigma / sqrt 2
+    gauss = LinearNoise.from_stddev(np.array([0.8, 0.2]), np.sqrt(2) * np.array([1.0, 2.0]), False)
     assert gauss.half_width(0.95) == pytest.approx(2.4791801292, rel=1e-9)
-    # many comparable terms (Cornish-Fisher branch) agree with the Fourier inversion
-    a = np.random.default_rng(0).uniform(0.1, 1, 100)
-    many = NoiseLaw(a, np.ones(100), np.ones(100, bool))
-    grid, cdf = many._grid(np.abs(a) / np.sqrt(2), 0.0, many.sd)
-    assert many.half_width(0.9) == pytest.approx(np.interp(0.95, cdf, grid), rel=1e-4)
+    np.testing.assert_array_equal(gauss.laplace_scale, [0.0, 0.0])
+    with pytest.raises(ValueError, match="laplace"):
+        LinearNoise.from_stddev([1.0, 2.0], 1.0, [True, False, True])
+    with pytest.raises(ValueError, match="non-negative"):
+        LinearNoise.from_stddev([1.0, 2.0], [1.0, -1.0], True)
+
+
+# Half-widths at levels 0.5, 0.9, 0.95, 0.99 by the former pgmjax.uncertainty.NoiseLaw (FFT grid with a
+# cumulative trapezoid; Cornish-Fisher above 64 comparable Laplace terms), before the linearisation's law
+# became pgmjax.bayes.LinearNoise.
+_FORMER_LAW = {
+    "mixed": ((np.array([0.5, -1.2, 0.8, 0.3, -0.1, 2.0]), np.array([2.0, 1.0, 3.0, 4.0, 1.5, 0.5]),
+               np.array([True, True, False, True, False, True])),
+              [2.1678127805, 5.3587466316, 6.4304204441, 8.602147657], 1e-6),
+    "many": ((np.linspace(0.1, 1.0, 100), np.ones(100), np.ones(100, bool)),
+             [4.0889779251, 10.0176542455, 11.9644434139, 15.8133784261], 2e-4),  # Cornish-Fisher's error
+}
+
+
+@pytest.mark.parametrize("case", sorted(_FORMER_LAW))
+def test_linearization_law_agrees_with_the_former_noise_law(case):
+    from scipy import integrate
+
+    (a, sd, lap), former, rtol = _FORMER_LAW[case]
+    law = LinearNoise.from_stddev(a, sd, lap)
+    levels = np.array([0.5, 0.9, 0.95, 0.99])
+    half = law.half_width(levels)
+    np.testing.assert_allclose(half, former, rtol=rtol)
+    # independent reference: Gil-Pelaez, F(x) = 1/2 + (1/pi) int_0^inf sin(t x) phi(t) / t dt, by quadrature
+    for h, level in zip(half, levels):
+        f = integrate.quad(lambda t: np.sin(t * h) * law.char_fn(t) / t, 0, np.inf, limit=2000, epsabs=1e-13)[0]
+        assert 0.5 + f / np.pi == pytest.approx((1 + level) / 2, abs=1e-9)
+    # what the linearisation hands out is this law
+    lin = Linearization(np.zeros(1), a[None], np.broadcast_to(sd, a.shape), lap, np.zeros(1))
+    np.testing.assert_allclose(lin.law((0,)).half_width(levels), half, rtol=1e-12)
 
 
 def test_laplace_renoise_matches_the_noise_law():

@@ -131,6 +131,41 @@ class LinearNoise:
         if self.method == "exact":
             self._exact_coefficients  # raises now if the law has no usable closed form
 
+    @classmethod
+    def from_stddev(cls, weights, stddev, laplace, **options) -> "LinearNoise":
+        """The law of ``E = sum_k w_k e_k`` from each row's noise standard deviation and family.
+
+        This is how measurements describe their noise (:class:`~pgmjax.Measurement` has ``stddev`` and
+        ``noise``): a Laplace row of standard deviation ``sigma_k`` has scale ``b_k = sigma_k / sqrt 2``
+        (Xiao & Xiong, "Bayesian Inference under Differential Privacy", eq. 17: ``Var = 2 b^2``), a Gaussian
+        row keeps ``sigma_k``.
+
+        Args:
+            weights: ``w``, shape ``(m,)`` (e.g. :attr:`pgmjax.uncertainty.Linearization.weights` of one cell).
+            stddev: each row's noise standard deviation, a scalar or ``(m,)``.
+            laplace: True for Laplace rows, False for Gaussian rows, a scalar or ``(m,)``.
+            **options: ``method``, ``key``, ``samples``, ``bin_width``, ``gamma`` as for the constructor.
+
+        Returns:
+            A :class:`LinearNoise`.
+
+        Example:
+            >>> E = LinearNoise.from_stddev([0.8, 0.2], math.sqrt(2) * np.array([1.0, 2.0]), True)
+            >>> round(E.half_width(0.95), 6), round(E.variance, 6)                  # [XX] two answers
+            (2.619124, 1.6)
+        """
+        w = _vector(weights, "weights", None)
+        if w is None or w.ndim != 1 or w.size == 0:
+            raise ValueError(f"LinearNoise.from_stddev: weights must be a non-empty 1-D array, got {weights!r}")
+        sd = _vector(stddev, "stddev", w.size)
+        if np.any(sd < 0):
+            raise ValueError(f"LinearNoise.from_stddev: stddev must be non-negative, got {sd}")
+        try:
+            lap = np.broadcast_to(np.asarray(laplace, dtype=bool), w.shape)
+        except ValueError:
+            raise ValueError(f"LinearNoise.from_stddev: laplace must be a boolean or {w.size} booleans") from None
+        return cls(w, np.where(lap, sd / math.sqrt(2.0), 0.0), np.where(lap, 0.0, sd), **options)
+
     # ---- the law's parameters -----------------------------------------------------------------
     @functools.cached_property
     def terms(self) -> np.ndarray:
@@ -214,8 +249,8 @@ class LinearNoise:
             raise ValueError(f"LinearNoise.quantile: p must be in (0, 1), got {p}")
         if self.variance == 0.0:
             out = np.zeros_like(p)
-        elif self.method == "gaussian":
-            out = self.sd * ndtri(p)
+        elif self.method == "gaussian" or (self.terms.size == 0 and self.method in ("cf", "exact")):
+            out = self.sd * ndtri(p)  # (without Laplace terms the law is exactly normal)
         elif self.method == "mc":
             out = np.quantile(self._sorted_draws, p)
         elif self.method == "exact" or (self.method == "cf" and self._closed_form is not None):

@@ -2,7 +2,8 @@
 
 * :func:`intervals`: a parametric bootstrap (re-noise, refit all replicates in one batched program, read
   the spread) or a linearisation (implicit differentiation) for marginals, factored queries and ratios;
-* :func:`linearize`: the weights ``a = d answer / d y`` and the exact law of ``a^T e`` (:class:`NoiseLaw`);
+* :func:`linearize`: the weights ``a = d answer / d y`` and the exact law of ``a^T e``
+  (:class:`pgmjax.bayes.LinearNoise`, from :meth:`Linearization.law`);
 * :func:`workload_intervals`: intervals for every query of a workload answered by a mechanism's model.
 
 The intervals cover the measurement noise only (see :mod:`pgmjax.uncertainty.intervals`).
@@ -10,7 +11,6 @@ The intervals cover the measurement noise only (see :mod:`pgmjax.uncertainty.int
 
 from .bootstrap import Replicates, refit, renoise, stacked_problem
 from .intervals import Interval, intervals, workload_intervals
-from .law import NoiseLaw
 from .linear import Linearization, linearize, linearize_all, linearize_batch
 from .targets import Ratio, conditional, estimable_attrs, resolve_targets
 
@@ -22,7 +22,6 @@ __all__ = [
     "Linearization",
     "linearize_all",
     "linearize_batch",
-    "NoiseLaw",
     "Ratio",
     "conditional",
     "renoise",

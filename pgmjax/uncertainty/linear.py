@@ -26,10 +26,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import oracle
+from ..bayes.errors import LinearNoise
 from ..compiler import jit
 from ..measurement import Measurement, validate_measurements
 from ..model import GraphicalModel
-from .law import NoiseLaw
 from .targets import evaluate, resolve_targets
 
 __all__ = ["Linearization", "linearize", "linearize_all", "linearize_batch"]
@@ -61,9 +61,20 @@ class Linearization:
         """First-order standard deviation of each answer, ``sqrt(sum_i a_i^2 sigma_i^2)``."""
         return np.sqrt(np.sum((self.weights * self.stddev) ** 2, axis=-1))
 
-    def law(self, index=()) -> NoiseLaw:
-        """The :class:`NoiseLaw` of the error of the answer at ``index`` (a cell of the target)."""
-        return NoiseLaw(self.weights[index], self.stddev, self.laplace)
+    def law(self, index=(), **options) -> LinearNoise:
+        """The law of the first-order error ``a^T e`` of the answer at ``index`` (a cell of the target).
+
+        Xiao & Xiong, "Bayesian Inference under Differential Privacy", section 4, eq. 21-22: a weighted sum
+        of the rows' independent Laplace and Gaussian errors.
+
+        Args:
+            index: the cell (``()`` for a scalar target).
+            **options: how the law is evaluated (``method=``, ...; see :class:`pgmjax.bayes.LinearNoise`).
+
+        Returns:
+            A :class:`pgmjax.bayes.LinearNoise`.
+        """
+        return LinearNoise.from_stddev(self.weights[index], self.stddev, self.laplace, **options)
 
 
 def _host_layout(plan: oracle.OraclePlan, clique) -> tuple[int, list, list]:

@@ -166,14 +166,15 @@ def simulate_coverage(
         per = int(draws_per_call or 16)
         for r0 in range(0, R, per):
             rs = np.arange(r0, min(R, r0 + per))
-            th = {k: v[rs] for k, v in outer.theta.items()}
             lins = [linearize_all(_member(structure, outer, r), measurements, targets, total_free=total is None)
                     for r in rs]
             for j, r in enumerate(rs):
                 for i, lin in enumerate(lins[j]):
-                    for lv in levels:
-                        half = np.array([lin.law(idx).half_width(lv) for idx in np.ndindex(lin.value.shape)])
-                        cov[lv][i][r] = np.abs(lin.value - truths[i]) <= half.reshape(lin.value.shape)
+                    # one law per cell, every level read from it: (cells, levels)
+                    half = np.array([np.atleast_1d(lin.law(idx).half_width(np.asarray(levels)))
+                                     for idx in np.ndindex(lin.value.shape)])
+                    for k, lv in enumerate(levels):
+                        cov[lv][i][r] = np.abs(lin.value - truths[i]) <= half[:, k].reshape(lin.value.shape)
                     se[i][r] = lin.sd
         covered["linear"], ses["linear"] = cov, se
         seconds["linear"] = time.perf_counter() - t0
