@@ -7,8 +7,10 @@
   :mod:`pgmjax.mechanisms.registry`) on a CSV file and writes synthetic data, a summary and a JSON
   report; integer-coded data comes with a domain JSON, raw data (numbers, text) with a
   discretisation schema (:mod:`pgmjax.schema`) and is decoded back to the original values.
-* ``pgmjax schema`` infers a starter schema from a raw CSV; ``pgmjax mechanisms`` lists the
-  mechanisms and whether they are installed.
+  Raw data without a schema gets one derived with differential privacy inside the run's budget.
+* ``pgmjax sample`` draws more synthetic records from a saved model (post-processing, no budget).
+* ``pgmjax schema`` writes a schema for a raw CSV (private with ``--epsilon``); ``pgmjax report``
+  compares a synthetic table with the real one; ``pgmjax mechanisms`` lists the mechanisms.
 
 Exit codes: 0 success; 2 bad command line or input (missing file, column not in the domain, value out
 of range, epsilon <= 0, unknown or unavailable mechanism, ...), reported in one line on stderr
@@ -24,7 +26,7 @@ import time
 
 import numpy as np
 
-from . import cli_guards, cli_intervals, cli_preprocess
+from . import cli_guards, cli_intervals, cli_preprocess, cli_sample
 from .domain import cells_text
 
 
@@ -297,6 +299,7 @@ def _load_raw_data(args, say):
         schema = S.load_schema(args.schema, decode=args.decode)
     except S.SchemaError as e:
         raise UserError(str(e)) from None
+    cli_preprocess.check_schema_privacy(schema, args.schema, args.allow_nonprivate_schema)
     extra = _check_columns(_csv_header(args.data), list(schema.columns), args.data, "schema", args.ignore_extra_columns)
     try:
         frame = S.read_raw_csv(args.data)
@@ -545,14 +548,12 @@ def run(args) -> int:
     args.split = None
     if args.private_schema and (args.domain is not None or args.schema is not None):
         raise UserError("--private-schema derives the schema from --data: give neither --domain nor --schema")
-    if args.private_schema:
-        pass
-    elif (args.domain is None) == (args.schema is None):
-        raise UserError(
-            "give --domain DOMAIN.json for integer-coded data, or --schema SCHEMA.json for raw values (not both)"
-            if args.domain is not None
-            else "give --domain DOMAIN.json (integer-coded data) or --schema SCHEMA.json (raw values; see: pgmjax schema --help)"
-        )
+    if args.domain is not None and args.schema is not None:
+        raise UserError("give --domain DOMAIN.json for integer-coded data, or --schema SCHEMA.json for raw values (not both)")
+    if args.domain is None and args.schema is None:
+        args.private_schema = True  # raw data without a schema: derive one with DP inside the budget (the default)
+    if args.allow_nonprivate_schema and args.schema is None:
+        raise UserError("--allow-nonprivate-schema applies to a --schema read from the data (pgmjax schema without --epsilon)")
     if args.decode is not None and args.schema is None and not args.private_schema:
         raise UserError("--decode applies to raw data read with --schema")
     _need_file(args.data, "--data")
@@ -867,9 +868,10 @@ examples:
   pgmjax run --data table.csv --domain table-domain.json --mechanism aim \\
              --epsilon 1 --delta 1e-9 --out synthetic.csv --report report.json --workload all-2way
 
-  # raw data (numbers, text) with a discretisation schema; synthetic data comes back in raw values
-  pgmjax schema --data raw.csv > schema.json     # a starter schema: review it, it is read from the data
-  pgmjax run --data raw.csv --schema schema.json --mechanism mst --epsilon 1 --out synthetic.csv
+  # raw data (numbers, text, dates, blanks): the schema is derived with DP inside the budget
+  pgmjax run --data raw.csv --mechanism mst --epsilon 1 --out synthetic.csv --save-model model/
+  pgmjax sample --model model/ --records 5000 --out more.csv   # more records, no privacy cost
+  pgmjax schema --data raw.csv --epsilon 0.1 > schema.json    # or a private schema to review and reuse
 
   pgmjax mechanisms                              # which mechanisms are installed
   pgmjax run --help                              # every option of a run, schema and workload formats
@@ -906,7 +908,11 @@ mechanisms (pgmjax mechanisms shows which are installed):
 input:
   integer-coded: --data table.csv --domain domain.json, where domain.json maps every column to its
     number of values {"age": 85, "sex": 2}; each value must be an integer in [0, n).
-  raw values: --data raw.csv --schema schema.json, where schema.json says how to discretise:
+  raw values without a schema (the default): the run spends --preprocess-fraction of the budget
+    (default 0.1) on a private schema: bin edges at private quantiles, clipping bounds, categories
+    kept only when their noisy count is large (rare values become "other"), a missing code for
+    blanks, dates binned and decoded as dates; the split is printed and recorded in the report.
+  raw values with a public schema: --data raw.csv --schema schema.json, where schema.json says how to discretise:
       {"age":    {"bins": [17, 25, 35, 45, 55, 65, 91], "integer": true},
        "income": {"bins": 20, "range": [0, 250000], "decode": "midpoint"},
        "sex":    {"categories": ["Female", "Male"]}}
@@ -915,7 +921,8 @@ input:
     Synthetic data is decoded back: categories to their text, numbers to a value drawn uniformly
     within the bin (seeded by --seed; integers for "integer": true), or the bin midpoint with
     "decode": "midpoint" (per column) or --decode midpoint (all numeric columns).
-    pgmjax schema --data raw.csv writes a starter schema.
+    pgmjax schema --data raw.csv --epsilon E writes a private schema. A schema read from the data
+    without noise (pgmjax schema without --epsilon) is refused unless --allow-nonprivate-schema.
   Every domain/schema attribute must be a column of the CSV, and every column an attribute
   (--ignore-extra-columns drops the others).
 
@@ -955,7 +962,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_MAIN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,run,schema,report,mechanisms}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,run,sample,schema,report,mechanisms}")
     d = sub.add_parser(
         "demo",
         help="estimate a model from noisy marginals of data drawn from a random graphical model (no data needed)",
@@ -986,7 +993,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = r.add_argument_group("input")
     g.add_argument("--data", required=True, metavar="CSV", help="the private table (CSV, optionally .gz), with a header line")
     g.add_argument("--domain", metavar="JSON", help="domain of integer-coded data: {column: number of values}")
-    g.add_argument("--schema", metavar="JSON", help="discretisation schema of raw data (see above; pgmjax schema infers one)")
+    g.add_argument("--schema", metavar="JSON", help="public discretisation schema of raw data (see above; without --domain "
+                   "and --schema a private one is derived from the data inside the budget)")
     g.add_argument("--ignore-extra-columns", action="store_true", help="drop CSV columns that are not in the domain/schema instead of failing")
     g = r.add_argument_group("mechanism and privacy")
     g.add_argument("--mechanism", "-m", required=True, choices=list(MECHANISMS), metavar="NAME",
@@ -1039,6 +1047,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=schema_cmd, debug=False)
 
     cli_preprocess.add_report_parser(sub)
+    cli_sample.add_sample_parser(sub)
     m = sub.add_parser("mechanisms", help="list the mechanisms and whether they are installed",
                        description="Lists every mechanism pgmjax run knows, whether it can be loaded here, and its guarantee.")
     m.add_argument("--verbose", "-v", action="store_true", help="say why an unavailable mechanism does not load")

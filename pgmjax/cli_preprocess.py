@@ -1,14 +1,16 @@
 """Command-line side of private preprocessing (:mod:`pgmjax.preprocess`) and of the HTML report.
 
-* ``pgmjax run --data raw.csv --private-schema [--preprocess-fraction 0.1] ...``: the schema is derived
-  from the raw table with differential privacy inside the run's one budget. :func:`split_budget`
+* ``pgmjax run --data raw.csv [--preprocess-fraction 0.1] ...`` (no ``--domain``, no ``--schema``; or
+  ``--private-schema`` explicitly): the schema is derived from the raw table with differential privacy
+  inside the run's one budget. :func:`split_budget`
   gives the preprocessing a fraction of it: of ``rho = cdp_rho(eps, delta)`` for the zCDP mechanisms
   (MST, AIM; the mechanism then gets ``eps' = cdp_eps((1 - f) rho, delta)``, so that the two rhos add
   up to the budget: Bun & Steinke 2016, Lemma 2.3), of ``epsilon`` for the others (basic composition,
   Dwork & Roth 2014, Theorem 3.16). Category discovery adds its ``--discovery-delta`` to the delta.
 * ``pgmjax schema --data raw.csv --epsilon E``: the same private schema, written as JSON.
-* A schema read from the data without noise (``pgmjax schema`` without ``--epsilon``) is flagged by
-  ``run`` in its summary and report: the release is not differentially private in those columns.
+* A schema read from the data without noise (``pgmjax schema`` without ``--epsilon``) is refused by
+  ``run`` unless ``--allow-nonprivate-schema`` is given; then the summary and report flag it: the release
+  is not differentially private in those columns.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import sys
 from typing import NamedTuple
 
-__all__ = ["Split", "split_budget", "add_run_arguments", "add_schema_arguments", "load_private", "private_schema_cmd",
+__all__ = ["Split", "split_budget", "add_run_arguments", "check_schema_privacy", "add_schema_arguments", "load_private", "private_schema_cmd",
            "summary_lines", "report_entry", "write_html", "add_report_parser", "report_cmd"]
 
 
@@ -75,10 +77,14 @@ def add_run_arguments(parser) -> None:
     """The options of ``pgmjax run`` for private preprocessing and the HTML report."""
     from .cli import _positive_int, _unit_interval
 
-    g = parser.add_argument_group("private preprocessing (raw data without a schema)")
+    g = parser.add_argument_group("private preprocessing (raw data without a schema: the default)")
     g.add_argument("--private-schema", action="store_true",
                    help="derive the schema from --data with differential privacy (private quantile bins, private category "
-                        "discovery, clipping, missing codes), inside the one budget")
+                        "discovery, clipping, missing codes), inside the one budget; this is what a run without --domain "
+                        "and --schema does")
+    g.add_argument("--allow-nonprivate-schema", action="store_true",
+                   help="accept a --schema read from the data without noise (pgmjax schema without --epsilon); the release "
+                        "is then NOT differentially private in its columns, and the summary and report say so")
     g.add_argument("--preprocess-fraction", type=_unit_interval, default=0.1, metavar="F",
                    help="the share of the budget spent on the schema (default 0.1)")
     g.add_argument("--bins", type=_positive_int, default=10, help="bins per numeric or date column (default 10)")
@@ -100,6 +106,25 @@ def add_schema_arguments(parser) -> None:
     parser.add_argument("--delta", type=_unit_interval, default=1e-9, help="the category discovery's delta (default 1e-9)")
     parser.add_argument("--min-count", type=_positive_int, default=5, help="least noisy count of a kept category (default 5)")
     parser.add_argument("--seed", type=_seed, default=0, help="random seed of the noise (default 0)")
+
+
+def check_schema_privacy(schema, path: str, allowed: bool) -> None:
+    """Refuse a schema marked as read from the data without noise, unless the user allowed it explicitly.
+
+    Such a schema publishes the data's exact ranges and category lists (a value held by one record
+    would be released), so ``run`` would not be differentially private in those columns.
+
+    Raises:
+        UserError: the schema's provenance says ``"private": false`` and ``allowed`` is False.
+    """
+    from .cli import UserError
+
+    if schema.private is False and not allowed:
+        raise UserError(
+            f"--schema {path} was read from the data without differential privacy (its ranges and category lists come "
+            "from the private table), so the release would not be differentially private. Run without --schema to "
+            "derive one privately inside the budget, write one with pgmjax schema --epsilon E, or pass "
+            "--allow-nonprivate-schema to accept it (the summary and report then flag those columns). Nothing was run.")
 
 
 def load_private(args, say, key):
@@ -182,7 +207,8 @@ def summary_lines(entry: dict | None) -> list[str]:
                 f"  whole release (eps={entry['release_epsilon']:g}, delta={entry['release_delta']:g})-DP: preprocessing and "
                 "mechanism together (the privacy line above is the mechanism's share)"]
     return ["  schema        WARNING: read from the data without differential privacy (ranges, categories): the release "
-            "is NOT differentially private in those columns (use --private-schema, or pgmjax schema --epsilon)"]
+            "is NOT differentially private in those columns (accepted by --allow-nonprivate-schema; run without --schema, or "
+            "use pgmjax schema --epsilon, for a private one)"]
 
 
 def write_html(args, report: dict, data, synth, workload, schema) -> None:

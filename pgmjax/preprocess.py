@@ -4,11 +4,12 @@
 :class:`pgmjax.privacy.Accountant` (every noise addition is recorded in its ledger), to build a
 :class:`pgmjax.Schema`:
 
-* **numeric and date columns**: bin edges at private quantiles (:func:`private_quantiles`), the
-  exponential mechanism over a public grid of candidate edges with the rank quality
-  ``q(c) = -|(1 - p) #{x < c} - p #{x >= c}|`` (sensitivity 1 under both neighbouring relations;
-  McSherry & Talwar, "Mechanism design via differential privacy", FOCS 2007, Theorem 6; the
-  quantile use is Smith, "Privacy-preserving statistical estimation with optimal convergence
+* **numeric, date and datetime columns**: bin edges by :func:`pgmjax.private_bins.private_edges`: a
+  private range first (a noisy histogram over orders of magnitude, or calendar years), then private
+  quantiles inside it by the exponential mechanism over public candidate edges with the rank
+  quality ``q(c) = -|(1 - p) #{x < c} - p #{x >= c}|`` (sensitivity 1 under both neighbouring
+  relations; McSherry & Talwar, "Mechanism design via differential privacy", FOCS 2007, Theorem 6;
+  the quantile use is Smith, "Privacy-preserving statistical estimation with optimal convergence
   rates", STOC 2011, Section 3). The outer edges are private quantiles ``tail`` and ``1 - tail`` (or
   a public range given by the user); values outside are **clipped** into the end bins. Every binned
   column has a **missing** code of its own.
@@ -52,14 +53,14 @@ from scipy.stats import norm
 
 from .privacy import Accountant
 from .schema import Schema, SchemaError
-from .schema_columns import CategoricalColumn, NumericColumn, as_text, date_days
+from .private_bins import DATE_RANGE, candidate_edges, private_edges, private_quantiles, rank_error
+from .schema_columns import CategoricalColumn, NumericColumn, as_text, date_days, datetime_days, days_to_dates, days_to_datetimes
 
-__all__ = ["PrivateSchema", "candidate_edges", "private_quantiles", "private_categories", "column_kinds", "private_schema",
-           "DATE_RANGE"]
+__all__ = ["PrivateSchema", "candidate_edges", "private_quantiles", "private_edges", "private_categories", "column_kinds",
+           "private_schema", "DATE_RANGE"]
 
-#: Public range of candidate dates when none is given: 1900-01-01 .. 2100-12-31 (days since 1970-01-01).
-DATE_RANGE = (-25567.0, 47846.0)
 _ISO_DATE = r"\d{4}-\d{2}-\d{2}"
+_ISO_DATETIME = r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d*)?)?)?"
 
 
 class PrivateSchema(NamedTuple):
@@ -78,84 +79,6 @@ class PrivateSchema(NamedTuple):
     delta: float
     thresholds: dict
     notes: list
-
-
-def candidate_edges(lo: float | None = None, hi: float | None = None, *, whole: bool = False, digits: int = 3) -> np.ndarray:
-    """Public candidate bin edges: "nice" numbers with ``digits`` significant digits, both signs, from 1e-3 to
-    1e12 and 0 (sorted); restricted to ``[lo, hi]`` with 1001 equally spaced points added when a range is given;
-    integers only when ``whole``.
-
-    Args:
-        lo, hi: an optional public range (both or neither).
-        whole: integer-valued column (integers and dates): integer candidates.
-        digits: significant digits of the nice numbers.
-
-    Returns:
-        A sorted float64 array without duplicates. It depends on no data.
-
-    Example:
-        >>> c = candidate_edges(0, 100)
-        >>> float(c[0]), float(c[-1]), bool(26.5 in c), len(candidate_edges(0, 10, whole=True))
-        (0.0, 100.0, True, 11)
-    """
-    if (lo is None) != (hi is None):
-        raise SchemaError("candidate_edges: give both lo and hi, or neither")
-    mant = np.arange(10 ** (digits - 1), 10**digits) / 10 ** (digits - 1)
-    mags = np.concatenate([mant * 10.0**k for k in range(-3, 12)])
-    grid = np.concatenate([-mags, [0.0], mags])
-    if lo is not None:
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise SchemaError(f"candidate_edges: need finite lo < hi, got [{lo}, {hi}]")
-        grid = np.concatenate([grid[(grid >= lo) & (grid <= hi)], np.linspace(lo, hi, 1001)])
-    if whole:
-        grid = np.round(grid)
-    return np.unique(grid)
-
-
-def _budget_kwarg(acc: Accountant, amount: float) -> dict:
-    return {"rho": amount} if acc.currency == "rho" else {"epsilon": amount}
-
-
-def private_quantiles(acc: Accountant, key, values, levels, candidates, *, budget: float, target: str = "quantile") -> np.ndarray:
-    """Private quantiles: one exponential-mechanism draw per level over public candidates (cost ``budget`` each).
-
-    The quality of candidate ``c`` for level ``p`` is ``-|(1 - p) #{x < c} - p #{x >= c}|``: 0 where a
-    fraction ``p`` of the values lies below ``c``; adding, removing or replacing one value moves it by at
-    most 1 (McSherry & Talwar 2007, Theorem 6; Smith 2011, Section 3). With probability ``1 - beta`` a
-    draw's quality is within ``(2 / eps) (ln |C| + ln(1/beta))`` of the best candidate's.
-
-    Args:
-        acc: the accountant that records the draws (pure or zCDP).
-        key: a ``jax.random`` key.
-        values: the private values (float64; NaN are ignored).
-        levels: quantile levels in (0, 1).
-        candidates: public candidate edges (e.g. :func:`candidate_edges`).
-        budget: the cost of one draw in the accountant's currency (epsilon, or rho under zCDP).
-        target: ledger label.
-
-    Returns:
-        One candidate per level (float64, in the order of ``levels``; not necessarily sorted).
-
-    Example:
-        >>> acc = Accountant(epsilon=1.0)
-        >>> x = np.arange(1000.0)
-        >>> q = private_quantiles(acc, jax.random.key(0), x, [0.5], candidate_edges(0, 1000), budget=1.0)
-        >>> bool(abs(q[0] - 500) < 60), acc.spent
-        (True, 1.0)
-    """
-    x = np.sort(np.asarray(values, np.float64))
-    x = x[~np.isnan(x)]
-    cand = np.asarray(candidates, np.float64)
-    below = np.searchsorted(x, cand, side="left").astype(np.float64)  # #{x < c}
-    keys = jax.random.split(key, max(len(levels), 1))
-    out = []
-    for k, p in zip(keys, levels):
-        if not 0.0 < p < 1.0:
-            raise SchemaError(f"private_quantiles: levels must lie in (0, 1), got {p}")
-        quality = -np.abs((1 - p) * below - p * (len(x) - below))
-        i = acc.exponential(k, quality, 1.0, target=f"{target} {p:.4g}", **_budget_kwarg(acc, budget))
-        out.append(cand[int(i)])
-    return np.asarray(out, np.float64)
 
 
 def private_categories(acc: Accountant, key, values, *, budget: float, delta: float, min_count: int = 5,
@@ -202,9 +125,10 @@ def private_categories(acc: Accountant, key, values, *, budget: float, delta: fl
 
 
 def column_kinds(frame: pd.DataFrame) -> dict:
-    """Public type metadata of every column: ``{"kind": "number"|"date"|"text", "integer": bool, "decimals": int}``.
+    """Public type metadata of every column: ``{"kind": "number"|"date"|"datetime"|"text", "integer": bool, "decimals": int}``.
 
-    A column is a number (resp. a date) when every non-empty field parses as one. This reads the data,
+    A column is a number (resp. a date) when every non-empty field parses as one; a datetime when
+    every non-empty field is an ISO date with or without a time ``HH:MM[:SS]`` and one has a time. This reads the data,
     but only its format, which is treated as public like the header (give ``kinds`` to
     :func:`private_schema` to set it from public knowledge instead).
 
@@ -219,6 +143,8 @@ def column_kinds(frame: pd.DataFrame) -> dict:
         info = {"kind": "text", "integer": False, "decimals": 0}
         if len(filled) and filled.str.fullmatch(_ISO_DATE).all():
             info["kind"] = "date"
+        elif len(filled) and filled.str.fullmatch(_ISO_DATETIME).all():
+            info["kind"] = "datetime"
         elif len(filled) and np.isfinite(pd.to_numeric(filled, errors="coerce").to_numpy(np.float64)).all():
             frac = filled.str.extract(r"\.(\d*)$")[0].fillna("").str.rstrip("0").str.len()
             exp = filled.str.contains("[eE]").any()
@@ -232,9 +158,9 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
                    min_count: int = 5, decode: str = "uniform") -> PrivateSchema:
     """Derive a discretisation schema with differential privacy, spending ``budget`` of ``acc``.
 
-    The budget is split equally over the columns; a binned column spends its share over its edge
-    draws (``bins + 1`` private quantiles at levels ``tail, 1/bins, ..., (bins-1)/bins, 1 - tail``; or
-    ``bins - 1`` inside a public range), a categorical column on one noisy histogram. See the module
+    The budget is split equally over the columns; a binned column spends its share on a private range
+    and ``bins + 1`` private quantiles at levels ``tail, 1/bins, ..., (bins-1)/bins, 1 - tail`` (or on
+    ``bins - 1`` quantiles inside a public range), a categorical column on one noisy histogram. See the module
     docstring for the mechanisms and the guarantee.
 
     Args:
@@ -248,7 +174,7 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
         tail: the quantile level of the clipping bounds (0 < tail < 1/bins).
         ranges: optional public ``{column: (lo, hi)}`` (numbers, or ISO dates for date columns): then
             the outer edges are the range, no budget spent on them.
-        kinds: optional ``{column: "number"|"integer"|"date"|"text"}`` overriding :func:`column_kinds`.
+        kinds: optional ``{column: "number"|"integer"|"date"|"datetime"|"text"}`` overriding :func:`column_kinds`.
         min_count: a category needs a noisy count above this (and above the delta threshold).
         decode: decoding of the binned columns (``"uniform"`` or ``"midpoint"``).
 
@@ -273,8 +199,9 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
                           f"({acc.remaining:g} {acc.currency}), got {budget!r}")
     info = column_kinds(frame)
     for name, kind in dict(kinds or {}).items():
-        if name not in info or kind not in ("number", "integer", "date", "text"):
-            raise SchemaError(f"private_schema: kinds[{name!r}] must name a column and be number|integer|date|text, got {kind!r}")
+        if name not in info or kind not in ("number", "integer", "date", "datetime", "text"):
+            raise SchemaError(f"private_schema: kinds[{name!r}] must name a column and be number|integer|date|datetime|text, "
+                              f"got {kind!r}")
         info[name] = {"kind": "number" if kind == "integer" else kind, "integer": kind == "integer", "decimals": 0}
     ranges = dict(ranges or {})
     unknown = sorted(set(ranges) - set(info))
@@ -298,73 +225,40 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
             thresholds[name] = tau
             notes.append(f"column {name!r}: {len(cats)} categories kept (noisy count > {tau:.1f}); every other value is {other!r}")
             continue
-        date = meta["kind"] == "date"
-        x = date_days(as_text(raw).str.strip(), name) if date else pd.to_numeric(as_text(raw).str.strip(), errors="coerce").to_numpy(np.float64)
-        whole = date or meta["integer"]
+        kind = meta["kind"]
+        date = kind in ("date", "datetime")  # both counted in days since 1970-01-01
+        text = as_text(raw).str.strip()
+        days = {"date": date_days, "datetime": datetime_days}.get(kind)
+        x = days(text, name) if date else pd.to_numeric(text, errors="coerce").to_numpy(np.float64)
+        whole = kind == "date" or meta["integer"]
+        public = None
         if name in ranges:
-            lo, hi = (float(date_days([v], name)[0]) if date else float(v) for v in ranges[name])
-            levels = [j / bins for j in range(1, bins)]
-            cand = candidate_edges(lo, hi, whole=whole)
-            q = private_quantiles(acc, k, x, levels, cand[(cand > lo) & (cand < hi)], budget=share / len(levels),
-                                  target=f"preprocess {name}: quantile")
-            edges = np.unique(np.concatenate([q, [lo, hi]]))
-        else:
-            edges = _free_edges(acc, k, x, bins, tail, share, date, whole, name)
+            public = tuple(float(days([v], name)[0]) if date else float(v) for v in ranges[name])
+        edges = private_edges(acc, k, x, bins=bins, tail=tail, budget=share, kind=kind, whole=whole, public_range=public,
+                              target=f"preprocess {name}")
+        if kind == "datetime":  # whole seconds, as decoded datetimes are (post-processing of the draws)
+            edges = np.unique(np.round(edges * 86400.0) / 86400.0)
         columns.append(NumericColumn(name, edges, bool(meta["integer"]) and not date, decode, True, True,
-                                     "date" if date else "number", None if whole else meta["decimals"]))
-        draws = bins - 1 if name in ranges else bins + 1
-        grid = 1001 + 13500 if name in ranges else (DATE_RANGE[1] - DATE_RANGE[0] + 1 if date else 27001)
+                                     kind if date else "number", None if whole or date else meta["decimals"]))
+        draws = bins - 1 if name in ranges else bins + 2
         notes.append(f"column {name!r}: {len(edges) - 1} bins at private quantiles; values outside "
-                     f"[{edges[0]:g}, {edges[-1]:g}]{' (days)' if date else ''} are clipped into the end bins; a missing code; "
-                     f"an edge's rank error is typically below {_rank_error(acc, share / draws, grid):,.0f} records "
+                     f"[{_shown(edges[0], kind)}, {_shown(edges[-1], kind)}] are clipped into the end bins; a missing code; "
+                     f"an edge's rank error is typically below {rank_error(acc, share / draws, 3000):,.0f} records "
                      "(larger budgets or public ranges shrink it)")
     spent = acc.spent - start
     provenance = {
         "private": True,
         "mechanism": "private quantiles (exponential mechanism) and thresholded noisy counts",
         "currency": acc.currency, "spent": spent, "delta": delta if n_text else 0.0, "min_count": min_count,
-        "public": "column kinds (number, integer, date, text) and decimals are read from the data and treated as public",
+        "public": "column kinds (number, integer, date, datetime, text) and decimals are read from the data and treated as public",
     }
     return PrivateSchema(Schema(columns, provenance), spent, delta if n_text else 0.0, thresholds, notes)
 
 
-def _rank_error(acc: Accountant, per_draw: float, candidates: int) -> float:
-    """The exponential mechanism's rank-error scale ``(2 / eps) ln |C|`` for one draw of cost ``per_draw``
-    (``eps = sqrt(8 rho)`` under zCDP; McSherry & Talwar 2007, Theorem 6 at beta = 1/e); data-independent."""
-    eps = math.sqrt(8.0 * per_draw) if acc.currency == "rho" else per_draw
-    return 2.0 / eps * (math.log(candidates) + 1.0)
-
-
-def _free_edges(acc, key, x, bins, tail, share, date, whole, name) -> np.ndarray:
-    """Edges without a public range: the inner quantiles over the wide public grid, then the clipping bounds.
-
-    The clipping bounds (levels ``tail`` and ``1 - tail``) are drawn over 256 equally spaced candidates
-    in windows placed by the inner private quantiles (``[q_1 - w, q_1]`` and ``[q_{k-1}, q_{k-1} + w]``
-    with ``w = q_{k-1} - q_1``, not crossing zero unless ``q_1`` or ``q_{k-1}`` does: post-processing of
-    released values, so adaptive composition applies).
-    Over the wide grid, the many candidates below or above all the data (equal quality ``-tail n``)
-    would outweigh the few good ones at small budgets; in a window they are few.
-    """
-    k_inner, k_outer = jax.random.split(key)
-    levels = [j / bins for j in range(1, bins)]
-    per_draw = share / (len(levels) + 2)
-    grid = np.arange(DATE_RANGE[0], DATE_RANGE[1] + 1) if date else candidate_edges(whole=whole)
-    inner = np.sort(private_quantiles(acc, k_inner, x, levels, grid, budget=per_draw, target=f"preprocess {name}: quantile"))
-    width = inner[-1] - inner[0]
-    if not width > 0:
-        width = max(abs(inner[0]) * 0.5, 1.0)
-    k_lo, k_hi = jax.random.split(k_outer)
-    # A window does not cross zero when the inner quantiles do not: values beyond zero are then clipped to it
-    # (a column of amounts whose 10% quantile is positive gets no negative synthetic values).
-    lo_start = inner[0] - width if inner[0] < 0 else max(inner[0] - width, 0.0)
-    hi_end = inner[-1] + width if inner[-1] > 0 else min(inner[-1] + width, 0.0)
-    lo_cand = np.linspace(lo_start, inner[0], 256)
-    hi_cand = np.linspace(inner[-1], hi_end, 256)
-    if whole:
-        lo_cand, hi_cand = np.unique(np.floor(lo_cand)), np.unique(np.ceil(hi_cand))
-    lo = private_quantiles(acc, k_lo, x, [tail], lo_cand, budget=per_draw, target=f"preprocess {name}: lower bound")
-    hi = private_quantiles(acc, k_hi, x, [1 - tail], hi_cand, budget=per_draw, target=f"preprocess {name}: upper bound")
-    edges = np.unique(np.concatenate([lo, inner, hi]))
-    if len(edges) < 2:
-        edges = np.array([edges[0], edges[0] + 1.0])
-    return edges
+def _shown(edge: float, kind: str) -> str:
+    """An edge as the user writes it: a number, a date or a datetime."""
+    if kind == "date":
+        return str(days_to_dates([edge])[0])
+    if kind == "datetime":
+        return str(days_to_datetimes([edge])[0])
+    return f"{edge:g}"

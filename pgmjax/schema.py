@@ -12,7 +12,9 @@ original vocabulary:
   or returns the bin **midpoint** (``decode="midpoint"``); with ``integer: true`` the value is a
   uniformly drawn integer of the bin (resp. its middle integer), and every bin must contain an
   integer; ``"decimals": d`` rounds decoded floats. ``"type": "date"`` bins ISO dates
-  (``YYYY-MM-DD``; edges written as dates) and decodes to dates.
+  (``YYYY-MM-DD``; edges written as dates) and decodes to dates; ``"type": "datetime"`` bins ISO
+  datetimes (``YYYY-MM-DD HH:MM:SS``, or with ``T``; edges written as ``YYYY-MM-DDTHH:MM:SS``) and
+  decodes to datetimes (whole seconds).
 * a **categorical** column lists its categories; code ``i`` is ``categories[i]``. Values are
   compared as text, exactly as they appear in the CSV (``"01"`` is not ``"1"``); an empty field (or a
   NaN of ``pandas.read_csv``) is the category ``""`` if it is listed; ``"other": "text"`` adds a last
@@ -67,6 +69,7 @@ from .schema_columns import (
     SchemaError,
     SchemaValueError,
     date_days,
+    datetime_days,
     parse_column,
 )
 
@@ -310,14 +313,19 @@ def infer_schema(frame: pd.DataFrame, *, bins: int = 10, max_categories: int = 3
         filled = text[~blank]
         numbers = pd.to_numeric(filled, errors="coerce").to_numpy(np.float64)
         is_date = len(filled) > 0 and bool(filled.str.fullmatch(_ISO_DATE).all())
-        values = date_days(filled, str(name)) if is_date else numbers
+        is_datetime = not is_date and len(filled) > 0 and bool(filled.str.fullmatch(_ISO_DATETIME).all())
+        values = date_days(filled, str(name)) if is_date else datetime_days(filled, str(name)) if is_datetime else numbers
         binned = len(filled) > 0 and np.isfinite(values).all() and len(np.unique(values)) > max_categories
         if binned:
             lo, hi = float(values.min()), float(values.max())
             integer = bool(np.all(values == np.round(values)))
-            edges = np.unique(np.round(np.linspace(lo, hi, bins + 1))) if is_date else _nice_edges(lo, hi, bins)
-            col = NumericColumn(str(name), edges, integer and not is_date, missing=bool(blank.any()),
-                                kind="date" if is_date else "number")
+            if is_date or is_datetime:  # whole days, or whole seconds
+                unit = 1.0 if is_date else 86400.0
+                edges = np.unique(np.round(np.linspace(lo, hi, bins + 1) * unit) / unit)
+            else:
+                edges = _nice_edges(lo, hi, bins)
+            col = NumericColumn(str(name), edges, integer and not (is_date or is_datetime), missing=bool(blank.any()),
+                                kind="date" if is_date else "datetime" if is_datetime else "number")
             if col.integer and (col._integer_bounds()[1] < 1).any():
                 col = NumericColumn(str(name), col.edges, False, missing=col.missing)
             spec[str(name)] = col.to_dict()
@@ -343,6 +351,7 @@ def infer_schema(frame: pd.DataFrame, *, bins: int = 10, max_categories: int = 3
 
 
 _ISO_DATE = r"\d{4}-\d{2}-\d{2}"
+_ISO_DATETIME = r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d*)?)?)?"
 
 
 def _nice_edges(lo: float, hi: float, bins: int) -> np.ndarray:

@@ -32,10 +32,11 @@ import pandas as pd
 from .dataset import DataValueError
 
 __all__ = ["SchemaError", "SchemaValueError", "NumericColumn", "CategoricalColumn", "DECODE_METHODS", "parse_column",
-           "uniform64", "to_float", "date_days", "days_to_dates"]
+           "uniform64", "to_float", "date_days", "days_to_dates",
+           "datetime_days", "days_to_datetimes"]
 
 DECODE_METHODS = ("uniform", "midpoint")
-KINDS = ("number", "date")
+KINDS = ("number", "date", "datetime")
 NUMERIC_KEYS = {"bins", "range", "integer", "decode", "missing", "clip", "type", "decimals"}
 CATEGORICAL_KEYS = {"categories", "other"}
 _EPOCH = np.datetime64("1970-01-01", "D")
@@ -69,8 +70,8 @@ def uniform64(key, shape) -> np.ndarray:
     return ((bits[0] >> np.uint64(5)) * np.uint64(2**26) + (bits[1] >> np.uint64(6))).astype(np.float64) / 2.0**53
 
 
-def date_days(text, name: str = "date", offset: int = 0) -> np.ndarray:
-    """Days since 1970-01-01 (float64; NaN for an empty field) of ISO dates ``YYYY-MM-DD``."""
+def _parse_iso(text, name: str, offset: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(datetime64[ns] values, missing mask)`` of ISO text; raises naming the first value that does not parse."""
     s = pd.Series(text, dtype=object)
     blank = s.isna() | (s.astype(str).str.strip() == "")
     parsed = pd.to_datetime(s.where(~blank, None), errors="coerce", format="ISO8601")
@@ -78,12 +79,38 @@ def date_days(text, name: str = "date", offset: int = 0) -> np.ndarray:
     if bad.size:
         r = int(bad[0])
         raise SchemaValueError(
-            f"column {name!r} {_row(r, offset)}: value {s.iloc[r]!r} is not a date YYYY-MM-DD ({bad.size} such value(s))",
-            f"column {name!r}: a value is not a date YYYY-MM-DD",
+            f"column {name!r} {_row(r, offset)}: value {s.iloc[r]!r} is not a {what} ({bad.size} such value(s))",
+            f"column {name!r}: a value is not a {what}",
         )
-    days = parsed.to_numpy(dtype="datetime64[ns]").astype("datetime64[D]")
-    out = (days - _EPOCH).astype(np.float64)
-    out[blank.to_numpy() | parsed.isna().to_numpy()] = np.nan
+    return parsed.to_numpy(dtype="datetime64[ns]"), blank.to_numpy() | parsed.isna().to_numpy()
+
+
+def date_days(text, name: str = "date", offset: int = 0) -> np.ndarray:
+    """Days since 1970-01-01 (float64; NaN for an empty field) of ISO dates ``YYYY-MM-DD``."""
+    stamps, missing = _parse_iso(text, name, offset, "date YYYY-MM-DD")
+    out = (stamps.astype("datetime64[D]") - _EPOCH).astype(np.float64)
+    out[missing] = np.nan
+    return out
+
+
+def datetime_days(text, name: str = "datetime", offset: int = 0) -> np.ndarray:
+    """Days since 1970-01-01 00:00:00 with their fraction (float64, whole seconds; NaN for an empty field) of
+    ISO datetimes ``YYYY-MM-DD HH:MM[:SS]`` (or with ``T``; a date alone is its midnight)."""
+    stamps, missing = _parse_iso(text, name, offset, "datetime YYYY-MM-DD HH:MM:SS")
+    seconds = (stamps.astype("datetime64[s]") - _EPOCH.astype("datetime64[s]")).astype(np.float64)
+    out = seconds / 86400.0
+    out[missing] = np.nan
+    return out
+
+
+def days_to_datetimes(days, sep: str = " ") -> np.ndarray:
+    """ISO datetime strings ``YYYY-MM-DD HH:MM:SS`` of day numbers, floored to the second (``""`` for NaN)."""
+    days = np.asarray(days, np.float64)
+    out = np.full(days.shape, "", dtype=object)
+    ok = np.isfinite(days)
+    secs = np.floor(np.round(days[ok] * 86400.0, 6)).astype(np.int64)  # round first: 0.5 day is exactly 43200 s
+    text = np.datetime_as_string(_EPOCH.astype("datetime64[s]") + secs, unit="s")
+    out[ok] = np.char.replace(text.astype(str), "T", sep) if sep != "T" else text
     return out
 
 
@@ -161,7 +188,7 @@ class NumericColumn:
 
     @property
     def whole(self) -> bool:
-        """Whether values are whole numbers (integers or dates)."""
+        """Whether values are whole numbers (integers or dates; datetimes are not)."""
         return self.integer or self.kind == "date"
 
     def _integer_bounds(self) -> tuple[np.ndarray, np.ndarray]:
@@ -176,8 +203,12 @@ class NumericColumn:
         return 0.5 * (self.edges[:-1] + self.edges[1:])
 
     def values(self, raw, offset: int = 0) -> np.ndarray:
-        """Float64 values of raw entries (numbers, numeric text, or ISO dates for a date column)."""
-        return date_days(raw, self.name, offset) if self.kind == "date" else to_float(raw, self.name, offset)
+        """Float64 values of raw entries (numbers, numeric text, or ISO dates / datetimes in days)."""
+        if self.kind == "date":
+            return date_days(raw, self.name, offset)
+        if self.kind == "datetime":
+            return datetime_days(raw, self.name, offset)
+        return to_float(raw, self.name, offset)
 
     def encode(self, values: np.ndarray, *, offset: int = 0) -> np.ndarray:
         """Bin codes of float values (NaN = missing); raises :class:`SchemaError` naming the first bad row."""
@@ -232,6 +263,9 @@ class NumericColumn:
                 out = np.where(same & (rounded >= self.edges[0]) & (rounded <= self.edges[-1]), rounded, out)
         if self.kind == "date":
             return days_to_dates(np.where(miss, np.nan, out))
+        if self.kind == "datetime":
+            # Floored to the second: stays in [lo, hi) when the edges are whole seconds (they are, read from ISO text).
+            return days_to_datetimes(np.where(miss, np.nan, out))
         if self.integer:
             if not miss.any():
                 return out.astype(np.int64)
@@ -241,7 +275,12 @@ class NumericColumn:
         return np.where(miss, np.nan, out)
 
     def to_dict(self) -> dict:
-        edges = [str(d) for d in days_to_dates(self.edges)] if self.kind == "date" else [json_number(e) for e in self.edges]
+        if self.kind == "date":
+            edges = [str(d) for d in days_to_dates(self.edges)]
+        elif self.kind == "datetime":
+            edges = [str(d) for d in days_to_datetimes(self.edges, sep="T")]
+        else:
+            edges = [json_number(e) for e in self.edges]
         out: dict = {"bins": edges}
         if self.kind != "number":
             out["type"] = self.kind
@@ -313,7 +352,7 @@ def parse_column(name, col, decode: str, where: str):
     kind = col.get("type", "number")
     if kind not in KINDS:
         raise SchemaError(f"{at}: type must be one of {list(KINDS)}, got {kind!r}")
-    as_number = (lambda v, what: _date_number(v, what)) if kind == "date" else _finite
+    as_number = {"date": _date_number, "datetime": _datetime_number}.get(kind, _finite)
     bins = col["bins"]
     if isinstance(bins, list):
         if "range" in col:
@@ -333,6 +372,8 @@ def parse_column(name, col, decode: str, where: str):
         if not lo < hi:
             raise SchemaError(f"{at}: range must have low < high, got {rng!r}")
         edges = np.linspace(lo, hi, bins + 1)
+        if kind == "datetime":  # whole seconds, so that a decoded (floored) datetime stays in its bin
+            edges = np.unique(np.round(edges * 86400.0) / 86400.0)
     else:
         raise SchemaError(f"{at}: bins must be a list of edges or a number of bins, got {bins!r}")
     flags = {}
@@ -384,6 +425,17 @@ def _date_number(value, what: str) -> float:
         if np.isfinite(days[0]):
             return float(days[0])
     raise SchemaError(f"{what} must be a date YYYY-MM-DD, got {value!r}")
+
+
+def _datetime_number(value, what: str) -> float:
+    if isinstance(value, str):
+        try:
+            days = datetime_days([value], what)
+        except SchemaError:
+            days = [np.nan]
+        if np.isfinite(days[0]):
+            return float(days[0])
+    raise SchemaError(f"{what} must be a datetime YYYY-MM-DDTHH:MM:SS, got {value!r}")
 
 
 def _finite(value, what: str) -> float:

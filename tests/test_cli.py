@@ -90,7 +90,7 @@ def files(tmp_path_factory):
     return d, dom, raw
 
 
-RAW_RUN = ["run", "--data", "raw.csv", "--schema", "schema.json", "--mechanism", "privbayes", "--epsilon", "1",
+RAW_RUN = ["run", "--data", "raw.csv", "--schema", "schema.json", "--allow-nonprivate-schema", "--mechanism", "privbayes", "--epsilon", "1",
            "--out", "raw-synth.csv", "--report", "raw-report.json", "--workload", "all-2way", "--iters", "20"]  # not --quiet
 BASE = ["--domain", "t-domain.json", "--mechanism", "mwem", "--epsilon", "1", "--quiet"]
 # The bad inputs of the issue, through the real command: (arguments, what the last stderr line must say).
@@ -296,7 +296,7 @@ def test_help_documents_everything(capsys):
         ([*BASE, "--out", "no/such/dir/x.csv"], "--out: the folder"),
         ([*BASE, "--rounds", "2", "-m", "privbayes"], "privbayes has no rounds"),
         ([*BASE, "--option", "noise=uniform"], "mwem rejected the input: unknown noise 'uniform'"),
-        (["-m", "mwem", "-e", "1"], "give --domain DOMAIN.json (integer-coded data) or --schema"),
+        (["-m", "mwem", "-e", "1", "--allow-nonprivate-schema"], "--allow-nonprivate-schema applies to a --schema"),
         (["--domain", "t-domain.json", "--schema", "t-domain.json", "-m", "mwem", "-e", "1"], "not both"),
     ],
 )

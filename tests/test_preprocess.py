@@ -228,7 +228,7 @@ def test_cli_private_schema_run_end_to_end(raw, tmp_path, capsys):
     data = tmp_path / "raw.csv"
     raw.to_csv(data, index=False)
     out, rep, html, model = (tmp_path / n for n in ("synth.csv", "report.json", "report.html", "model"))
-    code = main(["run", "--data", str(data), "--private-schema", "--preprocess-fraction", "0.2", "-m", "mst", "-e", "1",
+    code = main(["run", "--data", str(data), "--preprocess-fraction", "0.2", "-m", "mst", "-e", "1",  # private schema: the default
                  "--workload", "all-2way", "--out", str(out), "--report", str(rep), "--html", str(html),
                  "--save-model", str(model), "-q"])
     stdout = capsys.readouterr().out
@@ -268,8 +268,15 @@ def test_cli_schema_commands_private_and_flagged(raw, tmp_path, capsys):
     assert "private: (5, 1e-09)-DP" in capsys.readouterr().err
     assert main(["schema", "--data", str(data), "--out", str(tmp_path / "s.json")]) == 0
     capsys.readouterr()
-    code = main(["run", "--data", str(data), "--schema", str(tmp_path / "s.json"), "-m", "privbayes", "-e", "1", "-q",
-                 "--report", str(tmp_path / "r.json"), "--out", str(tmp_path / "o.csv")])
+    # A schema read from the data without noise is refused before anything runs ...
+    run_args = ["run", "--data", str(data), "--schema", str(tmp_path / "s.json"), "-m", "privbayes", "-e", "1", "-q",
+                "--report", str(tmp_path / "r.json"), "--out", str(tmp_path / "o.csv")]
+    assert main(run_args) == 2
+    err = capsys.readouterr().err
+    assert "without differential privacy" in err and "--allow-nonprivate-schema" in err
+    assert not (tmp_path / "o.csv").exists() and not (tmp_path / "r.json").exists()
+    # ... and accepted with the explicit flag, then flagged in the summary and the report.
+    code = main([*run_args, "--allow-nonprivate-schema"])
     stdout = capsys.readouterr().out
     assert code == 0 and "WARNING: read from the data without differential privacy" in stdout
     report = json.loads((tmp_path / "r.json").read_text())
