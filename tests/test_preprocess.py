@@ -18,27 +18,10 @@ from pgmjax.cli import main
 from pgmjax.preprocess import candidate_edges, column_kinds, private_categories, private_quantiles, private_schema
 from pgmjax.privacy import Accountant, cdp_rho
 from pgmjax.schema_columns import NumericColumn
+from pgmjax.examples import RARE_CITIES, raw_table
 from pgmjax.serialization import load_model_schema
 
-RARE = {"rare_a": 1, "rare_b": 1, "rare_c": 2, "rare_d": 3, "rare_e": 4}
-
-
-def raw_table(n=20_000, seed=0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    age = np.round(np.clip(rng.normal(40, 12, n), 17, 90) * 2) / 2
-    income = np.exp(np.log(40000) + 0.01 * (age - 40) + 0.7 * rng.standard_normal(n))
-    outlier = rng.random(n) < 0.002
-    income[outlier] = rng.uniform(2e6, 5e7, outlier.sum())
-    income_text = np.array([str(int(round(v))) for v in income], dtype=object)
-    income_text[rng.random(n) < 0.02] = ""
-    common = [f"city{i:02d}" for i in range(25)]
-    weights = 1.0 / np.arange(1, 26)
-    rare = [v for v, k in RARE.items() for _ in range(k)]
-    city = np.concatenate([rng.choice(common, n - len(rare), p=weights / weights.sum()), rare]).astype(object)
-    joined = np.datetime_as_string(np.datetime64("2000-01-01") + (rng.beta(2, 1, n) * 8765).astype(int), unit="D").astype(object)
-    joined[rng.random(n) < 0.03] = ""
-    return pd.DataFrame({"age": [f"{a:g}" for a in age], "income": income_text, "city": city[rng.permutation(n)],
-                         "joined": joined, "sex": rng.choice(["F", "M"], n)})
+RARE = RARE_CITIES
 
 
 @pytest.fixture(scope="module")
