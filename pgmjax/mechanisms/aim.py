@@ -42,8 +42,8 @@ import numpy as np
 from ..api import estimate
 from ..dataset import Dataset
 from ..domain import Clique, Domain
-from ..privacy import REST, Accountant, _count, _positive, cdp_rho
-from ..privacy import _bool as _boolean
+from ..privacy import REST, Accountant, cdp_rho, check_count as _count, check_positive as _positive
+from ..privacy import check_bool as _boolean
 from ..privacy import check_key as _check_key
 from ..programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..sampling import METHODS as SAMPLING_METHODS

@@ -43,7 +43,7 @@ from ..dataset import Dataset
 from ..programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..privacy import (
     Accountant,
-    _positive,
+    check_positive as _positive,
     advanced_composition,
     advanced_composition_hetero,
     dualquery_epsilon,

@@ -65,8 +65,8 @@ from ..dataset import Dataset
 from ..domain import Clique, Domain
 from ..estimation import METHODS
 from ..measurement import Measurement, estimate_total
-from ..privacy import REST, Accountant, _bool, _delta, _positive
-from ..privacy import _count as _int
+from ..privacy import REST, Accountant, check_bool as _bool, check_delta as _delta, check_positive as _positive
+from ..privacy import check_count as _int
 from ..privacy import check_key as _check_key
 from ..workload import Workload
 from .estimates import CliqueTables

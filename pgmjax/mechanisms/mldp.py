@@ -60,8 +60,8 @@ from ..api import estimate
 from ..dataset import Dataset
 from ..domain import Clique, CliqueLike, Domain
 from ..measurement import Measurement, estimate_total
-from ..privacy import REST, Accountant, _bool, _nonnegative, _positive, l1_sensitivity
-from ..privacy import _count as _int
+from ..privacy import REST, Accountant, l1_sensitivity, check_bool as _bool, check_nonnegative as _nonnegative, check_positive as _positive
+from ..privacy import check_count as _int
 from ..privacy import check_key as _check_key
 from .dualquery import max_sum_ve
 from .estimates import CliqueTables

@@ -48,8 +48,8 @@ from ..domain import Clique, Domain
 from ..measurement import Measurement
 from ..model import GraphicalModel
 from ..oracle import make_plan
-from ..privacy import REST, Accountant, _count, _positive, _real, cdp_rho
-from ..privacy import _bool as _boolean
+from ..privacy import REST, Accountant, cdp_rho, check_count as _count, check_positive as _positive, check_real as _real
+from ..privacy import check_bool as _boolean
 from ..privacy import check_key as _check_key
 from ..sampling import METHODS as SAMPLING_METHODS
 from .options import check_epsilon, engine_options

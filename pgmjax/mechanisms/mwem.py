@@ -66,8 +66,8 @@ from ..dataset import Dataset
 from ..domain import Clique, CliqueLike, Domain
 from ..junction import junction_tree, maximal_cliques
 from ..measurement import Measurement, estimate_total
-from ..privacy import REST, Accountant, _bool, _positive, _real, cdp_rho
-from ..privacy import _count as _int
+from ..privacy import REST, Accountant, cdp_rho, check_bool as _bool, check_positive as _positive, check_real as _real
+from ..privacy import check_count as _int
 from ..privacy import check_key as _check_key
 from ..programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..workload import Workload

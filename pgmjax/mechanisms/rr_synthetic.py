@@ -38,8 +38,8 @@ import numpy as np
 from ..api import estimate
 from ..dataset import Dataset
 from ..domain import CliqueLike
-from ..privacy import Accountant, _count, _positive
-from ..privacy import _bool as _boolean
+from ..privacy import Accountant, check_count as _count, check_positive as _positive
+from ..privacy import check_bool as _boolean
 from ..privacy import check_key as _check_key
 from ..rr import Channel, Release, debiased_marginal, max_informative_size, measurements, mse_bound
 from ..sampling import METHODS as SAMPLING_METHODS

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from ..privacy import _bool, _count, _positive
+from ..privacy import check_bool as _bool, check_count as _count, check_positive as _positive
 
 __all__ = ["bound_constant", "mse_bound", "max_informative_size", "quantization_bits", "quantized_mse_bound"]
 

@@ -31,7 +31,7 @@ import numpy as np
 from .. import queries as Q
 from ..dataset import Dataset
 from ..domain import Clique, CliqueLike
-from ..privacy import _bool
+from ..privacy import check_bool as _bool
 from .channel import Channel
 from .releases import Release
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..dataset import Dataset
 from ..domain import Domain
-from ..privacy import Accountant, _count, _positive
+from ..privacy import Accountant, check_count as _count, check_positive as _positive
 from ..privacy import check_key as _check_key
 
 __all__ = ["PairRelease", "CutEstimate", "pair_table", "adjacency", "release_pairs", "cut", "cut_count", "cut_bound"]

@@ -20,7 +20,7 @@ import numpy as np
 from .. import queries as Q
 from ..dataset import Dataset
 from ..domain import CliqueLike, Domain
-from ..privacy import Accountant, _bool, _positive
+from ..privacy import Accountant, check_bool as _bool, check_positive as _positive
 from ..privacy import check_key as _check_key
 from .channel import Channel
 
