@@ -9,12 +9,13 @@ Without a public range, :func:`private_edges` runs two steps, each through the a
    histogram costs one Laplace / Gaussian release (Dwork, McSherry, Nissim & Smith, "Calibrating
    noise to sensitivity in private data analysis", TCC 2006, Example 1; parallel cells). Values
    outside the range are clipped: a few outliers do not stretch the bins.
-2. **Quantiles** (:func:`private_quantiles`): the exponential mechanism over public candidate edges
-   inside the range, one draw per level (McSherry & Talwar, "Mechanism design via differential
-   privacy", FOCS 2007, Theorem 6; Smith, "Privacy-preserving statistical estimation with optimal
-   convergence rates", STOC 2011, Section 3). With the range found first, the candidates are a few
-   thousand plausible values instead of every number from -1e12 to 1e12, whose sheer count would
-   otherwise swamp the good candidates at small budgets.
+2. **Quantiles** (:func:`recursive_quantiles`): the exponential mechanism over public candidate
+   edges inside the range (McSherry & Talwar, "Mechanism design via differential privacy", FOCS
+   2007, Theorem 6; Smith, "Privacy-preserving statistical estimation with optimal convergence
+   rates", STOC 2011, Section 3), the levels placed by recursive splitting so that ``m`` levels cost
+   ``ceil(log2(m + 1))`` draws (Kaplan, Schnapp & Stemmer, ICML 2022). With the range found first,
+   the candidates are a few thousand plausible values instead of every number from -1e12 to 1e12,
+   whose sheer count would otherwise swamp the good candidates at small budgets.
 
 Example:
     >>> from pgmjax.privacy import Accountant
@@ -36,7 +37,7 @@ from scipy.stats import norm
 from .schema_columns import SchemaError
 
 __all__ = ["DATE_RANGE", "HOURS_PER_DAY", "candidate_edges", "range_cells", "private_range", "private_quantiles",
-           "private_edges", "rank_error"]
+           "recursive_quantiles", "quantile_rounds", "private_edges", "rank_error"]
 
 #: Public range of candidate dates: 1900-01-01 .. 2100-12-31 (days since 1970-01-01).
 DATE_RANGE = (-25567.0, 47846.0)
@@ -121,7 +122,7 @@ def private_range(acc, key, values, kind: str, *, budget: float, target: str = "
         >>> from pgmjax.privacy import Accountant
         >>> x = np.random.default_rng(0).lognormal(10, 1, 5000)
         >>> private_range(Accountant(epsilon=1.0), jax.random.key(0), x, "number", budget=1.0)
-        (100.0, 10000000.0)
+        (1000.0, 1000000.0)
     """
     cells = range_cells(kind)
     x = np.asarray(values, np.float64)
@@ -184,6 +185,80 @@ def private_quantiles(acc, key, values, levels, candidates, *, budget: float, ta
     return np.asarray(out, np.float64)
 
 
+def recursive_quantiles(acc, key, values, levels, candidates, *, budget: float, target: str = "quantile") -> np.ndarray:
+    """Private quantiles at many levels for the price of ``ceil(log2(m + 1))`` draws, not ``m``.
+
+    The middle level is drawn first over all the values; the released edge splits the values in two
+    and each half draws the middle level of its side, within the edges released so far, and so on.
+    The draws of one round read disjoint subsets of the records (split at public, already released
+    edges), so one round costs one draw's budget: parallel composition, recorded by
+    :meth:`pgmjax.privacy.Accountant.exponential_parallel` (Kaplan, Schnapp & Stemmer, "Differentially
+    private approximate quantiles", ICML 2022, Algorithm 1 and Theorem 3.3). Each draw is the
+    exponential mechanism of :func:`private_quantiles` with the level rescaled to its subset.
+
+    Args:
+        acc: the accountant (pure or zCDP).
+        key: a ``jax.random`` key.
+        values: the private values (float64; NaN ignored).
+        levels: strictly increasing levels in (0, 1).
+        candidates: sorted public candidate edges.
+        budget: the cost of one round (epsilon, or rho under zCDP).
+        target: ledger label.
+
+    Returns:
+        One candidate per level, non-decreasing.
+
+    Example:
+        >>> from pgmjax.privacy import Accountant
+        >>> acc = Accountant(epsilon=1.0)
+        >>> q = recursive_quantiles(acc, jax.random.key(0), np.arange(1000.0), [0.25, 0.5, 0.75],
+        ...                         candidate_edges(0, 1000), budget=0.5)
+        >>> [int(abs(v - t) < 60) for v, t in zip(q, (250, 500, 750))], acc.spent, len(acc.ledger)
+        ([1, 1, 1], 1.0, 2)
+    """
+    levels = np.asarray(levels, np.float64)
+    if levels.ndim != 1 or not len(levels) or np.any(np.diff(levels) <= 0) or levels[0] <= 0 or levels[-1] >= 1:
+        raise SchemaError(f"recursive_quantiles: levels must be strictly increasing in (0, 1), got {levels.tolist()}")
+    x = np.sort(np.asarray(values, np.float64))
+    x = x[~np.isnan(x)]
+    cand = np.asarray(candidates, np.float64)
+    out = np.empty(len(levels))
+    # A task: levels idx to place between released edges (a, b), which hold the level interval (pl, ph).
+    tasks = [(np.arange(len(levels)), 0.0, 1.0, -np.inf, np.inf)]
+    round_ = 0
+    while tasks:
+        qualities, cands, rel = [], [], []
+        for idx, pl, ph, a, b in tasks:
+            mid = idx[len(idx) // 2]
+            p = (levels[mid] - pl) / (ph - pl)
+            sub = x[np.searchsorted(x, a, "left"):np.searchsorted(x, b, "left")]  # a <= x < b
+            c = cand[(cand >= a) & (cand <= b)]
+            below = np.searchsorted(sub, c, side="left").astype(np.float64)
+            qualities.append(-np.abs((1 - p) * below - p * (len(sub) - below)))
+            cands.append(c)
+            rel.append(p)
+        key, k = jax.random.split(key)
+        picks = acc.exponential_parallel(k, qualities, 1.0, target=f"{target} round {round_ + 1} ({len(tasks)} parts)",
+                                         **_budget_kwarg(acc, budget))
+        nxt = []
+        for (idx, pl, ph, a, b), c, i in zip(tasks, cands, picks):
+            j = len(idx) // 2
+            edge = float(c[int(i)])
+            out[idx[j]] = edge
+            if j > 0:
+                nxt.append((idx[:j], pl, levels[idx[j]], a, edge))
+            if j + 1 < len(idx):
+                nxt.append((idx[j + 1:], levels[idx[j]], ph, edge, b))
+        tasks = nxt
+        round_ += 1
+    return out
+
+
+def quantile_rounds(m: int) -> int:
+    """Rounds :func:`recursive_quantiles` takes for ``m`` levels: ``ceil(log2(m + 1))``."""
+    return max(1, math.ceil(math.log2(m + 1)))
+
+
 def private_edges(acc, key, values, *, bins: int, tail: float, budget: float, kind: str, whole: bool,
                   public_range: tuple[float, float] | None = None, target: str = "edges") -> np.ndarray:
     """Bin edges of one column at private quantiles, spending ``budget`` of ``acc``.
@@ -191,8 +266,8 @@ def private_edges(acc, key, values, *, bins: int, tail: float, budget: float, ki
     With a public range ``(lo, hi)`` the outer edges are the range and the ``bins - 1`` inner edges are
     private quantiles over candidates inside it. Without one, a private range (:func:`private_range`)
     comes first, then ``bins + 1`` quantiles at levels ``tail, 1/bins, ..., (bins-1)/bins, 1 - tail``
-    over candidates inside that range; the outer two are the clipping bounds. The budget is split
-    equally over the histogram and the draws.
+    over candidates inside that range; the outer two are the clipping bounds. The quantiles are drawn
+    by :func:`recursive_quantiles`; the budget is split equally over the histogram and its rounds.
 
     Args:
         acc: the accountant (pure or zCDP).
@@ -214,15 +289,15 @@ def private_edges(acc, key, values, *, bins: int, tail: float, budget: float, ki
     if public_range is not None:
         lo, hi = public_range
         cand = _calendar_candidates(kind, lo, hi) if calendar else candidate_edges(lo, hi, whole=whole)
-        q = private_quantiles(acc, key, values, inner, cand[(cand > lo) & (cand < hi)], budget=budget / len(inner),
-                              target=f"{target}: quantile")
+        q = recursive_quantiles(acc, key, values, inner, cand[(cand > lo) & (cand < hi)],
+                                budget=budget / quantile_rounds(len(inner)), target=f"{target}: quantiles")
         return np.unique(np.concatenate([q, [lo, hi]]))
     k_range, k_q = jax.random.split(key)
     levels = [tail, *inner, 1.0 - tail]
-    per_part = budget / (len(levels) + 1)
+    per_part = budget / (quantile_rounds(len(levels)) + 1)
     lo, hi = private_range(acc, k_range, values, kind, budget=per_part, target=f"{target}: range")
     cand = _calendar_candidates(kind, lo, hi) if calendar else candidate_edges(lo, hi, whole=whole)
-    q = private_quantiles(acc, k_q, values, levels, cand, budget=per_part, target=f"{target}: quantile")
+    q = recursive_quantiles(acc, k_q, values, levels, cand, budget=per_part, target=f"{target}: quantiles")
     edges = np.unique(q)
     if len(edges) < 2:
         edges = np.array([edges[0], edges[0] + 1.0])

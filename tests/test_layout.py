@@ -254,9 +254,10 @@ def test_module_sizes():
 
 
 def test_privacy_modules_are_small():
+    # ~400 lines each; the Accountant (one method per mechanism) may reach 450.
     for name, path in module_files().items():
         if name.startswith("pgmjax.privacy"):
-            assert len(path.read_text(encoding="utf-8").splitlines()) <= 420, name
+            assert len(path.read_text(encoding="utf-8").splitlines()) <= 450, name
 
 
 # The package's own __test__ re-runs its public names' examples in its namespace (tests/test_privacy.py).

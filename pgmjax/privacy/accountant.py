@@ -188,6 +188,40 @@ class Accountant(BudgetLedger):
         self._record("exponential", target, "selection", q.size, count, p)
         return choice
 
+    def exponential_parallel(self, key, qualities, sensitivity: float, *, epsilon=None, rho=None, target=None) -> list[int]:
+        """One exponential-mechanism draw per quality vector, the vectors computed from disjoint parts of the data.
+
+        Parallel composition (McSherry, "Privacy integrated queries", SIGMOD 2009, Theorem 4): under
+        add/remove neighbours one record changes one part, so the draws together cost one draw's
+        budget; under replace-one neighbours (``bounded``) a record may leave one part and join another:
+        two draws' budget (``count`` 2 in the ledger). The parts must be fixed by public or already
+        released values (e.g. intervals between released quantiles); the caller guarantees it.
+
+        Args:
+            key: a ``jax.random`` key.
+            qualities: a non-empty list of 1-D score vectors, one per part.
+            sensitivity, epsilon, rho, target: as in :meth:`exponential` (the per-draw budget).
+
+        Returns:
+            The selected index of every part (a list of ints).
+
+        Example:
+            >>> acc = Accountant(epsilon=1.0)
+            >>> acc.exponential_parallel(jax.random.key(0), [[0.0, 90.0], [50.0, 0.0]], 1.0, epsilon=1.0), acc.spent
+            ([1, 0], 1.0)
+        """
+        where = "Accountant.exponential_parallel"
+        check_key(key, where)
+        if isinstance(qualities, np.ndarray) or not isinstance(qualities, Sequence) or not len(qualities):
+            raise ValueError(f"{where}: qualities must be a list of at least one score vector, got {type(qualities).__name__}")
+        qs = [check_qualities(q, where) for q in qualities]
+        count = 2 if self.bounded and len(qs) > 1 else 1
+        target = f"selection in {len(qs)} disjoint parts" if target is None else target
+        p = self._prepare(where, "exponential", target, sensitivity, count, epsilon, rho, None)
+        picks = [int(exponential_mechanism(k, q, p["sensitivity"], p["epsilon"])) for k, q in zip(jax.random.split(key, len(qs)), qs)]
+        self._record("exponential", target, "parallel selection", sum(q.size for q in qs), count, p)
+        return picks
+
     def randomized_response(
         self, key, data: Dataset, *, epsilon=None, rho=None, per_attribute: bool = False, public_count: bool = False, target=None
     ) -> Dataset:
