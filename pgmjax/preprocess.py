@@ -53,7 +53,7 @@ from scipy.stats import norm
 
 from .privacy import Accountant
 from .schema import Schema, SchemaError
-from .private_bins import DATE_RANGE, candidate_edges, private_edges, private_quantiles, quantile_rounds, rank_error
+from .private_bins import DATE_RANGE, candidate_edges, private_edges, private_quantiles, quantile_rounds, rank_error, tail_edges_parts
 from .schema_columns import CategoricalColumn, NumericColumn, as_text, date_days, datetime_days, days_to_dates, days_to_datetimes
 
 __all__ = ["PrivateSchema", "candidate_edges", "private_quantiles", "private_edges", "private_categories", "column_kinds",
@@ -240,7 +240,7 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
             edges = np.unique(np.round(edges * 86400.0) / 86400.0)
         columns.append(NumericColumn(name, edges, bool(meta["integer"]) and not date, decode, True, True,
                                      kind if date else "number", None if whole or date else meta["decimals"]))
-        draws = quantile_rounds(bins - 1) if name in ranges else quantile_rounds(bins + 1) + 1  # budget parts of a column
+        draws = quantile_rounds(bins - 1) if name in ranges else tail_edges_parts(bins)  # budget parts of a column
         notes.append(f"column {name!r}: {len(edges) - 1} bins at private quantiles; values outside "
                      f"[{_shown(edges[0], kind)}, {_shown(edges[-1], kind)}] are clipped into the end bins; a missing code; "
                      f"an edge's rank error is typically below {rank_error(acc, share / draws, 3000):,.0f} records "

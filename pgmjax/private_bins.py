@@ -37,7 +37,7 @@ from scipy.stats import norm
 from .schema_columns import SchemaError
 
 __all__ = ["DATE_RANGE", "HOURS_PER_DAY", "candidate_edges", "range_cells", "private_range", "private_quantiles",
-           "recursive_quantiles", "quantile_rounds", "private_edges", "rank_error"]
+           "recursive_quantiles", "quantile_rounds", "tail_edges_parts", "private_edges", "rank_error"]
 
 #: Public range of candidate dates: 1900-01-01 .. 2100-12-31 (days since 1970-01-01).
 DATE_RANGE = (-25567.0, 47846.0)
@@ -266,8 +266,9 @@ def private_edges(acc, key, values, *, bins: int, tail: float, budget: float, ki
     With a public range ``(lo, hi)`` the outer edges are the range and the ``bins - 1`` inner edges are
     private quantiles over candidates inside it. Without one, a private range (:func:`private_range`)
     comes first, then ``bins + 1`` quantiles at levels ``tail, 1/bins, ..., (bins-1)/bins, 1 - tail``
-    over candidates inside that range; the outer two are the clipping bounds. The quantiles are drawn
-    by :func:`recursive_quantiles`; the budget is split equally over the histogram and its rounds.
+    over candidates inside that range; the outer two are the clipping bounds. The inner quantiles are
+    drawn by :func:`recursive_quantiles`, the clipping bounds last in one parallel round (windows next
+    to the first and last inner edges); the budget is split equally over the histogram and the rounds.
 
     Args:
         acc: the accountant (pure or zCDP).
@@ -292,16 +293,51 @@ def private_edges(acc, key, values, *, bins: int, tail: float, budget: float, ki
         q = recursive_quantiles(acc, key, values, inner, cand[(cand > lo) & (cand < hi)],
                                 budget=budget / quantile_rounds(len(inner)), target=f"{target}: quantiles")
         return np.unique(np.concatenate([q, [lo, hi]]))
-    k_range, k_q = jax.random.split(key)
-    levels = [tail, *inner, 1.0 - tail]
-    per_part = budget / (quantile_rounds(len(levels)) + 1)
+    k_range, k_q, k_tail = jax.random.split(key, 3)
+    per_part = budget / (tail_edges_parts(bins))
     lo, hi = private_range(acc, k_range, values, kind, budget=per_part, target=f"{target}: range")
     cand = _calendar_candidates(kind, lo, hi) if calendar else candidate_edges(lo, hi, whole=whole)
-    q = recursive_quantiles(acc, k_q, values, levels, cand, budget=per_part, target=f"{target}: quantiles")
-    edges = np.unique(q)
+    q = recursive_quantiles(acc, k_q, values, inner, cand, budget=per_part, target=f"{target}: quantiles")
+    bounds = _clipping_bounds(acc, k_tail, values, q[0], q[-1], lo, hi, bins, tail, whole, per_part, target)
+    edges = np.unique(np.concatenate([[bounds[0]], q, [bounds[1]]]))
     if len(edges) < 2:
         edges = np.array([edges[0], edges[0] + 1.0])
     return edges
+
+
+def tail_edges_parts(bins: int) -> int:
+    """Budget parts of a column without a public range: the range, the inner rounds, the clipping bounds."""
+    return 1 + quantile_rounds(bins - 1) + 1
+
+
+def _clipping_bounds(acc, key, values, first, last, lo, hi, bins, tail, whole, budget, target) -> tuple[float, float]:
+    """The clipping bounds: levels ``tail`` and ``1 - tail``, drawn last, in one parallel round.
+
+    The lower bound reads only the values below the first inner edge, the upper one only those at or
+    above the last (disjoint parts, split at released edges). Each is drawn over 256 equally spaced
+    candidates in a window next to its edge, ``w = last - first`` wide and inside the private range: at
+    small budgets a tail level's rank quality separates candidates weakly (``tail * n`` records), and
+    a window bounds how far a poor draw can stretch the end bins; the inner edges never depend on it.
+    """
+    width = last - first
+    if not width > 0:
+        width = max(abs(first) * 0.5, 1.0)
+    lo_cand = np.linspace(max(lo, first - width), first, 256)
+    hi_cand = np.linspace(last, min(hi, last + width), 256)
+    if whole:
+        lo_cand, hi_cand = np.unique(np.floor(lo_cand)), np.unique(np.ceil(hi_cand))
+    x = np.sort(np.asarray(values, np.float64))
+    x = x[~np.isnan(x)]
+    below, above = x[: np.searchsorted(x, first, "left")], x[np.searchsorted(x, last, "left"):]
+    share = 1.0 / bins  # the level mass of each end part
+    p_lo, p_hi = tail / share, 1.0 - tail / share
+    qualities = []
+    for sub, cand, p in ((below, lo_cand, p_lo), (above, hi_cand, p_hi)):
+        n_below = np.searchsorted(sub, cand, side="left").astype(np.float64)
+        qualities.append(-np.abs((1 - p) * n_below - p * (len(sub) - n_below)))
+    picks = acc.exponential_parallel(key, qualities, 1.0, target=f"{target}: clipping bounds",
+                                     **_budget_kwarg(acc, budget))
+    return float(lo_cand[picks[0]]), float(hi_cand[picks[1]])
 
 
 def rank_error(acc, per_draw: float, candidates: int) -> float:

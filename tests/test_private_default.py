@@ -61,7 +61,7 @@ def test_private_edges_spend_the_budget_and_bracket_the_data():
     x = np.random.default_rng(2).normal(50, 10, 4000)
     acc = Accountant(epsilon=1.0)
     edges = private_edges(acc, jax.random.key(0), x, bins=5, tail=0.02, budget=1.0, kind="number", whole=False)
-    assert acc.spent == pytest.approx(1.0) and len(acc.ledger) == 1 + 3  # range, then 6 quantiles in 3 rounds
+    assert acc.spent == pytest.approx(1.0) and len(acc.ledger) == 1 + 3 + 1  # range, 4 inner edges in 3 rounds, bounds
     assert np.all(np.diff(edges) > 0) and 2 <= len(edges) <= 6
     ranks = np.searchsorted(np.sort(x), edges) / len(x)
     assert ranks[0] < 0.1 and ranks[-1] > 0.9
