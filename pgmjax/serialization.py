@@ -46,8 +46,9 @@ from .model import GraphicalModel
 
 FORMAT = "pgmjax-model"
 VERSION = 1
-_STRUCTURE = "model.json"
-_ARRAYS = "potentials.npz"
+#: The files of a saved model folder: the structure (JSON) and the tables (NumPy archive).
+STRUCTURE_FILE = "model.json"
+ARRAYS_FILE = "potentials.npz"
 
 
 def save_model(model, path: str | os.PathLike, *, schema=None) -> str:
@@ -96,13 +97,13 @@ def save_model(model, path: str | os.PathLike, *, schema=None) -> str:
             {k: v for k, v in h.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
             for h in model.history
         ],
-        "arrays": {"file": _ARRAYS, "sha256": hashlib.sha256(blob).hexdigest()},
+        "arrays": {"file": ARRAYS_FILE, "sha256": hashlib.sha256(blob).hexdigest()},
     }
     if schema is not None:
         structure["schema"] = schema.to_dict()
-    with open(os.path.join(path, _ARRAYS), "wb") as f:
+    with open(os.path.join(path, ARRAYS_FILE), "wb") as f:
         f.write(blob)
-    with open(os.path.join(path, _STRUCTURE), "w") as f:
+    with open(os.path.join(path, STRUCTURE_FILE), "w") as f:
         json.dump(structure, f, indent=1)
     return path
 
@@ -128,7 +129,7 @@ def load_model_schema(path: str | os.PathLike):
     """
     from .schema import Schema
 
-    structure_path = os.path.join(os.fspath(path), _STRUCTURE)
+    structure_path = os.path.join(os.fspath(path), STRUCTURE_FILE)
     if not os.path.isfile(structure_path):
         raise FileNotFoundError(f"load_model_schema: {structure_path} not found")
     with open(structure_path) as f:
@@ -159,9 +160,9 @@ def load_model(path: str | os.PathLike) -> GraphicalModel:
         >>> same = pj.load_model("adult-model")       # doctest: +SKIP
     """
     path = os.fspath(path)
-    structure_path = os.path.join(path, _STRUCTURE)
+    structure_path = os.path.join(path, STRUCTURE_FILE)
     if not os.path.isfile(structure_path):
-        raise FileNotFoundError(f"load_model: {structure_path} not found (save() writes a folder holding {_STRUCTURE})")
+        raise FileNotFoundError(f"load_model: {structure_path} not found (save() writes a folder holding {STRUCTURE_FILE})")
     try:
         with open(structure_path) as f:
             structure = json.load(f)

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 import pgmjax as pj
-from pgmjax import cli, cli_guards
+from pgmjax import cli
+from pgmjax.cli import guards as cli_guards
 from pgmjax import schema as S
 from pgmjax.dataset import DataValueError
 from pgmjax.mechanisms import registry

@@ -17,12 +17,15 @@ from __future__ import annotations
 import os
 import sys
 
+from .arguments import positive_int, seed_int
+from .errors import RunFailure, UserError
+from .inputs import need_parent
+
 __all__ = ["add_sample_parser", "sample_cmd"]
 
 
 def add_sample_parser(sub) -> None:
     """Register ``pgmjax sample`` on the top-level sub-parser collection ``sub``."""
-    from .cli import _positive_int, _seed
 
     s = sub.add_parser(
         "sample",
@@ -33,10 +36,10 @@ def add_sample_parser(sub) -> None:
         epilog="Example: pgmjax sample --model model/ --records 10000 --seed 1 --out synthetic.csv",
     )
     s.add_argument("--model", required=True, metavar="DIR", help="a folder written by pgmjax run --save-model")
-    s.add_argument("--records", type=_positive_int, metavar="N",
+    s.add_argument("--records", type=positive_int, metavar="N",
                    help="number of records (default: the model's estimated total, rounded)")
     s.add_argument("--out", metavar="CSV", help="write here (default: standard output)")
-    s.add_argument("--seed", type=_seed, default=0, help="random seed of the draw and the decoding (default 0)")
+    s.add_argument("--seed", type=seed_int, default=0, help="random seed of the draw and the decoding (default 0)")
     s.add_argument("--decode", choices=["uniform", "midpoint"],
                    help="decoding of every binned numeric column, overriding the stored schema (default: as stored)")
     s.add_argument("--codes", action="store_true", help="write integer codes even when the model carries a schema")
@@ -47,13 +50,12 @@ def sample_cmd(args) -> int:
     """Run ``pgmjax sample`` (see :func:`add_sample_parser`)."""
     import jax
 
-    from .cli import RunFailure, UserError, _need_parent
-    from .schema import Schema, SchemaError
-    from .serialization import load_model, load_model_schema
+    from ..schema import Schema, SchemaError
+    from ..serialization import load_model, load_model_schema
 
     if not os.path.isdir(args.model):
         raise UserError(f"--model: {args.model} is not a folder (pgmjax run --save-model DIR writes one)")
-    _need_parent(args.out, "--out")
+    need_parent(args.out, "--out")
     if args.out is not None and os.path.abspath(os.path.dirname(os.path.abspath(args.out))) == os.path.abspath(args.model):
         raise UserError(f"--out: {args.out} is inside the model folder {args.model}; write it elsewhere (nothing was run)")
     if args.codes and args.decode is not None:

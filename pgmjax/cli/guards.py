@@ -26,9 +26,9 @@ MIN_RECORDS = 10
 def _targets(flag: str, path: str) -> list[str]:
     """The files an output flag writes: ``--save-model DIR`` writes two files inside DIR."""
     if flag == "--save-model":
-        from .serialization import _ARRAYS, _STRUCTURE
+        from ..serialization import ARRAYS_FILE, STRUCTURE_FILE
 
-        return [path, os.path.join(path, _STRUCTURE), os.path.join(path, _ARRAYS)]
+        return [path, os.path.join(path, STRUCTURE_FILE), os.path.join(path, ARRAYS_FILE)]
     return [path]
 
 
@@ -94,7 +94,7 @@ def public_error(error: Exception, show_private: bool, line_offset: int = 2) -> 
         >>> public_error(e, show_private=True)
         "column 'a' line 5 has value 7"
     """
-    from .dataset import DataValueError
+    from ..dataset import DataValueError
 
     text = str(error)
     if show_private:

@@ -1,4 +1,4 @@
-"""Command-line side of private preprocessing (:mod:`pgmjax.preprocess`) and of the HTML report.
+"""Command-line side of private preprocessing (:mod:`pgmjax.preprocess`): the budget split, the options, the schema.
 
 * ``pgmjax run --data raw.csv [--preprocess-fraction 0.1] ...`` (no ``--domain``, no ``--schema``; or
   ``--private-schema`` explicitly): the schema is derived from the raw table with differential privacy
@@ -18,8 +18,12 @@ from __future__ import annotations
 import sys
 from typing import NamedTuple
 
+from . import guards
+from .arguments import positive_float, positive_int, seed_int, unit_interval
+from .errors import RunFailure, UserError
+
 __all__ = ["Split", "split_budget", "add_run_arguments", "check_schema_privacy", "add_schema_arguments", "load_private", "private_schema_cmd",
-           "summary_lines", "report_entry", "write_html", "add_report_parser", "report_cmd"]
+           "summary_lines", "report_entry", "write_html"]
 
 
 class Split(NamedTuple):
@@ -54,8 +58,8 @@ def split_budget(mechanism: str, epsilon: float, delta: float | None, fraction: 
         >>> s.accountant.budget, s.epsilon
         (0.25, 0.75)
     """
-    from .mechanisms import registry
-    from .privacy import Accountant, cdp_eps, cdp_rho
+    from ..mechanisms import registry
+    from ..privacy import Accountant, cdp_eps, cdp_rho
 
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"--preprocess-fraction must lie in (0, 1), got {fraction}")
@@ -75,7 +79,6 @@ def split_budget(mechanism: str, epsilon: float, delta: float | None, fraction: 
 
 def add_run_arguments(parser) -> None:
     """The options of ``pgmjax run`` for private preprocessing and the HTML report."""
-    from .cli import _positive_int, _unit_interval
 
     g = parser.add_argument_group("private preprocessing (raw data without a schema: the default)")
     g.add_argument("--private-schema", action="store_true",
@@ -85,12 +88,12 @@ def add_run_arguments(parser) -> None:
     g.add_argument("--allow-nonprivate-schema", action="store_true",
                    help="accept a --schema read from the data without noise (pgmjax schema without --epsilon); the release "
                         "is then NOT differentially private in its columns, and the summary and report say so")
-    g.add_argument("--preprocess-fraction", type=_unit_interval, default=0.1, metavar="F",
+    g.add_argument("--preprocess-fraction", type=unit_interval, default=0.1, metavar="F",
                    help="the share of the budget spent on the schema (default 0.1)")
-    g.add_argument("--bins", type=_positive_int, default=10, help="bins per numeric or date column (default 10)")
-    g.add_argument("--min-count", type=_positive_int, default=5,
+    g.add_argument("--bins", type=positive_int, default=10, help="bins per numeric or date column (default 10)")
+    g.add_argument("--min-count", type=positive_int, default=5,
                    help="a category is kept only if its noisy count exceeds this (default 5)")
-    g.add_argument("--discovery-delta", type=_unit_interval, default=1e-9, metavar="DELTA",
+    g.add_argument("--discovery-delta", type=unit_interval, default=1e-9, metavar="DELTA",
                    help="delta added by the category discovery's threshold (default 1e-9)")
     g.add_argument("--html", metavar="HTML", help="write a utility report (plots: synthetic vs real marginals, workload "
                    "errors, ledger) as one HTML page; it is computed from the raw data: NOT private")
@@ -98,14 +101,13 @@ def add_run_arguments(parser) -> None:
 
 def add_schema_arguments(parser) -> None:
     """The options of ``pgmjax schema`` for a private schema."""
-    from .cli import _positive_float, _positive_int, _seed, _unit_interval
 
-    parser.add_argument("--epsilon", type=_positive_float, metavar="EPS",
+    parser.add_argument("--epsilon", type=positive_float, metavar="EPS",
                         help="derive the schema with differential privacy at this epsilon (pure DP; private quantiles and "
                              "category discovery) instead of reading it from the data")
-    parser.add_argument("--delta", type=_unit_interval, default=1e-9, help="the category discovery's delta (default 1e-9)")
-    parser.add_argument("--min-count", type=_positive_int, default=5, help="least noisy count of a kept category (default 5)")
-    parser.add_argument("--seed", type=_seed, default=0, help="random seed of the noise (default 0)")
+    parser.add_argument("--delta", type=unit_interval, default=1e-9, help="the category discovery's delta (default 1e-9)")
+    parser.add_argument("--min-count", type=positive_int, default=5, help="least noisy count of a kept category (default 5)")
+    parser.add_argument("--seed", type=seed_int, default=0, help="random seed of the noise (default 0)")
 
 
 def check_schema_privacy(schema, path: str, allowed: bool) -> None:
@@ -117,7 +119,6 @@ def check_schema_privacy(schema, path: str, allowed: bool) -> None:
     Raises:
         UserError: the schema's provenance says ``"private": false`` and ``allowed`` is False.
     """
-    from .cli import UserError
 
     if schema.private is False and not allowed:
         raise UserError(
@@ -133,10 +134,8 @@ def load_private(args, say, key):
     Returns:
         ``(data, schema, result)`` where ``result`` is the :class:`pgmjax.preprocess.PrivateSchema`.
     """
-    from . import cli_guards
-    from . import schema as S
-    from .cli import UserError
-    from .preprocess import private_schema
+    from .. import schema as S
+    from ..preprocess import private_schema
 
     try:
         frame = S.read_raw_csv(args.data)
@@ -144,7 +143,7 @@ def load_private(args, say, key):
                                 min_count=args.min_count, decode=args.decode or "uniform")
         data = result.schema.encode(frame, line_offset=2)
     except S.SchemaError as e:
-        raise UserError(f"{args.data}: {cli_guards.public_error(e, args.show_private)}") from None
+        raise UserError(f"{args.data}: {guards.public_error(e, args.show_private)}") from None
     for n in result.notes:
         say(f"private schema: {n}")
     return data, result.schema, result
@@ -154,18 +153,16 @@ def private_schema_cmd(args) -> int:
     """``pgmjax schema --data raw.csv --epsilon E``: a private schema as JSON (pure epsilon-DP plus the discovery's delta)."""
     import jax
 
-    from . import cli_guards
-    from . import schema as S
-    from .cli import UserError
-    from .preprocess import private_schema
-    from .privacy import Accountant
+    from .. import schema as S
+    from ..preprocess import private_schema
+    from ..privacy import Accountant
 
     try:
         frame = S.read_raw_csv(args.data)
         acc = Accountant(epsilon=args.epsilon)
         result = private_schema(frame, acc, jax.random.key(args.seed), bins=args.bins, delta=args.delta, min_count=args.min_count)
     except S.SchemaError as e:
-        raise UserError(f"{args.data}: {cli_guards.public_error(e, False)}") from None
+        raise UserError(f"{args.data}: {guards.public_error(e, False)}") from None
     text = S.dumps(result.schema.to_dict())
     if args.out:
         with open(args.out, "w") as f:
@@ -213,65 +210,10 @@ def summary_lines(entry: dict | None) -> list[str]:
 
 def write_html(args, report: dict, data, synth, workload, schema) -> None:
     """``--html``: the utility report of :mod:`pgmjax.report_html` (computed from the input: NOT private)."""
-    from .cli import RunFailure
-    from .report_html import write_report
+    from ..report_html import write_report
 
     try:
         write_report(args.html, data, synth, schema=schema, workload=workload, report=report,
                      title=f"pgmjax {args.mechanism} on {args.data}")
     except OSError as e:
         raise RunFailure(f"--html: could not write {args.html}: {e}") from e
-
-
-def add_report_parser(sub) -> None:
-    """``pgmjax report --real raw.csv --synthetic synth.csv --html report.html [--schema schema.json]``."""
-    r = sub.add_parser(
-        "report",
-        help="an HTML utility report comparing a synthetic CSV with the real one (NOT private: it reads the real data)",
-        description="Writes one self-contained HTML page: per-column histograms real vs synthetic, the 2-way TVD "
-                    "heatmap, the worst 2-way marginals, the 2-way workload error. Both tables are discretised by "
-                    "--schema (values outside its bins are clipped), or by a schema read from the real table (not private).",
-        epilog="Example: pgmjax report --real raw.csv --synthetic synth.csv --schema schema.json --html report.html",
-    )
-    r.add_argument("--real", required=True, metavar="CSV", help="the real (private) table")
-    r.add_argument("--synthetic", required=True, metavar="CSV", help="the synthetic table")
-    r.add_argument("--schema", metavar="JSON", help="discretisation schema (default: read from the real table)")
-    r.add_argument("--html", required=True, metavar="HTML", help="the page to write")
-    r.set_defaults(func=report_cmd, debug=False)
-
-
-def report_cmd(args) -> int:
-    """Run ``pgmjax report`` (see :func:`add_report_parser`)."""
-    from dataclasses import replace
-
-    from . import schema as S
-    from .cli import UserError, _need_file, _need_parent
-    from .report_html import write_report
-    from .schema_columns import NumericColumn
-    from .workload import Workload
-    from . import cli_guards
-
-    for path, flag in ((args.real, "--real"), (args.synthetic, "--synthetic")):
-        _need_file(path, flag)
-    if args.schema:
-        _need_file(args.schema, "--schema")
-    _need_parent(args.html, "--html")
-    try:
-        cli_guards.refuse_overwriting_inputs({"--real": args.real, "--synthetic": args.synthetic, "--schema": args.schema},
-                                             {"--html": args.html})
-        real = S.read_raw_csv(args.real)
-        synth = S.read_raw_csv(args.synthetic)
-        schema = S.load_schema(args.schema) if args.schema else S.Schema.from_dict(S.infer_schema(real)[0])
-        # Synthetic values may fall outside what the schema lists: clip numbers, give blanks a missing code and
-        # collect unlisted categories in one code, as a private schema does.
-        schema = S.Schema([replace(c, clip=True, missing=True) if isinstance(c, NumericColumn)
-                           else replace(c, other=c.other if c.other is not None else "(not listed)")
-                           for c in schema.columns.values()], schema.provenance)
-        real_data, synth_data = schema.encode(real), schema.encode(synth)
-    except ValueError as e:
-        raise UserError(cli_guards.public_error(e, False) if isinstance(e, S.SchemaError) else str(e)) from None
-    workload = Workload.all_kway(schema.domain, 2) if len(schema.domain) > 1 else None
-    write_report(args.html, real_data, synth_data, schema=schema, workload=workload,
-                 title=f"pgmjax report: {args.synthetic} vs {args.real}")
-    print(f"pgmjax report: wrote {args.html} (computed from the real data: NOT private)")
-    return 0

@@ -1,0 +1,68 @@
+"""Argument types of the command line (argparse ``type=`` callables) and ``--option key=value`` parsing."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from .errors import UserError
+
+
+def positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (x > 0 and np.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text}")
+    return x
+
+
+def unit_interval(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < x < 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), e.g. 1e-9, got {text}")
+    return x
+
+
+def positive_int(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if x < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return x
+
+
+def seed_int(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= x < 2**63:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2^63), got {text}")
+    return x
+
+
+def parse_options(items) -> dict:
+    """``key=value`` strings -> dict; values are JSON when they parse (numbers, true/false, null, lists), else text."""
+    import json
+
+    out = {}
+    for item in items or []:
+        k, sep, v = item.partition("=")
+        k = k.strip()
+        if not sep or not k.isidentifier():
+            raise UserError(f"--option expects key=value (e.g. --option noise=gaussian), got {item!r}")
+        if k in out:
+            raise UserError(f"--option {k} is given twice")
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out

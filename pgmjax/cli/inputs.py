@@ -1,0 +1,160 @@
+"""Inputs of ``pgmjax run``: files and output paths, the integer-coded or raw table, the workload."""
+
+from __future__ import annotations
+
+from . import guards, preprocessing
+from .errors import UserError
+
+
+def need_file(path: str, flag: str) -> None:
+    import os
+
+    if not os.path.exists(path):
+        raise UserError(f"{flag}: file not found: {path}")
+    if os.path.isdir(path):
+        raise UserError(f"{flag}: {path} is a folder, expected a file")
+
+
+def need_parent(path: str | None, flag: str) -> None:
+    import os
+
+    if path is None:
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UserError(f"{flag}: the folder {parent} does not exist (create it first; nothing was run)")
+    if os.path.isdir(path) and flag != "--save-model":
+        raise UserError(f"{flag}: {path} is a folder, expected a file name")
+
+
+def check_columns(header: list[str], attributes, data_path: str, what: str, ignore_extra: bool) -> list[str]:
+    """Every attribute must be a column; a column that is no attribute is an error unless ignored."""
+    if not header or header == [""]:
+        raise UserError(f"data file {data_path} is empty (no header line)")
+    dup = sorted({c for c in header if header.count(c) > 1})
+    if dup:
+        raise UserError(f"data file {data_path} has duplicate column names: {dup}")
+    missing = [a for a in attributes if a not in header]
+    if missing:
+        raise UserError(
+            f"data file {data_path} has no column{'s' if len(missing) > 1 else ''} {', '.join(repr(m) for m in missing)} "
+            f"(named in the {what}); its columns are {header}"
+        )
+    extra = [c for c in header if c not in attributes]
+    if extra and not ignore_extra:
+        many = len(extra) > 1
+        raise UserError(
+            f"data file {data_path}: column{'s' if many else ''} {', '.join(repr(c) for c in extra)} "
+            f"{'are' if many else 'is'} not in the {what} (attributes: {list(attributes)}); add "
+            f"{'them' if many else 'it'} to the {what}, or pass --ignore-extra-columns to drop {'them' if many else 'it'}"
+        )
+    return extra
+
+
+def csv_header(path: str) -> list[str]:
+    import csv
+    import gzip
+
+    from ..dataset import unreadable_csv
+
+    try:
+        opener = gzip.open(path, "rt") if path.endswith(".gz") else open(path, newline="")
+        with opener as f:
+            return next(csv.reader(f), [])
+    except (UnicodeDecodeError, csv.Error) as e:  # their text quotes bytes or a line of the private file
+        raise UserError("data file " + unreadable_csv(path, e)) from None
+    except OSError as e:
+        raise UserError(f"data file {path} could not be read: {e}") from None
+
+
+def load_integer_data(args, say):
+    """``--data`` + ``--domain``: an integer-coded table."""
+    import json
+
+    import pandas as pd
+
+    import pgmjax as pj
+
+    try:
+        with open(args.domain) as f:
+            raw = json.load(f)
+        if not isinstance(raw, dict):
+            raise UserError(f"domain file {args.domain} must hold a JSON object attribute -> number of values")
+        domain = pj.Domain(raw)
+    except json.JSONDecodeError as e:
+        raise UserError(f"domain file {args.domain} is not valid JSON: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise UserError(f"domain file {args.domain}: {e}") from None
+    extra = check_columns(csv_header(args.data), domain.attributes, args.data, "domain file", args.ignore_extra_columns)
+    from ..dataset import DataValueError, unreadable_csv
+
+    try:
+        frame = pd.read_csv(args.data, usecols=list(domain.attributes))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
+        # The reader's text may quote a line number or bytes of the private file.
+        detail = f"{args.data} could not be read as CSV: {e}" if args.show_private else unreadable_csv(args.data, e)
+        raise UserError(f"data file {detail}") from None
+    try:
+        data = pj.Dataset(frame, domain)
+    except (TypeError, ValueError) as e:
+        if not isinstance(e, DataValueError):
+            raise UserError(f"data file {args.data}: {str(e).removeprefix('Dataset: ')}") from None
+        msg = guards.public_error(e, args.show_private).removeprefix("Dataset: ")
+        hint = ""
+        if "integer codes" in msg or "not finite" in msg:
+            hint = "; for raw values (text, decimals) give a --schema instead of --domain (see: pgmjax schema --help)"
+        raise UserError(f"data file {args.data}: {msg}{hint}") from None
+    return data, None, extra
+
+
+def load_raw_data(args, say):
+    """``--data`` + ``--schema``: raw values discretised by the schema."""
+    from .. import schema as S
+
+    try:
+        schema = S.load_schema(args.schema, decode=args.decode)
+    except S.SchemaError as e:
+        raise UserError(str(e)) from None
+    preprocessing.check_schema_privacy(schema, args.schema, args.allow_nonprivate_schema)
+    extra = check_columns(csv_header(args.data), list(schema.columns), args.data, "schema", args.ignore_extra_columns)
+    try:
+        frame = S.read_raw_csv(args.data)
+        data = schema.encode(frame)
+    except S.SchemaError as e:
+        raise UserError(f"data file {args.data}: {guards.public_error(e, args.show_private)}") from None
+    return data, schema, extra
+
+
+def parse_workload(spec: str | None, domain):
+    """``all-Kway`` or a JSON file of cliques -> (Workload, label); None -> (None, None)."""
+    import json
+    import os
+    import re
+
+    import pgmjax as pj
+
+    if spec is None:
+        return None, None
+    m = re.fullmatch(r"all-(\d+)-?way", spec.strip().lower())
+    if m:
+        k = int(m.group(1))
+        if not 1 <= k <= len(domain):
+            raise UserError(f"--workload {spec}: k must be between 1 and the number of attributes ({len(domain)})")
+        return pj.Workload.all_kway(domain, k), f"all {k}-way marginals"
+    if not os.path.exists(spec):
+        raise UserError(f"--workload: expected all-2way, all-3way (any all-Kway) or a JSON file of cliques; file not found: {spec}")
+    try:
+        with open(spec) as f:
+            raw = json.load(f)
+    except json.JSONDecodeError as e:
+        raise UserError(f"workload file {spec} is not valid JSON: {e}") from None
+    if isinstance(raw, dict) and "cliques" in raw:
+        raw = raw["cliques"]
+    if not isinstance(raw, list) or not raw or not all(
+        isinstance(c, list) and c and all(isinstance(a, str) for a in c) for c in raw
+    ):
+        raise UserError(f'workload file {spec}: expected a non-empty list of cliques, e.g. [["age", "sex"], ["sex", "income"]]')
+    try:
+        return pj.Workload.marginals(domain, [tuple(c) for c in raw]), f"{len(raw)} marginals from {spec}"
+    except ValueError as e:
+        raise UserError(f"workload file {spec}: {e}") from None

@@ -1,0 +1,246 @@
+"""The parser of the ``pgmjax`` command and :func:`main`, which maps failures to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import intervals, preprocessing, report, sample
+from .arguments import positive_float, positive_int, seed_int, unit_interval
+from .commands import mechanisms_cmd, schema_cmd
+from .demo import demo
+from .errors import RunFailure, UserError
+from .run import run
+
+
+_MAIN_EPILOG = """\
+examples:
+  pgmjax demo                                    # estimation on a random model, no data needed
+  pgmjax demo --records 50000 --attributes 12 --iters 1000
+
+  # integer-coded data (values 0..n-1) with its domain JSON {"age": 85, "sex": 2, ...}
+  pgmjax run --data table.csv --domain table-domain.json --mechanism aim \\
+             --epsilon 1 --delta 1e-9 --out synthetic.csv --report report.json --workload all-2way
+
+  # raw data (numbers, text, dates, blanks): the schema is derived with DP inside the budget
+  pgmjax run --data raw.csv --mechanism mst --epsilon 1 --out synthetic.csv --save-model model/
+  pgmjax sample --model model/ --records 5000 --out more.csv   # more records, no privacy cost
+  pgmjax schema --data raw.csv --epsilon 0.1 > schema.json    # or a private schema to review and reuse
+
+  pgmjax mechanisms                              # which mechanisms are installed
+  pgmjax run --help                              # every option of a run, schema and workload formats
+
+exit codes: 0 success; 2 bad command line or input (reported before any long computation);
+1 the run failed (add --debug to a run for the traceback).
+"""
+
+_RUN_DESCRIPTION = """\
+Run a differentially private mechanism on a CSV table and write synthetic data.
+
+The mechanism reads the data only through its noise-adding steps and spends exactly the budget
+given (--epsilon, and --delta where the guarantee is (eps, delta)); everything after it (the model,
+the synthetic records, their decoding) is post-processing. A progress bar on stderr follows the
+estimation iterations across the selection rounds; at the end a summary is printed (budget given
+and spent, measurements, model size, time) and --report writes it as JSON with the privacy ledger.
+The report's "input.records" and "evaluation" are computed from the data directly (the report lists
+them under "not_private"): they are for the data holder, not for publication. The printed summary
+and status lines show only privacy-safe numbers (budget, noisy estimates, sizes of outputs) unless
+--show-private is given; error messages about the data name the column and what was expected, never
+a value or its line (--show-private shows them). An output path that is an input file (or another
+output) is refused before anything runs; a model estimating fewer than 10 records (a tiny budget)
+is refused with a suggestion (--records) instead of writing a near-empty table.
+
+mechanisms (pgmjax mechanisms shows which are installed):
+  mwem       MWEM+PGM: EM selection of marginals, Laplace noise (eps-DP); --option noise=gaussian for zCDP
+  privbayes  PrivBayes+PGM: private Bayesian network and noisy conditionals (eps-DP; --delta unused)
+  dualquery  DualQuery+PGM: private query/record game, model fitted to the transcript ((eps, delta)-DP)
+  hdmm       HDMM+PGM: workload-optimised measurement strategy, Laplace noise (eps-DP)
+  mst        MST: one-way marginals + private maximum spanning tree of pairs ((eps, delta)-DP via zCDP)
+  aim        AIM: adaptive workload-aware marginal selection ((eps, delta)-DP via zCDP)
+  mldp       MLDP+PGM: low-sensitivity training queries, the rest answered by the model (eps-DP)
+
+input:
+  integer-coded: --data table.csv --domain domain.json, where domain.json maps every column to its
+    number of values {"age": 85, "sex": 2}; each value must be an integer in [0, n).
+  raw values without a schema (the default): the run spends --preprocess-fraction of the budget
+    (default 0.1) on a private schema: bin edges at private quantiles, clipping bounds, categories
+    kept only when their noisy count is large (rare values become "other"), a missing code for
+    blanks, dates binned and decoded as dates; the split is printed and recorded in the report.
+  raw values with a public schema: --data raw.csv --schema schema.json, where schema.json says how to discretise:
+      {"age":    {"bins": [17, 25, 35, 45, 55, 65, 91], "integer": true},
+       "income": {"bins": 20, "range": [0, 250000], "decode": "midpoint"},
+       "sex":    {"categories": ["Female", "Male"]}}
+    bins [e0, e1, ..., ek] are [e_i, e_i+1) with the last one closed; "bins": k with "range": [lo, hi]
+    is k equal-width bins; values outside the bins or not among the categories are errors.
+    Synthetic data is decoded back: categories to their text, numbers to a value drawn uniformly
+    within the bin (seeded by --seed; integers for "integer": true), or the bin midpoint with
+    "decode": "midpoint" (per column) or --decode midpoint (all numeric columns).
+    pgmjax schema --data raw.csv --epsilon E writes a private schema. A schema read from the data
+    without noise (pgmjax schema without --epsilon) is refused unless --allow-nonprivate-schema.
+  Every domain/schema attribute must be a column of the CSV, and every column an attribute
+  (--ignore-extra-columns drops the others).
+
+workload (--workload): all-2way, all-3way (any all-Kway) or a JSON file of cliques
+  [["age", "sex"], ["sex", "income"]]. Mechanisms that take a workload (mwem, dualquery, hdmm, aim,
+  mldp) optimise for it (default: all 2-way marginals); the summary then reports the workload error
+  of the synthetic data and of the model against the input (paper scale: mean over queries of
+  ||W mu - W mu_hat||_1 / (2 ||W mu||_1)) and the mean total variation distance over all 2-way
+  marginals. These numbers read the input directly: they are NOT private.
+
+mechanism options: --option key=value passes a keyword argument of the front-end function (values
+are JSON: numbers, true/false, strings), e.g. --option noise=gaussian --option max_model_mb=5 for
+mwem, --option beta=0.5 for privbayes, --option samples=20 for dualquery; see help(pgmjax.mechanisms.<name>).
+"""
+
+_RUN_EPILOG = """\
+examples:
+  pgmjax run --data adult.csv --domain adult-domain.json --mechanism aim --epsilon 1 --delta 1e-9 \\
+             --out synthetic.csv --report report.json --workload all-2way
+  pgmjax run --data adult.csv --domain adult-domain.json --mechanism mwem --epsilon 0.5 --rounds 14 \\
+             --iters 500 --option noise=gaussian --delta 1e-6 --out synthetic.csv
+  pgmjax run --data raw.csv --schema schema.json --mechanism privbayes --epsilon 1 --seed 3 \\
+             --records 10000 --out synthetic.csv --quiet
+
+exit codes: 0 success; 2 bad command line or input (missing file, column not in the domain, value
+out of range, eps <= 0, delta outside (0, 1), unknown or unavailable mechanism, bad option), reported
+on stderr before the mechanism runs; 1 the run failed (add --debug for the traceback).
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ..mechanisms.registry import MECHANISMS
+
+    parser = argparse.ArgumentParser(
+        prog="pgmjax",
+        description="Graphical-model estimation for differentially private query answering, in JAX.",
+        epilog=_MAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,run,sample,schema,report,mechanisms}")
+    d = sub.add_parser(
+        "demo",
+        help="estimate a model from noisy marginals of data drawn from a random graphical model (no data needed)",
+        description=(
+            "Draws records from a random ground-truth graphical model, measures all 2-way marginals of a random "
+            "tree plus a few 3-way marginals with Gaussian noise, estimates a graphical model, and prints the "
+            "per-marginal error of the model next to the error of the raw noisy answers."
+        ),
+        epilog="Example: pgmjax demo --records 50000 --attributes 12 --iters 1000",
+    )
+    d.add_argument("--records", type=int, default=50_000, help="number of records (default 50000)")
+    d.add_argument("--attributes", type=int, default=12, help="number of attributes (default 12)")
+    d.add_argument("--triples", type=int, default=3, help="number of random 3-way marginals measured (default 3)")
+    d.add_argument("--sigma", type=float, default=50.0, help="Gaussian noise standard deviation (default 50)")
+    d.add_argument("--iters", type=int, default=1000, help="estimation iterations (default 1000)")
+    d.add_argument("--method", default="mirror_descent", choices=["mirror_descent", "dual_averaging", "lbfgs"])
+    d.add_argument("--seed", type=int, default=0, help="random seed (data, structure and noise)")
+    d.add_argument("--quiet", action="store_true", help="no progress bar")
+    d.set_defaults(func=demo)
+
+    r = sub.add_parser(
+        "run",
+        help="run a private mechanism (mwem, privbayes, dualquery, hdmm, mst, aim, mldp) on a CSV, write synthetic data",
+        description=_RUN_DESCRIPTION,
+        epilog=_RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    g = r.add_argument_group("input")
+    g.add_argument("--data", required=True, metavar="CSV", help="the private table (CSV, optionally .gz), with a header line")
+    g.add_argument("--domain", metavar="JSON", help="domain of integer-coded data: {column: number of values}")
+    g.add_argument("--schema", metavar="JSON", help="public discretisation schema of raw data (see above; without --domain "
+                   "and --schema a private one is derived from the data inside the budget)")
+    g.add_argument("--ignore-extra-columns", action="store_true", help="drop CSV columns that are not in the domain/schema instead of failing")
+    g = r.add_argument_group("mechanism and privacy")
+    g.add_argument("--mechanism", "-m", required=True, choices=list(MECHANISMS), metavar="NAME",
+                   help=f"one of: {', '.join(MECHANISMS)}")
+    g.add_argument("--epsilon", "-e", required=True, type=positive_float, metavar="EPS", help="privacy budget epsilon > 0")
+    g.add_argument("--delta", type=unit_interval, default=None, metavar="DELTA",
+                   help="delta in (0, 1) for (eps, delta) guarantees (default 1e-9: dualquery, mst, aim, and mwem/hdmm with "
+                        "--option noise=gaussian); pure-DP runs do not use it")
+    g.add_argument("--workload", metavar="SPEC", help="all-2way, all-3way or a JSON file of cliques: what the mechanism optimises for "
+                   "(if it takes a workload) and what the summary evaluates")
+    g.add_argument("--rounds", type=positive_int, metavar="T", help="rounds of an iterative mechanism (mwem, dualquery, aim)")
+    g.add_argument("--iters", type=positive_int, metavar="N", help="estimation iterations per model fit (mechanism default if omitted)")
+    g.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="a mechanism-specific keyword argument (repeatable)")
+    g.add_argument("--seed", type=seed_int, default=0, help="random seed of the whole run: noise, selections, sampling, decoding (default 0)")
+    g = r.add_argument_group("output")
+    g.add_argument("--out", metavar="CSV", help="write the synthetic data here (raw values when --schema is given)")
+    g.add_argument("--records", type=positive_int, metavar="N", help="number of synthetic records (default: the model's estimated total)")
+    g.add_argument("--decode", choices=["uniform", "midpoint"], help="decoding of binned numeric columns without their own \"decode\" "
+                   "(default uniform within the bin)")
+    g.add_argument("--report", metavar="JSON", help="write the summary, the evaluation and the privacy ledger as JSON")
+    g.add_argument("--save-model", metavar="DIR", help="save the fitted graphical model to this folder (pgmjax.load_model reads it)")
+    g.add_argument("--quiet", "-q", action="store_true", help="no progress bar or status lines on stderr (the summary is still printed)")
+    g.add_argument("--show-private", action="store_true",
+                   help="also print numbers computed from the input without noise (its exact record count, the workload "
+                        "errors) and, in error messages, the offending value and its line; by default only "
+                        "privacy-safe numbers are printed")
+    g.add_argument("--debug", action="store_true", help="show the traceback when the run fails")
+    preprocessing.add_run_arguments(r)
+    intervals.add_run_arguments(r, unit_interval)
+    r.set_defaults(func=run)
+
+    s = sub.add_parser(
+        "schema",
+        help="infer a starter discretisation schema from a raw CSV (NOT private: review it)",
+        description=(
+            "Reads a raw CSV and writes a schema JSON for pgmjax run --schema: a numeric column with more than "
+            "--max-categories distinct values gets --bins equal-width bins over its [min, max] ('integer' if all "
+            "values are integers); every other column becomes categorical with its distinct values. The schema "
+            "is derived from the data and is NOT private: replace data-derived ranges and category lists by "
+            "public knowledge before a private release."
+        ),
+        epilog="Example: pgmjax schema --data raw.csv --bins 16 > schema.json",
+    )
+    s.add_argument("--data", required=True, metavar="CSV", help="the raw table")
+    s.add_argument("--bins", type=positive_int, default=10, help="bins per numeric column (default 10)")
+    s.add_argument("--max-categories", type=positive_int, default=32,
+                   help="numeric columns with at most this many distinct values stay categorical (default 32; >= --bins)")
+    s.add_argument("--out", metavar="JSON", help="write here instead of stdout")
+    preprocessing.add_schema_arguments(s)
+    s.set_defaults(func=schema_cmd, debug=False)
+
+    report.add_report_parser(sub)
+    sample.add_sample_parser(sub)
+    m = sub.add_parser("mechanisms", help="list the mechanisms and whether they are installed",
+                       description="Lists every mechanism pgmjax run knows, whether it can be loaded here, and its guarantee.")
+    m.add_argument("--verbose", "-v", action="store_true", help="say why an unavailable mechanism does not load")
+    m.set_defaults(func=mechanisms_cmd, debug=False)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        for name in ("records", "attributes", "iters"):
+            if getattr(args, name) < 1:
+                parser.error(f"--{name} must be at least 1")
+        if args.attributes < 3:
+            parser.error("--attributes must be at least 3")
+        if args.sigma <= 0:
+            parser.error("--sigma must be positive")
+        return args.func(args)
+    args.argv = argv
+    try:
+        return args.func(args)
+    except UserError as e:
+        print(f"pgmjax {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except RunFailure as e:
+        print(f"pgmjax {args.command}: failed: {e}", file=sys.stderr)
+        if args.debug and e.__cause__ is not None:
+            raise e.__cause__
+        return 1
+    except KeyboardInterrupt:
+        print(f"pgmjax {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if getattr(args, "debug", False):
+            raise
+        print(
+            f"pgmjax {args.command}: failed: {type(e).__name__}: {e} (run again with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 1

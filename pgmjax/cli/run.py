@@ -1,0 +1,264 @@
+"""``pgmjax run``: a privacy mechanism on a CSV table, synthetic data, the summary and the JSON report."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from ..domain import cells_text
+from . import guards, intervals, preprocessing
+from .arguments import parse_options
+from .errors import RunFailure, UserError
+from .inputs import csv_header, load_integer_data, load_raw_data, need_file, need_parent, parse_workload
+from .progress import Progress, expected_iterations
+from .summary import evaluate, jsonable, model_info, plural, privacy_line, privacy_summary, version
+
+
+def run(args) -> int:
+    import json
+    import os
+
+    from ..mechanisms import registry
+
+    t_start = time.perf_counter()
+    say = (lambda *a: None) if args.quiet else (lambda msg: print(f"pgmjax run: {msg}", file=sys.stderr, flush=True))
+
+    # ---- cheap checks first: files, outputs, options, mechanism
+    args.split = None
+    if args.private_schema and (args.domain is not None or args.schema is not None):
+        raise UserError("--private-schema derives the schema from --data: give neither --domain nor --schema")
+    if args.domain is not None and args.schema is not None:
+        raise UserError("give --domain DOMAIN.json for integer-coded data, or --schema SCHEMA.json for raw values (not both)")
+    if args.domain is None and args.schema is None:
+        args.private_schema = True  # raw data without a schema: derive one with DP inside the budget (the default)
+    if args.allow_nonprivate_schema and args.schema is None:
+        raise UserError("--allow-nonprivate-schema applies to a --schema read from the data (pgmjax schema without --epsilon)")
+    if args.decode is not None and args.schema is None and not args.private_schema:
+        raise UserError("--decode applies to raw data read with --schema")
+    need_file(args.data, "--data")
+    if not args.private_schema:
+        need_file(args.domain or args.schema, "--domain" if args.domain else "--schema")
+    need_parent(args.html, "--html")
+    need_parent(args.out, "--out")
+    need_parent(args.report, "--report")
+    need_parent(args.save_model, "--save-model")
+    try:
+        guards.refuse_overwriting_inputs(
+            {"--data": args.data, "--domain": args.domain, "--schema": args.schema,
+             "--workload": args.workload if args.workload is not None and os.path.isfile(args.workload) else None},
+            {"--out": args.out, "--report": args.report, "--save-model": args.save_model, "--html": args.html},
+        )
+    except ValueError as e:
+        raise UserError(f"{e} (nothing was run)") from None
+    options = parse_options(args.option)
+    if args.private_schema:
+        if args.mechanism not in registry.MECHANISMS:
+            raise UserError(f"unknown mechanism {args.mechanism!r}")
+        try:
+            args.split = preprocessing.split_budget(args.mechanism, args.epsilon, args.delta, args.preprocess_fraction)
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        args.epsilon_total, args.delta_total = args.epsilon, args.delta
+        args.epsilon, args.delta = args.split.epsilon, args.split.delta  # the mechanism's share
+    try:
+        _, _, notes = registry.prepare(
+            args.mechanism, epsilon=args.epsilon, delta=args.delta, iters=args.iters, rounds=args.rounds,
+            records=args.records, options=options,
+        )
+        params = registry.parameters(args.mechanism)
+    except registry.MechanismUnavailable as e:
+        available = [n for n, why in registry.availability().items() if why is None]
+        raise UserError(f"{e}; available here: {', '.join(available)}") from None
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+    # ---- data and workload (validated before the mechanism runs)
+    t0 = time.perf_counter()
+    if args.private_schema:
+        import jax
+
+        data, schema, pre = preprocessing.load_private(args, say, jax.random.fold_in(jax.random.key(args.seed), 7))
+        extra = []
+    elif args.schema is not None:
+        data, schema, extra = load_raw_data(args, say)
+    else:
+        data, schema, extra = load_integer_data(args, say)
+    workload, wl_label = parse_workload(args.workload, data.domain)
+    try:
+        intervals.check(args, workload)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    t_load = time.perf_counter() - t0
+    # The exact record count is private under add/remove neighbours: only with --show-private.
+    say(
+        f"read {f'{len(data):,} records, ' if args.show_private else ''}{len(data.domain)} attributes "
+        f"(domain {cells_text(data.domain.size())} cells) from {args.data}"
+        + (f"; ignored columns {extra}" if extra else "")
+    )
+    for n in notes:
+        say(f"note: {n}")
+
+    import jax
+
+    key_mech, key_sample, key_decode = jax.random.split(jax.random.key(args.seed), 3)
+    common = dict(
+        epsilon=args.epsilon, delta=args.delta, iters=args.iters, rounds=args.rounds, records=args.records,
+        options=options,
+    )
+    try:
+        _, probe, _ = registry.prepare(args.mechanism, workload=workload, **common)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    spec = registry.MECHANISMS[args.mechanism]
+    reports = registry.engine_slot(args.mechanism) is not None or spec.progress is not None
+    total = expected_iterations(spec, probe, params, data.domain)
+    if not reports:
+        say(f"running {args.mechanism} (it reports no progress while it runs)")
+    progress = Progress(reports and not args.quiet, args.mechanism, total)
+
+    # ---- the mechanism
+    from ..privacy import PrivacyBudgetExceeded
+
+    t0 = time.perf_counter()
+    try:
+        result, _ = registry.run(
+            args.mechanism, data, key=key_mech, workload=workload, callback=progress.engine,
+            step_callback=progress.step, **common,
+        )
+    except PrivacyBudgetExceeded as e:
+        raise RunFailure(f"{args.mechanism}: internal accounting error: {e}") from e
+    except (ValueError, TypeError) as e:
+        # Front-ends validate their input before touching the data: this is a bad argument or option.
+        progress.abandon()
+        if args.debug:
+            raise
+        raise UserError(f"{args.mechanism} rejected the input: {str(e).removeprefix(args.mechanism + ': ')}") from None
+    except MemoryError as e:
+        raise RunFailure(f"{args.mechanism}: out of memory; try a smaller model (e.g. --option max_model_mb=...) or fewer attributes") from e
+    finally:
+        progress.close()
+    t_mech = time.perf_counter() - t0
+
+    # ---- synthetic data (post-processing of the model: no privacy cost)
+    t0 = time.perf_counter()
+    synth = result.synthetic
+    if synth is None or (args.records is not None and len(synth) != args.records):
+        synth = result.model.synthetic_data(args.records, key_sample)
+    t_sample = time.perf_counter() - t0
+    refusal = None if args.records is not None else guards.too_few_records(len(synth), args.epsilon)
+    if refusal is not None:  # a tiny budget: refuse before anything is written
+        raise RunFailure(refusal)
+
+    t0 = time.perf_counter()
+    if args.out is not None:
+        frame = schema.decode(synth, key_decode, columns=csv_header(args.data)) if schema is not None else synth.df
+        try:
+            frame.to_csv(args.out, index=False)
+        except OSError as e:
+            raise RunFailure(f"--out: could not write {args.out}: {e}") from e
+    if args.save_model is not None:
+        try:
+            from ..serialization import save_model
+
+            save_model(result.model, args.save_model, schema=schema)
+        except OSError as e:
+            raise RunFailure(f"--save-model: could not write {args.save_model}: {e}") from e
+    t_write = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    # The evaluation reads the input (not private): computed only where it is shown or written.
+    evaluated = workload is not None and (args.report is not None or args.show_private)
+    evaluation = evaluate(workload, wl_label, data, synth, result) if evaluated else None
+    t_eval = time.perf_counter() - t0
+    t_total = time.perf_counter() - t_start
+
+    # ---- summary and report
+    acc = result.accountant
+    privacy = privacy_summary(acc, args.epsilon)
+    privacy["epsilon_given"], privacy["delta_given"] = args.epsilon, args.delta
+    pre_entry = preprocessing.report_entry(args, schema)
+    if args.split is not None:
+        privacy["epsilon_given"], privacy["delta_given"] = args.epsilon_total, args.delta_total
+        privacy["mechanism_epsilon"], privacy["mechanism_delta"] = args.epsilon, args.delta
+    ledger_kinds: dict[str, int] = {}
+    for e in acc.ledger:
+        ledger_kinds[e.mechanism] = ledger_kinds.get(e.mechanism, 0) + 1
+    model = model_info(result.model)
+    seconds = {
+        "load": t_load, "mechanism": t_mech, "sampling": t_sample, "writing": t_write,
+        "evaluation": t_eval, "total": t_total,
+    }
+    report = {
+        "pgmjax_version": version(),
+        "command": ["pgmjax", *(args.argv or [])],
+        "mechanism": args.mechanism,
+        "seed": args.seed,
+        "input": {
+            "data": args.data,
+            ("schema" if schema is not None else "domain"): args.schema or args.domain,
+            "records": len(data),
+            "domain": data.domain.to_dict(),
+            "ignored_columns": extra,
+        },
+        "privacy": privacy,
+        "measurements": len(result.measurements),
+        "ledger_by_mechanism": ledger_kinds,
+        "model": model,
+        "synthetic": {"records": len(synth), "path": args.out, "decoded": schema is not None},
+        "evaluation": evaluation,
+        "intervals": intervals.report_entry(args, result, workload, key_mech),
+        # Computed from the input directly (not differentially private): remove before publishing the report.
+        "not_private": ["input.records", "evaluation"],
+        "seconds": seconds,
+        "notes": notes,
+        "original_error": result.original_error,
+        # Only what is safe to publish (settings, noisy releases, selections): some info entries are
+        # computed from the data without noise (see MechanismSpec.report_info).
+        "info": jsonable({k: v for k, v in result.info.items() if k in spec.report_info}, max_items=1000),
+        "info_omitted": sorted(k for k in result.info if k not in spec.report_info),
+        "ledger": jsonable(acc.records()),
+        "preprocessing": jsonable(pre_entry),
+    }
+    if pre_entry is not None and not pre_entry["private"]:
+        report["not_private"].append("schema (read from the data without noise)")
+    if args.report is not None:
+        try:
+            with open(args.report, "w") as f:
+                json.dump(report, f, indent=2)
+                f.write("\n")
+        except OSError as e:
+            raise RunFailure(f"--report: could not write {args.report}: {e}") from e
+
+    kinds = ", ".join(f"{v} {k}" for k, v in sorted(ledger_kinds.items()))
+    lines = [
+        f"pgmjax run: {args.mechanism} on {os.path.basename(args.data)}: "
+        + (f"{len(data):,} records (private: shown by --show-private), " if args.show_private else "")
+        + f"{len(data.domain)} attributes",
+        f"  privacy       {privacy_line(privacy)}",
+        f"  measurements  {plural(len(result.measurements), 'noisy measurement')}; ledger {plural(len(acc.ledger), 'entry', 'entries')} ({kinds})",
+        f"  model         {plural(model['n_cliques'], 'clique')}, {model['cells']:,} cells ({model['size_mb']:.3g} MB as float64), "
+        f"treewidth {model['treewidth']}, estimated total {model['total']:,.0f}",
+        f"  synthetic     {len(synth):,} records" + (f" -> {args.out}" + (" (decoded to raw values)" if schema is not None else "") if args.out else " (not written: no --out)"),
+    ]
+    if workload is not None and not args.show_private:
+        lines.append(f"  workload      {wl_label}: errors against the input withheld (computed from the input data: NOT private; "
+                     f"--show-private prints them{', --report holds them' if args.report else ''})")
+    elif evaluation is not None:
+        ev = f"  workload      {wl_label}: error {evaluation.get('workload_error_synthetic', float('nan')):.4f} (synthetic), " \
+             f"{evaluation.get('workload_error_model', float('nan')):.4f} (model), paper scale"
+        if "tvd_2way_synthetic" in evaluation:
+            ev += f"; mean 2-way TVD {evaluation['tvd_2way_synthetic']:.4f} (synthetic)"
+        lines.append(ev)
+        lines.append("                (computed from the input data: these errors are NOT private; do not publish them)")
+    lines.append(
+        f"  time          {t_total:.2f} s (load {t_load:.2f}, mechanism {t_mech:.2f}, sampling {t_sample:.2f}, "
+        f"writing {t_write:.2f}, evaluation {t_eval:.2f})"
+    )
+    lines[2:2] = preprocessing.summary_lines(pre_entry)
+    if args.html is not None:
+        preprocessing.write_html(args, report, data, synth, workload, schema)
+        lines.append(f"  html report   {args.html} (computed from the input data: NOT private)")
+    if args.report:
+        lines.append(f"  report        {args.report}")
+    print("\n".join(lines))
+    return 0
