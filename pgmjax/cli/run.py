@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import time
 
 from ..domain import cells_text
+from ..mechanisms import registry
 from . import guards, intervals, preprocessing
 from .arguments import parse_options
 from .errors import RunFailure, UserError
@@ -15,15 +18,70 @@ from .summary import evaluate, jsonable, model_info, plural, privacy_line, priva
 
 
 def run(args) -> int:
-    import json
-    import os
+    """``pgmjax run``: check everything cheap, read the inputs, run the mechanism, write, report.
 
-    from ..mechanisms import registry
-
+    Raises:
+        UserError: bad command line or input (exit 2), found before the mechanism runs.
+        RunFailure: the run failed (exit 1).
+    """
     t_start = time.perf_counter()
     say = (lambda *a: None) if args.quiet else (lambda msg: print(f"pgmjax run: {msg}", file=sys.stderr, flush=True))
+    options, params, notes = check_arguments(args)
+    t0 = time.perf_counter()
+    data, schema, extra, workload, wl_label = load_inputs(args, say)
+    seconds = {"load": time.perf_counter() - t0}
+    say(
+        # The exact record count is private under add/remove neighbours: only with --show-private.
+        f"read {f'{len(data):,} records, ' if args.show_private else ''}{len(data.domain)} attributes "
+        f"(domain {cells_text(data.domain.size())} cells) from {args.data}"
+        + (f"; ignored columns {extra}" if extra else "")
+    )
+    for n in notes:
+        say(f"note: {n}")
+    import jax
 
-    # ---- cheap checks first: files, outputs, options, mechanism
+    keys = dict(zip(("mechanism", "sample", "decode"), jax.random.split(jax.random.key(args.seed), 3)))
+    t0 = time.perf_counter()
+    result, spec = run_mechanism(args, data, workload, options, params, keys["mechanism"], say)
+    seconds["mechanism"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    synth = synthetic_records(args, result, keys["sample"])
+    seconds["sampling"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    write_outputs(args, result, synth, schema, keys["decode"])
+    seconds["writing"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    # The evaluation reads the input (not private): computed only where it is shown or written.
+    evaluated = workload is not None and (args.report is not None or args.show_private)
+    evaluation = evaluate(workload, wl_label, data, synth, result) if evaluated else None
+    seconds["evaluation"] = time.perf_counter() - t0
+    seconds["total"] = time.perf_counter() - t_start
+    report = build_report(args, data, schema, extra, workload, result, spec, synth, evaluation, notes, seconds,
+                          keys["mechanism"])
+    if args.report is not None:
+        try:
+            with open(args.report, "w") as f:
+                json.dump(report, f, indent=2)
+                f.write("\n")
+        except OSError as e:
+            raise RunFailure(f"--report: could not write {args.report}: {e}") from e
+    lines = summary_text(args, report, data, schema, workload, wl_label, result, synth, evaluation)
+    if args.html is not None:
+        preprocessing.write_html(args, report, data, synth, workload, schema)
+        lines.append(f"  html report   {args.html} (computed from the input data: NOT private)")
+    if args.report:
+        lines.append(f"  report        {args.report}")
+    print("\n".join(lines))
+    return 0
+
+
+def check_arguments(args) -> tuple[dict, dict, list]:
+    """The cheap checks, before any data is read: files, outputs, options, mechanism, the budget split.
+
+    Returns:
+        ``(options, the front-end's parameters, notes)``; sets ``args.split`` (and the mechanism's share of
+        the budget in ``args.epsilon`` / ``args.delta``) when the schema is derived privately.
+    """
     args.split = None
     if args.private_schema and (args.domain is not None or args.schema is not None):
         raise UserError("--private-schema derives the schema from --data: give neither --domain nor --schema")
@@ -71,13 +129,19 @@ def run(args) -> int:
         raise UserError(f"{e}; available here: {', '.join(available)}") from None
     except ValueError as e:
         raise UserError(str(e)) from None
+    return options, params, notes
 
-    # ---- data and workload (validated before the mechanism runs)
-    t0 = time.perf_counter()
+
+def load_inputs(args, say):
+    """The table (integer-coded, raw with a public schema, or raw with a private schema) and the workload.
+
+    Returns:
+        ``(data, schema or None, ignored columns, workload or None, workload label)``.
+    """
     if args.private_schema:
         import jax
 
-        data, schema, pre = preprocessing.load_private(args, say, jax.random.fold_in(jax.random.key(args.seed), 7))
+        data, schema, _ = preprocessing.load_private(args, say, jax.random.fold_in(jax.random.key(args.seed), 7))
         extra = []
     elif args.schema is not None:
         data, schema, extra = load_raw_data(args, say)
@@ -88,19 +152,15 @@ def run(args) -> int:
         intervals.check(args, workload)
     except ValueError as e:
         raise UserError(str(e)) from None
-    t_load = time.perf_counter() - t0
-    # The exact record count is private under add/remove neighbours: only with --show-private.
-    say(
-        f"read {f'{len(data):,} records, ' if args.show_private else ''}{len(data.domain)} attributes "
-        f"(domain {cells_text(data.domain.size())} cells) from {args.data}"
-        + (f"; ignored columns {extra}" if extra else "")
-    )
-    for n in notes:
-        say(f"note: {n}")
+    return data, schema, extra, workload, wl_label
 
-    import jax
 
-    key_mech, key_sample, key_decode = jax.random.split(jax.random.key(args.seed), 3)
+def run_mechanism(args, data, workload, options, params, key, say):
+    """The front-end through the registry, with the progress bar; its errors mapped to exit codes.
+
+    Returns:
+        ``(MechanismResult, the registry's MechanismSpec)``.
+    """
     common = dict(
         epsilon=args.epsilon, delta=args.delta, iters=args.iters, rounds=args.rounds, records=args.records,
         options=options,
@@ -116,13 +176,11 @@ def run(args) -> int:
         say(f"running {args.mechanism} (it reports no progress while it runs)")
     progress = Progress(reports and not args.quiet, args.mechanism, total)
 
-    # ---- the mechanism
     from ..privacy import PrivacyBudgetExceeded
 
-    t0 = time.perf_counter()
     try:
         result, _ = registry.run(
-            args.mechanism, data, key=key_mech, workload=workload, callback=progress.engine,
+            args.mechanism, data, key=key, workload=workload, callback=progress.engine,
             step_callback=progress.step, **common,
         )
     except PrivacyBudgetExceeded as e:
@@ -137,21 +195,24 @@ def run(args) -> int:
         raise RunFailure(f"{args.mechanism}: out of memory; try a smaller model (e.g. --option max_model_mb=...) or fewer attributes") from e
     finally:
         progress.close()
-    t_mech = time.perf_counter() - t0
+    return result, spec
 
-    # ---- synthetic data (post-processing of the model: no privacy cost)
-    t0 = time.perf_counter()
+
+def synthetic_records(args, result, key):
+    """The mechanism's synthetic data, or ``--records`` drawn from the model (post-processing: no privacy cost)."""
     synth = result.synthetic
     if synth is None or (args.records is not None and len(synth) != args.records):
-        synth = result.model.synthetic_data(args.records, key_sample)
-    t_sample = time.perf_counter() - t0
+        synth = result.model.synthetic_data(args.records, key)
     refusal = None if args.records is not None else guards.too_few_records(len(synth), args.epsilon)
     if refusal is not None:  # a tiny budget: refuse before anything is written
         raise RunFailure(refusal)
+    return synth
 
-    t0 = time.perf_counter()
+
+def write_outputs(args, result, synth, schema, key) -> None:
+    """``--out`` (decoded to raw values in the input's column order when there is a schema) and ``--save-model``."""
     if args.out is not None:
-        frame = schema.decode(synth, key_decode, columns=csv_header(args.data)) if schema is not None else synth.df
+        frame = schema.decode(synth, key, columns=csv_header(args.data)) if schema is not None else synth.df
         try:
             frame.to_csv(args.out, index=False)
         except OSError as e:
@@ -163,16 +224,10 @@ def run(args) -> int:
             save_model(result.model, args.save_model, schema=schema)
         except OSError as e:
             raise RunFailure(f"--save-model: could not write {args.save_model}: {e}") from e
-    t_write = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    # The evaluation reads the input (not private): computed only where it is shown or written.
-    evaluated = workload is not None and (args.report is not None or args.show_private)
-    evaluation = evaluate(workload, wl_label, data, synth, result) if evaluated else None
-    t_eval = time.perf_counter() - t0
-    t_total = time.perf_counter() - t_start
 
-    # ---- summary and report
+def build_report(args, data, schema, extra, workload, result, spec, synth, evaluation, notes, seconds, key) -> dict:
+    """The JSON report: input, privacy (budget, spend, ledger), model, outputs, evaluation (NOT private), times."""
     acc = result.accountant
     privacy = privacy_summary(acc, args.epsilon)
     privacy["epsilon_given"], privacy["delta_given"] = args.epsilon, args.delta
@@ -184,10 +239,6 @@ def run(args) -> int:
     for e in acc.ledger:
         ledger_kinds[e.mechanism] = ledger_kinds.get(e.mechanism, 0) + 1
     model = model_info(result.model)
-    seconds = {
-        "load": t_load, "mechanism": t_mech, "sampling": t_sample, "writing": t_write,
-        "evaluation": t_eval, "total": t_total,
-    }
     report = {
         "pgmjax_version": version(),
         "command": ["pgmjax", *(args.argv or [])],
@@ -206,7 +257,7 @@ def run(args) -> int:
         "model": model,
         "synthetic": {"records": len(synth), "path": args.out, "decoded": schema is not None},
         "evaluation": evaluation,
-        "intervals": intervals.report_entry(args, result, workload, key_mech),
+        "intervals": intervals.report_entry(args, result, workload, key),
         # Computed from the input directly (not differentially private): remove before publishing the report.
         "not_private": ["input.records", "evaluation"],
         "seconds": seconds,
@@ -221,14 +272,14 @@ def run(args) -> int:
     }
     if pre_entry is not None and not pre_entry["private"]:
         report["not_private"].append("schema (read from the data without noise)")
-    if args.report is not None:
-        try:
-            with open(args.report, "w") as f:
-                json.dump(report, f, indent=2)
-                f.write("\n")
-        except OSError as e:
-            raise RunFailure(f"--report: could not write {args.report}: {e}") from e
 
+    return report
+
+
+def summary_text(args, report, data, schema, workload, wl_label, result, synth, evaluation) -> list[str]:
+    """The printed summary: only privacy-safe numbers unless ``--show-private``."""
+    privacy, model, seconds = report["privacy"], report["model"], report["seconds"]
+    ledger_kinds, acc = report["ledger_by_mechanism"], result.accountant
     kinds = ", ".join(f"{v} {k}" for k, v in sorted(ledger_kinds.items()))
     lines = [
         f"pgmjax run: {args.mechanism} on {os.path.basename(args.data)}: "
@@ -251,14 +302,8 @@ def run(args) -> int:
         lines.append(ev)
         lines.append("                (computed from the input data: these errors are NOT private; do not publish them)")
     lines.append(
-        f"  time          {t_total:.2f} s (load {t_load:.2f}, mechanism {t_mech:.2f}, sampling {t_sample:.2f}, "
-        f"writing {t_write:.2f}, evaluation {t_eval:.2f})"
+        f"  time          {seconds['total']:.2f} s (load {seconds['load']:.2f}, mechanism {seconds['mechanism']:.2f}, "
+        f"sampling {seconds['sampling']:.2f}, writing {seconds['writing']:.2f}, evaluation {seconds['evaluation']:.2f})"
     )
-    lines[2:2] = preprocessing.summary_lines(pre_entry)
-    if args.html is not None:
-        preprocessing.write_html(args, report, data, synth, workload, schema)
-        lines.append(f"  html report   {args.html} (computed from the input data: NOT private)")
-    if args.report:
-        lines.append(f"  report        {args.report}")
-    print("\n".join(lines))
-    return 0
+    lines[2:2] = preprocessing.summary_lines(report["preprocessing"])
+    return lines
