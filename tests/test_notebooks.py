@@ -26,7 +26,7 @@ def _data_or_skip():
 
 
 def test_there_are_notebooks():
-    assert len(NOTEBOOKS) >= 2, NOTEBOOKS
+    assert len(NOTEBOOKS) >= 5, NOTEBOOKS
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
