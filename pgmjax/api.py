@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import estimation, losses, oracle
+from .compiler import to_device
 from .domain import Domain
 from .measurement import Measurement, estimate_total, validate_measurements
 from .model import GraphicalModel, check_consistent
@@ -128,7 +129,7 @@ def estimate(
     meas = losses.stack_measurements(plan, measurements, dtype)
     lipschitz = losses.lipschitz_constant(measurements) if measurements else 1.0
     problem = estimation.Problem(
-        plan, meas, jnp.asarray(total, dtype), jnp.asarray(lipschitz, dtype), jnp.zeros((), dtype), loss
+        plan, meas, to_device(total, dtype), to_device(lipschitz, dtype), to_device(0.0, dtype), loss
     )
     theta = plan.zeros(dtype) if warm_start is None else plan.from_tables(warm_start.potentials, dtype)
     # Mirror descent on a smooth loss hands its last step to warm starts (L1's steps are per smoothing stage).

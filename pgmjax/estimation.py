@@ -25,12 +25,13 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from . import losses as _losses
 from . import oracle
 from .domain import as_clique
-from .compiler import jit
+from .compiler import jit, to_device, zeros_like
 
 tree_map = jax.tree_util.tree_map
 
@@ -229,14 +230,15 @@ class MirrorDescent:
         counters afterwards.
         """
         dt = problem.total.dtype
-        zeros = tree_map(jnp.zeros_like, theta)
-        inf = jnp.asarray(jnp.inf, dt)
-        return MirrorDescentState(theta, zeros, inf, zeros, jnp.asarray(step_size, dt), -jnp.ones((), jnp.int32), jnp.zeros((), jnp.int32))
+        zeros = zeros_like(theta)
+        return MirrorDescentState(
+            theta, zeros, to_device(np.inf, dt), zeros, to_device(step_size, dt), to_device(-1, np.int32), to_device(0, np.int32)
+        )
 
     @staticmethod
     def started(state: MirrorDescentState, step_size) -> MirrorDescentState:
         """The state after ``step(start(...))``, as :meth:`init` returns it (iteration 0, the given step)."""
-        return state._replace(step_size=jnp.asarray(step_size, state.step_size.dtype), iteration=jnp.zeros((), jnp.int32))
+        return state._replace(step_size=to_device(step_size, state.step_size.dtype), iteration=to_device(0, np.int32))
 
     def trial(self, problem: Problem, s: MirrorDescentState, eta):
         """One line-search trial from state ``s`` at step ``eta``, with its Armijo test.
@@ -456,7 +458,7 @@ def _chunk(estimator, problem, state, num_steps):
 def _start(estimator, problem, theta, step_size):
     """The initial state: by one step of the compiled chunk where the estimator allows (no program of its own)."""
     if hasattr(estimator, "start"):
-        state = _chunk(estimator, problem, estimator.start(problem, theta, step_size), jnp.asarray(1, jnp.int32))
+        state = _chunk(estimator, problem, estimator.start(problem, theta, step_size), to_device(1, np.int32))
         return estimator.started(state, step_size)
     return _init(estimator, problem, theta, step_size)
 
@@ -518,7 +520,7 @@ def run(
     if l1:
         problem = problem.with_smoothing(width(0))
     dt = problem.total.dtype
-    state = _start(estimator, problem, theta, jnp.asarray(step_size, dt))
+    state = _start(estimator, problem, theta, to_device(step_size, dt))
     history = []
     done, k = 0, 0
     prev = float(_model_loss_and_marginals(problem, estimator.params(state))[0]) if l1 else float(estimator.best_loss(state))
@@ -529,7 +531,7 @@ def run(
         )
     while done < iters:
         n = min(chunk, iters - done)
-        state = _chunk(estimator, problem, state, jnp.asarray(n, jnp.int32))
+        state = _chunk(estimator, problem, state, to_device(n, np.int32))
         done, k = done + n, k + 1
         loss = float(_model_loss_and_marginals(problem, estimator.params(state))[0]) if l1 else float(estimator.best_loss(state))
         info = {
@@ -552,7 +554,7 @@ def run(
             # The smoothed loss's curvature grows as 1 / width: restart the step size at that scale.
             step = step_size * width(k) / width(0)
             calls = state.oracle_calls
-            state = _start(estimator, problem, estimator.params(state), jnp.asarray(step, dt))
+            state = _start(estimator, problem, estimator.params(state), to_device(step, dt))
             state = state._replace(oracle_calls=state.oracle_calls + calls)
     return estimator.params(state), state, history
 

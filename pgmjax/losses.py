@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .compiler import to_device
 from .measurement import Measurement
 from .oracle import OraclePlan
 
@@ -133,7 +134,7 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
             group = {k: (tuple(spread(q) for q in v) if isinstance(v, tuple) else spread(v))
                      for k, v in group.items() if k not in ("level", "slot")}
         group = jax.tree_util.tree_map(
-            lambda a: jnp.asarray(a) if a.dtype.kind == "i" else jnp.asarray(a, dtype), group
+            lambda a: to_device(a) if a.dtype.kind == "i" else to_device(a, dtype), group
         )
         arrays.append(group)
         groups.append(_Group(key, host_shape, sum_axes, perm, kind, rows, count, dense))

@@ -13,7 +13,7 @@ import numpy as np
 from . import inference, oracle, sampling
 from . import queries as queries_mod
 from .domain import Clique, CliqueLike, Domain, cells_text
-from .compiler import jit
+from .compiler import jit, to_device
 
 
 class GraphicalModel:
@@ -70,12 +70,13 @@ class GraphicalModel:
     @property
     def _marginal_blocks(self) -> dict:
         if self._blocks is None:
-            self._blocks = _marginals_jit(self.plan, self.theta, jnp.asarray(self.total, self.dtype))[0]
+            self._blocks = _marginals_jit(self.plan, self.theta, to_device(self.total, self.dtype))[0]
         return self._blocks
 
     @functools.cached_property
     def _clique_marginals(self) -> dict[Clique, np.ndarray]:
-        return {c: np.asarray(t, np.float64) for c, t in self.plan.tables(self._marginal_blocks).items()}
+        host = {k: np.asarray(v) for k, v in self._marginal_blocks.items()}  # indexed on the host: no small programs
+        return {c: np.asarray(t, np.float64) for c, t in self.plan.tables(host).items()}
 
     def clique_marginals(self) -> dict[Clique, np.ndarray]:
         """Marginals of every model clique (one oracle call, cached)."""
@@ -296,14 +297,15 @@ def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Cal
     total = float(total)
     if not (math.isfinite(total) and total > 0):
         raise FloatingPointError(f"{what}: the model's total is {total}, expected a positive finite number")
-    tables = plan.tables(theta)
+    # On the host: indexing device arrays block by block would compile a small program per block shape.
+    tables = plan.tables({k: np.asarray(v) for k, v in theta.items()})
     for clique in plan.cliques:  # potentials first: a NaN potential is the cause of NaN marginals
         potentials = np.asarray(tables[clique])
         for bad, word in ((np.isnan, "NaN"), (np.isposinf, "+inf")):
             if bad(potentials).any():
                 raise FloatingPointError(f"{what}: the potentials of clique {clique} hold {word} "
                                          f"({int(bad(potentials).sum())} of {potentials.size} cells)")
-    margs = plan.tables(marginals() if callable(marginals) else marginals)
+    margs = plan.tables({k: np.asarray(v) for k, v in (marginals() if callable(marginals) else marginals).items()})
     for clique in plan.cliques:
         table = np.asarray(margs[clique], np.float64)
         why = " (all its potentials are -inf: no cell can hold a record)" if np.isneginf(np.asarray(tables[clique])).all() else ""

@@ -48,6 +48,8 @@ import numpy as np
 
 from pgmjax import kernels
 
+from .compiler import to_device
+
 from .domain import Clique, Domain
 from .junction import JunctionTree, junction_tree, levels, maximal_cliques
 
@@ -148,7 +150,8 @@ class OraclePlan:
 
     def zeros(self, dtype=jnp.float32) -> dict:
         """All-zero potentials (the uniform distribution)."""
-        return {k: jnp.zeros(s, dtype) for k, s in self.units}
+        # Built on the host and transferred: jnp.zeros would compile a small program per block shape.
+        return {k: to_device(np.zeros(s, dtype)) for k, s in self.units}
 
     @property
     def padded(self) -> tuple[int | None, ...]:
@@ -189,7 +192,7 @@ class OraclePlan:
             shape = [self.domain[a] if a in clique else 1 for a in host]
             key, index = self._index(j)
             blocks[key][index] += t.reshape(shape)
-        return {k: jnp.asarray(v, dtype) for k, v in blocks.items()}
+        return {k: to_device(v, dtype) for k, v in blocks.items()}
 
 
 def make_plan(domain: Domain, cliques) -> OraclePlan:
@@ -343,7 +346,7 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
                     arrays[f"r{r:03d}_outerinv_{x:02d}_{y:02d}"] = inverse(rt[(x, y)], run.slots[x])
         pairs_static.append((inner_pairs, outer_pairs, frozenset(direct), frozenset(outer_direct)))
 
-    arrays = {k: jnp.asarray(v.astype(np.float32 if k.endswith(("_mask", "_cells")) else np.int32)) for k, v in arrays.items()}
+    arrays = {k: to_device(v, np.float32 if k.endswith(("_mask", "_cells")) else np.int32) for k, v in arrays.items()}
     static = (
         domain,
         tree,

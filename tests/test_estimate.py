@@ -320,3 +320,37 @@ def test_fitted_model_keeps_the_marginals_of_its_potentials(small, method, loss)
     residuals = [(model.marginal(m.clique).ravel() - m.y) / np.asarray(m.stddev) for m in ms]
     exact = sum(np.abs(r).sum() if loss == "l1" else 0.5 * (r * r).sum() for r in residuals)
     assert exact > 0 and model.loss == pytest.approx(exact, rel=1e-9)
+
+
+def test_first_fit_compiles_one_program(rng):
+    """A first mirror-descent fit of a new structure compiles one XLA program (its iteration chunk):
+    its inputs (plan arrays, measurements, zeros, scalars) and the fitted-model check stay on the host
+    or are transferred, never built by small eager programs."""
+    from conftest import count_compiles
+
+    dom = pj.Domain({"p": 3, "q": 5, "r": 7, "s": 2})  # shapes no other test fits
+    data = pj.Dataset(rng.integers(0, [3, 5, 7, 2], size=(500, 4)), dom)
+    ms = pj.noisy_marginals(data, [("p", "q"), ("q", "r"), ("r", "s"), ("s",)], 5.0, jax.random.key(1))
+    with count_compiles() as counter:
+        model = pj.estimate(dom, ms, iters=20)
+        model.clique_marginals()
+    assert counter.count == 1
+
+
+def test_compilation_cache_opt_in(tmp_path):
+    """pgmjax.programs.enable_compilation_cache points JAX's persistent cache at a folder; a fit writes its
+    program there (checked in a fresh process, so this one's cache settings stay untouched)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import pgmjax as pj, jax, numpy as np\n"
+        "from pgmjax.programs import enable_compilation_cache\n"
+        f"enable_compilation_cache({str(tmp_path)!r}, min_compile_seconds=0)\n"
+        "dom = pj.Domain({'a': 2, 'b': 3})\n"
+        "m = pj.Measurement(('a', 'b'), np.array([[10., 20, 30], [5, 5, 30]]), stddev=1.0)\n"
+        "print(pj.estimate(dom, [m], iters=10).loss)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert any("_chunk" in f.name for f in tmp_path.iterdir())
