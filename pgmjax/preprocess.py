@@ -203,10 +203,7 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
             raise SchemaError(f"private_schema: kinds[{name!r}] must name a column and be number|integer|date|datetime|text, "
                               f"got {kind!r}")
         info[name] = {"kind": "number" if kind == "integer" else kind, "integer": kind == "integer", "decimals": 0}
-    ranges = dict(ranges or {})
-    unknown = sorted(set(ranges) - set(info))
-    if unknown:
-        raise SchemaError(f"private_schema: ranges name columns {unknown} that the table does not have")
+    ranges = _public_ranges(ranges, info)
     n_text = sum(i["kind"] == "text" for i in info.values())
     if n_text and not 0.0 < delta < 1.0:
         raise SchemaError(f"private_schema: delta must lie in (0, 1) for the {n_text} categorical column(s), got {delta!r}")
@@ -231,10 +228,7 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
         days = {"date": date_days, "datetime": datetime_days}.get(kind)
         x = days(text, name) if date else pd.to_numeric(text, errors="coerce").to_numpy(np.float64)
         whole = kind == "date" or meta["integer"]
-        public = None
-        if name in ranges:
-            public = tuple(float(days([v], name)[0]) if date else float(v) for v in ranges[name])
-        edges = private_edges(acc, k, x, bins=bins, tail=tail, budget=share, kind=kind, whole=whole, public_range=public,
+        edges = private_edges(acc, k, x, bins=bins, tail=tail, budget=share, kind=kind, whole=whole, public_range=ranges.get(name),
                               target=f"preprocess {name}")
         if kind == "datetime":  # whole seconds, as decoded datetimes are (post-processing of the draws)
             edges = np.unique(np.round(edges * 86400.0) / 86400.0)
@@ -253,6 +247,30 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
         "public": "column kinds (number, integer, date, datetime, text) and decimals are read from the data and treated as public",
     }
     return PrivateSchema(Schema(columns, provenance), spent, delta if n_text else 0.0, thresholds, notes)
+
+
+def _public_ranges(ranges: Mapping | None, info: dict) -> dict:
+    """``{column: (lo, hi)}`` as floats (days for dates), checked before any noise is drawn."""
+    out = {}
+    for name, bounds in dict(ranges or {}).items():
+        if name not in info:
+            raise SchemaError(f"private_schema: a range names column {name!r}, which the table does not have "
+                              f"(columns: {list(info)})")
+        kind = info[name]["kind"]
+        if kind == "text":
+            raise SchemaError(f"private_schema: column {name!r} is categorical (text); a range applies to numeric, "
+                              "date and datetime columns")
+        try:
+            lo, hi = bounds
+            days = {"date": date_days, "datetime": datetime_days}.get(kind)
+            lo, hi = (float(days([v], name)[0]) if days else float(v) for v in (lo, hi))
+        except (TypeError, ValueError):
+            raise SchemaError(f"private_schema: the range of column {name!r} must be two {kind} values (low, high), "
+                              f"got {bounds!r}") from None
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise SchemaError(f"private_schema: the range of column {name!r} must have finite low < high, got {bounds!r}")
+        out[name] = (lo, hi)
+    return out
 
 
 def _shown(edge: float, kind: str) -> str:

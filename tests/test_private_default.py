@@ -204,3 +204,23 @@ def test_sample_refuses_bad_input(default_run, capsys, args, expected):
     args = [a.replace("MODEL", str(d / "model")) for a in args]
     assert main(["sample", *args]) == 2
     assert expected in capsys.readouterr().err
+
+
+def test_public_ranges_from_the_command_line(tmp_path, capsys):
+    data = tmp_path / "raw.csv"
+    small_raw(1500).to_csv(data, index=False)
+    out = tmp_path / "s.json"
+    assert main(["schema", "--data", str(data), "--epsilon", "1", "--range", "age=0:120",
+                 "--range", "when=2021-01-01:2021-06-01", "--out", str(out)]) == 0
+    spec = json.loads(out.read_text())
+    assert spec["age"]["bins"][0] == 0 and spec["age"]["bins"][-1] == 120
+    assert spec["when"]["bins"][0] == "2021-01-01T00:00:00" and spec["when"]["bins"][-1] == "2021-06-01T00:00:00"
+    capsys.readouterr()
+    for bad, expected in ((["--range", "city=0:1"], "column 'city' is categorical"),
+                          (["--range", "age=9:1"], "finite low < high"),
+                          (["--range", "age=0:9", "--range", "age=1:5"], "--range age is given twice"),
+                          (["--range", "nope=0:1"], "which the table does not have")):
+        assert main(["schema", "--data", str(data), "--epsilon", "1", *bad]) == 2
+        assert expected in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["schema", "--data", str(data), "--epsilon", "1", "--range", "age"])

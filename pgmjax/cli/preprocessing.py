@@ -22,7 +22,7 @@ from . import guards
 from .arguments import positive_float, positive_int, seed_int, unit_interval
 from .errors import RunFailure, UserError
 
-__all__ = ["Split", "split_budget", "add_run_arguments", "check_schema_privacy", "add_schema_arguments", "load_private", "private_schema_cmd",
+__all__ = ["Split", "split_budget", "add_run_arguments", "check_schema_privacy", "public_range", "ranges_of", "add_schema_arguments", "load_private", "private_schema_cmd",
            "summary_lines", "report_entry", "write_html"]
 
 
@@ -77,6 +77,39 @@ def split_budget(mechanism: str, epsilon: float, delta: float | None, fraction: 
     return Split(acc, (1 - fraction) * epsilon, delta, text)
 
 
+def public_range(text: str) -> tuple[str, tuple]:
+    """``COLUMN=LOW:HIGH`` -> ``(column, (low, high))``; numbers as floats, anything else (ISO dates) as text.
+
+    Example:
+        >>> public_range("age=0:120"), public_range("joined=2000-01-01:2024-12-31")
+        (('age', (0.0, 120.0)), ('joined', ('2000-01-01', '2024-12-31')))
+    """
+    import argparse
+
+    column, sep, bounds = text.partition("=")
+    low, colon, high = bounds.partition(":")
+    if not sep or not colon or not column.strip() or not low.strip() or not high.strip():
+        raise argparse.ArgumentTypeError(f"expected COLUMN=LOW:HIGH (e.g. age=0:120), got {text!r}")
+
+    def value(v):
+        try:
+            return float(v)
+        except ValueError:
+            return v.strip()
+
+    return column.strip(), (value(low), value(high))
+
+
+def ranges_of(args) -> dict | None:
+    """The ``--range`` options as ``{column: (low, high)}``; a column given twice is an error."""
+    out = {}
+    for column, bounds in getattr(args, "ranges", None) or []:
+        if column in out:
+            raise UserError(f"--range {column} is given twice")
+        out[column] = bounds
+    return out or None
+
+
 def add_run_arguments(parser) -> None:
     """The options of ``pgmjax run`` for private preprocessing and the HTML report."""
 
@@ -91,6 +124,9 @@ def add_run_arguments(parser) -> None:
     g.add_argument("--preprocess-fraction", type=unit_interval, default=0.1, metavar="F",
                    help="the share of the budget spent on the schema (default 0.1)")
     g.add_argument("--bins", type=positive_int, default=10, help="bins per numeric or date column (default 10)")
+    g.add_argument("--range", action="append", dest="ranges", metavar="COLUMN=LOW:HIGH", type=public_range,
+                   help="a public range of a numeric or date column (repeatable), e.g. age=0:120 or "
+                        "joined=2000-01-01:2024-12-31: its bins span it and no budget is spent finding it")
     g.add_argument("--min-count", type=positive_int, default=5,
                    help="a category is kept only if its noisy count exceeds this (default 5)")
     g.add_argument("--discovery-delta", type=unit_interval, default=1e-9, metavar="DELTA",
@@ -107,6 +143,8 @@ def add_schema_arguments(parser) -> None:
                              "category discovery) instead of reading it from the data")
     parser.add_argument("--delta", type=unit_interval, default=1e-9, help="the category discovery's delta (default 1e-9)")
     parser.add_argument("--min-count", type=positive_int, default=5, help="least noisy count of a kept category (default 5)")
+    parser.add_argument("--range", action="append", dest="ranges", metavar="COLUMN=LOW:HIGH", type=public_range,
+                        help="a public range of a numeric or date column (repeatable), e.g. age=0:120")
     parser.add_argument("--seed", type=seed_int, default=0, help="random seed of the noise (default 0)")
 
 
@@ -140,6 +178,7 @@ def load_private(args, say, key):
     try:
         frame = S.read_raw_csv(args.data)
         result = private_schema(frame, args.split.accountant, key, bins=args.bins, delta=args.discovery_delta,
+                                ranges=ranges_of(args),
                                 min_count=args.min_count, decode=args.decode or "uniform")
         data = result.schema.encode(frame, line_offset=2)
     except S.SchemaError as e:
@@ -160,7 +199,8 @@ def private_schema_cmd(args) -> int:
     try:
         frame = S.read_raw_csv(args.data)
         acc = Accountant(epsilon=args.epsilon)
-        result = private_schema(frame, acc, jax.random.key(args.seed), bins=args.bins, delta=args.delta, min_count=args.min_count)
+        result = private_schema(frame, acc, jax.random.key(args.seed), bins=args.bins, delta=args.delta, min_count=args.min_count,
+                                ranges=ranges_of(args))
     except S.SchemaError as e:
         raise UserError(f"{args.data}: {guards.public_error(e, False)}") from None
     text = S.dumps(result.schema.to_dict())
