@@ -1,7 +1,8 @@
 """Figure 1 of the ICML 2019 paper: four mechanisms with and without the graphical-model estimator.
 
 McKenna, Sheldon & Miklau, "Graphical-model based estimation and inference for differential privacy",
-ICML 2019 (arXiv 1901.09136), Section 6 / Figure 1; spec ``frontends.md`` sections 1.4, 8.1 and 8.3.
+ICML 2019 (arXiv 1901.09136), Section 6 / Figure 1, on the benchmark of its Section 5.1 (private-pgm
+``examples/benchmarks.py``).
 
 For each dataset (Titanic, Adult, Loans, Stroke; ``pgmjax.datasets.load``) the benchmark workload is the
 15 three-way cliques of :func:`pgmjax.datasets.benchmark_cliques` with Prefix queries on the numeric
@@ -13,9 +14,10 @@ arms are evaluated on the *same* noisy measurements:
 mechanism    original arm                        +PGM arm
 ===========  ==================================  =================================================
 MWEM         multiplicative weights on a         the engine, refitted every round (the arm that
-             factored table (replays the          drives the selection; spec 2.3: single-query
-             transcript; refused above           selection over the workload's rows, bounded,
-             ``max_table_cells``: "infeasible")  ``T = d`` rounds)
+             factored table (replays the          drives the selection; private-pgm's 2019
+             transcript; refused above           ``examples/mwem.py``: single-query selection
+             ``max_table_cells``: "infeasible")  over the workload's rows, bounded,
+                                                 ``T = d`` rounds)
 PrivBayes    noisy conditionals + sampling       the engine on the same noisy tables (bounded)
 HDMM         local least squares (HDMM+LLS)      the engine on the same strategy answers (bounded;
                                                  OPT_+ strategy optimised once per dataset)
@@ -25,7 +27,7 @@ DualQuery    the transcript's records            the engine on the transcript's 
 Error: the workload error of :func:`pgmjax.metrics.workload_error`, on the paper's scale (Section 5.1:
 ``||W mu - W mu_hat||_1 / (2 ||W mu||_1)`` averaged over the cliques; primary) and on the 2019 scripts' scale
 (no 1/2; recorded too). The medians per (dataset, mechanism, arm) and the ratio ``original / +PGM`` are
-set next to the improvement factors the paper reports (spec 8.1).
+set next to the improvement factors the paper reports (ICML 2019, Section 6).
 
 Robustness: every (dataset, mechanism, run) is isolated: an exception is recorded with its traceback and the
 script goes on; the JSON (every run, the machine, versions, settings) is rewritten after every run, so a
@@ -73,7 +75,7 @@ LABELS = {
     "dualquery": ("DualQuery", "DualQuery+PGM"),
 }
 
-#: ICML 2019 (spec 8.1): workload error without / with the engine, "improvement factors".
+#: ICML 2019, Section 6 / Figure 1: workload error without / with the engine, "improvement factors".
 PAPER_FACTORS = {
     "privbayes": {"adult": "~1.3 (about 30% lower)", "loans": "6", "stroke": "7"},
     "dualquery": {"titanic": "1.2", "adult": "1.8", "loans": "3.5", "stroke": "4.4"},
@@ -85,13 +87,13 @@ PAPER_FACTORS = {
 #: ``--set mech.param=value`` overrides any of them; ``--pgm-iters`` overrides every ``pgm_iters``.
 SETTINGS = {
     "mwem": {
-        "selection": "query",  # spec 2.3: one workload row per round (Prefix ranges on numeric attributes)
+        "selection": "query",  # private-pgm's 2019 examples/mwem.py: one workload row per round (Prefix ranges on numeric attributes)
         "bounded": True,  # N public, as in the 2019 script
         "noise": "laplace",
         "rounds": None,  # T = d
         "pgm_iters": 1000,  # per round, warm-started
         "mw_iters": 1000,  # MW passes per round (the 2019 factored baseline's default)
-        "max_model_mb": 25.0,  # the +PGM arm's model-size cap (spec 2.4's default)
+        "max_model_mb": 25.0,  # the +PGM arm's model-size cap (private-pgm mechanisms/mwem+pgm.py's default)
         # The MW arm (NumPy, on the host) runs only if rounds x mw_iters x (its factored table's cells) is at
         # most this many cell-updates; above it, it would run for hours (measured ~1.5e7 cell-updates/s on a
         # loaded 2-core host): the paper's "fails (memory/time)". Gives mwem's max_table_cells (at most 2^28);

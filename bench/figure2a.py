@@ -1,14 +1,16 @@
 """Figure 2a of the ICML 2019 paper: HDMM+LLS vs HDMM+PGM on Adult as epsilon varies.
 
-McKenna, Sheldon & Miklau, ICML 2019 (arXiv 1901.09136), Section 6; spec ``frontends.md`` 3.6, 8.2 and 8.3.
+McKenna, Sheldon & Miklau, ICML 2019 (arXiv 1901.09136), Section 6 (HDMM as in private-pgm ``examples/hdmm.py``).
 The Adult benchmark workload (15 three-way cliques, Prefix on age, fnlwgt, capital-gain, capital-loss,
 hours-per-week; ``pgmjax.Workload.benchmark``), HDMM with its OPT_+ strategy (optimised once, key 0, reused
 by every run: it depends neither on the data nor on epsilon), replace-one neighbours (``N`` public, as the
 2019 run), Laplace noise, for ``epsilon`` in {0.1, 0.3, 1, 3, 10} and ``--runs`` seeds. Both arms on the same
 noise: HDMM+LLS (per-clique least squares) and HDMM+PGM (the engine). Reported: the median workload error
 (paper scale, Section 5.1; the 2019 scripts' scale is twice it and is recorded too) and its spread
-(min, max, quartiles) per epsilon and arm. Expected shape (spec 8.2, NeurIPS 2021 HDMM rerun on a similar
-workload): LLS error scales like 1/epsilon, PGM error saturates; their ratio shrinks as epsilon grows.
+(min, max, quartiles) per epsilon and arm. Expected shape (the HDMM rerun of McKenna, Pradhan, Sheldon & Miklau,
+"Relaxed marginal consistency for differentially private query answering", NeurIPS 2021: private-pgm
+``experiments/neurips/results/hdmm.csv`` @55a9c9e, a similar workload): LLS error scales like 1/epsilon, PGM
+error saturates; their ratio shrinks as epsilon grows.
 
 ``--mechanisms`` can add the other Figure 1 mechanisms to the same sweep (their settings are those of
 ``bench/figure1.py``, overridable with ``--set``).
@@ -111,8 +113,8 @@ def markdown(doc) -> str:
         )
     lines += [
         "",
-        "Reference (spec 8.2, private-pgm NeurIPS 2021 HDMM rerun, a comparable workload on the authors' Adult copy, "
-        "mean error on the 2019 scripts' scale, i.e. twice the paper's): eps 0.1: LLS 4.980 / APPGM 0.643; 0.316: 1.575 / 0.340; "
+        "Reference (McKenna, Pradhan, Sheldon & Miklau, NeurIPS 2021: private-pgm experiments/neurips/results/hdmm.csv, "
+        "a comparable workload on the authors' Adult copy, mean error on the 2019 scripts' scale, i.e. twice the paper's): eps 0.1: LLS 4.980 / APPGM 0.643; 0.316: 1.575 / 0.340; "
         "1.0: 0.498 / 0.169; 3.16: 0.157 / 0.086; 10: 0.050 / 0.049.",
     ]
     errs = [r for r in doc["runs"] if r.get("status") != "ok"]

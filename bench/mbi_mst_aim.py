@@ -1,7 +1,8 @@
 """MST and AIM written on mbi 2.0's public API: the incumbent side of ``bench/mst_aim.py``.
 
 mbi 2.0 on PyPI ships the estimation engine but no mechanism scripts, so this driver implements
-MST and AIM from the pgmjax specification (``frontends.md`` sections 7.1 and 7.2), the same
+MST (McKenna, Miklau & Sheldon, JPC 2021, Section 4) and AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022,
+Algorithm 1) as private-pgm's ``mechanisms/mst.py`` and ``mechanisms/aim.py`` @4d2b3c5 run them, the same
 algorithm :mod:`pgmjax.mechanisms.mst` and :mod:`pgmjax.mechanisms.aim` implement, using only
 mbi's public pieces: ``mbi.Domain``, ``mbi.Dataset`` (``project``, ``compress``, ``decompress``),
 ``mbi.LinearMeasurement`` (and its ``compress``, which re-expresses a measurement on a compressed

@@ -1,7 +1,7 @@
 """MLDP vs MLDP+PGM vs the plain Laplace method: mean absolute error against the number of training queries.
 
-Issue 5 (MLDP part) and spec ``frontends.md`` 6.6: Zhu, Xiong, Li, Zhou & Yu, "Differentially Private
-Query Learning: from Data Publishing to Model Publishing" (IEEE BigData 2017, arXiv 1710.05095).
+Issue 5 (MLDP part), the paper's experiments reproduced in spirit: Zhu, Xiong, Li, Zhou & Yu, "Differentially
+Private Query Learning: from Data Publishing to Model Publishing" (IEEE BigData 2017, arXiv 1710.05095).
 
 Experiments (every one: the published queries, ``m`` training queries chosen among them by
 :func:`pgmjax.mechanisms.mldp.select_training`, one Laplace release of the training answers with
@@ -263,7 +263,7 @@ def main(argv=None):
 
 def render(meta: dict, results: list[dict], stem: str) -> str:
     lines = [
-        "# MLDP vs MLDP+PGM vs the plain Laplace method (issue 5, spec frontends.md 6.6)",
+        "# MLDP vs MLDP+PGM vs the plain Laplace method (issue 5; Zhu et al., IEEE BigData 2017, experiments in spirit)",
         "",
         f"Machine: {meta['cpu']}, {meta['cores']} cores, backend {meta['backend']}. Date: {meta['date']}.",
         f"Versions: Python {meta['python']}, jax {meta['jax']}, numpy {meta['numpy']}, pgmjax {meta['pgmjax']}.",

@@ -3,8 +3,10 @@
 Example:
     >>> import pgmjax as pj
     >>> domain = pj.Domain({"a": 2, "b": 3})
-    >>> model = pj.estimate(domain, [pj.Measurement(("a", "b"), y, stddev=1.0)])   # doctest: +SKIP
-    >>> model.marginal("b")                                                        # doctest: +SKIP
+    >>> y = [10.0, 20, 30, 40, 50, 60]                  # noisy counts of the (a, b) table, row-major
+    >>> model = pj.estimate(domain, [pj.Measurement(("a", "b"), y, stddev=1.0)], iters=200)
+    >>> model.marginal("b").round(1).tolist()
+    [50.0, 70.0, 90.0]
 """
 
 from .api import estimate

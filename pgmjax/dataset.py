@@ -76,7 +76,7 @@ class Dataset:
         >>> dom = Domain({"a": 2, "b": 3})
         >>> data = Dataset(np.array([[0, 1], [1, 2], [1, 2]]), dom)
         >>> data.marginal(("b", "a")).tolist()
-        [[0, 0], [1, 0], [0, 2]]
+        [[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]]
     """
 
     def __init__(self, data, domain: Domain | dict):

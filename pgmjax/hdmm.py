@@ -1669,8 +1669,11 @@ def local_least_squares(domain, measurements: Sequence[Measurement], cliques, **
         A dict ``clique -> estimated table``; answer a workload with ``workload.answer(result)``.
 
     Example:
-        >>> est = local_least_squares(domain, measurements, W)          # doctest: +SKIP
-        >>> W.answer(est)                                                              # doctest: +SKIP
+        >>> domain = {"a": 2, "b": 3}
+        >>> W = marginals_workload(domain, [("a", "b")])
+        >>> est = local_least_squares(domain, [Measurement(("a", "b"), [10.0, 20, 30, 40, 50, 60])], W)
+        >>> W.answer(est).tolist()
+        [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
     """
     if isinstance(cliques, (KronWorkload, UnionWorkload)):
         cliques = _as_union(cliques).cliques

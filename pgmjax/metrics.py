@@ -58,8 +58,12 @@ def workload_error(workload: Workload, truth, estimate, scale: str = "paper", pe
         ``inf`` otherwise.
 
     Example:
-        >>> workload_error(w, data, model)            # doctest: +SKIP
-        0.031
+        >>> dom = {"a": 2, "b": 3}
+        >>> data = Dataset(np.array([[0, 0], [0, 1], [1, 2], [1, 2]]), dom)
+        >>> synth = Dataset(np.array([[0, 0], [1, 1], [1, 2], [1, 2]]), dom)   # one record moved
+        >>> w = Workload.marginals(data.domain, [("a", "b")])
+        >>> workload_error(w, data, synth)            # ||(0, 1, 0, 0, -1, 0)||_1 / (2 * 4)
+        0.25
     """
     if scale not in SCALES:
         raise ValueError(f"workload_error: scale must be one of {sorted(SCALES)}, got {scale!r}")

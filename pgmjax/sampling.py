@@ -57,8 +57,14 @@ def synthetic_data(model, n: int, key: jax.Array, method: str = "exact", chunk: 
         FloatingPointError: the model is not finite and consistent (``model.check``).
 
     Example:
-        >>> data = model.synthetic_data(100_000, jax.random.key(0))   # doctest: +SKIP
-        >>> data.df.head()                                            # doctest: +SKIP
+        >>> import pgmjax as pj
+        >>> domain = pj.Domain({"a": 2, "b": 3})
+        >>> model = pj.estimate(domain, [pj.Measurement(("a", "b"), [10.0, 20, 30, 40, 50, 60])], iters=200)
+        >>> data = model.synthetic_data(1000, jax.random.key(0))
+        >>> len(data), list(data.df.columns)
+        (1000, ['a', 'b'])
+        >>> synthetic_data(model, 1000, jax.random.key(0), method="low_variance").marginal(("a", "b")).tolist()
+        [[47.0, 96.0, 142.0], [191.0, 238.0, 286.0]]
     """
     if method not in METHODS:
         raise ValueError(f"synthetic_data: method must be one of {METHODS}, got {method!r}")

@@ -10,7 +10,9 @@ Example:
     >>> import pgmjax as pj
     >>> dom = pj.Domain({"age": 5, "sex": 2, "job": 3})
     >>> w = pj.Workload.benchmark(dom, [("age", "sex")], numeric=["age"])
-    >>> w.answer(data)            # doctest: +SKIP  (a Dataset or a model)
+    >>> data = pj.Dataset(np.array([[0, 1, 2], [3, 0, 1], [4, 1, 0]]), dom)
+    >>> w.answer(data)[0].tolist()    # on a Dataset or a model: Prefix(age) x sex counts
+    [[0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [1.0, 1.0], [1.0, 2.0]]
 """
 
 from __future__ import annotations
@@ -52,7 +54,10 @@ class Workload:
             ``(rows, size)``), or is None for the plain marginal.
 
     Example:
-        >>> w = Workload(dom, [(("age", "sex"), [pj.queries.Prefix(), None])])   # doctest: +SKIP
+        >>> dom = Domain({"age": 5, "sex": 2})
+        >>> w = Workload(dom, [(("age", "sex"), [pj.queries.Prefix(), None])])
+        >>> len(w), w.queries[0].matrices[0].shape           # Prefix over age's 5 values
+        (1, (5, 5))
     """
 
     def __init__(self, domain: Domain, queries: Iterable[tuple[CliqueLike, Sequence | None]]):

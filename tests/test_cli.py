@@ -160,7 +160,7 @@ def test_run_every_mechanism_end_to_end(files, runs, mechanism):
     # The budget: given == spent, in the mechanism's own currency, against an independent computation.
     assert priv["fraction_spent"] == pytest.approx(1.0, rel=1e-9)
     costs = math.fsum(e["cost"] for e in report["ledger"])
-    if "rho_budget" in priv:  # zCDP: rho = cdp_rho(eps, delta) (spec 1.2), and the ledger sums to it
+    if "rho_budget" in priv:  # zCDP: rho = cdp_rho(eps, delta) (Canonne, Kamath & Steinke 2020), and the ledger sums to it
         assert priv["rho_budget"] == pytest.approx(cdp_rho(1.0, priv["delta"]), rel=1e-9)
         assert costs == pytest.approx(priv["rho_budget"], rel=1e-9)
         assert priv["epsilon_spent"] == pytest.approx(1.0, rel=1e-6)

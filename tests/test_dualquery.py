@@ -1,7 +1,9 @@
-"""DualQuery and DualQuery+PGM (pgmjax.mechanisms.dualquery; spec frontends.md section 5).
+"""DualQuery (Gaboardi, Gallego Arias, Hsu, Roth & Wu, ICML 2014, Algorithm 1) and DualQuery+PGM (McKenna, Sheldon &
+Miklau, ICML 2019): pgmjax.mechanisms.dualquery.
 
 Brute-force references: enumeration of every record of small domains (best response), central finite
-differences and the spec's closed-form gradient (likelihood). Float64 (tests/conftest.py enables x64).
+differences and the closed-form gradient ``eta sum_t (t - 1) (s p_t(a) - h_t)`` of the transcript's likelihood.
+Float64 (tests/conftest.py enables x64).
 """
 
 import importlib
@@ -64,7 +66,7 @@ def test_plan_reproduces_the_spec_anchors():
     assert het["rounds"] == 83
     assert het["epsilon_at_eta"] == pytest.approx(0.99414, abs=5e-6)
     assert dualquery_epsilon(84, eta=2.0, samples=50, records=ADULT_N, delta=1e-3, form="heterogeneous") > 1.0
-    # pure DP at T = 58 would be 6.77 (spec 5.4): b2 is the smaller bound here
+    # pure DP at T = 58 would be 6.77 (eps = eta s T (T - 1) / N): b2 is the smaller bound here
     assert dualquery_epsilon(58, eta=2.0, samples=50, records=ADULT_N, form="pure") == pytest.approx(6.77, abs=5e-3)
     for plan, form in ((b2, "b2"), (het, "heterogeneous")):
         # eta is raised just enough to spend the whole budget: the largest float with cost <= 1

@@ -1,4 +1,5 @@
-"""HDMM front-end (pgmjax.mechanisms.hdmm; spec frontends.md section 3): exact ledger, noise calibration,
+"""HDMM front-end (pgmjax.mechanisms.hdmm; McKenna, Miklau, Hay & Machanavajjhala, VLDB 2018, and HDMM+LLS /
+HDMM+PGM of McKenna, Sheldon & Miklau, ICML 2019, Section 6): exact ledger, noise calibration,
 OPT_+ weights, closed-form error of the identity strategy, HDMM+LLS / HDMM+PGM / global least squares on the
 same noise, and input checks.
 
@@ -173,7 +174,7 @@ def test_identity_strategy_closed_form_error(data, bounded):
     w = pj.Workload.benchmark(data.domain, [("a",)], numeric=["a"])
     res = hdmm(data, eps, key=jax.random.key(0), workload=w, strategy="identity", bounded=bounded, pgm_iters=0, synthetic=False)
     factor = 4.0 if bounded else 1.0  # replace-one doubles the L1 sensitivity
-    # spec 3.7: Err(Prefix(n), I) = (2 / eps^2) n (n + 1) / 2
+    # the matrix mechanism's error (VLDB 2018): Err(Prefix(n), I) = (2 / eps^2) ||Prefix(n)||_F^2 = (2 / eps^2) n (n + 1) / 2
     assert res.info["expected_error"] == pytest.approx(factor * 2 / eps**2 * n * (n + 1) / 2, rel=1e-12)
     assert res.info["noise_scale"] == pytest.approx((2.0 if bounded else 1.0) / eps)
     A = np.eye(n)

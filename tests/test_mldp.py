@@ -1,6 +1,6 @@
-"""MLDP and MLDP+PGM (spec frontends.md section 6): Table I/II and subset-sum anchors, brute-force
-sensitivity, the training-set selector against a direct implementation of its rule, exact recovery
-from noise-free answers by both arms, the ledger, reproducibility and bad input."""
+"""MLDP (Zhu, Xiong, Li, Zhou & Yu, IEEE BigData 2017, Algorithm 1) and MLDP+PGM: the paper's Table I/II and
+subset-sum anchors, brute-force sensitivity, the training-set selector against a direct implementation of
+its rule, exact recovery from noise-free answers by both arms, the ledger, reproducibility and bad input."""
 
 import doctest
 import importlib
@@ -218,7 +218,7 @@ def test_selector_partitions_ranges(m):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Exact recovery from noise-free answers (spec 6.8)
+# Exact recovery from noise-free answers
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -339,7 +339,8 @@ def test_reproducible_from_the_key(small):
 
 
 def test_mldp_beats_the_laplace_baseline_on_subset_sums(small):
-    """Spec 6.6 in small: the 63 subset sums of 6 bins; Laplace needs S = 32, MLDP on the singletons S = 1."""
+    """The paper's simulated subset-sum experiment, in small: the 63 subset sums of 6 bins; Laplace needs S = 32,
+    MLDP on the singletons S = 1."""
     subsets = QuerySet.subset_sums(small.domain, "a")
     assert training_sensitivity(subsets) == 32.0
     truth = subsets.answer(small)

@@ -1,4 +1,5 @@
-"""MST and AIM (spec frontends.md sections 7.1, 7.2): budget anchors, exact ledgers, compression, end to end.
+"""MST (McKenna, Miklau & Sheldon, JPC 2021, Section 4) and AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022,
+Algorithm 1): budget anchors, exact ledgers, compression, end to end.
 
 Small generated data (a Markov chain over 4 attributes, one with many rare values so that MST's
 compression merges some) and few engine iterations; runs are cached per argument set so the
@@ -64,7 +65,7 @@ def run_aim(data, eps=1.0, seed=0, **kw):
 
 
 # --------------------------------------------------------------------------------------------------
-# Spec anchors (Adult: d = 14, eps = 1, delta = 1e-9; no data needed)
+# Budget anchors, computed by hand from the papers' formulas (Adult: d = 14, eps = 1, delta = 1e-9; no data needed)
 # --------------------------------------------------------------------------------------------------
 
 

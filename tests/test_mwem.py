@@ -1,4 +1,5 @@
-"""MWEM and MWEM+PGM (spec frontends.md section 2): budget anchors, exact ledger, size cap, both arms.
+"""MWEM (Hardt, Ligett & McSherry, NIPS 2012, Algorithm 1) and MWEM+PGM (McKenna, Sheldon & Miklau, ICML 2019,
+Section 6): budget anchors, exact ledger, size cap, both arms.
 
 Every run here shares one small dataset, workload and round count, so the engine's compiled programs
 (one per model structure and measurement layout) are reused from run to run.
@@ -66,7 +67,8 @@ def run(data, name, seed=0, **extra):
 
 
 def test_budget_anchors_adult():
-    # Spec 2.4 anchors: Adult, d = T = 14, eps = 1, delta = 1e-9, alpha = 0.9, unbounded.
+    # Anchor values computed by hand for the marginal version of private-pgm's mwem+pgm.py: Adult, d = T = 14,
+    # eps = 1, delta = 1e-9, alpha = 0.9, unbounded.
     g = mwem_budget(1.0, 14, noise="gaussian", delta=1e-9)
     assert round(g["scale"], 2) == 22.79 and round(g["em_epsilon"], 5) == 0.02925
     assert g["measure_rho"] + g["em_rho"] == pytest.approx(pj.privacy.cdp_rho(1.0, 1e-9) / 14, rel=1e-12)
@@ -98,7 +100,7 @@ def test_ledger_spends_exactly_the_budget(data, name):
     if CONFIGS[name]["selection"] == "marginal":
         assert res.info["em_sensitivity"] == 1.0  # ||mu_C(D) - v||_1, add/remove one record
     else:
-        assert res.info["em_sensitivity"] == 1.0  # one 0/1 counting query, in both conventions (spec 1.1)
+        assert res.info["em_sensitivity"] == 1.0  # one 0/1 counting query, in both neighbour conventions
         assert ledger[1].sensitivity == 1.0
 
 

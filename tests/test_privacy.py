@@ -1,4 +1,4 @@
-"""Privacy layer: conversions (spec anchors), sensitivities, mechanisms (statistical checks), the accountant."""
+"""Privacy layer: conversions (anchor values), sensitivities, mechanisms (statistical checks), the accountant."""
 
 import dataclasses
 import doctest
@@ -21,7 +21,7 @@ def keys(seed, n):
 
 @pytest.fixture(scope="module")
 def data14():
-    """14 attributes like Adult (the spec's anchors depend only on d), small sizes, 2000 records."""
+    """14 attributes like Adult (the MST, AIM and MWEM budget anchors depend only on d), small sizes, 2000 records."""
     rng = np.random.default_rng(0)
     sizes = [4, 3, 5, 2, 3, 2, 3, 4, 2, 3, 5, 3, 4, 2]
     dom = pj.Domain({f"x{i}": n for i, n in enumerate(sizes)})
@@ -39,7 +39,7 @@ def small():
 # zCDP <-> (eps, delta)
 # --------------------------------------------------------------------------------------------------
 
-CDP_RHO_ANCHORS = [  # spec 1.2
+CDP_RHO_ANCHORS = [  # cdp_rho of Canonne, Kamath & Steinke, NeurIPS 2020, Section 2.3, by private-pgm's bisection
     (0.1, 1e-9, 1.77138e-4), (0.1, 1e-5, 4.32994e-4),
     (0.31, 1e-9, 1.57317e-3), (0.31, 1e-5, 3.50982e-3),
     (1.0, 1e-9, 1.49731e-2), (1.0, 1e-5, 3.05566e-2),
@@ -56,7 +56,7 @@ def test_cdp_rho_anchor_table(eps, delta, rho):
 
 
 def _reference_cdp_delta(rho, eps):
-    """The spec's procedure literally: 1000 bisection steps on the derivative, alpha >= 1.01."""
+    """private-pgm's ``cdp2adp.py`` procedure literally: 1000 bisection steps on the derivative, alpha >= 1.01."""
     amin, amax = 1.01, (eps + 1) / (2 * rho) + 2
     for _ in range(1000):
         alpha = (amin + amax) / 2
@@ -97,7 +97,7 @@ def test_cdp_edge_cases_and_monotonicity():
 
 
 # --------------------------------------------------------------------------------------------------
-# Advanced composition, DualQuery (spec 1.2, 5.4)
+# Advanced composition (Dwork, Rothblum & Vadhan, FOCS 2010, Theorem III.3), DualQuery (Gaboardi et al., ICML 2014)
 # --------------------------------------------------------------------------------------------------
 
 
@@ -140,7 +140,7 @@ def test_dualquery_anchors():
 
 
 # --------------------------------------------------------------------------------------------------
-# Sensitivities (spec 1.1)
+# Sensitivities (add/remove-one and replace-one neighbours)
 # --------------------------------------------------------------------------------------------------
 
 
@@ -184,7 +184,7 @@ def test_sensitivity_bounds_hold_by_brute_force():
         for bounded in (False, True):
             assert pv.l1_sensitivity(Q, bounded=bounded) >= _brute_force(Q, 1, bounded) - 1e-12
             assert pv.l2_sensitivity(Q, bounded=bounded) >= _brute_force(Q, 2, bounded) - 1e-12
-        # Exact for add/remove-one, and the spec's identity values are exact for replace-one too.
+        # Exact for add/remove-one, and the identity's values (L1 2, L2 sqrt 2) are exact for replace-one too.
         assert pv.l1_sensitivity(Q) == pytest.approx(_brute_force(Q, 1, False))
         assert pv.l2_sensitivity(Q) == pytest.approx(_brute_force(Q, 2, False))
     assert pv.l2_sensitivity(np.eye(4), bounded=True) == pytest.approx(_brute_force(np.eye(4), 2, True))
@@ -377,7 +377,8 @@ def test_overspend_is_refused_before_anything_runs(small):
 
 
 def test_mst_budget_flow_matches_spec_anchors(data14):
-    """Spec 7.1 (Adult, eps=1, delta=1e-9): one-way std 37.45, eps_EM 0.05542, two-way std 36.09."""
+    """MST (McKenna, Miklau & Sheldon, JPC 2021, Section 4) on Adult's d = 14, eps=1, delta=1e-9:
+    one-way std 37.45, eps_EM 0.05542, two-way std 36.09 (anchor values computed by hand)."""
     acc = Accountant(epsilon=1.0, delta=1e-9)
     assert acc.budget == pytest.approx(0.0149731, rel=5e-6)
     k1, k2, k3 = keys(7, 3)
@@ -399,11 +400,12 @@ def test_mst_budget_flow_matches_spec_anchors(data14):
 
 
 def test_aim_annealing_spends_exactly_the_budget(small):
-    """Spec 7.2's loop: charge per round, anneal, and spend exactly the remainder in the last round."""
+    """AIM's loop (McKenna, Mullins, Sheldon & Miklau, VLDB 2022, Algorithm 1): charge per round, anneal, and spend
+    exactly the remainder in the last round."""
     rho = pv.cdp_rho(1.0, 1e-9)
     T, d = 16 * 14, 14
     sigma, eps_em = math.sqrt(T / (2 * 0.9 * rho)), math.sqrt(8 * 0.1 * rho / T)
-    assert sigma == pytest.approx(91.17, abs=5e-3) and eps_em == pytest.approx(0.007313, abs=5e-7)  # spec anchors
+    assert sigma == pytest.approx(91.17, abs=5e-3) and eps_em == pytest.approx(0.007313, abs=5e-7)  # AIM on Adult: T = 16 d
     # A shorter run (T=12, 3 one-way marginals) with the same logic on the small dataset.
     acc = Accountant(rho=rho)
     T, d = 12, 3
@@ -433,7 +435,8 @@ def test_aim_annealing_spends_exactly_the_budget(small):
 
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])
 def test_mwem_round_budget_matches_spec_anchors(noise, small):
-    """Spec 2.4 (d = T = 14, eps=1, delta=1e-9, alpha=0.9): Gaussian sigma 22.79, eps_EM 0.02925;
+    """MWEM+PGM, marginal version (private-pgm's mwem+pgm.py; d = T = 14, eps=1, delta=1e-9, alpha=0.9):
+    Gaussian sigma 22.79, eps_EM 0.02925;
     Laplace b 15.56, eps_EM 0.007143. All rounds together spend the budget."""
     T, alpha = 14, 0.9
     acc = Accountant(epsilon=1.0) if noise == "laplace" else Accountant(epsilon=1.0, delta=1e-9)

@@ -1,4 +1,5 @@
-"""PrivBayes and PrivBayes+PGM (pgmjax.mechanisms.privbayes; spec frontends.md section 4).
+"""PrivBayes (Zhang, Cormode, Procopiuc, Srivastava & Xiao, ACM TODS 2017) and PrivBayes+PGM (McKenna, Sheldon &
+Miklau, ICML 2019): pgmjax.mechanisms.privbayes.
 
 Reference scores are recomputed here from record counts with plain Python (no shared code with the
 module); sensitivities are checked by brute force over every neighbouring dataset of small tables.
@@ -62,7 +63,7 @@ def ref_r(records, child, parents, child_size, parent_configs):
 
 
 def ref_f(records, child, parents, parent_configs):
-    """F by enumerating every map from parent configurations to the binary child (spec 4.3)."""
+    """F by enumerating every map from parent configurations to the binary child (TODS paper, Section 4.2)."""
     joint, _, _, n = _counts(records, child, parents)
     cap = (n + 1) // 2
     best = -math.inf
@@ -91,12 +92,12 @@ def test_scores_match_reference_and_anchor_values():
         r = ref_r(recs, child, parents, SIZES[child], _configs(SIZES, parents))
         assert PB.r_score(joint) == pytest.approx(r, abs=1e-12)
         assert PB.score_quality(joint, "R", bounded=False) == pytest.approx(300 * r, abs=1e-9)
-    # spec 4.3 anchors (Adult, N = 48842) and R's 3/N
+    # TODS Lemma 4.1 on Adult (N = 48842), and R's 3/N (TODS Section 4.3)
     assert PB.mutual_information_sensitivity(48842, binary=True) == pytest.approx(3.48e-4, rel=2e-3)
     assert PB.mutual_information_sensitivity(48842, binary=False) == pytest.approx(6.56e-4, rel=2e-3)
     assert PB.score_sensitivity("R", 48842, bounded=True) == 3 / 48842
     assert PB.score_sensitivity("R", None, bounded=False) == 2.0
-    # spec 4.2: tau (Adult, eps2 = 0.7, theta = 4) and the binary fixed-k rule, by hand:
+    # tau (TODS, general domains; Adult, eps2 = 0.7, theta = 4) and the binary fixed-k rule, by hand:
     # k = 8: 48842 * 0.7 / (6 * 2^10) = 5.56 >= 4; k = 9: 34189.4 / (5 * 2^11) = 3.34 < 4
     assert PB.usefulness_tau(48842, 0.7, 14, 4.0) == pytest.approx(305.2625)
     assert PB.binary_degree(48842, 14, 0.7, 4.0) == 8
@@ -269,7 +270,7 @@ def test_em_probabilities_exact_and_by_frequency():
 
 
 def _assert_greedy_argmax(data, network, score, degree):
-    """Each step of ``network`` takes a best-scoring candidate (reference scores; spec 4.3, eps -> inf).
+    """Each step of ``network`` takes a best-scoring candidate (reference scores; TODS Algorithm 4, eps -> inf).
 
     Ties (F is a multiple of 1/N) may go either way, so the chosen score is compared with the best.
     """

@@ -1,5 +1,7 @@
 """pgmjax.rr: companion estimators, bounds and cut queries against exact enumeration and closed forms
-(spec seeds.md 2.10, W2-1 and W2-3; W2-2/W2-4 and the accountant are in test_rr_release.py)."""
+(Wang, Ying & Zhang, "A Minimax Distortion View of Differentially Private Query Release", arXiv 2014, [WYZ]: the
+two-bit example at eps = ln 3 and the cut example worked by hand; the sampler's law, simulations and the
+accountant are in test_rr_release.py)."""
 
 import doctest
 import importlib
@@ -60,7 +62,7 @@ def true_answer(data, query):
 
 
 # ---------------------------------------------------------------------------------------------------
-# W2-1: mechanism and estimator by exact enumeration
+# Two bits, eps = ln 3: mechanism and estimator by exact enumeration
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -157,7 +159,7 @@ def test_unbiased_and_exact_variance_by_enumeration(per_attribute, rng):
 
 
 def test_whole_row_companion_is_the_papers_formula(rng):
-    """[WYZ] eq. 17: g^ = sum_i (kappa f(r~_i) - F) / (e^eps - 1), F summed over the WHOLE domain (pitfall 2.11)."""
+    """[WYZ] eq. 17: g^ = sum_i (kappa f(r~_i) - F) / (e^eps - 1), F summed over the WHOLE domain (not the released values)."""
     dom = pj.Domain({"a": 2, "b": 3, "c": 5})
     released = pj.Dataset(rng.integers(0, [2, 3, 5], size=(40, 3)), dom)
     eps = 0.8
@@ -173,7 +175,8 @@ def test_whole_row_companion_is_the_papers_formula(rng):
 
 
 def test_spec_marginal_variance_formula():
-    """Spec 2.3: Var x^_C[c] = [x_c pi1 (1 - pi1) + (n - x_c) pi0 (1 - pi0)] / lam^2 with the true counts."""
+    """[WYZ] Section IV, eq. 17-20 and Lemma 2 (histogram form):
+    Var x^_C[c] = [x_c pi1 (1 - pi1) + (n - x_c) pi0 (1 - pi0)] / lam^2 with the true counts."""
     dom = pj.Domain({"a": 3, "b": 4})
     data = pj.Dataset(np.random.default_rng(5).integers(0, [3, 4], size=(50, 2)), dom)
     eps = 2.0
@@ -202,7 +205,7 @@ def test_per_attribute_channel_is_the_kronecker_product():
 
 
 # ---------------------------------------------------------------------------------------------------
-# W2-3: cut queries
+# Cut queries ([WYZ] Section VI-B, eq. 34-36), worked by hand at eps = ln 3
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -251,7 +254,7 @@ def test_pair_table_and_many_cuts():
 
 
 # ---------------------------------------------------------------------------------------------------
-# Bounds and the informative domain sizes (spec 2.8 table)
+# Bounds and the informative domain sizes (the constant ((e^eps + K - 1) / (e^eps - 1))^2 / 4 of [WYZ] eq. 20, by hand)
 # ---------------------------------------------------------------------------------------------------
 
 

@@ -294,9 +294,14 @@ def dualquery(
         (rounds, eta, eta_used, samples, bound, queries ``M``, per-round satisfied counts, seconds).
 
     Example:
-        >>> w = pj.Workload.benchmark(data.domain, pj.datasets.ADULT_CLIQUES, pj.datasets.NUMERIC["adult"])  # doctest: +SKIP
-        >>> res = dualquery(data, 1.0, 1e-3, key=jax.random.key(0), workload=w)                            # doctest: +SKIP
-        >>> res.info["rounds"], pj.metrics.workload_error(w, data, res.original), pj.metrics.workload_error(w, data, res.model)  # doctest: +SKIP
+        >>> import pgmjax as pj
+        >>> dom = pj.Domain({"a": 3, "b": 4, "c": 2})
+        >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), dom)
+        >>> w = pj.Workload.benchmark(dom, [("a", "b"), ("b", "c")], numeric=["a"])
+        >>> res = dualquery(data, 1.0, 1e-3, key=jax.random.key(0), workload=w, pgm_iters=100)
+        >>> errors = pj.metrics.workload_error(w, data, res.original), pj.metrics.workload_error(w, data, res.model)
+        >>> res.info["rounds"], [round(e, 2) for e in errors]
+        (3, [0.56, 0.24])
     """
     where = _WHERE
     start = time.perf_counter()

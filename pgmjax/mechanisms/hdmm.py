@@ -44,10 +44,12 @@ Example:
     >>> dom = pj.Domain({"age": 16, "sex": 2, "job": 3})
     >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [16, 2, 3], (1000, 3)), dom)
     >>> w = pj.Workload.benchmark(dom, [("age", "sex"), ("sex", "job")], numeric=["age"])
-    >>> res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, pgm_iters=100)   # doctest: +SKIP
-    >>> res.accountant.spent, len(res.ledger)                                       # doctest: +SKIP
+    >>> res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, pgm_iters=100)
+    >>> res.accountant.spent, len(res.ledger)
     (1.0, 2)
-    >>> pj.metrics.workload_error(w, data, res.original), pj.metrics.workload_error(w, data, res.model)  # doctest: +SKIP
+    >>> errors = pj.metrics.workload_error(w, data, res.original), pj.metrics.workload_error(w, data, res.model)
+    >>> [round(e, 3) for e in errors]
+    [0.006, 0.006]
 """
 
 from __future__ import annotations
@@ -389,13 +391,14 @@ def hdmm(
 
     Example:
         >>> import jax, numpy as np, pgmjax as pj
-        >>> dom = pj.Domain({"a": 8, "b": 3, "c": 2})
-        >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [8, 3, 2], (500, 3)), dom)
-        >>> res = hdmm(data, 1.0, key=jax.random.key(0), pgm_iters=50)
-        >>> res.accountant.spent == 1.0, len(res.ledger)          # the 3 two-way marginals: 3 terms
-        (True, 3)
-        >>> res.original.marginal(("a", "b")).shape, res.model.marginal(("a", "b")).shape
-        ((8, 3), (8, 3))
+        >>> dom = pj.Domain({"age": 16, "sex": 2, "job": 3})
+        >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [16, 2, 3], (1000, 3)), dom)
+        >>> w = pj.Workload.benchmark(dom, [("age", "sex"), ("sex", "job")], numeric=["age"])
+        >>> res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, pgm_iters=100)
+        >>> res.accountant.spent == 1.0, len(res.ledger)          # the 2 workload terms: 2 measurements
+        (True, 2)
+        >>> res.original.marginal(("age", "sex")).shape, res.model.marginal(("age", "sex")).shape
+        ((16, 2), (16, 2))
     """
     where = "hdmm"
     start = time.perf_counter()

@@ -703,7 +703,7 @@ def privbayes(
     pgm_options: Mapping[str, Any] | None = None,
     keep_scores: bool = False,
 ) -> MechanismResult:
-    """PrivBayes and PrivBayes+PGM on the same noisy tables (pure ``epsilon``-DP; spec section 4).
+    """PrivBayes and PrivBayes+PGM on the same noisy tables (pure ``epsilon``-DP; Zhang et al., ACM TODS 2017).
 
     1. (``bounded=False``, ``degree=None`` and ``d > 1`` only) a Laplace count of the records with
        ``eps0 = count_fraction * epsilon``: the usefulness rule needs ``N``, which is private under
@@ -768,9 +768,10 @@ def privbayes(
         add/remove).
 
     Example:
-        >>> data = Dataset(np.random.default_rng(0).integers(0, 3, (2000, 5)), {c: 3 for c in "abcde"})
-        >>> res = privbayes(data, 1.0, key=jax.random.key(0), pgm_iters=200)   # doctest: +SKIP
-        >>> res.info["network"], res.accountant.spent                          # doctest: +SKIP
+        >>> data = Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), {"a": 3, "b": 4, "c": 2})
+        >>> res = privbayes(data, 1.0, key=jax.random.key(0), pgm_iters=200)
+        >>> res.info["network"], res.accountant.spent
+        ([('b', ()), ('a', ('b',)), ('c', ('b',))], 1.0)
     """
     where = "privbayes"
     if not isinstance(data, Dataset):

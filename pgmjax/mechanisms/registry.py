@@ -25,7 +25,11 @@ Example:
     >>> from pgmjax.mechanisms import registry
     >>> sorted(registry.MECHANISMS)
     ['aim', 'dualquery', 'hdmm', 'mldp', 'mst', 'mwem', 'privbayes', 'rr']
-    >>> res, notes = registry.run("mwem", data, key=jax.random.key(0), epsilon=1.0, iters=100)   # doctest: +SKIP
+    >>> import jax, numpy as np, pgmjax as pj
+    >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), {"a": 3, "b": 4, "c": 2})
+    >>> res, notes = registry.run("privbayes", data, key=jax.random.key(0), epsilon=1.0, iters=200)
+    >>> res.info["network"], notes
+    ([('b', ()), ('a', ('b',)), ('c', ('b',))], [])
 """
 
 from __future__ import annotations
@@ -284,11 +288,11 @@ def prepare(
     Args:
         name: a key of :data:`MECHANISMS`.
         epsilon: the privacy budget.
-        delta: the delta of an ``(epsilon, delta)`` guarantee, passed by the spec's ``delta`` policy.
+        delta: the delta of an ``(epsilon, delta)`` guarantee, passed by the :class:`MechanismSpec` entry's ``delta`` policy.
         workload: a :class:`~pgmjax.Workload`, for front-ends that take one (None: their default;
             every 2-way marginal where one is required, filled in by :func:`run`).
         domain: the data's domain, needed to turn a workload into training queries (MLDP).
-        iters: estimation iterations per fit (the spec's ``iters`` parameters).
+        iters: estimation iterations per fit (the :class:`MechanismSpec` entry's ``iters`` parameters).
         rounds: rounds of an iterative front-end.
         records: number of synthetic records, where the front-end takes it.
         callback: the engine's per-chunk callback (:func:`pgmjax.estimate`), put into the function's
@@ -324,7 +328,7 @@ def prepare(
         allowed = [k for k, p in params.items() if k not in managed and p.kind not in variadic]
         raise ValueError(f"{name}: unknown options {unknown}; {spec.function}() accepts: {', '.join(allowed)}")
 
-    # delta, by the spec's policy
+    # delta, by the registry entry's policy
     if spec.delta == "required" or (spec.delta == "gaussian" and options.get("noise") == "gaussian"):
         kwargs["delta"] = DEFAULT_DELTA if delta is None else delta
         if delta is None:
@@ -398,7 +402,10 @@ def run(name: str, data: Dataset, *, key, workload: Workload | None = None, **co
         the remarks of :func:`prepare`.
 
     Example:
-        >>> res, notes = run("privbayes", data, key=jax.random.key(0), epsilon=1.0, iters=200)   # doctest: +SKIP
+        >>> data = Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), {"a": 3, "b": 4, "c": 2})
+        >>> res, notes = run("privbayes", data, key=jax.random.key(0), epsilon=1.0, delta=1e-6, iters=200)
+        >>> res.accountant.spent, notes
+        (1.0, [...])
     """
     spec = _spec(name)
     params = parameters(name)

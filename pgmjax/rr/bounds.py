@@ -54,7 +54,7 @@ def mse_bound(size: float, epsilon: float, n: int, *, width: float = 1.0, proper
         The bound.
 
     Example:
-        >>> mse_bound(4, math.log(3), 3)                       # W2-1: 36 / (4 * 3 * 4)
+        >>> mse_bound(4, math.log(3), 3)                       # two bits, eps = ln 3: 36 / (4 * 3 * 4)
         0.75
     """
     where = "mse_bound"

@@ -43,7 +43,7 @@ def measurements(release: Release, cliques: Sequence[CliqueLike]) -> list[Measur
         :data:`MIN_STDDEV`), ready for :func:`pgmjax.estimate` with ``total=release.total``.
 
     Example:
-        >>> rel = Release.of(Dataset(np.array([[0, 1], [0, 0], [1, 0]]), {"b1": 2, "b2": 2}), math.log(3))
+        >>> rel = Release.of(pj.Dataset(np.array([[0, 1], [0, 0], [1, 0]]), {"b1": 2, "b2": 2}), np.log(3))
         >>> m, = measurements(rel, [("b1", "b2")])
         >>> m.y.round(6).tolist()
         [1.5, 1.5, 1.5, -1.5]
@@ -72,7 +72,10 @@ def fit(release: Release, cliques: Sequence[CliqueLike], **estimate_options) -> 
         A :class:`~pgmjax.GraphicalModel`.
 
     Example:
-        >>> model = fit(rel, [("b1",), ("b2",)], iters=50)        # doctest: +SKIP
+        >>> rel = Release.of(pj.Dataset(np.array([[0, 1], [0, 0], [1, 0]]), {"b1": 2, "b2": 2}), np.log(3))
+        >>> model = fit(rel, [("b1",), ("b2",)], iters=50)
+        >>> model.total, model.marginal("b1").round(2).tolist()   # debiased b1 marginal: [3, 0]
+        (3.0, [3.0, 0.0])
     """
     if "total" in estimate_options:
         raise ValueError("fit: total is the release's number of records (public); do not pass it")

@@ -219,7 +219,7 @@ def answer(release: Release, query, *, normalize: bool = False, proper: str | No
         unbiased variance estimate of the unbiased answer when ``return_variance``.
 
     Example:
-        >>> dom = Domain({"b1": 2, "b2": 2})                        # [WYZ] test W2-1, eps = ln 3
+        >>> dom = {"b1": 2, "b2": 2}                                # two bits, eps = ln 3 (worked by hand)
         >>> rel = Release.of(Dataset(np.array([[0, 1], [0, 0], [1, 0]]), dom), math.log(3))
         >>> float(answer(rel, {"b1": Q.Value(0)}, normalize=True)[0])
         1.0
@@ -276,7 +276,7 @@ def exact_variance(data: Dataset, release: Release, query, *, normalize: bool = 
         Float64 array shaped like the answer.
 
     Example:
-        >>> dom = Domain({"b1": 2, "b2": 2})                        # W2-1: 2/3 on the fraction scale
+        >>> dom = {"b1": 2, "b2": 2}                                # two bits, eps = ln 3: 2/3 on the fraction scale
         >>> data = Dataset(np.array([[0, 0], [0, 1], [1, 1]]), dom)
         >>> round(float(exact_variance(data, Release.of(data, math.log(3)), {"b1": Q.Value(0)}, normalize=True)[0]), 12)
         0.666666666667

@@ -124,7 +124,9 @@ def release_pairs(key, edges, vertices: int, epsilon: float, *, accountant: Acco
         A :class:`PairRelease`.
 
     Example:
-        >>> rel = release_pairs(jax.random.key(0), [[0, 1]], 3, 1.0)   # doctest: +SKIP
+        >>> rel = release_pairs(jax.random.key(0), [[0, 1]], 3, 1.0)
+        >>> rel.adjacency.shape, rel.epsilon
+        ((3, 3), 1.0)
     """
     where = "release_pairs"
     _check_key(key, where)
@@ -176,7 +178,7 @@ def cut_bound(size_s: int, size_t: int, epsilon: float) -> float:
     """``sqrt(|S| |T|) e^(eps/2) / (e^eps - 1)``, the bound on ``E |C^ - C|`` ([WYZ] eq. 35).
 
     Example:
-        >>> round(cut_bound(2, 2, math.log(3)), 7)                  # W2-3: sqrt(3)
+        >>> round(cut_bound(2, 2, math.log(3)), 7)                  # sqrt(3)
         1.7320508
     """
     eps = _positive(epsilon, "epsilon", "cut_bound")
@@ -194,7 +196,7 @@ def cut(release: PairRelease, S, T) -> CutEstimate:
         A :class:`CutEstimate` (arrays, one entry per cut).
 
     Example:
-        >>> rel = PairRelease(adjacency([0, 1, 0, 1, 1, 0], 4), math.log(3))   # W2-3: bits 02 03 12 13 = 1 0 1 1
+        >>> rel = PairRelease(adjacency([0, 1, 0, 1, 1, 0], 4), math.log(3))   # bits 02 03 12 13 = 1 0 1 1
         >>> est = cut(rel, [0, 1], [2, 3])
         >>> float(est.value[0]), float(est.variance[0])
         (4.0, 3.0)
