@@ -87,7 +87,8 @@ PAPER_FACTORS = {
 #: ``--set mech.param=value`` overrides any of them; ``--pgm-iters`` overrides every ``pgm_iters``.
 SETTINGS = {
     "mwem": {
-        "selection": "query",  # private-pgm's 2019 examples/mwem.py: one workload row per round (Prefix ranges on numeric attributes)
+        "selection": "query",  # private-pgm's 2019 examples/mwem.py: one workload row per round (Prefix ranges
+        # on numeric attributes)
         "bounded": True,  # N public, as in the 2019 script
         "noise": "laplace",
         "rounds": None,  # T = d

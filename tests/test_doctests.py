@@ -4,11 +4,12 @@ One test per module (walked with :mod:`pkgutil`, the kernels included), so a fai
 Each module's examples run in that module's namespace plus the three names the examples may assume:
 ``np`` (NumPy), ``jax`` and ``pj`` (``import pgmjax as pj``). Options: ``ELLIPSIS`` and
 ``NORMALIZE_WHITESPACE``; ``# doctest: +SKIP`` marks the few examples that need a file or the shared
-datasets.
+datasets. Modules whose examples another test file already runs are not run twice (``RUN_ELSEWHERE``).
 """
 
 import doctest
 import importlib
+import pathlib
 import pkgutil
 
 import jax
@@ -34,9 +35,22 @@ OWNED_ELSEWHERE = {
     "pgmjax.batch",
 }
 
-# Run by tests/test_layout.py (each privacy submodule's examples in its own namespace) and
-# tests/test_privacy.py (the package's ``__test__``: the public names' examples again).
-RUN_ELSEWHERE = {"pgmjax.privacy"}
+# Modules (and packages, with everything under them) whose examples another test file runs in full.
+RUN_ELSEWHERE = {
+    # each submodule in its own namespace; the package's ``__test__`` (the public names) in test_privacy.py
+    "pgmjax.privacy": "test_layout.py",
+    "pgmjax.rr": "test_rr.py",
+    "pgmjax.mechanisms.rr_synthetic": "test_rr_release.py",
+    "pgmjax.mechanisms.mldp": "test_mldp.py",
+    "pgmjax.history.pca": "test_history.py",
+    "pgmjax.history.cv": "test_history.py",
+    "pgmjax.history.rows": "test_history.py",
+    "pgmjax.history.ridge": "test_history.py",
+    "pgmjax.history.prior": "test_history.py",
+    "pgmjax.history.maxent": "test_history_maxent.py",
+    "pgmjax.history.gibbs": "test_history_maxent.py",
+    "pgmjax.cli.guards": "test_cli_guards.py",
+}
 
 # ``python -m pgmjax`` runs the command line on import.
 NOT_IMPORTABLE = {"pgmjax.__main__"}
@@ -45,7 +59,8 @@ OPTIONS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
 def _excluded(name: str) -> bool:
-    return name in NOT_IMPORTABLE or any(name == p or name.startswith(p + ".") for p in OWNED_ELSEWHERE | RUN_ELSEWHERE)
+    prefixes = OWNED_ELSEWHERE | set(RUN_ELSEWHERE)
+    return name in NOT_IMPORTABLE or any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
 def _modules() -> list[str]:
@@ -59,8 +74,17 @@ MODULES = _modules()
 
 
 def test_the_walk_finds_the_package():
-    assert {"pgmjax", "pgmjax.workload", "pgmjax.rr.releases", "pgmjax.mechanisms.mst", "pgmjax.kernels.logspace"} <= set(MODULES)
+    assert {"pgmjax", "pgmjax.workload", "pgmjax.mechanisms.mst", "pgmjax.kernels.logspace"} <= set(MODULES)
     assert not any(_excluded(n) for n in MODULES)
+
+
+def test_the_modules_run_elsewhere_are_run_there():
+    """Each test file named in RUN_ELSEWHERE runs doctests and names the module's last component."""
+    here = pathlib.Path(__file__).parent
+    for name, test_file in RUN_ELSEWHERE.items():
+        importlib.import_module(name)
+        text = (here / test_file).read_text(encoding="utf-8")
+        assert "doctest" in text and name.rsplit(".", 1)[-1] in text, (name, test_file)
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -405,7 +405,7 @@ def test_aim_annealing_spends_exactly_the_budget(small):
     rho = pv.cdp_rho(1.0, 1e-9)
     T, d = 16 * 14, 14
     sigma, eps_em = math.sqrt(T / (2 * 0.9 * rho)), math.sqrt(8 * 0.1 * rho / T)
-    assert sigma == pytest.approx(91.17, abs=5e-3) and eps_em == pytest.approx(0.007313, abs=5e-7)  # AIM on Adult: T = 16 d
+    assert sigma == pytest.approx(91.17, abs=5e-3) and eps_em == pytest.approx(0.007313, abs=5e-7)  # Adult, T = 16 d
     # A shorter run (T=12, 3 one-way marginals) with the same logic on the small dataset.
     acc = Accountant(rho=rho)
     T, d = 12, 3

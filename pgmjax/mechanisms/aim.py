@@ -275,7 +275,7 @@ def aim(
         >>> import jax, numpy as np, pgmjax as pj
         >>> dom = pj.Domain({"a": 3, "b": 4, "c": 2})
         >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), dom)
-        >>> res = aim(data, 1.0, key=jax.random.key(0), rounds=6, max_model_size=1.0, max_iters=50)
+        >>> res = aim(data, 1.0, key=jax.random.key(0), rounds=3, max_model_size=1.0, max_iters=50)
         >>> res.accountant.spent == res.accountant.budget, res.original is None
         (True, True)
     """
