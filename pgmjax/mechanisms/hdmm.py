@@ -3,8 +3,8 @@
 McKenna, Miklau, Hay & Machanavajjhala, "Optimizing error of high-dimensional statistical queries under
 differential privacy", VLDB 2018 (the strategy and its error); McKenna, Sheldon & Miklau, "Graphical-model
 based estimation and inference for differential privacy", ICML 2019 (arXiv 1901.09136), Section 6 (HDMM+PGM,
-and HDMM+LLS as the baseline where HDMM's global least squares cannot run). Specification: ``frontends.md``
-section 3. The numerical core (templates, expected error, least squares) is :mod:`pgmjax.hdmm`.
+and HDMM+LLS as the baseline where HDMM's global least squares cannot run). The numerical core (templates,
+expected error, least squares) is :mod:`pgmjax.hdmm`.
 
 The matrix mechanism measures a *strategy* ``A`` instead of the workload ``W``: ``y = A x + noise`` with the
 noise calibrated to the sensitivity of ``A``, then answers ``W`` from an estimate of ``x``. Here:

@@ -3,7 +3,7 @@
 Zhu, Xiong, Li, Zhou & Yu, "Differentially Private Query Learning: from Data Publishing to Model
 Publishing", IEEE BigData 2017 (arXiv 1710.05095), Algorithm 1; the "+PGM" arm replaces the
 regression model by graphical-model estimation (McKenna, Sheldon & Miklau, ICML 2019, arXiv
-1901.09136). Specification: ``frontends.md`` section 6.
+1901.09136).
 
 MLDP treats queries as training samples. A set of training queries ``F_x`` is answered once with
 Laplace noise calibrated to the set's sensitivity ``S_Fx`` (the paper's Definition 4); a prediction

@@ -3,7 +3,7 @@
 Hardt, Ligett & McSherry, "A simple and practical algorithm for differentially private data release",
 NIPS 2012 (arXiv 1012.4763), Algorithm 1; the "+PGM" arm replaces the multiplicative-weights (MW)
 update by graphical-model estimation (McKenna, Sheldon & Miklau, ICML 2019, arXiv 1901.09136,
-Section 6). Specification: ``frontends.md`` section 2.
+Section 6).
 
 Each round selects something badly answered by the current estimate with the exponential mechanism
 (EM), measures it with Laplace or Gaussian noise and re-estimates. Two selection modes:
