@@ -24,9 +24,11 @@ Layout (built once per structure on the host, see :func:`make_plan`):
   them with an explicit downward pass that is the same arithmetic as the
   autodiff transpose of the upward one (:func:`marginals_autodiff`), in a
   compute layout with each clique's eliminated axes first (fast major-axis
-  reductions on CPU), with the dense exp/multiply work done once per run
-  outside the loops (Shafer-Shenoy style: beliefs are never divided, so
-  -inf potentials never produce NaN).
+  reductions on CPU): each belief is built and exponentiated once, its
+  message and its conditional table ``exp(belief - message)`` taken from
+  the same exponentials, and ``mu = N * P * g`` is one dense op per run
+  (Shafer-Shenoy style: beliefs are never divided, so -inf potentials
+  never produce NaN).
 
 Potentials and marginals are therefore pytrees ``{unit_key: array}`` in this
 layout; :meth:`OraclePlan.tables` and :meth:`OraclePlan.from_tables`
@@ -514,11 +516,29 @@ def _landing(cl: CliqueClass, parent: CliqueClass) -> tuple[tuple[int, ...], tup
     return order, shape
 
 
-def _send_c(run: Run, parents, pairs, direct, route, beliefs, real, raw) -> dict:
-    """:func:`_send` in the compute layout; ``raw[x]`` gets the messages before routing ``(n_x, *separator)``."""
-    for x, _ in pairs:
-        if x not in raw:
-            raw[x] = kernels.logsumexp(beliefs[x], axis=tuple(range(1, 1 + len(run.classes[x].elim_axes))))
+def _lse_and_conditional(belief: jax.Array, nelim: int) -> tuple[jax.Array, jax.Array]:
+    """Log-sum-exp of ``belief`` ``(slots, *elim, *sep)`` over its eliminated axes, and the conditional table.
+
+    Returns ``(message, P)``: the message ``(slots, *sep)`` and ``P = exp(belief - message)`` (broadcast),
+    computed from the same exponentials (``exp(belief - max) / sum``), so the belief is read and
+    exponentiated once per oracle call (before, the downward pass rebuilt it and exponentiated it
+    again: two of the costliest kernels on large cliques). A slice with no finite cell gives message
+    ``-inf`` and ``P = 0``, as before.
+    """
+    axes = tuple(range(1, 1 + nelim))
+    top = jnp.max(belief, axis=axes, keepdims=True)
+    shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
+    scaled = jnp.exp(belief - shift)
+    total = jnp.sum(scaled, axis=axes, keepdims=True)
+    cond = scaled * (1.0 / jnp.where(total > 0, total, 1.0))
+    return jnp.squeeze(jnp.log(total) + shift, axes), cond
+
+
+def _send_c(run: Run, parents, pairs, direct, route, beliefs, real, raw, conds) -> dict:
+    """:func:`_send` in the compute layout; ``raw[x]`` gets the messages before routing ``(n_x, *separator)``
+    and ``conds[x]`` the conditional tables ``exp(belief - message)``."""
+    for x in range(len(run.classes)):
+        raw[x], conds[x] = _lse_and_conditional(beliefs[x], len(run.classes[x].elim_axes))
     return _route_c(run, parents, pairs, direct, route, raw, real)
 
 
@@ -574,9 +594,10 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
     explicit downward pass instead of autodiff, in a compute layout where
     every clique's eliminated axes come first (one transpose per block on
     the way in and out; reductions over major axes are fast on CPU). The
-    upward pass keeps only the (compact) messages; every clique's
+    upward pass keeps the (compact) messages and every clique's
     conditional table given its upward separator, ``P = exp(belief -
-    message)``, is then one dense op over a whole run; the downward pass
+    message)``, from the same exponentials as its message (each belief is
+    built and exponentiated once per call); the downward pass
     carries only separator marginals (``g``: one multiply-and-reduce per
     level), and ``mu = total * P * g`` is again one dense op per run. Same
     arithmetic as the autodiff transpose of :func:`log_partition` (no belief
@@ -589,7 +610,7 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
     static_pairs = plan.static[5]
     runs = plan.runs
     received: dict = {}
-    ups = []  # per run: (pot, real, level-0 received, inner received (levels 1..), messages per class)
+    ups = []  # per run: (pot, real, messages per class, conditional tables per class)
     log_z = None
     offset = 0.0  # the shifts taken off the messages (see _shift): log Z = logsumexp(root) + offset
     for r, run in enumerate(runs):
@@ -604,81 +625,62 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
             pot.append(_potentials(plan, key, th, mask))  # padded tables are 1-D: no transpose to undo
             real.append(mask == 0)
         inner_pairs, outer_pairs, inner_direct, outer_direct = static_pairs[r]
-        recv0 = received
         beliefs = _beliefs([p[0] for p in pot], received)
         parts: list[dict] = []  # raw messages, per level block
-        inner_recv = {}
+        cparts: list[dict] = []  # conditional tables, per level block
         if n > 1:
             routes = {p: plan.arrays[f"r{r:03d}_inner_{p[0]:02d}_{p[1]:02d}"] for p in inner_pairs if p not in inner_direct}
             raw0: dict = {}
+            cond0: dict = {}
             received = _send_c(
                 run, run.classes, inner_pairs, inner_direct, lambda x, y: routes[(x, y)][0], beliefs,
-                [m[0] for m in real], raw0,
+                [m[0] for m in real], raw0, cond0,
             )
             parts.append({x: m[None] for x, m in raw0.items()})
+            cparts.append({x: m[None] for x, m in cond0.items()})
             if n > 2:
 
                 def body(carry, xs, run=run, inner_pairs=inner_pairs, inner_direct=inner_direct):
                     th, rts, re = xs
                     raw: dict = {}
+                    cond: dict = {}
                     out = _send_c(
-                        run, run.classes, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], _beliefs(th, carry), re, raw
+                        run, run.classes, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], _beliefs(th, carry), re,
+                        raw, cond,
                     )
-                    return out, raw
+                    return out, (raw, cond)
 
                 rest = {p: v[1:] for p, v in routes.items()}
-                received, ys_raw = jax.lax.scan(body, received, ([p[1:-1] for p in pot], rest, [m[1:-1] for m in real]))
+                received, (ys_raw, ys_cond) = jax.lax.scan(
+                    body, received, ([p[1:-1] for p in pot], rest, [m[1:-1] for m in real])
+                )
                 parts.append(ys_raw)
-                # What levels 1 .. n-1 received, routed again in one batched op (cheaper than a scan output).
-                sent = {x: jnp.concatenate([part[x] for part in parts]) for x in parts[0]}
-                inner_recv = jax.vmap(
-                    lambda raw, rts, re, run=run, inner_pairs=inner_pairs, inner_direct=inner_direct: _route_c(
-                        run, run.classes, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], raw, re
-                    )
-                )(sent, routes, [m[:-1] for m in real])
-            else:
-                inner_recv = {p: received[p][None] for p in inner_pairs}
+                cparts.append(ys_cond)
             beliefs = _beliefs([p[-1] for p in pot], received)
         if r + 1 == len(runs):
             if n != 1 or len(run.classes) != 1:
                 raise AssertionError("the root level must be a run of its own")
-            root_lse = kernels.logsumexp(beliefs[0].reshape(-1), axis=-1)
-            log_z = root_lse + offset
+            root = beliefs[0]
+            root_lse, root_cond = _lse_and_conditional(root.reshape((1, -1)), 1)
+            log_z = root_lse[0] + offset
+            cparts.append({0: root_cond.reshape(root.shape)[None]})
             msgs = None
         else:
             outer = {p: plan.arrays[f"r{r:03d}_outer_{p[0]:02d}_{p[1]:02d}"] for p in outer_pairs if p not in outer_direct}
             last_raw: dict = {}
+            last_cond: dict = {}
             received = _send_c(
                 run, runs[r + 1].classes, outer_pairs, outer_direct, lambda x, y: outer[(x, y)], beliefs,
-                [m[-1] for m in real], last_raw,
+                [m[-1] for m in real], last_raw, last_cond,
             )
             parts.append({x: m[None] for x, m in last_raw.items()})
+            cparts.append({x: m[None] for x, m in last_cond.items()})
             msgs = [jnp.concatenate([part[x] for part in parts]) if len(parts) > 1 else parts[0][x] for x in range(len(run.classes))]
             offset = offset + _offset(msgs, real)
-        ups.append((pot, real, recv0, inner_recv, msgs))
-
-    # Conditional tables P = exp(belief - message), one dense op per class and run.
-    conds = []
-    for r, run in enumerate(runs):
-        pot, real, recv0, inner_recv, msgs = ups[r]
-        n = run.num_levels
-        out = []
-        for y, cl in enumerate(run.classes):
-            belief = pot[y]
-            for (_, yy), m in sorted(recv0.items()):
-                if yy == y:
-                    pad = jnp.zeros((n - 1, *m.shape), m.dtype)
-                    belief = belief + jnp.concatenate([m[None], pad])
-            for (_, yy), m in sorted(inner_recv.items()):
-                if yy == y:
-                    belief = belief + jnp.concatenate([jnp.zeros((1, *m.shape[1:]), m.dtype), m])
-            if msgs is None:
-                shift = jnp.where(jnp.isfinite(root_lse), root_lse, 0.0)
-            else:
-                m = msgs[y].reshape((n, msgs[y].shape[1], *_self_shape(cl)))
-                shift = jnp.where(jnp.isfinite(m), m, 0.0)
-            out.append(jnp.exp(belief - shift))
-        conds.append(out)
+        # Conditional tables P = exp(belief - message), taken from the upward pass's exponentials.
+        conds_r = [jnp.concatenate([part[x] for part in cparts]) if len(cparts) > 1 else cparts[0][x] for x in range(len(run.classes))]
+        ups.append((pot, real, msgs, conds_r))
+    conds = [u[3] for u in ups]
 
     # Downward pass: g (separator marginals / total, compact) level by level; mu = total * P * g.
     mu = {}
@@ -686,7 +688,7 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
     for r in range(len(runs) - 1, -1, -1):
         run = runs[r]
         n = run.num_levels
-        pot, real, _, _, _ = ups[r]
+        pot, real, _, _ = ups[r]
         P = conds[r]
         inner_pairs, _, inner_direct, _ = static_pairs[r]
         if n > 1:
