@@ -11,19 +11,6 @@ at its first chunk. The smallest trigger found is ``sum(b * g, axis=-2)`` with `
 Every pgmjax program is compiled with the YNNPACK fusions turned off where the installed jaxlib has
 them. Only pgmjax's own programs are affected (a per-program compiler option, not ``XLA_FLAGS``); the
 same arithmetic then runs through XLA's own emitters. GPU compilers ignore ``xla_cpu_*`` options.
-
-On the CPU backend pgmjax's programs also skip XLA's ``tree_reduction_rewriter`` pass, which rewrites
-every large reduction as a ``reduce-window`` of 32 followed by a reduce (for the precision of long
-float sums). XLA:CPU runs those reduce-windows through its generic loop emitter: in the engine's chunk
-programs they were the costliest kernels (Stroke's benchmark cliques: 218 reduce-window kernels per
-iteration, a third of its time) and a large part of the compile time. Without the pass, reductions
-use XLA:CPU's vectorised reduction emitter. Its float32 sums are less accurate than the tree's (a sum
-of 4M uniform cells: 4e-5 relative error against 1e-7, ``tests/test_compiler.py``), which the engine
-tolerates: float32 and float64 fits agree in ``tests/test_precision_agreement.py``, and every fitted
-model's clique sums are checked against the total. The GPU compiler keeps the pass.
-
-:func:`jit` resolves these options when a program is first used, not when the module is imported, so
-importing pgmjax does not initialise a JAX backend.
 """
 
 from __future__ import annotations
@@ -48,20 +35,16 @@ def compiler_options() -> dict[str, str]:
     """The XLA compiler options of every pgmjax program (empty where none is needed).
 
     Returns:
-        ``"xla_cpu_experimental_ynn_fusion_type": ""`` (no YNNPACK fusions) on jaxlib 0.10.2 and
-        later 0.10 releases, whose XLA:CPU miscompiles some reductions; on the CPU backend
-        ``"xla_disable_hlo_passes": "tree_reduction_rewriter"`` (see the module docstring).
+        ``{"xla_cpu_experimental_ynn_fusion_type": ""}`` (no YNNPACK fusions) on jaxlib 0.10.2 and
+        later 0.10 releases, whose XLA:CPU miscompiles some reductions; ``{}`` otherwise.
 
     Example:
         >>> isinstance(compiler_options(), dict)
         True
     """
-    options = {}
     if (0, 10, 2) <= _jaxlib_version() < (0, 11, 0):
-        options["xla_cpu_experimental_ynn_fusion_type"] = ""
-    if jax.default_backend() == "cpu":
-        options["xla_disable_hlo_passes"] = "tree_reduction_rewriter"
-    return options
+        return {"xla_cpu_experimental_ynn_fusion_type": ""}
+    return {}
 
 
 def jit(fun=None, /, **kwargs):
@@ -80,36 +63,10 @@ def jit(fun=None, /, **kwargs):
         >>> float(f(1.0))
         2.0
     """
+    kwargs["compiler_options"] = {**compiler_options(), **(kwargs.get("compiler_options") or {})}
     if fun is None:
-        return lambda f: _Jit(f, kwargs)
-    return _Jit(fun, kwargs)
-
-
-class _Jit:
-    """``jax.jit(fun, **kwargs)`` with pgmjax's compiler options, built on first use (call or attribute:
-    ``lower``, ``clear_cache``, ...), when the backend that decides the options is known."""
-
-    def __init__(self, fun, kwargs):
-        self._fun, self._kwargs, self._jitted = fun, dict(kwargs), None
-        functools.update_wrapper(self, fun)
-
-    def _get(self):
-        if self._jitted is None:
-            kwargs = dict(self._kwargs)
-            kwargs["compiler_options"] = {**compiler_options(), **(kwargs.get("compiler_options") or {})}
-            self._jitted = jax.jit(self._fun, **kwargs)
-        return self._jitted
-
-    def __call__(self, *args, **kwargs):
-        return (self._jitted or self._get())(*args, **kwargs)
-
-    def __get__(self, obj, objtype=None):  # a method, like jax.jit's functions
-        return self if obj is None else functools.partial(self, obj)
-
-    def __getattr__(self, name):
-        if name.startswith("__") or name in ("_fun", "_kwargs", "_jitted"):
-            raise AttributeError(name)
-        return getattr(self._get(), name)
+        return lambda f: jax.jit(f, **kwargs)
+    return jax.jit(fun, **kwargs)
 
 
 def to_device(x, dtype=None) -> jax.Array:
