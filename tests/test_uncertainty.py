@@ -174,6 +174,79 @@ def test_linearization_law_agrees_with_the_former_noise_law(case):
     np.testing.assert_allclose(lin.law((0,)).half_width(levels), half, rtol=1e-12)
 
 
+def test_linearize_batch_agrees_with_linearize_all(toy):
+    """simulate_coverage linearises its draws by one vmapped program (linearize_batch); it was one call each."""
+    from pgmjax.uncertainty import linearize_all, linearize_batch
+
+    model, ms = toy
+    dom, ms2 = chain_toy(((300, 210), (95, 400)), ((320, 80), (150, 450)))
+    model2 = pj.estimate(dom, ms2, loss="l2", dtype=jnp.float64, iters=3000, tol=1e-14)
+    thetas = {k: jnp.stack([model.theta[k], model2.theta[k]]) for k in model.theta}
+    batched = linearize_batch(model.plan, thetas, [model.total, model2.total], ms, [AC00, B0])
+    for m, lins in zip((model, model2), batched):
+        for one, got in zip(linearize_all(m, ms, [AC00, B0]), lins):
+            np.testing.assert_allclose(got.weights, one.weights, atol=1e-9)
+            np.testing.assert_allclose(got.value, one.value, rtol=1e-12)
+
+
+def _qp_design():
+    """A chain a - b - c with cells pushed below zero by the noise, a one-way measurement inside a clique,
+    a repeat of a clique in another attribute order, and a diagonal (MST-compressed style) query."""
+    dom = pj.Domain({"a": 2, "b": 3, "c": 2})
+    ms = [pj.Measurement(("a", "b"), [[30.0, -4, 12], [10, 40, 2]], stddev=2.0),
+          pj.Measurement(("b", "c"), [[35.0, 8], [20, 20], [-3, 9]], stddev=2.0),
+          pj.Measurement(("b",), [41.0, 60, 10], stddev=3.0),
+          pj.Measurement(("c", "b"), [[33.0, 22, -1], [9, 18, 11]], stddev=4.0),
+          pj.Measurement(("a",), [44.0, 25.0], stddev=2.0, query=np.diag([1.0, 0.5]))]
+    return dom, ms
+
+
+def test_qp_refit_is_the_exact_l2_fit():
+    from pgmjax.uncertainty import refit
+
+    dom, ms = _qp_design()
+    model = pj.estimate(dom, ms, dtype=jnp.float64, iters=50)
+    targets = [("a", "b"), ("c", "b"), {"a": Value(1), "c": Value(0)}]
+    rng = np.random.default_rng(5)
+    ys = [np.asarray(m.y, float)[None] + rng.normal(0, 3.0, (3, m.rows)) for m in ms]
+    reps = refit(model, ms, ys, targets, fit_method="qp")
+    assert reps.converged and np.all(reps.residual <= 1e-4 * 2.0)
+    for r in range(3):
+        mr = [pj.Measurement(m.clique, y[r], m.stddev, m.query) for m, y in zip(ms, ys)]
+        md = pj.estimate(dom, mr, dtype=jnp.float64, iters=20000, tol=1e-15)  # mirror descent, converged here
+        for got, q in zip(reps.values, targets):
+            want = md.marginal(q) if isinstance(q, tuple) else md.answer(q)
+            np.testing.assert_allclose(got[r], want, atol=2e-3)
+        assert reps.totals[r] == pytest.approx(md.total, rel=1e-12)
+    assert np.any(reps.values[0] < 1e-6)  # some cells do sit at the boundary
+
+
+def test_qp_intervals_match_mirror_descent_on_u1(toy):
+    model, ms = toy
+    key = jax.random.key(4)
+    (md,) = intervals(model, ms, [AC00], B=1000, key=key, iters=100)
+    (qp,) = intervals(model, ms, [AC00], B=1000, key=key, fit_method="qp")
+    assert md.diagnostics["converged"] and qp.diagnostics["converged"]
+    np.testing.assert_allclose([qp.lo, qp.hi, qp.se], [md.lo, md.hi, md.se], atol=1e-3)
+    assert abs(qp.diagnostics["fit_gap"].item()) < 1e-4  # the model is the exact fit of its measurements
+
+
+def test_qp_refuses_what_it_cannot_fit():
+    from pgmjax.uncertainty import refit
+    from pgmjax.uncertainty.qp import layout
+
+    dom, ms = _qp_design()
+    model = pj.estimate(dom, ms, dtype=jnp.float64, iters=10)
+    dense = pj.Measurement(("a", "b"), [1.0, 2.0], stddev=1.0, query=np.ones((2, 6)))
+    with pytest.raises(ValueError, match="not diagonal"):
+        layout(model.plan, ms + [dense])
+    wide = pj.estimate(dom, ms, dtype=jnp.float64, iters=10, cliques=[("a", "b", "c")])
+    with pytest.raises(ValueError, match="not measured as a whole"):
+        layout(wide.plan, ms)
+    with pytest.raises(ValueError, match="qp"):
+        refit(model, ms, [np.asarray(m.y, float)[None] for m in ms], [("a",)], loss="l1", fit_method="qp")
+
+
 def test_laplace_renoise_matches_the_noise_law():
     from pgmjax.uncertainty import renoise
 

@@ -35,6 +35,7 @@ from ..compiler import jit
 from ..losses import MeasurementArrays
 from ..measurement import Measurement, total_rule
 from ..model import GraphicalModel
+from . import qp
 from .targets import evaluate, resolve_targets
 
 __all__ = ["renoise", "draw_answers", "Replicates", "refit"]
@@ -167,6 +168,7 @@ class Replicates:
         spread_change: the largest relative change of the spread at the last check.
         seconds: wall time of the refits (checks included).
         theta: the refitted potentials ``{block: (B, ...)}``; totals: ``(B,)``.
+        residual: ``fit_method="qp"`` only: per replicate the largest constraint residual (counts).
     """
 
     values: tuple
@@ -177,6 +179,7 @@ class Replicates:
     theta: dict = None
     totals: np.ndarray = None
     step_size: np.ndarray = None
+    residual: np.ndarray = None
 
 
 def _spread_change(a: tuple, b: tuple, floor: float) -> float:
@@ -223,6 +226,7 @@ def refit(
     check_on: str = "spread",
     boundary: float = 1e-3,
     fit_method: str = "mirror_descent",
+    qp_tol: float = 1e-4,
 ) -> Replicates:
     """Refit every replicate (one batched program, warm-started at the model) and evaluate the targets.
 
@@ -249,8 +253,13 @@ def refit(
             used one by one, e.g. the outer fits of a coverage study).
         boundary: answers whose mean is below ``boundary * total`` (cells at the boundary of the polytope)
             are left out of the check (see the ``boundary`` diagnostic of :func:`intervals`).
-        fit_method: the refits' estimator, ``"mirror_descent"`` or ``"lbfgs"`` (L2 only; often far fewer
-            iterations on small models with low-count cells, where mirror descent crawls).
+        fit_method: the refits' estimator: ``"mirror_descent"``; ``"lbfgs"`` (L2 only; often far fewer
+            iterations on small models with low-count cells, where mirror descent crawls); or ``"qp"`` (L2
+            only, identity measurements covering every clique of the model, e.g. MST's: the exact fit as a
+            quadratic program over consistent marginals, :mod:`pgmjax.uncertainty.qp`; it needs no start
+            and no doubling check: ``iters``, ``start``, ``step_size`` and ``check`` are not used, it runs
+            until every constraint residual is below ``qp_tol`` times the smallest noise sd).
+        qp_tol: ``fit_method="qp"``'s stopping tolerance (see above).
 
     Returns:
         :class:`Replicates`.
@@ -274,8 +283,11 @@ def refit(
         step = np.maximum(step, model.step_size)
     tplan, mats = resolve_targets(model.domain, plan.tree, targets)
     jm = tuple(tuple(None if q is None else jnp.asarray(q, dt) for q in ms) for ms in mats)
-    if fit_method not in ("mirror_descent", "lbfgs") or (fit_method == "lbfgs" and loss != "l2"):
-        raise ValueError(f"refit: fit_method must be 'mirror_descent' or (with the L2 loss) 'lbfgs', got {fit_method!r}")
+    if fit_method not in ("mirror_descent", "lbfgs", "qp") or (fit_method != "mirror_descent" and loss != "l2"):
+        raise ValueError("refit: fit_method must be 'mirror_descent' or (with the L2 loss) 'lbfgs' or 'qp', "
+                         f"got {fit_method!r} with loss {loss!r}")
+    if fit_method == "qp":
+        return _refit_qp(model, measurements, ys, problem, tplan, jm, qp_tol, start0)
     est = estimation.METHODS[fit_method]()
 
     def run(prob, th, n, st):
@@ -316,3 +328,22 @@ def refit(
         )
     return Replicates(read(problem, theta), done, converged, change, time.perf_counter() - start0, theta,
                       np.asarray(problem.total, np.float64), step)
+
+
+def _refit_qp(model, measurements, ys, problem, tplan, jm, tol, start0) -> Replicates:
+    """:func:`refit` by the exact QP (:mod:`pgmjax.uncertainty.qp`): no start, no doubling check."""
+    plan = problem.plan
+    lay = qp.layout(plan, measurements)
+    theta, its, resid, atol = qp.solve(lay, plan, ys, problem.total, measurements, tol=tol)
+    converged = bool(np.all(resid <= atol))
+    if not converged:
+        warnings.warn(
+            f"refits (fit_method='qp') stopped after {int(its.max())} L-BFGS iterations with a constraint residual "
+            f"of {float(resid.max()):.3g} (> {atol:.3g}); the fits are not exact. Use float64.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    values = tuple(np.asarray(v, np.float64) for v in _values(tplan, plan, theta, jm, problem.total))
+    totals = np.asarray(problem.total, np.float64)
+    return Replicates(values, int(its.max()), converged, 0.0, time.perf_counter() - start0, theta, totals,
+                      np.ones_like(totals), resid)

@@ -39,8 +39,10 @@ class Interval:
         method: ``"bootstrap"`` or ``"linear"``.
         level: nominal coverage.
         diagnostics: method details (bootstrap: replicates, iterations, converged, spread_change,
-            boundary (fraction of refits with the cell below 1e-6 of the total), seconds; linear:
-            residual of the Gauss-Newton solve).
+            boundary (fraction of refits with the cell below 1e-6 of the total), seconds; with
+            ``fit_method="qp"`` also residual (largest constraint residual of the refits) and fit_gap (the
+            exact fit's answer minus the model's: far from 0 when the model's own fit stopped early; the
+            interval is centred on the model's answer); linear: residual of the Gauss-Newton solve).
     """
 
     value: np.ndarray
@@ -90,6 +92,7 @@ def intervals(
     interval: str = "basic",
     clip: bool = True,
     check: int = 8,
+    fit_method: str = "mirror_descent",
 ) -> list[Interval]:
     """Intervals for answers of a fitted model, one :class:`Interval` per target.
 
@@ -119,6 +122,10 @@ def intervals(
         interval: ``"basic"`` or ``"percentile"`` (bootstrap).
         clip: clip intervals to the feasible range (counts >= 0, probabilities in [0, 1]).
         check: replicates of the convergence check (0 disables it; not recommended).
+        fit_method: the refits' solver (:func:`pgmjax.uncertainty.refit`): ``"mirror_descent"`` (any loss and
+            model), ``"lbfgs"``, or ``"qp"``: the exact L2 fit as a quadratic program when identity
+            measurements cover every clique of the model (MST's design); exact also for cells at zero,
+            where warm-started mirror descent needs tens of thousands of iterations.
 
     Returns:
         A list of :class:`Interval`, in the order of ``targets``.
@@ -141,6 +148,8 @@ def intervals(
         raise ValueError(f"intervals: interval must be 'basic' or 'percentile', got {interval!r}")
     if loss not in ("l2", "l1"):
         raise ValueError(f"intervals: loss must be 'l2' or 'l1', got {loss!r}")
+    if fit_method not in ("mirror_descent", "lbfgs", "qp"):
+        raise ValueError(f"intervals: fit_method must be 'mirror_descent', 'lbfgs' or 'qp', got {fit_method!r}")
     measurements = list(measurements)
     if not measurements:
         raise ValueError("intervals: no measurements: nothing to re-noise or linearise")
@@ -168,10 +177,18 @@ def intervals(
         raise ValueError(f"intervals: iters must be a positive integer, got {iters!r}")
     values = _point_values(model, targets)
     ys = renoise(model, measurements, int(B), key)
-    reps = refit(model, measurements, ys, targets, loss=loss, total=total, iters=int(iters), check=check)
+    gap = None
+    if fit_method == "qp":  # one more member: the exact fit of the released answers (how far the model is from it)
+        ys = [np.concatenate([np.asarray(m.y, np.float64)[None], y]) for m, y in zip(measurements, ys)]
+    reps = refit(model, measurements, ys, targets, loss=loss, total=total, iters=int(iters), check=check,
+                 fit_method=fit_method)
+    reps_values = reps.values
+    if fit_method == "qp":
+        gap = [g[0] - v for g, v in zip(reps_values, values)]
+        reps_values = tuple(g[1:] for g in reps_values)
     out = []
     d = 1.0 - level
-    for v, g, bnd, est in zip(values, reps.values, tplan.bounds, estimable):
+    for i, (v, g, bnd, est) in enumerate(zip(values, reps_values, tplan.bounds, estimable)):
         q_lo, q_hi = np.quantile(g, [d / 2, 1 - d / 2], axis=0, method="weibull")
         lo, hi = (2 * v - q_hi, 2 * v - q_lo) if interval == "basic" else (q_lo, q_hi)
         if clip:
@@ -179,7 +196,12 @@ def intervals(
         diag = {
             "replicates": int(B), "iterations": reps.iterations, "converged": reps.converged,
             "spread_change": reps.spread_change, "seconds": reps.seconds, "interval": interval,
+            "fit_method": fit_method,
         }
+        if reps.residual is not None:
+            diag["residual"] = float(np.max(reps.residual))
+        if gap is not None:
+            diag["fit_gap"] = gap[i]
         if bnd is not None and np.isinf(bnd[1]):  # a count: how often the refits sit at the boundary
             diag["boundary"] = np.mean(g < 1e-6 * model.total, axis=0)
             diag["near_boundary"] = np.abs(v) < 1e-3 * model.total  # not covered by the convergence check
@@ -216,7 +238,8 @@ def _linear(lin, level, clip, bounds, estimable) -> Interval:
 
 
 def workload_intervals(result, workload, *, level: float = 0.9, key=None, method: str = "bootstrap", B: int = 200,
-                       loss: str | None = None, total: float | None = None, iters: int | None = None) -> list[Interval]:
+                       loss: str | None = None, total: float | None = None, iters: int | None = None,
+                       fit_method: str = "mirror_descent") -> list[Interval]:
     """Intervals for every query of a workload, answered by a mechanism's fitted model.
 
     Uses the model the measurements were fitted on; when the mechanism compressed the domain (MST: its
@@ -227,7 +250,8 @@ def workload_intervals(result, workload, *, level: float = 0.9, key=None, method
     Args:
         result: a :class:`~pgmjax.mechanisms.result.MechanismResult` (``model``, ``measurements``, ``info``).
         workload: a :class:`~pgmjax.Workload` on the result's domain.
-        level, key, method, B, iters: as for :func:`intervals`.
+        level, key, method, B, iters, fit_method: as for :func:`intervals` (``fit_method="qp"`` fits MST's
+            design exactly).
         loss: the fit's loss (default ``result.info.get("loss", "l2")``).
         total: the public total if the fit used one (default ``result.info.get("public_total")``).
 
@@ -259,4 +283,4 @@ def workload_intervals(result, workload, *, level: float = 0.9, key=None, method
     loss = loss or info.get("loss", "l2")
     total = total if total is not None else info.get("public_total")
     return intervals(model, result.measurements, targets, level=level, method=method, B=B, key=key,
-                     iters=iters, loss=loss, total=total)
+                     iters=iters, loss=loss, total=total, fit_method=fit_method)

@@ -19,13 +19,9 @@ from ..compiler import jit
 from ..measurement import Measurement
 from ..model import GraphicalModel
 from .bootstrap import draw_answers, refit
-from .linear import _predict, linearize_all
+from .linear import _predict, linearize_batch
 
 __all__ = ["draw_answers", "predictions_batch", "Coverage", "simulate_coverage", "tree_dataset"]
-
-
-def _member(structure: GraphicalModel, reps, r: int) -> GraphicalModel:
-    return GraphicalModel(structure.plan, {k: v[r] for k, v in reps.theta.items()}, float(reps.totals[r]))
 
 
 @jit(static_argnums=0)
@@ -58,7 +54,11 @@ class Coverage:
         covered: ``{method: {level: per target (R, *shape) booleans}}``.
         se: ``{method: per target (R, *shape)}`` standard errors.
         seconds: ``{"fits": ..., method: ...}`` wall times.
-        iterations: ``{"fits": ..., "bootstrap": ...}`` iterations used (after convergence checks).
+        bias: ``{"bootstrap": per target (R, *shape)}``: each draw's bootstrap bias estimate (mean of the
+            refitted answers minus the draw's answer), to compare with the estimator's real bias
+            ``mean(estimates) - truth``.
+        iterations: ``{"fits": ..., "bootstrap": ...}`` iterations used (after convergence checks), whether
+            the checks passed (``"converged"``) and, with ``fit_method="qp"``, the largest constraint residuals.
     """
 
     estimates: tuple
@@ -66,6 +66,7 @@ class Coverage:
     se: dict
     seconds: dict
     iterations: dict
+    bias: dict = None
 
     def rate(self, method: str, level: float | None = None) -> list[np.ndarray]:
         """Per target, the fraction of outer draws whose interval (at ``level``; default the first) covered."""
@@ -95,6 +96,7 @@ def simulate_coverage(
     outer_start="zeros",
     fit_method: str = "mirror_descent",
     max_doublings: int = 3,
+    interval="basic",
 ) -> Coverage:
     """Empirical coverage of :func:`pgmjax.uncertainty.intervals` over ``R`` noise draws.
 
@@ -116,6 +118,8 @@ def simulate_coverage(
             faster, and safe only because the doubling check on the values confirms convergence).
         fit_method: estimator of every fit (see :func:`pgmjax.uncertainty.refit`).
         max_doublings: of the convergence checks (see :func:`pgmjax.uncertainty.refit`).
+        interval: ``"basic"``, ``"percentile"`` or both (a list): the bootstrap intervals read from the same
+            refits; percentile coverage is reported as method ``"bootstrap_percentile"`` (basic: ``"bootstrap"``).
 
     Returns:
         :class:`Coverage`.
@@ -129,14 +133,20 @@ def simulate_coverage(
     seconds = {"fits": time.perf_counter() - t0}
     iterations = {"fits": outer.iterations}
     converged = {"fits": outer.converged}
-    covered, ses = {}, {}
+    if outer.residual is not None:  # fit_method="qp": the largest constraint residual (counts)
+        iterations["fits_residual"] = float(np.max(outer.residual))
+    covered, ses, biases = {}, {}, {}
     truths = [np.asarray(t, np.float64) for t in truths]
     levels = [float(level)] if np.ndim(level) == 0 else [float(x) for x in level]
+    kinds = [interval] if isinstance(interval, str) else list(interval)
+    if not kinds or any(k not in ("basic", "percentile") for k in kinds):
+        raise ValueError(f"simulate_coverage: interval must be 'basic', 'percentile' or a list of them, got {interval!r}")
     if "bootstrap" in methods:
         t0 = time.perf_counter()
         per = int(draws_per_call or max(1, 4096 // B))
-        cov = {lv: [np.zeros(v.shape, bool) for v in outer.values] for lv in levels}
+        covs = {k: {lv: [np.zeros(v.shape, bool) for v in outer.values] for lv in levels} for k in kinds}
         se = [np.zeros(v.shape) for v in outer.values]
+        boot_bias = [np.zeros(v.shape) for v in outer.values]
         for c, r0 in enumerate(range(0, R, per)):
             rs = np.arange(r0, min(R, r0 + per))
             th = {k: v[rs] for k, v in outer.theta.items()}
@@ -149,25 +159,35 @@ def simulate_coverage(
                          max_doublings=max_doublings)
             iterations["bootstrap"] = max(iterations.get("bootstrap", 0), reps.iterations)
             converged["bootstrap"] = converged.get("bootstrap", True) and reps.converged
+            if reps.residual is not None:
+                iterations["bootstrap_residual"] = max(iterations.get("bootstrap_residual", 0.0),
+                                                       float(np.max(reps.residual)))
             for i, g in enumerate(reps.values):
                 g = g.reshape(rs.size, B, *g.shape[1:])
                 v = outer.values[i][rs]
                 for lv in levels:
                     q_lo, q_hi = np.quantile(g, [(1 - lv) / 2, (1 + lv) / 2], axis=1, method="weibull")
-                    lo, hi = 2 * v - q_hi, 2 * v - q_lo
-                    cov[lv][i][rs] = (lo <= truths[i]) & (truths[i] <= hi)
+                    for k, (lo, hi) in (("basic", (2 * v - q_hi, 2 * v - q_lo)), ("percentile", (q_lo, q_hi))):
+                        if k in covs:
+                            covs[k][lv][i][rs] = (lo <= truths[i]) & (truths[i] <= hi)
                 se[i][rs] = np.std(g, axis=1, ddof=1)
-        covered["bootstrap"], ses["bootstrap"] = cov, se
+                boot_bias[i][rs] = np.mean(g, axis=1) - v
+        biases["bootstrap"] = boot_bias
+        for k, cov in covs.items():
+            name = "bootstrap" if k == "basic" else "bootstrap_percentile"
+            covered[name], ses[name] = cov, se
         seconds["bootstrap"] = time.perf_counter() - t0
     if "linear" in methods:
         t0 = time.perf_counter()
         cov = {lv: [np.zeros(v.shape, bool) for v in outer.values] for lv in levels}
         se = [np.zeros(v.shape) for v in outer.values]
-        per = int(draws_per_call or 16)
+        per = min(R, 16)  # draws linearised by one vmapped program; the last chunk padded to the same size
         for r0 in range(0, R, per):
             rs = np.arange(r0, min(R, r0 + per))
-            lins = [linearize_all(_member(structure, outer, r), measurements, targets, total_free=total is None)
-                    for r in rs]
+            pad = np.concatenate([rs, np.full(per - rs.size, rs[-1])])
+            th = {k: v[pad] for k, v in outer.theta.items()}
+            lins = linearize_batch(structure.plan, th, outer.totals[pad], measurements, targets,
+                                   total_free=total is None)
             for j, r in enumerate(rs):
                 for i, lin in enumerate(lins[j]):
                     # one law per cell, every level read from it: (cells, levels)
@@ -179,7 +199,7 @@ def simulate_coverage(
         covered["linear"], ses["linear"] = cov, se
         seconds["linear"] = time.perf_counter() - t0
     iterations["converged"] = converged
-    return Coverage(outer.values, covered, ses, seconds, iterations)
+    return Coverage(outer.values, covered, ses, seconds, iterations, biases)
 
 
 def tree_dataset(sizes: Sequence[int], edges: Sequence[tuple[int, int]], n: int, *, table_seed: int = 0,
