@@ -1,8 +1,11 @@
 """U4 coverage simulation: a 6-attribute tree-structured truth, all one-way and the five edge marginals
 measured, three noise/loss configurations, bootstrap and linearised 90% intervals of 30 fixed queries.
 
-Full variant: R = 400 outer draws, B = 200 refits (GPU-sized); the CPU variant (R = 100, B = 100) runs as
-the slow test ``tests/test_uncertainty_coverage.py``. Usage:
+Full variant: R = 400 outer draws, B = 200 refits (GPU-sized). The CPU variant in the test suite
+(``tests/test_uncertainty_coverage.py``, marked slow) runs the Gaussian/L2 configuration with R = B = 40 and
+binomial gates. The estimand is exact: the L2 fit of the noiseless measurements as a quadratic program
+(``fit_method="qp"``; they are consistent, so it is also their L1 fit), and the L2 configurations refit
+exactly by the same QP. Usage:
 
     nice python bench/uncertainty_u4.py [--R 400] [--B 200] [--configs gauss-l2,laplace-l2,laplace-l1]
 
@@ -27,6 +30,8 @@ jax.config.update("jax_enable_x64", True)
 
 import pgmjax as pj  # noqa: E402
 from pgmjax.queries import Range, Value  # noqa: E402
+from pgmjax.oracle import make_plan  # noqa: E402
+from pgmjax.uncertainty.qp import junction_tree_model  # noqa: E402
 from pgmjax.uncertainty.simulate import simulate_coverage, tree_dataset  # noqa: E402
 
 SIZES = (2, 3, 4, 5, 3, 2)
@@ -46,7 +51,11 @@ def u4_design(config: str):
     cliques = [(a,) for a in names] + [(names[p], names[c]) for p, c in EDGES]
     means = [data.marginal(c).ravel() for c in cliques]
     ms = [pj.Measurement(c, m, stddev=sd, noise=noise) for c, m in zip(cliques, means)]
-    base = pj.estimate(data.domain, ms, iters=3000, dtype=jnp.float64, tol=1e-13)
+    # the estimand: the fit of the noiseless (consistent) measurements, the junction-tree product of the true
+    # marginals, in closed form
+    edge_cliques = [(names[p], names[c]) for p, c in EDGES]
+    base = junction_tree_model(make_plan(data.domain, edge_cliques), {c: data.marginal(c) for c in edge_cliques},
+                               float(data.records.shape[0]))
     rng = np.random.default_rng(2)
     targets, kinds = [], []
     edge_pairs = [(names[p], names[c]) for p, c in EDGES]
@@ -59,25 +68,30 @@ def u4_design(config: str):
             targets.append({a: Value(int(i)), b: Value(int(j))})
             kinds.append(kind)
 
+    pair_marginals = dict(zip(other, base.marginals(other)))  # one compiled program
     cells(edge_pairs, data.marginal, lambda t: t >= 200, 10, "edge cell")
-    cells(other, base.marginal, lambda t: t >= 200, 10, "non-edge cell")
+    cells(other, pair_marginals.get, lambda t: t >= 200, 10, "non-edge cell")
     ranges = [{"x3": Range(0, 2)}, {"x2": Range(1, 3), "x1": Value(2)}, {"x3": Range(0, 2), "x4": Range(1, 2)},
               {"x0": Value(1), "x5": Value(0)}, {"x2": Range(0, 1), "x4": Value(0)}]
     for r in ranges:
         targets.append(r)
         kinds.append("range")
-    cells(edge_pairs + other, base.marginal, lambda t: t < 20, 5, "low count")
-    truths = [np.asarray(base.answer(q), np.float64) for q in targets]
+    pair_marginals.update(zip(edge_pairs, base.marginals(edge_pairs)))
+    cells(edge_pairs + other, pair_marginals.get, lambda t: t < 20, 5, "low count")
+    truths = [np.asarray(a, np.float64) for a in base.answers(targets)]
     return data, ms, means, base, targets, kinds, truths, loss
 
 
-def run(config: str, R: int, B: int, key, methods=None, boot_iters=100, fit_iters=500, fit_method=None):
+def run(config: str, R: int, B: int, key, methods=None, boot_iters=100, fit_iters=500, fit_method=None,
+        draws_per_call=None):
+    """U4 for one configuration: ``(Coverage, query kinds)``. L2 fits are exact (``fit_method="qp"``), L1 fits
+    by mirror descent with the doubling checks."""
     data, ms, means, base, targets, kinds, truths, loss = u4_design(config)
     if methods is None:
         methods = ("bootstrap", "linear") if loss == "l2" else ("bootstrap",)
     cov = simulate_coverage(base, ms, means, targets, truths, R=R, B=B, key=key, level=0.9, methods=methods, loss=loss,
-                            fit_iters=fit_iters, boot_iters=boot_iters, draws_per_call=max(1, 4000 // B),
-                            fit_method=fit_method or ("lbfgs" if loss == "l2" else "mirror_descent"))
+                            fit_iters=fit_iters, boot_iters=boot_iters, draws_per_call=draws_per_call or max(1, 4000 // B),
+                            fit_method=fit_method or ("qp" if loss == "l2" else "mirror_descent"))
     return cov, kinds
 
 
