@@ -121,7 +121,7 @@ class OnlineQuerySystem:
         attributes: the cells, for a Dataset.
         method: how error laws are evaluated (``"cf"``; see :class:`~pgmjax.bayes.LinearNoise`).
 
-    Example (the paper's example history, X3-6 of the tests):
+    Example (the paper's example history):
         >>> H = [[1, 1, 0, 0], [0, 0, 1, 1], [0, 0, 0, 1], [0, 0, 1, 0], [0, 1, 0, 1], [2, 1, 0, 0], [0, 0, 2, -1], [0, -1, 0, 1]]
         >>> y = [30.8, 30.3, 46.9, 20.2, 30.4, 68.9, 38.9, 9.5]
         >>> system = OnlineQuerySystem([10.0, 20.0, 20.0, 10.0], 1.0, key=jax.random.key(0), history=(H, y, [20, 10, 20, 10, 10, 40, 40, 10]))
