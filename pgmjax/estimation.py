@@ -30,8 +30,8 @@ import optax
 
 from . import losses as _losses
 from . import oracle
-from .domain import as_clique
 from .compiler import jit, to_device, zeros_like
+from .domain import as_clique
 
 tree_map = jax.tree_util.tree_map
 

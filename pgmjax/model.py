@@ -7,13 +7,12 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from . import inference, oracle, sampling
 from . import queries as queries_mod
-from .domain import Clique, CliqueLike, Domain, cells_text
 from .compiler import jit, to_device
+from .domain import Clique, CliqueLike, Domain, cells_text
 
 
 class GraphicalModel:

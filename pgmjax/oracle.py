@@ -51,7 +51,6 @@ import numpy as np
 from pgmjax import kernels
 
 from .compiler import to_device
-
 from .domain import Clique, Domain
 from .junction import JunctionTree, junction_tree, levels, maximal_cliques
 
@@ -517,14 +516,9 @@ def _landing(cl: CliqueClass, parent: CliqueClass) -> tuple[tuple[int, ...], tup
 
 
 def _lse_and_conditional(belief: jax.Array, nelim: int) -> tuple[jax.Array, jax.Array]:
-    """Log-sum-exp of ``belief`` ``(slots, *elim, *sep)`` over its eliminated axes, and the conditional table.
-
-    Returns ``(message, P)``: the message ``(slots, *sep)`` and ``P = exp(belief - message)`` (broadcast),
-    computed from the same exponentials (``exp(belief - max) / sum``), so the belief is read and
-    exponentiated once per oracle call (before, the downward pass rebuilt it and exponentiated it
-    again: two of the costliest kernels on large cliques). A slice with no finite cell gives message
-    ``-inf`` and ``P = 0``, as before.
-    """
+    """``(message, P)``: the log-sum-exp of ``belief`` ``(slots, *elim, *sep)`` over its eliminated axes and
+    ``P = exp(belief - message)``, both from the same exponentials (``exp(belief - max) / sum``): each belief
+    is exponentiated once per oracle call. A slice with no finite cell gives ``-inf`` and ``P = 0``."""
     axes = tuple(range(1, 1 + nelim))
     top = jnp.max(belief, axis=axes, keepdims=True)
     shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
@@ -642,12 +636,9 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
 
                 def body(carry, xs, run=run, inner_pairs=inner_pairs, inner_direct=inner_direct):
                     th, rts, re = xs
-                    raw: dict = {}
-                    cond: dict = {}
-                    out = _send_c(
-                        run, run.classes, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], _beliefs(th, carry), re,
-                        raw, cond,
-                    )
+                    raw, cond = {}, {}
+                    out = _send_c(run, run.classes, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], _beliefs(th, carry),
+                                  re, raw, cond)
                     return out, (raw, cond)
 
                 rest = {p: v[1:] for p, v in routes.items()}
