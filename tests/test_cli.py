@@ -93,14 +93,16 @@ def files(tmp_path_factory):
 RAW_RUN = ["run", "--data", "raw.csv", "--schema", "schema.json", "--allow-nonprivate-schema", "--mechanism", "privbayes", "--epsilon", "1",
            "--out", "raw-synth.csv", "--report", "raw-report.json", "--workload", "all-2way", "--iters", "20"]  # not --quiet
 BASE = ["--domain", "t-domain.json", "--mechanism", "mwem", "--epsilon", "1", "--quiet"]
-# The bad inputs of the issue, through the real command: (arguments, what the last stderr line must say).
+SUBPROCESS_BAD = 3  # argparse errors exit through SystemExit: through the real command
+# The bad inputs of the issue: (arguments, what the last stderr line must say). The first three run through the
+# real command (exit code and stderr of the process); the others in-process (same main(), no interpreter start).
 BAD = [
+    (["run", "--data", "t.csv", *BASE[:-3], "--epsilon", "0"], "argument --epsilon/-e: must be positive"),
+    (["run", "--data", "bad-range.csv", *BASE], "column 'x2' has a value outside [0, "),
+    (["run", "--data", "t.csv", "--domain", "t-domain.json", "-m", "nosuch", "-e", "1"], "invalid choice: 'nosuch'"),
     (["run", "--data", "missing.csv", *BASE], "--data: file not found: missing.csv"),
     (["run", "--data", "bad-missing.csv", *BASE], "has no column 'x3'"),
     (["run", "--data", "bad-extra.csv", *BASE], "column 'extra' is not in the domain file"),
-    (["run", "--data", "bad-range.csv", *BASE], "column 'x2' has a value outside [0, "),
-    (["run", "--data", "t.csv", *BASE[:-3], "--epsilon", "0"], "argument --epsilon/-e: must be positive"),
-    (["run", "--data", "t.csv", "--domain", "t-domain.json", "-m", "nosuch", "-e", "1"], "invalid choice: 'nosuch'"),
     (["run", "--data", "raw-badcat.csv", "--schema", "schema-fixed.json", "-m", "mwem", "-e", "1"],
      "column 'color': a value is not one of its 3 categories"),
 ]
@@ -122,7 +124,7 @@ def runs(files):
              "--iters", "20", "--seed", "1", "--quiet", *MECH_ARGS.get(m, [])]
         ]
     jobs["raw"] = [["schema", "--data", "raw.csv", "--bins", "6", "--out", "schema.json"], RAW_RUN]  # in order
-    for i, (args, _) in enumerate(BAD):
+    for i, (args, _) in enumerate(BAD[:SUBPROCESS_BAD]):
         jobs[f"bad{i}"] = [args]
 
     def chain(arg_lists):
@@ -260,12 +262,22 @@ def test_raw_values_with_a_schema_round_trip(files, runs):
 # ---------------------------------------------------------------------------------------------------
 
 def test_bad_inputs_clear_message_exit_2_no_traceback(runs):
-    for i, (args, expected) in enumerate(BAD):
+    for i, (args, expected) in enumerate(BAD[:SUBPROCESS_BAD]):
         (proc,) = runs[f"bad{i}"]
         assert proc.returncode == 2, (args, proc.returncode, proc.stderr)
         no_traceback(proc)
         last = proc.stderr.strip().splitlines()[-1]
         assert last.startswith("pgmjax run: error: ") and expected in last, (args, last)
+
+
+@pytest.mark.parametrize("args, expected", BAD[SUBPROCESS_BAD:], ids=lambda a: a if isinstance(a, str) else a[2])
+def test_bad_inputs_in_process(files, monkeypatch, capsys, args, expected):
+    d, _, _ = files
+    monkeypatch.chdir(d)
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("pgmjax run: error: ") and expected in last and "Traceback" not in err, last
 
 
 def test_help_documents_everything(capsys):
