@@ -58,8 +58,9 @@ def release_compiled(above: int = 0) -> bool:
 
     Example:
         >>> import pgmjax as pj
-        >>> pj.release_compiled()
-        False
+        >>> _ = pj.release_compiled()        # whatever was held is freed
+        >>> compiled_count(), pj.release_compiled()
+        (0, False)
     """
     if compiled_count() <= above:
         return False

@@ -19,19 +19,8 @@ import pytest
 import pgmjax as pj
 import pgmjax.kernels
 
-# Checked by their own tests for now: other work is editing these modules.
-OWNED_ELSEWHERE = {
-    "pgmjax.oracle",
-    "pgmjax.junction",
-    "pgmjax.estimation",
-    "pgmjax.compiler",
-    "pgmjax.programs",
-    "pgmjax.api",
-    "pgmjax.losses",
-    "pgmjax.inference",
-    "pgmjax.model",
-    "pgmjax.batch",
-}
+# Checked by their own tests for now (none at present; a module being reworked may be listed here for a while).
+OWNED_ELSEWHERE: set[str] = set()
 
 # Modules (and packages, with everything under them) whose examples another test file runs in full.
 RUN_ELSEWHERE = {
