@@ -49,11 +49,10 @@ from typing import NamedTuple
 import jax
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 from .privacy import Accountant
 from .schema import Schema, SchemaError
-from .private_bins import DATE_RANGE, candidate_edges, private_edges, private_quantiles, quantile_rounds, rank_error, tail_edges_parts
+from .private_bins import DATE_RANGE, candidate_edges, noisy_counts, private_edges, private_quantiles, quantile_rounds, rank_error, tail_edges_parts
 from .schema_columns import CategoricalColumn, NumericColumn, as_text, date_days, datetime_days, days_to_dates, days_to_datetimes
 
 __all__ = ["PrivateSchema", "candidate_edges", "private_quantiles", "private_edges", "private_categories", "column_kinds",
@@ -114,12 +113,7 @@ def private_categories(acc: Accountant, key, values, *, budget: float, delta: fl
     counts = pd.Series(list(values), dtype=object).value_counts()
     labels = [str(v) for v in counts.index]
     c = counts.to_numpy(np.float64)
-    if acc.currency == "rho":
-        noisy = acc.gaussian(key, c, math.sqrt(2.0) if acc.bounded else 1.0, rho=budget, target=target, integer=True)
-        z = acc.ledger[-1].scale * float(norm.isf(delta))
-    else:
-        noisy = acc.laplace(key, c, 2.0 if acc.bounded else 1.0, epsilon=budget, target=target, integer=True)
-        z = acc.ledger[-1].scale * math.log(1.0 / (2.0 * delta))
+    noisy, z = noisy_counts(acc, key, c, budget=budget, alpha=delta, target=target)
     tau = max(float(min_count), 1.0 + z)
     return sorted(v for v, y in zip(labels, noisy) if y > tau), tau
 

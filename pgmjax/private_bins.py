@@ -36,7 +36,7 @@ from scipy.stats import norm
 
 from .schema_columns import SchemaError
 
-__all__ = ["DATE_RANGE", "HOURS_PER_DAY", "candidate_edges", "range_cells", "private_range", "private_quantiles",
+__all__ = ["DATE_RANGE", "HOURS_PER_DAY", "candidate_edges", "range_cells", "noisy_counts", "private_range", "private_quantiles",
            "recursive_quantiles", "quantile_rounds", "tail_edges_parts", "private_edges", "rank_error"]
 
 #: Public range of candidate dates: 1900-01-01 .. 2100-12-31 (days since 1970-01-01).
@@ -104,6 +104,34 @@ def _budget_kwarg(acc, amount: float) -> dict:
     return {"rho": amount} if acc.currency == "rho" else {"epsilon": amount}
 
 
+def noisy_counts(acc, key, counts, *, budget: float, alpha: float, target: str) -> tuple[np.ndarray, float]:
+    """Counts with Laplace (pure accountant) or Gaussian (zCDP accountant) noise of cost ``budget``, recorded,
+    and the noise's upper ``alpha`` quantile ``z`` (``P(noise > z) = alpha``).
+
+    One record changes one count by one under add/remove neighbours (sensitivity 1), two counts under
+    replace-one (L1 2, L2 sqrt 2). A count of 0 passes ``z`` with probability ``alpha``: a threshold for
+    "this cell holds data" (Korolova et al., "Releasing search queries and clicks privately", WWW 2009).
+
+    Returns:
+        ``(noisy counts as float64, z)``.
+
+    Example:
+        >>> from pgmjax.privacy import Accountant
+        >>> acc = Accountant(epsilon=1.0)
+        >>> noisy, z = noisy_counts(acc, jax.random.key(0), np.array([0.0, 500.0]), budget=1.0, alpha=0.01,
+        ...                         target="cells")
+        >>> round(z, 3), acc.ledger[0].mechanism
+        (3.912, 'laplace')
+    """
+    if acc.currency == "rho":
+        noisy = acc.gaussian(key, counts, math.sqrt(2.0) if acc.bounded else 1.0, rho=budget, target=target, integer=True)
+        z = acc.ledger[-1].scale * float(norm.isf(alpha))
+    else:
+        noisy = acc.laplace(key, counts, 2.0 if acc.bounded else 1.0, epsilon=budget, target=target, integer=True)
+        z = acc.ledger[-1].scale * math.log(1.0 / (2.0 * alpha))
+    return np.asarray(noisy, np.float64), z
+
+
 def private_range(acc, key, values, kind: str, *, budget: float, target: str = "range") -> tuple[float, float]:
     """A range holding the bulk of the values: the span of the range cells whose noisy count passes a threshold.
 
@@ -128,14 +156,7 @@ def private_range(acc, key, values, kind: str, *, budget: float, target: str = "
     x = np.asarray(values, np.float64)
     x = np.clip(x[~np.isnan(x)], cells[0], cells[-1])
     counts = np.histogram(x, cells)[0].astype(np.float64)
-    alpha = RANGE_FALSE_PASS / len(counts)
-    if acc.currency == "rho":
-        noisy = acc.gaussian(key, counts, math.sqrt(2.0) if acc.bounded else 1.0, rho=budget, target=target, integer=True)
-        tau = acc.ledger[-1].scale * float(norm.isf(alpha))
-    else:
-        noisy = acc.laplace(key, counts, 2.0 if acc.bounded else 1.0, epsilon=budget, target=target, integer=True)
-        tau = acc.ledger[-1].scale * math.log(1.0 / (2.0 * alpha))
-    noisy = np.asarray(noisy, np.float64)
+    noisy, tau = noisy_counts(acc, key, counts, budget=budget, alpha=RANGE_FALSE_PASS / len(counts), target=target)
     passing = np.flatnonzero(noisy > tau)
     if passing.size == 0:
         passing = np.array([int(np.argmax(noisy))])
