@@ -59,15 +59,7 @@ class BudgetLedger:
 
     Construction, currency, spend, composition, costing, the budget check and the reports; it draws
     no noise. Front-ends use :class:`~pgmjax.privacy.Accountant`, which adds the mechanisms; the
-    arguments are the Accountant's (see there).
-
-    Args:
-        epsilon: pure-DP budget, or the epsilon of an ``(epsilon, delta)`` target.
-        delta: the delta of an ``(epsilon, delta)`` target; with ``rho``, only used to report epsilon.
-        rho: zCDP budget.
-        bounded: False (default) for add/remove-one-record neighbours, True for replace-one.
-        composition: ``"pure"``, ``"zcdp"``, ``"advanced"`` or ``"advanced_heterogeneous"``; default
-            ``"pure"`` for ``epsilon`` alone, ``"zcdp"`` otherwise.
+    arguments (``epsilon``, ``delta``, ``rho``, ``bounded``, ``composition``) are the Accountant's, documented there.
 
     Example:
         >>> b = BudgetLedger(rho=0.5)
