@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .domain import Clique, Domain
 from .junction import JunctionTree

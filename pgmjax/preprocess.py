@@ -53,13 +53,11 @@ import pandas as pd
 from .privacy import Accountant
 from .schema import Schema, SchemaError
 from .private_bins import DATE_RANGE, candidate_edges, noisy_counts, private_edges, private_quantiles, quantile_rounds, rank_error, tail_edges_parts
-from .schema_columns import CategoricalColumn, NumericColumn, as_text, date_days, datetime_days, days_to_dates, days_to_datetimes
+from .schema_columns import ISO_DATE, ISO_DATETIME, CategoricalColumn, NumericColumn, as_text, date_days, datetime_days, days_to_dates, days_to_datetimes
 
 __all__ = ["PrivateSchema", "candidate_edges", "private_quantiles", "private_edges", "private_categories", "column_kinds",
            "private_schema", "DATE_RANGE"]
 
-_ISO_DATE = r"\d{4}-\d{2}-\d{2}"
-_ISO_DATETIME = r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d*)?)?)?"
 
 
 class PrivateSchema(NamedTuple):
@@ -135,9 +133,9 @@ def column_kinds(frame: pd.DataFrame) -> dict:
         text = as_text(frame[name]).str.strip()
         filled = text[text != ""]
         info = {"kind": "text", "integer": False, "decimals": 0}
-        if len(filled) and filled.str.fullmatch(_ISO_DATE).all():
+        if len(filled) and filled.str.fullmatch(ISO_DATE).all():
             info["kind"] = "date"
-        elif len(filled) and filled.str.fullmatch(_ISO_DATETIME).all():
+        elif len(filled) and filled.str.fullmatch(ISO_DATETIME).all():
             info["kind"] = "datetime"
         elif len(filled) and np.isfinite(pd.to_numeric(filled, errors="coerce").to_numpy(np.float64)).all():
             frac = filled.str.extract(r"\.(\d*)$")[0].fillna("").str.rstrip("0").str.len()

@@ -53,7 +53,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections.abc import Mapping
 
 import jax
@@ -64,6 +63,8 @@ from .dataset import Dataset, unreadable_csv
 from .domain import Domain
 from .schema_columns import (
     DECODE_METHODS,
+    ISO_DATE,
+    ISO_DATETIME,
     CategoricalColumn,
     NumericColumn,
     SchemaError,
@@ -312,8 +313,8 @@ def infer_schema(frame: pd.DataFrame, *, bins: int = 10, max_categories: int = 3
         blank = (text == "").to_numpy()
         filled = text[~blank]
         numbers = pd.to_numeric(filled, errors="coerce").to_numpy(np.float64)
-        is_date = len(filled) > 0 and bool(filled.str.fullmatch(_ISO_DATE).all())
-        is_datetime = not is_date and len(filled) > 0 and bool(filled.str.fullmatch(_ISO_DATETIME).all())
+        is_date = len(filled) > 0 and bool(filled.str.fullmatch(ISO_DATE).all())
+        is_datetime = not is_date and len(filled) > 0 and bool(filled.str.fullmatch(ISO_DATETIME).all())
         values = date_days(filled, str(name)) if is_date else datetime_days(filled, str(name)) if is_datetime else numbers
         binned = len(filled) > 0 and np.isfinite(values).all() and len(np.unique(values)) > max_categories
         if binned:
@@ -350,8 +351,6 @@ def infer_schema(frame: pd.DataFrame, *, bins: int = 10, max_categories: int = 3
     return spec, notes
 
 
-_ISO_DATE = r"\d{4}-\d{2}-\d{2}"
-_ISO_DATETIME = r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d*)?)?)?"
 
 
 def _nice_edges(lo: float, hi: float, bins: int) -> np.ndarray:

@@ -33,13 +33,16 @@ from .dataset import DataValueError
 
 __all__ = ["SchemaError", "SchemaValueError", "NumericColumn", "CategoricalColumn", "DECODE_METHODS", "parse_column",
            "uniform64", "to_float", "date_days", "days_to_dates",
-           "datetime_days", "days_to_datetimes"]
+           "datetime_days", "days_to_datetimes", "ISO_DATE", "ISO_DATETIME"]
 
 DECODE_METHODS = ("uniform", "midpoint")
 KINDS = ("number", "date", "datetime")
 NUMERIC_KEYS = {"bins", "range", "integer", "decode", "missing", "clip", "type", "decimals"}
 CATEGORICAL_KEYS = {"categories", "other"}
 _EPOCH = np.datetime64("1970-01-01", "D")
+#: Text of an ISO date, and of an ISO datetime (a date alone, or with ``HH:MM[:SS[.f]]`` after a space or ``T``).
+ISO_DATE = r"\d{4}-\d{2}-\d{2}"
+ISO_DATETIME = r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d*)?)?)?"
 
 
 class SchemaError(ValueError):

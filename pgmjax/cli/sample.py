@@ -50,7 +50,10 @@ def sample_cmd(args) -> int:
     """Run ``pgmjax sample`` (see :func:`add_sample_parser`)."""
     import jax
 
-    from ..schema import Schema, SchemaError
+    from dataclasses import replace
+
+    from ..schema import Schema
+    from ..schema_columns import NumericColumn
     from ..serialization import load_model, load_model_schema
 
     if not os.path.isdir(args.model):
@@ -68,10 +71,8 @@ def sample_cmd(args) -> int:
     if schema is None and args.decode is not None:
         raise UserError(f"--decode: the model in {args.model} was saved without a schema (integer-coded data)")
     if schema is not None and args.decode is not None:
-        try:
-            schema = Schema.from_dict({k: _without_decode(v) for k, v in schema.to_dict().items()}, decode=args.decode)
-        except SchemaError as e:
-            raise UserError(f"--model {args.model}: {e}") from None
+        schema = Schema([replace(c, decode=args.decode) if isinstance(c, NumericColumn) else c
+                         for c in schema.columns.values()], schema.provenance)
     key_sample, key_decode = jax.random.split(jax.random.key(args.seed))
     synth = model.synthetic_data(args.records, key_sample)
     frame = schema.decode(synth, key_decode) if schema is not None else synth.df
@@ -86,9 +87,3 @@ def sample_cmd(args) -> int:
               file=sys.stderr)
     return 0
 
-
-def _without_decode(spec):
-    """A column's JSON form without its own ``"decode"``, so that ``--decode`` applies to it."""
-    if isinstance(spec, dict) and "decode" in spec:
-        return {k: v for k, v in spec.items() if k != "decode"}
-    return spec
