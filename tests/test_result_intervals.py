@@ -16,3 +16,23 @@ def test_mechanism_result_gives_intervals_for_a_workload():
     assert np.allclose(np.asarray(iv.value).reshape(-1), value, rtol=1e-3, atol=1e-3)
     lo, hi = np.asarray(iv.lo).reshape(-1), np.asarray(iv.hi).reshape(-1)
     assert np.all(lo <= value + 1e-6) and np.all(value <= hi + 1e-6) and np.all(hi - lo > 0)
+
+
+def test_mechanism_result_intervals_refit_exactly_by_default():
+    """MST's design (identity marginals on every clique, L2): the refits are the exact QP, also in float32;
+    an explicit fit_method overrides the choice; every interval is finite and contains the estimate."""
+    rng = np.random.default_rng(1)
+    data = pj.Dataset(rng.integers(0, [3, 2, 2], size=(400, 3)), pj.Domain({"a": 3, "b": 2, "c": 2}))
+    res = pj.mechanisms.mst(data, 2.0, key=jax.random.key(0), select_iters=100, fit_iters=200, compress=False)
+    work = pj.Workload.marginals(data.domain, [("a", "b"), ("b", "c")])
+    for fit, want in ((None, "qp"), ("mirror_descent", "mirror_descent")):
+        kw = {} if fit is None else {"fit_method": fit}
+        ivs = res.intervals(work, level=0.9, key=jax.random.key(1), B=24, **kw)
+        for iv in ivs:
+            assert iv.diagnostics["fit_method"] == want and iv.diagnostics["converged"]
+            assert ("fit_method_reason" in iv.diagnostics) == (fit is None)
+            v, lo, hi = (np.asarray(x, np.float64).ravel() for x in (iv.value, iv.lo, iv.hi))
+            assert np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(np.isfinite(iv.se))
+            assert np.all(lo <= v + 1e-6) and np.all(v <= hi + 1e-6) and np.all(hi > lo)
+            if want == "qp":  # the exact fit of the released answers, next to the model's (float32) answer
+                assert np.all(np.isfinite(iv.diagnostics["fit_gap"])) and iv.diagnostics["residual"] < 1e-2

@@ -316,3 +316,35 @@ def test_workload_intervals_on_a_compressed_domain():
     # each merged original cell carries half of its compressed cell's noise: se = 5 / 2
     assert ivs[0].se[1, 0] == pytest.approx(2.5, rel=1e-6) and ivs[0].se[0, 0] == pytest.approx(5.0, rel=1e-6)
     assert all(iv.estimable for iv in ivs) and np.all(ivs[1].lo <= ivs[1].value)
+    # the bootstrap: exact QP refits by default (identity measurement on the model's one clique, L2) on the
+    # compressed model, mirror descent for an L1 fit or when asked; finite intervals around the estimate
+    key = jax.random.key(3)
+    for kw, want in (({}, "qp"), ({"loss": "l1"}, "mirror_descent"), ({"fit_method": "mirror_descent"}, "mirror_descent")):
+        ivs = pj.uncertainty.workload_intervals(result, w, level=0.9, key=key, B=40, iters=200, **kw)
+        for iv in ivs:
+            assert iv.diagnostics["fit_method"] == want
+            assert ("fit_method_reason" in iv.diagnostics) == ("fit_method" not in kw)
+            assert np.all(np.isfinite(iv.lo)) and np.all(np.isfinite(iv.hi)) and np.all(np.isfinite(iv.se))
+            assert np.all(iv.lo <= iv.value + 1e-9) and np.all(iv.value <= iv.hi + 1e-9) and np.all(iv.hi > iv.lo)
+        np.testing.assert_allclose(ivs[0].value, lifted.marginal(("a", "b")), rtol=1e-9)
+
+
+def test_choose_fit_method():
+    """The exact QP wherever it applies (L2, identity or diagonal marginals covering every model clique);
+    mirror descent for an L1 fit, a non-diagonal query, or a model clique that is not measured as a whole."""
+    from pgmjax.uncertainty import choose_fit_method
+
+    dom, ms = _qp_design()
+    model = pj.estimate(dom, ms, dtype=jnp.float64, iters=10)
+    assert choose_fit_method(model, ms)[0] == "qp"
+    method, why = choose_fit_method(model, ms, "l1")
+    assert method == "mirror_descent" and "L1" in why
+    dense = ms + [pj.Measurement(("a", "b"), [1.0, 2.0], stddev=1.0, query=np.ones((2, 6)))]
+    method, why = choose_fit_method(pj.estimate(dom, dense, dtype=jnp.float64, iters=10), dense)
+    assert method == "mirror_descent" and "not diagonal" in why
+    ones = [pj.Measurement((a,), np.full(dom[a], 10.0), stddev=1.0) for a in dom]  # no pair measured
+    chain = pj.estimate(dom, ms[:2], dtype=jnp.float64, iters=10)
+    method, why = choose_fit_method(chain, ms[:1] + ones)
+    assert method == "mirror_descent" and "not measured as a whole" in why
+    with pytest.raises(ValueError, match="fit_method"):
+        intervals(model, ms, [{"b": Value(0)}], key=jax.random.key(0), fit_method="exact")

@@ -40,12 +40,15 @@ class MechanismResult:
     def ledger(self) -> list:
         return list(self.accountant.ledger)
 
-    def intervals(self, workload, *, level: float = 0.9, key=None, method: str = "bootstrap", B: int = 200) -> list:
+    def intervals(self, workload, *, level: float = 0.9, key=None, method: str = "bootstrap", B: int = 200,
+                  fit_method: str = "auto") -> list:
         """Intervals for every query of ``workload`` answered by ``model``: see
-        :func:`pgmjax.uncertainty.workload_intervals` (they cover the noise, not model mismatch)."""
+        :func:`pgmjax.uncertainty.workload_intervals` (they cover the noise, not model mismatch). The refits
+        are exact (``fit_method="qp"``) where that applies (L2 loss, MST's design), by mirror descent
+        otherwise; pass ``fit_method`` to choose; each interval's ``diagnostics["fit_method"]`` says which ran."""
         from ..uncertainty import workload_intervals  # the uncertainty package builds on the mechanisms' results
 
-        return workload_intervals(self, workload, level=level, key=key, method=method, B=B)
+        return workload_intervals(self, workload, level=level, key=key, method=method, B=B, fit_method=fit_method)
 
     def arms(self) -> dict[str, Any]:
         """``{"original": ..., "pgm": ...}`` for the arms that ran (for workload evaluation)."""

@@ -14,15 +14,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..measurement import Measurement, validate_measurements
 from ..model import GraphicalModel
+from . import qp as qp_mod
 from .bootstrap import _values, refit, renoise
 from .linear import linearize_all
 from .targets import estimable_attrs, resolve_targets
 
-__all__ = ["Interval", "intervals", "workload_intervals"]
+__all__ = ["Interval", "intervals", "workload_intervals", "choose_fit_method"]
+
+FIT_METHODS = ("auto", "qp", "mirror_descent", "lbfgs")
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,7 +43,8 @@ class Interval:
         method: ``"bootstrap"`` or ``"linear"``.
         level: nominal coverage.
         diagnostics: method details (bootstrap: replicates, iterations, converged, spread_change,
-            boundary (fraction of refits with the cell below 1e-6 of the total), seconds; with
+            boundary (fraction of refits with the cell below 1e-6 of the total), seconds, fit_method (the
+            refits' solver that ran), fit_method_reason (why, when ``fit_method="auto"`` chose it); with
             ``fit_method="qp"`` also residual (largest constraint residual of the refits) and fit_gap (the
             exact fit's answer minus the model's: far from 0 when the model's own fit stopped early; the
             interval is centred on the model's answer); linear: residual of the Gauss-Newton solve).
@@ -92,7 +97,7 @@ def intervals(
     interval: str = "basic",
     clip: bool = True,
     check: int = 8,
-    fit_method: str = "mirror_descent",
+    fit_method: str = "auto",
 ) -> list[Interval]:
     """Intervals for answers of a fitted model, one :class:`Interval` per target.
 
@@ -122,10 +127,14 @@ def intervals(
         interval: ``"basic"`` or ``"percentile"`` (bootstrap).
         clip: clip intervals to the feasible range (counts >= 0, probabilities in [0, 1]).
         check: replicates of the convergence check (0 disables it; not recommended).
-        fit_method: the refits' solver (:func:`pgmjax.uncertainty.refit`): ``"mirror_descent"`` (any loss and
-            model), ``"lbfgs"``, or ``"qp"``: the exact L2 fit as a quadratic program when identity
-            measurements cover every clique of the model (MST's design); exact also for cells at zero,
-            where warm-started mirror descent needs tens of thousands of iterations.
+        fit_method: the refits' solver (:func:`pgmjax.uncertainty.refit`): ``"auto"`` (default:
+            :func:`choose_fit_method`, ``"qp"`` wherever it applies, else ``"mirror_descent"``),
+            ``"mirror_descent"`` (any loss and model), ``"lbfgs"``, or ``"qp"``: the exact L2 fit as a
+            quadratic program when identity (or diagonal) measurements cover every clique of the model
+            (MST's design); exact also for cells at zero, where warm-started mirror descent needs tens of
+            thousands of iterations and under-converged refits give wrong intervals. The QP refits run in
+            float64 (locally enabled when ``jax_enable_x64`` is off: float32 cannot meet its tolerance).
+            The solver used is in ``diagnostics["fit_method"]``.
 
     Returns:
         A list of :class:`Interval`, in the order of ``targets``.
@@ -148,8 +157,8 @@ def intervals(
         raise ValueError(f"intervals: interval must be 'basic' or 'percentile', got {interval!r}")
     if loss not in ("l2", "l1"):
         raise ValueError(f"intervals: loss must be 'l2' or 'l1', got {loss!r}")
-    if fit_method not in ("mirror_descent", "lbfgs", "qp"):
-        raise ValueError(f"intervals: fit_method must be 'mirror_descent', 'lbfgs' or 'qp', got {fit_method!r}")
+    if fit_method not in FIT_METHODS:
+        raise ValueError(f"intervals: fit_method must be one of {', '.join(map(repr, FIT_METHODS))}, got {fit_method!r}")
     measurements = list(measurements)
     if not measurements:
         raise ValueError("intervals: no measurements: nothing to re-noise or linearise")
@@ -175,13 +184,20 @@ def intervals(
         iters = max(100, int(model.history[-1]["iteration"]) if model.history else 1000)
     if isinstance(iters, bool) or not isinstance(iters, (int, np.integer)) or iters < 1:
         raise ValueError(f"intervals: iters must be a positive integer, got {iters!r}")
+    reason = None
+    if fit_method == "auto":
+        fit_method, reason = choose_fit_method(model, measurements, loss)
     values = _point_values(model, targets)
     ys = renoise(model, measurements, int(B), key)
     gap = None
     if fit_method == "qp":  # one more member: the exact fit of the released answers (how far the model is from it)
         ys = [np.concatenate([np.asarray(m.y, np.float64)[None], y]) for m, y in zip(measurements, ys)]
-    reps = refit(model, measurements, ys, targets, loss=loss, total=total, iters=int(iters), check=check,
-                 fit_method=fit_method)
+        with jax.enable_x64(True):  # float32 cannot reach the QP's tolerance (1e-4 of the smallest noise sd)
+            reps = refit(model, measurements, ys, targets, loss=loss, total=total, iters=int(iters), check=check,
+                         fit_method=fit_method, dtype=jnp.float64)
+    else:
+        reps = refit(model, measurements, ys, targets, loss=loss, total=total, iters=int(iters), check=check,
+                     fit_method=fit_method)
     reps_values = reps.values
     if fit_method == "qp":
         gap = [g[0] - v for g, v in zip(reps_values, values)]
@@ -198,6 +214,8 @@ def intervals(
             "spread_change": reps.spread_change, "seconds": reps.seconds, "interval": interval,
             "fit_method": fit_method,
         }
+        if reason is not None:
+            diag["fit_method_reason"] = reason
         if reps.residual is not None:
             diag["residual"] = float(np.max(reps.residual))
         if gap is not None:
@@ -207,6 +225,31 @@ def intervals(
             diag["near_boundary"] = np.abs(v) < 1e-3 * model.total  # not covered by the convergence check
         out.append(Interval(v, lo, hi, np.std(g, axis=0, ddof=1), np.mean(g, axis=0) - v, est, "bootstrap", level, diag))
     return out
+
+
+def choose_fit_method(model: GraphicalModel, measurements: Sequence[Measurement], loss: str = "l2") -> tuple[str, str]:
+    """The refits' solver that ``fit_method="auto"`` uses, and why: ``(fit_method, reason)``.
+
+    ``"qp"`` (the exact fit, :mod:`pgmjax.uncertainty.qp`) when the loss is L2 and every measurement is an
+    identity (or diagonal) marginal query with every clique of the model's junction tree measured as a
+    whole (MST's design, compressed or not); ``"mirror_descent"`` otherwise (an L1 fit, a workload-strategy
+    measurement, an unmeasured clique), with the convergence check of :func:`pgmjax.uncertainty.refit`.
+
+    Example:
+        >>> import pgmjax as pj
+        >>> dom = pj.Domain({"a": 2, "b": 2})
+        >>> ms = [pj.Measurement(("a", "b"), [[300.0, 200], [100, 400]], stddev=10.0)]
+        >>> model = pj.estimate(dom, ms, iters=10)
+        >>> choose_fit_method(model, ms)[0], choose_fit_method(model, ms, "l1")[0]
+        ('qp', 'mirror_descent')
+    """
+    if loss != "l2":
+        return "mirror_descent", f"the {loss.upper()} loss (the exact QP fits the L2 loss only)"
+    try:
+        qp_mod.layout(model.plan, list(measurements))
+    except ValueError as e:
+        return "mirror_descent", str(e).replace("fit_method='qp': ", "no exact QP: ")
+    return "qp", "L2 loss, identity measurements covering every clique of the model: exact QP refits"
 
 
 def _point_values(model: GraphicalModel, targets) -> list[np.ndarray]:
@@ -239,7 +282,7 @@ def _linear(lin, level, clip, bounds, estimable) -> Interval:
 
 def workload_intervals(result, workload, *, level: float = 0.9, key=None, method: str = "bootstrap", B: int = 200,
                        loss: str | None = None, total: float | None = None, iters: int | None = None,
-                       fit_method: str = "mirror_descent") -> list[Interval]:
+                       fit_method: str = "auto") -> list[Interval]:
     """Intervals for every query of a workload, answered by a mechanism's fitted model.
 
     Uses the model the measurements were fitted on; when the mechanism compressed the domain (MST: its
@@ -250,8 +293,9 @@ def workload_intervals(result, workload, *, level: float = 0.9, key=None, method
     Args:
         result: a :class:`~pgmjax.mechanisms.result.MechanismResult` (``model``, ``measurements``, ``info``).
         workload: a :class:`~pgmjax.Workload` on the result's domain.
-        level, key, method, B, iters, fit_method: as for :func:`intervals` (``fit_method="qp"`` fits MST's
-            design exactly).
+        level, key, method, B, iters, fit_method: as for :func:`intervals` (the default ``fit_method="auto"``
+            refits MST's design, compressed or not, exactly by the QP, anything else by mirror descent; the
+            solver used is in each interval's ``diagnostics["fit_method"]``).
         loss: the fit's loss (default ``result.info.get("loss", "l2")``).
         total: the public total if the fit used one (default ``result.info.get("public_total")``).
 
