@@ -4,7 +4,7 @@ Issue 5 (MLDP part), the paper's experiments reproduced in spirit: Zhu, Xiong, L
 Private Query Learning: from Data Publishing to Model Publishing" (IEEE BigData 2017, arXiv 1710.05095).
 
 Experiments (every one: the published queries, ``m`` training queries chosen among them by
-:func:`pgmjax.mechanisms.mldp.select_training`, one Laplace release of the training answers with
+:func:`pgmjax.mechanisms.query_learning.select_training`, one Laplace release of the training answers with
 scale ``S_Fx / eps``, then three estimators on the same noisy answers):
 
 * (a) the paper's Table I/II example: a 4-bin grade histogram (12, 24, 6, 7), the 10 range queries
@@ -50,7 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchutil  # noqa: E402
 
 import pgmjax as pj  # noqa: E402
-from pgmjax.mechanisms.mldp import QuerySet, fit_regression, laplace_baseline, mldp, training_sensitivity  # noqa: E402
+from pgmjax.mechanisms.query_learning import QuerySet, fit_regression, laplace_baseline, mldp, training_sensitivity  # noqa: E402
 
 GAUSSIAN = {"model": "gaussian", "ridge": 1e-2}
 ARMS = ("linear", "pgm", "gaussian")

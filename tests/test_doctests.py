@@ -28,7 +28,7 @@ RUN_ELSEWHERE = {
     "pgmjax.privacy": "test_layout.py",
     "pgmjax.rr": "test_rr.py",
     "pgmjax.mechanisms.rr_synthetic": "test_rr_release.py",
-    "pgmjax.mechanisms.mldp": "test_mldp.py",
+    "pgmjax.mechanisms.query_learning": "test_mldp.py",
     "pgmjax.history.pca": "test_history.py",
     "pgmjax.history.cv": "test_history.py",
     "pgmjax.history.rows": "test_history.py",

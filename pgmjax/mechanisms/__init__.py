@@ -19,7 +19,7 @@ from . import registry
 from .aim import aim, aim_budget, aim_candidates, default_aim_workload
 from .dualquery import DualQueryTranscript, dualquery, dualquery_plan, max_sum_ve
 from .hdmm import hdmm, hdmm_strategy, union_workload
-from .mldp import (
+from .query_learning import (
     QuerySet,
     RegressionModel,
     fit_pgm,

@@ -166,7 +166,7 @@ MECHANISMS: dict[str, MechanismSpec] = {
                          "final_iters", "log", "selected", "annealed", "total", "model_mb", "seconds"),
         ),
         MechanismSpec(
-            "mldp", "pgmjax.mechanisms.mldp", "mldp",
+            "mldp", "pgmjax.mechanisms.query_learning", "mldp",
             "MLDP+PGM: the workload's marginal cells as training queries with Laplace noise, a model fitted to them",
             "pure", workload_to="_mldp_training",
             # The regression arm is not needed for synthetic data; the CLI wants synthetic records.
@@ -189,7 +189,7 @@ MECHANISMS: dict[str, MechanismSpec] = {
 
 def _mldp_training(workload: Workload, domain) -> dict:
     """MLDP's training queries for a marginal workload: every cell of every workload clique (identity blocks)."""
-    from .mldp import QuerySet
+    from .query_learning import QuerySet
 
     cliques = list(dict.fromkeys(workload.cliques))
     entries = sum(domain.size(c) ** 2 for c in cliques)

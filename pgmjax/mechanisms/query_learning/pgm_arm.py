@@ -1,0 +1,83 @@
+"""MLDP+PGM's arm: the noisy training answers as linear measurements, one graphical model fitted to them.
+
+The MLDP release (Zhu, Xiong, Li, Zhou & Yu, "Differentially Private Query Learning: from Data
+Publishing to Model Publishing", IEEE BigData 2017, Algorithm 1) with the regression replaced by
+graphical-model estimation (McKenna, Sheldon & Miklau, "Graphical-model based estimation and
+inference for differential privacy", ICML 2019, Section 4).
+"""
+
+from __future__ import annotations
+
+from ...api import estimate
+from ...domain import Domain
+from ...measurement import Measurement, estimate_total
+from ...privacy import check_count as _int
+from ...privacy import check_positive as _positive
+from ..options import engine_options
+from .query_set import QuerySet, _as_queries, _check_domain
+from .regression import _answers, fit_regression
+
+_RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain")
+
+
+def pgm_measurements(queries: QuerySet, answers, stddev: float) -> list[Measurement]:
+    """The training answers as linear measurements, one per clique (Zhu et al., IEEE BigData 2017): ``Measurement(C, y_C, stddev, query=Q_C)``."""
+    where = "pgm_measurements"
+    queries = _as_queries(queries, "queries", where)
+    y = _answers(answers, len(queries), where)
+    stddev = _positive(stddev, "stddev", where)
+    return [Measurement(c, y[pos], stddev, query=m) for c, (m, pos) in queries.by_clique().items()]
+
+
+def fit_pgm(
+    domain: Domain,
+    queries: QuerySet,
+    answers,
+    stddev: float,
+    *,
+    total: float | None = None,
+    iters: int = 1000,
+    **options,
+):
+    """The +PGM arm: one graphical model fitted to the training answers (Zhu et al., IEEE BigData 2017).
+
+    The answers are grouped by clique into measurements ``(C, y_C, stddev, Q_C)`` and one
+    :func:`pgmjax.estimate` fits a model to all of them; it answers any query, on any clique of the
+    domain, from ``<q, mu_hat_C>``. The engine adds non-negativity and global consistency to the
+    regression's least squares.
+
+    Args:
+        domain: the model's domain (must contain the queries' attributes).
+        queries: the training :class:`QuerySet`.
+        answers: their (noisy) answers.
+        stddev: the noise standard deviation of every answer (``sqrt(2) S_Fx / eps`` for Laplace).
+        total: the number of records; None estimates it from the measurements
+            (:func:`pgmjax.estimate_total`) and, when the training queries do not determine it, takes
+            the largest per-clique sum of the least-squares (linear regression) weights.
+        iters: engine iterations.
+        **options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``loss``,
+            ``dtype``, ...).
+
+    Returns:
+        ``(model, measurements, total_source)``: the :class:`~pgmjax.GraphicalModel`, the
+        measurements, and how the total was set (``"given"``, ``"estimate_total"`` or
+        ``"least_squares"``).
+    """
+    where = "fit_pgm"
+    if not isinstance(domain, Domain):
+        raise TypeError(f"{where}: domain must be a pgmjax.Domain, got {type(domain).__name__}")
+    queries = _as_queries(queries, "queries", where)
+    _check_domain(queries, domain, where)
+    iters = _int(iters, "iters", where, 0)
+    engine_options(options, _RESERVED_OPTIONS, where, argument="options")
+    measurements = pgm_measurements(queries, answers, stddev)
+    if total is not None:
+        total, source = _positive(total, "total", where), "given"
+    else:
+        try:
+            total, source = estimate_total(measurements)[0], "estimate_total"
+        except ValueError:
+            total = fit_regression(queries, answers).total
+            source = "least_squares"
+    model = estimate(domain, measurements, iters=iters, total=total, **options)
+    return model, measurements, source
