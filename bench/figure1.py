@@ -258,7 +258,7 @@ def run_one(mech: str, data, workload, settings: dict, seed: int, epsilon: float
     import jax
 
     from pgmjax.mechanisms.dualquery import dualquery
-    from pgmjax.mechanisms.hdmm import hdmm, hdmm_strategy
+    from pgmjax.mechanisms import hdmm, hdmm_strategy
     from pgmjax.mechanisms.mwem import mwem
     from pgmjax.mechanisms.privbayes import privbayes
 

@@ -19,7 +19,7 @@ from .measurement import Measurement, estimate_total
 from .model import GraphicalModel
 from .noise import noisy_marginals
 from .programs import release_compiled
-from . import bayes, datasets, discrete_noise, hdmm, history, preprocess, report_html, uncertainty, mechanisms, metrics, privacy, queries, rr, schema
+from . import bayes, datasets, discrete_noise, history, preprocess, report_html, uncertainty, mechanisms, metrics, privacy, queries, rr, schema
 from .privacy import REST, Accountant, PrivacyBudgetExceeded
 from .workload import Workload
 from .serialization import load_model, load_model_schema
@@ -54,7 +54,6 @@ __all__ = [
     "preprocess",
     "report_html",
     "mechanisms",
-    "hdmm",
     "schema",
     "Accountant",
     "PrivacyBudgetExceeded",

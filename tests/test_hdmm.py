@@ -1,4 +1,4 @@
-"""HDMM core (pgmjax.hdmm): workloads, expected error, strategy templates, measurement and least squares.
+"""HDMM core (pgmjax.mechanisms.matrix_mechanism): workloads, expected error, strategy templates, measurement and least squares.
 
 Brute-force references are explicit dense matrices (``dense_expected_error``: ``||A||^2 ||W A^+||_F^2``)
 on small domains; everything runs in float64 (tests/conftest.py enables x64) with fixed seeds.
@@ -13,7 +13,10 @@ import pytest
 import scipy.optimize
 
 import pgmjax as pj
-from pgmjax import hdmm as H
+from pgmjax.mechanisms import matrix_mechanism as H
+from pgmjax.mechanisms.matrix_mechanism.factors import _expand_dense
+from pgmjax.mechanisms.matrix_mechanism.least_squares import _sum_to
+from pgmjax.mechanisms.matrix_mechanism.optimize import _grams_by_attribute
 
 SIZES = {"a": 3, "b": 4, "c": 2}
 ATTRS = ("a", "b", "c")
@@ -25,7 +28,7 @@ def _table(seed=0):
 
 def _marginal_of(x):
     def get(clique):
-        return H._sum_to(x, ATTRS, tuple(clique))
+        return _sum_to(x, ATTRS, tuple(clique))
 
     return get
 
@@ -280,7 +283,7 @@ def test_opt_kron_union_block_coordinate_descent():
     identity = H.KronStrategy(ATTRS, [np.eye(sizes[a]) for a in ATTRS])
     assert loss < 0.9 * H.expected_error(W, identity)
     # block-coordinate descent on the union does at least as well as optimising each attribute for one term
-    single = H.KronStrategy(ATTRS, [H.opt_0(g, jax.random.key(9), restarts=4)[0] for g in H._grams_by_attribute(W, ATTRS)[0]])
+    single = H.KronStrategy(ATTRS, [H.opt_0(g, jax.random.key(9), restarts=4)[0] for g in _grams_by_attribute(W, ATTRS)[0]])
     assert loss <= H.expected_error(W, single) * (1 + 1e-9)
 
 
@@ -327,7 +330,7 @@ def _brute_force_marginals_optimum(W, sizes, noise, starts=4):
     attrs = W.attributes
     Wd = W.dense(attrs)
     subsets = [tuple(a for i, a in enumerate(attrs) if k >> i & 1) for k in range(2 ** len(attrs))]
-    blocks = [H._expand_dense(c, [np.eye(sizes[a]) for a in c], attrs, sizes) for c in subsets]
+    blocks = [_expand_dense(c, [np.eye(sizes[a]) for a in c], attrs, sizes) for c in subsets]
 
     def f(theta):
         A = np.vstack([t * b for t, b in zip(theta, blocks)])

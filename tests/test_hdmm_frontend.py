@@ -1,4 +1,4 @@
-"""HDMM front-end (pgmjax.mechanisms.hdmm; McKenna, Miklau, Hay & Machanavajjhala, VLDB 2018, and HDMM+LLS /
+"""HDMM front-end (pgmjax.mechanisms.matrix_mechanism.frontend; McKenna, Miklau, Hay & Machanavajjhala, VLDB 2018, and HDMM+LLS /
 HDMM+PGM of McKenna, Sheldon & Miklau, ICML 2019, Section 6): exact ledger, noise calibration,
 OPT_+ weights, closed-form error of the identity strategy, HDMM+LLS / HDMM+PGM / global least squares on the
 same noise, and input checks.
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax import hdmm as H
+from pgmjax.mechanisms import matrix_mechanism as H
 from pgmjax.mechanisms.estimates import CliqueTables
 
-fe = importlib.import_module("pgmjax.mechanisms.hdmm")  # the package may export a function of the same name
+fe = importlib.import_module("pgmjax.mechanisms.matrix_mechanism.frontend")  # pgmjax.mechanisms.hdmm is the function
 hdmm, hdmm_strategy, union_workload = fe.hdmm, fe.hdmm_strategy, fe.union_workload
 
 SIZES = {"a": 16, "b": 3, "c": 4, "d": 2}

@@ -18,7 +18,7 @@ Example:
 from . import registry
 from .aim import aim, aim_budget, aim_candidates, default_aim_workload
 from .dualquery import DualQueryTranscript, dualquery, dualquery_plan, max_sum_ve
-from .hdmm import hdmm, hdmm_strategy, union_workload
+from .matrix_mechanism import hdmm, hdmm_strategy, union_workload
 from .query_learning import (
     QuerySet,
     RegressionModel,

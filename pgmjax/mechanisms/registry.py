@@ -142,7 +142,7 @@ MECHANISMS: dict[str, MechanismSpec] = {
                          "queries", "pgm_iters", "seconds"),
         ),
         MechanismSpec(
-            "hdmm", "pgmjax.mechanisms.hdmm", "hdmm",
+            "hdmm", "pgmjax.mechanisms.matrix_mechanism", "hdmm",
             "HDMM+PGM: a measurement strategy optimised for the workload, Laplace (or Gaussian) noise",
             "noise", delta="gaussian",
             # The least-squares comparison arms are not needed for synthetic data.

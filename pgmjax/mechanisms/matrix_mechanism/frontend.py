@@ -1,0 +1,338 @@
+"""The HDMM front-end: strategy, measurement through the accountant, and HDMM+LLS / HDMM+PGM / global least squares.
+
+McKenna, Miklau, Hay, Machanavajjhala, "Optimizing error of high-dimensional statistical queries under
+differential privacy", PVLDB 11(10), 2018 (the strategy, its measurement and its expected error);
+McKenna, Sheldon, Miklau, "Graphical-model based estimation and inference for differential privacy",
+ICML 2019 (arXiv 1901.09136), Section 6 (HDMM+PGM, and HDMM+LLS as the baseline where HDMM's global least
+squares cannot run).
+
+The matrix mechanism measures a *strategy* ``A`` instead of the workload ``W``: ``y = A x + noise`` with the
+noise calibrated to the sensitivity of ``A``, then answers ``W`` from an estimate of ``x``. :func:`hdmm` runs
+
+* the **strategy** (data-independent, :func:`.hdmm_strategy`): per workload clique an OPT_kron strategy
+  stacked with the OPT_+ weights, or equal weights (``weights="equal"``, the ICML 2019 script), the
+  identity per clique, OPT_M, or a prebuilt strategy (optimised once and reused across runs);
+* the **measurement** (:func:`.measure_strategy`): every block of ``A`` released by
+  :meth:`~pgmjax.privacy.Accountant.measure` on one common noise scale, Laplace ``b = ||A||_1 / eps`` or
+  Gaussian ``sigma = ||A||_{1->2} / sqrt(2 rho)`` with ``rho = cdp_rho(eps, delta)`` (sensitivities of the
+  neighbouring relation: replace-one doubles L1); the ledger, one entry per block, sums to the budget;
+* three **arms on the same noisy** ``y``: ``result.original``, HDMM+LLS (each workload clique solved by
+  least squares from its own measurements, :func:`.least_squares_marginal`); ``result.model``, HDMM+PGM (all
+  measurements in one :func:`pgmjax.estimate`); ``result.info["global_least_squares"]``, HDMM's ``A^+ y`` on
+  the full table over the workload's attributes when it has at most ``max_table_cells`` cells (decided from
+  the sizes before anything is allocated: Adult's table has ~6.4e17 cells).
+
+Example:
+    >>> import jax, numpy as np, pgmjax as pj
+    >>> dom = pj.Domain({"age": 16, "sex": 2, "job": 3})
+    >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [16, 2, 3], (1000, 3)), dom)
+    >>> w = pj.Workload.benchmark(dom, [("age", "sex"), ("sex", "job")], numeric=["age"])
+    >>> res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, pgm_iters=100)
+    >>> res.accountant.spent, len(res.ledger)
+    (1.0, 2)
+    >>> errors = pj.metrics.workload_error(w, data, res.original), pj.metrics.workload_error(w, data, res.model)
+    >>> [round(e, 3) for e in errors]
+    [0.006, 0.006]
+"""
+
+from __future__ import annotations
+
+
+import math
+import time
+from collections.abc import Mapping
+
+import jax
+import numpy as np
+
+from ...api import estimate
+from ...dataset import Dataset
+from ...domain import Clique, Domain
+from ...estimation import METHODS
+from ...measurement import Measurement, estimate_total
+from ...privacy import Accountant, check_bool as _bool, check_delta as _delta, check_positive as _positive
+from ...privacy import check_count as _int
+from ...privacy import check_key as _check_key
+from ..estimates import CliqueTables
+from ..mwem import _as_workload, _choice
+from ..options import check_epsilon, engine_options
+from ..result import MechanismResult
+from .error import expected_error
+from .least_squares import global_least_squares, least_squares_marginal
+from .measure import equal_column_norms, measure_strategy
+from .planning import _MAX_MARGINAL_ATTRIBUTES, _NOISES, _STRATEGIES, _WEIGHTS, _check_strategy, _strategy_record
+from .planning import hdmm_strategy, union_workload
+
+__all__ = ["hdmm", "DEFAULT_MAX_TABLE_CELLS"]
+
+#: Global least squares runs only when the full table over the workload's attributes has at most this many
+#: cells (2^24 cells: LSMR keeps about six float64 tables, ~0.8 GiB).
+DEFAULT_MAX_TABLE_CELLS = 2**24
+
+_RESERVED_OPTIONS = ("iters", "total", "method", "warm_start", "measurements", "domain")
+
+
+def _local_tables(domain: Domain, measurements: list[Measurement], cliques: list[Clique]) -> dict[Clique, np.ndarray]:
+    """HDMM+LLS: one least-squares table per workload clique, each from local measurements only.
+
+    A clique with a measurement on itself or on a measured superset: :func:`.least_squares_marginal`
+    (its own measurements, else the smallest measured superset's, summed down; ``(x)_i A_i^+ y`` for one
+    Kronecker measurement). A clique that only subsets cover (possible with OPT_M): joint least squares over
+    its table from the measurements inside it (:func:`.global_least_squares` restricted to it).
+    """
+    out = {}
+    for c in sorted(cliques, key=len):  # a smaller clique's own table answers its queries (CliqueTables)
+        if any(set(c) <= set(m.clique) for m in measurements):
+            out[c] = least_squares_marginal(domain, measurements, c)
+            continue
+        inside = [m for m in measurements if set(m.clique) <= set(c)]
+        if not inside:
+            raise ValueError(f"hdmm: no measurement informs the workload clique {c}")
+        out[c] = global_least_squares(domain, inside, attributes=c, max_bytes=2**62)
+    return out
+
+
+
+def hdmm(
+    data: Dataset,
+    epsilon: float,
+    *,
+    key,
+    workload=None,
+    strategy="opt+",
+    weights: str = "opt",
+    bounded: bool = False,
+    noise: str = "laplace",
+    delta: float | None = None,
+    restarts: int = 8,
+    pgm_iters: int = 1000,
+    pgm_method: str = "mirror_descent",
+    pgm_options: Mapping | None = None,
+    original: bool = True,
+    max_table_cells: int = DEFAULT_MAX_TABLE_CELLS,
+    synthetic: bool = True,
+) -> MechanismResult:
+    """HDMM with its local least squares (HDMM+LLS), the engine (HDMM+PGM) and, when it fits, global least squares.
+
+    1. Strategy: :func:`hdmm_strategy` (``strategy``, ``weights``), or the prebuilt one given.
+    2. Measurement (:func:`.measure_strategy`): one :meth:`~pgmjax.privacy.Accountant.measure` per strategy
+       term (Kronecker query, or a plain marginal for OPT_M) with budget shares that give every row the noise ``b = ||A||_1 / eps``
+       (Laplace; ``2 ||A||_1 / eps`` when ``bounded``) or ``sigma = ||A||_{1->2} / sqrt(2 rho)`` (Gaussian,
+       ``rho = cdp_rho(eps, delta)``; ``sqrt 2`` times it when ``bounded``). The last spends what is left:
+       the ledger sums exactly to the budget.
+    3. Arms on the same noise: HDMM+LLS (``original``), HDMM+PGM (``model``), global least squares
+       (``info["global_least_squares"]``, when the table over the workload's attributes has at most
+       ``max_table_cells`` cells). See the module docstring.
+
+    Args:
+        data: the private :class:`~pgmjax.Dataset`.
+        epsilon: the budget: pure ``epsilon``-DP with Laplace noise, ``(epsilon, delta)``-DP through zCDP with
+            Gaussian noise.
+        key: a ``jax.random`` key; the strategy's restarts, the noise and the synthetic data follow from it.
+        workload: a :class:`~pgmjax.Workload` (e.g. ``Workload.benchmark``: Prefix on numeric attributes,
+            the ICML 2019 benchmark) or a list of cliques (their marginals); default every 2-way marginal.
+        strategy: ``"opt+"`` (default; per-clique OPT_kron in an OPT_+ union), ``"identity"`` (each clique's
+            marginal), ``"marginals"`` (OPT_M, at most 16 workload attributes), or a prebuilt
+            :mod:`pgmjax.mechanisms.matrix_mechanism` ``KronStrategy`` / ``UnionStrategy`` / ``MarginalsStrategy`` (used as given,
+            e.g. from :func:`hdmm_strategy` once for many runs; its term weights are the relative row
+            scalings, normalised away by the calibration).
+        weights: ``"opt"`` (OPT_+ ``alpha_j ∝ e_j^(1/3)``) or ``"equal"`` (the ICML 2019 script), for the
+            union strategies built here.
+        bounded: replace-one neighbours (``N`` public; sensitivities doubled, L2 times ``sqrt 2``; the engine
+            gets ``total = N``) instead of add/remove-one (``N`` private, estimated from the measurements).
+            The ICML 2019 experiments ran bounded.
+        noise: ``"laplace"`` (pure DP, the paper's) or ``"gaussian"`` (zCDP; needs ``delta``).
+        delta: for Gaussian noise, in ``(0, 1)``; must be None with Laplace noise.
+        restarts: L-BFGS restarts of the strategy optimisation.
+        pgm_iters: iterations of the engine (the ICML 2019 run used 10,000).
+        pgm_method: the engine's method (``"mirror_descent"``, ``"dual_averaging"``, ``"lbfgs"``).
+        pgm_options: further keyword arguments of :func:`pgmjax.estimate` (``loss``, ``dtype``, ``tol``, ...;
+            not ``iters``, ``total`` or ``method``).
+        original: run the LLS arm.
+        max_table_cells: run global least squares only when the full table over the workload's attributes
+            has at most this many cells (0: never).
+        synthetic: draw ``round(model.total)`` synthetic records from the engine's model.
+
+    Returns:
+        A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (HDMM+PGM), ``synthetic``,
+        ``measurements`` (one per strategy term, carrying the Kronecker factors and the true noise std),
+        ``accountant`` (one ledger entry per term, summing exactly to the budget), ``original`` (HDMM+LLS, a
+        :class:`~pgmjax.mechanisms.estimates.CliqueTables` whose ``answers`` / ``marginals`` serve
+        :meth:`Workload.answer` and :mod:`pgmjax.metrics`; None when ``original=False``, see
+        ``original_error``) and ``info``:
+
+        * ``strategy`` (the :mod:`pgmjax.mechanisms.matrix_mechanism` object), ``strategy_info`` (:func:`hdmm_strategy`'s dict, or
+          ``{"template": "given"}``), ``strategy_record`` (cliques, weights, factor matrices / theta);
+        * ``sensitivity`` (of the whole stack under the convention: L1 for Laplace, L2 for Gaussian),
+          ``sensitivity_exact`` (every factor has equal column norms, so the sum over terms is exact; an
+          upper bound otherwise), ``noise_scale`` (``b`` or ``sigma`` on every row of the stack),
+          ``noise_std``, ``rho`` (Gaussian);
+        * ``expected_error``: the matrix mechanism's expected total squared error over the workload's rows,
+          ``(2/eps^2) ||A||_1^2 trace[(A^T A)^+ W^T W]`` (times 4 when bounded; Gaussian:
+          ``sigma^2 trace[...]``; for a union strategy the OPT_+ bound, which is the LLS arm's expected error
+          when each clique's own term answers it best), ``expected_error_per_query``, ``workload_rows``;
+        * ``total`` (``N`` when bounded, else the estimate from the measurements),
+          ``global_least_squares`` (a CliqueTables over the workload's attributes, or None),
+          ``global_least_squares_error`` (why not), ``global_table_cells``;
+        * ``seconds``: ``strategy``, ``measure``, ``lls``, ``pgm``, ``global``, ``synthetic``, ``total``.
+
+    Raises:
+        ValueError / TypeError: bad input (named), before any private computation and before the strategy is
+            optimised.
+
+    Example:
+        >>> import jax, numpy as np, pgmjax as pj
+        >>> dom = pj.Domain({"age": 16, "sex": 2, "job": 3})
+        >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [16, 2, 3], (1000, 3)), dom)
+        >>> w = pj.Workload.benchmark(dom, [("age", "sex"), ("sex", "job")], numeric=["age"])
+        >>> res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, pgm_iters=100)
+        >>> res.accountant.spent == 1.0, len(res.ledger)          # the 2 workload terms: 2 measurements
+        (True, 2)
+        >>> res.original.marginal(("age", "sex")).shape, res.model.marginal(("age", "sex")).shape
+        ((16, 2), (16, 2))
+    """
+    where = "hdmm"
+    start = time.perf_counter()
+    # ---- validation: everything before any private computation (and before the strategy is optimised)
+    if not isinstance(data, Dataset):
+        raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
+    if len(data) == 0:
+        raise ValueError(f"{where}: the dataset has no records")
+    epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
+    _check_key(key, where)
+    noise = _choice(noise, "noise", _NOISES, where)
+    if noise == "gaussian":
+        if delta is None:
+            raise ValueError(f"{where}: Gaussian noise gives (epsilon, delta)-DP; pass delta= (e.g. 1e-9), or use noise='laplace'")
+        delta = _delta(delta, where)
+    elif delta is not None:
+        raise ValueError(f"{where}: delta is for noise='gaussian'; Laplace noise is pure epsilon-DP (leave delta=None)")
+    bounded = _bool(bounded, "bounded", where)
+    weights = _choice(weights, "weights", _WEIGHTS, where)
+    restarts = _int(restarts, "restarts", where, 1)
+    pgm_iters = _int(pgm_iters, "pgm_iters", where, 0)
+    pgm_method = _choice(pgm_method, "pgm_method", tuple(METHODS), where)
+    options = engine_options(pgm_options, _RESERVED_OPTIONS, where, argument="pgm_options",
+                             hint="; use pgm_iters=, pgm_method= and bounded= instead")
+    original = _bool(original, "original", where)
+    max_table_cells = _int(max_table_cells, "max_table_cells", where, 0)
+    synthetic = _bool(synthetic, "synthetic", where)
+    domain = data.domain
+    wl = _as_workload(workload, domain, where)
+    W = union_workload(wl)
+    if isinstance(strategy, str):
+        strategy = _choice(strategy, "strategy", _STRATEGIES, where)
+        if strategy == "marginals" and len(W.attributes) > _MAX_MARGINAL_ATTRIBUTES:
+            raise ValueError(
+                f"{where}: strategy='marginals' (OPT_M) weighs all 2^d marginals of the workload's "
+                f"{len(W.attributes)} attributes; at most {_MAX_MARGINAL_ATTRIBUTES} are supported"
+            )
+    else:
+        _check_strategy(strategy, domain, W, noise, where)
+    k_strategy, k_measure, k_synth = jax.random.split(key, 3)
+
+    # ---- 1. the strategy (data-independent)
+    t0 = time.perf_counter()
+    if isinstance(strategy, str):
+        S, s_info = hdmm_strategy(wl, k_strategy, strategy=strategy, weights=weights, noise=noise, restarts=restarts)
+    else:
+        S, s_info = strategy, {"template": "given"}
+    t_strategy = time.perf_counter() - t0
+
+    # ---- 2. the measurements: one accountant entry per block, every row on the same noise scale
+    t0 = time.perf_counter()
+    acc = Accountant(epsilon=epsilon, bounded=bounded) if noise == "laplace" else Accountant(epsilon=epsilon, delta=delta, bounded=bounded)
+    rho = None if noise == "laplace" else acc.budget
+    release = measure_strategy(acc, k_measure, data, S)
+    measurements, scale = release.measurements, release.scale
+    t_measure = time.perf_counter() - t0
+    # Err = per-row noise variance * trace[(A^T A)^+ W^T W]; the core's factor is ||A||^2 * trace (unbounded norm)
+    variance = 2.0 * scale * scale if noise == "laplace" else scale * scale
+    expected = variance / S.sensitivity(noise) ** 2 * expected_error(W, S, noise=noise)
+    n_records = len(data)
+    if bounded:
+        total = float(n_records)
+    else:
+        try:
+            total = float(estimate_total(measurements)[0])
+        except ValueError:
+            total = None  # no measurement determines N; the engine will say so
+
+    # ---- 3a. HDMM+LLS
+    cliques = list(dict.fromkeys(wl.cliques))
+    t0 = time.perf_counter()
+    lls, lls_error = None, None
+    if original:
+        lls = CliqueTables(domain, _local_tables(domain, measurements, cliques), total if total is not None else float("nan"))
+    else:
+        lls_error = "not run (original=False)"
+    t_lls = time.perf_counter() - t0
+
+    # ---- 3b. HDMM+PGM
+    t0 = time.perf_counter()
+    model = estimate(domain, measurements, method=pgm_method, iters=pgm_iters, total=float(n_records) if bounded else None, **options)
+    t_pgm = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    synth = model.synthetic_data(max(1, int(round(model.total))), k_synth) if synthetic else None
+    t_synth = time.perf_counter() - t0
+
+    # ---- 3c. global least squares, decided from the sizes before anything is allocated
+    attrs = tuple(a for a in domain.attributes if a in set(W.attributes) | {a for m in measurements for a in m.clique})
+    cells = math.prod(domain[a] for a in attrs)
+    t0 = time.perf_counter()
+    global_ls, global_error = None, None
+    if cells > max_table_cells:
+        global_error = (
+            f"HDMM's global least squares needs the full table over the workload's {len(attrs)} attributes: "
+            f"{cells:.4g} cells ({8 * cells / 2**30:.4g} GiB per float64 copy, about six copies in LSMR), above "
+            f"max_table_cells={max_table_cells:,}. Not allocated; HDMM+LLS is the stand-in (ICML 2019)."
+        )
+    else:
+        rows = sum(m.rows for m in measurements)
+        table = global_least_squares(domain, measurements, attributes=attrs, max_bytes=8 * (6 * cells + 3 * rows) + 1)
+        global_ls = CliqueTables(domain, {attrs: table}, float(table.sum()))
+    t_global = time.perf_counter() - t0
+
+    info = {
+        "strategy": S,
+        "strategy_info": s_info,
+        "strategy_record": _strategy_record(S),
+        "noise": noise,
+        "bounded": bounded,
+        "epsilon": epsilon,
+        "delta": delta,
+        "rho": rho,
+        "sensitivity": release.sensitivity,
+        "sensitivity_exact": equal_column_norms(S, noise),
+        "noise_scale": scale,
+        "noise_std": release.noise_std,
+        "expected_error": expected,
+        "expected_error_per_query": expected / W.rows,
+        "workload_rows": W.rows,
+        "terms": len(measurements),
+        "total": total,
+        "pgm_iters": pgm_iters,
+        "pgm_method": pgm_method,
+        "global_least_squares": global_ls,
+        "global_least_squares_error": global_error,
+        "global_table_cells": cells,
+        "seconds": {
+            "strategy": t_strategy,
+            "measure": t_measure,
+            "lls": t_lls,
+            "pgm": t_pgm,
+            "synthetic": t_synth,
+            "global": t_global,
+            "total": time.perf_counter() - start,
+        },
+    }
+    return MechanismResult(
+        mechanism="hdmm",
+        model=model,
+        synthetic=synth,
+        measurements=measurements,
+        accountant=acc,
+        original=lls,
+        original_error=lls_error,
+        info=info,
+    )
