@@ -26,13 +26,13 @@ from ...privacy import check_key as _check_key
 from ...workload import Workload
 from ..mwem import _choice
 from .error import expected_error
+from .factors import _NOISES
 from .optimize import opt_marginals, opt_plus_weights, opt_union
 from .strategies import KronStrategy, MarginalsStrategy, UnionStrategy
 from .workloads import KronWorkload, UnionWorkload
 
 __all__ = ["union_workload", "hdmm_strategy"]
 
-_NOISES = ("laplace", "gaussian")
 _STRATEGIES = ("opt+", "identity", "marginals")
 _WEIGHTS = ("opt", "equal")
 # OPT_M weighs all 2^d marginals of the workload's attributes, so time and memory grow as d 2^d.
