@@ -260,7 +260,7 @@ def run_one(mech: str, data, workload, settings: dict, seed: int, epsilon: float
     from pgmjax.mechanisms.dualquery import dualquery
     from pgmjax.mechanisms import hdmm, hdmm_strategy
     from pgmjax.mechanisms.mwem import mwem
-    from pgmjax.mechanisms.privbayes import privbayes
+    from pgmjax.mechanisms.bayesian_network import privbayes
 
     kw = dict(settings)
     key = jax.random.key(seed)

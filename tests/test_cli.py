@@ -353,7 +353,7 @@ def test_unavailable_mechanism_and_runtime_failure_in_process(files, monkeypatch
     assert "mechanism 'aim' is not available in this installation (no module pgmjax.mechanisms.nosuch)" in err
     assert "available here: mwem" in err and "Traceback" not in err
 
-    pb = importlib.import_module("pgmjax.mechanisms.privbayes")  # the module (the package exports a function of that name)
+    pb = importlib.import_module("pgmjax.mechanisms.bayesian_network")  # the sub-package the registry reads privbayes from
 
     def broken(data, epsilon, *, key, pgm_iters=1000, pgm_options=None):
         raise FloatingPointError("the loss became nan")

@@ -15,6 +15,7 @@ import pgmjax.mechanisms
 
 PACKAGES = {
     "mldp": "pgmjax.mechanisms.query_learning",
+    "privbayes": "pgmjax.mechanisms.bayesian_network",
 }
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-PB = importlib.import_module("pgmjax.mechanisms.privbayes")  # the package exports the function of the same name
+PB = importlib.import_module("pgmjax.mechanisms.bayesian_network")  # pgmjax.mechanisms.privbayes is the function
 from pgmjax.mechanisms.estimates import FactoredTable
 from pgmjax.mechanisms.result import MechanismResult
 from pgmjax.privacy import Accountant

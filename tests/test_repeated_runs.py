@@ -22,7 +22,7 @@ import pgmjax as pj
 from pgmjax.mechanisms import QuerySet, dualquery, dualquery_plan, hdmm, mldp, privbayes
 from pgmjax.programs import compiled_count, release_compiled
 
-PB = importlib.import_module("pgmjax.mechanisms.privbayes")  # the package exports the function of the same name
+PB = importlib.import_module("pgmjax.mechanisms.bayesian_network.front_end")  # where privbayes reads MAX_LIVE_PROGRAMS
 
 
 def _tiny(n=300, seed=0):

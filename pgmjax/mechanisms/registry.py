@@ -127,7 +127,7 @@ MECHANISMS: dict[str, MechanismSpec] = {
                          "max_model_mb", "log", "selected", "total", "seconds"),
         ),
         MechanismSpec(
-            "privbayes", "pgmjax.mechanisms.privbayes", "privbayes",
+            "privbayes", "pgmjax.mechanisms.bayesian_network", "privbayes",
             "PrivBayes+PGM: a private Bayesian network (GreedyBayes) and its noisy conditional tables",
             "pure",
             report_info=("network", "order", "score", "bounded", "beta", "theta", "degree", "epsilon", "epsilon_count",
