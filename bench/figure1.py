@@ -259,7 +259,7 @@ def run_one(mech: str, data, workload, settings: dict, seed: int, epsilon: float
 
     from pgmjax.mechanisms.dualquery import dualquery
     from pgmjax.mechanisms import hdmm, hdmm_strategy
-    from pgmjax.mechanisms.mwem import mwem
+    from pgmjax.mechanisms.multiplicative_weights import mwem
     from pgmjax.mechanisms.bayesian_network import privbayes
 
     kw = dict(settings)

@@ -16,6 +16,7 @@ import pgmjax.mechanisms
 PACKAGES = {
     "mldp": "pgmjax.mechanisms.query_learning",
     "privbayes": "pgmjax.mechanisms.bayesian_network",
+    "mwem": "pgmjax.mechanisms.multiplicative_weights",
 }
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax.mechanisms.mwem import hypothetical_model_size
+from pgmjax.mechanisms.multiplicative_weights import hypothetical_model_size
 from pgmjax.privacy import cdp_rho
 
 mst_mod = importlib.import_module("pgmjax.mechanisms.mst")

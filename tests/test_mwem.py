@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-mw = importlib.import_module("pgmjax.mechanisms.mwem")  # the package exports the function of the same name
+mw = importlib.import_module("pgmjax.mechanisms.multiplicative_weights.front_end")  # where mwem reads _mw_guard, _mw_replay
 from pgmjax.mechanisms.estimates import FactoredTable
-from pgmjax.mechanisms.mwem import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
+from pgmjax.mechanisms.multiplicative_weights import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
 
 SIZES = {"a": 4, "b": 3, "c": 5, "d": 2, "e": 3, "f": 4}
 AB, BC, ABC = ("a", "b"), ("b", "c"), ("a", "b", "c")

@@ -10,7 +10,7 @@ import pgmjax as pj
 from pgmjax import programs
 from pgmjax.api import estimate as fit
 
-mw = importlib.import_module("pgmjax.mechanisms.mwem")
+mw = importlib.import_module("pgmjax.mechanisms.multiplicative_weights.rounds")  # where MWEM's rounds call the engine
 aim_module = importlib.import_module("pgmjax.mechanisms.aim")
 
 SIZES = {"a": 4, "b": 3, "c": 5, "d": 2, "e": 3, "f": 4}
@@ -58,7 +58,7 @@ def test_mwem_keeps_the_engine_programs_bounded(data, monkeypatch):
     wl = pj.Workload.benchmark(data.domain, CHAIN, numeric=[])
 
     def run():
-        mw.mwem(data, 1.0, key=jax.random.key(0), workload=wl, rounds=4, pgm_iters=20, mw_iters=5)
+        pj.mechanisms.mwem(data, 1.0, key=jax.random.key(0), workload=wl, rounds=4, pgm_iters=20, mw_iters=5)
 
     unbounded = _counts_per_round(monkeypatch, mw, 10**6, run)
     bounded = _counts_per_round(monkeypatch, mw, 3, run)

@@ -31,7 +31,7 @@ from .query_learning import (
 )
 from .mst import compress_domain, mst, mst_budget
 from .estimates import CliqueTables, FactoredTable
-from .mwem import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
+from .multiplicative_weights import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
 from .bayesian_network import greedy_bayes, noisy_conditionals, privbayes, sample_network
 from .result import MechanismResult
 from .rr_synthetic import chow_liu_cliques, rr_synthetic

@@ -49,7 +49,7 @@ from ..programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..sampling import METHODS as SAMPLING_METHODS
 from ..workload import Workload
 from .mst import _delta, _estimate_options, _Progress
-from .mwem import _model_mb, hypothetical_model_size
+from .multiplicative_weights import hypothetical_model_size, model_mb as _model_mb
 from .options import check_epsilon
 from .result import MechanismResult
 

@@ -118,7 +118,7 @@ MECHANISMS: dict[str, MechanismSpec] = {
     s.name: s
     for s in [
         MechanismSpec(
-            "mwem", "pgmjax.mechanisms.mwem", "mwem",
+            "mwem", "pgmjax.mechanisms.multiplicative_weights", "mwem",
             "MWEM+PGM: exponential-mechanism selection of badly answered marginals, Laplace (or Gaussian) measurements",
             "noise", delta="gaussian",
             # The multiplicative-weights comparison arm is not needed for synthetic data; --option original=true runs it.

@@ -54,7 +54,7 @@ from ...privacy import Accountant, check_bool as _bool, check_delta as _delta, c
 from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
 from ..estimates import CliqueTables
-from ..mwem import _as_workload, _choice
+from ..multiplicative_weights import check_choice as _choice, check_workload as _as_workload
 from ..options import check_epsilon, engine_options
 from ..result import MechanismResult
 from .error import expected_error

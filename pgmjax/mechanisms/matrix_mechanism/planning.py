@@ -24,7 +24,7 @@ from ...domain import Domain
 from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
 from ...workload import Workload
-from ..mwem import _choice
+from ..multiplicative_weights import check_choice as _choice
 from .error import expected_error
 from .factors import _NOISES
 from .optimize import opt_marginals, opt_plus_weights, opt_union

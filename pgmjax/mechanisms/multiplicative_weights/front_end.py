@@ -1,0 +1,271 @@
+"""The MWEM front-end: MWEM+PGM's rounds, then the multiplicative-weights arm replaying its measurements.
+
+Hardt, Ligett & McSherry, "A Simple and Practical Algorithm for Differentially Private Data Release",
+NeurIPS 2012, Algorithm 1 (``T`` rounds of selection, measurement and multiplicative-weights update);
+the +PGM arm and the shared transcript after McKenna, Sheldon & Miklau, "Graphical-model based
+estimation and inference for differential privacy", ICML 2019, Section 6.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import jax
+
+from ...dataset import Dataset
+from ...domain import Clique, Domain
+from ...measurement import estimate_total
+from ...privacy import Accountant
+from ...privacy import check_bool as _bool
+from ...privacy import check_count as _int
+from ...privacy import check_key as _check_key
+from ...privacy import check_positive as _positive
+from ...privacy import check_real as _real
+from ..options import check_epsilon, engine_options
+from ..result import MechanismResult
+from .arguments import _alpha, check_choice, check_workload
+from .budget import _NOISES, hypothetical_model_size, mwem_budget
+from .original_arm import DEFAULT_MAX_TABLE_CELLS, _mw_guard, _mw_replay
+from .query_rows import _row_sensitivity
+from .rounds import _run_rounds
+
+_SELECTIONS = ("marginal", "query")
+_RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain")
+
+
+def _check_round_one(domain: Domain, cliques: list[Clique], max_model_mb: float, rounds: int, where: str) -> None:
+    """Refuse a size cap no workload clique fits in round 1 (the cap only grows, and re-measuring never grows the model)."""
+    first = {c: hypothetical_model_size(domain, [c]) for c in cliques}
+    if min(first.values()) > max_model_mb / rounds:
+        c = min(first, key=first.get)
+        raise ValueError(
+            f"{where}: no workload clique fits the round-1 model-size cap max_model_mb/rounds = "
+            f"{max_model_mb / rounds:.4g} MB (the smallest, {c}, needs {first[c]:.4g} MB); raise max_model_mb or lower rounds"
+        )
+
+
+def _selection_sensitivities(acc: Accountant, wl, selection: str, domain: Domain, bounded: bool, where: str):
+    """``(queries, EM sensitivity, measurement sensitivity)``: queries and the latter None in marginal mode."""
+    if selection == "marginal":
+        return None, acc.l1_sensitivity(), None  # of ||mu_C(D) - v||_1; the measurement: one marginal under the convention
+    queries = list(wl.queries)
+    # The EM scores every row with one sensitivity: the largest row's. The measurement uses the
+    # same (a scalar's L1 and L2 sensitivities coincide), so all noise is equal as in the 2019 script.
+    em_sens = max(_row_sensitivity(q, domain, bounded) for q in queries)
+    if em_sens <= 0:
+        raise ValueError(f"{where}: every workload query row is constant over the domain (sensitivity 0): nothing to measure")
+    return queries, em_sens, em_sens
+
+
+def _original_arm(domain: Domain, measurements, *, original: bool, max_table_cells: int, bounded: bool, n_records: int, mw_iters: int):
+    """The MW arm on the +PGM arm's transcript, if asked for and its tables fit: ``(components, table, error, seconds)``."""
+    rounds = len(measurements)
+    comps, guard = _mw_guard(domain, [m.clique for m in measurements], max_table_cells)
+    mw_table, mw_error, mw_seconds = None, None, 0.0
+    if not original:
+        mw_error = "not run (original=False)"
+    elif guard is not None:
+        mw_error = guard
+    else:
+        t0 = time.perf_counter()
+        if bounded:
+            totals = [float(n_records)] * rounds
+        else:  # the same inverse-variance estimate the engine makes from the measurements so far
+            totals = [estimate_total(measurements[:t])[0] for t in range(1, rounds + 1)]
+        mw_table = _mw_replay(domain, measurements, totals, mw_iters)
+        mw_seconds = time.perf_counter() - t0
+    return comps, mw_table, mw_error, mw_seconds
+
+
+def mwem(
+    data: Dataset,
+    epsilon: float,
+    *,
+    key,
+    workload=None,
+    rounds: int | None = None,
+    delta: float | None = None,
+    noise: str = "laplace",
+    bounded: bool = False,
+    alpha: float | None = None,
+    selection: str = "marginal",
+    max_model_mb: float | None = 25.0,
+    pgm_iters: int = 1000,
+    mw_iters: int = 1000,
+    original: bool = True,
+    max_table_cells: int = DEFAULT_MAX_TABLE_CELLS,
+    synthetic: bool = True,
+    estimate_options: Mapping | None = None,
+) -> MechanismResult:
+    """MWEM and MWEM+PGM on the same measurements (Hardt, Ligett & McSherry 2012; McKenna et al. 2019).
+
+    Round ``i = 1..T``:
+
+    1. candidates: workload cliques ``C`` with ``hypothetical_model_size(model + C) <= max_model_mb * i / T``
+       (``selection="marginal"``), or every row of the workload queries on such cliques
+       (``selection="query"``);
+    2. EM with quality ``||mu_C(D) - mu_hat_C||_1 - n_C`` (sensitivity 1, 2 if bounded), resp.
+       ``|w^T mu_C(D) - w^T mu_hat_C|`` (sensitivity of one row), where ``mu_hat`` is the +PGM arm's
+       estimate (``N``-uniform before round 1 when ``bounded``, zero otherwise: ``N`` is private);
+    3. measure the selected marginal (or row) with Laplace ``b`` / Gaussian ``sigma``
+       (:func:`mwem_budget`); the measurement carries the true noise std;
+    4. refit the +PGM arm, ``pgmjax.estimate(..., iters=pgm_iters, warm_start=previous)``.
+
+    Measured cliques stay candidates, and re-measuring one never grows the model, so after round 1
+    a candidate always fits (the cap only grows); that round 1 has one is checked up front. Then the
+    original arm (multiplicative weights on a factored table, ``mw_iters`` passes per round) replays
+    the transcript if its tables fit in ``max_table_cells`` (see :mod:`pgmjax.mechanisms.multiplicative_weights`: the +PGM
+    arm drives the selection).
+
+    Args:
+        data: the private :class:`~pgmjax.Dataset`.
+        epsilon: the privacy budget (pure ``epsilon`` with Laplace noise; ``(epsilon, delta)`` via zCDP
+            with Gaussian noise).
+        key: a ``jax.random`` key; the whole run (selections, noise, synthetic data) follows from it.
+        workload: a :class:`~pgmjax.Workload` or a list of cliques; default all 2-way marginals. In
+            marginal mode only its cliques matter; in query mode its query matrices define the
+            candidates (``Workload.marginals`` gives the 2019 script's cell-level candidates,
+            ``Workload.benchmark`` the prefix ranges).
+        rounds: ``T``; default the number of attributes.
+        delta: required for Gaussian noise; ignored with Laplace noise (pure DP implies any delta).
+        noise: ``"laplace"`` (pure DP, the paper's MWEM) or ``"gaussian"`` (zCDP, private-pgm's default).
+        bounded: replace-one neighbours (``N`` public; the engine gets ``total = N``) instead of
+            add/remove-one (``N`` private, estimated).
+        alpha: the share of each round's budget spent on the measurement; default 0.9 for marginal
+            selection and 0.5 for query selection (the 2019 script's ``eps/(2T)`` each).
+        selection: ``"marginal"`` or ``"query"`` (needs ``bounded=True``: one
+            counting query does not reveal the total, and the paper's MWEM takes ``N`` as public).
+        max_model_mb: the final model-size cap in MB (the cap at round ``i`` is ``i/T`` of it);
+            None for no cap.
+        pgm_iters: engine iterations per round.
+        mw_iters: multiplicative-weights passes per round (over all measurements so far).
+        original: run the original (MW) arm.
+        max_table_cells: the MW arm runs only if its factored table has at most this many cells in all
+            (default 2^28 = 2 GiB of float64).
+        synthetic: draw ``round(model.total)`` synthetic records from the +PGM model.
+        estimate_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``loss``,
+            ``dtype``, ``tol``, ...; not ``iters``, ``total`` or ``warm_start``).
+
+    Returns:
+        A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``synthetic``,
+        ``measurements``, ``accountant`` (ledger: EM and measurement alternating, summing exactly to
+        the budget), ``original`` (a :class:`~pgmjax.mechanisms.estimates.FactoredTable` or None) with
+        ``original_error``, and ``info``: ``selection``, ``noise``, ``bounded``, ``rounds``, ``alpha``,
+        ``budget`` (:func:`mwem_budget`), ``em_sensitivity``, ``log`` (one dict per round: round,
+        clique, row, cap_mb, model_mb, candidates, excluded, noise_std), ``selected``, ``total``,
+        ``mw_components`` (component, cells), ``mw_table_cells``, ``seconds``.
+
+    Raises:
+        ValueError / TypeError: bad input (epsilon <= 0, rounds < 1, unknown noise or selection,
+            Gaussian noise without delta, alpha outside (0, 1), query selection without bounded, a
+            size cap no candidate fits in round 1, ...), before anything is computed.
+
+    Example:
+        >>> import jax, numpy as np, pgmjax as pj
+        >>> dom = pj.Domain({"a": 3, "b": 4, "c": 2})
+        >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), dom)
+        >>> res = mwem(data, 1.0, key=jax.random.key(0), pgm_iters=50, mw_iters=20)
+        >>> res.accountant.spent == res.accountant.budget, len(res.ledger)
+        (True, 6)
+        >>> res.model.marginal(("a", "b")).shape, res.original.marginal(("a", "b")).shape
+        ((3, 4), (3, 4))
+    """
+    where = "mwem"
+    # ---- validation: everything before any private computation
+    if not isinstance(data, Dataset):
+        raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
+    if len(data) == 0:
+        raise ValueError(f"{where}: the dataset has no records")
+    epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
+    _check_key(key, where)
+    noise = check_choice(noise, "noise", _NOISES, where)
+    selection = check_choice(selection, "selection", _SELECTIONS, where)
+    bounded = _bool(bounded, "bounded", where)
+    domain = data.domain
+    rounds = len(domain) if rounds is None else _int(rounds, "rounds", where, 1)
+    alpha = (0.9 if selection == "marginal" else 0.5) if alpha is None else _alpha(alpha, where)
+    if noise == "gaussian":
+        if delta is None:
+            raise ValueError(f"{where}: Gaussian noise gives (epsilon, delta)-DP; pass delta= (e.g. 1e-9), or use noise='laplace'")
+        delta = _real(delta, "delta", where)
+        if not 0 < delta < 1:
+            raise ValueError(f"{where}: delta must be in (0, 1), got {delta!r}")
+    if selection == "query" and not bounded:
+        raise ValueError(
+            f"{where}: selection='query' measures single counting queries, which do not determine the number of "
+            "records; it needs the public total of the replace-one convention (bounded=True), as in the paper's MWEM"
+        )
+    if max_model_mb is not None:
+        max_model_mb = _positive(max_model_mb, "max_model_mb", where)
+    pgm_iters = _int(pgm_iters, "pgm_iters", where, 1)
+    mw_iters = _int(mw_iters, "mw_iters", where, 1)
+    original = _bool(original, "original", where)
+    max_table_cells = _int(max_table_cells, "max_table_cells", where, 1)
+    synthetic = _bool(synthetic, "synthetic", where)
+    options = engine_options(estimate_options, _RESERVED_OPTIONS, where, hint="; use pgm_iters= and bounded= instead")
+    wl = check_workload(workload, domain, where)
+
+    cliques: list[Clique] = list(dict.fromkeys(wl.cliques))  # distinct, first-seen order
+    if max_model_mb is not None:
+        _check_round_one(domain, cliques, max_model_mb, rounds, where)
+
+    if noise == "laplace":
+        acc = Accountant(epsilon=epsilon, bounded=bounded)
+    else:
+        acc = Accountant(epsilon=epsilon, delta=delta, bounded=bounded)
+    queries, em_sens, meas_sens = _selection_sensitivities(acc, wl, selection, domain, bounded, where)
+    budget = mwem_budget(epsilon, rounds, delta=delta, noise=noise, bounded=bounded, alpha=alpha, sensitivity=meas_sens)
+    if noise == "laplace":
+        em_spend = {"epsilon": budget["em_epsilon"]}
+        meas_spend = {"epsilon": budget["measure_epsilon"]}
+    else:
+        em_spend = {"rho": budget["em_rho"]}
+        meas_spend = {"rho": budget["measure_rho"]}
+    n_records = len(data)
+    total_known = float(n_records) if bounded else None
+
+    # ---- the +PGM arm drives the selection
+    start = time.perf_counter()
+    keys = jax.random.split(key, 2 * rounds + 1)
+    model, measurements, log, engine_seconds = _run_rounds(
+        data, acc, keys, cliques, queries, rounds=rounds, max_model_mb=max_model_mb, em_sens=em_sens, meas_sens=meas_sens,
+        em_spend=em_spend, meas_spend=meas_spend, noise=noise, total_known=total_known, pgm_iters=pgm_iters, options=options,
+    )
+    pgm_seconds = time.perf_counter() - start
+    synth = model.synthetic_data(max(1, int(round(model.total))), keys[-1]) if synthetic else None
+
+    # ---- the original arm: MW on the same transcript, if its tables fit
+    comps, mw_table, mw_error, mw_seconds = _original_arm(
+        domain, measurements, original=original, max_table_cells=max_table_cells, bounded=bounded, n_records=n_records,
+        mw_iters=mw_iters,
+    )
+
+    info = {
+        "selection": selection,
+        "noise": noise,
+        "bounded": bounded,
+        "rounds": rounds,
+        "alpha": alpha,
+        "epsilon": epsilon,
+        "delta": delta if noise == "gaussian" else None,
+        "budget": budget,
+        "em_sensitivity": em_sens,
+        "max_model_mb": max_model_mb,
+        "log": log,
+        "selected": [e["clique"] if e["row"] is None else (e["clique"], e["row"]) for e in log],
+        "total": model.total,
+        "mw_components": comps,
+        "mw_table_cells": sum(n for _, n in comps),
+        "seconds": {"pgm": pgm_seconds, "engine": engine_seconds, "mw": mw_seconds},
+    }
+    return MechanismResult(
+        mechanism="mwem",
+        model=model,
+        synthetic=synth,
+        measurements=measurements,
+        accountant=acc,
+        original=mw_table,
+        original_error=mw_error,
+        info=info,
+    )
