@@ -92,6 +92,30 @@ def _estimated_total(measurements, noisy_count: float | None, eps_count: float) 
     return max(float(total), 1.0)
 
 
+def _record_count(acc: Accountant, key, n: int, eps: float, *, bounded: bool, needed: bool, count_fraction: float):
+    """Step 1: ``(eps_count, noisy_count, records)``, the ``N`` the usefulness rule reads.
+
+    Public ``N`` under replace-one; under add/remove a Laplace count with ``count_fraction * eps`` when
+    the rule needs it (``degree`` None and more than one attribute), else nothing is spent and
+    ``records`` is None.
+    """
+    if bounded:
+        return 0.0, None, float(n)
+    if needed:
+        eps_count = count_fraction * eps
+        noisy_count = float(acc.laplace(key, np.array([float(n)]), 1.0, epsilon=eps_count, target="record count")[0])
+        return eps_count, noisy_count, max(noisy_count, 1.0)
+    return 0.0, None, None
+
+
+def _table_cap(records, eps_tables: float, d: int, theta: float, degree, max_cells: int, max_model_cells: int):
+    """``(tau, cap)``: the largest table GreedyBayes may choose (TODS Section 4.4), ``tau`` None for a fixed degree."""
+    if degree is None and records is not None:
+        tau = usefulness_tau(records, eps_tables, d, theta)
+        return tau, int(math.floor(min(tau, max_cells, max_model_cells)))  # min first: tau may be inf at eps ~ 1e308
+    return None, min(max_cells, max_model_cells)
+
+
 def privbayes(
     data: Dataset,
     epsilon: float,
@@ -220,25 +244,14 @@ def privbayes(
     k_count, k_struct, k_tables, k_orig, k_pgm = jax.random.split(key, 5)
 
     # 1. The record count, when the usefulness rule needs it and N is private.
-    eps_count, noisy_count = 0.0, None
-    if bounded:
-        records = float(n)
-    elif degree is None and d > 1:
-        eps_count = count_fraction * eps
-        noisy_count = float(acc.laplace(k_count, np.array([float(n)]), 1.0, epsilon=eps_count, target="record count")[0])
-        records = max(noisy_count, 1.0)
-    else:
-        records = None
+    eps_count, noisy_count, records = _record_count(
+        acc, k_count, n, eps, bounded=bounded, needed=degree is None and d > 1, count_fraction=count_fraction
+    )
     eps_struct = beta * (eps - eps_count) if d > 1 else 0.0
     eps_tables = eps - eps_count - eps_struct  # what the tables will get (spent as REST)
 
     # 2. The network.
-    if degree is None and records is not None:
-        tau = usefulness_tau(records, eps_tables, d, theta)
-        cap = int(math.floor(min(tau, max_cells, max_model_cells)))  # min first: tau may be inf at eps ~ 1e308
-    else:
-        tau = None
-        cap = min(max_cells, max_model_cells)
+    tau, cap = _table_cap(records, eps_tables, d, theta, degree, max_cells, max_model_cells)
     network, steps = greedy_bayes(
         data, acc, k_struct, eps_struct, score=score, cap=cap, degree=degree, max_candidates=max_candidates,
         keep_scores=bool(keep_scores), max_model_cells=max_model_cells,
