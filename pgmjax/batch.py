@@ -605,7 +605,7 @@ def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Pr
 
     k0 = jnp.zeros_like(state.iteration)
     out, _, _ = jax.lax.while_loop(lambda c: jnp.any(c[0].iteration < target), body, (state, k0, state.step_size))
-    return out
+    return jax.vmap(md.tidy)(out)
 
 
 @jit(static_argnames=("estimator",))

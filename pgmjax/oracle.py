@@ -23,8 +23,8 @@ Layout (built once per structure on the host, see :func:`make_plan`):
   gradient (``mu = N * d log Z / d theta``). :func:`marginals` computes
   them with an explicit downward pass that is the same arithmetic as the
   autodiff transpose of the upward one (:func:`marginals_autodiff`), in a
-  compute layout with each clique's eliminated axes first (fast major-axis
-  reductions on CPU): each belief is built and exponentiated once, its
+  compute layout with each clique's eliminated axes last (reductions over
+  contiguous rows, the fast ones on CPU): each belief is built and exponentiated once, its
   message and its conditional table ``exp(belief - message)`` taken from
   the same exponentials, and ``mu = N * P * g`` is one dense op per run
   (Shafer-Shenoy style: beliefs are never divided, so -inf potentials
@@ -488,17 +488,19 @@ def log_partition(plan: OraclePlan, theta: dict) -> jax.Array:
 
 
 def _perm(cl: CliqueClass) -> tuple[int, ...]:
-    """Compute-layout axis order of a class: eliminated axes first, then the separator (domain order).
+    """Compute-layout axis order of a class: the separator first, then the eliminated axes (domain order).
 
-    Messages are then reductions over leading (major) axes, which XLA:CPU
-    vectorises several times better than reductions over the minor axis.
+    Messages are then reductions over the trailing (minor) axes: XLA:CPU's own emitters (pgmjax compiles
+    without the YNNPACK fusions, see :mod:`pgmjax.compiler`) reduce contiguous rows about twice as fast
+    as strided leading axes (a log-sum-exp with its conditional table over a 101 x 101 x 26 clique:
+    0.6 ms against 1.1 ms on the 2-core CPU).
     """
-    return cl.elim_axes + cl.sep_axes
+    return cl.sep_axes + cl.elim_axes
 
 
 def _self_shape(cl: CliqueClass) -> tuple[int, ...]:
     """A message (separator table) reshaped to broadcast against its sender's compute-layout table."""
-    return (1,) * len(cl.elim_axes) + tuple(cl.shape[a] for a in cl.sep_axes)
+    return tuple(cl.shape[a] for a in cl.sep_axes) + (1,) * len(cl.elim_axes)
 
 
 def _landing(cl: CliqueClass, parent: CliqueClass) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -516,10 +518,10 @@ def _landing(cl: CliqueClass, parent: CliqueClass) -> tuple[tuple[int, ...], tup
 
 
 def _lse_and_conditional(belief: jax.Array, nelim: int) -> tuple[jax.Array, jax.Array]:
-    """``(message, P)``: the log-sum-exp of ``belief`` ``(slots, *elim, *sep)`` over its eliminated axes and
+    """``(message, P)``: the log-sum-exp of ``belief`` ``(slots, *sep, *elim)`` over its eliminated axes and
     ``P = exp(belief - message)``, both from the same exponentials (``exp(belief - max) / sum``): each belief
     is exponentiated once per oracle call. A slice with no finite cell gives ``-inf`` and ``P = 0``."""
-    axes = tuple(range(1, 1 + nelim))
+    axes = tuple(range(belief.ndim - nelim, belief.ndim))
     top = jnp.max(belief, axis=axes, keepdims=True)
     shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
     scaled = jnp.exp(belief - shift)
@@ -586,8 +588,8 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
 
     The marginals are ``total * d log Z / d theta``, computed with an
     explicit downward pass instead of autodiff, in a compute layout where
-    every clique's eliminated axes come first (one transpose per block on
-    the way in and out; reductions over major axes are fast on CPU). The
+    every clique's eliminated axes come last (one transpose per block on
+    the way in and out; reductions over contiguous rows are fast on CPU). The
     upward pass keeps the (compact) messages and every clique's
     conditional table given its upward separator, ``P = exp(belief -
     message)``, from the same exponentials as its message (each belief is
