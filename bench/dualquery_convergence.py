@@ -35,7 +35,7 @@ def run_seed(data, workload, seed: int, checkpoints: list[int], settings: dict) 
     import jax
 
     import pgmjax as pj
-    from pgmjax.mechanisms.dualquery import dualquery
+    from pgmjax.mechanisms.dual_query import dualquery
 
     t0 = time.perf_counter()
     res = dualquery(data, settings["epsilon"], settings["delta"], key=jax.random.key(seed), workload=workload,

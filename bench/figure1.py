@@ -257,7 +257,7 @@ def run_one(mech: str, data, workload, settings: dict, seed: int, epsilon: float
     """Run one mechanism once; return its arms' errors, times and notes (exceptions propagate)."""
     import jax
 
-    from pgmjax.mechanisms.dualquery import dualquery
+    from pgmjax.mechanisms.dual_query import dualquery
     from pgmjax.mechanisms import hdmm, hdmm_strategy
     from pgmjax.mechanisms.multiplicative_weights import mwem
     from pgmjax.mechanisms.bayesian_network import privbayes

@@ -3,7 +3,7 @@
 mbi 2.0 on PyPI ships the estimation engine but no mechanism scripts, so this driver implements
 MST (McKenna, Miklau & Sheldon, JPC 2021, Section 4) and AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022,
 Algorithm 1) as private-pgm's ``mechanisms/mst.py`` and ``mechanisms/aim.py`` @4d2b3c5 run them, the same
-algorithm :mod:`pgmjax.mechanisms.mst` and :mod:`pgmjax.mechanisms.aim` implement, using only
+algorithm :mod:`pgmjax.mechanisms.spanning_tree` and :mod:`pgmjax.mechanisms.adaptive_iterative` implement, using only
 mbi's public pieces: ``mbi.Domain``, ``mbi.Dataset`` (``project``, ``compress``, ``decompress``),
 ``mbi.LinearMeasurement`` (and its ``compress``, which re-expresses a measurement on a compressed
 domain with ``1/sqrt(k)`` weights), ``mbi.estimation.MirrorDescent`` (warm starts, the total

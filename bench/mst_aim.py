@@ -1,7 +1,7 @@
 """MST and AIM on Adult, pgmjax vs mbi 2.0 (issue 5, MST/AIM part): 2-way TVD of the synthetic data and wall time.
 
 For each mechanism (MST, AIM), each ``epsilon`` (default 0.3, 1, 3; ``delta = 1e-9``) and each seed,
-pgmjax (:func:`pgmjax.mechanisms.mst.mst`, :func:`pgmjax.mechanisms.aim.aim`) and mbi 2.0
+pgmjax (:func:`pgmjax.mechanisms.spanning_tree.mst`, :func:`pgmjax.mechanisms.adaptive_iterative.aim`) and mbi 2.0
 (``bench/mbi_mst_aim.py``: the same algorithm written on mbi's public API, since mbi 2.0 on PyPI
 ships no mechanism scripts) each run in a fresh process, one after the other, with the same
 budget ``rho = cdp_rho(epsilon, delta)`` and the same settings. Each writes its synthetic records;
@@ -90,8 +90,8 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
     jax = _jax_setup()
     import numpy as np
 
-    from pgmjax.mechanisms.aim import aim
-    from pgmjax.mechanisms.mst import mst
+    from pgmjax.mechanisms.adaptive_iterative import aim
+    from pgmjax.mechanisms.spanning_tree import mst
 
     data = _load(problem)
     t0 = time.perf_counter()

@@ -27,7 +27,7 @@ RUN_ELSEWHERE = {
     # each submodule in its own namespace; the package's ``__test__`` (the public names) in test_privacy.py
     "pgmjax.privacy": "test_layout.py",
     "pgmjax.rr": "test_rr.py",
-    "pgmjax.mechanisms.rr_synthetic": "test_rr_release.py",
+    "pgmjax.mechanisms.randomized_response_synthetic": "test_rr_release.py",
     "pgmjax.mechanisms.query_learning": "test_mldp.py",
     "pgmjax.history.pca": "test_history.py",
     "pgmjax.history.cv": "test_history.py",
@@ -61,7 +61,7 @@ MODULES = _modules()
 
 
 def test_the_walk_finds_the_package():
-    assert {"pgmjax", "pgmjax.workload", "pgmjax.mechanisms.mst", "pgmjax.kernels.logspace"} <= set(MODULES)
+    assert {"pgmjax", "pgmjax.workload", "pgmjax.mechanisms.spanning_tree", "pgmjax.kernels.logspace"} <= set(MODULES)
     assert not any(_excluded(n) for n in MODULES)
 
 

@@ -1,5 +1,5 @@
 """DualQuery (Gaboardi, Gallego Arias, Hsu, Roth & Wu, ICML 2014, Algorithm 1) and DualQuery+PGM (McKenna, Sheldon &
-Miklau, ICML 2019): pgmjax.mechanisms.dualquery.
+Miklau, ICML 2019): pgmjax.mechanisms.dual_query.
 
 Brute-force references: enumeration of every record of small domains (best response), central finite
 differences and the closed-form gradient ``eta sum_t (t - 1) (s p_t(a) - h_t)`` of the transcript's likelihood.
@@ -17,7 +17,7 @@ import pytest
 import scipy.optimize
 
 import pgmjax as pj
-DQ = importlib.import_module("pgmjax.mechanisms.dualquery")  # the package exports the function of the same name
+DQ = importlib.import_module("pgmjax.mechanisms.dual_query.front_end")  # the code; pgmjax.mechanisms.dualquery is the function
 from pgmjax.privacy import Accountant, dualquery_epsilon
 
 ADULT_N = 48842

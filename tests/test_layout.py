@@ -203,7 +203,7 @@ def test_the_graph_sees_the_package(edges):
     assert {"pgmjax", "pgmjax.privacy", "pgmjax.privacy.accountant", "pgmjax.kernels"} <= set(files)
     assert ("pgmjax.privacy.accountant", "pgmjax.privacy.budget", "module", ("BudgetLedger",)) in edges
     # relative imports resolve: `from ..privacy import Accountant` in a mechanism reads pgmjax.privacy
-    assert any(a == "pgmjax.mechanisms.mst" and b == "pgmjax.privacy" for a, b, _, _ in edges)
+    assert any(a == "pgmjax.mechanisms.spanning_tree" and b == "pgmjax.privacy" for a, b, _, _ in edges)
 
 
 def test_cycle_finder():

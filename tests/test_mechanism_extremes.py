@@ -17,7 +17,7 @@ import pgmjax as pj
 from pgmjax.mechanisms import QuerySet, aim, dualquery, hdmm, mldp, mst, mwem, privbayes
 from pgmjax.mechanisms.options import MAX_EPSILON, check_epsilon
 
-DQ = importlib.import_module("pgmjax.mechanisms.dualquery")  # the package exports the function of the same name
+DQ = importlib.import_module("pgmjax.mechanisms.dual_query.front_end")  # the code; pgmjax.mechanisms.dualquery is the function
 
 EPSILONS = (1e-4, 1e-2, 1e2, 1e6, 1e300)
 

@@ -19,10 +19,10 @@ import pgmjax as pj
 from pgmjax.mechanisms.multiplicative_weights import hypothetical_model_size
 from pgmjax.privacy import cdp_rho
 
-mst_mod = importlib.import_module("pgmjax.mechanisms.mst")
-aim_mod = importlib.import_module("pgmjax.mechanisms.aim")
-from pgmjax.mechanisms.aim import aim, aim_budget, aim_candidates, default_aim_workload  # noqa: E402
-from pgmjax.mechanisms.mst import (  # noqa: E402
+mst_mod = importlib.import_module("pgmjax.mechanisms.spanning_tree")
+aim_mod = importlib.import_module("pgmjax.mechanisms.adaptive_iterative")
+from pgmjax.mechanisms.adaptive_iterative import aim, aim_budget, aim_candidates, default_aim_workload  # noqa: E402
+from pgmjax.mechanisms.spanning_tree import (  # noqa: E402
     compress_data,
     compress_domain,
     decompress_data,

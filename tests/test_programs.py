@@ -11,7 +11,7 @@ from pgmjax import programs
 from pgmjax.api import estimate as fit
 
 mw = importlib.import_module("pgmjax.mechanisms.multiplicative_weights.rounds")  # where MWEM's rounds call the engine
-aim_module = importlib.import_module("pgmjax.mechanisms.aim")
+aim_module = importlib.import_module("pgmjax.mechanisms.adaptive_iterative")
 
 SIZES = {"a": 4, "b": 3, "c": 5, "d": 2, "e": 3, "f": 4}
 CHAIN = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("e", "f"), ("a", "f")]

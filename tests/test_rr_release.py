@@ -208,7 +208,7 @@ def test_registry_runs_rr_per_attribute():
 def test_module_docstring_examples():
     import doctest
 
-    mod = importlib.import_module("pgmjax.mechanisms.rr_synthetic")
+    mod = importlib.import_module("pgmjax.mechanisms.randomized_response_synthetic")
     globs = dict(vars(mod), np=np, jax=jax, pj=pj, math=math, Dataset=pj.Dataset, Domain=pj.Domain)
     result = doctest.testmod(mod, extraglobs=globs, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 3 and result.failed == 0

@@ -286,7 +286,7 @@ def per_record_cost(domain: Domain, measurements: Sequence[Measurement], *, nois
         >>> round(per_record_cost(dom, ms), 9)                            # sequential composition says 2
         1.0
     """
-    from ..mechanisms.dualquery import max_sum_ve
+    from ..mechanisms.dual_query import max_sum_ve
 
     where = "per_record_cost"
     if not isinstance(domain, Domain):

@@ -16,8 +16,8 @@ Example:
 """
 
 from . import registry
-from .aim import aim, aim_budget, aim_candidates, default_aim_workload
-from .dualquery import DualQueryTranscript, dualquery, dualquery_plan, max_sum_ve
+from .adaptive_iterative import aim, aim_budget, aim_candidates, default_aim_workload
+from .dual_query import DualQueryTranscript, dualquery, dualquery_plan, max_sum_ve
 from .matrix_mechanism import hdmm, hdmm_strategy, union_workload
 from .query_learning import (
     QuerySet,
@@ -29,12 +29,12 @@ from .query_learning import (
     select_training,
     training_sensitivity,
 )
-from .mst import compress_domain, mst, mst_budget
+from .spanning_tree import compress_domain, mst, mst_budget
 from .estimates import CliqueTables, FactoredTable
 from .multiplicative_weights import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
 from .bayesian_network import greedy_bayes, noisy_conditionals, privbayes, sample_network
 from .result import MechanismResult
-from .rr_synthetic import chow_liu_cliques, rr_synthetic
+from .randomized_response_synthetic import chow_liu_cliques, rr_synthetic
 
 __all__ = [
     "MechanismResult",

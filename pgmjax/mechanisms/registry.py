@@ -135,7 +135,7 @@ MECHANISMS: dict[str, MechanismSpec] = {
                          "total", "pgm_iters"),
         ),
         MechanismSpec(
-            "dualquery", "pgmjax.mechanisms.dualquery", "dualquery",
+            "dualquery", "pgmjax.mechanisms.dual_query", "dualquery",
             "DualQuery+PGM: a private game between a query player and a record player, model fitted to its transcript",
             "advanced", delta="required",
             report_info=("rounds", "eta", "eta_used", "samples", "bound", "delta", "epsilon_at_eta", "epsilon_spent",
@@ -152,14 +152,14 @@ MECHANISMS: dict[str, MechanismSpec] = {
                          "pgm_method", "seconds"),
         ),
         MechanismSpec(
-            "mst", "pgmjax.mechanisms.mst", "mst",
+            "mst", "pgmjax.mechanisms.spanning_tree", "mst",
             "MST: one-way marginals plus a private maximum spanning tree of two-way marginals (Gaussian, zCDP)",
             "zcdp", delta="default", iters=("select_iters", "fit_iters"), rows="rows", progress="progress",
             report_info=("epsilon", "delta", "rho", "budget", "edges", "compressed_domain", "mapping", "total",
                          "select_iters", "fit_iters", "seconds"),
         ),
         MechanismSpec(
-            "aim", "pgmjax.mechanisms.aim", "aim",
+            "aim", "pgmjax.mechanisms.adaptive_iterative", "aim",
             "AIM: adaptive, workload-aware selection of marginals under a model-size cap (Gaussian, zCDP)",
             "zcdp", delta="default", iters=("max_iters",), rows="rows", progress="progress",
             report_info=("epsilon", "delta", "rho", "budget", "rounds", "rounds_run", "max_model_size", "max_iters",
@@ -175,7 +175,7 @@ MECHANISMS: dict[str, MechanismSpec] = {
                          "total", "total_source", "seconds"),
         ),
         MechanismSpec(
-            "rr", "pgmjax.mechanisms.rr_synthetic", "rr_synthetic",
+            "rr", "pgmjax.mechanisms.randomized_response_synthetic", "rr_synthetic",
             "RR+PGM: randomized response on every record (query-set independent), debiased marginals fitted by the engine",
             "pure", rows="rows",
             # The whole-row release is uninformative beyond a few dozen rows: the CLI randomises each attribute.

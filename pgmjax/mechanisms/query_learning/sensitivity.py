@@ -16,7 +16,7 @@ import numpy as np
 from ...domain import Clique, Domain
 from ...privacy import check_bool as _bool
 from ...privacy import l1_sensitivity
-from ..dualquery import max_sum_ve
+from ..dual_query import max_sum_ve
 from .query_set import QuerySet, _as_queries
 
 
@@ -28,7 +28,7 @@ def training_sensitivity(queries: QuerySet, *, bounded: bool = False) -> float:
     matrix. On one clique that is the max column L1 norm (:func:`pgmjax.privacy.l1_sensitivity`).
     Over several cliques ``x`` hits one cell of each, and the maximum over records of the sum of the
     per-clique column norms is found exactly by max-sum variable elimination
-    (:func:`~pgmjax.mechanisms.dualquery.max_sum_ve`); when every clique's column norms are equal
+    (:func:`~pgmjax.mechanisms.dual_query.max_sum_ve`); when every clique's column norms are equal
     (e.g. marginal cells) it is their sum. Only if that elimination would need a table of more than
     ``2^24`` cells is the sum of the per-clique maxima returned instead: an upper bound (so still a
     valid calibration), exact whenever one record reaches every clique's heaviest column

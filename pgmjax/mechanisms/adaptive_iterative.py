@@ -48,7 +48,7 @@ from ..privacy import check_key as _check_key
 from ..programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..sampling import METHODS as SAMPLING_METHODS
 from ..workload import Workload
-from .mst import _delta, _estimate_options, _Progress
+from .spanning_tree import _delta, _estimate_options, _Progress
 from .multiplicative_weights import hypothetical_model_size, model_mb as _model_mb
 from .options import check_epsilon
 from .result import MechanismResult
@@ -229,7 +229,7 @@ def aim(
     Selection sees the true marginals only through the exponential mechanism; candidates excluded
     by the size limit (which depends only on released cliques and the budget spent) get quality
     ``-inf``. The model size is that of the junction tree :func:`pgmjax.estimate` builds for the
-    current model's cliques plus the candidate (:func:`~pgmjax.mechanisms.mwem.hypothetical_model_size`),
+    current model's cliques plus the candidate (:func:`~pgmjax.mechanisms.multiplicative_weights.hypothetical_model_size`),
     so the fitted model never exceeds the limit except through free candidates, which do not grow it.
 
     AIM is PGM-native (there is no separate "original" estimator): ``result.original`` is None.

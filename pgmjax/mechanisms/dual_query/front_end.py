@@ -9,8 +9,8 @@ an exponential-mechanism draw with ``eps_t = 2 eta (t - 1) / N`` (round 1 is fre
 answers with ``x_t = argmax_x sum_{j in S_t} q_j(x)``, solved exactly here by max-sum variable
 elimination (:func:`max_sum_ve`) instead of the authors' CPLEX ILP.
 
-Modules: the query class and best response in :mod:`~pgmjax.mechanisms.dualquery_queries`, the
-transcript and its likelihood in :mod:`~pgmjax.mechanisms.dualquery_transcript`, plan, game and
+Modules: the query class and best response in :mod:`~pgmjax.mechanisms.dual_query.queries`, the
+transcript and its likelihood in :mod:`~pgmjax.mechanisms.dual_query.transcript`, plan, game and
 front-end here.
 
 Two arms on the same transcript:
@@ -38,10 +38,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import api
-from ..dataset import Dataset
-from ..programs import MAX_LIVE_PROGRAMS, release_compiled
-from ..privacy import (
+from ... import api
+from ...dataset import Dataset
+from ...programs import MAX_LIVE_PROGRAMS, release_compiled
+from ...privacy import (
     Accountant,
     check_positive as _positive,
     advanced_composition,
@@ -49,12 +49,12 @@ from ..privacy import (
     dualquery_epsilon,
     dualquery_rounds,
 )
-from ..privacy import check_key as _check_key
-from ..workload import Workload
-from .dualquery_queries import _kron_np, _Queries, max_sum_ve  # noqa: F401  (_kron_np: used by the tests through this module)
-from .dualquery_transcript import DualQueryTranscript, TranscriptLoss
-from .options import check_epsilon, engine_options
-from .result import MechanismResult
+from ...privacy import check_key as _check_key
+from ...workload import Workload
+from .queries import _kron_np, _Queries, max_sum_ve  # noqa: F401  (_kron_np: used by the tests through this module)
+from .transcript import DualQueryTranscript, TranscriptLoss
+from ..options import check_epsilon, engine_options
+from ..result import MechanismResult
 
 __all__ = ["dualquery", "dualquery_plan", "DualQueryTranscript", "TranscriptLoss", "max_sum_ve", "simulate"]
 

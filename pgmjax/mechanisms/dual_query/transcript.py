@@ -1,6 +1,6 @@
 """A DualQuery transcript and its negative log-likelihood (ICML 2019 DualQuery+PGM).
 
-See :mod:`pgmjax.mechanisms.dualquery`. :class:`TranscriptLoss` is the likelihood as a loss of the
+See :mod:`pgmjax.mechanisms.dual_query`. :class:`TranscriptLoss` is the likelihood as a loss of the
 marginals for :func:`pgmjax.estimate`: a pytree whose numbers are leaves, so one program serves every
 run of a query structure.
 """
@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .dualquery_queries import _Queries
+from .queries import _Queries
 
 # ---------------------------------------------------------------------------------------------------
 # The transcript and its likelihood
@@ -163,7 +163,7 @@ class TranscriptLoss:
 
     Example:
         >>> import pgmjax as pj
-        >>> from pgmjax.mechanisms.dualquery import simulate
+        >>> from pgmjax.mechanisms.dual_query import simulate
         >>> dom = pj.Domain({"a": 2, "b": 3})
         >>> w = pj.Workload.benchmark(dom, [("a", "b")], numeric=[])
         >>> tr = simulate(w, np.full(6, 1 / 6), key=jax.random.key(0), eta=1.0, samples=5, rounds=3)

@@ -1,4 +1,4 @@
-"""DualQuery's query class and its data player (Gaboardi et al., ICML 2014; see :mod:`pgmjax.mechanisms.dualquery`).
+"""DualQuery's query class and its data player (Gaboardi et al., ICML 2014; see :mod:`pgmjax.mechanisms.dual_query`).
 
 The rows of a workload's factored queries and their negations (:class:`_Queries`, hashed by value: the
 transcript's likelihood is compiled once per query structure), and the data player's best response,
@@ -16,9 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..dataset import Dataset
-from ..domain import Clique, Domain
-from ..workload import Workload
+from ...dataset import Dataset
+from ...domain import Clique, Domain
+from ...workload import Workload
 
 _WHERE = "dualquery"
 
