@@ -28,16 +28,21 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from . import losses as _losses
-from . import oracle
 from .compiler import jit, to_device, zeros_like
-from .domain import as_clique
+from .problem import Problem
 
 tree_map = jax.tree_util.tree_map
 
 
-def _vdot(a: dict, b: dict) -> jax.Array:
-    return sum(jnp.vdot(a[k], b[k]) for k in a)
+def _vdot(a, b) -> jax.Array:
+    """Inner product of two pytrees of one structure (dicts by key, lists by position)."""
+    if isinstance(a, dict):
+        return sum(jnp.vdot(a[k], b[k]) for k in a)
+    return sum(jnp.vdot(x, y) for x, y in zip(a, b))
+
+
+def _leaves(tree) -> list:
+    return jax.tree_util.tree_leaves(tree)
 
 
 def _axpy(alpha, x: dict, y: dict) -> dict:
@@ -70,106 +75,13 @@ def _all_finite(tree) -> jax.Array:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x.reshape(-1))) for x in jax.tree_util.tree_leaves(tree)]))
 
 
-class MarginalView:
-    """Read-only ``clique -> marginal table`` view of oracle blocks, for custom losses.
-
-    ``view[clique]`` works for any clique inside one of the model's cliques;
-    the table's axes follow the given clique's order.
-    """
-
-    def __init__(self, plan: oracle.OraclePlan, blocks: dict):
-        self._plan = plan
-        self._blocks = blocks
-
-    def __getitem__(self, clique) -> jax.Array:
-        clique = as_clique(clique)
-        j = self._plan.tree.containing(clique)
-        if j is None:
-            raise KeyError(
-                f"clique {clique} is in no clique of the model; add it to `cliques=` of estimate(). "
-                f"Model cliques: {self._plan.cliques}"
-            )
-        host = self._plan.cliques[j]
-        table = self._plan.table(self._blocks, j)
-        drop = tuple(i for i, a in enumerate(host) if a not in clique)
-        if drop:
-            table = jnp.sum(table, axis=drop)
-        kept = [a for a in host if a in clique]
-        return jnp.transpose(table, [kept.index(a) for a in clique])
-
-
-_LOSS_IS_LEAF = "<the loss is a pytree child>"
-
-
-def _is_pytree(loss) -> bool:
-    """Whether ``loss`` is a registered pytree node (a callable with numbers as leaves), not a string or a plain function."""
-    return not isinstance(loss, str) and not jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(loss))
-
-
-@jax.tree_util.register_pytree_node_class
-class Problem:
-    """Everything an estimator needs: structure (static) and numbers (leaves).
-
-    Attributes:
-        plan: the oracle plan.
-        meas: stacked measurements.
-        total: number of records (array).
-        lipschitz: Lipschitz constant of the L2 loss (array; 1 if unused).
-        smoothing: Huber width used in place of the L1 loss while optimising
-            (array; see :func:`pgmjax.losses.residual_loss`).
-        loss: ``"l2"``, ``"l1"`` or a callable ``MarginalView -> scalar`` (static).
-    """
-
-    def __init__(self, plan, meas, total, lipschitz, smoothing, loss):
-        self.plan, self.meas, self.total, self.lipschitz, self.smoothing, self.loss = (
-            plan, meas, total, lipschitz, smoothing, loss,
-        )
-
-    def tree_flatten(self):
-        # A callable loss that is itself a pytree (e.g. DualQuery's transcript likelihood) passes its
-        # numbers as leaves, so the program is compiled once per loss structure, not once per loss.
-        if _is_pytree(self.loss):
-            return (self.plan, self.meas, self.total, self.lipschitz, self.smoothing, self.loss), (_LOSS_IS_LEAF,)
-        return (self.plan, self.meas, self.total, self.lipschitz, self.smoothing), (self.loss,)
-
-    @classmethod
-    def tree_unflatten(cls, aux, leaves):
-        if aux[0] is _LOSS_IS_LEAF:
-            return cls(*leaves)
-        return cls(*leaves, *aux)
-
-    def with_smoothing(self, smoothing) -> "Problem":
-        return Problem(self.plan, self.meas, self.total, self.lipschitz, jnp.asarray(smoothing, self.total.dtype), self.loss)
-
-    def loss_of(self, mu: dict) -> jax.Array:
-        """The loss the estimators minimise (L1 smoothed by ``smoothing``)."""
-        if callable(self.loss):
-            value = self.loss(MarginalView(self.plan, mu))
-            return jnp.asarray(value, self.total.dtype).reshape(())
-        return _losses.residual_loss(mu, self.meas, self.loss, self.smoothing if self.loss == "l1" else None)
-
-    def exact_loss(self, mu: dict) -> jax.Array:
-        """The loss itself (no smoothing)."""
-        if self.loss == "l1":
-            return _losses.residual_loss(mu, self.meas, "l1")
-        return self.loss_of(mu)
-
-    def marginals(self, theta: dict) -> dict:
-        return oracle.marginals(self.plan, theta, self.total)[0]
-
-    def marginals_and_log_partition(self, theta: dict) -> tuple[dict, jax.Array]:
-        return oracle.marginals(self.plan, theta, self.total)
-
-    def loss_and_grad(self, mu: dict):
-        return jax.value_and_grad(self.loss_of)(mu)
-
-
 # --------------------------------------------------------------------------- mirror descent
 class MirrorDescentState(NamedTuple):
     theta: dict
     mu: dict
     loss: jax.Array
-    grad: dict
+    pred: Any  # what the loss reads of mu (Problem.predict)
+    pred_grad: Any  # the loss's gradient with respect to pred; in the marginals' space: Problem.pull_back
     step_size: jax.Array
     iteration: jax.Array
     oracle_calls: jax.Array
@@ -184,12 +96,19 @@ class MirrorDescent:
     ``L(mu') <= L(mu) - armijo * <grad, mu - mu'>``; otherwise ``eta`` is
     halved. After an accepted step ``eta`` grows by ``growth``.
 
+    The loss reads the marginals through linear predictions ``p = Q mu``
+    (:meth:`Problem.predict`), so the state keeps ``p`` and ``g = dL/dp``
+    instead of full-size gradient tables: ``grad L(mu) = Q^T g`` is formed
+    only inside the potentials' update, and ``<grad, mu - mu'> = <g, p - p'>``
+    is a sum over the measured cells, not over the junction tree.
+
     Args:
         armijo: sufficient-decrease fraction.
         growth: step growth after an accepted step.
         max_backtracks: at most this many halvings per iteration.
-        rounding: slack of the test for rounding, in units of ``eps * <|grad L|, |mu|>`` (the error the
-            marginals' relative precision puts into the loss). Without it float32 fits stall short of the
+        rounding: slack of the test for rounding, in units of ``eps * <|g|, |p|>`` (the error the
+            marginals' relative precision puts into the loss; equal to ``eps * <|grad L|, mu>`` for
+            marginal and counting queries). Without it float32 fits stall short of the
             optimum: the step size collapses once the loss decrease falls below the loss's rounding error.
     """
 
@@ -209,10 +128,12 @@ class MirrorDescent:
 
     def init(self, problem: Problem, theta: dict, step_size) -> MirrorDescentState:
         mu = problem.marginals(theta)
-        loss, grad = problem.loss_and_grad(mu)
+        pred = problem.predict(mu)
+        loss, pred_grad = jax.value_and_grad(problem.loss_of_predictions)(pred)
         dt = problem.total.dtype
         return MirrorDescentState(
-            theta, mu, loss, grad, jnp.asarray(step_size, dt), jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32)
+            theta, mu, loss, pred, pred_grad, jnp.asarray(step_size, dt), jnp.zeros((), jnp.int32),
+            jnp.ones((), jnp.int32)
         )
 
     @staticmethod
@@ -226,8 +147,11 @@ class MirrorDescent:
         """
         dt = problem.total.dtype
         zeros = zeros_like(theta)
+        # Shapes only (no eager op: a fit compiles no small programs of its own), zeros built on the host.
+        pred = tree_map(lambda a: to_device(np.zeros(a.shape, a.dtype)), jax.eval_shape(problem.predict, zeros))
         return MirrorDescentState(
-            theta, zeros, to_device(np.inf, dt), zeros, to_device(step_size, dt), to_device(-1, np.int32), to_device(0, np.int32)
+            theta, zeros, to_device(np.inf, dt), pred, pred, to_device(step_size, dt), to_device(-1, np.int32),
+            to_device(0, np.int32),
         )
 
     @staticmethod
@@ -239,11 +163,12 @@ class MirrorDescent:
         """The Armijo test's allowance for rounding at state ``s`` (the same for every trial from ``s``).
 
         Rounding makes the exact test fail at (numerical) convergence; allow that much slack. The loss is
-        computed from marginals that carry a relative error of a few eps each, so its own error is about
-        eps * <|grad|, |mu|>, far above eps * |loss| near the optimum of a sharp loss.
+        computed from predictions that carry a relative error of a few eps each, so its own error is about
+        eps * <|g|, |p|>, far above eps * |loss| near the optimum of a sharp loss.
         """
         eps = jnp.finfo(s.loss.dtype).eps
-        return 8 * eps * jnp.abs(s.loss) + self.rounding * eps * _vdot(tree_map(jnp.abs, s.grad), tree_map(jnp.abs, s.mu))
+        return 8 * eps * jnp.abs(s.loss) + self.rounding * eps * _vdot(_leaves(tree_map(jnp.abs, s.pred_grad)),
+                                                                       _leaves(tree_map(jnp.abs, s.pred)))
 
     def trial(self, problem: Problem, s: MirrorDescentState, eta, slack=None):
         """One line-search trial from state ``s`` at step ``eta``, with its Armijo test.
@@ -252,21 +177,22 @@ class MirrorDescent:
             slack: :meth:`slack` of ``s`` where the caller has it (a line search computes it once).
 
         Returns:
-            ``(theta, mu, loss, grad, ok)``: the trial's potentials, marginals, loss and gradient, and
-            whether the test accepts it.
+            ``(theta, mu, loss, pred, pred_grad, ok)``: the trial's potentials, marginals, loss,
+            predictions and the loss's gradient with respect to them, and whether the test accepts it.
         """
         if slack is None:
             slack = self.slack(s)
-        theta = _axpy(-eta, s.grad, s.theta)
+        theta = _axpy(-eta, problem.pull_back(s.pred_grad, s.mu), s.theta)
         mu, log_z = problem.marginals_and_log_partition(theta)
-        loss, grad = problem.loss_and_grad(mu)
-        decrease = _vdot(s.grad, {k: s.mu[k] - mu[k] for k in mu})
+        pred = problem.predict(mu)
+        loss, pred_grad = jax.value_and_grad(problem.loss_of_predictions)(pred)
+        decrease = _vdot(_leaves(s.pred_grad), [a - b for a, b in zip(_leaves(s.pred), _leaves(pred))])
         # A finite log Z certifies the potentials: a NaN or +inf potential, or a clique left with no cell
         # above -inf (a step that overflowed), makes it NaN or +-inf; its marginals are then finite too
         # (products of conditionals in [0, 1] times the total). One scalar instead of two passes over
         # every table per trial.
         ok = jnp.isfinite(loss) & jnp.isfinite(log_z) & (loss <= s.loss - self.armijo * decrease + slack)
-        return theta, mu, loss, grad, ok
+        return theta, mu, loss, pred, pred_grad, ok
 
     @staticmethod
     def tidy(state: MirrorDescentState) -> MirrorDescentState:
@@ -284,20 +210,21 @@ class MirrorDescent:
         slack = self.slack(s)  # loop-invariant: once per iteration, not per trial
 
         def cond(c):
-            return ~c[5]
+            return ~c[6]
 
         def body(c):
-            tries = c[6] + 1
+            tries = c[7] + 1
             last = tries >= self.max_backtracks
-            eta = jnp.where(tries == 0, s.step_size, jnp.where(last, 0.0, c[4] * 0.5))
-            theta, mu, loss, grad, ok = self.trial(problem, s, eta, slack)
-            return theta, mu, loss, grad, eta, ok | last, tries
+            eta = jnp.where(tries == 0, s.step_size, jnp.where(last, 0.0, c[5] * 0.5))
+            theta, mu, loss, pred, pred_grad, ok = self.trial(problem, s, eta, slack)
+            return theta, mu, loss, pred, pred_grad, eta, ok | last, tries
 
         # The loop runs at least once, so its first values are never read: zeros, not the state's own
         # tables (which the body also reads: XLA would copy every table twice per iteration to carry both).
-        carry = (zeros_like(s.theta), zeros_like(s.mu), s.loss, zeros_like(s.grad), s.step_size, jnp.zeros((), bool),
+        zp = jax.tree_util.tree_map(jnp.zeros_like, s.pred)
+        carry = (zeros_like(s.theta), zeros_like(s.mu), s.loss, zp, zp, s.step_size, jnp.zeros((), bool),
                  -jnp.ones((), jnp.int32))
-        theta, mu, loss, grad, eta, _, backtracks = jax.lax.while_loop(cond, body, carry)
+        theta, mu, loss, pred, pred_grad, eta, _, backtracks = jax.lax.while_loop(cond, body, carry)
         next_eta = jnp.where(backtracks == 0, eta * self.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
         # A loss no step can change accepts every step: without a cap the step size overflows to inf.
         next_eta = jnp.minimum(next_eta, jnp.finfo(next_eta.dtype).max * 1e-8)
@@ -305,7 +232,8 @@ class MirrorDescent:
             theta,
             mu,
             loss,
-            grad,
+            pred,
+            pred_grad,
             next_eta,
             s.iteration + 1,
             s.oracle_calls + 1 + backtracks,

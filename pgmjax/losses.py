@@ -173,8 +173,18 @@ def residual_loss(mu: dict, meas: MeasurementArrays, kind: str, smoothing=None) 
     otherwise; within ``delta / 2`` of ``|r|`` per row), which is what the
     estimators minimise for L1 while ``delta`` is driven to 0 (continuation).
     """
-    total = jnp.zeros((), jax.tree_util.tree_leaves(mu)[0].dtype)
-    for pred, arr in zip(predictions(mu, meas), meas.arrays):
+    return loss_of_predictions(predictions(mu, meas), meas, kind, smoothing)
+
+
+def loss_of_predictions(preds, meas: MeasurementArrays, kind: str, smoothing=None) -> jax.Array:
+    """:func:`residual_loss` from the groups' predictions ``Q_i mu_i`` (:func:`predictions`).
+
+    The loss reads the marginals only through these (linear) predictions, so an estimator can keep its
+    gradient in this, usually much smaller, space and map it back with the transpose of
+    :func:`predictions` only where it updates the potentials.
+    """
+    total = jnp.zeros((), jax.tree_util.tree_leaves(preds)[0].dtype)
+    for pred, arr in zip(preds, meas.arrays):
         r = (pred - arr["y"]) * arr["inv_std"]
         if kind == "l2":
             total = total + 0.5 * jnp.sum(r * r)
