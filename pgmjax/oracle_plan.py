@@ -1,0 +1,345 @@
+"""The marginal oracle's plan: the junction tree's cliques laid out as a few stacked dense blocks.
+
+Built once per structure on the host (:func:`make_plan`, cached by value) and passed to the compiled
+passes of :mod:`pgmjax.oracle` as a pytree (routing arrays as leaves, structure as aux data):
+
+* The junction tree is rooted at a centre and processed level by level, deepest first.
+* Every non-root clique has a *class*: its table shape, where its separator sits in it, and the shape of
+  its parent and where the separator sits there. Cliques of one class do identical work, so each class
+  of a level is one stacked, dense array ``(slots, *clique_shape)``.
+* Consecutive levels with the same set of classes form a *run*, one ``lax.scan`` in the passes. The
+  potentials of a run's class are stored stacked over levels, ``(levels, slots, *clique_shape)``; slots a
+  level does not use are padding, held at -inf.
+* Routes say which slots of a level send to which slot of the next: slot k to slot k where possible
+  (no gather), else a gather of whole blocks along the slot axis.
+
+References: Koller & Friedman (2009), Ch. 10; McKenna, Sheldon & Miklau, "Graphical-model based estimation
+and inference for differential privacy", ICML 2019, Section 3.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .compiler import to_device
+from .domain import Clique, Domain
+from .junction import JunctionTree, junction_tree, levels, maximal_cliques
+
+
+@dataclass(frozen=True)
+class CliqueClass:
+    """Cliques that do identical work in a level step."""
+
+    shape: tuple[int, ...]
+    sep_axes: tuple[int, ...]  # separator axes in the clique (ascending); () for the root
+    parent_shape: tuple[int, ...] | None  # None for the root
+    parent_sep_axes: tuple[int, ...]  # where the separator sits in the parent
+
+    @property
+    def elim_axes(self) -> tuple[int, ...]:
+        return tuple(i for i in range(len(self.shape)) if i not in self.sep_axes)
+
+    def message_shape(self) -> tuple[int, ...]:
+        """The message, reshaped to broadcast against the parent's table."""
+        return tuple(n if i in self.parent_sep_axes else 1 for i, n in enumerate(self.parent_shape))
+
+
+@dataclass(frozen=True)
+class Run:
+    """Consecutive levels sharing one set of classes."""
+
+    first_level: int
+    num_levels: int
+    classes: tuple[CliqueClass, ...]
+    slots: tuple[int, ...]  # padded number of cliques of each class per level
+
+
+class _Static(tuple):
+    """A tuple with a cached hash: jit hashes static aux data on every call."""
+
+    def __new__(cls, items):
+        self = super().__new__(cls, items)
+        self._hash = tuple.__hash__(self)
+        return self
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        return self is other or (isinstance(other, tuple) and hash(other) == self._hash and tuple.__eq__(self, other))
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+
+@jax.tree_util.register_pytree_node_class
+class OraclePlan:
+    """Routing arrays (pytree leaves) and static structure (aux data) of one junction tree.
+
+    Create with :func:`make_plan`. Equal structures give equal aux data, so a
+    compiled function that takes a plan is reused across calls and models.
+    """
+
+    def __init__(self, arrays: dict, static):
+        self.arrays = arrays
+        self.static = static if isinstance(static, _Static) else _Static(static)
+
+    def tree_flatten(self):
+        keys = tuple(sorted(self.arrays))
+        return tuple(self.arrays[k] for k in keys), (keys, self.static)
+
+    @classmethod
+    def tree_unflatten(cls, aux, leaves):
+        keys, static = aux
+        return cls(dict(zip(keys, leaves)), static)
+
+    # static = (domain, tree, runs, locations, units, pairs, padded sizes)
+    @property
+    def domain(self) -> Domain:
+        return self.static[0]
+
+    @property
+    def tree(self) -> JunctionTree:
+        return self.static[1]
+
+    @property
+    def runs(self) -> tuple[Run, ...]:
+        return self.static[2]
+
+    @property
+    def locations(self) -> tuple[tuple[str, int, int], ...]:
+        """For each junction-tree clique: (unit key, level within the run, slot)."""
+        return self.static[3]
+
+    @property
+    def units(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """(key, array shape) of every potential block."""
+        return self.static[4]
+
+    @property
+    def cliques(self) -> tuple[Clique, ...]:
+        return self.tree.cliques
+
+    def zeros(self, dtype=jnp.float32) -> dict:
+        """All-zero potentials (the uniform distribution)."""
+        # Built on the host and transferred: jnp.zeros would compile a small program per block shape.
+        return {k: to_device(np.zeros(s, dtype)) for k, s in self.units}
+
+    @property
+    def padded(self) -> tuple[int | None, ...]:
+        """For each junction-tree clique, its true size if it is a free singleton (an attribute in no model
+        clique, its table padded to a bucket size), else None."""
+        return self.static[6]
+
+    def _index(self, j: int) -> tuple[str, tuple]:
+        """Block key and index of junction-tree clique ``j``'s table (its true cells only, if padded)."""
+        key, l, k = self.locations[j]
+        n = self.padded[j]
+        return key, ((l, k) if n is None else (l, k, slice(0, n)))
+
+    def table(self, blocks: dict, j: int) -> jax.Array:
+        """Junction-tree clique ``j``'s table (axes in domain order) from blocks in the oracle layout."""
+        key, index = self._index(j)
+        return blocks[key][index]
+
+    def tables(self, blocks: dict) -> dict[Clique, jax.Array]:
+        """``{clique: table}`` (axes in domain order) from blocks in the oracle layout."""
+        return {c: self.table(blocks, j) for j, c in enumerate(self.cliques)}
+
+    def from_tables(self, tables: dict, dtype=jnp.float32) -> dict:
+        """Blocks in the oracle layout from ``{clique: table}``.
+
+        Every table's clique must lie inside some junction-tree clique; a
+        table is broadcast into the smallest such clique and summed there.
+        """
+        blocks = {k: np.zeros(s, np.float64) for k, s in self.units}
+        for clique, table in tables.items():
+            j = self.tree.containing(clique)
+            if j is None:
+                raise ValueError(f"clique {clique} lies in no clique of this model: {self.cliques}")
+            host = self.cliques[j]
+            canon = tuple(a for a in host if a in clique)
+            t = np.asarray(table, np.float64)
+            t = np.transpose(t, [tuple(clique).index(a) for a in canon])
+            shape = [self.domain[a] if a in clique else 1 for a in host]
+            key, index = self._index(j)
+            blocks[key][index] += t.reshape(shape)
+        return {k: to_device(v, dtype) for k, v in blocks.items()}
+
+
+def make_plan(domain: Domain, cliques) -> OraclePlan:
+    """Build (cached) the oracle plan for a model over ``cliques``.
+
+    Args:
+        domain: the domain (attributes in no clique are modelled as uniform).
+        cliques: the cliques the model must hold.
+
+    Returns:
+        An :class:`OraclePlan`.
+    """
+    return _make_plan_cached(domain, maximal_cliques(domain, cliques))
+
+
+@functools.lru_cache(maxsize=64)
+def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> OraclePlan:
+    tree = junction_tree(domain, model_cliques)
+    tcl = tree.cliques
+    shape = [domain.shape_of(c) for c in tcl]
+    sched = [sorted(int(c) for c in lev) for lev in levels(tree)]  # deepest first; root last
+    # Attributes in no model clique are leaves of the star with an empty separator and never measured.
+    # Each distinct size would be a class of its own (a wide table has dozens: a long program to compile),
+    # so their tables are padded to a few bucket sizes, the padding cells held at -inf by a cell mask.
+    covered = {a for c in model_cliques for a in c}
+    has_child = {p for p in tree.parent if p >= 0}
+    padded = {
+        c: _padded_size(shape[c][0])
+        for c in range(len(tcl))
+        if len(tcl[c]) == 1 and tcl[c][0] not in covered and tree.parent[c] >= 0 and c not in has_child
+    }
+    if padded and len(padded) * max(padded.values()) <= _ONE_PAD_CELLS:  # small: one class for them all
+        padded = dict.fromkeys(padded, max(padded.values()))
+    for c, n in padded.items():
+        shape[c] = (n,)
+
+    def klass(c: int) -> CliqueClass:
+        p = tree.parent[c]
+        if p < 0:
+            return CliqueClass(shape[c], (), None, ())
+        sep = tree.separators[c]
+        return CliqueClass(
+            shape[c],
+            tuple(tcl[c].index(a) for a in sep),
+            shape[p],
+            tuple(tcl[p].index(a) for a in sep),
+        )
+
+    classes = {c: klass(c) for lev in sched for c in lev}
+    level_sets = [tuple(sorted(set(classes[c] for c in lev), key=repr)) for lev in sched]
+
+    runs: list[Run] = []
+    for l, cls in enumerate(level_sets):
+        counts = [sum(classes[c] == x for c in sched[l]) for x in cls]
+        if runs and runs[-1].classes == cls:
+            r = runs[-1]
+            runs[-1] = Run(r.first_level, r.num_levels + 1, cls, tuple(max(a, b) for a, b in zip(r.slots, counts)))
+        else:
+            runs.append(Run(l, 1, cls, tuple(counts)))
+
+    # Where each clique lives: unit key "rRRRxXX", level within the run, slot.
+    locations: dict[int, tuple[str, int, int]] = {}
+    level_slot: dict[int, dict[int, tuple[int, int]]] = {}  # level -> clique -> (class index, slot)
+    units, masks, cells = [], {}, {}
+    for r, run in enumerate(runs):
+        for x, (cl, n) in enumerate(zip(run.classes, run.slots)):
+            key = f"r{r:03d}x{x:02d}"
+            units.append((key, (run.num_levels, n, *cl.shape)))
+            mask = np.zeros((run.num_levels, n), np.float64)
+            for li in range(run.num_levels):
+                l = run.first_level + li
+                members = [c for c in sched[l] if classes[c] == cl]
+                mask[li, len(members) :] = -np.inf
+                for k, c in enumerate(members):
+                    locations[c] = (key, li, k)
+                    level_slot.setdefault(l, {})[c] = (x, k)
+                    if c in padded:
+                        cells.setdefault(key, np.zeros((run.num_levels, n, *cl.shape), np.float64))
+                        cells[key][li, k, domain[tcl[c][0]] :] = -np.inf
+            masks[key] = mask
+
+    # Routes: for each level and each (sending class, receiving class) pair, the sending
+    # slots of the children of every receiving slot (padded with the zero block, index n_x).
+    run_of_level = [r for r, run in enumerate(runs) for _ in range(run.num_levels)]
+
+    def routes(l: int):
+        """{(x, y): (n_y, children) int array} for messages from level l to level l + 1."""
+        send_run, recv_run = runs[run_of_level[l]], runs[run_of_level[l + 1]]
+        kids: dict[tuple[int, int], dict[int, list[int]]] = {}
+        for c in sched[l]:
+            x, k = level_slot[l][c]
+            y, kp = level_slot[l + 1][tree.parent[c]]
+            kids.setdefault((x, y), {}).setdefault(kp, []).append(k)
+        out = {}
+        for (x, y), by_parent in kids.items():
+            width = max(len(v) for v in by_parent.values())
+            arr = np.full((recv_run.slots[y], width), send_run.slots[x], np.int64)
+            for kp, ks in by_parent.items():
+                arr[kp, : len(ks)] = ks
+            out[(x, y)] = arr
+        return out
+
+    def is_direct(route: np.ndarray, sender_mask: np.ndarray) -> bool:
+        """Slot k's only child is slot k (or a padding slot feeds a padding slot): no gather needed."""
+        n_y, width = route.shape
+        if width != 1 or sender_mask.shape[0] != n_y:
+            return False
+        k = np.arange(n_y)
+        padded = np.isinf(sender_mask)
+        return bool(np.all((route[:, 0] == k) | ((route[:, 0] == sender_mask.shape[0]) & padded)))
+
+    def inverse(route: np.ndarray, n_x: int) -> np.ndarray:
+        """For each sending slot, the receiving slot it feeds (n_y, a zero block, if none): the transposed route."""
+        n_y = route.shape[0]
+        inv = np.full(n_x, n_y, np.int64)
+        for p in range(n_y):
+            for k in route[p]:
+                if k < n_x:
+                    inv[k] = p
+        return inv
+
+    arrays: dict[str, np.ndarray] = {f"{k}_mask": v for k, v in masks.items()}
+    arrays.update({f"{k}_cells": v for k, v in cells.items()})
+    pairs_static = []
+    for r, run in enumerate(runs):
+        last = run.first_level + run.num_levels - 1
+        inner = [routes(l) for l in range(run.first_level, last)]
+        inner_pairs = tuple(sorted({p for rt in inner for p in rt}))
+        direct = set()
+        for x, y in inner_pairs:
+            width = max(rt[(x, y)].shape[1] for rt in inner if (x, y) in rt)
+            stack = np.full((len(inner), run.slots[y], width), run.slots[x], np.int64)
+            for i, rt in enumerate(inner):
+                if (x, y) in rt:
+                    stack[i, :, : rt[(x, y)].shape[1]] = rt[(x, y)]
+            mask = masks[f"r{r:03d}x{x:02d}"]
+            if all(is_direct(stack[i], mask[i]) for i in range(len(inner))):
+                direct.add((x, y))
+            else:
+                arrays[f"r{r:03d}_inner_{x:02d}_{y:02d}"] = stack
+                arrays[f"r{r:03d}_innerinv_{x:02d}_{y:02d}"] = np.stack([inverse(s, run.slots[x]) for s in stack])
+        outer_pairs, outer_direct = (), set()
+        if r + 1 < len(runs):
+            rt = routes(last)
+            outer_pairs = tuple(sorted(rt))
+            for x, y in outer_pairs:
+                if is_direct(rt[(x, y)], masks[f"r{r:03d}x{x:02d}"][-1]):
+                    outer_direct.add((x, y))
+                else:
+                    arrays[f"r{r:03d}_outer_{x:02d}_{y:02d}"] = rt[(x, y)]
+                    arrays[f"r{r:03d}_outerinv_{x:02d}_{y:02d}"] = inverse(rt[(x, y)], run.slots[x])
+        pairs_static.append((inner_pairs, outer_pairs, frozenset(direct), frozenset(outer_direct)))
+
+    arrays = {k: to_device(v, np.float32 if k.endswith(("_mask", "_cells")) else np.int32) for k, v in arrays.items()}
+    static = (
+        domain,
+        tree,
+        tuple(runs),
+        tuple(locations[c] for c in range(len(tcl))),
+        tuple(units),
+        tuple(pairs_static),
+        tuple(domain[tcl[c][0]] if c in padded else None for c in range(len(tcl))),
+    )
+    return OraclePlan(arrays, static)
+
+
+#: Free singleton tables all take the largest one's padded size when that costs at most this many cells.
+_ONE_PAD_CELLS = 2**20
+
+
+def _padded_size(n: int) -> int:
+    """Bucket size of a padded singleton table: the next power of two, at least 64."""
+    return max(64, 1 << (n - 1).bit_length())
