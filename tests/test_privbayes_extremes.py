@@ -25,7 +25,7 @@ from pgmjax.junction import junction_tree, maximal_cliques
 from pgmjax.privacy import Accountant
 
 PB = importlib.import_module("pgmjax.mechanisms.bayesian_network")  # pgmjax.mechanisms.privbayes is the function
-from pgmjax.mechanisms.bayesian_network.greedy_bayes import _model_cells  # noqa: E402
+from pgmjax.mechanisms.bayesian_network.network_search import _model_cells  # noqa: E402
 from pgmjax.mechanisms.bayesian_network.scores import _sparse_quality  # noqa: E402
 
 

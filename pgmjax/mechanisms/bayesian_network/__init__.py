@@ -30,7 +30,7 @@ Modules, one idea each; each imports only those above it:
 * ``sensitivity``: their sensitivities (:func:`score_sensitivity`; TODS Lemma 4.1).
 * ``parent_sets``: the usefulness rules (:func:`usefulness_tau`, :func:`binary_degree`) and the
   maximal allowed parent sets (:func:`maximal_parent_sets`; TODS Section 4.4).
-* ``greedy_bayes``: the private network (:func:`greedy_bayes`; TODS Algorithm 4).
+* ``network_search``: the private network (:func:`greedy_bayes`; TODS Algorithm 4).
 * ``conditionals``: the original estimator (:func:`noisy_conditionals`, :func:`sample_network`;
   TODS Algorithm 1).
 * ``front_end``: :func:`privbayes`, both arms on the same noisy tables.
@@ -41,7 +41,7 @@ The package is named for what it builds; the front-end keeps the mechanism's nam
 
 from .conditionals import noisy_conditionals, sample_network
 from .front_end import ENGINE_BYTES_PER_CELL, privbayes
-from .greedy_bayes import greedy_bayes
+from .network_search import greedy_bayes
 from .parent_sets import Network, binary_degree, maximal_parent_sets, usefulness_tau
 from .scores import SCORES, f_score, mutual_information, r_score, score_quality
 from .sensitivity import mutual_information_sensitivity, score_sensitivity

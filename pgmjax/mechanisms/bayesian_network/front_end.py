@@ -27,7 +27,7 @@ from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..options import check_epsilon, engine_options
 from ..result import MechanismResult
 from .conditionals import noisy_conditionals, sample_network
-from .greedy_bayes import _check_binary, _model_cells, greedy_bayes
+from .network_search import _check_binary, _model_cells, greedy_bayes
 from .parent_sets import usefulness_tau
 from .scores import _MI_UNBOUNDED, SCORES
 
