@@ -42,7 +42,10 @@ def test_round_trip_of_a_fitted_model(tmp_path, fitted):
     assert back.loss == fitted.loss
     assert [h["iteration"] for h in back.history] == [h["iteration"] for h in fitted.history]
     for c in fitted.cliques:
-        np.testing.assert_array_equal(back.marginal(c), fitted.marginal(c))
+        # The potentials round-trip exactly (test_round_trip_is_exact); the fit's own marginals were taken
+        # before its last re-centring (MirrorDescent.tidy, an exact no-op on the distribution), so the
+        # reloaded model's recomputed marginals agree to float64 rounding.
+        np.testing.assert_allclose(back.marginal(c), fitted.marginal(c), rtol=1e-12, atol=0)
     structure = json.load(open(tmp_path / "fit" / "model.json"))
     assert structure["format"] == "pgmjax-model" and structure["version"] == 1
 
