@@ -77,7 +77,8 @@ class MechanismSpec:
 
     Attributes:
         name: the command-line name.
-        module: the module holding it (``pgmjax.mechanisms.<name>``).
+        module: the module holding it (e.g. ``pgmjax.mechanisms.spanning_tree`` for ``mst``; the function is
+            also ``pgmjax.mechanisms.<function>``).
         function: the function's name in that module.
         title: a one-line description.
         privacy: what it guarantees: ``"pure"`` (epsilon-DP), ``"zcdp"`` ((epsilon, delta) through
