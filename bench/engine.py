@@ -157,7 +157,7 @@ def child_pgmjax(args) -> None:
     import numpy as np
     import pgmjax as pj
     from pgmjax import junction as jt_mod
-    from pgmjax import oracle
+    from pgmjax import oracle, oracle_plan
 
     events = _CompileEvents().install()
     st = _Status(args.status_file, "pgmjax")
@@ -170,7 +170,7 @@ def child_pgmjax(args) -> None:
     st.update("loaded", baseline_mib=proc_status("VmHWM").get("VmHWM"))
 
     jt_mod._junction_tree_cached.cache_clear()
-    oracle._make_plan_cached.cache_clear()
+    oracle_plan._make_plan_cached.cache_clear()
     t0 = time.perf_counter()
     tree = pj.junction_tree(domain, p["cliques"])
     t1 = time.perf_counter()

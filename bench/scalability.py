@@ -42,7 +42,7 @@ def run_pgmjax(d: int, iters: int = 50, repeats: int = 3, seed: int = 0) -> dict
     jax.config.update("jax_enable_compilation_cache", False)
     import pgmjax as pj
     from pgmjax import junction as jt_mod
-    from pgmjax import oracle
+    from pgmjax import oracle, oracle_plan
     from scalability_problem import make_problem
 
     problem = make_problem(d, seed=seed)
@@ -51,7 +51,7 @@ def run_pgmjax(d: int, iters: int = 50, repeats: int = 3, seed: int = 0) -> dict
         pj.Measurement(c, y, stddev=problem["sigma"]) for c, y in zip(problem["cliques"], problem["noisy"])
     ]
     jt_mod._junction_tree_cached.cache_clear()
-    oracle._make_plan_cached.cache_clear()
+    oracle_plan._make_plan_cached.cache_clear()
     t0 = time.perf_counter()
     tree = pj.junction_tree(domain, problem["cliques"])
     t1 = time.perf_counter()

@@ -47,7 +47,7 @@ import numpy as np
 
 from pgmjax import kernels
 
-from .oracle_plan import CliqueClass, OraclePlan, Run, _make_plan_cached, make_plan  # noqa: F401  (the oracle's API)
+from .oracle_plan import CliqueClass, OraclePlan, Run, make_plan  # noqa: F401  (make_plan: part of the oracle's API)
 
 
 def _potentials(plan: OraclePlan, key: str, theta_block: jax.Array, mask: jax.Array) -> jax.Array:

@@ -149,6 +149,19 @@ def _merge_sizes(target: dict, clique, sizes, what):
         target[a] = n
 
 
+def _union_terms(terms, kind: type, owner: str) -> tuple[tuple, dict[str, int]]:
+    """``terms`` as a non-empty tuple of ``kind`` objects, with the attribute sizes they agree on."""
+    terms = tuple(terms)
+    if not terms:
+        raise ValueError(f"{owner}: needs at least one {kind.__name__}")
+    sizes: dict[str, int] = {}
+    for t in terms:
+        if not isinstance(t, kind):
+            raise TypeError(f"{owner}: terms must be {kind.__name__}, got {type(t).__name__}")
+        _merge_sizes(sizes, t.clique, t.sizes, owner)
+    return terms, sizes
+
+
 def _col_norm(A: np.ndarray, noise: str) -> float:
     if noise == "laplace":
         return float(np.abs(A).sum(axis=0).max())

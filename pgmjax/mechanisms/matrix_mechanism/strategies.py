@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ...measurement import Measurement
-from .factors import _as_clique, _check_factors, _check_n, _check_noise, _col_norm, _expand_dense, _kron_apply, _merge_sizes
+from .factors import _as_clique, _check_factors, _check_n, _check_noise, _col_norm, _expand_dense, _kron_apply, _union_terms
 from .factors import identity  # noqa: F401  (the docstring examples use it)
 from .marginals_gram import MarginalsGram
 
@@ -114,15 +114,7 @@ class UnionStrategy:
     __slots__ = ("terms",)
 
     def __init__(self, terms):
-        terms = tuple(terms)
-        if not terms:
-            raise ValueError("UnionStrategy: needs at least one KronStrategy")
-        sizes: dict[str, int] = {}
-        for t in terms:
-            if not isinstance(t, KronStrategy):
-                raise TypeError(f"UnionStrategy: terms must be KronStrategy, got {type(t).__name__}")
-            _merge_sizes(sizes, t.clique, t.sizes, "UnionStrategy")
-        self.terms = terms
+        self.terms, _ = _union_terms(terms, KronStrategy, "UnionStrategy")
 
     @property
     def weights(self) -> np.ndarray:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from .factors import _as_clique, _check_factors, _expand_dense, _kron_apply, _merge_sizes, identity
+from .factors import _as_clique, _check_factors, _expand_dense, _kron_apply, _union_terms, identity
 from .factors import prefix  # noqa: F401  (the docstring examples use it)
 
 __all__ = ["KronWorkload", "UnionWorkload", "marginals_workload"]
@@ -112,14 +112,7 @@ class UnionWorkload:
     def __init__(self, terms):
         if isinstance(terms, KronWorkload):
             terms = [terms]
-        terms = tuple(terms)
-        if not terms:
-            raise ValueError("UnionWorkload: needs at least one KronWorkload")
-        sizes: dict[str, int] = {}
-        for t in terms:
-            if not isinstance(t, KronWorkload):
-                raise TypeError(f"UnionWorkload: terms must be KronWorkload, got {type(t).__name__}")
-            _merge_sizes(sizes, t.clique, t.sizes, "UnionWorkload")
+        terms, sizes = _union_terms(terms, KronWorkload, "UnionWorkload")
         self.terms = terms
         self.attributes: tuple[str, ...] = tuple(sizes)
         self.sizes: dict[str, int] = sizes
