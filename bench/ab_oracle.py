@@ -5,7 +5,7 @@ line (``module:function``); each is timed alone (one oracle call) and inside a
 compiled chunk of mirror-descent iterations (``oracle.marginals`` is swapped
 while the chunk is traced). Medians and IQR over interleaved repeats.
 
-    python bench/ab_oracle.py --d 1000 --variants pgmjax.oracle:marginals_autodiff pgmjax.oracle:marginals
+    python bench/ab_oracle.py --d 1000 --variants pgmjax.graph.oracle:marginals_autodiff pgmjax.graph.oracle:marginals
 """
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from pgmjax import estimation, oracle
 from profile_oracle import setup
+
+from pgmjax.fit import estimation
+from pgmjax.graph import oracle
 
 
 def load(spec):

@@ -1,4 +1,4 @@
-"""Batched fits (``pgmjax.batch.estimate_batch``, one vmapped program) vs sequential ``pgmjax.estimate`` calls.
+"""Batched fits (``pgmjax.fit.batch.estimate_batch``, one vmapped program) vs sequential ``pgmjax.estimate`` calls.
 
 B noise draws of one measurement structure, fitted (a) by one ``estimate_batch`` call and (b) by B
 ``estimate`` calls, same method (mirror descent), iterations, chunking and dtype (float32). Problems:
@@ -84,7 +84,7 @@ def build(problem: str, batch: int, sigma: float, seed: int):
 
 def _fitters(domain, members, iters, chunk, dtype=None):
     import pgmjax as pj
-    from pgmjax.batch import estimate_batch
+    from pgmjax.fit.batch import estimate_batch
 
     return {
         "batched": lambda: estimate_batch(domain, members, iters=iters, chunk=chunk, dtype=dtype),
@@ -131,7 +131,7 @@ def child(kind: str, problem: str, batch: int, iters: int, sigma: float, seed: i
     jax.monitoring.register_event_duration_secs_listener(
         lambda event, secs, **_: compiles.append(secs) if event == "/jax/core/compile/backend_compile_duration" else None
     )
-    from pgmjax.batch import auto_group, make_batch_problem
+    from pgmjax.fit.batch import auto_group, make_batch_problem
 
     domain, cliques, members = build(problem, batch, sigma, seed)
     fits = _fitters(domain, members, iters, chunk)

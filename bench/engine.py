@@ -155,9 +155,10 @@ def child_pgmjax(args) -> None:
     jax.config.update("jax_enable_compilation_cache", False)
     import engine_problems as ep
     import numpy as np
+
     import pgmjax as pj
-    from pgmjax import junction as jt_mod
-    from pgmjax import oracle, oracle_plan
+    from pgmjax.graph import junction as jt_mod
+    from pgmjax.graph import oracle, oracle_plan
 
     events = _CompileEvents().install()
     st = _Status(args.status_file, "pgmjax")

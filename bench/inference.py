@@ -33,7 +33,7 @@ the host before the clock stops):
    method="exact" | "low_variance")``; mbi ``synthetic_data(n,
    method="sample" | "round")`` (its i.i.d. and its randomised-rounding
    counterparts); first call and warm median of ``synth_repeats``. Average
-   TVD (:func:`pgmjax.metrics.marginal_tvd`) over the 91 pairs between the
+   TVD (:func:`pgmjax.model.metrics.marginal_tvd`) over the 91 pairs between the
    1M draw and the engine's own model, and between the draw and the true
    data (also: model vs data, and pgmjax model vs mbi model).
 3. Peak memory of a 5,000,000-record draw (default methods: pgmjax exact,
@@ -71,7 +71,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from benchutil import cpu_model, median, proc_status, timed  # noqa: E402
-
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -158,7 +157,7 @@ def run_pgmjax(problem_path: str, workdir: str, iters: int, repeats: int, synth_
     import numpy as np
 
     import pgmjax as pj
-    from pgmjax.dataset import project_table
+    from pgmjax.data.dataset import project_table
 
     p = _load_problem(problem_path)
     domain = pj.Domain(p["domain"])
@@ -534,7 +533,7 @@ def render(res: dict) -> str:
         "row is a loop of `model.project(pair)` (out-of-model pairs by its variable elimination), the same loop",
         "as pgmjax's single-marginal rows. Memory: VmHWM (peak resident set) of a fresh process that loads the",
         "saved model (before) and then draws once (after); the increase bounds the draw's own working memory",
-        "from below. TVD: mean over the 91 pairs of 0.5 * L1 between normalised tables (`pgmjax.metrics.marginal_tvd`,",
+        "from below. TVD: mean over the 91 pairs of 0.5 * L1 between normalised tables (`pgmjax.model.metrics.marginal_tvd`,",
         "applied to both engines' outputs). Count deviation: |synthetic count - model count * n / total|, per cell.",
     ]
     return "\n".join(lines) + "\n"

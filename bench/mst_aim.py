@@ -7,7 +7,7 @@ ships no mechanism scripts) each run in a fresh process, one after the other, wi
 budget ``rho = cdp_rho(epsilon, delta)`` and the same settings. Each writes its synthetic records;
 this driver scores both with the same code: the average over all 91 two-way marginals of Adult of
 the total variation distance between the synthetic data and the true data
-(:func:`pgmjax.metrics.marginal_tvd`, the metric of the reference MST/AIM scripts). The noise
+(:func:`pgmjax.model.metrics.marginal_tvd`, the metric of the reference MST/AIM scripts). The noise
 draws differ between the libraries (pgmjax: ``jax.random.key(seed)``; mbi driver:
 ``numpy.random.default_rng(seed)``), so single runs differ by noise as well as by engine.
 
@@ -126,7 +126,7 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
             log=[{k: (list(v) if k == "clique" else v) for k, v in e.items()} for e in info["log"]],
         )
     pairs = list(itertools.combinations(data.domain.attributes, 2))
-    from pgmjax.metrics import marginal_tvd
+    from pgmjax.model.metrics import marginal_tvd
 
     row["tvd_model"] = marginal_tvd(data, res.model, pairs)
     return row
@@ -329,7 +329,7 @@ def render(res: dict) -> str:
         f"Data: Adult ({res['problem']['records']:,} records, {len(res['problem']['domain'])} attributes). "
         f"Privacy: (eps, delta = {s['delta']:g}) through rho = cdp_rho(eps, delta) zCDP, the same rho on both sides. "
         "Metric: mean over all 91 two-way marginals of the total variation distance between the synthetic "
-        "data and the true data (`pgmjax.metrics.marginal_tvd`, same code for both libraries); lower is better. "
+        "data and the true data (`pgmjax.model.metrics.marginal_tvd`, same code for both libraries); lower is better. "
         "mbi 2.0 has no mechanism scripts: its side is `bench/mbi_mst_aim.py`, the same algorithm on mbi's "
         "public API. Each run is a fresh process (compilation included in the wall time). The two sides draw "
         "different noise (pgmjax: `jax.random.key(seed)`; mbi driver: `numpy.random.default_rng(seed)`).",

@@ -1,7 +1,7 @@
 """Raw table to private synthetic data: how faithful are the synthetic numbers, per mechanism and budget share?
 
 Runs ``pgmjax run --data raw.csv -m M -e EPS --preprocess-fraction F`` (no schema: the schema is derived
-with differential privacy inside the budget) on the generated table of :func:`pgmjax.examples.raw_table`
+with differential privacy inside the budget) on the generated table of :func:`pgmjax.data.examples.raw_table`
 (20,000 rows: float ages, incomes with outliers and blanks, rare cities, dates with blanks), for several
 seeds, and compares synthetic with real: income quantiles (ratio synthetic / real), the share of incomes
 above 1M, the age range, rare cities in the output, and the spend. One run's HTML utility report is kept
@@ -35,7 +35,7 @@ RESULTS = os.path.join(HERE, "results")
 
 def one_run(raw: pd.DataFrame, mechanism: str, eps: float, fraction: float, seed: int, html: str | None):
     from pgmjax.cli import main
-    from pgmjax.examples import RARE_CITIES
+    from pgmjax.data.examples import RARE_CITIES
 
     data, out, rep = "raw.csv", "synth.csv", "report.json"  # in the current folder
     if not os.path.exists(data):
@@ -74,9 +74,9 @@ def main() -> int:
     a = ap.parse_args()
 
     import jax
-
     from benchutil import cpu_model
-    from pgmjax.examples import raw_table
+
+    from pgmjax.data.examples import raw_table
 
     raw = raw_table()
     rows = []
@@ -98,7 +98,7 @@ def main() -> int:
         "date": datetime.date.today().isoformat(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {cpu_model()}",
         "python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__, "pandas": pd.__version__,
-        "table": "pgmjax.examples.raw_table(20000, seed=0)", "epsilon": 1.0, "delta_mst": 1e-9,
+        "table": "pgmjax.data.examples.raw_table(20000, seed=0)", "epsilon": 1.0, "delta_mst": 1e-9,
     }
     with open(a.out, "w") as f:
         json.dump({"meta": meta, "runs": rows}, f, indent=1)

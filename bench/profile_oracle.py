@@ -14,10 +14,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scalability_problem import make_problem
 
 import pgmjax as pj
-from pgmjax import estimation, losses, oracle
-from scalability_problem import make_problem
+from pgmjax.fit import estimation, losses
+from pgmjax.graph import oracle
 
 
 def setup(d, dtype=jnp.float32):

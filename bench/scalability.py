@@ -40,10 +40,11 @@ def run_pgmjax(d: int, iters: int = 50, repeats: int = 3, seed: int = 0) -> dict
     import numpy as np
 
     jax.config.update("jax_enable_compilation_cache", False)
-    import pgmjax as pj
-    from pgmjax import junction as jt_mod
-    from pgmjax import oracle, oracle_plan
     from scalability_problem import make_problem
+
+    import pgmjax as pj
+    from pgmjax.graph import junction as jt_mod
+    from pgmjax.graph import oracle, oracle_plan
 
     problem = make_problem(d, seed=seed)
     domain = pj.Domain(problem["domain"])

@@ -38,9 +38,9 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import pgmjax as pj  # noqa: E402
-from pgmjax.queries import Range, Value  # noqa: E402
+from pgmjax.model.graphical_model import GraphicalModel  # noqa: E402
+from pgmjax.queries.factors import Range, Value  # noqa: E402
 from pgmjax.uncertainty import intervals  # noqa: E402
-from pgmjax.model import GraphicalModel  # noqa: E402
 from pgmjax.uncertainty.bootstrap import draw_answers, refit, renoise  # noqa: E402
 from pgmjax.uncertainty.simulate import simulate_coverage  # noqa: E402
 

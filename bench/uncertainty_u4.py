@@ -31,8 +31,8 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import pgmjax as pj  # noqa: E402
-from pgmjax.queries import Range, Value  # noqa: E402
-from pgmjax.oracle import make_plan  # noqa: E402
+from pgmjax.graph.oracle import make_plan  # noqa: E402
+from pgmjax.queries.factors import Range, Value  # noqa: E402
 from pgmjax.uncertainty.qp import junction_tree_model  # noqa: E402
 from pgmjax.uncertainty.simulate import simulate_coverage, tree_dataset  # noqa: E402
 

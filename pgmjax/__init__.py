@@ -9,20 +9,23 @@ Example:
     [50.0, 70.0, 90.0]
 """
 
-from .api import estimate
-from .batch import BatchedMeasurement, BatchedModel, estimate_batch
-from .dataset import Dataset
-from .domain import Domain
-from .estimation import LBFGS, DualAveraging, MirrorDescent, Problem
-from .junction import JunctionTree, junction_tree
-from .measurement import Measurement, estimate_total
-from .model import GraphicalModel
-from .noise import noisy_marginals
+from . import bayes, history, mechanisms, privacy, queries, rr, uncertainty
+from .cli import report_html
+from .data import datasets, preprocess, schema
+from .data.dataset import Dataset
+from .data.domain import Domain
+from .fit.batch import BatchedMeasurement, BatchedModel, estimate_batch
+from .fit.estimate import estimate
+from .fit.estimation import LBFGS, DualAveraging, MirrorDescent, Problem
+from .graph.junction import JunctionTree, junction_tree
+from .model import metrics
+from .model.graphical_model import GraphicalModel
+from .model.serialization import load_model, load_model_schema
+from .privacy import REST, Accountant, PrivacyBudgetExceeded, discrete_noise
+from .privacy.noisy_marginals import noisy_marginals
 from .programs import release_compiled
-from . import bayes, datasets, discrete_noise, history, preprocess, report_html, uncertainty, mechanisms, metrics, privacy, queries, rr, schema
-from .privacy import REST, Accountant, PrivacyBudgetExceeded
-from .workload import Workload
-from .serialization import load_model, load_model_schema
+from .queries.measurement import Measurement, estimate_total
+from .queries.workload import Workload
 
 __all__ = [
     "Domain",

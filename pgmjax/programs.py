@@ -23,7 +23,9 @@ MAX_LIVE_PROGRAMS = 32
 
 def _engine_functions() -> tuple:
     # Imported here: this module sits below the modules whose jitted functions it lists.
-    from . import estimation, inference, model, sampling
+    from .fit import estimation
+    from .model import graphical_model as model
+    from .model import inference, sampling
 
     return (
         estimation._init,

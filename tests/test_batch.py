@@ -1,15 +1,15 @@
-"""pgmjax.batch: batched fits agree with sequential fits, reuse compiled programs, and reject bad batches early."""
+"""pgmjax.fit.batch: batched fits agree with sequential fits, reuse compiled programs, and reject bad batches early."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import count_compiles
 
 import pgmjax as pj
-from pgmjax import batch
-from pgmjax.batch import BatchedMeasurement, estimate_batch
 from pgmjax.compiler import jit
-from conftest import count_compiles
+from pgmjax.fit import batch
+from pgmjax.fit.batch import BatchedMeasurement, estimate_batch
 
 B = 3
 ITERS = 30

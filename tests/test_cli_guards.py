@@ -12,9 +12,9 @@ import pytest
 
 import pgmjax as pj
 from pgmjax import cli
-from pgmjax.cli import guards as cli_guards
 from pgmjax import schema as S
-from pgmjax.dataset import DataValueError
+from pgmjax.cli import guards as cli_guards
+from pgmjax.data.dataset import DataValueError
 from pgmjax.mechanisms import registry
 
 N = 1234  # the private record count: printed only with --show-private
@@ -91,7 +91,7 @@ def test_schema_command_refuses_to_write_over_its_data(files, capsys):
 
 
 def test_docstring_examples_run():
-    from pgmjax import dataset
+    from pgmjax.data import dataset
 
     runner = doctest.DocTestRunner()
     for t in doctest.DocTestFinder().find(cli_guards, globs=vars(cli_guards).copy()):

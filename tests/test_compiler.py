@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax import oracle
 from pgmjax.compiler import compiler_options, jit
+from pgmjax.graph import oracle
 
 # The smallest estimation problem found that reproduced the float32 failure on the Adult benchmark
 # cliques: a greedy shrink of the 15 cliques and of the domain sizes that kept the oracle's

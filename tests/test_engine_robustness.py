@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax.domain import cells_text
+from pgmjax.data.domain import cells_text
 
 METHODS = ["mirror_descent", "dual_averaging", "lbfgs"]
 

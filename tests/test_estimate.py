@@ -4,9 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import count_compiles
 
 import pgmjax as pj
-from conftest import count_compiles
 
 
 @pytest.fixture
@@ -253,7 +253,8 @@ def test_measurement_counts_padded_to_a_power_of_two_reuse_programs(small):
 @pytest.mark.parametrize("kind", ["l1", "l2"])
 def test_padding_adds_nothing_to_the_loss(small, kind, monkeypatch):
     """The zero-weight copies change neither the loss nor its gradient (padded vs unpadded stacks)."""
-    from pgmjax import losses, oracle
+    from pgmjax.fit import losses
+    from pgmjax.graph import oracle
 
     dom, data, _ = small
     rows = _row_measurements(data, 3)
@@ -287,7 +288,7 @@ def test_warm_start_continues_from_the_last_step_size():
         y = np.einsum("ra,ab,sb->rs", qa, data.marginal(("a", "b")), qb).ravel() + (300.0 if i == 2 else 0.0)
         ms.append(pj.Measurement(("a", "b"), y, stddev=30.0, query=(qa, qb)))
     first = pj.estimate(dom, ms[:2], iters=200, total=N, dtype=jnp.float64)
-    default = 1.0 / (pj.losses.lipschitz_constant(ms) * N)
+    default = 1.0 / (pj.fit.losses.lipschitz_constant(ms) * N)
     assert first.step_size > 1000 * default  # the step the first fit's line search grew to
     carried = pj.estimate(dom, ms, iters=10, total=N, warm_start=first, dtype=jnp.float64)
     restarted = pj.estimate(dom, ms, iters=10, total=N, warm_start=first, dtype=jnp.float64, step_size=default)
@@ -304,7 +305,9 @@ def test_warm_start_continues_from_the_last_step_size():
 def test_fitted_model_keeps_the_marginals_of_its_potentials(small, method, loss):
     """The model hands out the marginals the fit computed: equal to a fresh oracle call on its potentials,
     and its loss equal to the exact loss of those marginals; no separate marginals program is compiled."""
-    from pgmjax import estimation, model as model_module, programs
+    from pgmjax import programs
+    from pgmjax.fit import estimation
+    from pgmjax.model import graphical_model as model_module
 
     dom, data, cliques = small
     ms = pj.noisy_marginals(data, cliques, 5.0, jax.random.key(5))

@@ -12,10 +12,10 @@ from scipy import stats
 from scipy.special import ndtr
 
 import pgmjax as pj
-import pgmjax.discrete_noise as dn
+import pgmjax.privacy.discrete_noise as dn
 from pgmjax import privacy as pv
 from pgmjax.privacy import REST, Accountant
-from pgmjax.randomized_response import keep_probability, randomize_records
+from pgmjax.privacy.randomized_response import keep_probability, randomize_records
 
 # --------------------------------------------------------------------------------------------------
 # Mironov's attack: can an output rule out the neighbouring input?

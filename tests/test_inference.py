@@ -5,14 +5,13 @@ import itertools
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import count_compiles
 from scipy.special import logsumexp
+from test_oracle import _brute_log_joint, _random_problem
 
 import pgmjax as pj
-from pgmjax import oracle
 from pgmjax import queries as Q
-
-from conftest import count_compiles
-from test_oracle import _brute_log_joint, _random_problem
+from pgmjax.graph import oracle
 
 TOTAL = 1234.5
 

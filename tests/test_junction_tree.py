@@ -87,7 +87,7 @@ def test_long_chain_is_fast_and_shallow():
     d = 1000
     dom = pj.Domain({f"a{i}": 10 for i in range(d)})
     cl = [(f"a{i}", f"a{i+1}", f"a{i+2}") for i in range(d - 2)]
-    from pgmjax import junction
+    from pgmjax.graph import junction
 
     junction._junction_tree_cached.cache_clear()
     t = time.perf_counter()

@@ -15,7 +15,10 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax import api, model as model_mod, oracle, serialization
+from pgmjax.fit import estimate as api
+from pgmjax.graph import oracle
+from pgmjax.model import graphical_model as model_mod
+from pgmjax.model import serialization
 
 DOMAIN = pj.Domain({"a": 3, "b": 4, "c": 2, "d": 5})
 CLIQUES = [("a", "b"), ("b", "c"), ("c", "d")]

@@ -21,7 +21,12 @@ from pgmjax.privacy import cdp_rho
 
 mst_mod = importlib.import_module("pgmjax.mechanisms.spanning_tree")
 aim_mod = importlib.import_module("pgmjax.mechanisms.adaptive_iterative")
-from pgmjax.mechanisms.adaptive_iterative import aim, aim_budget, aim_candidates, default_aim_workload  # noqa: E402
+from pgmjax.mechanisms.adaptive_iterative import (  # noqa: E402
+    aim,
+    aim_budget,
+    aim_candidates,
+    default_aim_workload,
+)
 from pgmjax.mechanisms.spanning_tree import (  # noqa: E402
     compress_data,
     compress_domain,
@@ -194,7 +199,7 @@ def test_compress_domain_formulas():
     assert np.diag(ca.query).tolist() == pytest.approx([1, 1, 1, 1 / math.sqrt(k)])
     assert float(ca.stddev) == 10.0 and cb is mb
     # The total estimated from the compressed measurement equals the raw sum (weights (1, 1, 1, sqrt k)).
-    total, var = pj.measurement.estimate_total([ca])
+    total, var = pj.queries.measurement.estimate_total([ca])
     assert total == pytest.approx(y.sum()) and var == pytest.approx(6 * 100.0)
     # The compressed measurement is the compressed marginal plus noise of the same std.
     x = np.array([7.0, 1.0, 2.0, 0.0, 5.0, 3.0])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax.measurement import Measurement
+from pgmjax.queries.measurement import Measurement
 
 
 def test_one_cell_domain_keeps_a_model():

@@ -7,7 +7,7 @@ import pytest
 from scipy.special import logsumexp
 
 import pgmjax as pj
-from pgmjax import oracle
+from pgmjax.graph import oracle
 
 
 def _brute_log_joint(domain, tables):

@@ -1,4 +1,4 @@
-"""Private preprocessing (pgmjax.preprocess), the extended schema columns, and the raw-table case of issue 19.
+"""Private preprocessing (pgmjax.data.preprocess), the extended schema columns, and the raw-table case of issue 19.
 
 The raw table is generated here: 20,000 rows with a float age (halves), an income with 0.2% outliers
 above 2M and 2% blanks, a 30-valued city column of which 5 values appear 1 to 4 times, a date column
@@ -15,11 +15,17 @@ import pytest
 
 from pgmjax import schema as S
 from pgmjax.cli import main
-from pgmjax.preprocess import candidate_edges, column_kinds, private_categories, private_quantiles, private_schema
+from pgmjax.data.examples import RARE_CITIES, raw_table
+from pgmjax.data.preprocess import (
+    candidate_edges,
+    column_kinds,
+    private_categories,
+    private_quantiles,
+    private_schema,
+)
+from pgmjax.data.schema_columns import NumericColumn
+from pgmjax.model.serialization import load_model_schema
 from pgmjax.privacy import Accountant, cdp_rho
-from pgmjax.schema_columns import NumericColumn
-from pgmjax.examples import RARE_CITIES, raw_table
-from pgmjax.serialization import load_model_schema
 
 RARE = RARE_CITIES
 
@@ -277,7 +283,7 @@ def test_cli_schema_commands_private_and_flagged(raw, tmp_path, capsys):
 
 def test_utility_report_distances_and_structure():
     from pgmjax import Dataset, metrics
-    from pgmjax.report_html import marginal_tvds, utility_report
+    from pgmjax.cli.report_html import marginal_tvds, utility_report
 
     rng = np.random.default_rng(0)
     dom = {"a": 3, "b": 4, "c": 2}

@@ -9,10 +9,17 @@ import pytest
 
 from pgmjax import schema as S
 from pgmjax.cli import main
-from pgmjax.private_bins import (candidate_edges, private_edges, private_quantiles, private_range, quantile_rounds,
-                                 range_cells, recursive_quantiles)
+from pgmjax.data.private_bins import (
+    candidate_edges,
+    private_edges,
+    private_quantiles,
+    private_range,
+    quantile_rounds,
+    range_cells,
+    recursive_quantiles,
+)
+from pgmjax.data.schema_columns import NumericColumn, datetime_days, days_to_datetimes
 from pgmjax.privacy import Accountant
-from pgmjax.schema_columns import NumericColumn, datetime_days, days_to_datetimes
 
 
 def small_raw(n=2000, seed=0) -> pd.DataFrame:

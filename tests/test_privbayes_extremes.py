@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax.junction import junction_tree, maximal_cliques
+from pgmjax.graph.junction import junction_tree, maximal_cliques
 from pgmjax.privacy import Accountant
 
 PB = importlib.import_module("pgmjax.mechanisms.bayesian_network")  # pgmjax.mechanisms.privbayes is the function

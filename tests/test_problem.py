@@ -1,4 +1,4 @@
-"""The estimation problem's measurement-space pieces (pgmjax.problem): predict, loss_of_predictions, pull_back.
+"""The estimation problem's measurement-space pieces (pgmjax.fit.problem): predict, loss_of_predictions, pull_back.
 
 Mirror descent keeps its gradient as ``g = dL/dp`` over the predictions ``p = Q mu`` and maps it back with
 ``pull_back``; these tests check that this is the same arithmetic as differentiating the loss of the
@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax import losses, oracle
 from pgmjax.compiler import to_device
-from pgmjax.problem import Problem
+from pgmjax.fit import losses
+from pgmjax.fit.problem import Problem
+from pgmjax.graph import oracle
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import pgmjax as pj
-import pgmjax.discrete_noise as dn
-from pgmjax.privacy import REST, Accountant, PrivacyBudgetExceeded, l1_sensitivity, l2_sensitivity
+import pgmjax.privacy.discrete_noise as dn
+from pgmjax.privacy import (
+    REST,
+    Accountant,
+    PrivacyBudgetExceeded,
+    l1_sensitivity,
+    l2_sensitivity,
+)
 
 settings.register_profile("ci", deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("slow", deadline=None, max_examples=2000, suppress_health_check=[HealthCheck.too_slow])

@@ -1,11 +1,11 @@
-"""Controlled rounding (pgmjax.rounding): exact row totals, floor/ceiling cells and columns."""
+"""Controlled rounding (pgmjax.model.rounding): exact row totals, floor/ceiling cells and columns."""
 
 import itertools
 
 import numpy as np
 import pytest
 
-from pgmjax.rounding import controlled_round, round_to_total
+from pgmjax.model.rounding import controlled_round, round_to_total
 
 
 def _table(rng, rows, cols, total):
@@ -93,7 +93,7 @@ def test_random_tie_breaking_is_seeded():
 
 def test_systematic_pick_inclusion_probabilities():
     """Within a group, cells are chosen with probability take * w / sum(w) (sure picks when >= 1)."""
-    from pgmjax.rounding import _systematic_pick
+    from pgmjax.model.rounding import _systematic_pick
 
     w = np.array([0.05, 0.1, 0.15, 0.2, 0.5, 0.9, 0.1, 0.3, 0.7])
     group = np.array([0, 0, 0, 0, 0, 1, 1, 1, 1])

@@ -216,7 +216,7 @@ def test_module_docstring_examples():
 
 def test_channel_law_matches_the_privacy_layer_sampler():
     """The estimators' law (keep by design with lam, else uniform) is the sampler's k-ary randomized response."""
-    from pgmjax.randomized_response import keep_probability
+    from pgmjax.privacy.randomized_response import keep_probability
 
     for eps, k in [(0.1, 2), (1.0, 5), (LN3, 4), (3.0, 10**6), (0.5, 2**40)]:
         lam = rr.mixing_weight(eps, k)

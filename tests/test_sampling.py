@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 import pgmjax as pj
-from pgmjax import oracle
+from pgmjax.graph import oracle
 
 
 def _model(rng, domain, cliques, total=1000.0, zero=True):

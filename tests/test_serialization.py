@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax import oracle
+from pgmjax.graph import oracle
 
 
 @pytest.fixture

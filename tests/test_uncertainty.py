@@ -4,14 +4,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import count_compiles
 
 import pgmjax as pj
-from pgmjax.queries import Value
 from pgmjax.bayes import LinearNoise
+from pgmjax.queries.factors import Value
 from pgmjax.uncertainty import Linearization, conditional, intervals, linearize
 from pgmjax.uncertainty.simulate import simulate_coverage
-
-from conftest import count_compiles
 
 AC00 = {"A": Value(0), "C": Value(0)}
 B0 = {"B": Value(0)}

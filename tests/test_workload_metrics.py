@@ -6,11 +6,12 @@ import math
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import data_dir_or_skip
 
 import pgmjax as pj
-from pgmjax import datasets, oracle
+from pgmjax import datasets
 from pgmjax import queries as Q
-from conftest import data_dir_or_skip
+from pgmjax.graph import oracle
 
 
 @pytest.fixture

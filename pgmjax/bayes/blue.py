@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..domain import Domain
-from ..measurement import Measurement, validate_measurements
+from ..data.domain import Domain
+from ..queries.measurement import Measurement, validate_measurements
 from .errors import LinearNoise
 
 __all__ = ["History", "BLUEResult", "Factor", "blue", "blue_history", "factorize", "history_matrix", "row_noise"]

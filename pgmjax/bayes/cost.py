@@ -21,8 +21,8 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import ndtri
 
-from ..domain import Domain
-from ..measurement import Measurement, validate_measurements
+from ..data.domain import Domain
+from ..queries.measurement import Measurement, validate_measurements
 from .blue import History, _dense_query, blue_history, row_noise
 from .errors import LinearNoise
 

@@ -31,9 +31,9 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from ..dataset import Dataset
-from ..discrete_noise import lattice_spacing
+from ..data.dataset import Dataset
 from ..privacy import Accountant, PrivacyBudgetExceeded, check_key
+from ..privacy.discrete_noise import lattice_spacing
 from .blue import History, blue_history, factorize, row_noise
 from .cost import allocate, allocate_with_history, combined_error
 
@@ -45,7 +45,7 @@ _SLACK = 1e-9  # relative float slack on the budget check (as the Accountant's)
 def _lattice_calibration(S: float, size: int, *, eps: float | None = None, scale: float | None = None) -> tuple[float, float]:
     """The rounding share ``a`` of the sensitivity and the Laplace scale ``b`` of the accountant's
     floating-point-safe release of ``size`` real answers (rounded to a public lattice of spacing ``gamma``,
-    ``a = size * gamma``, :func:`pgmjax.discrete_noise.lattice_spacing`): ``b = (S + a) / eps`` for a
+    ``a = size * gamma``, :func:`pgmjax.privacy.discrete_noise.lattice_spacing`): ``b = (S + a) / eps`` for a
     budget, or the given ``scale`` (then the release costs ``(S + a) / b``)."""
     gamma = lattice_spacing(S / eps if scale is None else scale, S, size, False)
     a = size * gamma

@@ -6,7 +6,7 @@
 * ``pgmjax run`` runs a privacy mechanism (MWEM, PrivBayes, DualQuery, HDMM, MST, AIM, MLDP; see
   :mod:`pgmjax.mechanisms.registry`) on a CSV file and writes synthetic data, a summary and a JSON
   report; integer-coded data comes with a domain JSON, raw data (numbers, text) with a
-  discretisation schema (:mod:`pgmjax.schema`) and is decoded back to the original values.
+  discretisation schema (:mod:`pgmjax.data.schema`) and is decoded back to the original values.
   Raw data without a schema gets one derived with differential privacy inside the run's budget.
 * ``pgmjax sample`` draws more synthetic records from a saved model (post-processing, no budget).
 * ``pgmjax schema`` writes a schema for a raw CSV (private with ``--epsilon``); ``pgmjax report``

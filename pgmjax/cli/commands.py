@@ -10,7 +10,7 @@ from .inputs import need_file, need_parent
 
 
 def schema_cmd(args) -> int:
-    from .. import schema as S
+    from ..data import schema as S
 
     need_file(args.data, "--data")
     need_parent(args.out, "--out")

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from ..domain import cells_text
+from ..data.domain import cells_text
 
 
 def random_bayes_net_data(attributes: int, records: int, seed: int, max_parents: int = 2):

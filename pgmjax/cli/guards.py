@@ -26,7 +26,7 @@ MIN_RECORDS = 10
 def _targets(flag: str, path: str) -> list[str]:
     """The files an output flag writes: ``--save-model DIR`` writes two files inside DIR."""
     if flag == "--save-model":
-        from ..serialization import ARRAYS_FILE, STRUCTURE_FILE
+        from ..model.serialization import ARRAYS_FILE, STRUCTURE_FILE
 
         return [path, os.path.join(path, STRUCTURE_FILE), os.path.join(path, ARRAYS_FILE)]
     return [path]
@@ -79,7 +79,7 @@ def public_error(error: Exception, show_private: bool, line_offset: int = 2) -> 
     """The message of an error raised while reading the private table, fit to print.
 
     Args:
-        error: the exception; a :class:`pgmjax.dataset.DataValueError` carries a public message.
+        error: the exception; a :class:`pgmjax.data.dataset.DataValueError` carries a public message.
         show_private: print the full message (row, value) instead; rows become CSV lines.
         line_offset: CSV line of data row 0 (the header is line 1).
 
@@ -87,14 +87,14 @@ def public_error(error: Exception, show_private: bool, line_offset: int = 2) -> 
         The message.
 
     Example:
-        >>> from pgmjax.dataset import DataValueError
+        >>> from pgmjax.data.dataset import DataValueError
         >>> e = DataValueError("column 'a' row 3 has value 7", "column 'a' has a value outside [0, 5)")
         >>> public_error(e, show_private=False)
         "column 'a' has a value outside [0, 5) (the value and its line are private: --show-private prints them)"
         >>> public_error(e, show_private=True)
         "column 'a' line 5 has value 7"
     """
-    from ..dataset import DataValueError
+    from ..data.dataset import DataValueError
 
     text = str(error)
     if show_private:

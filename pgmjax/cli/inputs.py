@@ -55,7 +55,7 @@ def csv_header(path: str) -> list[str]:
     import csv
     import gzip
 
-    from ..dataset import unreadable_csv
+    from ..data.dataset import unreadable_csv
 
     try:
         opener = gzip.open(path, "rt") if path.endswith(".gz") else open(path, newline="")
@@ -86,7 +86,7 @@ def load_integer_data(args, say):
     except (TypeError, ValueError) as e:
         raise UserError(f"domain file {args.domain}: {e}") from None
     extra = check_columns(csv_header(args.data), domain.attributes, args.data, "domain file", args.ignore_extra_columns)
-    from ..dataset import DataValueError, unreadable_csv
+    from ..data.dataset import DataValueError, unreadable_csv
 
     try:
         frame = pd.read_csv(args.data, usecols=list(domain.attributes))
@@ -109,7 +109,7 @@ def load_integer_data(args, say):
 
 def load_raw_data(args, say):
     """``--data`` + ``--schema``: raw values discretised by the schema."""
-    from .. import schema as S
+    from ..data import schema as S
 
     try:
         schema = S.load_schema(args.schema, decode=args.decode)

@@ -1,4 +1,4 @@
-"""Command-line side of private preprocessing (:mod:`pgmjax.preprocess`): the budget split, the options, the schema.
+"""Command-line side of private preprocessing (:mod:`pgmjax.data.preprocess`): the budget split, the options, the schema.
 
 * ``pgmjax run --data raw.csv [--preprocess-fraction 0.1] ...`` (no ``--domain``, no ``--schema``; or
   ``--private-schema`` explicitly): the schema is derived from the raw table with differential privacy
@@ -170,10 +170,10 @@ def load_private(args, say, key):
     """Read ``--data``, derive the private schema with ``args.split``'s accountant, encode the table.
 
     Returns:
-        ``(data, schema, result)`` where ``result`` is the :class:`pgmjax.preprocess.PrivateSchema`.
+        ``(data, schema, result)`` where ``result`` is the :class:`pgmjax.data.preprocess.PrivateSchema`.
     """
-    from .. import schema as S
-    from ..preprocess import private_schema
+    from ..data import schema as S
+    from ..data.preprocess import private_schema
 
     try:
         frame = S.read_raw_csv(args.data)
@@ -192,8 +192,8 @@ def private_schema_cmd(args) -> int:
     """``pgmjax schema --data raw.csv --epsilon E``: a private schema as JSON (pure epsilon-DP plus the discovery's delta)."""
     import jax
 
-    from .. import schema as S
-    from ..preprocess import private_schema
+    from ..data import schema as S
+    from ..data.preprocess import private_schema
     from ..privacy import Accountant
 
     try:
@@ -249,8 +249,8 @@ def summary_lines(entry: dict | None) -> list[str]:
 
 
 def write_html(args, report: dict, data, synth, workload, schema) -> None:
-    """``--html``: the utility report of :mod:`pgmjax.report_html` (computed from the input: NOT private)."""
-    from ..report_html import write_report
+    """``--html``: the utility report of :mod:`pgmjax.cli.report_html` (computed from the input: NOT private)."""
+    from .report_html import write_report
 
     try:
         write_report(args.html, data, synth, schema=schema, workload=workload, report=report,

@@ -30,10 +30,10 @@ def report_cmd(args) -> int:
     """Run ``pgmjax report`` (see :func:`add_report_parser`)."""
     from dataclasses import replace
 
-    from .. import schema as S
-    from ..report_html import write_report
-    from ..schema_columns import NumericColumn
-    from ..workload import Workload
+    from ..data import schema as S
+    from ..data.schema_columns import NumericColumn
+    from ..queries.workload import Workload
+    from .report_html import write_report
 
     for path, flag in ((args.real, "--real"), (args.synthetic, "--synthetic")):
         need_file(path, flag)

@@ -7,14 +7,29 @@ import os
 import sys
 import time
 
-from ..domain import cells_text
+from ..data.domain import cells_text
 from ..mechanisms import registry
 from . import guards, intervals, preprocessing
 from .arguments import parse_options
 from .errors import RunFailure, UserError
-from .inputs import csv_header, load_integer_data, load_raw_data, need_file, need_parent, parse_workload
+from .inputs import (
+    csv_header,
+    load_integer_data,
+    load_raw_data,
+    need_file,
+    need_parent,
+    parse_workload,
+)
 from .progress import Progress, expected_iterations
-from .summary import evaluate, jsonable, model_info, plural, privacy_line, privacy_summary, version
+from .summary import (
+    evaluate,
+    jsonable,
+    model_info,
+    plural,
+    privacy_line,
+    privacy_summary,
+    version,
+)
 
 
 def run(args) -> int:
@@ -219,7 +234,7 @@ def write_outputs(args, result, synth, schema, key) -> None:
             raise RunFailure(f"--out: could not write {args.out}: {e}") from e
     if args.save_model is not None:
         try:
-            from ..serialization import save_model
+            from ..model.serialization import save_model
 
             save_model(result.model, args.save_model, schema=schema)
         except OSError as e:

@@ -48,13 +48,13 @@ def add_sample_parser(sub) -> None:
 
 def sample_cmd(args) -> int:
     """Run ``pgmjax sample`` (see :func:`add_sample_parser`)."""
-    import jax
-
     from dataclasses import replace
 
-    from ..schema import Schema
-    from ..schema_columns import NumericColumn
-    from ..serialization import load_model, load_model_schema
+    import jax
+
+    from ..data.schema import Schema
+    from ..data.schema_columns import NumericColumn
+    from ..model.serialization import load_model, load_model_schema
 
     if not os.path.isdir(args.model):
         raise UserError(f"--model: {args.model} is not a folder (pgmjax run --save-model DIR writes one)")

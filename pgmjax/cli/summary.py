@@ -92,7 +92,7 @@ def model_info(model) -> dict:
 
 def evaluate(workload, label, data, synth, result) -> dict:
     """Workload error (paper scale) and mean 2-way TVD of the outputs against the input (NOT private)."""
-    from .. import metrics
+    from ..model import metrics
 
     out = {
         "workload": label,

@@ -17,8 +17,8 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from ..domain import Domain
-from ..measurement import Measurement
+from ..data.domain import Domain
+from ..queries.measurement import Measurement
 from . import rows as rows_mod
 from .pca import _check_inputs, eigen_fit, shrink_weights
 

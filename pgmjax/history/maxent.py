@@ -28,11 +28,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import oracle
 from ..compiler import jit
-from ..domain import Domain
-from ..measurement import Measurement
-from ..model import GraphicalModel
+from ..data.domain import Domain
+from ..graph import oracle
+from ..model.graphical_model import GraphicalModel
+from ..queries.measurement import Measurement
 from . import rows as rows_mod
 from .pca import _check_inputs
 

@@ -24,8 +24,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..domain import Domain
-from ..measurement import Measurement, estimate_total, validate_measurements
+from ..data.domain import Domain
+from ..queries.measurement import Measurement, estimate_total, validate_measurements
 from . import rows as rows_mod
 
 

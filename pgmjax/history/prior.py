@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..domain import Domain
-from ..measurement import Measurement, validate_measurements
+from ..data.domain import Domain
+from ..queries.measurement import Measurement, validate_measurements
 from .rows import uniform_prior
 
 

@@ -24,8 +24,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..domain import Domain
-from ..measurement import Measurement
+from ..data.domain import Domain
+from ..queries.measurement import Measurement
 from . import rows as rows_mod
 from .pca import AnswerEstimate, _check_alpha, _check_inputs
 

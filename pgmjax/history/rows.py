@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import queries as queries_mod
-from ..domain import Clique, Domain
-from ..measurement import Measurement
+from ..data.domain import Clique, Domain
+from ..queries import factors as queries_mod
+from ..queries.measurement import Measurement
 
 #: Rows of non-identity measurements on one clique are merged into one dense block when it holds at most
 #: this many numbers (fewer, larger contractions); larger Kronecker blocks stay factored.

@@ -39,19 +39,22 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
-from ..api import estimate
-from ..dataset import Dataset
-from ..domain import Clique, Domain
-from ..privacy import REST, Accountant, cdp_rho, check_count as _count, check_positive as _positive
+from ..data.dataset import Dataset
+from ..data.domain import Clique, Domain
+from ..fit.estimate import estimate
+from ..model.sampling import METHODS as SAMPLING_METHODS
+from ..privacy import REST, Accountant, cdp_rho
 from ..privacy import check_bool as _boolean
+from ..privacy import check_count as _count
 from ..privacy import check_key as _check_key
+from ..privacy import check_positive as _positive
 from ..programs import MAX_LIVE_PROGRAMS, release_compiled
-from ..sampling import METHODS as SAMPLING_METHODS
-from ..workload import Workload
-from .spanning_tree import _delta, _estimate_options, _Progress
-from .multiplicative_weights import hypothetical_model_size, model_mb as _model_mb
+from ..queries.workload import Workload
+from .multiplicative_weights import hypothetical_model_size
+from .multiplicative_weights import model_mb as _model_mb
 from .options import check_epsilon
 from .result import MechanismResult
+from .spanning_tree import _delta, _estimate_options, _Progress
 
 __all__ = ["aim", "aim_budget", "aim_candidates", "default_aim_workload"]
 
@@ -250,7 +253,7 @@ def aim(
         rows: how many (default ``round(model.total)``).
         synthetic_method: ``"low_variance"`` (systematic sampling: the records' clique counts match
             the model's closely, like the randomised rounding of the reference code's mbi) or
-            ``"exact"`` (i.i.d.); see :func:`pgmjax.sampling.synthetic_data`.
+            ``"exact"`` (i.i.d.); see :func:`pgmjax.model.sampling.synthetic_data`.
         progress: True for a tqdm bar over the rounds (its total is re-estimated from the budget
             left), or a callable receiving each round's log entry (a dict).
         estimate_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``dtype``,

@@ -2,7 +2,7 @@
 
 Each class answers ``marginals(cliques)`` and factored ``answers(queries)`` and
 has ``domain`` and ``total``, like :class:`~pgmjax.GraphicalModel`, so
-:class:`~pgmjax.Workload` and :mod:`pgmjax.metrics` evaluate both arms of a
+:class:`~pgmjax.Workload` and :mod:`pgmjax.model.metrics` evaluate both arms of a
 front-end the same way.
 
 * :class:`FactoredTable`: a product of independent full tables over disjoint
@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .. import queries as Q
-from ..domain import Clique, CliqueLike, Domain
+from ..data.domain import Clique, CliqueLike, Domain
+from ..queries import factors as Q
 
 
 class FactoredTable:

@@ -35,14 +35,23 @@ import jax
 import networkx as nx
 import numpy as np
 
-from ..api import estimate
-from ..dataset import Dataset
-from ..domain import CliqueLike
-from ..privacy import Accountant, check_count as _count, check_positive as _positive
+from ..data.dataset import Dataset
+from ..data.domain import CliqueLike
+from ..fit.estimate import estimate
+from ..model.sampling import METHODS as SAMPLING_METHODS
+from ..privacy import Accountant
 from ..privacy import check_bool as _boolean
+from ..privacy import check_count as _count
 from ..privacy import check_key as _check_key
-from ..rr import Channel, Release, debiased_marginal, max_informative_size, measurements, mse_bound
-from ..sampling import METHODS as SAMPLING_METHODS
+from ..privacy import check_positive as _positive
+from ..rr import (
+    Channel,
+    Release,
+    debiased_marginal,
+    max_informative_size,
+    measurements,
+    mse_bound,
+)
 from .options import engine_options
 from .result import MechanismResult
 
@@ -128,7 +137,7 @@ def rr_synthetic(
         pgm_iters: engine iterations of the fit.
         synthetic: draw synthetic records from the model.
         rows: how many (default ``n``).
-        synthetic_method: ``"low_variance"`` or ``"exact"`` (:func:`pgmjax.sampling.synthetic_data`).
+        synthetic_method: ``"low_variance"`` or ``"exact"`` (:func:`pgmjax.model.sampling.synthetic_data`).
         accountant: an existing :class:`~pgmjax.privacy.Accountant` to spend ``epsilon`` from
             (default a fresh pure one, ``Accountant(epsilon=epsilon, bounded=bounded)``).
         estimate_options: more keyword arguments for :func:`pgmjax.estimate` (not ``iters``, ``total``).

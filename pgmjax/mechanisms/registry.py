@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from ..dataset import Dataset
-from ..workload import Workload
+from ..data.dataset import Dataset
+from ..queries.workload import Workload
 
 __all__ = [
     "MechanismSpec",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dataset import Dataset
-from ..measurement import Measurement
+from ..data.dataset import Dataset
+from ..queries.measurement import Measurement
 
 
 @dataclass
@@ -46,7 +46,9 @@ class MechanismResult:
         :func:`pgmjax.uncertainty.workload_intervals` (they cover the noise, not model mismatch). The refits
         are exact (``fit_method="qp"``) where that applies (L2 loss, MST's design), by mirror descent
         otherwise; pass ``fit_method`` to choose; each interval's ``diagnostics["fit_method"]`` says which ran."""
-        from ..uncertainty import workload_intervals  # the uncertainty package builds on the mechanisms' results
+        from ..uncertainty import (
+            workload_intervals,  # the uncertainty package builds on the mechanisms' results
+        )
 
         return workload_intervals(self, workload, level=level, key=key, method=method, B=B, fit_method=fit_method)
 

@@ -41,17 +41,20 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
-from .. import discrete_noise as dn
-from ..api import estimate
-from ..dataset import Dataset
-from ..domain import Clique, Domain
-from ..measurement import Measurement
-from ..model import GraphicalModel
-from ..oracle import make_plan
-from ..privacy import REST, Accountant, cdp_rho, check_count as _count, check_positive as _positive, check_real as _real
+from ..data.dataset import Dataset
+from ..data.domain import Clique, Domain
+from ..fit.estimate import estimate
+from ..graph.oracle import make_plan
+from ..model.graphical_model import GraphicalModel
+from ..model.sampling import METHODS as SAMPLING_METHODS
+from ..privacy import REST, Accountant, cdp_rho
 from ..privacy import check_bool as _boolean
+from ..privacy import check_count as _count
 from ..privacy import check_key as _check_key
-from ..sampling import METHODS as SAMPLING_METHODS
+from ..privacy import check_positive as _positive
+from ..privacy import check_real as _real
+from ..privacy import discrete_noise as dn
+from ..queries.measurement import Measurement
 from .options import check_epsilon, engine_options
 from .result import MechanismResult
 
@@ -356,7 +359,7 @@ def mst(
         rows: how many (default ``round(model.total)``).
         synthetic_method: ``"low_variance"`` (systematic sampling: the records' clique counts match
             the model's closely, like the randomised rounding of the reference code's mbi) or
-            ``"exact"`` (i.i.d.); see :func:`pgmjax.sampling.synthetic_data`.
+            ``"exact"`` (i.i.d.); see :func:`pgmjax.model.sampling.synthetic_data`.
         progress: True for a tqdm bar over the steps, or a callable receiving a dict per step
             (``stage``, ``step``, ``steps``, and ``edge`` for selection steps).
         estimate_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``dtype``,

@@ -26,7 +26,7 @@ Releases are floating-point safe (Mironov, "On significance of the least signifi
 differential privacy", CCS 2012): answers are integers, or rounded to a public lattice ``gamma * Z`` with
 the rounding's extra sensitivity accounted, plus exact discrete Laplace or discrete Gaussian noise
 (Canonne, Kamath & Steinke, NeurIPS 2020); the exponential mechanism is sampled exactly by rejection. See
-:mod:`pgmjax.discrete_noise`. ``standard_normal``, ``standard_laplace`` and ``standard_gumbel`` are
+:mod:`pgmjax.privacy.discrete_noise`. ``standard_normal``, ``standard_laplace`` and ``standard_gumbel`` are
 continuous draws for simulations; no release uses them.
 
 The package, one idea per module (imports go down this list, never up):
@@ -79,16 +79,40 @@ from __future__ import annotations
 
 import inspect
 
-from .. import discrete_noise as dn  # noqa: F401  (``pgmjax.privacy.dn``: the exact samplers, read by the tests)
+from . import discrete_noise as dn  # noqa: F401  (``pgmjax.privacy.dn``: the exact samplers, read by the tests)
 from .accountant import Accountant
 from .budget import REST, PrivacyBudgetExceeded
-from .calibration import exponential_rho, gaussian_rho, gaussian_sigma, laplace_epsilon, laplace_scale, pure_dp_rho
-from .checks import check_bool, check_count, check_delta, check_key, check_nonnegative, check_positive, check_real
-from .composition import advanced_composition, advanced_composition_hetero, advanced_composition_inverse
+from .calibration import (
+    exponential_rho,
+    gaussian_rho,
+    gaussian_sigma,
+    laplace_epsilon,
+    laplace_scale,
+    pure_dp_rho,
+)
+from .checks import (
+    check_bool,
+    check_count,
+    check_delta,
+    check_key,
+    check_nonnegative,
+    check_positive,
+    check_real,
+)
+from .composition import (
+    advanced_composition,
+    advanced_composition_hetero,
+    advanced_composition_inverse,
+)
 from .conversions import cdp_delta, cdp_eps, cdp_rho
 from .dualquery import dualquery_epsilon, dualquery_rounds
 from .ledger import LedgerEntry
-from .primitives import exponential_mechanism, exponential_probabilities, gaussian_mechanism, laplace_mechanism
+from .primitives import (
+    exponential_mechanism,
+    exponential_probabilities,
+    gaussian_mechanism,
+    laplace_mechanism,
+)
 from .samplers import standard_gumbel, standard_laplace, standard_normal
 from .sensitivity import l1_sensitivity, l2_sensitivity
 

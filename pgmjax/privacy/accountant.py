@@ -25,13 +25,21 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from .. import discrete_noise as dn
-from .. import randomized_response as rr
-from ..dataset import Dataset
-from ..domain import CliqueLike
-from ..measurement import Measurement
+from ..data.dataset import Dataset
+from ..data.domain import CliqueLike
+from ..queries.measurement import Measurement
+from . import discrete_noise as dn
+from . import randomized_response as rr
 from .budget import REST, BudgetLedger
-from .checks import check_bool, check_count, check_key, check_positive, check_qualities, check_values, exactly_one
+from .checks import (
+    check_bool,
+    check_count,
+    check_key,
+    check_positive,
+    check_qualities,
+    check_values,
+    exactly_one,
+)
 from .lattice import lattice_release
 from .ledger import describe_query
 from .primitives import exponential_mechanism
@@ -230,7 +238,7 @@ class Accountant(BudgetLedger):
         Each record is kept with probability ``e^eps / (e^eps + K - 1)`` and otherwise replaced by one of
         the other ``K - 1`` rows of the domain, uniformly (Wang, Ying & Zhang, "A Minimax Distortion View
         of Differentially Private Query Release", section III; sampled exactly, see
-        :mod:`pgmjax.randomized_response`). ``per_attribute`` randomizes each attribute with ``eps / d``
+        :mod:`pgmjax.privacy.randomized_response`). ``per_attribute`` randomizes each attribute with ``eps / d``
         (``K`` = that attribute's size), which stays informative on real domains. The release is
         ``eps``-DP under replace-one neighbours; it reveals the record count, so under add/remove
         neighbours (``bounded=False``) it is refused unless ``public_count=True`` declares the count public.

@@ -4,7 +4,7 @@ Mironov ("On significance of the least significant bits for differential privacy
 that textbook floating-point Laplace noise leaks through its low-order bits. A release here is an
 integer, or a real answer rounded to a public lattice ``gamma * Z``, plus exact discrete Laplace or
 discrete Gaussian noise (Canonne, Kamath & Steinke 2020, "The discrete Gaussian for differential
-privacy", NeurIPS; :mod:`pgmjax.discrete_noise`). Rounding ``size`` answers moves them by at most
+privacy", NeurIPS; :mod:`pgmjax.privacy.discrete_noise`). Rounding ``size`` answers moves them by at most
 ``size * gamma`` in L1 (``sqrt(size) * gamma`` in L2), so :func:`lattice_plan` enlarges the sensitivity
 by that much and calibrates the noise to the enlarged sensitivity: the privacy cost stays exactly the
 budget asked for. :func:`lattice_release` draws the noise.
@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from .. import discrete_noise as dn
+from . import discrete_noise as dn
 
 __all__ = ["lattice_plan", "lattice_release"]
 

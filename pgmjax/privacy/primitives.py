@@ -23,8 +23,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import discrete_noise as dn
-from .checks import check_count, check_key, check_positive, check_qualities, check_values, exactly_one
+from . import discrete_noise as dn
+from .checks import (
+    check_count,
+    check_key,
+    check_positive,
+    check_qualities,
+    check_values,
+    exactly_one,
+)
 from .lattice import lattice_plan, lattice_release
 
 __all__ = ["laplace_mechanism", "gaussian_mechanism", "exponential_probabilities", "exponential_mechanism"]
@@ -37,7 +44,7 @@ def laplace_mechanism(
 
     Dwork, McSherry, Nissim, Smith, "Calibrating noise to sensitivity", TCC 2006, with the discrete
     Laplace law of Canonne, Kamath & Steinke (NeurIPS 2020) on a public lattice
-    (:func:`pgmjax.discrete_noise.lattice_noise`). With ``epsilon``, ``b = (Delta1 + a) / eps`` where ``a``
+    (:func:`pgmjax.privacy.discrete_noise.lattice_noise`). With ``epsilon``, ``b = (Delta1 + a) / eps`` where ``a``
     is the sensitivity rounding to the lattice adds (0 for integer answers). No accounting: front-ends
     call :meth:`Accountant.laplace` or :meth:`Accountant.measure`.
 
@@ -133,7 +140,7 @@ def exponential_mechanism(key, qualities, sensitivity: float, epsilon: float, *,
     """Exponential mechanism, sampled exactly: ``P(r) ∝ exp(eps q(r) / (2 Delta))`` (``eps``-DP, ``eps^2/8``-zCDP).
 
     McSherry & Talwar, FOCS 2007. Draws by rejection from uniform proposals accepted with an exact
-    ``Bernoulli(exp(-g))`` (:func:`pgmjax.discrete_noise.exponential_choice`): unlike a Gumbel-max on
+    ``Bernoulli(exp(-g))`` (:func:`pgmjax.privacy.discrete_noise.exponential_choice`): unlike a Gumbel-max on
     float uniforms, no candidate's probability is rounded to zero. No accounting: front-ends call
     :meth:`Accountant.exponential`.
 

@@ -5,7 +5,7 @@ equal keys give equal draws whatever the ``jax_enable_x64`` setting, and the tai
 sigma (normal) and 36 b (Laplace); the draws are then inverse CDFs. No release uses these samplers:
 floating-point noise leaks through its low-order bits (Mironov 2012, "On significance of the least
 significant bits for differential privacy", CCS), so every private release draws exact discrete noise
-instead (:mod:`pgmjax.privacy.lattice`, :mod:`pgmjax.discrete_noise`).
+instead (:mod:`pgmjax.privacy.lattice`, :mod:`pgmjax.privacy.discrete_noise`).
 
 Example:
     >>> a = standard_normal(jax.random.key(3), 4)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..domain import Clique, CliqueLike, Domain
+from ..data.domain import Clique, CliqueLike, Domain
 from ..privacy import check_positive as _positive
 
 __all__ = ["Channel", "mixing_weight"]

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..api import estimate
-from ..domain import CliqueLike
-from ..measurement import Measurement
-from ..model import GraphicalModel
+from ..data.domain import CliqueLike
+from ..fit.estimate import estimate
+from ..model.graphical_model import GraphicalModel
+from ..queries.measurement import Measurement
 from .estimators import _as_release, debiased_marginal
 from .releases import Release
 

@@ -28,10 +28,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import queries as Q
-from ..dataset import Dataset
-from ..domain import Clique, CliqueLike
+from ..data.dataset import Dataset
+from ..data.domain import Clique, CliqueLike
 from ..privacy import check_bool as _bool
+from ..queries import factors as Q
 from .channel import Channel
 from .releases import Release
 
@@ -205,7 +205,7 @@ def answer(release: Release, query, *, normalize: bool = False, proper: str | No
 
     Args:
         release: a :class:`~pgmjax.rr.Release`.
-        query: a factored query ``{attribute: factor}`` (:mod:`pgmjax.queries`; may have several rows),
+        query: a factored query ``{attribute: factor}`` (:mod:`pgmjax.queries.factors`; may have several rows),
             a pair ``(clique, values)`` with ``values`` of shape ``clique shape`` (one function) or
             ``(rows, *clique shape)``, or a :class:`StatisticalQuery` (row-specific functions).
         normalize: answers as fractions of ``n`` (the paper's scale) instead of counts.

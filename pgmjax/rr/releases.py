@@ -17,11 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import queries as Q
-from ..dataset import Dataset
-from ..domain import CliqueLike, Domain
-from ..privacy import Accountant, check_bool as _bool, check_positive as _positive
+from ..data.dataset import Dataset
+from ..data.domain import CliqueLike, Domain
+from ..privacy import Accountant
+from ..privacy import check_bool as _bool
 from ..privacy import check_key as _check_key
+from ..privacy import check_positive as _positive
+from ..queries import factors as Q
 from .channel import Channel
 
 __all__ = ["Release", "release"]
@@ -85,7 +87,7 @@ class Release:
         return [self.channel.inverse(t, c) for t, c in zip(self.data.marginals(cliques), cliques)]
 
     def answers(self, queries: Sequence[Mapping[str, object]]) -> list[np.ndarray]:
-        """Unbiased answers to factored queries (``{attribute: factor}``, :mod:`pgmjax.queries`)."""
+        """Unbiased answers to factored queries (``{attribute: factor}``, :mod:`pgmjax.queries.factors`)."""
         out = []
         for query in queries:
             attrs, mats = Q.resolve(self.domain, query)

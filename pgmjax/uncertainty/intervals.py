@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..measurement import Measurement, validate_measurements
-from ..model import GraphicalModel
+from ..model.graphical_model import GraphicalModel
+from ..queries.measurement import Measurement, validate_measurements
 from . import qp as qp_mod
 from .bootstrap import _values, refit, renoise
 from .linear import linearize_all
@@ -263,7 +263,7 @@ def _point_values(model: GraphicalModel, targets) -> list[np.ndarray]:
 
 
 def _identity():
-    from ..queries import Identity
+    from ..queries.factors import Identity
 
     return Identity()
 

@@ -25,11 +25,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import oracle
 from ..bayes.errors import LinearNoise
 from ..compiler import jit
-from ..measurement import Measurement, validate_measurements
-from ..model import GraphicalModel
+from ..graph import oracle
+from ..model.graphical_model import GraphicalModel
+from ..queries.measurement import Measurement, validate_measurements
 from .targets import evaluate, resolve_targets
 
 __all__ = ["Linearization", "linearize", "linearize_all", "linearize_batch"]

@@ -57,9 +57,9 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from .. import oracle
 from ..compiler import jit
-from ..measurement import Measurement
+from ..graph import oracle
+from ..queries.measurement import Measurement
 
 __all__ = ["QPLayout", "QPFit", "layout", "solve", "junction_tree_model"]
 
@@ -312,7 +312,7 @@ def junction_tree_model(plan: oracle.OraclePlan, marginals: dict, total: float, 
 
     Example:
         >>> import numpy as np, pgmjax as pj
-        >>> from pgmjax.oracle import make_plan
+        >>> from pgmjax.graph.oracle import make_plan
         >>> dom = pj.Domain({"a": 2, "b": 2, "c": 2})
         >>> plan = make_plan(dom, [("a", "b"), ("b", "c")])
         >>> m = junction_tree_model(plan, {("a", "b"): np.array([[3.0, 1], [0, 4]]),
@@ -320,7 +320,7 @@ def junction_tree_model(plan: oracle.OraclePlan, marginals: dict, total: float, 
         >>> m.marginal(("a", "c")).round(6).tolist()         # sum_b mu_ab mu_bc / mu_b
         [[3.0, 1.0], [4.0, 0.0]]
     """
-    from ..model import GraphicalModel
+    from ..model.graphical_model import GraphicalModel
 
     tree = plan.tree
     tables = {}

@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compiler import jit
-from ..measurement import Measurement
-from ..model import GraphicalModel
+from ..model.graphical_model import GraphicalModel
+from ..queries.measurement import Measurement
 from .bootstrap import draw_answers, refit
 from .linear import _predict, linearize_batch
 
@@ -26,7 +26,7 @@ __all__ = ["draw_answers", "predictions_batch", "Coverage", "simulate_coverage",
 
 @jit(static_argnums=0)
 def _predict_batch(desc, plan, theta, queries, totals):
-    from .. import oracle
+    from ..graph import oracle
 
     def one(th, n):
         mu = oracle.marginals(plan, th, n)[0]
@@ -221,8 +221,8 @@ def tree_dataset(sizes: Sequence[int], edges: Sequence[tuple[int, int]], n: int,
         >>> tree_dataset([2, 3], [(0, 1)], 100).records.shape
         (100, 2)
     """
-    from ..dataset import Dataset
-    from ..domain import Domain
+    from ..data.dataset import Dataset
+    from ..data.domain import Domain
 
     trng, rrng = np.random.default_rng(table_seed), np.random.default_rng(record_seed)
     root = trng.dirichlet(np.ones(sizes[0]))

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from .. import inference, oracle
-from .. import queries as queries_mod
-from ..domain import Domain
-from ..measurement import Measurement
+from ..data.domain import Domain
+from ..graph import oracle
+from ..model import inference
+from ..queries import factors as queries_mod
+from ..queries.measurement import Measurement
 
 __all__ = ["Ratio", "conditional", "TargetPlan", "resolve_targets", "evaluate", "combine", "estimable_attrs"]
 
@@ -40,7 +41,7 @@ class Ratio:
             None: no clipping).
 
     Example:
-        >>> from pgmjax.queries import Value
+        >>> from pgmjax.queries.factors import Value
         >>> r = Ratio({"income": Value(1), "sex": Value(0)}, {"sex": Value(0)}, bounds=(0.0, 1.0))
         >>> r.bounds
         (0.0, 1.0)
@@ -55,7 +56,7 @@ def conditional(target: Mapping, given: Mapping) -> Ratio:
     """The conditional probability ``P(target | given)`` as a :class:`Ratio` clipped to ``[0, 1]``.
 
     Args:
-        target: ``{attribute: factor}`` of the event (or :class:`~pgmjax.queries.Identity` for the whole
+        target: ``{attribute: factor}`` of the event (or :class:`~pgmjax.queries.factors.Identity` for the whole
             conditional distribution of an attribute).
         given: ``{attribute: factor}`` of the conditioning event (indicator factors such as ``Value``).
 
@@ -63,7 +64,7 @@ def conditional(target: Mapping, given: Mapping) -> Ratio:
         ``Ratio(target | given, given, bounds=(0, 1))``.
 
     Example:
-        >>> from pgmjax.queries import Value
+        >>> from pgmjax.queries.factors import Value
         >>> conditional({"c": Value(0)}, {"a": Value(0)}).numerator
         {'c': Value(value=0), 'a': Value(value=0)}
     """

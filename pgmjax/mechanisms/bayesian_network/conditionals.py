@@ -11,11 +11,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ... import discrete_noise as dn
-from ...dataset import Dataset, project_table
-from ...domain import Domain
-from ...measurement import Measurement
+from ...data.dataset import Dataset, project_table
+from ...data.domain import Domain
 from ...privacy import check_key as _check_key
+from ...privacy import discrete_noise as dn
+from ...queries.measurement import Measurement
 from .parent_sets import Network
 
 

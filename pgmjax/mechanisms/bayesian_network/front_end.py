@@ -16,14 +16,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...api import estimate
-from ...dataset import Dataset
-from ...domain import Clique
-from ...junction import maximal_cliques
-from ...measurement import estimate_total
+from ...data.dataset import Dataset
+from ...data.domain import Clique
+from ...fit.estimate import estimate
+from ...graph.junction import maximal_cliques
 from ...privacy import REST, Accountant
 from ...privacy import check_key as _check_key
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
+from ...queries.measurement import estimate_total
 from ..options import check_epsilon, engine_options
 from ..result import MechanismResult
 from .conditionals import noisy_conditionals, sample_network

@@ -12,12 +12,12 @@ import math
 import jax
 import numpy as np
 
-from ... import discrete_noise as dn
-from ...dataset import Dataset
-from ...domain import Clique, Domain
-from ...junction import junction_tree, maximal_cliques
+from ...data.dataset import Dataset
+from ...data.domain import Clique, Domain
+from ...graph.junction import junction_tree, maximal_cliques
 from ...privacy import Accountant, exponential_probabilities
 from ...privacy import check_key as _check_key
+from ...privacy import discrete_noise as dn
 from .parent_sets import Network, _TooManyCandidates, maximal_parent_sets
 from .scores import _MI_UNBOUNDED, SCORES, _sparse_quality, score_quality
 from .sensitivity import score_sensitivity

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...dataset import Dataset
+from ...data.dataset import Dataset
 
 SCORES = ("R", "I", "F")
 

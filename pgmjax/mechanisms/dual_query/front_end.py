@@ -16,7 +16,7 @@ front-end here.
 Two arms on the same transcript:
 
 * **original**: the ``T`` records ``x_1..x_T`` as a synthetic :class:`~pgmjax.Dataset` (its answers
-  are ``(N / T) sum_t q(x_t)``: :mod:`pgmjax.metrics` rescales a synthetic dataset to the true total).
+  are ``(N / T) sum_t q(x_t)``: :mod:`pgmjax.model.metrics` rescales a synthetic dataset to the true total).
 * **+PGM** (McKenna, Sheldon, Miklau, ICML 2019, the DualQuery experiment): the graphical model whose
   marginals minimise the negative log-likelihood of the sampled queries (McKenna, Sheldon & Miklau, ICML 2019),
   ``NLL(a) = sum_t [s logsumexp_k z_t(k) - <h_t, z_t>]``, ``z_t = eta ((t - 1) a - C_t)``, with
@@ -38,23 +38,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import api
-from ...dataset import Dataset
-from ...programs import MAX_LIVE_PROGRAMS, release_compiled
+from ...data.dataset import Dataset
+from ...fit import estimate as api
 from ...privacy import (
     Accountant,
-    check_positive as _positive,
     advanced_composition,
     advanced_composition_hetero,
     dualquery_epsilon,
     dualquery_rounds,
 )
 from ...privacy import check_key as _check_key
-from ...workload import Workload
-from .queries import _kron_np, _Queries, max_sum_ve  # noqa: F401  (_kron_np: used by the tests through this module)
-from .transcript import DualQueryTranscript, TranscriptLoss
+from ...privacy import (
+    check_positive as _positive,
+)
+from ...programs import MAX_LIVE_PROGRAMS, release_compiled
+from ...queries.workload import Workload
 from ..options import check_epsilon, engine_options
 from ..result import MechanismResult
+from .queries import _kron_np, _Queries, max_sum_ve  # noqa: F401  (_kron_np: used by the tests through this module)
+from .transcript import DualQueryTranscript, TranscriptLoss
 
 __all__ = ["dualquery", "dualquery_plan", "DualQueryTranscript", "TranscriptLoss", "max_sum_ve", "simulate"]
 
@@ -261,7 +263,7 @@ def dualquery(
     see :func:`dualquery_plan` for ``T`` and ``eta_used``.
 
     Arms: ``original`` = the ``T`` records as a :class:`~pgmjax.Dataset` (answers scaled to ``N`` by
-    :mod:`pgmjax.metrics`); ``model`` = :func:`pgmjax.estimate` with the transcript's negative
+    :mod:`pgmjax.model.metrics`); ``model`` = :func:`pgmjax.estimate` with the transcript's negative
     log-likelihood as the loss (:meth:`DualQueryTranscript.loss`, ICML 2019 DualQuery+PGM), the
     workload cliques as model cliques and ``total = N``.
 

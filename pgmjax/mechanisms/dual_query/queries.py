@@ -16,9 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...dataset import Dataset
-from ...domain import Clique, Domain
-from ...workload import Workload
+from ...data.dataset import Dataset
+from ...data.domain import Clique, Domain
+from ...queries.workload import Workload
 
 _WHERE = "dualquery"
 

@@ -32,18 +32,39 @@ Example:
     True
 """
 
-from .factors import allrange, allrange_gram, identity, identity_total, prefix, prefix_gram, suffix, total, width_k_range
-from .workloads import KronWorkload, UnionWorkload, marginals_workload
-from .marginals_gram import MarginalsGram
-from .strategies import KronStrategy, MarginalsStrategy, UnionStrategy
 from .error import dense_expected_error, expected_error, factor_error
-from .objectives import marginals_error, pidentity_error, pidentity_matrix
-from .templates import default_p, opt_0, opt_pidentity
-from .optimize import opt_kron, opt_marginals, opt_plus_weights, opt_union, optimize_strategy
-from .least_squares import TableTooLargeError, global_least_squares, least_squares_marginal, local_least_squares
-from .planning import hdmm_strategy, union_workload
-from .measure import StrategyRelease, equal_column_norms, measure_strategy
+from .factors import (
+    allrange,
+    allrange_gram,
+    identity,
+    identity_total,
+    prefix,
+    prefix_gram,
+    suffix,
+    total,
+    width_k_range,
+)
 from .frontend import DEFAULT_MAX_TABLE_CELLS, hdmm
+from .least_squares import (
+    TableTooLargeError,
+    global_least_squares,
+    least_squares_marginal,
+    local_least_squares,
+)
+from .marginals_gram import MarginalsGram
+from .measure import StrategyRelease, equal_column_norms, measure_strategy
+from .objectives import marginals_error, pidentity_error, pidentity_matrix
+from .optimize import (
+    opt_kron,
+    opt_marginals,
+    opt_plus_weights,
+    opt_union,
+    optimize_strategy,
+)
+from .planning import hdmm_strategy, union_workload
+from .strategies import KronStrategy, MarginalsStrategy, UnionStrategy
+from .templates import default_p, opt_0, opt_pidentity
+from .workloads import KronWorkload, UnionWorkload, marginals_workload
 
 __all__ = [
     # per-attribute factors

@@ -37,7 +37,6 @@ Example:
 
 from __future__ import annotations
 
-
 import math
 import time
 from collections.abc import Mapping
@@ -45,23 +44,35 @@ from collections.abc import Mapping
 import jax
 import numpy as np
 
-from ...api import estimate
-from ...dataset import Dataset
-from ...domain import Clique, Domain
-from ...estimation import METHODS
-from ...measurement import Measurement, estimate_total
-from ...privacy import Accountant, check_bool as _bool, check_delta as _delta, check_positive as _positive
+from ...data.dataset import Dataset
+from ...data.domain import Clique, Domain
+from ...fit.estimate import estimate
+from ...fit.estimation import METHODS
+from ...privacy import Accountant
+from ...privacy import check_bool as _bool
 from ...privacy import check_count as _int
+from ...privacy import check_delta as _delta
 from ...privacy import check_key as _check_key
+from ...privacy import check_positive as _positive
+from ...queries.measurement import Measurement, estimate_total
 from ..estimates import CliqueTables
-from ..multiplicative_weights import check_choice as _choice, check_workload as _as_workload
+from ..multiplicative_weights import check_choice as _choice
+from ..multiplicative_weights import check_workload as _as_workload
 from ..options import check_epsilon, engine_options
 from ..result import MechanismResult
 from .error import expected_error
 from .least_squares import global_least_squares, least_squares_marginal
 from .measure import equal_column_norms, measure_strategy
-from .planning import _MAX_MARGINAL_ATTRIBUTES, _NOISES, _STRATEGIES, _WEIGHTS, _check_strategy, _strategy_record
-from .planning import hdmm_strategy, union_workload
+from .planning import (
+    _MAX_MARGINAL_ATTRIBUTES,
+    _NOISES,
+    _STRATEGIES,
+    _WEIGHTS,
+    _check_strategy,
+    _strategy_record,
+    hdmm_strategy,
+    union_workload,
+)
 
 __all__ = ["hdmm", "DEFAULT_MAX_TABLE_CELLS"]
 
@@ -158,7 +169,7 @@ def hdmm(
         ``measurements`` (one per strategy term, carrying the Kronecker factors and the true noise std),
         ``accountant`` (one ledger entry per term, summing exactly to the budget), ``original`` (HDMM+LLS, a
         :class:`~pgmjax.mechanisms.estimates.CliqueTables` whose ``answers`` / ``marginals`` serve
-        :meth:`Workload.answer` and :mod:`pgmjax.metrics`; None when ``original=False``, see
+        :meth:`Workload.answer` and :mod:`pgmjax.model.metrics`; None when ``original=False``, see
         ``original_error``) and ``info``:
 
         * ``strategy`` (the :mod:`pgmjax.mechanisms.matrix_mechanism` object), ``strategy_info`` (:func:`hdmm_strategy`'s dict, or

@@ -23,10 +23,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ...measurement import Measurement
+from ...queries.measurement import Measurement
 from .factors import _as_clique, _kron_apply
-from .workloads import KronWorkload, UnionWorkload, _as_union
-from .workloads import marginals_workload  # noqa: F401  (the docstring examples use it)
+from .workloads import (
+    KronWorkload,
+    UnionWorkload,
+    _as_union,
+    marginals_workload,  # noqa: F401  (the docstring examples use it)
+)
 
 __all__ = ["least_squares_marginal", "local_least_squares", "global_least_squares", "TableTooLargeError"]
 

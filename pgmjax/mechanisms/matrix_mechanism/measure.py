@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from ...dataset import Dataset
-from ...domain import Clique
-from ...measurement import Measurement
+from ...data.dataset import Dataset
+from ...data.domain import Clique
 from ...privacy import REST, Accountant, PrivacyBudgetExceeded
+from ...queries.measurement import Measurement
 from .factors import identity  # noqa: F401  (the docstring examples use it)
 from .strategies import KronStrategy, MarginalsStrategy, UnionStrategy
 

@@ -20,10 +20,10 @@ import time
 
 import numpy as np
 
-from ...domain import Domain
+from ...data.domain import Domain
 from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
-from ...workload import Workload
+from ...queries.workload import Workload
 from ..multiplicative_weights import check_choice as _choice
 from .error import expected_error
 from .factors import _NOISES

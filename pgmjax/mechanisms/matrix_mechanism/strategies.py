@@ -25,9 +25,18 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ...measurement import Measurement
-from .factors import _as_clique, _check_factors, _check_n, _check_noise, _col_norm, _expand_dense, _kron_apply, _union_terms
-from .factors import identity  # noqa: F401  (the docstring examples use it)
+from ...queries.measurement import Measurement
+from .factors import (
+    _as_clique,
+    _check_factors,
+    _check_n,
+    _check_noise,
+    _col_norm,
+    _expand_dense,
+    _kron_apply,
+    _union_terms,
+    identity,  # noqa: F401  (the docstring examples use it)
+)
 from .marginals_gram import MarginalsGram
 
 __all__ = ["KronStrategy", "UnionStrategy", "MarginalsStrategy"]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...domain import Domain
+from ...data.domain import Domain
 from ...privacy import check_real as _real
-from ...workload import Workload
+from ...queries.workload import Workload
 
 
 def check_choice(value, name: str, options: tuple, where: str) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ...domain import CliqueLike, Domain
-from ...junction import junction_tree, maximal_cliques
+from ...data.domain import CliqueLike, Domain
+from ...graph.junction import junction_tree, maximal_cliques
 from ...privacy import cdp_rho
 from ...privacy import check_bool as _bool
 from ...privacy import check_count as _int

@@ -13,15 +13,15 @@ from collections.abc import Mapping
 
 import jax
 
-from ...dataset import Dataset
-from ...domain import Clique, Domain
-from ...measurement import estimate_total
+from ...data.dataset import Dataset
+from ...data.domain import Clique, Domain
 from ...privacy import Accountant
 from ...privacy import check_bool as _bool
 from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
 from ...privacy import check_real as _real
+from ...queries.measurement import estimate_total
 from ..options import check_epsilon, engine_options
 from ..result import MechanismResult
 from .arguments import _alpha, check_choice, check_workload

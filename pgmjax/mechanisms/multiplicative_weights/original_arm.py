@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ... import queries as Q
-from ...domain import Clique, Domain
-from ...measurement import Measurement
+from ...data.domain import Clique, Domain
+from ...queries import factors as Q
+from ...queries.measurement import Measurement
 from ..estimates import FactoredTable
 
 #: The original arm's memory guard: 2^28 float64 cells = 2 GiB of tables.

@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from ...domain import Domain
+from ...data.domain import Domain
 
 
 def _row_sensitivity(query, domain: Domain, bounded: bool) -> float:

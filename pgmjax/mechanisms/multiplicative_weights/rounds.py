@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ...api import estimate
-from ...dataset import Dataset
-from ...domain import Clique, Domain
-from ...measurement import Measurement
+from ...data.dataset import Dataset
+from ...data.domain import Clique, Domain
+from ...fit.estimate import estimate
 from ...privacy import REST, Accountant
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
+from ...queries.measurement import Measurement
 from .budget import hypothetical_model_size, model_mb
 from .query_rows import _kron_row
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import jax
 import numpy as np
 
-from ...dataset import Dataset
+from ...data.dataset import Dataset
 from ...privacy import REST, Accountant
 from ...privacy import check_bool as _bool
 from ...privacy import check_count as _int

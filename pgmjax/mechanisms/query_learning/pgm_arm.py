@@ -8,11 +8,11 @@ inference for differential privacy", ICML 2019, Section 4).
 
 from __future__ import annotations
 
-from ...api import estimate
-from ...domain import Domain
-from ...measurement import Measurement, estimate_total
+from ...data.domain import Domain
+from ...fit.estimate import estimate
 from ...privacy import check_count as _int
 from ...privacy import check_positive as _positive
+from ...queries.measurement import Measurement, estimate_total
 from ..options import engine_options
 from .query_set import QuerySet, _as_queries, _check_domain
 from .regression import _answers, fit_regression

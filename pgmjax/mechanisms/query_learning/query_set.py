@@ -14,10 +14,10 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from ... import queries as Q
-from ...domain import Clique, CliqueLike, Domain
+from ...data.domain import Clique, CliqueLike, Domain
 from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
+from ...queries import factors as Q
 
 _MAX_ROWS = 1 << 22  # refuse to build query sets larger than this (a dense row per query)
 

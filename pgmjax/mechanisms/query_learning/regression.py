@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import scipy.linalg
 
-from ...domain import Clique, CliqueLike, Domain
+from ...data.domain import Clique, CliqueLike, Domain
 from ...privacy import check_count as _int
 from ...privacy import check_nonnegative as _nonnegative
 from ...privacy import check_positive as _positive
@@ -31,7 +31,7 @@ class RegressionModel:
     * ``kind="linear"``: ``y(q) = <w_C, q>``. The weights are an estimate of the histogram of ``C``,
       so the model is also a table: :meth:`marginal`, :meth:`marginals` and factored
       :meth:`answers` (as :class:`~pgmjax.mechanisms.estimates.CliqueTables`) work, and a
-      :class:`~pgmjax.Workload` or :mod:`pgmjax.metrics` can evaluate it; a query on a sub-clique of
+      :class:`~pgmjax.Workload` or :mod:`pgmjax.model.metrics` can evaluate it; a query on a sub-clique of
       a fitted clique is answered from the summed table.
     * ``kind="gaussian"``: ``y(q) = w_0 + sum_j w_j exp(-||q - mu_j||^2 / (2 u^2))`` (see
       :func:`fit_regression`). Non-linear in ``q``: only :meth:`predict`.

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...domain import Clique, Domain
+from ...data.domain import Clique, Domain
 from ...privacy import check_bool as _bool
 from ...privacy import l1_sensitivity
 from ..dual_query import max_sum_ve

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from .domain import Clique, CliqueLike, Domain
+from ..data.domain import Clique, CliqueLike, Domain
 
 
 @dataclass(frozen=True)

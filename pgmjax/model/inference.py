@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-from .domain import Clique, Domain
-from .junction import JunctionTree
-from .compiler import jit
+from ..data.domain import Clique, Domain
+from ..graph.junction import JunctionTree
+from ..compiler import jit
 
 
 @dataclass(frozen=True)

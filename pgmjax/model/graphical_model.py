@@ -9,10 +9,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import jax
 import numpy as np
 
-from . import inference, oracle, sampling
-from . import queries as queries_mod
-from .compiler import jit, to_device
-from .domain import Clique, CliqueLike, Domain, cells_text
+from ..compiler import jit, to_device
+from ..data.domain import Clique, CliqueLike, Domain, cells_text
+from ..graph import oracle
+from ..queries import factors as queries_mod
+from . import inference, sampling
 
 
 class GraphicalModel:
@@ -140,7 +141,7 @@ class GraphicalModel:
 
         Args:
             query: ``{attribute: factor}`` with one factor per queried
-                attribute: a constructor from :mod:`pgmjax.queries` (Identity,
+                attribute: a constructor from :mod:`pgmjax.queries.factors` (Identity,
                 Total, Value, ValueSet, Prefix, Range, AllRange, Compress, Mean,
                 Moments) or a matrix of shape ``(rows, size)``; entries may be
                 negative. Attributes not named are summed out.
@@ -151,7 +152,7 @@ class GraphicalModel:
             Identity and ``rows`` otherwise.
 
         Example:
-            >>> from pgmjax.queries import Prefix, Value
+            >>> from pgmjax.queries.factors import Prefix, Value
             >>> model.answer({"age": Prefix(), "sex": Value(1)})   # shape (85, 1)  # doctest: +SKIP
         """
         return self.answers([query])[0]
@@ -169,7 +170,7 @@ class GraphicalModel:
         return [np.asarray(o, np.float64) for o in out]
 
     def synthetic_data(self, n: int | None = None, key: jax.Array | None = None, method: str = "exact", chunk: int = 1 << 20):
-        """Draw synthetic records (see :func:`pgmjax.sampling.synthetic_data`).
+        """Draw synthetic records (see :func:`pgmjax.model.sampling.synthetic_data`).
 
         Args:
             n: number of records; default ``round(total)``.
@@ -200,7 +201,7 @@ class GraphicalModel:
 
         Example:
             >>> dom = pj.Domain({"a": 2, "b": 3})
-            >>> plan = pj.oracle.make_plan(dom, [("a", "b")])
+            >>> plan = pj.graph.oracle.make_plan(dom, [("a", "b")])
             >>> pj.GraphicalModel(plan, plan.zeros(), 10.0).check()
             >>> pj.GraphicalModel(plan, plan.zeros(), float("nan")).check("sample")
             Traceback (most recent call last):
@@ -214,12 +215,14 @@ class GraphicalModel:
         self._checked = (self.theta, self.total, self._blocks)
 
     def save(self, path) -> str:
-        """Save to the folder ``path`` (JSON structure + NPZ arrays; see :mod:`pgmjax.serialization`).
+        """Save to the folder ``path`` (JSON structure + NPZ arrays; see :mod:`pgmjax.model.serialization`).
 
         Raises:
             FloatingPointError: the model is not finite and consistent (:meth:`check`).
         """
-        from .serialization import save_model  # serialization builds models: it imports this module
+        from .serialization import (
+            save_model,  # serialization builds models: it imports this module
+        )
 
         return save_model(self, path)
 
@@ -286,7 +289,7 @@ def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Cal
 
     Example:
         >>> dom = pj.Domain({"a": 2, "b": 3})
-        >>> plan = pj.oracle.make_plan(dom, [("a", "b")])
+        >>> plan = pj.graph.oracle.make_plan(dom, [("a", "b")])
         >>> theta = plan.zeros()
         >>> check_consistent(plan, theta, plan.from_tables({("a", "b"): np.full((2, 3), 5.0)}), 30.0, what="demo")
         >>> check_consistent(plan, theta, plan.from_tables({("a", "b"): np.full((2, 3), 50.0)}), 30.0, what="demo")

@@ -19,9 +19,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .dataset import Dataset
-from .domain import CliqueLike
-from .workload import Workload
+from ..data.dataset import Dataset
+from ..data.domain import CliqueLike
+from ..queries.workload import Workload
 
 SCALES = {"paper": 2.0, "script": 1.0}
 

@@ -3,7 +3,7 @@
 Many fits often share a structure and differ only in their numbers: repeated noise draws of one
 mechanism (confidence intervals, bias studies, hyper-parameter sweeps over the noise scale), or the same
 measurements of B datasets. :func:`estimate_batch` fits all B at once: the estimators' pure ``init`` /
-``step`` (:mod:`pgmjax.estimation`) are mapped over a leading batch axis of the numbers (noisy answers,
+``step`` (:mod:`pgmjax.fit.estimation`) are mapped over a leading batch axis of the numbers (noisy answers,
 noise scales, totals, Lipschitz constants, potentials) while the structure (junction tree, routing
 arrays, query matrices) is shared. Each member follows exactly its own sequential trajectory: its own
 step sizes and its own line search (mirror descent is advanced one line-search trial at a time, so a
@@ -28,7 +28,7 @@ Two ways to give the B measurement sets:
 
 Example:
     >>> import numpy as np, pgmjax as pj
-    >>> from pgmjax.batch import BatchedMeasurement, estimate_batch
+    >>> from pgmjax.fit.batch import BatchedMeasurement, estimate_batch
     >>> dom = pj.Domain({"a": 2, "b": 3})
     >>> truth = np.array([[10., 20, 30], [5, 5, 30]])
     >>> ys = truth + np.random.default_rng(0).normal(0, 1, size=(8, 2, 3))   # 8 noise draws
@@ -38,13 +38,13 @@ Example:
     >>> models.member(3)                                 # an ordinary GraphicalModel  # doctest: +SKIP
 
 The pure pieces, to jit, vmap or differentiate a fit yourself: :func:`make_problem` builds one
-member's :class:`~pgmjax.estimation.Problem`, :func:`stack_problems` stacks B of them along a
+member's :class:`~pgmjax.fit.estimation.Problem`, :func:`stack_problems` stacks B of them along a
 leading axis, :func:`batch_axes` gives the ``in_axes`` of a stacked problem for ``jax.vmap``, and
 :class:`Batched` wraps an estimator into one over a stacked problem::
 
     import jax, jax.numpy as jnp
     from pgmjax import MirrorDescent
-    from pgmjax.batch import batch_axes, make_problem, stack_problems, zeros
+    from pgmjax.fit.batch import batch_axes, make_problem, stack_problems, zeros
     from pgmjax.compiler import jit   # pgmjax's compiler options (an XLA:CPU workaround)
 
     problem = stack_problems([make_problem(dom, ms) for ms in members])   # members: B lists
@@ -75,7 +75,7 @@ mode only)::
     g = jit(jax.grad(final_loss))(problem)   # g.meas.arrays[i]["y"]: (B, ...) like the answers
 
 :func:`run_batch` drives a :class:`Batched` estimator in compiled chunks like
-:func:`pgmjax.estimation.run`; :func:`estimate_batch` is validation + :func:`make_batch_problem` +
+:func:`pgmjax.fit.estimation.run`; :func:`estimate_batch` is validation + :func:`make_batch_problem` +
 :func:`run_batch` + a :class:`BatchedModel`.
 """
 
@@ -91,7 +91,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import estimation
-from .batch_model import BatchedModel
+from ..model.batch_model import BatchedModel
 from .batch_problem import (
     LOSSES,
     METHODS,
@@ -106,8 +106,8 @@ from .batch_problem import (
     stack_problems,
     zeros,
 )
-from .compiler import jit
-from .domain import CliqueLike, Domain
+from ..compiler import jit
+from ..data.domain import CliqueLike, Domain
 
 __all__ = [
     "BatchedMeasurement",
@@ -247,7 +247,7 @@ def _vmapped_started(estimator: Batched, state, step_size):
 
 
 def _start(estimator: Batched, problem, theta, step_size):
-    """The initial batched state, as :func:`pgmjax.estimation.run` starts: where the estimator has
+    """The initial batched state, as :func:`pgmjax.fit.estimation.run` starts: where the estimator has
     ``start``, by one iteration of the compiled chunk program (no init program with an oracle of its own)."""
     if hasattr(estimator.estimator, "start"):
         state = _vmapped_start(estimator, problem, theta, step_size)
@@ -306,7 +306,7 @@ def run_batch(
     smoothing: tuple[float, float] = (1.0, 1e-6),
     group: int | str | None = "auto",
 ):
-    """Run an estimator on every member of a stacked problem, in compiled chunks (:func:`pgmjax.estimation.run`).
+    """Run an estimator on every member of a stacked problem, in compiled chunks (:func:`pgmjax.fit.estimation.run`).
 
     Args:
         estimator: an (unbatched) estimator, e.g. ``MirrorDescent()``; it is wrapped in :class:`Batched`.
@@ -318,7 +318,7 @@ def run_batch(
         tol: stop when every member's loss changes by less than ``tol`` (relative) over a chunk.
         callback: called after each chunk with a dict (iteration, loss ``(B,)``, oracle_calls ``(B,)``,
             seconds, state); returning True stops the run.
-        smoothing: the L1 loss's Huber widths, first and last chunk (as in :func:`pgmjax.estimation.run`;
+        smoothing: the L1 loss's Huber widths, first and last chunk (as in :func:`pgmjax.fit.estimation.run`;
             one schedule for all members).
         group: members per vectorised group (:class:`Batched`): an int, None (all at once) or ``"auto"``
             (:func:`auto_group`).
@@ -474,9 +474,9 @@ def estimate_batch(
 
 
 def _check_fitted_members(plan, params: dict, mu: dict, totals: np.ndarray, losses: np.ndarray) -> None:
-    """:func:`pgmjax.api._check_fitted` (finite potentials, marginals and loss; marginals summing to the
+    """:func:`pgmjax.fit.estimate._check_fitted` (finite potentials, marginals and loss; marginals summing to the
     total) on every member, on host copies of the batched blocks."""
-    from .api import _check_fitted
+    from .estimate import _check_fitted
 
     params = {k: np.asarray(v) for k, v in params.items()}
     mu = {k: np.asarray(v) for k, v in mu.items()}

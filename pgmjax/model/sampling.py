@@ -10,7 +10,7 @@ row, vectorised over records, so memory is ``O(records)`` per clique (never
 Two ways to turn uniforms into draws:
 
 * ``"exact"``: i.i.d. uniforms, an exact sample of the model.
-* ``"low_variance"``: controlled rounding (:mod:`pgmjax.rounding`). Clique by
+* ``"low_variance"``: controlled rounding (:mod:`pgmjax.model.rounding`). Clique by
   clique from the root, the targets ``n p(c)`` are rounded to integer counts
   whose sums over the parent separator equal the counts already drawn, with
   every cell and every child separator's count the floor or ceiling of its
@@ -28,9 +28,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .dataset import Dataset
+from ..data.dataset import Dataset
 from .rounding import controlled_round
-from .compiler import jit
+from ..compiler import jit
 
 METHODS = ("exact", "low_variance")
 

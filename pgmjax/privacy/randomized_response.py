@@ -7,7 +7,7 @@ neighbours. It is drawn here without enumerating the domain and without floating
 
 * whether a record changes is ``Bernoulli(A / (1 + A))`` with ``A = (K - 1) e^-eps = exp(-g)``,
   ``g = eps - ln(K - 1)``, by a two-sided rejection whose only biased coin is the exact
-  :func:`~pgmjax.discrete_noise.bernoulli_exp` (no probability rounds to zero at any epsilon);
+  :func:`~pgmjax.privacy.discrete_noise.bernoulli_exp` (no probability rounds to zero at any epsilon);
 * a changed record is a uniform row of the domain (exact integer uniforms per attribute), redrawn
   while it equals the original (probability ``1/K`` per draw).
 
@@ -72,7 +72,7 @@ def randomize_records(rng: np.random.Generator, records: np.ndarray, sizes, epsi
     """k-ary randomized response on each record (``K`` = product of ``sizes``), or on each attribute.
 
     Args:
-        rng: a :func:`pgmjax.discrete_noise.generator`.
+        rng: a :func:`pgmjax.privacy.discrete_noise.generator`.
         records: ``(n, d)`` integer codes.
         sizes: the ``d`` attribute domain sizes.
         epsilon: the whole record's epsilon; ``per_attribute`` splits it equally (``eps / d`` each,
@@ -83,7 +83,7 @@ def randomize_records(rng: np.random.Generator, records: np.ndarray, sizes, epsi
         ``(n, d)`` int64 codes.
 
     Example:
-        >>> from pgmjax.discrete_noise import generator
+        >>> from pgmjax.privacy.discrete_noise import generator
         >>> import jax
         >>> out = randomize_records(generator(jax.random.key(0)), np.zeros((5, 2), int), [3, 4], 1e6)
         >>> out.tolist() == np.zeros((5, 2), int).tolist()     # eps huge: every record kept

@@ -1,10 +1,10 @@
-"""Batched estimation problems: B measurement sets of one structure as one :class:`pgmjax.estimation.Problem`.
+"""Batched estimation problems: B measurement sets of one structure as one :class:`pgmjax.fit.estimation.Problem`.
 
 Every member's measurements are validated against one structure (same cliques, queries and shapes), built
 into a problem (:func:`make_problem`) and stacked along a leading batch axis (:func:`stack_problems`,
 :func:`make_batch_problem`); :func:`batch_axes` says which leaves carry it (the numbers: answers, stddevs,
 totals), so ``jax.vmap`` maps one fit over the members. :class:`BatchedMeasurement` is a measurement whose
-answers (and stddevs) have a leading batch axis. The fitting itself is :mod:`pgmjax.batch`.
+answers (and stddevs) have a leading batch axis. The fitting itself is :mod:`pgmjax.fit.batch`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import estimation, oracle
+from . import estimation
+from ..graph import oracle
 from . import losses as _losses
-from .domain import CliqueLike, Domain
-from .measurement import Measurement, estimate_total, validate_measurements
+from ..data.domain import CliqueLike, Domain
+from ..queries.measurement import Measurement, estimate_total, validate_measurements
 
 #: Methods :func:`estimate_batch` supports.
 METHODS = ("mirror_descent", "dual_averaging", "lbfgs")
@@ -33,7 +34,7 @@ def check_fit_options(method: str, loss, iters, dtype, *, caller: str = "estimat
     The checks of :func:`pgmjax.estimate` (messages prefixed with ``caller``).
 
     Args:
-        method: a key of :data:`pgmjax.estimation.METHODS`.
+        method: a key of :data:`pgmjax.fit.estimation.METHODS`.
         loss: ``"l2"``, ``"l1"`` or a callable.
         iters: a non-negative integer.
         dtype: None (float32), float32 or float64 (float64 needs x64 enabled).
@@ -83,7 +84,7 @@ def make_problem(
     dtype=None,
     cliques: Sequence[CliqueLike] = (),
 ) -> estimation.Problem:
-    """Build the :class:`~pgmjax.estimation.Problem` of one fit (validated), as :func:`pgmjax.estimate` does.
+    """Build the :class:`~pgmjax.fit.estimation.Problem` of one fit (validated), as :func:`pgmjax.estimate` does.
 
     Args:
         domain: the :class:`~pgmjax.Domain`.
@@ -169,7 +170,7 @@ def stack_problems(problems: Sequence[estimation.Problem]) -> estimation.Problem
             query matrices, loss and dtype (the answers, noise scales and totals may differ).
 
     Returns:
-        A :class:`~pgmjax.estimation.Problem`; map over it with ``jax.vmap(..., in_axes=batch_axes(p))``.
+        A :class:`~pgmjax.fit.estimation.Problem`; map over it with ``jax.vmap(..., in_axes=batch_axes(p))``.
 
     Raises:
         ValueError: when the problems do not share one structure.
@@ -370,7 +371,7 @@ def make_batch_problem(
     cliques: Sequence[CliqueLike] = (),
     caller: str = "make_batch_problem",
 ) -> estimation.Problem:
-    """Validate a batch of measurement sets and build its stacked :class:`~pgmjax.estimation.Problem`.
+    """Validate a batch of measurement sets and build its stacked :class:`~pgmjax.fit.estimation.Problem`.
 
     Args:
         domain: the :class:`~pgmjax.Domain`.

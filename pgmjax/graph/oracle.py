@@ -1,6 +1,6 @@
 """The marginal oracle: log-space sum-product over a junction tree, compiled as a few dense loops.
 
-Layout (built once per structure on the host by :func:`pgmjax.oracle_plan.make_plan`):
+Layout (built once per structure on the host by :func:`pgmjax.graph.oracle_plan.make_plan`):
 
 * The junction tree is rooted at a centre and processed level by level,
   deepest first (the upward, "collect" pass).

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 import jax
 
-from .dataset import Dataset
-from .domain import CliqueLike
-from .measurement import Measurement
-from .privacy import Accountant
+from ..data.dataset import Dataset
+from ..data.domain import CliqueLike
+from ..queries.measurement import Measurement
+from . import Accountant
 
 
 def noisy_marginals(

@@ -33,7 +33,7 @@ import numpy as np
 
 from .dataset import Dataset
 from .domain import Clique, Domain
-from .junction import junction_tree
+from ..graph.junction import junction_tree
 
 NAMES = ("titanic", "adult", "loans", "stroke", "nltcs")
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import queries as Q
-from .dataset import Dataset
-from .domain import Clique, CliqueLike, Domain
+from . import factors as Q
+from ..data.dataset import Dataset
+from ..data.domain import Clique, CliqueLike, Domain
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,7 +50,7 @@ class Workload:
     Args:
         domain: the domain the queries are on.
         queries: ``(clique, factors)`` pairs; ``factors`` has one entry per
-            clique attribute (a :mod:`pgmjax.queries` constructor or a matrix
+            clique attribute (a :mod:`pgmjax.queries.factors` constructor or a matrix
             ``(rows, size)``), or is None for the plain marginal.
 
     Example:

@@ -1,6 +1,6 @@
 """Controlled rounding of a clique table to integer record counts.
 
-The low-variance synthetic data of :mod:`pgmjax.sampling` needs integer counts ``n(c)`` for every
+The low-variance synthetic data of :mod:`pgmjax.model.sampling` needs integer counts ``n(c)`` for every
 cell of every junction-tree clique such that (1) the counts of a clique agree exactly with the
 counts already fixed for its parent separator (the records exist), (2) every cell is the floor or
 the ceiling of its target ``n p(c)``, and (3) the counts of each child's separator, summed over the

@@ -2,7 +2,7 @@
 
 :class:`BatchedModel` holds potentials and clique marginals with a leading batch axis (one junction tree,
 one oracle plan), answers ``marginal``/``answer`` for every member in one compiled call and hands out any
-member as a :class:`pgmjax.GraphicalModel`. Built by :func:`pgmjax.batch.estimate_batch`.
+member as a :class:`pgmjax.GraphicalModel`. Built by :func:`pgmjax.fit.batch.estimate_batch`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import inference, oracle
-from . import queries as queries_mod
-from .compiler import jit
-from .domain import Clique, CliqueLike, Domain
-from .model import GraphicalModel, _evidence_query
+from . import inference
+from ..graph import oracle
+from ..queries import factors as queries_mod
+from ..compiler import jit
+from ..data.domain import Clique, CliqueLike, Domain
+from .graphical_model import GraphicalModel, _evidence_query
 
 
 # --------------------------------------------------------------------------- the batched model

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .domain import Clique, Domain
+from ..data.domain import Clique, Domain
 
 
 class QueryFactor:

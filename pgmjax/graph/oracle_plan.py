@@ -1,7 +1,7 @@
 """The marginal oracle's plan: the junction tree's cliques laid out as a few stacked dense blocks.
 
 Built once per structure on the host (:func:`make_plan`, cached by value) and passed to the compiled
-passes of :mod:`pgmjax.oracle` as a pytree (routing arrays as leaves, structure as aux data):
+passes of :mod:`pgmjax.graph.oracle` as a pytree (routing arrays as leaves, structure as aux data):
 
 * The junction tree is rooted at a centre and processed level by level, deepest first.
 * Every non-root clique has a *class*: its table shape, where its separator sits in it, and the shape of
@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .compiler import to_device
-from .domain import Clique, Domain
+from ..compiler import to_device
+from ..data.domain import Clique, Domain
 from .junction import JunctionTree, junction_tree, levels, maximal_cliques
 
 

@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 
 from . import losses as _losses
-from . import oracle
-from .domain import as_clique
+from ..graph import oracle
+from ..data.domain import as_clique
 
 
 class MarginalView:
@@ -64,7 +64,7 @@ class Problem:
         total: number of records (array).
         lipschitz: Lipschitz constant of the L2 loss (array; 1 if unused).
         smoothing: Huber width used in place of the L1 loss while optimising
-            (array; see :func:`pgmjax.losses.residual_loss`).
+            (array; see :func:`pgmjax.fit.losses.residual_loss`).
         loss: ``"l2"``, ``"l1"`` or a callable ``MarginalView -> scalar`` (static).
     """
 

@@ -1,4 +1,4 @@
-"""Columns of a discretisation schema (:mod:`pgmjax.schema`): numbers, dates and categories, to codes and back.
+"""Columns of a discretisation schema (:mod:`pgmjax.data.schema`): numbers, dates and categories, to codes and back.
 
 * :class:`NumericColumn`: bins ``[e_i, e_{i+1})`` (the last one closed) of a number or a date
   (``kind="date"``: ISO dates ``YYYY-MM-DD`` counted in days since 1970-01-01). Optional: a last
@@ -51,7 +51,7 @@ class SchemaError(ValueError):
 
 class SchemaValueError(SchemaError, DataValueError):
     """A raw value does not fit its column: ``str(e)`` names row and value, ``e.public`` only the column
-    and what was expected (see :class:`pgmjax.dataset.DataValueError`)."""
+    and what was expected (see :class:`pgmjax.data.dataset.DataValueError`)."""
 
 
 def uniform64(key, shape) -> np.ndarray:
@@ -338,7 +338,7 @@ class CategoricalColumn:
 
 
 def parse_column(name, col, decode: str, where: str):
-    """One column of the JSON form (see :mod:`pgmjax.schema`), validated; raises :class:`SchemaError`."""
+    """One column of the JSON form (see :mod:`pgmjax.data.schema`), validated; raises :class:`SchemaError`."""
     if not isinstance(name, str) or not name:
         raise SchemaError(f"{where}: column names must be non-empty strings, got {name!r}")
     at = f"{where}: column {name!r}"

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .compiler import jit, to_device, zeros_like
+from ..compiler import jit, to_device, zeros_like
 from .problem import Problem
 
 tree_map = jax.tree_util.tree_map

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .domain import CliqueLike, Domain, as_clique
+from ..data.domain import CliqueLike, Domain, as_clique
 
 
 class Measurement:

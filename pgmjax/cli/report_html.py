@@ -26,7 +26,7 @@ import itertools
 
 import numpy as np
 
-from .dataset import Dataset
+from ..data.dataset import Dataset
 
 __all__ = ["marginal_tvds", "utility_report", "write_report"]
 
@@ -69,7 +69,7 @@ def _labels(schema, attr: str, size: int) -> list[str]:
         labels = [c if c != "" else "(empty)" for c in col.categories]
         return labels + ([col.other] if col.other is not None else [])
     if getattr(col, "kind", "number") == "date":
-        from .schema_columns import days_to_dates
+        from ..data.schema_columns import days_to_dates
 
         e = days_to_dates(col.edges)
     else:
@@ -136,7 +136,7 @@ def utility_report(real: Dataset, synthetic: Dataset, *, schema=None, workload=N
         synthetic: the synthetic table over the same domain.
         schema: optional :class:`~pgmjax.Schema` to label bins and categories.
         workload: optional :class:`~pgmjax.Workload`: its error (paper scale, see
-            :func:`pgmjax.metrics.workload_error`) is reported.
+            :func:`pgmjax.model.metrics.workload_error`) is reported.
         report: optional ``pgmjax run`` report dict: its privacy summary and ledgers are shown
             (the only private numbers of the page).
         title: the page title.
@@ -190,7 +190,7 @@ def utility_report(real: Dataset, synthetic: Dataset, *, schema=None, workload=N
     if pairs:
         summary.append(("mean 2-way TVD", f"{np.mean(list(tvd2.values())):.4f}"))
     if workload is not None:
-        from . import metrics
+        from ..model import metrics
 
         summary.append(("workload error (paper scale)", f"{metrics.workload_error(workload, real, synthetic):.4f}"))
     parts += ["<h2>Errors (NOT private)</h2>", _table(summary, ["measure", "value"]), "</body></html>"]

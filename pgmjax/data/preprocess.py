@@ -4,7 +4,7 @@
 :class:`pgmjax.privacy.Accountant` (every noise addition is recorded in its ledger), to build a
 :class:`pgmjax.Schema`:
 
-* **numeric, date and datetime columns**: bin edges by :func:`pgmjax.private_bins.private_edges`: a
+* **numeric, date and datetime columns**: bin edges by :func:`pgmjax.data.private_bins.private_edges`: a
   private range first (a noisy histogram over orders of magnitude, or calendar years), then private
   quantiles inside it by the exponential mechanism over public candidate edges with the rank
   quality ``q(c) = -|(1 - p) #{x < c} - p #{x >= c}|`` (sensitivity 1 under both neighbouring
@@ -50,10 +50,29 @@ import jax
 import numpy as np
 import pandas as pd
 
-from .privacy import Accountant
+from ..privacy import Accountant
 from .schema import Schema, SchemaError
-from .private_bins import DATE_RANGE, candidate_edges, noisy_counts, private_edges, private_quantiles, quantile_rounds, rank_error, tail_edges_parts
-from .schema_columns import ISO_DATE, ISO_DATETIME, CategoricalColumn, NumericColumn, as_text, date_days, datetime_days, days_to_dates, days_to_datetimes
+from .private_bins import (
+    DATE_RANGE,
+    candidate_edges,
+    noisy_counts,
+    private_edges,
+    private_quantiles,
+    quantile_rounds,
+    rank_error,
+    tail_edges_parts,
+)
+from .schema_columns import (
+    ISO_DATE,
+    ISO_DATETIME,
+    CategoricalColumn,
+    NumericColumn,
+    as_text,
+    date_days,
+    datetime_days,
+    days_to_dates,
+    days_to_datetimes,
+)
 
 __all__ = ["PrivateSchema", "candidate_edges", "private_quantiles", "private_edges", "private_categories", "column_kinds",
            "private_schema", "DATE_RANGE"]

@@ -26,7 +26,7 @@ places every table back, so a round trip reproduces the potentials, and hence
 every answer, bit for bit. The file's digest is checked before it is read,
 every field is validated (a corrupted field raises ``ValueError`` naming it),
 and a model that is not finite and consistent is neither saved nor loaded
-(:func:`pgmjax.model.check_consistent`).
+(:func:`pgmjax.model.graphical_model.check_consistent`).
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ import zipfile
 
 import numpy as np
 
-from . import oracle
-from .domain import Domain
-from .model import GraphicalModel
+from ..graph import oracle
+from ..data.domain import Domain
+from .graphical_model import GraphicalModel
 
 FORMAT = "pgmjax-model"
 VERSION = 1
@@ -122,12 +122,12 @@ def load_model_schema(path: str | os.PathLike):
 
     Raises:
         FileNotFoundError: no ``model.json`` in ``path``.
-        ValueError: the stored schema is malformed (:class:`pgmjax.schema.SchemaError`).
+        ValueError: the stored schema is malformed (:class:`pgmjax.data.schema.SchemaError`).
 
     Example:
         >>> load_model_schema("adult-model").decode(model.synthetic_data(10, key), key)  # doctest: +SKIP
     """
-    from .schema import Schema
+    from ..data.schema import Schema
 
     structure_path = os.path.join(os.fspath(path), STRUCTURE_FILE)
     if not os.path.isfile(structure_path):

@@ -9,11 +9,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import estimation, losses, oracle
-from .compiler import to_device
-from .domain import Domain
-from .measurement import Measurement, estimate_total, validate_measurements
-from .model import GraphicalModel, check_consistent
+from . import estimation, losses
+from ..graph import oracle
+from ..compiler import to_device
+from ..data.domain import Domain
+from ..queries.measurement import Measurement, estimate_total, validate_measurements
+from ..model.graphical_model import GraphicalModel, check_consistent
 
 
 def estimate(
@@ -184,7 +185,7 @@ def estimate(
 
 def _check_fitted(plan: oracle.OraclePlan, params: dict, mu: dict, total: float, loss: float) -> None:
     """Refuse to return a model that is not one: a non-finite loss, or what
-    :func:`pgmjax.model.check_consistent` refuses (NaN or +inf potentials, non-finite marginals, a clique
+    :func:`pgmjax.model.graphical_model.check_consistent` refuses (NaN or +inf potentials, non-finite marginals, a clique
     whose marginal does not sum to the total; ``-inf`` potentials are structural zeros, allowed)."""
     if not np.isfinite(loss):
         raise FloatingPointError(f"estimate: the fitted model's loss is {loss}")

@@ -25,9 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .compiler import to_device
-from .measurement import Measurement
-from .oracle import OraclePlan
+from ..compiler import to_device
+from ..queries.measurement import Measurement
+from ..graph.oracle import OraclePlan
 
 
 @dataclass(frozen=True)

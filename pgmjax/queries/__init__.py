@@ -1,0 +1,46 @@
+"""Queries: per-attribute query factors, workloads, and noisy measurements of clique marginals.
+
+* :mod:`~pgmjax.queries.factors`: the per-attribute building blocks of factored (Kronecker) queries
+  (:class:`Identity`, :class:`Prefix`, :class:`Range`, ...), re-exported here as ``pgmjax.queries.<name>``.
+* :mod:`~pgmjax.queries.workload`: sets of marginal queries and their answers on data.
+* :mod:`~pgmjax.queries.measurement`: a noisy answer ``y = Q mu_C + noise`` to linear queries of one clique.
+
+Example:
+    >>> import pgmjax as pj
+    >>> pj.queries.Prefix().matrix(3).tolist()
+    [[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]
+"""
+
+from .factors import (
+    AllRange,
+    Compress,
+    Identity,
+    Mean,
+    Moments,
+    Prefix,
+    QueryFactor,
+    Range,
+    Total,
+    Value,
+    ValueSet,
+    factor_matrix,
+    kron_apply,
+    resolve,
+)
+
+__all__ = [
+    "QueryFactor",
+    "Identity",
+    "Total",
+    "Value",
+    "ValueSet",
+    "Prefix",
+    "Range",
+    "AllRange",
+    "Compress",
+    "Mean",
+    "Moments",
+    "factor_matrix",
+    "resolve",
+    "kron_apply",
+]
