@@ -35,7 +35,7 @@ class _Group:
     key: str  # oracle block holding the host clique
     host_shape: tuple[int, ...]
     sum_axes: tuple[int, ...]  # host axes summed out
-    perm: tuple[int, ...]  # remaining axes -> measurement clique order
+    perm: tuple[int, ...]  # measurement clique axes -> the host's stored order (applied to y on the host)
     kind: str
     rows: int
     count: int  # stacked measurements, zero-weight padding included
@@ -81,7 +81,7 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
     by_sig: dict[tuple, list[tuple[Measurement, int, int]]] = {}
     for m in measurements:
         host = plan.tree.containing(m.clique)
-        host_clique = plan.cliques[host]
+        host_clique = plan.layout(host)  # the order the host's table is stored in
         # a measured clique is a model clique, so its host's table is never padded (see oracle.make_plan)
         assert plan.padded[host] is None, (m.clique, host_clique)
         key, level, slot = plan.locations[host]
@@ -90,7 +90,7 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
             key,
             plan.domain.shape_of(host_clique),
             tuple(i for i, a in enumerate(host_clique) if a not in m.clique),
-            tuple(kept.index(a) for a in m.clique),
+            tuple(m.clique.index(a) for a in kept),
             m.kind,
             m.rows,
             None if m.query is None else (m.query.shape if m.kind == "dense" else tuple(q.shape for q in m.query)),
@@ -103,13 +103,13 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
         group = {
             "level": np.array([lv for _, lv, _ in items], np.int32),
             "slot": np.array([sl for _, _, sl in items], np.int32),
-            "y": np.stack([m.y for m, _, _ in items]),
-            "inv_std": np.stack([1.0 / m.row_stddev() for m, _, _ in items]),
+            "y": np.stack([_stored_rows(m, m.y, perm, plan.domain) for m, _, _ in items]),
+            "inv_std": np.stack([_stored_rows(m, 1.0 / m.row_stddev(), perm, plan.domain) for m, _, _ in items]),
         }
         if kind == "dense":
-            group["query"] = np.stack([m.query for m, _, _ in items])
+            group["query"] = np.stack([_stored_columns(m, perm, plan.domain) for m, _, _ in items])
         elif kind == "kron":
-            group["query"] = tuple(np.stack([m.query[i] for m, _, _ in items]) for i in range(len(perm)))
+            group["query"] = tuple(np.stack([m.query[i] for m, _, _ in items]) for i in perm)
         # When the group measures most cliques of its block, each at most once, lay its numbers
         # out like the block: the loss then reads the whole block (no gather, and no scatter in
         # its gradient); unmeasured slots get weight 0.
@@ -141,8 +141,26 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
     return MeasurementArrays(tuple(arrays), tuple(groups))
 
 
+def _stored_rows(m: Measurement, values: np.ndarray, perm: tuple[int, ...], domain) -> np.ndarray:
+    """A measurement's per-row ``values`` reordered from its clique's axis order to the host table's stored
+    order (``perm``). Identity and Kronecker rows form a grid over the clique's attributes; dense rows are
+    not tied to attributes (their query's columns move instead, :func:`_stored_columns`)."""
+    values = np.broadcast_to(values, (m.rows,))
+    if m.kind == "dense" or perm == tuple(range(len(perm))):
+        return values
+    grid = domain.shape_of(m.clique) if m.kind == "identity" else tuple(q.shape[0] for q in m.query)
+    return np.transpose(values.reshape(grid), perm).reshape(-1)
+
+
+def _stored_columns(m: Measurement, perm: tuple[int, ...], domain) -> np.ndarray:
+    """A dense query's columns (cells in the measurement clique's order) in the host table's stored order."""
+    shape = domain.shape_of(m.clique)
+    return np.transpose(m.query.reshape((m.query.shape[0], *shape)), (0, *(1 + p for p in perm))).reshape(m.query.shape[0], -1)
+
+
 def predictions(mu: dict, meas: MeasurementArrays) -> list[jax.Array]:
-    """``Q_i mu_i`` for every group, each ``(count, rows)`` (``(levels * slots, rows)`` for a dense group)."""
+    """``Q_i mu_i`` for every group, each ``(count, rows)`` (``(levels * slots, rows)`` for a dense group),
+    rows in the host table's stored order (the answers ``y`` were put in that order when stacked)."""
     out = []
     for g, arr in zip(meas.groups, meas.arrays):
         if g.dense:
@@ -151,7 +169,6 @@ def predictions(mu: dict, meas: MeasurementArrays) -> list[jax.Array]:
             x = mu[g.key][arr["level"], arr["slot"]]  # (count, *host_shape)
         if g.sum_axes:
             x = jnp.sum(x, axis=tuple(1 + a for a in g.sum_axes))
-        x = jnp.transpose(x, (0, *(1 + p for p in g.perm)))
         n = x.shape[0]
         if g.kind == "identity":
             pred = x.reshape(n, -1)

@@ -22,9 +22,11 @@ Layout (built once per structure on the host by :func:`pgmjax.graph.oracle_plan.
 * ``log Z`` is the logsumexp of the root's belief; clique marginals are its
   gradient (``mu = N * d log Z / d theta``). :func:`marginals` computes
   them with an explicit downward pass that is the same arithmetic as the
-  autodiff transpose of the upward one (:func:`marginals_autodiff`), in a
-  compute layout with each clique's eliminated axes last (reductions over
-  contiguous rows, the fast ones on CPU): each belief is built and exponentiated once, its
+  autodiff transpose of the upward one (:func:`marginals_autodiff`). Every
+  table is stored with its upward separator's axes first and its eliminated
+  axes last (:attr:`CliqueClass.layout`: messages are reductions over
+  contiguous rows, the fast ones on CPU, and no pass transposes a table).
+  Each belief is built and exponentiated once, its
   message and its conditional table ``exp(belief - message)`` taken from
   the same exponentials, and ``mu = N * P * g`` is one dense op per run
   (Shafer-Shenoy style: beliefs are never divided, so -inf potentials
@@ -32,7 +34,8 @@ Layout (built once per structure on the host by :func:`pgmjax.graph.oracle_plan.
 
 Potentials and marginals are therefore pytrees ``{unit_key: array}`` in this
 layout; :meth:`OraclePlan.tables` and :meth:`OraclePlan.from_tables`
-convert to and from ``{clique: table}``.
+convert to and from ``{clique: table}`` (:meth:`OraclePlan.layout` gives a
+clique's stored axis order).
 
 References: Koller & Friedman (2009), Ch. 10; McKenna, Sheldon & Miklau,
 "Graphical-model based estimation and inference for differential privacy",
@@ -81,35 +84,6 @@ def _offset(msgs, real) -> jax.Array:
     return total
 
 
-def _send(run: Run, pairs, direct, route, beliefs, real, raw=None) -> dict:
-    """Messages of one level, routed to the next level's slots: ``{(x, y): (n_y, *message shape)}``.
-
-    Messages keep the compact shape (size-1 axes where the parent has no
-    separator attribute); the receiver broadcasts them when it adds them to
-    its potentials, so no full-size inbox is ever materialised. A ``direct``
-    pair routes slot k to slot k and needs no gather (a padding slot's
-    message, all -inf, is replaced by 0 so it cannot reach a real parent);
-    other pairs gather each parent's children along the slot axis.
-    ``real[x]`` marks the slots of class x that hold a clique.
-    """
-    out, msgs = {}, {}
-    for x, y in pairs:
-        if x not in msgs:
-            cl = run.classes[x]
-            m = kernels.logsumexp(beliefs[x], axis=tuple(1 + a for a in cl.elim_axes))
-            if raw is not None:
-                raw[x] = m
-            m = m - _shift(m)
-            msgs[x] = m.reshape((m.shape[0], *cl.message_shape()))
-        if (x, y) in direct:
-            keep = real[x].reshape((-1,) + (1,) * (msgs[x].ndim - 1))
-            out[(x, y)] = jnp.where(keep, msgs[x], 0.0)
-        else:
-            ext = jnp.concatenate([msgs[x], jnp.zeros((1, *msgs[x].shape[1:]), msgs[x].dtype)])  # + a zero block
-            out[(x, y)] = jnp.sum(jnp.take(ext, route(x, y), axis=0, mode="clip"), axis=1)  # route: (n_y, children)
-    return out
-
-
 def _beliefs(potentials: list, received: dict) -> list:
     """Potentials plus every message received, per class (messages broadcast over the clique)."""
     out = list(potentials)
@@ -129,9 +103,10 @@ def log_partition(plan: OraclePlan, theta: dict) -> jax.Array:
     received: dict = {}
     offset = 0.0  # the shifts taken off the messages (see _shift)
 
-    def send(run, pairs, direct, route, beliefs, real):
-        raw: dict = {}
-        out = _send(run, pairs, direct, route, beliefs, real, raw)
+    def send(run, parents, pairs, direct, route, beliefs, real):
+        raw = {x: kernels.logsumexp(b, axis=tuple(range(b.ndim - len(cl.elim_axes), b.ndim)))
+               for x, (b, cl) in enumerate(zip(beliefs, run.classes))}
+        out = _route_c(run, parents, pairs, direct, route, raw, real)
         return out, _offset([raw[x] for x in sorted(raw)], [real[x] for x in sorted(raw)])
 
     for r, run in enumerate(plan.runs):
@@ -146,14 +121,14 @@ def log_partition(plan: OraclePlan, theta: dict) -> jax.Array:
         if run.num_levels > 1:
             routes = {p: plan.arrays[f"r{r:03d}_inner_{p[0]:02d}_{p[1]:02d}"] for p in inner_pairs if p not in inner_direct}
             received, off = send(
-                run, inner_pairs, inner_direct, lambda x, y: routes[(x, y)][0], beliefs, [m[0] for m in real]
+                run, run.classes, inner_pairs, inner_direct, lambda x, y: routes[(x, y)][0], beliefs, [m[0] for m in real]
             )
             offset = offset + off
             if run.num_levels > 2:
 
                 def body(carry, xs, run=run, inner_pairs=inner_pairs, inner_direct=inner_direct):
                     th, rts, re = xs
-                    return send(run, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], _beliefs(th, carry), re)
+                    return send(run, run.classes, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], _beliefs(th, carry), re)
 
                 rest = {p: v[1:] for p, v in routes.items()}
                 received, offs = jax.lax.scan(body, received, ([p[1:-1] for p in pot], rest, [m[1:-1] for m in real]))
@@ -163,20 +138,10 @@ def log_partition(plan: OraclePlan, theta: dict) -> jax.Array:
             (root,) = beliefs
             return kernels.logsumexp(root.reshape(-1), axis=-1) + offset
         outer = {p: plan.arrays[f"r{r:03d}_outer_{p[0]:02d}_{p[1]:02d}"] for p in outer_pairs if p not in outer_direct}
-        received, off = send(run, outer_pairs, outer_direct, lambda x, y: outer[(x, y)], beliefs, [m[-1] for m in real])
+        received, off = send(run, plan.runs[r + 1].classes, outer_pairs, outer_direct, lambda x, y: outer[(x, y)], beliefs,
+                             [m[-1] for m in real])
         offset = offset + off
     raise AssertionError("the schedule has no root level")
-
-
-def _perm(cl: CliqueClass) -> tuple[int, ...]:
-    """Compute-layout axis order of a class: the separator first, then the eliminated axes (domain order).
-
-    Messages are then reductions over the trailing (minor) axes: XLA:CPU's own emitters (pgmjax compiles
-    without the YNNPACK fusions, see :mod:`pgmjax.compiler`) reduce contiguous rows about twice as fast
-    as strided leading axes (a log-sum-exp with its conditional table over a 101 x 101 x 26 clique:
-    0.6 ms against 1.1 ms on the 2-core CPU).
-    """
-    return cl.sep_axes + cl.elim_axes
 
 
 def _self_shape(cl: CliqueClass) -> tuple[int, ...]:
@@ -191,7 +156,7 @@ def _landing(cl: CliqueClass, parent: CliqueClass) -> tuple[tuple[int, ...], tup
     into the order they have in the parent's compute layout, and the
     message's broadcast shape there.
     """
-    pperm = _perm(parent)
+    pperm = parent.layout
     pos = [pperm.index(a) for a in cl.parent_sep_axes]
     order = tuple(int(i) for i in np.argsort(pos))
     shape = tuple(parent.shape[pperm[j]] if j in pos else 1 for j in range(len(pperm)))
@@ -268,9 +233,9 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
     """Clique marginals (counts summing to ``total`` in every clique) and log Z.
 
     The marginals are ``total * d log Z / d theta``, computed with an
-    explicit downward pass instead of autodiff, in a compute layout where
-    every clique's eliminated axes come last (one transpose per block on
-    the way in and out; reductions over contiguous rows are fast on CPU). The
+    explicit downward pass instead of autodiff, in the blocks' own layout
+    (every clique's eliminated axes last, so messages reduce contiguous
+    rows, the fast reductions on CPU, and no table is transposed). The
     upward pass keeps the (compact) messages and every clique's
     conditional table given its upward separator, ``P = exp(belief -
     message)``, from the same exponentials as its message (each belief is
@@ -293,13 +258,10 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
     for r, run in enumerate(runs):
         n = run.num_levels
         pot, real = [], []
-        for x, cl in enumerate(run.classes):
+        for x in range(len(run.classes)):
             key = f"r{r:03d}x{x:02d}"
             mask = plan.arrays[f"{key}_mask"].astype(theta[key].dtype)
-            th = theta[key]
-            if _perm(cl) != tuple(range(len(cl.shape))):
-                th = jnp.transpose(th, (0, 1, *(2 + a for a in _perm(cl))))
-            pot.append(_potentials(plan, key, th, mask))  # padded tables are 1-D: no transpose to undo
+            pot.append(_potentials(plan, key, theta[key], mask))
             real.append(mask == 0)
         inner_pairs, outer_pairs, inner_direct, outer_direct = static_pairs[r]
         beliefs = _beliefs([p[0] for p in pot], received)
@@ -383,11 +345,8 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
             g_all = [jnp.concatenate([a[None], b]) for a, b in zip(g0, ys)]
         else:
             g_all = [g[None] for g in g_last]
-        for x, cl in enumerate(run.classes):
-            m = total * (P[x] * g_all[x])
-            if _perm(cl) != tuple(range(len(cl.shape))):
-                m = jnp.transpose(m, (0, 1, *(2 + int(a) for a in np.argsort(_perm(cl)))))
-            mu[f"r{r:03d}x{x:02d}"] = m
+        for x in range(len(run.classes)):
+            mu[f"r{r:03d}x{x:02d}"] = total * (P[x] * g_all[x])
         if r > 0:
             prev = runs[r - 1]
             _, outer_pairs, _, outer_direct = static_pairs[r - 1]
