@@ -213,10 +213,10 @@ def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Pr
         active = s.iteration < target
         last = k >= md.max_backtracks
         eta = jnp.where(k == 0, s.step_size, jnp.where(last, 0.0, prev_eta * 0.5)).astype(s.step_size.dtype)
-        theta, mu, loss, pred, pred_grad, ok = md.trial(p, s, eta)
+        theta, loss, pred, pred_grad, ok = md.trial(p, s, eta)
         commit = active & (ok | last)
         next_eta = jnp.where(k == 0, eta * md.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
-        new = estimation.MirrorDescentState(theta, mu, loss, pred, pred_grad, next_eta, s.iteration + 1, s.oracle_calls + 1 + k)
+        new = estimation.MirrorDescentState(theta, s.mu, loss, pred, pred_grad, next_eta, s.iteration + 1, s.oracle_calls + 1 + k)
         s = jax.tree_util.tree_map(lambda a, b: jnp.where(commit, a, b), new, s)
         k = jnp.where(commit, 0, jnp.where(active, k + 1, k))
         return s, k, eta
@@ -228,7 +228,7 @@ def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Pr
 
     k0 = jnp.zeros_like(state.iteration)
     out, _, _ = jax.lax.while_loop(lambda c: jnp.any(c[0].iteration < target), body, (state, k0, state.step_size))
-    return jax.vmap(md.tidy)(out)
+    return jax.vmap(md.tidy, in_axes=(batch_axes(problem), 0))(problem, out)
 
 
 @jit(static_argnames=("estimator",))

@@ -78,7 +78,7 @@ def _all_finite(tree) -> jax.Array:
 # --------------------------------------------------------------------------- mirror descent
 class MirrorDescentState(NamedTuple):
     theta: dict
-    mu: dict
+    mu: dict  # the marginals of theta as of the last tidy (refreshed once per compiled chunk, not per step)
     loss: jax.Array
     pred: Any  # what the loss reads of mu (Problem.predict)
     pred_grad: Any  # the loss's gradient with respect to pred; in the marginals' space: Problem.pull_back
@@ -177,12 +177,15 @@ class MirrorDescent:
             slack: :meth:`slack` of ``s`` where the caller has it (a line search computes it once).
 
         Returns:
-            ``(theta, mu, loss, pred, pred_grad, ok)``: the trial's potentials, marginals, loss,
-            predictions and the loss's gradient with respect to them, and whether the test accepts it.
+            ``(theta, loss, pred, pred_grad, ok)``: the trial's potentials, loss, predictions and the
+            loss's gradient with respect to them, and whether the test accepts it. Not its marginals: a
+            step's state carries them unchanged, and :meth:`tidy` refreshes them once per chunk (writing
+            every table once per trial cost about a fifth of a trial on large cliques).
         """
         if slack is None:
             slack = self.slack(s)
-        theta = _axpy(-eta, problem.pull_back(s.pred_grad, s.mu), s.theta)
+        # theta has the marginals' shapes: the pull-back needs only those (s.mu is refreshed once per chunk).
+        theta = _axpy(-eta, problem.pull_back(s.pred_grad, s.theta), s.theta)
         mu, log_z = problem.marginals_and_log_partition(theta)
         pred = problem.predict(mu)
         loss, pred_grad = jax.value_and_grad(problem.loss_of_predictions)(pred)
@@ -192,17 +195,20 @@ class MirrorDescent:
         # (products of conditionals in [0, 1] times the total). One scalar instead of two passes over
         # every table per trial.
         ok = jnp.isfinite(loss) & jnp.isfinite(log_z) & (loss <= s.loss - self.armijo * decrease + slack)
-        return theta, mu, loss, pred, pred_grad, ok
+        return theta, loss, pred, pred_grad, ok
 
     @staticmethod
-    def tidy(state: MirrorDescentState) -> MirrorDescentState:
-        """``state`` with every clique's potentials shifted so their largest entry is 0 (the model is unchanged).
+    def tidy(problem: Problem, state: MirrorDescentState) -> MirrorDescentState:
+        """``state`` with every clique's potentials shifted so their largest entry is 0 (the model is
+        unchanged) and its marginals recomputed from them.
 
-        Keeps the potentials near 0 in float32 (see :func:`_centred`); :func:`run` calls it after every
-        compiled chunk (a pass over every table, once per chunk instead of once per trial). Call it between
-        chunks when driving :meth:`step` yourself.
+        Keeps the potentials near 0 in float32 (see :func:`_centred`) and makes ``state.mu`` the
+        marginals of ``state.theta`` (:meth:`step` leaves them as they were). :func:`run` calls it after
+        every compiled chunk: a pass over every table and one oracle call per chunk instead of per
+        trial. Call it between chunks when driving :meth:`step` yourself.
         """
-        return state._replace(theta=_centred(state.theta))
+        theta = _centred(state.theta)
+        return state._replace(theta=theta, mu=problem.marginals(theta))
 
     def step(self, problem: Problem, s: MirrorDescentState) -> MirrorDescentState:
         # One trial site in the program (the oracle is traced once): try 0 uses the current step, each
@@ -210,27 +216,26 @@ class MirrorDescent:
         slack = self.slack(s)  # loop-invariant: once per iteration, not per trial
 
         def cond(c):
-            return ~c[6]
+            return ~c[5]
 
         def body(c):
-            tries = c[7] + 1
+            tries = c[6] + 1
             last = tries >= self.max_backtracks
-            eta = jnp.where(tries == 0, s.step_size, jnp.where(last, 0.0, c[5] * 0.5))
-            theta, mu, loss, pred, pred_grad, ok = self.trial(problem, s, eta, slack)
-            return theta, mu, loss, pred, pred_grad, eta, ok | last, tries
+            eta = jnp.where(tries == 0, s.step_size, jnp.where(last, 0.0, c[4] * 0.5))
+            theta, loss, pred, pred_grad, ok = self.trial(problem, s, eta, slack)
+            return theta, loss, pred, pred_grad, eta, ok | last, tries
 
         # The loop runs at least once, so its first values are never read: zeros, not the state's own
         # tables (which the body also reads: XLA would copy every table twice per iteration to carry both).
         zp = jax.tree_util.tree_map(jnp.zeros_like, s.pred)
-        carry = (zeros_like(s.theta), zeros_like(s.mu), s.loss, zp, zp, s.step_size, jnp.zeros((), bool),
-                 -jnp.ones((), jnp.int32))
-        theta, mu, loss, pred, pred_grad, eta, _, backtracks = jax.lax.while_loop(cond, body, carry)
+        carry = (zeros_like(s.theta), s.loss, zp, zp, s.step_size, jnp.zeros((), bool), -jnp.ones((), jnp.int32))
+        theta, loss, pred, pred_grad, eta, _, backtracks = jax.lax.while_loop(cond, body, carry)
         next_eta = jnp.where(backtracks == 0, eta * self.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
         # A loss no step can change accepts every step: without a cap the step size overflows to inf.
         next_eta = jnp.minimum(next_eta, jnp.finfo(next_eta.dtype).max * 1e-8)
         return MirrorDescentState(
             theta,
-            mu,
+            s.mu,
             loss,
             pred,
             pred_grad,
@@ -405,7 +410,7 @@ def _init(estimator, problem, theta, step_size):
 @jit(static_argnames=("estimator",))
 def _chunk(estimator, problem, state, num_steps):
     state = jax.lax.fori_loop(0, num_steps, lambda _, st: estimator.step(problem, st), state)
-    return estimator.tidy(state) if hasattr(estimator, "tidy") else state
+    return estimator.tidy(problem, state) if hasattr(estimator, "tidy") else state
 
 
 def _start(estimator, problem, theta, step_size):

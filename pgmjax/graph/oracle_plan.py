@@ -168,12 +168,35 @@ class OraclePlan:
         n = self.padded[j]
         return key, ((l, k) if n is None else (l, k, slice(0, n)))
 
-    def table(self, blocks: dict, j: int) -> jax.Array:
-        """Junction-tree clique ``j``'s table (axes in the order of ``cliques[j]``) from blocks in the oracle layout."""
+    def table(self, blocks: dict, j: int, batch_dims: int = 0) -> jax.Array:
+        """Junction-tree clique ``j``'s table (axes in the order of ``cliques[j]``) from blocks in the oracle layout.
+
+        Args:
+            blocks: potentials or marginals in the oracle layout (:meth:`zeros`'s structure), each block with
+                ``batch_dims`` leading batch axes (a :class:`~pgmjax.BatchedModel`'s have one).
+            j: the junction-tree clique.
+            batch_dims: leading axes kept in front of the table's.
+        """
         key, index = self._index(j)
-        t = blocks[key][index]
+        t = blocks[key][(slice(None),) * batch_dims + index]
         stored, clique = self.layout(j), self.cliques[j]
-        return t if stored == clique else t.transpose([stored.index(a) for a in clique])
+        if stored == clique:
+            return t
+        return t.transpose([*range(batch_dims), *(batch_dims + stored.index(a) for a in clique)])
+
+    def with_table(self, blocks: dict, j: int, table, add: bool = False) -> dict:
+        """``blocks`` (JAX arrays, oracle layout) with clique ``j``'s table replaced by ``table`` (or, with
+        ``add``, increased by it). ``table``'s axes follow ``cliques[j]``; size-1 axes broadcast."""
+        key, index = self._index(j)
+        stored, clique = self.layout(j), self.cliques[j]
+        t = jnp.asarray(table)
+        if stored != clique:
+            t = jnp.transpose(t, [clique.index(a) for a in stored])
+        target = blocks[key]
+        t = jnp.broadcast_to(t, target[index].shape)
+        out = dict(blocks)
+        out[key] = target.at[index].add(t) if add else target.at[index].set(t)
+        return out
 
     def tables(self, blocks: dict) -> dict[Clique, jax.Array]:
         """``{clique: table}`` (axes in the order of each clique) from blocks in the oracle layout."""

@@ -107,8 +107,7 @@ class BatchedModel:
         blocks = self._marginal_blocks
         out = {}
         for j, c in enumerate(self.cliques):
-            key, index = self.plan._index(j)
-            out[c] = np.asarray(blocks[key][(slice(None), *index)], np.float64)
+            out[c] = np.asarray(self.plan.table(blocks, j, batch_dims=1), np.float64)
         return out
 
     def marginal(self, attrs: CliqueLike, given: Mapping[str, int | Sequence[int]] | None = None) -> np.ndarray:

@@ -91,9 +91,7 @@ def _expand(plan, measured, theta_hat, deltas):
         j, host, kept = _host_layout(plan, c)
         t = jnp.transpose(d, [c.index(a) for a in kept])
         shape = [plan.domain[a] if a in c else 1 for a in host]
-        key, index = plan._index(j)
-        target = blocks[key][index]
-        blocks[key] = blocks[key].at[index].add(jnp.broadcast_to(t.reshape(shape), target.shape))
+        blocks = plan.with_table(blocks, j, t.reshape(shape), add=True)
     return blocks
 
 

@@ -356,8 +356,7 @@ def _potentials(lay: QPLayout, plan, mu, total):
         if sep:
             s = _marg(table, clique, tuple(sep))
             logt = logt - _bcast(jnp.log(jnp.maximum(s, floor)), tuple(sep), clique, table.shape)
-        key, index = plan._index(j)
-        blocks[key] = blocks[key].at[index].set(logt)
+        blocks = plan.with_table(blocks, j, logt)
     return blocks
 
 
