@@ -372,7 +372,7 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(TypeError, match="key must be one jax.random key"):
         DQ.dualquery(data, 1.0, 1e-3, key=0, workload=w)
     with pytest.raises(TypeError, match="workload must be a pgmjax.Workload"):
-        DQ.dualquery(data, 1.0, 1e-3, key=k, workload=[("a", "b")])
+        DQ.dualquery(data, 1.0, 1e-3, key=k, workload="ab")  # a list of cliques is their marginals; a string is refused
     other = pj.Workload.marginals(pj.Domain({"a": 7, "b": 3}), [("a", "b")])
     with pytest.raises(ValueError, match="sized differently"):
         DQ.dualquery(data, 1.0, 1e-3, key=k, workload=other)

@@ -174,11 +174,11 @@ class BudgetLedger:
             TypeError / ValueError: not a plan, another currency or composition, or a plan larger than the budget.
 
         Example:
-            >>> from pgmjax.privacy.ledger import BudgetStep
-            >>> b = BudgetLedger(epsilon=1.0)
+            >>> from pgmjax.privacy import Accountant, BudgetPlan, BudgetStep
+            >>> acc = Accountant(epsilon=1.0)
             >>> plan = BudgetPlan.of("demo", "epsilon", 1.0, [BudgetStep("all", "laplace", 1.0)], composition="pure",
             ...                      epsilon=1.0, delta=0.0)
-            >>> b.record_plan(plan) is plan, len(b.plans)
+            >>> acc.record_plan(plan) is plan, len(acc.plans)
             (True, 1)
         """
         where = "Accountant.record_plan"
