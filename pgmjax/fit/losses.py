@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compiler import to_device
+from ..queries.linear import LinearQuery
 from ..queries.measurement import Measurement
 from ..graph.oracle import OraclePlan
 
@@ -93,23 +94,22 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
             tuple(kept.index(a) for a in m.clique),
             m.kind,
             m.rows,
-            None if m.query is None else (m.query.shape if m.kind == "dense" else tuple(q.shape for q in m.query)),
+            jax.tree_util.tree_structure(m.linear),
+            tuple(np.shape(q) for q in jax.tree_util.tree_leaves(m.linear)),
         )
         by_sig.setdefault(sig, []).append((m, level, slot))
     groups, arrays = [], []
     for sig in sorted(by_sig, key=repr):
         items = by_sig[sig]
-        key, host_shape, sum_axes, perm, kind, rows, _ = sig
+        key, host_shape, sum_axes, perm, kind, rows = sig[:6]
         group = {
             "level": np.array([lv for _, lv, _ in items], np.int32),
             "slot": np.array([sl for _, _, sl in items], np.int32),
             "y": np.stack([m.y for m, _, _ in items]),
             "inv_std": np.stack([1.0 / m.row_stddev() for m, _, _ in items]),
+            # one LinearQuery whose numbers are stacked along a leading axis (static: its form and shapes)
+            "query": jax.tree_util.tree_map(lambda *q: np.stack(q), *[m.linear for m, _, _ in items]),
         }
-        if kind == "dense":
-            group["query"] = np.stack([m.query for m, _, _ in items])
-        elif kind == "kron":
-            group["query"] = tuple(np.stack([m.query[i] for m, _, _ in items]) for i in range(len(perm)))
         # When the group measures most cliques of its block, each at most once, lay its numbers
         # out like the block: the loss then reads the whole block (no gather, and no scatter in
         # its gradient); unmeasured slots get weight 0.
@@ -122,8 +122,7 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
             count = _padded_count(len(items), int(np.prod(host_shape)))
             if count > len(items):  # zero-weight copies of the first measurement: they add nothing
                 extra = count - len(items)
-                group = {k: (tuple(_pad(q, extra) for q in v) if isinstance(v, tuple) else _pad(v, extra))
-                         for k, v in group.items()}
+                group = jax.tree_util.tree_map(lambda a: _pad(a, extra), group)
                 group["inv_std"][len(items):] = 0.0
         if dense:
             def spread(a, fill=0.0):
@@ -131,8 +130,7 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
                 out[flat] = a
                 return out
 
-            group = {k: (tuple(spread(q) for q in v) if isinstance(v, tuple) else spread(v))
-                     for k, v in group.items() if k not in ("level", "slot")}
+            group = jax.tree_util.tree_map(spread, {k: v for k, v in group.items() if k not in ("level", "slot")})
         group = jax.tree_util.tree_map(
             lambda a: to_device(a) if a.dtype.kind == "i" else to_device(a, dtype), group
         )
@@ -152,16 +150,7 @@ def predictions(mu: dict, meas: MeasurementArrays) -> list[jax.Array]:
         if g.sum_axes:
             x = jnp.sum(x, axis=tuple(1 + a for a in g.sum_axes))
         x = jnp.transpose(x, (0, *(1 + p for p in g.perm)))
-        n = x.shape[0]
-        if g.kind == "identity":
-            pred = x.reshape(n, -1)
-        elif g.kind == "dense":
-            pred = jnp.einsum("nrk,nk->nr", arr["query"], x.reshape(n, -1))
-        else:
-            for axis, q in enumerate(arr["query"]):
-                x = jnp.moveaxis(jnp.einsum("nrk,nk...->nr...", q, jnp.moveaxis(x, axis + 1, 1)), 1, axis + 1)
-            pred = x.reshape(n, -1)
-        out.append(pred)
+        out.append(jax.vmap(LinearQuery.apply)(arr["query"], x))
     return out
 
 
