@@ -159,7 +159,7 @@ def test_rr_synthetic_result():
     a = rng.integers(0, 3, 3000)
     data = pj.Dataset(np.stack([a, (a > 0).astype(int), rng.integers(0, 4, 3000)], 1), dom)
     res = pj.mechanisms.rr_synthetic(data, 4.0, key=jax.random.key(1), per_attribute=True, engine_iters=200)
-    assert res.mechanism == "rr" and isinstance(res.original, rr.Release)
+    assert res.mechanism == "rr_synthetic" and isinstance(res.original, rr.Release)
     assert len(res.ledger) == 1 and res.ledger[0].epsilon == pytest.approx(4.0) and res.accountant.spent == pytest.approx(4.0)
     assert res.info["epsilons"] == pytest.approx([4 / 3] * 3) and res.info["per_attribute"] and res.info["bounded"]
     assert ("a", "b") in res.info["cliques"]  # the strongest dependence is found in the release
@@ -198,11 +198,12 @@ def test_rr_synthetic_bad_input():
 
 def test_registry_runs_rr_per_attribute():
     data = pj.Dataset(np.random.default_rng(2).integers(0, [3, 2], size=(1000, 2)), {"a": 3, "b": 2})
-    res, notes = registry.run("rr", data, key=jax.random.key(0), epsilon=2.0, iters=30, records=77)
+    entry = registry.MECHANISMS["rr_synthetic"]
+    assert entry.privacy == "pure" and entry.cli_defaults["per_attribute"] is True  # the command line's variant
+    res = registry.run("rr_synthetic", data, 2.0, key=jax.random.key(0), engine_iters=30, rows=77, **entry.cli_defaults)
     assert res.info["per_attribute"] and res.info["engine_iters"] == 30 and len(res.synthetic) == 77
-    assert registry.MECHANISMS["rr"].privacy == "pure"
-    _, kwargs, notes = registry.prepare("rr", epsilon=1.0, delta=1e-6)
-    assert "delta" not in kwargs and any("not used" in n for n in notes)
+    with pytest.raises(ValueError, match="pure epsilon-DP"):  # a delta is refused, not dropped
+        registry.run("rr_synthetic", data, 1.0, 1e-6, key=jax.random.key(0))
 
 
 def test_module_docstring_examples():
