@@ -155,3 +155,18 @@ def test_record_plan_refuses_a_plan_of_another_currency_or_too_large():
         pure.record_plan(plan)
     with pytest.raises(TypeError, match="BudgetPlan"):
         pure.record_plan({"budget": 0.5})
+
+
+def test_one_command_line_run_reports_its_plan(tmp_path, monkeypatch, capsys):
+    dom, rec, _ = cli.random_bayes_net_data(3, 300, seed=1)
+    monkeypatch.chdir(tmp_path)
+    np.savetxt("t.csv", rec, delimiter=",", fmt="%d", header=",".join(dom), comments="")
+    (tmp_path / "d.json").write_text(json.dumps(dom))
+    code = cli.main(["run", "--data", "t.csv", "--domain", "d.json", "-m", "mst", "-e", "1", "--engine-iters", "10",
+                     "--option", "select_iters=5", "--quiet", "--report", "r.json"])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads((tmp_path / "r.json").read_text())
+    plan = report["plan"]
+    assert plan["mechanism"] == "mst" and plan["currency"] == "rho" and len(plan["steps"]) == 3
+    assert math.fsum(s["cost"] for s in plan["steps"]) == pytest.approx(report["privacy"]["rho_budget"], rel=1e-12)
+    assert report["info"]["engine_iters"] == 10 and report["info"]["select_iters"] == 5
