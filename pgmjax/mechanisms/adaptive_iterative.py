@@ -54,7 +54,7 @@ from .multiplicative_weights import hypothetical_model_size
 from .multiplicative_weights import model_mb as _model_mb
 from .options import DEFAULT_DELTA, check_epsilon, check_model_cap
 from .result import BudgetStep, MechanismResult, record_plan
-from .spanning_tree import _delta, _estimate_options, _Progress
+from .spanning_tree import _delta, _engine_options, _Progress
 
 __all__ = ["aim", "aim_budget", "aim_candidates", "default_aim_workload"]
 
@@ -303,7 +303,7 @@ def aim(
         rows = _count(rows, "rows", where, 1)
     if synthetic_method not in SAMPLING_METHODS:
         raise ValueError(f"{where}: synthetic_method must be one of {SAMPLING_METHODS}, got {synthetic_method!r}")
-    options = _estimate_options(engine_options, where)
+    options = _engine_options(engine_options, where)
     budget = aim_budget(epsilon, delta, attributes=len(domain), rounds=rounds)
     T = budget["rounds"]
     one_way = [c for c in candidates if len(c) == 1]

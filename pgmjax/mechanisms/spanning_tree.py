@@ -311,7 +311,7 @@ class _Progress:
             self.bar.close()
 
 
-def _estimate_options(options, where: str) -> dict:
+def _engine_options(options, where: str) -> dict:
     return check_engine_options(options, RESERVED_OPTIONS, where, hint="; the mechanism sets them")
 
 
@@ -415,7 +415,7 @@ def mst(
         rows = _count(rows, "rows", where, 1)
     if synthetic_method not in SAMPLING_METHODS:
         raise ValueError(f"{where}: synthetic_method must be one of {SAMPLING_METHODS}, got {synthetic_method!r}")
-    options = _estimate_options(engine_options, where)
+    options = _engine_options(engine_options, where)
     budget = mst_budget(epsilon, delta, d)
     bar = _Progress(progress, d + 3, "MST", where)
 
