@@ -276,6 +276,8 @@ class LinearQuery:
         """
         if p not in (1, 2):
             raise ValueError(f"LinearQuery.sensitivity: p must be 1 or 2, got {p!r}")
+        if self.kind == "identity":
+            return 1.0
         if self.kind == "kron":
             return float(np.prod([1.0 if q is None else _root(_column_powers(q, p).max(), p) for q in self.matrices]))
         return float(_root(self._column_powers(p).max(), p))
