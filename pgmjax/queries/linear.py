@@ -23,7 +23,7 @@ Example:
     >>> q = LinearQuery.kron((np.tril(np.ones((3, 3))), None), sizes=(3, 2))
     >>> q.shape, q.apply(np.arange(6.0)).tolist()
     ((6, 6), [0.0, 1.0, 2.0, 4.0, 6.0, 9.0])
-    >>> bool(np.allclose(q.transpose(np.ones(6)), q.matrix().T @ np.ones(6)))
+    >>> bool(np.allclose(q.transpose(np.ones(6)).reshape(-1), q.matrix().T @ np.ones(6)))
     True
 """
 
