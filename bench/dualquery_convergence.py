@@ -39,7 +39,7 @@ def run_seed(data, workload, seed: int, checkpoints: list[int], settings: dict) 
 
     t0 = time.perf_counter()
     res = dualquery(data, settings["epsilon"], settings["delta"], key=jax.random.key(seed), workload=workload,
-                    eta=settings["eta"], samples=settings["samples"], pgm_iters=checkpoints[0])
+                    eta=settings["eta"], samples=settings["samples"], engine_iters=checkpoints[0])
     transcript = res.info["transcript"]
     model = res.model
     rows = [{"iterations": checkpoints[0], "nll": float(model.loss), "seconds": res.info["seconds"]["fit"],

@@ -84,7 +84,7 @@ PAPER_FACTORS = {
 }
 
 #: Settings per mechanism (the ICML 2019 experiment where it is known; see the module docstring).
-#: ``--set mech.param=value`` overrides any of them; ``--pgm-iters`` overrides every ``pgm_iters``.
+#: ``--set mech.param=value`` overrides any of them; ``--pgm-iters`` overrides every ``engine_iters``.
 SETTINGS = {
     "mwem": {
         "selection": "query",  # private-pgm's 2019 examples/mwem.py: one workload row per round (Prefix ranges
@@ -92,7 +92,7 @@ SETTINGS = {
         "bounded": True,  # N public, as in the 2019 script
         "noise": "laplace",
         "rounds": None,  # T = d
-        "pgm_iters": 1000,  # per round, warm-started
+        "engine_iters": 1000,  # per round, warm-started
         "mw_iters": 1000,  # MW passes per round (the 2019 factored baseline's default)
         "max_model_mb": 25.0,  # the +PGM arm's model-size cap (private-pgm mechanisms/mwem+pgm.py's default)
         # The MW arm (NumPy, on the host) runs only if rounds x mw_iters x (its factored table's cells) is at
@@ -102,7 +102,7 @@ SETTINGS = {
         "mw_work_limit": 1e10,
         "synthetic": False,
     },
-    "privbayes": {"bounded": True, "score": "R", "beta": 0.3, "theta": 4.0, "pgm_iters": 1000},
+    "privbayes": {"bounded": True, "score": "R", "beta": 0.3, "theta": 4.0, "engine_iters": 1000},
     "hdmm": {
         "bounded": True,
         "noise": "laplace",
@@ -112,18 +112,18 @@ SETTINGS = {
         # The strategy fit (small L-BFGS problems in while-loops, once per dataset) runs on the host's CPU
         # backend, where its many tiny steps are cheaper than kernel launches; "default" = JAX's default device.
         "strategy_device": "cpu",
-        "pgm_iters": 1000,  # the 2019 run used 10,000: --set hdmm.pgm_iters=10000
+        "engine_iters": 1000,  # the 2019 run used 10,000: --set hdmm.engine_iters=10000
         "max_table_cells": 2**24,
         "synthetic": False,
     },
-    "dualquery": {"eta": 2.0, "samples": 50, "pgm_iters": 1000},
+    "dualquery": {"eta": 2.0, "samples": 50, "engine_iters": 1000},
 }
 
 QUICK = {  # --quick: tiny settings to validate the pipeline end to end (not results)
-    "mwem": {"rounds": 3, "pgm_iters": 50, "mw_iters": 20},
-    "privbayes": {"pgm_iters": 50},
-    "hdmm": {"restarts": 2, "pgm_iters": 50},
-    "dualquery": {"samples": 10, "pgm_iters": 50},
+    "mwem": {"rounds": 3, "engine_iters": 50, "mw_iters": 20},
+    "privbayes": {"engine_iters": 50},
+    "hdmm": {"restarts": 2, "engine_iters": 50},
+    "dualquery": {"samples": 10, "engine_iters": 50},
 }
 
 
@@ -622,7 +622,7 @@ def main(argv=None):
         if args.quick:
             kw.update(QUICK[mech])
         if args.pgm_iters is not None:
-            kw["pgm_iters"] = args.pgm_iters
+            kw["engine_iters"] = args.pgm_iters
         kw.update(overrides.get(mech, {}))
         settings[mech] = kw
     seeds = list(range(args.seed0, args.seed0 + args.runs))

@@ -225,7 +225,7 @@ def main(argv=None):
         if args.quick:
             kw.update(F.QUICK[mech])
         if args.pgm_iters is not None:
-            kw["pgm_iters"] = args.pgm_iters
+            kw["engine_iters"] = args.pgm_iters
         kw.update(overrides.get(mech, {}))
         settings[mech] = kw
     seeds = list(range(args.seed0, args.seed0 + args.runs))

@@ -97,10 +97,10 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
     t0 = time.perf_counter()
     if mechanism == "mst":
         res = mst(data, epsilon, DELTA, key=jax.random.key(seed), select_iters=s["mst_select_iters"],
-                  fit_iters=s["mst_fit_iters"])
+                  engine_iters=s["mst_fit_iters"])
     else:
         res = aim(data, epsilon, DELTA, key=jax.random.key(seed), rounds=s["aim_rounds"],
-                  max_model_size=s["aim_max_model_size"], max_iters=s["aim_max_iters"])
+                  max_model_mb=s["aim_max_model_size"], engine_iters=s["aim_max_iters"])
     wall = time.perf_counter() - t0
     np.savez(out, records=np.asarray(res.synthetic.records))
     info = res.info

@@ -80,11 +80,11 @@ def _runner(name: str, data):
     w = pj.Workload.benchmark(dom, [("a", "b"), ("a", "c"), ("c", "d")], numeric=["a"])
     training = QuerySet.cells(dom, ("a", "b")) + QuerySet.cells(dom, ("c", "d"))
     runs = {
-        "dualquery": lambda eps, k: dualquery(data, eps, 1e-3, key=k, workload=w, samples=20, pgm_iters=50),
-        "mldp": lambda eps, k: mldp(data, eps, key=k, training=training, pgm_iters=50),
-        "hdmm": lambda eps, k: hdmm(data, eps, key=k, workload=w, restarts=2, pgm_iters=50, synthetic=False),
-        "privbayes": lambda eps, k: privbayes(data, eps, key=k, pgm_iters=50),
-        "mwem": lambda eps, k: mwem(data, eps, key=k, workload=w, rounds=3, pgm_iters=50, mw_iters=50),
+        "dualquery": lambda eps, k: dualquery(data, eps, 1e-3, key=k, workload=w, samples=20, engine_iters=50),
+        "mldp": lambda eps, k: mldp(data, eps, key=k, training=training, engine_iters=50),
+        "hdmm": lambda eps, k: hdmm(data, eps, key=k, workload=w, restarts=2, engine_iters=50, synthetic=False),
+        "privbayes": lambda eps, k: privbayes(data, eps, key=k, engine_iters=50),
+        "mwem": lambda eps, k: mwem(data, eps, key=k, workload=w, rounds=3, engine_iters=50, mw_iters=50),
     }
     fn = runs[name]
     return lambda i: fn(EPSILONS[i % len(EPSILONS)], jax.random.key(i))

@@ -232,7 +232,7 @@ def rr_pgm(name, data, epsilons, cliques, iters, seed=5):
     out = []
     for eps, k in zip(epsilons, keys(seed, len(epsilons))):
         t0 = time.perf_counter()
-        res = pj.mechanisms.rr_synthetic(data, eps, key=k, per_attribute=True, cliques=cliques, pgm_iters=iters, synthetic=False)
+        res = pj.mechanisms.rr_synthetic(data, eps, key=k, per_attribute=True, cliques=cliques, engine_iters=iters, synthetic=False)
         seconds = time.perf_counter() - t0
         rel = res.original
         naive = dict(zip(pairs, rel.data.marginals(pairs)))

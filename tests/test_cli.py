@@ -5,7 +5,8 @@ Subprocess runs are grouped and run two at a time (jax start-up costs ~1.5 s per
 mechanism runs once with tiny settings on a generated table.
 """
 
-import importlib
+import argparse
+import dataclasses
 import json
 import math
 import os
@@ -25,16 +26,16 @@ from pgmjax.mechanisms import registry
 from pgmjax.privacy import cdp_rho
 
 ENV = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONWARNINGS="ignore")
-AVAILABLE = [n for n, why in registry.availability().items() if why is None]
+AVAILABLE = list(registry.MECHANISMS)
 
-# Tiny per-mechanism settings (few rounds and iterations); --iters 20 for all.
+# Tiny per-mechanism settings (few rounds and iterations); --engine-iters 20 for all.
 MECH_ARGS = {
     "mwem": ["--rounds", "2", "--save-model", "model-mwem"],
     "privbayes": ["--records", "123"],  # resampled from the model by the CLI
     "dualquery": ["--delta", "1e-3", "--rounds", "3", "--option", "samples=10"],
     "hdmm": ["--option", "restarts=1"],
     "mst": ["--records", "123"],  # passed to the front-end's rows=
-    "aim": ["--rounds", "4", "--option", "max_model_size=1"],
+    "aim": ["--rounds", "4", "--max-model-mb", "1"],
     "mldp": [],
 }
 
@@ -91,7 +92,7 @@ def files(tmp_path_factory):
 
 
 RAW_RUN = ["run", "--data", "raw.csv", "--schema", "schema.json", "--allow-nonprivate-schema", "--mechanism", "privbayes", "--epsilon", "1",
-           "--out", "raw-synth.csv", "--report", "raw-report.json", "--workload", "all-2way", "--iters", "20"]  # not --quiet
+           "--out", "raw-synth.csv", "--report", "raw-report.json", "--workload", "all-2way", "--engine-iters", "20"]  # not --quiet
 BASE = ["--domain", "t-domain.json", "--mechanism", "mwem", "--epsilon", "1", "--quiet"]
 SUBPROCESS_BAD = 3  # argparse errors exit through SystemExit: through the real command
 # The bad inputs of the issue: (arguments, what the last stderr line must say). The first three run through the
@@ -121,7 +122,7 @@ def runs(files):
         jobs[m] = [
             ["run", "--data", "t.csv", "--domain", "t-domain.json", "--mechanism", m, "--epsilon", "1",
              "--out", f"synth-{m}.csv", "--report", f"report-{m}.json", "--workload", "all-2way",
-             "--iters", "20", "--seed", "1", "--quiet", *MECH_ARGS.get(m, [])]
+             "--engine-iters", "20", "--seed", "1", "--quiet", *MECH_ARGS.get(m, [])]
         ]
     jobs["raw"] = [["schema", "--data", "raw.csv", "--bins", "6", "--out", "schema.json"], RAW_RUN]  # in order
     for i, (args, _) in enumerate(BAD[:SUBPROCESS_BAD]):
@@ -145,9 +146,9 @@ def runs(files):
 # ---------------------------------------------------------------------------------------------------
 
 
-def test_the_registry_knows_every_mechanism_and_they_are_installed():
-    assert list(registry.MECHANISMS) == ["mwem", "privbayes", "dualquery", "hdmm", "mst", "aim", "mldp", "rr"]
-    assert set(AVAILABLE) == set(registry.MECHANISMS), registry.availability()
+def test_the_registry_knows_every_mechanism():
+    assert list(registry.MECHANISMS) == ["mwem", "privbayes", "dualquery", "hdmm", "mst", "aim", "mldp", "rr_synthetic"]
+    assert all(e.name == e.function.__name__ == n for n, e in registry.MECHANISMS.items())
 
 
 @pytest.mark.parametrize("mechanism", AVAILABLE)
@@ -321,7 +322,7 @@ def test_more_bad_inputs_in_process(files, monkeypatch, capsys, args, expected):
     assert expected in err.strip().splitlines()[-1] and "Traceback" not in err
 
 
-@pytest.mark.parametrize("args", [["-e", "-1"], ["-e", "nan"], ["-e", "1", "--delta", "1.5"], ["-e", "1", "--iters", "0"]])
+@pytest.mark.parametrize("args", [["-e", "-1"], ["-e", "nan"], ["-e", "1", "--delta", "1.5"], ["-e", "1", "--engine-iters", "0"]])
 def test_argparse_rejects_bad_numbers(files, capsys, args):
     d, _, _ = files
     with pytest.raises(SystemExit) as e:
@@ -343,24 +344,15 @@ def test_demo_still_runs(capsys):
 # ---------------------------------------------------------------------------------------------------
 
 
-def test_unavailable_mechanism_and_runtime_failure_in_process(files, monkeypatch, capsys):
+def test_runtime_failure_in_process(files, monkeypatch, capsys):
     d, _, _ = files
-    args = ["run", "--data", str(d / "t.csv"), "--domain", str(d / "t-domain.json"), "-m", "aim", "-e", "1", "--quiet"]
-    spec = registry.MECHANISMS["aim"]
-    monkeypatch.setitem(registry.MECHANISMS, "aim", registry.MechanismSpec("aim", "pgmjax.mechanisms.nosuch", "aim", "", "zcdp"))
-    assert cli.main(args) == 2
-    err = capsys.readouterr().err
-    assert "mechanism 'aim' is not available in this installation (no module pgmjax.mechanisms.nosuch)" in err
-    assert "available here: mwem" in err and "Traceback" not in err
+    args = ["run", "--data", str(d / "t.csv"), "--domain", str(d / "t-domain.json"), "-m", "privbayes", "-e", "1", "--quiet"]
 
-    pb = importlib.import_module("pgmjax.mechanisms.bayesian_network")  # the sub-package the registry reads privbayes from
-
-    def broken(data, epsilon, *, key, pgm_iters=1000, pgm_options=None):
+    def broken(data, epsilon, delta=0.0, *, key, workload=None, engine_iters=1000, engine_options=None, max_model_mb=None):
         raise FloatingPointError("the loss became nan")
 
-    monkeypatch.setitem(registry.MECHANISMS, "aim", spec)
-    monkeypatch.setattr(pb, "privbayes", broken)
-    args[args.index("aim")] = "privbayes"
+    entry = dataclasses.replace(registry.MECHANISMS["privbayes"], function=broken)
+    monkeypatch.setattr(registry, "MECHANISMS", {**registry.MECHANISMS, "privbayes": entry})
     assert cli.main(args) == 1
     err = capsys.readouterr().err
     assert "pgmjax run: failed: FloatingPointError: the loss became nan (run again with --debug" in err
@@ -368,35 +360,35 @@ def test_unavailable_mechanism_and_runtime_failure_in_process(files, monkeypatch
         cli.main(args + ["--debug"])
 
 
-def test_registry_maps_the_common_arguments():
-    fn, kw, notes = registry.prepare("mst", epsilon=1.0, iters=30, records=50, options={"compress": False})
-    assert kw == {"epsilon": 1.0, "select_iters": 30, "fit_iters": 30, "rows": 50, "compress": False}
-    _, kw, notes = registry.prepare("privbayes", epsilon=1.0, delta=1e-6, iters=5)
-    assert "delta" not in kw and kw["pgm_iters"] == 5 and "pure epsilon-DP" in notes[0]
-    _, kw, notes = registry.prepare("dualquery", epsilon=1.0)
+def _call(mechanism, **kw):
+    from pgmjax.cli.call import front_end_call
+
+    ns = dict(mechanism=mechanism, epsilon=1.0, delta=None, engine_iters=None, max_model_mb=None, rounds=None, records=None)
+    options, engine_options = kw.pop("options", {}), kw.pop("engine_options", {})
+    return front_end_call(argparse.Namespace(**(ns | kw)), options, engine_options)
+
+
+def test_the_command_line_calls_the_front_ends_with_the_common_options():
+    entry, kw, notes = _call("mst", engine_iters=30, records=50, options={"compress": False})
+    assert entry.function is pj.mechanisms.mst
+    assert kw == {"delta": 1e-9, "epsilon": 1.0, "engine_iters": 30, "rows": 50, "compress": False} and notes == []
+    entry, kw, _ = _call("rr")  # the command line's short name
+    assert entry.name == "rr_synthetic" and kw["per_attribute"] is True
+    _, kw, notes = _call("dualquery")
     assert kw["delta"] == registry.DEFAULT_DELTA == 1e-9 and "1e-09" in notes[0]
-    _, kw, _ = registry.prepare("dualquery", epsilon=1.0, callback=print)  # the engine's progress reaches the CLI
-    assert registry.engine_slot("dualquery") == "estimate_options" and kw["estimate_options"] == {"callback": print}
-    _, kw, _ = registry.prepare("hdmm", epsilon=1.0, delta=1e-6)  # Laplace: pure DP, delta dropped
-    assert "delta" not in kw and kw["original"] is False
-    _, kw, _ = registry.prepare("hdmm", epsilon=1.0, delta=1e-6, options={"noise": "gaussian"})
-    assert kw["delta"] == 1e-6
-    _, kw, _ = registry.prepare("aim", epsilon=1.0, iters=7, callback=print, step_callback=len)
-    assert kw["max_iters"] == 7 and kw["estimate_options"] == {"callback": print} and kw["progress"] is len
-    with pytest.raises(ValueError, match=r"unknown options \['nope'\]"):
-        registry.prepare("mwem", epsilon=1.0, options={"nope": 1})
-    with pytest.raises(ValueError, match="set by the common arguments"):
-        registry.prepare("aim", epsilon=1.0, options={"max_iters": 3})
-    with pytest.raises(ValueError, match="has no rounds"):
-        registry.prepare("privbayes", epsilon=1.0, rounds=3)
-    dom = pj.Domain({"a": 3, "b": 2, "c": 100})
-    _, kw, _ = registry.prepare("mldp", epsilon=1.0, workload=pj.Workload.all_kway(dom, 1), domain=dom)
-    blocks = [(c, np.asarray(m)) for c, m in kw["training"].blocks]
-    assert [(c, m.shape) for c, m in blocks] == [(("a",), (3, 3)), (("b",), (2, 2)), (("c",), (100, 100))]
-    assert all(np.array_equal(m, np.eye(len(m))) for _, m in blocks)  # every cell of every marginal
-    big = pj.Domain({"a": 100, "b": 100})  # one 10^4-cell pair: 10^8 entries, refused before allocating
-    with pytest.raises(ValueError, match="matrix entries"):
-        registry.prepare("mldp", epsilon=1.0, workload=pj.Workload.all_kway(big, 2), domain=big)
+    _, kw, _ = _call("hdmm", delta=1e-6, options={"noise": "gaussian"})
+    assert kw["delta"] == 1e-6 and kw["original"] is False
+    _, kw, _ = _call("aim", engine_iters=7, max_model_mb=2.0, engine_options={"method": "lbfgs"})
+    assert kw["engine_iters"] == 7 and kw["max_model_mb"] == 2.0 and kw["engine_options"] == {"method": "lbfgs"}
+    for mechanism, delta in [("privbayes", 1e-6), ("hdmm", 1e-6), ("mldp", 1e-9)]:  # pure DP: a delta is refused, not dropped
+        with pytest.raises(cli.UserError, match="pure eps-DP"):
+            _call(mechanism, delta=delta)
+    with pytest.raises(cli.UserError, match=r"unknown options \['nope'\]"):
+        _call("mwem", options={"nope": 1})
+    with pytest.raises(cli.UserError, match="common options: use --engine-iters"):
+        _call("aim", options={"engine_iters": 3})
+    with pytest.raises(cli.UserError, match="has no rounds"):
+        _call("privbayes", rounds=3)
 
 
 def test_schema_parsing_and_errors():

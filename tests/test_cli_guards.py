@@ -2,7 +2,9 @@
 ``--show-private``, no private value or line in an error, epsilon printed as given, no near-empty table
 from a tiny budget. In-process (``cli.main``), tiny tables, a few engine iterations."""
 
+import dataclasses
 import doctest
+import functools
 import json
 import os
 
@@ -156,7 +158,7 @@ def test_library_errors_carry_a_public_message():
 # Runs: privacy-safe summary, epsilon as given, tiny budgets
 # ---------------------------------------------------------------------------------------------------
 
-RUN = ["run", "--data", "t.csv", "--domain", "dom.json", "-m", "mwem", "--rounds", "1", "--iters", "10",
+RUN = ["run", "--data", "t.csv", "--domain", "dom.json", "-m", "mwem", "--rounds", "1", "--engine-iters", "10",
        "--records", "500", "--workload", "all-2way"]
 
 
@@ -183,20 +185,21 @@ def test_summary_prints_only_privacy_safe_numbers_and_epsilon_as_given(files, ca
 
 def _tiny_total(monkeypatch, total):
     """Make the mechanism's model estimate ``total`` records (as a tiny budget does), deterministically."""
-    real = registry.run
+    entry = registry.MECHANISMS["mwem"]
 
+    @functools.wraps(entry.function)  # the same signature: the command line reads the options from it
     def run(*args, **kwargs):
-        result, notes = real(*args, **kwargs)
+        result = entry.function(*args, **kwargs)
         m = result.model
         result.model, result.synthetic = pj.GraphicalModel(m.plan, m.theta, total), None
-        return result, notes
+        return result
 
-    monkeypatch.setattr(registry, "run", run)
+    monkeypatch.setattr(registry, "MECHANISMS", {**registry.MECHANISMS, "mwem": dataclasses.replace(entry, function=run)})
 
 
 def test_a_tiny_estimated_total_is_refused_with_a_suggestion(files, capsys, monkeypatch):
     _tiny_total(monkeypatch, 1.0)
-    args = ["run", "--data", "t.csv", "--domain", "dom.json", "-m", "mwem", "--rounds", "1", "--iters", "10",
+    args = ["run", "--data", "t.csv", "--domain", "dom.json", "-m", "mwem", "--rounds", "1", "--engine-iters", "10",
             "-e", "1e-4", "--quiet", "--out", "s.csv", "--report", "r.json", "--save-model", "m"]
     code, out, err = main(args, capsys)
     assert code == 1 and "the model estimates 1 record" in err and "--records N" in err, err

@@ -277,7 +277,7 @@ def test_nll_is_minimised_near_the_true_answers():
 def run():
     data = _small_data()
     w = _small_workload(data.domain)
-    res = DQ.dualquery(data, 3.0, 1e-3, key=jax.random.key(0), workload=w, eta=2.0, samples=50, pgm_iters=300)
+    res = DQ.dualquery(data, 3.0, 1e-3, key=jax.random.key(0), workload=w, eta=2.0, samples=50, engine_iters=300)
     return data, w, res
 
 
@@ -333,12 +333,12 @@ def test_estimate_options_reach_the_engine():
     data = _small_data(200)
     w = _small_workload(data.domain)
     seen = []
-    res = DQ.dualquery(data, 3.0, 1e-3, key=jax.random.key(1), workload=w, pgm_iters=40,
-                       estimate_options={"callback": lambda info: seen.append(info["iteration"]), "chunk": 10})
+    res = DQ.dualquery(data, 3.0, 1e-3, key=jax.random.key(1), workload=w, engine_iters=40,
+                       engine_options={"callback": lambda info: seen.append(info["iteration"]), "chunk": 10})
     assert seen == [10, 20, 30, 40] and res.model.history[-1]["iteration"] == 40
     for reserved in ("loss", "total", "iters", "cliques"):
-        with pytest.raises(ValueError, match=rf"estimate_options may not set \['{reserved}'\]"):
-            DQ.dualquery(data, 1.0, 1e-3, key=jax.random.key(0), workload=w, estimate_options={reserved: None})
+        with pytest.raises(ValueError, match=rf"engine_options may not set \['{reserved}'\]"):
+            DQ.dualquery(data, 1.0, 1e-3, key=jax.random.key(0), workload=w, engine_options={reserved: None})
 
 
 def test_bad_inputs_raise_clear_errors():
@@ -372,11 +372,11 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(TypeError, match="key must be one jax.random key"):
         DQ.dualquery(data, 1.0, 1e-3, key=0, workload=w)
     with pytest.raises(TypeError, match="workload must be a pgmjax.Workload"):
-        DQ.dualquery(data, 1.0, 1e-3, key=k, workload=[("a", "b")])
+        DQ.dualquery(data, 1.0, 1e-3, key=k, workload="ab")  # a list of cliques is their marginals; a string is refused
     other = pj.Workload.marginals(pj.Domain({"a": 7, "b": 3}), [("a", "b")])
     with pytest.raises(ValueError, match="sized differently"):
         DQ.dualquery(data, 1.0, 1e-3, key=k, workload=other)
-    with pytest.raises(ValueError, match="pgm_iters"):
-        DQ.dualquery(data, 1.0, 1e-3, key=k, workload=w, pgm_iters=-1)
-    with pytest.raises(ValueError, match="pgm_method must be"):
-        DQ.dualquery(data, 1.0, 1e-3, key=k, workload=w, pgm_method="dual_averaging")
+    with pytest.raises(ValueError, match="engine_iters"):
+        DQ.dualquery(data, 1.0, 1e-3, key=k, workload=w, engine_iters=-1)
+    with pytest.raises(ValueError, match="method must be"):
+        DQ.dualquery(data, 1.0, 1e-3, key=k, workload=w, engine_options={"method": "dual_averaging"})

@@ -63,7 +63,7 @@ def run(data, seed=0, **kw):
     """One cached run per argument set; the OPT_+ strategy is optimised once and passed prebuilt."""
     key = (seed, tuple(sorted((k, repr(v)) for k, v in kw.items())))
     if key not in _RUNS:
-        kw = {"epsilon": 1.0, "workload": workload(data.domain), "restarts": 4, "pgm_iters": 200} | kw
+        kw = {"epsilon": 1.0, "workload": workload(data.domain), "restarts": 4, "engine_iters": 200} | kw
         if kw.get("strategy") == "marginals":
             kw["strategy"] = marginals_strategy()
         elif "strategy" not in kw and kw.get("noise", "laplace") == "laplace":
@@ -172,7 +172,7 @@ def test_opt_plus_weights_and_strategy_record(data):
 def test_identity_strategy_closed_form_error(data, bounded):
     n, eps = SIZES["a"], 0.5
     w = pj.Workload.benchmark(data.domain, [("a",)], numeric=["a"])
-    res = hdmm(data, eps, key=jax.random.key(0), workload=w, strategy="identity", bounded=bounded, pgm_iters=0, synthetic=False)
+    res = hdmm(data, eps, key=jax.random.key(0), workload=w, strategy="identity", bounded=bounded, engine_iters=0, synthetic=False)
     factor = 4.0 if bounded else 1.0  # replace-one doubles the L1 sensitivity
     # the matrix mechanism's error (VLDB 2018): Err(Prefix(n), I) = (2 / eps^2) ||Prefix(n)||_F^2 = (2 / eps^2) n (n + 1) / 2
     assert res.info["expected_error"] == pytest.approx(factor * 2 / eps**2 * n * (n + 1) / 2, rel=1e-12)
@@ -190,7 +190,7 @@ def test_identity_strategy_monte_carlo_matches_expected_error():
     truth = w.answer(small)[0]
     errs = []
     for seed in range(40):
-        res = hdmm(small, 1.0, key=jax.random.key(seed), workload=w, strategy="identity", pgm_iters=0, synthetic=False, max_table_cells=0)
+        res = hdmm(small, 1.0, key=jax.random.key(seed), workload=w, strategy="identity", engine_iters=0, synthetic=False, max_table_cells=0)
         errs.append(np.sum((w.answer(res.original)[0] - truth) ** 2))
     expected = 2.0 * (16 * 17 / 2) * 32  # (2 / eps^2) trace(W^T W), W = Prefix(16) (x) I_32
     assert res.info["expected_error"] == pytest.approx(expected)
@@ -201,7 +201,7 @@ def test_identity_strategy_monte_carlo_matches_expected_error():
 @pytest.mark.parametrize("strategy", ["opt+", "marginals"])
 def test_huge_epsilon_every_arm_recovers_the_workload(data, strategy):
     w = workload(data.domain)
-    res = run(data, epsilon=1e6, strategy=strategy, pgm_iters=1000)
+    res = run(data, epsilon=1e6, strategy=strategy, engine_iters=1000)
     err = {name: pj.metrics.workload_error(w, data, arm) for name, arm in res.arms().items()}
     assert err["original"] < 1e-6  # least squares of (almost) exact answers
     assert err["pgm"] < 1e-3  # float32 engine, 1000 iterations
@@ -215,7 +215,7 @@ def test_huge_epsilon_every_arm_recovers_the_workload(data, strategy):
 
 def test_both_arms_end_to_end_on_the_same_noise(data):
     w = workload(data.domain)
-    res = run(data, pgm_iters=500)
+    res = run(data, engine_iters=500)
     assert res.mechanism == "hdmm"
     assert isinstance(res.original, CliqueTables) and res.original_error is None
     assert set(res.original.tables) == set(CLIQUES)
@@ -250,7 +250,7 @@ def test_global_least_squares_refused_before_allocating(data, monkeypatch):
         raise AssertionError("global_least_squares must not be called")
 
     monkeypatch.setattr(H, "global_least_squares", boom)
-    res = hdmm(data, 1.0, key=jax.random.key(0), workload=workload(data.domain), max_table_cells=383, pgm_iters=10, restarts=4)
+    res = hdmm(data, 1.0, key=jax.random.key(0), workload=workload(data.domain), max_table_cells=383, engine_iters=10, restarts=4)
     assert res.info["global_least_squares"] is None
     msg = res.info["global_least_squares_error"]
     assert "384 cells" in msg and "max_table_cells=383" in msg
@@ -259,7 +259,7 @@ def test_global_least_squares_refused_before_allocating(data, monkeypatch):
 def test_reproducible_from_the_key(data):
     """The same key gives the same strategy (its restarts), noise, estimates and synthetic data."""
     w = workload(data.domain)
-    a, b = (hdmm(data, 1.0, key=jax.random.key(5), workload=w, restarts=4, pgm_iters=50) for _ in range(2))
+    a, b = (hdmm(data, 1.0, key=jax.random.key(5), workload=w, restarts=4, engine_iters=50) for _ in range(2))
     assert a.info["strategy_info"]["template"].startswith("OPT_kron")
     for ta, tb in zip(a.info["strategy"].terms, b.info["strategy"].terms):
         assert ta.weight == tb.weight and all(np.array_equal(x, y) for x, y in zip(ta.factors, tb.factors))
@@ -269,14 +269,14 @@ def test_reproducible_from_the_key(data):
         np.testing.assert_array_equal(a.original.marginal(c), b.original.marginal(c))
         np.testing.assert_array_equal(a.model.marginal(c), b.model.marginal(c))
     np.testing.assert_array_equal(a.synthetic.records, b.synthetic.records)
-    c = hdmm(data, 1.0, key=jax.random.key(6), workload=w, strategy=a.info["strategy"], pgm_iters=50)
+    c = hdmm(data, 1.0, key=jax.random.key(6), workload=w, strategy=a.info["strategy"], engine_iters=50)
     assert not np.array_equal(a.measurements[0].y, c.measurements[0].y)
 
 
 def test_prebuilt_strategy_is_used_as_given(data):
     w = workload(data.domain)
     S, _ = hdmm_strategy(w, jax.random.key(9), restarts=4)
-    res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, strategy=S, pgm_iters=10)
+    res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, strategy=S, engine_iters=10)
     assert res.info["strategy"] is S and res.info["strategy_info"] == {"template": "given"}
     assert [m.clique for m in res.measurements] == [t.clique for t in S.terms]
     for m, t in zip(res.measurements, S.terms):
@@ -284,7 +284,7 @@ def test_prebuilt_strategy_is_used_as_given(data):
 
 
 def test_default_workload_is_every_two_way_marginal(data):
-    res = hdmm(data, 1.0, key=jax.random.key(0), pgm_iters=0, restarts=4, synthetic=False)
+    res = hdmm(data, 1.0, key=jax.random.key(0), engine_iters=0, restarts=4, synthetic=False)
     assert res.info["strategy_info"]["template"].startswith("OPT_kron")
     assert all(np.array_equal(f, np.eye(f.shape[1])) for t in res.info["strategy"].terms for f in t.factors)  # marginals: identity
     assert sorted(res.original.tables) == sorted(pj.Workload.all_kway(data.domain, 2).cliques)
@@ -300,19 +300,19 @@ def _bad_cases(domain):
         ({"epsilon": "1"}, TypeError, "epsilon must be a real number"),
         ({"key": 0}, TypeError, "key must be one jax.random key"),
         ({"noise": "cauchy"}, ValueError, "unknown noise"),
-        ({"noise": "gaussian"}, ValueError, "pass delta="),
+        ({"noise": "gaussian"}, ValueError, r"Gaussian noise gives \(epsilon, delta\)-DP"),
         ({"noise": "gaussian", "delta": 1.5}, ValueError, "delta must be in"),
-        ({"delta": 1e-6}, ValueError, "delta is for noise='gaussian'"),
+        ({"delta": 1e-6}, ValueError, "pure epsilon-DP .* with Laplace noise; pass noise='gaussian'"),
         ({"bounded": "yes"}, TypeError, "bounded must be True or False"),
         ({"strategy": "best"}, ValueError, "unknown strategy"),
         ({"strategy": 3}, TypeError, "strategy must be one of"),
         ({"strategy": unsupported}, ValueError, "does not support the workload"),
         ({"weights": "uniform"}, ValueError, "unknown weights"),
         ({"restarts": 0}, ValueError, "restarts must be at least 1"),
-        ({"pgm_iters": -1}, ValueError, "pgm_iters must be at least 0"),
-        ({"pgm_iters": 1.5}, TypeError, "pgm_iters must be an integer"),
-        ({"pgm_method": "adam"}, ValueError, "unknown pgm_method"),
-        ({"pgm_options": {"iters": 5}}, ValueError, "may not set"),
+        ({"engine_iters": -1}, ValueError, "engine_iters must be at least 0"),
+        ({"engine_iters": 1.5}, TypeError, "engine_iters must be an integer"),
+        ({"engine_options": {"method": "adam"}}, ValueError, "unknown engine_options method"),
+        ({"engine_options": {"iters": 5}}, ValueError, "may not set"),
         ({"max_table_cells": -1}, ValueError, "max_table_cells must be at least 0"),
         ({"workload": [("a", "z")]}, ValueError, "z"),
         ({"workload": "ab"}, TypeError, "workload must be"),
@@ -358,7 +358,7 @@ def test_signed_prebuilt_strategy_keeps_one_noise_scale(data):
     ])
     w = pj.Workload.marginals(data.domain, [("a", "b"), ("d",)])
     res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, strategy=S, noise="gaussian", delta=1e-6, bounded=True,
-               pgm_iters=0, synthetic=False)
+               engine_iters=0, synthetic=False)
     acc = res.accountant
     assert acc.spent == acc.budget
     # each term's sensitivity plus what rounding to its lattice adds (at most 2^-10 of it)

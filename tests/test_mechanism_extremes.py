@@ -36,13 +36,13 @@ WORKLOAD = pj.Workload.benchmark(DOM, [("a", "b"), ("b", "c")], numeric=["a"])
 TRAINING = QuerySet.cells(DOM, ("a", "b")) + QuerySet.cells(DOM, ("b", "c"))
 
 RUNS = {
-    "mwem": lambda eps, k: mwem(DATA, eps, key=k, workload=WORKLOAD, rounds=2, pgm_iters=10, mw_iters=10),
-    "mst": lambda eps, k: mst(DATA, eps, key=k, select_iters=10, fit_iters=10),
-    "aim": lambda eps, k: aim(DATA, eps, key=k, rounds=3, max_iters=10, max_model_size=1.0),
-    "privbayes": lambda eps, k: privbayes(DATA, eps, key=k, pgm_iters=10),
-    "dualquery": lambda eps, k: dualquery(DATA, eps, 1e-3, key=k, workload=WORKLOAD, samples=10, pgm_iters=10),
-    "hdmm": lambda eps, k: hdmm(DATA, eps, key=k, workload=WORKLOAD, pgm_iters=10, restarts=1),
-    "mldp": lambda eps, k: mldp(DATA, eps, key=k, training=TRAINING, pgm_iters=10),
+    "mwem": lambda eps, k: mwem(DATA, eps, key=k, workload=WORKLOAD, rounds=2, engine_iters=10, mw_iters=10),
+    "mst": lambda eps, k: mst(DATA, eps, key=k, select_iters=10, engine_iters=10),
+    "aim": lambda eps, k: aim(DATA, eps, key=k, rounds=3, engine_iters=10, max_model_mb=1.0),
+    "privbayes": lambda eps, k: privbayes(DATA, eps, key=k, engine_iters=10),
+    "dualquery": lambda eps, k: dualquery(DATA, eps, 1e-3, key=k, workload=WORKLOAD, samples=10, engine_iters=10),
+    "hdmm": lambda eps, k: hdmm(DATA, eps, key=k, workload=WORKLOAD, engine_iters=10, restarts=1),
+    "mldp": lambda eps, k: mldp(DATA, eps, key=k, training=TRAINING, engine_iters=10),
 }
 
 KNOWN: dict = {}  # (mechanism, epsilon) -> pytest mark, for failures reported elsewhere

@@ -71,7 +71,7 @@ def test_selector_picks_the_single_bins(grades, seed):
     f = paper_ranges(grades.domain)
     picked = select_training(f, 4, key=jax.random.key(seed))
     assert sorted(picked.tolist()) == [6, 7, 8, 9]
-    res = mldp(grades, 1.0, key=jax.random.key(seed), training=f, size=4, pgm_iters=50)
+    res = mldp(grades, 1.0, key=jax.random.key(seed), training=f, size=4, engine_iters=50)
     assert res.info["sensitivity"] == 1.0 and res.ledger[0].scale == 1.0
     assert sorted(res.info["training_index"].tolist()) == [6, 7, 8, 9]
 
@@ -261,7 +261,7 @@ def test_mldp_recovers_with_negligible_noise(small):
     dom = small.domain
     train = QuerySet.subset_sums(dom, "a")
     fresh = QuerySet.ranges(dom, "a")
-    res = mldp(small, 1e9, key=jax.random.key(0), training=train, size=6, fresh=fresh, pgm_iters=300, estimate_options=F64)
+    res = mldp(small, 1e9, key=jax.random.key(0), training=train, size=6, fresh=fresh, engine_iters=300, engine_options=F64)
     assert res.info["sensitivity"] == 1.0 and res.info["coverage"] == 1.0
     truth = small.marginal("a")
     np.testing.assert_allclose(res.original.marginal("a"), truth, atol=1e-6)
@@ -280,7 +280,7 @@ def test_mldp_recovers_with_negligible_noise(small):
 def test_ledger_sums_exactly_to_the_budget(small, bounded):
     train = QuerySet.ranges(small.domain, "a")
     eps = 0.7
-    res = mldp(small, eps, key=jax.random.key(1), training=train, bounded=bounded, pgm_iters=50, estimate_options=F64)
+    res = mldp(small, eps, key=jax.random.key(1), training=train, bounded=bounded, engine_iters=50, engine_options=F64)
     (entry,) = res.ledger
     s = training_sensitivity(train, bounded=bounded)
     assert s == (24.0 if bounded else 12.0)  # cell i of 6 lies in (i + 1)(6 - i) of the 21 ranges: 12 at i = 2, 3
@@ -299,7 +299,7 @@ def test_result_contents_and_fresh_queries(small):
     dom = small.domain
     published = QuerySet.rectangles(dom, ("a", "b"), 60, key=jax.random.key(9))
     fresh = QuerySet.rectangles(dom, ("a", "b"), 20, key=jax.random.key(10)) + QuerySet.ranges(dom, "c")
-    res = mldp(small, 1.0, key=jax.random.key(2), training=published, size=15, fresh=fresh, pgm_iters=100)
+    res = mldp(small, 1.0, key=jax.random.key(2), training=published, size=15, fresh=fresh, engine_iters=100)
     info = res.info
     assert res.mechanism == "mldp" and isinstance(res.original, RegressionModel) and res.synthetic is None
     assert len(info["training"]) == 15 == info["size"] and info["published"] is published
@@ -321,13 +321,13 @@ def test_result_contents_and_fresh_queries(small):
     np.testing.assert_allclose(info["weights"][("a", "b")]["weights"], table)
     # noisy answers are what both arms were fitted to
     np.testing.assert_allclose(np.concatenate([m.y for m in res.measurements]), info["noisy_answers"])
-    syn = mldp(small, 1.0, key=jax.random.key(2), training=published, size=15, pgm_iters=100, synthetic=True).synthetic
+    syn = mldp(small, 1.0, key=jax.random.key(2), training=published, size=15, engine_iters=100, synthetic=True).synthetic
     assert isinstance(syn, pj.Dataset) and len(syn) == round(res.model.total)
 
 
 def test_reproducible_from_the_key(small):
     train = QuerySet.rectangles(small.domain, ("a",), 15, key=jax.random.key(4))  # 15 of the 21 ranges
-    run = lambda seed: mldp(small, 1.0, key=jax.random.key(seed), training=train, size=6, pgm_iters=50, estimate_options=F64)
+    run = lambda seed: mldp(small, 1.0, key=jax.random.key(seed), training=train, size=6, engine_iters=50, engine_options=F64)
     a, b, c = run(5), run(5), run(6)
     np.testing.assert_array_equal(a.info["training_index"], b.info["training_index"])
     np.testing.assert_array_equal(a.info["noisy_answers"], b.info["noisy_answers"])
@@ -347,7 +347,7 @@ def test_mldp_beats_the_laplace_baseline_on_subset_sums(small):
     truth = subsets.answer(small)
     errors = {"mldp": [], "pgm": [], "laplace": []}
     for seed in range(3):
-        res = mldp(small, 1.0, key=jax.random.key(seed), training=subsets, size=6, pgm_iters=300, estimate_options=F64)
+        res = mldp(small, 1.0, key=jax.random.key(seed), training=subsets, size=6, engine_iters=300, engine_options=F64)
         assert res.info["sensitivity"] == 1.0
         errors["mldp"].append(np.abs(res.info["answers"]["published"]["original"] - truth).mean())
         errors["pgm"].append(np.abs(res.info["answers"]["published"]["pgm"] - truth).mean())
@@ -406,7 +406,7 @@ def dist_matrix(a, b):
 
 def test_mldp_with_the_gaussian_model(grades):
     f = paper_ranges(grades.domain)
-    res = mldp(grades, 1.0, key=jax.random.key(0), training=f, size=4, model="gaussian", ridge=1.0, centers=3, pgm_iters=50)
+    res = mldp(grades, 1.0, key=jax.random.key(0), training=f, size=4, model="gaussian", ridge=1.0, centers=3, engine_iters=50)
     assert res.original.kind == "gaussian" and res.info["answers"]["published"]["original"].shape == (10,)
     assert res.original.params[("grade",)]["centers"].shape == (3, 4)
     assert res.accountant.spent == 1.0
@@ -416,7 +416,7 @@ def test_total_fallback_when_not_identified():
     dom = pj.Domain({"a": 4})
     data = pj.Dataset(np.repeat(np.arange(4), [5, 6, 7, 8])[:, None], dom)
     train = QuerySet(dom, [(("a",), [[1.0, 1.0, 0.0, 0.0]])])  # the total is not in the row space
-    res = mldp(data, 1e9, key=jax.random.key(0), training=train, pgm_iters=50)
+    res = mldp(data, 1e9, key=jax.random.key(0), training=train, engine_iters=50)
     assert res.info["total_source"] == "least_squares" and res.model.total == pytest.approx(11.0)
     assert res.info["coverage"] == 0.5
 
@@ -472,7 +472,7 @@ def test_bad_input(small):
     with pytest.raises(ValueError, match="ridge must be non-negative"):
         mldp(small, 1.0, key=key, training=train, ridge=-1.0)
     with pytest.raises(ValueError, match="may not set"):
-        mldp(small, 1.0, key=key, training=train, estimate_options={"total": 5})
+        mldp(small, 1.0, key=key, training=train, engine_options={"total": 5})
     other = QuerySet.ranges(pj.Domain({"a": 7}), "a")
     with pytest.raises(ValueError, match="sized differently"):
         mldp(small, 1.0, key=key, training=other)

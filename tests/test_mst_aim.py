@@ -58,14 +58,14 @@ _RUNS = {}
 def run_mst(data, eps=1.0, seed=0, **kw):
     key = ("mst", eps, seed, tuple(sorted(kw.items())))
     if key not in _RUNS:
-        _RUNS[key] = mst(data, eps, key=jax.random.key(seed), **({"select_iters": 100, "fit_iters": 300} | kw))
+        _RUNS[key] = mst(data, eps, key=jax.random.key(seed), **({"select_iters": 100, "engine_iters": 300} | kw))
     return _RUNS[key]
 
 
 def run_aim(data, eps=1.0, seed=0, **kw):
     key = ("aim", eps, seed, tuple(sorted(kw.items())))
     if key not in _RUNS:
-        _RUNS[key] = aim(data, eps, key=jax.random.key(seed), **({"rounds": 8, "max_iters": 60, "max_model_size": 1.0} | kw))
+        _RUNS[key] = aim(data, eps, key=jax.random.key(seed), **({"rounds": 8, "engine_iters": 60, "max_model_mb": 1.0} | kw))
     return _RUNS[key]
 
 
@@ -251,7 +251,7 @@ def test_decompressed_model_matches_the_compressed_one(data):
 
 
 def test_mst_reproducible_from_the_key(data):
-    r1, r2 = run_mst(data, seed=0), mst(data, 1.0, key=jax.random.key(0), select_iters=100, fit_iters=300)
+    r1, r2 = run_mst(data, seed=0), mst(data, 1.0, key=jax.random.key(0), select_iters=100, engine_iters=300)
     assert np.array_equal(r1.synthetic.records, r2.synthetic.records)
     assert r1.info["edges"] == r2.info["edges"]
     assert all(np.array_equal(a.y, b.y) for a, b in zip(r1.measurements, r2.measurements))
@@ -264,7 +264,7 @@ def test_mst_reproducible_from_the_key(data):
 
 def test_mst_progress_callback(data):
     seen = []
-    res = mst(data, 1.0, key=jax.random.key(0), select_iters=100, fit_iters=300, synthetic=False, progress=seen.append)
+    res = mst(data, 1.0, key=jax.random.key(0), select_iters=100, engine_iters=300, synthetic=False, progress=seen.append)
     assert res.synthetic is None and res.info["edges"] == run_mst(data).info["edges"]
     assert [s["stage"] for s in seen][:2] == ["one-way marginals", "one-way fit"]
     assert sum(s["stage"] == "selection" for s in seen) == len(SIZES) - 1 and seen[-1]["step"] == seen[-1]["steps"]
@@ -279,9 +279,9 @@ def test_mst_progress_callback(data):
         (dict(delta=1.0), ValueError, "delta"),
         (dict(key=0), TypeError, "key"),
         (dict(select_iters=0), ValueError, "select_iters"),
-        (dict(fit_iters=1.5), TypeError, "fit_iters"),
+        (dict(engine_iters=1.5), TypeError, "engine_iters"),
         (dict(progress="yes"), TypeError, "progress"),
-        (dict(estimate_options={"iters": 5}), ValueError, "estimate_options"),
+        (dict(engine_options={"iters": 5}), ValueError, "engine_options"),
         (dict(rows=0), ValueError, "rows"),
     ],
 )
@@ -346,7 +346,7 @@ def test_aim_size_limit_never_exceeded(data):
     # 60 cells; round 1 (limit = cap * spent / rho, about 46 cells after the one-way measurements'
     # 60% and the round's 1/6) cannot afford (b, c): 48 + 3 + 2 = 53 cells with the one-way cliques.
     cap = 60 * 8 / 2**20
-    res = run_aim(data, eps=5.0, rounds=6, max_model_size=cap)
+    res = run_aim(data, eps=5.0, rounds=6, max_model_mb=cap)
     rho = res.accountant.budget
     for e in res.info["log"]:
         assert e["limit_mb"] <= cap * (1 + 1e-12)
@@ -361,7 +361,7 @@ def test_aim_size_limit_never_exceeded(data):
 
 
 def test_aim_end_to_end_large_epsilon_close_to_truth(data):
-    res = run_aim(data, eps=50.0, rounds=12, max_iters=100)
+    res = run_aim(data, eps=50.0, rounds=12, engine_iters=100)
     synth = res.synthetic
     assert synth.domain == data.domain and abs(len(synth) - N) < 0.01 * N
     tvd = pj.metrics.marginal_tvd(data, synth, PAIRS)
@@ -374,7 +374,7 @@ def test_aim_end_to_end_large_epsilon_close_to_truth(data):
 
 def test_aim_reproducible_from_the_key(data):
     r1 = run_aim(data)
-    r2 = aim(data, 1.0, key=jax.random.key(0), rounds=8, max_iters=60, max_model_size=1.0)
+    r2 = aim(data, 1.0, key=jax.random.key(0), rounds=8, engine_iters=60, max_model_mb=1.0)
     assert r1.info["selected"] == r2.info["selected"]
     assert np.array_equal(r1.synthetic.records, r2.synthetic.records)
     assert [e.rho for e in r1.ledger] == [e.rho for e in r2.ledger]
@@ -382,7 +382,7 @@ def test_aim_reproducible_from_the_key(data):
 
 def test_aim_progress_callback(data):
     seen = []
-    res = aim(data, 1.0, key=jax.random.key(0), rounds=8, max_iters=60, max_model_size=1.0, synthetic=False,
+    res = aim(data, 1.0, key=jax.random.key(0), rounds=8, engine_iters=60, max_model_mb=1.0, synthetic=False,
               progress=seen.append)
     assert res.info["selected"] == run_aim(data).info["selected"]
     assert [s["round"] for s in seen] == list(range(1, res.info["rounds_run"] + 1)) and seen[-1]["last"]
@@ -401,10 +401,10 @@ def test_aim_progress_callback(data):
         (dict(workload="ab"), TypeError, "workload"),
         (dict(rounds=3), ValueError, "rounds"),
         (dict(rounds=0), ValueError, "rounds"),
-        (dict(max_model_size=0.0), ValueError, "max_model_size"),
-        (dict(max_iters=0), ValueError, "max_iters"),
+        (dict(max_model_mb=0.0), ValueError, "max_model_mb"),
+        (dict(engine_iters=0), ValueError, "engine_iters"),
         (dict(progress=3), TypeError, "progress"),
-        (dict(estimate_options={"warm_start": None}), ValueError, "estimate_options"),
+        (dict(engine_options={"warm_start": None}), ValueError, "engine_options"),
     ],
 )
 def test_aim_bad_input(data, kwargs, error, match):

@@ -23,7 +23,7 @@ def test_mst_with_every_attribute_collapsed():
     rng = np.random.default_rng(0)
     sizes = {"first-name": 501, "dept": 30, "title": 120, "gender": 2}
     data = pj.Dataset(np.stack([rng.integers(0, s, 600) for s in sizes.values()], 1), pj.Domain(sizes))
-    res = pj.mechanisms.mst(data, 1e-4, key=jax.random.key(0), fit_iters=600, select_iters=600)
+    res = pj.mechanisms.mst(data, 1e-4, key=jax.random.key(0), engine_iters=600, select_iters=600)
     model = res.model
     assert model.domain == data.domain
     for a in sizes:

@@ -55,7 +55,7 @@ def run(data, name, seed=0, **extra):
     """Run (once per argument set) a configuration on the shared data."""
     key = (name, seed, tuple(sorted(extra.items())))
     if key not in _RUNS:
-        kw = dict(CONFIGS[name], epsilon=1.0, rounds=T, max_model_mb=CAP_MB, pgm_iters=100, mw_iters=30) | extra
+        kw = dict(CONFIGS[name], epsilon=1.0, rounds=T, max_model_mb=CAP_MB, engine_iters=100, mw_iters=30) | extra
         eps = kw.pop("epsilon")
         _RUNS[key] = mwem(data, eps, key=jax.random.key(seed), workload=workload(data.domain), **kw)
     return _RUNS[key]
@@ -85,8 +85,9 @@ def test_budget_anchors_adult():
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_ledger_spends_exactly_the_budget(data, name):
     res = run(data, name)
-    acc, ledger, b = res.accountant, res.ledger, res.info["budget"]
-    assert acc.spent == acc.budget
+    acc, ledger, plan = res.accountant, res.ledger, res.plan
+    b = {"em_epsilon": plan.steps[0].epsilon, "scale": plan.steps[1].scale}  # the typed plan: selection, then measurement
+    assert acc.spent == acc.budget and acc.plans == (plan,) and plan.total == pytest.approx(acc.budget, rel=1e-12)
     assert [e.mechanism for e in ledger] == ["exponential", CONFIGS[name]["noise"]] * T
     for e in ledger[0::2]:  # every EM draw at eps_EM, scoring with the right sensitivity
         assert e.epsilon == pytest.approx(b["em_epsilon"], rel=1e-12)
@@ -139,7 +140,7 @@ def test_model_size_cap_never_exceeded(data, name):
 
 def test_huge_epsilon_argmax_selection_and_exact_marginals(data):
     res = mwem(data, 1e6, key=jax.random.key(3), workload=workload(data.domain), rounds=T, max_model_mb=CAP_MB,
-               pgm_iters=1000, mw_iters=5)
+               engine_iters=1000, mw_iters=5)
     sel = res.info["selected"]
     # Round 1: the estimate is empty, quality N - n_C: the smaller fitting marginal wins. Round 2: AB is
     # known up to noise (quality ~ -12), BC is not, ABC does not fit yet: BC.
@@ -201,7 +202,7 @@ def test_both_arms_end_to_end(data):
 def test_reproducible_from_the_key(data):
     first = run(data, "gaussian-marginal")
     again = mwem(data, 1.0, key=jax.random.key(0), workload=workload(data.domain), rounds=T, max_model_mb=CAP_MB,
-                 pgm_iters=100, mw_iters=30, **CONFIGS["gaussian-marginal"])
+                 engine_iters=100, mw_iters=30, **CONFIGS["gaussian-marginal"])
     assert again.info["selected"] == first.info["selected"]
     for m1, m2 in zip(first.measurements, again.measurements):
         np.testing.assert_array_equal(m1.y, m2.y)
@@ -266,16 +267,17 @@ def test_memory_guard_in_the_front_end(data, monkeypatch):
         (dict(rounds=0), ValueError, "rounds must be at least 1"),
         (dict(rounds=2.5), TypeError, "rounds must be an integer"),
         (dict(noise="cauchy"), ValueError, "unknown noise 'cauchy'"),
-        (dict(noise="gaussian"), ValueError, "pass delta="),
+        (dict(noise="gaussian"), ValueError, r"Gaussian noise gives \(epsilon, delta\)-DP"),
+        (dict(delta=1e-6), ValueError, r"pure epsilon-DP \(delta = 0\) takes delta=0"),  # Laplace: a delta is refused, not ignored
         (dict(noise="gaussian", delta=1.5), ValueError, r"delta must be in \(0, 1\)"),
         (dict(selection="cells"), ValueError, "unknown selection 'cells'"),
         (dict(selection="query"), ValueError, "bounded=True"),
         (dict(alpha=1.0), ValueError, r"alpha .* must be in \(0, 1\)"),
         (dict(max_model_mb=1e-6), ValueError, "no workload clique fits the round-1 model-size cap"),
-        (dict(pgm_iters=0), ValueError, "pgm_iters must be at least 1"),
+        (dict(engine_iters=0), ValueError, "engine_iters must be at least 1"),
         (dict(key=0), TypeError, "key must be one jax.random key"),
         (dict(workload=[("a", "zz")]), ValueError, "'zz' is not in the domain"),
-        (dict(estimate_options={"iters": 5}), ValueError, "may not set \\['iters'\\]"),
+        (dict(engine_options={"iters": 5}), ValueError, "may not set \\['iters'\\]"),
     ],
 )
 def test_bad_input_raises_before_running(data, kwargs, error, match):

@@ -156,7 +156,7 @@ def default_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("default")
     raw = small_raw()
     raw.to_csv(d / "raw.csv", index=False)
-    code = main(["run", "--data", str(d / "raw.csv"), "-m", "mst", "-e", "1", "--iters", "100", "--out", str(d / "s.csv"),
+    code = main(["run", "--data", str(d / "raw.csv"), "-m", "mst", "-e", "1", "--engine-iters", "100", "--out", str(d / "s.csv"),
                  "--report", str(d / "r.json"), "--save-model", str(d / "model"), "-q"])
     return d, raw, code
 

@@ -366,12 +366,12 @@ def data6():
 
 @pytest.fixture(scope="module")
 def run_unbounded(data6):
-    return PB.privbayes(data6, 1.0, key=jax.random.key(0), pgm_iters=300)
+    return PB.privbayes(data6, 1.0, key=jax.random.key(0), engine_iters=300)
 
 
 @pytest.fixture(scope="module")
 def run_huge(data6):
-    return PB.privbayes(data6, 1e6, key=jax.random.key(3), bounded=True, score="I", degree=2, pgm_iters=1000)
+    return PB.privbayes(data6, 1e6, key=jax.random.key(3), bounded=True, score="I", degree=2, engine_iters=1000)
 
 
 def _check_ledger(res, data, bounded, count):
@@ -438,7 +438,7 @@ def test_end_to_end_add_remove(run_unbounded, data6):
 
 
 def test_same_key_same_run(run_unbounded, data6):
-    again = PB.privbayes(data6, 1.0, key=jax.random.key(0), pgm_iters=300)
+    again = PB.privbayes(data6, 1.0, key=jax.random.key(0), engine_iters=300)
     assert again.info["network"] == run_unbounded.info["network"]
     for m1, m2 in zip(again.measurements, run_unbounded.measurements):
         np.testing.assert_array_equal(m1.y, m2.y)
@@ -480,8 +480,8 @@ def test_huge_epsilon_network_tables_and_pgm(run_huge, data6):
         ({"degree": 1.5}, TypeError, "degree must be an integer"),
         ({"bounded": "yes"}, TypeError, "bounded must be True or False"),
         ({"key": 0}, TypeError, "key must be one jax.random key"),
-        ({"pgm_iters": -5}, ValueError, "pgm_iters must be at least 0"),
-        ({"pgm_options": {"iters": 5}}, ValueError, "pgm_options may not set"),
+        ({"engine_iters": -5}, ValueError, "engine_iters must be at least 0"),
+        ({"engine_options": {"iters": 5}}, ValueError, "engine_options may not set"),
         ({"max_cells": 2}, ValueError, "more than max_cells"),
         ({"count_fraction": 0}, ValueError, "count_fraction must be in"),
     ],

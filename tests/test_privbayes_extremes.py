@@ -3,7 +3,7 @@
 At epsilon = 1e6 the usefulness rule allows tables of ``max_cells`` (1e7) cells; on a 2,000-row table
 with a 501-value attribute GreedyBayes then picks a network whose tables are each under 1e7 cells but
 whose junction tree (what the engine allocates) has billions of cells: the old code grew to 24 GB
-and was killed. ``max_memory_mb`` now bounds the junction tree of the network as it is built.
+and was killed. ``max_model_mb`` now bounds the junction tree of the network as it is built.
 
 The memory test runs PrivBayes in a fresh process and reads its peak RSS (``resource.getrusage``).
 """
@@ -82,14 +82,14 @@ def test_network_stays_within_the_model_budget(wide, budget):
 
 
 def test_refused_with_a_message_when_nothing_fits(wide):
-    with pytest.raises(ValueError, match="max_memory_mb"):
-        PB.privbayes(wide, 1e6, key=jax.random.key(0), max_memory_mb=0.01, pgm_iters=0)
+    with pytest.raises(ValueError, match="max_model_mb"):
+        PB.privbayes(wide, 1e6, key=jax.random.key(0), max_model_mb=0.0008, engine_iters=0)
 
 
 def test_bad_memory_limit_refused(wide):
     for bad in (0.0, -1.0, math.inf, math.nan):
-        with pytest.raises(ValueError, match="max_memory_mb"):
-            PB.privbayes(wide, 1.0, key=jax.random.key(0), max_memory_mb=bad)
+        with pytest.raises(ValueError, match="max_model_mb"):
+            PB.privbayes(wide, 1.0, key=jax.random.key(0), max_model_mb=bad)
 
 
 _SCRIPT = textwrap.dedent(
@@ -104,7 +104,7 @@ _SCRIPT = textwrap.dedent(
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     out = {{}}
     for eps in (1e6, 100.0):
-        res = PB.privbayes(data, eps, key=jax.random.key(1), max_memory_mb={mb!r}, pgm_iters=5)
+        res = PB.privbayes(data, eps, key=jax.random.key(1), max_model_mb={mb!r}, engine_iters=5)
         sums = [float(res.model.marginal((a,)).sum()) for a in data.domain.attributes]
         out[str(eps)] = {{"model_cells": res.info["model_cells"], "max_model_cells": res.info["max_model_cells"],
                           "total": float(res.model.total), "sums": sums, "rows": len(res.original)}}
@@ -114,25 +114,25 @@ _SCRIPT = textwrap.dedent(
     """
 )
 
-MEMORY_MB = 16  # the model budget given to the run
+MODEL_MB = 1.28  # the model-size cap given to the run (8 bytes per cell): a fit of about 16 MB at ~100 bytes per cell
 GROWTH_BOUND_MB = 768  # stated bound on the peak RSS growth after import (compilation included)
 
 
 def test_huge_epsilon_runs_within_a_memory_bound():
     # 8 attributes: unbounded, the network's tree has 3.7e7 cells (about 3.6 GB at the engine's
-    # ~100 bytes per cell); with max_memory_mb=16 it is held to 1.7e5 cells.
+    # ~100 bytes per cell); with max_model_mb=1.28 it is held to 1.7e5 cells.
     sizes = [501, 100, 50, 30, 20, 10, 5, 2]
     tests = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "--xla_backend_optimization_level=0"))
     proc = subprocess.run(
-        [sys.executable, "-c", _SCRIPT.format(tests=tests, sizes=sizes, mb=MEMORY_MB)],
+        [sys.executable, "-c", _SCRIPT.format(tests=tests, sizes=sizes, mb=MODEL_MB)],
         capture_output=True, text=True, timeout=600, env=env, cwd=os.path.dirname(tests),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.split("RESULT")[-1])
     for eps in ("1000000.0", "100.0"):
         r = out[eps]
-        assert r["model_cells"] <= r["max_model_cells"] == int(MEMORY_MB * 2**20 / PB.ENGINE_BYTES_PER_CELL)
+        assert r["model_cells"] <= r["max_model_cells"] == int(MODEL_MB * 2**20 / 8)
         assert r["rows"] >= 1
         # a consistent model: every one-way marginal sums to the total
         assert np.allclose(r["sums"], r["total"], rtol=1e-4), r

@@ -223,10 +223,10 @@ def test_mechanisms_on_random_tables_and_budgets(seed, rows, log_eps, mechanism)
     data = pj.Dataset(rng.integers(0, _MECH_DOMAIN.shape, size=(rows, 3)), _MECH_DOMAIN)
     eps, key = 10.0**log_eps, jax.random.key(seed % 1000)
     run = {
-        "mst": lambda: mst(data, eps, key=key, select_iters=20, fit_iters=20),
-        "mwem": lambda: mwem(data, eps, key=key, rounds=2, pgm_iters=20, mw_iters=10),
-        "privbayes": lambda: privbayes(data, eps, key=key, pgm_iters=20),
-        "aim": lambda: aim(data, eps, key=key, rounds=3, max_iters=20, max_model_size=1.0),
+        "mst": lambda: mst(data, eps, key=key, select_iters=20, engine_iters=20),
+        "mwem": lambda: mwem(data, eps, key=key, rounds=2, engine_iters=20, mw_iters=10),
+        "privbayes": lambda: privbayes(data, eps, key=key, engine_iters=20),
+        "aim": lambda: aim(data, eps, key=key, rounds=3, engine_iters=20, max_model_mb=1.0),
     }[mechanism]
     res = run()
     acc = res.accountant

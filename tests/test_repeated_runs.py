@@ -48,7 +48,7 @@ def test_dualquery_second_and_third_calls_compile_nothing(tiny):
     w = pj.Workload.benchmark(tiny.domain, [("a", "b"), ("b", "c")], numeric=["a"])
 
     def run(eps, seed):
-        return dualquery(tiny, eps, 1e-3, key=jax.random.key(seed), workload=w, samples=20, pgm_iters=30)
+        return dualquery(tiny, eps, 1e-3, key=jax.random.key(seed), workload=w, samples=20, engine_iters=30)
 
     rounds = [dualquery_plan(e, 1e-3, records=len(tiny), eta=2.0, samples=20)["rounds"] for e in (1.0, 2.0, 3.0)]
     assert len(set(rounds)) == 3  # different numbers of rounds: the padding is what makes them share programs
@@ -60,14 +60,14 @@ def test_dualquery_second_and_third_calls_compile_nothing(tiny):
         assert np.isfinite(res.model.loss)
     # a structurally equal workload built again is the same structure
     w2 = pj.Workload.benchmark(tiny.domain, [("a", "b"), ("b", "c")], numeric=["a"])
-    n, _ = _compiles(lambda: dualquery(tiny, 1.5, 1e-3, key=jax.random.key(4), workload=w2, samples=20, pgm_iters=30))
+    n, _ = _compiles(lambda: dualquery(tiny, 1.5, 1e-3, key=jax.random.key(4), workload=w2, samples=20, engine_iters=30))
     assert n == 0
 
 
 def test_dualquery_padded_loss_equals_the_unpadded_likelihood(tiny):
     # The padded rounds must add nothing: the loss equals nll(answers(mu)) at any marginals.
     w = pj.Workload.benchmark(tiny.domain, [("a", "b"), ("b", "c")], numeric=["a"])
-    res = dualquery(tiny, 3.0, 1e-3, key=jax.random.key(0), workload=w, samples=20, pgm_iters=0)
+    res = dualquery(tiny, 3.0, 1e-3, key=jax.random.key(0), workload=w, samples=20, engine_iters=0)
     tr = res.info["transcript"]
     loss = tr.loss()
     assert loss.numbers[2].shape[0] == 16 > tr.rounds  # records padded to the bucket
@@ -83,8 +83,8 @@ def test_mldp_and_hdmm_second_and_third_calls_compile_nothing(tiny):
     training = QuerySet.cells(tiny.domain, ("a", "b")) + QuerySet.cells(tiny.domain, ("b", "c"))
     w = pj.Workload.benchmark(tiny.domain, [("a", "b"), ("b", "c")], numeric=["a"])
     runs = {
-        "mldp": lambda eps, seed: mldp(tiny, eps, key=jax.random.key(seed), training=training, pgm_iters=30),
-        "hdmm": lambda eps, seed: hdmm(tiny, eps, key=jax.random.key(seed), workload=w, pgm_iters=30, restarts=2, synthetic=False),
+        "mldp": lambda eps, seed: mldp(tiny, eps, key=jax.random.key(seed), training=training, engine_iters=30),
+        "hdmm": lambda eps, seed: hdmm(tiny, eps, key=jax.random.key(seed), workload=w, engine_iters=30, restarts=2, synthetic=False),
     }
     for name, run in runs.items():
         run(1.0, 0)
@@ -95,7 +95,7 @@ def test_mldp_and_hdmm_second_and_third_calls_compile_nothing(tiny):
 
 def test_privbayes_same_structure_compiles_nothing_and_dead_programs_are_freed(tiny, monkeypatch):
     # The network is a private selection: the same key and budget give the same structure.
-    run = lambda seed: privbayes(tiny, 1.0, key=jax.random.key(seed), pgm_iters=20)  # noqa: E731
+    run = lambda seed: privbayes(tiny, 1.0, key=jax.random.key(seed), engine_iters=20)  # noqa: E731
     # Start from no engine programs: earlier tests in this worker may hold up to the threshold, and a run
     # that crosses it frees them (the second run would then recompile for a reason that is not this test's).
     release_compiled()

@@ -9,7 +9,7 @@ import pgmjax as pj
 def test_mechanism_result_gives_intervals_for_a_workload():
     rng = np.random.default_rng(0)
     data = pj.Dataset(rng.integers(0, [3, 2, 2], size=(400, 3)), pj.Domain({"a": 3, "b": 2, "c": 2}))
-    res = pj.mechanisms.mst(data, 2.0, key=jax.random.key(0), select_iters=100, fit_iters=200, compress=False)
+    res = pj.mechanisms.mst(data, 2.0, key=jax.random.key(0), select_iters=100, engine_iters=200, compress=False)
     work = pj.Workload.marginals(data.domain, [("a", "b")])
     (iv,) = res.intervals(work, level=0.9, key=jax.random.key(1), B=24)
     value = np.asarray(res.model.marginal(("a", "b"))).reshape(-1)
@@ -23,7 +23,7 @@ def test_mechanism_result_intervals_refit_exactly_by_default():
     an explicit fit_method overrides the choice; every interval is finite and contains the estimate."""
     rng = np.random.default_rng(1)
     data = pj.Dataset(rng.integers(0, [3, 2, 2], size=(400, 3)), pj.Domain({"a": 3, "b": 2, "c": 2}))
-    res = pj.mechanisms.mst(data, 2.0, key=jax.random.key(0), select_iters=100, fit_iters=200, compress=False)
+    res = pj.mechanisms.mst(data, 2.0, key=jax.random.key(0), select_iters=100, engine_iters=200, compress=False)
     work = pj.Workload.marginals(data.domain, [("a", "b"), ("b", "c")])
     for fit, want in ((None, "qp"), ("mirror_descent", "mirror_descent")):
         kw = {} if fit is None else {"fit_method": fit}

@@ -158,8 +158,8 @@ def test_rr_synthetic_result():
     dom = pj.Domain({"a": 3, "b": 2, "c": 4})
     a = rng.integers(0, 3, 3000)
     data = pj.Dataset(np.stack([a, (a > 0).astype(int), rng.integers(0, 4, 3000)], 1), dom)
-    res = pj.mechanisms.rr_synthetic(data, 4.0, key=jax.random.key(1), per_attribute=True, pgm_iters=200)
-    assert res.mechanism == "rr" and isinstance(res.original, rr.Release)
+    res = pj.mechanisms.rr_synthetic(data, 4.0, key=jax.random.key(1), per_attribute=True, engine_iters=200)
+    assert res.mechanism == "rr_synthetic" and isinstance(res.original, rr.Release)
     assert len(res.ledger) == 1 and res.ledger[0].epsilon == pytest.approx(4.0) and res.accountant.spent == pytest.approx(4.0)
     assert res.info["epsilons"] == pytest.approx([4 / 3] * 3) and res.info["per_attribute"] and res.info["bounded"]
     assert ("a", "b") in res.info["cliques"]  # the strongest dependence is found in the release
@@ -173,12 +173,12 @@ def test_rr_synthetic_result():
 def test_rr_synthetic_whole_row_warns_when_uninformative():
     data = pj.Dataset(np.random.default_rng(1).integers(0, 10, size=(500, 3)), {"a": 10, "b": 10, "c": 10})
     with pytest.warns(UserWarning, match="informative only up to"):
-        res = pj.mechanisms.rr_synthetic(data, 1.0, key=jax.random.key(0), pgm_iters=20, synthetic=False)
+        res = pj.mechanisms.rr_synthetic(data, 1.0, key=jax.random.key(0), engine_iters=20, synthetic=False)
     assert res.info["rmse_bound"] == pytest.approx(math.sqrt(rr.mse_bound(1000, 1.0, 500)))
     small = pj.Dataset(np.random.default_rng(1).integers(0, 2, size=(20000, 2)), {"a": 2, "b": 2})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        pj.mechanisms.rr_synthetic(small, 2.0, key=jax.random.key(0), pgm_iters=20, synthetic=False)
+        pj.mechanisms.rr_synthetic(small, 2.0, key=jax.random.key(0), engine_iters=20, synthetic=False)
 
 
 def test_rr_synthetic_bad_input():
@@ -188,7 +188,7 @@ def test_rr_synthetic_bad_input():
     with pytest.raises(ValueError, match="cliques is empty"):
         pj.mechanisms.rr_synthetic(data, 1.0, key=jax.random.key(0), cliques=[])
     with pytest.raises(ValueError, match="may not set"):
-        pj.mechanisms.rr_synthetic(data, 1.0, key=jax.random.key(0), estimate_options={"total": 3})
+        pj.mechanisms.rr_synthetic(data, 1.0, key=jax.random.key(0), engine_options={"total": 3})
     with pytest.raises(TypeError, match="Dataset"):
         pj.mechanisms.rr_synthetic(data.records, 1.0, key=jax.random.key(0))
     big = pj.Dataset(np.zeros((2, 200), dtype=int), {f"x{i}": 100 for i in range(200)})
@@ -198,11 +198,12 @@ def test_rr_synthetic_bad_input():
 
 def test_registry_runs_rr_per_attribute():
     data = pj.Dataset(np.random.default_rng(2).integers(0, [3, 2], size=(1000, 2)), {"a": 3, "b": 2})
-    res, notes = registry.run("rr", data, key=jax.random.key(0), epsilon=2.0, iters=30, records=77)
-    assert res.info["per_attribute"] and res.info["pgm_iters"] == 30 and len(res.synthetic) == 77
-    assert registry.MECHANISMS["rr"].privacy == "pure"
-    _, kwargs, notes = registry.prepare("rr", epsilon=1.0, delta=1e-6)
-    assert "delta" not in kwargs and any("not used" in n for n in notes)
+    entry = registry.MECHANISMS["rr_synthetic"]
+    assert entry.privacy == "pure" and entry.cli_defaults["per_attribute"] is True  # the command line's variant
+    res = registry.run("rr_synthetic", data, 2.0, key=jax.random.key(0), engine_iters=30, rows=77, **entry.cli_defaults)
+    assert res.info["per_attribute"] and res.info["engine_iters"] == 30 and len(res.synthetic) == 77
+    with pytest.raises(ValueError, match="pure epsilon-DP"):  # a delta is refused, not dropped
+        registry.run("rr_synthetic", data, 1.0, 1e-6, key=jax.random.key(0))
 
 
 def test_module_docstring_examples():

@@ -152,7 +152,7 @@ def history_matrix(domain: Domain, measurements: Sequence[Measurement], attribut
     rows, ys, bs, sds = [], [], [], []
     for m in ms:
         sub = np.ravel_multi_index(tuple(grid[attrs.index(a)] for a in m.clique), domain.shape_of(m.clique))
-        q = _dense_query(m, domain)
+        q = m.linear.matrix()
         rows.append(q[:, sub])
         ys.append(m.y)
         sd = m.row_stddev()
@@ -162,17 +162,6 @@ def history_matrix(domain: Domain, measurements: Sequence[Measurement], attribut
     if not rows:
         return History(np.zeros((0, cells)), np.zeros(0), np.zeros(0), np.zeros(0), attrs)
     return History(np.vstack(rows), np.concatenate(ys), np.concatenate(bs), np.concatenate(sds), attrs)
-
-
-def _dense_query(m: Measurement, domain: Domain) -> np.ndarray:
-    if m.kind == "identity":
-        return np.eye(domain.size(m.clique))
-    if m.kind == "dense":
-        return m.query
-    q = m.query[0]
-    for f in m.query[1:]:
-        q = np.kron(q, f)
-    return q
 
 
 def blue(H, y=None, *, scale=None, stddev=None, query=None, domain=None, rcond: float = 1e-12, method: str = "cf", **law) -> BLUEResult:

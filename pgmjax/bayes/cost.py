@@ -23,7 +23,7 @@ from scipy.special import ndtri
 
 from ..data.domain import Domain
 from ..queries.measurement import Measurement, validate_measurements
-from .blue import History, _dense_query, blue_history, row_noise
+from .blue import History, blue_history, row_noise
 from .errors import LinearNoise
 
 __all__ = ["Allocation", "allocate", "allocate_with_history", "cell_cost", "system_cost", "per_record_cost"]
@@ -310,7 +310,7 @@ def per_record_cost(domain: Domain, measurements: Sequence[Measurement], *, nois
         raise ValueError(f"{where}: an attribute name ends in a prime; cannot build the pair domain")
     factors = []
     for m in ms:
-        q = _dense_query(m, domain)
+        q = m.linear.matrix()
         sd = m.row_stddev()
         wq = q / (sd / math.sqrt(2.0))[:, None] if noise == "laplace" else q / sd[:, None]
         shape = domain.shape_of(m.clique)

@@ -49,8 +49,10 @@ def seed_int(text: str) -> int:
     return x
 
 
-def parse_options(items) -> dict:
-    """``key=value`` strings -> dict; values are JSON when they parse (numbers, true/false, null, lists), else text."""
+def parse_options(items, flag: str = "--option") -> dict:
+    """``key=value`` strings -> dict; values are JSON when they parse (numbers, true/false, null, lists), else text.
+
+    ``flag`` names the command-line flag in the messages."""
     import json
 
     out = {}
@@ -58,9 +60,9 @@ def parse_options(items) -> dict:
         k, sep, v = item.partition("=")
         k = k.strip()
         if not sep or not k.isidentifier():
-            raise UserError(f"--option expects key=value (e.g. --option noise=gaussian), got {item!r}")
+            raise UserError(f"{flag} expects key=value (e.g. --option noise=gaussian), got {item!r}")
         if k in out:
-            raise UserError(f"--option {k} is given twice")
+            raise UserError(f"{flag} {k} is given twice")
         try:
             out[k] = json.loads(v)
         except json.JSONDecodeError:

@@ -45,16 +45,10 @@ def schema_cmd(args) -> int:
 def mechanisms_cmd(args) -> int:
     from ..mechanisms import registry
 
-    guarantees = {
-        "pure": "eps-DP",
-        "zcdp": "(eps, delta)-DP via zCDP",
-        "advanced": "(eps, delta)-DP",
-        "noise": "eps-DP (Laplace noise), or (eps, delta)-DP via zCDP with --option noise=gaussian",
-    }
-    for name, why in registry.availability().items():
-        spec = registry.MECHANISMS[name]
-        state = "available" if why is None else "NOT AVAILABLE"
-        print(f"{name:<10} {state:<14} {spec.title}")
-        print(f"{'':<25} guarantee: {guarantees[spec.privacy]}")
-        if why is not None and args.verbose:
-            print(f"{'':<25} {why}")
+    for name, entry in registry.MECHANISMS.items():
+        print(f"{name:<13} {entry.description}")
+        print(f"{'':<13} guarantee: {registry.GUARANTEES[entry.privacy].replace('noise=', '--option noise=')}")
+        if args.verbose:
+            own = ", ".join(registry.own_options(name))
+            print(f"{'':<13} own options (--option KEY=VALUE): {own}")
+    return 0

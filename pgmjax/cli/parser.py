@@ -27,7 +27,7 @@ examples:
   pgmjax sample --model model/ --records 5000 --out more.csv   # more records, no privacy cost
   pgmjax schema --data raw.csv --epsilon 0.1 > schema.json    # or a private schema to review and reuse
 
-  pgmjax mechanisms                              # which mechanisms are installed
+  pgmjax mechanisms                              # the mechanisms, their guarantees and own options
   pgmjax run --help                              # every option of a run, schema and workload formats
 
 exit codes: 0 success; 2 bad command line or input (reported before any long computation);
@@ -50,14 +50,19 @@ a value or its line (--show-private shows them). An output path that is an input
 output) is refused before anything runs; a model estimating fewer than 10 records (a tiny budget)
 is refused with a suggestion (--records) instead of writing a near-empty table.
 
-mechanisms (pgmjax mechanisms shows which are installed):
-  mwem       MWEM+PGM: EM selection of marginals, Laplace noise (eps-DP); --option noise=gaussian for zCDP
-  privbayes  PrivBayes+PGM: private Bayesian network and noisy conditionals (eps-DP; --delta unused)
-  dualquery  DualQuery+PGM: private query/record game, model fitted to the transcript ((eps, delta)-DP)
-  hdmm       HDMM+PGM: workload-optimised measurement strategy, Laplace noise (eps-DP)
-  mst        MST: one-way marginals + private maximum spanning tree of pairs ((eps, delta)-DP via zCDP)
-  aim        AIM: adaptive workload-aware marginal selection ((eps, delta)-DP via zCDP)
-  mldp       MLDP+PGM: low-sensitivity training queries, the rest answered by the model (eps-DP)
+mechanisms (pgmjax mechanisms -v lists them with their own options):
+  mwem          MWEM+PGM: EM selection of marginals, Laplace noise (eps-DP); --option noise=gaussian for zCDP
+  privbayes     PrivBayes+PGM: private Bayesian network and noisy conditionals (eps-DP: no --delta)
+  dualquery     DualQuery+PGM: private query/record game, model fitted to the transcript ((eps, delta)-DP)
+  hdmm          HDMM+PGM: workload-optimised measurement strategy, Laplace noise (eps-DP)
+  mst           MST: one-way marginals + private maximum spanning tree of pairs ((eps, delta)-DP via zCDP)
+  aim           AIM: adaptive workload-aware marginal selection ((eps, delta)-DP via zCDP)
+  mldp          MLDP+PGM: the workload's cells as training queries, the rest answered by the model (eps-DP)
+  rr_synthetic  RR+PGM: randomized response on every attribute, fitted by the engine (eps-DP; also "rr")
+
+common options, the same for every mechanism (the front-ends' common parameters): --epsilon, --delta,
+--workload, --engine-iters, --engine-option KEY=VALUE (pgmjax.estimate's options, e.g. method=lbfgs),
+--max-model-mb, --seed. A mechanism that cannot use one says so (exit 2) instead of ignoring it.
 
 input:
   integer-coded: --data table.csv --domain domain.json, where domain.json maps every column to its
@@ -87,9 +92,9 @@ workload (--workload): all-2way, all-3way (any all-Kway) or a JSON file of cliqu
   ||W mu - W mu_hat||_1 / (2 ||W mu||_1)) and the mean total variation distance over all 2-way
   marginals. These numbers read the input directly: they are NOT private.
 
-mechanism options: --option key=value passes a keyword argument of the front-end function (values
-are JSON: numbers, true/false, strings), e.g. --option noise=gaussian --option max_model_mb=5 for
-mwem, --option beta=0.5 for privbayes, --option samples=20 for dualquery; see help(pgmjax.mechanisms.<name>).
+mechanism options: --option key=value passes one of the front-end function's own keyword arguments (values
+are JSON: numbers, true/false, strings), e.g. --option noise=gaussian for mwem, --option beta=0.5 for
+privbayes, --option samples=20 for dualquery; see help(pgmjax.mechanisms.<name>).
 """
 
 _RUN_EPILOG = """\
@@ -97,7 +102,7 @@ examples:
   pgmjax run --data adult.csv --domain adult-domain.json --mechanism aim --epsilon 1 --delta 1e-9 \\
              --out synthetic.csv --report report.json --workload all-2way
   pgmjax run --data adult.csv --domain adult-domain.json --mechanism mwem --epsilon 0.5 --rounds 14 \\
-             --iters 500 --option noise=gaussian --delta 1e-6 --out synthetic.csv
+             --engine-iters 500 --option noise=gaussian --delta 1e-6 --out synthetic.csv
   pgmjax run --data raw.csv --schema schema.json --mechanism privbayes --epsilon 1 --seed 3 \\
              --records 10000 --out synthetic.csv --quiet
 
@@ -109,6 +114,7 @@ on stderr before the mechanism runs; 1 the run failed (add --debug for the trace
 
 def build_parser() -> argparse.ArgumentParser:
     from ..mechanisms.registry import MECHANISMS
+    from .call import ALIASES
 
     parser = argparse.ArgumentParser(
         prog="pgmjax",
@@ -139,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser(
         "run",
-        help="run a private mechanism (mwem, privbayes, dualquery, hdmm, mst, aim, mldp) on a CSV, write synthetic data",
+        help=f"run a private mechanism ({', '.join(MECHANISMS)}) on a CSV, write synthetic data",
         description=_RUN_DESCRIPTION,
         epilog=_RUN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -151,16 +157,21 @@ def build_parser() -> argparse.ArgumentParser:
                    "and --schema a private one is derived from the data inside the budget)")
     g.add_argument("--ignore-extra-columns", action="store_true", help="drop CSV columns that are not in the domain/schema instead of failing")
     g = r.add_argument_group("mechanism and privacy")
-    g.add_argument("--mechanism", "-m", required=True, choices=list(MECHANISMS), metavar="NAME",
-                   help=f"one of: {', '.join(MECHANISMS)}")
+    g.add_argument("--mechanism", "-m", required=True, choices=[*MECHANISMS, *ALIASES], metavar="NAME",
+                   help=f"one of: {', '.join(MECHANISMS)} (rr: rr_synthetic)")
     g.add_argument("--epsilon", "-e", required=True, type=positive_float, metavar="EPS", help="privacy budget epsilon > 0")
     g.add_argument("--delta", type=unit_interval, default=None, metavar="DELTA",
                    help="delta in (0, 1) for (eps, delta) guarantees (default 1e-9: dualquery, mst, aim, and mwem/hdmm with "
-                        "--option noise=gaussian); pure-DP runs do not use it")
+                        "--option noise=gaussian); refused for pure-DP runs")
     g.add_argument("--workload", metavar="SPEC", help="all-2way, all-3way or a JSON file of cliques: what the mechanism optimises for "
                    "(if it takes a workload) and what the summary evaluates")
     g.add_argument("--rounds", type=positive_int, metavar="T", help="rounds of an iterative mechanism (mwem, dualquery, aim)")
-    g.add_argument("--iters", type=positive_int, metavar="N", help="estimation iterations per model fit (mechanism default if omitted)")
+    g.add_argument("--engine-iters", type=positive_int, metavar="N",
+                   help="estimation iterations per model fit (engine_iters; mechanism default if omitted)")
+    g.add_argument("--engine-option", action="append", metavar="KEY=VALUE",
+                   help="a keyword argument of pgmjax.estimate for every fit (engine_options; repeatable), e.g. method=lbfgs")
+    g.add_argument("--max-model-mb", type=positive_float, metavar="MB",
+                   help="model-size cap in MB of a float64 model (max_model_mb; mechanism default if omitted)")
     g.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="a mechanism-specific keyword argument (repeatable)")
     g.add_argument("--seed", type=seed_int, default=0, help="random seed of the whole run: noise, selections, sampling, decoding (default 0)")
     g = r.add_argument_group("output")
@@ -202,9 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     report.add_report_parser(sub)
     sample.add_sample_parser(sub)
-    m = sub.add_parser("mechanisms", help="list the mechanisms and whether they are installed",
-                       description="Lists every mechanism pgmjax run knows, whether it can be loaded here, and its guarantee.")
-    m.add_argument("--verbose", "-v", action="store_true", help="say why an unavailable mechanism does not load")
+    m = sub.add_parser("mechanisms", help="list the mechanisms and their guarantees",
+                       description="Lists every mechanism pgmjax run knows, its description and its guarantee.")
+    m.add_argument("--verbose", "-v", action="store_true", help="also list each mechanism's own options (--option KEY=VALUE)")
     m.set_defaults(func=mechanisms_cmd, debug=False)
     return parser
 

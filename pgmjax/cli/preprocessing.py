@@ -63,8 +63,7 @@ def split_budget(mechanism: str, epsilon: float, delta: float | None, fraction: 
 
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"--preprocess-fraction must lie in (0, 1), got {fraction}")
-    spec = registry.MECHANISMS[mechanism]
-    if spec.privacy == "zcdp":
+    if registry.get(mechanism).privacy == "zcdp":
         d = registry.DEFAULT_DELTA if delta is None else delta
         rho = cdp_rho(epsilon, d)
         eps_mech = float(cdp_eps((1 - fraction) * rho, d))

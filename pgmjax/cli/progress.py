@@ -53,24 +53,3 @@ class Progress:
         self.bar.leave = False
         self.bar.close()
 
-
-def expected_iterations(spec, kwargs: dict, params: dict, domain) -> int | None:
-    """Engine iterations the run will make where the schedule is fixed in advance (the bar's total), else None."""
-
-    def value(key):
-        if key in kwargs:
-            return kwargs[key]
-        p = params.get(key)
-        return None if p is None or p.default is p.empty else p.default
-
-    iters = [value(n) for n in spec.iters]
-    if not iters or not all(isinstance(i, int) for i in iters):
-        return None
-    if spec.name == "mwem":  # one fit per round
-        rounds = value("rounds")
-        return iters[0] * (rounds if isinstance(rounds, int) else len(domain))
-    if spec.name == "mst":  # the one-way fit for the selection, then the final fit
-        return sum(iters)
-    if spec.name in ("privbayes", "dualquery", "hdmm", "mldp"):  # one fit
-        return iters[0]
-    return None  # AIM: the number of rounds depends on the annealing

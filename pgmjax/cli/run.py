@@ -8,9 +8,9 @@ import sys
 import time
 
 from ..data.domain import cells_text
-from ..mechanisms import registry
 from . import guards, intervals, preprocessing
 from .arguments import parse_options
+from .call import expected_iterations, front_end_call, mechanism_name, with_progress
 from .errors import RunFailure, UserError
 from .inputs import (
     csv_header,
@@ -20,7 +20,7 @@ from .inputs import (
     need_parent,
     parse_workload,
 )
-from .progress import Progress, expected_iterations
+from .progress import Progress
 from .summary import (
     evaluate,
     jsonable,
@@ -41,7 +41,7 @@ def run(args) -> int:
     """
     t_start = time.perf_counter()
     say = (lambda *a: None) if args.quiet else (lambda msg: print(f"pgmjax run: {msg}", file=sys.stderr, flush=True))
-    options, params, notes = check_arguments(args)
+    call, notes = check_arguments(args)
     t0 = time.perf_counter()
     data, schema, extra, workload, wl_label = load_inputs(args, say)
     seconds = {"load": time.perf_counter() - t0}
@@ -57,7 +57,7 @@ def run(args) -> int:
 
     keys = dict(zip(("mechanism", "sample", "decode"), jax.random.split(jax.random.key(args.seed), 3)))
     t0 = time.perf_counter()
-    result, spec = run_mechanism(args, data, workload, options, params, keys["mechanism"], say)
+    result, spec = run_mechanism(args, data, workload, call, keys["mechanism"], say)
     seconds["mechanism"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     synth = synthetic_records(args, result, keys["sample"])
@@ -90,12 +90,12 @@ def run(args) -> int:
     return 0
 
 
-def check_arguments(args) -> tuple[dict, dict, list]:
+def check_arguments(args) -> tuple[tuple, list]:
     """The cheap checks, before any data is read: files, outputs, options, mechanism, the budget split.
 
     Returns:
-        ``(options, the front-end's parameters, notes)``; sets ``args.split`` (and the mechanism's share of
-        the budget in ``args.epsilon`` / ``args.delta``) when the schema is derived privately.
+        ``((registry entry, the front-end's keyword arguments), notes)``; sets ``args.split`` (and the
+        mechanism's share of the budget in ``args.epsilon`` / ``args.delta``) when the schema is derived privately.
     """
     args.split = None
     if args.private_schema and (args.domain is not None or args.schema is not None):
@@ -124,27 +124,18 @@ def check_arguments(args) -> tuple[dict, dict, list]:
     except ValueError as e:
         raise UserError(f"{e} (nothing was run)") from None
     options = parse_options(args.option)
+    engine_options = parse_options(args.engine_option, flag="--engine-option")
+    front_end_call(args, options, engine_options)  # the mechanism, its options and the delta, before the split
     if args.private_schema:
-        if args.mechanism not in registry.MECHANISMS:
-            raise UserError(f"unknown mechanism {args.mechanism!r}")
         try:
-            args.split = preprocessing.split_budget(args.mechanism, args.epsilon, args.delta, args.preprocess_fraction)
+            args.split = preprocessing.split_budget(mechanism_name(args.mechanism), args.epsilon, args.delta,
+                                                    args.preprocess_fraction)
         except ValueError as e:
             raise UserError(str(e)) from None
         args.epsilon_total, args.delta_total = args.epsilon, args.delta
         args.epsilon, args.delta = args.split.epsilon, args.split.delta  # the mechanism's share
-    try:
-        _, _, notes = registry.prepare(
-            args.mechanism, epsilon=args.epsilon, delta=args.delta, iters=args.iters, rounds=args.rounds,
-            records=args.records, options=options,
-        )
-        params = registry.parameters(args.mechanism)
-    except registry.MechanismUnavailable as e:
-        available = [n for n, why in registry.availability().items() if why is None]
-        raise UserError(f"{e}; available here: {', '.join(available)}") from None
-    except ValueError as e:
-        raise UserError(str(e)) from None
-    return options, params, notes
+    entry, kwargs, notes = front_end_call(args, options, engine_options)
+    return (entry, kwargs), notes
 
 
 def load_inputs(args, say):
@@ -170,34 +161,27 @@ def load_inputs(args, say):
     return data, schema, extra, workload, wl_label
 
 
-def run_mechanism(args, data, workload, options, params, key, say):
-    """The front-end through the registry, with the progress bar; its errors mapped to exit codes.
+def run_mechanism(args, data, workload, call, key, say):
+    """The front-end from the registry, with the progress bar; its errors mapped to exit codes.
 
     Returns:
-        ``(MechanismResult, the registry's MechanismSpec)``.
+        ``(MechanismResult, the registry's Mechanism entry)``.
     """
-    common = dict(
-        epsilon=args.epsilon, delta=args.delta, iters=args.iters, rounds=args.rounds, records=args.records,
-        options=options,
-    )
-    try:
-        _, probe, _ = registry.prepare(args.mechanism, workload=workload, **common)
-    except ValueError as e:
-        raise UserError(str(e)) from None
-    spec = registry.MECHANISMS[args.mechanism]
-    reports = registry.engine_slot(args.mechanism) is not None or spec.progress is not None
-    total = expected_iterations(spec, probe, params, data.domain)
-    if not reports:
-        say(f"running {args.mechanism} (it reports no progress while it runs)")
-    progress = Progress(reports and not args.quiet, args.mechanism, total)
+    entry, kwargs = call
+    kwargs = dict(kwargs)
+    epsilon = kwargs.pop("epsilon")
+    if entry.workload:
+        kwargs["workload"] = workload
+    elif workload is not None:
+        say(f"note: {entry.name} does not take a workload: --workload is used for evaluation only")
+    total = expected_iterations(entry, kwargs, data.domain)
+    progress = Progress(not args.quiet, entry.name, total)
+    kwargs = with_progress(entry, kwargs, progress.engine, progress.step)
 
     from ..privacy import PrivacyBudgetExceeded
 
     try:
-        result, _ = registry.run(
-            args.mechanism, data, key=key, workload=workload, callback=progress.engine,
-            step_callback=progress.step, **common,
-        )
+        result = entry.function(data, epsilon, key=key, **kwargs)
     except PrivacyBudgetExceeded as e:
         raise RunFailure(f"{args.mechanism}: internal accounting error: {e}") from e
     except (ValueError, TypeError) as e:
@@ -205,12 +189,12 @@ def run_mechanism(args, data, workload, options, params, key, say):
         progress.abandon()
         if args.debug:
             raise
-        raise UserError(f"{args.mechanism} rejected the input: {str(e).removeprefix(args.mechanism + ': ')}") from None
+        raise UserError(f"{entry.name} rejected the input: {str(e).removeprefix(entry.name + ': ')}") from None
     except MemoryError as e:
-        raise RunFailure(f"{args.mechanism}: out of memory; try a smaller model (e.g. --option max_model_mb=...) or fewer attributes") from e
+        raise RunFailure(f"{args.mechanism}: out of memory; try a smaller model (e.g. --max-model-mb ...) or fewer attributes") from e
     finally:
         progress.close()
-    return result, spec
+    return result, entry
 
 
 def synthetic_records(args, result, key):
@@ -279,10 +263,11 @@ def build_report(args, data, schema, extra, workload, result, spec, synth, evalu
         "notes": notes,
         "original_error": result.original_error,
         # Only what is safe to publish (settings, noisy releases, selections): some info entries are
-        # computed from the data without noise (see MechanismSpec.report_info).
+        # computed from the data without noise (see registry.Mechanism.report_info).
         "info": jsonable({k: v for k, v in result.info.items() if k in spec.report_info}, max_items=1000),
         "info_omitted": sorted(k for k in result.info if k not in spec.report_info),
         "ledger": jsonable(acc.records()),
+        "plan": jsonable(result.plan.to_dict()) if result.plan is not None else None,
         "preprocessing": jsonable(pre_entry),
     }
     if pre_entry is not None and not pre_entry["private"]:

@@ -340,8 +340,8 @@ def _check_same_structure(members: list[list[Measurement]], caller: str) -> None
                     f"{where} is a {m.kind} query with {m.rows} rows but measurement {i} of member 0 is a {m0.kind} "
                     f"query with {m0.rows} rows; the members of a batch share their queries"
                 )
-            if m.query is not m0.query:
-                q, q0 = (m.query, m0.query) if m.kind == "kron" else ((m.query,), (m0.query,))
+            if m.linear is not m0.linear:
+                q, q0 = jax.tree_util.tree_leaves(m.linear), jax.tree_util.tree_leaves(m0.linear)
                 if any(a is not c and (a.shape != c.shape or not np.array_equal(a, c)) for a, c in zip(q, q0)):
                     raise ValueError(
                         f"{where} has other query matrices than measurement {i} of member 0; the members of a "

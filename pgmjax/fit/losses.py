@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compiler import to_device
+from ..queries.linear import LinearQuery
 from ..queries.measurement import Measurement
 from ..graph.oracle import OraclePlan
 
@@ -35,7 +36,7 @@ class _Group:
     key: str  # oracle block holding the host clique
     host_shape: tuple[int, ...]
     sum_axes: tuple[int, ...]  # host axes summed out
-    perm: tuple[int, ...]  # measurement clique axes -> the host's stored order (applied to y on the host)
+    perm: tuple[int, ...]  # remaining axes -> measurement clique order (identity groups: applied to y on the host)
     kind: str
     rows: int
     count: int  # stacked measurements, zero-weight padding included
@@ -90,26 +91,27 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
             key,
             plan.domain.shape_of(host_clique),
             tuple(i for i, a in enumerate(host_clique) if a not in m.clique),
-            tuple(m.clique.index(a) for a in kept),
+            tuple(kept.index(a) for a in m.clique),
             m.kind,
             m.rows,
-            None if m.query is None else (m.query.shape if m.kind == "dense" else tuple(q.shape for q in m.query)),
+            jax.tree_util.tree_structure(m.linear),
+            tuple(np.shape(q) for q in jax.tree_util.tree_leaves(m.linear)),
         )
         by_sig.setdefault(sig, []).append((m, level, slot))
     groups, arrays = [], []
     for sig in sorted(by_sig, key=repr):
         items = by_sig[sig]
-        key, host_shape, sum_axes, perm, kind, rows, _ = sig
+        key, host_shape, sum_axes, perm, kind, rows = sig[:6]
         group = {
             "level": np.array([lv for _, lv, _ in items], np.int32),
             "slot": np.array([sl for _, _, sl in items], np.int32),
-            "y": np.stack([_stored_rows(m, m.y, perm, plan.domain) for m, _, _ in items]),
-            "inv_std": np.stack([_stored_rows(m, 1.0 / m.row_stddev(), perm, plan.domain) for m, _, _ in items]),
+            "y": np.stack([_stored_cells(m, m.y, perm, plan.domain) for m, _, _ in items]),
+            "inv_std": np.stack([_stored_cells(m, 1.0 / m.row_stddev(), perm, plan.domain) for m, _, _ in items]),
+            # one LinearQuery whose numbers are stacked along a leading axis (static: its form and shapes)
+            "query": jax.tree_util.tree_map(lambda *q: np.stack(q), *[m.linear for m, _, _ in items]),
         }
-        if kind == "dense":
-            group["query"] = np.stack([_stored_columns(m, perm, plan.domain) for m, _, _ in items])
-        elif kind == "kron":
-            group["query"] = tuple(np.stack([m.query[i] for m, _, _ in items]) for i in perm)
+        if kind == "identity":  # the answers were put in the stored order: no transpose on the device
+            perm = tuple(range(len(perm)))
         # When the group measures most cliques of its block, each at most once, lay its numbers
         # out like the block: the loss then reads the whole block (no gather, and no scatter in
         # its gradient); unmeasured slots get weight 0.
@@ -122,8 +124,7 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
             count = _padded_count(len(items), int(np.prod(host_shape)))
             if count > len(items):  # zero-weight copies of the first measurement: they add nothing
                 extra = count - len(items)
-                group = {k: (tuple(_pad(q, extra) for q in v) if isinstance(v, tuple) else _pad(v, extra))
-                         for k, v in group.items()}
+                group = jax.tree_util.tree_map(lambda a: _pad(a, extra), group)
                 group["inv_std"][len(items):] = 0.0
         if dense:
             def spread(a, fill=0.0):
@@ -131,8 +132,7 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
                 out[flat] = a
                 return out
 
-            group = {k: (tuple(spread(q) for q in v) if isinstance(v, tuple) else spread(v))
-                     for k, v in group.items() if k not in ("level", "slot")}
+            group = jax.tree_util.tree_map(spread, {k: v for k, v in group.items() if k not in ("level", "slot")})
         group = jax.tree_util.tree_map(
             lambda a: to_device(a) if a.dtype.kind == "i" else to_device(a, dtype), group
         )
@@ -141,26 +141,22 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
     return MeasurementArrays(tuple(arrays), tuple(groups))
 
 
-def _stored_rows(m: Measurement, values: np.ndarray, perm: tuple[int, ...], domain) -> np.ndarray:
-    """A measurement's per-row ``values`` reordered from its clique's axis order to the host table's stored
-    order (``perm``). Identity and Kronecker rows form a grid over the clique's attributes; dense rows are
-    not tied to attributes (their query's columns move instead, :func:`_stored_columns`)."""
+def _stored_cells(m: Measurement, values: np.ndarray, perm: tuple[int, ...], domain) -> np.ndarray:
+    """An identity measurement's per-cell ``values`` in its host table's stored axis order.
+
+    The answers of a marginal are reordered once, on the host, so the fit never transposes the (possibly
+    large) table on the device; other queries' rows are not cells and stay as they are (their group
+    transposes the usually smaller table it reads, ``perm``: the kept axes to the measurement's order).
+    """
     values = np.broadcast_to(values, (m.rows,))
-    if m.kind == "dense" or perm == tuple(range(len(perm))):
+    if m.kind != "identity" or perm == tuple(range(len(perm))):
         return values
-    grid = domain.shape_of(m.clique) if m.kind == "identity" else tuple(q.shape[0] for q in m.query)
-    return np.transpose(values.reshape(grid), perm).reshape(-1)
-
-
-def _stored_columns(m: Measurement, perm: tuple[int, ...], domain) -> np.ndarray:
-    """A dense query's columns (cells in the measurement clique's order) in the host table's stored order."""
-    shape = domain.shape_of(m.clique)
-    return np.transpose(m.query.reshape((m.query.shape[0], *shape)), (0, *(1 + p for p in perm))).reshape(m.query.shape[0], -1)
+    return np.transpose(values.reshape(domain.shape_of(m.clique)), np.argsort(perm)).reshape(-1)
 
 
 def predictions(mu: dict, meas: MeasurementArrays) -> list[jax.Array]:
-    """``Q_i mu_i`` for every group, each ``(count, rows)`` (``(levels * slots, rows)`` for a dense group),
-    rows in the host table's stored order (the answers ``y`` were put in that order when stacked)."""
+    """``Q_i mu_i`` for every group, each ``(count, rows)`` (``(levels * slots, rows)`` for a dense group);
+    a marginal's rows are its cells in the host table's stored order (its answers ``y`` were stacked so)."""
     out = []
     for g, arr in zip(meas.groups, meas.arrays):
         if g.dense:
@@ -169,16 +165,9 @@ def predictions(mu: dict, meas: MeasurementArrays) -> list[jax.Array]:
             x = mu[g.key][arr["level"], arr["slot"]]  # (count, *host_shape)
         if g.sum_axes:
             x = jnp.sum(x, axis=tuple(1 + a for a in g.sum_axes))
-        n = x.shape[0]
-        if g.kind == "identity":
-            pred = x.reshape(n, -1)
-        elif g.kind == "dense":
-            pred = jnp.einsum("nrk,nk->nr", arr["query"], x.reshape(n, -1))
-        else:
-            for axis, q in enumerate(arr["query"]):
-                x = jnp.moveaxis(jnp.einsum("nrk,nk...->nr...", q, jnp.moveaxis(x, axis + 1, 1)), 1, axis + 1)
-            pred = x.reshape(n, -1)
-        out.append(pred)
+        if g.perm != tuple(range(len(g.perm))):
+            x = jnp.transpose(x, (0, *(1 + p for p in g.perm)))
+        out.append(jax.vmap(LinearQuery.apply)(arr["query"], x))
     return out
 
 

@@ -68,15 +68,7 @@ def _predict(plan, layout, arrays, mu):
         x = plan.table(mu, lay.host)
         if lay.sum_axes:
             x = jnp.sum(x, axis=lay.sum_axes)
-        x = jnp.transpose(x, lay.perm)
-        if lay.kind == "identity":
-            out.append(x.reshape(-1))
-        elif lay.kind == "dense":
-            out.append(jnp.tensordot(q, x, axes=x.ndim))
-        else:
-            for axis, f in enumerate(q):
-                x = jnp.moveaxis(jnp.tensordot(f, x, axes=([1], [axis])), 0, axis)
-            out.append(x.reshape(-1))
+        out.append(q.apply(jnp.transpose(x, lay.perm)))
     return jnp.concatenate(out)
 
 
@@ -309,13 +301,11 @@ def _layout(plan, blocks, dtype):
         lay = _BlockLayout(host, tuple(i for i, a in enumerate(hc) if a not in b.clique),
                            tuple(kept.index(a) for a in b.clique), b.kind, b.rows)
         layout.append(lay)
+        arrays.append(jax.tree_util.tree_map(lambda f: jnp.asarray(f, dtype), b.linear))
         if b.kind == "identity":
-            arrays.append(None)
             lip += 1.0
         elif b.kind == "dense":
-            arrays.append(jnp.asarray(b.query, dtype))
             lip += float((b.query.reshape(b.rows, -1) ** 2).sum(axis=0).max())
         else:
-            arrays.append(tuple(jnp.asarray(f, dtype) for f in b.query))
             lip += float(np.prod([(f**2).sum(axis=0).max() for f in b.query]))
     return tuple(layout), tuple(arrays), max(lip, 1e-12)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..data.domain import Clique, Domain
 from ..queries import factors as queries_mod
+from ..queries.linear import LinearQuery
 from ..queries.measurement import Measurement
 
 #: Rows of non-identity measurements on one clique are merged into one dense block when it holds at most
@@ -48,12 +49,17 @@ class RowBlock:
     shape: tuple[int, ...]
 
     @property
-    def rows(self) -> int:
+    def linear(self) -> LinearQuery:
+        """The rows as a :class:`~pgmjax.queries.linear.LinearQuery` on the clique's table."""
         if self.kind == "identity":
-            return math.prod(self.shape)
+            return LinearQuery.identity(self.shape)
         if self.kind == "dense":
-            return self.query.shape[0]
-        return math.prod(f.shape[0] for f in self.query)
+            return LinearQuery.from_matrix(self.query.reshape(self.query.shape[0], -1), sizes=self.shape)
+        return LinearQuery.kron(self.query)
+
+    @property
+    def rows(self) -> int:
+        return self.linear.rows
 
     def operands(self, attr_letter: Mapping[str, str], row_letters: str):
         """einsum operands ``[(array, subscripts)]`` and the row subscripts of this block.
@@ -72,22 +78,11 @@ class RowBlock:
 
     def adjoint(self, v: np.ndarray) -> np.ndarray:
         """``Q^T v``: the function ``sum_r v_r q_r`` on the clique's cells, shape ``self.shape``."""
-        v = np.asarray(v, np.float64)
-        if self.kind == "identity":
-            return v.reshape(self.shape)
-        if self.kind == "dense":
-            return np.tensordot(v, self.query, axes=(0, 0))
-        t = v.reshape(tuple(f.shape[0] for f in self.query))
-        return queries_mod.kron_apply(t, [f.T for f in self.query])
+        return self.linear.transpose(v)
 
     def apply(self, table: np.ndarray) -> np.ndarray:
         """``Q table`` for a function on the clique's cells (shape ``self.shape``): one value per row."""
-        table = np.asarray(table, np.float64)
-        if self.kind == "identity":
-            return table.reshape(-1)
-        if self.kind == "dense":
-            return np.tensordot(self.query, table, axes=self.query.ndim - 1)
-        return queries_mod.kron_apply(table, list(self.query)).reshape(-1)
+        return self.linear.apply(table)
 
     def dense_rows(self) -> np.ndarray:
         """The rows as an array ``(rows, *shape)`` (materialised; for small blocks and checks)."""

@@ -2,14 +2,18 @@
 
 Each front-end runs two arms on the same noisy measurements: the mechanism's
 own estimator (``result.original``) and the engine (``result.model``), and
-returns a :class:`MechanismResult` with the measurements and the privacy ledger.
+returns a :class:`MechanismResult` with the measurements, the privacy ledger and the budget plan.
+Every front-end has the same leading parameters,
+``(data, epsilon, delta=..., *, key, workload=..., engine_iters=..., engine_options=..., max_model_mb=...)``,
+then its own keyword-only options (:mod:`pgmjax.mechanisms.options`); :mod:`~pgmjax.mechanisms.registry`
+maps names to them.
 
 Example:
     >>> import jax, numpy as np, pgmjax as pj
     >>> dom = pj.Domain({"a": 3, "b": 4, "c": 2})
     >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), dom)
     >>> w = pj.Workload.all_kway(dom, 2)
-    >>> result = pj.mechanisms.privbayes(data, 1.0, key=jax.random.key(0), pgm_iters=200)
+    >>> result = pj.mechanisms.privbayes(data, 1.0, key=jax.random.key(0), engine_iters=200)
     >>> errors = pj.metrics.workload_error(w, data, result.model), pj.metrics.workload_error(w, data, result.original)
     >>> [round(e, 2) for e in errors]
     [0.03, 0.06]

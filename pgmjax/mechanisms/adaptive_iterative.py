@@ -13,7 +13,7 @@ each with the weight ``w_r = sum_{(s, c_s) in W} c_s |r ∩ s|`` (:func:`aim_can
 1. Measure every one-way candidate with ``sigma``; fit the engine.
 2. Round ``t``: if what is left is below ``2 (1/(2 sigma^2) + eps_EM^2/8)`` this is the last round,
    with ``sigma = sqrt(1 / (2 * 0.9 * remaining))`` and ``eps_EM = sqrt(8 * 0.1 * remaining)``
-   (it spends exactly the rest). Size limit ``max_model_size * used / rho`` (``used`` counts this
+   (it spends exactly the rest). Size limit ``max_model_mb * used / rho`` (``used`` counts this
    round): the candidates whose addition keeps the model under it, plus every candidate already
    inside a model clique (free). The exponential mechanism picks ``r`` with quality
    ``q_r = w_r (||mu_r(D) - mu_hat_r||_1 - sqrt(2/pi) sigma n_r)`` (sensitivity ``max_r w_r``; the
@@ -52,9 +52,9 @@ from ..programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..queries.workload import Workload
 from .multiplicative_weights import hypothetical_model_size
 from .multiplicative_weights import model_mb as _model_mb
-from .options import check_epsilon
-from .result import MechanismResult
-from .spanning_tree import _delta, _estimate_options, _Progress
+from .options import DEFAULT_DELTA, check_epsilon, check_model_cap
+from .result import BudgetStep, MechanismResult, record_plan
+from .spanning_tree import _delta, _engine_options, _Progress
 
 __all__ = ["aim", "aim_budget", "aim_candidates", "default_aim_workload"]
 
@@ -207,19 +207,19 @@ def _closure(cliques: Sequence[Clique]) -> set[Clique]:
 def aim(
     data: Dataset,
     epsilon: float,
-    delta: float = 1e-9,
+    delta: float = DEFAULT_DELTA,
     *,
     key,
     workload=None,
+    engine_iters: int = 1000,
+    engine_options: Mapping | None = None,
+    max_model_mb: float = 80.0,
     rounds: int | None = None,
-    max_model_size: float = 80.0,
-    max_iters: int = 1000,
     final_iters: int | None = None,
     synthetic: bool = True,
     rows: int | None = None,
     synthetic_method: str = "low_variance",
     progress: bool | Callable[[dict], object] = False,
-    estimate_options: Mapping | None = None,
 ) -> MechanismResult:
     """AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022): workload-aware adaptive measurements.
 
@@ -243,12 +243,14 @@ def aim(
         key: a ``jax.random`` key; the whole run follows from it.
         workload: see :func:`aim_candidates` (default: every 2-way clique with at most 10,000 cells,
             weight 1).
+        engine_iters: engine iterations per fit (warm-started from the previous model).
+        engine_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``dtype``,
+            ``tol``, ``callback``, ...; not ``iters``, ``total``, ``warm_start``).
+        max_model_mb: the model-size limit in MB (``8 * cells / 2^20``) once the whole budget is
+            spent (reference: 80; about 1 for quick runs); it must be a number (AIM needs a cap).
         rounds: ``T``, the nominal number of rounds (default ``16 d``); must exceed 0.9 times the
             number of one-way candidates, whose initial measurement costs ``0.9 rho k / T``.
-        max_model_size: the model-size limit in MB (``8 * cells / 2^20``) once the whole budget is
-            spent (reference: 80; about 1 for quick runs).
-        max_iters: engine iterations per fit (warm-started from the previous model).
-        final_iters: iterations of the final fit (default ``max_iters``, as the reference code).
+        final_iters: iterations of the final fit (default ``engine_iters``, as the reference code).
         synthetic: draw synthetic records.
         rows: how many (default ``round(model.total)``).
         synthetic_method: ``"low_variance"`` (systematic sampling: the records' clique counts match
@@ -256,13 +258,12 @@ def aim(
             ``"exact"`` (i.i.d.); see :func:`pgmjax.model.sampling.synthetic_data`.
         progress: True for a tqdm bar over the rounds (its total is re-estimated from the budget
             left), or a callable receiving each round's log entry (a dict).
-        estimate_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``dtype``,
-            ``tol``, ...; not ``iters``, ``total``, ``warm_start``).
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model``, ``synthetic``,
         ``measurements`` (one-way, then one per round), ``accountant`` / ``ledger``
-        (``spent == budget == rho``), ``original=None``, and ``info``: ``budget`` (:func:`aim_budget`),
+        (``spent == budget == rho``), ``original=None``, ``plan`` (the one-way measurements at the
+        initial noise, then the rounds, adaptive: :func:`aim_budget` has the initial noise) and ``info``:
         ``candidates`` (``{clique: weight}``), ``rounds`` (the nominal ``T``), ``rounds_run``,
         ``log`` (per round: round, clique, sigma, em_epsilon, limit_mb, model_mb, candidates,
         annealed, last, spent), ``selected``, ``annealed`` (how many times), ``total``, ``seconds`` (``engine``: the fits;
@@ -278,7 +279,7 @@ def aim(
         >>> import jax, numpy as np, pgmjax as pj
         >>> dom = pj.Domain({"a": 3, "b": 4, "c": 2})
         >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), dom)
-        >>> res = aim(data, 1.0, key=jax.random.key(0), rounds=3, max_model_size=1.0, max_iters=50)
+        >>> res = aim(data, 1.0, key=jax.random.key(0), rounds=3, max_model_mb=1.0, engine_iters=50)
         >>> res.accountant.spent == res.accountant.budget, res.original is None
         (True, True)
     """
@@ -292,15 +293,17 @@ def aim(
     delta = _delta(delta, where)
     _check_key(key, where)
     candidates = _candidates(workload, domain, where)
-    max_model_size = _positive(max_model_size, "max_model_size", where)
-    max_iters = _count(max_iters, "max_iters", where, 1)
-    final_iters = max_iters if final_iters is None else _count(final_iters, "final_iters", where, 1)
+    if max_model_mb is None:
+        raise ValueError(f"{where}: max_model_mb must be a number: AIM's candidates are limited by a model-size cap that grows with the budget spent")
+    max_model_mb = check_model_cap(max_model_mb, where)
+    engine_iters = _count(engine_iters, "engine_iters", where, 1)
+    final_iters = engine_iters if final_iters is None else _count(final_iters, "final_iters", where, 1)
     synthetic = _boolean(synthetic, "synthetic", where)
     if rows is not None:
         rows = _count(rows, "rows", where, 1)
     if synthetic_method not in SAMPLING_METHODS:
         raise ValueError(f"{where}: synthetic_method must be one of {SAMPLING_METHODS}, got {synthetic_method!r}")
-    options = _estimate_options(estimate_options, where)
+    options = _engine_options(engine_options, where)
     budget = aim_budget(epsilon, delta, attributes=len(domain), rounds=rounds)
     T = budget["rounds"]
     one_way = [c for c in candidates if len(c) == 1]
@@ -314,6 +317,11 @@ def aim(
     start = time.perf_counter()
     acc = Accountant(epsilon=epsilon, delta=delta, composition="zcdp")
     rho = acc.budget
+    plan = record_plan(acc, "aim", [
+        BudgetStep("one-way marginals", "gaussian", acc.cost("gaussian", sensitivity=1.0, scale=budget["sigma"]) * len(one_way),
+                   len(one_way), scale=budget["sigma"]),
+        BudgetStep("rounds: select a marginal, measure it (adaptive; the last spends the rest)", "adaptive", 0.0),
+    ], epsilon=epsilon, delta=delta)
     sigma, eps_em = budget["sigma"], budget["em_epsilon"]
     k_init, k_loop, k_synth = jax.random.split(key, 3)
     cands = list(candidates)
@@ -325,7 +333,7 @@ def aim(
     try:
         measurements = list(acc.measure_many(k_init, data, one_way, scale=sigma))
         t0 = time.perf_counter()
-        model = estimate(domain, measurements, iters=max_iters, **options)
+        model = estimate(domain, measurements, iters=engine_iters, **options)
         seconds["engine"] += time.perf_counter() - t0
         truth = data.marginals(cands)  # read only through the exponential mechanism below
         t0 = time.perf_counter()
@@ -344,7 +352,7 @@ def aim(
                 sigma = math.sqrt(1.0 / (2.0 * MEASURE_SHARE * remaining))
                 eps_em = math.sqrt(8.0 * (1.0 - MEASURE_SHARE) * remaining)
                 cost = remaining
-            limit = max_model_size if last else max_model_size * min(1.0, (acc.spent + cost) / rho)
+            limit = max_model_mb if last else max_model_mb * min(1.0, (acc.spent + cost) / rho)
 
             # Candidates under the size limit, or free (inside a model clique).
             base = tuple(model.cliques)
@@ -373,7 +381,7 @@ def aim(
 
             t0 = time.perf_counter()
             release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
-            model = estimate(domain, measurements, iters=max_iters, warm_start=model, **options)
+            model = estimate(domain, measurements, iters=engine_iters, warm_start=model, **options)
             seconds["engine"] += time.perf_counter() - t0
             annealed = False
             if not last:  # one compiled program answers the annealing test and the next selection
@@ -421,12 +429,11 @@ def aim(
         "epsilon": epsilon,
         "delta": delta,
         "rho": rho,
-        "budget": budget,
         "candidates": candidates,
         "rounds": T,
         "rounds_run": t,
-        "max_model_size": max_model_size,
-        "max_iters": max_iters,
+        "max_model_mb": max_model_mb,
+        "engine_iters": engine_iters,
         "final_iters": final_iters,
         "log": log,
         "selected": [e["clique"] for e in log],
@@ -444,4 +451,5 @@ def aim(
         original=None,
         original_error="AIM is PGM-native: it has no separate original estimator",
         info=info,
+        plan=plan,
     )

@@ -1,5 +1,20 @@
-"""What every front-end checks the same way: the engine options it passes through to :func:`pgmjax.estimate`
-(minus those it sets itself), and the largest budget it accepts."""
+"""What every front-end shares: the common signature and the checks of its shared options.
+
+Every front-end is ``pgmjax.mechanisms.<name>(data, epsilon, delta=..., *, key, workload=...,
+engine_iters=..., engine_options=..., max_model_mb=..., <its own keyword-only options>)``
+(:data:`COMMON_PARAMETERS`):
+
+* ``delta``: the ``delta`` of an ``(epsilon, delta)`` guarantee (default :data:`DEFAULT_DELTA` where the
+  mechanism needs one); a pure-DP front-end takes ``delta=0`` (its default) and refuses any other value
+  (:func:`check_pure_delta`), so a delta is never dropped silently;
+* ``workload``: what the mechanism optimises for; a front-end that selects its measurements without one
+  refuses it (:func:`refuse_option`);
+* ``engine_iters``: iterations of each engine fit (:func:`pgmjax.estimate`);
+* ``engine_options``: further keyword arguments of :func:`pgmjax.estimate` (``method``, ``dtype``, ``tol``,
+  ``callback``, ...; not those the front-end sets itself, :func:`check_engine_options`);
+* ``max_model_mb``: the model-size cap in MB of a float64 model (``8 * cells / 2**20`` of its junction
+  tree), :func:`check_model_cap`; None for no cap where the mechanism has a default one.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +27,7 @@ from collections.abc import Iterable, Mapping
 MAX_EPSILON = 1e9
 
 
-def engine_options(given: Mapping | None, reserved: Iterable[str], where: str, *, argument: str = "estimate_options",
+def check_engine_options(given: Mapping | None, reserved: Iterable[str], where: str, *, argument: str = "engine_options",
                    hint: str | None = None) -> dict:
     """A copy of ``given`` (None: empty), or a ValueError naming the options the front-end sets itself.
 
@@ -27,7 +42,7 @@ def engine_options(given: Mapping | None, reserved: Iterable[str], where: str, *
         A new dict.
 
     Example:
-        >>> engine_options({"tol": 1e-6}, ("iters", "total"), "mwem")
+        >>> check_engine_options({"tol": 1e-6}, ("iters", "total"), "mwem")
         {'tol': 1e-06}
     """
     options = dict(given or {})
@@ -66,3 +81,87 @@ def check_epsilon(epsilon, where: str) -> float:
             f"{MAX_EPSILON:g} are already below 1e-9 of a count); pass epsilon <= {MAX_EPSILON:g} for a (nearly) noise-free run"
         )
     return eps
+
+
+#: The parameters every front-end takes, in this order: ``data, epsilon, delta`` (positional), then the
+#: keyword-only ``key, workload, engine_iters, engine_options, max_model_mb``; mechanism-specific
+#: keyword-only options follow.
+COMMON_PARAMETERS = ("data", "epsilon", "delta", "key", "workload", "engine_iters", "engine_options", "max_model_mb")
+#: The delta of the ``(epsilon, delta)`` front-ends when none is given (MST's and AIM's reference default).
+DEFAULT_DELTA = 1e-9
+
+
+def _number(value, name: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+        raise TypeError(f"{where}: {name} must be a number, got {value!r}")
+    return float(value)
+
+
+def check_pure_delta(delta, where: str, why: str = "") -> float:
+    """``0.0``, or a ValueError: a pure-DP front-end takes ``delta=0`` (its default) and nothing else.
+
+    Args:
+        delta: the front-end's ``delta`` argument.
+        where: the front-end's name, for the message.
+        why: what to do instead, appended to the message.
+
+    Returns:
+        ``0.0``.
+
+    Example:
+        >>> check_pure_delta(0, "privbayes")
+        0.0
+        >>> check_pure_delta(1e-9, "privbayes")
+        Traceback (most recent call last):
+        ...
+        ValueError: privbayes: pure epsilon-DP (delta = 0) takes delta=0 (the default), got delta=1e-09
+    """
+    d = _number(delta, "delta", where)
+    if d != 0.0:
+        raise ValueError(f"{where}: pure epsilon-DP (delta = 0) takes delta=0 (the default), got delta={delta!r}{why}")
+    return 0.0
+
+
+def check_positive_delta(delta, where: str, why: str = "") -> float:
+    """``delta`` as a float in ``(0, 1)``, or a ValueError naming ``where`` (an ``(epsilon, delta)`` guarantee).
+
+    Example:
+        >>> check_positive_delta(1e-9, "mst")
+        1e-09
+    """
+    d = _number(delta, "delta", where)
+    if not 0.0 < d < 1.0:
+        raise ValueError(f"{where}: delta must be in (0, 1) for an (epsilon, delta) guarantee, got {delta!r}{why}")
+    return d
+
+
+def refuse_option(value, name: str, where: str, why: str) -> None:
+    """A ValueError when a shared option the front-end cannot use is given (not None): never ignored silently.
+
+    Example:
+        >>> refuse_option(None, "workload", "mst", "it selects a spanning tree of pairs")
+        >>> refuse_option([("a", "b")], "workload", "mst", "it selects a spanning tree of pairs")
+        Traceback (most recent call last):
+        ...
+        ValueError: mst does not take workload (it selects a spanning tree of pairs); leave it None
+    """
+    if value is not None:
+        raise ValueError(f"{where} does not take {name} ({why}); leave it None")
+
+
+def check_model_cap(max_model_mb, where: str) -> float | None:
+    """``max_model_mb`` as a positive float (None: no cap), or an error naming ``where``.
+
+    The shared model-size cap is in MB of a float64 model: ``8 * cells / 2**20`` over the cliques of
+    the junction tree the engine builds.
+
+    Example:
+        >>> check_model_cap(25, "mwem"), check_model_cap(None, "mwem")
+        (25.0, None)
+    """
+    if max_model_mb is None:
+        return None
+    x = _number(max_model_mb, "max_model_mb", where)
+    if not (x > 0 and math.isfinite(x)):
+        raise ValueError(f"{where}: max_model_mb must be positive and finite (or None for no cap), got {max_model_mb!r}")
+    return x

@@ -52,8 +52,8 @@ from ..rr import (
     measurements,
     mse_bound,
 )
-from .options import engine_options
-from .result import MechanismResult
+from .options import check_engine_options, check_pure_delta, refuse_option
+from .result import BudgetStep, MechanismResult, record_plan
 
 __all__ = ["rr_synthetic", "chow_liu_cliques"]
 
@@ -108,25 +108,34 @@ def chow_liu_cliques(release: Release, max_cells: int = 10**6) -> list[tuple[str
 def rr_synthetic(
     data: Dataset,
     epsilon: float,
+    delta: float = 0.0,
     *,
     key,
+    workload=None,
+    engine_iters: int = 1000,
+    engine_options: Mapping | None = None,
+    max_model_mb: float | None = None,
     per_attribute: bool = False,
     bounded: bool = True,
     public_count: bool = False,
     cliques: Sequence[CliqueLike] | None = None,
-    pgm_iters: int = 1000,
     synthetic: bool = True,
     rows: int | None = None,
     synthetic_method: str = "low_variance",
     accountant: Accountant | None = None,
-    estimate_options: Mapping | None = None,
 ) -> MechanismResult:
     """Randomized-response release + companion estimators + RR+PGM model ([WYZ] Sections III-IV).
 
     Args:
         data: the private :class:`~pgmjax.Dataset`.
         epsilon: the release's epsilon (pure DP).
+        delta: 0 (the default): the release is pure epsilon-DP, any other value is refused.
         key: a ``jax.random`` key (release, then synthetic records).
+        workload: must be None: the release is query-set independent (give ``cliques`` to choose
+            the marginals the engine fits).
+        engine_iters: engine iterations of the fit.
+        engine_options: more keyword arguments for :func:`pgmjax.estimate` (not ``iters``, ``total``).
+        max_model_mb: must be None: the model's cliques are chosen after the release (``cliques``).
         per_attribute: False: the paper's k-ary randomized response over the whole row domain (small
             domains only); True: each attribute separately with ``epsilon / d``.
         bounded: the accountant's neighbours when none is given: True (default) replace-one, the
@@ -134,22 +143,20 @@ def rr_synthetic(
         public_count: declare the number of records public (the release reveals it).
         cliques: the marginals to debias and fit (free: post-processing). Default: every attribute
             plus a Chow-Liu tree of the debiased pairs (:func:`chow_liu_cliques`).
-        pgm_iters: engine iterations of the fit.
         synthetic: draw synthetic records from the model.
         rows: how many (default ``n``).
         synthetic_method: ``"low_variance"`` or ``"exact"`` (:func:`pgmjax.model.sampling.synthetic_data`).
         accountant: an existing :class:`~pgmjax.privacy.Accountant` to spend ``epsilon`` from
             (default a fresh pure one, ``Accountant(epsilon=epsilon, bounded=bounded)``).
-        estimate_options: more keyword arguments for :func:`pgmjax.estimate` (not ``iters``, ``total``).
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (RR+PGM), ``synthetic``,
-        ``measurements`` (the debiased marginals), ``accountant`` (one ledger entry, pure ``epsilon``),
+        ``measurements`` (the debiased marginals), ``accountant`` (one ledger entry, pure ``epsilon``), ``plan`` (the release),
         ``original`` (the :class:`pgmjax.rr.Release`: the released table and its companion estimators),
         ``info``: ``epsilon``, ``per_attribute``, ``bounded``, ``public_count``, ``epsilons`` and ``keep``
         (per group), ``domain_rows`` (``K``), ``rmse_bound`` (whole row: the fraction-scale RMSE bound of a
         query), ``informative_rows`` (the largest ``K`` with an RMSE bound of 0.05), ``cliques``,
-        ``release`` (the released Dataset), ``total``, ``pgm_iters``, ``seconds``.
+        ``release`` (the released Dataset), ``total``, ``engine_iters``, ``seconds``.
 
     Raises:
         TypeError / ValueError: bad input, add/remove neighbours without ``public_count``, a whole-row
@@ -158,7 +165,7 @@ def rr_synthetic(
     Example:
         >>> dom = pj.Domain({"a": 3, "b": 2})
         >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 2], (2000, 2)), dom)
-        >>> res = rr_synthetic(data, 2.0, key=jax.random.key(0), pgm_iters=50)
+        >>> res = rr_synthetic(data, 2.0, key=jax.random.key(0), engine_iters=50)
         >>> res.ledger[0].epsilon, len(res.synthetic), res.info["cliques"]
         (2.0, 2000, [('a',), ('b',), ('a', 'b')])
     """
@@ -166,17 +173,20 @@ def rr_synthetic(
     if not isinstance(data, Dataset):
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
     epsilon = _positive(epsilon, "epsilon", where)
+    check_pure_delta(delta, where)
     _check_key(key, where)
+    refuse_option(workload, "workload", where, "randomized response is query-set independent; give cliques= for the fit")
+    refuse_option(max_model_mb, "max_model_mb", where, "its cliques are chosen after the release; give cliques=")
     per_attribute = _boolean(per_attribute, "per_attribute", where)
     bounded = _boolean(bounded, "bounded", where)
     public_count = _boolean(public_count, "public_count", where)
-    pgm_iters = _count(pgm_iters, "pgm_iters", where, 1)
+    engine_iters = _count(engine_iters, "engine_iters", where, 1)
     synthetic = _boolean(synthetic, "synthetic", where)
     if rows is not None:
         rows = _count(rows, "rows", where, 1)
     if synthetic_method not in SAMPLING_METHODS:
         raise ValueError(f"{where}: synthetic_method must be one of {SAMPLING_METHODS}, got {synthetic_method!r}")
-    options = engine_options(estimate_options, RESERVED_OPTIONS, where, hint="; the mechanism sets them")
+    options = check_engine_options(engine_options, RESERVED_OPTIONS, where, hint="; the mechanism sets them")
     domain = data.domain
     if cliques is not None:
         cliques = [domain.check_clique(c, what=f"{where}: clique") for c in cliques]
@@ -207,6 +217,10 @@ def rr_synthetic(
             stacklevel=2,
         )
 
+    plan = None
+    if accountant.composition == "pure":  # the plan is in epsilon; a zCDP or advanced accountant keeps its own ledger
+        step = BudgetStep("randomized response on every record", "randomized_response", epsilon, 1, epsilon=epsilon)
+        plan = record_plan(accountant, "rr_synthetic", [step], epsilon=epsilon, delta=0.0, budget=epsilon)
     start = time.perf_counter()
     seconds = {}
     k_release, k_synth = jax.random.split(key)
@@ -219,7 +233,7 @@ def rr_synthetic(
     if cliques is None:
         cliques = chow_liu_cliques(release)
     ms = measurements(release, cliques)
-    model = estimate(domain, ms, iters=pgm_iters, total=float(n), **options)
+    model = estimate(domain, ms, iters=engine_iters, total=float(n), **options)
     seconds["fit"] = time.perf_counter() - t0
     synth = None
     if synthetic:
@@ -240,15 +254,16 @@ def rr_synthetic(
         "cliques": [tuple(c) for c in dict.fromkeys(cliques)],
         "release": released,
         "total": float(n),
-        "pgm_iters": pgm_iters,
+        "engine_iters": engine_iters,
         "seconds": seconds,
     }
     return MechanismResult(
-        mechanism="rr",
+        mechanism="rr_synthetic",
         model=model,
         synthetic=synth,
         measurements=ms,
         accountant=accountant,
         original=release,
         info=info,
+        plan=plan,
     )

@@ -1,4 +1,4 @@
-"""The common result of every front-end: both arms on the same noise, and the ledger."""
+"""The common result of every front-end: both arms on the same noise, the ledger and the budget plan."""
 
 from __future__ import annotations
 
@@ -6,7 +6,36 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.dataset import Dataset
+from ..privacy.ledger import BudgetPlan, BudgetStep
 from ..queries.measurement import Measurement
+
+__all__ = ["MechanismResult", "BudgetPlan", "BudgetStep", "record_plan"]
+
+
+def record_plan(accountant, mechanism: str, steps, *, epsilon: float, delta: float, budget: float | None = None) -> BudgetPlan:
+    """A front-end's :class:`~pgmjax.privacy.BudgetPlan`, recorded in its accountant before anything is spent.
+
+    Args:
+        accountant: the run's :class:`~pgmjax.privacy.Accountant` (its currency and composition are the plan's).
+        mechanism: the front-end's name.
+        steps: the :class:`~pgmjax.privacy.BudgetStep` entries; the last gets exactly the rest.
+        epsilon, delta: the guarantee (``delta = 0`` for pure DP).
+        budget: what the plan splits (default the accountant's whole budget).
+
+    Returns:
+        The recorded plan (``plan.total == budget``).
+
+    Example:
+        >>> from pgmjax.privacy import Accountant
+        >>> acc = Accountant(epsilon=1.0)
+        >>> plan = record_plan(acc, "demo", [BudgetStep("count", "laplace", 0.25), BudgetStep("tables", "laplace", 0.0, 2)],
+        ...                    epsilon=1.0, delta=0.0)
+        >>> [s.cost for s in plan.steps], acc.plans == (plan,)
+        ([0.25, 0.75], True)
+    """
+    plan = BudgetPlan.of(mechanism, accountant.currency, accountant.budget if budget is None else budget, steps,
+                         composition=accountant.composition, epsilon=epsilon, delta=delta)
+    return accountant.record_plan(plan)
 
 
 @dataclass
@@ -25,6 +54,8 @@ class MechanismResult:
             when it could not run (see ``original_error``).
         original_error: why the original arm did not run (e.g. its table would not fit in memory).
         info: mechanism-specific details (selected cliques, network, rounds, timings, ...).
+        plan: the :class:`~pgmjax.privacy.BudgetPlan` the run followed (also in ``accountant.plans``):
+            its steps and their costs, summing to the budget.
     """
 
     mechanism: str
@@ -35,6 +66,7 @@ class MechanismResult:
     original: Any = None
     original_error: str | None = None
     info: dict = field(default_factory=dict)
+    plan: BudgetPlan | None = None
 
     @property
     def ledger(self) -> list:

@@ -55,8 +55,8 @@ from ..privacy import check_positive as _positive
 from ..privacy import check_real as _real
 from ..privacy import discrete_noise as dn
 from ..queries.measurement import Measurement
-from .options import check_epsilon, engine_options
-from .result import MechanismResult
+from .options import DEFAULT_DELTA, check_epsilon, check_engine_options, check_positive_delta, refuse_option
+from .result import BudgetStep, MechanismResult, record_plan
 
 __all__ = [
     "mst",
@@ -67,8 +67,10 @@ __all__ = [
     "decompress_model",
 ]
 
-#: ``estimate`` arguments the front-ends set themselves (not accepted in ``estimate_options``).
+#: ``estimate`` arguments the front-ends set themselves (not accepted in ``engine_options``).
 RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain", "progress")
+#: The reference code's iterations of the one-way fit that MST's selection reads.
+SELECT_ITERS = 2500
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -112,10 +114,8 @@ def mst_budget(epsilon: float, delta: float, attributes: int) -> dict:
 
 
 def _delta(delta, where: str) -> float:
-    x = _real(delta, "delta", where)
-    if not 0 < x < 1:
-        raise ValueError(f"{where}: delta must be in (0, 1), got {delta!r}")
-    return x
+    _real(delta, "delta", where)
+    return check_positive_delta(delta, where)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -311,8 +311,8 @@ class _Progress:
             self.bar.close()
 
 
-def _estimate_options(options, where: str) -> dict:
-    return engine_options(options, RESERVED_OPTIONS, where, hint="; the mechanism sets them")
+def _engine_options(options, where: str) -> dict:
+    return check_engine_options(options, RESERVED_OPTIONS, where, hint="; the mechanism sets them")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -323,17 +323,19 @@ def _estimate_options(options, where: str) -> dict:
 def mst(
     data: Dataset,
     epsilon: float,
-    delta: float = 1e-9,
+    delta: float = DEFAULT_DELTA,
     *,
     key,
-    select_iters: int = 2500,
-    fit_iters: int = 10000,
+    workload=None,
+    engine_iters: int = 10000,
+    engine_options: Mapping | None = None,
+    max_model_mb: float | None = None,
+    select_iters: int | None = None,
     compress: bool = True,
     synthetic: bool = True,
     rows: int | None = None,
     synthetic_method: str = "low_variance",
     progress: bool | Callable[[dict], object] = False,
-    estimate_options: Mapping | None = None,
 ) -> MechanismResult:
     """MST (McKenna, Miklau & Sheldon, JPC 2021): one-way marginals, a private maximum spanning tree, fit, sample.
 
@@ -352,8 +354,13 @@ def mst(
         data: the private :class:`~pgmjax.Dataset` (at least 2 attributes).
         epsilon, delta: the privacy target (``delta`` default 1e-9, as the reference code).
         key: a ``jax.random`` key; the whole run (noise, selections, synthetic records) follows from it.
-        select_iters: engine iterations for the one-way fit used by the selection (reference: 2500).
-        fit_iters: engine iterations for the final fit (reference: 10,000; smartnoise uses 5000).
+        workload: must be None: MST selects its pairs by the spanning tree, for no workload.
+        engine_iters: engine iterations of the final fit (reference: 10,000; smartnoise uses 5000).
+        engine_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``dtype``,
+            ``tol``, ``callback``, ...; not ``iters``, ``total``, ``warm_start``), used by both fits.
+        max_model_mb: must be None: the model is the tree of the selected pairs (no cap applies).
+        select_iters: engine iterations of the one-way fit the selection reads (default: the
+            reference code's 2500, or ``engine_iters`` when that is smaller).
         compress: apply the domain compression of step 2 (reference: always).
         synthetic: draw synthetic records.
         rows: how many (default ``round(model.total)``).
@@ -362,29 +369,27 @@ def mst(
             ``"exact"`` (i.i.d.); see :func:`pgmjax.model.sampling.synthetic_data`.
         progress: True for a tqdm bar over the steps, or a callable receiving a dict per step
             (``stage``, ``step``, ``steps``, and ``edge`` for selection steps).
-        estimate_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``dtype``,
-            ``tol``, ...; not ``iters``, ``total``, ``warm_start``).
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (the fitted model expressed
         over the original domain, :func:`decompress_model`), ``synthetic`` (original values),
         ``measurements`` (over the compressed domain: ``d`` one-way, ``d - 1`` two-way),
         ``accountant`` / ``ledger`` (``d`` Gaussian, ``d - 1`` exponential, ``d - 1`` Gaussian entries;
-        ``spent == budget == rho``), ``original=None``, and ``info``: ``budget`` (:func:`mst_budget`),
-        ``edges``, ``compressed_domain``, ``mapping``, ``compressed_model``, ``total``, ``seconds``.
+        ``spent == budget == rho``), ``original=None``, ``plan`` (thirds of ``rho``: one-way marginals,
+        the tree's selection, two-way marginals; :func:`mst_budget` has the noise scales) and ``info``: ``edges``, ``compressed_domain``, ``mapping``, ``compressed_model``, ``total``, ``seconds``.
         Everything in it is a differentially private output (the selection weights, which are not,
         are not returned).
 
     Raises:
         TypeError / ValueError: bad input (not a Dataset, fewer than 2 attributes, epsilon <= 0,
-            delta outside (0, 1), non-positive iterations, a bad key or progress), before any
-            private computation.
+            delta outside (0, 1), non-positive iterations, a bad key or progress, a workload or a
+            model-size cap), before any private computation.
 
     Example:
         >>> import jax, numpy as np, pgmjax as pj
         >>> dom = pj.Domain({"a": 3, "b": 4, "c": 2})
         >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), dom)
-        >>> res = mst(data, 1.0, key=jax.random.key(0), select_iters=50, fit_iters=100)
+        >>> res = mst(data, 1.0, key=jax.random.key(0), select_iters=50, engine_iters=100)
         >>> res.accountant.spent == res.accountant.budget, len(res.ledger), len(res.info["edges"])
         (True, 7, 2)
     """
@@ -400,21 +405,28 @@ def mst(
     epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     delta = _delta(delta, where)
     _check_key(key, where)
-    select_iters = _count(select_iters, "select_iters", where, 1)
-    fit_iters = _count(fit_iters, "fit_iters", where, 1)
+    refuse_option(workload, "workload", where, "it selects a spanning tree of pairs for no workload")
+    refuse_option(max_model_mb, "max_model_mb", where, "its model is the tree of the selected pairs")
+    engine_iters = _count(engine_iters, "engine_iters", where, 1)
+    select_iters = min(SELECT_ITERS, engine_iters) if select_iters is None else _count(select_iters, "select_iters", where, 1)
     compress = _boolean(compress, "compress", where)
     synthetic = _boolean(synthetic, "synthetic", where)
     if rows is not None:
         rows = _count(rows, "rows", where, 1)
     if synthetic_method not in SAMPLING_METHODS:
         raise ValueError(f"{where}: synthetic_method must be one of {SAMPLING_METHODS}, got {synthetic_method!r}")
-    options = _estimate_options(estimate_options, where)
+    options = _engine_options(engine_options, where)
     budget = mst_budget(epsilon, delta, d)
     bar = _Progress(progress, d + 3, "MST", where)
 
     start = time.perf_counter()
     acc = Accountant(epsilon=epsilon, delta=delta, composition="zcdp")
     rho = acc.budget
+    plan = record_plan(acc, "mst", [
+        BudgetStep("one-way marginals", "gaussian", rho / 3.0, d, scale=budget["one_way_std"]),
+        BudgetStep("spanning tree: select pairs", "exponential", rho / 3.0, d - 1, epsilon=budget["em_epsilon"]),
+        BudgetStep("two-way marginals of the tree", "gaussian", rho / 3.0, d - 1, scale=budget["two_way_std"]),
+    ], epsilon=epsilon, delta=delta)
     k_one, k_sel, k_two, k_synth, k_dec = jax.random.split(key, 5)
     attrs = list(domain.attributes)
     seconds = {}
@@ -465,7 +477,7 @@ def mst(
         # 5. final fit (warm-started from the one-way model), synthetic data, decompression
         measurements = list(one_way_c) + list(two_way)
         t0 = time.perf_counter()
-        model_c = estimate(cdom, measurements, iters=fit_iters, warm_start=base, **options)
+        model_c = estimate(cdom, measurements, iters=engine_iters, warm_start=base, **options)
         seconds["fit"] = time.perf_counter() - t0
         bar.step({"stage": "final fit", "step": d + 2, "steps": d + 3})
         model = decompress_model(model_c, mapping, domain) if mapping else model_c
@@ -485,14 +497,13 @@ def mst(
         "epsilon": epsilon,
         "delta": delta,
         "rho": rho,
-        "budget": budget,
         "edges": edges,
         "compressed_domain": cdom,
         "mapping": mapping,
         "compressed_model": model_c,
         "total": model_c.total,
         "select_iters": select_iters,
-        "fit_iters": fit_iters,
+        "engine_iters": engine_iters,
         "seconds": seconds,
     }
     return MechanismResult(
@@ -504,4 +515,5 @@ def mst(
         original=None,
         original_error="MST is PGM-native: it has no separate original estimator",
         info=info,
+        plan=plan,
     )

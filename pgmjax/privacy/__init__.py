@@ -106,7 +106,7 @@ from .composition import (
 )
 from .conversions import cdp_delta, cdp_eps, cdp_rho
 from .dualquery import dualquery_epsilon, dualquery_rounds
-from .ledger import LedgerEntry
+from .ledger import BudgetPlan, BudgetStep, LedgerEntry
 from .primitives import (
     exponential_mechanism,
     exponential_probabilities,
@@ -120,6 +120,8 @@ __all__ = [
     "REST",
     "PrivacyBudgetExceeded",
     "LedgerEntry",
+    "BudgetPlan",
+    "BudgetStep",
     "Accountant",
     "check_key",
     "check_real",

@@ -33,7 +33,7 @@ from .checks import check_bool, check_count, check_delta, check_positive, exactl
 from .composition import advanced_composition, advanced_composition_hetero
 from .conversions import cdp_eps, cdp_rho
 from .lattice import lattice_plan
-from .ledger import LedgerEntry, freeze_target
+from .ledger import BudgetPlan, LedgerEntry, freeze_target
 from .sensitivity import l1_sensitivity, l2_sensitivity
 
 __all__ = ["REST", "PrivacyBudgetExceeded", "BudgetLedger"]
@@ -107,6 +107,7 @@ class BudgetLedger:
         self._budget = float(budget)
         self._delta = dlt
         self._entries: list[LedgerEntry] = []
+        self._plans: list[BudgetPlan] = []
 
     # Budget ------------------------------------------------------------------------------------
     @property
@@ -153,6 +154,45 @@ class BudgetLedger:
     def ledger(self) -> tuple[LedgerEntry, ...]:
         """Every noise addition so far, in order."""
         return tuple(self._entries)
+
+    @property
+    def plans(self) -> tuple[BudgetPlan, ...]:
+        """The budget plans recorded by :meth:`record_plan`, in order (one per front-end run on this budget)."""
+        return tuple(self._plans)
+
+    def record_plan(self, plan: BudgetPlan) -> BudgetPlan:
+        """Record how a front-end will split (part of) this budget, before it spends it.
+
+        Args:
+            plan: a :class:`~pgmjax.privacy.ledger.BudgetPlan` in this accountant's currency and composition,
+                whose total (its budget) is at most this budget.
+
+        Returns:
+            ``plan``.
+
+        Raises:
+            TypeError / ValueError: not a plan, another currency or composition, or a plan larger than the budget.
+
+        Example:
+            >>> from pgmjax.privacy import Accountant, BudgetPlan, BudgetStep
+            >>> acc = Accountant(epsilon=1.0)
+            >>> plan = BudgetPlan.of("demo", "epsilon", 1.0, [BudgetStep("all", "laplace", 1.0)], composition="pure",
+            ...                      epsilon=1.0, delta=0.0)
+            >>> acc.record_plan(plan) is plan, len(acc.plans)
+            (True, 1)
+        """
+        where = "Accountant.record_plan"
+        if not isinstance(plan, BudgetPlan):
+            raise TypeError(f"{where}: expected a BudgetPlan, got {type(plan).__name__}")
+        if plan.currency != self.currency or plan.composition != self._composition:
+            raise ValueError(
+                f"{where}: the plan counts {plan.currency} under {plan.composition!r}; this accountant counts "
+                f"{self.currency} under {self._composition!r}"
+            )
+        if plan.total > self._budget * (1 + _RTOL):
+            raise ValueError(f"{where}: the plan spends {plan.total:.6g} {self.currency}, more than the budget {self._budget:.6g}")
+        self._plans.append(plan)
+        return plan
 
     def _spent_with(self, extras: Sequence[dict] = ()) -> float:
         """Spent, counting also ``extras`` (resolved requests, not recorded)."""

@@ -1,10 +1,15 @@
-"""The ledger's row: one :class:`LedgerEntry` per noise addition, and the labels it records.
+"""The ledger's row: one :class:`LedgerEntry` per noise addition, the labels it records, and the budget plan.
 
 An :class:`~pgmjax.privacy.Accountant` appends one immutable entry for every release it makes (a
 measured marginal, raw Laplace or Gaussian values, exponential-mechanism draws, randomized response),
 with the sensitivity, noise scale and privacy cost that the release used; the ledger is what a report
 shows and what a reader checks the privacy claim against. :func:`describe_query` and
 :func:`freeze_target` produce the entry's ``query`` and ``target`` fields.
+
+A :class:`BudgetPlan` is what a front-end says it will spend before it spends it: its steps
+(:class:`BudgetStep`: one-way marginals, a selection, the rounds, ...) with their cost in the
+accountant's currency, summing to the budget. The front-ends record it with
+:meth:`~pgmjax.privacy.Accountant.record_plan` next to the entries that carry it out.
 
 Example:
     >>> describe_query("kron", (np.ones((2, 3)), np.eye(4)))
@@ -13,10 +18,11 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["LedgerEntry", "describe_query", "freeze_target"]
+__all__ = ["LedgerEntry", "BudgetStep", "BudgetPlan", "describe_query", "freeze_target"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,3 +97,88 @@ def freeze_target(target):
     if isinstance(target, list):
         return tuple(freeze_target(t) for t in target)
     return target
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetStep:
+    """One step of a :class:`BudgetPlan` (immutable).
+
+    Attributes:
+        name: what the step releases, e.g. ``"one-way marginals"`` or ``"rounds 2..T"``.
+        mechanism: ``"laplace"``, ``"gaussian"``, ``"exponential"``, ``"randomized_response"``, or
+            ``"adaptive"`` for a share that later steps split as they go (AIM's and MWEM's rounds).
+        cost: the step's cost in the plan's currency (all its releases together).
+        releases: how many releases (ledger entries or draws) share the cost.
+        scale: the noise scale of one release when it is fixed in advance (Laplace ``b``, Gaussian ``sigma``).
+        epsilon: the pure-DP epsilon of one release when fixed in advance (exponential mechanism, Laplace).
+    """
+
+    name: str
+    mechanism: str
+    cost: float
+    releases: int = 1
+    scale: float | None = None
+    epsilon: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetPlan:
+    """How a front-end splits its budget: the steps, in order, and their costs (immutable).
+
+    The costs are in ``currency`` (``"epsilon"`` for pure DP and advanced composition, ``"rho"``
+    under zCDP) and sum to ``budget``: :meth:`of` makes the last step the exact rest.
+
+    Attributes:
+        mechanism: the front-end's name.
+        currency: ``"epsilon"`` or ``"rho"``.
+        budget: the whole budget in ``currency``.
+        steps: the :class:`BudgetStep` entries.
+        composition: ``"pure"``, ``"zcdp"``, ``"advanced"`` or ``"advanced_heterogeneous"``.
+        epsilon: the ``epsilon`` of the guarantee.
+        delta: the ``delta`` of the guarantee (0 for pure DP).
+
+    Example:
+        >>> plan = BudgetPlan.of("demo", "epsilon", 1.0, [BudgetStep("count", "laplace", 0.1), BudgetStep("tables", "laplace", 0.0, 3)],
+        ...                      composition="pure", epsilon=1.0, delta=0.0)
+        >>> [s.cost for s in plan.steps], plan.total
+        ([0.1, 0.9], 1.0)
+    """
+
+    mechanism: str
+    currency: str
+    budget: float
+    steps: tuple[BudgetStep, ...]
+    composition: str
+    epsilon: float
+    delta: float
+
+    @classmethod
+    def of(cls, mechanism: str, currency: str, budget: float, steps, *, composition: str, epsilon: float,
+           delta: float) -> "BudgetPlan":
+        """A plan whose last step gets exactly what the others leave of ``budget`` (its given cost is replaced).
+
+        Args:
+            mechanism, currency, budget, composition, epsilon, delta: the attributes.
+            steps: the :class:`BudgetStep` entries (at least one).
+
+        Returns:
+            A :class:`BudgetPlan` with ``total == budget`` (to one rounding).
+        """
+        steps = list(steps)
+        if not steps:
+            raise ValueError(f"BudgetPlan.of: {mechanism}: a plan needs at least one step")
+        rest = math.fsum([float(budget), *(-s.cost for s in steps[:-1])])
+        last = steps[-1]
+        steps[-1] = BudgetStep(last.name, last.mechanism, rest, last.releases, last.scale, last.epsilon)
+        return cls(mechanism, currency, float(budget), tuple(steps), composition, float(epsilon), float(delta))
+
+    @property
+    def total(self) -> float:
+        """The sum of the steps' costs (equal to :attr:`budget`)."""
+        return math.fsum(s.cost for s in self.steps)
+
+    def to_dict(self) -> dict:
+        """The plan as plain, JSON-friendly values (steps as a list of dicts)."""
+        out = {k: getattr(self, k) for k in ("mechanism", "currency", "budget", "composition", "epsilon", "delta")}
+        out["steps"] = [asdict(s) for s in self.steps]
+        return out

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from ..queries.linear import LinearQuery
 from .checks import check_bool, check_values
 
 __all__ = ["parse_query", "l1_sensitivity", "l2_sensitivity"]
@@ -63,12 +64,6 @@ def parse_query(query, where: str):
     return "dense", q
 
 
-def _max_col_norm(m: np.ndarray, order: int) -> float:
-    if order == 1:
-        return float(np.abs(m).sum(axis=0).max())
-    return float(np.sqrt((m * m).sum(axis=0)).max())
-
-
 def _gram_nonnegative(m: np.ndarray) -> bool:
     """Whether every pair of columns has a non-negative inner product (checked cheaply when possible)."""
     if np.all(m >= 0) or np.all(m <= 0):
@@ -106,12 +101,7 @@ def l1_sensitivity(query=None, *, bounded: bool = False) -> float:
     where = "l1_sensitivity"
     bounded = check_bool(bounded, "bounded", where)
     kind, q = parse_query(query, where)
-    if kind == "identity":
-        base = 1.0
-    elif kind == "dense":
-        base = _max_col_norm(q, 1)
-    else:
-        base = math.prod(_max_col_norm(f, 1) for f in q)
+    base = LinearQuery.of(q).sensitivity(1)  # the largest column L1 norm (a Kronecker query's: the product)
     return 2.0 * base if bounded else base
 
 
@@ -141,13 +131,12 @@ def l2_sensitivity(query=None, *, bounded: bool = False) -> float:
     where = "l2_sensitivity"
     bounded = check_bool(bounded, "bounded", where)
     kind, q = parse_query(query, where)
+    base = LinearQuery.of(q).sensitivity(2)  # the largest column L2 norm (a Kronecker query's: the product)
     if kind == "identity":
-        base, nonneg = 1.0, True
+        nonneg = True
     elif kind == "dense":
-        base = _max_col_norm(q, 2)
         nonneg = _gram_nonnegative(q) if bounded else True
     else:
-        base = math.prod(_max_col_norm(f, 2) for f in q)
         nonneg = all(_gram_nonnegative(f) for f in q) if bounded else True
     if not bounded:
         return base

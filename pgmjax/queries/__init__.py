@@ -3,6 +3,8 @@
 * :mod:`~pgmjax.queries.factors`: the per-attribute building blocks of factored (Kronecker) queries
   (:class:`Identity`, :class:`Prefix`, :class:`Range`, ...), re-exported here as ``pgmjax.queries.<name>``.
 * :mod:`~pgmjax.queries.workload`: sets of marginal queries and their answers on data.
+* :mod:`~pgmjax.queries.linear`: :class:`LinearQuery`, linear queries on a clique's marginal (identity, dense,
+  Kronecker, stacks) with one apply, transpose, curvature and sensitivity, in NumPy and in JAX.
 * :mod:`~pgmjax.queries.measurement`: a noisy answer ``y = Q mu_C + noise`` to linear queries of one clique.
 
 Example:
@@ -24,9 +26,9 @@ from .factors import (
     Value,
     ValueSet,
     factor_matrix,
-    kron_apply,
     resolve,
 )
+from .linear import LinearQuery, kron_apply
 
 __all__ = [
     "QueryFactor",
@@ -43,4 +45,5 @@ __all__ = [
     "factor_matrix",
     "resolve",
     "kron_apply",
+    "LinearQuery",
 ]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data.domain import Clique, Domain
+from .linear import kron_apply  # noqa: F401  (re-exported: ``pgmjax.queries.kron_apply``)
 
 
 class QueryFactor:
@@ -232,12 +233,3 @@ def resolve(domain: Domain, query: Mapping[str, object]) -> tuple[Clique, tuple[
         attrs.append(attr)
         mats.append(None if isinstance(factor, Identity) else factor_matrix(factor, domain[attr], attr))
     return tuple(attrs), tuple(mats)
-
-
-def kron_apply(table: np.ndarray, matrices: Sequence[np.ndarray | None]) -> np.ndarray:
-    """Apply per-axis matrices to a table: ``out = (Q_1 ⊗ ... ⊗ Q_k) table`` (``None`` keeps an axis)."""
-    out = np.asarray(table, dtype=np.float64)
-    for axis, q in enumerate(matrices):
-        if q is not None:
-            out = np.moveaxis(np.tensordot(q, out, axes=([1], [axis])), 0, axis)
-    return out

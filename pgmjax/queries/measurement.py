@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..data.domain import CliqueLike, Domain, as_clique
+from .linear import LinearQuery
 
 
 class Measurement:
@@ -20,9 +21,10 @@ class Measurement:
         stddev: noise standard deviation, a scalar or one per row. Laplace
             noise is given by its standard deviation too (``sqrt(2) * b``).
         query: None for the identity (the marginal itself); a dense matrix
-            ``(rows, cells)``; or a tuple of per-attribute matrices
+            ``(rows, cells)``; a tuple of per-attribute matrices
             ``(Q_1, ..., Q_k)`` with ``Q_i`` of shape ``(r_i, size_i)`` whose
-            Kronecker product is the query (never materialised).
+            Kronecker product is the query (never materialised); or a
+            :class:`~pgmjax.queries.linear.LinearQuery` (held as :attr:`linear`).
         noise: the noise family, ``"gaussian"`` (default) or ``"laplace"``; the
             estimators use only ``stddev``, error laws and intervals also the family.
 
@@ -32,7 +34,7 @@ class Measurement:
         170
     """
 
-    __slots__ = ("clique", "y", "stddev", "query", "noise")
+    __slots__ = ("clique", "y", "stddev", "linear", "noise")
 
     def __init__(self, clique: CliqueLike, y, stddev=1.0, query=None, noise: str = "gaussian"):
         self.clique = as_clique(clique)
@@ -42,30 +44,11 @@ class Measurement:
         if len(set(self.clique)) != len(self.clique):
             raise ValueError(f"Measurement on {self.clique}: an attribute appears more than once")
         y = np.asarray(y, dtype=np.float64)
-        if query is None:
-            self.query = None
-        elif isinstance(query, (tuple, list)):
-            factors = tuple(np.asarray(q, dtype=np.float64) for q in query)
-            if len(factors) != len(self.clique):
-                raise ValueError(
-                    f"Measurement on {self.clique}: a Kronecker query needs one matrix per attribute "
-                    f"({len(self.clique)}), got {len(factors)}"
-                )
-            for a, q in zip(self.clique, factors):
-                if q.ndim != 2:
-                    raise ValueError(f"Measurement on {self.clique}: the query factor of {a!r} must be 2-D, got shape {q.shape}")
-                if not np.all(np.isfinite(q)):
-                    raise ValueError(f"Measurement on {self.clique}: the query factor of {a!r} has non-finite entries")
-            self.query = factors
-        else:
-            q = np.asarray(query, dtype=np.float64)
-            if q.ndim != 2:
-                raise ValueError(f"Measurement on {self.clique}: a dense query must be 2-D (rows, cells), got shape {q.shape}")
-            if not np.all(np.isfinite(q)):
-                raise ValueError(f"Measurement on {self.clique}: the query has non-finite entries")
-            self.query = q
+        self.linear = _check_query(self.clique, query)
         y = y.reshape(-1)
-        expected = self._query_rows()
+        if self.linear.rows is None:  # an identity: one row per cell of the (flat) marginal
+            self.linear = self.linear.with_sizes((y.size,))
+        expected = self.linear.rows
         if expected is not None and y.size != expected:
             raise ValueError(f"Measurement on {self.clique}: the query has {expected} rows but y has {y.size} values")
         if not np.all(np.isfinite(y)):
@@ -80,12 +63,13 @@ class Measurement:
             raise ValueError(f"Measurement on {self.clique}: stddev must be positive and finite, got {stddev!r}")
         self.stddev = s
 
-    def _query_rows(self):
-        if self.query is None:
+    @property
+    def query(self):
+        """The query as it was given: None (identity), the dense matrix, or the tuple of Kronecker factors
+        (:attr:`linear` is the same query as a :class:`~pgmjax.queries.linear.LinearQuery`)."""
+        if self.linear.kind == "identity":
             return None
-        if isinstance(self.query, tuple):
-            return int(np.prod([q.shape[0] for q in self.query]))
-        return self.query.shape[0]
+        return self.linear.matrices if self.linear.kind == "kron" else self.linear.matrices[0]
 
     @property
     def rows(self) -> int:
@@ -94,9 +78,7 @@ class Measurement:
     @property
     def kind(self) -> str:
         """``"identity"``, ``"dense"`` or ``"kron"``."""
-        if self.query is None:
-            return "identity"
-        return "kron" if isinstance(self.query, tuple) else "dense"
+        return self.linear.kind
 
     def row_stddev(self) -> np.ndarray:
         """The standard deviation of every row, shape ``(rows,)``."""
@@ -121,14 +103,7 @@ class Measurement:
 
     def answer(self, marginal: np.ndarray) -> np.ndarray:
         """Apply the query to a (true or estimated) marginal, in NumPy."""
-        x = np.asarray(marginal, dtype=np.float64)
-        if self.kind == "identity":
-            return x.reshape(-1)
-        if self.kind == "dense":
-            return self.query @ x.reshape(-1)
-        for axis, q in enumerate(self.query):
-            x = np.moveaxis(np.tensordot(q, x, axes=([1], [axis])), 0, axis)
-        return x.reshape(-1)
+        return self.linear.apply(marginal)
 
     def lipschitz(self) -> float:
         """Largest eigenvalue of ``Q^T diag(1/stddev^2) Q``: the curvature of this measurement's L2 loss.
@@ -136,31 +111,38 @@ class Measurement:
         Analytic for the identity and Kronecker queries (product of the
         factors' largest eigenvalues; with per-row stddev, an upper bound
         using the smallest stddev), eigen-decomposition or power iteration
-        for dense queries.
+        for dense queries (:meth:`~pgmjax.queries.linear.LinearQuery.lipschitz`).
         """
-        w = 1.0 / self.row_stddev() ** 2
-        if self.kind == "identity":
-            return float(w.max())
-        if self.kind == "kron":
-            return float(w.max() * np.prod([_top_eigenvalue(q.T @ q) for q in self.query]))
-        return _top_eigenvalue((self.query * w[:, None]).T @ self.query)
+        return self.linear.lipschitz(1.0 / self.row_stddev() ** 2)
 
     def __repr__(self) -> str:
         sd = float(self.stddev) if self.stddev.ndim == 0 else f"per-row[{self.rows}]"
         return f"Measurement({self.clique}, rows={self.rows}, stddev={sd}, query={self.kind}, noise={self.noise})"
 
 
-def _top_eigenvalue(sym: np.ndarray, iters: int = 200) -> float:
-    n = sym.shape[0]
-    if n <= 2048:
-        return float(np.linalg.eigvalsh(sym)[-1])
-    v = np.random.default_rng(0).normal(size=n)
-    lam = 0.0
-    for _ in range(iters):
-        v = sym @ v
-        lam = float(np.linalg.norm(v))
-        v /= lam
-    return lam
+def _check_query(clique, query) -> LinearQuery:
+    """The query of a measurement on ``clique`` as a :class:`LinearQuery`; errors name what is wrong."""
+    if query is None or isinstance(query, LinearQuery):
+        return LinearQuery.identity() if query is None else query
+    if isinstance(query, (tuple, list)):
+        factors = tuple(np.asarray(q, dtype=np.float64) for q in query)
+        if len(factors) != len(clique):
+            raise ValueError(
+                f"Measurement on {clique}: a Kronecker query needs one matrix per attribute "
+                f"({len(clique)}), got {len(factors)}"
+            )
+        for a, q in zip(clique, factors):
+            if q.ndim != 2:
+                raise ValueError(f"Measurement on {clique}: the query factor of {a!r} must be 2-D, got shape {q.shape}")
+            if not np.all(np.isfinite(q)):
+                raise ValueError(f"Measurement on {clique}: the query factor of {a!r} has non-finite entries")
+        return LinearQuery.kron(factors)
+    q = np.asarray(query, dtype=np.float64)
+    if q.ndim != 2:
+        raise ValueError(f"Measurement on {clique}: a dense query must be 2-D (rows, cells), got shape {q.shape}")
+    if not np.all(np.isfinite(q)):
+        raise ValueError(f"Measurement on {clique}: the query has non-finite entries")
+    return LinearQuery.from_matrix(q)
 
 
 def validate_measurements(domain: Domain, measurements: Sequence[Measurement], where: str | None = None) -> None:
@@ -190,17 +172,7 @@ def total_rule(measurements: Sequence[Measurement]) -> tuple[np.ndarray, float]:
     parts, den = [], 0.0
     for m in measurements:
         s2 = m.row_stddev() ** 2
-        if m.kind == "identity":
-            a = np.ones(m.rows)
-        elif m.kind == "dense":
-            a = _total_weights(m.query, s2)
-        else:
-            fac = [_total_weights(q, np.ones(q.shape[0])) for q in m.query]
-            a = None
-            if all(f is not None for f in fac):
-                a = fac[0]
-                for f in fac[1:]:
-                    a = np.kron(a, f)
+        a = m.linear.total_weights(s2)
         if a is None:
             parts.append(np.zeros(m.rows))
             continue
@@ -226,15 +198,3 @@ def estimate_total(measurements: Sequence[Measurement]) -> tuple[float, float]:
     """
     w, var = total_rule(measurements)
     return max(float(w @ np.concatenate([m.y for m in measurements])), 1.0), var
-
-
-def _total_weights(query: np.ndarray, row_var: np.ndarray) -> np.ndarray | None:
-    """Minimum-variance ``a`` with ``Q^T a = 1`` (weighted least squares), or None if none exists."""
-    w = 1.0 / row_var
-    gram = (query * w[:, None]).T @ query
-    ones = np.ones(query.shape[1])
-    z = np.linalg.lstsq(gram, ones, rcond=None)[0]
-    a = w * (query @ z)
-    if not np.allclose(query.T @ a, ones, atol=1e-6 * max(1.0, np.abs(query).max())):
-        return None
-    return a

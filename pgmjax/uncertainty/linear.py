@@ -95,20 +95,14 @@ def _expand(plan, measured, theta_hat, deltas):
     return blocks
 
 
-def _predict(plan, mu, clique, kind, query):
-    """``Q mu_C`` of one measurement (on ``clique``, query ``kind``) from oracle blocks (JAX)."""
+def _predict(plan, mu, clique, query):
+    """``Q mu_C`` of one measurement (on ``clique``, a :class:`~pgmjax.queries.linear.LinearQuery`) from
+    oracle blocks (JAX)."""
     j, host, kept = _host_layout(plan, clique)
     table = plan.table(mu, j)
     drop = tuple(i for i, a in enumerate(host) if a not in clique)
     x = jnp.sum(table, axis=drop) if drop else table
-    x = jnp.transpose(x, [kept.index(a) for a in clique])
-    if kind == "identity":
-        return x.reshape(-1)
-    if kind == "dense":
-        return query @ x.reshape(-1)
-    for axis, q in enumerate(query):
-        x = jnp.moveaxis(jnp.tensordot(q, x, axes=([1], [axis])), 0, axis)
-    return x.reshape(-1)
+    return query.apply(jnp.transpose(x, [kept.index(a) for a in clique]))
 
 
 def _cg(matvec, b, tol: float, maxiter: int):
@@ -184,8 +178,7 @@ def _prepare(domain, plan, measurements, targets, total_free, tol, maxiter):
     desc = tuple((m.clique, m.kind) for m in measurements)
     nparams = sum(domain.size(c) for c in measured) + (1 if total_free else 0)
     static = (tplan, measured, desc, bool(total_free), int(maxiter or max(200, 4 * nparams)), float(tol))
-    queries = tuple(None if m.query is None else (tuple(jnp.asarray(q, f64) for q in m.query) if m.kind == "kron"
-                    else jnp.asarray(m.query, f64)) for m in measurements)
+    queries = tuple(jax.tree_util.tree_map(lambda q: jnp.asarray(q, f64), m.linear) for m in measurements)
     inv_std = jnp.asarray(np.concatenate([1.0 / m.row_stddev() for m in measurements]))
     jmats = tuple(tuple(None if q is None else jnp.asarray(q, f64) for q in ms) for ms in mats)
     return static, queries, inv_std, jmats
@@ -267,7 +260,7 @@ def _weights_impl(static, plan, theta_hat, queries, inv_std, jmats, total0):
 
     def f(x):
         mu, _ = model_at(x)
-        return jnp.concatenate([_predict(plan, mu, c, k, q) for (c, k), q in zip(desc, queries)]) * inv_std
+        return jnp.concatenate([_predict(plan, mu, c, q) for (c, _), q in zip(desc, queries)]) * inv_std
 
     def g(x):
         mu, total = model_at(x)

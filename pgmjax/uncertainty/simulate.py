@@ -30,7 +30,7 @@ def _predict_batch(desc, plan, theta, queries, totals):
 
     def one(th, n):
         mu = oracle.marginals(plan, th, n)[0]
-        return tuple(_predict(plan, mu, c, k, q) for (c, k), q in zip(desc, queries))
+        return tuple(_predict(plan, mu, c, q) for (c, _), q in zip(desc, queries))
 
     return jax.vmap(one)(theta, totals)
 
@@ -39,8 +39,7 @@ def predictions_batch(plan, theta: dict, totals, measurements: Sequence[Measurem
     """``Q mu`` of every measurement for a batch of models (potentials ``{block: (R, ...)}``): ``(R, rows)`` each."""
     dt = totals.dtype if hasattr(totals, "dtype") else jnp.float64
     desc = tuple((m.clique, m.kind) for m in measurements)
-    queries = tuple(None if m.query is None else (tuple(jnp.asarray(q, dt) for q in m.query) if m.kind == "kron"
-                    else jnp.asarray(m.query, dt)) for m in measurements)
+    queries = tuple(jax.tree_util.tree_map(lambda q: jnp.asarray(q, dt), m.linear) for m in measurements)
     out = _predict_batch(desc, plan, theta, queries, jnp.asarray(totals, dt))
     return [np.asarray(o, np.float64) for o in out]
 

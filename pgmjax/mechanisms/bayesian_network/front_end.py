@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ...data.dataset import Dataset
@@ -24,8 +23,8 @@ from ...privacy import REST, Accountant
 from ...privacy import check_key as _check_key
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.measurement import estimate_total
-from ..options import check_epsilon, engine_options
-from ..result import MechanismResult
+from ..options import check_engine_options, check_epsilon, check_model_cap, check_pure_delta, refuse_option
+from ..result import BudgetStep, MechanismResult, record_plan
 from .conditionals import noisy_conditionals, sample_network
 from .network_search import _check_binary, _model_cells, greedy_bayes
 from .parent_sets import usefulness_tau
@@ -33,9 +32,11 @@ from .scores import _MI_UNBOUNDED, SCORES
 
 # Peak memory of a fit per cell of the model's junction tree, float32 (potentials, marginals, gradients,
 # line-search trials, messages, sampling): 89 bytes measured for 8M cells with mirror descent and
-# synthetic data on XLA:CPU (171 at 2M cells, where the fixed overheads weigh more). privbayes sizes the
-# network's model from max_memory_mb with it.
+# synthetic data on XLA:CPU (171 at 2M cells, where the fixed overheads weigh more): a fit's peak memory is
+# about ENGINE_BYTES_PER_CELL / 8 times the model's float64 size that max_model_mb caps.
 ENGINE_BYTES_PER_CELL = 100
+#: PrivBayes's default model-size cap (MB of a float64 model, 8 bytes per cell): 21M cells, a fit of about 2 GiB.
+DEFAULT_MAX_MODEL_MB = 160.0
 
 
 def _fraction(value, name: str, where: str) -> float:
@@ -64,18 +65,16 @@ def _integer(value, name: str, where: str, minimum: int) -> int:
     return int(value)
 
 
-def _max_model_cells(domain, max_memory_mb: float, dtype, where: str) -> int:
-    """The largest junction tree (cells) a fit in ``max_memory_mb`` can hold (:data:`ENGINE_BYTES_PER_CELL`; twice in float64).
+def _max_model_cells(domain, max_model_mb: float, where: str) -> int:
+    """The largest junction tree (cells) a model of ``max_model_mb`` MB (8 bytes per cell) can hold.
 
-    Refuses a budget that cannot hold even the network without edges (one table per attribute).
+    Refuses a cap that cannot hold even the network without edges (one table per attribute).
     """
-    wide = jnp.dtype(dtype or jnp.float32).itemsize > 4
-    max_model_cells = int(max_memory_mb * 2**20 / (ENGINE_BYTES_PER_CELL * (2 if wide else 1)))
+    max_model_cells = int(max_model_mb * 2**20 / 8)
     if sum(domain.shape) > max_model_cells:  # even the network without edges would not fit
         raise ValueError(
-            f"{where}: max_memory_mb={max_memory_mb:g} allows a model of {max_model_cells} cells "
-            f"({ENGINE_BYTES_PER_CELL} bytes per cell{' x 2 in float64' if wide else ''}), fewer than the "
-            f"{sum(domain.shape)} values of the attributes; raise max_memory_mb"
+            f"{where}: max_model_mb={max_model_mb:g} allows a model of {max_model_cells} cells (8 bytes per cell), "
+            f"fewer than the {sum(domain.shape)} values of the attributes; raise max_model_mb"
         )
     return max_model_cells
 
@@ -119,8 +118,13 @@ def _table_cap(records, eps_tables: float, d: int, theta: float, degree, max_cel
 def privbayes(
     data: Dataset,
     epsilon: float,
+    delta: float = 0.0,
     *,
     key,
+    workload=None,
+    engine_iters: int = 1000,
+    engine_options: Mapping[str, Any] | None = None,
+    max_model_mb: float = DEFAULT_MAX_MODEL_MB,
     beta: float = 0.3,
     theta: float = 4.0,
     score: str = "R",
@@ -129,9 +133,6 @@ def privbayes(
     count_fraction: float = 0.01,
     max_candidates: int = 10_000,
     max_cells: int = 10**7,
-    max_memory_mb: float = 2048.0,
-    pgm_iters: int = 1000,
-    pgm_options: Mapping[str, Any] | None = None,
     keep_scores: bool = False,
 ) -> MechanismResult:
     """PrivBayes and PrivBayes+PGM on the same noisy tables (pure ``epsilon``-DP; Zhang et al., ACM TODS 2017).
@@ -162,7 +163,19 @@ def privbayes(
     Args:
         data: the private :class:`~pgmjax.Dataset` (at least 2 records).
         epsilon: the total budget (pure DP).
+        delta: 0 (the default): PrivBayes is pure epsilon-DP, any other value is refused.
         key: a ``jax.random`` key; the run is a function of it.
+        workload: must be None: the network is chosen by its score, for no workload.
+        engine_iters: iterations of the engine.
+        engine_options: further keyword arguments of :func:`pgmjax.estimate` (``method``, ``loss``,
+            ``dtype``, ``tol``, ``callback``, ...; not ``iters``/``total``).
+        max_model_mb: the model-size cap in MB of a float64 model (8 bytes per cell of its junction
+            tree; default 160, 21M cells). The network is kept to a junction tree of at most
+            ``max_model_mb * 2**20 / 8`` cells (:func:`greedy_bayes` ``max_model_cells``), and no table
+            exceeds that either. At a large ``epsilon`` the usefulness rule allows tables of ``max_cells``
+            whose network can triangulate into cliques of billions of cells; this is the bound that stops
+            it. A fit's peak memory is about :data:`ENGINE_BYTES_PER_CELL` bytes per cell in float32
+            (about 2 GiB at the default; twice that in float64): raise it on a machine with more memory.
         beta: share of the budget for the structure, in (0, 1).
         theta: usefulness ``theta > 0`` (ignored when ``degree`` is given).
         score: ``"R"`` (default), ``"I"`` (mutual information; needs ``bounded=True``) or ``"F"``
@@ -174,23 +187,14 @@ def privbayes(
         max_candidates: the most candidates one structure step may score; beyond it the step's cap
             is halved (data-independent).
         max_cells: the largest table ``n_X prod n_Pi`` any candidate may have.
-        max_memory_mb: the memory the model may take (MB). The engine's peak is about
-            :data:`ENGINE_BYTES_PER_CELL` bytes per cell of the junction tree (float32; twice that in
-            float64), so the network is kept to a tree of at most ``max_memory_mb * 2**20 /
-            ENGINE_BYTES_PER_CELL`` cells (:func:`greedy_bayes` ``max_model_cells``; 21M cells at the
-            default 2048 MB), and no table exceeds that either. At a large ``epsilon`` the usefulness
-            rule allows tables of ``max_cells`` whose network can triangulate into cliques of billions of
-            cells; this is the bound that stops it (raise it on a machine with more memory).
-        pgm_iters: iterations of the engine.
-        pgm_options: further keyword arguments of :func:`pgmjax.estimate` (``method``, ``loss``,
-            ``dtype``, ``tol``, ...; not ``iters``/``total``).
         keep_scores: put every candidate's exact quality in ``info["steps"]``. These are NOT
             private: for analysis and tests only, strip them before releasing ``info``.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` the +PGM arm, ``synthetic``
         drawn from it, ``original`` the original arm's synthetic :class:`~pgmjax.Dataset`,
-        ``measurements`` the noisy tables, ``accountant`` the ledger, and ``info`` with ``network``
+        ``measurements`` the noisy tables, ``accountant`` the ledger, ``plan`` (record count, structure,
+        tables) and ``info`` with ``network``
         (``[(child, parents)]`` in placement order), ``steps`` (per selection: candidates, cap,
         sensitivity, epsilon), ``epsilon_count``, ``epsilon_structure``, ``epsilon_step``,
         ``epsilon_tables``, ``tau``, ``cap``, ``cliques`` (measured), ``laplace_scale``,
@@ -200,7 +204,7 @@ def privbayes(
 
     Example:
         >>> data = Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), {"a": 3, "b": 4, "c": 2})
-        >>> res = privbayes(data, 1.0, key=jax.random.key(0), pgm_iters=200)
+        >>> res = privbayes(data, 1.0, key=jax.random.key(0), engine_iters=200)
         >>> res.info["network"], res.accountant.spent
         ([('b', ()), ('a', ('b',)), ('c', ('b',))], 1.0)
     """
@@ -208,7 +212,9 @@ def privbayes(
     if not isinstance(data, Dataset):
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
     eps = check_epsilon(_positive(epsilon, "epsilon", where), where)
+    check_pure_delta(delta, where)
     _check_key(key, where)
+    refuse_option(workload, "workload", where, "its network is chosen by its score, for no workload")
     beta = _fraction(beta, "beta", where)
     theta = _positive(theta, "theta", where)
     count_fraction = _fraction(count_fraction, "count_fraction", where)
@@ -224,12 +230,14 @@ def privbayes(
         degree = _integer(degree, "degree", where, 0)
     max_candidates = _integer(max_candidates, "max_candidates", where, 1)
     max_cells = _integer(max_cells, "max_cells", where, 1)
-    max_memory_mb = _positive(max_memory_mb, "max_memory_mb", where)
-    pgm_iters = _integer(pgm_iters, "pgm_iters", where, 0)
+    if max_model_mb is None:
+        raise ValueError(f"{where}: max_model_mb must be a number: it bounds the network's model (default {DEFAULT_MAX_MODEL_MB:g})")
+    max_model_mb = check_model_cap(max_model_mb, where)
+    engine_iters = _integer(engine_iters, "engine_iters", where, 0)
     if not isinstance(keep_scores, (bool, np.bool_)):
         raise TypeError(f"{where}: keep_scores must be True or False, got {keep_scores!r}")
-    pgm_options = engine_options(pgm_options, ("iters", "total", "domain", "measurements"), where, argument="pgm_options",
-                                 hint=" (use pgm_iters; the total is fixed by the mechanism)")
+    options = check_engine_options(engine_options, ("iters", "total", "domain", "measurements"), where,
+                                   hint=" (use engine_iters; the total is fixed by the mechanism)")
     n = len(data)
     if n < 2:
         raise ValueError(f"{where}: needs at least 2 records, got {n}")
@@ -238,9 +246,17 @@ def privbayes(
     too_big = [a for a in domain.attributes if domain[a] > max_cells]
     if too_big:
         raise ValueError(f"{where}: attributes {too_big} have more than max_cells={max_cells} values")
-    max_model_cells = _max_model_cells(domain, max_memory_mb, pgm_options.get("dtype"), where)
+    max_model_cells = _max_model_cells(domain, max_model_mb, where)
 
     acc = Accountant(epsilon=eps, bounded=bounded)
+    counted = not bounded and degree is None and d > 1  # step 1 runs (see _record_count)
+    plan_count = count_fraction * eps if counted else 0.0
+    plan = record_plan(acc, "privbayes", [
+        BudgetStep("record count", "laplace", plan_count, int(counted), epsilon=plan_count if counted else None),
+        BudgetStep("network: select parents", "exponential", beta * (eps - plan_count) if d > 1 else 0.0, max(d - 1, 0),
+                   epsilon=beta * (eps - plan_count) / (d - 1) if d > 1 else None),
+        BudgetStep("noisy tables (one per maximal clique, at most d)", "laplace", 0.0, d),
+    ], epsilon=eps, delta=0.0)
     k_count, k_struct, k_tables, k_orig, k_pgm = jax.random.split(key, 5)
 
     # 1. The record count, when the usefulness rule needs it and N is private.
@@ -273,7 +289,7 @@ def privbayes(
 
     # 4b. +PGM arm on the same measurements.
     release_compiled(above=MAX_LIVE_PROGRAMS)  # a sweep over many structures: free the dead ones, keep a bounded number
-    model = estimate(domain, measurements, iters=pgm_iters, total=total, **pgm_options)
+    model = estimate(domain, measurements, iters=engine_iters, total=total, **options)
     synthetic = model.synthetic_data(size, k_pgm)
 
     info = {
@@ -301,7 +317,7 @@ def privbayes(
         "noisy_count": noisy_count,
         "total": total,
         "conditionals": conditionals,
-        "pgm_iters": pgm_iters,
+        "engine_iters": engine_iters,
     }
     return MechanismResult(
         mechanism="privbayes",
@@ -311,4 +327,5 @@ def privbayes(
         accountant=acc,
         original=original,
         info=info,
+        plan=plan,
     )

@@ -53,8 +53,9 @@ from ...privacy import (
 )
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.workload import Workload
-from ..options import check_epsilon, engine_options
-from ..result import MechanismResult
+from ..multiplicative_weights import check_workload, hypothetical_model_size
+from ..options import DEFAULT_DELTA, check_engine_options, check_epsilon, check_model_cap, check_positive_delta
+from ..result import BudgetStep, MechanismResult, record_plan
 from .queries import _kron_np, _Queries, max_sum_ve  # noqa: F401  (_kron_np: used by the tests through this module)
 from .transcript import DualQueryTranscript, TranscriptLoss
 
@@ -62,7 +63,7 @@ __all__ = ["dualquery", "dualquery_plan", "DualQueryTranscript", "TranscriptLoss
 
 _BOUNDS = {"b2": "advanced", "heterogeneous": "advanced_heterogeneous"}
 _WHERE = "dualquery"
-_RESERVED_ESTIMATE_OPTIONS = ("iters", "method", "loss", "total", "cliques", "dtype", "step_size", "measurements", "domain", "warm_start")
+_RESERVED_ESTIMATE_OPTIONS = ("iters", "loss", "total", "cliques", "measurements", "domain", "warm_start")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -235,19 +236,17 @@ def simulate(workload: Workload, answers, *, key, eta: float, samples: int, roun
 def dualquery(
     data: Dataset,
     epsilon: float,
-    delta: float,
+    delta: float = DEFAULT_DELTA,
     *,
     key,
-    workload: Workload,
+    workload: Workload | None = None,
+    engine_iters: int = 1000,
+    engine_options: Mapping | None = None,
+    max_model_mb: float | None = None,
     eta: float = 2.0,
     samples: int = 50,
     rounds: int | None = None,
     bound: str = "b2",
-    pgm_iters: int = 1000,
-    pgm_method: str = "mirror_descent",
-    pgm_step_size: float | None = None,
-    dtype=None,
-    estimate_options: Mapping | None = None,
 ) -> MechanismResult:
     """DualQuery and DualQuery+PGM on the same transcript (Gaboardi et al., ICML 2014; +PGM: McKenna, Sheldon & Miklau, ICML 2019).
 
@@ -270,29 +269,30 @@ def dualquery(
     Args:
         data: the private :class:`~pgmjax.Dataset`.
         epsilon: privacy budget, ``> 0``.
-        delta: in ``(0, 1)``.
+        delta: in ``(0, 1)`` (default 1e-9).
         key: a ``jax.random`` key (sampling, tie-breaking, synthetic data).
-        workload: a :class:`~pgmjax.Workload` on ``data``'s domain whose rows are counting queries.
+        workload: a :class:`~pgmjax.Workload` on ``data``'s domain whose rows are counting queries, or a
+            list of cliques (their marginals); default every 2-way marginal.
+        engine_iters: iterations of the engine. The transcript's likelihood is a noisy objective, so more
+            is not better past a point: on the Stroke benchmark the workload error is lowest near 500-1000
+            iterations and rises by about 10% at 4000 while the likelihood keeps improving
+            (``bench/dualquery_convergence.py``); a fixed budget acts as early stopping.
+        engine_options: more keyword arguments for :func:`pgmjax.estimate`: ``method``
+            (``"mirror_descent"``, the default, or ``"lbfgs"``), ``step_size`` (default ``1 / (L N)`` with
+            :meth:`DualQueryTranscript.lipschitz`; a line search adapts it), ``dtype`` (default float32),
+            ``callback``, ``tol``, ``chunk``, ...; the loss, total, cliques and iterations are set here.
+        max_model_mb: None (default), or a cap in MB on the model over the workload's cliques, checked
+            before anything is computed.
         eta: multiplicative-weights learning rate (the run may use a larger ``eta_used``, see above).
         samples: ``s``, queries drawn per round.
         rounds: ``T``; None solves the largest ``T`` with ``eps(T) <= epsilon`` at ``eta``.
         bound: ``"b2"`` (default, as the 2019 experiments) or ``"heterogeneous"`` (tighter).
-        pgm_iters: iterations of the engine. The transcript's likelihood is a noisy objective, so more
-            is not better past a point: on the Stroke benchmark the workload error is lowest near 500-1000
-            iterations and rises by about 10% at 4000 while the likelihood keeps improving
-            (``bench/dualquery_convergence.py``); a fixed budget acts as early stopping.
-        pgm_method: the engine's method (``"mirror_descent"`` or ``"lbfgs"``).
-        pgm_step_size: initial mirror-descent step (default ``1 / (L N)`` with
-            :meth:`DualQueryTranscript.lipschitz`; a line search adapts it).
-        dtype: the engine's float type (default float32).
-        estimate_options: more keyword arguments for :func:`pgmjax.estimate` (``callback``, ``progress``,
-            ``tol``, ``chunk``); the loss, total, cliques, iterations, method, step size and dtype are set
-            by the arguments above.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``synthetic`` (``N``
         records from it), ``measurements=[]`` (the engine's input is the transcript,
-        ``info["transcript"]``), ``original`` (the ``T`` records), ``accountant`` and ``info``
+        ``info["transcript"]``), ``original`` (the ``T`` records), ``accountant``, ``plan`` (rounds ``2..T``, composed; round 1 is
+        free) and ``info``
         (rounds, eta, eta_used, samples, bound, queries ``M``, per-round satisfied counts, seconds).
 
     Example:
@@ -300,7 +300,7 @@ def dualquery(
         >>> dom = pj.Domain({"a": 3, "b": 4, "c": 2})
         >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), dom)
         >>> w = pj.Workload.benchmark(dom, [("a", "b"), ("b", "c")], numeric=["a"])
-        >>> res = dualquery(data, 1.0, 1e-3, key=jax.random.key(0), workload=w, pgm_iters=100)
+        >>> res = dualquery(data, 1.0, 1e-3, key=jax.random.key(0), workload=w, engine_iters=100)
         >>> errors = pj.metrics.workload_error(w, data, res.original), pj.metrics.workload_error(w, data, res.model)
         >>> res.info["rounds"], [round(e, 2) for e in errors]
         (3, [0.56, 0.24])
@@ -310,25 +310,28 @@ def dualquery(
     if not isinstance(data, Dataset):
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
     check_epsilon(_positive(epsilon, "epsilon", where), where)
+    delta = check_positive_delta(delta, where)
     _check_key(key, where)
-    if not isinstance(workload, Workload):
-        raise TypeError(f"{where}: workload must be a pgmjax.Workload, got {type(workload).__name__}")
-    for c in set(workload.cliques):
-        for a in c:
-            if a not in data.domain or data.domain[a] != workload.domain[a]:
-                raise ValueError(f"{where}: workload clique {c}: attribute {a!r} is missing from, or sized differently in, the data's domain")
+    workload = check_workload(workload, data.domain, where)
     if bound not in _BOUNDS:
         raise ValueError(f"{where}: bound must be 'b2' or 'heterogeneous', got {bound!r}")
     if isinstance(samples, (bool, np.bool_)) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise ValueError(f"{where}: samples must be a positive integer, got {samples!r}")
-    if isinstance(pgm_iters, (bool, np.bool_)) or not isinstance(pgm_iters, (int, np.integer)) or pgm_iters < 0:
-        raise ValueError(f"{where}: pgm_iters must be a non-negative integer, got {pgm_iters!r}")
-    if pgm_method not in ("mirror_descent", "lbfgs"):
-        raise ValueError(f"{where}: pgm_method must be 'mirror_descent' or 'lbfgs' (dual averaging needs the L2 loss), got {pgm_method!r}")
-    if pgm_step_size is not None:
-        _positive(pgm_step_size, "pgm_step_size", where)
-    options = engine_options(estimate_options, _RESERVED_ESTIMATE_OPTIONS, where,
-                             hint="; use pgm_iters=, pgm_method=, pgm_step_size= and dtype= instead")
+    if isinstance(engine_iters, (bool, np.bool_)) or not isinstance(engine_iters, (int, np.integer)) or engine_iters < 0:
+        raise ValueError(f"{where}: engine_iters must be a non-negative integer, got {engine_iters!r}")
+    options = check_engine_options(engine_options, _RESERVED_ESTIMATE_OPTIONS, where, hint="; use engine_iters= instead")
+    method = options.pop("method", "mirror_descent")
+    if method not in ("mirror_descent", "lbfgs"):
+        raise ValueError(f"{where}: engine_options method must be 'mirror_descent' or 'lbfgs' (dual averaging needs the L2 loss), got {method!r}")
+    step_size = options.pop("step_size", None)
+    if step_size is not None:
+        _positive(step_size, "engine_options step_size", where)
+    dtype = options.pop("dtype", None)
+    max_model_mb = check_model_cap(max_model_mb, where)
+    if max_model_mb is not None:
+        mb = hypothetical_model_size(data.domain, list(dict.fromkeys(workload.cliques)))
+        if mb > max_model_mb:
+            raise ValueError(f"{where}: the model over the workload's cliques takes {mb:.4g} MB, above max_model_mb={max_model_mb:g}")
     fdtype = jnp.dtype(dtype or jnp.float32)
     if fdtype not in (jnp.float32, jnp.float64):
         raise ValueError(f"{where}: dtype must be float32 or float64, got {fdtype}")
@@ -342,6 +345,10 @@ def dualquery(
     T, eta_used = plan["rounds"], plan["eta_used"]
 
     acc = Accountant(epsilon=float(epsilon), delta=float(delta), bounded=True, composition=_BOUNDS[bound])
+    budget_plan = record_plan(acc, "dualquery", [
+        BudgetStep("round 1: uniform draws (reads no data)", "exponential", 0.0, samples, epsilon=0.0),
+        BudgetStep(f"rounds 2..{T}: {samples} draws each (advanced composition)", "exponential", 0.0, samples * (T - 1)),
+    ], epsilon=float(epsilon), delta=float(delta))
     answers = queries.answers(data) / N  # private; read only through acc.exponential below
     M = queries.size
 
@@ -364,19 +371,19 @@ def dualquery(
     transcript = DualQueryTranscript(queries, draws, records, eta_used, samples, N)
     original = Dataset(records, data.domain)
 
-    if pgm_step_size is None:
-        pgm_step_size = 1.0 / (transcript.lipschitz() * N)
+    if step_size is None:
+        step_size = 1.0 / (transcript.lipschitz() * N)
     release_compiled(above=MAX_LIVE_PROGRAMS)  # a sweep over many structures: free the dead ones, keep a bounded number
     model = api.estimate(
         data.domain,
         [],
-        method=pgm_method,
-        iters=int(pgm_iters),
+        method=method,
+        iters=int(engine_iters),
         loss=transcript.loss(),
         total=N,
         cliques=list(dict.fromkeys(workload.cliques)),
         dtype=dtype,
-        step_size=pgm_step_size,
+        step_size=step_size,
         **options,
     )
     t_fit = time.perf_counter() - start - t_game
@@ -393,7 +400,7 @@ def dualquery(
         "queries": M,
         "satisfied": values,
         "transcript": transcript,
-        "pgm_iters": int(pgm_iters),
+        "engine_iters": int(engine_iters),
         "seconds": {"game": t_game, "fit": t_fit, "total": time.perf_counter() - start},
     }
     return MechanismResult(
@@ -405,4 +412,5 @@ def dualquery(
         original=original,
         original_error=None,
         info=info,
+        plan=budget_plan,
     )

@@ -7,7 +7,6 @@ solved exactly by max-sum variable elimination (:func:`max_sum_ve`).
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ import numpy as np
 
 from ...data.dataset import Dataset
 from ...data.domain import Clique, Domain
+from ...queries.linear import LinearQuery, kron_apply
 from ...queries.workload import Workload
 
 _WHERE = "dualquery"
@@ -30,11 +30,16 @@ _WHERE = "dualquery"
 @dataclass(frozen=True)
 class _Block:
     clique: Clique
-    mats: tuple[np.ndarray | None, ...]  # per attribute, None = identity
+    query: LinearQuery  # the workload entry's Kronecker query (a None factor keeps its attribute)
     cols: tuple[np.ndarray, ...]  # per attribute, dense (rows_i, size_i) (identity materialised)
     row_shape: tuple[int, ...]
     offset: int
     rows: int
+
+    @property
+    def mats(self) -> tuple[np.ndarray | None, ...]:
+        """The per-attribute matrices, None for the identity."""
+        return self.query.matrices
 
 
 class _Queries:
@@ -59,20 +64,15 @@ class _Queries:
                 )
             row_shape = tuple(c.shape[0] for c in cols)
             rows = math.prod(row_shape)
-            blocks.append(_Block(q.clique, tuple(q.matrices), tuple(cols), row_shape, offset, rows))
+            query = LinearQuery.kron(tuple(q.matrices), sizes=domain.shape_of(q.clique))
+            blocks.append(_Block(q.clique, query, tuple(cols), row_shape, offset, rows))
             offset += rows
         self.domain = domain
         self.blocks: tuple[_Block, ...] = tuple(blocks)
         self.rows = offset  # R
         # The structure as a value: the transcript's loss is compiled once per structure (the query
         # matrices are constants of that program), so equal workloads must compare equal.
-        self._key = (
-            domain,
-            tuple(
-                (b.clique, b.row_shape, tuple(None if m is None else (m.shape, hashlib.sha1(np.ascontiguousarray(np.asarray(m, np.float64))).hexdigest()) for m in b.mats))
-                for b in self.blocks
-            ),
-        )
+        self._key = (domain, tuple((b.clique, b.query.fingerprint()) for b in self.blocks))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, _Queries) and self._key == other._key
@@ -88,7 +88,7 @@ class _Queries:
     def answers(self, data: Dataset) -> np.ndarray:
         """Counts ``W_b mu_b(D)`` of every row (``R``,), float64."""
         margs = dict(zip(self._cliques(), data.marginals(self._cliques())))
-        return np.concatenate([_kron_np(margs[b.clique], b.mats).reshape(-1) for b in self.blocks])
+        return np.concatenate([b.query.apply(margs[b.clique]) for b in self.blocks])
 
     def _cliques(self) -> list[Clique]:
         return list(dict.fromkeys(b.clique for b in self.blocks))
@@ -127,7 +127,7 @@ class _Queries:
 
     def answers_jnp(self, marginals, total) -> jax.Array:
         """Normalised answers ``a = W mu / N`` of the positive rows (``R``,) from ``clique -> marginal``."""
-        return jnp.concatenate([_kron_jnp(marginals[b.clique], b.mats).reshape(-1) for b in self.blocks]) / total
+        return jnp.concatenate([b.query.apply(marginals[b.clique]) for b in self.blocks]) / total
 
     def factors(self, weights: np.ndarray) -> list[tuple[Clique, np.ndarray]]:
         """``sum_r weights_r q_r(x)`` as one table per block (``W_b^T weights_b``), skipping zero blocks."""
@@ -135,7 +135,7 @@ class _Queries:
         for b in self.blocks:
             v = weights[b.offset : b.offset + b.rows]
             if np.any(v != 0):
-                out.append((b.clique, _kron_np(v.reshape(b.row_shape), [None if m is None else m.T for m in b.mats])))
+                out.append((b.clique, b.query.transpose(v)))
         return out
 
     def best_response(self, histogram: np.ndarray, uniforms: np.ndarray | None = None) -> tuple[np.ndarray, float]:
@@ -149,20 +149,7 @@ class _Queries:
         return x, value + float(h[R:].sum())
 
 
-def _kron_np(table: np.ndarray, mats) -> np.ndarray:
-    out = np.asarray(table, np.float64)
-    for axis, q in enumerate(mats):
-        if q is not None:
-            out = np.moveaxis(np.tensordot(q, out, axes=([1], [axis])), 0, axis)
-    return out
-
-
-def _kron_jnp(table, mats):
-    out = table
-    for axis, q in enumerate(mats):
-        if q is not None:
-            out = jnp.moveaxis(jnp.tensordot(jnp.asarray(q, out.dtype), out, axes=([1], [axis])), 0, axis)
-    return out
+_kron_np = kron_apply  # the name the tests know it by
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ...queries.linear import LinearQuery
+
 __all__ = [
     "identity",
     "total",
@@ -109,13 +111,6 @@ def allrange_gram(n: int) -> np.ndarray:
     return ((np.minimum(idx[:, None], idx[None, :]) + 1) * (n - np.maximum(idx[:, None], idx[None, :]))).astype(np.float64)
 
 
-def _kron_apply(factors: Sequence[np.ndarray], x: np.ndarray) -> np.ndarray:
-    """``(F_1 (x) ... (x) F_k) vec(x)`` for a table ``x`` of shape ``(n_1, ..., n_k)``; returns a table."""
-    for axis, f in enumerate(factors):
-        x = np.moveaxis(np.tensordot(f, x, axes=([1], [axis])), 0, axis)
-    return x
-
-
 def _as_clique(clique) -> tuple[str, ...]:
     if isinstance(clique, str):
         return (clique,)
@@ -163,9 +158,43 @@ def _union_terms(terms, kind: type, owner: str) -> tuple[tuple, dict[str, int]]:
 
 
 def _col_norm(A: np.ndarray, noise: str) -> float:
-    if noise == "laplace":
-        return float(np.abs(A).sum(axis=0).max())
-    return float(np.sqrt((A * A).sum(axis=0).max()))
+    """``||A||_1`` (largest column L1 norm, Laplace) or ``||A||_{1->2}`` (largest column L2 norm, Gaussian)."""
+    return LinearQuery.from_matrix(A).sensitivity(1 if noise == "laplace" else 2)
+
+
+class _KronTerm:
+    """``weight * (F_1 (x) ... (x) F_k)`` on the marginal of ``clique``: what HDMM's Kronecker workloads and
+    strategies share (checks, shapes, answers through :class:`pgmjax.queries.linear.LinearQuery`)."""
+
+    __slots__ = ("clique", "factors", "weight")
+
+    def __init__(self, clique, factors, weight: float, what: str, positive: bool):
+        self.clique = _as_clique(clique)
+        if not self.clique:
+            raise ValueError(f"{what}: the clique must have at least one attribute")
+        self.factors = _check_factors(self.clique, factors, what)
+        weight = float(weight)
+        if not np.isfinite(weight) or weight < 0 or (positive and weight == 0):
+            raise ValueError(f"{what} on {self.clique}: weight must be finite and {'>' if positive else '>='} 0, got {weight}")
+        self.weight = weight
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(f.shape[1] for f in self.factors)
+
+    @property
+    def rows(self) -> int:
+        """Number of queries, ``prod r_i``."""
+        return int(np.prod([f.shape[0] for f in self.factors]))
+
+    @property
+    def query(self) -> LinearQuery:
+        """The Kronecker product of the factors (the weight not included) as a :class:`LinearQuery`."""
+        return LinearQuery.kron(self.factors)
+
+    def apply(self, marginal) -> np.ndarray:
+        """The (weighted) answers on a table over ``clique`` (axes in clique order), flat ``(rows,)``."""
+        return self.weight * self.query.apply(np.asarray(marginal, dtype=np.float64).reshape(self.sizes))
 
 
 def _expand_dense(clique, factors, attributes, sizes) -> np.ndarray:

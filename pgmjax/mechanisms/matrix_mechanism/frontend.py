@@ -27,7 +27,7 @@ Example:
     >>> dom = pj.Domain({"age": 16, "sex": 2, "job": 3})
     >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [16, 2, 3], (1000, 3)), dom)
     >>> w = pj.Workload.benchmark(dom, [("age", "sex"), ("sex", "job")], numeric=["age"])
-    >>> res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, pgm_iters=100)
+    >>> res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, engine_iters=100)
     >>> res.accountant.spent, len(res.ledger)
     (1.0, 2)
     >>> errors = pj.metrics.workload_error(w, data, res.original), pj.metrics.workload_error(w, data, res.model)
@@ -51,15 +51,15 @@ from ...fit.estimation import METHODS
 from ...privacy import Accountant
 from ...privacy import check_bool as _bool
 from ...privacy import check_count as _int
-from ...privacy import check_delta as _delta
 from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
 from ...queries.measurement import Measurement, estimate_total
 from ..estimates import CliqueTables
 from ..multiplicative_weights import check_choice as _choice
 from ..multiplicative_weights import check_workload as _as_workload
-from ..options import check_epsilon, engine_options
-from ..result import MechanismResult
+from ..multiplicative_weights import hypothetical_model_size
+from ..options import check_engine_options, check_epsilon, check_model_cap, check_positive_delta, check_pure_delta
+from ..result import BudgetStep, MechanismResult, record_plan
 from .error import expected_error
 from .least_squares import global_least_squares, least_squares_marginal
 from .measure import equal_column_norms, measure_strategy
@@ -80,7 +80,7 @@ __all__ = ["hdmm", "DEFAULT_MAX_TABLE_CELLS"]
 #: cells (2^24 cells: LSMR keeps about six float64 tables, ~0.8 GiB).
 DEFAULT_MAX_TABLE_CELLS = 2**24
 
-_RESERVED_OPTIONS = ("iters", "total", "method", "warm_start", "measurements", "domain")
+_RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain")
 
 
 def _local_tables(domain: Domain, measurements: list[Measurement], cliques: list[Clique]) -> dict[Clique, np.ndarray]:
@@ -107,18 +107,18 @@ def _local_tables(domain: Domain, measurements: list[Measurement], cliques: list
 def hdmm(
     data: Dataset,
     epsilon: float,
+    delta: float = 0.0,
     *,
     key,
     workload=None,
+    engine_iters: int = 1000,
+    engine_options: Mapping | None = None,
+    max_model_mb: float | None = None,
     strategy="opt+",
     weights: str = "opt",
     bounded: bool = False,
     noise: str = "laplace",
-    delta: float | None = None,
     restarts: int = 8,
-    pgm_iters: int = 1000,
-    pgm_method: str = "mirror_descent",
-    pgm_options: Mapping | None = None,
     original: bool = True,
     max_table_cells: int = DEFAULT_MAX_TABLE_CELLS,
     synthetic: bool = True,
@@ -139,9 +139,17 @@ def hdmm(
         data: the private :class:`~pgmjax.Dataset`.
         epsilon: the budget: pure ``epsilon``-DP with Laplace noise, ``(epsilon, delta)``-DP through zCDP with
             Gaussian noise.
+        delta: 0 (the default) with Laplace noise, which is pure DP (any other value is refused); in
+            ``(0, 1)`` with Gaussian noise.
         key: a ``jax.random`` key; the strategy's restarts, the noise and the synthetic data follow from it.
         workload: a :class:`~pgmjax.Workload` (e.g. ``Workload.benchmark``: Prefix on numeric attributes,
             the ICML 2019 benchmark) or a list of cliques (their marginals); default every 2-way marginal.
+        engine_iters: iterations of the engine (the ICML 2019 run used 10,000).
+        engine_options: further keyword arguments of :func:`pgmjax.estimate` (``method``:
+            ``"mirror_descent"`` (default), ``"dual_averaging"`` or ``"lbfgs"``; ``loss``, ``dtype``, ``tol``,
+            ``callback``, ...; not ``iters`` or ``total``).
+        max_model_mb: None (default), or a cap in MB on the model over the workload's cliques, checked
+            before anything is computed.
         strategy: ``"opt+"`` (default; per-clique OPT_kron in an OPT_+ union), ``"identity"`` (each clique's
             marginal), ``"marginals"`` (OPT_M, at most 16 workload attributes), or a prebuilt
             :mod:`pgmjax.mechanisms.matrix_mechanism` ``KronStrategy`` / ``UnionStrategy`` / ``MarginalsStrategy`` (used as given,
@@ -153,12 +161,7 @@ def hdmm(
             gets ``total = N``) instead of add/remove-one (``N`` private, estimated from the measurements).
             The ICML 2019 experiments ran bounded.
         noise: ``"laplace"`` (pure DP, the paper's) or ``"gaussian"`` (zCDP; needs ``delta``).
-        delta: for Gaussian noise, in ``(0, 1)``; must be None with Laplace noise.
         restarts: L-BFGS restarts of the strategy optimisation.
-        pgm_iters: iterations of the engine (the ICML 2019 run used 10,000).
-        pgm_method: the engine's method (``"mirror_descent"``, ``"dual_averaging"``, ``"lbfgs"``).
-        pgm_options: further keyword arguments of :func:`pgmjax.estimate` (``loss``, ``dtype``, ``tol``, ...;
-            not ``iters``, ``total`` or ``method``).
         original: run the LLS arm.
         max_table_cells: run global least squares only when the full table over the workload's attributes
             has at most this many cells (0: never).
@@ -170,7 +173,7 @@ def hdmm(
         ``accountant`` (one ledger entry per term, summing exactly to the budget), ``original`` (HDMM+LLS, a
         :class:`~pgmjax.mechanisms.estimates.CliqueTables` whose ``answers`` / ``marginals`` serve
         :meth:`Workload.answer` and :mod:`pgmjax.model.metrics`; None when ``original=False``, see
-        ``original_error``) and ``info``:
+        ``original_error``), ``plan`` (one step: every strategy term on one noise scale) and ``info``:
 
         * ``strategy`` (the :mod:`pgmjax.mechanisms.matrix_mechanism` object), ``strategy_info`` (:func:`hdmm_strategy`'s dict, or
           ``{"template": "given"}``), ``strategy_record`` (cliques, weights, factor matrices / theta);
@@ -196,7 +199,7 @@ def hdmm(
         >>> dom = pj.Domain({"age": 16, "sex": 2, "job": 3})
         >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [16, 2, 3], (1000, 3)), dom)
         >>> w = pj.Workload.benchmark(dom, [("age", "sex"), ("sex", "job")], numeric=["age"])
-        >>> res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, pgm_iters=100)
+        >>> res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, engine_iters=100)
         >>> res.accountant.spent == 1.0, len(res.ledger)          # the 2 workload terms: 2 measurements
         (True, 2)
         >>> res.original.marginal(("age", "sex")).shape, res.model.marginal(("age", "sex")).shape
@@ -213,23 +216,25 @@ def hdmm(
     _check_key(key, where)
     noise = _choice(noise, "noise", _NOISES, where)
     if noise == "gaussian":
-        if delta is None:
-            raise ValueError(f"{where}: Gaussian noise gives (epsilon, delta)-DP; pass delta= (e.g. 1e-9), or use noise='laplace'")
-        delta = _delta(delta, where)
-    elif delta is not None:
-        raise ValueError(f"{where}: delta is for noise='gaussian'; Laplace noise is pure epsilon-DP (leave delta=None)")
+        delta = check_positive_delta(delta, where, "; Gaussian noise gives (epsilon, delta)-DP (e.g. delta=1e-9), or use noise='laplace'")
+    else:
+        delta = check_pure_delta(delta, where, " with Laplace noise; pass noise='gaussian' for (epsilon, delta)-DP through zCDP")
     bounded = _bool(bounded, "bounded", where)
     weights = _choice(weights, "weights", _WEIGHTS, where)
     restarts = _int(restarts, "restarts", where, 1)
-    pgm_iters = _int(pgm_iters, "pgm_iters", where, 0)
-    pgm_method = _choice(pgm_method, "pgm_method", tuple(METHODS), where)
-    options = engine_options(pgm_options, _RESERVED_OPTIONS, where, argument="pgm_options",
-                             hint="; use pgm_iters=, pgm_method= and bounded= instead")
+    engine_iters = _int(engine_iters, "engine_iters", where, 0)
+    options = check_engine_options(engine_options, _RESERVED_OPTIONS, where, hint="; use engine_iters= and bounded= instead")
+    method = _choice(options.pop("method", "mirror_descent"), "engine_options method", tuple(METHODS), where)
+    max_model_mb = check_model_cap(max_model_mb, where)
     original = _bool(original, "original", where)
     max_table_cells = _int(max_table_cells, "max_table_cells", where, 0)
     synthetic = _bool(synthetic, "synthetic", where)
     domain = data.domain
     wl = _as_workload(workload, domain, where)
+    if max_model_mb is not None:
+        mb = hypothetical_model_size(domain, list(dict.fromkeys(wl.cliques)))
+        if mb > max_model_mb:
+            raise ValueError(f"{where}: the model over the workload's cliques takes {mb:.4g} MB, above max_model_mb={max_model_mb:g}")
     W = union_workload(wl)
     if isinstance(strategy, str):
         strategy = _choice(strategy, "strategy", _STRATEGIES, where)
@@ -254,6 +259,9 @@ def hdmm(
     t0 = time.perf_counter()
     acc = Accountant(epsilon=epsilon, bounded=bounded) if noise == "laplace" else Accountant(epsilon=epsilon, delta=delta, bounded=bounded)
     rho = None if noise == "laplace" else acc.budget
+    terms = len(getattr(S, "terms", (S,)))
+    plan = record_plan(acc, "hdmm", [BudgetStep("strategy terms, every row on one noise scale", noise, acc.budget, terms)],
+                       epsilon=epsilon, delta=delta)
     release = measure_strategy(acc, k_measure, data, S)
     measurements, scale = release.measurements, release.scale
     t_measure = time.perf_counter() - t0
@@ -281,7 +289,7 @@ def hdmm(
 
     # ---- 3b. HDMM+PGM
     t0 = time.perf_counter()
-    model = estimate(domain, measurements, method=pgm_method, iters=pgm_iters, total=float(n_records) if bounded else None, **options)
+    model = estimate(domain, measurements, method=method, iters=engine_iters, total=float(n_records) if bounded else None, **options)
     t_pgm = time.perf_counter() - t0
     t0 = time.perf_counter()
     synth = model.synthetic_data(max(1, int(round(model.total))), k_synth) if synthetic else None
@@ -322,8 +330,8 @@ def hdmm(
         "workload_rows": W.rows,
         "terms": len(measurements),
         "total": total,
-        "pgm_iters": pgm_iters,
-        "pgm_method": pgm_method,
+        "engine_iters": engine_iters,
+        "engine_method": method,
         "global_least_squares": global_ls,
         "global_least_squares_error": global_error,
         "global_table_cells": cells,
@@ -346,4 +354,5 @@ def hdmm(
         original=lls,
         original_error=lls_error,
         info=info,
+        plan=plan,
     )

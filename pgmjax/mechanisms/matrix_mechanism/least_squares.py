@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ...queries.measurement import Measurement
-from .factors import _as_clique, _kron_apply
+from ...queries.linear import kron_apply
+from .factors import _as_clique
 from .workloads import (
     KronWorkload,
     UnionWorkload,
@@ -49,24 +50,6 @@ def _sizes_lookup(domain) -> Callable[[str], int]:
     return size
 
 
-def _m_apply(m: Measurement, x: np.ndarray) -> np.ndarray:
-    """``Q x`` for a table ``x`` over ``m.clique`` (axes in clique order)."""
-    if m.kind == "identity":
-        return x.reshape(-1)
-    if m.kind == "dense":
-        return m.query @ x.reshape(-1)
-    return _kron_apply(m.query, x).reshape(-1)
-
-
-def _m_rapply(m: Measurement, r: np.ndarray, shape) -> np.ndarray:
-    """``Q^T r`` as a table over ``m.clique``."""
-    if m.kind == "identity":
-        return r.reshape(shape)
-    if m.kind == "dense":
-        return (m.query.T @ r).reshape(shape)
-    return _kron_apply([q.T for q in m.query], r.reshape([q.shape[0] for q in m.query]))
-
-
 def _lsmr(matvec, rmatvec, rows, cells, rhs, atol, btol, maxiter):
     from scipy.sparse.linalg import LinearOperator, lsmr
 
@@ -81,7 +64,7 @@ def _solve_group(group: list[Measurement], clique, shape, atol, btol, maxiter) -
         if m.kind == "identity":
             return m.y.reshape(shape)
         if m.kind == "kron":  # x_hat = (x)_i Q_i^+ y
-            return _kron_apply([np.linalg.pinv(q) for q in m.query], m.y.reshape([q.shape[0] for q in m.query]))
+            return kron_apply(m.y.reshape(m.linear.row_shape), [np.linalg.pinv(q) for q in m.query])
         return np.linalg.lstsq(m.query, m.y, rcond=None)[0].reshape(shape)
     perms = [[clique.index(a) for a in m.clique] for m in group]
     inv = [list(np.argsort(p)) for p in perms]
@@ -92,12 +75,12 @@ def _solve_group(group: list[Measurement], clique, shape, atol, btol, maxiter) -
 
     def matvec(v):
         x = v.reshape(shape)
-        return np.concatenate([wi * _m_apply(m, np.transpose(x, p)) for m, p, wi in zip(group, perms, w)])
+        return np.concatenate([wi * m.linear.apply(np.transpose(x, p)) for m, p, wi in zip(group, perms, w)])
 
     def rmatvec(r):
         out = np.zeros(shape)
         for m, p, ip, wi, lo, hi in zip(group, perms, inv, w, offsets[:-1], offsets[1:]):
-            out += np.transpose(_m_rapply(m, wi * r[lo:hi], tuple(shape[i] for i in p)), ip)
+            out += np.transpose(m.linear.transpose(wi * r[lo:hi]).reshape(tuple(shape[i] for i in p)), ip)
         return out.reshape(-1)
 
     rhs = np.concatenate([wi * m.y for m, wi in zip(group, w)])
@@ -272,13 +255,13 @@ def global_least_squares(
         outs = []
         for m, drop, perm, _, _, w in plans:
             t = x.sum(axis=drop) if drop else x
-            outs.append(w * _m_apply(m, np.transpose(t, perm)))
+            outs.append(w * m.linear.apply(np.transpose(t, perm)))
         return np.concatenate(outs) if outs else np.zeros(0)
 
     def rmatvec(r):
         out = np.zeros(shape)
         for (m, _, perm, inv, expand, w), lo, hi in zip(plans, offsets[:-1], offsets[1:]):
-            t = _m_rapply(m, w * r[lo:hi], tuple(size(a) for a in m.clique))
+            t = m.linear.transpose(w * r[lo:hi]).reshape(tuple(size(a) for a in m.clique))
             t = np.transpose(t, inv)
             out += np.expand_dims(t, expand) if expand else t
         return out.reshape(-1)

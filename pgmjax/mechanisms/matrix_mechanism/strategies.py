@@ -28,12 +28,10 @@ import numpy as np
 from ...queries.measurement import Measurement
 from .factors import (
     _as_clique,
-    _check_factors,
     _check_n,
     _check_noise,
-    _col_norm,
     _expand_dense,
-    _kron_apply,
+    _KronTerm,
     _union_terms,
     identity,  # noqa: F401  (the docstring examples use it)
 )
@@ -42,7 +40,7 @@ from .marginals_gram import MarginalsGram
 __all__ = ["KronStrategy", "UnionStrategy", "MarginalsStrategy"]
 
 
-class KronStrategy:
+class KronStrategy(_KronTerm):
     """A Kronecker strategy ``weight * (A_1 (x) ... (x) A_k)`` measuring the marginal of ``clique``.
 
     Args:
@@ -56,25 +54,10 @@ class KronStrategy:
         (1.0, 170)
     """
 
-    __slots__ = ("clique", "factors", "weight")
+    __slots__ = ()
 
     def __init__(self, clique, factors, weight: float = 1.0):
-        self.clique = _as_clique(clique)
-        if not self.clique:
-            raise ValueError("KronStrategy: the clique must have at least one attribute")
-        self.factors = _check_factors(self.clique, factors, "KronStrategy")
-        weight = float(weight)
-        if not np.isfinite(weight) or weight <= 0:
-            raise ValueError(f"KronStrategy on {self.clique}: weight must be finite and > 0, got {weight}")
-        self.weight = weight
-
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return tuple(f.shape[1] for f in self.factors)
-
-    @property
-    def rows(self) -> int:
-        return int(np.prod([f.shape[0] for f in self.factors]))
+        super().__init__(clique, factors, weight, "KronStrategy", positive=True)
 
     def sensitivity(self, noise: str = "laplace") -> float:
         """``||A||_1`` (max column L1 norm, Laplace) or ``||A||_{1->2}`` (max column L2 norm, Gaussian).
@@ -83,16 +66,11 @@ class KronStrategy:
         unbounded (add/remove one record) sensitivity; the bounded (replace) L1 sensitivity is twice it.
         """
         _check_noise(noise)
-        return self.weight * float(np.prod([_col_norm(f, noise) for f in self.factors]))
+        return self.weight * self.query.sensitivity(1 if noise == "laplace" else 2)
 
     def queries(self) -> tuple[np.ndarray, ...]:
         """The per-attribute query matrices for ``pgmjax.Measurement`` (the weight folded into the first)."""
         return (self.factors[0] * self.weight,) + self.factors[1:]
-
-    def apply(self, marginal) -> np.ndarray:
-        """``A x`` for a table over ``clique`` (axes in clique order), flat ``(rows,)``."""
-        x = np.asarray(marginal, dtype=np.float64).reshape(self.sizes)
-        return self.weight * _kron_apply(self.factors, x).reshape(-1)
 
     def measurement(self, y, stddev) -> Measurement:
         """Wrap noisy answers ``y = A x + noise`` as a ``pgmjax.Measurement`` with a Kronecker query."""

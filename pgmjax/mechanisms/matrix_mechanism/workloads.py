@@ -15,18 +15,17 @@ Example:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from .factors import _as_clique, _check_factors, _expand_dense, _kron_apply, _union_terms, identity
+from .factors import _as_clique, _expand_dense, _KronTerm, _union_terms, identity
 from .factors import prefix  # noqa: F401  (the docstring examples use it)
 
 __all__ = ["KronWorkload", "UnionWorkload", "marginals_workload"]
 
 
-class KronWorkload:
+class KronWorkload(_KronTerm):
     """A weighted Kronecker product workload ``weight * (W_1 (x) ... (x) W_k)`` over a clique's marginal.
 
     Query ``r`` is the product of one predicate per attribute of ``clique``; attributes not listed are summed
@@ -43,17 +42,10 @@ class KronWorkload:
         (170, (85, 2))
     """
 
-    __slots__ = ("clique", "factors", "weight", "_grams")
+    __slots__ = ("_grams",)
 
     def __init__(self, clique, factors, weight: float = 1.0):
-        self.clique = _as_clique(clique)
-        if not self.clique:
-            raise ValueError("KronWorkload: the clique must have at least one attribute")
-        self.factors = _check_factors(self.clique, factors, "KronWorkload")
-        weight = float(weight)
-        if not np.isfinite(weight) or weight < 0:
-            raise ValueError(f"KronWorkload on {self.clique}: weight must be finite and >= 0, got {weight}")
-        self.weight = weight
+        super().__init__(clique, factors, weight, "KronWorkload", positive=False)
         self._grams = None
 
     @classmethod
@@ -64,15 +56,6 @@ class KronWorkload:
             sizes = [sizes[a] for a in clique]
         return cls(clique, tuple(identity(n) for n in sizes), weight)
 
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return tuple(f.shape[1] for f in self.factors)
-
-    @property
-    def rows(self) -> int:
-        """Number of queries, ``prod r_i``."""
-        return int(np.prod([f.shape[0] for f in self.factors]))
-
     def grams(self) -> tuple[np.ndarray, ...]:
         """Per-attribute Gram matrices ``W_i^T W_i`` (the weight not included), cached."""
         if self._grams is None:
@@ -81,12 +64,11 @@ class KronWorkload:
 
     def answer(self, marginal) -> np.ndarray:
         """The (weighted) query answers on a table over ``clique`` (axes in clique order), flat ``(rows,)``."""
-        x = np.asarray(marginal, dtype=np.float64).reshape(self.sizes)
-        return self.weight * _kron_apply(self.factors, x).reshape(-1)
+        return self.apply(marginal)
 
     def dense(self) -> np.ndarray:
         """The explicit ``(rows, cells)`` matrix; for small cliques only (tests, brute force)."""
-        return self.weight * functools.reduce(np.kron, self.factors)
+        return self.weight * self.query.matrix()
 
     def __repr__(self) -> str:
         return f"KronWorkload({self.clique}, sizes={self.sizes}, rows={self.rows}, weight={self.weight:g})"

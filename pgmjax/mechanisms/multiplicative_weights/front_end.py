@@ -20,10 +20,9 @@ from ...privacy import check_bool as _bool
 from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
-from ...privacy import check_real as _real
 from ...queries.measurement import estimate_total
-from ..options import check_epsilon, engine_options
-from ..result import MechanismResult
+from ..options import check_epsilon, check_model_cap, check_positive_delta, check_pure_delta, check_engine_options
+from ..result import BudgetStep, MechanismResult, record_plan
 from .arguments import _alpha, check_choice, check_workload
 from .budget import _NOISES, hypothetical_model_size, mwem_budget
 from .original_arm import DEFAULT_MAX_TABLE_CELLS, _mw_guard, _mw_replay
@@ -81,22 +80,22 @@ def _original_arm(domain: Domain, measurements, *, original: bool, max_table_cel
 def mwem(
     data: Dataset,
     epsilon: float,
+    delta: float = 0.0,
     *,
     key,
     workload=None,
+    engine_iters: int = 1000,
+    engine_options: Mapping | None = None,
+    max_model_mb: float | None = 25.0,
     rounds: int | None = None,
-    delta: float | None = None,
     noise: str = "laplace",
     bounded: bool = False,
     alpha: float | None = None,
     selection: str = "marginal",
-    max_model_mb: float | None = 25.0,
-    pgm_iters: int = 1000,
     mw_iters: int = 1000,
     original: bool = True,
     max_table_cells: int = DEFAULT_MAX_TABLE_CELLS,
     synthetic: bool = True,
-    estimate_options: Mapping | None = None,
 ) -> MechanismResult:
     """MWEM and MWEM+PGM on the same measurements (Hardt, Ligett & McSherry 2012; McKenna et al. 2019).
 
@@ -110,7 +109,7 @@ def mwem(
        estimate (``N``-uniform before round 1 when ``bounded``, zero otherwise: ``N`` is private);
     3. measure the selected marginal (or row) with Laplace ``b`` / Gaussian ``sigma``
        (:func:`mwem_budget`); the measurement carries the true noise std;
-    4. refit the +PGM arm, ``pgmjax.estimate(..., iters=pgm_iters, warm_start=previous)``.
+    4. refit the +PGM arm, ``pgmjax.estimate(..., iters=engine_iters, warm_start=previous)``.
 
     Measured cliques stay candidates, and re-measuring one never grows the model, so after round 1
     a candidate always fits (the cap only grows); that round 1 has one is checked up front. Then the
@@ -122,13 +121,19 @@ def mwem(
         data: the private :class:`~pgmjax.Dataset`.
         epsilon: the privacy budget (pure ``epsilon`` with Laplace noise; ``(epsilon, delta)`` via zCDP
             with Gaussian noise).
+        delta: 0 (the default) with Laplace noise, which is pure DP (any other value is refused); in
+            ``(0, 1)`` with Gaussian noise.
         key: a ``jax.random`` key; the whole run (selections, noise, synthetic data) follows from it.
         workload: a :class:`~pgmjax.Workload` or a list of cliques; default all 2-way marginals. In
             marginal mode only its cliques matter; in query mode its query matrices define the
             candidates (``Workload.marginals`` gives the 2019 script's cell-level candidates,
             ``Workload.benchmark`` the prefix ranges).
+        engine_iters: engine iterations per round.
+        engine_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``loss``,
+            ``dtype``, ``tol``, ``callback``, ...; not ``iters``, ``total`` or ``warm_start``).
+        max_model_mb: the final model-size cap in MB (the cap at round ``i`` is ``i/T`` of it);
+            None for no cap.
         rounds: ``T``; default the number of attributes.
-        delta: required for Gaussian noise; ignored with Laplace noise (pure DP implies any delta).
         noise: ``"laplace"`` (pure DP, the paper's MWEM) or ``"gaussian"`` (zCDP, private-pgm's default).
         bounded: replace-one neighbours (``N`` public; the engine gets ``total = N``) instead of
             add/remove-one (``N`` private, estimated).
@@ -136,36 +141,32 @@ def mwem(
             selection and 0.5 for query selection (the 2019 script's ``eps/(2T)`` each).
         selection: ``"marginal"`` or ``"query"`` (needs ``bounded=True``: one
             counting query does not reveal the total, and the paper's MWEM takes ``N`` as public).
-        max_model_mb: the final model-size cap in MB (the cap at round ``i`` is ``i/T`` of it);
-            None for no cap.
-        pgm_iters: engine iterations per round.
         mw_iters: multiplicative-weights passes per round (over all measurements so far).
         original: run the original (MW) arm.
         max_table_cells: the MW arm runs only if its factored table has at most this many cells in all
             (default 2^28 = 2 GiB of float64).
         synthetic: draw ``round(model.total)`` synthetic records from the +PGM model.
-        estimate_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``loss``,
-            ``dtype``, ``tol``, ...; not ``iters``, ``total`` or ``warm_start``).
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``synthetic``,
         ``measurements``, ``accountant`` (ledger: EM and measurement alternating, summing exactly to
         the budget), ``original`` (a :class:`~pgmjax.mechanisms.estimates.FactoredTable` or None) with
-        ``original_error``, and ``info``: ``selection``, ``noise``, ``bounded``, ``rounds``, ``alpha``,
-        ``budget`` (:func:`mwem_budget`), ``em_sensitivity``, ``log`` (one dict per round: round,
+        ``original_error``, ``plan`` (per round a selection and a measurement; :func:`mwem_budget` has
+        the noise scale) and ``info``: ``selection``, ``noise``, ``bounded``, ``rounds``, ``alpha``,
+        ``em_sensitivity``, ``log`` (one dict per round: round,
         clique, row, cap_mb, model_mb, candidates, excluded, noise_std), ``selected``, ``total``,
         ``mw_components`` (component, cells), ``mw_table_cells``, ``seconds``.
 
     Raises:
         ValueError / TypeError: bad input (epsilon <= 0, rounds < 1, unknown noise or selection,
-            Gaussian noise without delta, alpha outside (0, 1), query selection without bounded, a
+            Gaussian noise without delta, Laplace noise with a delta, alpha outside (0, 1), query selection without bounded, a
             size cap no candidate fits in round 1, ...), before anything is computed.
 
     Example:
         >>> import jax, numpy as np, pgmjax as pj
         >>> dom = pj.Domain({"a": 3, "b": 4, "c": 2})
         >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), dom)
-        >>> res = mwem(data, 1.0, key=jax.random.key(0), pgm_iters=50, mw_iters=20)
+        >>> res = mwem(data, 1.0, key=jax.random.key(0), engine_iters=50, mw_iters=20)
         >>> res.accountant.spent == res.accountant.budget, len(res.ledger)
         (True, 6)
         >>> res.model.marginal(("a", "b")).shape, res.original.marginal(("a", "b")).shape
@@ -186,24 +187,22 @@ def mwem(
     rounds = len(domain) if rounds is None else _int(rounds, "rounds", where, 1)
     alpha = (0.9 if selection == "marginal" else 0.5) if alpha is None else _alpha(alpha, where)
     if noise == "gaussian":
-        if delta is None:
-            raise ValueError(f"{where}: Gaussian noise gives (epsilon, delta)-DP; pass delta= (e.g. 1e-9), or use noise='laplace'")
-        delta = _real(delta, "delta", where)
-        if not 0 < delta < 1:
-            raise ValueError(f"{where}: delta must be in (0, 1), got {delta!r}")
+        delta = check_positive_delta(delta, where, "; Gaussian noise gives (epsilon, delta)-DP (e.g. delta=1e-9), or use noise='laplace'")
+    else:
+        delta = check_pure_delta(delta, where, " with Laplace noise; pass noise='gaussian' for (epsilon, delta)-DP through zCDP")
     if selection == "query" and not bounded:
         raise ValueError(
             f"{where}: selection='query' measures single counting queries, which do not determine the number of "
             "records; it needs the public total of the replace-one convention (bounded=True), as in the paper's MWEM"
         )
-    if max_model_mb is not None:
-        max_model_mb = _positive(max_model_mb, "max_model_mb", where)
-    pgm_iters = _int(pgm_iters, "pgm_iters", where, 1)
+    max_model_mb = check_model_cap(max_model_mb, where)
+    engine_iters = _int(engine_iters, "engine_iters", where, 1)
     mw_iters = _int(mw_iters, "mw_iters", where, 1)
     original = _bool(original, "original", where)
     max_table_cells = _int(max_table_cells, "max_table_cells", where, 1)
     synthetic = _bool(synthetic, "synthetic", where)
-    options = engine_options(estimate_options, _RESERVED_OPTIONS, where, hint="; use pgm_iters= and bounded= instead")
+    options = check_engine_options(engine_options, _RESERVED_OPTIONS, where, argument="engine_options",
+                             hint="; use engine_iters= and bounded= instead")
     wl = check_workload(workload, domain, where)
 
     cliques: list[Clique] = list(dict.fromkeys(wl.cliques))  # distinct, first-seen order
@@ -215,7 +214,13 @@ def mwem(
     else:
         acc = Accountant(epsilon=epsilon, delta=delta, bounded=bounded)
     queries, em_sens, meas_sens = _selection_sensitivities(acc, wl, selection, domain, bounded, where)
-    budget = mwem_budget(epsilon, rounds, delta=delta, noise=noise, bounded=bounded, alpha=alpha, sensitivity=meas_sens)
+    budget = mwem_budget(epsilon, rounds, delta=delta if noise == "gaussian" else None, noise=noise, bounded=bounded,
+                         alpha=alpha, sensitivity=meas_sens)
+    plan = record_plan(acc, "mwem", [
+        BudgetStep("rounds: select (exponential mechanism)", "exponential",
+                   rounds * budget["em_epsilon" if noise == "laplace" else "em_rho"], rounds, epsilon=budget["em_epsilon"]),
+        BudgetStep("rounds: measure the selection", noise, 0.0, rounds, scale=budget["scale"]),
+    ], epsilon=epsilon, delta=delta)
     if noise == "laplace":
         em_spend = {"epsilon": budget["em_epsilon"]}
         meas_spend = {"epsilon": budget["measure_epsilon"]}
@@ -230,7 +235,7 @@ def mwem(
     keys = jax.random.split(key, 2 * rounds + 1)
     model, measurements, log, engine_seconds = _run_rounds(
         data, acc, keys, cliques, queries, rounds=rounds, max_model_mb=max_model_mb, em_sens=em_sens, meas_sens=meas_sens,
-        em_spend=em_spend, meas_spend=meas_spend, noise=noise, total_known=total_known, pgm_iters=pgm_iters, options=options,
+        em_spend=em_spend, meas_spend=meas_spend, noise=noise, total_known=total_known, engine_iters=engine_iters, options=options,
     )
     pgm_seconds = time.perf_counter() - start
     synth = model.synthetic_data(max(1, int(round(model.total))), keys[-1]) if synthetic else None
@@ -249,7 +254,6 @@ def mwem(
         "alpha": alpha,
         "epsilon": epsilon,
         "delta": delta if noise == "gaussian" else None,
-        "budget": budget,
         "em_sensitivity": em_sens,
         "max_model_mb": max_model_mb,
         "log": log,
@@ -268,4 +272,5 @@ def mwem(
         original=mw_table,
         original_error=mw_error,
         info=info,
+        plan=plan,
     )

@@ -37,12 +37,7 @@ def _broadcast(table: np.ndarray, clique: Clique, attrs: Clique) -> np.ndarray:
 
 def _adjoint(m: Measurement, r: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """``Q^T r`` as a table over the measurement's clique."""
-    if m.kind == "identity":
-        return r.reshape(shape)
-    if m.kind == "dense":
-        return (m.query.T @ r).reshape(shape)
-    rows = tuple(q.shape[0] for q in m.query)
-    return Q.kron_apply(r.reshape(rows), [q.T for q in m.query])
+    return m.linear.transpose(r).reshape(shape)
 
 
 def mw_update(table: np.ndarray, attrs: Sequence[str], measurements: Sequence[Measurement], total: float) -> np.ndarray:

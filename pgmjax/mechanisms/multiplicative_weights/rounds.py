@@ -73,7 +73,7 @@ def _run_rounds(
     meas_spend: Mapping,
     noise: str,
     total_known: float | None,
-    pgm_iters: int,
+    engine_iters: int,
     options: Mapping,
 ) -> tuple:
     """The +PGM arm's ``rounds`` rounds (it drives the selection): ``(model, measurements, log, engine seconds)``.
@@ -106,7 +106,7 @@ def _run_rounds(
         measurements.append(m)
         t0 = time.perf_counter()
         release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
-        model = estimate(domain, measurements, iters=pgm_iters, total=total_known, warm_start=model, **options)
+        model = estimate(domain, measurements, iters=engine_iters, total=total_known, warm_start=model, **options)
         engine_seconds += time.perf_counter() - t0
         log.append(
             {

@@ -45,7 +45,7 @@ Example:
     >>> ranges = QuerySet.ranges(dom, "grade")                  # the paper's Table I: 10 range queries
     >>> training_sensitivity(ranges), training_sensitivity(QuerySet.cells(dom, "grade"))
     (6.0, 1.0)
-    >>> res = mldp(data, 1.0, key=jax.random.key(0), training=ranges, size=4, pgm_iters=200)
+    >>> res = mldp(data, 1.0, key=jax.random.key(0), training=ranges, size=4, engine_iters=200)
     >>> res.info["sensitivity"], res.accountant.spent == 1.0
     (1.0, True)
 """

@@ -21,8 +21,9 @@ from ...privacy import check_bool as _bool
 from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
-from ..options import check_epsilon, engine_options
-from ..result import MechanismResult
+from ..multiplicative_weights import check_workload, hypothetical_model_size
+from ..options import check_engine_options, check_epsilon, check_model_cap, check_pure_delta
+from ..result import BudgetStep, MechanismResult, record_plan
 from .pgm_arm import _RESERVED_OPTIONS, fit_pgm
 from .query_set import QuerySet, _as_queries, _check_domain
 from .regression import _regression_options, fit_regression
@@ -37,6 +38,40 @@ def _coverage(queries: QuerySet) -> float:
         hit += int((np.abs(m).sum(axis=0) > 0).sum())
         cells += queries.domain.size(c)
     return hit / cells
+
+
+#: Training queries built from a workload (every cell of every workload marginal, as dense identity
+#: blocks) must fit in this many matrix entries.
+MAX_TRAINING_ENTRIES = 2**24
+
+
+def workload_training(workload, domain, where: str = "mldp") -> QuerySet:
+    """MLDP's training queries for a marginal workload: every cell of every workload clique (identity blocks).
+
+    Args:
+        workload: a :class:`~pgmjax.Workload` or a list of cliques; None for every 2-way marginal.
+        domain: the data's domain.
+        where: the caller's name, for the messages.
+
+    Returns:
+        A :class:`QuerySet` (ValueError when it would exceed :data:`MAX_TRAINING_ENTRIES` matrix entries).
+
+    Example:
+        >>> import pgmjax as pj
+        >>> len(workload_training([("a", "b")], pj.Domain({"a": 2, "b": 3, "c": 2})))
+        6
+    """
+    wl = check_workload(workload, domain, where)
+    cliques = list(dict.fromkeys(wl.cliques))
+    entries = sum(domain.size(c) ** 2 for c in cliques)
+    if entries > MAX_TRAINING_ENTRIES:
+        big = max(cliques, key=domain.size)
+        raise ValueError(
+            f"{where}: the training queries (every cell of every workload marginal, as dense identity blocks) would hold "
+            f"{entries:,} matrix entries (largest clique {big}: {domain.size(big):,} cells); the limit is "
+            f"{MAX_TRAINING_ENTRIES:,}: use a workload of smaller marginals, or pass training= a QuerySet"
+        )
+    return QuerySet(domain, [(c, np.eye(domain.size(c))) for c in cliques])
 
 
 def _answer_arms(query_sets: Mapping[str, QuerySet | None], pgm, reg) -> dict:
@@ -63,9 +98,14 @@ def _answer_arms(query_sets: Mapping[str, QuerySet | None], pgm, reg) -> dict:
 def mldp(
     data: Dataset,
     epsilon: float,
+    delta: float = 0.0,
     *,
     key,
-    training: QuerySet,
+    workload=None,
+    engine_iters: int = 1000,
+    engine_options: Mapping | None = None,
+    max_model_mb: float | None = None,
+    training: QuerySet | None = None,
     fresh: QuerySet | None = None,
     size: int | None = None,
     bounded: bool = False,
@@ -73,10 +113,8 @@ def mldp(
     ridge: float = 0.0,
     width: float | None = None,
     centers: int | None = None,
-    pgm_iters: int = 1000,
     original: bool = True,
     synthetic: bool = False,
-    estimate_options: Mapping | None = None,
 ) -> MechanismResult:
     """MLDP and MLDP+PGM on the same noisy training answers (Zhu et al. 2017, Algorithm 1).
 
@@ -99,23 +137,29 @@ def mldp(
     Args:
         data: the private :class:`~pgmjax.Dataset`.
         epsilon: the privacy budget (pure ``epsilon``-DP).
+        delta: 0 (the default): MLDP is pure epsilon-DP, any other value is refused.
         key: a ``jax.random`` key; the selection, the noise and the synthetic data follow from it.
+        workload: a marginal workload whose every cell becomes a training query
+            (:func:`workload_training`); used when ``training`` is None (then None means every 2-way
+            marginal). Give one of ``workload`` and ``training``.
+        engine_iters: engine iterations of the +PGM arm.
+        engine_options: more keyword arguments for :func:`pgmjax.estimate` (not ``iters``,
+            ``total``, ``warm_start``).
+        max_model_mb: None (default), or a cap in MB on the model over the training queries'
+            cliques, checked before anything is computed.
         training: the training queries, or (with ``size``) the published queries to choose them from.
         fresh: queries to answer besides the published ones (never measured).
         size: ``m``; None measures every query of ``training``.
         bounded: replace-one neighbours (``N`` public, sensitivity doubled) instead of add/remove-one.
         model: the regression model, ``"linear"`` (default) or ``"gaussian"``.
         ridge, width, centers: regression options (see :func:`fit_regression`).
-        pgm_iters: engine iterations of the +PGM arm.
         original: run the regression arm.
         synthetic: draw ``round(model.total)`` synthetic records from the +PGM model.
-        estimate_options: more keyword arguments for :func:`pgmjax.estimate` (not ``iters``,
-            ``total``, ``warm_start``).
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``original``
         (:class:`RegressionModel`), ``measurements`` (one per clique), ``accountant`` (one Laplace
-        entry, ``spent == epsilon``), ``synthetic`` (or None), and ``info``: ``training`` (the
+        entry, ``spent == epsilon``), ``synthetic`` (or None), ``plan`` (one step) and ``info``: ``training`` (the
         QuerySet), ``training_index`` (positions in ``training`` when selected, else None),
         ``published`` (the QuerySet answered as published), ``size``, ``sensitivity`` (``S_Fx``),
         ``sensitivity_exact`` (False only for the upper bound of :func:`training_sensitivity`),
@@ -131,7 +175,7 @@ def mldp(
         >>> import jax, numpy as np, pgmjax as pj
         >>> dom = pj.Domain({"a": 10, "b": 3})
         >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [10, 3], (1000, 2)), dom)
-        >>> res = mldp(data, 1.0, key=jax.random.key(0), training=QuerySet.subset_sums(dom, "a"), size=10, pgm_iters=200)
+        >>> res = mldp(data, 1.0, key=jax.random.key(0), training=QuerySet.subset_sums(dom, "a"), size=10, engine_iters=200)
         >>> res.info["sensitivity"], len(res.info["training"]), res.info["answers"]["published"]["pgm"].shape
         (1.0, 10, (1023,))
     """
@@ -142,7 +186,12 @@ def mldp(
     if len(data) == 0:
         raise ValueError(f"{where}: the dataset has no records")
     epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
+    check_pure_delta(delta, where)
     _check_key(key, where)
+    if training is None:
+        training = workload_training(workload, data.domain, where)
+    elif workload is not None:
+        raise ValueError(f"{where}: give the training queries as workload= (every cell of its marginals) or as training=, not both")
     training = _as_queries(training, "training", where)
     _check_domain(training, data.domain, where)
     if fresh is not None:
@@ -154,10 +203,15 @@ def mldp(
             raise ValueError(f"{where}: size={size} exceeds the {len(training)} queries of training")
     bounded = _bool(bounded, "bounded", where)
     model, ridge, width, centers = _regression_options(model, ridge, width, centers, where)
-    pgm_iters = _int(pgm_iters, "pgm_iters", where)
+    engine_iters = _int(engine_iters, "engine_iters", where)
     original = _bool(original, "original", where)
     synthetic = _bool(synthetic, "synthetic", where)
-    options = engine_options(estimate_options, _RESERVED_OPTIONS, where, hint="; use pgm_iters= and bounded= instead")
+    options = check_engine_options(engine_options, _RESERVED_OPTIONS, where, hint="; use engine_iters= and bounded= instead")
+    max_model_mb = check_model_cap(max_model_mb, where)
+    if max_model_mb is not None:
+        mb = hypothetical_model_size(data.domain, list(training.cliques))
+        if mb > max_model_mb:
+            raise ValueError(f"{where}: the model over the training queries' cliques takes {mb:.4g} MB, above max_model_mb={max_model_mb:g}")
 
     start = time.perf_counter()
     k_select, k_noise, k_synth = jax.random.split(key, 3)
@@ -173,6 +227,7 @@ def mldp(
 
     # ---- the one private release: Laplace on all training answers at once
     acc = Accountant(epsilon=epsilon, bounded=bounded)
+    plan = record_plan(acc, "mldp", [BudgetStep("training answers", "laplace", epsilon, 1, epsilon=epsilon)], epsilon=epsilon, delta=0.0)
     y = acc.laplace(
         k_noise, training.answer(data), sens, epsilon=REST, integer=training.integer,
         target=f"MLDP: {len(training)} training queries on {list(training.cliques)}",
@@ -188,7 +243,7 @@ def mldp(
     # ---- the +PGM arm: the same answers as measurements
     t0 = time.perf_counter()
     pgm, measurements, total_source = fit_pgm(
-        data.domain, training, y, stddev, total=float(len(data)) if bounded else None, iters=pgm_iters, **options
+        data.domain, training, y, stddev, total=float(len(data)) if bounded else None, iters=engine_iters, **options
     )
     pgm_seconds = time.perf_counter() - t0
     synth = pgm.synthetic_data(max(1, int(round(pgm.total))), k_synth) if synthetic else None
@@ -223,6 +278,7 @@ def mldp(
         original=reg,
         original_error=None if original else "not run (original=False)",
         info=info,
+        plan=plan,
     )
 
 

@@ -13,7 +13,7 @@ from ...fit.estimate import estimate
 from ...privacy import check_count as _int
 from ...privacy import check_positive as _positive
 from ...queries.measurement import Measurement, estimate_total
-from ..options import engine_options
+from ..options import check_engine_options
 from .query_set import QuerySet, _as_queries, _check_domain
 from .regression import _answers, fit_regression
 
@@ -69,7 +69,7 @@ def fit_pgm(
     queries = _as_queries(queries, "queries", where)
     _check_domain(queries, domain, where)
     iters = _int(iters, "iters", where, 0)
-    engine_options(options, _RESERVED_OPTIONS, where, argument="options")
+    check_engine_options(options, _RESERVED_OPTIONS, where, argument="options")
     measurements = pgm_measurements(queries, answers, stddev)
     if total is not None:
         total, source = _positive(total, "total", where), "given"

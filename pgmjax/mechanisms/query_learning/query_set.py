@@ -18,6 +18,7 @@ from ...data.domain import Clique, CliqueLike, Domain
 from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
 from ...queries import factors as Q
+from ...queries.linear import LinearQuery
 
 _MAX_ROWS = 1 << 22  # refuse to build query sets larger than this (a dense row per query)
 
@@ -236,7 +237,7 @@ class QuerySet:
             raise TypeError(f"QuerySet.answer: cannot answer queries on {type(source).__name__}; give a Dataset or a model")
         _check_domain(self, source.domain, "QuerySet.answer")
         tables = dict(zip(self.cliques, source.marginals(list(self.cliques))))
-        return np.concatenate([m @ np.asarray(tables[c], np.float64).reshape(-1) for c, m in self.blocks])
+        return np.concatenate([LinearQuery.from_matrix(m).apply(tables[c]) for c, m in self.blocks])
 
     def dense(self) -> tuple[np.ndarray, list[tuple[Clique, int]]]:
         """All rows side by side over the concatenated cells of the distinct cliques: ``(matrix, [(clique, cells)])``."""

@@ -16,6 +16,7 @@ from ...data.domain import Clique, CliqueLike, Domain
 from ...privacy import check_count as _int
 from ...privacy import check_nonnegative as _nonnegative
 from ...privacy import check_positive as _positive
+from ...queries.linear import LinearQuery
 from ..estimates import CliqueTables
 from .query_set import QuerySet, _as_queries, _check_domain
 
@@ -80,7 +81,7 @@ class RegressionModel:
                     table = self._tables.marginal(clique)
                 except ValueError:
                     raise self._no_model(clique) from None
-                out.append(m @ table.reshape(-1))
+                out.append(LinearQuery.from_matrix(m).apply(table))
             else:
                 if clique not in self.params:
                     raise self._no_model(clique)

@@ -16,6 +16,7 @@ import numpy as np
 from ...data.domain import Clique, Domain
 from ...privacy import check_bool as _bool
 from ...privacy import l1_sensitivity
+from ...queries.linear import LinearQuery
 from ..dual_query import max_sum_ve
 from .query_set import QuerySet, _as_queries
 
@@ -68,7 +69,7 @@ def _sensitivity(queries: QuerySet) -> tuple[float, bool]:
         ((matrix, _),) = groups.values()
         return l1_sensitivity(matrix), True
     domain = queries.domain
-    factors = [(c, np.abs(m).sum(axis=0).reshape(domain.shape_of(c))) for c, (m, _) in groups.items()]
+    factors = [(c, LinearQuery.from_matrix(m).column_norms(1).reshape(domain.shape_of(c))) for c, (m, _) in groups.items()]
     upper = math.fsum(float(t.max()) for _, t in factors)
     if all(t.max() == t.min() for _, t in factors):
         return upper, True

@@ -1,0 +1,144 @@
+"""The front-end's call from ``pgmjax run``'s options, derived from the registry and the function's signature.
+
+Every front-end has the common parameters (:data:`pgmjax.mechanisms.options.COMMON_PARAMETERS`); each
+has one command-line flag (:data:`COMMON_FLAGS`), the same for every mechanism. ``--option KEY=VALUE``
+sets the front-end's own keyword-only options (:func:`pgmjax.mechanisms.registry.own_options`), checked
+against its signature before anything is read.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from ..mechanisms import registry
+from ..mechanisms.options import DEFAULT_DELTA
+from .errors import UserError
+
+#: The command-line flag of each common parameter (``data`` is ``--data``, ``epsilon`` ``--epsilon``; ``key``
+#: comes from ``--seed``).
+COMMON_FLAGS = {
+    "data": "--data",
+    "epsilon": "--epsilon",
+    "delta": "--delta",
+    "key": "--seed",
+    "workload": "--workload",
+    "engine_iters": "--engine-iters",
+    "engine_options": "--engine-option",
+    "max_model_mb": "--max-model-mb",
+}
+#: Command-line names that stand for a registry name.
+ALIASES = {"rr": "rr_synthetic"}
+
+
+def mechanism_name(name: str) -> str:
+    """The registry name of ``--mechanism NAME`` (``rr`` is ``rr_synthetic``)."""
+    return ALIASES.get(name, name)
+
+
+def _delta(entry: registry.Mechanism, delta, options: dict, notes: list) -> dict:
+    """The ``delta`` keyword for the front-end, or a UserError when the guarantee takes none."""
+    if entry.privacy == "pure" or (entry.privacy == "noise" and options.get("noise", "laplace") != "gaussian"):
+        if delta is not None:
+            how = "; add --option noise=gaussian for (eps, delta)-DP via zCDP" if entry.privacy == "noise" else ""
+            raise UserError(f"{entry.name} is pure eps-DP (delta = 0) here: drop --delta{how}")
+        return {}
+    if delta is None:
+        if entry.privacy != "zcdp":
+            notes.append(f"no delta given: {entry.name} uses delta={DEFAULT_DELTA:g}")
+        return {"delta": DEFAULT_DELTA}
+    return {"delta": delta}
+
+
+def front_end_call(args, options: dict, engine_options: dict) -> tuple[registry.Mechanism, dict, list[str]]:
+    """The front-end and its keyword arguments (everything but ``data``, ``key`` and ``workload``), nothing run.
+
+    Args:
+        args: the parsed ``pgmjax run`` arguments (``mechanism``, ``epsilon``, ``delta``, ``engine_iters``,
+            ``max_model_mb``, ``rounds``, ``records``).
+        options: the ``--option`` values (the front-end's own options).
+        engine_options: the ``--engine-option`` values.
+
+    Returns:
+        ``(registry entry, keyword arguments, notes for the user)``.
+
+    Raises:
+        UserError: an unknown mechanism or option, a common option given as ``--option``, a delta for a
+            pure-DP run, ``--rounds`` for a front-end without rounds.
+    """
+    try:
+        entry = registry.get(mechanism_name(args.mechanism))
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    own = registry.own_options(entry.name)
+    common = sorted(set(options) & set(COMMON_FLAGS))
+    if common:
+        raise UserError(f"{entry.name}: {common} are common options: use {', '.join(COMMON_FLAGS[c] for c in common)}")
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    unknown = sorted(k for k in options if k not in own or own[k].kind in variadic)
+    if unknown:
+        raise UserError(f"{entry.name}: unknown options {unknown}; its own options are: {', '.join(own)}")
+    notes: list[str] = []
+    kwargs = dict(_delta(entry, args.delta, options, notes))
+    kwargs["epsilon"] = args.epsilon
+    if args.engine_iters is not None:
+        kwargs["engine_iters"] = args.engine_iters
+    if args.max_model_mb is not None:
+        kwargs["max_model_mb"] = args.max_model_mb
+    if engine_options:
+        kwargs["engine_options"] = dict(engine_options)
+    if args.rounds is not None:
+        if "rounds" not in own:
+            raise UserError(f"{entry.name} has no rounds (it sets its own schedule): drop --rounds")
+        if "rounds" in options:
+            raise UserError(f"{entry.name}: give the rounds once (--rounds or --option rounds=)")
+        kwargs["rounds"] = args.rounds
+    if args.records is not None and "rows" in own:
+        kwargs["rows"] = args.records
+    for k, v in entry.cli_defaults.items():
+        kwargs.setdefault(k, v)
+    kwargs.update(options)
+    return entry, kwargs, notes
+
+
+def with_progress(entry: registry.Mechanism, kwargs: dict, engine_callback, step_callback) -> dict:
+    """``kwargs`` with the engine's per-chunk callback in ``engine_options`` and, where the front-end has a
+    ``progress`` option, the per-step callback."""
+    out = dict(kwargs)
+    merged = dict(out.get("engine_options") or {})
+    user = merged.get("callback")
+    if user is None:
+        merged["callback"] = engine_callback
+    else:
+        def both(info, _a=engine_callback, _b=user):
+            _a(info)
+            return _b(info)
+
+        merged["callback"] = both
+    out["engine_options"] = merged
+    if "progress" in registry.own_options(entry.name) and "progress" not in out:
+        out["progress"] = step_callback
+    return out
+
+
+def expected_iterations(entry: registry.Mechanism, kwargs: dict, domain) -> int | None:
+    """Engine iterations the run will make where the schedule is fixed in advance (the bar's total), else None."""
+    params = inspect.signature(entry.function).parameters
+
+    def value(name):
+        if name in kwargs:
+            return kwargs[name]
+        p = params.get(name)
+        return None if p is None or p.default is p.empty else p.default
+
+    iters = value("engine_iters")
+    if not isinstance(iters, int):
+        return None
+    if entry.name == "mwem":  # one fit per round
+        rounds = value("rounds")
+        return iters * (rounds if isinstance(rounds, int) else len(domain))
+    if entry.name == "mst":  # the one-way fit for the selection, then the final fit
+        select = value("select_iters")
+        return iters + (select if isinstance(select, int) else min(2500, iters))
+    if entry.name == "aim":  # the number of rounds depends on the annealing
+        return None
+    return iters  # one fit
