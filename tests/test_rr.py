@@ -174,7 +174,7 @@ def test_whole_row_companion_is_the_papers_formula(rng):
     assert rel.marginal(("a", "b", "c")) == pytest.approx((kappa * h - 40) / (math.exp(eps) - 1), abs=1e-9)
 
 
-def test_spec_marginal_variance_formula():
+def test_marginal_variance_formula_lemma_2():
     """[WYZ] Section IV, eq. 17-20 and Lemma 2 (histogram form):
     Var x^_C[c] = [x_c pi1 (1 - pi1) + (n - x_c) pi0 (1 - pi0)] / lam^2 with the true counts."""
     dom = pj.Domain({"a": 3, "b": 4})

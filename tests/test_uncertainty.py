@@ -277,7 +277,7 @@ def test_bad_input(toy):
 
 
 def test_u3_coverage_on_the_toy():
-    """U3 with R = 1000 noise draws (the spec's 4000 take minutes here); gate +-3 SE of 0.9 at R = 1000."""
+    """U3 with R = 1000 noise draws (4000 draws take minutes here); gate +-3 SE of 0.9 at R = 1000."""
     dom, _ = chain_toy()
     mu_ab = np.array([[300.0, 200], [100, 400]])
     mu_bc = np.array([[320.0, 80], [150, 450]])  # p(b) p(c | b) n
