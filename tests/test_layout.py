@@ -8,7 +8,7 @@ whether or not a test imports it:
   and are reported apart (:func:`function_level_cycles`), not checked;
 * no module is over 600 lines, apart from the oversized ones listed in ``OVERSIZED`` with today's
   length as a ceiling;
-* no module outside :mod:`pgmjax.privacy` imports a ``_``-prefixed name from it, and the privacy
+* no module imports another package's ``_``-prefixed name, and the privacy
   package itself imports nothing upward (the mechanisms, the CLI, the fitting engine);
 * the privacy submodules' docstring examples run, each in its own module's namespace.
 """
@@ -225,15 +225,43 @@ def test_privacy_imports_only_downward(edges):
         assert not any(m.startswith("pgmjax.privacy") for m in cycle), sorted(cycle)
 
 
-def test_no_private_name_imported_from_privacy(edges):
-    bad = [
+def _package_of(module: str, files) -> str:
+    """The package a module belongs to: itself for a package's ``__init__``, else its parent."""
+    return module if files[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def private_imports(files, edges) -> list[tuple[str, str, str]]:
+    """``(importer, imported, name)`` for every ``_``-prefixed name imported from another package."""
+    return sorted({
         (a, b, n)
         for a, b, _, names in edges
-        if b.startswith("pgmjax.privacy") and not a.startswith("pgmjax.privacy")
+        if _package_of(a, files) != _package_of(b, files)
         for n in names
-        if n.startswith("_")
-    ]
-    assert not bad, f"private privacy helpers imported from outside the package: {bad}"
+        if n.startswith("_") and not n.startswith("__")
+    })
+
+
+def test_no_private_name_imported_from_another_package(edges):
+    """A ``_``-prefixed name is private to its package (``pgmjax.fit``, ``pgmjax.mechanisms.dual_query``, ...):
+    modules of the same package may share it, no other package may import it."""
+    bad = private_imports(module_files(), edges)
+    assert not bad, f"private names imported from another package: {bad}"
+
+
+def test_private_import_check_finds_a_violation(tmp_path):
+    """On a made-up package: a sibling module's private name is allowed, another package's is reported."""
+    for rel, text in {
+        "p/__init__.py": "", "p/a/__init__.py": "", "p/b/__init__.py": "",
+        "p/a/m.py": "from ..b.n import _secret, public\nfrom .k import _shared\n",
+        "p/a/k.py": "_shared = 1\n", "p/b/n.py": "_secret = public = 1\n",
+    }.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    files = {}
+    for path in sorted((tmp_path / "p").rglob("*.py")):
+        parts = list(path.relative_to(tmp_path).with_suffix("").parts)
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    assert private_imports(files, import_edges(files)) == [("p.a.m", "p.b.n", "_secret")]
 
 
 def test_module_sizes():
