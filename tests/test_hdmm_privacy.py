@@ -16,6 +16,7 @@ import pathlib
 import jax
 import numpy as np
 import pytest
+from test_noise_through_privacy import dotted as _dotted
 
 import pgmjax as pj
 from pgmjax.mechanisms import matrix_mechanism as mm
@@ -135,16 +136,6 @@ SAMPLERS = {
 }
 #: Accountant methods that draw noise.
 DRAWS = {"measure", "measure_many", "laplace", "gaussian", "exponential", "exponential_parallel", "randomized_response"}
-
-
-def _dotted(node) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def _modules():

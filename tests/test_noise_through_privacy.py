@@ -48,7 +48,8 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
 }
 
 
-def _dotted(node) -> str:
+def dotted(node) -> str:
+    """``a.b.c`` for an attribute chain ``a.b.c`` (a call's function), ``""`` if it does not start at a name."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -65,12 +66,12 @@ def samplers_called(source: str) -> set[str]:
     tree = ast.parse(source)
     generators = {"rng"}  # the name every module gives a Generator it is passed
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _dotted(node.value.func).endswith("default_rng"):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and dotted(node.value.func).endswith("default_rng"):
             generators |= {t.id for t in node.targets if isinstance(t, ast.Name)}
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            name = _dotted(node.func)
+            name = dotted(node.func)
             head, _, leaf = name.rpartition(".")
             if name.endswith("default_rng"):
                 found.add("default_rng")

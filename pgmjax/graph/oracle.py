@@ -84,6 +84,17 @@ def _offset(msgs, real) -> jax.Array:
     return total
 
 
+def _run_potentials(plan: OraclePlan, r: int, theta: dict) -> tuple[list, list]:
+    """Run ``r``'s potentials per class (padding at -inf) and which of its slots hold a clique."""
+    pot, real = [], []
+    for x in range(len(plan.runs[r].classes)):
+        key = f"r{r:03d}x{x:02d}"
+        mask = plan.arrays[f"{key}_mask"].astype(theta[key].dtype)
+        pot.append(_potentials(plan, key, theta[key], mask))
+        real.append(mask == 0)
+    return pot, real
+
+
 def _beliefs(potentials: list, received: dict) -> list:
     """Potentials plus every message received, per class (messages broadcast over the clique)."""
     out = list(potentials)
@@ -110,12 +121,7 @@ def log_partition(plan: OraclePlan, theta: dict) -> jax.Array:
         return out, _offset([raw[x] for x in sorted(raw)], [real[x] for x in sorted(raw)])
 
     for r, run in enumerate(plan.runs):
-        pot, real = [], []
-        for x in range(len(run.classes)):
-            key = f"r{r:03d}x{x:02d}"
-            mask = plan.arrays[f"{key}_mask"].astype(theta[key].dtype)
-            pot.append(_potentials(plan, key, theta[key], mask))
-            real.append(mask == 0)
+        pot, real = _run_potentials(plan, r, theta)
         inner_pairs, outer_pairs, inner_direct, outer_direct = static_pairs[r]
         beliefs = _beliefs([p[0] for p in pot], received)
         if run.num_levels > 1:
@@ -257,12 +263,7 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
     offset = 0.0  # the shifts taken off the messages (see _shift): log Z = logsumexp(root) + offset
     for r, run in enumerate(runs):
         n = run.num_levels
-        pot, real = [], []
-        for x in range(len(run.classes)):
-            key = f"r{r:03d}x{x:02d}"
-            mask = plan.arrays[f"{key}_mask"].astype(theta[key].dtype)
-            pot.append(_potentials(plan, key, theta[key], mask))
-            real.append(mask == 0)
+        pot, real = _run_potentials(plan, r, theta)
         inner_pairs, outer_pairs, inner_direct, outer_direct = static_pairs[r]
         beliefs = _beliefs([p[0] for p in pot], received)
         parts: list[dict] = []  # raw messages, per level block

@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from ..privacy import check_delta, check_real
+
 # The largest epsilon a front-end accepts. Beyond it the noise is far below one count (scale 1e-9 at
 # sensitivity 1), so answers are the data's own to float precision; far beyond it the arithmetic of the
 # calibrations breaks down (at 1e300: noise variances 2 / eps^2 underflow to 0, e^eps overflows).
@@ -91,12 +93,6 @@ COMMON_PARAMETERS = ("data", "epsilon", "delta", "key", "workload", "engine_iter
 DEFAULT_DELTA = 1e-9
 
 
-def _number(value, name: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
-        raise TypeError(f"{where}: {name} must be a number, got {value!r}")
-    return float(value)
-
-
 def check_pure_delta(delta, where: str, why: str = "") -> float:
     """``0.0``, or a ValueError: a pure-DP front-end takes ``delta=0`` (its default) and nothing else.
 
@@ -116,7 +112,7 @@ def check_pure_delta(delta, where: str, why: str = "") -> float:
         ...
         ValueError: privbayes: pure epsilon-DP (delta = 0) takes delta=0 (the default), got delta=1e-09
     """
-    d = _number(delta, "delta", where)
+    d = check_real(delta, "delta", where)
     if d != 0.0:
         raise ValueError(f"{where}: pure epsilon-DP (delta = 0) takes delta=0 (the default), got delta={delta!r}{why}")
     return 0.0
@@ -129,10 +125,10 @@ def check_positive_delta(delta, where: str, why: str = "") -> float:
         >>> check_positive_delta(1e-9, "mst")
         1e-09
     """
-    d = _number(delta, "delta", where)
-    if not 0.0 < d < 1.0:
-        raise ValueError(f"{where}: delta must be in (0, 1) for an (epsilon, delta) guarantee, got {delta!r}{why}")
-    return d
+    try:
+        return check_delta(delta, where)
+    except ValueError as e:
+        raise ValueError(f"{e}{why}") from None
 
 
 def refuse_option(value, name: str, where: str, why: str) -> None:
@@ -161,7 +157,7 @@ def check_model_cap(max_model_mb, where: str) -> float | None:
     """
     if max_model_mb is None:
         return None
-    x = _number(max_model_mb, "max_model_mb", where)
+    x = check_real(max_model_mb, "max_model_mb", where)
     if not (x > 0 and math.isfinite(x)):
         raise ValueError(f"{where}: max_model_mb must be positive and finite (or None for no cap), got {max_model_mb!r}")
     return x
