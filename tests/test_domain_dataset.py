@@ -118,7 +118,7 @@ def test_from_csv_roundtrip_gzip_and_errors(tmp_path, rng):
         pj.Dataset.from_csv(tmp_path / "nope.csv", dom_path)
     bad = tmp_path / "bad-domain.json"
     bad.write_text('{"x": 3, "x": 2}')
-    with pytest.raises(ValueError, match=r"duplicate attribute names in domain file: \['x'\]"):
+    with pytest.raises(ValueError, match=r"duplicate attribute names in domain file .*: \['x'\]"):
         pj.Dataset.from_csv(csv, bad)
     dup = tmp_path / "dup.csv"
     dup.write_text("x,y,x\n0,1,0\n")

@@ -69,20 +69,18 @@ def csv_header(path: str) -> list[str]:
 
 def load_integer_data(args, say):
     """``--data`` + ``--domain``: an integer-coded table."""
-    import json
 
     import pandas as pd
 
     import pgmjax as pj
 
+    from ..data.dataset import read_json_file
+
     try:
-        with open(args.domain) as f:
-            raw = json.load(f)
+        raw = read_json_file(args.domain, "domain file", "attribute names", UserError)
         if not isinstance(raw, dict):
             raise UserError(f"domain file {args.domain} must hold a JSON object attribute -> number of values")
         domain = pj.Domain(raw)
-    except json.JSONDecodeError as e:
-        raise UserError(f"domain file {args.domain} is not valid JSON: {e}") from None
     except (TypeError, ValueError) as e:
         raise UserError(f"domain file {args.domain}: {e}") from None
     extra = check_columns(csv_header(args.data), domain.attributes, args.data, "domain file", args.ignore_extra_columns)
@@ -127,7 +125,6 @@ def load_raw_data(args, say):
 
 def parse_workload(spec: str | None, domain):
     """``all-Kway`` or a JSON file of cliques -> (Workload, label); None -> (None, None)."""
-    import json
     import os
     import re
 
@@ -143,11 +140,9 @@ def parse_workload(spec: str | None, domain):
         return pj.Workload.all_kway(domain, k), f"all {k}-way marginals"
     if not os.path.exists(spec):
         raise UserError(f"--workload: expected all-2way, all-3way (any all-Kway) or a JSON file of cliques; file not found: {spec}")
-    try:
-        with open(spec) as f:
-            raw = json.load(f)
-    except json.JSONDecodeError as e:
-        raise UserError(f"workload file {spec} is not valid JSON: {e}") from None
+    from ..data.dataset import read_json_file
+
+    raw = read_json_file(spec, "workload file", "keys", UserError)
     if isinstance(raw, dict) and "cliques" in raw:
         raw = raw["cliques"]
     if not isinstance(raw, list) or not raw or not all(

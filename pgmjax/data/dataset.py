@@ -109,13 +109,7 @@ class Dataset:
         if isinstance(domain_path, (Domain, dict)):
             domain = domain_path if isinstance(domain_path, Domain) else Domain(domain_path)
         else:
-            if not os.path.exists(domain_path):
-                raise FileNotFoundError(f"domain file not found: {domain_path}")
-            with open(domain_path) as f:
-                try:
-                    raw = json.load(f, object_pairs_hook=_reject_duplicate_keys)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"domain file {domain_path} is not valid JSON: {e}") from None
+            raw = read_json_file(domain_path, "domain file", "attribute names")
             if not isinstance(raw, dict):
                 raise ValueError(f"domain file {domain_path} must hold a JSON object attribute -> size")
             domain = Domain(raw)
@@ -206,12 +200,33 @@ def _open_text(path):
     return gzip.open(path, "rt") if str(path).endswith(".gz") else open(path, newline="")
 
 
-def _reject_duplicate_keys(pairs):
-    keys = [k for k, _ in pairs]
-    dups = sorted({k for k in keys if keys.count(k) > 1})
-    if dups:
-        raise ValueError(f"duplicate attribute names in domain file: {dups}")
-    return dict(pairs)
+def read_json_file(path, what: str, keys: str, error: type[Exception] = ValueError):
+    """The JSON in ``path``, refusing what a plain ``json.load`` would let through silently.
+
+    Args:
+        path: the file.
+        what: what the file is, for messages (``"domain file"``).
+        keys: what its object keys name, for the duplicate-key message (``"attribute names"``).
+        error: the exception raised for invalid JSON or a key given twice (``json.load`` keeps the last).
+
+    Raises:
+        FileNotFoundError: no such file.
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{what} not found: {path}")
+
+    def unique(pairs):
+        names = [k for k, _ in pairs]
+        dups = sorted({k for k in names if names.count(k) > 1})
+        if dups:
+            raise error(f"duplicate {keys} in {what} {path}: {dups}")
+        return dict(pairs)
+
+    with open(path) as f:
+        try:
+            return json.load(f, object_pairs_hook=unique)
+        except json.JSONDecodeError as e:
+            raise error(f"{what} {path} is not valid JSON: {e}") from None
 
 
 def _validated_records(data, domain: Domain) -> np.ndarray:

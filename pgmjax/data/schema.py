@@ -59,7 +59,7 @@ import jax
 import numpy as np
 import pandas as pd
 
-from .dataset import Dataset, unreadable_csv
+from .dataset import Dataset, read_json_file, unreadable_csv
 from .domain import Domain
 from .schema_columns import (
     DECODE_METHODS,
@@ -244,13 +244,7 @@ def load_schema(path: str | os.PathLike, *, decode: str | None = None) -> Schema
         SchemaError: not valid JSON, duplicate column names, or a bad column spec.
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"schema file not found: {path}")
-    with open(path) as f:
-        try:
-            raw = json.load(f, object_pairs_hook=_reject_duplicates)
-        except json.JSONDecodeError as e:
-            raise SchemaError(f"schema file {path} is not valid JSON: {e}") from None
+    raw = read_json_file(path, "schema file", "column names", SchemaError)
     return Schema.from_dict(raw, decode=decode, where=f"schema file {path}")
 
 
@@ -372,14 +366,6 @@ def dumps(spec: Mapping) -> str:
     """A schema dict as JSON text with one line per column (easy to review and edit)."""
     lines = [f"  {json.dumps(str(k))}: {json.dumps(v)}" for k, v in spec.items()]
     return "{\n" + ",\n".join(lines) + "\n}"
-
-
-def _reject_duplicates(pairs):
-    keys = [k for k, _ in pairs]
-    dup = sorted({k for k in keys if keys.count(k) > 1})
-    if dup:
-        raise SchemaError(f"duplicate column names in the schema: {dup}")
-    return dict(pairs)
 
 
 def _header(path: str) -> list[str]:

@@ -17,8 +17,8 @@ from . import inference
 from ..graph import oracle
 from ..queries import factors as queries_mod
 from ..compiler import jit
-from ..data.domain import Clique, CliqueLike, Domain
-from .graphical_model import GraphicalModel, _evidence_query
+from ..data.domain import Clique, CliqueLike
+from .graphical_model import GraphicalModel, ModelStructure, _evidence_query
 
 
 # --------------------------------------------------------------------------- the batched model
@@ -37,7 +37,7 @@ def _answers_batched_impl(plans, used, plan, blocks, matrices, totals):
 _answers_batched = jit(_answers_batched_impl, static_argnums=(0, 1))
 
 
-class BatchedModel:
+class BatchedModel(ModelStructure):
     """B fitted graphical models of one structure (one junction tree), potentials stacked on a leading axis.
 
     Args:
@@ -65,17 +65,6 @@ class BatchedModel:
     def __len__(self) -> int:
         return self.total.shape[0]
 
-    @property
-    def domain(self) -> Domain:
-        return self.plan.domain
-
-    @property
-    def cliques(self) -> tuple[Clique, ...]:
-        return self.plan.cliques
-
-    @property
-    def dtype(self):
-        return jax.tree_util.tree_leaves(self.theta)[0].dtype
 
     @property
     def _marginal_blocks(self) -> dict:

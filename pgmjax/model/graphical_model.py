@@ -16,7 +16,30 @@ from ..queries import factors as queries_mod
 from . import inference, sampling
 
 
-class GraphicalModel:
+class ModelStructure:
+    """What a model (or a batch of models) reads off its plan and potentials: domain, cliques, tree, dtype."""
+
+    plan: oracle.OraclePlan
+    theta: dict
+
+    @property
+    def domain(self) -> Domain:
+        return self.plan.domain
+
+    @property
+    def cliques(self) -> tuple[Clique, ...]:
+        return self.plan.cliques
+
+    @property
+    def junction_tree(self):
+        return self.plan.tree
+
+    @property
+    def dtype(self):
+        return jax.tree_util.tree_leaves(self.theta)[0].dtype
+
+
+class GraphicalModel(ModelStructure):
     """The distribution ``p(x) ∝ exp(sum_c theta_c(x_c))`` scaled to ``total`` records.
 
     Args:
@@ -47,21 +70,6 @@ class GraphicalModel:
         self._blocks = marginals
         self._checked: tuple | None = None  # (theta, total, marginals) last found consistent by check()
 
-    @property
-    def domain(self) -> Domain:
-        return self.plan.domain
-
-    @property
-    def cliques(self) -> tuple[Clique, ...]:
-        return self.plan.cliques
-
-    @property
-    def junction_tree(self):
-        return self.plan.tree
-
-    @property
-    def dtype(self):
-        return jax.tree_util.tree_leaves(self.theta)[0].dtype
 
     @functools.cached_property
     def potentials(self) -> dict[Clique, jax.Array]:
