@@ -20,7 +20,6 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 
 import numpy as np
 

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...data.domain import Clique, Domain
-from ...queries import factors as Q
 from ...queries.measurement import Measurement
 from ..estimates import FactoredTable
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
 
 from ...data.domain import Clique, Domain
 from ...privacy import check_bool as _bool
