@@ -38,3 +38,36 @@ def cpu_model() -> str:
             return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         return ""
+
+
+def run_record(script: str, argv=None, backend: bool = True, **versions) -> dict:
+    """What a results file records about its run: machine, versions, date (UTC), commit and the command.
+
+    Args:
+        script: the script's file name under ``bench/``.
+        argv: its arguments (default ``sys.argv[1:]``).
+        backend: also record JAX's backend.
+        versions: further package versions, e.g. ``scipy=scipy.__version__``.
+    """
+    import datetime
+    import os
+    import platform
+    import subprocess
+    import sys
+
+    import jax
+    import numpy as np
+
+    machine = {"cpu": cpu_model(), "cores": os.cpu_count()}
+    if backend:
+        machine["backend"] = jax.default_backend()
+    machine["load_average_at_end"] = os.getloadavg()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    return {
+        "machine": machine,
+        "versions": {"python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__, **versions},
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit,
+        "command": f"python bench/{script} " + " ".join(sys.argv[1:] if argv is None else argv),
+    }

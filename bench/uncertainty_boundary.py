@@ -33,11 +33,8 @@ Writes bench/results/uncertainty_boundary_{uncompressed,compressed}[_TAG].{json,
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 
@@ -52,7 +49,7 @@ from pgmjax.uncertainty.bootstrap import draw_answers, refit  # noqa: E402
 from pgmjax.uncertainty.simulate import predictions_batch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from benchutil import cpu_model  # noqa: E402
+from benchutil import run_record  # noqa: E402
 from uncertainty_coverage import compressed_design, design, junction_tree_product, queries  # noqa: E402
 
 GROUPS = ("measured pair cell", "unmeasured pair cell", "range query")
@@ -150,14 +147,8 @@ def main(argv=None):
     w0 = np.array(next(iter(summary.values()))["width90"])
     for k in summary:
         summary[k]["0.9"]["width_over_basic"] = (np.array(summary[k]["width90"]) / w0).tolist()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=os.path.dirname(__file__)).stdout.strip()
     out = {
-        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "backend": jax.default_backend(),
-                    "load_average_at_end": os.getloadavg()},
-        "versions": {"python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__},
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit, "command": "python bench/uncertainty_boundary.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        **run_record("uncertainty_boundary.py", argv),
         "R": args.R, "B": args.B, "compress": args.compress, "kinds": kinds, "truth": tv.tolist(),
         "bias_over_sd": ((est.mean(0) - tv) / sd).tolist(), "sd": sd.tolist(),
         "summary": summary, "seconds": timings,

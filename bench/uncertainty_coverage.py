@@ -23,11 +23,8 @@ Writes bench/results/uncertainty_coverage_cpu.{json,md,png} (``--compress``: unc
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 
@@ -46,7 +43,7 @@ from pgmjax.uncertainty.bootstrap import draw_answers, refit, renoise  # noqa: E
 from pgmjax.uncertainty.simulate import simulate_coverage  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from benchutil import cpu_model  # noqa: E402
+from benchutil import run_record  # noqa: E402
 
 LEVELS = (0.5, 0.8, 0.9, 0.95)
 
@@ -252,13 +249,7 @@ def main(argv=None):
         return {str(lv): [first(r) for r in res.rate(method, lv)] for lv in LEVELS}
 
     out = {
-        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "backend": jax.default_backend(),
-                    "load_average_at_end": os.getloadavg()},
-        "versions": {"python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__},
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                 cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip(),
-        "command": "python bench/uncertainty_coverage.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        **run_record("uncertainty_coverage.py", argv),
         "design": {"sigma": args.sigma, "edges": edges, "measurements": len(ms), "rows": int(sum(m.rows for m in ms)),
                    "zero_cells": int(sum(np.sum(np.asarray(mu) == 0) for mu in means)), "R": args.R, "B": args.B,
                    "fit_method": "qp", "dtype": "float64", "compression": compression},

@@ -23,11 +23,8 @@ Writes bench/results/uncertainty_l1_lp_cpu.{json,md}.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 
@@ -38,7 +35,7 @@ from scipy.optimize import linprog
 from scipy.sparse import csr_matrix, hstack, vstack, identity
 
 sys.path.insert(0, os.path.dirname(__file__))
-from benchutil import cpu_model  # noqa: E402
+from benchutil import run_record  # noqa: E402
 from uncertainty_u4 import EDGES, u4_design  # noqa: E402
 
 from pgmjax.queries.measurement import total_rule  # noqa: E402
@@ -136,14 +133,8 @@ def main(argv=None):
             lo = linprog(obj, A_ub=aub2, b_ub=bub2, A_eq=aeq_full, b_eq=beq, bounds=(0, None), method="highs")
             hi = linprog(-obj, A_ub=aub2, b_ub=bub2, A_eq=aeq_full, b_eq=beq, bounds=(0, None), method="highs")
             widths[r, j] = (-hi.fun - lo.fun) / sigma
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=os.path.dirname(__file__)).stdout.strip()
     out = {
-        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "load_average_at_end": os.getloadavg()},
-        "versions": {"python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__,
-                     "scipy": scipy.__version__},
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit, "command": "python bench/uncertainty_l1_lp.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        **run_record("uncertainty_l1_lp.py", argv, backend=False, scipy=scipy.__version__),
         "R": args.R, "sigma": sigma, "statuses": statuses,
         "targets": [{"index": i, "kind": kinds[i]} for i, _ in lin],
         "width_over_sigma": widths.tolist(),

@@ -11,11 +11,8 @@ Writes bench/results/uncertainty_u4_levels_cpu.{json,md,png}.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 
@@ -25,7 +22,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 sys.path.insert(0, os.path.dirname(__file__))
-from benchutil import cpu_model  # noqa: E402
+from benchutil import run_record  # noqa: E402
 from uncertainty_u4 import u4_design  # noqa: E402
 
 from pgmjax.uncertainty.simulate import simulate_coverage  # noqa: E402
@@ -57,14 +54,8 @@ def main(argv=None):
         res[config]["seconds"] = {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0, **cov.seconds}
         print(config, {m: {lv: np.mean(np.array(v)[gated]) for lv, v in by.items()} for m, by in res[config].items()
                        if m in cov.covered}, flush=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=os.path.dirname(__file__)).stdout.strip()
     out = {
-        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "backend": jax.default_backend(),
-                    "load_average_at_end": os.getloadavg()},
-        "versions": {"python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__},
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
-        "command": "python bench/uncertainty_u4_levels.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        **run_record("uncertainty_u4_levels.py", argv),
         "R": args.R, "B": args.B, "kinds": kinds, "results": res,
         "seconds": {"wall": time.perf_counter() - t_all, "cpu": time.process_time() - c_all},
     }
