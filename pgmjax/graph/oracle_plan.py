@@ -140,8 +140,8 @@ class OraclePlan:
 
     def clique_class(self, j: int) -> CliqueClass:
         """The class of junction-tree clique ``j``."""
-        key = self.locations[j][0]
-        return self.runs[int(key[1:4])].classes[int(key[5:7])]
+        run, klass = self.locations[j][0][1:].split("x")  # the unit key "r<run>x<class>"
+        return self.runs[int(run)].classes[int(klass)]
 
     def layout(self, j: int) -> Clique:
         """Junction-tree clique ``j``'s attributes in the order its table's axes are stored in the blocks
