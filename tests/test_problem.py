@@ -81,3 +81,39 @@ def test_callable_loss_predicts_the_marginals_themselves():
     assert custom.predict(mu) is mu
     g = jax.grad(custom.loss_of_predictions)(mu)
     assert custom.pull_back(g, mu) is g
+
+
+def test_mirror_descent_carrying_its_marginals_is_the_same_fit():
+    """``MirrorDescent(carry_marginals=True)`` (the trial's marginals carried, no oracle call in ``tidy``) takes
+    the same steps as the default and ends with the marginals of its potentials."""
+    from pgmjax.fit import estimation
+
+    problem, _ = _problem("l2")
+    theta = problem.plan.zeros(jnp.float64)
+    runs = {}
+    for carry in (False, True):
+        est = estimation.MirrorDescent(carry_marginals=carry)
+        _, state, history = estimation.run(est, problem, theta, 40, step_size=1.0 / 200.0, chunk=15)
+        runs[carry] = (state, [h["loss"] for h in history])
+    (plain, plain_losses), (carried, carried_losses) = runs[False], runs[True]
+    np.testing.assert_allclose(carried_losses, plain_losses, rtol=1e-10)
+    assert int(carried.oracle_calls) == int(plain.oracle_calls)
+    exact = problem.marginals(carried.theta)
+    for k in exact:
+        np.testing.assert_allclose(np.asarray(carried.mu[k]), np.asarray(exact[k]), rtol=1e-9, atol=1e-9, err_msg=k)
+        np.testing.assert_allclose(np.asarray(carried.theta[k]), np.asarray(plain.theta[k]), rtol=1e-9, atol=1e-9, err_msg=k)
+
+
+def test_estimate_carries_marginals_only_in_small_models():
+    from pgmjax.fit import estimation
+
+    problem, _ = _problem("l2")
+    assert estimation.estimator("mirror_descent", problem).carry_marginals
+    cells = sum(int(np.prod(s)) for _, s in problem.plan.units)
+    old = estimation.CARRY_MARGINALS_CELLS
+    try:
+        estimation.CARRY_MARGINALS_CELLS = cells - 1
+        assert not estimation.estimator("mirror_descent", problem).carry_marginals
+    finally:
+        estimation.CARRY_MARGINALS_CELLS = old
+    assert isinstance(estimation.estimator("lbfgs", problem), estimation.LBFGS)

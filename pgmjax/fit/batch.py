@@ -213,10 +213,11 @@ def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Pr
         active = s.iteration < target
         last = k >= md.max_backtracks
         eta = jnp.where(k == 0, s.step_size, jnp.where(last, 0.0, prev_eta * 0.5)).astype(s.step_size.dtype)
-        theta, loss, pred, pred_grad, ok = md.trial(p, s, eta)
+        theta, mu, loss, pred, pred_grad, ok = md.trial(p, s, eta)
         commit = active & (ok | last)
         next_eta = jnp.where(k == 0, eta * md.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
-        new = estimation.MirrorDescentState(theta, s.mu, loss, pred, pred_grad, next_eta, s.iteration + 1, s.oracle_calls + 1 + k)
+        mu = s.mu if mu is None else mu
+        new = estimation.MirrorDescentState(theta, mu, loss, pred, pred_grad, next_eta, s.iteration + 1, s.oracle_calls + 1 + k)
         s = jax.tree_util.tree_map(lambda a, b: jnp.where(commit, a, b), new, s)
         k = jnp.where(commit, 0, jnp.where(active, k + 1, k))
         return s, k, eta

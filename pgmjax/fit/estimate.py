@@ -159,7 +159,7 @@ def estimate(
 
     try:
         params, state, history = estimation.run(
-            estimation.METHODS[method](),
+            estimation.estimator(method, problem),
             problem,
             theta,
             int(iters),

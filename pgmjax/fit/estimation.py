@@ -110,12 +110,18 @@ class MirrorDescent:
             marginals' relative precision puts into the loss; equal to ``eps * <|grad L|, mu>`` for
             marginal and counting queries). Without it float32 fits stall short of the
             optimum: the step size collapses once the loss decrease falls below the loss's rounding error.
+        carry_marginals: every trial writes its marginals and the state carries the accepted ones, so
+            :meth:`tidy` needs no oracle call. The compiled program then holds one copy of the oracle
+            instead of two (a quarter less to compile), at the price of one more write of every table
+            per trial: :func:`pgmjax.estimate` turns it on for models of at most
+            :data:`CARRY_MARGINALS_CELLS` cells, where compilation, not iteration, is what a fit waits for.
     """
 
     armijo: float = 0.5
     growth: float = 1.25
     max_backtracks: int = 30
     rounding: float = 16.0
+    carry_marginals: bool = False
 
     @staticmethod
     def params(state: MirrorDescentState) -> dict:
@@ -177,10 +183,11 @@ class MirrorDescent:
             slack: :meth:`slack` of ``s`` where the caller has it (a line search computes it once).
 
         Returns:
-            ``(theta, loss, pred, pred_grad, ok)``: the trial's potentials, loss, predictions and the
-            loss's gradient with respect to them, and whether the test accepts it. Not its marginals: a
-            step's state carries them unchanged, and :meth:`tidy` refreshes them once per chunk (writing
-            every table once per trial cost about a fifth of a trial on large cliques).
+            ``(theta, mu, loss, pred, pred_grad, ok)``: the trial's potentials, its marginals (only with
+            :attr:`carry_marginals`, else None: a step's state then carries them unchanged and :meth:`tidy`
+            refreshes them once per chunk, since writing every table once per trial cost about a fifth of
+            a trial on large cliques), loss, predictions and the loss's gradient with respect to them,
+            and whether the test accepts it.
         """
         if slack is None:
             slack = self.slack(s)
@@ -195,19 +202,21 @@ class MirrorDescent:
         # (products of conditionals in [0, 1] times the total). One scalar instead of two passes over
         # every table per trial.
         ok = jnp.isfinite(loss) & jnp.isfinite(log_z) & (loss <= s.loss - self.armijo * decrease + slack)
-        return theta, loss, pred, pred_grad, ok
+        return theta, (mu if self.carry_marginals else None), loss, pred, pred_grad, ok
 
-    @staticmethod
-    def tidy(problem: Problem, state: MirrorDescentState) -> MirrorDescentState:
+    def tidy(self, problem: Problem, state: MirrorDescentState) -> MirrorDescentState:
         """``state`` with every clique's potentials shifted so their largest entry is 0 (the model is
         unchanged) and its marginals recomputed from them.
 
         Keeps the potentials near 0 in float32 (see :func:`_centred`) and makes ``state.mu`` the
         marginals of ``state.theta`` (:meth:`step` leaves them as they were). :func:`run` calls it after
         every compiled chunk: a pass over every table and one oracle call per chunk instead of per
-        trial. Call it between chunks when driving :meth:`step` yourself.
+        trial (none with :attr:`carry_marginals`: the state holds them already). Call it between chunks
+        when driving :meth:`step` yourself.
         """
         theta = _centred(state.theta)
+        if self.carry_marginals:
+            return state._replace(theta=theta)
         return state._replace(theta=theta, mu=problem.marginals(theta))
 
     def step(self, problem: Problem, s: MirrorDescentState) -> MirrorDescentState:
@@ -216,26 +225,27 @@ class MirrorDescent:
         slack = self.slack(s)  # loop-invariant: once per iteration, not per trial
 
         def cond(c):
-            return ~c[5]
+            return ~c[6]
 
         def body(c):
-            tries = c[6] + 1
+            tries = c[7] + 1
             last = tries >= self.max_backtracks
-            eta = jnp.where(tries == 0, s.step_size, jnp.where(last, 0.0, c[4] * 0.5))
-            theta, loss, pred, pred_grad, ok = self.trial(problem, s, eta, slack)
-            return theta, loss, pred, pred_grad, eta, ok | last, tries
+            eta = jnp.where(tries == 0, s.step_size, jnp.where(last, 0.0, c[5] * 0.5))
+            theta, mu, loss, pred, pred_grad, ok = self.trial(problem, s, eta, slack)
+            return theta, mu, loss, pred, pred_grad, eta, ok | last, tries
 
         # The loop runs at least once, so its first values are never read: zeros, not the state's own
         # tables (which the body also reads: XLA would copy every table twice per iteration to carry both).
         zp = jax.tree_util.tree_map(jnp.zeros_like, s.pred)
-        carry = (zeros_like(s.theta), s.loss, zp, zp, s.step_size, jnp.zeros((), bool), -jnp.ones((), jnp.int32))
-        theta, loss, pred, pred_grad, eta, _, backtracks = jax.lax.while_loop(cond, body, carry)
+        zmu = zeros_like(s.theta) if self.carry_marginals else None
+        carry = (zeros_like(s.theta), zmu, s.loss, zp, zp, s.step_size, jnp.zeros((), bool), -jnp.ones((), jnp.int32))
+        theta, mu, loss, pred, pred_grad, eta, _, backtracks = jax.lax.while_loop(cond, body, carry)
         next_eta = jnp.where(backtracks == 0, eta * self.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
         # A loss no step can change accepts every step: without a cap the step size overflows to inf.
         next_eta = jnp.minimum(next_eta, jnp.finfo(next_eta.dtype).max * 1e-8)
         return MirrorDescentState(
             theta,
-            s.mu,
+            mu if self.carry_marginals else s.mu,
             loss,
             pred,
             pred_grad,
@@ -399,6 +409,19 @@ class LBFGS:
 
 
 METHODS = {"mirror_descent": MirrorDescent, "dual_averaging": DualAveraging, "lbfgs": LBFGS}
+
+#: Mirror descent carries its marginals (:attr:`MirrorDescent.carry_marginals`) in models of at most this many
+#: cells in their junction-tree tables.
+CARRY_MARGINALS_CELLS = 2**18
+
+
+def estimator(method: str, problem: Problem):
+    """The estimator :func:`pgmjax.estimate` runs for ``method`` on ``problem`` (default settings, with
+    :attr:`MirrorDescent.carry_marginals` on for models of at most :data:`CARRY_MARGINALS_CELLS` cells)."""
+    if method == "mirror_descent":
+        cells = sum(int(np.prod(shape)) for _, shape in problem.plan.units)
+        return MirrorDescent(carry_marginals=cells <= CARRY_MARGINALS_CELLS)
+    return METHODS[method]()
 
 
 # --------------------------------------------------------------------------- driver
