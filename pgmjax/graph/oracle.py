@@ -177,7 +177,15 @@ def _lse_and_conditional(belief: jax.Array, nelim: int) -> tuple[jax.Array, jax.
     top = jnp.max(belief, axis=axes, keepdims=True)
     shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
     scaled = jnp.exp(belief - shift)
-    total = jnp.sum(scaled, axis=axes, keepdims=True)
+    rows = int(np.prod(belief.shape[: belief.ndim - nelim]))
+    if rows > 1:
+        # A matrix-vector product with ones: a library call on XLA:CPU, where a sum is a fused reduction
+        # that XLA also splits in two (for its precision) and compiles as two more kernels.
+        flat = scaled.reshape(rows, -1)
+        total = jax.lax.dot_general(flat, jnp.ones(flat.shape[1:], flat.dtype), (((1,), (0,)), ((), ())))
+        total = total.reshape(top.shape)
+    else:
+        total = jnp.sum(scaled, axis=axes, keepdims=True)
     cond = scaled * (1.0 / jnp.where(total > 0, total, 1.0))
     return jnp.squeeze(jnp.log(total) + shift, axes), cond
 
