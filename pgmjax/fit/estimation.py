@@ -34,11 +34,20 @@ from .problem import Problem
 tree_map = jax.tree_util.tree_map
 
 
-def _vdot(a, b) -> jax.Array:
-    """Inner product of two pytrees of one structure (dicts by key, lists by position)."""
-    if isinstance(a, dict):
-        return sum(jnp.vdot(a[k], b[k]) for k in a)
-    return sum(jnp.vdot(x, y) for x, y in zip(a, b))
+def _vdot(a: list, b: list) -> jax.Array:
+    """Inner product of two lists of arrays of matching shapes (one measurement group per entry).
+
+    One sum over the concatenated products, not one per pair: each reduction is a kernel or two of its own
+    in the compiled program, and a model has dozens of groups.
+    """
+    return _sum_all([x * y for x, y in zip(a, b)])
+
+
+def _sum_all(arrays: list) -> jax.Array:
+    """The sum of every entry of every array, as one reduction."""
+    if not arrays:
+        return jnp.zeros(())
+    return jnp.sum(jnp.concatenate([x.reshape(-1) for x in arrays]))
 
 
 def _leaves(tree) -> list:

@@ -189,17 +189,21 @@ def loss_of_predictions(preds, meas: MeasurementArrays, kind: str, smoothing=Non
     gradient in this, usually much smaller, space and map it back with the transpose of
     :func:`predictions` only where it updates the potentials.
     """
-    total = jnp.zeros((), jax.tree_util.tree_leaves(preds)[0].dtype)
+    terms = []
     for pred, arr in zip(preds, meas.arrays):
         r = (pred - arr["y"]) * arr["inv_std"]
         if kind == "l2":
-            total = total + 0.5 * jnp.sum(r * r)
+            t = 0.5 * (r * r)
         elif smoothing is None:
-            total = total + jnp.sum(jnp.abs(r))
+            t = jnp.abs(r)
         else:
             a = jnp.abs(r)
-            total = total + jnp.sum(jnp.where(a <= smoothing, r * r / (2 * smoothing), a - smoothing / 2))
-    return total
+            t = jnp.where(a <= smoothing, r * r / (2 * smoothing), a - smoothing / 2)
+        terms.append(t.reshape(-1))
+    if not terms:
+        return jnp.zeros((), jax.tree_util.tree_leaves(preds)[0].dtype if jax.tree_util.tree_leaves(preds) else jnp.float32)
+    # One reduction over every group's terms: a sum per group is a kernel or two of its own per group.
+    return jnp.sum(jnp.concatenate(terms))
 
 
 def lipschitz_constant(measurements: Sequence[Measurement]) -> float:
