@@ -41,6 +41,7 @@ class _Group:
     rows: int
     count: int  # stacked measurements, zero-weight padding included
     dense: bool = False  # measurements laid out like the block (levels * slots), zero weight where unmeasured
+    merged: tuple[str, ...] = ()  # dense whole-table marginals of these blocks, one flat row (see _merge_marginals)
 
 
 @jax.tree_util.register_pytree_node_class
@@ -138,7 +139,27 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
         )
         arrays.append(group)
         groups.append(_Group(key, host_shape, sum_axes, perm, kind, rows, count, dense))
-    return MeasurementArrays(tuple(arrays), tuple(groups))
+    return MeasurementArrays(*_merge_marginals(arrays, groups))
+
+
+def _merge_marginals(arrays: list, groups: list) -> tuple[tuple, tuple]:
+    """The dense groups of whole-table marginals (identity queries laid out like their blocks) as one group.
+
+    Their predictions are the blocks themselves, so one group reads every block flattened and
+    concatenated, ``y`` and ``inv_std`` concatenated likewise: the loss, its gradient and the line search's
+    inner products are then one operation each instead of one (or two kernels) per block.
+    """
+    whole = [i for i, g in enumerate(groups) if g.dense and g.kind == "identity" and not g.sum_axes]
+    if len(whole) < 2:
+        return tuple(arrays), tuple(groups)
+    # On the host (a jnp.concatenate would compile a small program per shape), then back to the device.
+    flat = {k: to_device(np.concatenate([np.asarray(arrays[i][k]).reshape(-1) for i in whole])[None])
+            for k in ("y", "inv_std")}
+    keys = tuple(groups[i].key for i in whole)
+    rows = int(flat["y"].shape[1])
+    merged = _Group(keys[0], (rows,), (), (0,), "identity", rows, 1, True, keys)
+    rest = [i for i in range(len(groups)) if i not in whole]
+    return (flat, *(arrays[i] for i in rest)), (merged, *(groups[i] for i in rest))
 
 
 def _stored_cells(m: Measurement, values: np.ndarray, perm: tuple[int, ...], domain) -> np.ndarray:
@@ -159,6 +180,9 @@ def predictions(mu: dict, meas: MeasurementArrays) -> list[jax.Array]:
     a marginal's rows are its cells in the host table's stored order (its answers ``y`` were stacked so)."""
     out = []
     for g, arr in zip(meas.groups, meas.arrays):
+        if g.merged:
+            out.append(jnp.concatenate([mu[k].reshape(-1) for k in g.merged])[None])
+            continue
         if g.dense:
             x = mu[g.key].reshape((-1, *g.host_shape))  # (levels * slots, *host_shape)
         else:
