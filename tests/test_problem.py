@@ -120,23 +120,26 @@ def test_estimate_carries_marginals_only_in_small_models():
 
 
 def test_whole_table_marginals_of_several_blocks_are_one_group_with_the_same_loss():
-    """Identity measurements of whole junction-tree cliques in different blocks become one flat group; the loss
-    it computes equals the hand-computed sum of every measurement's weighted squared residuals."""
+    """Marginal measurements in different blocks (whole tables and a sub-clique) become one flat group; the
+    loss it computes equals the hand-computed sum of every measurement's weighted squared residuals."""
     rng = np.random.default_rng(11)
     dom = pj.Domain({"a": 3, "b": 4, "c": 2, "d": 5, "e": 7})
     cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e")]
     ms = [pj.Measurement(c, rng.normal(30, 5, dom.shape_of(c)), stddev=float(rng.uniform(1, 3))) for c in cliques]
-    ms.append(pj.Measurement(("e",), rng.normal(60, 5, 7), stddev=2.0))  # a sub-clique: a group of its own
+    ms.append(pj.Measurement(("e",), rng.normal(60, 5, 7), stddev=2.0))  # a sub-clique
+    ms.append(pj.Measurement(("c", "d"), rng.normal(40, 5, 2), stddev=1.0, query=rng.normal(size=(2, 10))))  # dense
     plan = oracle.make_plan(dom, cliques)
     assert len({plan.locations[plan.tree.containing(c)][0] for c in cliques}) > 1  # several blocks
     meas = losses.stack_measurements(plan, ms, jnp.float64)
-    merged = [g for g in meas.groups if g.merged]
-    assert len(merged) == 1 and len(meas.groups) == 2
-    assert sum(int(np.prod(s[2:])) * s[0] * s[1] for k, s in plan.units if k in merged[0].merged) == merged[0].rows
+    (merged,) = [g for g in meas.groups if g.parts]
+    assert len(meas.groups) == 2 and len(merged.parts) >= 3  # the dense query is a group of its own
+    assert merged.rows >= sum(m.rows for m in ms[:5])
     problem = Problem(plan, meas, to_device(100.0, np.float64), to_device(1.0, np.float64), to_device(0.0, np.float64), "l2")
     theta = {k: to_device(rng.normal(size=s)) for k, s in plan.units}
     mu = problem.marginals(theta)
     model = pj.GraphicalModel(plan, theta, 100.0)
     expected = sum(0.5 * np.sum(((model.marginal(m.clique) - m.y.reshape(dom.shape_of(m.clique))) / m.stddev) ** 2)
-                   for m in ms)
+                   for m in ms[:5])
+    q = ms[5].query
+    expected += 0.5 * np.sum(((q @ model.marginal(ms[5].clique).reshape(-1) - ms[5].y) / ms[5].stddev) ** 2)
     assert float(problem.loss_of(mu)) == pytest.approx(expected, rel=1e-10)

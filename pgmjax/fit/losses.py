@@ -41,7 +41,7 @@ class _Group:
     rows: int
     count: int  # stacked measurements, zero-weight padding included
     dense: bool = False  # measurements laid out like the block (levels * slots), zero weight where unmeasured
-    merged: tuple[str, ...] = ()  # dense whole-table marginals of these blocks, one flat row (see _merge_marginals)
+    parts: tuple["_Group", ...] = ()  # a merged group: these groups' rows, one flat row (see _merge_marginals)
 
 
 @jax.tree_util.register_pytree_node_class
@@ -143,22 +143,22 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
 
 
 def _merge_marginals(arrays: list, groups: list) -> tuple[tuple, tuple]:
-    """The dense groups of whole-table marginals (identity queries laid out like their blocks) as one group.
+    """Every group of marginals (identity queries, of whole tables or of sub-cliques) as one group.
 
-    Their predictions are the blocks themselves, so one group reads every block flattened and
-    concatenated, ``y`` and ``inv_std`` concatenated likewise: the loss, its gradient and the line search's
-    inner products are then one operation each instead of one (or two kernels) per block.
+    The merged group's prediction is its parts' predictions flattened and concatenated, and ``y`` and
+    ``inv_std`` are concatenated likewise, so the loss, its gradient and the line search's inner products
+    are one operation each instead of one (a kernel or two in the compiled program) per group.
     """
-    whole = [i for i, g in enumerate(groups) if g.dense and g.kind == "identity" and not g.sum_axes]
-    if len(whole) < 2:
+    merge = [i for i, g in enumerate(groups) if g.kind == "identity"]
+    if len(merge) < 2:
         return tuple(arrays), tuple(groups)
     # On the host (a jnp.concatenate would compile a small program per shape), then back to the device.
-    flat = {k: to_device(np.concatenate([np.asarray(arrays[i][k]).reshape(-1) for i in whole])[None])
+    flat = {k: to_device(np.concatenate([np.asarray(arrays[i][k]).reshape(-1) for i in merge])[None])
             for k in ("y", "inv_std")}
-    keys = tuple(groups[i].key for i in whole)
+    flat["parts"] = tuple({k: v for k, v in arrays[i].items() if k not in ("y", "inv_std")} for i in merge)
     rows = int(flat["y"].shape[1])
-    merged = _Group(keys[0], (rows,), (), (0,), "identity", rows, 1, True, keys)
-    rest = [i for i in range(len(groups)) if i not in whole]
+    merged = _Group(groups[merge[0]].key, (rows,), (), (0,), "identity", rows, 1, False, tuple(groups[i] for i in merge))
+    rest = [i for i in range(len(groups)) if i not in merge]
     return (flat, *(arrays[i] for i in rest)), (merged, *(groups[i] for i in rest))
 
 
@@ -180,19 +180,24 @@ def predictions(mu: dict, meas: MeasurementArrays) -> list[jax.Array]:
     a marginal's rows are its cells in the host table's stored order (its answers ``y`` were stacked so)."""
     out = []
     for g, arr in zip(meas.groups, meas.arrays):
-        if g.merged:
-            out.append(jnp.concatenate([mu[k].reshape(-1) for k in g.merged])[None])
-            continue
-        if g.dense:
-            x = mu[g.key].reshape((-1, *g.host_shape))  # (levels * slots, *host_shape)
+        if g.parts:
+            out.append(jnp.concatenate([_prediction(mu, p, a).reshape(-1) for p, a in zip(g.parts, arr["parts"])])[None])
         else:
-            x = mu[g.key][arr["level"], arr["slot"]]  # (count, *host_shape)
-        if g.sum_axes:
-            x = jnp.sum(x, axis=tuple(1 + a for a in g.sum_axes))
-        if g.perm != tuple(range(len(g.perm))):
-            x = jnp.transpose(x, (0, *(1 + p for p in g.perm)))
-        out.append(jax.vmap(LinearQuery.apply)(arr["query"], x))
+            out.append(_prediction(mu, g, arr))
     return out
+
+
+def _prediction(mu: dict, g: _Group, arr: dict) -> jax.Array:
+    """One group's ``Q_i mu_i``, ``(count, rows)``."""
+    if g.dense:
+        x = mu[g.key].reshape((-1, *g.host_shape))  # (levels * slots, *host_shape)
+    else:
+        x = mu[g.key][arr["level"], arr["slot"]]  # (count, *host_shape)
+    if g.sum_axes:
+        x = jnp.sum(x, axis=tuple(1 + a for a in g.sum_axes))
+    if g.perm != tuple(range(len(g.perm))):
+        x = jnp.transpose(x, (0, *(1 + p for p in g.perm)))
+    return jax.vmap(LinearQuery.apply)(arr["query"], x)
 
 
 def residual_loss(mu: dict, meas: MeasurementArrays, kind: str, smoothing=None) -> jax.Array:
