@@ -230,7 +230,7 @@ def loss_of_predictions(preds, meas: MeasurementArrays, kind: str, smoothing=Non
             t = jnp.where(a <= smoothing, r * r / (2 * smoothing), a - smoothing / 2)
         terms.append(t.reshape(-1))
     if not terms:
-        return jnp.zeros((), jax.tree_util.tree_leaves(preds)[0].dtype if jax.tree_util.tree_leaves(preds) else jnp.float32)
+        return jnp.zeros(())
     # One reduction over every group's terms: a sum per group is a kernel or two of its own per group.
     return jnp.sum(jnp.concatenate(terms))
 

@@ -169,6 +169,11 @@ def _landing(cl: CliqueClass, parent: CliqueClass) -> tuple[tuple[int, ...], tup
     return order, shape
 
 
+# Full float32 products in the oracle's matrix products: GPUs would otherwise use TensorFloat-32 (about three
+# significant digits) for float32 matrix products by default.
+_EXACT = jax.lax.Precision.HIGHEST
+
+
 def _lse_and_conditional(belief: jax.Array, nelim: int) -> tuple[jax.Array, jax.Array]:
     """``(message, P)``: the log-sum-exp of ``belief`` ``(slots, *sep, *elim)`` over its eliminated axes and
     ``P = exp(belief - message)``, both from the same exponentials (``exp(belief - max) / sum``): each belief
@@ -182,7 +187,8 @@ def _lse_and_conditional(belief: jax.Array, nelim: int) -> tuple[jax.Array, jax.
         # A matrix-vector product with ones: a library call on XLA:CPU, where a sum is a fused reduction
         # that XLA also splits in two (for its precision) and compiles as two more kernels.
         flat = scaled.reshape(rows, -1)
-        total = jax.lax.dot_general(flat, jnp.ones(flat.shape[1:], flat.dtype), (((1,), (0,)), ((), ())))
+        total = jax.lax.dot_general(flat, jnp.ones(flat.shape[1:], flat.dtype), (((1,), (0,)), ((), ())),
+                                    precision=_EXACT)
         total = total.reshape(top.shape)
     else:
         total = jnp.sum(scaled, axis=axes, keepdims=True)
@@ -245,6 +251,7 @@ def _cotangent(P: jax.Array, g: jax.Array, cl: CliqueClass, parent: CliqueClass)
             jnp.broadcast_to(g, (n, *sep_shape, *(1,) * len(elim_shape))).reshape(n, 1, cells),
             P.reshape(n, cells, -1),
             (((2,), (1,)), ((0,), (0,))),
+            precision=_EXACT,
         ).reshape(n, *elim_shape)
         s = jnp.sum(v, axis=tuple(1 + j - nsep for j in range(nsep, ndim) if j not in kept))
     else:
