@@ -11,6 +11,11 @@ at its first chunk. The smallest trigger found is ``sum(b * g, axis=-2)`` with `
 Every pgmjax program is compiled with the YNNPACK fusions turned off where the installed jaxlib has
 them. Only pgmjax's own programs are affected (a per-program compiler option, not ``XLA_FLAGS``); the
 same arithmetic then runs through XLA's own emitters. GPU compilers ignore ``xla_cpu_*`` options.
+
+Every pgmjax program is also traced with full-precision matrix products (``jax.default_matmul_precision
+("highest")``): on recent NVIDIA GPUs a float32 product would otherwise run in TensorFloat-32, about three
+significant digits, which a sum of a million exponentials or a query's answer cannot afford. CPUs compute
+float32 products in full either way.
 """
 
 from __future__ import annotations
@@ -65,8 +70,19 @@ def jit(fun=None, /, **kwargs):
     """
     kwargs["compiler_options"] = {**compiler_options(), **(kwargs.get("compiler_options") or {})}
     if fun is None:
-        return lambda f: jax.jit(f, **kwargs)
-    return jax.jit(fun, **kwargs)
+        return lambda f: jax.jit(_full_precision(f), **kwargs)
+    return jax.jit(_full_precision(fun), **kwargs)
+
+
+def _full_precision(fun):
+    """``fun`` traced with full-precision float32 matrix products (see the module docstring)."""
+
+    @functools.wraps(fun)
+    def traced(*args, **kwargs):
+        with jax.default_matmul_precision("highest"):
+            return fun(*args, **kwargs)
+
+    return traced
 
 
 def to_device(x, dtype=None) -> jax.Array:

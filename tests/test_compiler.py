@@ -110,3 +110,24 @@ def test_lbfgs_float32_on_adult_structure_does_not_crash_the_process():
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     assert "LOSS" in proc.stdout
 
+
+
+def test_engine_programs_use_full_precision_matrix_products():
+    """pgmjax's jit traces matrix products at HIGHEST precision (no TensorFloat-32 on GPUs), static arguments
+    still work, and jax.jit's own default is left alone for other code."""
+    import jax
+    import jax.numpy as jnp
+
+    from pgmjax.compiler import jit
+
+    @jit(static_argnames=("k",))
+    def f(a, b, k):
+        return (a @ b) * k
+
+    a = jnp.ones((3, 4), jnp.float32)
+    b = jnp.ones((4, 2), jnp.float32)
+    assert float(f(a, b, k=2)[0, 0]) == 8.0
+    ours = f.lower(a, b, k=2).as_text()
+    theirs = jax.jit(lambda a, b: a @ b).lower(a, b).as_text()
+    assert "HIGHEST" in ours
+    assert "HIGHEST" not in theirs
