@@ -29,25 +29,16 @@ import numpy as np
 import optax
 
 from ..compiler import jit, to_device, zeros_like
+from .losses import sum_all
 from .problem import Problem
 
 tree_map = jax.tree_util.tree_map
 
 
 def _vdot(a: list, b: list) -> jax.Array:
-    """Inner product of two lists of arrays of matching shapes (one measurement group per entry).
-
-    One sum over the concatenated products, not one per pair: each reduction is a kernel or two of its own
-    in the compiled program, and a model has dozens of groups.
-    """
-    return _sum_all([x * y for x, y in zip(a, b)])
-
-
-def _sum_all(arrays: list) -> jax.Array:
-    """The sum of every entry of every array, as one reduction."""
-    if not arrays:
-        return jnp.zeros(())
-    return jnp.sum(jnp.concatenate([x.reshape(-1) for x in arrays]))
+    """Inner product of two lists of arrays of matching shapes (one measurement group per entry), as one
+    reduction (:func:`~pgmjax.fit.losses.sum_all`)."""
+    return sum_all([x * y for x, y in zip(a, b)])
 
 
 def _leaves(tree) -> list:

@@ -134,16 +134,15 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
                 return out
 
             group = jax.tree_util.tree_map(spread, {k: v for k, v in group.items() if k not in ("level", "slot")})
-        group = jax.tree_util.tree_map(
-            lambda a: to_device(a) if a.dtype.kind == "i" else to_device(a, dtype), group
-        )
         arrays.append(group)
         groups.append(_Group(key, host_shape, sum_axes, perm, kind, rows, count, dense))
-    return MeasurementArrays(*_merge_marginals(arrays, groups))
+    arrays, groups = _merge_marginals(arrays, groups)
+    arrays = jax.tree_util.tree_map(lambda a: to_device(a) if a.dtype.kind == "i" else to_device(a, dtype), arrays)
+    return MeasurementArrays(arrays, groups)
 
 
 def _merge_marginals(arrays: list, groups: list) -> tuple[tuple, tuple]:
-    """Every group of marginals (identity queries, of whole tables or of sub-cliques) as one group.
+    """Every group of marginals (identity queries, of whole tables or of sub-cliques) as one group (host arrays).
 
     The merged group's prediction is its parts' predictions flattened and concatenated, and ``y`` and
     ``inv_std`` are concatenated likewise, so the loss, its gradient and the line search's inner products
@@ -152,9 +151,7 @@ def _merge_marginals(arrays: list, groups: list) -> tuple[tuple, tuple]:
     merge = [i for i, g in enumerate(groups) if g.kind == "identity"]
     if len(merge) < 2:
         return tuple(arrays), tuple(groups)
-    # On the host (a jnp.concatenate would compile a small program per shape), then back to the device.
-    flat = {k: to_device(np.concatenate([np.asarray(arrays[i][k]).reshape(-1) for i in merge])[None])
-            for k in ("y", "inv_std")}
+    flat = {k: np.concatenate([arrays[i][k].reshape(-1) for i in merge])[None] for k in ("y", "inv_std")}
     flat["parts"] = tuple({k: v for k, v in arrays[i].items() if k not in ("y", "inv_std")} for i in merge)
     rows = int(flat["y"].shape[1])
     merged = _Group(groups[merge[0]].key, (rows,), (), (0,), "identity", rows, 1, False, tuple(groups[i] for i in merge))
@@ -228,11 +225,16 @@ def loss_of_predictions(preds, meas: MeasurementArrays, kind: str, smoothing=Non
         else:
             a = jnp.abs(r)
             t = jnp.where(a <= smoothing, r * r / (2 * smoothing), a - smoothing / 2)
-        terms.append(t.reshape(-1))
-    if not terms:
+        terms.append(t)
+    return sum_all(terms)
+
+
+def sum_all(arrays: list) -> jax.Array:
+    """The sum of every entry of every array, as one reduction over their concatenation: a sum per array
+    would be a kernel or two of its own in the compiled program, and a model has dozens of groups."""
+    if not arrays:
         return jnp.zeros(())
-    # One reduction over every group's terms: a sum per group is a kernel or two of its own per group.
-    return jnp.sum(jnp.concatenate(terms))
+    return jnp.sum(jnp.concatenate([x.reshape(-1) for x in arrays]))
 
 
 def lipschitz_constant(measurements: Sequence[Measurement]) -> float:

@@ -65,7 +65,6 @@ class BatchedModel(ModelStructure):
     def __len__(self) -> int:
         return self.total.shape[0]
 
-
     @property
     def _marginal_blocks(self) -> dict:
         if self._blocks is None:
