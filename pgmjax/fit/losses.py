@@ -26,9 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compiler import to_device
+from ..graph.oracle import OraclePlan
 from ..queries.linear import LinearQuery
 from ..queries.measurement import Measurement
-from ..graph.oracle import OraclePlan
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class _Group:
     rows: int
     count: int  # stacked measurements, zero-weight padding included
     dense: bool = False  # measurements laid out like the block (levels * slots), zero weight where unmeasured
-    parts: tuple["_Group", ...] = ()  # a merged group: these groups' rows, one flat row (see _merge_marginals)
+    parts: tuple[_Group, ...] = ()  # a merged group: these groups' rows, one flat row (see _merge_marginals)
 
 
 @jax.tree_util.register_pytree_node_class

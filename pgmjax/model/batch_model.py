@@ -13,11 +13,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import inference
-from ..graph import oracle
-from ..queries import factors as queries_mod
 from ..compiler import jit
 from ..data.domain import Clique, CliqueLike
+from ..graph import oracle
+from ..queries import factors as queries_mod
+from . import inference
 from .graphical_model import GraphicalModel, ModelStructure, _evidence_query
 
 
