@@ -12,6 +12,18 @@ Every pgmjax program is compiled with the YNNPACK fusions turned off where the i
 them. Only pgmjax's own programs are affected (a per-program compiler option, not ``XLA_FLAGS``); the
 same arithmetic then runs through XLA's own emitters. GPU compilers ignore ``xla_cpu_*`` options.
 
+The engine's own programs (a fit's loop, the marginal oracle) ask for more with ``jit(..., engine=True)``:
+XLA:CPU's fast ``max``/``min`` lowering (``xla_cpu_enable_fast_min_max``), which does not propagate NaN
+through a max. XLA's default lowering compares and selects element by element; the fast one is a vector
+max, about 2.4 times faster (a row maximum of a 265,226-cell table: 70 us against 170 us), and every
+log-sum-exp of the oracle starts with a max. A NaN cannot hide there: the max is only the shift of a
+log-sum-exp, the NaN still reaches the sum of exponentials, hence log Z and the loss, whose finiteness a
+fit checks at every trial. Other programs keep NaN-propagating max and min. They are also compiled at
+backend optimisation level 1 instead of 2 (``xla_backend_optimization_level``): a fit's program has
+hundreds of small kernels, each its own LLVM module, and at level 1 XLA:CPU compiled them 10-35% faster
+(Titanic 1.9 s to 1.5 s, Stroke 4.2 to 3.5, a generated 15-attribute problem 6.0 to 3.8) with the same
+iteration times within the noise; ``exp``, ``log`` and sums round as at level 2.
+
 Every pgmjax program is also traced with full-precision matrix products (``jax.default_matmul_precision
 ("highest")``): on recent NVIDIA GPUs a float32 product would otherwise run in TensorFloat-32, about three
 significant digits, which a sum of a million exponentials or a query's answer cannot afford. CPUs compute
@@ -52,11 +64,17 @@ def compiler_options() -> dict[str, str]:
     return {}
 
 
-def jit(fun=None, /, **kwargs):
+#: The options :func:`jit` adds for ``engine=True`` (see the module docstring); GPU compilers ignore them.
+ENGINE_OPTIONS = {"xla_cpu_enable_fast_min_max": True, "xla_backend_optimization_level": 1}
+
+
+def jit(fun=None, /, *, engine: bool = False, **kwargs):
     """``jax.jit`` with :func:`compiler_options`; usable as ``@jit``, ``@jit(static_argnames=...)`` or ``jit(f)``.
 
     Args:
         fun: the function to compile (omit to get a decorator).
+        engine: also compile with :data:`ENGINE_OPTIONS` (fast max and min, for the engine's own
+            programs, whose NaN checks do not read a max; see the module docstring).
         **kwargs: any ``jax.jit`` keyword argument; ``compiler_options`` given here are merged over
             pgmjax's own.
 
@@ -68,7 +86,9 @@ def jit(fun=None, /, **kwargs):
         >>> float(f(1.0))
         2.0
     """
-    kwargs["compiler_options"] = {**compiler_options(), **(kwargs.get("compiler_options") or {})}
+    kwargs["compiler_options"] = {
+        **compiler_options(), **(ENGINE_OPTIONS if engine else {}), **(kwargs.get("compiler_options") or {})
+    }
     if fun is None:
         return lambda f: jax.jit(_full_precision(f), **kwargs)
     return jax.jit(_full_precision(fun), **kwargs)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax.compiler import compiler_options, jit
+from pgmjax.compiler import ENGINE_OPTIONS, compiler_options, jit, to_device
 from pgmjax.graph import oracle
 
 # The smallest estimation problem found that reproduced the float32 failure on the Adult benchmark
@@ -48,6 +48,34 @@ def test_jit_keeps_user_options_and_merges_ours():
     assert "ynn_fusion" not in text or not compiler_options()
     g = jit(static_argnames=("n",))(lambda x, n: x * n)
     assert float(g(2.0, n=3)) == 6.0
+
+
+def test_engine_programs_add_fast_max_and_keep_user_options(monkeypatch):
+    seen = []
+    monkeypatch.setattr(jax, "jit", lambda f, **kw: seen.append(kw["compiler_options"]) or f)
+    jit(lambda x: x, engine=True)
+    jit(lambda x: x)
+    jit(engine=True, compiler_options={"xla_cpu_enable_fast_min_max": False})(lambda x: x)
+    assert seen[0] == {**compiler_options(), **ENGINE_OPTIONS}
+    assert seen[1] == compiler_options()
+    assert seen[2]["xla_cpu_enable_fast_min_max"] is False
+
+
+@pytest.mark.parametrize("where", ["root", "leaf"])
+def test_a_nan_potential_reaches_log_z_through_the_fast_max(where):
+    # The engine's programs compile max without NaN propagation; a NaN potential must still make log Z
+    # (and so the fit's acceptance test) NaN, through the sum of exponentials.
+    dom = pj.Domain({"a": 7, "b": 40, "c": 3, "d": 50})
+    plan = oracle.make_plan(dom, [("a", "b"), ("b", "c"), ("c", "d")])
+    clique = plan.cliques[plan.tree.root] if where == "root" else next(
+        c for j, c in enumerate(plan.cliques) if plan.tree.parent[j] >= 0)
+    table = np.zeros(dom.shape_of(clique), np.float32)
+    table.flat[table.size // 2] = np.nan
+    theta = plan.from_tables({clique: table})
+    from pgmjax.model.graphical_model import _log_partition_jit, _marginals_jit
+
+    assert np.isnan(float(_log_partition_jit(plan, theta)))
+    assert np.isnan(float(_marginals_jit(plan, theta, to_device(1.0, np.float32))[1]))
 
 
 def _small_measurements(rng, dom, sigma):

@@ -228,3 +228,24 @@ def test_one_message_class_landing_in_parents_of_different_layouts(rng):
     theta = plan.from_tables(tables, jnp.float64)
     mu, log_z = jax.jit(oracle.marginals)(plan, theta, 3.0)
     _assert_bruteforce(dom, plan, tables, mu, log_z, 3.0)
+
+
+def test_a_component_summed_whole_is_split_into_row_sums_and_matches_bruteforce(rng):
+    # A three-way clique alone in its component (an empty separator, the only slot of its class) is summed
+    # whole: the oracle splits it at its first eliminated axis into row sums (a matrix-vector product).
+    dom = pj.Domain({"a": 5, "b": 4, "c": 3, "d": 2, "e": 3})
+    cliques = [("a", "b", "c"), ("d", "e")]
+    plan = oracle.make_plan(dom, cliques)
+    big = plan.clique_class(plan.cliques.index(("a", "b", "c")))
+    assert big.sep_axes == ()  # the root, or a child with an empty separator
+    for dtype, rtol in ((jnp.float64, 1e-9), (jnp.float32, 2e-5)):
+        tables = {c: rng.normal(size=dom.shape_of(c)) * 3 for c in cliques}
+        tables[("a", "b", "c")][0, 0, 0] = -np.inf  # a structural zero
+        theta = plan.from_tables(tables, dtype)
+        mu, log_z = jax.jit(oracle.marginals)(plan, theta, 3.0)
+        logp = _brute_log_joint(dom, tables)
+        np.testing.assert_allclose(float(log_z), logsumexp(logp), rtol=rtol)
+        p = 3.0 * np.exp(logp - logsumexp(logp))
+        for c, m in plan.tables(mu).items():
+            axes = tuple(i for i, a in enumerate(dom.attributes) if a not in c)
+            np.testing.assert_allclose(np.asarray(m, np.float64), p.sum(axis=axes), rtol=rtol, atol=1e-6)

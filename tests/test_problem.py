@@ -134,6 +134,11 @@ def test_whole_table_marginals_of_several_blocks_are_one_group_with_the_same_los
     (merged,) = [g for g in meas.groups if g.parts]
     assert len(meas.groups) == 2 and len(merged.parts) >= 3  # the dense query is a group of its own
     assert merged.rows >= sum(m.rows for m in ms[:5])
+    # padded to whole vector blocks with cells that weigh nothing
+    flat = meas.arrays[meas.groups.index(merged)]
+    assert merged.rows % losses._ALIGN == 0 and merged.pad == merged.rows - sum(m.rows for m in ms[:5]) > 0
+    assert flat["y"].shape == flat["inv_std"].shape == (1, merged.rows)
+    assert not np.any(np.asarray(flat["inv_std"])[0, -merged.pad:])
     problem = Problem(plan, meas, to_device(100.0, np.float64), to_device(1.0, np.float64), to_device(0.0, np.float64), "l2")
     theta = {k: to_device(rng.normal(size=s)) for k, s in plan.units}
     mu = problem.marginals(theta)

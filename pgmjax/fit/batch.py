@@ -232,17 +232,17 @@ def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Pr
     return jax.vmap(md.tidy, in_axes=(batch_axes(problem), 0))(problem, out)
 
 
-@jit(static_argnames=("estimator",))
+@jit(static_argnames=("estimator",), engine=True)
 def _advance(estimator: Batched, problem, state, num_steps):
     return estimator.advance(problem, state, num_steps)
 
 
-@jit(static_argnames=("estimator",))
+@jit(static_argnames=("estimator",), engine=True)
 def _vmapped_start(estimator: Batched, problem, theta, step_size):
     return jax.vmap(estimator.estimator.start, in_axes=(batch_axes(problem), 0, 0))(problem, theta, step_size)
 
 
-@jit(static_argnames=("estimator",))
+@jit(static_argnames=("estimator",), engine=True)
 def _vmapped_started(estimator: Batched, state, step_size):
     return jax.vmap(estimator.estimator.started)(state, step_size)
 
@@ -284,7 +284,7 @@ def auto_group(problem: estimation.Problem) -> int | None:
     return None if groups == 1 else -(-batch // groups)
 
 
-@jit
+@jit(engine=True)
 def _loss_and_marginals(problem: estimation.Problem, theta: dict):
     """Per member: the exact loss of the potentials' model and its marginals (oracle blocks)."""
     def one(p, th):

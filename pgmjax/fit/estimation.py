@@ -425,12 +425,12 @@ def estimator(method: str, problem: Problem):
 
 
 # --------------------------------------------------------------------------- driver
-@jit(static_argnames=("estimator",))
+@jit(static_argnames=("estimator",), engine=True)
 def _init(estimator, problem, theta, step_size):
     return estimator.init(problem, theta, step_size)
 
 
-@jit(static_argnames=("estimator",))
+@jit(static_argnames=("estimator",), engine=True)
 def _chunk(estimator, problem, state, num_steps):
     state = jax.lax.fori_loop(0, num_steps, lambda _, st: estimator.step(problem, st), state)
     return estimator.tidy(problem, state) if hasattr(estimator, "tidy") else state
@@ -540,7 +540,7 @@ def run(
     return estimator.params(state), state, history
 
 
-@jit
+@jit(engine=True)
 def _model_loss_and_marginals(problem: Problem, theta: dict) -> tuple[jax.Array, dict]:
     """Exact loss of the model with potentials ``theta``, and its marginals (oracle blocks).
 

@@ -42,6 +42,7 @@ class _Group:
     count: int  # stacked measurements, zero-weight padding included
     dense: bool = False  # measurements laid out like the block (levels * slots), zero weight where unmeasured
     parts: tuple[_Group, ...] = ()  # a merged group: these groups' rows, one flat row (see _merge_marginals)
+    pad: int = 0  # a merged group: zero-weight cells after its parts' (see _ALIGN)
 
 
 @jax.tree_util.register_pytree_node_class
@@ -151,12 +152,21 @@ def _merge_marginals(arrays: list, groups: list) -> tuple[tuple, tuple]:
     merge = [i for i, g in enumerate(groups) if g.kind == "identity"]
     if len(merge) < 2:
         return tuple(arrays), tuple(groups)
-    flat = {k: np.concatenate([arrays[i][k].reshape(-1) for i in merge])[None] for k in ("y", "inv_std")}
+    cells = sum(arrays[i]["y"].size for i in merge)
+    pad = -cells % _ALIGN
+    flat = {k: np.concatenate([arrays[i][k].reshape(-1) for i in merge] + [np.zeros(pad, arrays[merge[0]][k].dtype)])[None]
+            for k in ("y", "inv_std")}
     flat["parts"] = tuple({k: v for k, v in arrays[i].items() if k not in ("y", "inv_std")} for i in merge)
-    rows = int(flat["y"].shape[1])
-    merged = _Group(groups[merge[0]].key, (rows,), (), (0,), "identity", rows, 1, False, tuple(groups[i] for i in merge))
+    rows = cells + pad
+    merged = _Group(groups[merge[0]].key, (rows,), (), (0,), "identity", rows, 1, False, tuple(groups[i] for i in merge), pad)
     rest = [i for i in range(len(groups)) if i not in merge]
     return (flat, *(arrays[i] for i in rest)), (merged, *(groups[i] for i in rest))
+
+
+#: The merged group's length is padded to a multiple of this (zero-weight cells): XLA:CPU's own emitters
+#: reduce a vector whose length is a multiple of the vector width about twice as fast as one of odd
+#: length (a max or a sum over 384,974 floats: 240 us against 105 us for 385,024 on two cores).
+_ALIGN = 1024
 
 
 def _stored_cells(m: Measurement, values: np.ndarray, perm: tuple[int, ...], domain) -> np.ndarray:
@@ -178,7 +188,9 @@ def predictions(mu: dict, meas: MeasurementArrays) -> list[jax.Array]:
     out = []
     for g, arr in zip(meas.groups, meas.arrays):
         if g.parts:
-            out.append(jnp.concatenate([_prediction(mu, p, a).reshape(-1) for p, a in zip(g.parts, arr["parts"])])[None])
+            parts = [_prediction(mu, p, a).reshape(-1) for p, a in zip(g.parts, arr["parts"])]
+            pad = [jnp.zeros(g.pad, parts[0].dtype)] if g.pad else []
+            out.append(jnp.concatenate(parts + pad)[None])
         else:
             out.append(_prediction(mu, g, arr))
     return out

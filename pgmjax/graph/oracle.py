@@ -183,13 +183,16 @@ def _lse_and_conditional(belief: jax.Array, nelim: int) -> tuple[jax.Array, jax.
     shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
     scaled = jnp.exp(belief - shift)
     rows = int(np.prod(belief.shape[: belief.ndim - nelim]))
-    if rows > 1:
-        # A matrix-vector product with ones: a library call on XLA:CPU, where a sum is a fused reduction
-        # that XLA also splits in two (for its precision) and compiles as two more kernels.
-        flat = scaled.reshape(rows, -1)
+    # A matrix-vector product with ones: a library call on XLA:CPU, where a sum is a fused reduction
+    # that XLA also splits in two (for its precision) and compiles as two more kernels. A table summed
+    # whole (an empty separator, one slot) is split at its first eliminated axis and its row sums added:
+    # a 101 x 101 x 26 table took 23 us so against 168 us as one reduction.
+    split = rows == 1 and nelim > 1
+    if rows > 1 or split:
+        flat = scaled.reshape(belief.shape[belief.ndim - nelim] if split else rows, -1)
         total = jax.lax.dot_general(flat, jnp.ones(flat.shape[1:], flat.dtype), (((1,), (0,)), ((), ())),
                                     precision=_EXACT)
-        total = total.reshape(top.shape)
+        total = (jnp.sum(total) if split else total).reshape(top.shape)
     else:
         total = jnp.sum(scaled, axis=axes, keepdims=True)
     cond = scaled * (1.0 / jnp.where(total > 0, total, 1.0))

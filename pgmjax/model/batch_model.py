@@ -22,7 +22,7 @@ from .graphical_model import GraphicalModel, ModelStructure, _evidence_query
 
 
 # --------------------------------------------------------------------------- the batched model
-@jit
+@jit(engine=True)
 def _marginals_batched(plan: oracle.OraclePlan, theta: dict, total) -> dict:
     return jax.vmap(lambda th, n: oracle.marginals(plan, th, n)[0])(theta, total)
 

@@ -326,8 +326,8 @@ def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Cal
             raise FloatingPointError(f"{what}: the marginal of clique {clique} sums to {s:.6g}, not the total {total:.6g}{why}")
 
 
-_marginals_jit = jit(oracle.marginals)
-_log_partition_jit = jit(oracle.log_partition)
+_marginals_jit = jit(oracle.marginals, engine=True)
+_log_partition_jit = jit(oracle.log_partition, engine=True)
 
 
 def _evidence_query(domain: Domain, given) -> dict:
