@@ -217,7 +217,8 @@ def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Pr
         commit = active & (ok | last)
         next_eta = jnp.where(k == 0, eta * md.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
         mu = s.mu if mu is None else mu
-        new = estimation.MirrorDescentState(theta, mu, loss, pred, pred_grad, next_eta, s.iteration + 1, s.oracle_calls + 1 + k)
+        new = estimation.MirrorDescentState(theta, mu, loss, pred, pred_grad, next_eta, s.iteration + 1,
+                                             s.oracle_calls + 1 + k, s.slack)
         s = jax.tree_util.tree_map(lambda a, b: jnp.where(commit, a, b), new, s)
         k = jnp.where(commit, 0, jnp.where(active, k + 1, k))
         return s, k, eta
