@@ -148,3 +148,15 @@ def test_whole_table_marginals_of_several_blocks_are_one_group_with_the_same_los
     q = ms[5].query
     expected += 0.5 * np.sum(((q @ model.marginal(ms[5].clique).reshape(-1) - ms[5].y) / ms[5].stddev) ** 2)
     assert float(problem.loss_of(mu)) == pytest.approx(expected, rel=1e-10)
+
+
+@pytest.mark.parametrize("sizes", [(40_960,), (30_000, 10_960), (1_000,), (33_333,)])
+def test_sum_all_in_rows_of_32_is_the_sum(sizes):
+    # float32 (the fixture's x64 is off here): long aligned vectors take the two-stage path
+    with jax.enable_x64(False):
+        rng = np.random.default_rng(0)
+        arrays = [rng.normal(size=n).astype(np.float32) for n in sizes]
+        got = float(jax.jit(lambda xs: losses.sum_all(xs))([jnp.asarray(a) for a in arrays]))
+    want = sum(float(np.sum(a.astype(np.float64))) for a in arrays)
+    scale = sum(float(np.sum(np.abs(a.astype(np.float64)))) for a in arrays)
+    assert abs(got - want) <= 1e-6 * scale

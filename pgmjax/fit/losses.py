@@ -243,10 +243,25 @@ def loss_of_predictions(preds, meas: MeasurementArrays, kind: str, smoothing=Non
 
 def sum_all(arrays: list) -> jax.Array:
     """The sum of every entry of every array, as one reduction over their concatenation: a sum per array
-    would be a kernel or two of its own in the compiled program, and a model has dozens of groups."""
+    would be a kernel or two of its own in the compiled program, and a model has dozens of groups.
+
+    A long vector is summed in rows of 32 first, then the row sums. XLA:CPU rewrites a sum over more than
+    32 entries into a windowed sum of 32 (for its precision) that reads its input from memory, so the
+    elementwise work before it (a squared residual, a product) is written out and read back; rows of 32
+    are the same tree of sums, taken inside the fused elementwise kernel. On the 4-million-cell Loans
+    benchmark this saved two passes over the measured cells per loss evaluation.
+    """
     if not arrays:
         return jnp.zeros(())
-    return jnp.sum(jnp.concatenate([x.reshape(-1) for x in arrays]))
+    flat = arrays[0].reshape(-1) if len(arrays) == 1 else jnp.concatenate([x.reshape(-1) for x in arrays])
+    if flat.size > _ROW * _ROW and flat.size % _ROW == 0:
+        # The barrier keeps XLA from merging the two sums back into one (which it would then rewrite).
+        return jnp.sum(jax.lax.optimization_barrier(jnp.sum(flat.reshape(-1, _ROW), axis=1)))
+    return jnp.sum(flat)
+
+
+#: The row length of :func:`sum_all`'s first stage: XLA:CPU's reduction window (``TreeReductionRewriter``).
+_ROW = 32
 
 
 def lipschitz_constant(measurements: Sequence[Measurement]) -> float:
