@@ -255,13 +255,25 @@ def sum_all(arrays: list) -> jax.Array:
         return jnp.zeros(())
     flat = arrays[0].reshape(-1) if len(arrays) == 1 else jnp.concatenate([x.reshape(-1) for x in arrays])
     if flat.size > _ROW * _ROW and flat.size % _ROW == 0:
-        # The barrier keeps XLA from merging the two sums back into one (which it would then rewrite).
-        return jnp.sum(jax.lax.optimization_barrier(jnp.sum(flat.reshape(-1, _ROW), axis=1)))
+        return _sum_in_rows(flat)
     return jnp.sum(flat)
 
 
 #: The row length of :func:`sum_all`'s first stage: XLA:CPU's reduction window (``TreeReductionRewriter``).
 _ROW = 32
+
+
+@jax.custom_jvp
+def _sum_in_rows(flat: jax.Array) -> jax.Array:
+    # The barrier keeps XLA from merging the two sums back into one (which it would then rewrite).
+    return jnp.sum(jax.lax.optimization_barrier(jnp.sum(flat.reshape(-1, _ROW), axis=1)))
+
+
+@_sum_in_rows.defjvp
+def _sum_in_rows_jvp(primals, tangents):
+    # A plain sum for derivatives: its transpose (a gradient) is a broadcast that XLA fuses into its
+    # consumer; through the barrier it was a vector of ones written out in full.
+    return _sum_in_rows(primals[0]), jnp.sum(tangents[0])
 
 
 def lipschitz_constant(measurements: Sequence[Measurement]) -> float:
