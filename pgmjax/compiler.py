@@ -20,8 +20,8 @@ log-sum-exp of the oracle starts with a max. A NaN cannot hide there: the max is
 log-sum-exp, the NaN still reaches the sum of exponentials, hence log Z and the loss, whose finiteness a
 fit checks at every trial. Other programs keep NaN-propagating max and min. They are also compiled at
 backend optimisation level 1 instead of 2 (``xla_backend_optimization_level``): a fit's program has
-hundreds of small kernels, each its own LLVM module, and at level 1 XLA:CPU compiled them 10-35% faster
-(Titanic 1.9 s to 1.5 s, Stroke 4.2 to 3.5, a generated 15-attribute problem 6.0 to 3.8) with the same
+hundreds of small kernels, each its own LLVM module, and at level 1 XLA:CPU compiled them 8-38% faster
+(Titanic 1.9 s to 1.5 s, Stroke 4.0 to 3.4, a generated 15-attribute problem 6.0 to 3.7) with the same
 iteration times within the noise; ``exp``, ``log`` and sums round as at level 2.
 
 Every pgmjax program is also traced with full-precision matrix products (``jax.default_matmul_precision
