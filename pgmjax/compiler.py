@@ -18,8 +18,8 @@ through a max. XLA's default lowering compares and selects element by element; t
 max, about 2.4 times faster (a row maximum of a 265,226-cell table: 70 us against 170 us), and every
 log-sum-exp of the oracle starts with a max. A NaN cannot hide there: the max is only the shift of a
 log-sum-exp, the NaN still reaches the sum of exponentials, hence log Z and the loss, whose finiteness a
-fit checks at every trial. Other programs keep NaN-propagating max and min. They are also compiled at
-backend optimisation level 1 instead of 2 (``xla_backend_optimization_level``): a fit's program has
+fit checks at every trial. Other programs keep NaN-propagating max and min. The engine's programs are also
+compiled at backend optimisation level 1 instead of 2 (``xla_backend_optimization_level``): a fit's program has
 hundreds of small kernels, each its own LLVM module, and at level 1 XLA:CPU compiled them 8-38% faster
 (Titanic 1.9 s to 1.5 s, Stroke 4.0 to 3.4, a generated 15-attribute problem 6.0 to 3.7) with the same
 iteration times within the noise; ``exp``, ``log`` and sums round as at level 2.
@@ -73,8 +73,8 @@ def jit(fun=None, /, *, engine: bool = False, **kwargs):
 
     Args:
         fun: the function to compile (omit to get a decorator).
-        engine: also compile with :data:`ENGINE_OPTIONS` (fast max and min, for the engine's own
-            programs, whose NaN checks do not read a max; see the module docstring).
+        engine: also compile with :data:`ENGINE_OPTIONS` (fast max and min, backend optimisation level 1:
+            for the engine's own programs, whose NaN checks do not read a max; see the module docstring).
         **kwargs: any ``jax.jit`` keyword argument; ``compiler_options`` given here are merged over
             pgmjax's own.
 
