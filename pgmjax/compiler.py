@@ -22,7 +22,9 @@ fit checks at every trial. Other programs keep NaN-propagating max and min. The 
 compiled at backend optimisation level 1 instead of 2 (``xla_backend_optimization_level``): a fit's program has
 hundreds of small kernels, each its own LLVM module, and at level 1 XLA:CPU compiled them 8-38% faster
 (Titanic 1.9 s to 1.5 s, Stroke 4.0 to 3.4, a generated 15-attribute problem 6.0 to 3.7) with the same
-iteration times within the noise; ``exp``, ``log`` and sums round as at level 2.
+iteration times within the noise; ``exp``, ``log`` and sums round as at level 2. A level named in the
+``XLA_FLAGS`` environment variable (``--xla_backend_optimization_level=N``) wins over that default: the
+option is then left out, so the flag applies to the engine's programs as to every other.
 
 Every pgmjax program is also traced with full-precision matrix products (``jax.default_matmul_precision
 ("highest")``): on recent NVIDIA GPUs a float32 product would otherwise run in TensorFloat-32, about three
@@ -33,6 +35,7 @@ float32 products in full either way.
 from __future__ import annotations
 
 import functools
+import os
 
 import jax
 import jaxlib
@@ -68,13 +71,29 @@ def compiler_options() -> dict[str, str]:
 ENGINE_OPTIONS = {"xla_cpu_enable_fast_min_max": True, "xla_backend_optimization_level": 1}
 
 
+def engine_options() -> dict:
+    """:data:`ENGINE_OPTIONS`, less the optimisation level when ``XLA_FLAGS`` names one (read at each ``jit``).
+
+    A per-program compiler option overrides ``XLA_FLAGS``; a user (or a test suite) who sets
+    ``--xla_backend_optimization_level`` there means it for every program, the engine's included.
+
+    Example:
+        >>> engine_options()["xla_cpu_enable_fast_min_max"]
+        True
+    """
+    if "xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", ""):
+        return {k: v for k, v in ENGINE_OPTIONS.items() if k != "xla_backend_optimization_level"}
+    return dict(ENGINE_OPTIONS)
+
+
 def jit(fun=None, /, *, engine: bool = False, **kwargs):
     """``jax.jit`` with :func:`compiler_options`; usable as ``@jit``, ``@jit(static_argnames=...)`` or ``jit(f)``.
 
     Args:
         fun: the function to compile (omit to get a decorator).
-        engine: also compile with :data:`ENGINE_OPTIONS` (fast max and min, backend optimisation level 1:
-            for the engine's own programs, whose NaN checks do not read a max; see the module docstring).
+        engine: also compile with :func:`engine_options` (fast max and min, backend optimisation level 1
+            unless ``XLA_FLAGS`` names a level: for the engine's own programs, whose NaN checks do not read
+            a max; see the module docstring).
         **kwargs: any ``jax.jit`` keyword argument; ``compiler_options`` given here are merged over
             pgmjax's own.
 
@@ -87,7 +106,7 @@ def jit(fun=None, /, *, engine: bool = False, **kwargs):
         2.0
     """
     kwargs["compiler_options"] = {
-        **compiler_options(), **(ENGINE_OPTIONS if engine else {}), **(kwargs.get("compiler_options") or {})
+        **compiler_options(), **(engine_options() if engine else {}), **(kwargs.get("compiler_options") or {})
     }
     if fun is None:
         return lambda f: jax.jit(_full_precision(f), **kwargs)

@@ -53,12 +53,27 @@ def test_jit_keeps_user_options_and_merges_ours():
 def test_engine_programs_add_fast_max_and_keep_user_options(monkeypatch):
     seen = []
     monkeypatch.setattr(jax, "jit", lambda f, **kw: seen.append(kw["compiler_options"]) or f)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
     jit(lambda x: x, engine=True)
     jit(lambda x: x)
     jit(engine=True, compiler_options={"xla_cpu_enable_fast_min_max": False})(lambda x: x)
     assert seen[0] == {**compiler_options(), **ENGINE_OPTIONS}
     assert seen[1] == compiler_options()
     assert seen[2]["xla_cpu_enable_fast_min_max"] is False
+
+
+def test_a_level_in_xla_flags_wins_over_the_engine_level(monkeypatch):
+    # The suite (tests/conftest.py) and users set the level in XLA_FLAGS; a per-program option would
+    # silently override it for the engine's programs.
+    seen = []
+    monkeypatch.setattr(jax, "jit", lambda f, **kw: seen.append(kw["compiler_options"]) or f)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0")
+    jit(lambda x: x, engine=True)
+    assert "xla_backend_optimization_level" not in seen[0]
+    assert seen[0]["xla_cpu_enable_fast_min_max"] is True
+    monkeypatch.setenv("XLA_FLAGS", "")
+    jit(lambda x: x, engine=True)
+    assert seen[1]["xla_backend_optimization_level"] == 1
 
 
 @pytest.mark.parametrize("where", ["root", "leaf"])

@@ -119,9 +119,13 @@ def test_estimate_carries_marginals_only_in_small_models():
     assert isinstance(estimation.estimator("lbfgs", problem), estimation.LBFGS)
 
 
-def test_whole_table_marginals_of_several_blocks_are_one_group_with_the_same_loss():
+@pytest.mark.parametrize("padded", [False, True])
+def test_whole_table_marginals_of_several_blocks_are_one_group_with_the_same_loss(padded, monkeypatch):
     """Marginal measurements in different blocks (whole tables and a sub-clique) become one flat group; the
-    loss it computes equals the hand-computed sum of every measurement's weighted squared residuals."""
+    loss it computes equals the hand-computed sum of every measurement's weighted squared residuals, with
+    the group padded (as long groups are) or not (as short ones are)."""
+    if padded:
+        monkeypatch.setattr(losses, "_MAX_PAD_FRACTION", 100.0)
     rng = np.random.default_rng(11)
     dom = pj.Domain({"a": 3, "b": 4, "c": 2, "d": 5, "e": 7})
     cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e")]
@@ -133,12 +137,13 @@ def test_whole_table_marginals_of_several_blocks_are_one_group_with_the_same_los
     meas = losses.stack_measurements(plan, ms, jnp.float64)
     (merged,) = [g for g in meas.groups if g.parts]
     assert len(meas.groups) == 2 and len(merged.parts) >= 3  # the dense query is a group of its own
-    assert merged.rows >= sum(m.rows for m in ms[:5])
-    # padded to whole vector blocks with cells that weigh nothing
     flat = meas.arrays[meas.groups.index(merged)]
-    assert merged.rows % losses._ALIGN == 0 and merged.pad == merged.rows - sum(m.rows for m in ms[:5]) > 0
     assert flat["y"].shape == flat["inv_std"].shape == (1, merged.rows)
-    assert not np.any(np.asarray(flat["inv_std"])[0, -merged.pad:])
+    if padded:  # to whole vector blocks, with cells that weigh nothing
+        assert merged.rows % losses._ALIGN == 0 and merged.pad == merged.rows - sum(m.rows for m in ms[:5]) > 0
+        assert not np.any(np.asarray(flat["inv_std"])[0, -merged.pad:])
+    else:  # a short group is left as it is
+        assert merged.pad == 0 and merged.rows == sum(m.rows for m in ms[:5])
     problem = Problem(plan, meas, to_device(100.0, np.float64), to_device(1.0, np.float64), to_device(0.0, np.float64), "l2")
     theta = {k: to_device(rng.normal(size=s)) for k, s in plan.units}
     mu = problem.marginals(theta)
