@@ -73,14 +73,12 @@ def _shift(m: jax.Array) -> jax.Array:
     return jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
 
 
-def _offset(msgs, real) -> jax.Array:
-    """Sum over the real slots of the shifts taken off ``msgs[x]`` ``(..., slots, *separator)`` (per class)."""
+def _offset(tops, real) -> jax.Array:
+    """Sum over the real slots of the shifts ``tops[x]`` (:func:`_shift`, ``(..., slots, 1, ...)``, per class)
+    taken off the messages: the shift the routing took, not a second maximum (one kernel less per class)."""
     total = 0.0
-    for m, re in zip(msgs, real):
-        lead = re.ndim
-        top = jnp.max(m, axis=tuple(range(lead, m.ndim)))
-        top = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
-        total = total + jnp.sum(jnp.where(re, top, 0.0))
+    for top, re in zip(tops, real):
+        total = total + jnp.sum(jnp.where(re, top.reshape(re.shape), 0.0))
     return total
 
 
@@ -117,8 +115,9 @@ def log_partition(plan: OraclePlan, theta: dict) -> jax.Array:
     def send(run, parents, pairs, direct, route, beliefs, real):
         raw = {x: kernels.logsumexp(b, axis=tuple(range(b.ndim - len(cl.elim_axes), b.ndim)))
                for x, (b, cl) in enumerate(zip(beliefs, run.classes))}
-        out = _route_c(run, parents, pairs, direct, route, raw, real)
-        return out, _offset([raw[x] for x in sorted(raw)], [real[x] for x in sorted(raw)])
+        tops = {x: _shift(m) for x, m in raw.items()}
+        out = _route_c(run, parents, pairs, direct, route, raw, tops, real)
+        return out, _offset([tops[x] for x in sorted(raw)], [real[x] for x in sorted(raw)])
 
     for r, run in enumerate(plan.runs):
         pot, real = _run_potentials(plan, r, theta)
@@ -199,23 +198,26 @@ def _lse_and_conditional(belief: jax.Array, nelim: int) -> tuple[jax.Array, jax.
     return jnp.squeeze(jnp.log(total) + shift, axes), cond
 
 
-def _send_c(run: Run, parents, pairs, direct, route, beliefs, real, raw, conds) -> dict:
-    """:func:`_send` in the compute layout; ``raw[x]`` gets the messages before routing ``(n_x, *separator)``
+def _send_c(run: Run, parents, pairs, direct, route, beliefs, real, tops, conds) -> dict:
+    """:func:`_send` in the compute layout; ``tops[x]`` gets the shifts taken off the messages (:func:`_shift`)
     and ``conds[x]`` the conditional tables ``exp(belief - message)``."""
+    raw = {}
     for x in range(len(run.classes)):
         raw[x], conds[x] = _lse_and_conditional(beliefs[x], len(run.classes[x].elim_axes))
-    return _route_c(run, parents, pairs, direct, route, raw, real)
+        tops[x] = _shift(raw[x])
+    return _route_c(run, parents, pairs, direct, route, raw, tops, real)
 
 
-def _route_c(run: Run, parents, pairs, direct, route, raw, real) -> dict:
-    """Messages ``raw[x]`` landed in the parents' compute layout and routed to their slots."""
+def _route_c(run: Run, parents, pairs, direct, route, raw, tops, real) -> dict:
+    """Messages ``raw[x]`` less their shifts ``tops[x]``, landed in the parents' compute layout and routed to
+    their slots."""
     out, msgs = {}, {}
     for x, y in pairs:
         order, shape = _landing(run.classes[x], parents[y])
         # Parents of different classes can take one class's message in different places: the landing
         # (order and shape) is part of the key.
         if (x, order, shape) not in msgs:
-            m = raw[x] - _shift(raw[x])
+            m = raw[x] - tops[x]
             if order != tuple(range(len(order))):
                 m = jnp.transpose(m, (0, *(1 + i for i in order)))
             msgs[(x, order, shape)] = m.reshape((m.shape[0], *shape))
@@ -299,7 +301,7 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
     static_pairs = plan.static[5]
     runs = plan.runs
     received: dict = {}
-    ups = []  # per run: (pot, real, messages per class, conditional tables per class)
+    ups = []  # per run: (pot, real, conditional tables per class)
     log_z = None
     offset = 0.0  # the shifts taken off the messages (see _shift): log Z = logsumexp(root) + offset
     for r, run in enumerate(runs):
@@ -307,32 +309,32 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
         pot, real = _run_potentials(plan, r, theta)
         inner_pairs, outer_pairs, inner_direct, outer_direct = static_pairs[r]
         beliefs = _beliefs([p[0] for p in pot], received)
-        parts: list[dict] = []  # raw messages, per level block
+        parts: list[dict] = []  # the messages' shifts, per level block
         cparts: list[dict] = []  # conditional tables, per level block
         if n > 1:
             routes = {p: plan.arrays[f"r{r:03d}_inner_{p[0]:02d}_{p[1]:02d}"] for p in inner_pairs if p not in inner_direct}
-            raw0: dict = {}
+            tops0: dict = {}
             cond0: dict = {}
             received = _send_c(
                 run, run.classes, inner_pairs, inner_direct, lambda x, y: routes[(x, y)][0], beliefs,
-                [m[0] for m in real], raw0, cond0,
+                [m[0] for m in real], tops0, cond0,
             )
-            parts.append({x: m[None] for x, m in raw0.items()})
+            parts.append({x: m[None] for x, m in tops0.items()})
             cparts.append({x: m[None] for x, m in cond0.items()})
             if n > 2:
 
                 def body(carry, xs, run=run, inner_pairs=inner_pairs, inner_direct=inner_direct):
                     th, rts, re = xs
-                    raw, cond = {}, {}
+                    tops, cond = {}, {}
                     out = _send_c(run, run.classes, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], _beliefs(th, carry),
-                                  re, raw, cond)
-                    return out, (raw, cond)
+                                  re, tops, cond)
+                    return out, (tops, cond)
 
                 rest = {p: v[1:] for p, v in routes.items()}
-                received, (ys_raw, ys_cond) = jax.lax.scan(
+                received, (ys_tops, ys_cond) = jax.lax.scan(
                     body, received, ([p[1:-1] for p in pot], rest, [m[1:-1] for m in real])
                 )
-                parts.append(ys_raw)
+                parts.append(ys_tops)
                 cparts.append(ys_cond)
             beliefs = _beliefs([p[-1] for p in pot], received)
         if r + 1 == len(runs):
@@ -342,23 +344,22 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
             root_lse, root_cond = _lse_and_conditional(root.reshape((1, -1)), 1)
             log_z = root_lse[0] + offset
             cparts.append({0: root_cond.reshape(root.shape)[None]})
-            msgs = None
         else:
             outer = {p: plan.arrays[f"r{r:03d}_outer_{p[0]:02d}_{p[1]:02d}"] for p in outer_pairs if p not in outer_direct}
-            last_raw: dict = {}
+            last_tops: dict = {}
             last_cond: dict = {}
             received = _send_c(
                 run, runs[r + 1].classes, outer_pairs, outer_direct, lambda x, y: outer[(x, y)], beliefs,
-                [m[-1] for m in real], last_raw, last_cond,
+                [m[-1] for m in real], last_tops, last_cond,
             )
-            parts.append({x: m[None] for x, m in last_raw.items()})
+            parts.append({x: m[None] for x, m in last_tops.items()})
             cparts.append({x: m[None] for x, m in last_cond.items()})
-            msgs = [jnp.concatenate([part[x] for part in parts]) if len(parts) > 1 else parts[0][x] for x in range(len(run.classes))]
-            offset = offset + _offset(msgs, real)
+            tops = [jnp.concatenate([part[x] for part in parts]) if len(parts) > 1 else parts[0][x] for x in range(len(run.classes))]
+            offset = offset + _offset(tops, real)
         # Conditional tables P = exp(belief - message), taken from the upward pass's exponentials.
         conds_r = [jnp.concatenate([part[x] for part in cparts]) if len(cparts) > 1 else cparts[0][x] for x in range(len(run.classes))]
-        ups.append((pot, real, msgs, conds_r))
-    conds = [u[3] for u in ups]
+        ups.append((pot, real, conds_r))
+    conds = [u[2] for u in ups]
 
     # Downward pass: g (separator marginals / total, compact) level by level; mu = total * P * g.
     mu = {}
@@ -366,7 +367,7 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
     for r in range(len(runs) - 1, -1, -1):
         run = runs[r]
         n = run.num_levels
-        pot, real, _, _ = ups[r]
+        pot, real, _ = ups[r]
         P = conds[r]
         inner_pairs, _, inner_direct, _ = static_pairs[r]
         if n > 1:
