@@ -173,10 +173,13 @@ def _landing(cl: CliqueClass, parent: CliqueClass) -> tuple[tuple[int, ...], tup
 _EXACT = jax.lax.Precision.HIGHEST
 
 
-def _lse_and_conditional(belief: jax.Array, nelim: int) -> tuple[jax.Array, jax.Array]:
-    """``(message, P)``: the log-sum-exp of ``belief`` ``(slots, *sep, *elim)`` over its eliminated axes and
-    ``P = exp(belief - message)``, both from the same exponentials (``exp(belief - max) / sum``): each belief
-    is exponentiated once per oracle call. A slice with no finite cell gives ``-inf`` and ``P = 0``."""
+def _lse_and_conditional(belief: jax.Array, nelim: int) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    """``(message, (scaled, recip))``: the log-sum-exp of ``belief`` ``(slots, *sep, *elim)`` over its
+    eliminated axes and the conditional table ``P = exp(belief - message) = scaled * recip`` as its two
+    factors, ``scaled = exp(belief - max)`` and ``recip = 1 / sum(scaled)`` (separator-shaped, kept dims).
+    Each belief is exponentiated once per oracle call, and ``P`` itself is never written: the downward pass
+    folds ``recip`` into its separator-sized vectors (one table pass and one kernel less per class). A
+    slice with no finite cell gives ``-inf`` and ``scaled = 0``."""
     axes = tuple(range(belief.ndim - nelim, belief.ndim))
     top = jnp.max(belief, axis=axes, keepdims=True)
     shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
@@ -194,13 +197,13 @@ def _lse_and_conditional(belief: jax.Array, nelim: int) -> tuple[jax.Array, jax.
         total = (jnp.sum(total) if split else total).reshape(top.shape)
     else:
         total = jnp.sum(scaled, axis=axes, keepdims=True)
-    cond = scaled * (1.0 / jnp.where(total > 0, total, 1.0))
-    return jnp.squeeze(jnp.log(total) + shift, axes), cond
+    recip = 1.0 / jnp.where(total > 0, total, 1.0)
+    return jnp.squeeze(jnp.log(total) + shift, axes), (scaled, recip)
 
 
 def _send_c(run: Run, parents, pairs, direct, route, beliefs, real, tops, conds) -> dict:
     """:func:`_send` in the compute layout; ``tops[x]`` gets the shifts taken off the messages (:func:`_shift`)
-    and ``conds[x]`` the conditional tables ``exp(belief - message)``."""
+    and ``conds[x]`` the conditional tables ``exp(belief - message)`` as ``(scaled, recip)``."""
     raw = {}
     for x in range(len(run.classes)):
         raw[x], conds[x] = _lse_and_conditional(beliefs[x], len(run.classes[x].elim_axes))
@@ -231,11 +234,12 @@ def _route_c(run: Run, parents, pairs, direct, route, raw, tops, real) -> dict:
     return out
 
 
-def _cotangent(P: jax.Array, g: jax.Array, cl: CliqueClass, parent: CliqueClass) -> jax.Array:
+def _cotangent(P: tuple, g: jax.Array, cl: CliqueClass, parent: CliqueClass) -> jax.Array:
     """Transpose of landing: the parent's ``P * g`` summed onto ``cl``'s separator, ``(n_y, *separator)``.
 
-    ``P`` ``(n_y, *sep_p, *elim_p)`` holds the parent's conditional tables given its own separator and ``g``
-    ``(n_y, *sep_p, 1, ...)`` its separator marginals. Two common cases never form ``P * g``:
+    ``P = (scaled, recip)`` (see :func:`_lse_and_conditional`), ``scaled`` ``(n_y, *sep_p, *elim_p)``, holds
+    the parent's conditional tables given its own separator and ``g`` ``(n_y, *sep_p, 1, ...)`` its separator
+    marginals; ``P * g = scaled * (recip * g)``. Two common cases never form ``P * g``:
 
     * ``cl``'s separator lies in the parent's separator: every row of ``P`` sums to one (or is all zero,
       where ``g`` is zero too), so the sum is ``g``'s own sum over the other separator axes;
@@ -244,6 +248,7 @@ def _cotangent(P: jax.Array, g: jax.Array, cl: CliqueClass, parent: CliqueClass)
       table's leading axes), then summed over the other eliminated axes (a separator-sized table).
     """
     order, _ = _landing(cl, parent)
+    P, h = P[0], g * P[1]
     nsep = len(parent.sep_axes)
     kept = sorted(parent.layout.index(a) for a in cl.parent_sep_axes)
     ndim = P.ndim - 1
@@ -253,14 +258,14 @@ def _cotangent(P: jax.Array, g: jax.Array, cl: CliqueClass, parent: CliqueClass)
         n, sep_shape, elim_shape = P.shape[0], P.shape[1 : 1 + nsep], P.shape[1 + nsep :]
         cells = int(np.prod(sep_shape))
         v = jax.lax.dot_general(
-            jnp.broadcast_to(g, (n, *sep_shape, *(1,) * len(elim_shape))).reshape(n, 1, cells),
+            jnp.broadcast_to(h, (n, *sep_shape, *(1,) * len(elim_shape))).reshape(n, 1, cells),
             P.reshape(n, cells, -1),
             (((2,), (1,)), ((0,), (0,))),
             precision=_EXACT,
         ).reshape(n, *elim_shape)
         s = jnp.sum(v, axis=tuple(1 + j - nsep for j in range(nsep, ndim) if j not in kept))
     else:
-        s = jnp.sum(P * g, axis=tuple(1 + j for j in range(ndim) if j not in kept))
+        s = jnp.sum(P * h, axis=tuple(1 + j for j in range(ndim) if j not in kept))
     s = s.reshape((s.shape[0], *(cl.shape[cl.sep_axes[i]] for i in order)))
     if order != tuple(range(len(order))):
         s = jnp.transpose(s, (0, *(1 + int(i) for i in np.argsort(order))))
@@ -285,10 +290,11 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
     explicit downward pass instead of autodiff, in the blocks' own layout
     (every clique's eliminated axes last, so messages reduce contiguous
     rows, the fast reductions on CPU, and no table is transposed). The
-    upward pass keeps the (compact) messages and every clique's
-    conditional table given its upward separator, ``P = exp(belief -
-    message)``, from the same exponentials as its message (each belief is
-    built and exponentiated once per call); the downward pass
+    upward pass keeps every clique's conditional table given its upward
+    separator, ``P = exp(belief - message)``, from the same exponentials as
+    its message (each belief is built and exponentiated once per call), as
+    the exponentials and the reciprocals of their row sums (``P`` itself is
+    never written); the downward pass
     carries only separator marginals (``g``: one multiply-and-reduce per
     level), and ``mu = total * P * g`` is again one dense op per run. Same
     arithmetic as the autodiff transpose of :func:`log_partition` (no belief
@@ -320,7 +326,7 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
                 [m[0] for m in real], tops0, cond0,
             )
             parts.append({x: m[None] for x, m in tops0.items()})
-            cparts.append({x: m[None] for x, m in cond0.items()})
+            cparts.append({x: (m[0][None], m[1][None]) for x, m in cond0.items()})
             if n > 2:
 
                 def body(carry, xs, run=run, inner_pairs=inner_pairs, inner_direct=inner_direct):
@@ -343,7 +349,7 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
             root = beliefs[0]
             root_lse, root_cond = _lse_and_conditional(root.reshape((1, -1)), 1)
             log_z = root_lse[0] + offset
-            cparts.append({0: root_cond.reshape(root.shape)[None]})
+            cparts.append({0: (root_cond[0].reshape(root.shape)[None], root_cond[1].reshape((1,) * (root.ndim + 1)))})
         else:
             outer = {p: plan.arrays[f"r{r:03d}_outer_{p[0]:02d}_{p[1]:02d}"] for p in outer_pairs if p not in outer_direct}
             last_tops: dict = {}
@@ -353,17 +359,18 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
                 [m[-1] for m in real], last_tops, last_cond,
             )
             parts.append({x: m[None] for x, m in last_tops.items()})
-            cparts.append({x: m[None] for x, m in last_cond.items()})
+            cparts.append({x: (m[0][None], m[1][None]) for x, m in last_cond.items()})
             tops = [jnp.concatenate([part[x] for part in parts]) if len(parts) > 1 else parts[0][x] for x in range(len(run.classes))]
             offset = offset + _offset(tops, real)
         # Conditional tables P = exp(belief - message), taken from the upward pass's exponentials.
-        conds_r = [jnp.concatenate([part[x] for part in cparts]) if len(cparts) > 1 else cparts[0][x] for x in range(len(run.classes))]
+        conds_r = [jax.tree_util.tree_map(lambda *ps: jnp.concatenate(ps), *(part[x] for part in cparts)) if len(cparts) > 1
+                   else cparts[0][x] for x in range(len(run.classes))]
         ups.append((pot, real, conds_r))
     conds = [u[2] for u in ups]
 
     # Downward pass: g (separator marginals / total, compact) level by level; mu = total * P * g.
     mu = {}
-    g_last = [jnp.ones((1,) * (1 + len(runs[-1].classes[0].shape)), conds[-1][0].dtype)]
+    g_last = [jnp.ones((1,) * (1 + len(runs[-1].classes[0].shape)), conds[-1][0][0].dtype)]
     for r in range(len(runs) - 1, -1, -1):
         run = runs[r]
         n = run.num_levels
@@ -384,19 +391,19 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
                     new[x] = contrib if new[x] is None else new[x] + contrib
                 return new, g
 
-            g0, ys = jax.lax.scan(down, g_last, ([p[1:] for p in P], invs, [m[:-1] for m in real]), reverse=True)
+            g0, ys = jax.lax.scan(down, g_last, ([(p[0][1:], p[1][1:]) for p in P], invs, [m[:-1] for m in real]), reverse=True)
             g_all = [jnp.concatenate([a[None], b]) for a, b in zip(g0, ys)]
         else:
             g_all = [g[None] for g in g_last]
         for x in range(len(run.classes)):
-            mu[f"r{r:03d}x{x:02d}"] = total * (P[x] * g_all[x])
+            mu[f"r{r:03d}x{x:02d}"] = total * (P[x][0] * (g_all[x] * P[x][1]))
         if r > 0:
             prev = runs[r - 1]
             _, outer_pairs, _, outer_direct = static_pairs[r - 1]
             prev_real = ups[r - 1][1]
             new = [None] * len(prev.classes)
             for x, y in outer_pairs:
-                cot = _cotangent(P[y][0], g_all[y][0], prev.classes[x], run.classes[y])
+                cot = _cotangent((P[y][0][0], P[y][1][0]), g_all[y][0], prev.classes[x], run.classes[y])
                 inv = None
                 if (x, y) not in outer_direct:
                     inv = plan.arrays[f"r{r - 1:03d}_outerinv_{x:02d}_{y:02d}"]
