@@ -29,11 +29,13 @@ class CompileCounter:
 
     def __init__(self):
         self.count = 0
+        self.names = []  # the compiled functions' names, e.g. "jit(_chunk)", in order
         self.active = False
 
     def __call__(self, event, duration, **kwargs):
         if self.active and event == "/jax/core/compile/backend_compile_duration":
             self.count += 1
+            self.names.append(kwargs.get("fun_name"))
 
 
 _COUNTER = CompileCounter()
@@ -44,6 +46,7 @@ jax.monitoring.register_event_duration_secs_listener(_COUNTER)
 def count_compiles():
     """``with count_compiles() as c: ...``; then ``c.count`` is the number of XLA compilations."""
     _COUNTER.count = 0
+    _COUNTER.names = []
     _COUNTER.active = True
     try:
         yield _COUNTER

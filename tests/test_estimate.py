@@ -340,6 +340,25 @@ def test_first_fit_compiles_one_program(rng):
     assert counter.count == 1
 
 
+@pytest.mark.parametrize("method", ["dual_averaging", "lbfgs"])
+def test_first_fit_compiles_each_program_once(rng, method):
+    """A first fit with the other methods compiles its init, chunk and final-marginals programs once each:
+    the state a chunk returns has the types of the state it was given (L-BFGS's first state held optax's
+    weakly typed line-search scalars, so its chunk compiled twice), and the returned potentials are formed
+    inside the chunk, not by small eager programs."""
+    from conftest import count_compiles
+
+    dom = pj.Domain({"p": 4, "q": 6, "r": 3, "s": 2})  # shapes no other test fits
+    data = pj.Dataset(rng.integers(0, [4, 6, 3, 2], size=(500, 4)), dom)
+    ms = pj.noisy_marginals(data, [("p", "q"), ("q", "r"), ("r", "s")], 5.0, jax.random.key(2))
+    with count_compiles() as counter:
+        model = pj.estimate(dom, ms, method=method, iters=20, chunk=10)
+    assert np.isfinite(model.loss)
+    assert "jit(_chunk)" in counter.names
+    assert len(counter.names) == len(set(counter.names)), counter.names
+    assert set(counter.names) <= {"jit(_init)", "jit(_chunk)", "jit(_model_loss_and_marginals)"}, counter.names
+
+
 def test_compilation_cache_opt_in(tmp_path):
     """pgmjax.programs.enable_compilation_cache points JAX's persistent cache at a folder; a fit writes its
     program there (checked in a fresh process, so this one's cache settings stay untouched)."""

@@ -341,7 +341,7 @@ class LBFGSState(NamedTuple):
     delta: dict  # what L-BFGS optimises: potentials = theta0 + delta (always finite)
     opt_state: Any
     loss: jax.Array  # loss of the current iterate
-    best_delta: dict  # the best iterate so far: what the run returns
+    best_theta: dict  # the potentials of the best iterate so far (theta0 + its delta): what the run returns
     best_loss: jax.Array
     iteration: jax.Array
     oracle_calls: jax.Array
@@ -373,7 +373,7 @@ class LBFGS:
 
     @staticmethod
     def params(state: LBFGSState) -> dict:
-        return tree_map(jnp.add, state.theta0, state.best_delta)
+        return state.best_theta
 
     @staticmethod
     def best_loss(state: LBFGSState) -> jax.Array:
@@ -390,8 +390,11 @@ class LBFGS:
     def init(self, problem: Problem, theta: dict, step_size=None) -> LBFGSState:
         delta = tree_map(jnp.zeros_like, theta)
         loss = self._objective(problem, theta)(delta)
+        # optax's initial line-search info holds weakly typed scalars, its updates strongly typed ones: the
+        # state after a chunk would differ in type from the initial one and the chunk compile a second time.
+        opt_state = tree_map(lambda x: jnp.asarray(x, x.dtype), self._opt().init(delta))
         return LBFGSState(
-            theta, delta, self._opt().init(delta), loss, delta, loss, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32)
+            theta, delta, opt_state, loss, theta, loss, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32)
         )
 
     def step(self, problem: Problem, s: LBFGSState) -> LBFGSState:
@@ -411,7 +414,8 @@ class LBFGS:
         opt_state = jax.tree_util.tree_map(keep, opt_state, opt.init(s.delta))
         loss = jnp.where(ok, loss, s.loss)
         better = loss < s.best_loss
-        best = tree_map(lambda a, b: jnp.where(better, a, b), delta, s.best_delta)
+        # The best potentials themselves, formed in the chunk: the host reads them without an op of its own.
+        best = tree_map(lambda t0, a, b: jnp.where(better, t0 + a, b), s.theta0, delta, s.best_theta)
         return LBFGSState(
             s.theta0, delta, opt_state, loss, best, jnp.minimum(loss, s.best_loss), s.iteration + 1,
             s.oracle_calls + 1 + evals,
