@@ -1,0 +1,230 @@
+"""Entropic mirror descent over the marginal polytope with an Armijo line search.
+
+McKenna, Sheldon & Miklau, "Graphical-model based estimation and inference for differential privacy",
+ICML 2019, Algorithm 1. An accepted trial's marginals become the next iterate's, so an accepted step costs
+one oracle call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..compiler import to_device, zeros_like
+from .problem import Problem
+from .tree_math import axpy, leaves, tree_map, vdot
+
+
+def _centred(theta: dict) -> dict:
+    """Each clique's potentials shifted so their largest entry is 0 (the distribution is unchanged).
+
+    In float32 an entry ``t`` of a table carries an absolute error of ``eps |t|``, a relative error of
+    ``eps |t|`` in its probability: with small noise scales the gradient steps push all potentials
+    far from 0 together, and the likely cells lose the precision the line search needs. Centring
+    keeps the likely cells near 0. -inf entries (structural zeros) are left alone.
+    """
+    out = {}
+    for k, t in theta.items():
+        top = jnp.max(jnp.where(jnp.isfinite(t), t, -jnp.inf).reshape(_rows(t)), axis=-1)
+        top = top.reshape(t.shape[:2] + (1,) * (t.ndim - 2))
+        out[k] = t - jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
+    return out
+
+
+def _rows(t: jax.Array) -> tuple[int, ...]:
+    """A block ``(levels, slots, *table)`` as ``(levels * slots, cells)``: reductions over one minor axis of
+    a 2-D array compile to simpler, faster XLA:CPU kernels than reductions over six trailing axes."""
+    return (t.shape[0] * t.shape[1] if t.ndim >= 2 else 1, -1)
+
+
+class MirrorDescentState(NamedTuple):
+    theta: dict
+    mu: dict  # the marginals of theta as of the last tidy (refreshed once per compiled chunk, not per step)
+    loss: jax.Array
+    pred: Any  # what the loss reads of mu (Problem.predict)
+    pred_grad: Any  # the loss's gradient with respect to pred; in the marginals' space: Problem.pull_back
+    step_size: jax.Array
+    iteration: jax.Array
+    oracle_calls: jax.Array
+    slack: jax.Array  # the Armijo test's rounding allowance (MirrorDescent.slack), refreshed by tidy: once per chunk
+
+
+@dataclass(frozen=True)
+class MirrorDescent:
+    """Entropic mirror descent with a backtracking (Armijo) line search.
+
+    ``theta <- theta - eta * grad L(mu)``, ``mu <- M(theta)`` (ICML 2019,
+    Algorithm 1). A trial step is accepted when
+    ``L(mu') <= L(mu) - armijo * <grad, mu - mu'>``; otherwise ``eta`` is
+    halved. After an accepted step ``eta`` grows by ``growth``.
+
+    The loss reads the marginals through linear predictions ``p = Q mu``
+    (:meth:`Problem.predict`), so the state keeps ``p`` and ``g = dL/dp``
+    instead of full-size gradient tables: ``grad L(mu) = Q^T g`` is formed
+    only inside the potentials' update, and ``<grad, mu - mu'> = <g, p - p'>``
+    is a sum over the measured cells, not over the junction tree.
+
+    Args:
+        armijo: sufficient-decrease fraction.
+        growth: step growth after an accepted step.
+        max_backtracks: at most this many halvings per iteration.
+        rounding: slack of the test for rounding, in units of ``eps * <|g|, |p|>`` (the error the
+            marginals' relative precision puts into the loss; equal to ``eps * <|grad L|, mu>`` for
+            marginal and counting queries). Without it float32 fits stall short of the
+            optimum: the step size collapses once the loss decrease falls below the loss's rounding error.
+        carry_marginals: every trial writes its marginals and the state carries the accepted ones, so
+            :meth:`tidy` needs no oracle call. The compiled program then holds one copy of the oracle
+            instead of two (a quarter less to compile), at the price of one more write of every table
+            per trial: :func:`pgmjax.estimate` turns it on for models of at most
+            :data:`pgmjax.fit.estimation.CARRY_MARGINALS_CELLS` cells, where compilation, not iteration, is what a fit waits for.
+    """
+
+    armijo: float = 0.5
+    growth: float = 1.25
+    max_backtracks: int = 30
+    rounding: float = 16.0
+    carry_marginals: bool = False
+
+    @staticmethod
+    def params(state: MirrorDescentState) -> dict:
+        return state.theta
+
+    @staticmethod
+    def best_loss(state: MirrorDescentState) -> jax.Array:
+        """The loss of :meth:`params`' model (the line search never accepts an increase)."""
+        return state.loss
+
+    def init(self, problem: Problem, theta: dict, step_size) -> MirrorDescentState:
+        mu = problem.marginals(theta)
+        pred = problem.predict(mu)
+        loss, pred_grad = jax.value_and_grad(problem.loss_of_predictions)(pred)
+        dt = problem.total.dtype
+        state = MirrorDescentState(
+            theta, mu, loss, pred, pred_grad, jnp.asarray(step_size, dt), jnp.zeros((), jnp.int32),
+            jnp.ones((), jnp.int32), jnp.zeros((), dt)
+        )
+        return state._replace(slack=self.slack(state))
+
+    @staticmethod
+    def start(problem: Problem, theta: dict, step_size) -> MirrorDescentState:
+        """A state whose next :meth:`step` is :meth:`init`: no oracle call here.
+
+        Its loss is +inf and its gradient 0, so the step's first trial (the potentials themselves) is
+        accepted. :func:`run` initialises with one step of its compiled chunk, so a fit compiles no
+        separate ``init`` program (the oracle is the bulk of every program). :meth:`started` fixes the
+        counters afterwards.
+        """
+        dt = problem.total.dtype
+        zeros = zeros_like(theta)
+        # Shapes only (no eager op: a fit compiles no small programs of its own), zeros built on the host.
+        pred = tree_map(lambda a: to_device(np.zeros(a.shape, a.dtype)), jax.eval_shape(problem.predict, zeros))
+        return MirrorDescentState(
+            theta, zeros, to_device(np.inf, dt), pred, pred, to_device(step_size, dt), to_device(-1, np.int32),
+            to_device(0, np.int32), to_device(0.0, dt),
+        )
+
+    @staticmethod
+    def started(state: MirrorDescentState, step_size) -> MirrorDescentState:
+        """The state after ``step(start(...))``, as :meth:`init` returns it (iteration 0, the given step)."""
+        return state._replace(step_size=to_device(step_size, state.step_size.dtype), iteration=to_device(0, np.int32))
+
+    def slack(self, s: MirrorDescentState) -> jax.Array:
+        """The Armijo test's allowance for rounding at state ``s`` (the same for every trial from ``s``).
+
+        Rounding makes the exact test fail at (numerical) convergence; allow that much slack. The loss is
+        computed from predictions that carry a relative error of a few eps each, so its own error is about
+        eps * <|g|, |p|>, far above eps * |loss| near the optimum of a sharp loss.
+
+        The state carries it (``state.slack``) and :meth:`tidy` refreshes it, so it is computed once per
+        compiled chunk, not once per iteration: it is a pass over two arrays the size of the measured cells
+        (a tenth of an iteration on the Loans benchmark's four million), and near convergence, the only
+        place it decides a test, it changes by little within a chunk.
+        """
+        eps = jnp.finfo(s.loss.dtype).eps
+        return 8 * eps * jnp.abs(s.loss) + self.rounding * eps * vdot(leaves(tree_map(jnp.abs, s.pred_grad)),
+                                                                       leaves(tree_map(jnp.abs, s.pred)))
+
+    def trial(self, problem: Problem, s: MirrorDescentState, eta, slack=None):
+        """One line-search trial from state ``s`` at step ``eta``, with its Armijo test.
+
+        Args:
+            slack: the allowance for rounding (default ``s.slack``, :meth:`slack` as of the last :meth:`tidy`).
+
+        Returns:
+            ``(theta, mu, loss, pred, pred_grad, ok)``: the trial's potentials, its marginals (only with
+            :attr:`carry_marginals`, else None: a step's state then carries them unchanged and :meth:`tidy`
+            refreshes them once per chunk, since writing every table once per trial cost about a fifth of
+            a trial on large cliques), loss, predictions and the loss's gradient with respect to them,
+            and whether the test accepts it.
+        """
+        if slack is None:
+            slack = s.slack
+        # theta has the marginals' shapes: the pull-back needs only those (s.mu is refreshed once per chunk).
+        theta = axpy(-eta, problem.pull_back(s.pred_grad, s.theta), s.theta)
+        mu, log_z = problem.marginals_and_log_partition(theta)
+        pred = problem.predict(mu)
+        loss, pred_grad = jax.value_and_grad(problem.loss_of_predictions)(pred)
+        decrease = vdot(leaves(s.pred_grad), [a - b for a, b in zip(leaves(s.pred), leaves(pred))])
+        # A finite log Z certifies the potentials: a NaN or +inf potential, or a clique left with no cell
+        # above -inf (a step that overflowed), makes it NaN or +-inf; its marginals are then finite too
+        # (products of conditionals in [0, 1] times the total). One scalar instead of two passes over
+        # every table per trial.
+        ok = jnp.isfinite(loss) & jnp.isfinite(log_z) & (loss <= s.loss - self.armijo * decrease + slack)
+        return theta, (mu if self.carry_marginals else None), loss, pred, pred_grad, ok
+
+    def tidy(self, problem: Problem, state: MirrorDescentState) -> MirrorDescentState:
+        """``state`` with every clique's potentials shifted so their largest entry is 0 (the model is
+        unchanged), its marginals recomputed from them, and the line search's rounding allowance
+        (:meth:`slack`) refreshed.
+
+        Keeps the potentials near 0 in float32 (see :func:`_centred`) and makes ``state.mu`` the
+        marginals of ``state.theta`` (:meth:`step` leaves them as they were). :func:`run` calls it after
+        every compiled chunk: a pass over every table and one oracle call per chunk instead of per
+        trial (none with :attr:`carry_marginals`: the state holds them already). Call it between chunks
+        when driving :meth:`step` yourself.
+        """
+        theta = _centred(state.theta)
+        slack = self.slack(state)
+        if self.carry_marginals:
+            return state._replace(theta=theta, slack=slack)
+        return state._replace(theta=theta, mu=problem.marginals(theta), slack=slack)
+
+    def step(self, problem: Problem, s: MirrorDescentState) -> MirrorDescentState:
+        # One trial site in the program (the oracle is traced once): try 0 uses the current step, each
+        # later try halves it, and the last is a zero step (the iterate stays put).
+        slack = s.slack
+
+        def cond(c):
+            return ~c[6]
+
+        def body(c):
+            tries = c[7] + 1
+            last = tries >= self.max_backtracks
+            eta = jnp.where(tries == 0, s.step_size, jnp.where(last, 0.0, c[5] * 0.5))
+            theta, mu, loss, pred, pred_grad, ok = self.trial(problem, s, eta, slack)
+            return theta, mu, loss, pred, pred_grad, eta, ok | last, tries
+
+        # The loop runs at least once, so its first values are never read: zeros, not the state's own
+        # tables (which the body also reads: XLA would copy every table twice per iteration to carry both).
+        zp = jax.tree_util.tree_map(jnp.zeros_like, s.pred)
+        zmu = zeros_like(s.theta) if self.carry_marginals else None
+        carry = (zeros_like(s.theta), zmu, s.loss, zp, zp, s.step_size, jnp.zeros((), bool), -jnp.ones((), jnp.int32))
+        theta, mu, loss, pred, pred_grad, eta, _, backtracks = jax.lax.while_loop(cond, body, carry)
+        next_eta = jnp.where(backtracks == 0, eta * self.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
+        # A loss no step can change accepts every step: without a cap the step size overflows to inf.
+        next_eta = jnp.minimum(next_eta, jnp.finfo(next_eta.dtype).max * 1e-8)
+        return MirrorDescentState(
+            theta,
+            mu if self.carry_marginals else s.mu,
+            loss,
+            pred,
+            pred_grad,
+            next_eta,
+            s.iteration + 1,
+            s.oracle_calls + 1 + backtracks,
+            s.slack,
+        )
