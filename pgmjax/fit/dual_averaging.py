@@ -44,6 +44,14 @@ class DualAveraging:
     converges faster than ``v``. A warm start moves the
     centre of the entropy term from the uniform model to the warm model:
     ``v = M(theta_0 - t (t + 1) / (4 L N) * gbar)``.
+
+    Example:
+        >>> from pgmjax.fit.batch_problem import make_problem
+        >>> from pgmjax.fit.estimation import run
+        >>> problem = make_problem(pj.Domain({"a": 2, "b": 3}), [pj.Measurement(("a", "b"), [[10.0, 20, 30], [5, 15, 20]])])
+        >>> theta, state, history = run(DualAveraging(), problem, problem.plan.zeros(), iters=200)
+        >>> bool(history[-1]["loss"] < 1e-3)
+        True
     """
 
     @staticmethod

@@ -48,6 +48,14 @@ class LBFGS:
 
     Args:
         memory_size: number of curvature pairs kept.
+
+    Example:
+        >>> from pgmjax.fit.batch_problem import make_problem
+        >>> from pgmjax.fit.estimation import run
+        >>> problem = make_problem(pj.Domain({"a": 2, "b": 3}), [pj.Measurement(("a", "b"), [[10.0, 20, 30], [5, 15, 20]])])
+        >>> theta, state, history = run(LBFGS(), problem, problem.plan.zeros(), iters=50)
+        >>> bool(history[-1]["loss"] < 1e-3)
+        True
     """
 
     memory_size: int = 20

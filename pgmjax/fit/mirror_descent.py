@@ -81,6 +81,17 @@ class MirrorDescent:
             instead of two (a quarter less to compile), at the price of one more write of every table
             per trial: :func:`pgmjax.estimate` turns it on for models of at most
             :data:`pgmjax.fit.estimation.CARRY_MARGINALS_CELLS` cells, where compilation, not iteration, is what a fit waits for.
+
+    Example (the pure pieces, driven by hand; :func:`pgmjax.estimate` does this in compiled chunks):
+        >>> from pgmjax.fit.batch_problem import make_problem
+        >>> problem = make_problem(pj.Domain({"a": 2, "b": 3}), [pj.Measurement(("a", "b"), [[10.0, 20, 30], [5, 15, 20]])])
+        >>> md = MirrorDescent()
+        >>> state = md.init(problem, problem.plan.zeros(), 1.0 / (problem.lipschitz * problem.total))
+        >>> step = jax.jit(md.step)
+        >>> for _ in range(100):
+        ...     state = step(problem, state)
+        >>> bool(md.best_loss(state) < 1e-3)
+        True
     """
 
     armijo: float = 0.5
