@@ -16,7 +16,7 @@ import numpy as np
 
 from ..compiler import to_device, zeros_like
 from .problem import Problem
-from .tree_math import axpy, leaves, tree_map, vdot
+from .tree_math import axpy, tree_map, vdot
 
 
 def _centred(theta: dict) -> dict:
@@ -156,8 +156,8 @@ class MirrorDescent:
         place it decides a test, it changes by little within a chunk.
         """
         eps = jnp.finfo(s.loss.dtype).eps
-        return 8 * eps * jnp.abs(s.loss) + self.rounding * eps * vdot(leaves(tree_map(jnp.abs, s.pred_grad)),
-                                                                       leaves(tree_map(jnp.abs, s.pred)))
+        return 8 * eps * jnp.abs(s.loss) + self.rounding * eps * vdot(tree_map(jnp.abs, s.pred_grad),
+                                                                      tree_map(jnp.abs, s.pred))
 
     def trial(self, problem: Problem, s: MirrorDescentState, eta, slack=None):
         """One line-search trial from state ``s`` at step ``eta``, with its Armijo test.
@@ -179,7 +179,7 @@ class MirrorDescent:
         mu, log_z = problem.marginals_and_log_partition(theta)
         pred = problem.predict(mu)
         loss, pred_grad = jax.value_and_grad(problem.loss_of_predictions)(pred)
-        decrease = vdot(leaves(s.pred_grad), [a - b for a, b in zip(leaves(s.pred), leaves(pred))])
+        decrease = vdot(s.pred_grad, tree_map(jnp.subtract, s.pred, pred))
         # A finite log Z certifies the potentials: a NaN or +inf potential, or a clique left with no cell
         # above -inf (a step that overflowed), makes it NaN or +-inf; its marginals are then finite too
         # (products of conditionals in [0, 1] times the total). One scalar instead of two passes over

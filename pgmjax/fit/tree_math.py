@@ -10,15 +10,10 @@ from .losses import sum_all
 tree_map = jax.tree_util.tree_map
 
 
-def vdot(a: list, b: list) -> jax.Array:
-    """Inner product of two lists of arrays of matching shapes (one measurement group per entry), as one
+def vdot(a, b) -> jax.Array:
+    """Inner product of two pytrees of one structure (e.g. lists of measurement groups' arrays), as one
     reduction (:func:`~pgmjax.fit.losses.sum_all`)."""
-    return sum_all([x * y for x, y in zip(a, b)])
-
-
-def leaves(tree) -> list:
-    """The arrays of ``tree``, in its flattening order."""
-    return jax.tree_util.tree_leaves(tree)
+    return sum_all([x * y for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b))])
 
 
 def axpy(alpha, x: dict, y: dict) -> dict:
