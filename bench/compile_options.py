@@ -1,0 +1,109 @@
+"""XLA:CPU compiler flags against a first fit's wait: compile seconds, CPU seconds, and warm iteration time.
+
+Each (problem, flags) pair runs in a fresh process with ``XLA_FLAGS`` set, alternating the settings round
+by round so machine drift hits them alike. The child times the first ``estimate(50)`` (the whole wait of a
+new structure), JAX's backend-compile events inside it, the process's CPU time over that call (user +
+system, all threads: above the wall time when XLA compiles on both cores), and the warm per-iteration time
+(``(estimate(50) - estimate(0)) / 50``, medians of 3).
+
+Usage::
+
+    python bench/compile_options.py --problems adult_mst titanic --rounds 2 \
+        --flags "" "--xla_cpu_parallel_codegen_split_count=1" --out /tmp/flags.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def child(problem_file: str, result_file: str) -> None:
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", False)
+    import engine_problems as ep
+
+    import pgmjax as pj
+    from engine import _CompileEvents
+
+    p = ep.load(problem_file)
+    domain = pj.Domain(p["domain"])
+    meas = [pj.Measurement(c, y, stddev=p["sigma"]) for c, y in zip(p["cliques"], p["noisy"])]
+    events = _CompileEvents().install()
+
+    def timed(n):
+        t = time.perf_counter()
+        m = pj.estimate(domain, meas, "mirror_descent", iters=n, chunk=50)
+        jax.block_until_ready(m.theta)
+        return time.perf_counter() - t, m
+
+    events.active = True
+    c0 = _cpu_s()
+    first, model = timed(50)
+    cpu = _cpu_s() - c0
+    events.active = False
+    warm = statistics.median(timed(50)[0] for _ in range(3))
+    fixed = statistics.median(timed(0)[0] for _ in range(3))
+    out = {"first_call_s": first, "first_call_cpu_s": cpu, "ms_per_iter": 1e3 * (warm - fixed) / 50,
+           "loss50": float(model.loss), **events.summary()}
+    with open(result_file, "w") as f:
+        json.dump(out, f)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--problems", nargs="+", default=["adult_mst"])
+    ap.add_argument("--flags", nargs="+", default=[""], help="XLA_FLAGS values to compare ('' = none)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", required=False)
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    import engine_problems as ep
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.problems:
+            path = os.path.join(tmp, f"{name}.npz")
+            ep.save(ep.make(name), path)
+            for rnd in range(args.rounds):
+                for flags in args.flags:
+                    res = os.path.join(tmp, "r.json")
+                    env = {**os.environ, "XLA_FLAGS": flags}
+                    proc = subprocess.run([sys.executable, __file__, "--child", path, res], env=env,
+                                          capture_output=True, text=True)
+                    if proc.returncode:
+                        print(name, repr(flags), "failed:", proc.stderr[-1500:], flush=True)
+                        continue
+                    row = {"problem": name, "flags": flags, "round": rnd, **json.load(open(res))}
+                    rows.append(row)
+                    print(f"{name:>10} r{rnd} {flags or '(default)':<50} first {row['first_call_s']:6.2f} s  "
+                          f"xla {row['xla_compile_s']:6.2f} s  cpu {row['first_call_cpu_s']:6.2f} s  "
+                          f"{row['ms_per_iter']:8.3f} ms/it  loss50 {row['loss50']:.6g}", flush=True)
+    if args.out:
+        import benchutil
+
+        with open(args.out, "w") as f:
+            json.dump({"run": benchutil.run_record("compile_options.py"), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
