@@ -9,7 +9,11 @@ system, all threads: above the wall time when XLA compiles on both cores), and t
 Usage::
 
     python bench/compile_options.py --problems adult_mst titanic --rounds 2 \
-        --flags "" "--xla_cpu_parallel_codegen_split_count=1" --out /tmp/flags.json
+        --flags default xla_cpu_parallel_codegen_split_count=1 --out /tmp/flags.json
+
+Each ``--flags`` value is one setting: ``default`` (no flags) or flags without their leading dashes, several
+joined by ``+``. A flag written ``opt:name=value`` is not put in ``XLA_FLAGS`` but added to the engine's
+per-program compiler options (``pgmjax.compiler.ENGINE_OPTIONS``; some debug options are only reachable so).
 """
 
 from __future__ import annotations
@@ -35,6 +39,12 @@ def _cpu_s() -> float:
 
 def child(problem_file: str, result_file: str) -> None:
     import jax
+
+    import pgmjax.compiler
+
+    for item in filter(None, os.environ.get("ENGINE_EXTRA_OPTIONS", "").split("+")):
+        name, value = item.split("=", 1)
+        pgmjax.compiler.ENGINE_OPTIONS[name] = json.loads(value)
 
     jax.config.update("jax_enable_compilation_cache", False)
     import engine_problems as ep
@@ -69,7 +79,7 @@ def child(problem_file: str, result_file: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", nargs="+", default=["adult_mst"])
-    ap.add_argument("--flags", nargs="+", default=[""], help="XLA_FLAGS values to compare ('' = none)")
+    ap.add_argument("--flags", nargs="+", default=["default"], help="settings to compare (see above)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", required=False)
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
@@ -87,7 +97,10 @@ def main() -> None:
             for rnd in range(args.rounds):
                 for flags in args.flags:
                     res = os.path.join(tmp, "r.json")
-                    env = {**os.environ, "XLA_FLAGS": flags}
+                    parts = [] if flags == "default" else flags.split("+")
+                    xla = " ".join("--" + f for f in parts if not f.startswith("opt:"))
+                    extra = "+".join(f[4:] for f in parts if f.startswith("opt:"))
+                    env = {**os.environ, "XLA_FLAGS": xla, "ENGINE_EXTRA_OPTIONS": extra}
                     proc = subprocess.run([sys.executable, __file__, "--child", path, res], env=env,
                                           capture_output=True, text=True)
                     if proc.returncode:
@@ -95,7 +108,7 @@ def main() -> None:
                         continue
                     row = {"problem": name, "flags": flags, "round": rnd, **json.load(open(res))}
                     rows.append(row)
-                    print(f"{name:>10} r{rnd} {flags or '(default)':<50} first {row['first_call_s']:6.2f} s  "
+                    print(f"{name:>10} r{rnd} {flags:<50} first {row['first_call_s']:6.2f} s  "
                           f"xla {row['xla_compile_s']:6.2f} s  cpu {row['first_call_cpu_s']:6.2f} s  "
                           f"{row['ms_per_iter']:8.3f} ms/it  loss50 {row['loss50']:.6g}", flush=True)
     if args.out:
