@@ -151,6 +151,7 @@ def render(path: str) -> None:
         f"backend. Date: {run['date']}. Commit {run['commit']}. Versions: "
         + ", ".join(f"{k} {v}" for k, v in run["versions"].items()) + ".",
         f"Command: `{run['command']}`.",
+        *([run["note"]] if run.get("note") else []),
         "",
         "Each problem of `bench/engine_problems.py` (the same noisy measurements as `bench/engine.py`) fitted "
         "twice in one fresh process, float32 and float64, same method and iterations. Losses recomputed in "
