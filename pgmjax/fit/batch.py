@@ -418,7 +418,9 @@ def estimate_batch(
         measurements: a list of B lists of :class:`~pgmjax.Measurement` (same cliques, queries and rows in
             every list), or a list of :class:`BatchedMeasurement` (answers with a leading batch axis;
             a plain :class:`~pgmjax.Measurement` among them is shared by every member).
-        method: ``"mirror_descent"``, ``"dual_averaging"`` or ``"lbfgs"``.
+        method: ``"mirror_descent"``, ``"dual_averaging"`` or ``"lbfgs"`` (in a batch, L-BFGS has no
+            Frank-Wolfe restarts and no mirror-descent finish: a stalled member stays at its best iterate,
+            so its model can be further from the optimum than :func:`pgmjax.estimate`'s).
         iters: iterations (every member runs the same number).
         loss: ``"l2"`` or ``"l1"`` (``"l1"`` not with dual averaging).
         total: None (each member's total estimated from its measurements), a scalar, or one per member ``(B,)``.

@@ -56,6 +56,7 @@ METHODS = {"mirror_descent": MirrorDescent, "dual_averaging": DualAveraging, "lb
 CARRY_MARGINALS_CELLS = 2**20
 
 
+
 def estimator(method: str, problem: Problem):
     """The estimator :func:`pgmjax.estimate` runs for ``method`` on ``problem`` (default settings, with
     :attr:`MirrorDescent.carry_marginals` on for models of at most :data:`CARRY_MARGINALS_CELLS` cells)."""
@@ -134,7 +135,8 @@ def run(
     Returns:
         ``(params, state, history)``: the potentials to report, the final
         state and the list of per-chunk dicts (``loss`` is the exact loss of
-        the returned potentials' model).
+        the returned potentials' model; the last has ``stalled=True`` when the
+        run ended early because the estimator's ``restart`` found no better point).
     """
     start = time.perf_counter()
     l1 = problem.loss == "l1"
@@ -151,10 +153,15 @@ def run(
             f"the starting model's loss is {prev}: the starting potentials (warm start) or the measurements "
             "hold values the loss cannot be evaluated at"
         )
+    restartable = hasattr(estimator, "restart") and not l1
     while done < iters:
         n = min(chunk, iters - done)
+        started = int(state.iteration) if restartable else 0
         state = _chunk(estimator, problem, state, to_device(n, np.int32))
         done, k = done + n, k + 1
+        stalled = restartable and estimator.stalled(state)
+        if stalled:  # L-BFGS stalled inside the chunk: its idle steps count no iteration
+            done = done - n + int(state.iteration) - started
         loss = float(_model_loss_and_marginals(problem, estimator.params(state))[0]) if l1 else float(estimator.best_loss(state))
         info = {
             "iteration": done,
@@ -168,6 +175,13 @@ def run(
             break
         if not math.isfinite(loss):  # unreachable by design (non-finite steps are rejected in the loop)
             raise FloatingPointError(f"the loss became {loss} at iteration {done}")
+        if stalled:  # restart from a better point, or stop
+            state, moved = estimator.restart(problem, state)
+            if not moved:
+                info["stalled"] = True  # read by pgmjax.estimate (L-BFGS hands its remaining iterations on)
+                break
+            prev = float(estimator.best_loss(state))
+            continue
         if tol is not None and abs(prev - loss) <= tol * max(abs(loss), 1e-30) and (not l1 or k >= chunks):
             break
         prev = loss
