@@ -117,6 +117,10 @@ def run(
 ):
     """Run an estimator for ``iters`` steps in compiled chunks.
 
+    An estimator with ``stalled(state)`` and ``restart(problem, state)`` (:class:`LBFGS`; smooth losses) is
+    restarted after a chunk in which it stalled; its idle steps count no iteration, and the run stops early
+    when the restart finds no better point.
+
     Args:
         estimator: a MirrorDescent, DualAveraging or LBFGS instance.
         problem: the :class:`Problem`.
