@@ -183,3 +183,28 @@ def test_domain_size_never_overflows():
     m = pj.Measurement(("x0", "y"), np.full((1000, 10), 5.0), stddev=1.0)
     model = pj.estimate(dom, [m], iters=5)
     assert "full table 1.00e+46 cells" in model.summary()
+
+
+def test_lipschitz_constant_adds_up_the_measurements_one_model_clique_holds():
+    # Every pair of six binary attributes: the junction tree is one 64-cell clique holding 15 measurements.
+    # Summed per measured clique the constant was 15 times too small, and dual averaging's steps so long
+    # that it returned its starting (uniform) model.
+    import itertools
+
+    from pgmjax.fit import losses
+    from pgmjax.graph import oracle
+
+    rng = np.random.default_rng(0)
+    dom = pj.Domain({f"x{i}": 2 for i in range(6)})
+    data = pj.Dataset((rng.random((2000, 6)) < np.linspace(0.2, 0.8, 6)).astype(int), dom)
+    pairs = list(itertools.combinations(dom.attributes, 2))
+    ms = [pj.Measurement(c, data.marginal(c) + rng.normal(0, 1.0, (2, 2)), stddev=1.0) for c in pairs]
+    plan = oracle.make_plan(dom, pairs)
+    assert len(plan.cliques) == 1
+    assert losses.lipschitz_constant(ms, plan) == pytest.approx(15.0)
+    assert losses.lipschitz_constant(ms) == pytest.approx(1.0)  # grouped by measured clique: each alone
+    start = pj.estimate(dom, ms, method="dual_averaging", iters=0, dtype=jnp.float64)
+    da = pj.estimate(dom, ms, method="dual_averaging", iters=500, dtype=jnp.float64)
+    md = pj.estimate(dom, ms, method="mirror_descent", iters=500, dtype=jnp.float64)
+    assert da.loss < 1e-3 * start.loss
+    assert da.loss <= md.loss * 1.05

@@ -132,7 +132,7 @@ def _build_problem(domain, measurements, loss, total, dtype, extra, caller) -> e
     total = _check_total(total, caller)
     plan = oracle.make_plan(domain, model_cliques)
     meas = _losses.stack_measurements(plan, measurements, dtype)
-    lipschitz = _losses.lipschitz_constant(measurements) if measurements else 1.0
+    lipschitz = _losses.lipschitz_constant(measurements, plan) if measurements else 1.0
     return estimation.Problem(
         plan, meas, jnp.asarray(total, dtype), jnp.asarray(lipschitz, dtype), jnp.zeros((), dtype), loss
     )

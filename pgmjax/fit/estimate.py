@@ -130,7 +130,7 @@ def estimate(
     # ---- structure (cached by value) and numbers (arrays)
     plan = oracle.make_plan(domain, model_cliques)
     meas = losses.stack_measurements(plan, measurements, dtype)
-    lipschitz = losses.lipschitz_constant(measurements) if measurements else 1.0
+    lipschitz = losses.lipschitz_constant(measurements, plan) if measurements else 1.0
     problem = estimation.Problem(
         plan, meas, to_device(total, dtype), to_device(lipschitz, dtype), to_device(0.0, dtype), loss
     )

@@ -282,15 +282,26 @@ def _sum_in_rows_jvp(primals, tangents):
     return _sum_in_rows(primals[0]), jnp.sum(tangents[0])
 
 
-def lipschitz_constant(measurements: Sequence[Measurement]) -> float:
+def lipschitz_constant(measurements: Sequence[Measurement], plan: OraclePlan | None = None) -> float:
     """Lipschitz constant of the L2 loss gradient (ICML 2019, Algorithm 2).
 
-    Measurements on the same clique add their curvature (an upper bound of
-    the largest eigenvalue of the sum); the constant is the largest over
-    cliques.
+    The loss reads each measurement from the marginal of the model clique that holds it (its host), so
+    every measurement held by one host adds its curvature to that host's (an upper bound of the largest
+    eigenvalue of the sum, and of the largest entry of its Hessian, the constant for the l1 norm the
+    entropy prox is strongly convex in); the constant is the largest over hosts. A 1-way marginal and a
+    2-way marginal of the same pair share a host, as do all 2-way marginals of a loopy model whose
+    junction tree is one clique: grouping them by their own cliques instead (as before) made the constant
+    up to 120 times too small on NLTCS's 120 pairs, and dual averaging's steps too long to ever improve on
+    its starting model (Adult with 1-way marginals and a tree of pairs, float64: loss 1.44e6, the uniform
+    model's, after 20,000 iterations; with the hosts' constant 11,890 after 1,000 and 11,478 after 5,000).
+
+    Args:
+        measurements: the measurements.
+        plan: the model's oracle plan (hosts from its junction tree); None groups by the measured cliques
+            themselves (for measurements of a model's own cliques, the same).
     """
-    per_clique: dict[frozenset, float] = {}
+    per_host: dict = {}
     for m in measurements:
-        key = frozenset(m.clique)
-        per_clique[key] = per_clique.get(key, 0.0) + m.lipschitz()
-    return max(per_clique.values(), default=1.0)
+        key = frozenset(m.clique) if plan is None else plan.tree.containing(m.clique)
+        per_host[key] = per_host.get(key, 0.0) + m.lipschitz()
+    return max(per_host.values(), default=1.0)
