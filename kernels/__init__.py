@@ -10,8 +10,11 @@ Primitives:
         has a NaN-free gradient even when a whole slice is -inf.
     log_einsum(subscripts, *log_factors): the log of an einsum of the
         exponentiated factors (variable elimination in log space).
+    sum_axes(x, axes): a sum over many axes (a marginal of a large table) in
+        two stages, so its float32 error grows with sqrt(cells), not cells.
 """
 
 from .logspace import log_einsum, logsumexp
+from .summation import sum_axes
 
-__all__ = ["logsumexp", "log_einsum"]
+__all__ = ["logsumexp", "log_einsum", "sum_axes"]

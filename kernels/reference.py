@@ -17,3 +17,7 @@ def log_einsum(subscripts, *log_factors):
     shifts = [float(f.max()) if f.size and np.isfinite(f.max()) else 0.0 for f in factors]
     with np.errstate(divide="ignore"):
         return np.log(np.einsum(subscripts, *[np.exp(f - s) for f, s in zip(factors, shifts)])) + sum(shifts)
+
+
+def sum_axes(x, axes, keepdims=False):
+    return np.sum(np.asarray(x, dtype=np.float64), axis=tuple(axes), keepdims=keepdims)

@@ -25,6 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pgmjax.kernels import sum_axes
+
 from ..compiler import to_device
 from ..graph.oracle import OraclePlan
 from ..queries.linear import LinearQuery
@@ -209,7 +211,7 @@ def _prediction(mu: dict, g: _Group, arr: dict) -> jax.Array:
     else:
         x = mu[g.key][arr["level"], arr["slot"]]  # (count, *host_shape)
     if g.sum_axes:
-        x = jnp.sum(x, axis=tuple(1 + a for a in g.sum_axes))
+        x = sum_axes(x, tuple(1 + a for a in g.sum_axes))  # two stages: float32 sums of many cells
     if g.perm != tuple(range(len(g.perm))):
         x = jnp.transpose(x, (0, *(1 + p for p in g.perm)))
     return jax.vmap(LinearQuery.apply)(arr["query"], x)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from pgmjax.kernels import sum_axes
+
 from . import losses as _losses
 from ..graph import oracle
 from ..data.domain import as_clique
@@ -41,7 +43,7 @@ class MarginalView:
         table = self._plan.table(self._blocks, j)
         drop = tuple(i for i, a in enumerate(host) if a not in clique)
         if drop:
-            table = jnp.sum(table, axis=drop)
+            table = sum_axes(table, drop)
         kept = [a for a in host if a in clique]
         return jnp.transpose(table, [kept.index(a) for a in clique])
 

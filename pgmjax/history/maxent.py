@@ -28,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pgmjax.kernels import sum_axes
+
 from ..compiler import jit
 from ..data.domain import Domain
 from ..graph import oracle
@@ -67,7 +69,7 @@ def _predict(plan, layout, arrays, mu):
     for lay, q in zip(layout, arrays):
         x = plan.table(mu, lay.host)
         if lay.sum_axes:
-            x = jnp.sum(x, axis=lay.sum_axes)
+            x = sum_axes(x, lay.sum_axes)
         out.append(q.apply(jnp.transpose(x, lay.perm)))
     return jnp.concatenate(out)
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
+from pgmjax.kernels import sum_axes
+
 from ..data.domain import Clique, Domain
 from ..graph.junction import JunctionTree
 from ..compiler import jit
@@ -183,12 +185,27 @@ def _run_plan(plan: QueryPlan, tables: dict[int, jax.Array], matrices, total) ->
         if step.conditional:
             clique = tree.cliques[step.clique]
             sep_axes = tuple(i for i, a in enumerate(clique) if a not in tree.separators[step.clique])
-            sep = jnp.sum(table, axis=sep_axes, keepdims=True)
+            sep = sum_axes(table, sep_axes, keepdims=True)
             # p(sep) = 0 only where the clique's cells are 0: the conditional is 0 there, not NaN.
             table = jnp.where(sep > 0, table / jnp.where(sep > 0, sep, 1), 0)
+        spec, table = _sum_private_axes(step.spec, table)
         args = [table] + [outputs[i] for i in step.children] + [matrices[i] for i in step.matrices]
-        outputs.append(jnp.einsum(step.spec, *args, optimize="optimal" if len(args) <= 6 else "greedy"))
+        outputs.append(jnp.einsum(spec, *args, optimize="optimal" if len(args) <= 6 else "greedy"))
     return outputs[-1] * total
+
+
+def _sum_private_axes(spec: str, table: jax.Array) -> tuple[str, jax.Array]:
+    """``(spec, table)`` with the table's axes that no other operand and not the output name summed out
+    first, in two stages (:func:`pgmjax.kernels.sum_axes`): a marginal of a large clique sums many cells per
+    output, and as one reduction its float32 error grows with their number."""
+    inputs, out = spec.split("->")
+    ops = inputs.split(",")
+    others = set("".join(ops[1:])) | set(out)
+    private = tuple(i for i, v in enumerate(ops[0]) if v not in others)
+    if not private:
+        return spec, table
+    ops[0] = "".join(v for v in ops[0] if v in others)
+    return ",".join(ops) + "->" + out, sum_axes(table, private)
 
 
 def _answer_many_impl(plans: tuple[QueryPlan, ...], tables: dict, matrices: tuple, total) -> tuple:

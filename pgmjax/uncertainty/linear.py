@@ -25,6 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pgmjax.kernels import sum_axes
+
 from ..bayes.errors import LinearNoise
 from ..compiler import jit
 from ..graph import oracle
@@ -101,7 +103,7 @@ def _predict(plan, mu, clique, query):
     j, host, kept = _host_layout(plan, clique)
     table = plan.table(mu, j)
     drop = tuple(i for i, a in enumerate(host) if a not in clique)
-    x = jnp.sum(table, axis=drop) if drop else table
+    x = sum_axes(table, drop) if drop else table
     return query.apply(jnp.transpose(x, [kept.index(a) for a in clique]))
 
 

@@ -57,6 +57,8 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
+from pgmjax.kernels import sum_axes
+
 from ..compiler import jit
 from ..graph import oracle
 from ..queries.measurement import Measurement
@@ -167,7 +169,7 @@ def _diagonal(m: Measurement) -> np.ndarray | None:
 def _marg(x, attrs: tuple, keep: tuple):
     """The marginal of table ``x`` (axes ``attrs``) on ``keep`` (axes in ``keep``'s order)."""
     drop = tuple(i for i, a in enumerate(attrs) if a not in keep)
-    y = jnp.sum(x, axis=drop) if drop else x
+    y = sum_axes(x, drop) if drop else x
     kept = [a for a in attrs if a in keep]
     return jnp.transpose(y, [kept.index(a) for a in keep]) if keep else y
 

@@ -1,0 +1,60 @@
+"""Sums over many axes whose float32 rounding error grows with the square root of the cells summed.
+
+XLA:CPU compiles a reduction over axes that are not a table's trailing ones (a marginal of a large clique:
+the 2-way marginals of NLTCS's 65,536-cell clique sum 16,384 cells each, over 14 scattered axes) as one
+loop per output cell that adds its cells one after another. The rounding error of such a sum grows with the
+number of cells: on a fitted NLTCS model the float32 2-way marginals fell short of the total by 3e-5 of it,
+and the loss, which reads them, was off by 3e-4 relative, enough to steer a float32 fit away from the
+float64 one. Summed in two stages (about the square root of the cells in each), the error is that of two
+sums of about ``sqrt(n)`` cells (4e-7 of the total there), and the smaller first stage is also faster
+(0.99 against 2.55 ms for all 120 pairs on the 2-core CPU).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+
+#: Sums over fewer cells than this are one reduction: their error is already within a few eps.
+TWO_STAGE_CELLS = 1024
+
+
+def sum_axes(x: jax.Array, axes: Sequence[int], keepdims: bool = False) -> jax.Array:
+    """``jnp.sum(x, axes)`` with a float32 error of about ``sqrt(n) eps`` instead of ``n eps``.
+
+    The summed axes are split into a trailing group holding at least ``sqrt(n)`` of the ``n`` cells each
+    output sums (summed first) and the rest (summed second); an optimisation barrier between the two keeps
+    XLA from folding them back into one reduction. Sums of fewer than :data:`TWO_STAGE_CELLS` cells, and
+    sums over one axis, are a single reduction. Linear, so it differentiates and transposes like
+    ``jnp.sum`` (the barrier is the identity).
+
+    Args:
+        x: the array.
+        axes: the axes to sum over (any order, negative allowed).
+        keepdims: keep the summed axes with size 1.
+
+    Returns:
+        The sum, shaped as ``jnp.sum(x, axes, keepdims=keepdims)``.
+
+    Example:
+        >>> x = jnp.ones((2,) * 14, jnp.float32)
+        >>> float(sum_axes(x, range(1, 14))[0])
+        8192.0
+    """
+    axes = tuple(sorted(a % x.ndim for a in axes))
+    n = math.prod(x.shape[a] for a in axes)
+    if len(axes) < 2 or n < TWO_STAGE_CELLS:
+        return jnp.sum(x, axis=axes, keepdims=keepdims)
+    first, cells = [], 1
+    for a in reversed(axes):  # the innermost summed axes first: the most contiguous reads
+        if cells * cells >= n or len(first) == len(axes) - 1:
+            break
+        first.append(a)
+        cells *= x.shape[a]
+    partial = jax.lax.optimization_barrier(jnp.sum(x, axis=tuple(first), keepdims=True))
+    rest = tuple(a for a in axes if a not in first)
+    out = jnp.sum(partial, axis=rest, keepdims=True)
+    return out if keepdims else jnp.squeeze(out, axes)
