@@ -619,7 +619,8 @@ def render(out: dict, base: str) -> None:
     for rr in meta.get("reruns", []):
         L.append(f"Rerun of {', '.join(rr['problems'])} on {rr['date']} (pgmjax commit {str(rr['git_commit'])[:12]}"
                  f"{', pgmjax/ with uncommitted changes' if rr.get('pgmjax_tree_dirty') else ''}; load at start "
-                 f"{', '.join(f'{x:.2f}' for x in rr['loadavg_start'])}); those rows are marked (rerun).")
+                 f"{', '.join(f'{x:.2f}' for x in rr['loadavg_start'])}); those rows are marked (rerun)."
+                 + (f" {rr['note']}" if rr.get("note") else ""))
     L.append("")
     L.append(f"Method: default mirror descent in both engines (Armijo line search), float32, Gaussian-noise identity "
              f"measurements, the same noisy tables for both. Each engine runs each problem in a fresh process, pgmjax then "
