@@ -12,9 +12,11 @@ Primitives:
         exponentiated factors (variable elimination in log space).
     sum_axes(x, axes): a sum over many axes (a marginal of a large table) in
         two stages, so its float32 error grows with sqrt(cells), not cells.
+    max_axes(x, axes): a maximum over several trailing axes, the last one first
+        (XLA:CPU's one windowed reduction over a whole table is several times slower).
 """
 
 from .logspace import log_einsum, logsumexp
-from .summation import sum_axes
+from .reductions import max_axes, sum_axes
 
-__all__ = ["logsumexp", "log_einsum", "sum_axes"]
+__all__ = ["logsumexp", "log_einsum", "max_axes", "sum_axes"]

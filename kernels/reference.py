@@ -21,3 +21,7 @@ def log_einsum(subscripts, *log_factors):
 
 def sum_axes(x, axes, keepdims=False):
     return np.sum(np.asarray(x, dtype=np.float64), axis=tuple(axes), keepdims=keepdims)
+
+
+def max_axes(x, axes, keepdims=False):
+    return np.max(np.asarray(x, dtype=np.float64), axis=tuple(axes), keepdims=keepdims)

@@ -79,3 +79,12 @@ def test_sum_axes_is_linear_under_autodiff_and_transposition():
     np.testing.assert_array_equal(np.asarray(g)[1, 0], np.full((2,) * 10, 3.0))
     (t,) = jax.linear_transpose(lambda t: kernels.sum_axes(t, axes), x)(jnp.ones((2, 2), jnp.float32))
     np.testing.assert_array_equal(np.asarray(t), np.ones_like(x))
+
+
+@pytest.mark.parametrize("shape, axes", [((1, 101, 101, 26), (1, 2, 3)), ((3, 4, 10, 7), (2, 3)), ((5, 6), (1,)), ((4, 5, 6), (0, 2))])
+def test_max_axes_matches_reference(rng, shape, axes):
+    x = rng.normal(size=shape)
+    x.flat[rng.integers(x.size)] = -np.inf
+    for keepdims in (False, True):
+        got = np.asarray(jax.jit(lambda t: kernels.max_axes(t, axes, keepdims=keepdims))(jnp.asarray(x, jnp.float32)), np.float64)
+        np.testing.assert_array_equal(got, reference.max_axes(x.astype(np.float32), axes, keepdims=keepdims))

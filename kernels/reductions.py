@@ -1,13 +1,18 @@
-"""Sums over many axes whose float32 rounding error grows with the square root of the cells summed.
+"""Reductions over many axes that XLA:CPU compiles poorly as one reduction: sums (precision) and maxima (speed).
 
-XLA:CPU compiles a reduction over axes that are not a table's trailing ones (a marginal of a large clique:
-the 2-way marginals of NLTCS's 65,536-cell clique sum 16,384 cells each, over 14 scattered axes) as one
-loop per output cell that adds its cells one after another. The rounding error of such a sum grows with the
+XLA:CPU compiles a sum over axes that are not a table's trailing ones (a marginal of a large clique: the
+2-way marginals of NLTCS's 65,536-cell clique sum 16,384 cells each, over 14 scattered axes) as one loop
+per output cell that adds its cells one after another. The rounding error of such a sum grows with the
 number of cells: on a fitted NLTCS model the float32 2-way marginals fell short of the total by 3e-5 of it,
 and the loss, which reads them, was off by 3e-4 relative, enough to steer a float32 fit away from the
 float64 one. Summed in two stages (about the square root of the cells in each), the error is that of two
 sums of about ``sqrt(n)`` cells (4e-7 of the total there), and the smaller first stage is also faster
 (0.99 against 2.55 ms for all 120 pairs on the 2-core CPU).
+
+A maximum over several trailing axes (a whole clique table, the root of a junction tree) is rewritten by
+XLA:CPU into a windowed reduction over the table's original axes, padded to windows of 32: over Stroke's
+101 x 101 x 26 root it took 0.39 ms, against 0.10 ms as a maximum over the last axis followed by one over
+the rest.
 """
 
 from __future__ import annotations
@@ -70,3 +75,39 @@ def _sum(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
     """The primitive reduction (``jnp.sum`` wraps each call in a jitted function of its own: a model with
     120 measured marginals traced and transposed 720 of them per fit)."""
     return jax.lax.reduce(x, np.zeros((), x.dtype), jax.lax.add, axes) if axes else x
+
+
+def max_axes(x: jax.Array, axes: Sequence[int], keepdims: bool = False) -> jax.Array:
+    """``jnp.max(x, axes)``, the last axis first when ``axes`` holds it and others.
+
+    A maximum over the last axis reads contiguous rows; the rest is then a reduction over a table
+    ``x.shape[-1]`` times smaller. An optimisation barrier keeps XLA from folding the two into one
+    reduction. The value is the same as ``jnp.max`` (the maximum is exact in any order).
+
+    Args:
+        x: the array.
+        axes: the axes to reduce (any order, negative allowed).
+        keepdims: keep the reduced axes with size 1.
+
+    Returns:
+        The maximum, shaped as ``jnp.max(x, axes, keepdims=keepdims)``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> float(max_axes(jnp.arange(24.0).reshape(2, 3, 4), (1, 2))[1])
+        23.0
+    """
+    axes = tuple(sorted(a % x.ndim for a in axes))
+    last = x.ndim - 1
+    if len(axes) < 2 or axes[-1] != last or x.shape[last] < 2:
+        out = _max(x, axes)
+    else:
+        rows = jax.lax.optimization_barrier(_max(x, (last,)))
+        out = _max(rows, axes[:-1])
+    if keepdims:
+        out = out.reshape(tuple(1 if a in axes else d for a, d in enumerate(x.shape)))
+    return out
+
+
+def _max(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
+    return jax.lax.reduce(x, np.array(-np.inf, x.dtype), jax.lax.max, axes) if axes else x
