@@ -27,7 +27,7 @@ def setup(d, dtype=jnp.float32):
     ms = [pj.Measurement(c, y, stddev=prob["sigma"]) for c, y in zip(prob["cliques"], prob["noisy"])]
     plan = oracle.make_plan(domain, [m.clique for m in ms])
     meas = losses.stack_measurements(plan, ms, dtype)
-    L = losses.lipschitz_constant(ms)
+    L = losses.lipschitz_constant(ms, plan)
     total = 10000.0
     problem = estimation.Problem(plan, meas, jnp.asarray(total, dtype), jnp.asarray(L, dtype), jnp.zeros((), dtype), "l2")
     theta = plan.zeros(dtype)

@@ -14,9 +14,11 @@ Primitives:
         two stages, so its float32 error grows with sqrt(cells), not cells.
     max_axes(x, axes): a maximum over several trailing axes, the last one first
         (XLA:CPU's one windowed reduction over a whole table is several times slower).
+    marginalize(x, attrs, keep): a labelled table summed down to the labels keep,
+        in keep's order (with sum_axes).
 """
 
 from .logspace import log_einsum, logsumexp
-from .reductions import max_axes, sum_axes
+from .reductions import marginalize, max_axes, sum_axes
 
-__all__ = ["logsumexp", "log_einsum", "max_axes", "sum_axes"]
+__all__ = ["logsumexp", "log_einsum", "marginalize", "max_axes", "sum_axes"]

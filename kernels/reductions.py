@@ -71,6 +71,22 @@ def sum_axes(x: jax.Array, axes: Sequence[int], keepdims: bool = False) -> jax.A
     return out
 
 
+def marginalize(x: jax.Array, attrs: Sequence, keep: Sequence) -> jax.Array:
+    """The marginal of table ``x`` (one axis per label in ``attrs``) on the labels ``keep``, axes in
+    ``keep``'s order; the other axes summed with :func:`sum_axes`.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> marginalize(jnp.ones((2, 3, 4)), ("a", "b", "c"), ("c", "a")).shape
+        (4, 2)
+    """
+    drop = tuple(i for i, a in enumerate(attrs) if a not in keep)
+    y = sum_axes(x, drop) if drop else x
+    kept = [a for a in attrs if a in keep]
+    order = [kept.index(a) for a in keep]
+    return y if order == sorted(order) else y.transpose(order)
+
+
 def _sum(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
     """The primitive reduction (``jnp.sum`` wraps each call in a jitted function of its own: a model with
     120 measured marginals traced and transposed 720 of them per fit)."""

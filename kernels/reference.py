@@ -25,3 +25,9 @@ def sum_axes(x, axes, keepdims=False):
 
 def max_axes(x, axes, keepdims=False):
     return np.max(np.asarray(x, dtype=np.float64), axis=tuple(axes), keepdims=keepdims)
+
+
+def marginalize(x, attrs, keep):
+    drop = tuple(i for i, a in enumerate(attrs) if a not in keep)
+    kept = [a for a in attrs if a in keep]
+    return np.transpose(sum_axes(x, drop), [kept.index(a) for a in keep])

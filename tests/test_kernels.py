@@ -88,3 +88,10 @@ def test_max_axes_matches_reference(rng, shape, axes):
     for keepdims in (False, True):
         got = np.asarray(jax.jit(lambda t: kernels.max_axes(t, axes, keepdims=keepdims))(jnp.asarray(x, jnp.float32)), np.float64)
         np.testing.assert_array_equal(got, reference.max_axes(x.astype(np.float32), axes, keepdims=keepdims))
+
+
+def test_marginalize_matches_reference(rng):
+    x = rng.exponential(1.0, (3, 4, 50, 40))
+    for keep in (("d", "b"), ("a", "b", "c", "d"), ("c",), ()):
+        got = np.asarray(kernels.marginalize(jnp.asarray(x, jnp.float32), tuple("abcd"), keep), np.float64)
+        np.testing.assert_allclose(got, reference.marginalize(x.astype(np.float32), tuple("abcd"), keep), rtol=2e-6)

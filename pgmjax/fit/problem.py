@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from pgmjax.kernels import sum_axes
+from pgmjax.kernels import marginalize
 
 from . import losses as _losses
 from ..graph import oracle
@@ -39,13 +39,7 @@ class MarginalView:
                 f"clique {clique} is in no clique of the model; add it to `cliques=` of estimate(). "
                 f"Model cliques: {self._plan.cliques}"
             )
-        host = self._plan.cliques[j]
-        table = self._plan.table(self._blocks, j)
-        drop = tuple(i for i, a in enumerate(host) if a not in clique)
-        if drop:
-            table = sum_axes(table, drop)
-        kept = [a for a in host if a in clique]
-        return jnp.transpose(table, [kept.index(a) for a in clique])
+        return marginalize(self._plan.table(self._blocks, j), self._plan.cliques[j], clique)
 
 
 _LOSS_IS_LEAF = "<the loss is a pytree child>"

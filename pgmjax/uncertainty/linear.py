@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pgmjax.kernels import sum_axes
+from pgmjax.kernels import marginalize
 
 from ..bayes.errors import LinearNoise
 from ..compiler import jit
@@ -100,11 +100,8 @@ def _expand(plan, measured, theta_hat, deltas):
 def _predict(plan, mu, clique, query):
     """``Q mu_C`` of one measurement (on ``clique``, a :class:`~pgmjax.queries.linear.LinearQuery`) from
     oracle blocks (JAX)."""
-    j, host, kept = _host_layout(plan, clique)
-    table = plan.table(mu, j)
-    drop = tuple(i for i, a in enumerate(host) if a not in clique)
-    x = sum_axes(table, drop) if drop else table
-    return query.apply(jnp.transpose(x, [kept.index(a) for a in clique]))
+    j, host, _ = _host_layout(plan, clique)
+    return query.apply(marginalize(plan.table(mu, j), host, clique))
 
 
 def _cg(matvec, b, tol: float, maxiter: int):

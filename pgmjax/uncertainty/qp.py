@@ -57,7 +57,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 
-from pgmjax.kernels import sum_axes
+from pgmjax.kernels import marginalize
 
 from ..compiler import jit
 from ..graph import oracle
@@ -166,14 +166,6 @@ def _diagonal(m: Measurement) -> np.ndarray | None:
     return diag if diag.size == m.rows else None
 
 
-def _marg(x, attrs: tuple, keep: tuple):
-    """The marginal of table ``x`` (axes ``attrs``) on ``keep`` (axes in ``keep``'s order)."""
-    drop = tuple(i for i, a in enumerate(attrs) if a not in keep)
-    y = sum_axes(x, drop) if drop else x
-    kept = [a for a in attrs if a in keep]
-    return jnp.transpose(y, [kept.index(a) for a in keep]) if keep else y
-
-
 def _bcast(lam, keep: tuple, attrs: tuple, shape: tuple):
     """The transpose of :func:`_marg`: ``lam`` (axes ``keep``) broadcast over a table of axes ``attrs``."""
     if not keep:
@@ -194,7 +186,7 @@ def _primal(lay: QPLayout, lam, ys, ws):
 def _residuals(lay: QPLayout, mu, total):
     out = []
     for keep, terms, is_total in lay.constraints:
-        r = sum(sign * _marg(mu[v], lay.attrs[v], keep) for v, sign in terms)
+        r = sum(sign * marginalize(mu[v], lay.attrs[v], keep) for v, sign in terms)
         out.append(r - total if is_total else r)
     return out
 
@@ -338,7 +330,7 @@ def junction_tree_model(plan: oracle.OraclePlan, marginals: dict, total: float, 
         logt = np.log(np.maximum(table, floor))
         sep = tuple(tree.separators[j]) if tree.parent[j] >= 0 else ()
         if sep:
-            s = np.asarray(_marg(table, clique, sep))
+            s = np.asarray(marginalize(table, clique, sep))
             logt = logt - np.asarray(_bcast(np.log(np.maximum(s, floor)), sep, clique, table.shape))
         tables[clique] = logt
     return GraphicalModel(plan, plan.from_tables(tables, dtype), float(total))
@@ -356,7 +348,7 @@ def _potentials(lay: QPLayout, plan, mu, total):
         table = jnp.transpose(mu[v], [attrs.index(a) for a in clique])
         logt = jnp.log(jnp.maximum(table, floor))
         if sep:
-            s = _marg(table, clique, tuple(sep))
+            s = marginalize(table, clique, tuple(sep))
             logt = logt - _bcast(jnp.log(jnp.maximum(s, floor)), tuple(sep), clique, table.shape)
         blocks = plan.with_table(blocks, j, logt)
     return blocks
