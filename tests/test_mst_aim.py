@@ -368,8 +368,12 @@ def test_aim_end_to_end_large_epsilon_close_to_truth(data):
     indep = pj.metrics.marginal_tvd(data, _independent(data), PAIRS)
     assert tvd < 0.01 and tvd < 0.05 * indep
     assert pj.metrics.marginal_tvd(data, res.model, PAIRS) < 0.01
-    # With this much budget AIM measures the chain's pairs, the only ones the model needs.
-    assert {frozenset(c) for c in res.info["selected"]} == {frozenset(p) for p in [("a", "b"), ("b", "c"), ("c", "d")]}
+    # With this much budget AIM's first three rounds measure the chain's pairs, the ones the model needs.
+    # Later rounds may measure other pairs: once the chain is fitted (sigma 0.66 on 20,000 records), the
+    # sample's own departures from a Markov chain (e.g. (a, c): about 50 records in L1) exceed the noise
+    # penalty of the selection score, so measuring them is what AIM should do.
+    chain = {frozenset(p) for p in [("a", "b"), ("b", "c"), ("c", "d")]}
+    assert {frozenset(c) for c in res.info["selected"][:3]} == chain
 
 
 def test_aim_reproducible_from_the_key(data):

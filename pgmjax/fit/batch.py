@@ -202,23 +202,19 @@ class Batched:
 def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Problem, state, num_steps):
     """Mirror descent's iterations as a loop over line-search trials, each member on its own schedule.
 
-    Per member, try ``k`` of an iteration (``k = 0`` the first, ``k >= 1`` its backtracks) uses the step
-    ``MirrorDescent.step`` would: the state's step size at ``k = 0``, then halvings, and 0 at the last
-    allowed try; an accepted trial (the Armijo test, or that last zero step) commits the iteration
-    exactly as ``MirrorDescent.step`` does (next step size, iteration and oracle-call counts).
+    Per member, trial ``k`` of an iteration (``k = 0`` the first) is the one ``MirrorDescent.step`` would
+    make (:meth:`~pgmjax.MirrorDescent.schedule`: step size and momentum), and an accepted trial (the
+    line-search test, or the last allowed zero step) commits the iteration exactly as ``MirrorDescent.step``
+    does (:meth:`~pgmjax.MirrorDescent.commit`).
     """
     target = state.iteration + num_steps
 
     def one(p, s, k, prev_eta, target):
         active = s.iteration < target
-        last = k >= md.max_backtracks
-        eta = jnp.where(k == 0, s.step_size, jnp.where(last, 0.0, prev_eta * 0.5)).astype(s.step_size.dtype)
-        theta, mu, loss, pred, pred_grad, ok = md.trial(p, s, eta)
+        eta, beta, halved, last = md.schedule(s, k, prev_eta)
+        theta, mu, loss, pred, pred_grad, ok = md.trial(p, s, eta, beta)
         commit = active & (ok | last)
-        next_eta = jnp.where(k == 0, eta * md.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
-        mu = s.mu if mu is None else mu
-        new = estimation.MirrorDescentState(theta, mu, loss, pred, pred_grad, next_eta, s.iteration + 1,
-                                             s.oracle_calls + 1 + k, s.slack)
+        new = md.commit(s, (theta, mu, loss, pred, pred_grad), eta, k, halved)
         s = jax.tree_util.tree_map(lambda a, b: jnp.where(commit, a, b), new, s)
         k = jnp.where(commit, 0, jnp.where(active, k + 1, k))
         return s, k, eta

@@ -1,8 +1,11 @@
-"""Entropic mirror descent over the marginal polytope with an Armijo line search.
+"""Entropic mirror descent over the marginal polytope with an Armijo line search and restarted momentum.
 
 McKenna, Sheldon & Miklau, "Graphical-model based estimation and inference for differential privacy",
-ICML 2019, Algorithm 1. An accepted trial's marginals become the next iterate's, so an accepted step costs
-one oracle call.
+ICML 2019, Algorithm 1, with a heavy-ball term on the potentials (Polyak, "Some methods of speeding up the
+convergence of iteration methods", USSR Comput. Math. Math. Phys. 4(5), 1964, eq. 9) that is dropped
+whenever it fails the line search (the function-value restart of O'Donoghue & Candes, "Adaptive restart for
+accelerated gradient schemes", Found. Comput. Math. 15, 2015, Section 3.2). An accepted trial's marginals
+become the next iterate's, so an accepted step costs one oracle call.
 """
 
 from __future__ import annotations
@@ -19,19 +22,20 @@ from .problem import Problem
 from .tree_math import axpy, tree_map, vdot
 
 
-def _centred(theta: dict) -> dict:
-    """Each clique's potentials shifted so their largest entry is 0 (the distribution is unchanged).
+def _row_tops(theta: dict) -> dict:
+    """Each clique's largest finite potential (0 where it has none), broadcastable against its block.
 
     In float32 an entry ``t`` of a table carries an absolute error of ``eps |t|``, a relative error of
     ``eps |t|`` in its probability: with small noise scales the gradient steps push all potentials
-    far from 0 together, and the likely cells lose the precision the line search needs. Centring
-    keeps the likely cells near 0. -inf entries (structural zeros) are left alone.
+    far from 0 together, and the likely cells lose the precision the line search needs. Subtracting
+    these tops (:meth:`MirrorDescent.tidy`) keeps the likely cells near 0 and leaves the distribution as
+    it is; -inf entries (structural zeros) stay -inf.
     """
     out = {}
     for k, t in theta.items():
         top = jnp.max(jnp.where(jnp.isfinite(t), t, -jnp.inf).reshape(_rows(t)), axis=-1)
         top = top.reshape(t.shape[:2] + (1,) * (t.ndim - 2))
-        out[k] = t - jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
+        out[k] = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
     return out
 
 
@@ -51,16 +55,29 @@ class MirrorDescentState(NamedTuple):
     iteration: jax.Array
     oracle_calls: jax.Array
     slack: jax.Array  # the Armijo test's rounding allowance (MirrorDescent.slack), refreshed by tidy: once per chunk
+    previous: dict  # the previous iterate's potentials: the momentum is theta - previous
+    growth: jax.Array  # the step size's factor after a step accepted at full size (shrinks at each halving)
+    coast: jax.Array  # whether the next iteration's first trial carries momentum (the last was accepted at once)
 
 
 @dataclass(frozen=True)
 class MirrorDescent:
-    """Entropic mirror descent with a backtracking (Armijo) line search.
+    """Entropic mirror descent with a backtracking (Armijo) line search and restarted momentum.
 
-    ``theta <- theta - eta * grad L(mu)``, ``mu <- M(theta)`` (ICML 2019,
-    Algorithm 1). A trial step is accepted when
-    ``L(mu') <= L(mu) - armijo * <grad, mu - mu'>``; otherwise ``eta`` is
-    halved. After an accepted step ``eta`` grows by ``growth``.
+    ``theta <- theta - eta * grad L(mu) + beta * (theta - theta_prev)``, ``mu <- M(theta)`` (ICML 2019,
+    Algorithm 1, plus Polyak's heavy-ball term). A trial is accepted when
+    ``L(mu') <= L(mu) - armijo * <grad, mu - mu'>`` and ``L(mu') <= L(mu)``. An iteration first tries the
+    step with momentum ``beta = momentum`` (only after an iteration accepted at its first trial); if that
+    fails, the plain step at the same ``eta`` (the restart), then halves ``eta``. After a step accepted at
+    full size ``eta`` grows by the current growth factor, which starts at ``growth`` and, at each halving,
+    moves halfway down to ``min_growth``.
+
+    Why: the entropic step moves a cell's marginal by about ``eta * mu_cell * grad``, so the step size that
+    keeps the common cells stable leaves the rare ones converging at a rate proportional to their
+    probability (thousands of iterations on Adult's one- and two-way marginals). Momentum carries the
+    consistent part of past steps; measured on the engine benchmark (``bench/precision.py``), the
+    default reaches in 1,000 iterations the loss Algorithm 1 reaches in 20,000 on Adult MST-style.
+    ``MirrorDescent(momentum=0.0, min_growth=1.25)`` is Algorithm 1 as published.
 
     The loss reads the marginals through linear predictions ``p = Q mu``
     (:meth:`Problem.predict`), so the state keeps ``p`` and ``g = dL/dp``
@@ -70,8 +87,10 @@ class MirrorDescent:
 
     Args:
         armijo: sufficient-decrease fraction.
-        growth: step growth after an accepted step.
-        max_backtracks: at most this many halvings per iteration.
+        growth: step growth after a step accepted at full size, at the start of a run.
+        min_growth: the growth factor's floor; each halving moves it halfway there from its current value.
+        momentum: the heavy-ball coefficient ``beta`` (0: no momentum).
+        max_backtracks: at most this many halvings per iteration (the last trial is a zero step).
         rounding: slack of the test for rounding, in units of ``eps * <|g|, |p|>`` (the error the
             marginals' relative precision puts into the loss; equal to ``eps * <|grad L|, mu>`` for
             marginal and counting queries). Without it float32 fits stall short of the
@@ -96,9 +115,17 @@ class MirrorDescent:
 
     armijo: float = 0.5
     growth: float = 1.25
+    min_growth: float = 1.01
+    momentum: float = 0.99
     max_backtracks: int = 30
     rounding: float = 16.0
     carry_marginals: bool = False
+
+    def __post_init__(self):
+        if not 0.0 <= self.momentum < 1.0:
+            raise ValueError(f"MirrorDescent: momentum must be in [0, 1), got {self.momentum}")
+        if not 1.0 <= self.min_growth <= self.growth:
+            raise ValueError(f"MirrorDescent: need 1 <= min_growth <= growth, got min_growth={self.min_growth}, growth={self.growth}")
 
     @staticmethod
     def params(state: MirrorDescentState) -> dict:
@@ -116,12 +143,11 @@ class MirrorDescent:
         dt = problem.total.dtype
         state = MirrorDescentState(
             theta, mu, loss, pred, pred_grad, jnp.asarray(step_size, dt), jnp.zeros((), jnp.int32),
-            jnp.ones((), jnp.int32), jnp.zeros((), dt)
+            jnp.ones((), jnp.int32), jnp.zeros((), dt), theta, jnp.asarray(self.growth, dt), jnp.zeros((), bool),
         )
         return state._replace(slack=self.slack(state))
 
-    @staticmethod
-    def start(problem: Problem, theta: dict, step_size) -> MirrorDescentState:
+    def start(self, problem: Problem, theta: dict, step_size) -> MirrorDescentState:
         """A state whose next :meth:`step` is :meth:`init`: no oracle call here.
 
         Its loss is +inf and its gradient 0, so the step's first trial (the potentials themselves) is
@@ -135,13 +161,16 @@ class MirrorDescent:
         pred = tree_map(lambda a: to_device(np.zeros(a.shape, a.dtype)), jax.eval_shape(problem.predict, zeros))
         return MirrorDescentState(
             theta, zeros, to_device(np.inf, dt), pred, pred, to_device(step_size, dt), to_device(-1, np.int32),
-            to_device(0, np.int32), to_device(0.0, dt),
+            to_device(0, np.int32), to_device(0.0, dt), theta, to_device(self.growth, dt), to_device(False, bool),
         )
 
-    @staticmethod
-    def started(state: MirrorDescentState, step_size) -> MirrorDescentState:
-        """The state after ``step(start(...))``, as :meth:`init` returns it (iteration 0, the given step)."""
-        return state._replace(step_size=to_device(step_size, state.step_size.dtype), iteration=to_device(0, np.int32))
+    def started(self, state: MirrorDescentState, step_size) -> MirrorDescentState:
+        """The state after ``step(start(...))``, as :meth:`init` returns it (iteration 0, the given step, no
+        momentum, the initial growth)."""
+        return state._replace(
+            step_size=to_device(step_size, state.step_size.dtype), iteration=to_device(0, np.int32),
+            previous=state.theta, growth=to_device(self.growth, state.growth.dtype), coast=to_device(False, bool),
+        )
 
     def slack(self, s: MirrorDescentState) -> jax.Array:
         """The Armijo test's allowance for rounding at state ``s`` (the same for every trial from ``s``).
@@ -159,8 +188,27 @@ class MirrorDescent:
         return 8 * eps * jnp.abs(s.loss) + self.rounding * eps * vdot(tree_map(jnp.abs, s.pred_grad),
                                                                       tree_map(jnp.abs, s.pred))
 
-    def trial(self, problem: Problem, s: MirrorDescentState, eta, slack=None):
-        """One line-search trial from state ``s`` at step ``eta``, with its Armijo test.
+    def schedule(self, s: MirrorDescentState, k, previous_eta):
+        """Step size and momentum of trial ``k`` (0 = the first) of the iteration from ``s``.
+
+        Trial 0 is ``(s.step_size, momentum)`` when ``s.coast``, else ``(s.step_size, 0)``; after a trial
+        with momentum comes the plain step at the same size; every later trial halves ``previous_eta`` (the
+        step of trial ``k - 1``), and the last allowed one is a zero step (the iterate stays put).
+
+        Returns:
+            ``(eta, beta, halved, last)``: the trial's step size and momentum, whether ``eta`` is a halving,
+            and whether this is the iteration's last allowed trial (accepted whatever its test says).
+        """
+        dt = s.step_size.dtype
+        beta0 = jnp.where(s.coast, self.momentum, 0.0).astype(dt)
+        plain = (beta0 > 0).astype(k.dtype)  # the trial index of the plain step at full size
+        halved = k > plain
+        last = k >= self.max_backtracks + plain
+        eta = jnp.where(halved, jnp.where(last, 0.0, previous_eta * 0.5), s.step_size).astype(dt)
+        return eta, jnp.where(k == 0, beta0, 0.0).astype(dt), halved, last
+
+    def trial(self, problem: Problem, s: MirrorDescentState, eta, beta=0.0, slack=None):
+        """One line-search trial from state ``s`` at step ``eta`` with momentum ``beta``, with its test.
 
         Args:
             slack: the allowance for rounding (default ``s.slack``, :meth:`slack` as of the last :meth:`tidy`).
@@ -176,6 +224,10 @@ class MirrorDescent:
             slack = s.slack
         # theta has the marginals' shapes: the pull-back needs only those (s.mu is refreshed once per chunk).
         theta = axpy(-eta, problem.pull_back(s.pred_grad, s.theta), s.theta)
+        if self.momentum > 0:
+            # A structural zero (-inf in both iterates) has no momentum: -inf - -inf would be NaN.
+            theta = {k: t + beta * jnp.where(jnp.isfinite(s.previous[k]), s.theta[k] - s.previous[k], 0.0)
+                     for k, t in theta.items()}
         mu, log_z = problem.marginals_and_log_partition(theta)
         pred = problem.predict(mu)
         loss, pred_grad = jax.value_and_grad(problem.loss_of_predictions)(pred)
@@ -183,51 +235,20 @@ class MirrorDescent:
         # A finite log Z certifies the potentials: a NaN or +inf potential, or a clique left with no cell
         # above -inf (a step that overflowed), makes it NaN or +-inf; its marginals are then finite too
         # (products of conditionals in [0, 1] times the total). One scalar instead of two passes over
-        # every table per trial.
-        ok = jnp.isfinite(loss) & jnp.isfinite(log_z) & (loss <= s.loss - self.armijo * decrease + slack)
+        # every table per trial. A momentum step need not be a descent direction (decrease < 0): the loss
+        # must then not rise either.
+        ok = (jnp.isfinite(loss) & jnp.isfinite(log_z) & (loss <= s.loss - self.armijo * decrease + slack)
+              & (loss <= s.loss + slack))
         return theta, (mu if self.carry_marginals else None), loss, pred, pred_grad, ok
 
-    def tidy(self, problem: Problem, state: MirrorDescentState) -> MirrorDescentState:
-        """``state`` with every clique's potentials shifted so their largest entry is 0 (the model is
-        unchanged), its marginals recomputed from them, and the line search's rounding allowance
-        (:meth:`slack`) refreshed.
-
-        Keeps the potentials near 0 in float32 (see :func:`_centred`) and makes ``state.mu`` the
-        marginals of ``state.theta`` (:meth:`step` leaves them as they were). :func:`run` calls it after
-        every compiled chunk: a pass over every table and one oracle call per chunk instead of per
-        trial (none with :attr:`carry_marginals`: the state holds them already). Call it between chunks
-        when driving :meth:`step` yourself.
-        """
-        theta = _centred(state.theta)
-        slack = self.slack(state)
-        if self.carry_marginals:
-            return state._replace(theta=theta, slack=slack)
-        return state._replace(theta=theta, mu=problem.marginals(theta), slack=slack)
-
-    def step(self, problem: Problem, s: MirrorDescentState) -> MirrorDescentState:
-        # One trial site in the program (the oracle is traced once): try 0 uses the current step, each
-        # later try halves it, and the last is a zero step (the iterate stays put).
-        slack = s.slack
-
-        def cond(c):
-            return ~c[6]
-
-        def body(c):
-            tries = c[7] + 1
-            last = tries >= self.max_backtracks
-            eta = jnp.where(tries == 0, s.step_size, jnp.where(last, 0.0, c[5] * 0.5))
-            theta, mu, loss, pred, pred_grad, ok = self.trial(problem, s, eta, slack)
-            return theta, mu, loss, pred, pred_grad, eta, ok | last, tries
-
-        # The loop runs at least once, so its first values are never read: zeros, not the state's own
-        # tables (which the body also reads: XLA would copy every table twice per iteration to carry both).
-        zp = jax.tree_util.tree_map(jnp.zeros_like, s.pred)
-        zmu = zeros_like(s.theta) if self.carry_marginals else None
-        carry = (zeros_like(s.theta), zmu, s.loss, zp, zp, s.step_size, jnp.zeros((), bool), -jnp.ones((), jnp.int32))
-        theta, mu, loss, pred, pred_grad, eta, _, backtracks = jax.lax.while_loop(cond, body, carry)
-        next_eta = jnp.where(backtracks == 0, eta * self.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
+    def commit(self, s: MirrorDescentState, accepted, eta, k, halved) -> MirrorDescentState:
+        """The state after the iteration from ``s`` accepted trial ``k`` (``accepted``: :meth:`trial`'s first
+        five outputs) at step ``eta``; ``halved`` as :meth:`schedule` gave it."""
+        theta, mu, loss, pred, pred_grad = accepted
+        next_eta = jnp.where(~halved, eta * s.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
         # A loss no step can change accepts every step: without a cap the step size overflows to inf.
         next_eta = jnp.minimum(next_eta, jnp.finfo(next_eta.dtype).max * 1e-8)
+        growth = jnp.where(halved, s.growth - (s.growth - self.min_growth) * 0.5, s.growth)
         return MirrorDescentState(
             theta,
             mu if self.carry_marginals else s.mu,
@@ -236,6 +257,50 @@ class MirrorDescent:
             pred_grad,
             next_eta,
             s.iteration + 1,
-            s.oracle_calls + 1 + backtracks,
+            s.oracle_calls + 1 + k,
             s.slack,
+            s.theta,
+            growth,
+            (k == 0) & (self.momentum > 0),
         )
+
+    def tidy(self, problem: Problem, state: MirrorDescentState) -> MirrorDescentState:
+        """``state`` with every clique's potentials shifted so their largest entry is 0 (the model is
+        unchanged; the previous iterate shifted alike, so the momentum is unchanged), its marginals
+        recomputed from them, and the line search's rounding allowance (:meth:`slack`) refreshed.
+
+        Keeps the potentials near 0 in float32 (see :func:`_row_tops`) and makes ``state.mu`` the
+        marginals of ``state.theta`` (:meth:`step` leaves them as they were). :func:`run` calls it after
+        every compiled chunk: a pass over every table and one oracle call per chunk instead of per
+        trial (none with :attr:`carry_marginals`: the state holds them already). Call it between chunks
+        when driving :meth:`step` yourself.
+        """
+        tops = _row_tops(state.theta)
+        theta = {k: t - tops[k] for k, t in state.theta.items()}
+        previous = {k: t - tops[k] for k, t in state.previous.items()}
+        state = state._replace(theta=theta, previous=previous, slack=self.slack(state))
+        if self.carry_marginals:
+            return state
+        return state._replace(mu=problem.marginals(theta))
+
+    def step(self, problem: Problem, s: MirrorDescentState) -> MirrorDescentState:
+        # One trial site in the program (the oracle is traced once), driven by schedule().
+        slack = s.slack
+
+        def cond(c):
+            return ~c[6]
+
+        def body(c):
+            k = c[7] + 1
+            eta, beta, halved, last = self.schedule(s, k, c[5])
+            theta, mu, loss, pred, pred_grad, ok = self.trial(problem, s, eta, beta, slack)
+            return theta, mu, loss, pred, pred_grad, eta, ok | last, k, halved
+
+        # The loop runs at least once, so its first values are never read: zeros, not the state's own
+        # tables (which the body also reads: XLA would copy every table twice per iteration to carry both).
+        zp = jax.tree_util.tree_map(jnp.zeros_like, s.pred)
+        zmu = zeros_like(s.theta) if self.carry_marginals else None
+        carry = (zeros_like(s.theta), zmu, s.loss, zp, zp, s.step_size, jnp.zeros((), bool), -jnp.ones((), jnp.int32),
+                 jnp.zeros((), bool))
+        theta, mu, loss, pred, pred_grad, eta, _, k, halved = jax.lax.while_loop(cond, body, carry)
+        return self.commit(s, (theta, mu, loss, pred, pred_grad), eta, k, halved)
