@@ -55,7 +55,7 @@ class MirrorDescentState(NamedTuple):
     iteration: jax.Array
     oracle_calls: jax.Array
     slack: jax.Array  # the Armijo test's rounding allowance (MirrorDescent.slack), refreshed by tidy: once per chunk
-    previous: dict  # the previous iterate's potentials: the momentum is theta - previous
+    velocity: dict  # theta minus the previous iterate's potentials (0 where either is -inf): the momentum
     growth: jax.Array  # the step size's factor after a step accepted at full size (shrinks at each halving)
     coast: jax.Array  # whether the next iteration's first trial carries momentum (the last was accepted at once)
 
@@ -143,7 +143,7 @@ class MirrorDescent:
         dt = problem.total.dtype
         state = MirrorDescentState(
             theta, mu, loss, pred, pred_grad, jnp.asarray(step_size, dt), jnp.zeros((), jnp.int32),
-            jnp.ones((), jnp.int32), jnp.zeros((), dt), theta, jnp.asarray(self.growth, dt), jnp.zeros((), bool),
+            jnp.ones((), jnp.int32), jnp.zeros((), dt), zeros_like(theta), jnp.asarray(self.growth, dt), jnp.zeros((), bool),
         )
         return state._replace(slack=self.slack(state))
 
@@ -161,7 +161,7 @@ class MirrorDescent:
         pred = tree_map(lambda a: to_device(np.zeros(a.shape, a.dtype)), jax.eval_shape(problem.predict, zeros))
         return MirrorDescentState(
             theta, zeros, to_device(np.inf, dt), pred, pred, to_device(step_size, dt), to_device(-1, np.int32),
-            to_device(0, np.int32), to_device(0.0, dt), theta, to_device(self.growth, dt), to_device(False, bool),
+            to_device(0, np.int32), to_device(0.0, dt), zeros, to_device(self.growth, dt), to_device(False, bool),
         )
 
     def started(self, state: MirrorDescentState, step_size) -> MirrorDescentState:
@@ -169,7 +169,7 @@ class MirrorDescent:
         momentum, the initial growth)."""
         return state._replace(
             step_size=to_device(step_size, state.step_size.dtype), iteration=to_device(0, np.int32),
-            previous=state.theta, growth=to_device(self.growth, state.growth.dtype), coast=to_device(False, bool),
+            velocity=zeros_like(state.theta), growth=to_device(self.growth, state.growth.dtype), coast=to_device(False, bool),
         )
 
     def slack(self, s: MirrorDescentState) -> jax.Array:
@@ -225,9 +225,7 @@ class MirrorDescent:
         # theta has the marginals' shapes: the pull-back needs only those (s.mu is refreshed once per chunk).
         theta = axpy(-eta, problem.pull_back(s.pred_grad, s.theta), s.theta)
         if self.momentum > 0:
-            # A structural zero (-inf in both iterates) has no momentum: -inf - -inf would be NaN.
-            theta = {k: t + beta * jnp.where(jnp.isfinite(s.previous[k]), s.theta[k] - s.previous[k], 0.0)
-                     for k, t in theta.items()}
+            theta = {k: t + beta * s.velocity[k] for k, t in theta.items()}
         mu, log_z = problem.marginals_and_log_partition(theta)
         pred = problem.predict(mu)
         loss, pred_grad = jax.value_and_grad(problem.loss_of_predictions)(pred)
@@ -245,6 +243,11 @@ class MirrorDescent:
         """The state after the iteration from ``s`` accepted trial ``k`` (``accepted``: :meth:`trial`'s first
         five outputs) at step ``eta``; ``halved`` as :meth:`schedule` gave it."""
         theta, mu, loss, pred, pred_grad = accepted
+        velocity = s.velocity
+        if self.momentum > 0:
+            # A structural zero (-inf in both iterates) has no velocity: -inf - -inf would be NaN.
+            velocity = {k: jnp.where(jnp.isfinite(t) & jnp.isfinite(s.theta[k]), t - s.theta[k], 0.0)
+                        for k, t in theta.items()}
         next_eta = jnp.where(~halved, eta * s.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
         # A loss no step can change accepts every step: without a cap the step size overflows to inf.
         next_eta = jnp.minimum(next_eta, jnp.finfo(next_eta.dtype).max * 1e-8)
@@ -259,14 +262,14 @@ class MirrorDescent:
             s.iteration + 1,
             s.oracle_calls + 1 + k,
             s.slack,
-            s.theta,
+            velocity,
             growth,
             (k == 0) & (self.momentum > 0),
         )
 
     def tidy(self, problem: Problem, state: MirrorDescentState) -> MirrorDescentState:
         """``state`` with every clique's potentials shifted so their largest entry is 0 (the model is
-        unchanged; the previous iterate shifted alike, so the momentum is unchanged), its marginals
+        unchanged; the velocity is a difference of potentials, unchanged by the shift), its marginals
         recomputed from them, and the line search's rounding allowance (:meth:`slack`) refreshed.
 
         Keeps the potentials near 0 in float32 (see :func:`_row_tops`) and makes ``state.mu`` the
@@ -277,8 +280,7 @@ class MirrorDescent:
         """
         tops = _row_tops(state.theta)
         theta = {k: t - tops[k] for k, t in state.theta.items()}
-        previous = {k: t - tops[k] for k, t in state.previous.items()}
-        state = state._replace(theta=theta, previous=previous, slack=self.slack(state))
+        state = state._replace(theta=theta, slack=self.slack(state))
         if self.carry_marginals:
             return state
         return state._replace(mu=problem.marginals(theta))
