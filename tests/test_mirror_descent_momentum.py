@@ -132,3 +132,34 @@ def test_float32_and_float64_agree_after_a_default_fit():
     for cl in [("a", "b"), ("b", "c")]:
         d = np.abs(np.asarray(fits[jnp.float32].marginal(cl), np.float64) - fits[jnp.float64].marginal(cl)).sum()
         assert d / 10_000 <= 1e-3
+
+
+# ------------------------------------------------------------------------------------------------------
+# Dual averaging's "best iterate" with near-ties broken toward the later iterate (DualAveraging.tie)
+# ------------------------------------------------------------------------------------------------------
+
+
+def test_dual_averaging_returns_a_model_within_tie_of_the_lowest_loss(rare):
+    _, problem, _ = rare
+    da = pj.DualAveraging()
+    state = da.init(problem, problem.plan.zeros(jnp.float64))
+    step = jax.jit(da.step)
+    lowest = float(state.loss)
+    for _ in range(300):
+        state = step(problem, state)
+        lowest = min(lowest, float(problem.loss_of(state.v)))
+    assert float(state.lowest) == pytest.approx(lowest, rel=1e-12)
+    returned = float(problem.loss_of(problem.marginals(da.params(state))))
+    assert returned == pytest.approx(float(state.loss), rel=1e-10)
+    assert lowest <= returned <= lowest * (1 + da.tie)
+
+
+def test_dual_averaging_float32_and_float64_return_the_same_iterate():
+    # One path in both precisions (step sizes do not depend on the iterates); the tie rule makes the
+    # choice of the returned iterate the same too, so the clique marginals agree, not only the losses.
+    data, ms, _ = _rare_cells_problem(sigma=10.0)
+    fits = {dt: pj.estimate(data.domain, ms, "dual_averaging", iters=1_000, dtype=dt) for dt in (jnp.float32, jnp.float64)}
+    assert abs(fits[jnp.float32].loss - fits[jnp.float64].loss) <= 1e-4 * fits[jnp.float64].loss
+    for cl in [("a", "b"), ("b", "c")]:
+        d = np.abs(np.asarray(fits[jnp.float32].marginal(cl), np.float64) - fits[jnp.float64].marginal(cl)).sum()
+        assert d / 10_000 <= 1e-4

@@ -80,8 +80,9 @@ def test_shared_datasets_dual_averaging(name, cliques):
     missing = [a for c in cliques for a in c if a not in data.domain]
     if missing:  # the attribute names are those of the shared files; say which if they changed
         pytest.fail(f"{name}: attributes {missing} not in {list(data.domain)}")
-    # Titanic: 1,287 records, many cells near 0 (float64 1e-61 where float32 holds 0): 2e-3 L1/N.
-    _compare(data.domain, _measure(data, cliques, 10.0, 0), "dual_averaging", 300, 1e-3, 2e-3 if name == "titanic" else 1e-3)
+    # Titanic needed 2e-3 L1/N before dual averaging broke near-ties of its "best" iterate toward the later
+    # one (DualAveraging.tie): the two precisions returned different iterates of one path.
+    _compare(data.domain, _measure(data, cliques, 10.0, 0), "dual_averaging", 300, 1e-3, 1e-3)
 
 
 def test_float32_marginals_of_one_large_clique_keep_their_total():
@@ -116,3 +117,4 @@ def test_float32_marginals_of_one_large_clique_keep_their_total():
         p = make_problem(dom, ms, dtype=dtype)
         losses.append(float(jit(lambda th, p=p: p.loss_of_predictions(p.predict(p.marginals(th))), engine=True)(theta)))
     assert abs(losses[0] - losses[1]) < 2e-5 * losses[1], losses
+
