@@ -211,10 +211,10 @@ def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Pr
 
     def one(p, s, k, prev_eta, target):
         active = s.iteration < target
-        eta, beta, halved, last = md.schedule(s, k, prev_eta)
+        eta, beta, last = md.schedule(s, k, prev_eta)
         theta, mu, loss, pred, pred_grad, ok = md.trial(p, s, eta, beta)
         commit = active & (ok | last)
-        new = md.commit(s, (theta, mu, loss, pred, pred_grad), eta, k, halved)
+        new = md.commit(s, (theta, mu, loss, pred, pred_grad), eta, k)
         s = jax.tree_util.tree_map(lambda a, b: jnp.where(commit, a, b), new, s)
         k = jnp.where(commit, 0, jnp.where(active, k + 1, k))
         return s, k, eta

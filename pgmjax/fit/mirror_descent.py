@@ -166,10 +166,11 @@ class MirrorDescent:
 
     def started(self, state: MirrorDescentState, step_size) -> MirrorDescentState:
         """The state after ``step(start(...))``, as :meth:`init` returns it (iteration 0, the given step, no
-        momentum, the initial growth)."""
+        momentum). That step accepted the potentials themselves at its first trial: its velocity is 0 and
+        its growth the initial one already."""
         return state._replace(
             step_size=to_device(step_size, state.step_size.dtype), iteration=to_device(0, np.int32),
-            velocity=zeros_like(state.theta), growth=to_device(self.growth, state.growth.dtype), coast=to_device(False, bool),
+            coast=to_device(False, bool),
         )
 
     def slack(self, s: MirrorDescentState) -> jax.Array:
@@ -196,16 +197,20 @@ class MirrorDescent:
         step of trial ``k - 1``), and the last allowed one is a zero step (the iterate stays put).
 
         Returns:
-            ``(eta, beta, halved, last)``: the trial's step size and momentum, whether ``eta`` is a halving,
-            and whether this is the iteration's last allowed trial (accepted whatever its test says).
+            ``(eta, beta, last)``: the trial's step size and momentum, and whether this is the iteration's
+            last allowed trial (accepted whatever its test says).
         """
         dt = s.step_size.dtype
-        beta0 = jnp.where(s.coast, self.momentum, 0.0).astype(dt)
-        plain = (beta0 > 0).astype(k.dtype)  # the trial index of the plain step at full size
-        halved = k > plain
+        plain = self._plain_trial(s, k)
         last = k >= self.max_backtracks + plain
-        eta = jnp.where(halved, jnp.where(last, 0.0, previous_eta * 0.5), s.step_size).astype(dt)
-        return eta, jnp.where(k == 0, beta0, 0.0).astype(dt), halved, last
+        eta = jnp.where(k > plain, jnp.where(last, 0.0, previous_eta * 0.5), s.step_size).astype(dt)
+        return eta, jnp.where((k == 0) & s.coast, self.momentum, 0.0).astype(dt), last
+
+    @staticmethod
+    def _plain_trial(s: MirrorDescentState, k):
+        """The index of the iteration's plain trial at full size: 1 after a trial with momentum, else 0
+        (``s.coast`` is only ever set with ``momentum > 0``). Later trials are halvings."""
+        return s.coast.astype(k.dtype)
 
     def trial(self, problem: Problem, s: MirrorDescentState, eta, beta=0.0, slack=None):
         """One line-search trial from state ``s`` at step ``eta`` with momentum ``beta``, with its test.
@@ -239,15 +244,16 @@ class MirrorDescent:
               & (loss <= s.loss + slack))
         return theta, (mu if self.carry_marginals else None), loss, pred, pred_grad, ok
 
-    def commit(self, s: MirrorDescentState, accepted, eta, k, halved) -> MirrorDescentState:
+    def commit(self, s: MirrorDescentState, accepted, eta, k) -> MirrorDescentState:
         """The state after the iteration from ``s`` accepted trial ``k`` (``accepted``: :meth:`trial`'s first
-        five outputs) at step ``eta``; ``halved`` as :meth:`schedule` gave it."""
+        five outputs) at step ``eta``."""
         theta, mu, loss, pred, pred_grad = accepted
+        halved = k > self._plain_trial(s, k)
         velocity = s.velocity
         if self.momentum > 0:
             # A structural zero (-inf in both iterates) has no velocity: -inf - -inf would be NaN.
-            velocity = {k: jnp.where(jnp.isfinite(t) & jnp.isfinite(s.theta[k]), t - s.theta[k], 0.0)
-                        for k, t in theta.items()}
+            velocity = {key: jnp.where(jnp.isfinite(t) & jnp.isfinite(s.theta[key]), t - s.theta[key], 0.0)
+                        for key, t in theta.items()}
         next_eta = jnp.where(~halved, eta * s.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
         # A loss no step can change accepts every step: without a cap the step size overflows to inf.
         next_eta = jnp.minimum(next_eta, jnp.finfo(next_eta.dtype).max * 1e-8)
@@ -294,15 +300,14 @@ class MirrorDescent:
 
         def body(c):
             k = c[7] + 1
-            eta, beta, halved, last = self.schedule(s, k, c[5])
+            eta, beta, last = self.schedule(s, k, c[5])
             theta, mu, loss, pred, pred_grad, ok = self.trial(problem, s, eta, beta, slack)
-            return theta, mu, loss, pred, pred_grad, eta, ok | last, k, halved
+            return theta, mu, loss, pred, pred_grad, eta, ok | last, k
 
         # The loop runs at least once, so its first values are never read: zeros, not the state's own
         # tables (which the body also reads: XLA would copy every table twice per iteration to carry both).
         zp = jax.tree_util.tree_map(jnp.zeros_like, s.pred)
         zmu = zeros_like(s.theta) if self.carry_marginals else None
-        carry = (zeros_like(s.theta), zmu, s.loss, zp, zp, s.step_size, jnp.zeros((), bool), -jnp.ones((), jnp.int32),
-                 jnp.zeros((), bool))
-        theta, mu, loss, pred, pred_grad, eta, _, k, halved = jax.lax.while_loop(cond, body, carry)
-        return self.commit(s, (theta, mu, loss, pred, pred_grad), eta, k, halved)
+        carry = (zeros_like(s.theta), zmu, s.loss, zp, zp, s.step_size, jnp.zeros((), bool), -jnp.ones((), jnp.int32))
+        theta, mu, loss, pred, pred_grad, eta, _, k = jax.lax.while_loop(cond, body, carry)
+        return self.commit(s, (theta, mu, loss, pred, pred_grad), eta, k)

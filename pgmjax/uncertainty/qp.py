@@ -167,7 +167,8 @@ def _diagonal(m: Measurement) -> np.ndarray | None:
 
 
 def _bcast(lam, keep: tuple, attrs: tuple, shape: tuple):
-    """The transpose of :func:`_marg`: ``lam`` (axes ``keep``) broadcast over a table of axes ``attrs``."""
+    """The transpose of :func:`pgmjax.kernels.marginalize`: ``lam`` (axes ``keep``) broadcast over a table of
+    axes ``attrs``."""
     if not keep:
         return jnp.broadcast_to(lam, shape)
     kept = [a for a in attrs if a in keep]
