@@ -89,8 +89,30 @@ def marginalize(x: jax.Array, attrs: Sequence, keep: Sequence) -> jax.Array:
 
 def _sum(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
     """The primitive reduction (``jnp.sum`` wraps each call in a jitted function of its own: a model with
-    120 measured marginals traced and transposed 720 of them per fit)."""
-    return jax.lax.reduce(x, np.zeros((), x.dtype), jax.lax.add, axes) if axes else x
+    120 measured marginals traced and transposed 720 of them per fit), over :func:`_collapsed` axes."""
+    if not axes:
+        return x
+    flat, flat_axes, shape = _collapsed(x, axes)
+    return jax.lax.reduce(flat, np.zeros((), x.dtype), jax.lax.add, flat_axes).reshape(shape)
+
+
+def _collapsed(x: jax.Array, axes: tuple[int, ...]) -> tuple[jax.Array, tuple[int, ...], tuple[int, ...]]:
+    """``x`` with every run of adjacent axes that are all reduced, or all kept, merged into one axis (a
+    free reshape of a row-major array), the reduced axes' new numbers, and the reduction's result shape.
+
+    A 2-way marginal of NLTCS's 16-axis clique is then a reduction of a rank-5 array, not of a rank-16 one:
+    XLA:CPU's loop emitters index every axis of their operands, and size-2 axes cost a loop level each."""
+    groups: list[list[int]] = []
+    for a in range(x.ndim):
+        if groups and (groups[-1][-1] in axes) == (a in axes):
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    shape = tuple(d for a, d in enumerate(x.shape) if a not in axes)
+    if len(groups) == x.ndim:
+        return x, axes, shape
+    flat = x.reshape(tuple(math.prod(x.shape[a] for a in g) for g in groups))
+    return flat, tuple(i for i, g in enumerate(groups) if g[0] in axes), shape
 
 
 def max_axes(x: jax.Array, axes: Sequence[int], keepdims: bool = False) -> jax.Array:
@@ -126,4 +148,7 @@ def max_axes(x: jax.Array, axes: Sequence[int], keepdims: bool = False) -> jax.A
 
 
 def _max(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
-    return jax.lax.reduce(x, np.array(-np.inf, x.dtype), jax.lax.max, axes) if axes else x
+    if not axes:
+        return x
+    flat, flat_axes, shape = _collapsed(x, axes)
+    return jax.lax.reduce(flat, np.array(-np.inf, x.dtype), jax.lax.max, flat_axes).reshape(shape)

@@ -23,7 +23,7 @@ from .model.graphical_model import GraphicalModel
 from .model.serialization import load_model, load_model_schema
 from .privacy import REST, Accountant, PrivacyBudgetExceeded, discrete_noise
 from .privacy.noisy_marginals import noisy_marginals
-from .programs import release_compiled
+from .programs import fast_compile, release_compiled
 from .queries.measurement import Measurement, estimate_total
 from .queries.workload import Workload
 
@@ -64,5 +64,6 @@ __all__ = [
     "load_model",
     "load_model_schema",
     "release_compiled",
+    "fast_compile",
 ]
 __version__ = "0.1.0"

@@ -10,6 +10,9 @@ only the structures still in use get recompiled.
 :func:`enable_compilation_cache` (opt-in) keeps compiled programs on disk, so a *new process* fitting a
 structure it has fitted before loads its program instead of compiling it (JAX's persistent compilation
 cache); the environment variable ``PGMJAX_COMPILATION_CACHE=<folder>`` turns it on at import.
+
+:func:`fast_compile` (opt-in; on by default in the command line) has XLA:CPU generate code with its loop
+emitters, which compile a fit's program in about half the time; ``PGMJAX_FAST_COMPILE=1`` turns it on at import.
 """
 
 from __future__ import annotations
@@ -108,5 +111,76 @@ def enable_compilation_cache(path: str | os.PathLike | None = None, min_compile_
     return path
 
 
+#: The XLA flag :func:`fast_compile` adds: XLA:CPU's loop emitters instead of its MLIR fusion emitters.
+FAST_COMPILE_FLAG = "--xla_cpu_use_fusion_emitters=false"
+
+#: The environment variable that turns :func:`fast_compile` on at import (``1``) or keeps the command line
+#: from turning it on (``0``).
+FAST_COMPILE_ENV = "PGMJAX_FAST_COMPILE"
+
+
+def fast_compile_enabled() -> bool:
+    """Whether this process's XLA:CPU compiles with the loop emitters (``XLA_FLAGS`` names the flag as false)."""
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    values = [f.split("=", 1)[1].lower() for f in flags if f.startswith("--xla_cpu_use_fusion_emitters=")]
+    return bool(values) and values[-1] in ("false", "0")
+
+
+def fast_compile(strict: bool = True) -> bool:
+    """Compile this process's XLA:CPU programs with XLA's loop emitters: a first fit waits 30-45% less.
+
+    A fit's first call is nearly all XLA:CPU's code generation of its program's few hundred fused kernels.
+    XLA's older loop emitters (``--xla_cpu_use_fusion_emitters=false``) generate them in about half the
+    time of its MLIR fusion emitters, the default of jaxlib 0.10; the programs compute the same arithmetic,
+    and their iterations run within about 10% of the default's (some faster, most a little slower). Measured
+    in ``bench/results/fast_compile_cpu.md``. The command line (``python -m pgmjax``) turns it on for its
+    own process; a library user opts in, because the flag applies to every XLA:CPU program of the process,
+    the user's own included, and can only be set before JAX starts its CPU backend. GPU compilers ignore it.
+
+    Args:
+        strict: raise if JAX's backends are already running (else return False and change nothing).
+
+    Returns:
+        Whether the loop emitters are in force for this process's programs compiled from now on: False
+        where ``XLA_FLAGS`` already names the flag as true (the user's choice is kept).
+
+    Raises:
+        RuntimeError: with ``strict``, when JAX has already started its backends (the flags are read then).
+
+    Example (first thing in a fresh process):
+        >>> import pgmjax
+        >>> pgmjax.programs.fast_compile()  # doctest: +SKIP
+        True
+        >>> pgmjax.programs.fast_compile_enabled() in (True, False)
+        True
+    """
+    if fast_compile_enabled():
+        return True
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "--xla_cpu_use_fusion_emitters" in flags:  # set to true by the user: theirs to keep
+        return False
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        if strict:
+            raise RuntimeError(
+                "pgmjax.fast_compile() must run before JAX's first computation (XLA reads its flags when its "
+                "backends start, and they have started): call it right after importing pgmjax, or set "
+                f"{FAST_COMPILE_ENV}=1 (or XLA_FLAGS={FAST_COMPILE_FLAG}) in the environment"
+            )
+        return False
+    os.environ["XLA_FLAGS"] = f"{flags} {FAST_COMPILE_FLAG}".strip()
+    return True
+
+
 if os.environ.get(CACHE_ENV):
     enable_compilation_cache(os.environ[CACHE_ENV])
+
+if os.environ.get(FAST_COMPILE_ENV, "").strip() == "1" and not fast_compile(strict=False):
+    import warnings
+
+    warnings.warn(
+        f"{FAST_COMPILE_ENV}=1 had no effect: JAX's backends had started before pgmjax was imported, or "
+        "XLA_FLAGS sets --xla_cpu_use_fusion_emitters itself",
+        stacklevel=2,
+    )

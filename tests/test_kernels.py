@@ -95,3 +95,22 @@ def test_marginalize_matches_reference(rng):
     for keep in (("d", "b"), ("a", "b", "c", "d"), ("c",), ()):
         got = np.asarray(kernels.marginalize(jnp.asarray(x, jnp.float32), tuple("abcd"), keep), np.float64)
         np.testing.assert_allclose(got, reference.marginalize(x.astype(np.float32), tuple("abcd"), keep), rtol=2e-6)
+
+
+def _reduce_operand_ranks(f, x) -> list[int]:
+    """The ranks of the arrays the reductions in ``f``'s jaxpr read."""
+    eqns = jax.make_jaxpr(f)(x).jaxpr.eqns
+    return [e.invars[0].aval.ndim for e in eqns if e.primitive.name.startswith("reduce")]
+
+
+@pytest.mark.parametrize("reduce", [kernels.sum_axes, kernels.max_axes])
+def test_reductions_collapse_adjacent_axes_of_one_role(rng, reduce):
+    # A 2-way marginal of a 16-axis binary table: runs of summed and of kept axes are merged, so every
+    # reduction reads an array of rank at most 5 (kept, summed, kept, summed runs), and the values are unchanged.
+    x = rng.normal(size=(2,) * 16)
+    axes = [a for a in range(16) if a not in (3, 9)]
+    ranks = _reduce_operand_ranks(lambda t: reduce(t, axes), jnp.asarray(x, jnp.float32))
+    assert ranks and max(ranks) <= 5, ranks
+    got = np.asarray(jax.jit(lambda t: reduce(t, axes))(jnp.asarray(x, jnp.float32)), np.float64)
+    want = (np.sum if reduce is kernels.sum_axes else np.max)(x.astype(np.float32).astype(np.float64), axis=tuple(axes))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)

@@ -16,7 +16,8 @@ Exit codes: 0 success; 2 bad command line or input (missing file, column not in 
 of range, epsilon <= 0, unknown or unavailable mechanism, ...), reported in one line on stderr
 before any long computation; 1 a run that failed (``--debug`` shows the traceback).
 
-Modules: :mod:`~pgmjax.cli.parser` (the parser and :func:`main`), :mod:`~pgmjax.cli.run` (``pgmjax run``),
+Modules: :mod:`~pgmjax.cli.parser` (the parser, :func:`main`, and :func:`console_main`, the executable's entry,
+which compiles with :func:`pgmjax.programs.fast_compile`), :mod:`~pgmjax.cli.run` (``pgmjax run``),
 :mod:`~pgmjax.cli.inputs` (files, domain, schema, workload), :mod:`~pgmjax.cli.summary` (the printed summary
 and the JSON report), :mod:`~pgmjax.cli.progress`, :mod:`~pgmjax.cli.arguments` (argument types),
 :mod:`~pgmjax.cli.errors`, :mod:`~pgmjax.cli.demo`, :mod:`~pgmjax.cli.commands` (``schema``, ``mechanisms``),
@@ -29,6 +30,6 @@ from __future__ import annotations
 
 from .demo import random_bayes_net_data
 from .errors import RunFailure, UserError
-from .parser import build_parser, main
+from .parser import build_parser, console_main, main
 
-__all__ = ["main", "build_parser", "random_bayes_net_data", "UserError", "RunFailure"]
+__all__ = ["main", "console_main", "build_parser", "random_bayes_net_data", "UserError", "RunFailure"]
