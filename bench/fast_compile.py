@@ -67,6 +67,10 @@ def child(problem_file: str, result_file: str, iters: int) -> None:
         json.dump(out, f)
 
 
+def _bold(x: float, other: float) -> str:
+    return f"**{x:.2f}**" if x < other else f"{x:.2f}"
+
+
 def render(out: dict, path: str) -> None:
     run, rows = out["run"], out["rows"]
     med = {}
@@ -98,10 +102,12 @@ def render(out: dict, path: str) -> None:
             continue
         rel = abs(f["loss"] - d["loss"]) / abs(d["loss"])
         lines.append(
-            f"| {name} | {d['first_call_s']:.2f} | **{f['first_call_s']:.2f}** | {d['xla_compile_s']:.2f} / "
+            f"| {name} | {_bold(d['first_call_s'], f['first_call_s'])} | {_bold(f['first_call_s'], d['first_call_s'])} | "
+            f"{d['xla_compile_s']:.2f} / "
             f"{f['xla_compile_s']:.2f} | {d['ms_per_iter']:.3g} / {f['ms_per_iter']:.3g} | {d['ms_per_iter_long']:.3g} / "
             f"{f['ms_per_iter_long']:.3g} | {d['loss']:,.1f} | {f['loss']:,.1f} ({rel:.1e}) |"
         )
+    lines += ["", *(f"* {n}" for n in out.get("notes", []))]
     lines += ["", f"Raw rows: `{os.path.basename(path)}.json`. Command: `{run.get('command')}`.", ""]
     with open(path + ".md", "w") as fh:
         fh.write("\n".join(lines))
