@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -48,20 +47,10 @@ def child(problem_file: str, result_file: str) -> None:
 
     jax.config.update("jax_enable_compilation_cache", False)
     import engine_problems as ep
-
-    import pgmjax as pj
     from engine import _CompileEvents
 
-    p = ep.load(problem_file)
-    domain = pj.Domain(p["domain"])
-    meas = [pj.Measurement(c, y, stddev=p["sigma"]) for c, y in zip(p["cliques"], p["noisy"])]
+    timed = ep.timed_fits(problem_file)
     events = _CompileEvents().install()
-
-    def timed(n):
-        t = time.perf_counter()
-        m = pj.estimate(domain, meas, "mirror_descent", iters=n, chunk=50)
-        jax.block_until_ready(m.theta)
-        return time.perf_counter() - t, m
 
     events.active = True
     c0 = _cpu_s()
