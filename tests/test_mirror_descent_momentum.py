@@ -100,6 +100,40 @@ def test_a_halving_moves_the_growth_halfway_to_its_floor(rare):
     assert int(state.oracle_calls) > 2 and not bool(state.coast)
 
 
+def _nested_reference(md, problem, state, iterations):
+    """Iterations as Algorithm 1 states them: per iteration, trials until one passes, then the commit (a host
+    loop over the estimator's own pieces; :meth:`MirrorDescent.steps` runs the same as one trial loop)."""
+    trial = jax.jit(lambda s, eta, beta: md.trial(problem, s, eta, beta))
+    for _ in range(iterations):
+        k, previous = 0, state.step_size
+        while True:
+            eta, beta, last = md.schedule(state, jnp.int32(k), previous)
+            *accepted, ok = trial(state, eta, beta)
+            if bool(ok | last):
+                state = md.commit(state, tuple(accepted), eta, jnp.int32(k))
+                break
+            k, previous = k + 1, eta
+    return state
+
+
+@pytest.mark.parametrize("carry_marginals", [False, True])
+def test_steps_is_the_nested_line_search(rare, carry_marginals):
+    _, problem, _ = rare
+    md = MirrorDescent(carry_marginals=carry_marginals)
+    # A first step far too large, so iterations backtrack (and momentum trials get rejected) as well as pass.
+    start = md.init(problem, problem.plan.zeros(jnp.float64), 30.0 / float(problem.lipschitz * problem.total))
+    expected = _nested_reference(md, problem, start, 25)
+    got = jax.jit(md.steps)(problem, start, jnp.int32(25))
+    assert int(got.iteration) == 25
+    assert int(got.oracle_calls) == int(expected.oracle_calls) > 30  # the same trials, backtracks included
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(expected)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
+    # step() is one iteration of the same loop.
+    one = jax.jit(md.step)(problem, start)
+    assert int(one.iteration) == 1
+    np.testing.assert_allclose(float(one.loss), float(_nested_reference(md, problem, start, 1).loss), rtol=1e-12)
+
+
 def test_structural_zeros_keep_momentum_finite():
     # A warm start with -inf potentials (structural zeros): the momentum of a cell at -inf in both iterates
     # would be -inf - -inf = NaN; it must be 0, and the fit finite, with the zeros kept.

@@ -200,33 +200,13 @@ class Batched:
 
 
 def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Problem, state, num_steps):
-    """Mirror descent's iterations as a loop over line-search trials, each member on its own schedule.
+    """Mirror descent's iterations, each member on its own schedule: :meth:`~pgmjax.MirrorDescent.steps`
+    (one loop over line-search trials) vectorised over the members, then each member's
+    :meth:`~pgmjax.MirrorDescent.tidy`. Per member, the trials and commits are the ones it makes alone."""
+    def one(p, s):
+        return md.tidy(p, md.steps(p, s, num_steps))
 
-    Per member, trial ``k`` of an iteration (``k = 0`` the first) is the one ``MirrorDescent.step`` would
-    make (:meth:`~pgmjax.MirrorDescent.schedule`: step size and momentum), and an accepted trial (the
-    line-search test, or the last allowed zero step) commits the iteration exactly as ``MirrorDescent.step``
-    does (:meth:`~pgmjax.MirrorDescent.commit`).
-    """
-    target = state.iteration + num_steps
-
-    def one(p, s, k, prev_eta, target):
-        active = s.iteration < target
-        eta, beta, last = md.schedule(s, k, prev_eta)
-        theta, mu, loss, pred, pred_grad, ok = md.trial(p, s, eta, beta)
-        commit = active & (ok | last)
-        new = md.commit(s, (theta, mu, loss, pred, pred_grad), eta, k)
-        s = jax.tree_util.tree_map(lambda a, b: jnp.where(commit, a, b), new, s)
-        k = jnp.where(commit, 0, jnp.where(active, k + 1, k))
-        return s, k, eta
-
-    rounds = jax.vmap(one, in_axes=(batch_axes(problem), 0, 0, 0, 0))
-
-    def body(c):
-        return rounds(problem, *c, target)
-
-    k0 = jnp.zeros_like(state.iteration)
-    out, _, _ = jax.lax.while_loop(lambda c: jnp.any(c[0].iteration < target), body, (state, k0, state.step_size))
-    return jax.vmap(md.tidy, in_axes=(batch_axes(problem), 0))(problem, out)
+    return jax.vmap(one, in_axes=(batch_axes(problem), 0))(problem, state)
 
 
 @jit(static_argnames=("estimator",), engine=True)

@@ -74,7 +74,10 @@ def _init(estimator, problem, theta, step_size):
 
 @jit(static_argnames=("estimator",), engine=True)
 def _chunk(estimator, problem, state, num_steps):
-    state = jax.lax.fori_loop(0, num_steps, lambda _, st: estimator.step(problem, st), state)
+    if hasattr(estimator, "steps"):  # mirror descent: one loop over line-search trials
+        state = estimator.steps(problem, state, num_steps)
+    else:
+        state = jax.lax.fori_loop(0, num_steps, lambda _, st: estimator.step(problem, st), state)
     return estimator.tidy(problem, state) if hasattr(estimator, "tidy") else state
 
 
