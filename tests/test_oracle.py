@@ -249,3 +249,21 @@ def test_a_component_summed_whole_is_split_into_row_sums_and_matches_bruteforce(
         for c, m in plan.tables(mu).items():
             axes = tuple(i for i, a in enumerate(dom.attributes) if a not in c)
             np.testing.assert_allclose(np.asarray(m, np.float64), p.sum(axis=axes), rtol=rtol, atol=1e-6)
+
+
+def test_blocks_without_padding_slots_carry_no_mask_and_match_bruteforce(rng):
+    # A tree of pairs whose two deepest levels form one run of a block with two slots: the deepest level
+    # holds one clique (a padding slot), the root's block none. The slot mask is in the compiled program
+    # only where a block has padding slots.
+    dom = pj.Domain({f"x{i}": 2 for i in range(5)})  # equal sizes: the two deeper levels share one class
+    cliques = [("x0", "x1"), ("x1", "x2"), ("x1", "x3"), ("x2", "x4")]
+    plan = oracle.make_plan(dom, cliques)
+    masks = {k[: -len("_mask")] for k in plan.arrays if k.endswith("_mask")}
+    assert masks == set(plan.slot_padded) and plan.slot_padded
+    assert set(plan.slot_padded) < {k for k, _ in plan.units}  # and a block without padding slots
+    for _ in range(3):
+        tables = {c: rng.normal(size=dom.shape_of(c)) * 2 for c in cliques}
+        theta = plan.from_tables(tables, jnp.float64)
+        mu, log_z = jax.jit(oracle.marginals)(plan, theta, 7.0)
+        _assert_bruteforce(dom, plan, tables, mu, log_z, 7.0)
+        np.testing.assert_allclose(float(jax.jit(oracle.log_partition)(plan, theta)), float(log_z), rtol=1e-12)

@@ -53,12 +53,37 @@ from pgmjax import kernels
 from .oracle_plan import CliqueClass, OraclePlan, Run, make_plan  # noqa: F401  (make_plan: part of the oracle's API)
 
 
-def _potentials(plan: OraclePlan, key: str, theta_block: jax.Array, mask: jax.Array) -> jax.Array:
+class _AllSlots:
+    """Stands for the slot mask of a block whose slots all hold a clique (most blocks): no mask to add, no
+    padding slot to zero. A pytree with no leaves, so it passes through ``lax.scan`` like the masks."""
+
+    def __getitem__(self, index):
+        return self
+
+
+ALL_SLOTS = _AllSlots()
+jax.tree_util.register_pytree_node(_AllSlots, lambda a: ((), None), lambda aux, leaves: ALL_SLOTS)
+
+
+def _keep_real(real, m: jax.Array) -> jax.Array:
+    """``m`` (``(slots, ...)``) with the padding slots' entries set to 0."""
+    if real is ALL_SLOTS:
+        return m
+    return jnp.where(real.reshape((-1,) + (1,) * (m.ndim - 1)), m, 0.0)
+
+
+def _potentials(plan: OraclePlan, key: str, theta_block: jax.Array) -> tuple[jax.Array, object]:
     """A block's potentials with its padding held at -inf: unused slots (slot mask) and, for padded
-    singleton tables, the cells past each table's size (cell mask)."""
-    out = theta_block + mask.reshape(mask.shape + (1,) * (theta_block.ndim - 2))
+    singleton tables, the cells past each table's size (cell mask); and which slots hold a clique
+    (:data:`ALL_SLOTS` where all do: the mask is then known on the host to be all zeros, and neither it
+    nor the comparison and selects it would take are in the compiled program)."""
+    out, real = theta_block, ALL_SLOTS
+    if key in plan.slot_padded:
+        mask = plan.arrays[f"{key}_mask"].astype(theta_block.dtype)
+        out = out + mask.reshape(mask.shape + (1,) * (theta_block.ndim - 2))
+        real = mask == 0
     cells = plan.arrays.get(f"{key}_cells")
-    return out if cells is None else out + cells.astype(out.dtype)
+    return (out if cells is None else out + cells.astype(out.dtype)), real
 
 
 def _shift(m: jax.Array) -> jax.Array:
@@ -78,7 +103,7 @@ def _offset(tops, real) -> jax.Array:
     taken off the messages: the shift the routing took, not a second maximum (one kernel less per class)."""
     total = 0.0
     for top, re in zip(tops, real):
-        total = total + jnp.sum(jnp.where(re, top.reshape(re.shape), 0.0))
+        total = total + jnp.sum(top if re is ALL_SLOTS else jnp.where(re, top.reshape(re.shape), 0.0))
     return total
 
 
@@ -87,9 +112,9 @@ def _run_potentials(plan: OraclePlan, r: int, theta: dict) -> tuple[list, list]:
     pot, real = [], []
     for x in range(len(plan.runs[r].classes)):
         key = f"r{r:03d}x{x:02d}"
-        mask = plan.arrays[f"{key}_mask"].astype(theta[key].dtype)
-        pot.append(_potentials(plan, key, theta[key], mask))
-        real.append(mask == 0)
+        p, re = _potentials(plan, key, theta[key])
+        pot.append(p)
+        real.append(re)
     return pot, real
 
 
@@ -228,8 +253,7 @@ def _route_c(run: Run, parents, pairs, direct, route, raw, tops, real) -> dict:
             msgs[(x, order, shape)] = m.reshape((m.shape[0], *shape))
         m = msgs[(x, order, shape)]
         if (x, y) in direct:
-            keep = real[x].reshape((-1,) + (1,) * (m.ndim - 1))
-            out[(x, y)] = jnp.where(keep, m, 0.0)
+            out[(x, y)] = _keep_real(real[x], m)
         else:
             ext = jnp.concatenate([m, jnp.zeros((1, *m.shape[1:]), m.dtype)])  # + a zero block
             out[(x, y)] = jnp.sum(jnp.take(ext, route(x, y), axis=0, mode="clip"), axis=1)  # route: (n_y, children)
@@ -277,8 +301,7 @@ def _cotangent(P: tuple, g: jax.Array, cl: CliqueClass, parent: CliqueClass) -> 
 def _unroute(direct: bool, inv, cot: jax.Array, real, sender: CliqueClass) -> jax.Array:
     """Transpose of routing one pair's messages: receiving-slot cotangents back to the sending slots."""
     if direct:
-        keep = real.reshape((-1,) + (1,) * (cot.ndim - 1))
-        g = jnp.where(keep, cot, 0.0)
+        g = _keep_real(real, cot)
     else:
         ext = jnp.concatenate([cot, jnp.zeros((1, *cot.shape[1:]), cot.dtype)])
         g = jnp.take(ext, inv, axis=0, mode="clip")

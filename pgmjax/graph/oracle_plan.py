@@ -111,7 +111,7 @@ class OraclePlan:
         keys, static = aux
         return cls(dict(zip(keys, leaves)), static)
 
-    # static = (domain, tree, runs, locations, units, pairs, padded sizes)
+    # static = (domain, tree, runs, locations, units, pairs, padded sizes, blocks with padding slots)
     @property
     def domain(self) -> Domain:
         return self.static[0]
@@ -155,6 +155,11 @@ class OraclePlan:
         """All-zero potentials (the uniform distribution)."""
         # Built on the host and transferred: jnp.zeros would compile a small program per block shape.
         return {k: to_device(np.zeros(s, dtype)) for k, s in self.units}
+
+    @property
+    def slot_padded(self) -> frozenset[str]:
+        """The blocks with padding slots (a level holds fewer cliques of the class than the block has slots)."""
+        return self.static[7]
 
     @property
     def padded(self) -> tuple[int | None, ...]:
@@ -342,7 +347,8 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
                     inv[k] = p
         return inv
 
-    arrays: dict[str, np.ndarray] = {f"{k}_mask": v for k, v in masks.items()}
+    # Slot masks only where a level leaves slots empty (the oracle needs none elsewhere: OraclePlan.slot_padded).
+    arrays: dict[str, np.ndarray] = {f"{k}_mask": v for k, v in masks.items() if np.isinf(v).any()}
     arrays.update({f"{k}_cells": v for k, v in cells.items()})
     pairs_static = []
     for r, run in enumerate(runs):
@@ -383,6 +389,7 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
         tuple(units),
         tuple(pairs_static),
         tuple(domain[tcl[c][0]] if c in padded else None for c in range(len(tcl))),
+        frozenset(k for k, m in masks.items() if np.isinf(m).any()),
     )
     return OraclePlan(arrays, static)
 
