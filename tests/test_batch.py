@@ -97,6 +97,19 @@ def test_new_numbers_compile_nothing(setup):
     assert not np.allclose(first.losses, second.losses)
 
 
+def test_a_first_batched_fit_compiles_a_few_programs():
+    # A structure no other test fits (float32, its own domain): building the problem, the zero potentials
+    # and the step sizes compiles nothing of its own (host arrays, transferred); the fit's programs are its
+    # start, its chunk and the counters' reset (it was 17 programs, 12 of them zeros of each block's shape).
+    dom = pj.Domain({"p": 3, "q": 5, "r": 2, "s": 4, "t": 6})
+    rng = np.random.default_rng(0)
+    cliques = [("p", "q"), ("q", "r"), ("r", "s"), ("s", "t"), ("p",)]
+    members = [[pj.Measurement(c, rng.uniform(0, 50, dom.shape_of(c)), stddev=2.0) for c in cliques] for _ in range(3)]
+    with count_compiles() as counter:
+        estimate_batch(dom, members, iters=5)
+    assert counter.count <= 4, counter.names
+
+
 def test_model_shapes_and_members(setup):
     dom, _, truth = setup
     members = noisy(truth, [2.0, 5.0, 9.0], seed=5)

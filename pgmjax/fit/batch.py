@@ -106,7 +106,7 @@ from .batch_problem import (
     stack_problems,
     zeros,
 )
-from ..compiler import jit
+from ..compiler import jit, to_device
 from ..data.domain import CliqueLike, Domain
 
 __all__ = [
@@ -229,7 +229,7 @@ def _start(estimator: Batched, problem, theta, step_size):
     ``start``, by one iteration of the compiled chunk program (no init program with an oracle of its own)."""
     if hasattr(estimator.estimator, "start"):
         state = _vmapped_start(estimator, problem, theta, step_size)
-        state = _advance(estimator, problem, state, jnp.asarray(1, jnp.int32))
+        state = _advance(estimator, problem, state, to_device(1, np.int32))
         return _vmapped_started(estimator, state, step_size)
     return estimation._init(estimator, problem, theta, step_size)
 
@@ -324,7 +324,7 @@ def run_batch(
 
     if l1:
         problem = problem.with_smoothing(width(0))
-    state = _start(batched, problem, theta, jnp.asarray(step0, dt))
+    state = _start(batched, problem, theta, to_device(step0, dt))
     history = []
     done, k = 0, 0
     prev = exact(problem, state)
@@ -336,7 +336,7 @@ def run_batch(
         )
     while done < iters:
         n = min(chunk, iters - done)
-        state = _advance(batched, problem, state, jnp.asarray(n, jnp.int32))
+        state = _advance(batched, problem, state, to_device(n, np.int32))
         done, k = done + n, k + 1
         loss = exact(problem, state)
         info = {
@@ -362,7 +362,7 @@ def run_batch(
             problem = problem.with_smoothing(width(k))
             # The smoothed loss's curvature grows as 1 / width: restart the step size at that scale.
             calls = np.asarray(state.oracle_calls)
-            state = _start(batched, problem, batched.params(state), jnp.asarray(step0 * width(k) / width(0), dt))
+            state = _start(batched, problem, batched.params(state), to_device(step0 * width(k) / width(0), dt))
             state = state._replace(oracle_calls=jnp.asarray(np.asarray(state.oracle_calls) + calls))
     return batched.params(state), state, history
 

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import estimation
+from ..compiler import to_device
 from ..graph import oracle
 from . import losses as _losses
 from ..data.domain import CliqueLike, Domain
@@ -210,7 +211,8 @@ def stack_problems(problems: Sequence[estimation.Problem]) -> estimation.Problem
 def zeros(problem: estimation.Problem) -> dict:
     """All-zero potentials (uniform models) for every member of a stacked problem: ``{block: (B, ...)}``."""
     b = int(np.shape(problem.total)[0])
-    return {k: jnp.zeros((b, *s), problem.total.dtype) for k, s in problem.plan.units}
+    # Built on the host and transferred: jnp.zeros would compile a small program per block shape.
+    return {k: to_device(np.zeros((b, *s), problem.total.dtype)) for k, s in problem.plan.units}
 
 
 # --------------------------------------------------------------------------- batched measurements
