@@ -223,3 +223,21 @@ def test_groups_give_the_same_fits(setup):
     np.testing.assert_array_equal(grouped.history[-1]["oracle_calls"], whole.history[-1]["oracle_calls"])
     with pytest.raises(ValueError, match="group must be a positive integer"):
         estimate_batch(dom, members, group=0)
+
+
+def test_auto_group_aims_at_a_million_cells_per_group_on_cpu():
+    from pgmjax.fit.batch import CPU_GROUP_CELLS, auto_group
+    from pgmjax.fit.batch_problem import make_batch_problem
+
+    if jax.default_backend() != "cpu":
+        pytest.skip("auto_group groups members only on a CPU")
+    dom = pj.Domain({"a": 100, "b": 100})  # one 10,000-cell table
+    y = np.ones((100, 100))
+
+    def group(batch):
+        members = [[pj.Measurement(("a", "b"), y * (b + 1))] for b in range(batch)]
+        return auto_group(make_batch_problem(dom, members))
+
+    assert CPU_GROUP_CELLS == 2**20
+    assert group(50) is None  # 50 members (500k cells): one group
+    assert group(200) == 100  # 104 fit in 2**20 cells: two groups of 100, not 104 and 96
