@@ -23,7 +23,6 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -80,22 +79,17 @@ def main() -> None:
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.problems:
-            path = os.path.join(tmp, f"{name}.npz")
-            ep.save(ep.make(name), path)
+        for name, path in ep.saved(args.problems, tmp):
             for rnd in range(args.rounds):
                 for flags in args.flags:
-                    res = os.path.join(tmp, "r.json")
                     parts = [] if flags == "default" else flags.split("+")
                     xla = " ".join("--" + f for f in parts if not f.startswith("opt:"))
                     extra = "+".join(f[4:] for f in parts if f.startswith("opt:"))
                     env = {**os.environ, "XLA_FLAGS": xla, "ENGINE_EXTRA_OPTIONS": extra}
-                    proc = subprocess.run([sys.executable, __file__, "--child", path, res], env=env,
-                                          capture_output=True, text=True)
-                    if proc.returncode:
-                        print(name, repr(flags), "failed:", proc.stderr[-1500:], flush=True)
+                    result = ep.child_result(__file__, [path], env, f"{name} {flags!r}")
+                    if result is None:
                         continue
-                    row = {"problem": name, "flags": flags, "round": rnd, **json.load(open(res))}
+                    row = {"problem": name, "flags": flags, "round": rnd, **result}
                     rows.append(row)
                     print(f"{name:>10} r{rnd} {flags:<50} first {row['first_call_s']:6.2f} s  "
                           f"xla {row['xla_compile_s']:6.2f} s  cpu {row['first_call_cpu_s']:6.2f} s  "

@@ -291,3 +291,28 @@ def timed_fits(path: str):
         return time.perf_counter() - t, model
 
     return timed
+
+
+def saved(names, folder: str):
+    """``(name, path)`` of each problem, written once into ``folder`` (:func:`save`), for child processes."""
+    for name in names:
+        path = os.path.join(folder, f"{name}.npz")
+        save(make(name), path)
+        yield name, path
+
+
+def child_result(script: str, args: list[str], env: dict, label: str) -> dict | None:
+    """Run ``script --child *args RESULT`` in a fresh interpreter with ``env`` and return the JSON it wrote to
+    RESULT (its last argument); None, with its error printed under ``label``, when it failed."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        result = os.path.join(tmp, "result.json")
+        proc = subprocess.run([sys.executable, script, "--child", *args, result], env=env, capture_output=True, text=True)
+        if proc.returncode:
+            print(label, "failed:", proc.stderr[-1500:], flush=True)
+            return None
+        with open(result) as f:
+            return json.load(f)
+

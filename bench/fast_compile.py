@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -114,7 +113,7 @@ def main() -> None:
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child[0], args.child[1], int(args.child[2]))
+        child(args.child[0], args.child[2], int(args.child[1]))  # problem, iterations, result
         return
     if args.render:
         with open(args.render) as f:
@@ -125,20 +124,14 @@ def main() -> None:
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.problems:
-            path = os.path.join(tmp, f"{name}.npz")
-            ep.save(ep.make(name), path)
+        for name, path in ep.saved(args.problems, tmp):
             for rnd in range(args.rounds):
                 for mode in MODES if rnd % 2 == 0 else MODES[::-1]:
-                    res = os.path.join(tmp, "r.json")
-                    env = {k: v for k, v in os.environ.items() if k != "PGMJAX_FAST_COMPILE"}
-                    env["PGMJAX_FAST_COMPILE"] = "1" if mode == "fast_compile" else "0"
-                    proc = subprocess.run([sys.executable, __file__, "--child", path, res, str(args.iters)], env=env,
-                                          capture_output=True, text=True)
-                    if proc.returncode:
-                        print(name, mode, "failed:", proc.stderr[-1500:], flush=True)
+                    env = {**os.environ, "PGMJAX_FAST_COMPILE": "1" if mode == "fast_compile" else "0"}
+                    result = ep.child_result(__file__, [path, str(args.iters)], env, f"{name} {mode}")
+                    if result is None:
                         continue
-                    row = {"problem": name, "mode": mode, "round": rnd, **json.load(open(res))}
+                    row = {"problem": name, "mode": mode, "round": rnd, **result}
                     assert row["fast_compile"] == (mode == "fast_compile")
                     rows.append(row)
                     print(f"{name:>10} r{rnd} {mode:<13} first {row['first_call_s']:6.2f} s  xla {row['xla_compile_s']:6.2f} s"
