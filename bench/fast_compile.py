@@ -1,8 +1,15 @@
-"""What ``pgmjax.fast_compile()`` (XLA:CPU's loop emitters) changes: a first fit's wait, and iteration speed.
+"""XLA:CPU's emitters for the engine's programs: a first fit's wait, and iteration speed.
 
-For each problem of the engine benchmark (``engine_problems.py``), fresh processes alternate between the
-default (XLA's MLIR fusion emitters) and ``PGMJAX_FAST_COMPILE=1``, ``--rounds`` times, so drift of a shared
-machine hits both alike. Each child times
+For each problem of the engine benchmark (``engine_problems.py``), fresh processes alternate between three
+modes, ``--rounds`` times, so drift of a shared machine hits all alike:
+
+* ``by_size``, pgmjax's default: the loop emitters for models of at most
+  ``pgmjax.compiler.LOOP_EMITTERS_CELLS`` cells, XLA's MLIR fusion emitters above;
+* ``fusion``: the fusion emitters for every program (``XLA_FLAGS=--xla_cpu_use_fusion_emitters=true``, the
+  default before the choice by size);
+* ``loop``: the loop emitters for every program (``pgmjax.fast_compile()``, ``PGMJAX_FAST_COMPILE=1``).
+
+Each child times
 
 * the first ``estimate(50)`` (the whole wait of a new structure: tracing, XLA compile and 50 iterations) and
   the XLA compile seconds inside it;
@@ -29,7 +36,14 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-MODES = ("default", "fast_compile")
+MODES = ("by_size", "fusion", "loop")
+
+#: Each mode's environment (on top of the parent's, less any XLA_FLAGS and PGMJAX_FAST_COMPILE).
+MODE_ENV = {
+    "by_size": {"PGMJAX_FAST_COMPILE": "0"},
+    "fusion": {"PGMJAX_FAST_COMPILE": "0", "XLA_FLAGS": "--xla_cpu_use_fusion_emitters=true"},
+    "loop": {"PGMJAX_FAST_COMPILE": "1"},
+}
 
 
 def child(problem_file: str, result_file: str, iters: int) -> None:
@@ -50,15 +64,14 @@ def child(problem_file: str, result_file: str, iters: int) -> None:
     short = statistics.median(timed(50)[0] for _ in range(3))
     fixed = statistics.median(timed(0)[0] for _ in range(3))
     long_s, model = timed(iters)
-    out = {"fast_compile": pj.programs.fast_compile_enabled(), "first_call_s": first,
+    from pgmjax import compiler
+
+    out = {"fast_compile": pj.programs.fast_compile_enabled(), "xla_flags": os.environ.get("XLA_FLAGS", ""),
+           "loop_emitters_cells": compiler.LOOP_EMITTERS_CELLS, "model_cells": model.plan.cells, "first_call_s": first,
            "ms_per_iter": 1e3 * (short - fixed) / 50, "ms_per_iter_long": 1e3 * (long_s - fixed) / iters,
            "iters": iters, "loss": float(model.loss), **events.summary()}
     with open(result_file, "w") as f:
         json.dump(out, f)
-
-
-def _bold(x: float, other: float) -> str:
-    return f"**{x:.2f}**" if x < other else f"{x:.2f}"
 
 
 def render(out: dict, path: str) -> None:
@@ -72,30 +85,37 @@ def render(out: dict, path: str) -> None:
                                    ("first_call_s", "xla_compile_s", "ms_per_iter", "ms_per_iter_long", "loss")}
                 med[name, mode]["n"] = len(rs)
     lines = [
-        "# `pgmjax.fast_compile()`: XLA:CPU's loop emitters against the default fusion emitters",
+        "# XLA:CPU's emitters for the engine's programs: chosen by model size (default), fusion or loop everywhere",
         "",
         f"Machine: {run['machine'].get('cpu')}, {run['machine'].get('cores')} cores, CPU backend. Date: {run['date']}. "
         f"Versions: {', '.join(f'{k} {v}' for k, v in run['versions'].items())}. pgmjax commit {run.get('commit')}.",
         "",
-        f"Fresh process per measurement, the two modes alternating, {out['rounds']} rounds (medians shown). "
-        "first fit = the first `estimate(50)` of a new structure in the process (tracing, XLA compile, 50 "
-        "iterations); ms/iter = (warm `estimate(50)` - warm `estimate(0)`) / 50; long = the same over "
-        f"{out['iters']} iterations; loss after {out['iters']} iterations (float32).",
+        f"Fresh process per measurement, the modes alternating, {out['rounds']} rounds (medians shown). by size: "
+        "pgmjax's default (loop emitters for models of at most `LOOP_EMITTERS_CELLS` = "
+        f"{rows[0].get('loop_emitters_cells', 0):,} cells, fusion emitters above); fusion: XLA's MLIR fusion "
+        "emitters for every program (the default before); loop: `pj.fast_compile()`. first fit = the first "
+        "`estimate(50)` of a new structure in the process (tracing, XLA compile, 50 iterations); ms/iter = (warm "
+        f"`estimate(50)` - warm `estimate(0)`) / 50; long = the same over {out['iters']} iterations; loss after "
+        f"{out['iters']} iterations (float32).",
         "",
-        "| problem | first fit default (s) | first fit fast (s) | XLA compile default / fast (s) | ms/iter default / fast | "
-        "ms/iter long default / fast | loss default | loss fast (rel. diff) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| problem | model cells | first fit by size / fusion / loop (s) | XLA compile by size / fusion / loop (s) | "
+        "ms/iter by size / fusion / loop | ms/iter long by size / fusion / loop | loss by size (rel. diff to fusion) |",
+        "|---|---|---|---|---|---|---|",
     ]
+
+    def three(m, key, fmt):
+        return " / ".join(fmt(m[mode][key]) if mode in m else "-" for mode in MODES)
+
     for name in dict.fromkeys(r["problem"] for r in rows):
-        d, f = med.get((name, "default")), med.get((name, "fast_compile"))
-        if not d or not f:
+        m = {mode: med[name, mode] for mode in MODES if (name, mode) in med}
+        if "by_size" not in m or "fusion" not in m:
             continue
-        rel = abs(f["loss"] - d["loss"]) / abs(d["loss"])
+        cells = next(r.get("model_cells") for r in rows if r["problem"] == name)
+        rel = abs(m["by_size"]["loss"] - m["fusion"]["loss"]) / abs(m["fusion"]["loss"])
         lines.append(
-            f"| {name} | {_bold(d['first_call_s'], f['first_call_s'])} | {_bold(f['first_call_s'], d['first_call_s'])} | "
-            f"{d['xla_compile_s']:.2f} / "
-            f"{f['xla_compile_s']:.2f} | {d['ms_per_iter']:.3g} / {f['ms_per_iter']:.3g} | {d['ms_per_iter_long']:.3g} / "
-            f"{f['ms_per_iter_long']:.3g} | {d['loss']:,.1f} | {f['loss']:,.1f} ({rel:.1e}) |"
+            f"| {name} | {cells:,} | {three(m, 'first_call_s', '{:.2f}'.format)} | {three(m, 'xla_compile_s', '{:.2f}'.format)} | "
+            f"{three(m, 'ms_per_iter', '{:.3g}'.format)} | {three(m, 'ms_per_iter_long', '{:.3g}'.format)} | "
+            f"{m['by_size']['loss']:,.1f} ({rel:.1e}) |"
         )
     lines += ["", *(f"* {n}" for n in out.get("notes", []))]
     lines += ["", f"Raw rows: `{os.path.basename(path)}.json`. Command: `{run.get('command')}`.", ""]
@@ -127,14 +147,15 @@ def main() -> None:
         for name, path in ep.saved(args.problems, tmp):
             for rnd in range(args.rounds):
                 for mode in MODES if rnd % 2 == 0 else MODES[::-1]:
-                    env = {**os.environ, "PGMJAX_FAST_COMPILE": "1" if mode == "fast_compile" else "0"}
+                    base = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PGMJAX_FAST_COMPILE")}
+                    env = {**base, **MODE_ENV[mode]}
                     result = ep.child_result(__file__, [path, str(args.iters)], env, f"{name} {mode}")
                     if result is None:
                         continue
                     row = {"problem": name, "mode": mode, "round": rnd, **result}
-                    assert row["fast_compile"] == (mode == "fast_compile")
+                    assert row["fast_compile"] == (mode == "loop")
                     rows.append(row)
-                    print(f"{name:>10} r{rnd} {mode:<13} first {row['first_call_s']:6.2f} s  xla {row['xla_compile_s']:6.2f} s"
+                    print(f"{name:>10} r{rnd} {mode:<8} first {row['first_call_s']:6.2f} s  xla {row['xla_compile_s']:6.2f} s"
                           f"  {row['ms_per_iter']:8.3f} ms/it  long {row['ms_per_iter_long']:8.3f} ms/it  loss {row['loss']:.7g}",
                           flush=True)
     out = {"run": benchutil.run_record("fast_compile.py"), "rounds": args.rounds, "iters": args.iters, "rows": rows}

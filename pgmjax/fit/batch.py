@@ -107,6 +107,7 @@ from .batch_problem import (
     zeros,
 )
 from ..compiler import jit, to_device
+from ..graph.oracle_plan import model_cells
 from ..data.domain import CliqueLike, Domain
 
 __all__ = [
@@ -209,12 +210,12 @@ def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Pr
     return jax.vmap(one, in_axes=(batch_axes(problem), 0))(problem, state)
 
 
-@jit(static_argnames=("estimator",), engine=True)
+@jit(static_argnames=("estimator",), engine=True, cells=model_cells)
 def _advance(estimator: Batched, problem, state, num_steps):
     return estimator.advance(problem, state, num_steps)
 
 
-@jit(static_argnames=("estimator",), engine=True)
+@jit(static_argnames=("estimator",), engine=True, cells=model_cells)
 def _vmapped_start(estimator: Batched, problem, theta, step_size):
     return jax.vmap(estimator.estimator.start, in_axes=(batch_axes(problem), 0, 0))(problem, theta, step_size)
 
@@ -257,13 +258,12 @@ def auto_group(problem: estimation.Problem) -> int | None:
     batch = int(np.shape(problem.total)[0])
     if jax.default_backend() != "cpu":
         return None
-    cells = sum(int(np.prod(shape)) for _, shape in problem.plan.units)
-    target = max(1, min(batch, CPU_GROUP_CELLS // max(cells, 1)))
+    target = max(1, min(batch, CPU_GROUP_CELLS // max(problem.plan.cells, 1)))
     groups = -(-batch // target)
     return None if groups == 1 else -(-batch // groups)
 
 
-@jit(engine=True)
+@jit(engine=True, cells=model_cells)
 def _loss_and_marginals(problem: estimation.Problem, theta: dict):
     """Per member: the exact loss of the potentials' model and its marginals (oracle blocks)."""
     def one(p, th):

@@ -25,6 +25,7 @@ import jax
 import numpy as np
 
 from ..compiler import jit, to_device
+from ..graph.oracle_plan import model_cells
 from .dual_averaging import DualAveraging, DualAveragingState
 from .lbfgs import LBFGS, LBFGSState
 from .mirror_descent import MirrorDescent, MirrorDescentState
@@ -61,18 +62,17 @@ def estimator(method: str, problem: Problem):
     """The estimator :func:`pgmjax.estimate` runs for ``method`` on ``problem`` (default settings, with
     :attr:`MirrorDescent.carry_marginals` on for models of at most :data:`CARRY_MARGINALS_CELLS` cells)."""
     if method == "mirror_descent":
-        cells = sum(int(np.prod(shape)) for _, shape in problem.plan.units)
-        return MirrorDescent(carry_marginals=cells <= CARRY_MARGINALS_CELLS)
+        return MirrorDescent(carry_marginals=problem.plan.cells <= CARRY_MARGINALS_CELLS)
     return METHODS[method]()
 
 
 # --------------------------------------------------------------------------- driver
-@jit(static_argnames=("estimator",), engine=True)
+@jit(static_argnames=("estimator",), engine=True, cells=model_cells)
 def _init(estimator, problem, theta, step_size):
     return estimator.init(problem, theta, step_size)
 
 
-@jit(static_argnames=("estimator",), engine=True)
+@jit(static_argnames=("estimator",), engine=True, cells=model_cells)
 def _chunk(estimator, problem, state, num_steps):
     if hasattr(estimator, "steps"):  # mirror descent: one loop over line-search trials
         state = estimator.steps(problem, state, num_steps)
@@ -202,7 +202,7 @@ def run(
     return estimator.params(state), state, history
 
 
-@jit(engine=True)
+@jit(engine=True, cells=model_cells)
 def _model_loss_and_marginals(problem: Problem, theta: dict) -> tuple[jax.Array, dict]:
     """Exact loss of the model with potentials ``theta``, and its marginals (oracle blocks).
 

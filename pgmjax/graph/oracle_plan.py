@@ -138,6 +138,11 @@ class OraclePlan:
     def cliques(self) -> tuple[Clique, ...]:
         return self.tree.cliques
 
+    @property
+    def cells(self) -> int:
+        """Cells in all potential blocks (the junction tree's tables with their padding): one model's size."""
+        return sum(int(np.prod(shape)) for _, shape in self.units)
+
     def clique_class(self, j: int) -> CliqueClass:
         """The class of junction-tree clique ``j``."""
         run, klass = self.locations[j][0][1:].split("x")  # the unit key "r<run>x<class>"
@@ -227,6 +232,30 @@ class OraclePlan:
             blocks[key][index] += t.reshape(shape)
         return {k: to_device(v, dtype) for k, v in blocks.items()}
 
+
+
+def model_cells(*args, **kwargs) -> int:
+    """The cells of the model an engine program's call works on, every member of a batch counted.
+
+    The first argument that is an :class:`OraclePlan` or holds one as ``plan`` (a fitting problem) gives
+    the model; a problem's ``total`` (one per member) gives the members, and after a bare plan the
+    potentials that follow it (a dict of blocks, with any batch axes) are counted instead.
+
+    Example:
+        >>> from pgmjax.data.domain import Domain
+        >>> plan = make_plan(Domain({"a": 2, "b": 3}), [("a", "b")])
+        >>> model_cells(plan), model_cells(plan, {"x": np.zeros((4, 6))})
+        (6, 24)
+    """
+    values = [*args, *kwargs.values()]
+    for i, a in enumerate(values):
+        if isinstance(a, OraclePlan):
+            after = values[i + 1] if i + 1 < len(values) else None
+            return sum(int(np.size(t)) for t in after.values()) if isinstance(after, dict) else a.cells
+        plan = getattr(a, "plan", None)
+        if isinstance(plan, OraclePlan):
+            return plan.cells * int(np.size(a.total))
+    raise TypeError("model_cells: no OraclePlan, and no argument with one as `plan`, among the arguments")
 
 def make_plan(domain: Domain, cliques) -> OraclePlan:
     """Build (cached) the oracle plan for a model over ``cliques``.

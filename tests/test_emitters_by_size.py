@@ -1,0 +1,114 @@
+"""The engine's programs pick XLA:CPU's emitters by model size (pgmjax.compiler.BySize).
+
+Small models (at most LOOP_EMITTERS_CELLS cells, batch members counted) compile with the loop emitters,
+larger ones with XLA's defaults; a user's XLA_FLAGS choice holds for every program.
+"""
+
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import pgmjax as pj
+from pgmjax import compiler
+from pgmjax.fit import estimation
+from pgmjax.fit.batch_problem import make_problem, stack_problems
+from pgmjax.graph.oracle_plan import make_plan, model_cells
+
+
+def _measurements(seed=0):
+    rng = np.random.default_rng(seed)
+    sizes = {"a": 7, "b": 3, "c": 11, "d": 2, "e": 5}
+    data = pj.Dataset(np.stack([rng.integers(0, s, 2000) for s in sizes.values()], axis=1), pj.Domain(sizes))
+    ms = pj.noisy_marginals(data, [("a", "b", "c"), ("c", "d"), ("d", "e"), ("a", "e")], stddev=3.0,
+                            key=jax.random.key(seed))
+    return data.domain, ms
+
+
+def test_model_cells_counts_the_model_and_the_members_of_a_batch():
+    domain, ms = _measurements()
+    problem = make_problem(domain, ms)
+    cells = problem.plan.cells
+    assert cells == sum(int(np.prod(s)) for _, s in problem.plan.units) >= 7 * 3 * 11
+    assert model_cells(estimation.MirrorDescent(), problem, None) == cells  # the estimator (static) is skipped
+    plan = make_plan(domain, [("a", "b", "c"), ("c", "d")])
+    theta = plan.zeros()
+    assert model_cells(plan, theta, 1.0) == plan.cells
+    assert model_cells(plan, {k: jnp.stack([t] * 3) for k, t in theta.items()}, jnp.ones(3)) == 3 * plan.cells
+    with pytest.raises(TypeError, match="no OraclePlan"):
+        model_cells(1.0, {"x": jnp.ones(3)})
+
+
+def test_a_batch_counts_every_member():
+    domain, ms = _measurements()
+    draws = [pj.noisy_marginals(pj.Dataset(np.zeros((10, 5), int), domain), [m.clique for m in ms], stddev=1.0,
+                                key=jax.random.key(i)) for i in range(3)]
+    problem = stack_problems([make_problem(domain, d) for d in draws])
+    assert model_cells(problem) == 3 * problem.plan.cells
+
+
+def test_small_and_large_programs_fit_the_same_model(monkeypatch):
+    # float64: the two emitters compute the same arithmetic; only the generated code differs.
+    domain, ms = _measurements(1)
+    small = pj.estimate(domain, ms, iters=150, dtype=jnp.float64)
+    monkeypatch.setattr(compiler, "LOOP_EMITTERS_CELLS", 0)
+    large = pj.estimate(domain, ms, iters=150, dtype=jnp.float64)
+    assert abs(float(small.loss) - float(large.loss)) <= 1e-9 * abs(float(large.loss))
+    for clique in [("a", "b", "c"), ("d", "e")]:
+        np.testing.assert_allclose(np.asarray(small.marginal(clique)), np.asarray(large.marginal(clique)),
+                                   rtol=1e-8, atol=1e-8)
+
+
+def test_each_size_class_compiles_its_own_program_once(monkeypatch):
+    domain, ms = _measurements(2)
+    estimation._chunk.clear_cache()
+    pj.estimate(domain, ms, iters=20)
+    assert (estimation._chunk.small._cache_size(), estimation._chunk.large._cache_size()) == (1, 0)
+    pj.estimate(domain, ms, iters=40)  # same structure: nothing new
+    assert (estimation._chunk.small._cache_size(), estimation._chunk.large._cache_size()) == (1, 0)
+    monkeypatch.setattr(compiler, "LOOP_EMITTERS_CELLS", 0)
+    pj.estimate(domain, ms, iters=20)
+    assert (estimation._chunk.small._cache_size(), estimation._chunk.large._cache_size()) == (1, 1)
+    assert estimation._chunk._cache_size() == 2
+    estimation._chunk.clear_cache()
+    assert estimation._chunk._cache_size() == 0
+
+
+def test_emitters_named_in_xla_flags_are_kept(monkeypatch):
+    domain, ms = _measurements()
+    problem = make_problem(domain, ms)
+    args = (estimation.MirrorDescent(), problem, None, None)
+    assert estimation._chunk.program(*args) is estimation._chunk.small
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
+    assert estimation._chunk.program(*args) is estimation._chunk.large
+    monkeypatch.setenv("XLA_FLAGS", "")
+    monkeypatch.setattr(compiler, "LOOP_EMITTERS_CELLS", problem.plan.cells - 1)
+    assert estimation._chunk.program(*args) is estimation._chunk.large
+
+
+def test_xla_receives_the_option_for_small_models_only(tmp_path):
+    # XLA's own record of each program's options (its dump): run in a fresh interpreter, since the dump
+    # folder is read when JAX starts its backends.
+    code = f"""
+import numpy as np, jax, pgmjax as pj
+from pgmjax import compiler
+rng = np.random.default_rng(0)
+sizes = {{"a": 7, "b": 3, "c": 11}}
+data = pj.Dataset(np.stack([rng.integers(0, s, 500) for s in sizes.values()], axis=1), pj.Domain(sizes))
+ms = pj.noisy_marginals(data, [("a", "b"), ("b", "c")], stddev=3.0, key=jax.random.key(1))
+pj.estimate(data.domain, ms, iters=20)
+compiler.LOOP_EMITTERS_CELLS = 0
+pj.estimate(data.domain, ms[:1], iters=20)
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PGMJAX_FAST_COMPILE")}
+    env["XLA_FLAGS"] = f"--xla_dump_to={tmp_path}"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    chunks = sorted(f for f in os.listdir(tmp_path) if f.endswith("jit__chunk.debug_options"))
+    assert len(chunks) == 2, chunks
+    loop = ["xla_cpu_use_fusion_emitters: false" in (tmp_path / f).read_text() for f in chunks]
+    assert loop == [True, False]  # the small model's program first, then the "large" one
