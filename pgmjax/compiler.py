@@ -26,6 +26,14 @@ iteration times within the noise; ``exp``, ``log`` and sums round as at level 2.
 ``XLA_FLAGS`` environment variable (``--xla_backend_optimization_level=N``) wins over that default: the
 option is then left out, so the flag applies to the engine's programs as to every other.
 
+The engine's programs choose XLA:CPU's emitters by the model they fit (``jit(..., loop_emitters=...)``,
+:class:`BySize`): its loop emitters (``xla_cpu_use_fusion_emitters=false``) for models of at most
+:data:`LOOP_EMITTERS_CELLS` cells, XLA's default MLIR fusion emitters above and where the measurements
+reduce tables into many marginals (:data:`LOOP_EMITTERS_MAX_REDUCTIONS`). The loop emitters generate a
+fit's few hundred kernels in about half the time, and a small model's fit waits mostly for that; a large
+model's iterations weigh more, and reductions run slower with them. ``XLA_FLAGS`` naming the emitters wins
+over this choice.
+
 Every pgmjax program is also traced with full-precision matrix products (``jax.default_matmul_precision
 ("highest")``): on recent NVIDIA GPUs a float32 product would otherwise run in TensorFloat-32, about three
 significant digits, which a sum of a million exponentials or a query's answer cannot afford. CPUs compute
@@ -86,7 +94,7 @@ def engine_options() -> dict:
     return dict(ENGINE_OPTIONS)
 
 
-def jit(fun=None, /, *, engine: bool = False, cells=None, **kwargs):
+def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
     """``jax.jit`` with :func:`compiler_options`; usable as ``@jit``, ``@jit(static_argnames=...)`` or ``jit(f)``.
 
     Args:
@@ -94,8 +102,8 @@ def jit(fun=None, /, *, engine: bool = False, cells=None, **kwargs):
         engine: also compile with :func:`engine_options` (fast max and min, backend optimisation level 1
             unless ``XLA_FLAGS`` names a level: for the engine's own programs, whose NaN checks do not read
             a max; see the module docstring).
-        cells: a function of a call's arguments giving the cells of the model (all members of a batch)
-            the call works on; the program is then compiled per size class (:class:`BySize`).
+        loop_emitters: a predicate of a call's arguments: whether its program is compiled with XLA:CPU's
+            loop emitters (:class:`BySize`; e.g. :func:`pgmjax.graph.oracle_plan.suits_loop_emitters`).
         **kwargs: any ``jax.jit`` keyword argument; ``compiler_options`` given here are merged over
             pgmjax's own.
 
@@ -112,20 +120,25 @@ def jit(fun=None, /, *, engine: bool = False, cells=None, **kwargs):
     }
 
     def wrap(f):
-        return jax.jit(_full_precision(f), **kwargs) if cells is None else BySize(f, cells, kwargs)
+        return jax.jit(_full_precision(f), **kwargs) if loop_emitters is None else BySize(f, loop_emitters, kwargs)
 
     return wrap if fun is None else wrap(fun)
 
 
-#: Engine programs (:func:`jit` with ``cells``) for models of at most this many cells (times the members
-#: of a batch) are compiled with XLA:CPU's loop emitters (:data:`LOOP_EMITTERS`). Their code is generated
-#: in about half the time of the default MLIR fusion emitters', and a small model's fit waits mostly for
-#: its compilation. Measured on the 2-core CPU (2026-11-25, ``bench/results/fast_compile_cpu.md``): a first
-#: ``estimate(50)`` of Adult with MST-style measurements (29k cells) 2.38 -> 1.32 s, Stroke (456k) 2.96 ->
-#: 1.77 s, Titanic (680k) 1.77 -> 1.27 s, for iterations -6% to +28% (NLTCS, 65k cells, the worst in time:
-#: +0.4 ms per iteration, compile unchanged). Above it the iterations weigh more than the compile: Adult's
-#: benchmark cliques iterate 37% slower with the loop emitters.
+#: An engine program (:func:`jit` with ``loop_emitters``) whose model has at most this many cells (every
+#: member of a batch counted) is compiled with XLA:CPU's loop emitters (:data:`LOOP_EMITTERS`). They
+#: generate code in about half the time of the default MLIR fusion emitters, and a small model's fit waits
+#: mostly for its compilation. Measured on the 2-core CPU (2026-11-25, ``bench/results/fast_compile_cpu.md``,
+#: first ``estimate(50)`` in fresh processes): Adult with MST-style measurements (29k cells) 2.38 -> 1.33 s,
+#: Stroke (457k) 2.88 -> 1.74 s, Titanic (680k) 1.81 -> 1.27 s, iterations -22% to +13% over 500 (chain d=10's,
+#: 0.1 ms, +48%). Above it iterations weigh more than the compile: Adult's benchmark cliques (3.9M cells)
+#: iterate 32% slower with the loop emitters.
 LOOP_EMITTERS_CELLS = 2**20
+
+#: ... unless its measurements reduce the junction tree's tables into more than this many marginals per
+#: clique: the loop emitters' reductions are the slower ones (NLTCS, 120 two-way marginals of one 16-axis
+#: clique: iterations 27% slower, compile 7% longer; the benchmark's other problems have at most 3.75).
+LOOP_EMITTERS_MAX_REDUCTIONS = 8
 
 #: The per-program option that selects XLA:CPU's loop emitters (GPU compilers ignore ``xla_cpu_*`` options).
 LOOP_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
@@ -140,30 +153,31 @@ def emitters_chosen_by_flags() -> bool:
 class BySize:
     """One function jitted twice: with XLA:CPU's loop emitters for small models, its defaults otherwise.
 
-    Each call picks by ``cells(*args, **kwargs)`` against :data:`LOOP_EMITTERS_CELLS` (read at the call),
-    on the host, before tracing. Structures are static, so one model structure always gets the same
-    program: a sweep over noise or step sizes still compiles once.
+    Each call asks ``loop_emitters(*args, **kwargs)`` (e.g.
+    :func:`pgmjax.graph.oracle_plan.suits_loop_emitters`) on the host, before tracing. Structures are
+    static, so one model structure always gets the same program: a sweep over noise or step sizes still
+    compiles once.
 
     Args:
         fun: the function.
-        cells: a function of a call's arguments giving the model's cells.
+        loop_emitters: a predicate of a call's arguments: whether to run the loop emitters' program.
         kwargs: ``jax.jit`` keyword arguments (``compiler_options`` included).
 
     Example:
-        >>> f = BySize(lambda x: x * 2, lambda x: x.size, {"compiler_options": {}})
+        >>> f = BySize(lambda x: x * 2, lambda x: x.size <= 4, {"compiler_options": {}})
         >>> float(f(jax.numpy.ones(3))[0])
         2.0
     """
 
-    def __init__(self, fun, cells, kwargs):
-        self._cells = cells
+    def __init__(self, fun, loop_emitters, kwargs):
+        self._loop_emitters = loop_emitters
         self.large = jax.jit(_full_precision(fun), **kwargs)
         self.small = jax.jit(_full_precision(fun), **{**kwargs, "compiler_options": {**kwargs["compiler_options"], **LOOP_EMITTERS}})
         functools.update_wrapper(self, fun)
 
     def program(self, *args, **kwargs):
         """The jitted function a call with these arguments runs."""
-        if emitters_chosen_by_flags() or self._cells(*args, **kwargs) > LOOP_EMITTERS_CELLS:
+        if emitters_chosen_by_flags() or not self._loop_emitters(*args, **kwargs):
             return self.large
         return self.small
 

@@ -1,8 +1,10 @@
 """The engine's programs pick XLA:CPU's emitters by model size (pgmjax.compiler.BySize).
 
 Small models (at most LOOP_EMITTERS_CELLS cells, batch members counted) compile with the loop emitters,
-larger ones with XLA's defaults; a user's XLA_FLAGS choice holds for every program.
+larger ones, and fits that reduce tables into many marginals per clique, with XLA's defaults; a user's
+XLA_FLAGS choice holds for every program.
 """
+import itertools
 
 import os
 import subprocess
@@ -17,7 +19,7 @@ import pgmjax as pj
 from pgmjax import compiler
 from pgmjax.fit import estimation
 from pgmjax.fit.batch_problem import make_problem, stack_problems
-from pgmjax.graph.oracle_plan import make_plan, model_cells
+from pgmjax.graph.oracle_plan import make_plan, model_cells, suits_loop_emitters
 
 
 def _measurements(seed=0):
@@ -112,3 +114,19 @@ pj.estimate(data.domain, ms[:1], iters=20)
     assert len(chunks) == 2, chunks
     loop = ["xla_cpu_use_fusion_emitters: false" in (tmp_path / f).read_text() for f in chunks]
     assert loop == [True, False]  # the small model's program first, then the "large" one
+
+
+def test_many_marginals_of_one_clique_keep_the_fusion_emitters():
+    # All two-way marginals of 7 binary attributes: one junction-tree clique reduced into 21 marginals
+    # (NLTCS's shape: 120 of one clique), where the loop emitters' reductions are the slower ones.
+    rng = np.random.default_rng(3)
+    domain = pj.Domain({f"x{i}": 2 for i in range(7)})
+    pairs = list(itertools.combinations(domain.attributes, 2))
+    ms = [pj.Measurement(c, rng.uniform(0, 10, 4), stddev=1.0) for c in pairs]
+    many = make_problem(domain, ms)
+    assert len(many.plan.cliques) == 1
+    assert not suits_loop_emitters(estimation.MirrorDescent(), many, None, None)
+    assert estimation._chunk.program(estimation.MirrorDescent(), many, None, None) is estimation._chunk.large
+    few = make_problem(domain, ms[:8] + [pj.Measurement(domain.attributes, rng.uniform(0, 1, 128), stddev=1.0)])
+    assert len(few.plan.cliques) == 1 and suits_loop_emitters(few)  # 8 reductions of the one clique
+    assert suits_loop_emitters(many.plan, many.plan.zeros())  # the model's own programs: no reductions

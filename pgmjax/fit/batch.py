@@ -107,7 +107,7 @@ from .batch_problem import (
     zeros,
 )
 from ..compiler import jit, to_device
-from ..graph.oracle_plan import model_cells
+from ..graph.oracle_plan import suits_loop_emitters
 from ..data.domain import CliqueLike, Domain
 
 __all__ = [
@@ -210,12 +210,12 @@ def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Pr
     return jax.vmap(one, in_axes=(batch_axes(problem), 0))(problem, state)
 
 
-@jit(static_argnames=("estimator",), engine=True, cells=model_cells)
+@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
 def _advance(estimator: Batched, problem, state, num_steps):
     return estimator.advance(problem, state, num_steps)
 
 
-@jit(static_argnames=("estimator",), engine=True, cells=model_cells)
+@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
 def _vmapped_start(estimator: Batched, problem, theta, step_size):
     return jax.vmap(estimator.estimator.start, in_axes=(batch_axes(problem), 0, 0))(problem, theta, step_size)
 
@@ -263,7 +263,7 @@ def auto_group(problem: estimation.Problem) -> int | None:
     return None if groups == 1 else -(-batch // groups)
 
 
-@jit(engine=True, cells=model_cells)
+@jit(engine=True, loop_emitters=suits_loop_emitters)
 def _loss_and_marginals(problem: estimation.Problem, theta: dict):
     """Per member: the exact loss of the potentials' model and its marginals (oracle blocks)."""
     def one(p, th):

@@ -25,7 +25,7 @@ import jax
 import numpy as np
 
 from ..compiler import jit, to_device
-from ..graph.oracle_plan import model_cells
+from ..graph.oracle_plan import suits_loop_emitters
 from .dual_averaging import DualAveraging, DualAveragingState
 from .lbfgs import LBFGS, LBFGSState
 from .mirror_descent import MirrorDescent, MirrorDescentState
@@ -67,12 +67,12 @@ def estimator(method: str, problem: Problem):
 
 
 # --------------------------------------------------------------------------- driver
-@jit(static_argnames=("estimator",), engine=True, cells=model_cells)
+@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
 def _init(estimator, problem, theta, step_size):
     return estimator.init(problem, theta, step_size)
 
 
-@jit(static_argnames=("estimator",), engine=True, cells=model_cells)
+@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
 def _chunk(estimator, problem, state, num_steps):
     if hasattr(estimator, "steps"):  # mirror descent: one loop over line-search trials
         state = estimator.steps(problem, state, num_steps)
@@ -202,7 +202,7 @@ def run(
     return estimator.params(state), state, history
 
 
-@jit(engine=True, cells=model_cells)
+@jit(engine=True, loop_emitters=suits_loop_emitters)
 def _model_loss_and_marginals(problem: Problem, theta: dict) -> tuple[jax.Array, dict]:
     """Exact loss of the model with potentials ``theta``, and its marginals (oracle blocks).
 

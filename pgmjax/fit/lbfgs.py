@@ -15,7 +15,7 @@ import numpy as np
 import optax
 
 from ..compiler import jit
-from ..graph.oracle_plan import model_cells
+from ..graph.oracle_plan import suits_loop_emitters
 from .problem import Problem
 from .tree_math import all_finite, tree_map, vdot
 
@@ -200,7 +200,7 @@ def frank_wolfe_restart(problem: Problem, theta: dict) -> tuple[dict, jax.Array,
     return new, gamma, decrease
 
 
-@jit(static_argnames=("estimator",), engine=True, cells=model_cells)
+@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
 def _restart(estimator: LBFGS, problem: Problem, state: LBFGSState) -> tuple[LBFGSState, jax.Array]:
     theta, _, decrease = frank_wolfe_restart(problem, state.best_theta)
     fresh = estimator.init(problem, theta)

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import compiler
 from ..compiler import to_device
 from ..data.domain import Clique, Domain
 from .junction import JunctionTree, junction_tree, levels, maximal_cliques
@@ -256,6 +257,30 @@ def model_cells(*args, **kwargs) -> int:
         if isinstance(plan, OraclePlan):
             return plan.cells * int(np.size(a.total))
     raise TypeError("model_cells: no OraclePlan, and no argument with one as `plan`, among the arguments")
+
+
+def suits_loop_emitters(*args, **kwargs) -> bool:
+    """Whether an engine program's call is compiled with XLA:CPU's loop emitters (:class:`pgmjax.compiler.BySize`).
+
+    Yes where its model has at most :data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells (:func:`model_cells`,
+    every member of a batch counted) and, for a fitting problem, its measurements reduce the junction
+    tree's tables into at most :data:`pgmjax.compiler.LOOP_EMITTERS_MAX_REDUCTIONS` marginals per clique.
+
+    Example:
+        >>> from pgmjax.data.domain import Domain
+        >>> suits_loop_emitters(make_plan(Domain({"a": 2, "b": 3}), [("a", "b")]))
+        True
+    """
+    if model_cells(*args, **kwargs) > compiler.LOOP_EMITTERS_CELLS:
+        return False
+    for a in (*args, *kwargs.values()):
+        groups = getattr(getattr(a, "meas", None), "groups", None)
+        if isinstance(getattr(a, "plan", None), OraclePlan) and groups is not None:
+            parts = [p for g in groups for p in (g.parts or (g,))]
+            reductions = sum(p.count for p in parts if p.sum_axes)
+            return reductions <= compiler.LOOP_EMITTERS_MAX_REDUCTIONS * len(a.plan.cliques)
+    return True
+
 
 def make_plan(domain: Domain, cliques) -> OraclePlan:
     """Build (cached) the oracle plan for a model over ``cliques``.

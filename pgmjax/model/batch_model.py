@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compiler import jit
-from ..graph.oracle_plan import model_cells
+from ..graph.oracle_plan import suits_loop_emitters
 from ..data.domain import Clique, CliqueLike
 from ..graph import oracle
 from ..queries import factors as queries_mod
@@ -23,7 +23,7 @@ from .graphical_model import GraphicalModel, ModelStructure, _evidence_query
 
 
 # --------------------------------------------------------------------------- the batched model
-@jit(engine=True, cells=model_cells)
+@jit(engine=True, loop_emitters=suits_loop_emitters)
 def _marginals_batched(plan: oracle.OraclePlan, theta: dict, total) -> dict:
     return jax.vmap(lambda th, n: oracle.marginals(plan, th, n)[0])(theta, total)
 

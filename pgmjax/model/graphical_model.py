@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from ..compiler import jit, to_device
-from ..graph.oracle_plan import model_cells
+from ..graph.oracle_plan import suits_loop_emitters
 from ..data.domain import Clique, CliqueLike, Domain, cells_text
 from ..graph import oracle
 from ..queries import factors as queries_mod
@@ -327,8 +327,8 @@ def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Cal
             raise FloatingPointError(f"{what}: the marginal of clique {clique} sums to {s:.6g}, not the total {total:.6g}{why}")
 
 
-_marginals_jit = jit(oracle.marginals, engine=True, cells=model_cells)
-_log_partition_jit = jit(oracle.log_partition, engine=True, cells=model_cells)
+_marginals_jit = jit(oracle.marginals, engine=True, loop_emitters=suits_loop_emitters)
+_log_partition_jit = jit(oracle.log_partition, engine=True, loop_emitters=suits_loop_emitters)
 
 
 def _evidence_query(domain: Domain, given) -> dict:
