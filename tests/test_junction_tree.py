@@ -117,3 +117,38 @@ def test_separate_components_hang_off_the_largest_as_a_star():
     two = pj.junction_tree(pj.Domain({f"x{i}": 2 for i in range(10)}),
                            [(f"x{i}", f"x{i+1}") for i in range(4)] + [(f"x{i}", f"x{i+1}") for i in range(5, 9)])
     assert two.num_levels <= 4
+
+
+def _containing_by_scan(tree, attrs):
+    """The definition: the smallest clique holding ``attrs``, the first on ties (a scan of every clique)."""
+    best = None
+    for i, c in enumerate(tree.cliques):
+        if set(attrs) <= set(c) and (best is None or tree.domain.size(c) < tree.domain.size(tree.cliques[best])):
+            best = i
+    return best
+
+
+def _maximal_by_scan(domain, cliques):
+    canon = list(dict.fromkeys(domain.canonical(c) for c in cliques))
+    return tuple(c for c in canon if not any(set(c) < set(d) for d in canon))
+
+
+def test_indexed_lookups_equal_a_scan_of_every_clique(rng):
+    # containing() and maximal_cliques() look only among the cliques that hold a query's rarest attribute;
+    # on random structures (ties of equal sizes, nested and repeated cliques, the empty query, unknown
+    # attributes) they answer what a scan of every clique answers.
+    from pgmjax.graph.junction import maximal_cliques
+
+    for trial in range(30):
+        n = int(rng.integers(3, 12))
+        dom = pj.Domain({f"v{i}": int(rng.choice([2, 2, 3, 4])) for i in range(n)})
+        names = list(dom.attributes)
+        cliques = [tuple(rng.choice(names, size=int(rng.integers(1, 4)), replace=False)) for _ in range(int(rng.integers(1, 12)))]
+        cliques += cliques[: int(rng.integers(0, 3))]  # repeats
+        assert maximal_cliques(dom, cliques) == _maximal_by_scan(dom, cliques)
+        tree = pj.junction_tree(dom, cliques)
+        queries = [(), ("unknown",), (names[0], "unknown")]
+        queries += [tuple(rng.choice(names, size=int(rng.integers(1, min(4, n) + 1)), replace=False)) for _ in range(20)]
+        queries += [c for c in tree.cliques] + [c[:1] for c in tree.cliques]
+        for q in queries:
+            assert tree.containing(q) == _containing_by_scan(tree, q), (trial, q)

@@ -71,13 +71,39 @@ class JunctionTree:
         return tuple((p, c) for c, p in enumerate(self.parent) if p >= 0)
 
     def containing(self, attrs: Iterable[str]) -> int | None:
-        """Index of the smallest clique that holds all of ``attrs``, or None."""
+        """Index of the smallest clique that holds all of ``attrs`` (the first such on ties), or None.
+
+        Looks only at the cliques that hold the given attribute held by the fewest (:attr:`_holders`):
+        fitting a model of a thousand cliques asks this once per measurement, and a scan of every clique
+        each time took 0.6 s of a warm fit's 0.85 s of host work (the chain of 998 triples).
+        """
         attrs = set(attrs)
+        if not attrs:
+            candidates = range(len(self.cliques))
+        else:
+            holders = self._holders
+            if not attrs <= holders.keys():
+                return None
+            candidates = min((holders[a] for a in attrs), key=len)
         best = None
-        for i, c in enumerate(self.cliques):
-            if attrs <= set(c) and (best is None or self.domain.size(c) < self.domain.size(self.cliques[best])):
+        for i in candidates:
+            if attrs.issubset(self.cliques[i]) and (best is None or self._cells[i] < self._cells[best]):
                 best = i
         return best
+
+    @functools.cached_property
+    def _holders(self) -> dict[str, tuple[int, ...]]:
+        """For each attribute, the indices of the cliques that hold it, ascending."""
+        out: dict[str, list[int]] = {}
+        for i, c in enumerate(self.cliques):
+            for a in c:
+                out.setdefault(a, []).append(i)
+        return {a: tuple(ks) for a, ks in out.items()}
+
+    @functools.cached_property
+    def _cells(self) -> tuple[int, ...]:
+        """Each clique's table size (exact integers, any domain)."""
+        return tuple(math.prod(self.domain[a] for a in c) for c in self.cliques)
 
     def to_networkx(self) -> nx.Graph:
         g = nx.Graph()
@@ -101,9 +127,16 @@ def maximal_cliques(domain: Domain, cliques: Iterable[CliqueLike]) -> tuple[Cliq
             seen.add(c)
             canon.append(c)
     sets = [frozenset(c) for c in canon]
+    # A clique can only lie inside cliques that hold its attributes: look among those that hold its
+    # rarest one, not among all (quadratic: 0.3 s for a thousand cliques).
+    holders: dict[str, list[int]] = {}
+    for i, c in enumerate(canon):
+        for a in c:
+            holders.setdefault(a, []).append(i)
     keep = []
     for i, s in enumerate(sets):
-        if not any((s < t) for j, t in enumerate(sets) if j != i):
+        candidates = min((holders[a] for a in s), key=len) if s else range(len(sets))
+        if not any(s < sets[j] for j in candidates):
             keep.append(canon[i])
     return tuple(keep)
 
