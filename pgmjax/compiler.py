@@ -27,11 +27,11 @@ iteration times within the noise; ``exp``, ``log`` and sums round as at level 2.
 option is then left out, so the flag applies to the engine's programs as to every other.
 
 The engine's programs choose XLA:CPU's emitters by the model they fit (``jit(..., loop_emitters=...)``,
-:class:`BySize`): its loop emitters (``xla_cpu_use_fusion_emitters=false``) for models of at most
-:data:`LOOP_EMITTERS_CELLS` cells, XLA's default MLIR fusion emitters above and where the measurements
-reduce tables into many marginals (:data:`LOOP_EMITTERS_MAX_REDUCTIONS`). The loop emitters generate a
-fit's few hundred kernels in about half the time, and a small model's fit waits mostly for that; a large
-model's iterations weigh more, and reductions run slower with them. ``XLA_FLAGS`` naming the emitters wins
+:class:`BySize`): its loop emitters (``xla_cpu_use_fusion_emitters=false``) where the model's largest
+potential block has at most :data:`LOOP_EMITTERS_CELLS` cells, XLA's default MLIR fusion emitters for
+larger blocks and where the measurements reduce tables into many marginals
+(:data:`LOOP_EMITTERS_MAX_REDUCTIONS`). The loop emitters generate a fit's few hundred kernels in about
+half the time, and most fits wait mostly for that; their reductions over a large table run slower. ``XLA_FLAGS`` naming the emitters wins
 over this choice.
 
 Every pgmjax program is also traced with full-precision matrix products (``jax.default_matmul_precision
@@ -125,14 +125,17 @@ def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
     return wrap if fun is None else wrap(fun)
 
 
-#: An engine program (:func:`jit` with ``loop_emitters``) whose model has at most this many cells (every
-#: member of a batch counted) is compiled with XLA:CPU's loop emitters (:data:`LOOP_EMITTERS`). They
-#: generate code in about half the time of the default MLIR fusion emitters, and a small model's fit waits
-#: mostly for its compilation. Measured on the 2-core CPU (2026-11-25, ``bench/results/fast_compile_cpu.md``,
-#: first ``estimate(50)`` in fresh processes): Adult with MST-style measurements (29k cells) 2.38 -> 1.33 s,
-#: Stroke (457k) 2.88 -> 1.74 s, Titanic (680k) 1.81 -> 1.27 s, iterations -22% to +13% over 500 (chain d=10's,
-#: 0.1 ms, +48%). Above it iterations weigh more than the compile: Adult's benchmark cliques (3.9M cells)
-#: iterate 32% slower with the loop emitters.
+#: An engine program (:func:`jit` with ``loop_emitters``) whose largest potential block (one clique class's
+#: stacked tables; every member of a batch counted) has at most this many cells is compiled with XLA:CPU's
+#: loop emitters (:data:`LOOP_EMITTERS`). They generate code in about half the time of the default MLIR
+#: fusion emitters, and most fits wait mostly for their compilation. Measured on the 2-core CPU (2026-11-25,
+#: ``bench/results/fast_compile_cpu.md``, first ``estimate(50)`` in fresh processes): Adult with MST-style
+#: measurements 2.38 -> 1.33 s, Stroke 2.88 -> 1.74 s, Titanic 1.81 -> 1.27 s, Loans' benchmark cliques (4.0M
+#: cells, largest block 1.03M) 5.9 -> 4.8 s and a generated 50-attribute problem (2.3M, 646k) 11.5 -> 7.9 s,
+#: iterations -22% to +13% over 500 (chain d=10's, 0.1 ms, +48%). What the loop emitters do slowly is a
+#: reduction over a large table: Adult's benchmark cliques (a 2.16M-cell block) iterate 32% slower with
+#: them. (The rule was the whole model's size before, which kept Loans and the generated problems on the
+#: slower-compiling emitters for no gain in their iterations.)
 LOOP_EMITTERS_CELLS = 2**20
 
 #: ... unless its measurements reduce the junction tree's tables into more than this many marginals per

@@ -11,8 +11,8 @@ only the structures still in use get recompiled.
 structure it has fitted before loads its program instead of compiling it (JAX's persistent compilation
 cache); the environment variable ``PGMJAX_COMPILATION_CACHE=<folder>`` turns it on at import.
 
-The engine's own programs for models of at most :data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells are
-compiled with XLA:CPU's loop emitters, which generate their code in about half the time (a per-program option,
+The engine's own programs for models whose largest potential block has at most
+:data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells are compiled with XLA:CPU's loop emitters, which generate their code in about half the time (a per-program option,
 :class:`pgmjax.compiler.BySize`). :func:`fast_compile` (opt-in; on by default in the command line) sets them for
 every program of the process, larger models' and the user's own included; ``PGMJAX_FAST_COMPILE=1`` turns it
 on at import.
@@ -135,10 +135,10 @@ def fast_compile(strict: bool = True) -> bool:
     A fit's first call is nearly all XLA:CPU's code generation of its program's few hundred fused kernels.
     XLA's older loop emitters (``--xla_cpu_use_fusion_emitters=false``) generate them in about half the
     time of its MLIR fusion emitters, the default of jaxlib 0.10; the programs compute the same arithmetic.
-    The engine already compiles its programs for models of at most
-    :data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells with them (a per-program option); this flag adds
-    the larger models' programs (a first fit of Loans' benchmark cliques 5.9 -> 4.8 s, but Adult's
-    iterate 37% slower) and every other program of the process, the user's own included. Measured in
+    The engine already compiles its programs with them where the model's largest potential block has at
+    most :data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells (a per-program option); this flag adds the
+    models with larger blocks (Adult's benchmark cliques then iterate 37% slower) and every other program
+    of the process, the user's own included. Measured in
     ``bench/results/fast_compile_cpu.md``. The command line (``python -m pgmjax``) turns it on for its own
     process; a library user opts in, because the flag can only be set before JAX starts its CPU backend.
     GPU compilers ignore it.

@@ -1,8 +1,8 @@
-"""The engine's programs pick XLA:CPU's emitters by model size (pgmjax.compiler.BySize).
+"""The engine's programs pick XLA:CPU's emitters by model (pgmjax.compiler.BySize).
 
-Small models (at most LOOP_EMITTERS_CELLS cells, batch members counted) compile with the loop emitters,
-larger ones, and fits that reduce tables into many marginals per clique, with XLA's defaults; a user's
-XLA_FLAGS choice holds for every program.
+Models whose largest potential block has at most LOOP_EMITTERS_CELLS cells (batch members counted) compile
+with the loop emitters; models with larger blocks, and fits that reduce tables into many marginals per
+clique, with XLA's defaults; a user's XLA_FLAGS choice holds for every program.
 """
 import itertools
 
@@ -19,7 +19,7 @@ import pgmjax as pj
 from pgmjax import compiler
 from pgmjax.fit import estimation
 from pgmjax.fit.batch_problem import make_problem, stack_problems
-from pgmjax.graph.oracle_plan import make_plan, model_cells, suits_loop_emitters
+from pgmjax.graph.oracle_plan import block_cells, make_plan, suits_loop_emitters
 
 
 def _measurements(seed=0):
@@ -31,18 +31,19 @@ def _measurements(seed=0):
     return data.domain, ms
 
 
-def test_model_cells_counts_the_model_and_the_members_of_a_batch():
+def test_block_cells_is_the_largest_block_and_counts_the_members_of_a_batch():
     domain, ms = _measurements()
     problem = make_problem(domain, ms)
-    cells = problem.plan.cells
-    assert cells == sum(int(np.prod(s)) for _, s in problem.plan.units) >= 7 * 3 * 11
-    assert model_cells(estimation.MirrorDescent(), problem, None) == cells  # the estimator (static) is skipped
+    largest = problem.plan.largest_block
+    sizes = [int(np.prod(s)) for _, s in problem.plan.units]
+    assert largest == max(sizes) >= 7 * 3 * 11 and largest < problem.plan.cells == sum(sizes)
+    assert block_cells(estimation.MirrorDescent(), problem, None) == largest  # the estimator (static) is skipped
     plan = make_plan(domain, [("a", "b", "c"), ("c", "d")])
     theta = plan.zeros()
-    assert model_cells(plan, theta, 1.0) == plan.cells
-    assert model_cells(plan, {k: jnp.stack([t] * 3) for k, t in theta.items()}, jnp.ones(3)) == 3 * plan.cells
+    assert block_cells(plan, theta, 1.0) == plan.largest_block == 7 * 3 * 11
+    assert block_cells(plan, {k: jnp.stack([t] * 3) for k, t in theta.items()}, jnp.ones(3)) == 3 * plan.largest_block
     with pytest.raises(TypeError, match="no OraclePlan"):
-        model_cells(1.0, {"x": jnp.ones(3)})
+        block_cells(1.0, {"x": jnp.ones(3)})
 
 
 def test_a_batch_counts_every_member():
@@ -50,7 +51,19 @@ def test_a_batch_counts_every_member():
     draws = [pj.noisy_marginals(pj.Dataset(np.zeros((10, 5), int), domain), [m.clique for m in ms], stddev=1.0,
                                 key=jax.random.key(i)) for i in range(3)]
     problem = stack_problems([make_problem(domain, d) for d in draws])
-    assert model_cells(problem) == 3 * problem.plan.cells
+    assert block_cells(problem) == 3 * problem.plan.largest_block
+
+
+def test_a_large_model_of_small_blocks_gets_the_loop_emitters(monkeypatch):
+    # The rule reads the largest block, not the whole model: a model of many tables, each below the
+    # limit, compiles with the loop emitters; one table above it does not.
+    domain, ms = _measurements()
+    problem = make_problem(domain, ms)
+    monkeypatch.setattr(compiler, "LOOP_EMITTERS_CELLS", problem.plan.largest_block)
+    assert problem.plan.cells > compiler.LOOP_EMITTERS_CELLS
+    assert suits_loop_emitters(problem)
+    monkeypatch.setattr(compiler, "LOOP_EMITTERS_CELLS", problem.plan.largest_block - 1)
+    assert not suits_loop_emitters(problem)
 
 
 def test_small_and_large_programs_fit_the_same_model(monkeypatch):
@@ -88,7 +101,7 @@ def test_emitters_named_in_xla_flags_are_kept(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
     assert estimation._chunk.program(*args) is estimation._chunk.large
     monkeypatch.setenv("XLA_FLAGS", "")
-    monkeypatch.setattr(compiler, "LOOP_EMITTERS_CELLS", problem.plan.cells - 1)
+    monkeypatch.setattr(compiler, "LOOP_EMITTERS_CELLS", problem.plan.largest_block - 1)
     assert estimation._chunk.program(*args) is estimation._chunk.large
 
 

@@ -144,6 +144,11 @@ class OraclePlan:
         """Cells in all potential blocks (the junction tree's tables with their padding): one model's size."""
         return sum(int(np.prod(shape)) for _, shape in self.units)
 
+    @property
+    def largest_block(self) -> int:
+        """Cells in the largest potential block (one clique class's stacked tables, padding included)."""
+        return max(int(np.prod(shape)) for _, shape in self.units)
+
     def clique_class(self, j: int) -> CliqueClass:
         """The class of junction-tree clique ``j``."""
         run, klass = self.locations[j][0][1:].split("x")  # the unit key "r<run>x<class>"
@@ -235,43 +240,47 @@ class OraclePlan:
 
 
 
-def model_cells(*args, **kwargs) -> int:
-    """The cells of the model an engine program's call works on, every member of a batch counted.
+def block_cells(*args, **kwargs) -> int:
+    """The cells of the largest potential block an engine program's call works on, every member of a batch
+    counted: the size of its largest single pass (a block stacks the tables of one clique class).
 
     The first argument that is an :class:`OraclePlan` or holds one as ``plan`` (a fitting problem) gives
     the model; a problem's ``total`` (one per member) gives the members, and after a bare plan the
-    potentials that follow it (a dict of blocks, with any batch axes) are counted instead.
+    potentials that follow it (a dict of blocks, with any batch axes) are measured instead.
 
     Example:
         >>> from pgmjax.data.domain import Domain
-        >>> plan = make_plan(Domain({"a": 2, "b": 3}), [("a", "b")])
-        >>> model_cells(plan), model_cells(plan, {"x": np.zeros((4, 6))})
-        (6, 24)
+        >>> plan = make_plan(Domain({"a": 2, "b": 3, "c": 4}), [("a", "b"), ("b", "c")])
+        >>> plan.cells, block_cells(plan), block_cells(plan, {"x": np.zeros((4, 6)), "y": np.zeros((4, 12))})
+        (18, 12, 48)
     """
     values = [*args, *kwargs.values()]
     for i, a in enumerate(values):
         if isinstance(a, OraclePlan):
             after = values[i + 1] if i + 1 < len(values) else None
-            return sum(int(np.size(t)) for t in after.values()) if isinstance(after, dict) else a.cells
+            if isinstance(after, dict):
+                return max((int(np.size(t)) for t in after.values()), default=0)
+            return a.largest_block
         plan = getattr(a, "plan", None)
         if isinstance(plan, OraclePlan):
-            return plan.cells * int(np.size(a.total))
-    raise TypeError("model_cells: no OraclePlan, and no argument with one as `plan`, among the arguments")
+            return plan.largest_block * int(np.size(a.total))
+    raise TypeError("block_cells: no OraclePlan, and no argument with one as `plan`, among the arguments")
 
 
 def suits_loop_emitters(*args, **kwargs) -> bool:
     """Whether an engine program's call is compiled with XLA:CPU's loop emitters (:class:`pgmjax.compiler.BySize`).
 
-    Yes where its model has at most :data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells (:func:`model_cells`,
-    every member of a batch counted) and, for a fitting problem, its measurements reduce the junction
-    tree's tables into at most :data:`pgmjax.compiler.LOOP_EMITTERS_MAX_REDUCTIONS` marginals per clique.
+    Yes where its largest potential block has at most :data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells
+    (:func:`block_cells`, every member of a batch counted) and, for a fitting problem, its measurements
+    reduce the junction tree's tables into at most :data:`pgmjax.compiler.LOOP_EMITTERS_MAX_REDUCTIONS`
+    marginals per clique.
 
     Example:
         >>> from pgmjax.data.domain import Domain
         >>> suits_loop_emitters(make_plan(Domain({"a": 2, "b": 3}), [("a", "b")]))
         True
     """
-    if model_cells(*args, **kwargs) > compiler.LOOP_EMITTERS_CELLS:
+    if block_cells(*args, **kwargs) > compiler.LOOP_EMITTERS_CELLS:
         return False
     for a in (*args, *kwargs.values()):
         groups = getattr(getattr(a, "meas", None), "groups", None)
