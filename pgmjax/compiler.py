@@ -129,10 +129,11 @@ def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
 #: stacked tables; every member of a batch counted) has at most this many cells is compiled with XLA:CPU's
 #: loop emitters (:data:`LOOP_EMITTERS`). They generate code in about half the time of the default MLIR
 #: fusion emitters, and most fits wait mostly for their compilation. Measured on the 2-core CPU (2026-11-25,
-#: ``bench/results/fast_compile_cpu.md``, first ``estimate(50)`` in fresh processes): Adult with MST-style
-#: measurements 2.38 -> 1.33 s, Stroke 2.88 -> 1.74 s, Titanic 1.81 -> 1.27 s, Loans' benchmark cliques (4.0M
-#: cells, largest block 1.03M) 5.9 -> 4.8 s and a generated 50-attribute problem (2.3M, 646k) 11.5 -> 7.9 s,
-#: iterations -22% to +13% over 500 (chain d=10's, 0.1 ms, +48%). What the loop emitters do slowly is a
+#: ``bench/results/fast_compile_cpu.md`` and ``fast_compile_block_cpu.md``, first ``estimate(50)`` in fresh
+#: processes): Adult with MST-style measurements 2.38 -> 1.33 s, Stroke 2.88 -> 1.74 s, Titanic 1.81 -> 1.27 s,
+#: Loans' benchmark cliques (4.0M cells, largest block 1.03M) 7.5 -> 6.0 s, generated problems of 50 and 200
+#: attributes (2.3M and 4.0M cells, blocks of at most 646k) 18.2 -> 11.1 s and 72 -> 57 s; iterations -22% to
+#: +13% over 500 (chain d=10's, 0.1 ms, +48%). What the loop emitters do slowly is a
 #: reduction over a large table: Adult's benchmark cliques (a 2.16M-cell block) iterate 32% slower with
 #: them. (The rule was the whole model's size before, which kept Loans and the generated problems on the
 #: slower-compiling emitters for no gain in their iterations.)

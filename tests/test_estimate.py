@@ -35,6 +35,9 @@ def test_issue_example_api(small):
     assert set(model.potentials) == set(model.cliques)
     for c in model.cliques:
         assert model.potentials[c].shape == dom.shape_of(c)
+        # host arrays, read-only (a shared cache), equal to the device blocks sliced clique by clique
+        assert isinstance(model.potentials[c], np.ndarray) and not model.potentials[c].flags.writeable
+        np.testing.assert_array_equal(model.potentials[c], np.asarray(model.plan.table(model.theta, model.plan.cliques.index(c))))
 
 
 def test_estimated_marginals_beat_noise(small):

@@ -73,8 +73,14 @@ class GraphicalModel(ModelStructure):
 
 
     @functools.cached_property
-    def potentials(self) -> dict[Clique, jax.Array]:
-        return self.plan.tables(self.theta)
+    def potentials(self) -> dict[Clique, np.ndarray]:
+        """Each junction-tree clique's log-potential table (axes in the clique's order), as read-only NumPy
+        arrays. Indexed on the host, one transfer per block: slicing the device blocks dispatched a small
+        computation per clique (0.32 s for the 998 tables of a chain of triples, paid by every warm start)."""
+        tables = self.plan.tables({k: np.asarray(v) for k, v in self.theta.items()})
+        for t in tables.values():
+            t.flags.writeable = False
+        return tables
 
     @property
     def _marginal_blocks(self) -> dict:
