@@ -31,8 +31,8 @@ The engine's programs choose XLA:CPU's emitters by the model they fit (``jit(...
 potential block has at most :data:`LOOP_EMITTERS_CELLS` cells, XLA's default MLIR fusion emitters for
 larger blocks and where the measurements reduce tables into many marginals
 (:data:`LOOP_EMITTERS_MAX_REDUCTIONS`). The loop emitters generate a fit's few hundred kernels in about
-half the time, and most fits wait mostly for that; their reductions over a large table run slower. ``XLA_FLAGS`` naming the emitters wins
-over this choice.
+half the time, and most fits wait mostly for that; their reductions over a large table run slower.
+``XLA_FLAGS`` naming the emitters wins over this choice.
 
 Every pgmjax program is also traced with full-precision matrix products (``jax.default_matmul_precision
 ("highest")``): on recent NVIDIA GPUs a float32 product would otherwise run in TensorFloat-32, about three
@@ -133,9 +133,8 @@ def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
 #: processes): Adult with MST-style measurements 2.38 -> 1.33 s, Stroke 2.88 -> 1.74 s, Titanic 1.81 -> 1.27 s,
 #: Loans' benchmark cliques (4.0M cells, largest block 1.03M) 7.5 -> 6.0 s, generated problems of 50 and 200
 #: attributes (2.3M and 4.0M cells, blocks of at most 646k) 18.2 -> 11.1 s and 72 -> 57 s; iterations -22% to
-#: +13% over 500 (chain d=10's, 0.1 ms, +48%). What the loop emitters do slowly is a
-#: reduction over a large table: Adult's benchmark cliques (a 2.16M-cell block) iterate 32% slower with
-#: them. (The rule was the whole model's size before, which kept Loans and the generated problems on the
+#: +13% over 500 (chain d=10's, 0.1 ms, +48%). What the loop emitters do slowly is a reduction over a large
+#: table: Adult's benchmark cliques (a 2.16M-cell block) iterate 32-55% slower with them. (The rule was the whole model's size before, which kept Loans and the generated problems on the
 #: slower-compiling emitters for no gain in their iterations.)
 LOOP_EMITTERS_CELLS = 2**20
 

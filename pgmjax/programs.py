@@ -12,10 +12,11 @@ structure it has fitted before loads its program instead of compiling it (JAX's 
 cache); the environment variable ``PGMJAX_COMPILATION_CACHE=<folder>`` turns it on at import.
 
 The engine's own programs for models whose largest potential block has at most
-:data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells are compiled with XLA:CPU's loop emitters, which generate their code in about half the time (a per-program option,
-:class:`pgmjax.compiler.BySize`). :func:`fast_compile` (opt-in; on by default in the command line) sets them for
-every program of the process, larger models' and the user's own included; ``PGMJAX_FAST_COMPILE=1`` turns it
-on at import.
+:data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells are compiled with XLA:CPU's loop emitters, which generate
+their code in about half the time (a per-program option, :class:`pgmjax.compiler.BySize`).
+:func:`fast_compile` (opt-in; on by default in the command line) sets them for every program of the process,
+models with larger blocks and the user's own programs included; ``PGMJAX_FAST_COMPILE=1`` turns it on at
+import.
 """
 
 from __future__ import annotations
@@ -138,8 +139,7 @@ def fast_compile(strict: bool = True) -> bool:
     The engine already compiles its programs with them where the model's largest potential block has at
     most :data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells (a per-program option); this flag adds the
     models with larger blocks (Adult's benchmark cliques then iterate 37% slower) and every other program
-    of the process, the user's own included. Measured in
-    ``bench/results/fast_compile_cpu.md``. The command line (``python -m pgmjax``) turns it on for its own
+    of the process, the user's own included. Measured in ``bench/results/fast_compile_cpu.md``. The command line (``python -m pgmjax``) turns it on for its own
     process; a library user opts in, because the flag can only be set before JAX starts its CPU backend.
     GPU compilers ignore it.
 

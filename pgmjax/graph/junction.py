@@ -92,18 +92,12 @@ class JunctionTree:
         return best
 
     @functools.cached_property
-    def _holders(self) -> dict[str, tuple[int, ...]]:
-        """For each attribute, the indices of the cliques that hold it, ascending."""
-        out: dict[str, list[int]] = {}
-        for i, c in enumerate(self.cliques):
-            for a in c:
-                out.setdefault(a, []).append(i)
-        return {a: tuple(ks) for a, ks in out.items()}
+    def _holders(self) -> dict[str, list[int]]:
+        return _holders(self.cliques)
 
     @functools.cached_property
     def _cells(self) -> tuple[int, ...]:
-        """Each clique's table size (exact integers, any domain)."""
-        return tuple(math.prod(self.domain[a] for a in c) for c in self.cliques)
+        return tuple(self.domain.size(c) for c in self.cliques)
 
     def to_networkx(self) -> nx.Graph:
         g = nx.Graph()
@@ -129,16 +123,22 @@ def maximal_cliques(domain: Domain, cliques: Iterable[CliqueLike]) -> tuple[Cliq
     sets = [frozenset(c) for c in canon]
     # A clique can only lie inside cliques that hold its attributes: look among those that hold its
     # rarest one, not among all (quadratic: 0.3 s for a thousand cliques).
-    holders: dict[str, list[int]] = {}
-    for i, c in enumerate(canon):
-        for a in c:
-            holders.setdefault(a, []).append(i)
+    holders = _holders(canon)
     keep = []
     for i, s in enumerate(sets):
         candidates = min((holders[a] for a in s), key=len) if s else range(len(sets))
         if not any(s < sets[j] for j in candidates):
             keep.append(canon[i])
     return tuple(keep)
+
+
+def _holders(cliques: Sequence[Clique]) -> dict[str, list[int]]:
+    """For each attribute, the indices of the cliques that hold it, ascending."""
+    out: dict[str, list[int]] = {}
+    for i, c in enumerate(cliques):
+        for a in c:
+            out.setdefault(a, []).append(i)
+    return out
 
 
 def junction_tree(domain: Domain, cliques: Sequence[CliqueLike]) -> JunctionTree:

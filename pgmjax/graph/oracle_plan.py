@@ -239,7 +239,6 @@ class OraclePlan:
         return {k: to_device(v, dtype) for k, v in blocks.items()}
 
 
-
 def block_cells(*args, **kwargs) -> int:
     """The cells of the largest potential block an engine program's call works on, every member of a batch
     counted: the size of its largest single pass (a block stacks the tables of one clique class).
