@@ -49,6 +49,19 @@ def test_loss_of_predictions_is_the_loss_of_the_marginals(loss):
     assert float(problem.loss_of_predictions(problem.predict(mu))) == pytest.approx(float(problem.loss_of(mu)), rel=1e-12)
 
 
+def test_l1_loss_of_width_zero_is_finite_where_a_residual_is_zero():
+    # Width 0 is the L1 loss itself; its quadratic branch divided 0 by 0 where a residual was exactly 0
+    # (a zero-weight cell, or an answer the model matches): NaN in the value and the gradient.
+    problem, mu = _problem("l1")
+    exact = tuple(arr["y"] for arr in problem.meas.arrays)  # predictions equal to the answers: every residual 0
+    value, grad = jax.value_and_grad(lambda p: losses.loss_of_predictions(p, problem.meas, "l1", jnp.zeros(())))(exact)
+    assert float(value) == 0.0
+    assert all(np.all(np.asarray(g) == 0.0) for g in grad)
+    off = tuple(p + 1.0 for p in exact)  # and away from 0, the L1 loss: sum |r| / sigma
+    want = sum(float(jnp.sum(jnp.abs(arr["inv_std"]))) for arr in problem.meas.arrays)
+    assert float(losses.loss_of_predictions(off, problem.meas, "l1", jnp.zeros(()))) == pytest.approx(want, rel=1e-12)
+
+
 @pytest.mark.parametrize("loss", ["l2", "l1"])
 def test_pull_back_of_the_prediction_gradient_is_the_marginal_gradient(loss):
     problem, mu = _problem(loss)

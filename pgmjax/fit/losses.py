@@ -7,6 +7,10 @@ cliques compiles a handful of ops, not a thousand. The numbers (answers,
 stddevs, query matrices) are pytree leaves; new noise or new stddevs on the
 same structure reuse the compiled program.
 
+Where more than a few one- and two-way marginals of one junction-tree clique are measured (a loopy
+model's large clique: NLTCS's 120 pairs), they are one ``"pairs"`` group whose prediction is a few matrix
+products of that clique's table (:mod:`pgmjax.fit.pair_marginals`) instead of one reduction each.
+
 Losses (McKenna et al., ICML 2019, Appendix C.2; each residual is divided
 by its noise standard deviation):
 
@@ -31,6 +35,8 @@ from ..compiler import to_device
 from ..graph.oracle import OraclePlan
 from ..queries.linear import LinearQuery
 from ..queries.measurement import Measurement
+from . import pair_marginals
+from .pair_marginals import PairLayout
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class _Group:
     dense: bool = False  # measurements laid out like the block (levels * slots), zero weight where unmeasured
     parts: tuple[_Group, ...] = ()  # a merged group: these groups' rows, one flat row (see _merge_marginals)
     pad: int = 0  # a merged group: zero-weight cells after its parts' (see _ALIGN)
+    pairs: PairLayout | None = None  # kind "pairs": one table's one- and two-way marginals as products
 
 
 @jax.tree_util.register_pytree_node_class
@@ -83,6 +90,7 @@ def _pad(a: np.ndarray, extra: int) -> np.ndarray:
 
 def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dtype) -> MeasurementArrays:
     """Group and stack measurements for a model with oracle plan ``plan``."""
+    groups, arrays, measurements = _pair_groups(plan, measurements)
     by_sig: dict[tuple, list[tuple[Measurement, int, int]]] = {}
     for m in measurements:
         host = plan.tree.containing(m.clique)
@@ -102,7 +110,6 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
             tuple(np.shape(q) for q in jax.tree_util.tree_leaves(m.linear)),
         )
         by_sig.setdefault(sig, []).append((m, level, slot))
-    groups, arrays = [], []
     for sig in sorted(by_sig, key=repr):
         items = by_sig[sig]
         key, host_shape, sum_axes, perm, kind, rows = sig[:6]
@@ -144,6 +151,42 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
     return MeasurementArrays(arrays, groups)
 
 
+def _pair_groups(plan: OraclePlan, measurements: Sequence[Measurement]) -> tuple[list, list, list]:
+    """One ``"pairs"`` group per junction-tree clique whose table many one- and two-way marginals read
+    (:mod:`pgmjax.fit.pair_marginals`), and the measurements left for the other groups.
+
+    A marginal measured twice (or of the whole table) stays with the other groups: the products give each
+    marginal one place.
+    """
+    by_host: dict = {}
+    for i, m in enumerate(measurements):
+        if m.kind == "identity" and len(m.clique) <= 2:
+            host = plan.tree.containing(m.clique)
+            if len(m.clique) < len(plan.tree.cliques[host]):
+                by_host.setdefault(host, {}).setdefault(frozenset(m.clique), i)
+    groups, arrays, taken = [], [], set()
+    for host, firsts in by_host.items():
+        host_clique = plan.layout(host)
+        shape = plan.domain.shape_of(host_clique)
+        axes = {i: tuple(host_clique.index(a) for a in measurements[i].clique) for i in firsts.values()}
+        layout = pair_marginals.plan_layout(shape, [tuple(sorted(a)) for a in axes.values()])
+        if layout is None:
+            continue
+        y, inv_std = np.zeros(layout.rows), np.zeros(layout.rows)
+        for i, ax in axes.items():
+            at = pair_marginals.positions(layout, ax)
+            y[at] = measurements[i].y
+            inv_std[at] = 1.0 / measurements[i].row_stddev()
+            taken.add(i)
+        assert plan.padded[host] is None, (host, host_clique)  # a model clique's table (see oracle.make_plan)
+        key, level, slot = plan.locations[host]
+        left, right = pair_marginals.onehots(layout, np.float64)
+        arrays.append({"level": np.array([level], np.int32), "slot": np.array([slot], np.int32), "y": y[None],
+                       "inv_std": inv_std[None], "onehot_left": left, "onehot_right": right})
+        groups.append(_Group(key, shape, (), (), "pairs", layout.rows, 1, pairs=layout))
+    return groups, arrays, [m for i, m in enumerate(measurements) if i not in taken]
+
+
 def _merge_marginals(arrays: list, groups: list) -> tuple[tuple, tuple]:
     """Every group of marginals (identity queries, of whole tables or of sub-cliques) as one group (host arrays).
 
@@ -151,7 +194,7 @@ def _merge_marginals(arrays: list, groups: list) -> tuple[tuple, tuple]:
     ``inv_std`` are concatenated likewise, so the loss, its gradient and the line search's inner products
     are one operation each instead of one (a kernel or two in the compiled program) per group.
     """
-    merge = [i for i, g in enumerate(groups) if g.kind == "identity"]
+    merge = [i for i, g in enumerate(groups) if g.kind in ("identity", "pairs")]
     if len(merge) < 2:
         return tuple(arrays), tuple(groups)
     cells = sum(arrays[i]["y"].size for i in merge)
@@ -206,6 +249,8 @@ def predictions(mu: dict, meas: MeasurementArrays) -> list[jax.Array]:
 
 def _prediction(mu: dict, g: _Group, arr: dict) -> jax.Array:
     """One group's ``Q_i mu_i``, ``(count, rows)``."""
+    if g.pairs is not None:
+        return pair_marginals.predict(g.pairs, mu[g.key][arr["level"], arr["slot"]], arr["onehot_left"], arr["onehot_right"])
     if g.dense:
         x = mu[g.key].reshape((-1, *g.host_shape))  # (levels * slots, *host_shape)
     else:
@@ -246,7 +291,10 @@ def loss_of_predictions(preds, meas: MeasurementArrays, kind: str, smoothing=Non
             t = jnp.abs(r)
         else:
             a = jnp.abs(r)
-            t = jnp.where(a <= smoothing, r * r / (2 * smoothing), a - smoothing / 2)
+            # Width 0 is the L1 loss itself: its quadratic branch then holds only r = 0 (zero-weight cells),
+            # where r * r / 0 would be NaN in the value and the gradient.
+            width = jnp.where(smoothing > 0, smoothing, 1.0)
+            t = jnp.where(a <= smoothing, r * r / (2 * width), a - smoothing / 2)
         terms.append(t)
     return sum_all(terms)
 

@@ -285,7 +285,8 @@ def suits_loop_emitters(*args, **kwargs) -> bool:
         groups = getattr(getattr(a, "meas", None), "groups", None)
         if isinstance(getattr(a, "plan", None), OraclePlan) and groups is not None:
             parts = [p for g in groups for p in (g.parts or (g,))]
-            reductions = sum(p.count for p in parts if p.sum_axes)
+            # a "pairs" group reads its table's marginals through matrix products, one per marginal it holds
+            reductions = sum(p.pairs.marginals if p.pairs is not None else p.count for p in parts if p.sum_axes or p.pairs)
             return reductions <= compiler.LOOP_EMITTERS_MAX_REDUCTIONS * len(a.plan.cliques)
     return True
 
