@@ -198,3 +198,35 @@ def test_bad_queries_raise_clear_errors():
         model.answer({"a": Q.Compress([0, 1])})
     with pytest.raises(TypeError, match="mapping"):
         model.answer([("a", Q.Prefix())])
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_marginals_inside_a_clique_are_summed_on_the_host_and_equal_the_compiled_answer(dtype, rng):
+    # The host sum (float64) against the compiled program (answers() always runs one), on every kind of model
+    # and subsets in any order: the same numbers within the model dtype's rounding, and no compilation.
+    for kind in ["chain", "loopy", "disconnected", "random"]:
+        model, _ = _random_model(rng, kind, dtype)
+        model.clique_marginals()  # the oracle call, compiled once per structure
+        inside = [s for c in model.cliques for k in (1, 2, len(c)) for s in itertools.permutations(c, min(k, len(c)))]
+        with count_compiles() as c:
+            host = model.marginals(inside)
+        assert c.count == 0, c.names
+        compiled = model.answers([{a: Q.Identity() for a in attrs} for attrs in inside])
+        for attrs, h, d in zip(inside, host, compiled):
+            assert h.dtype == np.float64 and h.shape == model.domain.shape_of(attrs)
+            tol = 1e-12 if dtype == jnp.float64 else 2e-6
+            np.testing.assert_allclose(h, d, rtol=tol, atol=tol * TOTAL)
+
+
+def test_marginal_of_a_large_clique_goes_through_the_compiled_program(monkeypatch, rng):
+    import pgmjax.model.graphical_model as gm
+
+    model, joint = _random_model(rng, "chain")
+    monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 0)
+    attrs = model.cliques[0][:1]
+    got = model.marginal(attrs)
+    assert model._host_blocks == {}  # no block was copied to the host: the compiled program answered
+    np.testing.assert_allclose(got, _brute_marginal(model.domain, joint, attrs), rtol=1e-6, atol=1e-9)
+    monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 2**24)
+    np.testing.assert_allclose(model.marginal(attrs), got, rtol=1e-12)
+    assert model._host_blocks  # and below the limit, the host sum
