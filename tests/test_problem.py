@@ -117,18 +117,19 @@ def test_mirror_descent_carrying_its_marginals_is_the_same_fit():
         np.testing.assert_allclose(np.asarray(carried.theta[k]), np.asarray(plain.theta[k]), rtol=1e-9, atol=1e-9, err_msg=k)
 
 
-def test_estimate_carries_marginals_only_in_small_models():
+def test_estimate_carries_marginals_in_small_models_and_in_models_of_small_blocks(monkeypatch):
     from pgmjax.fit import estimation
 
     problem, _ = _problem("l2")
     assert estimation.estimator("mirror_descent", problem).carry_marginals
     cells = sum(int(np.prod(s)) for _, s in problem.plan.units)
-    old = estimation.CARRY_MARGINALS_CELLS
-    try:
-        estimation.CARRY_MARGINALS_CELLS = cells - 1
-        assert not estimation.estimator("mirror_descent", problem).carry_marginals
-    finally:
-        estimation.CARRY_MARGINALS_CELLS = old
+    blocks = len(problem.plan.units)
+    assert cells == problem.plan.cells and blocks > 1
+    monkeypatch.setattr(estimation, "CARRY_MARGINALS_CELLS", cells - 1)  # a "large" model...
+    monkeypatch.setattr(estimation, "CARRY_MARGINALS_BLOCK_CELLS", -(-cells // blocks))  # ...of small blocks
+    assert estimation.estimator("mirror_descent", problem).carry_marginals
+    monkeypatch.setattr(estimation, "CARRY_MARGINALS_BLOCK_CELLS", cells // blocks - 1)  # ...of large blocks
+    assert not estimation.estimator("mirror_descent", problem).carry_marginals
     assert isinstance(estimation.estimator("lbfgs", problem), estimation.LBFGS)
 
 

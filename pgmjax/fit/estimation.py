@@ -32,6 +32,7 @@ from .mirror_descent import MirrorDescent, MirrorDescentState
 from .problem import Problem
 
 __all__ = [
+    "CARRY_MARGINALS_BLOCK_CELLS",
     "CARRY_MARGINALS_CELLS",
     "LBFGS",
     "METHODS",
@@ -42,6 +43,7 @@ __all__ = [
     "MirrorDescentState",
     "Problem",
     "estimator",
+    "carries_marginals",
     "run",
     "smoothing_schedule",
 ]
@@ -56,13 +58,35 @@ METHODS = {"mirror_descent": MirrorDescent, "dual_averaging": DualAveraging, "lb
 #: the write of every table in every trial outweighs the second oracle copy's compile.
 CARRY_MARGINALS_CELLS = 2**20
 
+#: ... and in larger models whose potential blocks (one per clique class) hold at most this many cells on
+#: average: there the compile of the second oracle copy grows with the number of classes while the extra
+#: write per trial grows with the cells. Measured on the AMD 2-core CPU (2026-11-25, alternating fresh
+#: processes, first ``estimate(50)`` and 200-iteration calls): a generated 50-attribute problem (40 classes,
+#: 58k cells each) 10.4-10.7 -> 7.7-7.8 s first fit for 11.3-11.6 -> 12.7-13.2 ms per iteration, a generated
+#: 200-attribute one (171 classes, 23k) 45.6-47.1 -> 28.9-30.4 s for 22-24 -> 24-27 ms; not on Loans (17
+#: classes of 236k cells: 5.8 -> 4.6 s for 22.3 -> 25.7 ms, a loss over a 1,000-iteration fit) or Adult's
+#: benchmark cliques (9 of 435k: 4.6 -> 4.1 s for 19.7 -> 22.8 ms).
+CARRY_MARGINALS_BLOCK_CELLS = 2**17
+
+
+def carries_marginals(plan) -> bool:
+    """Whether :func:`pgmjax.estimate`'s mirror descent carries its marginals on a model with oracle plan
+    ``plan`` (see :data:`CARRY_MARGINALS_CELLS` and :data:`CARRY_MARGINALS_BLOCK_CELLS`).
+
+    Example:
+        >>> from pgmjax.graph.oracle import make_plan
+        >>> carries_marginals(make_plan(pj.Domain({"a": 2, "b": 3}), [("a", "b")]))
+        True
+    """
+    return plan.cells <= CARRY_MARGINALS_CELLS or plan.cells <= CARRY_MARGINALS_BLOCK_CELLS * len(plan.units)
+
 
 
 def estimator(method: str, problem: Problem):
     """The estimator :func:`pgmjax.estimate` runs for ``method`` on ``problem`` (default settings, with
-    :attr:`MirrorDescent.carry_marginals` on for models of at most :data:`CARRY_MARGINALS_CELLS` cells)."""
+    :attr:`MirrorDescent.carry_marginals` on where :func:`carries_marginals` says so)."""
     if method == "mirror_descent":
-        return MirrorDescent(carry_marginals=problem.plan.cells <= CARRY_MARGINALS_CELLS)
+        return MirrorDescent(carry_marginals=carries_marginals(problem.plan))
     return METHODS[method]()
 
 

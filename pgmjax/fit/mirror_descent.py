@@ -99,7 +99,9 @@ class MirrorDescent:
             :meth:`tidy` needs no oracle call. The compiled program then holds one copy of the oracle
             instead of two (a quarter less to compile), at the price of one more write of every table
             per trial: :func:`pgmjax.estimate` turns it on for models of at most
-            :data:`pgmjax.fit.estimation.CARRY_MARGINALS_CELLS` cells, where compilation, not iteration, is what a fit waits for.
+            :data:`pgmjax.fit.estimation.CARRY_MARGINALS_CELLS` cells and for models of many small
+            potential blocks (:func:`pgmjax.fit.estimation.carries_marginals`), where compilation, not
+            iteration, is what a fit waits for.
 
     Example (the pure pieces, driven by hand; :func:`pgmjax.estimate` does this in compiled chunks):
         >>> from pgmjax.fit.batch_problem import make_problem
