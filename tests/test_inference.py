@@ -201,18 +201,24 @@ def test_bad_queries_raise_clear_errors():
 
 
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
-def test_marginals_inside_a_clique_are_summed_on_the_host_and_equal_the_compiled_answer(dtype, rng):
-    # The host sum (float64) against the compiled program (answers() always runs one), on every kind of model
-    # and subsets in any order: the same numbers within the model dtype's rounding, and no compilation.
+def test_marginals_are_computed_on_the_host_and_equal_the_compiled_answer(dtype, rng):
+    # The host sums and plans (float64) against the compiled program (answers() always runs one), on every
+    # kind of model, subsets inside a clique and across cliques, in any order: the same numbers within the
+    # model dtype's rounding, and no compilation.
     for kind in ["chain", "loopy", "disconnected", "random"]:
         model, _ = _random_model(rng, kind, dtype)
         model.clique_marginals()  # the oracle call, compiled once per structure
         inside = [s for c in model.cliques for k in (1, 2, len(c)) for s in itertools.permutations(c, min(k, len(c)))]
+        names = model.domain.attributes
+        across = [s for k in (2, 3) for s in itertools.permutations(names, k) if model.junction_tree.containing(s) is None]
+        if kind in ("chain", "disconnected"):
+            assert across  # these always have marginals across cliques
+        queries = inside + across[:20]
         with count_compiles() as c:
-            host = model.marginals(inside)
+            host = model.marginals(queries)
         assert c.count == 0, c.names
-        compiled = model.answers([{a: Q.Identity() for a in attrs} for attrs in inside])
-        for attrs, h, d in zip(inside, host, compiled):
+        compiled = model.answers([{a: Q.Identity() for a in attrs} for attrs in queries])
+        for attrs, h, d in zip(queries, host, compiled):
             assert h.dtype == np.float64 and h.shape == model.domain.shape_of(attrs)
             tol = 1e-12 if dtype == jnp.float64 else 2e-6
             np.testing.assert_allclose(h, d, rtol=tol, atol=tol * TOTAL)

@@ -17,8 +17,8 @@ from ..queries import factors as queries_mod
 from . import inference, sampling
 
 
-#: :meth:`GraphicalModel.marginal` sums a model clique's table on the host up to this many cells (a 16M-cell
-#: float32 table in tens of milliseconds); larger ones go through a compiled program.
+#: :meth:`GraphicalModel.marginal` computes a marginal on the host where the tables it reads hold up to this many
+#: cells (a 16M-cell float32 table is summed in tens of milliseconds); larger ones go through a compiled program.
 HOST_MARGINAL_CELLS = 2**24
 
 
@@ -156,30 +156,45 @@ class GraphicalModel(ModelStructure):
             if clash:
                 raise ValueError(f"marginal of {attrs}: {clash} also appear in `given`; condition on other attributes")
             checked.append(attrs)
-        # Without evidence, a marginal inside a model clique is a sum of that clique's table: on the host, it
-        # compiles nothing (a program per query structure took 60 ms each: 7.5 s for NLTCS's 120 pairs).
-        out = [None if evidence else self._within_clique(attrs) for attrs in checked]
+        # Without evidence, a marginal of small tables is summed on the host, which compiles nothing: a program
+        # per query structure took 60 ms each (7.5 s for NLTCS's 120 pairs), and AIM's candidates, a new set
+        # of structures each round, spent 60% of a run compiling them.
+        out = [None if evidence else self._on_host(attrs) for attrs in checked]
         rest = [i for i, o in enumerate(out) if o is None]
         queries = [{a: queries_mod.Identity() for a in checked[i]} | evidence for i in rest]
         for i, a in zip(rest, self.answers(queries)):
             out[i] = a.reshape(a.shape[: len(checked[i])])
         return out
 
-    def _within_clique(self, attrs: Clique) -> np.ndarray | None:
-        """The marginal on ``attrs`` summed (in float64) from the smallest model clique that holds them, or
-        None where none does or its table has more than :data:`HOST_MARGINAL_CELLS` cells."""
+    def _on_host(self, attrs: Clique) -> np.ndarray | None:
+        """The marginal on ``attrs`` computed on the host in float64, or None where its tables are large.
+
+        Inside a model clique: a sum of the smallest such clique's table (at most :data:`HOST_MARGINAL_CELLS`
+        cells). Otherwise: the compiled program's plan (ICML 2019, Algorithm 3) run in NumPy
+        (:func:`~pgmjax.model.inference.run_plan_on_host`), where its tables and its answer hold at most
+        :data:`HOST_MARGINAL_CELLS` cells in all.
+        """
         j = self.junction_tree.containing(attrs)
-        if j is None or self.domain.size(self.cliques[j]) > HOST_MARGINAL_CELLS:
+        if j is not None:
+            if self.domain.size(self.cliques[j]) > HOST_MARGINAL_CELLS:
+                return None
+            clique, table = self.cliques[j], self._host_table(j)
+            drop = tuple(i for i, a in enumerate(clique) if a not in attrs)
+            summed = table.sum(axis=drop, dtype=np.float64)
+            kept = [a for a in clique if a in attrs]
+            return np.transpose(summed, [kept.index(a) for a in attrs])
+        plan = inference.plan_query(self.junction_tree, attrs, (True,) * len(attrs))
+        cells = sum(self.domain.size(self.cliques[c]) for c in plan.cliques) + self.domain.size(attrs)
+        if cells > HOST_MARGINAL_CELLS:
             return None
+        return inference.run_plan_on_host(plan, {c: self._host_table(c) for c in plan.cliques}, self.total)
+
+    def _host_table(self, j: int) -> np.ndarray:
+        """Model clique ``j``'s marginal counts on the host (axes in the clique's order, the model's dtype)."""
         key, _ = self.plan._index(j)
         if key not in self._host_blocks:  # one transfer per block, kept: the next marginal reads it too
             self._host_blocks[key] = np.asarray(self._marginal_blocks[key])
-        clique = self.cliques[j]
-        table = np.asarray(self.plan.table(self._host_blocks, j))
-        drop = tuple(i for i, a in enumerate(clique) if a not in attrs)
-        summed = table.sum(axis=drop, dtype=np.float64)
-        kept = [a for a in clique if a in attrs]
-        return np.transpose(summed, [kept.index(a) for a in attrs])
+        return np.asarray(self.plan.table(self._host_blocks, j))
 
     def answer(self, query: Mapping[str, object]) -> np.ndarray:
         """Answer a factored (Kronecker) query without the full table (Algorithm 3 of the paper).

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from pgmjax.kernels import sum_axes
 
@@ -191,6 +192,34 @@ def _run_plan(plan: QueryPlan, tables: dict[int, jax.Array], matrices, total) ->
         spec, table = _sum_private_axes(step.spec, table)
         args = [table] + [outputs[i] for i in step.children] + [matrices[i] for i in step.matrices]
         outputs.append(jnp.einsum(spec, *args, optimize="optimal" if len(args) <= 6 else "greedy"))
+    return outputs[-1] * total
+
+
+def run_plan_on_host(plan: QueryPlan, tables: dict[int, np.ndarray], total: float) -> np.ndarray:
+    """A marginal's plan (every attribute kept, no matrices) run in NumPy, float64: the arithmetic of the
+    compiled program without compiling one (the model answers a new structure's marginals at once).
+
+    Args:
+        plan: a plan from :func:`plan_query` with every attribute kept.
+        tables: ``{clique index: marginal counts}`` for every clique of the plan (axes in the clique's order).
+        total: the number of records of the model.
+
+    Returns:
+        The marginal's counts, float64, axes in ``plan.attrs`` order.
+    """
+    if not all(plan.kept):
+        raise ValueError("run_plan_on_host: marginals only (every attribute kept)")
+    tree, outputs = plan.tree, []
+    for step in plan.contractions:
+        table = np.asarray(tables[step.clique], np.float64) / total
+        if step.conditional:
+            clique = tree.cliques[step.clique]
+            sep = table.sum(axis=tuple(i for i, a in enumerate(clique) if a not in tree.separators[step.clique]),
+                            keepdims=True)
+            # p(sep) = 0 only where the clique's cells are 0: the conditional is 0 there, not NaN.
+            table = np.divide(table, sep, out=np.zeros_like(table), where=sep > 0)
+        args = [table] + [outputs[i] for i in step.children]
+        outputs.append(np.einsum(step.spec, *args, optimize=len(args) > 2))
     return outputs[-1] * total
 
 
