@@ -113,11 +113,12 @@ class GraphicalModel(ModelStructure):
     def marginal(self, attrs: CliqueLike, given: Mapping[str, int | Iterable[int]] | None = None) -> np.ndarray:
         """Counts of the marginal over ``attrs`` (any subset), axes in the given order.
 
-        Inside a model clique it is a projection of that clique's marginal (without
-        evidence, a float64 sum on the host: nothing to compile); otherwise it is
-        computed by variable elimination along the smallest subtree of the junction
-        tree that covers ``attrs`` (one compiled program per query structure, cached;
-        McKenna et al., ICML 2019, Algorithm 3).
+        Inside a model clique it is a projection of that clique's marginal; otherwise it
+        is computed by variable elimination along the smallest subtree of the junction
+        tree that covers ``attrs`` (McKenna et al., ICML 2019, Algorithm 3). Without
+        evidence and where the tables are small (:data:`HOST_MARGINAL_CELLS`) both run
+        on the host in float64 and compile nothing; otherwise one compiled program per
+        query structure (cached).
 
         Args:
             attrs: an attribute or a tuple of distinct attributes.
@@ -136,8 +137,8 @@ class GraphicalModel(ModelStructure):
         return self.marginals([attrs], given=given)[0]
 
     def marginals(self, cliques: Sequence[CliqueLike], given: Mapping | None = None) -> list[np.ndarray]:
-        """Many marginals (optionally under the same evidence): those inside a model clique, without evidence,
-        summed on the host (no compilation); the others from one compiled program.
+        """Many marginals (optionally under the same evidence): without evidence and where the tables are
+        small, computed on the host (no compilation, see :meth:`marginal`); the others from one compiled program.
 
         Args:
             cliques: attribute tuples, each as in :meth:`marginal`.
