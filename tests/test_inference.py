@@ -201,10 +201,12 @@ def test_bad_queries_raise_clear_errors():
 
 
 @pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
-def test_marginals_are_computed_on_the_host_and_equal_the_compiled_answer(dtype, rng):
-    # The host sums and plans (float64) against the compiled program (answers() always runs one), on every
-    # kind of model, subsets inside a clique and across cliques, in any order: the same numbers within the
-    # model dtype's rounding, and no compilation.
+def test_marginals_are_computed_on_the_host_and_equal_the_compiled_answer(dtype, rng, monkeypatch):
+    # The host sums and plans (float64) against the compiled program (forced by a host limit of 0 cells), on
+    # every kind of model, subsets inside a clique and across cliques, in any order, and factored queries
+    # with matrices and evidence: the same numbers within the model dtype's rounding, and no compilation.
+    import pgmjax.model.graphical_model as gm
+
     for kind in ["chain", "loopy", "disconnected", "random"]:
         model, _ = _random_model(rng, kind, dtype)
         model.clique_marginals()  # the oracle call, compiled once per structure
@@ -214,13 +216,25 @@ def test_marginals_are_computed_on_the_host_and_equal_the_compiled_answer(dtype,
         if kind in ("chain", "disconnected"):
             assert across  # these always have marginals across cliques
         queries = inside + across[:20]
+        a, b = names[0], names[-1]
+        factored = [{a: Q.Prefix(), b: Q.Value(model.domain[b] - 1)}, {a: rng.normal(size=(3, model.domain[a])), b: Q.Identity()},
+                    {b: Q.Mean()}, {}, {a: Q.Total(), b: Q.Identity()}]
         with count_compiles() as c:
             host = model.marginals(queries)
+            host_factored = model.answers(factored)
+            host_given = model.marginal((a,), given={b: 0})
         assert c.count == 0, c.names
-        compiled = model.answers([{a: Q.Identity() for a in attrs} for attrs in queries])
+        monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 0)
+        compiled = model.answers([{x: Q.Identity() for x in attrs} for attrs in queries])
+        compiled_factored = model.answers(factored)
+        compiled_given = model.marginal((a,), given={b: 0})
+        monkeypatch.undo()
+        tol = 1e-12 if dtype == jnp.float64 else 2e-6
         for attrs, h, d in zip(queries, host, compiled):
             assert h.dtype == np.float64 and h.shape == model.domain.shape_of(attrs)
-            tol = 1e-12 if dtype == jnp.float64 else 2e-6
+            np.testing.assert_allclose(h, d, rtol=tol, atol=tol * TOTAL)
+        for h, d in zip(host_factored + [host_given], compiled_factored + [compiled_given]):
+            assert h.dtype == np.float64 and h.shape == d.shape
             np.testing.assert_allclose(h, d, rtol=tol, atol=tol * TOTAL)
 
 
@@ -232,6 +246,7 @@ def test_marginal_of_a_large_clique_goes_through_the_compiled_program(monkeypatc
     attrs = model.cliques[0][:1]
     got = model.marginal(attrs)
     assert model._host_blocks == {}  # no block was copied to the host: the compiled program answered
+    assert model._host_blocks == {} and np.asarray(model.answer({attrs[0]: Q.Prefix()})).shape == (model.domain[attrs[0]],)
     np.testing.assert_allclose(got, _brute_marginal(model.domain, joint, attrs), rtol=1e-6, atol=1e-9)
     monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 2**24)
     np.testing.assert_allclose(model.marginal(attrs), got, rtol=1e-12)

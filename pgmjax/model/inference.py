@@ -195,20 +195,20 @@ def _run_plan(plan: QueryPlan, tables: dict[int, jax.Array], matrices, total) ->
     return outputs[-1] * total
 
 
-def run_plan_on_host(plan: QueryPlan, tables: dict[int, np.ndarray], total: float) -> np.ndarray:
-    """A marginal's plan (every attribute kept, no matrices) run in NumPy, float64: the arithmetic of the
-    compiled program without compiling one (the model answers a new structure's marginals at once).
+def run_plan_on_host(plan: QueryPlan, tables: dict[int, np.ndarray], matrices: tuple, total: float) -> np.ndarray:
+    """A query's plan run in NumPy, float64: the arithmetic of the compiled program without compiling one (a
+    model answers a new structure's queries at once).
 
     Args:
-        plan: a plan from :func:`plan_query` with every attribute kept.
+        plan: a plan from :func:`plan_query`.
         tables: ``{clique index: marginal counts}`` for every clique of the plan (axes in the clique's order).
+        matrices: one per queried attribute, ``None`` where it is kept (as for :func:`answer_many`).
         total: the number of records of the model.
 
     Returns:
-        The marginal's counts, float64, axes in ``plan.attrs`` order.
+        The answer, float64, shaped as :func:`answer_many`'s.
     """
-    if not all(plan.kept):
-        raise ValueError("run_plan_on_host: marginals only (every attribute kept)")
+    matrices = tuple(None if m is None else np.asarray(m, np.float64) for m in matrices)
     tree, outputs = plan.tree, []
     for step in plan.contractions:
         table = np.asarray(tables[step.clique], np.float64) / total
@@ -218,8 +218,8 @@ def run_plan_on_host(plan: QueryPlan, tables: dict[int, np.ndarray], total: floa
                             keepdims=True)
             # p(sep) = 0 only where the clique's cells are 0: the conditional is 0 there, not NaN.
             table = np.divide(table, sep, out=np.zeros_like(table), where=sep > 0)
-        args = [table] + [outputs[i] for i in step.children]
-        outputs.append(np.einsum(step.spec, *args, optimize=len(args) > 2))
+        args = [table] + [outputs[i] for i in step.children] + [matrices[i] for i in step.matrices]
+        outputs.append(np.einsum(step.spec, *args, optimize=True))  # True: BLAS for a table times a matrix
     return outputs[-1] * total
 
 
