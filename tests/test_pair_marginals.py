@@ -157,3 +157,15 @@ def test_loss_group_sizes_are_the_products_not_the_reductions():
     layout = next(p for p in (group.parts or (group,)) if p.kind == "pairs").pairs
     assert layout.marginals == len(ms) - 1
     assert losses.predictions(problem.plan.zeros(jnp.float64), problem.meas)[0].shape[1] >= layout.rows
+
+
+@pytest.mark.parametrize("method", ["dual_averaging", "lbfgs"])
+def test_other_estimators_fit_the_same_model_through_the_products(method, no_products):
+    domain, ms = _pairs_problem(6)
+    fit = pj.estimate(domain, ms, method, iters=150, dtype=jnp.float64)
+    no_products()
+    ref = pj.estimate(domain, ms, method, iters=150, dtype=jnp.float64)
+    assert np.isfinite(float(fit.loss))
+    assert abs(float(fit.loss) - float(ref.loss)) <= 1e-7 * float(ref.loss)
+    np.testing.assert_allclose(np.asarray(fit.marginal(("x2", "x5"))), np.asarray(ref.marginal(("x2", "x5"))),
+                               rtol=1e-6, atol=1e-6)
