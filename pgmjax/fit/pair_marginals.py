@@ -117,8 +117,8 @@ def plan_layout(shape: Sequence[int], axes_measured: Sequence[tuple[int, ...]]) 
     for split in range(1, len(shape)):
         blocks = set()
         for axes in axes_measured:
-            sides = {a < split for a in axes}
-            blocks.add("cross" if len(sides) == 2 else ("left" if True in sides else "right"))
+            left = [a < split for a in axes]
+            blocks.add("cross" if any(left) and not all(left) else ("left" if all(left) else "right"))
         layout = PairLayout(shape, split, tuple(b for b in ("cross", "left", "right") if b in blocks), len(axes_measured))
         fits = max(layout.onehot_entries(), layout.rows) <= MAX_ENTRIES
         if fits and (best is None or layout.flops() < best.flops()):

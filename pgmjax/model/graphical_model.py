@@ -117,10 +117,9 @@ class GraphicalModel(ModelStructure):
 
         Inside a model clique it is a projection of that clique's marginal; otherwise it
         is computed by variable elimination along the smallest subtree of the junction
-        tree that covers ``attrs`` (McKenna et al., ICML 2019, Algorithm 3). Without
-        evidence and where the tables are small (:data:`HOST_MARGINAL_CELLS`) both run
-        on the host in float64 and compile nothing; otherwise one compiled program per
-        query structure (cached).
+        tree that covers ``attrs`` (McKenna et al., ICML 2019, Algorithm 3). Where the
+        tables are small (:data:`HOST_MARGINAL_CELLS`) both run on the host in float64
+        and compile nothing; otherwise one compiled program per query structure (cached).
 
         Args:
             attrs: an attribute or a tuple of distinct attributes.
@@ -139,8 +138,8 @@ class GraphicalModel(ModelStructure):
         return self.marginals([attrs], given=given)[0]
 
     def marginals(self, cliques: Sequence[CliqueLike], given: Mapping | None = None) -> list[np.ndarray]:
-        """Many marginals (optionally under the same evidence): without evidence and where the tables are
-        small, computed on the host (no compilation, see :meth:`marginal`); the others from one compiled program.
+        """Many marginals (optionally under the same evidence): where the tables are small, computed on the
+        host (no compilation, see :meth:`answers`); the others from one compiled program.
 
         Args:
             cliques: attribute tuples, each as in :meth:`marginal`.
@@ -150,7 +149,7 @@ class GraphicalModel(ModelStructure):
             A list of float64 count arrays, one per clique.
         """
         evidence = _evidence_query(self.domain, given)
-        checked = []
+        queries = []
         for attrs in cliques:
             attrs = self.domain.check_clique(attrs, what="marginal of")
             if len(set(attrs)) != len(attrs):
@@ -158,30 +157,9 @@ class GraphicalModel(ModelStructure):
             clash = [a for a in attrs if a in evidence]
             if clash:
                 raise ValueError(f"marginal of {attrs}: {clash} also appear in `given`; condition on other attributes")
-            checked.append(attrs)
-        # Without evidence, a marginal of small tables is summed on the host, which compiles nothing: a program
-        # per query structure took 60 ms each (7.5 s for NLTCS's 120 pairs), and AIM's candidates, a new set
-        # of structures each round, spent 60% of a run compiling them.
-        out = [None if evidence else self._on_host(attrs) for attrs in checked]
-        rest = [i for i, o in enumerate(out) if o is None]
-        queries = [{a: queries_mod.Identity() for a in checked[i]} | evidence for i in rest]
-        for i, a in zip(rest, self.answers(queries)):
-            out[i] = a.reshape(a.shape[: len(checked[i])])
-        return out
-
-    def _on_host(self, attrs: Clique) -> np.ndarray | None:
-        """The marginal on ``attrs`` inside a model clique, summed on the host in float64 from the smallest
-        such clique's table (at most :data:`HOST_MARGINAL_CELLS` cells), or None (:meth:`answers` then)."""
-        j = self.junction_tree.containing(attrs)
-        if j is not None:
-            if self.domain.size(self.cliques[j]) > HOST_MARGINAL_CELLS:
-                return None
-            clique, table = self.cliques[j], self._host_table(j)
-            drop = tuple(i for i, a in enumerate(clique) if a not in attrs)
-            summed = table.sum(axis=drop, dtype=np.float64)
-            kept = [a for a in clique if a in attrs]
-            return np.transpose(summed, [kept.index(a) for a in attrs])
-        return None
+            queries.append(({a: queries_mod.Identity() for a in attrs} | evidence, len(attrs)))
+        answers = self.answers([q for q, _ in queries])  # on the host where the tables are small (see answers)
+        return [a.reshape(a.shape[:k]) for a, (_, k) in zip(answers, queries)]
 
     def _host_table(self, j: int) -> np.ndarray:
         """Model clique ``j``'s marginal counts on the host (axes in the clique's order, the model's dtype)."""
