@@ -173,7 +173,7 @@ def _free_singleton_problem(rng, free_sizes):
 
 
 def test_free_singletons_are_padded_into_one_class_and_match_bruteforce(rng):
-    # attributes in no model clique: one stacked class (padded to 128 = the bucket of 70), padding at -inf
+    # attributes in no model clique: one stacked class (padded to 72: 70 rounded up to a multiple of 8), padding at -inf
     dom, cliques = _free_singleton_problem(rng, [2, 3, 70, 1, 5, 64])
     plan = oracle.make_plan(dom, cliques)
     free = [j for j, c in enumerate(plan.cliques) if c[0].startswith("f")]
@@ -200,13 +200,14 @@ def test_free_singletons_are_padded_into_one_class_and_match_bruteforce(rng):
         np.testing.assert_allclose(np.asarray(mu_ad[k]), np.asarray(mu[k]), rtol=1e-9, atol=1e-12)
 
 
-def test_free_singletons_too_large_for_one_class_are_bucketed(rng):
+def test_free_singletons_too_large_for_one_class_are_grouped(rng):
     dom, cliques = _free_singleton_problem(rng, [2**19 + 1, 3, 100])
     plan = oracle.make_plan(dom, cliques)
     free = {plan.cliques[j][0]: j for j, c in enumerate(plan.cliques) if c[0].startswith("f")}
     units = dict(plan.units)
     sizes = {a: units[plan.locations[j][0]][-1] for a, j in free.items()}
-    assert sizes == {"f0": 2**20, "f1": 64, "f2": 128}
+    # two classes: the small two share one (a third would save 96 cells), the large one its own
+    assert sizes == {"f0": 2**19 + 8, "f1": 104, "f2": 104}
     tables = {c: rng.normal(size=dom.shape_of(c)) for c in cliques}
     theta = plan.from_tables(tables, jnp.float64)
     mu, log_z = oracle.marginals(plan, theta, 2.0)
@@ -267,3 +268,49 @@ def test_blocks_without_padding_slots_carry_no_mask_and_match_bruteforce(rng):
         mu, log_z = jax.jit(oracle.marginals)(plan, theta, 7.0)
         _assert_bruteforce(dom, plan, tables, mu, log_z, 7.0)
         np.testing.assert_allclose(float(jax.jit(oracle.log_partition)(plan, theta)), float(log_z), rtol=1e-12)
+
+
+def _padded_cells(sizes, groups):
+    return sum(-(-max(g) // 8) * 8 * sum(1 for x in sizes if x in g) for g in groups)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_singleton_sizes_is_the_cheapest_cut_brute_force(seed):
+    # Against every cut of the sorted distinct sizes into k contiguous groups: the rule takes the cheapest
+    # cut for its k, and stops where one more group would save fewer than SINGLETON_CLASS_CELLS cells.
+    from itertools import combinations
+
+    from pgmjax.graph.oracle_plan import SINGLETON_CLASS_CELLS, singleton_sizes
+
+    r = np.random.default_rng(seed)
+    sizes = list(r.choice([1, 2, 3, 5, 17, 40, 101, 300, 999, 4000, 9000], size=int(r.integers(1, 40))))
+    got = singleton_sizes(sizes)
+    assert set(got) == set(sizes) and all(got[x] >= x and got[x] % 8 == 0 for x in got)
+    values = sorted(set(sizes))
+
+    def best(k):
+        out = None
+        for inner in combinations(range(1, len(values)), k - 1):
+            bounds = (0, *inner, len(values))
+            cuts = [values[a:b] for a, b in zip(bounds, bounds[1:])]
+            c = _padded_cells(sizes, cuts)
+            out = c if out is None else min(out, c)
+        return out
+
+    k = len(set(got.values()))
+    groups = [[v for v in values if got[v] == n] for n in sorted(set(got.values()))]
+    assert _padded_cells(sizes, groups) == best(k)
+    if k < min(8, len(values)):
+        assert best(k) - best(k + 1) < SINGLETON_CLASS_CELLS
+    if k > 1:
+        assert best(k - 1) - best(k) >= SINGLETON_CLASS_CELLS
+
+
+def test_singleton_sizes_stroke_like_widths():
+    from pgmjax.graph.oracle_plan import singleton_sizes
+
+    sizes = [2] * 20 + [3] * 11 + [4] * 18 + [5, 5, 7, 10, 48] + [101] * 11 + [118, 139, 252, 381, 516]
+    got = singleton_sizes(sizes)
+    assert sum(got[x] for x in sizes) == 9360  # one class padded to 520 would hold 36,400 cells
+    assert set(got.values()) == {104, 520}
+    assert singleton_sizes([]) == {}
