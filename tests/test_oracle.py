@@ -309,8 +309,11 @@ def test_singleton_sizes_is_the_cheapest_cut_brute_force(seed):
 def test_singleton_sizes_stroke_like_widths():
     from pgmjax.graph.oracle_plan import singleton_sizes
 
+    # the 70 free attributes of the Stroke benchmark problem: one class of 520 (two would save 27,040 cells)
     sizes = [2] * 20 + [3] * 11 + [4] * 18 + [5, 5, 7, 10, 48] + [101] * 11 + [118, 139, 252, 381, 516]
     got = singleton_sizes(sizes)
-    assert sum(got[x] for x in sizes) == 9360  # one class padded to 520 would hold 36,400 cells
-    assert set(got.values()) == {104, 520}
+    assert set(got.values()) == {520} and sum(got[x] for x in sizes) == 36_400  # 71,680 as powers of two
+    # with 40 more small ones a second class pays
+    got = singleton_sizes(sizes + [2] * 40)
+    assert set(got.values()) == {8, 520} and sum(got[x] for x in sizes + [2] * 40) == 10_096  # sizes up to 7 in 8
     assert singleton_sizes([]) == {}

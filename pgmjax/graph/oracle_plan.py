@@ -457,9 +457,10 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
 
 
 #: A further class of free singleton tables (:func:`singleton_sizes`) is made only where it saves at least this
-#: many padded cells. A class costs its few kernels' compilation (tens of milliseconds) once; a cell costs
-#: about ten passes per iteration, so 2^14 cells are worth about as much over a thousand iterations.
-SINGLETON_CLASS_CELLS = 2**14
+#: many padded cells. Measured on the 2-core CPU (2026-11-25): a class costs about 0.09 s of compilation
+#: once, a cell about 2 ns per iteration, so 2^15 cells are worth about a class over a default fit of 1,000
+#: iterations.
+SINGLETON_CLASS_CELLS = 2**15
 
 #: Most classes of free singleton tables.
 _MAX_SINGLETON_CLASSES = 8
@@ -474,9 +475,9 @@ def singleton_sizes(sizes) -> dict[int, int]:
     The tables are sorted by size and cut into at most 8 contiguous groups, each padded to its largest
     size (rounded up to a multiple of 8) and stacked as one clique class. Among the cuts into ``k`` groups
     the one with the fewest padded cells is taken (dynamic programming over the distinct sizes), and ``k``
-    grows while one more group saves at least :data:`SINGLETON_CLASS_CELLS` cells. One group for all would
-    pad 70 mostly binary attributes of the Stroke data to its largest, 516: 36,400 cells for 2,737 real ones,
-    passed over several times per iteration; two groups hold 9,360.
+    grows while one more group saves at least :data:`SINGLETON_CLASS_CELLS` cells. The 110 attributes of the
+    Stroke data, all free (4,187 real cells), would take 57,200 cells in one class (and 112,640 padded to a
+    power of two), passed over several times per iteration; in two groups they take 13,520.
 
     Args:
         sizes: the free attributes' domain sizes (repeats allowed).
@@ -487,7 +488,7 @@ def singleton_sizes(sizes) -> dict[int, int]:
     Example:
         >>> singleton_sizes([2, 3, 70, 1, 5, 64])  # one class: too few cells to split
         {1: 72, 2: 72, 3: 72, 5: 72, 64: 72, 70: 72}
-        >>> singleton_sizes([2] * 60 + [516] * 3)  # 63 x 520 cells in one class; two groups save 30,720
+        >>> singleton_sizes([2] * 100 + [516] * 3)  # 103 x 520 cells in one class; two groups save 51,200
         {2: 8, 516: 520}
     """
     values, counts = np.unique(np.asarray(list(sizes), np.int64), return_counts=True)
