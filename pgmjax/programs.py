@@ -82,7 +82,7 @@ def release_compiled(above: int = 0) -> bool:
 CACHE_ENV = "PGMJAX_COMPILATION_CACHE"
 
 
-def enable_compilation_cache(path: str | os.PathLike | None = None, min_compile_seconds: float = 0.5) -> str:
+def enable_compilation_cache(path: str | os.PathLike | None = None, min_compile_seconds: float = 0.1) -> str:
     """Keep compiled XLA programs in a folder on disk, so later processes load them instead of compiling.
 
     An opt-in front to JAX's persistent compilation cache (``jax_compilation_cache_dir``). A fit's time
@@ -95,8 +95,11 @@ def enable_compilation_cache(path: str | os.PathLike | None = None, min_compile_
     Args:
         path: the folder (created if needed); default ``$PGMJAX_COMPILATION_CACHE`` or
             ``~/.cache/pgmjax/xla``.
-        min_compile_seconds: only programs that took at least this long to compile are written
-            (the many tiny programs are cheaper to compile than to read back).
+        min_compile_seconds: only programs that took at least this long to compile are written (the many
+            tiny programs are cheaper to compile than to read back). Loading a fit's program took 5-10% of
+            its compile time on the 2-core CPU (``bench/compilation_cache.py``: 0.02-0.05 s for programs of
+            0.5 s, 0.28 s for one of 4 s); at the former 0.5 s, NLTCS's fit program (0.49-0.52 s) was written
+            in one run of two and recompiled in the other.
 
     Returns:
         The cache folder.

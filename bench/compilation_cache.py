@@ -1,0 +1,153 @@
+"""The opt-in persistent compilation cache against a first fit's wait, on the engine benchmark's problems.
+
+For each problem (``engine_problems.py``), fresh processes time a first ``estimate(50)`` (mirror descent,
+float32) in three modes, alternating round by round so drift of a shared machine hits all alike:
+
+* ``none``: no cache (pgmjax's default);
+* ``cold``: :func:`pgmjax.programs.enable_compilation_cache` on a new, empty folder (the process that fills it:
+  what the cache costs a first run);
+* ``warm``: the same call on the folder ``cold`` filled (a later process fitting the same structure, e.g. the
+  next run of a script, a notebook's restarted kernel, a test session).
+
+Each child reports the first call's wall time, the seconds JAX spent in XLA's backend compile (on a cache hit:
+loading the program) and in lowering to MLIR, and a warm ``estimate(50)`` (median of 3) for reference; the
+difference first - warm is what the structure's first call costs above a compiled one (tracing, lowering,
+compiling or loading).
+
+Usage::
+
+    python bench/compilation_cache.py --problems chain10 titanic adult --rounds 2 \
+        --out bench/results/compilation_cache_cpu.json     # writes the .json and a .md beside it
+    python bench/compilation_cache.py --render bench/results/compilation_cache_cpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+MODES = ("none", "cold", "warm")
+
+#: The engine benchmark's problems of at most 50 cliques (the first-fit target's scope).
+DEFAULT_PROBLEMS = ("chain10", "chain100", "titanic", "adult", "loans", "stroke", "adult_mst", "nltcs_2way",
+                    "gen15", "gen50")
+
+
+def child(problem_file: str, mode: str, cache: str, result_file: str) -> None:
+    import jax
+
+    import pgmjax.programs
+
+    if mode == "none":
+        jax.config.update("jax_enable_compilation_cache", False)
+    else:
+        pgmjax.programs.enable_compilation_cache(cache)
+    import engine_problems as ep
+    from engine import _CompileEvents
+
+    timed = ep.timed_fits(problem_file)
+    events = _CompileEvents().install()
+    events.active = True
+    first, model = timed(50)
+    events.active = False
+    warm = statistics.median(timed(50)[0] for _ in range(3))
+    with open(result_file, "w") as f:
+        json.dump({"first_call_s": first, "warm_call_s": warm, "loss50": float(model.loss), **events.summary()}, f)
+
+
+def render(path: str) -> str:
+    with open(path) as f:
+        data = json.load(f)
+    run, rows = data["run"], data["rows"]
+    by = {}
+    for r in rows:
+        by.setdefault((r["problem"], r["mode"]), []).append(r)
+    problems = list(dict.fromkeys(r["problem"] for r in rows))
+    lines = [
+        "# First fit with and without the persistent compilation cache",
+        "",
+        f"Machine: {run['machine']['cpu']}, {run['machine']['cores']} cores, backend {run['machine'].get('backend')}. "
+        f"Date: {run['date']}. Commit: {run['commit']}. Versions: Python {run['versions']['python']}, "
+        f"jax {run['versions']['jax']}, numpy {run['versions']['numpy']}.",
+        f"Command: `{run['command']}`.",
+        "",
+        "A first `estimate(50)` (mirror descent, float32, 50-iteration chunk) in a fresh process per cell, modes "
+        "alternating by round. none: no cache (the default); cold: `pgmjax.programs.enable_compilation_cache` on an "
+        "empty folder (the run that fills it); warm: the same folder, filled by the cold run of that round. "
+        "XLA: JAX's backend-compile seconds (on a cache hit, loading the program); lowering: JAX's lowering to MLIR. "
+        "Warm call: a later `estimate(50)` in the same process (median of 3), for reference. Medians over the "
+        "rounds; every sample is in the JSON.",
+        "",
+        "| problem | mode | first call (s) | XLA (s) | lowering (s) | warm call (s) | first - warm (s) | rounds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for p in problems:
+        for mode in MODES:
+            rs = by.get((p, mode), [])
+            if not rs:
+                continue
+
+            def med(key):
+                return statistics.median(r[key] for r in rs)
+
+            lines.append(
+                f"| {p} | {mode} | {med('first_call_s'):.2f} | {med('xla_compile_s'):.2f} | {med('mlir_lowering_s'):.2f} | "
+                f"{med('warm_call_s'):.3f} | {med('first_call_s') - med('warm_call_s'):.2f} | "
+                f"{', '.join(format(r['first_call_s'], '.2f') for r in rs)} |")
+    if data.get("notes"):
+        lines += ["", "Notes. " + data["notes"]]
+    text = "\n".join(lines) + "\n"
+    with open(os.path.splitext(path)[0] + ".md", "w") as f:
+        f.write(text)
+    return text
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--problems", nargs="+", default=list(DEFAULT_PROBLEMS))
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", help="results .json (a .md is written beside it)")
+    ap.add_argument("--render", help="only write the .md of this JSON")
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    if args.render:
+        print(render(args.render))
+        return
+    import engine_problems as ep
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, path in ep.saved(args.problems, tmp):
+            for rnd in range(args.rounds):
+                cache = os.path.join(tmp, f"cache-{name}-{rnd}")
+                shutil.rmtree(cache, ignore_errors=True)
+                for mode in MODES:
+                    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PGMJAX_COMPILATION_CACHE")}
+                    result = ep.child_result(__file__, [path, mode, cache], env, f"{name} {mode}")
+                    if result is None:
+                        continue
+                    rows.append({"problem": name, "mode": mode, "round": rnd, **result})
+                    print(f"{name:>10} r{rnd} {mode:<5} first {result['first_call_s']:6.2f} s  "
+                          f"xla {result['xla_compile_s']:5.2f} s  lowering {result['mlir_lowering_s']:4.2f} s  "
+                          f"warm {result['warm_call_s']:6.3f} s", flush=True)
+    if args.out:
+        import benchutil
+
+        with open(args.out, "w") as f:
+            json.dump({"run": benchutil.run_record("compilation_cache.py"), "rows": rows}, f, indent=1)
+        print(render(args.out))
+
+
+if __name__ == "__main__":
+    main()
