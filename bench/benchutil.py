@@ -71,3 +71,12 @@ def run_record(script: str, argv=None, backend: bool = True, **versions) -> dict
         "commit": commit,
         "command": f"python bench/{script} " + " ".join(sys.argv[1:] if argv is None else argv),
     }
+
+
+def results_header(run: dict) -> list[str]:
+    """The lines a results page opens with about its run (a :func:`run_record`): machine, date, commit,
+    versions and the command."""
+    m, v = run["machine"], run["versions"]
+    versions = ", ".join(f"{k} {val}" if k != "python" else f"Python {val}" for k, val in v.items())
+    return [f"Machine: {m['cpu']}, {m['cores']} cores, backend {m.get('backend')}. Date: {run['date']}. "
+            f"Commit: {run['commit']}. Versions: {versions}.", f"Command: `{run['command']}`."]

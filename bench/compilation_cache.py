@@ -26,10 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -64,6 +62,8 @@ def child(problem_file: str, mode: str, cache: str, result_file: str) -> None:
 
 
 def render(path: str) -> str:
+    import benchutil
+
     with open(path) as f:
         data = json.load(f)
     run, rows = data["run"], data["rows"]
@@ -74,10 +74,7 @@ def render(path: str) -> str:
     lines = [
         "# First fit with and without the persistent compilation cache",
         "",
-        f"Machine: {run['machine']['cpu']}, {run['machine']['cores']} cores, backend {run['machine'].get('backend')}. "
-        f"Date: {run['date']}. Commit: {run['commit']}. Versions: Python {run['versions']['python']}, "
-        f"jax {run['versions']['jax']}, numpy {run['versions']['numpy']}.",
-        f"Command: `{run['command']}`.",
+        *benchutil.results_header(run),
         "",
         "A first `estimate(50)` (mirror descent, float32, 50-iteration chunk) in a fresh process per cell, modes "
         "alternating by round. none: no cache (the default); cold: `pgmjax.programs.enable_compilation_cache` on an "
@@ -127,20 +124,14 @@ def main() -> None:
     import engine_problems as ep
 
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, path in ep.saved(args.problems, tmp):
-            for rnd in range(args.rounds):
-                cache = os.path.join(tmp, f"cache-{name}-{rnd}")
-                shutil.rmtree(cache, ignore_errors=True)
-                for mode in MODES:
-                    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PGMJAX_COMPILATION_CACHE")}
-                    result = ep.child_result(__file__, [path, mode, cache], env, f"{name} {mode}")
-                    if result is None:
-                        continue
-                    rows.append({"problem": name, "mode": mode, "round": rnd, **result})
-                    print(f"{name:>10} r{rnd} {mode:<5} first {result['first_call_s']:6.2f} s  "
-                          f"xla {result['xla_compile_s']:5.2f} s  lowering {result['mlir_lowering_s']:4.2f} s  "
-                          f"warm {result['warm_call_s']:6.3f} s", flush=True)
+    # each round's cache folder is new: "cold" fills it, "warm" reads it
+    for row in ep.alternating(__file__, args.problems, args.rounds, MODES,
+                              lambda path, mode, rnd, folder: [path, mode, f"{path}.cache{rnd}"], arm_key="mode",
+                              drop_env=("XLA_FLAGS", "PGMJAX_COMPILATION_CACHE")):
+        rows.append(row)
+        print(f"{row['problem']:>10} r{row['round']} {row['mode']:<5} first {row['first_call_s']:6.2f} s  "
+              f"xla {row['xla_compile_s']:5.2f} s  lowering {row['mlir_lowering_s']:4.2f} s  "
+              f"warm {row['warm_call_s']:6.3f} s", flush=True)
     if args.out:
         import benchutil
 

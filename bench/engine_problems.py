@@ -301,6 +301,29 @@ def saved(names, folder: str):
         yield name, path
 
 
+def alternating(script: str, names, rounds: int, arms, child_args, arm_key: str = "arm", drop_env=("XLA_FLAGS",)):
+    """Rows of child results, the arms of a comparison alternating so drift of a shared machine hits all alike.
+
+    For each problem (saved once, :func:`saved`) and each of ``rounds`` rounds, every arm runs once in a fresh
+    interpreter (:func:`child_result`) with the parent's environment less ``drop_env``; a child that fails is
+    reported and skipped. ``child_args(path, arm, round, folder)`` gives a child's arguments (``folder``: a
+    scratch folder that lives for the whole comparison).
+
+    Yields:
+        ``{"problem": name, arm_key: arm, "round": round, **result}`` for each child that succeeded.
+    """
+    import tempfile
+
+    env = {k: v for k, v in os.environ.items() if k not in drop_env}
+    with tempfile.TemporaryDirectory() as folder:
+        for name, path in saved(names, folder):
+            for rnd in range(rounds):
+                for arm in arms:
+                    result = child_result(script, child_args(path, arm, rnd, folder), env, f"{name} {arm}")
+                    if result is not None:
+                        yield {"problem": name, arm_key: arm, "round": rnd, **result}
+
+
 def child_result(script: str, args: list[str], env: dict, label: str) -> dict | None:
     """Run ``script --child *args RESULT`` in a fresh interpreter with ``env`` and return the JSON it wrote to
     RESULT (its last argument); None, with its error printed under ``label``, when it failed."""

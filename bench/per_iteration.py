@@ -22,7 +22,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -95,6 +94,8 @@ def child(engine: str, problem_file: str, iters: str, calls: str, result_file: s
 
 
 def render(path: str) -> str:
+    import benchutil
+
     with open(path) as f:
         data = json.load(f)
     run, rows = data["run"], data["rows"]
@@ -102,10 +103,7 @@ def render(path: str) -> str:
     lines = [
         "# Per iteration, pgmjax and mbi 2.0, fastest of several calls (mirror descent, float32, CPU)",
         "",
-        f"Machine: {run['machine']['cpu']}, {run['machine']['cores']} cores, backend {run['machine'].get('backend')}. "
-        f"Date: {run['date']}. Commit: {run['commit']}. Versions: Python {run['versions']['python']}, "
-        f"jax {run['versions']['jax']}, numpy {run['versions']['numpy']}, mbi {run['versions'].get('mbi')}.",
-        f"Command: `{run['command']}`.",
+        *benchutil.results_header(run),
         "",
         "Each cell: fresh processes alternating between the engines by round; a process compiles, then times "
         "its calls of `estimate(N)` and of `estimate(0)`; per iteration = (fastest estimate(N) - fastest "
@@ -154,18 +152,12 @@ def main() -> None:
     import engine_problems as ep
 
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, path in ep.saved(args.problems, tmp):
-            for rnd in range(args.rounds):
-                for engine in ENGINES:
-                    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-                    result = ep.child_result(__file__, [engine, path, str(args.iters), str(args.calls)], env,
-                                             f"{name} {engine}")
-                    if result is None:
-                        continue
-                    rows.append({"problem": name, "engine": engine, "round": rnd, **result})
-                    print(f"{name:>10} r{rnd} {engine:<6} {result['ms_per_iter_min']:8.3f} ms/iter (min), "
-                          f"{result['ms_per_iter_median']:8.3f} (median)", flush=True)
+    for row in ep.alternating(__file__, args.problems, args.rounds, ENGINES,
+                              lambda path, engine, rnd, folder: [engine, path, str(args.iters), str(args.calls)],
+                              arm_key="engine"):
+        rows.append(row)
+        print(f"{row['problem']:>10} r{row['round']} {row['engine']:<6} {row['ms_per_iter_min']:8.3f} ms/iter (min), "
+              f"{row['ms_per_iter_median']:8.3f} (median)", flush=True)
     if args.out:
         import mbi
 
