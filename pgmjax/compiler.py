@@ -43,11 +43,14 @@ float32 products in full either way.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 
 import jax
 import jaxlib
 import numpy as np
+
+from . import program_store
 
 
 def _jaxlib_version() -> tuple[int, ...]:
@@ -174,8 +177,13 @@ class BySize:
 
     def __init__(self, fun, loop_emitters, kwargs):
         self._loop_emitters = loop_emitters
+        self._options = {False: kwargs["compiler_options"], True: {**kwargs["compiler_options"], **LOOP_EMITTERS}}
         self.large = jax.jit(_full_precision(fun), **kwargs)
-        self.small = jax.jit(_full_precision(fun), **{**kwargs, "compiler_options": {**kwargs["compiler_options"], **LOOP_EMITTERS}})
+        self.small = jax.jit(_full_precision(fun), **{**kwargs, "compiler_options": self._options[True]})
+        names = tuple(inspect.signature(fun).parameters)
+        static = set(kwargs.get("static_argnames") or ()) | {names[i] for i in kwargs.get("static_argnums") or ()}
+        self._static = tuple(i for i, n in enumerate(names) if n in static), frozenset(static)
+        self._stored: dict = {}  # programs compiled or loaded through pgmjax.program_store, by call signature
         functools.update_wrapper(self, fun)
 
     def program(self, *args, **kwargs):
@@ -185,17 +193,52 @@ class BySize:
         return self.small
 
     def __call__(self, *args, **kwargs):
-        return self.program(*args, **kwargs)(*args, **kwargs)
+        program = self.program(*args, **kwargs)
+        if program_store.folder() is None and not self._stored:
+            return program(*args, **kwargs)
+        return self._call_stored(program, args, kwargs)
+
+    def _call_stored(self, program, args, kwargs):
+        """Call through a program kept by :mod:`pgmjax.program_store` (loaded from disk, or compiled ahead of
+        time and written there); the ordinary jitted call where the call cannot be stored."""
+        positions, names = self._static
+        static = {i: a for i, a in enumerate(args) if i in positions}
+        static.update({k: v for k, v in kwargs.items() if k in names})
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in positions)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in names}
+        leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
+            program_store.stats["bypassed"] += 1
+            return program(*args, **kwargs)
+        small = program is self.small
+        signature = (small, tree, tuple((np.shape(x), getattr(x, "dtype", type(x)), getattr(x, "weak_type", None)) for x in leaves),
+                     tuple(sorted(static.items(), key=repr)))
+        compiled = self._stored.get(signature)
+        if compiled is None:
+            if program_store.folder() is None:
+                return program(*args, **kwargs)
+            name = program_store.key(f"{self.__module__}.{self.__qualname__}", self._options[small],
+                                     {str(k): v for k, v in static.items()}, (dyn_args, dyn_kwargs))
+            if name is None:
+                program_store.stats["bypassed"] += 1
+                return program(*args, **kwargs)
+            compiled = program_store.load(name, tree)
+            if compiled is None:
+                compiled = program.lower(*args, **kwargs).compile()
+                program_store.save(name, compiled)
+            self._stored[signature] = compiled
+        return compiled(*dyn_args, **dyn_kwargs)
 
     def lower(self, *args, **kwargs):
         return self.program(*args, **kwargs).lower(*args, **kwargs)
 
     def _cache_size(self) -> int:
-        return self.small._cache_size() + self.large._cache_size()
+        return self.small._cache_size() + self.large._cache_size() + len(self._stored)
 
     def clear_cache(self) -> None:
         self.small.clear_cache()
         self.large.clear_cache()
+        self._stored.clear()
 
 
 def _full_precision(fun):

@@ -88,6 +88,11 @@ class Domain(Mapping):
     def __hash__(self) -> int:
         return self._hash
 
+    def __reduce__(self):
+        # Rebuilt from its contents: a pickled hash would be another process's (string hashes are salted
+        # per process), and an equal Domain there would then miss every dict and jit cache it keys.
+        return (Domain, (self._attrs, self._sizes))
+
     def __eq__(self, other) -> bool:
         return isinstance(other, Domain) and self._attrs == other._attrs and self._sizes == other._sizes
 

@@ -84,6 +84,10 @@ class _Static(tuple):
     def __hash__(self):
         return self._hash
 
+    def __reduce__(self):
+        # Rebuilt from its items, so the hash is this process's (see Domain.__reduce__).
+        return (_Static, (tuple(self),))
+
     def __eq__(self, other):
         return self is other or (isinstance(other, tuple) and hash(other) == self._hash and tuple.__eq__(self, other))
 
