@@ -7,7 +7,10 @@ float32) in three modes, alternating round by round so drift of a shared machine
 * ``cold``: :func:`pgmjax.programs.enable_compilation_cache` on a new, empty folder (the process that fills it:
   what the cache costs a first run);
 * ``warm``: the same call on the folder ``cold`` filled (a later process fitting the same structure, e.g. the
-  next run of a script, a notebook's restarted kernel, a test session).
+  next run of a script, a notebook's restarted kernel, a test session): the engine's program loaded from
+  :mod:`pgmjax.program_store`, no tracing;
+* ``warm_jax``: the same with ``programs=False``: JAX's persistent cache alone (the program traced and lowered
+  to find its key, then loaded).
 
 Each child reports the first call's wall time, the seconds JAX spent in XLA's backend compile (on a cache hit:
 loading the program) and in lowering to MLIR, and a warm ``estimate(50)`` (median of 3) for reference; the
@@ -32,7 +35,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-MODES = ("none", "cold", "warm")
+MODES = ("none", "cold", "warm", "warm_jax")
 
 #: The engine benchmark's problems of at most 50 cliques (the first-fit target's scope).
 DEFAULT_PROBLEMS = ("chain10", "chain100", "titanic", "adult", "loans", "stroke", "adult_mst", "nltcs_2way",
@@ -43,11 +46,12 @@ def child(problem_file: str, mode: str, cache: str, result_file: str) -> None:
     import jax
 
     import pgmjax.programs
+    from pgmjax import program_store
 
     if mode == "none":
         jax.config.update("jax_enable_compilation_cache", False)
     else:
-        pgmjax.programs.enable_compilation_cache(cache)
+        pgmjax.programs.enable_compilation_cache(cache, programs=mode != "warm_jax")
     import engine_problems as ep
     from engine import _CompileEvents
 
@@ -58,7 +62,8 @@ def child(problem_file: str, mode: str, cache: str, result_file: str) -> None:
     events.active = False
     warm = statistics.median(timed(50)[0] for _ in range(3))
     with open(result_file, "w") as f:
-        json.dump({"first_call_s": first, "warm_call_s": warm, "loss50": float(model.loss), **events.summary()}, f)
+        json.dump({"first_call_s": first, "warm_call_s": warm, "loss50": float(model.loss),
+                   "program_store": dict(program_store.stats), **events.summary()}, f)
 
 
 def render(path: str) -> str:
@@ -78,7 +83,9 @@ def render(path: str) -> str:
         "",
         "A first `estimate(50)` (mirror descent, float32, 50-iteration chunk) in a fresh process per cell, modes "
         "alternating by round. none: no cache (the default); cold: `pgmjax.programs.enable_compilation_cache` on an "
-        "empty folder (the run that fills it); warm: the same folder, filled by the cold run of that round. "
+        "empty folder (the run that fills it); warm: the same folder, filled by the cold run of that round (the "
+        "engine's program loaded from `pgmjax.program_store`: no tracing or lowering); warm_jax: the same folder "
+        "with `programs=False`, JAX's persistent cache alone (traced and lowered to find its key). "
         "XLA: JAX's backend-compile seconds (on a cache hit, loading the program); lowering: JAX's lowering to MLIR. "
         "Warm call: a later `estimate(50)` in the same process (median of 3), for reference. Medians over the "
         "rounds; every sample is in the JSON.",
