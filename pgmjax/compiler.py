@@ -49,6 +49,7 @@ import os
 import jax
 import jaxlib
 import numpy as np
+from jax._src import config as jax_config
 
 from . import program_store
 
@@ -156,6 +157,10 @@ def emitters_chosen_by_flags() -> bool:
     return "--xla_cpu_use_fusion_emitters" in os.environ.get("XLA_FLAGS", "")
 
 
+#: Marks a call signature the program store cannot key (:func:`pgmjax.program_store.key`): jitted as usual.
+_UNSTORABLE = object()
+
+
 class BySize:
     """One function jitted twice: with XLA:CPU's loop emitters for small models, its defaults otherwise.
 
@@ -180,9 +185,9 @@ class BySize:
         self._options = {False: kwargs["compiler_options"], True: {**kwargs["compiler_options"], **LOOP_EMITTERS}}
         self.large = jax.jit(_full_precision(fun), **kwargs)
         self.small = jax.jit(_full_precision(fun), **{**kwargs, "compiler_options": self._options[True]})
-        names = tuple(inspect.signature(fun).parameters)
-        static = set(kwargs.get("static_argnames") or ()) | {names[i] for i in kwargs.get("static_argnums") or ()}
-        self._static = tuple(i for i, n in enumerate(names) if n in static), frozenset(static)
+        self._params = tuple(inspect.signature(fun).parameters)
+        static = set(kwargs.get("static_argnames") or ()) | {self._params[i] for i in kwargs.get("static_argnums") or ()}
+        self._static = tuple(i for i, n in enumerate(self._params) if n in static), frozenset(static)
         self._stored: dict = {}  # programs compiled or loaded through pgmjax.program_store, by call signature
         functools.update_wrapper(self, fun)
 
@@ -202,38 +207,43 @@ class BySize:
         """Call through a program kept by :mod:`pgmjax.program_store` (loaded from disk, or compiled ahead of
         time and written there); the ordinary jitted call where the call cannot be stored."""
         positions, names = self._static
-        static = {i: a for i, a in enumerate(args) if i in positions}
+        static = {self._params[i]: a for i, a in enumerate(args) if i in positions}
         static.update({k: v for k, v in kwargs.items() if k in names})
         dyn_args = tuple(a for i, a in enumerate(args) if i not in positions)
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in names}
         leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
-        if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
-            program_store.stats["bypassed"] += 1
-            return program(*args, **kwargs)
+        avals = []
+        for x in leaves:
+            if isinstance(x, jax.core.Tracer):
+                program_store.stats["bypassed"] += 1
+                return program(*args, **kwargs)
+            avals.append((x.shape, x.dtype, getattr(x, "weak_type", False)) if hasattr(x, "shape") else type(x))
         small = program is self.small
-        signature = (small, tree, tuple((np.shape(x), getattr(x, "dtype", type(x)), getattr(x, "weak_type", None)) for x in leaves),
-                     tuple(sorted(static.items(), key=repr)))
+        # JAX's tracing configuration (x64, for one) decides the program as much as the arguments do
+        signature = (small, tree, tuple(avals), tuple(sorted(static.items())), jax_config.trace_context())
         compiled = self._stored.get(signature)
         if compiled is None:
             if program_store.folder() is None:
                 return program(*args, **kwargs)
-            name = program_store.key(f"{self.__module__}.{self.__qualname__}", self._options[small],
-                                     {str(k): v for k, v in static.items()}, (dyn_args, dyn_kwargs))
-            if name is None:
-                program_store.stats["bypassed"] += 1
-                return program(*args, **kwargs)
-            compiled = program_store.load(name, tree)
-            if compiled is None:
-                compiled = program.lower(*args, **kwargs).compile()
-                program_store.save(name, compiled)
+            name = program_store.key(f"{self.__module__}.{self.__qualname__}", self._options[small], static,
+                                     (dyn_args, dyn_kwargs))
+            compiled = _UNSTORABLE
+            if name is not None:
+                compiled = program_store.load(name, tree)
+                if compiled is None:
+                    compiled = program.lower(*args, **kwargs).compile()
+                    program_store.save(name, compiled)
             self._stored[signature] = compiled
+        if compiled is _UNSTORABLE:
+            program_store.stats["bypassed"] += 1
+            return program(*args, **kwargs)
         return compiled(*dyn_args, **dyn_kwargs)
 
     def lower(self, *args, **kwargs):
         return self.program(*args, **kwargs).lower(*args, **kwargs)
 
     def _cache_size(self) -> int:
-        return self.small._cache_size() + self.large._cache_size() + len(self._stored)
+        return self.small._cache_size() + self.large._cache_size() + sum(c is not _UNSTORABLE for c in self._stored.values())
 
     def clear_cache(self) -> None:
         self.small.clear_cache()

@@ -120,11 +120,13 @@ def canonical(x):
 @functools.lru_cache(maxsize=1)
 def source_digest() -> str:
     """A digest of every pgmjax module (kernels included): a program is never loaded by other code."""
-    root = Path(__file__).resolve().parent
+    from . import kernels  # installed beside the package (its own folder in an editable install)
+
     h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts):
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
+    for root in (Path(__file__).resolve().parent, Path(kernels.__file__).resolve().parent):
+        for path in sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts):
+            h.update(f"{root.name}/{path.relative_to(root)}".encode())
+            h.update(path.read_bytes())
     return h.hexdigest()
 
 

@@ -170,3 +170,27 @@ def test_pickled_domain_and_plan_keep_their_hash_in_another_process():
     assert domain == plan.domain and hash(domain) == hash(plan.domain)
     assert static == plan.static and hash(static) == hash(plan.static)
     assert {plan.domain: 1}[domain] == 1
+
+
+def test_a_call_the_store_cannot_key_runs_the_ordinary_program(tmp_path):
+    from pgmjax.compiler import jit
+
+    class Opaque:  # hashable (jit's static rule) but with no canonical form
+        factor = 3.0
+
+    @jit(static_argnames=("how",), engine=True, loop_emitters=lambda how, x: True)
+    def scaled(how, x):
+        return x * how.factor
+
+    before = dict(program_store.stats)
+    program_store.enable(tmp_path)
+    try:
+        how = Opaque()
+        for _ in range(2):
+            np.testing.assert_array_equal(np.asarray(scaled(how, jax.numpy.arange(3.0))), [0.0, 3.0, 6.0])
+        assert program_store.stats["bypassed"] == before["bypassed"] + 2
+        assert program_store.stats["written"] == before["written"]
+        assert not any(tmp_path.iterdir())
+        assert scaled._cache_size() == 1  # the ordinary jitted program, once
+    finally:
+        program_store.disable()
