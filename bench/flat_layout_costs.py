@@ -54,11 +54,12 @@ def measure(cells: int, separators: int, row: int = 64) -> dict:
     scattered = jax.device_put(rng.integers(0, separators, cells).astype(np.int32))
     grouped = jax.device_put(np.sort(rng.integers(0, separators, cells)).astype(np.int32))
     rows = (cells // row) * row
+    per_row = jax.device_put(rng.random(rows // row).astype(np.float32))  # a message entry per row of cells
     passes = {
         "dense: exp of every cell": (jit(lambda a: jnp.exp(a) * 2.0, engine=True), x),
         f"dense: sum of rows of {row}": (jit(lambda a: jnp.sum(a[:rows].reshape(-1, row), axis=1), engine=True), x),
         "dense: broadcast add of a message": (
-            jit(lambda a, m: (a[:rows].reshape(-1, row) + m[: rows // row, None]).reshape(-1), engine=True), x, msg),
+            jit(lambda a, m: (a[:rows].reshape(-1, row) + m[:, None]).reshape(-1), engine=True), x, per_row),
         "gather: a message into every cell": (jit(lambda m, i: m[i], engine=True), msg, scattered),
         "scatter-add: every cell onto a message": (
             jit(lambda a, i: jax.ops.segment_sum(a, i, separators), engine=True), x, scattered),
