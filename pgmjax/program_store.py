@@ -42,6 +42,10 @@ import numpy as np
 #: The folder programs are kept in (None: the store is off).
 _folder: Path | None = None
 
+#: The most bytes the folder holds: after a write beyond it, the programs used longest ago are removed. An
+#: adaptive mechanism fits a new structure every round (a few MB each for models of millions of cells).
+MAX_BYTES = 2**30
+
 #: What the store did in this process: programs ``loaded`` from disk, ``written`` to it, calls that fell
 #: back to ``jax.jit`` (``bypassed``) and files that failed to load (``failed``).
 stats = {"loaded": 0, "written": 0, "bypassed": 0, "failed": 0}
@@ -189,6 +193,10 @@ def load(name: str, dynamic_tree) -> object | None:
         path.unlink(missing_ok=True)
         return None
     stats["loaded"] += 1
+    try:
+        os.utime(path)  # its modification time is its last use (see _evict)
+    except OSError:
+        pass
     return compiled
 
 
@@ -213,4 +221,23 @@ def save(name: str, compiled) -> bool:
         Path(tmp).unlink(missing_ok=True)
         return False
     stats["written"] += 1
+    _evict(_folder, MAX_BYTES)
     return True
+
+
+def _evict(folder: Path, limit: int) -> None:
+    """Remove the programs used longest ago until the folder holds at most ``limit`` bytes."""
+    entries = []
+    for p in folder.iterdir():
+        try:
+            st = p.stat()
+        except OSError:  # removed by another process meanwhile
+            continue
+        if p.is_file() and not p.name.startswith(".tmp-"):
+            entries.append((st.st_mtime, st.st_size, p))
+    total = sum(size for _, size, _ in entries)
+    for _, size, p in sorted(entries, key=lambda e: e[0]):
+        if total <= limit:
+            break
+        p.unlink(missing_ok=True)
+        total -= size

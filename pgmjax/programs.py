@@ -8,8 +8,9 @@ allocate memory" well before RAM is exhausted. :func:`release_compiled` frees th
 only the structures still in use get recompiled.
 
 :func:`enable_compilation_cache` (opt-in) keeps compiled programs on disk, so a *new process* fitting a
-structure it has fitted before loads its program instead of compiling it (JAX's persistent compilation
-cache); the environment variable ``PGMJAX_COMPILATION_CACHE=<folder>`` turns it on at import.
+structure it has fitted before loads its program instead of compiling it: the engine's own programs by model
+structure (:mod:`pgmjax.program_store`, no tracing either), the others in JAX's persistent compilation cache;
+the environment variable ``PGMJAX_COMPILATION_CACHE=<folder>`` turns it on at import.
 
 The engine's own programs for models whose largest potential block has at most
 :data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells are compiled with XLA:CPU's loop emitters, which generate

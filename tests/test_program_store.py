@@ -194,3 +194,17 @@ def test_a_call_the_store_cannot_key_runs_the_ordinary_program(tmp_path):
         assert scaled._cache_size() == 1  # the ordinary jitted program, once
     finally:
         program_store.disable()
+
+
+def test_the_folder_keeps_the_programs_used_last_within_its_bound(tmp_path, monkeypatch):
+    import os
+    import time
+
+    for i, name in enumerate(["old", "used", "new"]):
+        (tmp_path / name).write_bytes(b"x" * 100)
+        os.utime(tmp_path / name, (time.time() - 100 + i, time.time() - 100 + i))
+    os.utime(tmp_path / "used")  # loaded just now
+    program_store._evict(tmp_path, 250)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "used"]
+    program_store._evict(tmp_path, 100)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["used"]
