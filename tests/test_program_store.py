@@ -31,7 +31,16 @@ rng = np.random.default_rng(7)
 ms = [pj.Measurement(("a", "b"), rng.uniform(0, 40, (3, 4)), stddev=2.0),
       pj.Measurement(("b", "c"), rng.uniform(0, 30, (4, 5)), stddev=2.0)]
 model = pj.estimate(dom, ms, iters=30, chunk=10)
-print(json.dumps({"stats": program_store.stats, "loss": float(model.loss),
+others = {
+    "dual_averaging": pj.estimate(dom, ms, method="dual_averaging", iters=20, chunk=10),
+    "lbfgs": pj.estimate(dom, ms, method="lbfgs", iters=20, chunk=10),
+    "l1": pj.estimate(dom, ms, loss="l1", iters=40, chunk=10),
+}
+batch = pj.estimate_batch(dom, [ms, [pj.Measurement(m.clique, np.asarray(m.y) * 1.1, stddev=2.0) for m in ms]],
+                          iters=20, chunk=10)
+answers = {k: np.asarray(m.marginal(("a", "c"))).tolist() for k, m in others.items()}
+answers["batch"] = np.asarray(batch.marginal(("a", "c"))).tolist()
+print(json.dumps({"stats": program_store.stats, "loss": float(model.loss), "answers": answers,
                   "theta": {k: np.asarray(v).tolist() for k, v in model.theta.items()}}))
 """
 
@@ -51,11 +60,14 @@ def test_a_later_process_loads_the_program_and_gets_the_same_model(tmp_path):
     assert later["stats"]["loaded"] == first["stats"]["written"] and later["stats"]["written"] == 0, later["stats"]
     assert later["loss"] == first["loss"]
     assert later["theta"] == first["theta"]  # the same executable: bit for bit
+    assert later["answers"] == first["answers"]  # other methods, the L1 loss, a batch, and the models' answers
     plain = _fit("-")  # no store, ordinary jit
     assert plain["stats"] == {"loaded": 0, "written": 0, "bypassed": 0, "failed": 0}
     assert plain["loss"] == pytest.approx(first["loss"], rel=1e-6)
     for k in plain["theta"]:
         np.testing.assert_allclose(plain["theta"][k], first["theta"][k], rtol=1e-5, atol=1e-5)
+    for k in plain["answers"]:
+        np.testing.assert_allclose(plain["answers"][k], first["answers"][k], rtol=1e-4, atol=1e-3)
 
 
 def test_a_damaged_file_is_compiled_again(tmp_path):
