@@ -189,6 +189,9 @@ class BySize:
         static = set(kwargs.get("static_argnames") or ()) | {self._params[i] for i in kwargs.get("static_argnums") or ()}
         self._static = tuple(i for i, n in enumerate(self._params) if n in static), frozenset(static)
         self._stored: dict = {}  # programs compiled or loaded through pgmjax.program_store, by call signature
+        # Only pgmjax's own functions: the store's key holds a digest of pgmjax's source, not of anyone else's.
+        self._storable = getattr(fun, "__module__", "").split(".")[0] == "pgmjax"
+        self._jit_kwargs = {k: v for k, v in kwargs.items() if k != "compiler_options"}
         functools.update_wrapper(self, fun)
 
     def program(self, *args, **kwargs):
@@ -199,7 +202,7 @@ class BySize:
 
     def __call__(self, *args, **kwargs):
         program = self.program(*args, **kwargs)
-        if program_store.folder() is None and not self._stored:
+        if (program_store.folder() is None and not self._stored) or not self._storable:
             return program(*args, **kwargs)
         return self._call_stored(program, args, kwargs)
 
@@ -225,8 +228,8 @@ class BySize:
         if compiled is None:
             if program_store.folder() is None:
                 return program(*args, **kwargs)
-            name = program_store.key(f"{self.__module__}.{self.__qualname__}", self._options[small], static,
-                                     (dyn_args, dyn_kwargs))
+            name = program_store.key(f"{self.__module__}.{self.__qualname__}", {**self._jit_kwargs, **self._options[small]},
+                                     static, (dyn_args, dyn_kwargs))
             compiled = _UNSTORABLE
             if name is not None:
                 compiled = program_store.load(name, tree)

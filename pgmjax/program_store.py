@@ -75,18 +75,35 @@ def folder() -> Path | None:
     return _folder
 
 
+#: Modules whose types the canonical form describes: their code is fixed by the versions and the source digest
+#: in every key. A type of any other module (a user's loss, a user's pytree node) may change its behaviour
+#: without changing its data, so a call that carries one is never stored.
+_KNOWN_MODULES = ("builtins", "numpy", "pgmjax", "jax", "jaxlib")
+
+
+def _known(t: type) -> bool:
+    return t.__module__.split(".")[0] in _KNOWN_MODULES
+
+
 def canonical(x):
     """A description of ``x`` made of tuples, strings and numbers that is equal in two processes exactly when
     ``x`` describes the same program input (a set's order, a hash seed or an address never enter it).
 
     Raises:
         Uncacheable: for an object it does not know (an arbitrary object's repr may hide its contents or
-            hold its address).
+            hold its address) and for any type defined outside Python, NumPy, JAX and pgmjax (its code is
+            not in the key).
 
     Example:
         >>> canonical(frozenset({("b", 2), ("a", 1)})) == canonical(frozenset({("a", 1), ("b", 2)}))
         True
     """
+    if isinstance(x, type):
+        if not _known(x):
+            raise Uncacheable(f"the type {x.__module__}.{x.__qualname__} is defined outside pgmjax")
+        return ("type", x.__module__, x.__qualname__)
+    if not _known(type(x)):
+        raise Uncacheable(f"a {type(x).__module__}.{type(x).__qualname__} is defined outside pgmjax")
     if x is None or isinstance(x, (bool, int, float, complex, str, bytes)):
         return (type(x).__name__, repr(x))
     if isinstance(x, enum.Enum):
@@ -99,8 +116,6 @@ def canonical(x):
         return ("dtype", str(x))
     if isinstance(x, jax.tree_util.PyTreeDef):
         return ("treedef", canonical(x.node_data()), tuple(canonical(c) for c in x.children()))
-    if isinstance(x, type):
-        return ("type", x.__module__, x.__qualname__)
     if isinstance(x, (set, frozenset)):
         return ("set", tuple(sorted((canonical(i) for i in x), key=repr)))
     kind = (type(x).__module__, type(x).__qualname__)
@@ -108,15 +123,14 @@ def canonical(x):
         return ("namedtuple", kind, tuple(canonical(i) for i in x))
     if isinstance(x, (tuple, list)):
         return ("seq", kind, tuple(canonical(i) for i in x))
-    ours = type(x).__module__.startswith(("pgmjax.", "jax."))
-    if isinstance(x, dict) or (ours and isinstance(x, Mapping)):
+    if isinstance(x, Mapping):
         # Insertion order kept: a Domain's attribute order is part of the model.
         return ("map", kind, tuple((canonical(k), canonical(v)) for k, v in x.items()))
     if dataclasses.is_dataclass(x):
         return ("dataclass", kind, tuple((f.name, canonical(getattr(x, f.name))) for f in dataclasses.fields(x)))
     slots = [s for c in type(x).__mro__ for s in getattr(c, "__slots__", ()) if s != "__weakref__"]
-    if ours and slots and not hasattr(x, "__dict__"):
-        # A slotted value object of pgmjax or JAX (JAX's axis environment in its tracing configuration).
+    if slots and not hasattr(x, "__dict__"):
+        # A slotted value object (JAX's axis environment in its tracing configuration).
         return ("slots", kind, tuple((s, canonical(getattr(x, s, None))) for s in slots if not s.startswith("_hash")))
     raise Uncacheable(f"no canonical form for a {type(x).__module__}.{type(x).__qualname__}")
 

@@ -190,22 +190,42 @@ def test_a_call_the_store_cannot_key_runs_the_ordinary_program(tmp_path):
     class Opaque:  # hashable (jit's static rule) but with no canonical form
         factor = 3.0
 
-    @jit(static_argnames=("how",), engine=True, loop_emitters=lambda how, x: True)
     def scaled(how, x):
         return x * how.factor
 
+    def doubled(x):
+        return x * 2.0
+
+    doubled_here = jit(doubled, engine=True, loop_emitters=lambda x: True)  # a user's function: never stored
+    scaled.__module__ = "pgmjax.example"  # as if pgmjax's own, so only its argument keeps it out
+    scaled = jit(scaled, static_argnames=("how",), engine=True, loop_emitters=lambda how, x: True)
     before = dict(program_store.stats)
     program_store.enable(tmp_path)
     try:
         how = Opaque()
         for _ in range(2):
             np.testing.assert_array_equal(np.asarray(scaled(how, jax.numpy.arange(3.0))), [0.0, 3.0, 6.0])
+            np.testing.assert_array_equal(np.asarray(doubled_here(jax.numpy.arange(3.0))), [0.0, 2.0, 4.0])
         assert program_store.stats["bypassed"] == before["bypassed"] + 2
         assert program_store.stats["written"] == before["written"]
         assert not any(tmp_path.iterdir())
-        assert scaled._cache_size() == 1  # the ordinary jitted program, once
+        assert scaled._cache_size() == 1 and doubled_here._cache_size() == 1  # the ordinary jitted programs, once
     finally:
         program_store.disable()
+
+
+def test_types_from_outside_pgmjax_are_never_keyed():
+    """A user's class can change its code without changing its data: no key can tell two versions apart."""
+
+    @dataclass(frozen=True)
+    class UserLoss:
+        weight: float = 1.0
+
+    with pytest.raises(program_store.Uncacheable, match="outside pgmjax"):
+        program_store.canonical(UserLoss())
+    with pytest.raises(program_store.Uncacheable, match="outside pgmjax"):
+        program_store.canonical(UserLoss)
+    assert program_store.canonical(MirrorDescent()) == program_store.canonical(MirrorDescent())
 
 
 def test_the_folder_keeps_the_programs_used_last_within_its_bound(tmp_path, monkeypatch):
