@@ -49,7 +49,6 @@ import os
 import jax
 import jaxlib
 import numpy as np
-from jax._src import config as jax_config
 
 from . import program_store
 
@@ -186,7 +185,8 @@ class BySize:
         self.large = jax.jit(_full_precision(fun), **kwargs)
         self.small = jax.jit(_full_precision(fun), **{**kwargs, "compiler_options": self._options[True]})
         self._params = tuple(inspect.signature(fun).parameters)
-        static = set(kwargs.get("static_argnames") or ()) | {self._params[i] for i in kwargs.get("static_argnums") or ()}
+        static = set(kwargs.get("static_argnames") or ())
+        static |= {self._params[i] for i in kwargs.get("static_argnums") or ()}
         self._static = tuple(i for i, n in enumerate(self._params) if n in static), frozenset(static)
         self._stored: dict = {}  # programs compiled or loaded through pgmjax.program_store, by call signature
         # Only pgmjax's own functions: the store's key holds a digest of pgmjax's source, not of anyone else's.
@@ -223,13 +223,13 @@ class BySize:
             avals.append((x.shape, x.dtype, getattr(x, "weak_type", False)) if hasattr(x, "shape") else type(x))
         small = program is self.small
         # JAX's tracing configuration (x64, for one) decides the program as much as the arguments do
-        signature = (small, tree, tuple(avals), tuple(sorted(static.items())), jax_config.trace_context())
+        signature = (small, tree, tuple(avals), tuple(sorted(static.items())), program_store.trace_context())
         compiled = self._stored.get(signature)
         if compiled is None:
             if program_store.folder() is None:
                 return program(*args, **kwargs)
-            name = program_store.key(f"{self.__module__}.{self.__qualname__}", {**self._jit_kwargs, **self._options[small]},
-                                     static, (dyn_args, dyn_kwargs))
+            options = {**self._jit_kwargs, **self._options[small]}
+            name = program_store.key(f"{self.__module__}.{self.__qualname__}", options, static, (dyn_args, dyn_kwargs))
             compiled = _UNSTORABLE
             if name is not None:
                 compiled = program_store.load(name, tree)
@@ -246,7 +246,8 @@ class BySize:
         return self.program(*args, **kwargs).lower(*args, **kwargs)
 
     def _cache_size(self) -> int:
-        return self.small._cache_size() + self.large._cache_size() + sum(c is not _UNSTORABLE for c in self._stored.values())
+        stored = sum(c is not _UNSTORABLE for c in self._stored.values())
+        return self.small._cache_size() + self.large._cache_size() + stored
 
     def clear_cache(self) -> None:
         self.small.clear_cache()

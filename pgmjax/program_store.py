@@ -148,9 +148,19 @@ def source_digest() -> str:
     return h.hexdigest()
 
 
-def _environment():
-    from jax._src import config
+def trace_context():
+    """JAX's tracing configuration (x64, matmul precision, ...): it decides a program as much as its arguments.
 
+    JAX's own jit cache keys on it; a JAX without that function gives its global configuration instead.
+    """
+    try:
+        from jax._src.config import trace_context as context
+    except ImportError:
+        return tuple(sorted((k, repr(v)) for k, v in getattr(jax.config, "values", {}).items()))
+    return context()
+
+
+def _environment():
     device = jax.devices()[0]
     return (
         jax.__version__,
@@ -160,7 +170,7 @@ def _environment():
         device.device_kind,
         jax.device_count(),
         os.environ.get("XLA_FLAGS", ""),
-        config.trace_context(),
+        trace_context(),
         source_digest(),
     )
 
@@ -196,9 +206,9 @@ def load(name: str, dynamic_tree) -> object | None:
     path = _folder / name
     if not path.exists():
         return None
-    from jax.experimental import serialize_executable
-
     try:
+        from jax.experimental import serialize_executable
+
         with open(path, "rb") as f:
             payload, out_tree = pickle.load(f)
         compiled = serialize_executable.deserialize_and_load(payload, dynamic_tree, out_tree)
@@ -219,9 +229,9 @@ def save(name: str, compiled) -> bool:
     written (some programs cannot be serialized; they are simply not stored)."""
     if _folder is None:
         return False
-    from jax.experimental import serialize_executable
-
     try:
+        from jax.experimental import serialize_executable
+
         payload, _, out_tree = serialize_executable.serialize(compiled)
         data = pickle.dumps((payload, out_tree))
     except Exception:

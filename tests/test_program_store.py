@@ -150,7 +150,8 @@ def test_stored_programs_in_process_are_counted_and_released(tmp_path):
         assert program_store.stats["written"] == before["written"] + 1
         assert programs.compiled_count() >= 1
         mu2, _ = graphical_model._marginals_jit(plan, theta, 24.0)  # in memory now: nothing written or loaded
-        assert program_store.stats["written"] == before["written"] + 1 and program_store.stats["loaded"] == before["loaded"]
+        assert program_store.stats["written"] == before["written"] + 1
+        assert program_store.stats["loaded"] == before["loaded"]
         np.testing.assert_allclose(float(log_z), np.log(24), rtol=1e-6)
         for k in mu:
             np.testing.assert_array_equal(np.asarray(mu[k]), np.asarray(mu2[k]))
