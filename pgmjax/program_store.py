@@ -20,7 +20,14 @@ JAX cannot serialize or a file that does not load falls back to the ordinary ``j
 can only skip work, never change a result.
 
 It is off by default; :func:`pgmjax.programs.enable_compilation_cache` turns it on (in a ``programs``
-folder inside the cache folder).
+folder inside the cache folder, at most :data:`MAX_BYTES`).
+
+Example (a script run twice: the second run's fit loads its program)::
+
+    import pgmjax as pj
+    pj.programs.enable_compilation_cache()           # ~/.cache/pgmjax/xla, programs/ inside it
+    model = pj.estimate(domain, measurements)         # first run: compiled and written; later runs: loaded
+    print(pj.program_store.stats)                     # {'loaded': 1, 'written': 0, ...} in a later run
 """
 
 from __future__ import annotations
@@ -178,7 +185,16 @@ def _environment():
 def key(name: str, options: dict, static: dict, dynamic) -> str | None:
     """The store's file name for a call of the program ``name`` compiled with ``options``, with static arguments
     ``static`` (``{name: value}``) and dynamic ones ``dynamic`` (a pytree of arrays and numbers), or None
-    when it cannot be stored (a traced argument, or a value with no :func:`canonical` form)."""
+    when it cannot be stored (a traced argument, or a value with no :func:`canonical` form).
+
+    Example:
+        >>> import numpy as np
+        >>> a = key("f", {}, {"method": "md"}, (np.zeros(3, np.float32),))
+        >>> a == key("f", {}, {"method": "md"}, (np.ones(3, np.float32),))  # other numbers, same program
+        True
+        >>> a == key("f", {}, {"method": "md"}, (np.zeros(4, np.float32),))  # another shape
+        False
+    """
     leaves, tree = jax.tree_util.tree_flatten(dynamic)
     avals = []
     for leaf in leaves:
