@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import ndtri
 
 from ..data.domain import Domain
@@ -169,6 +168,8 @@ def allocate_with_history(history: History, query, half_width: float, delta: flo
     lo = hi * 1e-6
     if excess(lo) <= 0:
         return Allocation(lo, S / lo, "laplace")
+    from scipy.optimize import brentq  # here: scipy.optimize takes 0.2 s to import
+
     eps = brentq(excess, lo, hi, xtol=rtol * hi, rtol=4 * np.finfo(float).eps)
     while excess(eps) > 0:  # round up onto the side that meets the request
         eps = min(hi, eps * (1.0 + rtol))

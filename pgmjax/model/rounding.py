@@ -33,7 +33,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import optimize, sparse
 
 __all__ = ["controlled_round", "round_to_total"]
 
@@ -151,6 +150,8 @@ def controlled_round(
 
 def _solve(free, frac, rows, need, counts, fixed, targets, families, rng, time_limit):
     """The 0/1 programme over the fractional cells; returns (x, number of families kept)."""
+    from scipy import optimize, sparse  # here: scipy.optimize takes 0.2 s to import (see pgmjax.data.private_bins)
+
     k = free.size
     row_ids, row_of = np.unique(rows[free], return_inverse=True)
     a_rows = sparse.csr_matrix((np.ones(k), (row_of, np.arange(k))), shape=(row_ids.size, k))
