@@ -80,8 +80,9 @@ def test_aim_keeps_the_engine_programs_bounded(data, monkeypatch):
 
 
 def test_importing_pgmjax_leaves_the_slow_scipy_modules_for_later():
-    """scipy.stats and scipy.optimize took 0.45 s of a fresh process's `import pgmjax` (2.0-2.4 s against
-    1.5-1.6 s wall on the 2-core CPU); the few functions that need them import them when called."""
+    """scipy.stats and scipy.optimize took 0.46 s of a fresh process's `import pgmjax` (medians 2.02 s against
+    1.64 s wall on the 2-core CPU, bench/results/import_time*_cpu.md); the functions that need them import
+    them when called."""
     import subprocess
     import sys
 
