@@ -12,7 +12,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from ..compiler import jit
 from ..graph.oracle_plan import suits_loop_emitters
@@ -89,6 +88,8 @@ class LBFGS:
         return state.best_loss
 
     def _opt(self):
+        import optax  # here, as in _step: optax takes 0.12 s to import and only L-BFGS uses it
+
         return optax.lbfgs(memory_size=self.memory_size)
 
     @staticmethod
@@ -125,6 +126,8 @@ class LBFGS:
         return jax.lax.cond(s.stuck >= self.patience, lambda s: s, lambda s: self._step(problem, s), s)
 
     def _step(self, problem: Problem, s: LBFGSState) -> LBFGSState:
+        import optax
+
         f = self._objective(problem, s.theta0)
         opt = self._opt()
         value, grad = optax.value_and_grad_from_state(f)(s.delta, state=s.opt_state)
