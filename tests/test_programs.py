@@ -80,9 +80,9 @@ def test_aim_keeps_the_engine_programs_bounded(data, monkeypatch):
 
 
 def test_importing_pgmjax_leaves_the_slow_optional_modules_for_later():
-    """scipy.stats and scipy.optimize took 0.46 s of a fresh process's `import pgmjax` (medians 2.02 s against
-    1.64 s wall on the 2-core CPU, bench/results/import_time*_cpu.md), optax 0.12 s (only L-BFGS uses it); the
-    functions that need them import them when called."""
+    """scipy.stats, scipy.optimize and optax took about half a second of a fresh process's `import pgmjax`
+    (medians 1.96 s against 1.50 s wall on the 2-core CPU, bench/results/import_time*_cpu.md); the functions
+    that need them import them when called."""
     import subprocess
     import sys
 
