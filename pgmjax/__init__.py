@@ -9,8 +9,7 @@ Example:
     [50.0, 70.0, 90.0]
 """
 
-from . import bayes, history, mechanisms, privacy, queries, rr, uncertainty
-from .cli import report_html
+from . import privacy, queries
 from .data import datasets, preprocess, schema
 from .data.dataset import Dataset
 from .data.domain import Domain
@@ -67,3 +66,22 @@ __all__ = [
     "fast_compile",
 ]
 __version__ = "0.1.0"
+
+# Subpackages imported on first use (PEP 562): a process that only fits and queries models skips them, 0.3 s
+# of a fresh process's import (bench/results/import_time_cpu.md).
+_LAZY = {"bayes": ".bayes", "history": ".history", "mechanisms": ".mechanisms", "rr": ".rr",
+         "uncertainty": ".uncertainty", "report_html": ".cli.report_html"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        module = importlib.import_module(_LAZY[name], __name__)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'pgmjax' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
