@@ -2,8 +2,9 @@
 
 JAX's persistent compilation cache (:func:`pgmjax.programs.enable_compilation_cache`) saves XLA's compile,
 but a new process still traces the engine's program and lowers it to find its cache key: on the 2-core
-CPU 0.3-0.9 s of a fit's first call for models of 15-50 cliques (a generated 50-attribute problem's
-first ``estimate(50)`` took 2.07 s from a filled cache, 0.64 s of it the 50 iterations). This store keys
+CPU 0.2-0.9 s of a fit's first call for the engine benchmark's models of up to 50 cliques (a generated
+50-attribute problem's first ``estimate(50)`` took 2.18 s from JAX's cache alone and 1.30 s from this store,
+0.72 s of it the 50 iterations; ``bench/results/compilation_cache_cpu.md``). This store keys
 the engine's own programs (a fit's chunk, the oracle's passes: the functions compiled by
 :class:`pgmjax.compiler.BySize`) by what determines them, all known before tracing:
 
@@ -15,9 +16,10 @@ the engine's own programs (a fit's chunk, the oracle's passes: the functions com
   program), the jax and jaxlib versions, the devices, ``XLA_FLAGS`` and JAX's tracing configuration.
 
 A process that finds the key loads the compiled executable (JAX's executable serialization) and calls it
-directly. Anything the canonical form does not know, an argument under a JAX transformation, a program
-JAX cannot serialize or a file that does not load falls back to the ordinary ``jax.jit`` path: the store
-can only skip work, never change a result.
+directly. Anything the canonical form does not know (any type or function defined outside Python, NumPy,
+JAX and pgmjax, such as a custom loss: its code is not in the key), an argument under a JAX transformation,
+a program JAX cannot serialize or a file that does not load falls back to the ordinary ``jax.jit`` path:
+the store can only skip work, never change a result.
 
 It is off by default; :func:`pgmjax.programs.enable_compilation_cache` turns it on (in a ``programs``
 folder inside the cache folder, at most :data:`MAX_BYTES`).
