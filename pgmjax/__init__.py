@@ -10,7 +10,7 @@ Example:
 """
 
 from . import privacy, queries
-from .data import datasets, preprocess, schema
+from .data import datasets
 from .data.dataset import Dataset
 from .data.domain import Domain
 from .fit.batch import BatchedMeasurement, BatchedModel, estimate_batch
@@ -70,7 +70,8 @@ __version__ = "0.1.0"
 # Subpackages imported on first use (PEP 562): a process that only fits and queries models skips them, 0.3 s
 # of a fresh process's import (bench/results/import_time_cpu.md).
 _LAZY = {"bayes": ".bayes", "history": ".history", "mechanisms": ".mechanisms", "rr": ".rr",
-         "uncertainty": ".uncertainty", "report_html": ".cli.report_html"}
+         "uncertainty": ".uncertainty", "report_html": ".cli.report_html", "preprocess": ".data.preprocess",
+         "schema": ".data.schema"}
 
 
 def __getattr__(name):

@@ -81,13 +81,13 @@ def test_aim_keeps_the_engine_programs_bounded(data, monkeypatch):
 
 def test_importing_pgmjax_leaves_the_slow_optional_modules_for_later():
     """scipy.stats, scipy.optimize and optax took about half a second of a fresh process's `import pgmjax`,
-    the subpackages a fit does not need 0.3 s more (bench/results/import_time*_cpu.md); the functions that need
-    them import them when called, the subpackages load on first use."""
+    the subpackages a fit does not need 0.3 s more, pandas 0.18 s (bench/results/import_time*_cpu.md); the
+    functions that need them import them when called, the subpackages load on first use."""
     import subprocess
     import sys
 
-    slow = ("scipy.stats", "scipy.optimize", "scipy.linalg", "optax", "pgmjax.bayes", "pgmjax.history",
-            "pgmjax.mechanisms", "pgmjax.rr", "pgmjax.uncertainty")
+    slow = ("scipy.stats", "scipy.optimize", "scipy.linalg", "optax", "pandas", "pgmjax.bayes", "pgmjax.history",
+            "pgmjax.mechanisms", "pgmjax.rr", "pgmjax.uncertainty", "pgmjax.data.schema", "pgmjax.data.preprocess")
     code = f"import sys, pgmjax; print(sorted(m for m in {slow!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -100,10 +100,11 @@ def test_lazy_subpackages_load_on_first_use():
 
     code = ("import pgmjax as pj; from pgmjax import bayes; from pgmjax import *; "
             "print(pj.mechanisms.__name__, bayes.__name__, history.__name__, rr.__name__, uncertainty.__name__, "
-            "report_html.__name__, 'mechanisms' in dir(pj))")
+            "report_html.__name__, schema.__name__, preprocess.__name__, 'mechanisms' in dir(pj))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["pgmjax.mechanisms", "pgmjax.bayes", "pgmjax.history", "pgmjax.rr",
-                                  "pgmjax.uncertainty", "pgmjax.cli.report_html", "True"]
+                                  "pgmjax.uncertainty", "pgmjax.cli.report_html", "pgmjax.data.schema",
+                                  "pgmjax.data.preprocess", "True"]
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
         pj.nonexistent  # noqa: B018

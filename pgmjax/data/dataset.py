@@ -6,12 +6,19 @@ import csv
 import gzip
 import json
 import os
+import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from .domain import Clique, CliqueLike, Domain
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas is imported where a table is read or built (0.18 s of a fresh process's import): a process that
+# fits models from arrays never loads it.
 
 
 class DataValueError(ValueError):
@@ -120,6 +127,8 @@ class Dataset:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"data file {csv_path} has duplicate column names: {dup}")
+        import pandas as pd
+
         try:
             df = pd.read_csv(csv_path)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
@@ -137,6 +146,8 @@ class Dataset:
 
     @property
     def df(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame(self._records, columns=list(self.domain.attributes))
 
     def project(self, clique: CliqueLike) -> "Dataset":
@@ -231,7 +242,8 @@ def read_json_file(path, what: str, keys: str, error: type[Exception] = ValueErr
 
 def _validated_records(data, domain: Domain) -> np.ndarray:
     attrs = list(domain.attributes)
-    if isinstance(data, pd.DataFrame):
+    pd = sys.modules.get("pandas")  # a DataFrame exists only once pandas is imported
+    if pd is not None and isinstance(data, pd.DataFrame):
         if data.columns.duplicated().any():
             dup = sorted(set(data.columns[data.columns.duplicated()].tolist()))
             raise ValueError(f"Dataset: duplicate column names {dup}")
@@ -287,6 +299,8 @@ def _integer_column(col: np.ndarray, name: str) -> np.ndarray:
             )
         return col.astype(np.int64)
     # objects / strings: accept only if every entry is an integer.
+    import pandas as pd
+
     try:
         as_int = pd.to_numeric(pd.Series(col), errors="raise")
     except (ValueError, TypeError):

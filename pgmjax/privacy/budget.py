@@ -26,8 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .checks import check_bool, check_count, check_delta, check_positive, exactly_one
 from .composition import advanced_composition, advanced_composition_hetero
@@ -35,6 +34,9 @@ from .conversions import cdp_eps, cdp_rho
 from .lattice import lattice_plan
 from .ledger import BudgetPlan, LedgerEntry, freeze_target
 from .sensitivity import l1_sensitivity, l2_sensitivity
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["REST", "PrivacyBudgetExceeded", "BudgetLedger"]
 
@@ -418,6 +420,8 @@ class BudgetLedger:
 
     def to_frame(self) -> pd.DataFrame:
         """The ledger as a pandas DataFrame (one row per entry), e.g. for a report."""
+        import pandas as pd  # here: only a report needs it
+
         cols = [f.name for f in LedgerEntry.__dataclass_fields__.values()]
         return pd.DataFrame(self.records(), columns=cols)
 
