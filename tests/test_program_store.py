@@ -46,7 +46,10 @@ print(json.dumps({"stats": program_store.stats, "loss": float(model.loss), "answ
 
 
 def _fit(folder) -> dict:
-    out = subprocess.run([sys.executable, "-c", FIT, str(folder)], capture_output=True, text=True, timeout=300)
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != programs.CACHE_ENV}  # "-": no cache, whatever the caller set
+    out = subprocess.run([sys.executable, "-c", FIT, str(folder)], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
