@@ -73,6 +73,20 @@ def run_record(script: str, argv=None, backend: bool = True, **versions) -> dict
     }
 
 
+def publish(lines: list[str], out: str | None, data: dict) -> None:
+    """Print a results page (``lines``, Markdown) and, with ``out``, write ``data`` there as JSON and the page
+    beside it as ``.md``."""
+    import json
+    import os
+
+    print("\n".join(lines))
+    if out:
+        with open(out, "w") as f:
+            json.dump(data, f, indent=1)
+        with open(os.path.splitext(out)[0] + ".md", "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
 def results_header(run: dict) -> list[str]:
     """The lines a results page opens with about its run (a :func:`run_record`): machine, date, commit,
     versions and the command."""

@@ -18,7 +18,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -100,13 +99,8 @@ def main() -> None:
         "|---|---|",
         *(f"| {k} | {v:.2f} |" for k, v in ms.items()),
     ]
-    print("\n".join(lines))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"run": run, "problem": args.problem, "cells": plan.cells, "classes": classes,
-                       "separator_cells": separators, "ms": ms}, f, indent=1)
-        with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
-            f.write("\n".join(lines) + "\n")
+    benchutil.publish(lines, args.out, {"run": run, "problem": args.problem, "cells": plan.cells, "classes": classes,
+                                        "separator_cells": separators, "ms": ms})
 
 
 if __name__ == "__main__":

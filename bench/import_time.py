@@ -12,7 +12,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -73,12 +72,7 @@ def main() -> None:
         "|---|---|",
         *(f"| {p} | {parts[p]:.3f} |" if p in parts else f"| {p} | not imported |" for p in PACKAGES),
     ]
-    print("\n".join(lines))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"run": run, "wall_s": times, "importtime_s": parts}, f, indent=1)
-        with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
-            f.write("\n".join(lines) + "\n")
+    benchutil.publish(lines, args.out, {"run": run, "wall_s": times, "importtime_s": parts})
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -76,12 +75,7 @@ def main() -> None:
         "",
         f"Overhead of the store: {best['store'] - best['jit']:.1f} µs per call.",
     ]
-    print("\n".join(lines))
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump({"run": run, "samples_us": samples, "fastest_us": best}, fh, indent=1)
-        with open(os.path.splitext(args.out)[0] + ".md", "w") as fh:
-            fh.write("\n".join(lines) + "\n")
+    benchutil.publish(lines, args.out, {"run": run, "samples_us": samples, "fastest_us": best})
 
 
 if __name__ == "__main__":

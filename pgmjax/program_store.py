@@ -157,16 +157,21 @@ def source_digest() -> str:
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
+def _trace_context_function():
+    try:
+        from jax._src.config import trace_context as context
+    except ImportError:  # a JAX without it: its global configuration instead
+        return lambda: tuple(sorted((k, repr(v)) for k, v in getattr(jax.config, "values", {}).items()))
+    return context
+
+
 def trace_context():
     """JAX's tracing configuration (x64, matmul precision, ...): it decides a program as much as its arguments.
 
     JAX's own jit cache keys on it; a JAX without that function gives its global configuration instead.
     """
-    try:
-        from jax._src.config import trace_context as context
-    except ImportError:
-        return tuple(sorted((k, repr(v)) for k, v in getattr(jax.config, "values", {}).items()))
-    return context()
+    return _trace_context_function()()
 
 
 def _environment():
