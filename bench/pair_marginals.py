@@ -62,7 +62,7 @@ def child(mode: str, attrs: int) -> dict:
             return 0.5 * jnp.sum(w * (pred - y) ** 2)
 
         args = tuple(jnp.asarray(a) for a in (table, y, w, left, right))
-    opts = {**compiler.compiler_options(), **compiler.ENGINE_OPTIONS}
+    opts = compiler.options_for(compiler.backend(), engine=True)  # XLA:CPU's options only on the CPU
     with jax.default_matmul_precision("highest"):
         f = jax.jit(jax.value_and_grad(loss), compiler_options=opts)
         t0 = time.perf_counter()

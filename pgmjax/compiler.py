@@ -10,7 +10,12 @@ at its first chunk. The smallest trigger found is ``sum(b * g, axis=-2)`` with `
 
 Every pgmjax program is compiled with the YNNPACK fusions turned off where the installed jaxlib has
 them. Only pgmjax's own programs are affected (a per-program compiler option, not ``XLA_FLAGS``); the
-same arithmetic then runs through XLA's own emitters. GPU compilers ignore ``xla_cpu_*`` options.
+same arithmetic then runs through XLA's own emitters.
+
+Every option below is XLA:CPU's (an ``xla_cpu_*`` option, or a level measured on XLA:CPU only), so each is
+passed only to programs compiled for the CPU: :func:`jit` gives a :class:`Program` that jits its function
+once per platform and asks :func:`backend` at each call which one runs (a GPU's program gets only the
+caller's own options). The platform is never read at import, when JAX may not have started its backends.
 
 The engine's own programs (a fit's loop, the marginal oracle) ask for more with ``jit(..., engine=True)``:
 XLA:CPU's fast ``max``/``min`` lowering (``xla_cpu_enable_fast_min_max``), which does not propagate NaN
@@ -61,44 +66,103 @@ def _jaxlib_version() -> tuple[int, ...]:
     return tuple(parts)
 
 
-@functools.lru_cache(maxsize=1)
-def compiler_options() -> dict[str, str]:
-    """The XLA compiler options of every pgmjax program (empty where none is needed).
+def backend() -> str:
+    """The platform a pgmjax program called now compiles for: ``"cpu"``, ``"gpu"``, ``"tpu"``, ...
 
-    Returns:
-        ``{"xla_cpu_experimental_ynn_fusion_type": ""}`` (no YNNPACK fusions) on jaxlib 0.10.2 and
-        later 0.10 releases, whose XLA:CPU miscompiles some reductions; ``{}`` otherwise.
+    JAX's default device where one is set (``jax.default_device``, ``jax_default_device``), else its default
+    backend. Read at every call (about 0.2 us), never at import: asking starts JAX's backends, which
+    :func:`pgmjax.programs.fast_compile` must come before. A call whose arguments are committed to a device
+    of another platform than this compiles with this platform's options all the same (its options are then
+    ignored or harmless there, as before they depended on the platform).
 
     Example:
-        >>> isinstance(compiler_options(), dict)
+        >>> backend() in ("cpu", "gpu", "tpu")
         True
     """
-    if (0, 10, 2) <= _jaxlib_version() < (0, 11, 0):
+    device = jax.config.jax_default_device
+    if device is None:
+        return jax.default_backend()
+    name = device if isinstance(device, str) else device.platform
+    return "gpu" if name in ("cuda", "rocm") else name
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_options(platform: str = "cpu") -> dict[str, str]:
+    """The XLA compiler options of every pgmjax program compiled for ``platform`` (empty where none is needed).
+
+    Args:
+        platform: a JAX platform name (:func:`backend`); the options are XLA:CPU's, so ``"cpu"`` by default.
+
+    Returns:
+        On the CPU, ``{"xla_cpu_experimental_ynn_fusion_type": ""}`` (no YNNPACK fusions) on jaxlib 0.10.2
+        and later 0.10 releases, whose XLA:CPU miscompiles some reductions; ``{}`` otherwise and on every
+        other platform.
+
+    Example:
+        >>> isinstance(compiler_options(), dict), compiler_options("gpu")
+        (True, {})
+    """
+    if platform == "cpu" and (0, 10, 2) <= _jaxlib_version() < (0, 11, 0):
         return {"xla_cpu_experimental_ynn_fusion_type": ""}
     return {}
 
 
-#: The options :func:`jit` adds for ``engine=True`` (see the module docstring); GPU compilers ignore them.
+#: The options :func:`jit` adds for ``engine=True`` on the CPU (see the module docstring); both are tuned for
+#: XLA:CPU, so programs compiled for another platform get neither (:func:`engine_options`).
 ENGINE_OPTIONS = {"xla_cpu_enable_fast_min_max": True, "xla_backend_optimization_level": 1}
 
 
-def engine_options() -> dict:
-    """:data:`ENGINE_OPTIONS`, less the optimisation level when ``XLA_FLAGS`` names one (read at each ``jit``).
+def engine_options(platform: str = "cpu") -> dict:
+    """:data:`ENGINE_OPTIONS` on the CPU, less the level when ``XLA_FLAGS`` names one; ``{}`` elsewhere.
 
     A per-program compiler option overrides ``XLA_FLAGS``; a user (or a test suite) who sets
-    ``--xla_backend_optimization_level`` there means it for every program, the engine's included.
+    ``--xla_backend_optimization_level`` there means it for every program, the engine's included. The level
+    was measured on XLA:CPU only (on XLA:GPU it is the LLVM level of the device code), and the fast max is
+    an ``xla_cpu_*`` option: neither is passed for another platform.
+
+    Args:
+        platform: the platform the program compiles for (:func:`backend`).
 
     Example:
-        >>> engine_options()["xla_cpu_enable_fast_min_max"]
-        True
+        >>> engine_options()["xla_cpu_enable_fast_min_max"], engine_options("gpu")
+        (True, {})
     """
+    if platform != "cpu":
+        return {}
     if "xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", ""):
         return {k: v for k, v in ENGINE_OPTIONS.items() if k != "xla_backend_optimization_level"}
     return dict(ENGINE_OPTIONS)
 
 
+def options_for(platform: str, engine: bool = False, loop_emitters: bool = False, user: dict | None = None) -> dict:
+    """Every compiler option of a pgmjax program compiled for ``platform``.
+
+    Args:
+        platform: the platform (:func:`backend`).
+        engine: an engine program (:func:`engine_options`).
+        loop_emitters: compiled with XLA:CPU's loop emitters (:data:`LOOP_EMITTERS`; CPU only).
+        user: the caller's own options (``jit(..., compiler_options=...)``), merged last on every platform.
+
+    Returns:
+        The options, a new dict.
+
+    Example:
+        >>> options_for("gpu", engine=True, loop_emitters=True, user={"a": 1})
+        {'a': 1}
+    """
+    cpu = platform == "cpu"
+    return {
+        **compiler_options(platform), **(engine_options(platform) if engine else {}),
+        **(LOOP_EMITTERS if loop_emitters and cpu else {}), **(user or {}),
+    }
+
+
 def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
-    """``jax.jit`` with :func:`compiler_options`; usable as ``@jit``, ``@jit(static_argnames=...)`` or ``jit(f)``.
+    """``jax.jit`` with the compiler options of the platform each call compiles for; ``@jit``,
+    ``@jit(static_argnames=...)`` or ``jit(f)``.
+
+    The options are chosen at each call by :func:`backend` (:class:`Program`): XLA:CPU's (:func:`compiler_options`,
+    :func:`engine_options`, the emitters) only where the program compiles for the CPU.
 
     Args:
         fun: the function to compile (omit to get a decorator).
@@ -108,22 +172,19 @@ def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
         loop_emitters: a predicate of a call's arguments: whether its program is compiled with XLA:CPU's
             loop emitters (:class:`BySize`; e.g. :func:`pgmjax.graph.oracle_plan.suits_loop_emitters`).
         **kwargs: any ``jax.jit`` keyword argument; ``compiler_options`` given here are merged over
-            pgmjax's own.
+            pgmjax's own, on every platform.
 
     Returns:
-        The jitted function (or a decorator).
+        The jitted function (a :class:`Program`), or a decorator.
 
     Example:
         >>> f = jit(lambda x: x + 1)
         >>> float(f(1.0))
         2.0
     """
-    kwargs["compiler_options"] = {
-        **compiler_options(), **(engine_options() if engine else {}), **(kwargs.get("compiler_options") or {})
-    }
 
     def wrap(f):
-        return jax.jit(_full_precision(f), **kwargs) if loop_emitters is None else BySize(f, loop_emitters, kwargs)
+        return Program(f, kwargs, engine) if loop_emitters is None else BySize(f, loop_emitters, kwargs, engine)
 
     return wrap if fun is None else wrap(fun)
 
@@ -146,7 +207,7 @@ LOOP_EMITTERS_CELLS = 2**20
 #: clique: iterations 27% slower, compile 7% longer; the benchmark's other problems have at most 3.75).
 LOOP_EMITTERS_MAX_REDUCTIONS = 8
 
-#: The per-program option that selects XLA:CPU's loop emitters (GPU compilers ignore ``xla_cpu_*`` options).
+#: The per-program option that selects XLA:CPU's loop emitters (passed only for the CPU: :func:`options_for`).
 LOOP_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
 
 
@@ -160,30 +221,111 @@ def emitters_chosen_by_flags() -> bool:
 _UNSTORABLE = object()
 
 
-class BySize:
-    """One function jitted twice: with XLA:CPU's loop emitters for small models, its defaults otherwise.
+class Program:
+    """One function jitted once per platform, each with that platform's compiler options (:func:`options_for`).
+
+    The CPU's program is made at once (so ``XLA_FLAGS`` is read when the function is decorated, as JAX reads
+    it when its backends start); another platform's on its first call there. Each call asks :func:`backend`
+    which one runs: nothing is decided at import, when JAX may not know its devices yet.
+
+    Args:
+        fun: the function.
+        kwargs: ``jax.jit`` keyword arguments; their ``compiler_options`` are the caller's own, kept on every
+            platform.
+        engine: an engine program (:func:`engine_options` on the CPU).
+
+    Example:
+        >>> f = Program(lambda x: x * 2, {}, engine=True)
+        >>> float(f(jax.numpy.ones(3))[0]), f.options("gpu")
+        (2.0, {})
+    """
+
+    def __init__(self, fun, kwargs, engine: bool = False):
+        self._fun = _full_precision(fun)
+        self._user = dict(kwargs.get("compiler_options") or {})
+        self._engine = engine
+        self._jit_kwargs = {k: v for k, v in kwargs.items() if k != "compiler_options"}
+        self._cpu_options = {False: options_for("cpu", engine, False, self._user)}
+        self.cpu = self._compile(self._cpu_options[False])
+        self._elsewhere: dict = {}  # platform -> jitted function, made on its first call there
+        functools.update_wrapper(self, fun)
+
+    def _compile(self, options: dict):
+        return jax.jit(self._fun, **self._jit_kwargs, compiler_options=options)
+
+    def options(self, platform: str, small: bool = False) -> dict:
+        """The compiler options of the program a call compiled for ``platform`` runs (``small``: the loop emitters')."""
+        if platform == "cpu":
+            return dict(self._cpu_options[small])
+        return options_for(platform, self._engine, False, self._user)
+
+    def on(self, platform: str):
+        """The jitted function for ``platform``."""
+        if platform == "cpu":
+            return self.cpu
+        program = self._elsewhere.get(platform)
+        if program is None:
+            program = self._elsewhere[platform] = self._compile(self.options(platform))
+        return program
+
+    def program(self, *args, **kwargs):
+        """The jitted function a call with these arguments runs (that of :func:`backend`)."""
+        return self.on(backend())
+
+    def __call__(self, *args, **kwargs):
+        return self.program(*args, **kwargs)(*args, **kwargs)
+
+    def __get__(self, obj, objtype=None):
+        # Decorating a method: bind like a function (jax.jit's objects do the same).
+        return self if obj is None else functools.partial(self, obj)
+
+    def lower(self, *args, **kwargs):
+        return self.program(*args, **kwargs).lower(*args, **kwargs)
+
+    def trace(self, *args, **kwargs):
+        return self.program(*args, **kwargs).trace(*args, **kwargs)
+
+    def eval_shape(self, *args, **kwargs):
+        return self.program(*args, **kwargs).eval_shape(*args, **kwargs)
+
+    def _programs(self) -> list:
+        return [self.cpu, *self._elsewhere.values()]
+
+    def _cache_size(self) -> int:
+        return sum(p._cache_size() for p in self._programs())
+
+    def clear_cache(self) -> None:
+        for p in self._programs():
+            p.clear_cache()
+
+
+class BySize(Program):
+    """One function jitted by platform and, on the CPU, twice: with XLA:CPU's loop emitters for small models,
+    its defaults otherwise.
 
     Each call asks ``loop_emitters(*args, **kwargs)`` (e.g.
-    :func:`pgmjax.graph.oracle_plan.suits_loop_emitters`) on the host, before tracing. Structures are
-    static, so one model structure always gets the same program: a sweep over noise or step sizes still
-    compiles once.
+    :func:`pgmjax.graph.oracle_plan.suits_loop_emitters`) on the host, before tracing, where the call compiles
+    for the CPU; elsewhere there is one program (no emitters to choose). Structures are static, so one model
+    structure always gets the same program: a sweep over noise or step sizes still compiles once.
 
     Args:
         fun: the function.
         loop_emitters: a predicate of a call's arguments: whether to run the loop emitters' program.
-        kwargs: ``jax.jit`` keyword arguments (``compiler_options`` included).
+        kwargs: ``jax.jit`` keyword arguments (``compiler_options``: the caller's own).
+        engine: an engine program (:func:`engine_options` on the CPU).
 
     Example:
-        >>> f = BySize(lambda x: x * 2, lambda x: x.size <= 4, {"compiler_options": {}})
+        >>> f = BySize(lambda x: x * 2, lambda x: x.size <= 4, {})
         >>> float(f(jax.numpy.ones(3))[0])
         2.0
     """
 
-    def __init__(self, fun, loop_emitters, kwargs):
+    def __init__(self, fun, loop_emitters, kwargs, engine: bool = False):
+        super().__init__(fun, kwargs, engine)
         self._loop_emitters = loop_emitters
-        self._options = {False: kwargs["compiler_options"], True: {**kwargs["compiler_options"], **LOOP_EMITTERS}}
-        self.large = jax.jit(_full_precision(fun), **kwargs)
-        self.small = jax.jit(_full_precision(fun), **{**kwargs, "compiler_options": self._options[True]})
+        self._cpu_options[True] = options_for("cpu", engine, True, self._user)
+        self.large = self.cpu
+        self.small = self._compile(self._cpu_options[True])
         self._params = tuple(inspect.signature(fun).parameters)
         static = set(kwargs.get("static_argnames") or ())
         static |= {self._params[i] for i in kwargs.get("static_argnums") or ()}
@@ -191,11 +333,12 @@ class BySize:
         self._stored: dict = {}  # programs compiled or loaded through pgmjax.program_store, by call signature
         # Only pgmjax's own functions: the store's key holds a digest of pgmjax's source, not of anyone else's.
         self._storable = getattr(fun, "__module__", "").split(".")[0] == "pgmjax"
-        self._jit_kwargs = {k: v for k, v in kwargs.items() if k != "compiler_options"}
-        functools.update_wrapper(self, fun)
 
     def program(self, *args, **kwargs):
         """The jitted function a call with these arguments runs."""
+        platform = backend()
+        if platform != "cpu":
+            return self.on(platform)
         if emitters_chosen_by_flags() or not self._loop_emitters(*args, **kwargs):
             return self.large
         return self.small
@@ -222,14 +365,18 @@ class BySize:
                 return program(*args, **kwargs)
             avals.append((x.shape, x.dtype, getattr(x, "weak_type", False)) if hasattr(x, "shape") else type(x))
         small = program is self.small
+        platform = backend()
         # JAX's tracing configuration (x64, for one) decides the program as much as the arguments do
-        signature = (small, tree, tuple(avals), tuple(sorted(static.items())), program_store.trace_context())
+        signature = (platform, small, tree, tuple(avals), tuple(sorted(static.items())), program_store.trace_context())
         compiled = self._stored.get(signature)
         if compiled is None:
             if program_store.folder() is None:
                 return program(*args, **kwargs)
-            options = {**self._jit_kwargs, **self._options[small]}
-            name = program_store.key(f"{self.__module__}.{self.__qualname__}", options, static, (dyn_args, dyn_kwargs))
+            options = {**self._jit_kwargs, **self.options(platform, small)}
+            # The platform in the name: the store's environment names the default backend's device, and a
+            # jax.default_device elsewhere compiles another program with the same options
+            qualname = f"{self.__module__}.{self.__qualname__}@{platform}"
+            name = program_store.key(qualname, options, static, (dyn_args, dyn_kwargs))
             compiled = _UNSTORABLE
             if name is not None:
                 compiled = program_store.load(name, tree)
@@ -242,16 +389,14 @@ class BySize:
             return program(*args, **kwargs)
         return compiled(*dyn_args, **dyn_kwargs)
 
-    def lower(self, *args, **kwargs):
-        return self.program(*args, **kwargs).lower(*args, **kwargs)
+    def _programs(self) -> list:
+        return [self.small, *super()._programs()]
 
     def _cache_size(self) -> int:
-        stored = sum(c is not _UNSTORABLE for c in self._stored.values())
-        return self.small._cache_size() + self.large._cache_size() + stored
+        return super()._cache_size() + sum(c is not _UNSTORABLE for c in self._stored.values())
 
     def clear_cache(self) -> None:
-        self.small.clear_cache()
-        self.large.clear_cache()
+        super().clear_cache()
         self._stored.clear()
 
 
