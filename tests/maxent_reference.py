@@ -1,0 +1,181 @@
+"""Float64 references on the full table for the maximum-entropy tests (NumPy only, tiny domains).
+
+* :func:`ipf`: the maximum-entropy distribution with given clique marginals (iterative proportional fitting).
+* :func:`optimum`: the minimum of an estimation loss over the marginal polytope (a float64 convex solve on the
+  full table: the distribution is parametrised by the potentials of the measured cliques, which is exact because
+  the minimiser's clique marginals are attained by an exponential-family member or its limit).
+* :func:`full_table`, :func:`project`, :func:`l1_over_n`: helpers.
+
+Used by ``tests/test_invariants.py`` and ``tests/test_maxent_regressions.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.optimize
+
+
+def project(table: np.ndarray, attrs: list[str], clique) -> np.ndarray:
+    """The marginal of a full table (axes ``attrs``) on ``clique``, axes in the clique's order.
+
+    Args:
+        table: the full table, one axis per attribute of ``attrs``.
+        attrs: the table's attribute order.
+        clique: the attributes to keep.
+
+    Returns:
+        The marginal, shaped by the clique's sizes in its order.
+    """
+    keep = [attrs.index(a) for a in clique]
+    drop = tuple(i for i in range(len(attrs)) if i not in keep)
+    m = table.sum(axis=drop)
+    # sum keeps the kept axes in the table's order; put them in the clique's order.
+    order = sorted(keep)
+    return np.transpose(m, [order.index(i) for i in keep])
+
+
+def _expand(marginal: np.ndarray, attrs: list[str], clique) -> np.ndarray:
+    """``marginal`` (clique's axes) broadcast to the full table's axes."""
+    keep = [attrs.index(a) for a in clique]
+    m = np.transpose(marginal, np.argsort(keep))
+    shape = [1] * len(attrs)
+    for i, k in zip(sorted(keep), m.shape):
+        shape[i] = k
+    return m.reshape(shape)
+
+
+def ipf(attrs: list[str], sizes: list[int], targets: dict, tol: float = 1e-13, max_sweeps: int = 200_000) -> np.ndarray:
+    """The maximum-entropy distribution whose clique marginals are ``targets``, by IPF in float64.
+
+    Each target is normalised to sum to one first (a float32 fit's marginals differ in their sums by
+    rounding), so the result is a probability table.
+
+    Args:
+        attrs: attribute names, the table's axis order.
+        sizes: their sizes.
+        targets: ``{clique: marginal}`` (axes in the clique's order).
+        tol: stop when no cell of any clique marginal moves by more than ``tol`` in a sweep.
+        max_sweeps: give up after this many sweeps (the result is then returned as it stands).
+
+    Returns:
+        The full probability table (float64, axes ``attrs``).
+    """
+    p = np.full(sizes, 1.0 / np.prod(sizes))
+    targets = {tuple(c): np.asarray(t, np.float64) / np.asarray(t, np.float64).sum() for c, t in targets.items()}
+    for _ in range(max_sweeps):
+        worst = 0.0
+        for c, t in targets.items():
+            cur = project(p, attrs, c)
+            worst = max(worst, float(np.abs(cur - t).max()))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(cur > 0, t / cur, 0.0)
+            p = p * _expand(ratio, attrs, c)
+        if worst < tol:
+            break
+    return p
+
+
+def full_table(data: np.ndarray, sizes: list[int]) -> np.ndarray:
+    """Counts of the records ``data`` (rows of integer codes) on the full table."""
+    flat = np.ravel_multi_index(tuple(np.asarray(data).T), sizes)
+    return np.bincount(flat, minlength=int(np.prod(sizes))).reshape(sizes).astype(np.float64)
+
+
+def l1_over_n(a: np.ndarray, b: np.ndarray, n: float) -> float:
+    """``||a - b||_1 / n``."""
+    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).sum() / n)
+
+
+def _query_matrix(query, shape) -> np.ndarray:
+    """The dense ``(rows, cells)`` matrix of a measurement's query (None, dense or Kronecker tuple)."""
+    cells = int(np.prod(shape))
+    if query is None:
+        return np.eye(cells)
+    if isinstance(query, (tuple, list)):
+        q = np.ones((1, 1))
+        for f in query:
+            q = np.kron(q, np.asarray(f, np.float64))
+        return q
+    return np.asarray(query, np.float64)
+
+
+def loss_value(marginals: dict, measurements, loss: str = "l2") -> float:
+    """The estimation loss of clique marginals (``{clique: counts}``) on ``(clique, y, stddev, query)`` tuples.
+
+    ``l2 = 1/2 sum ||(Q mu - y) / sigma||^2``, ``l1 = sum ||(Q mu - y) / sigma||_1`` (README, Losses).
+    """
+    total = 0.0
+    for clique, y, stddev, query in measurements:
+        mu = np.asarray(marginals[tuple(clique)], np.float64)
+        r = (_query_matrix(query, mu.shape) @ mu.ravel() - np.ravel(y)) / np.asarray(stddev, np.float64)
+        total += 0.5 * float(r @ r) if loss == "l2" else float(np.abs(r).sum())
+    return total
+
+
+def optimum(attrs: list[str], sizes: list[int], measurements, total: float, loss: str = "l2") -> float:
+    """The minimum of the loss over the marginal polytope scaled by ``total`` (float64, full table).
+
+    The loss depends on the distribution only through the measured cliques' marginals, and every point of the
+    marginal polytope's relative interior is attained by the exponential family of the measured cliques, so
+    minimising over that family's potentials (L-BFGS on the full table, float64) reaches the infimum. For
+    the L1 loss the kink is smoothed by ``sqrt(r^2 + eps^2)`` with a decreasing ``eps`` (continuation), and
+    the exact loss is returned.
+
+    Args:
+        attrs: attribute order; sizes: their sizes.
+        measurements: ``(clique, y, stddev, query)`` tuples.
+        total: the record count the marginals sum to.
+        loss: ``"l2"`` or ``"l1"``.
+
+    Returns:
+        The loss's minimum (the best of the solves, always an exact loss of a feasible point).
+    """
+    cliques = sorted({tuple(m[0]) for m in measurements}, key=str)
+    shapes = [tuple(sizes[attrs.index(a)] for a in c) for c in cliques]
+    offs = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
+    prepared = [(cliques.index(tuple(c)), _query_matrix(q, shapes[cliques.index(tuple(c))]), np.ravel(y).astype(np.float64),
+                 np.broadcast_to(np.asarray(s, np.float64), np.ravel(y).shape)) for c, y, s, q in measurements]
+
+    def dist(theta):
+        logp = np.zeros(sizes)
+        for k, c in enumerate(cliques):
+            logp = logp + _expand(theta[offs[k]:offs[k + 1]].reshape(shapes[k]), attrs, c)
+        logp -= logp.max()
+        p = np.exp(logp)
+        return p / p.sum()
+
+    def objective(theta, eps):
+        p = dist(theta)
+        mus = [total * project(p, attrs, c).ravel() for c in cliques]
+        grads = [np.zeros_like(m) for m in mus]
+        val = 0.0
+        for k, q, y, s in prepared:
+            r = (q @ mus[k] - y) / s
+            if loss == "l2":
+                val += 0.5 * r @ r
+                g = r
+            else:
+                h = np.sqrt(r * r + eps * eps)
+                val += h.sum()
+                g = r / h
+            grads[k] += q.T @ (g / s)
+        # d loss / d theta_C = sum over cliques of the covariance of the marginal indicators.
+        gfull = np.zeros(sizes)
+        for k, c in enumerate(cliques):
+            gfull = gfull + _expand(grads[k].reshape(shapes[k]), attrs, c)
+        w = total * p * gfull
+        base = float((total * p * gfull).sum())
+        out = np.concatenate([(project(w, attrs, c) - base * project(p, attrs, c)).ravel() for c in cliques])
+        return val, out
+
+    def exact(theta):
+        p = dist(theta)
+        return loss_value({c: total * project(p, attrs, c) for c in cliques}, measurements, loss)
+
+    theta = np.zeros(offs[-1])
+    epss = [None] if loss == "l2" else [10.0 ** (-k / 2) for k in range(0, 17)]
+    for eps in epss:
+        res = scipy.optimize.minimize(objective, theta, args=(eps,), jac=True, method="L-BFGS-B",
+                                      options={"maxiter": 20_000, "maxcor": 30, "ftol": 1e-15, "gtol": 1e-11})
+        theta = res.x
+    return exact(theta)
