@@ -10,7 +10,8 @@
   Raw data without a schema gets one derived with differential privacy inside the run's budget.
 * ``pgmjax sample`` draws more synthetic records from a saved model (post-processing, no budget).
 * ``pgmjax schema`` writes a schema for a raw CSV (private with ``--epsilon``); ``pgmjax report``
-  compares a synthetic table with the real one; ``pgmjax mechanisms`` lists the mechanisms.
+  compares a synthetic table with the real one; ``pgmjax mechanisms`` lists the mechanisms;
+  ``pgmjax info`` prints the versions, JAX's backend and devices (:func:`pgmjax.cli.info.device_info`).
 
 Exit codes: 0 success; 2 bad command line or input (missing file, column not in the domain, value out
 of range, epsilon <= 0, unknown or unavailable mechanism, ...), reported in one line on stderr
@@ -23,7 +24,7 @@ and the JSON report), :mod:`~pgmjax.cli.progress`, :mod:`~pgmjax.cli.arguments` 
 :mod:`~pgmjax.cli.errors`, :mod:`~pgmjax.cli.demo`, :mod:`~pgmjax.cli.commands` (``schema``, ``mechanisms``),
 :mod:`~pgmjax.cli.preprocessing` (private schema inside a run), :mod:`~pgmjax.cli.report` (``pgmjax report``),
 :mod:`~pgmjax.cli.sample` (``pgmjax sample``), :mod:`~pgmjax.cli.intervals` (``--intervals``),
-:mod:`~pgmjax.cli.guards` (what a run refuses and what it never prints).
+:mod:`~pgmjax.cli.guards` (what a run refuses and what it never prints), :mod:`~pgmjax.cli.info` (``pgmjax info``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from . import intervals, preprocessing, report, sample
+from . import info, intervals, preprocessing, report, sample
 from .arguments import positive_float, positive_int, seed_int, unit_interval
 from .commands import mechanisms_cmd, schema_cmd
 from .demo import demo
@@ -29,6 +29,7 @@ examples:
   pgmjax schema --data raw.csv --epsilon 0.1 > schema.json    # or a private schema to review and reuse
 
   pgmjax mechanisms                              # the mechanisms, their guarantees and own options
+  pgmjax info                                    # versions, backend, devices and their memory
   pgmjax run --help                              # every option of a run, schema and workload formats
 
 exit codes: 0 success; 2 bad command line or input (reported before any long computation);
@@ -218,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Lists every mechanism pgmjax run knows, its description and its guarantee.")
     m.add_argument("--verbose", "-v", action="store_true", help="also list each mechanism's own options (--option KEY=VALUE)")
     m.set_defaults(func=mechanisms_cmd, debug=False)
+    info.add_info_parser(sub)
     return parser
 
 
