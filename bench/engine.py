@@ -338,14 +338,17 @@ def child_mbi(args) -> None:
 # =====================================================================================================
 
 
-def run_child(engine: str, problem_file: str, args, env_extra: dict | None = None) -> dict:
+def run_child(engine: str, problem_file: str, args, env_extra: dict | None = None, script: str | None = None,
+              extra_args: tuple = (), env: dict | None = None) -> dict:
+    """One engine on one problem in a fresh ``script --child`` process (this file by default; ``bench/gpu.py``
+    runs its own), killed past ``args.cap`` seconds; its status file's result with the outcome."""
     status_file = problem_file.replace(".npz", f".{engine}{'-ynnoff' if env_extra else ''}.json")
     if os.path.exists(status_file):
         os.remove(status_file)
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", engine, "--problem-file", problem_file,
+    cmd = [sys.executable, script or os.path.abspath(__file__), "--child", engine, "--problem-file", problem_file,
            "--status-file", status_file, "--first-iters", str(args.first_iters), "--iters", str(args.iters),
-           "--repeats", str(args.repeats), "--cap", str(args.cap)]
-    env = dict(os.environ)
+           "--repeats", str(args.repeats), "--cap", str(args.cap), *extra_args]
+    env = dict(os.environ if env is None else env)
     if env_extra:
         env.update(env_extra)
     t = time.perf_counter()
