@@ -79,7 +79,7 @@ def backend() -> str:
         >>> backend() in ("cpu", "gpu", "tpu")
         True
     """
-    device = jax.config.jax_default_device
+    device = getattr(jax.config, "jax_default_device", None)  # a JAX without the option: its default backend
     if device is None:
         return jax.default_backend()
     name = device if isinstance(device, str) else device.platform
