@@ -17,6 +17,7 @@ from .fit.batch import BatchedMeasurement, BatchedModel, estimate_batch
 from .fit.estimate import estimate
 from .fit.estimation import LBFGS, DualAveraging, MirrorDescent, Problem
 from .graph.junction import JunctionTree, junction_tree
+from .graph.size_limit import ModelTooLarge, set_max_model_bytes
 from .model import metrics
 from .model.graphical_model import GraphicalModel
 from .model.serialization import load_model, load_model_schema
@@ -64,6 +65,8 @@ __all__ = [
     "load_model_schema",
     "release_compiled",
     "fast_compile",
+    "ModelTooLarge",
+    "set_max_model_bytes",
 ]
 __version__ = "0.1.0"
 

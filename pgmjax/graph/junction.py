@@ -91,6 +91,11 @@ class JunctionTree:
                 best = i
         return best
 
+    @property
+    def cells(self) -> int:
+        """Cells of all the tables of the tree, a Python int (exact for any domain)."""
+        return sum(self._cells)
+
     @functools.cached_property
     def _holders(self) -> dict[str, list[int]]:
         return _holders(self.cliques)
@@ -172,11 +177,13 @@ def _junction_tree_cached(domain: Domain, cliques: frozenset) -> JunctionTree:
     for i, nbrs in enumerate(adjacency):
         nbrs.discard(i)
     log_sizes = [math.log(n) for n in domain.shape]
+    sizes = [int(n) for n in domain.shape]
+    # Table sizes in Python integers: exact, and no overflow where a clique has more than 1e308 cells (a
+    # huge domain is refused by the size check, pgmjax.graph.size_limit, not by a math range error here).
+    cells_of = lambda c: math.prod(sizes[v] for v in c)  # noqa: E731
     # Greedy heuristics each win on some graphs: keep the order whose tables are smallest in total.
     candidates = [_greedy_elimination(adjacency, log_sizes, criterion) for criterion in ("fill", "weight")]
-    order, elim_cliques = min(
-        candidates, key=lambda oc: sum(math.exp(sum(log_sizes[v] for v in c)) for c in oc[1])
-    )
+    order, elim_cliques = min(candidates, key=lambda oc: sum(cells_of(c) for c in oc[1]))
 
     # Maximal elimination cliques, in elimination order.
     elim_sets = [frozenset(c) for c in elim_cliques]
@@ -218,7 +225,7 @@ def _junction_tree_cached(domain: Domain, cliques: frozenset) -> JunctionTree:
     # hub, where equal shapes stack into one class); a chain of components would add a level per component.
     components = sorted(sorted(c) for c in nx.connected_components(tree))
     if len(components) > 1:
-        cells = [math.exp(sum(log_sizes[v] for v in s)) for s in node_sets]
+        cells = [cells_of(s) for s in node_sets]
         hub = max(components, key=lambda c: (len(c), sum(cells[k] for k in c), -c[0]))  # the deepest part
         centre = lambda c: _tree_centre(tree.subgraph(c)) if len(c) > 2 else c[0]  # noqa: E731
         hub_centre = centre(hub)

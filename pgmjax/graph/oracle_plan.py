@@ -29,6 +29,7 @@ import numpy as np
 from .. import compiler
 from ..compiler import to_device
 from ..data.domain import Clique, Domain
+from . import size_limit
 from .junction import JunctionTree, junction_tree, levels, maximal_cliques
 
 
@@ -295,17 +296,31 @@ def suits_loop_emitters(*args, **kwargs) -> bool:
     return True
 
 
-def make_plan(domain: Domain, cliques) -> OraclePlan:
-    """Build (cached) the oracle plan for a model over ``cliques``.
+def make_plan(domain: Domain, cliques, max_bytes: float | None = None) -> OraclePlan:
+    """Build (cached) the oracle plan for a model over ``cliques``, once its size is checked.
+
+    Every fit builds its plan here before it allocates a table, so this is where a model too large for the
+    machine is refused (:func:`pgmjax.graph.size_limit.check_tree`: the junction tree's cells, in Python
+    integers, against ``max_bytes`` or the limit in force). It also bounds the engine's compiled programs (:func:`pgmjax.programs.bound_compiled`), so a loop over new
+    structures keeps its memory bounded.
 
     Args:
         domain: the domain (attributes in no clique are modelled as uniform).
         cliques: the cliques the model must hold.
+        max_bytes: the size limit in bytes (default :func:`pgmjax.graph.size_limit.max_model_bytes`).
 
     Returns:
         An :class:`OraclePlan`.
+
+    Raises:
+        ModelTooLarge: (a ValueError) naming the cells, the bytes and the largest clique of the junction tree.
     """
-    return _make_plan_cached(domain, maximal_cliques(domain, cliques))
+    model_cliques = maximal_cliques(domain, cliques)
+    size_limit.check_tree(junction_tree(domain, model_cliques), None, max_bytes)
+    from .. import programs  # imported here: programs lists jitted functions of the modules above this one
+
+    programs.bound_compiled()
+    return _make_plan_cached(domain, model_cliques)
 
 
 @functools.lru_cache(maxsize=64)
