@@ -51,7 +51,7 @@ def main(argv=None) -> None:
         os.environ["PGMJAX_MAX_LIVE_PROGRAMS"] = "0"
 
     import numpy as np
-    from benchutil import proc_status, publish, results_header, run_record
+    from benchutil import proc_status
 
     import pgmjax as pj
     from pgmjax import programs
@@ -74,13 +74,27 @@ def main(argv=None) -> None:
         pj.estimate(dom, ms, iters=args.iters)
         if (i + 1) % args.every == 0 or i + 1 == args.structures:
             record(i + 1, time.perf_counter() - start)
+            if i + 1 < args.structures:
+                # Written at every record: a run that dies (XLA:CPU out of memory maps, without a Python
+                # exception) leaves its rows and says it did not finish.
+                write(args, rows, pj, programs, f"incomplete: the process ended after fit {i + 1} and before "
+                      f"fit {min(i + 1 + args.every, args.structures)} without finishing", quiet=True)
+    write(args, rows, pj, programs, "complete")
+
+
+def write(args, rows, pj, programs, status: str, quiet: bool = False) -> None:
+    """Publish the rows so far (JSON and Markdown) with the run's status."""
+    import contextlib
+    import io
+
+    from benchutil import publish, results_header, run_record
 
     first = next((r for r in rows if r["fits"] >= args.every), rows[-1])
     last = rows[-1]
     span = max(last["fits"] - first["fits"], 1)
     per_fit_mb = (last["rss_mib"] - first["rss_mib"]) * 2**20 / 1e6 / span
     per_fit_maps = (last["maps"] - first["maps"]) / span
-    run = run_record("memory_loop.py", argv)
+    run = run_record("memory_loop.py", sys.argv[1:])
     bound = "none (PGMJAX_MAX_LIVE_PROGRAMS=0)" if args.no_bound else f"MAX_LIVE_PROGRAMS={programs.MAX_LIVE_PROGRAMS}"
     lines = [
         "# pgmjax.estimate in a loop over new structures: memory",
@@ -88,7 +102,7 @@ def main(argv=None) -> None:
         *results_header(run),
         "",
         f"{args.structures} structures (three attributes of sizes 2-14, measurements on (a, b) and (b, c), "
-        f"{args.iters} iterations each); bound on live compiled programs: {bound}.",
+        f"{args.iters} iterations each); bound on live compiled programs: {bound}. Run: {status}.",
         f"Growth from fit {first['fits']} to fit {last['fits']}: {per_fit_mb:.3f} MB and {per_fit_maps:.2f} "
         "memory maps per fit.",
         "",
@@ -97,8 +111,10 @@ def main(argv=None) -> None:
         *(f"| {r['fits']} | {r['rss_mib']} | {r['peak_rss_mib']} | {r['maps']} | {r['live_programs']} | {r['seconds']} |"
           for r in rows),
     ]
-    publish(lines, args.out, {"run": run, "structures": args.structures, "iters": args.iters, "bound": bound,
-                              "per_fit_mb": per_fit_mb, "per_fit_maps": per_fit_maps, "rows": rows})
+    data = {"run": run, "structures": args.structures, "iters": args.iters, "bound": bound, "status": status,
+            "per_fit_mb": per_fit_mb, "per_fit_maps": per_fit_maps, "rows": rows}
+    with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
+        publish(lines, args.out, data)
 
 
 if __name__ == "__main__":

@@ -221,7 +221,7 @@ def check_cliques(domain: Domain, cliques: Iterable[Clique], where: str | None =
         >>> check_cliques(dom, [("a", "b"), ("c",)], "demo", max_bytes=2**30)
         Traceback (most recent call last):
         ...
-        pgmjax.graph.size_limit.ModelTooLarge: demo: the model's junction tree has 10,000,000,002 cells (74.51 GB as float64 tables), above the limit of 1 GB (max_bytes); its largest clique ('a', 'b') has 10,000,000,000 cells (74.51 GB); fit fewer or smaller cliques (or compress the domain), or raise the limit: PGMJAX_MAX_MODEL_BYTES=<bytes> or pgmjax.set_max_model_bytes(<bytes>)
+        pgmjax.graph.size_limit.ModelTooLarge: demo: the model's junction tree: 10,000,000,002 cells (74.51 GB as float64 tables), above the limit of 1 GB (max_bytes); its largest clique ('a', 'b') has 10,000,000,000 cells (74.51 GB); fit fewer or smaller cliques (or compress the domain), or raise the limit: PGMJAX_MAX_MODEL_BYTES=<bytes> or pgmjax.set_max_model_bytes(<bytes>)
     """
     sizes = [(clique_cells(domain, c), tuple(c)) for c in cliques]
     cells = sum(n for n, _ in sizes)
@@ -230,7 +230,7 @@ def check_cliques(domain: Domain, cliques: Iterable[Clique], where: str | None =
     if nbytes > limit:
         big_cells, big = max(sizes, key=lambda s: s[0])
         raise ModelTooLarge(
-            f"{where + ': ' if where else ''}{what} has {_fmt_cells(cells)} cells ({_fmt_bytes(nbytes)} as float64 tables), above the "
+            f"{where + ': ' if where else ''}{what}: {_fmt_cells(cells)} cells ({_fmt_bytes(nbytes)} as float64 tables), above the "
             f"limit of {_fmt_bytes(limit)} ({_source(max_bytes)}); its largest clique {big} has "
             f"{_fmt_cells(big_cells)} cells ({_fmt_bytes(big_cells * BYTES_PER_CELL)}){_hint()}",
             cells=cells, bytes=nbytes, limit=limit, clique=big, clique_cells=big_cells,
@@ -268,7 +268,7 @@ def check_table(domain: Domain, clique: Iterable[str], where: str, what: str, ma
         >>> check_table(Domain({"a": 10**200}), ("a",), "mst", "the one-way marginal")
         Traceback (most recent call last):
         ...
-        pgmjax.graph.size_limit.ModelTooLarge: mst: the one-way marginal of ('a',) has about 10^200 cells (about 10^200 bytes as float64), above the limit ...
+        pgmjax.graph.size_limit.ModelTooLarge: mst: the one-way marginal of ('a',): 1e+200 cells (7.276e+188 TB as float64), above the limit ...
     """
     clique = tuple(clique)
     cells = clique_cells(domain, clique) if entries is None else int(entries)
@@ -277,7 +277,7 @@ def check_table(domain: Domain, clique: Iterable[str], where: str, what: str, ma
     if nbytes > limit:
         size = " x ".join(str(domain[a]) for a in clique)
         raise ModelTooLarge(
-            f"{where}: {what} of {clique} has {_fmt_cells(cells)} cells ({_fmt_bytes(nbytes)} as float64), above the "
+            f"{where}: {what} of {clique}: {_fmt_cells(cells)} cells ({_fmt_bytes(nbytes)} as float64), above the "
             f"limit of {_fmt_bytes(limit)} ({_source(max_bytes)}); the attribute sizes are {size}{_hint()}",
             cells=cells, bytes=nbytes, limit=limit, clique=clique, clique_cells=cells,
         )

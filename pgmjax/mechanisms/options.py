@@ -161,3 +161,37 @@ def check_model_cap(max_model_mb, where: str) -> float | None:
     if not (x > 0 and math.isfinite(x)):
         raise ValueError(f"{where}: max_model_mb must be positive and finite (or None for no cap), got {max_model_mb!r}")
     return x
+
+
+def check_domain_size(domain, where: str, cliques: Iterable = (), what: str = "the workload's marginals") -> None:
+    """Refuse, before any computation, a domain or cliques whose tables break the model-size limit.
+
+    Every model of ``domain`` holds a table for each attribute (an unmeasured one too), so a domain whose
+    one-way tables alone break the limit can have no model; ``cliques`` (the workload's, whose marginals a
+    front-end computes) are checked together. The limit is :func:`pgmjax.graph.size_limit.max_model_bytes`
+    (``PGMJAX_MAX_MODEL_BYTES``, default a share of the machine's memory); sizes are Python integers, so a
+    huge domain gives this error and never an overflow.
+
+    Args:
+        domain: the data's domain.
+        where: the front-end's name, for the message.
+        cliques: further cliques whose tables the front-end builds (all held at once).
+        what: what those tables are, for the message.
+
+    Raises:
+        pgmjax.ModelTooLarge: (a ValueError) naming the cells, the bytes, the limit and the largest table.
+
+    Example:
+        >>> from pgmjax import Domain
+        >>> check_domain_size(Domain({"a": 10**200, "b": 2}), "mwem")
+        Traceback (most recent call last):
+        ...
+        pgmjax.graph.size_limit.ModelTooLarge: mwem: the one-way tables every model of the domain holds: 1e+200 cells ...
+    """
+    from ..graph.size_limit import check_cliques
+
+    check_cliques(domain, [(a,) for a in domain.attributes], where, what="the one-way tables every model of the domain holds")
+    cliques = list(cliques)
+    if cliques:
+        check_cliques(domain, cliques, where, what=what)
+

@@ -55,7 +55,8 @@ from ..privacy import check_positive as _positive
 from ..privacy import check_real as _real
 from ..privacy import discrete_noise as dn
 from ..queries.measurement import Measurement
-from .options import DEFAULT_DELTA, check_epsilon, check_engine_options, check_positive_delta, refuse_option
+from ..graph import size_limit
+from .options import DEFAULT_DELTA, check_domain_size, check_epsilon, check_engine_options, check_positive_delta, refuse_option
 from .result import BudgetStep, MechanismResult, record_plan
 
 __all__ = [
@@ -320,6 +321,22 @@ def _engine_options(options, where: str) -> dict:
 # ---------------------------------------------------------------------------------------------------
 
 
+def _check_sizes(domain: Domain, where: str) -> None:
+    """Refuse, before any private computation, a domain MST cannot hold (:class:`pgmjax.ModelTooLarge`).
+
+    The one-way marginals are measured over the original domain; the final model, expressed over it too
+    (:func:`decompress_model`), holds a table over each tree edge, so at least the largest attribute times the
+    smallest other one. (The pairs the selection compares are over the compressed domain, known only after
+    the one-way release; they are checked then.)
+    """
+    check_domain_size(domain, where)
+    sizes = {a: domain[a] for a in domain.attributes}
+    big = max(sizes, key=sizes.get)
+    small = min((a for a in sizes if a != big), key=sizes.get)
+    size_limit.check_cliques(domain, [domain.canonical((big, small))], where,
+                             what=f"the smallest table over {big!r} the final model can hold (one per tree edge)")
+
+
 def mst(
     data: Dataset,
     epsilon: float,
@@ -416,6 +433,7 @@ def mst(
     if synthetic_method not in SAMPLING_METHODS:
         raise ValueError(f"{where}: synthetic_method must be one of {SAMPLING_METHODS}, got {synthetic_method!r}")
     options = _engine_options(engine_options, where)
+    _check_sizes(domain, where)
     budget = mst_budget(epsilon, delta, d)
     bar = _Progress(progress, d + 3, "MST", where)
 
@@ -447,6 +465,8 @@ def mst(
         base = estimate(cdom, one_way_c, iters=select_iters, **options)
         seconds["select_fit"] = time.perf_counter() - t0
         pairs = list(itertools.combinations(attrs, 2))
+        # the pairs' marginals over the compressed domain, all held at once: checked before they are computed
+        size_limit.check_cliques(cdom, pairs, where, what="the pair marginals the selection compares")
         truth = cdata.marginals(pairs)
         est = base.marginals(pairs)
         weights = np.array([np.abs(t - e).sum() for t, e in zip(truth, est)])

@@ -17,7 +17,9 @@ class Measurement:
         clique: the attributes whose marginal ``mu_C`` is queried; the
             marginal's axes follow this order.
         y: the noisy answers, flat ``(rows,)``; for the identity query also
-            the marginal's shape, for a Kronecker query also ``(r_1, ..., r_k)``.
+            the marginal's shape (in the clique's attribute order; checked against the domain by
+            :meth:`validate`), for a Kronecker query also ``(r_1, ..., r_k)``. Any other shape is
+            refused, even of the right size (a transposed marginal would land in the wrong cells).
         stddev: noise standard deviation, a scalar or one per row. Laplace
             noise is given by its standard deviation too (``sqrt(2) * b``).
         query: None for the identity (the marginal itself); a dense matrix
@@ -34,7 +36,7 @@ class Measurement:
         170
     """
 
-    __slots__ = ("clique", "y", "stddev", "linear", "noise")
+    __slots__ = ("clique", "y", "stddev", "linear", "noise", "_y_shape")
 
     def __init__(self, clique: CliqueLike, y, stddev=1.0, query=None, noise: str = "gaussian"):
         self.clique = as_clique(clique)
@@ -45,6 +47,16 @@ class Measurement:
             raise ValueError(f"Measurement on {self.clique}: an attribute appears more than once")
         y = np.asarray(y, dtype=np.float64)
         self.linear = _check_query(self.clique, query)
+        self._y_shape = y.shape  # checked against the clique's shape where the domain is known (validate)
+        # Beyond the flat (rows,), y may take the answers' own shape: the marginal's for the identity, (r_1, ...,
+        # r_k) for a Kronecker query; a dense or stacked query's answers are flat.
+        expected = self.linear.sizes if self.linear.kind == "identity" else self.linear.row_shape
+        if y.ndim > 1 and (self.linear.kind != "identity" or expected is not None) and y.shape != expected:
+            raise ValueError(
+                f"Measurement on {self.clique}: y has shape {y.shape} but the {self.linear.kind} query's answers "
+                f"have shape {expected}{'' if expected is not None and len(expected) == 1 else f' (or flat, ({y.size},))'}: a {y.ndim}-D y of another shape would be read into "
+                "the wrong rows"
+            )
         y = y.reshape(-1)
         if self.linear.rows is None:  # an identity: one row per cell of the (flat) marginal
             self.linear = self.linear.with_sizes((y.size,))
@@ -93,6 +105,13 @@ class Measurement:
             raise ValueError(
                 f"{where}: y has {self.rows} values but the marginal has {cells} cells "
                 f"(shape {domain.shape_of(self.clique)})"
+            )
+        shape = getattr(self, "_y_shape", None)  # absent on a measurement unpickled from an older pgmjax
+        if self.kind == "identity" and shape is not None and len(shape) > 1 and shape != domain.shape_of(self.clique):
+            raise ValueError(
+                f"{where}: y has shape {shape} but the marginal on {self.clique} has shape "
+                f"{domain.shape_of(self.clique)} (axes in the clique's order); give y in that shape or flat "
+                f"({cells},) in row-major order of the clique"
             )
         if self.kind == "dense" and self.query.shape[1] != cells:
             raise ValueError(f"{where}: the query has {self.query.shape[1]} columns but the marginal has {cells} cells")

@@ -58,7 +58,9 @@ from ..estimates import CliqueTables
 from ..multiplicative_weights import check_choice as _choice
 from ..multiplicative_weights import check_workload as _as_workload
 from ..multiplicative_weights import hypothetical_model_size
-from ..options import check_engine_options, check_epsilon, check_model_cap, check_positive_delta, check_pure_delta
+from ...graph import size_limit
+from ...graph.junction import junction_tree, maximal_cliques
+from ..options import check_domain_size, check_engine_options, check_epsilon, check_model_cap, check_positive_delta, check_pure_delta
 from ..result import BudgetStep, MechanismResult, record_plan
 from .error import expected_error
 from .least_squares import global_least_squares, least_squares_marginal
@@ -103,6 +105,20 @@ def _local_tables(domain: Domain, measurements: list[Measurement], cliques: list
     return out
 
 
+
+
+def _check_sizes(domain: Domain, cliques: list[Clique], where: str) -> None:
+    """Refuse, before the strategy is optimised, what HDMM cannot hold (:class:`pgmjax.ModelTooLarge`).
+
+    Per workload attribute of ``n`` values it builds ``n x n`` matrices (the identity query, OPT_kron's
+    strategy factor); per workload clique the data vector and its noisy answers; and the model over the
+    workload's cliques.
+    """
+    check_domain_size(domain, where, cliques, what="the workload cliques' data vectors")
+    for a in dict.fromkeys(a for c in cliques for a in c):
+        size_limit.check_table(domain, (a,), where, f"the {domain[a]} x {domain[a]} query and strategy matrices",
+                               entries=domain[a] ** 2)
+    size_limit.check_tree(junction_tree(domain, maximal_cliques(domain, cliques)), where)
 
 def hdmm(
     data: Dataset,
@@ -231,6 +247,7 @@ def hdmm(
     synthetic = _bool(synthetic, "synthetic", where)
     domain = data.domain
     wl = _as_workload(workload, domain, where)
+    _check_sizes(domain, list(dict.fromkeys(wl.cliques)), where)
     if max_model_mb is not None:
         mb = hypothetical_model_size(domain, list(dict.fromkeys(wl.cliques)))
         if mb > max_model_mb:

@@ -21,7 +21,7 @@ from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
 from ...queries.measurement import estimate_total
-from ..options import check_epsilon, check_model_cap, check_positive_delta, check_pure_delta, check_engine_options
+from ..options import check_domain_size, check_engine_options, check_epsilon, check_model_cap, check_positive_delta, check_pure_delta
 from ..result import BudgetStep, MechanismResult, record_plan
 from .arguments import _alpha, check_choice, check_workload
 from .budget import _NOISES, hypothetical_model_size, mwem_budget
@@ -206,6 +206,8 @@ def mwem(
     wl = check_workload(workload, domain, where)
 
     cliques: list[Clique] = list(dict.fromkeys(wl.cliques))  # distinct, first-seen order
+    # The selection scores every workload clique's marginal: a huge domain is refused here (ModelTooLarge).
+    check_domain_size(domain, where, cliques, what="the workload's marginals (the selection scores each)")
     if max_model_mb is not None:
         _check_round_one(domain, cliques, max_model_mb, rounds, where)
 

@@ -1,0 +1,59 @@
+"""``estimate`` in a loop over new structures keeps the engine's compiled programs bounded (issue 40, item 6).
+
+Every fit plans its structure through ``make_plan``, which calls ``pgmjax.programs.bound_compiled``: once
+more than ``MAX_LIVE_PROGRAMS`` (``PGMJAX_MAX_LIVE_PROGRAMS``) programs are live, the engine's are freed.
+Before, each new structure left its programs (about 4.4 MB and 130 memory maps) for the life of the process
+unless the user called ``pgmjax.release_compiled``; ``bench/memory_loop.py`` measures 2,000 structures.
+"""
+
+import numpy as np
+import pytest
+
+import pgmjax as pj
+from pgmjax import programs
+
+LIMIT = 6
+
+
+@pytest.fixture
+def bounded(monkeypatch):
+    pj.release_compiled()
+    monkeypatch.setenv("PGMJAX_MAX_LIVE_PROGRAMS", str(LIMIT))
+    yield
+    pj.release_compiled()
+
+
+def _fit(i: int, rng) -> None:
+    dom = pj.Domain({"a": 2 + i % 5, "b": 2 + i // 5})  # a new structure for every i < 25
+    pj.estimate(dom, [pj.Measurement(("a", "b"), rng.random(dom.size()) + 1)], iters=2)
+
+
+def test_a_loop_over_new_structures_holds_a_bounded_number_of_programs(bounded):
+    rng = np.random.default_rng(0)
+    counts = []
+    for i in range(24):
+        _fit(i, rng)
+        counts.append(programs.compiled_count())
+    per_fit = max(counts[0], 1)  # the programs one fit compiles
+    # at most LIMIT before a fit, plus that fit's own
+    assert max(counts) <= LIMIT + per_fit, counts
+    assert min(counts[LIMIT:]) < max(counts), counts  # freed along the way, not only held low
+    # a structure fitted again and again under the limit is never freed (nor recompiled)
+    pj.release_compiled()
+    _fit(23, rng)
+    held = programs.compiled_count()
+    for _ in range(4):
+        _fit(23, rng)
+        assert programs.compiled_count() == held
+
+
+def test_bound_compiled_frees_only_above_its_limit(monkeypatch):
+    monkeypatch.delenv("PGMJAX_MAX_LIVE_PROGRAMS", raising=False)
+    pj.release_compiled()
+    _fit(3, np.random.default_rng(0))
+    n = programs.compiled_count()
+    assert n > 0
+    assert not programs.bound_compiled(n) and programs.compiled_count() == n
+    monkeypatch.setenv("PGMJAX_MAX_LIVE_PROGRAMS", "0")  # 0: never free automatically
+    assert not programs.bound_compiled() and programs.compiled_count() == n
+    assert programs.bound_compiled(n - 1) and programs.compiled_count() == 0
