@@ -64,7 +64,8 @@ def test_inconsistent_marginals_are_not_sampled(rng, method):
     sound = random_model(rng)
     # Marginals that do not sum to the total (the symptom of a broken fit or decompression).
     blocks = {k: v * 300.0 for k, v in sound._marginal_blocks.items()}
-    broken = pj.GraphicalModel(sound.plan, sound.theta, sound.total, marginals=blocks)
+    broken = pj.GraphicalModel(sound.plan, sound.theta, sound.total)
+    broken._blocks = blocks  # a model whose marginal program went wrong
     with pytest.raises(FloatingPointError, match=rf"the marginal of clique {_re(broken.cliques[0])} sums to 96300, not the total 321"):
         broken.synthetic_data(50, jax.random.key(0), method=method)
 

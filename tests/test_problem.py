@@ -96,41 +96,26 @@ def test_callable_loss_predicts_the_marginals_themselves():
     assert custom.pull_back(g, mu) is g
 
 
-def test_mirror_descent_carrying_its_marginals_is_the_same_fit():
-    """``MirrorDescent(carry_marginals=True)`` (the trial's marginals carried, no oracle call in ``tidy``) takes
-    the same steps as the default and ends with the marginals of its potentials."""
-    from pgmjax.fit import estimation
+def test_expand_is_the_transpose_of_patterns_and_center_keeps_the_model():
+    """``expand(base, phi) = base + P^T phi`` for the linear map ``P = patterns`` (``<P mu, phi> = <mu, P^T phi>``
+    for random ``mu`` and ``phi``), and ``center`` shifts each measured table by a constant: the model it
+    expands to has the same marginals."""
+    from pgmjax.fit.tree_math import vdot
 
     problem, _ = _problem("l2")
-    theta = problem.plan.zeros(jnp.float64)
-    runs = {}
-    for carry in (False, True):
-        est = estimation.MirrorDescent(carry_marginals=carry)
-        _, state, history = estimation.run(est, problem, theta, 40, step_size=1.0 / 200.0, chunk=15)
-        runs[carry] = (state, [h["loss"] for h in history])
-    (plain, plain_losses), (carried, carried_losses) = runs[False], runs[True]
-    np.testing.assert_allclose(carried_losses, plain_losses, rtol=1e-10)
-    assert int(carried.oracle_calls) == int(plain.oracle_calls)
-    exact = problem.marginals(carried.theta)
-    for k in exact:
-        np.testing.assert_allclose(np.asarray(carried.mu[k]), np.asarray(exact[k]), rtol=1e-9, atol=1e-9, err_msg=k)
-        np.testing.assert_allclose(np.asarray(carried.theta[k]), np.asarray(plain.theta[k]), rtol=1e-9, atol=1e-9, err_msg=k)
-
-
-def test_estimate_carries_marginals_in_small_models_and_in_models_of_small_blocks(monkeypatch):
-    from pgmjax.fit import estimation
-
-    problem, _ = _problem("l2")
-    assert estimation.estimator("mirror_descent", problem).carry_marginals
-    cells = sum(int(np.prod(s)) for _, s in problem.plan.units)
-    blocks = len(problem.plan.units)
-    assert cells == problem.plan.cells and blocks > 1
-    monkeypatch.setattr(estimation, "CARRY_MARGINALS_CELLS", cells - 1)  # a "large" model...
-    monkeypatch.setattr(estimation, "CARRY_MARGINALS_BLOCK_CELLS", -(-cells // blocks))  # ...of small blocks
-    assert estimation.estimator("mirror_descent", problem).carry_marginals
-    monkeypatch.setattr(estimation, "CARRY_MARGINALS_BLOCK_CELLS", cells // blocks - 1)  # ...of large blocks
-    assert not estimation.estimator("mirror_descent", problem).carry_marginals
-    assert isinstance(estimation.estimator("lbfgs", problem), estimation.LBFGS)
+    rng = np.random.default_rng(3)
+    zeros = problem.plan.zeros(jnp.float64)
+    mu = {k: jnp.asarray(rng.normal(size=v.shape)) for k, v in zeros.items()}
+    pats = problem.patterns(zeros)
+    phi = jax.tree_util.tree_map(lambda a: jnp.asarray(rng.normal(size=a.shape)), pats)
+    spread = problem.expand(zeros, phi)
+    np.testing.assert_allclose(float(vdot(problem.patterns(mu), phi)), float(vdot(mu, spread)), rtol=1e-10)
+    before = problem.marginals(spread)
+    centered = problem.center(phi)
+    after = problem.marginals(problem.expand(zeros, centered))
+    for k in before:
+        np.testing.assert_allclose(np.asarray(after[k]), np.asarray(before[k]), rtol=1e-9, atol=1e-9, err_msg=k)
+    assert all(float(jnp.max(c)) <= 0.0 for c in jax.tree_util.tree_leaves(centered))
 
 
 @pytest.mark.parametrize("padded", [False, True])

@@ -54,8 +54,8 @@ leading axis, :func:`batch_axes` gives the ``in_axes`` of a stacked problem for 
     def fit(problem, theta):
         def one(p, th):                 # one member: an ordinary, unbatched fit
             s = est.init(p, th, 1.0 / (p.lipschitz * p.total))
-            s = jax.lax.fori_loop(0, 100, lambda _, s: est.step(p, s), s)
-            return s.theta, s.loss
+            s = est.tidy(p, jax.lax.fori_loop(0, 100, lambda _, s: est.step(p, s), s))
+            return est.params(s), est.best_loss(s)
         return jax.vmap(one, in_axes=(batch_axes(problem), 0))(problem, theta)
 
     theta, loss = fit(problem, zeros(problem))   # theta: {block: (B, ...)}, loss: (B,)
@@ -197,7 +197,10 @@ class Batched:
     def _advance(self, problem, state, num_steps):
         if type(self.estimator) is estimation.MirrorDescent:
             return _advance_mirror_descent(self.estimator, problem, state, num_steps)
-        return jax.lax.fori_loop(0, num_steps, lambda _, s: self.step(problem, s), state)
+        state = jax.lax.fori_loop(0, num_steps, lambda _, s: self.step(problem, s), state)
+        if hasattr(self.estimator, "tidy"):  # L-BFGS forms its best iterate's potentials once per chunk
+            state = jax.vmap(self.estimator.tidy, in_axes=(batch_axes(problem), 0))(problem, state)
+        return state
 
 
 def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Problem, state, num_steps):
@@ -264,11 +267,10 @@ def auto_group(problem: estimation.Problem) -> int | None:
 
 
 @jit(engine=True, loop_emitters=suits_loop_emitters)
-def _loss_and_marginals(problem: estimation.Problem, theta: dict):
-    """Per member: the exact loss of the potentials' model and its marginals (oracle blocks)."""
+def _loss(problem: estimation.Problem, theta: dict):
+    """Per member: the exact loss of the potentials' model."""
     def one(p, th):
-        mu = p.marginals(th)
-        return p.exact_loss(mu), mu
+        return p.exact_loss(p.marginals(th))
 
     return jax.vmap(one, in_axes=(batch_axes(problem), 0))(problem, theta)
 
@@ -321,7 +323,7 @@ def run_batch(
 
     def exact(problem, state):
         if l1:
-            return np.asarray(_loss_and_marginals(problem, batched.params(state))[0], np.float64)
+            return np.asarray(_loss(problem, batched.params(state)), np.float64)
         return np.asarray(_best_loss(batched, state), np.float64)
 
     if l1:
@@ -397,8 +399,8 @@ def estimate_batch(
             every list), or a list of :class:`BatchedMeasurement` (answers with a leading batch axis;
             a plain :class:`~pgmjax.Measurement` among them is shared by every member).
         method: ``"mirror_descent"``, ``"dual_averaging"`` or ``"lbfgs"`` (in a batch, L-BFGS has no
-            Frank-Wolfe restarts and no mirror-descent finish: a stalled member stays at its best iterate,
-            so its model can be further from the optimum than :func:`pgmjax.estimate`'s).
+            mirror-descent finish: a stalled member stays at its best iterate, so its model can be further
+            from the optimum than :func:`pgmjax.estimate`'s).
         iters: iterations (every member runs the same number).
         loss: ``"l2"`` or ``"l1"`` (``"l1"`` not with dual averaging).
         total: None (each member's total estimated from its measurements), a scalar, or one per member ``(B,)``.
@@ -444,28 +446,25 @@ def estimate_batch(
     )
     for h in history:
         h.pop("state", None)
-    if method == "mirror_descent" and loss != "l1":  # the state holds the potentials' marginals and exact loss
-        losses, mu, steps = state.loss, state.mu, np.asarray(state.step_size, np.float64)
+    if method == "mirror_descent" and loss != "l1":  # the state holds the returned potentials' exact loss
+        losses, steps = state.lowest, np.asarray(state.best_step, np.float64)
     else:
-        (losses, mu), steps = _loss_and_marginals(problem, params), None
-    _check_fitted_members(problem.plan, params, mu, np.asarray(problem.total, np.float64), np.asarray(losses, np.float64))
-    return BatchedModel(
-        problem.plan, params, np.asarray(problem.total, np.float64), history, marginals=mu,
-        losses=np.asarray(losses, np.float64), step_sizes=steps,
-    )
+        losses, steps = _loss(problem, params), None
+    model = BatchedModel(problem.plan, params, np.asarray(problem.total, np.float64), history,
+                         losses=np.asarray(losses, np.float64), step_sizes=steps)
+    _check_fitted_members(model)
+    return model
 
 
-def _check_fitted_members(plan, params: dict, mu: dict, totals: np.ndarray, losses: np.ndarray) -> None:
+def _check_fitted_members(model: BatchedModel) -> None:
     """:func:`pgmjax.fit.estimate._check_fitted` (finite potentials, marginals and loss; marginals summing to the
-    total) on every member, on host copies of the batched blocks."""
+    total) on every member, with the marginals each member answers from."""
     from .estimate import _check_fitted
 
-    params = {k: np.asarray(v) for k, v in params.items()}
-    mu = {k: np.asarray(v) for k, v in mu.items()}
-    for b in range(len(totals)):
+    for b in range(len(model)):
+        m = model.member(b)
         try:
-            _check_fitted(plan, {k: v[b] for k, v in params.items()}, {k: v[b] for k, v in mu.items()},
-                          float(totals[b]), float(losses[b]))
+            _check_fitted(model.plan, m.theta, lambda: m._marginal_blocks, m.total, float(model.losses[b]))
         except FloatingPointError as e:
             raise FloatingPointError(f"estimate_batch: batch member {b}: {e}") from e
 

@@ -45,9 +45,8 @@ def estimate(
         measurements: :class:`Measurement` objects (may be empty if ``loss``
             is a callable and ``cliques`` names the model's cliques).
         method: ``"mirror_descent"`` (Algorithm 1), ``"dual_averaging"``
-            (Algorithm 2) or ``"lbfgs"`` (Appendix A.3; restarted from a Frank-Wolfe step whenever it
-            stalls, and, once no such step helps, the iterations left go to mirror descent: see
-            :class:`pgmjax.fit.lbfgs.LBFGS`).
+            (Algorithm 2) or ``"lbfgs"`` (Appendix A.3; once it stalls, the iterations left go to
+            mirror descent: see :class:`pgmjax.fit.lbfgs.LBFGS`).
         iters: maximum number of iterations.
         loss: ``"l2"`` (Gaussian noise), ``"l1"`` (Laplace noise; its
             maximum-likelihood loss) or a callable taking a ``clique ->
@@ -178,26 +177,25 @@ def estimate(
             bar.close()
     for h in history:
         h.pop("state", None)
-    if carries_step:  # the state holds the returned potentials' marginals and (exact) loss
-        loss, mu, step = state.loss, state.mu, float(state.step_size)
+    if carries_step:  # the state holds the (exact) loss of the returned potentials
+        loss, step = float(state.lowest), float(state.best_step)
     else:
-        (loss, mu), step = estimation._model_loss_and_marginals(problem, params), None
-    _check_fitted(plan, params, mu, total, float(loss))
-    model = GraphicalModel(plan, params, total, history, marginals=mu)
-    model.loss, model.step_size = float(loss), step
+        loss, step = float(estimation._model_loss(problem, params)), None
+    # The model's answers are a function of its potentials and total alone, computed by its own program
+    # (pgmjax.model.graphical_model): the same whether it was just fitted, saved and loaded, or a member of a batch.
+    model = GraphicalModel(plan, params, total, history)
+    _check_fitted(plan, params, lambda: model._marginal_blocks, total, loss)
+    model.loss, model.step_size = loss, step
     return model
 
 
 def _finish_with_mirror_descent(problem, params, history, iters, step_size, chunk, tol, callback):
     """L-BFGS's remaining iterations, run by mirror descent from its best iterate.
 
-    L-BFGS stops early when no Frank-Wolfe restart lowers its loss (:meth:`pgmjax.fit.lbfgs.LBFGS.restart`):
-    in float64 it is then optimal to first order, and mirror descent's line search accepts no step that
-    raises the loss, so this costs little; in float32 its line search in the potentials stops where the
-    loss's decrease falls below the loss's rounding, while mirror descent's multiplicative steps, with their
-    rounding allowance, keep going (``bench/lbfgs_reliability.py``: 10 noise draws of a small problem with
-    empty cells, float32, 1,000 iterations: within 1e-4 of the optimum on 1 of 10 with L-BFGS alone, on 8 of
-    10 with its Frank-Wolfe restarts and this finish).
+    L-BFGS stops early when it stalls (:class:`pgmjax.fit.lbfgs.LBFGS`): in float64 it is then optimal to
+    first order, and mirror descent's line search accepts no step that raises the loss, so this costs
+    little; in float32 its line search stops where the loss's decrease falls below the loss's rounding,
+    while mirror descent's multiplicative steps, with their rounding allowance, keep going.
     """
     done, calls = history[-1]["iteration"], history[-1]["oracle_calls"]
 
@@ -212,10 +210,11 @@ def _finish_with_mirror_descent(problem, params, history, iters, step_size, chun
     return params, history + more
 
 
-def _check_fitted(plan: oracle.OraclePlan, params: dict, mu: dict, total: float, loss: float) -> None:
+def _check_fitted(plan: oracle.OraclePlan, params: dict, mu, total: float, loss: float) -> None:
     """Refuse to return a model that is not one: a non-finite loss, or what
     :func:`pgmjax.model.graphical_model.check_consistent` refuses (NaN or +inf potentials, non-finite marginals, a clique
-    whose marginal does not sum to the total; ``-inf`` potentials are structural zeros, allowed)."""
+    whose marginal does not sum to the total; ``-inf`` potentials are structural zeros, allowed). ``mu``: the
+    marginals (oracle blocks), or a function returning them."""
     if not np.isfinite(loss):
         raise FloatingPointError(f"estimate: the fitted model's loss is {loss}")
     check_consistent(plan, params, mu, total, what="estimate: the fitted model")

@@ -32,8 +32,6 @@ from .mirror_descent import MirrorDescent, MirrorDescentState
 from .problem import Problem
 
 __all__ = [
-    "CARRY_MARGINALS_BLOCK_CELLS",
-    "CARRY_MARGINALS_CELLS",
     "LBFGS",
     "METHODS",
     "DualAveraging",
@@ -43,7 +41,6 @@ __all__ = [
     "MirrorDescentState",
     "Problem",
     "estimator",
-    "carries_marginals",
     "run",
     "smoothing_schedule",
 ]
@@ -51,42 +48,8 @@ __all__ = [
 
 METHODS = {"mirror_descent": MirrorDescent, "dual_averaging": DualAveraging, "lbfgs": LBFGS}
 
-#: Mirror descent carries its marginals (:attr:`MirrorDescent.carry_marginals`) in models of at most this many
-#: cells in their junction-tree tables. Measured on the 2-core CPU (2026-11-24, alternating processes): carrying
-#: them cut the first fit's compile by 0.25 s on Titanic (680k cells), 0.8 s on Stroke (456k) and on a generated
-#: 15-attribute problem (707k), for iterations within the noise to 10% slower; in models of millions of cells
-#: the write of every table in every trial outweighs the second oracle copy's compile.
-CARRY_MARGINALS_CELLS = 2**20
-
-#: ... and in larger models whose potential blocks (one per clique class) hold at most this many cells on
-#: average: there the compile of the second oracle copy grows with the number of classes while the extra
-#: write per trial grows with the cells. Measured on the AMD 2-core CPU (2026-11-25, alternating fresh
-#: processes, first ``estimate(50)`` and 200-iteration calls): a generated 50-attribute problem (40 classes,
-#: 58k cells each) 10.4-10.7 -> 7.7-7.8 s first fit for 11.3-11.6 -> 12.7-13.2 ms per iteration, a generated
-#: 200-attribute one (171 classes, 23k) 45.6-47.1 -> 28.9-30.4 s for 22-24 -> 24-27 ms; not on Loans (17
-#: classes of 236k cells: 5.8 -> 4.6 s for 22.3 -> 25.7 ms, a loss over a 1,000-iteration fit) or Adult's
-#: benchmark cliques (9 of 435k: 4.6 -> 4.1 s for 19.7 -> 22.8 ms).
-CARRY_MARGINALS_BLOCK_CELLS = 2**17
-
-
-def carries_marginals(plan) -> bool:
-    """Whether :func:`pgmjax.estimate`'s mirror descent carries its marginals on a model with oracle plan
-    ``plan`` (see :data:`CARRY_MARGINALS_CELLS` and :data:`CARRY_MARGINALS_BLOCK_CELLS`).
-
-    Example:
-        >>> from pgmjax.graph.oracle import make_plan
-        >>> carries_marginals(make_plan(pj.Domain({"a": 2, "b": 3}), [("a", "b")]))
-        True
-    """
-    return plan.cells <= CARRY_MARGINALS_CELLS or plan.cells <= CARRY_MARGINALS_BLOCK_CELLS * len(plan.units)
-
-
-
 def estimator(method: str, problem: Problem):
-    """The estimator :func:`pgmjax.estimate` runs for ``method`` on ``problem`` (default settings, with
-    :attr:`MirrorDescent.carry_marginals` on where :func:`carries_marginals` says so)."""
-    if method == "mirror_descent":
-        return MirrorDescent(carry_marginals=carries_marginals(problem.plan))
+    """The estimator :func:`pgmjax.estimate` runs for ``method`` on ``problem`` (default settings)."""
     return METHODS[method]()
 
 
@@ -144,9 +107,8 @@ def run(
 ):
     """Run an estimator for ``iters`` steps in compiled chunks.
 
-    An estimator with ``stalled(state)`` and ``restart(problem, state)`` (:class:`LBFGS`; smooth losses) is
-    restarted after a chunk in which it stalled; its idle steps count no iteration, and the run stops early
-    when the restart finds no better point.
+    An estimator with ``stalled(state)`` (:class:`LBFGS`; smooth losses) ends the run after a chunk in which
+    it stalled; its idle steps count no iteration.
 
     Args:
         estimator: a MirrorDescent, DualAveraging or LBFGS instance.
@@ -167,7 +129,7 @@ def run(
         ``(params, state, history)``: the potentials to report, the final
         state and the list of per-chunk dicts (``loss`` is the exact loss of
         the returned potentials' model; the last has ``stalled=True`` when the
-        run ended early because the estimator's ``restart`` found no better point).
+        run ended early because the estimator stalled).
     """
     start = time.perf_counter()
     l1 = problem.loss == "l1"
@@ -178,22 +140,22 @@ def run(
     state = _start(estimator, problem, theta, to_device(step_size, dt))
     history = []
     done, k = 0, 0
-    prev = float(_model_loss_and_marginals(problem, estimator.params(state))[0]) if l1 else float(estimator.best_loss(state))
+    prev = float(_model_loss(problem, estimator.params(state))) if l1 else float(estimator.best_loss(state))
     if not math.isfinite(prev):
         raise FloatingPointError(
             f"the starting model's loss is {prev}: the starting potentials (warm start) or the measurements "
             "hold values the loss cannot be evaluated at"
         )
-    restartable = hasattr(estimator, "restart") and not l1
+    stoppable = hasattr(estimator, "stalled") and not l1
     while done < iters:
         n = min(chunk, iters - done)
-        started = int(state.iteration) if restartable else 0
+        started = int(state.iteration) if stoppable else 0
         state = _chunk(estimator, problem, state, to_device(n, np.int32))
         done, k = done + n, k + 1
-        stalled = restartable and estimator.stalled(state)
+        stalled = stoppable and estimator.stalled(state)
         if stalled:  # L-BFGS stalled inside the chunk: its idle steps count no iteration
             done = done - n + int(state.iteration) - started
-        loss = float(_model_loss_and_marginals(problem, estimator.params(state))[0]) if l1 else float(estimator.best_loss(state))
+        loss = float(_model_loss(problem, estimator.params(state))) if l1 else float(estimator.best_loss(state))
         info = {
             "iteration": done,
             "loss": loss,
@@ -206,13 +168,9 @@ def run(
             break
         if not math.isfinite(loss):  # unreachable by design (non-finite steps are rejected in the loop)
             raise FloatingPointError(f"the loss became {loss} at iteration {done}")
-        if stalled:  # restart from a better point, or stop
-            state, moved = estimator.restart(problem, state)
-            if not moved:
-                info["stalled"] = True  # read by pgmjax.estimate (L-BFGS hands its remaining iterations on)
-                break
-            prev = float(estimator.best_loss(state))
-            continue
+        if stalled:
+            info["stalled"] = True  # read by pgmjax.estimate (L-BFGS hands its remaining iterations on)
+            break
         if tol is not None and abs(prev - loss) <= tol * max(abs(loss), 1e-30) and (not l1 or k >= chunks):
             break
         prev = loss
@@ -227,10 +185,6 @@ def run(
 
 
 @jit(engine=True, loop_emitters=suits_loop_emitters)
-def _model_loss_and_marginals(problem: Problem, theta: dict) -> tuple[jax.Array, dict]:
-    """Exact loss of the model with potentials ``theta``, and its marginals (oracle blocks).
-
-    One program for both: the fitted model keeps the marginals, so a fit does not compile a second one.
-    """
-    mu = problem.marginals(theta)
-    return problem.exact_loss(mu), mu
+def _model_loss(problem: Problem, theta: dict) -> jax.Array:
+    """The exact loss of the model with potentials ``theta`` (with the L1 loss, not its smoothing)."""
+    return problem.exact_loss(problem.marginals(theta))

@@ -52,6 +52,11 @@ class _Group:
     parts: tuple[_Group, ...] = ()  # a merged group: these groups' rows, one flat row (see _merge_marginals)
     pad: int = 0  # a merged group: zero-weight cells after its parts' (see _ALIGN)
     pairs: PairLayout | None = None  # kind "pairs": one table's one- and two-way marginals as products
+    stacked: int = 0  # rows of the group's stacked arrays: ``count``, or the block's levels * slots if dense
+
+    @property
+    def stacked_rows(self) -> int:
+        return self.stacked or self.count
 
 
 @jax.tree_util.register_pytree_node_class
@@ -145,7 +150,7 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
 
             group = jax.tree_util.tree_map(spread, {k: v for k, v in group.items() if k not in ("level", "slot")})
         arrays.append(group)
-        groups.append(_Group(key, host_shape, sum_axes, perm, kind, rows, count, dense))
+        groups.append(_Group(key, host_shape, sum_axes, perm, kind, rows, count, dense, stacked=cells if dense else count))
     arrays, groups = _merge_marginals(arrays, groups)
     arrays = jax.tree_util.tree_map(lambda a: to_device(a) if a.dtype.kind == "i" else to_device(a, dtype), arrays)
     return MeasurementArrays(arrays, groups)
@@ -235,20 +240,75 @@ def _stored_cells(m: Measurement, values: np.ndarray, perm: tuple[int, ...], dom
 
 def predictions(mu: dict, meas: MeasurementArrays) -> list[jax.Array]:
     """``Q_i mu_i`` for every group, each ``(count, rows)`` (``(levels * slots, rows)`` for a dense group);
-    a marginal's rows are its cells in the host table's stored order (its answers ``y`` were stacked so)."""
+    a marginal's rows are its cells in the host table's stored order (its answers ``y`` were stacked so).
+
+    The composition of :func:`patterns` (the measured cliques' marginals, linear in ``mu``) and
+    :func:`predictions_from_patterns` (the queries applied to them)."""
+    return predictions_from_patterns(patterns(mu, meas), meas)
+
+
+def patterns(mu: dict, meas: MeasurementArrays) -> list[jax.Array]:
+    """The measured cliques' marginals, per group, as the queries read them: ``(count, *kept axes)`` for a
+    group of queries, and the predictions themselves (``(count, rows)``) for marginals (identity queries,
+    ``"pairs"`` products and merged groups), whose query is the identity.
+
+    The space the estimators keep their parameters in: the model's potentials are the transpose of this
+    map applied to them (:func:`pgmjax.fit.problem.Problem.expand`), a sum of tables over the measured
+    cliques, so the fitted distribution is in the exponential family of the measured cliques by
+    construction (McKenna, Sheldon & Miklau, ICML 2019, Section 3: the maximum-entropy distribution
+    consistent with the marginals has this form).
+    """
     out = []
     for g, arr in zip(meas.groups, meas.arrays):
         if g.parts:
-            parts = [_prediction(mu, p, a).reshape(-1) for p, a in zip(g.parts, arr["parts"])]
+            parts = [_pattern(mu, p, a).reshape(-1) for p, a in zip(g.parts, arr["parts"])]
             pad = [jnp.zeros(g.pad, parts[0].dtype)] if g.pad else []
             out.append(jnp.concatenate(parts + pad)[None])
         else:
-            out.append(_prediction(mu, g, arr))
+            out.append(_pattern(mu, g, arr))
     return out
 
 
-def _prediction(mu: dict, g: _Group, arr: dict) -> jax.Array:
-    """One group's ``Q_i mu_i``, ``(count, rows)``."""
+def predictions_from_patterns(pats: list, meas: MeasurementArrays) -> list[jax.Array]:
+    """The groups' predictions ``Q_i mu_i`` from :func:`patterns`' output (linear)."""
+    return [p if g.parts or g.kind in ("identity", "pairs") else jax.vmap(LinearQuery.apply)(arr["query"], p)
+            for p, g, arr in zip(pats, meas.groups, meas.arrays)]
+
+
+def center_patterns(pats: list, meas: MeasurementArrays) -> list[jax.Array]:
+    """Parameters in :func:`patterns`' space shifted so each measured table's largest entry is 0.
+
+    Subtracting a constant from every cell of one measured table adds a constant to its host clique's
+    potentials: the distribution is unchanged. Mirror descent's parameters drift by such constants (a
+    measurement whose answers do not sum to the model's total pulls every cell of its table the same
+    way at every step); left to grow, they would cost the potentials their float32 precision. A
+    ``"pairs"`` group's entries are shifted together (the transpose of its products maps one constant on
+    every entry to a constant on its table); zero-weight padding is left as it is.
+    """
+    out = []
+    for p, g in zip(pats, meas.groups):
+        if g.parts:
+            flat, pieces, at = p.reshape(-1), [], 0
+            for part in g.parts:
+                n = part.stacked_rows * part.rows
+                pieces.append(_centered_rows(flat[at:at + n].reshape(part.stacked_rows, -1), part).reshape(-1))
+                at += n
+            if g.pad:
+                pieces.append(flat[at:])
+            out.append(jnp.concatenate(pieces)[None])
+        else:
+            out.append(_centered_rows(p, g))
+    return out
+
+
+def _centered_rows(x: jax.Array, g: _Group) -> jax.Array:
+    """``x`` (``(count, ...)``, one measured table or one ``"pairs"`` product per row) less each row's max."""
+    top = jnp.max(x.reshape(x.shape[0], -1), axis=1).reshape((-1,) + (1,) * (x.ndim - 1))
+    return x - jax.lax.stop_gradient(top)
+
+
+def _pattern(mu: dict, g: _Group, arr: dict) -> jax.Array:
+    """One group's :func:`patterns` entry, ``(count, ...)``."""
     if g.pairs is not None:
         return pair_marginals.predict(g.pairs, mu[g.key][arr["level"], arr["slot"]], arr["onehot_left"], arr["onehot_right"])
     if g.dense:
@@ -261,7 +321,7 @@ def _prediction(mu: dict, g: _Group, arr: dict) -> jax.Array:
         x = jnp.transpose(x, (0, *(1 + p for p in g.perm)))
     if g.kind == "identity":  # no vmap to trace: a model with 120 marginals traced it 360 times per fit
         return x.reshape(x.shape[0], -1)
-    return jax.vmap(LinearQuery.apply)(arr["query"], x)
+    return x
 
 
 def residual_loss(mu: dict, meas: MeasurementArrays, kind: str, smoothing=None) -> jax.Array:

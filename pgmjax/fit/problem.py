@@ -106,10 +106,59 @@ class Problem:
 
     def predict(self, mu: dict):
         """What the loss reads of the marginals: each measurement group's answers ``Q mu`` (a tuple), or,
-        for a callable loss, the marginals themselves. Linear in ``mu``."""
+        for a callable loss, the marginals themselves. Linear in ``mu``: :meth:`predict_from_patterns` of
+        :meth:`patterns`."""
+        return self.predict_from_patterns(self.patterns(mu))
+
+    def patterns(self, mu: dict):
+        """The measured cliques' marginals as the queries read them (:func:`pgmjax.fit.losses.patterns`; a
+        tuple, one entry per measurement group), or, for a callable loss, the marginals themselves.
+
+        Linear in ``mu``. Its transpose maps parameters of this shape to potentials (:meth:`expand`):
+        the space in which mirror descent and L-BFGS keep their parameters."""
         if callable(self.loss):
             return mu
-        return tuple(_losses.predictions(mu, self.meas))
+        return tuple(_losses.patterns(mu, self.meas))
+
+    def predict_from_patterns(self, pats):
+        """:meth:`predict` from :meth:`patterns`' output (the queries applied; linear)."""
+        if callable(self.loss):
+            return pats
+        return tuple(_losses.predictions_from_patterns(list(pats), self.meas))
+
+    def expand(self, base: dict, params) -> dict:
+        """The potentials ``base + P^T params`` (oracle blocks), ``P`` the linear map :meth:`patterns`.
+
+        ``P^T`` broadcasts each measured table into its host clique's table and sums, so the potentials
+        differ from ``base`` by a sum of functions of the measured cliques, whatever the rounding of
+        ``params``: a fit that moves only ``params`` keeps its distribution in the exponential family of
+        the measured cliques (McKenna, Sheldon & Miklau, ICML 2019, Section 3), whose member matching
+        the fitted marginals is their maximum-entropy distribution. Updating the junction tree's tables
+        in place instead lets each step's rounding add interactions no measurement constrains, and over
+        thousands of float32 steps (momentum amplifies them) they move the unmeasured marginals.
+
+        Args:
+            base: the starting potentials (oracle blocks; may hold ``-inf``, structural zeros).
+            params: parameters shaped like :meth:`patterns`' output.
+        """
+        if callable(self.loss):  # a callable loss reads any marginal: its parameters are the blocks
+            return {k: base[k] + params[k] for k in base}
+        spread = jax.linear_transpose(self.patterns, base)(params)[0]
+        return {k: base[k] + spread[k] for k in base}
+
+    def pattern_grad(self, pred_grad, like):
+        """The loss's gradient with respect to :meth:`patterns` from one with respect to :meth:`predict`
+        (``Q^T g`` per measurement; ``like``: any value shaped like :meth:`patterns`' output)."""
+        if callable(self.loss):
+            return pred_grad
+        return jax.linear_transpose(self.predict_from_patterns, like)(pred_grad)[0]
+
+    def center(self, params):
+        """``params`` less a constant per measured table, so each table's largest entry is 0: the model
+        :meth:`expand` gives is unchanged (:func:`pgmjax.fit.losses.center_patterns`)."""
+        if callable(self.loss):
+            return {k: t - v for (k, t), v in zip(params.items(), row_tops(params).values())}
+        return tuple(_losses.center_patterns(list(params), self.meas))
 
     def loss_of_predictions(self, pred) -> jax.Array:
         """:meth:`loss_of` from :meth:`predict`'s output."""
@@ -126,3 +175,23 @@ class Problem:
 
     def loss_and_grad(self, mu: dict):
         return jax.value_and_grad(self.loss_of)(mu)
+
+
+def row_tops(blocks: dict) -> dict:
+    """Each junction-tree clique's largest finite entry in ``blocks`` (0 where it has none), broadcastable
+    against its block ``(levels, slots, *table)``; no gradient flows through it.
+
+    In float32 an entry ``t`` of a table carries an absolute error of ``eps |t|``, a relative error of
+    ``eps |t|`` in its probability: potentials pushed far from 0 together cost the likely cells the
+    precision a line search needs. Subtracting these tops keeps the likely cells near 0 and leaves the
+    distribution as it is; ``-inf`` entries (structural zeros) stay ``-inf``.
+    """
+    out = {}
+    for k, t in blocks.items():
+        rows = (t.shape[0] * t.shape[1] if t.ndim >= 2 else 1, -1)
+        # a 2-D row maximum: XLA:CPU compiles it to a simpler, faster kernel than one over six trailing axes
+        top = jnp.max(jnp.where(jnp.isfinite(t), t, -jnp.inf).reshape(rows), axis=-1)
+        top = top.reshape(t.shape[:2] + (1,) * (t.ndim - 2))
+        out[k] = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
+    return out
+

@@ -54,8 +54,10 @@ class GraphicalModel(ModelStructure):
         plan: the oracle plan (junction tree and layout).
         theta: log-potentials in the oracle's block layout.
         total: the number of records the model stands for.
-        marginals: optional, the clique marginals of ``theta`` in the oracle's block layout, where the
-            caller has them already (``estimate`` passes its fit's); otherwise computed on first use.
+
+    Every answer is a function of ``theta`` and ``total`` alone: the clique marginals come from one
+    compiled program (the marginal oracle) on first use, whether the model was just fitted, loaded from
+    a file, taken from a batch or built by hand, so one model never gives two answers.
 
     Attributes:
         domain, cliques (junction-tree cliques holding potentials), total,
@@ -66,16 +68,14 @@ class GraphicalModel(ModelStructure):
         >>> model.marginal(("sex", "income")).sum() == model.total  # doctest: +SKIP
     """
 
-    def __init__(self, plan: oracle.OraclePlan, theta: dict, total: float, history=None, *, marginals=None):
+    def __init__(self, plan: oracle.OraclePlan, theta: dict, total: float, history=None):
         self.plan = plan
         self.theta = theta
         self.total = float(total)
         self.history = history or []
         self.loss: float | None = None  # the estimator's final loss, when fitted by estimate()
         self.step_size: float | None = None  # mirror descent's last step, where a warm start can reuse it
-        # The clique marginals of ``theta`` in oracle blocks: the fit's where it computed them (one compiled
-        # program and one oracle call less per fit), else computed on first use.
-        self._blocks = marginals
+        self._blocks = None  # the clique marginals of ``theta`` in oracle blocks, computed on first use
         self._checked: tuple | None = None  # (theta, total, marginals) last found consistent by check()
         self._host_blocks: dict = {}  # host copies of marginal blocks, as marginal() reads them
 

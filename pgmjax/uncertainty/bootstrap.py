@@ -294,7 +294,7 @@ def refit(
     def run(prob, th, n, st):
         params, state, _ = batch_mod.run_batch(est, prob, th, n, step_size=st, chunk=chunk, group="auto")
         keep = loss != "l1" and fit_method == "mirror_descent"
-        return params, (np.asarray(state.step_size, np.float64) if keep else st)
+        return params, (np.asarray(state.best_step, np.float64) if keep else st)
 
     def read(prob, th):
         return tuple(np.asarray(v, np.float64) for v in _values(tplan, plan, th, jm, prob.total))
