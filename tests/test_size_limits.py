@@ -129,18 +129,18 @@ def _data(size: int, d: int = 3) -> pj.Dataset:
     return pj.Dataset(np.random.default_rng(0).integers(0, 5, (100, d)), dom)
 
 
-@pytest.mark.parametrize("name", ["mwem", "mst", "hdmm"])
+@pytest.mark.parametrize("name", ["mwem", "mst", "hdmm", "dualquery"])
 def test_front_ends_refuse_a_huge_domain_with_the_size_error(name):
     fn = getattr(pj.mechanisms, name)
-    # mwem raised OverflowError (math range error), mst and hdmm NumPy's "Maximum allowed dimension exceeded"
+    # mwem raised OverflowError (math range error), the others NumPy's "Maximum allowed dimension exceeded"
     with pytest.raises(pj.ModelTooLarge, match=rf"^{name}: .*\('a0',\)"):
         fn(_data(10**200), 1.0, key=jax.random.key(0), engine_iters=5)
 
 
-@pytest.mark.parametrize("name", ["mst", "hdmm"])
+@pytest.mark.parametrize("name", ["mst", "hdmm", "dualquery", "rr_synthetic"])
 def test_front_ends_refuse_attributes_whose_tables_cannot_fit_before_any_private_computation(name):
     fn = getattr(pj.mechanisms, name)
-    # a million values per attribute: NumPy's "Unable to allocate 7.28 TiB" (after 70 s in mst) before
+    # a million values per attribute: NumPy's "Unable to allocate 7.28 TiB" before (after 70 s in mst)
     t = time.perf_counter()
     with pytest.raises(pj.ModelTooLarge, match=rf"^{name}: .*'a0'"):
         fn(_data(10**6), 1.0, key=jax.random.key(0), engine_iters=5)

@@ -195,3 +195,21 @@ def check_domain_size(domain, where: str, cliques: Iterable = (), what: str = "t
     if cliques:
         check_cliques(domain, cliques, where, what=what)
 
+
+def check_attribute_matrices(domain, attributes: Iterable[str], where: str, what: str = "query matrices") -> None:
+    """Refuse attributes whose ``n x n`` matrices (an explicit identity query, a channel, a strategy factor)
+    break the model-size limit, naming the attribute and its size (:class:`pgmjax.ModelTooLarge`).
+
+    Example:
+        >>> from pgmjax import Domain
+        >>> check_attribute_matrices(Domain({"a": 10**6}), ["a"], "dualquery")
+        Traceback (most recent call last):
+        ...
+        pgmjax.graph.size_limit.ModelTooLarge: dualquery: the 1000000 x 1000000 query matrices of ('a',): 1,000,000,000,000 cells ...
+    """
+    from ..graph.size_limit import check_table
+
+    for a in dict.fromkeys(attributes):
+        n = domain[a]
+        check_table(domain, (a,), where, f"the {n} x {n} {what}", entries=n * n)
+

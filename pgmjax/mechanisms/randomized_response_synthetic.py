@@ -52,7 +52,7 @@ from ..rr import (
     measurements,
     mse_bound,
 )
-from .options import check_engine_options, check_pure_delta, refuse_option
+from .options import check_attribute_matrices, check_domain_size, check_engine_options, check_pure_delta, refuse_option
 from .result import BudgetStep, MechanismResult, record_plan
 
 __all__ = ["rr_synthetic", "chow_liu_cliques"]
@@ -206,6 +206,9 @@ def rr_synthetic(
     if not per_attribute and size > 1e300:
         raise ValueError(f"{where}: the whole-row domain has about 10^{math.log10(size):.0f} rows; randomized response over it "
                          "carries no information: use per_attribute=True")
+    # Huge attributes: ModelTooLarge naming the attribute, before the channel's n x n matrices are built.
+    check_domain_size(domain, where)
+    check_attribute_matrices(domain, domain.attributes, where, "channel and query matrices")
     channel = Channel.of(domain, epsilon, per_attribute)
     n = len(data)
     rmse = math.sqrt(mse_bound(size, epsilon, n)) if not per_attribute else None

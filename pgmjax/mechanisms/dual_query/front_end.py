@@ -54,7 +54,8 @@ from ...privacy import (
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.workload import Workload
 from ..multiplicative_weights import check_workload, hypothetical_model_size
-from ..options import DEFAULT_DELTA, check_engine_options, check_epsilon, check_model_cap, check_positive_delta
+from ..options import (DEFAULT_DELTA, check_attribute_matrices, check_domain_size, check_engine_options, check_epsilon,
+                       check_model_cap, check_positive_delta)
 from ..result import BudgetStep, MechanismResult, record_plan
 from .queries import _kron_np, _Queries, max_sum_ve  # noqa: F401  (_kron_np: used by the tests through this module)
 from .transcript import DualQueryTranscript, TranscriptLoss
@@ -328,6 +329,10 @@ def dualquery(
         _positive(step_size, "engine_options step_size", where)
     dtype = options.pop("dtype", None)
     max_model_mb = check_model_cap(max_model_mb, where)
+    # Huge domains: ModelTooLarge naming the attribute or clique, before a query matrix is built.
+    check_domain_size(data.domain, where, list(dict.fromkeys(workload.cliques)), what="the workload cliques' query blocks")
+    check_attribute_matrices(data.domain, (a for q in workload.queries for a, m in zip(q.clique, q.matrices) if m is None),
+                             where, "identity query matrices")
     if max_model_mb is not None:
         mb = hypothetical_model_size(data.domain, list(dict.fromkeys(workload.cliques)))
         if mb > max_model_mb:

@@ -60,7 +60,7 @@ from ..multiplicative_weights import check_workload as _as_workload
 from ..multiplicative_weights import hypothetical_model_size
 from ...graph import size_limit
 from ...graph.junction import junction_tree, maximal_cliques
-from ..options import check_domain_size, check_engine_options, check_epsilon, check_model_cap, check_positive_delta, check_pure_delta
+from ..options import check_attribute_matrices, check_domain_size, check_engine_options, check_epsilon, check_model_cap, check_positive_delta, check_pure_delta
 from ..result import BudgetStep, MechanismResult, record_plan
 from .error import expected_error
 from .least_squares import global_least_squares, least_squares_marginal
@@ -115,9 +115,7 @@ def _check_sizes(domain: Domain, cliques: list[Clique], where: str) -> None:
     workload's cliques.
     """
     check_domain_size(domain, where, cliques, what="the workload cliques' data vectors")
-    for a in dict.fromkeys(a for c in cliques for a in c):
-        size_limit.check_table(domain, (a,), where, f"the {domain[a]} x {domain[a]} query and strategy matrices",
-                               entries=domain[a] ** 2)
+    check_attribute_matrices(domain, (a for c in cliques for a in c), where, "query and strategy matrices")
     size_limit.check_tree(junction_tree(domain, maximal_cliques(domain, cliques)), where)
 
 def hdmm(
