@@ -108,8 +108,8 @@ def test_the_limit_comes_from_the_argument_the_setting_the_environment_or_the_ma
         size_limit.max_model_bytes()
 
     monkeypatch.delenv("PGMJAX_MAX_MODEL_BYTES")
-    ram = size_limit.physical_memory()
-    assert ram and size_limit.max_model_bytes() == pytest.approx(size_limit.DEFAULT_FRACTION * ram)
+    memory = size_limit._accelerator_memory() or size_limit.physical_memory()  # a GPU's where JAX runs on one
+    assert memory and size_limit.max_model_bytes() == pytest.approx(size_limit.DEFAULT_FRACTION * memory)
     with pytest.raises(ValueError):
         pj.set_max_model_bytes(-1)
 

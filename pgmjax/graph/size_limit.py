@@ -127,18 +127,13 @@ def physical_memory() -> int | None:
 def _accelerator_memory() -> int | None:
     """The memory of JAX's default device when that is a GPU or TPU that reports it; None otherwise.
 
-    Asked only once JAX's backends have started (asking would start them, and :func:`pgmjax.fast_compile`
-    must run before that); a fit's plan is built just before its first computation, so a GPU fit's first
-    plan may be checked against the host's memory.
+    Asking starts JAX's backends: the checks that get here (a fit's plan, a front-end's up-front checks) run
+    just before the computation that would start them anyway. Found once per process.
     """
     global _device_memory
     if _device_memory is not None:
         return _device_memory
     try:
-        from jax._src import xla_bridge
-
-        if not getattr(xla_bridge, "backends_are_initialized", lambda: False)():
-            return None
         import jax
 
         if jax.default_backend() == "cpu":
