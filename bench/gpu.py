@@ -242,6 +242,8 @@ def main(argv=None) -> int:
     ap.add_argument("--make-references", metavar="OUT.json", help="compute float64 references on the CPU")
     ap.add_argument("--problems", nargs="+", help="with --make-references: these problems (default: the engine's)")
     ap.add_argument("--iters", type=int, default=gc.ITERS_REF, help="with --make-references: iterations")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="total seconds (default 450): every section's budget scaled to it, to leave room in a lease")
     ap.add_argument("--references", default=None, help=f"references file (default {os.path.relpath(REFERENCES, ROOT)})")
     ap.add_argument("--child", choices=("pgmjax",), help=argparse.SUPPRESS)
     for flag in ("--problem-file", "--status-file", "--name", "--reference"):
@@ -266,6 +268,9 @@ def main(argv=None) -> int:
 
 def run(args, argv) -> int:
     s = SMOKE if args.smoke else FULL
+    if args.budget is not None:  # every section's share kept, scaled to the total asked for
+        f = args.budget / s.total_s
+        s = dataclasses.replace(s, budgets={k: v * f for k, v in s.budgets.items()}, total_s=args.budget)
     total = gc.Budget(s.total_s)
     os.makedirs(args.out, exist_ok=True)
     out = {"mode": "smoke" if args.smoke else "full", "run": run_record(argv), "settings": dataclasses.asdict(s)}
