@@ -32,10 +32,13 @@ MAX_LIVE_PROGRAMS = 32
 
 def _engine_functions() -> tuple:
     # Imported here: this module sits below the modules whose jitted functions it lists.
-    from .fit import estimation
+    from .fit import batch, estimation
     from .model import graphical_model as model
     from .model import inference, sampling
 
+    # estimate_batch's programs (one set per batched structure), those of them batch.py defines
+    batched = tuple(f for f in (getattr(batch, n, None) for n in ("_vmapped_start", "_advance", "_vmapped_started", "_loss"))
+                    if hasattr(f, "_cache_size"))
     return (
         estimation._init,
         estimation._chunk,
@@ -45,6 +48,7 @@ def _engine_functions() -> tuple:
         inference._answer_many_jit,
         sampling._conditional_cdf,
         sampling._draw,
+        *batched,
     )
 
 

@@ -57,3 +57,23 @@ def test_bound_compiled_frees_only_above_its_limit(monkeypatch):
     monkeypatch.setenv("PGMJAX_MAX_LIVE_PROGRAMS", "0")  # 0: never free automatically
     assert not programs.bound_compiled() and programs.compiled_count() == n
     assert programs.bound_compiled(n - 1) and programs.compiled_count() == 0
+
+
+def test_a_loop_of_batched_fits_over_new_structures_is_bounded_too(bounded):
+    rng = np.random.default_rng(1)
+    counts = []
+    for i in range(10):
+        dom = pj.Domain({"a": 2 + i % 5, "b": 2 + i // 5})
+        batch = pj.BatchedMeasurement(("a", "b"), rng.random((2, dom.size())) + 1)
+        pj.estimate_batch(dom, [batch], iters=2)
+        counts.append(_batched_programs())
+    per_fit = max(counts[0], 1)
+    assert max(counts) <= LIMIT + per_fit, counts
+
+
+def _batched_programs() -> int:
+    """The programs estimate_batch's own jitted functions hold (counted here, not by compiled_count)."""
+    from pgmjax.fit import batch
+
+    fns = (getattr(batch, n, None) for n in ("_vmapped_start", "_advance", "_vmapped_started", "_loss"))
+    return sum(f._cache_size() for f in fns if hasattr(f, "_cache_size"))
