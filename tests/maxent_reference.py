@@ -11,6 +11,8 @@ Used by ``tests/test_invariants.py`` and ``tests/test_maxent_regressions.py``.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import scipy.optimize
 
@@ -44,24 +46,37 @@ def _expand(marginal: np.ndarray, attrs: list[str], clique) -> np.ndarray:
     return m.reshape(shape)
 
 
-def ipf(attrs: list[str], sizes: list[int], targets: dict, tol: float = 1e-13, max_sweeps: int = 200_000) -> np.ndarray:
+def ipf(attrs: list[str], sizes: list[int], targets: dict, tol: float = 1e-12, max_sweeps: int = 20_000) -> np.ndarray:
     """The maximum-entropy distribution whose clique marginals are ``targets``, by IPF in float64.
 
-    Each target is normalised to sum to one first (a float32 fit's marginals differ in their sums by
-    rounding), so the result is a probability table.
+    Each target is normalised to sum to one first. A float32 fit's clique marginals agree on the attributes
+    their cliques share only to float32 rounding, and no distribution matches them all: IPF then settles
+    within that disagreement of every target, so it stops once every target is matched to ``tol`` or to
+    ten times the largest disagreement of two targets on shared attributes, whichever is larger.
 
     Args:
         attrs: attribute names, the table's axis order.
         sizes: their sizes.
         targets: ``{clique: marginal}`` (axes in the clique's order).
-        tol: stop when no cell of any clique marginal moves by more than ``tol`` in a sweep.
-        max_sweeps: give up after this many sweeps (the result is then returned as it stands).
+        tol: stop when every clique marginal is within ``tol`` (max cell) of its target, or within the
+            targets' own disagreement (see above).
+        max_sweeps: give up after this many sweeps.
 
     Returns:
         The full probability table (float64, axes ``attrs``).
+
+    Raises:
+        RuntimeError: IPF did not converge in ``max_sweeps`` (the reference would be wrong, not the model).
     """
-    p = np.full(sizes, 1.0 / np.prod(sizes))
     targets = {tuple(c): np.asarray(t, np.float64) / np.asarray(t, np.float64).sum() for c, t in targets.items()}
+    clash = 0.0
+    for (c, t), (d, u) in itertools.combinations(targets.items(), 2):
+        shared = [a for a in c if a in d]
+        if shared:
+            sub = lambda cl, m: project(m, list(cl), shared)  # noqa: E731
+            clash = max(clash, float(np.abs(sub(c, t) - sub(d, u)).max()))
+    stop = max(tol, 10 * clash)
+    p = np.full(sizes, 1.0 / np.prod(sizes))
     for _ in range(max_sweeps):
         worst = 0.0
         for c, t in targets.items():
@@ -70,9 +85,23 @@ def ipf(attrs: list[str], sizes: list[int], targets: dict, tol: float = 1e-13, m
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = np.where(cur > 0, t / cur, 0.0)
             p = p * _expand(ratio, attrs, c)
-        if worst < tol:
-            break
-    return p
+        if worst < stop:
+            return p
+    raise RuntimeError(f"IPF: after {max_sweeps} sweeps a clique marginal is still {worst:.3g} from its target "
+                       f"(stop at {stop:.3g})")
+
+
+def distribution(potentials: dict, attrs: list[str], sizes: list[int]) -> np.ndarray:
+    """The probability table of log-potentials ``{clique: table}`` (a model's :attr:`potentials`), in float64.
+
+    This is what a model's potentials mean, evaluated exactly: it separates the quality of a float32 fit (its
+    potentials) from the rounding of the float32 arithmetic that answers queries from them.
+    """
+    logp = np.zeros(sizes)
+    for c, t in potentials.items():
+        logp = logp + _expand(np.asarray(t, np.float64), attrs, c)
+    p = np.exp(logp - logp.max())
+    return p / p.sum()
 
 
 def full_table(data: np.ndarray, sizes: list[int]) -> np.ndarray:
@@ -112,7 +141,7 @@ def loss_value(marginals: dict, measurements, loss: str = "l2") -> float:
     return total
 
 
-def optimum(attrs: list[str], sizes: list[int], measurements, total: float, loss: str = "l2") -> float:
+def optimum(attrs: list[str], sizes: list[int], measurements, total: float, loss: str = "l2") -> tuple[float, dict]:
     """The minimum of the loss over the marginal polytope scaled by ``total`` (float64, full table).
 
     The loss depends on the distribution only through the measured cliques' marginals, and every point of the
@@ -128,7 +157,9 @@ def optimum(attrs: list[str], sizes: list[int], measurements, total: float, loss
         loss: ``"l2"`` or ``"l1"``.
 
     Returns:
-        The loss's minimum (the best of the solves, always an exact loss of a feasible point).
+        ``(loss, marginals)``: the minimum (the exact loss of the feasible point found) and that point's
+        measured clique marginals ``{clique: counts}`` (a zero cell says the minimum is on the polytope's
+        boundary, where potentials are infinite and every method converges slowly).
     """
     cliques = sorted({tuple(m[0]) for m in measurements}, key=str)
     shapes = [tuple(sizes[attrs.index(a)] for a in c) for c in cliques]
@@ -170,7 +201,8 @@ def optimum(attrs: list[str], sizes: list[int], measurements, total: float, loss
 
     def exact(theta):
         p = dist(theta)
-        return loss_value({c: total * project(p, attrs, c) for c in cliques}, measurements, loss)
+        marginals = {c: total * project(p, attrs, c) for c in cliques}
+        return loss_value(marginals, measurements, loss), marginals
 
     theta = np.zeros(offs[-1])
     epss = [None] if loss == "l2" else [10.0 ** (-k / 2) for k in range(0, 17)]
