@@ -4,10 +4,12 @@ The issue's loopy model: six attributes of sizes 3, 2, 4, 2, 3, 2; 5,000 records
 (a,b), (b,c), (c,d), (d,a), (e,f), (a,e) with Gaussian noise sigma 3 and ``stddev=3``. The reference is the
 maximum-entropy distribution with the fit's own measured clique marginals (IPF on the full table, float64):
 the paper's promise (ICML 2019, Section 3) is that unmeasured answers come from it. At 20,000 iterations the
-engine before the fix drifted to 0.24 L1/N on the unmeasured marginal (a,b,d) with mirror descent and L-BFGS.
+engine before the fix (d59866c) drifted to 0.149 (mirror descent) and 0.111 (L-BFGS) L1/N on the unmeasured
+marginal (a,b,d) of this file's data (the issue's draw: 0.245 and 0.242); dual averaging held 4.9e-6.
 
-The second case: a model saved and loaded answers every marginal bit for bit as the model in memory
-(one source of truth for a model's answers).
+The second case: a model saved and loaded answers every marginal bit for bit as the model in memory (one
+source of truth for a model's answers). Before the fix, mirror descent's model differed from its loaded copy
+by up to 0.0344 counts of 5,000.
 """
 
 import jax.numpy as jnp
