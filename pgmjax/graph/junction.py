@@ -202,7 +202,10 @@ def _junction_tree_cached(domain: Domain, cliques: frozenset) -> JunctionTree:
         if elim_sets[k] not in seen:
             seen.add(elim_sets[k])
             uniq.append(k)
-    node_sets = [elim_sets[k] for k in uniq]
+    # In a canonical order (by their attributes' positions), not the elimination order: the tree is then a
+    # function of the set of cliques alone, so the junction tree's own cliques (a saved model's) give back
+    # the very tree, hence the same program and the same answers bit for bit, as the measured cliques did.
+    node_sets = sorted((elim_sets[k] for k in uniq), key=sorted)
     tree_cliques = tuple(tuple(attrs[v] for v in sorted(s)) for s in node_sets)
 
     # Maximum spanning tree on separator size over cliques that share an attribute.
