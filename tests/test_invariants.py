@@ -9,11 +9,19 @@ per-row noise) and all three methods, in float32 (the default):
    distribution with the fit's own measured clique marginals (IPF on the full table, float64), at 20,000
    iterations for some cases of every method. This holds at any iteration count: it is what the paper's
    estimator returns (ICML 2019, Section 3), whether or not the loss has converged.
-2. **Optimality.** At convergence the loss is within 1e-4 relative of its minimum over the marginal polytope
-   (a float64 solve on the full table, :func:`maxent_reference.optimum`).
+2. **Optimality.** After 20,000 iterations the loss of the model's potentials is within 1e-4 relative of
+   its minimum over the marginal polytope (a float64 solve on the full table,
+   :func:`maxent_reference.optimum`), or, for a method that converges more slowly than that in any
+   precision, no more than 1e-4 further from it than the same fit in float64 (:data:`LOSS_REGIME`: where
+   float32 can resolve 1e-4 of the loss, optimum inside the polytope).
 3. **One source of truth.** Save then load answers every marginal bit for bit.
-4. **Batches.** A member of :func:`pgmjax.estimate_batch` answers as its sequential :func:`pgmjax.estimate`.
-5. **Warm starts.** A warm start from a converged model leaves its answers unchanged.
+4. **Batches.** A member of :func:`pgmjax.estimate_batch` answers as its sequential :func:`pgmjax.estimate`
+   to :data:`BATCH_TOL` (the reasons it is not bit for bit are there).
+5. **Warm starts.** A warm start from a converged model moves no answer by more than :data:`WARM_TOL` and
+   does not raise the loss (beyond float32's resolution of it, 1e-5).
+
+Before the fix of issue 40 (d59866c) 12 of the 14 tests failed (all but dual averaging's maximum entropy and
+save/load); the numbers are in the assertion messages and, with ``-s``, printed for every example.
 
 Every example compiles its own programs (its queries' shapes differ), so ``max_examples`` stays small; the
 iterations themselves cost microseconds on these tables. The file runs in under 2 minutes on the 2-core CPU.
