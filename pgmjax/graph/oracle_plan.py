@@ -301,8 +301,8 @@ def make_plan(domain: Domain, cliques, max_bytes: float | None = None) -> Oracle
 
     Every fit builds its plan here before it allocates a table, so this is where a model too large for the
     machine is refused (:func:`pgmjax.graph.size_limit.check_tree`: the junction tree's cells, in Python
-    integers, against ``max_bytes`` or the limit in force). It also bounds the engine's compiled programs (:func:`pgmjax.programs.bound_compiled`), so a loop over new
-    structures keeps its memory bounded.
+    integers, against ``max_bytes`` or the limit in force). It also bounds the engine's compiled programs
+    (:func:`pgmjax.programs.bound_compiled`), so a loop over new structures keeps its memory bounded.
 
     Args:
         domain: the domain (attributes in no clique are modelled as uniform).
