@@ -62,8 +62,10 @@ def run_record(script: str, argv=None, backend: bool = True, **versions) -> dict
     if backend:
         machine["backend"] = jax.default_backend()
     machine["load_average_at_end"] = os.getloadavg()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    # $PGMJAX_COMMIT where set: a device machine's copy of the tree may have no git, or a stale one
+    commit = os.environ.get("PGMJAX_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+        cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
     return {
         "machine": machine,
         "versions": {"python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__, **versions},

@@ -104,7 +104,8 @@ def _version(dist: str) -> str | None:
 
 
 def run_record(argv) -> dict:
-    """Device, versions, date and commit (``git``, else ``$PGMJAX_COMMIT``: the device may have no git)."""
+    """Device, versions, date and commit (``$PGMJAX_COMMIT`` where set, else ``git``: a device machine's copy
+    of the tree may have no git, or a stale one)."""
     import datetime
 
     import jax
@@ -126,7 +127,7 @@ def run_record(argv) -> dict:
         "versions": {"pgmjax": pgmjax.__version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
                      "mbi": _version("mbi"), "numpy": np.__version__, "python": sys.version.split()[0]},
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit or os.environ.get("PGMJAX_COMMIT", "unknown"),
+        "commit": os.environ.get("PGMJAX_COMMIT") or commit or "unknown",
         "command": "python3 bench/gpu.py " + " ".join(argv),
     }
 

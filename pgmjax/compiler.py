@@ -153,7 +153,7 @@ def options_for(platform: str, engine: bool = False, loop_emitters: bool = False
     cpu = platform == "cpu"
     return {
         **compiler_options(platform), **(engine_options(platform) if engine else {}),
-        **(LOOP_EMITTERS if loop_emitters and cpu else {}), **(user or {}),
+        **(LOOP_EMITTERS if loop_emitters and cpu and has_loop_emitters() else {}), **(user or {}),
     }
 
 
@@ -209,6 +209,20 @@ LOOP_EMITTERS_MAX_REDUCTIONS = 8
 
 #: The per-program option that selects XLA:CPU's loop emitters (passed only for the CPU: :func:`options_for`).
 LOOP_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
+
+
+def has_loop_emitters() -> bool:
+    """Whether the installed jaxlib's XLA:CPU has the emitter switch (``xla_cpu_use_fusion_emitters``).
+
+    jaxlib 0.10 has it; jaxlib 0.11's XLA knows no such flag, and an unknown flag in ``XLA_FLAGS`` aborts
+    the process at JAX's start ("Unknown flag in XLA_FLAGS", seen on an H200 with jax 0.11.2). Later
+    releases get XLA's default emitters: the choice was measured on 0.10 only.
+
+    Example:
+        >>> has_loop_emitters() in (True, False)
+        True
+    """
+    return _jaxlib_version() < (0, 11, 0)
 
 
 def emitters_chosen_by_flags() -> bool:

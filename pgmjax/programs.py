@@ -208,14 +208,16 @@ def fast_compile(strict: bool = True) -> bool:
     models with larger blocks (Adult's benchmark cliques then iterate 37% slower) and every other program
     of the process, the user's own included. Measured in ``bench/results/fast_compile_cpu.md``. The command line (``python -m pgmjax``) turns it on for its own
     process; a library user opts in, because the flag can only be set before JAX starts its CPU backend.
-    GPU compilers ignore it.
+    GPU compilers ignore it. A jaxlib whose XLA has no such switch (0.11 and later,
+    :func:`pgmjax.compiler.has_loop_emitters`) gets nothing: XLA aborts at start on a flag it does not know.
 
     Args:
         strict: raise if JAX's backends are already running (else return False and change nothing).
 
     Returns:
         Whether the loop emitters are in force for this process's programs compiled from now on: False
-        where ``XLA_FLAGS`` already names the flag as true (the user's choice is kept).
+        where ``XLA_FLAGS`` already names the flag as true (the user's choice is kept) or the installed
+        jaxlib has no such switch.
 
     Raises:
         RuntimeError: with ``strict``, when JAX has already started its backends (the flags are read then).
@@ -229,6 +231,10 @@ def fast_compile(strict: bool = True) -> bool:
     """
     if fast_compile_enabled():
         return True
+    from .compiler import has_loop_emitters
+
+    if not has_loop_emitters():  # an XLA without the switch aborts at start on an unknown flag
+        return False
     flags = os.environ.get("XLA_FLAGS", "")
     if "--xla_cpu_use_fusion_emitters" in flags:  # set to true by the user: theirs to keep
         return False

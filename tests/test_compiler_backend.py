@@ -111,3 +111,19 @@ def test_engine_functions_run_and_count_their_programs_through_the_platform():
     assert "HIGHEST" in g.lower(jnp.ones((2, 2))).as_text()
     f.clear_cache()
     assert f._cache_size() == 0
+
+
+def test_a_jaxlib_without_the_emitter_switch_gets_neither_the_option_nor_the_flag(monkeypatch):
+    """jaxlib 0.11's XLA has no ``xla_cpu_use_fusion_emitters``: an unknown flag in XLA_FLAGS aborts the process
+    at JAX's start (seen on an H200 with jax 0.11.2, where ``pgmjax info`` died), so neither the per-program
+    option nor :func:`pgmjax.programs.fast_compile`'s flag is used there."""
+    from pgmjax import compiler, programs
+
+    monkeypatch.setattr(compiler, "_jaxlib_version", lambda: (0, 11, 2))
+    monkeypatch.setenv("XLA_FLAGS", "")
+    assert not compiler.has_loop_emitters()
+    assert "xla_cpu_use_fusion_emitters" not in compiler.options_for("cpu", engine=True, loop_emitters=True)
+    assert programs.fast_compile(strict=False) is False
+    assert "xla_cpu_use_fusion_emitters" not in __import__("os").environ["XLA_FLAGS"]
+    monkeypatch.setattr(compiler, "_jaxlib_version", lambda: (0, 10, 2))
+    assert compiler.options_for("cpu", loop_emitters=True)["xla_cpu_use_fusion_emitters"] is False
