@@ -274,8 +274,15 @@ def test_batch_member_equals_its_sequential_fit(method, data):
 
 # ---------------------------------------------------------------------------------------------- 5. warm starts
 #: Iterations of the warm-started fit, and how far its answers may move from the converged model's (L1/N).
+#: 1e-3, the suite's accuracy (as BATCH_TOL and the maximum-entropy check), not 1e-4: where the loss is
+#: nearly flat along some direction (prefix and "total" queries at sigma 10 to 20), answers that move by
+#: 1e-4 change the loss by less than float32 resolves of it (1e-5, LOSS_REGIME). Measured on a 9-attribute
+#: draw: float32 mirror descent at 20,000 iterations was 2.9e-6 (relative) above the optimum, and 2,000 warm
+#: iterations lowered that to 2.7e-7 (float64 loss of both models) while its full table moved 1.5e-4 L1/N:
+#: genuine progress, not wandering (float64, same method: moved 9e-11). The drift of issue 40 moved
+#: answers by 0.17 L1/N.
 WARM_ITERS = 2000
-WARM_TOL = 1e-4
+WARM_TOL = 1e-3
 
 
 @pytest.mark.parametrize("method", METHODS)

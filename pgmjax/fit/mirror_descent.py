@@ -242,8 +242,11 @@ class MirrorDescent:
         # A loss no step can change accepts every step: without a cap the step size overflows to inf.
         next_eta = jnp.minimum(next_eta, jnp.finfo(next_eta.dtype).max * 1e-8)
         growth = jnp.where(halved, s.growth - (s.growth - self.min_growth) * 0.5, s.growth)
-        # Ties go to the later iterate. A select over the measured cells, not over the junction tree.
-        better = loss <= s.lowest
+        # Ties keep the earlier iterate: only a strictly lower loss replaces it. From a converged warm start
+        # every accepted step is a tie or a rise within the slack; with ties to the later iterate the fit
+        # returned wherever that walk ended (a 9-attribute model at its optimum moved 1.5e-4 L1/N in 2,000
+        # iterations at an equal loss). A select over the measured cells, not over the junction tree.
+        better = loss < s.lowest
         best = tree_map(lambda a, b: jnp.where(better, a, b), params, s.best)
         # At the optimum no step lowers the loss and the step size halves away: a warm start continues from
         # the step of the last progress instead.
