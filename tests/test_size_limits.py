@@ -176,3 +176,13 @@ def test_kronecker_and_dense_answers_of_another_shape_are_refused():
         pj.Measurement(("a", "b"), y.T, query=(np.eye(2), np.eye(3)))
     with pytest.raises(ValueError, match=r"y has shape \(2, 3\) but the dense query's answers have shape \(6,\)"):
         pj.Measurement(("a", "b"), y, query=np.eye(6))
+
+
+def test_a_batched_measurement_of_another_shape_is_refused():
+    """A batched ``y`` of shape (B, 3, 2) for a (2, 3) marginal is refused naming both shapes (it was flattened
+    into the wrong cells); the marginal's shape and the flat rows stay accepted."""
+    dom = pj.Domain({"a": 2, "b": 3})
+    with pytest.raises(ValueError, match=r"y has shape \(3, 2\) but the marginal on \('a', 'b'\) has shape \(2, 3\)"):
+        pj.estimate_batch(dom, [pj.BatchedMeasurement(("a", "b"), np.ones((4, 3, 2)), stddev=1.0)], iters=5)
+    for y in (np.ones((4, 2, 3)), np.ones((4, 6))):
+        assert len(pj.estimate_batch(dom, [pj.BatchedMeasurement(("a", "b"), y, stddev=1.0)], iters=5)) == 4

@@ -263,7 +263,8 @@ class BatchedMeasurement:
         members = []
         for b in range(batch):
             try:
-                members.append(Measurement(clique, flat[b], stddev=per[b], query=query))
+                # y[b], not its flat copy: each member's answers are checked against the marginal's shape
+                members.append(Measurement(clique, y[b], stddev=per[b], query=query))
             except ValueError as e:
                 raise ValueError(f"{name}, batch member {b}: {e}") from e
         self._members = tuple(members)
