@@ -57,7 +57,12 @@ def test_no_recompilation_on_new_numbers(small, method):
     L-BFGS compiles its mirror-descent finish only when a fit first needs it (once it stalls): the first fit
     here runs long enough to use it.
     """
+    from pgmjax import programs
+
     dom, data, cliques = small
+    # Earlier tests' programs freed first: the engine frees all of them before a fit once more than
+    # programs.MAX_LIVE_PROGRAMS are live (a bound, not a recompilation of the same structure).
+    programs.release_compiled()
     first = pj.noisy_marginals(data, cliques, 5.0, jax.random.key(0))
     warm = pj.estimate(dom, first, method, iters=300 if method == "lbfgs" else 20, chunk=10)
     warm.marginal(("a", "b"))  # the query's program too (the test does not rely on earlier tests)
@@ -249,6 +254,9 @@ def _row_measurements(data, count):
 
 def test_measurement_counts_padded_to_a_power_of_two_reuse_programs(small):
     """MWEM adds one measurement per round: 3 -> 4 measurements of one clique shape keep every program."""
+    from pgmjax import programs
+
+    programs.release_compiled()  # see test_no_recompilation_on_new_numbers
     dom, data, _ = small
     rows = _row_measurements(data, 5)
     pj.estimate(dom, rows[:3], "mirror_descent", loss="l1", iters=20, chunk=10, total=400.0)

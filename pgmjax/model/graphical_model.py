@@ -352,7 +352,9 @@ def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Cal
                 raise FloatingPointError(f"{what}: the potentials of clique {clique} hold {word} "
                                          f"({int(bad(potentials).sum())} of {potentials.size} cells)")
     margs = plan.tables({k: np.asarray(v) for k, v in (marginals() if callable(marginals) else marginals).items()})
-    for clique in plan.cliques:
+    # A clique whose potentials are all -inf empties every marginal: name it, the cause, first.
+    dead = [c for c in plan.cliques if np.isneginf(np.asarray(tables[c])).all()]
+    for clique in dead + [c for c in plan.cliques if c not in dead]:
         table = np.asarray(margs[clique], np.float64)
         why = " (all its potentials are -inf: no cell can hold a record)" if np.isneginf(np.asarray(tables[clique])).all() else ""
         if not np.isfinite(table).all():
