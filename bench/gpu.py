@@ -243,6 +243,8 @@ def main(argv=None) -> int:
     ap.add_argument("--make-references", metavar="OUT.json", help="compute float64 references on the CPU")
     ap.add_argument("--problems", nargs="+", help="with --make-references: these problems (default: the engine's)")
     ap.add_argument("--iters", type=int, default=gc.ITERS_REF, help="with --make-references: iterations")
+    ap.add_argument("--max-seconds", type=float, default=gc.MAX_REFERENCE_S,
+                    help="with --make-references: skip a problem whose fit is projected to take longer")
     ap.add_argument("--budget", type=float, default=None,
                     help="total seconds (default 450): every section's budget scaled to it, to leave room in a lease")
     ap.add_argument("--references", default=None, help=f"references file (default {os.path.relpath(REFERENCES, ROOT)})")
@@ -258,7 +260,7 @@ def main(argv=None) -> int:
     if args.make_references:
         if not os.environ.get("JAX_PLATFORMS"):
             os.environ["JAX_PLATFORMS"] = "cpu"  # references are the CPU's, also on a GPU machine
-        gc.make_references(args.make_references, args.problems or ENGINE_PROBLEMS, args.iters)
+        gc.make_references(args.make_references, args.problems or ENGINE_PROBLEMS, args.iters, args.max_seconds)
         return 0
     if not args.out:
         ap.error("give the output folder")
