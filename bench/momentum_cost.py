@@ -26,7 +26,7 @@ p = ep.make(name)
 dom = pj.Domain(p["domain"])
 meas = [pj.Measurement(c, y, stddev=p["sigma"]) for c, y in zip(p["cliques"], p["noisy"])]
 prob = make_problem(dom, meas)
-variants = {"default": MirrorDescent(carry_marginals=True), "alg1": MirrorDescent(carry_marginals=True, momentum=0.0, min_growth=1.25)}
+variants = {"default": MirrorDescent(), "alg1": MirrorDescent(momentum=0.0, min_growth=1.25)}
 res = {}
 for rep in range(3):
     for v, est in variants.items():

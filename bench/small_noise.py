@@ -26,7 +26,7 @@ for name in ["default", "alg1", "da"]:
     for dt in [jnp.float64, jnp.float32]:
         for it in [1000, 2000]:
             if name == "alg1":
-                estimation.estimator = lambda m, p: MirrorDescent(carry_marginals=True, momentum=0.0, min_growth=1.25) if m == "mirror_descent" else orig(m, p)
+                estimation.estimator = lambda m, p: MirrorDescent(momentum=0.0, min_growth=1.25) if m == "mirror_descent" else orig(m, p)
             else:
                 estimation.estimator = orig
             method = "dual_averaging" if name == "da" else "mirror_descent"
