@@ -96,6 +96,7 @@ class MirrorDescent:
         ...     state = step(problem, state)
         >>> bool(md.best_loss(state) < 1e-3)
         True
+        >>> theta = md.params(md.tidy(problem, state))  # the best iterate's potentials, formed by tidy
     """
 
     armijo: float = 0.5
@@ -113,6 +114,7 @@ class MirrorDescent:
 
     @staticmethod
     def params(state: MirrorDescentState) -> dict:
+        """The potentials of the lowest-loss iterate, as of the last :meth:`tidy` (oracle blocks)."""
         return state.theta
 
     @staticmethod
