@@ -131,7 +131,7 @@ def _query_matrix(query, shape) -> np.ndarray:
 def loss_value(marginals: dict, measurements, loss: str = "l2") -> float:
     """The estimation loss of clique marginals (``{clique: counts}``) on ``(clique, y, stddev, query)`` tuples.
 
-    ``l2 = 1/2 sum ||(Q mu - y) / sigma||^2``, ``l1 = sum ||(Q mu - y) / sigma||_1`` (README, Losses).
+    ``l2 = 1/2 sum ||(Q mu - y) / sigma||^2``, ``l1 = sum ||(Q mu - y) / sigma||_1`` (docs/guide.md, Losses).
     """
     total = 0.0
     for clique, y, stddev, query in measurements:
