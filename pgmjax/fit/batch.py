@@ -448,6 +448,8 @@ def estimate_batch(
         h.pop("state", None)
     if method == "mirror_descent" and loss != "l1":  # the state holds the returned potentials' exact loss
         losses, steps = state.lowest, np.asarray(state.best_step, np.float64)
+    elif history:  # the last chunk's entry is the exact loss of each member's returned potentials already
+        losses, steps = history[-1]["loss"], None
     else:
         losses, steps = _loss(problem, params), None
     model = BatchedModel(problem.plan, params, np.asarray(problem.total, np.float64), history,

@@ -179,6 +179,8 @@ def estimate(
         h.pop("state", None)
     if carries_step:  # the state holds the (exact) loss of the returned potentials
         loss, step = float(state.lowest), float(state.best_step)
+    elif history:  # the last chunk's entry is the exact loss of the returned potentials already
+        loss, step = float(history[-1]["loss"]), None
     else:
         loss, step = float(estimation._model_loss(problem, params)), None
     # The model's answers are a function of its potentials and total alone, computed by its own program
