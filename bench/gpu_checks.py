@@ -320,8 +320,10 @@ def _one_size(p: dict, iters: int) -> dict:
         return time.perf_counter() - t, m
 
     row["first_call_s"] = run(CHUNK)[0]
-    short, _ = run(CHUNK)
-    long, m = run(CHUNK + iters)
+    # medians of three: one call's fixed cost varies by more than 50 iterations take on a GPU
+    short = sorted(run(CHUNK)[0] for _ in range(3))[1]
+    longs = [run(CHUNK + iters) for _ in range(3)]
+    long, m = sorted(longs, key=lambda r: r[0])[1]
     row.update(ms_per_iter=1e3 * (long - short) / iters, iters=iters, loss_finite=bool(math.isfinite(m.loss)))
     mem = [d.memory_stats() for d in jax.devices()[:1] if hasattr(d, "memory_stats")]
     if mem and mem[0] and "peak_bytes_in_use" in mem[0]:

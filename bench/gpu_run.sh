@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu.py on a GPU machine with no network (bench/GPU.md): pgmjax's missing dependencies and mbi from the
 # carried wheels in .whl/ into /tmp/site, the shared data from .whl/data, pgmjax from this checkout.
-#   bash bench/gpu_run.sh OUT_DIR        (PGMJAX_COMMIT=<hash> names the commit where the machine has no git)
+#   bash bench/gpu_run.sh OUT_DIR [gpu.py options]   (PGMJAX_COMMIT=<hash> names the commit where the machine has no git)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: bash bench/gpu_run.sh OUT_DIR}
@@ -13,4 +13,4 @@ export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 if [ -d .whl/data ] && [ -z "${PGMJAX_DATA:-}" ]; then export PGMJAX_DATA=$PWD/.whl/data; fi
 mkdir -p "$OUT"
 python3 -m pgmjax info | tee "$OUT/info.txt"
-python3 bench/gpu.py "$OUT"
+python3 bench/gpu.py "$OUT" "${@:2}"
