@@ -31,13 +31,17 @@ import pandas as pd
 
 from .dataset import DataValueError
 
-__all__ = ["SchemaError", "SchemaValueError", "NumericColumn", "CategoricalColumn", "DECODE_METHODS", "parse_column",
+__all__ = ["SchemaError", "SchemaValueError", "NumericColumn", "CategoricalColumn", "DECODE_METHODS", "MAX_BINS", "parse_column",
            "uniform64", "to_float", "date_days", "days_to_dates",
            "datetime_days", "days_to_datetimes", "ISO_DATE", "ISO_DATETIME"]
 
 DECODE_METHODS = ("uniform", "midpoint")
 KINDS = ("number", "date", "datetime")
 NUMERIC_KEYS = {"bins", "range", "integer", "decode", "missing", "clip", "type", "decimals"}
+#: The largest number of bins ``"bins": k`` may ask for. A few characters of JSON would otherwise allocate
+#: ``8 k`` bytes of edges (a schema read with a saved model is untrusted input); a one-way marginal of a
+#: million values is already larger than DP noise lets a table be useful. More bins can be listed as edges.
+MAX_BINS = 10**6
 CATEGORICAL_KEYS = {"categories", "other"}
 _EPOCH = np.datetime64("1970-01-01", "D")
 #: Text of an ISO date, and of an ISO datetime (a date alone, or with ``HH:MM[:SS[.f]]`` after a space or ``T``).
@@ -367,7 +371,11 @@ def parse_column(name, col, decode: str, where: str):
             raise SchemaError(f"{at}: bin edges must be strictly increasing, got {bins!r}")
     elif isinstance(bins, int) and not isinstance(bins, bool):
         if bins < 1:
-            raise SchemaError(f"{at}: the number of bins must be at least 1, got {bins}")
+            raise SchemaError(f"{at}: the number of bins must be at least 1, got {_short(bins) if bins > -10**18 else 'a negative number'}")
+        if bins > MAX_BINS:  # before the edges are allocated
+            shown = f"{bins:,}" if bins < 10**18 else f"about 10^{int(bins.bit_length() * 0.30103)}"
+            raise SchemaError(f'{at}: field "bins" asks for {shown} bins, at most {MAX_BINS:,} allowed '
+                              f"(list the edges to give more)")
         rng = col.get("range")
         if not isinstance(rng, list) or len(rng) != 2:
             raise SchemaError(f'{at}: "bins": {bins} needs "range": [low, high]')
@@ -378,7 +386,7 @@ def parse_column(name, col, decode: str, where: str):
         if kind == "datetime":  # whole seconds, so that a decoded (floored) datetime stays in its bin
             edges = np.unique(np.round(edges * 86400.0) / 86400.0)
     else:
-        raise SchemaError(f"{at}: bins must be a list of edges or a number of bins, got {bins!r}")
+        raise SchemaError(f"{at}: bins must be a list of edges or an integer number of bins, got {_short(bins)}")
     flags = {}
     for k in ("integer", "missing", "clip"):
         flags[k] = col.get(k, False)
@@ -450,6 +458,12 @@ def _finite(value, what: str) -> float:
 def json_number(x: float):
     """An int for whole floats (``26.0`` -> ``26``), else the float."""
     return int(x) if float(x).is_integer() and abs(x) < 2**53 else float(x)
+
+
+def _short(value) -> str:
+    """``repr(value)``, cut to 60 characters (a hostile file's value may be long)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _row(r: int, offset: int) -> str:

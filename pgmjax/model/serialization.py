@@ -27,6 +27,13 @@ every answer, bit for bit. The file's digest is checked before it is read,
 every field is validated (a corrupted field raises ``ValueError`` naming it),
 and a model that is not finite and consistent is neither saved nor loaded
 (:func:`pgmjax.model.graphical_model.check_consistent`).
+
+A model folder is read as untrusted input: no size it declares is trusted before it is checked
+(:mod:`pgmjax.model.safe_read`). ``model.json`` is read only up to 16 MiB and 32 levels of nesting; the
+cells its domain and cliques declare must fit the model-size limit (:mod:`pgmjax.graph.size_limit`,
+``PGMJAX_MAX_MODEL_BYTES``) before anything else is read; ``potentials.npz`` must fit those tables, and each
+member's declared size, ``.npy`` shape and dtype must be exactly its clique's before a byte of it is
+decompressed. A stored schema's ``"bins": k`` is at most :data:`pgmjax.data.schema_columns.MAX_BINS`.
 """
 
 from __future__ import annotations
@@ -36,13 +43,14 @@ import io
 import json
 import math
 import os
-import zipfile
 
 import numpy as np
 
 from ..graph import oracle
+from ..graph.size_limit import check_cliques
 from ..data.domain import Domain
 from .graphical_model import GraphicalModel
+from .safe_read import npz_size_cap, read_npz_tables, read_structure
 
 FORMAT = "pgmjax-model"
 VERSION = 1
@@ -122,7 +130,9 @@ def load_model_schema(path: str | os.PathLike):
 
     Raises:
         FileNotFoundError: no ``model.json`` in ``path``.
-        ValueError: the stored schema is malformed (:class:`pgmjax.data.schema.SchemaError`).
+        ValueError: ``model.json`` is over 16 MiB, nested over 32 deep or not JSON, or the stored schema
+            is malformed (:class:`pgmjax.data.schema.SchemaError`, e.g. ``"bins"`` over
+            :data:`~pgmjax.data.schema_columns.MAX_BINS`).
 
     Example:
         >>> load_model_schema("adult-model").decode(model.synthetic_data(10, key), key)  # doctest: +SKIP
@@ -132,9 +142,17 @@ def load_model_schema(path: str | os.PathLike):
     structure_path = os.path.join(os.fspath(path), STRUCTURE_FILE)
     if not os.path.isfile(structure_path):
         raise FileNotFoundError(f"load_model_schema: {structure_path} not found")
-    with open(structure_path) as f:
-        spec = json.load(f).get("schema")
-    return None if spec is None else Schema.from_dict(spec, where=f"{structure_path}: field 'schema'")
+    structure = read_structure(structure_path, "load_model_schema")
+    if not isinstance(structure, dict):
+        raise ValueError(f"load_model_schema: {structure_path} is not a pgmjax model file (not a JSON object)")
+    spec = structure.get("schema")
+    if spec is None:
+        return None
+    schema = Schema.from_dict(spec, where=f"{structure_path}: field 'schema'")
+    if schema.domain.to_dict() != structure.get("domain"):  # save_model writes the two over one domain
+        raise ValueError(f"load_model_schema: {structure_path} is corrupted: field 'schema' has the domain "
+                         f"{schema.domain}, field 'domain' is {_short(structure.get('domain'))}")
+    return schema
 
 
 def load_model(path: str | os.PathLike) -> GraphicalModel:
@@ -154,6 +172,11 @@ def load_model(path: str | os.PathLike) -> GraphicalModel:
             ``history``, ``arrays``), a digest mismatch, an unreadable array
             file, tables of the wrong shape or dtype or holding NaN/+inf, or a
             model that is not consistent (clique marginals not summing to the total).
+            Sizes are checked before they are read: ``model.json`` over 16 MiB or
+            nested over 32 deep, ``potentials.npz`` larger than its tables take, a
+            member declaring more bytes or another shape or dtype than its clique.
+        pgmjax.graph.size_limit.ModelTooLarge: (a ``ValueError``) the cells that fields
+            ``domain`` and ``cliques`` declare break the model-size limit; nothing else is read.
 
     Example:
         >>> model.save("adult-model")                 # doctest: +SKIP
@@ -163,11 +186,7 @@ def load_model(path: str | os.PathLike) -> GraphicalModel:
     structure_path = os.path.join(path, STRUCTURE_FILE)
     if not os.path.isfile(structure_path):
         raise FileNotFoundError(f"load_model: {structure_path} not found (save() writes a folder holding {STRUCTURE_FILE})")
-    try:
-        with open(structure_path) as f:
-            structure = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"load_model: {structure_path} is corrupted (not valid JSON: {e})") from e
+    structure = read_structure(structure_path, "load_model")  # capped in bytes and depth before parsing
     if not isinstance(structure, dict) or structure.get("format") != FORMAT:
         raise ValueError(f"load_model: {structure_path} is not a pgmjax model file (format field != {FORMAT!r})")
     version = structure.get("version")
@@ -182,12 +201,19 @@ def load_model(path: str | os.PathLike) -> GraphicalModel:
     loss = fields.get("loss", _loss, default=None)
     history = fields.get("history", _history, default=[])
     arrays_file, digest = fields.get("arrays", _arrays)
+    # The cells the fields declare, against the model-size limit, before any table is read or allocated.
+    check_cliques(domain, cliques, "load_model", what=f"the model of {structure_path} (fields 'domain' and 'cliques')")
 
     arrays_path = os.path.join(path, arrays_file)
     if not os.path.isfile(arrays_path):
         raise FileNotFoundError(f"load_model: {arrays_path} not found")
+    members = [(f"clique_{i}", domain.shape_of(c)) for i, c in enumerate(cliques)]
+    cap = npz_size_cap(members, dtype)
     with open(arrays_path, "rb") as f:
-        blob = f.read()
+        blob = f.read(cap + 1)  # never more than the tables can take, whatever the file's size
+    if len(blob) > cap:
+        raise ValueError(f"load_model: {arrays_path} is over {cap:,} bytes, the most that the {len(cliques)} tables of "
+                         f"field 'cliques' take as {dtype.name}: refused unread")
     if hashlib.sha256(blob).hexdigest() != digest:
         raise ValueError(f"load_model: {arrays_path} is corrupted (its SHA-256 digest does not match model.json)")
     tables = _read_tables(blob, arrays_path, domain, cliques, dtype)
@@ -317,28 +343,13 @@ def _arrays(value) -> tuple[str, str]:
 
 
 def _read_tables(blob: bytes, arrays_path: str, domain: Domain, cliques, dtype: np.dtype) -> dict:
-    """The clique tables of the NPZ file: the right shape and dtype, finite or -inf."""
-    try:
-        npz = np.load(io.BytesIO(blob), allow_pickle=False)
-        if not hasattr(npz, "files"):
-            raise ValueError("it holds a single array, not an NPZ archive")
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as e:
-        raise ValueError(f"load_model: {arrays_path} is not a readable NPZ archive ({type(e).__name__}: {e})") from e
+    """The clique tables of the NPZ file: the right shape and dtype (checked before reading), finite or -inf."""
+    members = [(f"clique_{i}", domain.shape_of(c)) for i, c in enumerate(cliques)]
+    arrays = read_npz_tables(blob, arrays_path, members, dtype, "load_model",
+                             lambda i: f"table clique_{i} of clique {cliques[i]}")
     tables = {}
-    with npz:
-        for i, c in enumerate(cliques):
-            key = f"clique_{i}"
-            if key not in npz.files:
-                raise ValueError(f"load_model: {arrays_path} lacks the table {key} of clique {c}")
-            try:
-                t = npz[key]
-            except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as e:
-                raise ValueError(f"load_model: table {key} of {arrays_path} is unreadable ({type(e).__name__}: {e})") from e
-            if t.shape != domain.shape_of(c):
-                raise ValueError(f"load_model: table {key} of clique {c} has shape {t.shape}, expected {domain.shape_of(c)}")
-            if t.dtype != dtype:
-                raise ValueError(f"load_model: table {key} of clique {c} has dtype {t.dtype}, field 'dtype' says {dtype.name}")
-            if np.isnan(t).any() or np.isposinf(t).any():
-                raise ValueError(f"load_model: table {key} of clique {c} holds NaN or +inf (log-potentials are finite or -inf)")
-            tables[c] = t
+    for i, (c, t) in enumerate(zip(cliques, arrays)):
+        if np.isnan(t).any() or np.isposinf(t).any():
+            raise ValueError(f"load_model: table clique_{i} of clique {c} holds NaN or +inf (log-potentials are finite or -inf)")
+        tables[c] = t
     return tables
