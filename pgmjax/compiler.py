@@ -48,14 +48,11 @@ float32 products in full either way.
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 
 import jax
 import jaxlib
 import numpy as np
-
-from . import program_store
 
 
 def _jaxlib_version() -> tuple[int, ...]:
@@ -231,10 +228,6 @@ def emitters_chosen_by_flags() -> bool:
     return "--xla_cpu_use_fusion_emitters" in os.environ.get("XLA_FLAGS", "")
 
 
-#: Marks a call signature the program store cannot key (:func:`pgmjax.program_store.key`): jitted as usual.
-_UNSTORABLE = object()
-
-
 class Program:
     """One function jitted once per platform, each with that platform's compiler options (:func:`options_for`).
 
@@ -340,13 +333,6 @@ class BySize(Program):
         self._cpu_options[True] = options_for("cpu", engine, True, self._user)
         self.large = self.cpu
         self.small = self._compile(self._cpu_options[True])
-        self._params = tuple(inspect.signature(fun).parameters)
-        static = set(kwargs.get("static_argnames") or ())
-        static |= {self._params[i] for i in kwargs.get("static_argnums") or ()}
-        self._static = tuple(i for i, n in enumerate(self._params) if n in static), frozenset(static)
-        self._stored: dict = {}  # programs compiled or loaded through pgmjax.program_store, by call signature
-        # Only pgmjax's own functions: the store's key holds a digest of pgmjax's source, not of anyone else's.
-        self._storable = getattr(fun, "__module__", "").split(".")[0] == "pgmjax"
 
     def program(self, *args, **kwargs):
         """The jitted function a call with these arguments runs."""
@@ -357,61 +343,8 @@ class BySize(Program):
             return self.large
         return self.small
 
-    def __call__(self, *args, **kwargs):
-        program = self.program(*args, **kwargs)
-        if (program_store.folder() is None and not self._stored) or not self._storable:
-            return program(*args, **kwargs)
-        return self._call_stored(program, args, kwargs)
-
-    def _call_stored(self, program, args, kwargs):
-        """Call through a program kept by :mod:`pgmjax.program_store` (loaded from disk, or compiled ahead of
-        time and written there); the ordinary jitted call where the call cannot be stored."""
-        positions, names = self._static
-        static = {self._params[i]: a for i, a in enumerate(args) if i in positions}
-        static.update({k: v for k, v in kwargs.items() if k in names})
-        dyn_args = tuple(a for i, a in enumerate(args) if i not in positions)
-        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in names}
-        leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
-        avals = []
-        for x in leaves:
-            if isinstance(x, jax.core.Tracer):
-                program_store.stats["bypassed"] += 1
-                return program(*args, **kwargs)
-            avals.append((x.shape, x.dtype, getattr(x, "weak_type", False)) if hasattr(x, "shape") else type(x))
-        small = program is self.small
-        platform = backend()
-        # JAX's tracing configuration (x64, for one) decides the program as much as the arguments do
-        signature = (platform, small, tree, tuple(avals), tuple(sorted(static.items())), program_store.trace_context())
-        compiled = self._stored.get(signature)
-        if compiled is None:
-            if program_store.folder() is None:
-                return program(*args, **kwargs)
-            options = {**self._jit_kwargs, **self.options(platform, small)}
-            # The platform in the name: the store's environment names the default backend's device, and a
-            # jax.default_device elsewhere compiles another program with the same options
-            qualname = f"{self.__module__}.{self.__qualname__}@{platform}"
-            name = program_store.key(qualname, options, static, (dyn_args, dyn_kwargs))
-            compiled = _UNSTORABLE
-            if name is not None:
-                compiled = program_store.load(name, tree)
-                if compiled is None:
-                    compiled = program.lower(*args, **kwargs).compile()
-                    program_store.save(name, compiled)
-            self._stored[signature] = compiled
-        if compiled is _UNSTORABLE:
-            program_store.stats["bypassed"] += 1
-            return program(*args, **kwargs)
-        return compiled(*dyn_args, **dyn_kwargs)
-
     def _programs(self) -> list:
         return [self.small, *super()._programs()]
-
-    def _cache_size(self) -> int:
-        return super()._cache_size() + sum(c is not _UNSTORABLE for c in self._stored.values())
-
-    def clear_cache(self) -> None:
-        super().clear_cache()
-        self._stored.clear()
 
 
 def _full_precision(fun):

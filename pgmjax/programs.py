@@ -7,10 +7,10 @@ XLA:CPU each program holds its own memory mappings, and a long run can fail insi
 allocate memory" well before RAM is exhausted. :func:`release_compiled` frees the engine's programs, so
 only the structures still in use get recompiled.
 
-:func:`enable_compilation_cache` (opt-in) keeps compiled programs on disk, so a *new process* fitting a
-structure it has fitted before loads its program instead of compiling it: the engine's own programs by model
-structure (:mod:`pgmjax.program_store`, no tracing either), the others in JAX's persistent compilation cache;
-the environment variable ``PGMJAX_COMPILATION_CACHE=<folder>`` turns it on at import.
+:func:`enable_compilation_cache` (opt-in) keeps compiled programs on disk in JAX's persistent compilation
+cache, so a *new process* fitting a structure it has fitted before loads its program instead of compiling it;
+the environment variable ``PGMJAX_COMPILATION_CACHE=<folder>`` turns it on at import. The folder holds code
+later processes run, so only a folder of the user's own that nobody else can write is accepted.
 
 The engine's own programs for models whose largest potential block has at most
 :data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells are compiled with XLA:CPU's loop emitters, which generate
@@ -131,55 +131,168 @@ def bound_compiled(limit: int | None = None) -> bool:
 CACHE_ENV = "PGMJAX_COMPILATION_CACHE"
 
 
-def enable_compilation_cache(path: str | os.PathLike | None = None, min_compile_seconds: float = 0.1,
-                             programs: bool = True) -> str:
-    """Keep compiled XLA programs in a folder on disk, so later processes load them instead of compiling.
+class UntrustedCacheFolder(PermissionError):
+    """The compilation cache folder is one that someone else could write: pgmjax will not run programs from it."""
+
+
+def _default_cache_folder() -> str:
+    return os.path.join(os.path.expanduser("~"), ".cache", "pgmjax", "xla")
+
+
+def check_cache_folder(path: str | os.PathLike) -> str:
+    """Make sure ``path`` is a folder only this user can write, creating it (mode 0o700) if absent.
+
+    The folder's files are compiled programs (native code) that a later process loads and runs, so anyone who
+    can write there runs code as whoever next fits a model with the cache on. The folder must therefore be a
+    real folder (not a symbolic link, which could be pointed elsewhere), owned by the current user, and not
+    writable by its group or by others.
+
+    Args:
+        path: the folder.
+
+    Returns:
+        The folder, as a string (``os.fspath``).
+
+    Raises:
+        UntrustedCacheFolder: a symbolic link, a folder owned by another user, or one its group or others can
+            write; the message names the folder, its owner and mode, and what is expected.
+        OSError: the folder cannot be created, is not a folder, or cannot be written by this user.
+
+    Example:
+        >>> import tempfile, os
+        >>> folder = check_cache_folder(os.path.join(tempfile.mkdtemp(), "xla"))
+        >>> oct(os.stat(folder).st_mode & 0o777)
+        '0o700'
+    """
+    import stat
+
+    path = os.fspath(path)
+    try:
+        # Only the folder itself gets 0o700; parents missing on the way get the usual mode.
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except FileExistsError:  # a file, or a link to one, of that name: reported below
+        pass
+    except OSError as e:
+        raise OSError(e.errno, f"the compilation cache folder {path!r} cannot be created: {e.strerror}") from e
+    st = os.lstat(path)  # the folder itself, not what a link points to
+    if stat.S_ISLNK(st.st_mode):
+        raise UntrustedCacheFolder(
+            f"the compilation cache folder {path!r} is a symbolic link (to {os.readlink(path)!r}); expected a "
+            f"real folder owned by you (uid {_uid()}) that group and others cannot write: its files are programs "
+            "this process would run. Give the link's target itself, or another folder")
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(20, f"the compilation cache folder {path!r} is not a folder")
+    mode = stat.S_IMODE(st.st_mode)
+    if hasattr(os, "getuid") and (st.st_uid != os.getuid() or mode & 0o022):
+        raise UntrustedCacheFolder(
+            f"the compilation cache folder {path!r} is owned by uid {st.st_uid}{_user(st.st_uid)} with mode "
+            f"0o{mode:03o}; expected a folder owned by you (uid {os.getuid()}{_user(os.getuid())}) that group "
+            "and others cannot write (mode 0o700, say): its files are compiled programs this process would run, "
+            "so whoever can write there runs code as you. Use a folder of your own "
+            f"(`chmod 700 {path}` if it is yours and not shared), or leave the cache off")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PermissionError(13, f"the compilation cache folder {path!r} (mode 0o{mode:03o}) is read-only: "
+                                  "this process cannot write there")
+    return path
+
+
+def _uid() -> str:
+    return f"{os.getuid()}{_user(os.getuid())}" if hasattr(os, "getuid") else "?"
+
+
+def _user(uid: int) -> str:
+    """`` (name)`` of a user id, or nothing where it has no name."""
+    try:
+        import pwd
+
+        return f" ({pwd.getpwuid(uid).pw_name})"
+    except (ImportError, KeyError):
+        return ""
+
+
+_NO_PROGRAMS = object()  # enable_compilation_cache's deprecated keyword, not given
+
+#: Programs that compiled faster than this are not written to the cache (:func:`enable_compilation_cache`).
+MIN_COMPILE_SECONDS = 0.1
+
+
+def enable_compilation_cache(path: str | os.PathLike | None = None, min_compile_seconds: float = MIN_COMPILE_SECONDS,
+                             programs=_NO_PROGRAMS) -> str | None:
+    """Keep compiled XLA programs in a folder of your own, so later processes load them instead of compiling.
 
     An opt-in front to JAX's persistent compilation cache (``jax_compilation_cache_dir``). A fit's time
     is mostly the compilation of its one program (seconds to minutes on a CPU); a process that finds the
     program of the same structure (cliques, domain sizes, measurement shapes, dtype, method) in the
-    cache skips it. It applies to every JAX program of the process, not only pgmjax's, and must be
-    called before the first compilation it should cover. The cache is keyed by the program, jaxlib
-    version and compiler options, so a stale entry is never used; the folder may be deleted at any time.
+    cache skips compiling it (it still traces and lowers it, to find its key). It applies to every JAX
+    program of the process, not only pgmjax's, and must be called before the first compilation it should
+    cover. The cache is keyed by the program, jaxlib version and compiler options, so a stale entry is never
+    used; the folder may be deleted at any time. Measured on the 2-core CPU (``bench/compilation_cache.py``,
+    first ``estimate(50)`` of a later process): see ``bench/results/compilation_cache_cpu.md``.
 
-    With ``programs`` (the default) the engine's own programs are also kept by model structure in a
-    ``programs`` folder inside it (:mod:`pgmjax.program_store`): a later process then skips tracing and
-    lowering them as well, which JAX's cache needs to find its key. Measured on the 2-core CPU
-    (``bench/compilation_cache.py``, first ``estimate(50)`` in a later process, 2026-11-25): a generated
-    50-attribute problem 1.30 s with the program store, 2.18 s with JAX's cache alone, 6.60 s with no cache;
-    Adult MST-style 0.14, 0.53 and 1.44 s.
+    The folder holds native code that later processes run: it must be yours and writable by nobody else
+    (:func:`check_cache_folder`). A folder that is not is refused; one that cannot be created or written
+    leaves the process uncached, with a warning (a fit never fails for the cache's sake).
 
     Args:
-        path: the folder (created if needed); default ``$PGMJAX_COMPILATION_CACHE`` or
+        path: the folder (created with mode 0o700 if absent); default ``$PGMJAX_COMPILATION_CACHE`` or
             ``~/.cache/pgmjax/xla``.
         min_compile_seconds: only programs that took at least this long to compile are written to JAX's
             cache (the many tiny programs are cheaper to compile than to read back). Loading a fit's program took 5-10% of
-            its compile time on the 2-core CPU (``bench/compilation_cache.py``: 0.02-0.05 s for programs of
-            0.5 s, 0.28 s for one of 4 s); at the former 0.5 s, NLTCS's fit program (0.49-0.52 s) was written
-            in one run of two and recompiled in the other.
-        programs: also keep the engine's programs by structure (:mod:`pgmjax.program_store`).
+            its compile time on the 2-core CPU (0.02-0.05 s for programs of 0.5 s, 0.28 s for one of 4 s); at
+            the former 0.5 s, NLTCS's fit program (0.49-0.52 s) was written in one run of two and recompiled in
+            the other.
+        programs: deprecated and ignored (pgmjax's own store of programs, which it turned on, is removed).
 
     Returns:
-        The cache folder.
+        The cache folder, or None where the cache stays off (the folder cannot be created or written).
+
+    Raises:
+        UntrustedCacheFolder: a ``PermissionError`` naming the folder, its owner and mode: a symbolic link,
+            a folder owned by another user, or one its group or others can write.
 
     Example:
         >>> import tempfile
         >>> folder = enable_compilation_cache(tempfile.mkdtemp())  # doctest: +SKIP
     """
+    import warnings
+
+    if programs is not _NO_PROGRAMS:
+        warnings.warn("enable_compilation_cache(programs=...) is deprecated and ignored: pgmjax no longer keeps "
+                      "programs of its own, only JAX's persistent compilation cache", DeprecationWarning, stacklevel=2)
+    path = os.fspath(path or os.environ.get(CACHE_ENV) or _default_cache_folder())
+    try:
+        path = check_cache_folder(path)
+    except UntrustedCacheFolder:
+        raise
+    except OSError as e:
+        warnings.warn(f"pgmjax: compilation cache off: {_reason(e)}", UserWarning, stacklevel=2)
+        return None
+    _use_folder(path, min_compile_seconds)
+    return path
+
+
+def _use_folder(path: str, min_compile_seconds: float) -> None:
     import jax
 
-    path = os.fspath(path or os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "pgmjax", "xla"))
-    os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_seconds))
     jax.config.update("jax_enable_compilation_cache", True)
-    from . import program_store
 
-    if programs:
-        program_store.enable(os.path.join(path, "programs"))
-    else:
-        program_store.disable()
-    return path
+
+def _reason(e: Exception) -> str:
+    # An OSError made with an errno carries its message in strerror (its str() starts "[Errno N]").
+    return getattr(e, "strerror", None) or str(e)
+
+
+def _enable_from_environment(path: str) -> None:
+    """$PGMJAX_COMPILATION_CACHE at import: a folder refused or unusable warns, and the process runs uncached
+    (an environment variable must never make ``import pgmjax`` fail)."""
+    import warnings
+
+    try:
+        _use_folder(check_cache_folder(path), MIN_COMPILE_SECONDS)
+    except Exception as e:  # anything at all: the import goes on, uncached
+        warnings.warn(f"pgmjax: {CACHE_ENV} ignored, compilation cache off: {_reason(e)}", UserWarning, stacklevel=2)
 
 
 #: The XLA flag :func:`fast_compile` adds: XLA:CPU's loop emitters instead of its MLIR fusion emitters.
@@ -254,7 +367,7 @@ def fast_compile(strict: bool = True) -> bool:
 
 
 if os.environ.get(CACHE_ENV):
-    enable_compilation_cache(os.environ[CACHE_ENV])
+    _enable_from_environment(os.environ[CACHE_ENV])
 
 if os.environ.get(FAST_COMPILE_ENV, "").strip() == "1" and not fast_compile(strict=False):
     import warnings
