@@ -52,13 +52,26 @@ def check_columns(header: list[str], attributes, data_path: str, what: str, igno
 
 
 def csv_header(path: str) -> list[str]:
+    """The CSV file's first line, split into column names; a UTF-8 byte-order mark is not part of the first name.
+
+    Args:
+        path: the file (``.gz`` for gzipped).
+
+    Returns:
+        The names (``[]`` for an empty file).
+
+    Raises:
+        UserError: the file cannot be read, or is not CSV text.
+    """
     import csv
     import gzip
 
     from ..data.dataset import unreadable_csv
 
     try:
-        opener = gzip.open(path, "rt") if path.endswith(".gz") else open(path, newline="")
+        # utf-8-sig: spreadsheet exports start with a byte-order mark, which pandas skips too.
+        opener = (gzip.open(path, "rt", encoding="utf-8-sig", newline="") if path.endswith(".gz")
+                  else open(path, newline="", encoding="utf-8-sig"))
         with opener as f:
             return next(csv.reader(f), [])
     except (UnicodeDecodeError, csv.Error) as e:  # their text quotes bytes or a line of the private file
@@ -68,7 +81,24 @@ def csv_header(path: str) -> list[str]:
 
 
 def load_integer_data(args, say):
-    """``--data`` + ``--domain``: an integer-coded table."""
+    """``--data`` + ``--domain``: an integer-coded table.
+
+    Every line must have the header's number of fields, and every value of a domain attribute must be
+    an integer code in ``[0, size)``: a ragged line, a value out of range, a word or a digit string longer
+    than any code is refused naming the column and the expected range (the line and the value with
+    ``--show-private``), before the mechanism runs. A UTF-8 byte-order mark before the header is skipped.
+
+    Args:
+        args: the parsed ``pgmjax run`` arguments (``data``, ``domain``, ``ignore_extra_columns``, ``show_private``).
+        say: the status printer (unused here).
+
+    Returns:
+        ``(Dataset, None, the ignored columns)``.
+
+    Raises:
+        UserError: a bad domain file, header, line or value (exit 2).
+    """
+    import csv
 
     import pandas as pd
 
@@ -84,11 +114,16 @@ def load_integer_data(args, say):
     except (TypeError, ValueError) as e:
         raise UserError(f"domain file {args.domain}: {e}") from None
     extra = check_columns(csv_header(args.data), domain.attributes, args.data, "domain file", args.ignore_extra_columns)
-    from ..data.dataset import DataValueError, unreadable_csv
+    from ..data.dataset import DataValueError, check_field_counts, unreadable_csv
 
     try:
         frame = pd.read_csv(args.data, usecols=list(domain.attributes))
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
+        # usecols drops a longer line's extra fields and pads a shorter line: refuse both (pandas' own
+        # errors, such as broken quoting, come first, as before).
+        check_field_counts(args.data)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, csv.Error, ValueError) as e:
+        if isinstance(e, DataValueError):
+            raise UserError(guards.public_error(e, args.show_private)) from None
         # The reader's text may quote a line number or bytes of the private file.
         detail = f"{args.data} could not be read as CSV: {e}" if args.show_private else unreadable_csv(args.data, e)
         raise UserError(f"data file {detail}") from None

@@ -58,6 +58,7 @@ def run(args) -> int:
     keys = dict(zip(("mechanism", "sample", "decode"), jax.random.split(jax.random.key(args.seed), 3)))
     t0 = time.perf_counter()
     result, spec = run_mechanism(args, data, workload, call, keys["mechanism"], say)
+    preprocessing.check_neighbours(args, result)  # the preprocessing was charged under the mechanism's neighbours
     seconds["mechanism"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     synth = synthetic_records(args, result, keys["sample"])
@@ -125,11 +126,13 @@ def check_arguments(args) -> tuple[tuple, list]:
         raise UserError(f"{e} (nothing was run)") from None
     options = parse_options(args.option)
     engine_options = parse_options(args.engine_option, flag="--engine-option")
-    front_end_call(args, options, engine_options)  # the mechanism, its options and the delta, before the split
+    _, kwargs, _ = front_end_call(args, options, engine_options)  # the mechanism, its options and the delta, before the split
     if args.private_schema:
         try:
-            args.split = preprocessing.split_budget(mechanism_name(args.mechanism), args.epsilon, args.delta,
-                                                    args.preprocess_fraction)
+            # The preprocessing is charged under the mechanism's neighbouring relation, so the two compose.
+            name = mechanism_name(args.mechanism)
+            args.split = preprocessing.split_budget(name, args.epsilon, args.delta, args.preprocess_fraction,
+                                                    bounded=preprocessing.neighbouring(name, kwargs))
         except ValueError as e:
             raise UserError(str(e)) from None
         args.epsilon_total, args.delta_total = args.epsilon, args.delta
@@ -226,7 +229,12 @@ def write_outputs(args, result, synth, schema, key) -> None:
 
 
 def build_report(args, data, schema, extra, workload, result, spec, synth, evaluation, notes, seconds, key) -> dict:
-    """The JSON report: input, privacy (budget, spend, ledger), model, outputs, evaluation (NOT private), times."""
+    """The JSON report: input, privacy (budget, spend, ledger), model, outputs, evaluation and times (NOT private).
+
+    Its ``not_private`` entry lists what was computed from the input without noise: the exact record count,
+    the evaluation, the run's times and the mechanism's (``info.seconds``; they grow with the record count),
+    and a schema read from the data.
+    """
     acc = result.accountant
     privacy = privacy_summary(acc, args.epsilon)
     privacy["epsilon_given"], privacy["delta_given"] = args.epsilon, args.delta
@@ -258,7 +266,9 @@ def build_report(args, data, schema, extra, workload, result, spec, synth, evalu
         "evaluation": evaluation,
         "intervals": intervals.report_entry(args, result, workload, key),
         # Computed from the input directly (not differentially private): remove before publishing the report.
-        "not_private": ["input.records", "evaluation"],
+        # The run's times grow with the number of records (reading, counting marginals, evaluating), so they
+        # reveal it roughly: useful to the data holder, listed as not private.
+        "not_private": ["input.records", "evaluation", "seconds"],
         "seconds": seconds,
         "notes": notes,
         "original_error": result.original_error,
@@ -270,6 +280,8 @@ def build_report(args, data, schema, extra, workload, result, spec, synth, evalu
         "plan": jsonable(result.plan.to_dict()) if result.plan is not None else None,
         "preprocessing": jsonable(pre_entry),
     }
+    if "seconds" in report["info"]:  # the mechanism's own times: as data-dependent as the run's
+        report["not_private"].append("info.seconds")
     if pre_entry is not None and not pre_entry["private"]:
         report["not_private"].append("schema (read from the data without noise)")
 
@@ -303,7 +315,8 @@ def summary_text(args, report, data, schema, workload, wl_label, result, synth, 
         lines.append("                (computed from the input data: these errors are NOT private; do not publish them)")
     lines.append(
         f"  time          {seconds['total']:.2f} s (load {seconds['load']:.2f}, mechanism {seconds['mechanism']:.2f}, "
-        f"sampling {seconds['sampling']:.2f}, writing {seconds['writing']:.2f}, evaluation {seconds['evaluation']:.2f})"
+        f"sampling {seconds['sampling']:.2f}, writing {seconds['writing']:.2f}, evaluation {seconds['evaluation']:.2f}); "
+        "NOT private: it grows with the number of records"
     )
     lines[2:2] = preprocessing.summary_lines(report["preprocessing"])
     return lines

@@ -6,6 +6,7 @@ import csv
 import gzip
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -110,8 +111,16 @@ class Dataset:
         """Read an integer-coded CSV (optionally gzipped) and its domain JSON.
 
         Args:
-            csv_path: the table; columns not in the domain are ignored.
+            csv_path: the table; columns not in the domain are ignored. A UTF-8 byte-order mark is
+                skipped; every line must have the header's number of fields (:func:`check_field_counts`).
             domain_path: a JSON file mapping attribute -> size, or a Domain.
+
+        Returns:
+            The Dataset.
+
+        Raises:
+            DataValueError: a line with another number of fields than the header, or a value that is
+                not an integer code in ``[0, size)`` (the column and the range named).
         """
         if isinstance(domain_path, (Domain, dict)):
             domain = domain_path if isinstance(domain_path, Domain) else Domain(domain_path)
@@ -131,7 +140,8 @@ class Dataset:
 
         try:
             df = pd.read_csv(csv_path)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+            check_field_counts(csv_path)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, csv.Error) as e:
             raise DataValueError(f"data file {csv_path} could not be read as CSV: {e}", "data file " + unreadable_csv(csv_path, e)) from e
         return cls(df, domain)
 
@@ -208,7 +218,51 @@ def project_table(table: np.ndarray, clique: Clique, target: Clique) -> np.ndarr
 
 
 def _open_text(path):
-    return gzip.open(path, "rt") if str(path).endswith(".gz") else open(path, newline="")
+    # utf-8-sig: a byte-order mark (spreadsheet exports write one) is not part of the first column's name.
+    if str(path).endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    return open(path, newline="", encoding="utf-8-sig")
+
+
+def check_field_counts(path) -> int:
+    """Refuse a CSV file whose lines do not all have the header's number of fields.
+
+    ``pandas.read_csv`` with ``usecols`` drops the fields of a longer line and fills a shorter one with
+    missing values: a shifted or truncated line would be read as other records. The file is streamed
+    once (constant memory); blank lines are skipped, as pandas skips them.
+
+    Args:
+        path: the CSV file (``.gz`` for gzipped), UTF-8 with or without a byte-order mark.
+
+    Returns:
+        The number of fields of the header.
+
+    Raises:
+        DataValueError: naming the first ragged line's number and field count (``str(e)``); its public
+            message names neither (a line of the private table).
+        csv.Error / UnicodeDecodeError: the file is not CSV text (e.g. a field over ``csv.field_size_limit()``).
+
+    Example:
+        >>> import tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+        >>> _ = open(path, "w").write("a,b\n0,1\n1,0,1\n")
+        >>> check_field_counts(path)
+        Traceback (most recent call last):
+        ...
+        pgmjax.data.dataset.DataValueError: data file ...t.csv: line 3 has 3 fields, the header has 2
+    """
+    with _open_text(path) as f:
+        reader = csv.reader(f)
+        width = len(next(reader, []))
+        for row in reader:
+            if row and len(row) != width:
+                raise DataValueError(
+                    f"data file {path}: line {reader.line_num} has {len(row)} field{'s' if len(row) != 1 else ''}, "
+                    f"the header has {width}",
+                    f"data file {path}: a line has {'more' if len(row) > width else 'fewer'} fields than the "
+                    f"header's {width}",
+                )
+    return width
 
 
 def read_json_file(path, what: str, keys: str, error: type[Exception] = ValueError):
@@ -252,10 +306,7 @@ def _validated_records(data, domain: Domain) -> np.ndarray:
             raise ValueError(f"Dataset: columns {missing} of the domain are missing from the data; data has {list(data.columns)}")
         if len(data) == 0:
             raise ValueError("Dataset: the data has no records")
-        columns = []
-        for a in attrs:
-            columns.append(_integer_column(data[a].to_numpy(), a))
-        records = np.stack(columns, axis=1)
+        records = np.stack([_integer_column(data[a].to_numpy(), a, domain[a]) for a in attrs], axis=1)
     else:
         arr = np.asarray(data)
         if arr.ndim != 2:
@@ -264,27 +315,25 @@ def _validated_records(data, domain: Domain) -> np.ndarray:
             raise ValueError(f"Dataset: the array has {arr.shape[1]} columns but the domain has {len(attrs)} attributes {attrs}")
         if arr.shape[0] == 0:
             raise ValueError("Dataset: the data has no records")
-        records = np.stack([_integer_column(arr[:, j], a) for j, a in enumerate(attrs)], axis=1)
-    for j, a in enumerate(attrs):
-        col = records[:, j]
-        bad = np.flatnonzero((col < 0) | (col >= domain[a]))
-        if bad.size:
-            r = int(bad[0])
-            raise DataValueError(
-                f"Dataset: column {a!r} row {r} has value {int(col[r])}, outside [0, {domain[a]}) "
-                f"({bad.size} bad value(s) in this column)",
-                f"Dataset: column {a!r} has a value outside [0, {domain[a]})",
-            )
+        records = np.stack([_integer_column(arr[:, j], a, domain[a]) for j, a in enumerate(attrs)], axis=1)
     dtype = np.int32 if max(domain.shape) < 2**31 else np.int64
     return np.ascontiguousarray(records, dtype=dtype)
 
 
-def _integer_column(col: np.ndarray, name: str) -> np.ndarray:
-    if col.dtype.kind in "iu":
+#: The longest text read as an integer code: 20 characters hold every int64 (a code is below the domain size).
+MAX_CODE_CHARS = 20
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _integer_column(col: np.ndarray, name: str, size: int) -> np.ndarray:
+    """The column as int64 codes, each checked to be an integer in ``[0, size)`` in the column's own type
+    (before a cast could wrap a huge value into the range)."""
+    kind = col.dtype.kind
+    if kind in "iub":
+        _check_range(col, name, size)
         return col.astype(np.int64)
-    if col.dtype.kind == "b":
-        return col.astype(np.int64)
-    if col.dtype.kind == "f":
+    if kind == "f":
         nan = np.flatnonzero(~np.isfinite(col))
         if nan.size:
             raise DataValueError(
@@ -297,20 +346,63 @@ def _integer_column(col: np.ndarray, name: str) -> np.ndarray:
                 f"Dataset: column {name!r} must hold integer codes; row {int(frac[0])} has {col[frac[0]]}",
                 f"Dataset: column {name!r} must hold integer codes; it has a value with a fractional part",
             )
+        _check_range(col, name, size)
         return col.astype(np.int64)
-    # objects / strings: accept only if every entry is an integer.
-    import pandas as pd
+    # Objects or text (pandas reads a column holding a word, or an integer too long for 64 bits, as Python
+    # objects): each value converted on its own, its text bounded, no recursion.
+    out = np.empty(len(col), np.int64)
+    for r, v in enumerate(col):
+        if isinstance(v, str) and len(v.strip()) > MAX_CODE_CHARS and _INTEGER_TEXT.fullmatch(v.strip()):
+            _range_error(name, r, f"an integer of {len(v.strip().lstrip('+-'))} digits", size, None)
+        code = _code_of(v)
+        if code is None:
+            raise DataValueError(
+                f"Dataset: column {name!r} must hold integer codes; row {r} has {_shown(v)}",
+                f"Dataset: column {name!r} must hold integer codes in [0, {size}); it has a value that is not a number",
+            )
+        if not 0 <= code < size:
+            _range_error(name, r, _shown(code), size, None)
+        out[r] = code
+    return out
 
-    try:
-        as_int = pd.to_numeric(pd.Series(col), errors="raise")
-    except (ValueError, TypeError):
-        for r, v in enumerate(col):
-            try:
-                int(v)
-            except (ValueError, TypeError):
-                raise DataValueError(
-                    f"Dataset: column {name!r} must hold integer codes; row {r} has {v!r}",
-                    f"Dataset: column {name!r} must hold integer codes; it has a value that is not a number",
-                ) from None
-        raise
-    return _integer_column(as_int.to_numpy(), name)
+
+def _code_of(v) -> int | None:
+    """An integer code (any size: compared as a Python int), or None for anything else."""
+    if isinstance(v, (bool, np.bool_, int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return int(v) if np.isfinite(v) and v == np.round(v) else None
+    if isinstance(v, str):
+        text = v.strip()
+        if len(text) > MAX_CODE_CHARS:  # refused unconverted: no code needs more digits
+            return None
+        if _INTEGER_TEXT.fullmatch(text):
+            return int(text)
+        if _NUMBER_TEXT.fullmatch(text):  # "3.0", "1e2": whole numbers written as decimals, as pandas reads them
+            x = float(text)
+            return int(x) if np.isfinite(x) and x == np.round(x) else None
+        return None
+    return None
+
+
+def _shown(v) -> str:
+    """A value for a message, cut short (an integer of thousands of digits has no useful text)."""
+    if isinstance(v, int) and not -10**18 < v < 10**18:
+        return f"an integer of {len(str(abs(v))) if v.bit_length() < 14000 else 'thousands of'} digits"
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _check_range(col: np.ndarray, name: str, size: int) -> None:
+    bad = np.flatnonzero((col < 0) | (col >= size))
+    if bad.size:
+        r = int(bad[0])
+        _range_error(name, r, str(int(col[r])), size, bad.size)
+
+
+def _range_error(name: str, r: int, value: str, size: int, count: int | None) -> None:
+    many = f" ({count} bad value(s) in this column)" if count is not None else ""
+    raise DataValueError(
+        f"Dataset: column {name!r} row {r} has value {value}, outside [0, {size}){many}",
+        f"Dataset: column {name!r} has a value outside [0, {size})",
+    )
