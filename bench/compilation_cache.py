@@ -7,20 +7,21 @@ float32) in three modes, alternating round by round so drift of a shared machine
 * ``cold``: :func:`pgmjax.programs.enable_compilation_cache` on a new, empty folder (the process that fills it:
   what the cache costs a first run);
 * ``warm``: the same call on the folder ``cold`` filled (a later process fitting the same structure, e.g. the
-  next run of a script, a notebook's restarted kernel, a test session): the engine's program loaded from
-  :mod:`pgmjax.program_store`, no tracing;
-* ``warm_jax``: the same with ``programs=False``: JAX's persistent cache alone (the program traced and lowered
-  to find its key, then loaded).
+  next run of a script, a notebook's restarted kernel, a test session): JAX's persistent cache, the program
+  traced and lowered to find its key, then loaded instead of compiled.
 
 Each child reports the first call's wall time, the seconds JAX spent in XLA's backend compile (on a cache hit:
 loading the program) and in lowering to MLIR, and a warm ``estimate(50)`` (median of 3) for reference; the
 difference first - warm is what the structure's first call costs above a compiled one (tracing, lowering,
 compiling or loading).
 
-Usage::
+Each child also counts JAX's cache hits (``/jax/compilation_cache/cache_hits``): a warm child that loaded
+nothing would not be measuring the cache.
 
-    python bench/compilation_cache.py --problems chain10 titanic adult --rounds 2 \
-        --out bench/results/compilation_cache_cpu.json     # writes the .json and a .md beside it
+Usage (the quick form, a few minutes on 2 cores; the default problems take about twice as long)::
+
+    python bench/compilation_cache.py --problems chain10 titanic adult_mst nltcs_2way stroke gen15 gen50 \
+        --rounds 2 --out bench/results/compilation_cache_cpu.json     # writes the .json and a .md beside it
     python bench/compilation_cache.py --render bench/results/compilation_cache_cpu.json
 """
 
@@ -35,7 +36,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-MODES = ("none", "cold", "warm", "warm_jax")
+MODES = ("none", "cold", "warm")
 
 #: The engine benchmark's problems of at most 50 cliques (the first-fit target's scope).
 DEFAULT_PROBLEMS = ("chain10", "chain100", "titanic", "adult", "loans", "stroke", "adult_mst", "nltcs_2way",
@@ -44,14 +45,17 @@ DEFAULT_PROBLEMS = ("chain10", "chain100", "titanic", "adult", "loans", "stroke"
 
 def child(problem_file: str, mode: str, cache: str, result_file: str) -> None:
     import jax
+    import jax.monitoring
 
     import pgmjax.programs
-    from pgmjax import program_store
 
+    hits = []
+    jax.monitoring.register_event_listener(
+        lambda event, **_: hits.append(event) if event == "/jax/compilation_cache/cache_hits" else None)
     if mode == "none":
         jax.config.update("jax_enable_compilation_cache", False)
     else:
-        pgmjax.programs.enable_compilation_cache(cache, programs=mode != "warm_jax")
+        pgmjax.programs.enable_compilation_cache(cache)
     import engine_problems as ep
     from engine import _CompileEvents
 
@@ -60,10 +64,11 @@ def child(problem_file: str, mode: str, cache: str, result_file: str) -> None:
     events.active = True
     first, model = timed(50)
     events.active = False
+    first_hits = len(hits)
     warm = statistics.median(timed(50)[0] for _ in range(3))
     with open(result_file, "w") as f:
         json.dump({"first_call_s": first, "warm_call_s": warm, "loss50": float(model.loss),
-                   "program_store": dict(program_store.stats), **events.summary()}, f)
+                   "cache_hits": first_hits, **events.summary()}, f)
 
 
 def render(path: str) -> str:
@@ -83,15 +88,15 @@ def render(path: str) -> str:
         "",
         "A first `estimate(50)` (mirror descent, float32, 50-iteration chunk) in a fresh process per cell, modes "
         "alternating by round. none: no cache (the default); cold: `pgmjax.programs.enable_compilation_cache` on an "
-        "empty folder (the run that fills it); warm: the same folder, filled by the cold run of that round (the "
-        "engine's program loaded from `pgmjax.program_store`: no tracing or lowering); warm_jax: the same folder "
-        "with `programs=False`, JAX's persistent cache alone (traced and lowered to find its key). "
+        "empty folder (the run that fills it); warm: the same folder, filled by the cold run of that round (JAX's "
+        "persistent cache: the program traced and lowered to find its key, then loaded). Hits: JAX's cache hits "
+        "during the first call. "
         "XLA: JAX's backend-compile seconds (on a cache hit, loading the program); lowering: JAX's lowering to MLIR. "
         "Warm call: a later `estimate(50)` in the same process (median of 3), for reference. Medians over the "
         "rounds; every sample is in the JSON.",
         "",
-        "| problem | mode | first call (s) | XLA (s) | lowering (s) | warm call (s) | first - warm (s) | rounds |",
-        "|---|---|---|---|---|---|---|---|",
+        "| problem | mode | first call (s) | XLA (s) | lowering (s) | warm call (s) | first - warm (s) | hits | rounds |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for p in problems:
         for mode in MODES:
@@ -105,6 +110,7 @@ def render(path: str) -> str:
             lines.append(
                 f"| {p} | {mode} | {med('first_call_s'):.2f} | {med('xla_compile_s'):.2f} | {med('mlir_lowering_s'):.2f} | "
                 f"{med('warm_call_s'):.3f} | {med('first_call_s') - med('warm_call_s'):.2f} | "
+                f"{', '.join(str(r.get('cache_hits', '-')) for r in rs)} | "
                 f"{', '.join(format(r['first_call_s'], '.2f') for r in rs)} |")
     if data.get("notes"):
         lines += ["", "Notes. " + data["notes"]]
@@ -138,7 +144,7 @@ def main() -> None:
         rows.append(row)
         print(f"{row['problem']:>10} r{row['round']} {row['mode']:<5} first {row['first_call_s']:6.2f} s  "
               f"xla {row['xla_compile_s']:5.2f} s  lowering {row['mlir_lowering_s']:4.2f} s  "
-              f"warm {row['warm_call_s']:6.3f} s", flush=True)
+              f"warm {row['warm_call_s']:6.3f} s  hits {row['cache_hits']}", flush=True)
     if args.out:
         import benchutil
 
