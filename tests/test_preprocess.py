@@ -18,7 +18,6 @@ from pgmjax.cli import main
 from pgmjax.data.examples import RARE_CITIES, raw_table
 from pgmjax.data.preprocess import (
     candidate_edges,
-    column_kinds,
     private_categories,
     private_quantiles,
     private_schema,
@@ -90,6 +89,8 @@ def test_private_quantiles_selection_probabilities_match_brute_force():
 
 
 def test_category_discovery_folds_rare_values():
+    from pgmjax.privacy.discrete_noise import discrete_tail
+
     values = ["common"] * 400 + ["single"] + ["four"] * 4 + ["six"] * 6
     # A value held by one record passes with probability <= delta: never in 200 draws (delta = 1e-6).
     acc = Accountant(epsilon=200.0)
@@ -97,18 +98,20 @@ def test_category_discovery_folds_rare_values():
     for k in jax.random.split(jax.random.key(1), 200):
         cats, tau = private_categories(acc, k, values, budget=1.0, delta=1e-6)
         kept |= set(cats)
-        assert math.isclose(tau, 1 + acc.ledger[-1].scale * math.log(1 / 2e-6), rel_tol=1e-12)
+        # tau: the smallest integer with P[1 + noise >= tau] <= delta under the discrete Laplace law (exact tail)
+        scale = acc.ledger[-1].scale
+        assert discrete_tail("laplace", scale, tau - 1) <= 1e-6 < discrete_tail("laplace", scale, tau - 2)
     assert kept == {"common"}
-    # With a large budget, the threshold is min_count: 4 records never pass, 6 nearly always (Laplace b = 0.02).
+    # With a large budget, the threshold is min_count + 1: 4 records never pass, 6 nearly always (Laplace b = 0.02).
     acc = Accountant(epsilon=50.0)
     cats, tau = private_categories(acc, jax.random.key(2), values, budget=50.0, delta=1e-6, min_count=5)
-    assert tau == 5.0 and cats == ["common", "six"]
-    # zCDP accountant: Gaussian noise, tau = 1 + sigma * z_{1 - delta}.
-    from scipy.stats import norm
-
+    assert tau == 6 and cats == ["common", "six"]
+    # zCDP accountant: discrete Gaussian noise, tau from its exact tail.
     acc = Accountant(rho=1.0)
     cats, tau = private_categories(acc, jax.random.key(3), values, budget=0.5, delta=1e-9)
-    assert acc.ledger[-1].mechanism == "gaussian" and math.isclose(tau, 1 + acc.ledger[-1].scale * norm.isf(1e-9), rel_tol=1e-12)
+    sigma = acc.ledger[-1].scale
+    assert acc.ledger[-1].mechanism == "gaussian"
+    assert discrete_tail("gaussian", sigma, tau - 1) <= 1e-9 < discrete_tail("gaussian", sigma, tau - 2)
     with pytest.raises(S.SchemaError, match="needs a delta > 0"):
         private_categories(Accountant(epsilon=1), jax.random.key(0), values, budget=1.0, delta=0.0)
 
@@ -197,7 +200,12 @@ def test_private_schema_on_the_raw_table(raw):
     e_age, e_inc = schema.columns["age"].edges, schema.columns["income"].edges
     assert e_age[0] != age.min() and e_age[-1] != age.max() and e_inc[-1] < income.max() / 10
     assert schema.columns["income"].missing and schema.columns["income"].clip and schema.columns["income"].integer
-    assert schema.columns["joined"].kind == "date" and schema.columns["age"].decimals == 1
+    # Kinds by the private vote; decimals by the rule from the released edges (not the data's own decimals).
+    from pgmjax.data.private_format import rule_decimals
+
+    assert schema.columns["joined"].kind == "date" and schema.columns["city"].other == "other"
+    age_col = schema.columns["age"]  # half-years: about half whole, half fractional; the vote may go either way
+    assert age_col.decimals == (None if age_col.integer else rule_decimals(e_age))
     # Encoding the raw table works (clipping, blanks) and the private median edge is near the real median.
     data = schema.encode(raw)
     assert data.records[:, 1].max() == schema.domain.size("income") - 1  # the missing code is used
@@ -205,7 +213,6 @@ def test_private_schema_on_the_raw_table(raw):
     assert abs(mid / income.median() - 1) < 0.2
     with pytest.raises(S.SchemaError, match="budget must be > 0 and at most"):
         private_schema(raw, acc, jax.random.key(0), budget=1.0)
-    assert column_kinds(raw)["income"] == {"kind": "number", "integer": True, "decimals": 0}
 
 
 # ---------------------------------------------------------------------------------------------------

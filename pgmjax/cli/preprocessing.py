@@ -7,6 +7,14 @@
   (MST, AIM; the mechanism then gets ``eps' = cdp_eps((1 - f) rho, delta)``, so that the two rhos add
   up to the budget: Bun & Steinke 2016, Lemma 2.3), of ``epsilon`` for the others (basic composition,
   Dwork & Roth 2014, Theorem 3.16). Category discovery adds its ``--discovery-delta`` to the delta.
+  The preprocessing is charged under the **mechanism's neighbouring relation** (:func:`neighbouring`):
+  replace-one (``bounded``) for DualQuery, for randomized response by default and wherever
+  ``--option bounded=true`` is given; add/remove otherwise. Composition adds the two guarantees only when
+  both hold for the same neighbours; under replace-one a histogram's sensitivity is 2, so charging the
+  preprocessing for add/remove would understate its epsilon up to twice.
+* ``--kind COLUMN=KIND`` and ``--decimals COLUMN=D`` declare a column's kind and precision (public:
+  no budget for the kind vote, no rule); ``--range COLUMN=LOW:HIGH`` a public range. Everything else is
+  decided under DP or by a data-independent rule (:mod:`pgmjax.data.preprocess`).
 * ``pgmjax schema --data raw.csv --epsilon E``: the same private schema, written as JSON.
 * A schema read from the data without noise (``pgmjax schema`` without ``--epsilon``) is refused by
   ``run`` unless ``--allow-nonprivate-schema`` is given; then the summary and report flag it: the release
@@ -22,7 +30,7 @@ from . import guards
 from .arguments import positive_float, positive_int, seed_int, unit_interval
 from .errors import RunFailure, UserError
 
-__all__ = ["Split", "split_budget", "add_run_arguments", "check_schema_privacy", "public_range", "ranges_of", "add_schema_arguments", "load_private", "private_schema_cmd",
+__all__ = ["Split", "split_budget", "neighbouring", "check_neighbours", "declared_kind", "declared_decimals", "add_run_arguments", "check_schema_privacy", "public_range", "ranges_of", "add_schema_arguments", "load_private", "private_schema_cmd",
            "summary_lines", "report_entry", "write_html"]
 
 
@@ -42,38 +50,141 @@ class Split(NamedTuple):
     text: str
 
 
-def split_budget(mechanism: str, epsilon: float, delta: float | None, fraction: float) -> Split:
+#: Front-ends whose neighbouring relation is fixed rather than an option: DualQuery's accountant is replace-one.
+FIXED_NEIGHBOURS = {"dualquery": True}
+
+
+def neighbouring(mechanism: str, options: dict | None = None) -> bool:
+    """The mechanism's neighbouring relation as the run will use it: True for replace-one (``bounded``).
+
+    A front-end with a ``bounded`` option uses the value given (``--option bounded=...``), else the
+    command line's default for it (:attr:`~pgmjax.mechanisms.registry.Mechanism.cli_defaults`), else the
+    function's default (True for ``rr_synthetic``, False for the others); one without it uses its fixed
+    relation (:data:`FIXED_NEIGHBOURS`; add/remove for the rest). :func:`check_neighbours` checks the
+    result after the run.
+
+    Args:
+        mechanism: a registry name.
+        options: the front-end's keyword arguments (``--option`` values and defaults), as the run passes them.
+
+    Example:
+        >>> neighbouring("rr_synthetic"), neighbouring("privbayes"), neighbouring("privbayes", {"bounded": True})
+        (True, False, True)
+        >>> neighbouring("dualquery"), neighbouring("mst")
+        (True, False)
+    """
+    import inspect
+
+    from ..mechanisms import registry
+
+    entry = registry.get(mechanism)
+    param = inspect.signature(entry.function).parameters.get("bounded")
+    if param is None:
+        return FIXED_NEIGHBOURS.get(entry.name, False)
+    options = dict(options or {})
+    if "bounded" in options:
+        return bool(options["bounded"])
+    if "bounded" in entry.cli_defaults:
+        return bool(entry.cli_defaults["bounded"])
+    return bool(param.default)
+
+
+def check_neighbours(args, result) -> None:
+    """After the run: the mechanism's accountant used the neighbouring relation the preprocessing was charged under.
+
+    Raises:
+        RunFailure: they differ (an internal error: the printed guarantee would not hold; nothing is written).
+    """
+    split = getattr(args, "split", None)
+    if split is None or result.accountant is None:
+        return
+    if bool(result.accountant.bounded) != bool(split.accountant.bounded):
+        raise RunFailure(f"{args.mechanism}: internal accounting error: the mechanism used "
+                         f"{'replace-one' if result.accountant.bounded else 'add/remove'} neighbours, the preprocessing was "
+                         f"charged for {'replace-one' if split.accountant.bounded else 'add/remove'}; nothing was written")
+
+
+def split_budget(mechanism: str, epsilon: float, delta: float | None, fraction: float, *, bounded: bool = False) -> Split:
     """Share ``(epsilon, delta)`` between the preprocessing (``fraction``) and the mechanism.
 
     Args:
         mechanism: a registry name (its ``privacy`` kind decides the currency of the split).
         epsilon, delta: the whole run's budget as given.
         fraction: the preprocessing's share, in (0, 1).
+        bounded: the mechanism's neighbouring relation (:func:`neighbouring`): the preprocessing's
+            accountant uses the same one, so both guarantees hold for the same neighbours and compose.
 
     Returns:
         A :class:`Split`.
 
     Example:
         >>> s = split_budget("privbayes", 1.0, None, 0.25)
-        >>> s.accountant.budget, s.epsilon
-        (0.25, 0.75)
+        >>> s.accountant.budget, s.epsilon, s.accountant.bounded
+        (0.25, 0.75, False)
+        >>> split_budget("rr_synthetic", 1.0, None, 0.1, bounded=True).accountant.bounded
+        True
     """
     from ..mechanisms import registry
     from ..privacy import Accountant, cdp_eps, cdp_rho
 
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"--preprocess-fraction must lie in (0, 1), got {fraction}")
+    bounded = bool(bounded)
+    neighbours = "replace-one" if bounded else "add/remove"
     if registry.get(mechanism).privacy == "zcdp":
         d = registry.DEFAULT_DELTA if delta is None else delta
         rho = cdp_rho(epsilon, d)
         eps_mech = float(cdp_eps((1 - fraction) * rho, d))
-        acc = Accountant(rho=fraction * rho)
+        acc = Accountant(rho=fraction * rho, bounded=bounded)
         text = (f"preprocessing rho={fraction * rho:.4g} ({100 * fraction:g}% of rho={rho:.4g}), "
-                f"mechanism eps={eps_mech:.4g} at delta={d:g} (the rest of rho)")
+                f"mechanism eps={eps_mech:.4g} at delta={d:g} (the rest of rho); {neighbours} neighbours")
         return Split(acc, eps_mech, d, text)
-    acc = Accountant(epsilon=fraction * epsilon)
-    text = f"preprocessing eps={fraction * epsilon:.4g} ({100 * fraction:g}%), mechanism eps={(1 - fraction) * epsilon:.4g}"
+    acc = Accountant(epsilon=fraction * epsilon, bounded=bounded)
+    text = (f"preprocessing eps={fraction * epsilon:.4g} ({100 * fraction:g}%), mechanism eps={(1 - fraction) * epsilon:.4g}; "
+            f"{neighbours} neighbours")
     return Split(acc, (1 - fraction) * epsilon, delta, text)
+
+
+def declared_kind(text: str) -> tuple[str, str]:
+    """``COLUMN=KIND`` -> ``(column, kind)``, KIND one of number, integer, date, datetime, text.
+
+    Example:
+        >>> declared_kind("income=number")
+        ('income', 'number')
+    """
+    import argparse
+
+    from ..data.private_format import KINDS
+
+    column, sep, kind = text.partition("=")
+    if not sep or not column.strip() or kind.strip() not in KINDS:
+        raise argparse.ArgumentTypeError(f"expected COLUMN=KIND with KIND one of {', '.join(KINDS)}, got {text!r}")
+    return column.strip(), kind.strip()
+
+
+def declared_decimals(text: str) -> tuple[str, int]:
+    """``COLUMN=D`` -> ``(column, D)``, D an integer in [0, 15].
+
+    Example:
+        >>> declared_decimals("income=2")
+        ('income', 2)
+    """
+    import argparse
+
+    column, sep, d = text.partition("=")
+    if not sep or not column.strip() or not d.strip().isdigit() or int(d) > 15:
+        raise argparse.ArgumentTypeError(f"expected COLUMN=D with D an integer in [0, 15], got {text!r}")
+    return column.strip(), int(d)
+
+
+def _pairs(args, attr: str, flag: str) -> dict | None:
+    """Repeated ``COLUMN=...`` options as a dict; a column given twice is an error."""
+    out = {}
+    for column, value in getattr(args, attr, None) or []:
+        if column in out:
+            raise UserError(f"{flag} {column} is given twice")
+        out[column] = value
+    return out or None
 
 
 def public_range(text: str) -> tuple[str, tuple]:
@@ -101,12 +212,13 @@ def public_range(text: str) -> tuple[str, tuple]:
 
 def ranges_of(args) -> dict | None:
     """The ``--range`` options as ``{column: (low, high)}``; a column given twice is an error."""
-    out = {}
-    for column, bounds in getattr(args, "ranges", None) or []:
-        if column in out:
-            raise UserError(f"--range {column} is given twice")
-        out[column] = bounds
-    return out or None
+    return _pairs(args, "ranges", "--range")
+
+
+def _declarations(args) -> dict:
+    """``private_schema``'s public declarations from the options: ranges, kinds, decimals."""
+    return {"ranges": ranges_of(args), "kinds": _pairs(args, "kinds", "--kind"),
+            "decimals": _pairs(args, "decimals", "--decimals")}
 
 
 def add_run_arguments(parser) -> None:
@@ -126,6 +238,7 @@ def add_run_arguments(parser) -> None:
     g.add_argument("--range", action="append", dest="ranges", metavar="COLUMN=LOW:HIGH", type=public_range,
                    help="a public range of a numeric or date column (repeatable), e.g. age=0:120 or "
                         "joined=2000-01-01:2024-12-31: its bins span it and no budget is spent finding it")
+    _declaration_arguments(g)
     g.add_argument("--min-count", type=positive_int, default=5,
                    help="a category is kept only if its noisy count exceeds this (default 5)")
     g.add_argument("--discovery-delta", type=unit_interval, default=1e-9, metavar="DELTA",
@@ -144,7 +257,18 @@ def add_schema_arguments(parser) -> None:
     parser.add_argument("--min-count", type=positive_int, default=5, help="least noisy count of a kept category (default 5)")
     parser.add_argument("--range", action="append", dest="ranges", metavar="COLUMN=LOW:HIGH", type=public_range,
                         help="a public range of a numeric or date column (repeatable), e.g. age=0:120")
+    _declaration_arguments(parser)
     parser.add_argument("--seed", type=seed_int, default=0, help="random seed of the noise (default 0)")
+
+
+def _declaration_arguments(group) -> None:
+    """``--kind`` and ``--decimals``: a column's kind and precision declared as public knowledge."""
+    group.add_argument("--kind", action="append", dest="kinds", metavar="COLUMN=KIND", type=declared_kind,
+                       help="declare a column's kind (repeatable): number, integer, date, datetime or text; public, so no "
+                            "budget is spent on the private kind vote for it")
+    group.add_argument("--decimals", action="append", dest="decimals", metavar="COLUMN=D", type=declared_decimals,
+                       help="declare the decimals of a non-integer number column (repeatable); default: 1/100 of its "
+                            "narrowest private bin")
 
 
 def check_schema_privacy(schema, path: str, allowed: bool) -> None:
@@ -173,13 +297,13 @@ def load_private(args, say, key):
     """
     from ..data import schema as S
     from ..data.preprocess import private_schema
+    from ..data.private_format import encode_raw
 
     try:
         frame = S.read_raw_csv(args.data)
         result = private_schema(frame, args.split.accountant, key, bins=args.bins, delta=args.discovery_delta,
-                                ranges=ranges_of(args),
-                                min_count=args.min_count, decode=args.decode or "uniform")
-        data = result.schema.encode(frame, line_offset=2)
+                                **_declarations(args), min_count=args.min_count, decode=args.decode or "uniform")
+        data = encode_raw(result.schema, frame)  # unreadable fields are missing: no error can depend on one record
     except S.SchemaError as e:
         raise UserError(f"{args.data}: {guards.public_error(e, args.show_private)}") from None
     for n in result.notes:
@@ -199,7 +323,7 @@ def private_schema_cmd(args) -> int:
         frame = S.read_raw_csv(args.data)
         acc = Accountant(epsilon=args.epsilon)
         result = private_schema(frame, acc, jax.random.key(args.seed), bins=args.bins, delta=args.delta, min_count=args.min_count,
-                                ranges=ranges_of(args))
+                                **_declarations(args))
     except S.SchemaError as e:
         raise UserError(f"{args.data}: {guards.public_error(e, False)}") from None
     text = S.dumps(result.schema.to_dict())
@@ -221,7 +345,7 @@ def report_entry(args, schema) -> dict | None:
         acc = args.split.accountant
         return {
             "private": True, "split": args.split.text, "fraction": args.preprocess_fraction,
-            "currency": acc.currency, "budget": acc.budget, "spent": acc.spent,
+            "currency": acc.currency, "budget": acc.budget, "spent": acc.spent, "bounded": acc.bounded,
             "discovery_delta": schema.provenance.get("delta", 0.0),
             "release_epsilon": args.epsilon_total,
             "release_delta": (args.delta or 0.0) + schema.provenance.get("delta", 0.0),

@@ -126,19 +126,20 @@ def check_arguments(args) -> tuple[tuple, list]:
         raise UserError(f"{e} (nothing was run)") from None
     options = parse_options(args.option)
     engine_options = parse_options(args.engine_option, flag="--engine-option")
-    _, kwargs, _ = front_end_call(args, options, engine_options)  # the mechanism, its options and the delta, before the split
+    _, kwargs, first = front_end_call(args, options, engine_options)  # the mechanism, its options and the delta, before the split
     if args.private_schema:
         try:
-            # The preprocessing is charged under the mechanism's neighbouring relation, so the two compose.
+            # The preprocessing is charged under the mechanism's neighbouring relation, so the two compose; the
+            # mechanism's delta is the one it will use (its default where none is given), so the total counts it.
             name = mechanism_name(args.mechanism)
-            args.split = preprocessing.split_budget(name, args.epsilon, args.delta, args.preprocess_fraction,
+            args.split = preprocessing.split_budget(name, args.epsilon, kwargs.get("delta"), args.preprocess_fraction,
                                                     bounded=preprocessing.neighbouring(name, kwargs))
         except ValueError as e:
             raise UserError(str(e)) from None
         args.epsilon_total, args.delta_total = args.epsilon, args.delta
         args.epsilon, args.delta = args.split.epsilon, args.split.delta  # the mechanism's share
     entry, kwargs, notes = front_end_call(args, options, engine_options)
-    return (entry, kwargs), notes
+    return (entry, kwargs), (first if args.private_schema else notes)
 
 
 def load_inputs(args, say):

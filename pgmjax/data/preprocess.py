@@ -2,7 +2,21 @@
 
 :func:`private_schema` spends a declared part of a run's budget, through a
 :class:`pgmjax.privacy.Accountant` (every noise addition is recorded in its ledger), to build a
-:class:`pgmjax.Schema`:
+:class:`pgmjax.Schema`. Every data-dependent choice is declared (public), decided under DP and charged, or
+fixed by a rule that reads no private data:
+
+==========================  ================================================================================
+choice                      how
+==========================  ================================================================================
+column kind                 declared (``kinds=``), or a private vote: a noisy histogram of five field classes
+(number, integer, date,     (:mod:`pgmjax.data.private_format`), :data:`KIND_SHARE` of the column's share;
+datetime, text)             plurality of the noisy counts (Dwork & Roth 2014, Section 3.3, post-processing)
+bin edges                   private range and quantiles (below), or a declared public range
+categories                  thresholded noisy counts (below); the empty field always a category (rule)
+decimals                    declared (``decimals=``), else 1/100 of the narrowest *released* bin (rule)
+nulls                       a missing code in every binned column, ``""`` in every categorical one (rule)
+unreadable fields           missing (``n/a`` in a number column, ``2020-02-30`` in a date column): never an error
+==========================  ================================================================================
 
 * **numeric, date and datetime columns**: bin edges by :func:`pgmjax.data.private_bins.private_edges`: a
   private range first (a noisy histogram over orders of magnitude, or calendar years), then private
@@ -10,23 +24,30 @@
   quality ``q(c) = -|(1 - p) #{x < c} - p #{x >= c}|`` (sensitivity 1 under both neighbouring
   relations; McSherry & Talwar, "Mechanism design via differential privacy", FOCS 2007, Theorem 6;
   the quantile use is Smith, "Privacy-preserving statistical estimation with optimal convergence
-  rates", STOC 2011, Section 3). The outer edges are private quantiles ``tail`` and ``1 - tail`` (or
-  a public range given by the user); values outside are **clipped** into the end bins. Every binned
-  column has a **missing** code of its own.
+  rates", STOC 2011, Section 3; a parallel round of draws over disjoint parts costs one draw under
+  add/remove and two under replace-one, as :meth:`~pgmjax.privacy.Accountant.exponential_parallel`
+  charges). The outer edges are private quantiles ``tail`` and ``1 - tail`` (or a public range given by
+  the user); values outside are **clipped** into the end bins.
 * **categorical columns**: private category discovery by thresholded noisy counts over the observed
   values (Korolova, Kenthapadi, Mishra & Ntoulas, "Releasing search queries and clicks privately",
   WWW 2009, Section 4; Wilson et al., "Differentially private SQL with bounded user contribution",
-  PoPETs 2020, Section 3.3): Laplace noise (pure-DP accountants) or Gaussian noise (zCDP
-  accountants) on each value's count, and a value is kept only when its noisy count passes a
-  threshold ``tau`` chosen so that a value held by one record passes with probability at most
-  ``delta_c``, and ``tau >= min_count``. Every other value is folded into one ``other`` code; the
-  empty field is always a category (a data-independent choice).
+  PoPETs 2020, Section 3.3): discrete Laplace noise (pure-DP accountants) or discrete Gaussian noise
+  (zCDP accountants) on each value's count, and a value is kept only when its noisy count reaches the
+  integer threshold ``tau``, the smallest with ``P[1 + noise >= tau] <= delta_c`` computed from the
+  discrete law's exact tail (:func:`pgmjax.privacy.discrete_noise.tail_threshold`; the continuous law's
+  quantile understates it up to 6x at small noise), and ``tau > min_count``. Every other value is folded
+  into one ``other`` code.
+
+Neighbouring relation: the accountant's ``bounded`` must be the mechanism's (the command line passes
+it through :func:`pgmjax.cli.preprocessing.split_budget`). Under replace-one neighbours (``bounded=True``)
+a histogram's sensitivity is 2 (L2 ``sqrt 2``) and a parallel quantile round counts twice; the accountant
+calibrates every release to it, so the ledger is exactly what the noise pays for.
 
 Privacy: the schema release is ``(budget, delta)``-DP (pure accountant) or ``delta``-approximately
 ``budget``-zCDP (Bun & Steinke, "Concentrated differential privacy", TCC 2016, Definition 8.1;
 composition Lemma 8.2), where ``delta`` (default 1e-9 in all) is the discovery's threshold
-failure probability: it adds to the delta of the whole release. Column kinds (number, integer, date,
-text) and the number of decimals are read from the data and treated as public, like the header.
+failure probability: it adds to the delta of the whole release (basic composition with the mechanism:
+Dwork & Roth, "The algorithmic foundations of differential privacy", 2014, Theorem 3.16).
 
 Example:
     >>> from pgmjax.privacy import Accountant
@@ -34,8 +55,8 @@ Example:
     >>> frame = pd.DataFrame({"x": rng.normal(50, 10, 2000).round(1), "c": rng.choice(["a", "b"], 2000)})
     >>> acc = Accountant(epsilon=2.0)
     >>> out = private_schema(frame, acc, jax.random.key(0), bins=4)
-    >>> out.schema.domain, acc.spent == 2.0, out.schema.private
-    (Domain({'x': 5, 'c': 4}), True, True)
+    >>> out.schema.domain, acc.spent == 2.0, out.schema.private, out.schema.columns["x"].integer
+    (Domain({'x': 5, 'c': 4}), True, True, False)
     >>> out.schema.columns["c"].categories
     ('', 'a', 'b')
 """
@@ -62,20 +83,14 @@ from .private_bins import (
     rank_error,
     tail_edges_parts,
 )
-from .schema_columns import (
-    ISO_DATE,
-    ISO_DATETIME,
-    CategoricalColumn,
-    NumericColumn,
-    as_text,
-    date_days,
-    datetime_days,
-    days_to_dates,
-    days_to_datetimes,
-)
+from .private_format import KINDS, column_values, private_kind, rule_decimals
+from .schema_columns import CategoricalColumn, NumericColumn, as_text, days_to_dates, days_to_datetimes
 
-__all__ = ["PrivateSchema", "candidate_edges", "private_quantiles", "private_edges", "private_categories", "column_kinds",
-           "private_schema", "DATE_RANGE"]
+__all__ = ["PrivateSchema", "candidate_edges", "private_quantiles", "private_edges", "private_categories",
+           "private_schema", "DATE_RANGE", "KIND_SHARE"]
+
+#: The share of a column's budget that the kind vote spends when the column's kind is not declared.
+KIND_SHARE = 0.2
 
 
 
@@ -98,21 +113,22 @@ class PrivateSchema(NamedTuple):
 
 
 def private_categories(acc: Accountant, key, values, *, budget: float, delta: float, min_count: int = 5,
-                       target: str = "categories") -> tuple[list[str], float]:
-    """Values whose noisy count passes a threshold (thresholded noisy histogram; Korolova et al. 2009, Section 4).
+                       target: str = "categories") -> tuple[list[str], int]:
+    """Values whose noisy count reaches a threshold (thresholded noisy histogram; Korolova et al. 2009, Section 4).
 
-    Each distinct value's count gets Laplace noise (pure accountant) or Gaussian noise (zCDP
-    accountant) of cost ``budget``; the threshold ``tau = max(min_count, Delta_inf + z)``, with ``z`` the
-    noise's ``1 - delta`` quantile, makes a value held by one record (absent from the neighbour, so never a
-    candidate there) come out with probability at most ``delta``.
+    Each distinct value's count gets discrete Laplace noise (pure accountant) or discrete Gaussian noise
+    (zCDP accountant) of cost ``budget``; a value is kept when its noisy count is at least ``tau``, the
+    smallest integer above ``min_count`` with ``P[1 + noise >= tau] <= delta`` computed from the discrete
+    law's exact tail (:func:`pgmjax.privacy.discrete_noise.tail_threshold`): a value held by one record
+    (absent from the neighbour, so never a candidate there) comes out with probability at most ``delta``.
 
     Args:
-        acc: the accountant (pure or zCDP).
+        acc: the accountant (pure or zCDP; its ``bounded`` sets the sensitivity).
         key: a ``jax.random`` key.
         values: the private column as text.
         budget: cost in the accountant's currency.
-        delta: the failure probability (0 < delta < 1).
-        min_count: the threshold is at least this.
+        delta: the failure probability (0 < delta < 1/2).
+        min_count: a kept value's noisy count exceeds this.
         target: ledger label.
 
     Returns:
@@ -121,79 +137,56 @@ def private_categories(acc: Accountant, key, values, *, budget: float, delta: fl
     Example:
         >>> acc = Accountant(epsilon=1.0)
         >>> kept, tau = private_categories(acc, jax.random.key(0), ["a"] * 500 + ["b"] * 3, budget=1.0, delta=1e-6)
-        >>> kept, round(tau, 2)
-        (['a'], 14.12)
+        >>> kept, tau
+        (['a'], 15)
     """
-    if not 0.0 < delta < 1.0:
-        raise SchemaError(f"private_categories: delta must lie in (0, 1), got {delta!r}; category discovery of unknown "
+    if not 0.0 < delta < 0.5:
+        raise SchemaError(f"private_categories: delta must lie in (0, 1/2), got {delta!r}; category discovery of unknown "
                           "values needs a delta > 0")
     counts = pd.Series(list(values), dtype=object).value_counts()
     labels = [str(v) for v in counts.index]
     c = counts.to_numpy(np.float64)
-    noisy, z = noisy_counts(acc, key, c, budget=budget, alpha=delta, target=target)
-    tau = max(float(min_count), 1.0 + z)
-    return sorted(v for v, y in zip(labels, noisy) if y > tau), tau
-
-
-def column_kinds(frame: pd.DataFrame) -> dict:
-    """Public type metadata of every column: ``{"kind": "number"|"date"|"datetime"|"text", "integer": bool, "decimals": int}``.
-
-    A column is a number (resp. a date) when every non-empty field parses as one; a datetime when
-    every non-empty field is an ISO date with or without a time ``HH:MM[:SS]`` and one has a time. This reads the data,
-    but only its format, which is treated as public like the header (give ``kinds`` to
-    :func:`private_schema` to set it from public knowledge instead).
-
-    Example:
-        >>> column_kinds(pd.DataFrame({"a": ["1.5", ""], "d": ["2020-01-02", "2021-03-04"], "t": ["x", "1"]}))["a"]
-        {'kind': 'number', 'integer': False, 'decimals': 1}
-    """
-    out = {}
-    for name in frame.columns:
-        text = as_text(frame[name]).str.strip()
-        filled = text[text != ""]
-        info = {"kind": "text", "integer": False, "decimals": 0}
-        if len(filled) and filled.str.fullmatch(ISO_DATE).all():
-            info["kind"] = "date"
-        elif len(filled) and filled.str.fullmatch(ISO_DATETIME).all():
-            info["kind"] = "datetime"
-        elif len(filled) and np.isfinite(pd.to_numeric(filled, errors="coerce").to_numpy(np.float64)).all():
-            frac = filled.str.extract(r"\.(\d*)$")[0].fillna("").str.rstrip("0").str.len()
-            exp = filled.str.contains("[eE]").any()
-            info.update(kind="number", decimals=int(min(frac.max(), 12)), integer=bool(frac.max() == 0 and not exp))
-        out[str(name)] = info
-    return out
+    noisy, k = noisy_counts(acc, key, c, budget=budget, alpha=delta, target=target)
+    tau = max(int(min_count) + 1, 1 + k)
+    return sorted(v for v, y in zip(labels, noisy) if y >= tau), tau
 
 
 def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float | None = None, delta: float = 1e-9,
                    bins: int = 10, tail: float = 0.02, ranges: Mapping | None = None, kinds: Mapping | None = None,
-                   min_count: int = 5, decode: str = "uniform") -> PrivateSchema:
+                   decimals: Mapping | None = None, min_count: int = 5, decode: str = "uniform") -> PrivateSchema:
     """Derive a discretisation schema with differential privacy, spending ``budget`` of ``acc``.
 
-    The budget is split equally over the columns; a binned column spends its share on a private range
-    and ``bins + 1`` private quantiles at levels ``tail, 1/bins, ..., (bins-1)/bins, 1 - tail`` (or on
-    ``bins - 1`` quantiles inside a public range), a categorical column on one noisy histogram. See the module
-    docstring for the mechanisms and the guarantee.
+    The budget is split equally over the columns. A column whose kind is not declared spends
+    :data:`KIND_SHARE` of its share on the kind vote (:func:`pgmjax.data.private_format.private_kind`); the
+    rest goes to a private range and ``bins + 1`` private quantiles at levels ``tail, 1/bins, ...,
+    (bins-1)/bins, 1 - tail`` (or ``bins - 1`` quantiles inside a public range) for a binned column, to one
+    noisy histogram for a categorical one. See the module docstring for the mechanisms and the guarantee.
 
     Args:
         frame: the raw private table (text as read by :func:`pgmjax.read_raw_csv`, or as read by
             ``pandas.read_csv``).
-        acc: the run's accountant (``"pure"`` or ``"zcdp"`` composition).
+        acc: the run's accountant (``"pure"`` or ``"zcdp"`` composition; its ``bounded`` must be the
+            mechanism's neighbouring relation, so that both are charged under the same one).
         key: a ``jax.random`` key.
         budget: what the preprocessing spends, in ``acc``'s currency (None: all that is left).
-        delta: the discovery's total added delta, split over the categorical columns.
+        delta: the discovery's total added delta, split over the columns that may be categorical.
         bins: bins per binned column (>= 2); duplicate private edges are merged.
         tail: the quantile level of the clipping bounds (0 < tail < 1/bins).
-        ranges: optional public ``{column: (lo, hi)}`` (numbers, or ISO dates for date columns): then
-            the outer edges are the range, no budget spent on them.
-        kinds: optional ``{column: "number"|"integer"|"date"|"datetime"|"text"}`` overriding :func:`column_kinds`.
-        min_count: a category needs a noisy count above this (and above the delta threshold).
+        ranges: optional public ``{column: (lo, hi)}`` (numbers, or ISO dates / datetimes): then the outer
+            edges are the range, no budget spent on them. The column must come out numeric (resp. a date or
+            datetime); otherwise a :class:`SchemaError` after the kind vote.
+        kinds: optional public ``{column: "number"|"integer"|"date"|"datetime"|"text"}``: no vote for these.
+        decimals: optional public ``{column: d}``: decoded values of a non-integer number column are rounded to
+            ``d`` decimals (default: :func:`pgmjax.data.private_format.rule_decimals` of the released edges).
+        min_count: a category needs a noisy count above this (and the delta threshold).
         decode: decoding of the binned columns (``"uniform"`` or ``"midpoint"``).
 
     Returns:
-        A :class:`PrivateSchema`. Its ``schema.provenance`` records the mechanism and the spending.
+        A :class:`PrivateSchema`. Its ``schema.provenance`` records the mechanism, the spending and which
+        choices were declared.
 
     Raises:
-        SchemaError: bad arguments (before any noise is drawn).
+        SchemaError: bad arguments (before any noise is drawn); a range on a column voted categorical.
         PrivacyBudgetExceeded: the budget exceeds what ``acc`` has left.
     """
     if acc.composition not in ("pure", "zcdp"):
@@ -208,80 +201,156 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
     if not budget > 0 or budget > acc.remaining * (1 + 1e-9):
         raise SchemaError(f"private_schema: budget must be > 0 and at most what the accountant has left "
                           f"({acc.remaining:g} {acc.currency}), got {budget!r}")
-    info = column_kinds(frame)
-    for name, kind in dict(kinds or {}).items():
-        if name not in info or kind not in ("number", "integer", "date", "datetime", "text"):
-            raise SchemaError(f"private_schema: kinds[{name!r}] must name a column and be number|integer|date|datetime|text, "
-                              f"got {kind!r}")
-        info[name] = {"kind": "number" if kind == "integer" else kind, "integer": kind == "integer", "decimals": 0}
-    ranges = _public_ranges(ranges, info)
-    n_text = sum(i["kind"] == "text" for i in info.values())
-    if n_text and not 0.0 < delta < 1.0:
-        raise SchemaError(f"private_schema: delta must lie in (0, 1) for the {n_text} categorical column(s), got {delta!r}")
-    share = budget / len(info)
+    names = [str(c) for c in frame.columns]
+    declared = _declared_kinds(kinds, names)
+    ranges = _public_ranges(ranges, names, declared)
+    precision = _declared_decimals(decimals, names, declared)
+    n_text = sum(declared.get(n, {"kind": "text"})["kind"] == "text" for n in names)  # may be categorical
+    if n_text and not 0.0 < delta < 0.5:
+        raise SchemaError(f"private_schema: delta must lie in (0, 1/2) for the {n_text} column(s) that may be categorical, "
+                          f"got {delta!r}")
+    share = budget / len(names)
     start = acc.spent
-    keys = jax.random.split(key, len(info))
-    columns, thresholds, notes = [], {}, []
-    for k, (name, meta) in zip(keys, info.items()):
-        raw = frame[name]
-        if meta["kind"] == "text":
-            cats, tau = private_categories(acc, k, as_text(raw).str.strip(), budget=share, delta=delta / n_text,
+    keys = jax.random.split(key, len(names))
+    columns, thresholds, notes, voted = [], {}, [], []
+    for k, name, raw in zip(keys, names, (frame[c] for c in frame.columns)):
+        k_kind, k = jax.random.split(k)
+        rest = share
+        meta = declared.get(name)
+        if meta is None:
+            meta = private_kind(acc, k_kind, raw, budget=share * KIND_SHARE, target=f"preprocess {name}: kind")
+            rest = share * (1.0 - KIND_SHARE)
+            voted.append(name)
+        kind = meta["kind"]
+        if name in ranges and ranges[name][0] != _range_group(kind):
+            raise SchemaError(f"private_schema: column {name!r} is {_kind_text(kind)} (by the private kind vote), but its range "
+                              f"is {'numeric' if ranges[name][0] == 'number' else 'of dates'}; declare the column's kind "
+                              "(kinds= or --kind) to bin it")
+        if kind == "text":
+            cats, tau = private_categories(acc, k, as_text(raw).str.strip(), budget=rest, delta=delta / n_text,
                                            min_count=min_count, target=f"preprocess {name}: categories")
             cats = [c for c in cats if c != ""]
             other = "other" if "other" not in cats else "(other)"
             columns.append(CategoricalColumn(name, tuple([""] + cats), other))
             thresholds[name] = tau
-            notes.append(f"column {name!r}: {len(cats)} categories kept (noisy count > {tau:.1f}); every other value is {other!r}")
+            how = "private kind vote" if name in voted else "declared"
+            notes.append(f"column {name!r}: categorical ({how}); {len(cats)} categories kept (noisy count >= {tau}); "
+                         f"every other value is {other!r}")
             continue
-        kind = meta["kind"]
         date = kind in ("date", "datetime")  # both counted in days since 1970-01-01
-        text = as_text(raw).str.strip()
-        days = {"date": date_days, "datetime": datetime_days}.get(kind)
-        x = days(text, name) if date else pd.to_numeric(text, errors="coerce").to_numpy(np.float64)
         whole = kind == "date" or meta["integer"]
-        edges = private_edges(acc, k, x, bins=bins, tail=tail, budget=share, kind=kind, whole=whole, public_range=ranges.get(name),
+        x = column_values(raw, kind)
+        bounds = _range_for(ranges[name][1], kind) if name in ranges else None
+        edges = private_edges(acc, k, x, bins=bins, tail=tail, budget=rest, kind=kind, whole=whole, public_range=bounds,
                               target=f"preprocess {name}")
         if kind == "datetime":  # whole seconds, as decoded datetimes are (post-processing of the draws)
             edges = np.unique(np.round(edges * 86400.0) / 86400.0)
+        places = None if whole or date else precision.get(name, rule_decimals(edges))
         columns.append(NumericColumn(name, edges, bool(meta["integer"]) and not date, decode, True, True,
-                                     kind if date else "number", None if whole or date else meta["decimals"]))
+                                     kind if date else "number", places))
         draws = quantile_rounds(bins - 1) if name in ranges else tail_edges_parts(bins)  # budget parts of a column
-        notes.append(f"column {name!r}: {len(edges) - 1} bins at private quantiles; values outside "
-                     f"[{_shown(edges[0], kind)}, {_shown(edges[-1], kind)}] are clipped into the end bins; a missing code; "
-                     f"an edge's rank error is typically below {rank_error(acc, share / draws, 3000):,.0f} records "
-                     "(larger budgets or public ranges shrink it)")
+        how = "private kind vote" if name in voted else "declared"
+        notes.append(f"column {name!r}: {_kind_text(kind, meta['integer'])} ({how}); {len(edges) - 1} bins at private quantiles; "
+                     f"values outside [{_shown(edges[0], kind)}, {_shown(edges[-1], kind)}] are clipped into the end bins; "
+                     f"empty and unreadable fields are missing; an edge's rank error is typically below "
+                     f"{rank_error(acc, rest / draws, 3000):,.0f} records (larger budgets or public ranges shrink it)")
     spent = acc.spent - start
     provenance = {
         "private": True,
-        "mechanism": "private quantiles (exponential mechanism) and thresholded noisy counts",
-        "currency": acc.currency, "spent": spent, "delta": delta if n_text else 0.0, "min_count": min_count,
-        "public": "column kinds (number, integer, date, datetime, text) and decimals are read from the data and treated as public",
+        "mechanism": "private kind vote (noisy class counts), private quantiles (exponential mechanism) and thresholded "
+                     "noisy counts",
+        "currency": acc.currency, "spent": spent, "bounded": acc.bounded,
+        "delta": delta if n_text else 0.0, "min_count": min_count,
+        "public": "declared: kinds of " + (", ".join(sorted(declared)) or "no column") + "; ranges of "
+                  + (", ".join(sorted(ranges)) or "no column") + "; decimals of " + (", ".join(sorted(precision)) or "no column")
+                  + ". Decided under DP: the other kinds (kind vote), bin edges, categories. Fixed by rule: decimals from the "
+                  "released edges, a missing code in every binned column, the empty category, unreadable fields missing",
     }
     return PrivateSchema(Schema(columns, provenance), spent, delta if n_text else 0.0, thresholds, notes)
 
 
-def _public_ranges(ranges: Mapping | None, info: dict) -> dict:
-    """``{column: (lo, hi)}`` as floats (days for dates), checked before any noise is drawn."""
+def _kind_text(kind: str, integer: bool = False) -> str:
+    if kind == "number":
+        return "integer" if integer else "a number"
+    return {"date": "a date", "datetime": "a datetime", "text": "categorical (text)"}[kind]
+
+
+def _range_group(kind: str) -> str | None:
+    return {"number": "number", "date": "temporal", "datetime": "temporal"}.get(kind)
+
+
+def _declared_kinds(kinds: Mapping | None, names: list[str]) -> dict:
+    """``{column: {"kind", "integer"}}`` of the declared kinds, checked before any noise is drawn."""
+    out = {}
+    for name, kind in dict(kinds or {}).items():
+        if name not in names or kind not in KINDS:
+            raise SchemaError(f"private_schema: kinds[{name!r}] must name a column and be {'|'.join(KINDS)}, got {kind!r}"
+                              + ("" if name in names else f" (columns: {names})"))
+        out[name] = {"kind": "number" if kind == "integer" else kind, "integer": kind == "integer"}
+    return out
+
+
+def _declared_decimals(decimals: Mapping | None, names: list[str], declared: dict) -> dict:
+    """``{column: d}`` of the declared decimals, checked before any noise is drawn."""
+    out = {}
+    for name, d in dict(decimals or {}).items():
+        if name not in names:
+            raise SchemaError(f"private_schema: decimals names column {name!r}, which the table does not have (columns: {names})")
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d <= 15:
+            raise SchemaError(f"private_schema: decimals of column {name!r} must be an integer in [0, 15], got {d!r}")
+        if name in declared and (declared[name]["kind"] != "number" or declared[name]["integer"]):
+            raise SchemaError(f"private_schema: column {name!r} is declared {declared[name]['kind']}"
+                              f"{' (integer)' if declared[name]['integer'] else ''}; decimals apply to non-integer numbers")
+        out[name] = int(d)
+    return out
+
+
+def _public_ranges(ranges: Mapping | None, names: list[str], declared: dict) -> dict:
+    """``{column: ("number" | "temporal", (lo, hi))}``: numbers, or days since 1970-01-01 for ISO dates and
+    datetimes, checked (and checked against the declared kinds) before any noise is drawn."""
     out = {}
     for name, bounds in dict(ranges or {}).items():
-        if name not in info:
+        if name not in names:
             raise SchemaError(f"private_schema: a range names column {name!r}, which the table does not have "
-                              f"(columns: {list(info)})")
-        kind = info[name]["kind"]
-        if kind == "text":
-            raise SchemaError(f"private_schema: column {name!r} is categorical (text); a range applies to numeric, "
-                              "date and datetime columns")
+                              f"(columns: {names})")
         try:
             lo, hi = bounds
-            days = {"date": date_days, "datetime": datetime_days}.get(kind)
-            lo, hi = (float(days([v], name)[0]) if days else float(v) for v in (lo, hi))
         except (TypeError, ValueError):
-            raise SchemaError(f"private_schema: the range of column {name!r} must be two {kind} values (low, high), "
-                              f"got {bounds!r}") from None
+            raise SchemaError(f"private_schema: the range of column {name!r} must be two values (low, high), got {bounds!r}") from None
+        group, values = _range_values(lo, hi)
+        if group is None:
+            raise SchemaError(f"private_schema: the range of column {name!r} must be two numbers or two ISO dates "
+                              f"(YYYY-MM-DD[ HH:MM[:SS]]), got {bounds!r}")
+        lo, hi = values
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise SchemaError(f"private_schema: the range of column {name!r} must have finite low < high, got {bounds!r}")
-        out[name] = (lo, hi)
+        kind = declared.get(name, {}).get("kind")
+        if kind is not None and _range_group(kind) != group:
+            raise SchemaError(f"private_schema: column {name!r} is declared {kind}; its range must be "
+                              f"{'numeric' if kind == 'number' else 'of dates' if kind != 'text' else 'absent (a range applies to numeric, date and datetime columns)'}")
+        out[name] = (group, (lo, hi))
     return out
+
+
+def _range_values(lo, hi) -> tuple[str | None, tuple[float, float]]:
+    """``("number", floats)`` or ``("temporal", days)`` of two bounds, or ``(None, ...)`` when they are neither."""
+    try:
+        return "number", (float(lo), float(hi))
+    except (TypeError, ValueError):
+        pass
+    if isinstance(lo, str) and isinstance(hi, str):
+        days = column_values([lo.strip(), hi.strip()], "datetime")
+        if np.isfinite(days).all():
+            return "temporal", (float(days[0]), float(days[1]))
+    return None, (math.nan, math.nan)
+
+
+def _range_for(bounds: tuple[float, float], kind: str) -> tuple[float, float]:
+    """A range in the column's unit: whole days for a date column (a datetime bound's day)."""
+    lo, hi = bounds
+    if kind == "date":
+        lo, hi = math.floor(lo), max(math.floor(hi), math.floor(lo) + 1)
+    return float(lo), float(hi)
 
 
 def _shown(edge: float, kind: str) -> str:

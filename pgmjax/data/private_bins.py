@@ -5,8 +5,9 @@ Without a public range, :func:`private_edges` runs two steps, each through the a
 1. **Range** (:func:`private_range`): one noisy histogram over public coarse cells (orders of
    magnitude ``±10^k`` for numbers, calendar years for dates and datetimes); the range is the span
    of the cells whose noisy count passes a threshold set so that an empty cell passes with
-   probability at most 1% over all cells. One record changes one count by one, so the whole
-   histogram costs one Laplace / Gaussian release (Dwork, McSherry, Nissim & Smith, "Calibrating
+   probability at most 1% over all cells (from the discrete noise's exact tail). One record changes one
+   count by one (two counts by one under replace-one neighbours: the sensitivity the accountant's
+   ``bounded`` sets), so the whole histogram costs one Laplace / Gaussian release (Dwork, McSherry, Nissim & Smith, "Calibrating
    noise to sensitivity in private data analysis", TCC 2006, Example 1; parallel cells). Values
    outside the range are clipped: a few outliers do not stretch the bins.
 2. **Quantiles** (:func:`recursive_quantiles`): the exponential mechanism over public candidate
@@ -103,34 +104,45 @@ def _budget_kwarg(acc, amount: float) -> dict:
     return {"rho": amount} if acc.currency == "rho" else {"epsilon": amount}
 
 
-def noisy_counts(acc, key, counts, *, budget: float, alpha: float, target: str) -> tuple[np.ndarray, float]:
-    """Counts with Laplace (pure accountant) or Gaussian (zCDP accountant) noise of cost ``budget``, recorded,
-    and the noise's upper ``alpha`` quantile ``z`` (``P(noise > z) = alpha``).
+def _round_kwarg(acc, budget: float, parts: int) -> dict:
+    """The per-draw budget of a parallel round that must cost ``budget`` in all: under replace-one neighbours
+    (``acc.bounded``) a record may leave one part and join another, so a round of several parts counts two
+    draws (:meth:`~pgmjax.privacy.Accountant.exponential_parallel`) and each draw gets half."""
+    return _budget_kwarg(acc, budget / (2.0 if acc.bounded and parts > 1 else 1.0))
+
+
+def noisy_counts(acc, key, counts, *, budget: float, alpha: float, target: str) -> tuple[np.ndarray, int]:
+    """Counts with discrete Laplace (pure accountant) or discrete Gaussian (zCDP accountant) noise of cost ``budget``,
+    recorded, and the noise's exact upper-``alpha`` threshold ``k``: the smallest integer with ``P(noise >= k) <= alpha``.
 
     One record changes one count by one under add/remove neighbours (sensitivity 1), two counts under
-    replace-one (L1 2, L2 sqrt 2). A count of 0 passes ``z`` with probability ``alpha``: a threshold for
-    "this cell holds data" (Korolova et al., "Releasing search queries and clicks privately", WWW 2009).
+    replace-one (L1 2, L2 sqrt 2): the accountant's ``bounded`` picks the sensitivity, so the ledger charges
+    exactly what the noise pays for. ``k`` is computed from the discrete law's tail, the sum of its pmf
+    (:func:`pgmjax.privacy.discrete_noise.tail_threshold`), not from the continuous law's quantile, which
+    understates the discrete Gaussian's tail several times at small ``sigma``. A count of 0 reaches ``k``
+    with probability at most ``alpha``: a threshold for "this cell holds data" (Korolova et al., "Releasing
+    search queries and clicks privately", WWW 2009, Section 4).
 
     Returns:
-        ``(noisy counts as float64, z)``.
+        ``(noisy counts as float64 integers, k)``.
 
     Example:
         >>> from pgmjax.privacy import Accountant
         >>> acc = Accountant(epsilon=1.0)
-        >>> noisy, z = noisy_counts(acc, jax.random.key(0), np.array([0.0, 500.0]), budget=1.0, alpha=0.01,
+        >>> noisy, k = noisy_counts(acc, jax.random.key(0), np.array([0.0, 500.0]), budget=1.0, alpha=0.01,
         ...                         target="cells")
-        >>> round(z, 3), acc.ledger[0].mechanism
-        (3.912, 'laplace')
+        >>> k, acc.ledger[0].mechanism
+        (5, 'laplace')
     """
-    if acc.currency == "rho":
-        from scipy.stats import norm  # here: scipy.stats takes 0.3 s to import, a third of pgmjax's own import
+    from ..privacy.discrete_noise import tail_threshold
 
+    if acc.currency == "rho":
         noisy = acc.gaussian(key, counts, math.sqrt(2.0) if acc.bounded else 1.0, rho=budget, target=target, integer=True)
-        z = acc.ledger[-1].scale * float(norm.isf(alpha))
+        family = "gaussian"
     else:
         noisy = acc.laplace(key, counts, 2.0 if acc.bounded else 1.0, epsilon=budget, target=target, integer=True)
-        z = acc.ledger[-1].scale * math.log(1.0 / (2.0 * alpha))
-    return np.asarray(noisy, np.float64), z
+        family = "laplace"
+    return np.asarray(noisy, np.float64), tail_threshold(family, acc.ledger[-1].scale, alpha)
 
 
 def private_range(acc, key, values, kind: str, *, budget: float, target: str = "range") -> tuple[float, float]:
@@ -157,8 +169,8 @@ def private_range(acc, key, values, kind: str, *, budget: float, target: str = "
     x = np.asarray(values, np.float64)
     x = np.clip(x[~np.isnan(x)], cells[0], cells[-1])
     counts = np.histogram(x, cells)[0].astype(np.float64)
-    noisy, tau = noisy_counts(acc, key, counts, budget=budget, alpha=RANGE_FALSE_PASS / len(counts), target=target)
-    passing = np.flatnonzero(noisy > tau)
+    noisy, k = noisy_counts(acc, key, counts, budget=budget, alpha=RANGE_FALSE_PASS / len(counts), target=target)
+    passing = np.flatnonzero(noisy >= k)
     if passing.size == 0:
         passing = np.array([int(np.argmax(noisy))])
     return float(cells[passing[0]]), float(cells[passing[-1] + 1])
@@ -224,9 +236,11 @@ def recursive_quantiles(acc, key, values, levels, candidates, *, budget: float, 
     The middle level is drawn first over all the values; the released edge splits the values in two
     and each half draws the middle level of its side, within the edges released so far, and so on.
     The draws of one round read disjoint subsets of the records (split at public, already released
-    edges), so one round costs one draw's budget: parallel composition, recorded by
-    :meth:`pgmjax.privacy.Accountant.exponential_parallel` (Kaplan, Schnapp & Stemmer, "Differentially
-    private approximate quantiles", ICML 2022, Algorithm 1 and Theorem 3.3). Each draw is the
+    edges), so one round costs one draw's budget under add/remove neighbours and two under replace-one
+    (a replaced record may leave one part and join another; each draw then gets half of ``budget``):
+    parallel composition, recorded by :meth:`pgmjax.privacy.Accountant.exponential_parallel` (Kaplan,
+    Schnapp & Stemmer, "Differentially private approximate quantiles", ICML 2022, Algorithm 1 and Theorem
+    3.3). Each draw is the
     exponential mechanism of :func:`private_quantiles` with the level rescaled to its subset.
 
     Args:
@@ -235,7 +249,7 @@ def recursive_quantiles(acc, key, values, levels, candidates, *, budget: float, 
         values: the private values (float64; NaN ignored).
         levels: strictly increasing levels in (0, 1).
         candidates: sorted public candidate edges.
-        budget: the cost of one round (epsilon, or rho under zCDP).
+        budget: the cost of one round (epsilon, or rho under zCDP), whatever the neighbouring relation.
         target: ledger label.
 
     Returns:
@@ -271,7 +285,7 @@ def recursive_quantiles(acc, key, values, levels, candidates, *, budget: float, 
             rel.append(p)
         key, k = jax.random.split(key)
         picks = acc.exponential_parallel(k, qualities, 1.0, target=f"{target} round {round_ + 1} ({len(tasks)} parts)",
-                                         **_budget_kwarg(acc, budget))
+                                         **_round_kwarg(acc, budget, len(tasks)))
         nxt = []
         for (idx, pl, ph, a, b), c, i in zip(tasks, cands, picks):
             j = len(idx) // 2
@@ -365,7 +379,7 @@ def _clipping_bounds(acc, key, values, first, last, lo, hi, bins, tail, whole, b
     p_lo, p_hi = tail / share, 1.0 - tail / share
     qualities = [rank_quality(below, lo_cand, p_lo), rank_quality(above, hi_cand, p_hi)]
     picks = acc.exponential_parallel(key, qualities, 1.0, target=f"{target}: clipping bounds",
-                                     **_budget_kwarg(acc, budget))
+                                     **_round_kwarg(acc, budget, len(qualities)))
     return float(lo_cand[picks[0]]), float(hi_cand[picks[1]])
 
 
