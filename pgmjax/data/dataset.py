@@ -245,7 +245,7 @@ def check_field_counts(path) -> int:
     Example:
         >>> import tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
-        >>> _ = open(path, "w").write("a,b\n0,1\n1,0,1\n")
+        >>> _ = open(path, "w").write("a,b\\n0,1\\n1,0,1\\n")
         >>> check_field_counts(path)
         Traceback (most recent call last):
         ...
