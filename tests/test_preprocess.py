@@ -89,7 +89,7 @@ def test_private_quantiles_selection_probabilities_match_brute_force():
 
 
 def test_category_discovery_folds_rare_values():
-    from pgmjax.privacy.discrete_noise import discrete_tail
+    from pgmjax.privacy.discrete_tails import discrete_tail
 
     values = ["common"] * 400 + ["single"] + ["four"] * 4 + ["six"] * 6
     # A value held by one record passes with probability <= delta: never in 200 draws (delta = 1e-6).

@@ -34,7 +34,7 @@ unreadable fields           missing (``n/a`` in a number column, ``2020-02-30`` 
   PoPETs 2020, Section 3.3): discrete Laplace noise (pure-DP accountants) or discrete Gaussian noise
   (zCDP accountants) on each value's count, and a value is kept only when its noisy count reaches the
   integer threshold ``tau``, the smallest with ``P[1 + noise >= tau] <= delta_c`` computed from the
-  discrete law's exact tail (:func:`pgmjax.privacy.discrete_noise.tail_threshold`; the continuous law's
+  discrete law's exact tail (:func:`pgmjax.privacy.discrete_tails.tail_threshold`; the continuous law's
   quantile understates it up to 6x at small noise), and ``tau > min_count``. Every other value is folded
   into one ``other`` code.
 
@@ -119,7 +119,7 @@ def private_categories(acc: Accountant, key, values, *, budget: float, delta: fl
     Each distinct value's count gets discrete Laplace noise (pure accountant) or discrete Gaussian noise
     (zCDP accountant) of cost ``budget``; a value is kept when its noisy count is at least ``tau``, the
     smallest integer above ``min_count`` with ``P[1 + noise >= tau] <= delta`` computed from the discrete
-    law's exact tail (:func:`pgmjax.privacy.discrete_noise.tail_threshold`): a value held by one record
+    law's exact tail (:func:`pgmjax.privacy.discrete_tails.tail_threshold`): a value held by one record
     (absent from the neighbour, so never a candidate there) comes out with probability at most ``delta``.
 
     Args:

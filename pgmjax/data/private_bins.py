@@ -118,7 +118,7 @@ def noisy_counts(acc, key, counts, *, budget: float, alpha: float, target: str) 
     One record changes one count by one under add/remove neighbours (sensitivity 1), two counts under
     replace-one (L1 2, L2 sqrt 2): the accountant's ``bounded`` picks the sensitivity, so the ledger charges
     exactly what the noise pays for. ``k`` is computed from the discrete law's tail, the sum of its pmf
-    (:func:`pgmjax.privacy.discrete_noise.tail_threshold`), not from the continuous law's quantile, which
+    (:func:`pgmjax.privacy.discrete_tails.tail_threshold`), not from the continuous law's quantile, which
     understates the discrete Gaussian's tail several times at small ``sigma``. A count of 0 reaches ``k``
     with probability at most ``alpha``: a threshold for "this cell holds data" (Korolova et al., "Releasing
     search queries and clicks privately", WWW 2009, Section 4).
@@ -134,7 +134,7 @@ def noisy_counts(acc, key, counts, *, budget: float, alpha: float, target: str) 
         >>> k, acc.ledger[0].mechanism
         (5, 'laplace')
     """
-    from ..privacy.discrete_noise import tail_threshold
+    from ..privacy.discrete_tails import tail_threshold
 
     if acc.currency == "rho":
         noisy = acc.gaussian(key, counts, math.sqrt(2.0) if acc.bounded else 1.0, rho=budget, target=target, integer=True)
