@@ -138,6 +138,30 @@ def test_an_npy_header_declaring_2_to_the_40_cells_is_refused(tmp_path):
     assert peak < 20 * 2**20
 
 
+def _bzip2_archive() -> bytes:
+    import zipfile
+
+    table, buffer = io.BytesIO(), io.BytesIO()
+    np.save(table, np.zeros((4, 4)))
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_BZIP2) as archive:
+        archive.writestr("clique_0.npy", table.getvalue())
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("blob, match", [
+    # format 2.0 declares its header's length in 4 bytes: 2 GiB here, never read
+    (lambda: _zip("clique_0.npy", b"\x93NUMPY\x02\x00" + struct.pack("<I", 2**31), 100, deflate=False),
+     "declares an .npy header of 2,147,483,648 bytes, at most 4,096"),
+    (lambda: _zip("clique_0.npy", b"GIF89a", 200, deflate=False), "is not an .npy array"),
+    (_bzip2_archive, "is compressed with zip method 12; expected stored or deflate"),
+])
+def test_odd_members_are_refused_with_their_reason(tmp_path, blob, match):
+    _model(pj.Domain({"a": 4, "b": 4}), [("a", "b")]).save(tmp_path / "m")
+    _replace_arrays(tmp_path / "m", blob())
+    with pytest.raises(ValueError, match=rf"table clique_0 of clique \('a', 'b'\) \(.*member clique_0.npy\) {match}"):
+        pj.load_model(tmp_path / "m")
+
+
 def test_an_archive_larger_than_its_tables_is_refused_unread(tmp_path):
     _model(pj.Domain({"a": 4, "b": 4}), [("a", "b")]).save(tmp_path / "m")
     _replace_arrays(tmp_path / "m", _zip("clique_0.npy", _npy_header((4, 4)), 4 * 4 * 8 + 2**20, deflate=False))

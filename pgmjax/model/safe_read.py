@@ -172,22 +172,11 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, shape: tuple[i
         raise ValueError(f"{what} declares {info.file_size:,} bytes uncompressed; its shape {shape} of {dtype.name} "
                          f"takes {data_bytes:,} bytes plus an .npy header of at most {MAX_NPY_HEADER:,}: refused unread")
     with archive.open(info) as fp:
-        try:
-            version = npy_format.read_magic(fp)
-            if version == (1, 0):
-                header = npy_format.read_array_header_1_0(fp, max_header_size=MAX_NPY_HEADER)
-            elif version == (2, 0):
-                header = npy_format.read_array_header_2_0(fp, max_header_size=MAX_NPY_HEADER)
-            else:
-                raise ValueError(f"npy format version {version}; expected 1.0 or 2.0")
-        except (ValueError, SyntaxError, TypeError) as e:
-            raise ValueError(f"{what} has no valid .npy header ({e})") from e
-        found_shape, fortran, found_dtype = header
+        found_shape, fortran, found_dtype, header_bytes = _read_npy_header(fp, what)
         if tuple(found_shape) != tuple(shape):
             raise ValueError(f"{what} has shape {tuple(found_shape)}, expected {tuple(shape)}")
         if found_dtype != dtype:
             raise ValueError(f"{what} has dtype {found_dtype}, field 'dtype' says {dtype.name}")
-        header_bytes = fp.tell()
         if info.file_size != header_bytes + data_bytes:
             raise ValueError(f"{what} declares {info.file_size:,} bytes; its {header_bytes}-byte header and "
                              f"{data_bytes:,} bytes of data take {header_bytes + data_bytes:,}")
@@ -201,6 +190,33 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, shape: tuple[i
             filled += n
         fp.read(1)  # at the declared end: zipfile checks the member's CRC here
     return flat.reshape(shape, order="F" if fortran else "C")
+
+
+def _read_npy_header(fp, what: str) -> tuple[tuple, bool, np.dtype, int]:
+    """``(shape, fortran_order, dtype, header bytes)`` of the ``.npy`` stream ``fp``.
+
+    NumPy's header readers read the length the header declares (up to 4 GiB in format 2.0) before comparing
+    it with their limit: the length is checked here first, and only the bounded header is handed to them.
+    """
+    magic = fp.read(8)
+    if len(magic) < 8 or magic[:6] != npy_format.MAGIC_PREFIX or (magic[6], magic[7]) not in ((1, 0), (2, 0)):
+        raise ValueError(f"{what} is not an .npy array of format 1.0 or 2.0 (it starts with {magic[:8]!r})")
+    width = 2 if magic[6] == 1 else 4
+    length_field = fp.read(width)
+    if len(length_field) < width:
+        raise ValueError(f"{what} ends inside its .npy header")
+    length = int.from_bytes(length_field, "little")
+    if length > MAX_NPY_HEADER:
+        raise ValueError(f"{what} declares an .npy header of {length:,} bytes, at most {MAX_NPY_HEADER:,} allowed")
+    text = fp.read(length)
+    if len(text) < length:
+        raise ValueError(f"{what} ends inside its .npy header")
+    parse = npy_format.read_array_header_1_0 if width == 2 else npy_format.read_array_header_2_0
+    try:
+        shape, fortran, dtype = parse(io.BytesIO(length_field + text), max_header_size=MAX_NPY_HEADER)
+    except (ValueError, SyntaxError, TypeError) as e:
+        raise ValueError(f"{what} has no valid .npy header ({e})") from e
+    return shape, fortran, dtype, 8 + width + length
 
 
 def _cells(shape) -> int:
