@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
+from pgmjax import programs
 from pgmjax.fit import losses, pair_marginals
 from pgmjax.fit.batch_problem import make_problem, stack_problems
 from pgmjax.fit.pair_marginals import PairLayout, onehots, plan_layout, positions, predict
@@ -108,6 +109,9 @@ def test_loss_and_gradient_equal_the_reductions(kind, no_products):
 
 def test_a_fit_equals_the_reductions_fit_and_compiles_once(no_products):
     domain, ms = _pairs_problem(2)
+    # Free what earlier tests of this worker hold: past programs.MAX_LIVE_PROGRAMS the engine frees them all
+    # after a fit, and the second fit below would then compile again.
+    programs.release_compiled()
     fit = pj.estimate(domain, ms, iters=200, dtype=jnp.float64)
     with count_compiles() as c:
         again = pj.estimate(domain, [pj.Measurement(m.clique, m.y * 1.01, m.stddev) for m in ms], iters=200,

@@ -1,0 +1,105 @@
+"""pgmjax.graph.gauge.canonical against brute force on tiny models: same distribution, separator transfers and
+constants removed, idempotent, linear, compiled once."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import pgmjax as pj
+from pgmjax import programs
+from pgmjax.graph import oracle
+from pgmjax.graph.gauge import canonical
+
+from conftest import count_compiles
+from maxent_reference import distribution
+
+CASES = {
+    "loop": ({"a": 3, "b": 2, "c": 4, "d": 2, "e": 3, "f": 2},
+             [("a", "b"), ("b", "c"), ("c", "d"), ("d", "a"), ("e", "f"), ("a", "e")]),
+    "chain": ({f"x{i}": 2 + i % 3 for i in range(12)}, [(f"x{i}", f"x{i + 1}") for i in range(11)]),
+    "mixed": ({f"x{i}": 2 + i % 4 for i in range(9)},
+              [("x0", "x1", "x2"), ("x2", "x3"), ("x3", "x4", "x5"), ("x1", "x6"), ("x7",), ("x8", "x0")]),
+}
+
+
+def _random_blocks(plan, rng):
+    return {k: jnp.asarray(rng.normal(size=s)) for k, s in plan.units}
+
+
+def _full_log_table(plan, blocks, domain):
+    """sum_c theta_c(x_c) over the full table (float64), by brute force from the clique tables."""
+    attrs = list(domain)
+    sizes = [domain[a] for a in attrs]
+    return np.log(distribution(plan.tables(blocks), attrs, sizes)), attrs, sizes
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_same_distribution_and_idempotent(case):
+    domain, cliques = pj.Domain(CASES[case][0]), CASES[case][1]
+    plan = oracle.make_plan(domain, cliques)
+    blocks = _random_blocks(plan, np.random.default_rng(0))
+    out = canonical(plan, blocks)
+    p0, _, _ = _full_log_table(plan, blocks, domain)
+    p1, _, _ = _full_log_table(plan, out, domain)
+    np.testing.assert_allclose(p1, p0, atol=1e-12)  # distribution unchanged (both normalised)
+    again = canonical(plan, out)
+    for k in out:
+        np.testing.assert_allclose(np.asarray(again[k]), np.asarray(out[k]), atol=1e-13)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_separator_transfers_and_constants_vanish(case):
+    """Adding h(x_s) to a clique and taking it from a neighbour (every edge of the tree), and a constant to
+    every table, gives the same canonical tables; the gradient of an inconsistent problem is such a sum."""
+    domain, cliques = pj.Domain(CASES[case][0]), CASES[case][1]
+    plan = oracle.make_plan(domain, cliques)
+    rng = np.random.default_rng(1)
+    blocks = _random_blocks(plan, rng)
+    tables = {c: np.asarray(t) for c, t in plan.tables(blocks).items()}
+    moved = dict(tables)
+    edges = 0
+    for p, c in plan.tree.edges:
+        c1, c2 = plan.cliques[p], plan.cliques[c]
+        sep = tuple(a for a in c1 if a in c2)
+        if not sep:
+            continue
+        h = 100.0 * rng.normal(size=[domain[a] for a in sep])  # large: as a long run's drift
+
+        def spread(clique, sign, h=h, sep=sep):
+            shape = [domain[a] if a in sep else 1 for a in clique]
+            order = [sep.index(a) for a in clique if a in sep]
+            return sign * np.transpose(h, order).reshape(shape)
+
+        moved[c1] = moved[c1] + spread(c1, 1.0)
+        moved[c2] = moved[c2] + spread(c2, -1.0)
+        edges += 1
+    assert edges > 0
+    moved = {c: t + 7.0 for c, t in moved.items()}
+    shifted = plan.from_tables({c: jnp.asarray(t) for c, t in moved.items()}, dtype=jnp.float64)
+    a, b = canonical(plan, blocks), canonical(plan, shifted)
+    for k in a:
+        np.testing.assert_allclose(np.asarray(b[k]), np.asarray(a[k]), atol=1e-10)
+    assert max(float(jnp.abs(v).max()) for v in b.values()) < 10  # the drift of size 100 is gone
+
+
+def test_linear_and_float32_bounded():
+    domain, cliques = pj.Domain(CASES["loop"][0]), CASES["loop"][1]
+    plan = oracle.make_plan(domain, cliques)
+    rng = np.random.default_rng(2)
+    x, y = _random_blocks(plan, rng), _random_blocks(plan, rng)
+    lhs = canonical(plan, {k: 2.0 * x[k] - 3.0 * y[k] for k in x})
+    cx, cy = canonical(plan, x), canonical(plan, y)
+    for k in lhs:
+        np.testing.assert_allclose(np.asarray(lhs[k]), np.asarray(2.0 * cx[k] - 3.0 * cy[k]), atol=1e-12)
+
+
+def test_compiles_once():
+    domain, cliques = pj.Domain(CASES["chain"][0]), CASES["chain"][1]
+    plan = oracle.make_plan(domain, cliques)
+    f = jax.jit(canonical)
+    programs.release_compiled()
+    f(plan, _random_blocks(plan, np.random.default_rng(3)))
+    with count_compiles() as compiles:
+        f(plan, _random_blocks(plan, np.random.default_rng(4)))
+    assert compiles.count == 0
