@@ -322,3 +322,23 @@ def test_the_neighbouring_relation_follows_the_mechanism_and_its_options():
 
     with pytest.raises(RunFailure, match="internal accounting error"):
         P.check_neighbours(argparse.Namespace(split=split, mechanism="rr_synthetic"), Result())
+
+
+def test_declared_kinds_and_decimals_from_the_command_line(tmp_path, capsys):
+    frame = changed(base_table(), "income", "41234.56789")
+    frame.to_csv(tmp_path / "raw.csv", index=False)
+    out = tmp_path / "s.json"
+    assert main(["schema", "--data", str(tmp_path / "raw.csv"), "--epsilon", "1", "--kind", "income=number",
+                 "--decimals", "income=2", "--kind", "code=text", "--out", str(out)]) == 0
+    spec = json.loads(out.read_text())
+    assert spec["income"]["decimals"] == 2 and not spec["income"].get("integer", False)
+    assert spec["code"]["categories"] == ["", "1", "2", "3"]
+    assert "income, code" not in spec["_pgmjax"]["public"] and "kinds of code, income" in spec["_pgmjax"]["public"]
+    capsys.readouterr()
+    for bad, expected in ((["--kind", "income=integer", "--decimals", "income=2"], "decimals apply to non-integer"),
+                          (["--kind", "nope=text"], "must name a column"),
+                          (["--kind", "city=number", "--kind", "city=text"], "--kind city is given twice")):
+        assert main(["schema", "--data", str(tmp_path / "raw.csv"), "--epsilon", "1", *bad]) == 2
+        assert expected in capsys.readouterr().err
+    assert main(["run", "--data", str(tmp_path / "raw.csv"), "-m", "privbayes", "-e", "1", "--option", "bounded=yes"]) == 2
+    assert "bounded must be true or false" in capsys.readouterr().err

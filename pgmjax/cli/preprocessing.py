@@ -67,6 +67,9 @@ def neighbouring(mechanism: str, options: dict | None = None) -> bool:
         mechanism: a registry name.
         options: the front-end's keyword arguments (``--option`` values and defaults), as the run passes them.
 
+    Raises:
+        ValueError: ``bounded`` is given but is not true or false (before anything is read).
+
     Example:
         >>> neighbouring("rr_synthetic"), neighbouring("privbayes"), neighbouring("privbayes", {"bounded": True})
         (True, False, True)
@@ -82,11 +85,10 @@ def neighbouring(mechanism: str, options: dict | None = None) -> bool:
     if param is None:
         return FIXED_NEIGHBOURS.get(entry.name, False)
     options = dict(options or {})
-    if "bounded" in options:
-        return bool(options["bounded"])
-    if "bounded" in entry.cli_defaults:
-        return bool(entry.cli_defaults["bounded"])
-    return bool(param.default)
+    value = options.get("bounded", entry.cli_defaults.get("bounded", param.default))
+    if not isinstance(value, bool):
+        raise ValueError(f"{entry.name}: --option bounded must be true or false, got {value!r}")
+    return value
 
 
 def check_neighbours(args, result) -> None:

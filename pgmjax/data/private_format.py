@@ -192,6 +192,6 @@ def encode_raw(schema, frame: pd.DataFrame) -> Dataset:
             raise ValueError(f"encode_raw: column {name!r} needs an other code (a private schema's columns have one)")
         if isinstance(col, NumericColumn):
             codes.append(col.encode(column_values(frame[name], col.kind)))
-        else:
-            codes.append(col.encode(frame[name].to_numpy()))
+        else:  # compared as the discovery counted them: stripped text
+            codes.append(col.encode(as_text(frame[name]).str.strip().to_numpy(dtype=object)))
     return Dataset(np.stack(codes, axis=1).astype(np.int64), schema.domain)
