@@ -30,8 +30,9 @@ from . import guards
 from .arguments import positive_float, positive_int, seed_int, unit_interval
 from .errors import RunFailure, UserError
 
-__all__ = ["Split", "split_budget", "neighbouring", "check_neighbours", "declared_kind", "declared_decimals", "add_run_arguments", "check_schema_privacy", "public_range", "ranges_of", "add_schema_arguments", "load_private", "private_schema_cmd",
-           "summary_lines", "report_entry", "write_html"]
+__all__ = ["Split", "split_budget", "neighbouring", "check_neighbours", "declared_kind", "declared_decimals",
+           "add_run_arguments", "check_schema_privacy", "public_range", "ranges_of", "add_schema_arguments", "load_private",
+           "private_schema_cmd", "summary_lines", "report_entry", "write_html"]
 
 
 class Split(NamedTuple):
@@ -97,12 +98,12 @@ def check_neighbours(args, result) -> None:
     Raises:
         RunFailure: they differ (an internal error: the printed guarantee would not hold; nothing is written).
     """
-    split = getattr(args, "split", None)
-    if split is None or result.accountant is None:
+    split, acc = getattr(args, "split", None), getattr(result, "accountant", None)
+    if split is None or acc is None:
         return
-    if bool(result.accountant.bounded) != bool(split.accountant.bounded):
+    if bool(acc.bounded) != bool(split.accountant.bounded):
         raise RunFailure(f"{args.mechanism}: internal accounting error: the mechanism used "
-                         f"{'replace-one' if result.accountant.bounded else 'add/remove'} neighbours, the preprocessing was "
+                         f"{'replace-one' if acc.bounded else 'add/remove'} neighbours, the preprocessing was "
                          f"charged for {'replace-one' if split.accountant.bounded else 'add/remove'}; nothing was written")
 
 
