@@ -8,6 +8,10 @@ import numpy as np
 
 from .errors import UserError
 
+#: The help of ``--overwrite`` (every command that writes files has it; see :mod:`pgmjax.cli.outputs`).
+OVERWRITE_HELP = ("replace output files (and a --save-model folder's model) that exist; without it an existing output "
+                  "is refused before anything runs. An input is never replaced")
+
 
 def positive_float(text: str) -> float:
     try:

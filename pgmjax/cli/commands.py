@@ -7,6 +7,7 @@ import sys
 from . import guards, preprocessing
 from .errors import UserError
 from .inputs import need_file, need_parent
+from .outputs import check_outputs, write_text
 
 
 def schema_cmd(args) -> int:
@@ -14,10 +15,7 @@ def schema_cmd(args) -> int:
 
     need_file(args.data, "--data")
     need_parent(args.out, "--out")
-    try:
-        guards.refuse_overwriting_inputs({"--data": args.data}, {"--out": args.out})
-    except ValueError as e:
-        raise UserError(str(e)) from None
+    check_outputs({"--data": args.data}, {"--out": args.out}, args.overwrite)
     if args.epsilon is not None:
         return preprocessing.private_schema_cmd(args)
     try:
@@ -28,8 +26,7 @@ def schema_cmd(args) -> int:
         raise UserError(f"{args.data}: {guards.public_error(e, False)}") from None
     text = S.dumps(spec)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+        write_text(args.out, text + "\n")
     else:
         print(text)
     for n in notes:

@@ -7,7 +7,7 @@ import os
 import sys
 
 from . import info, intervals, preprocessing, report, sample
-from .arguments import positive_float, positive_int, seed_int, unit_interval
+from .arguments import OVERWRITE_HELP, positive_float, positive_int, seed_int, unit_interval
 from .commands import mechanisms_cmd, schema_cmd
 from .demo import demo
 from .errors import RunFailure, UserError
@@ -114,11 +114,30 @@ on stderr before the mechanism runs; 1 the run failed (add --debug for the trace
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line: ``pgmjax <cmd>: error: ... (see pgmjax <cmd> --help)``.
+
+    Sub-parsers are made of the same class (argparse's ``parser_class`` defaults to the parent's), so every
+    command's errors are short; ``--help`` still prints the whole usage.
+    """
+
+    def error(self, message: str):
+        """Print the one-line error on stderr and exit with code 2.
+
+        Args:
+            message: argparse's message (e.g. ``the following arguments are required: --data``).
+
+        Returns:
+            Never (raises SystemExit(2)).
+        """
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ..mechanisms.registry import MECHANISMS
     from .call import ALIASES
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pgmjax",
         description="Graphical-model estimation for differentially private query answering, in JAX.",
         epilog=_MAIN_EPILOG,
@@ -183,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default uniform within the bin)")
     g.add_argument("--report", metavar="JSON", help="write the summary, the evaluation and the privacy ledger as JSON")
     g.add_argument("--save-model", metavar="DIR", help="save the fitted graphical model to this folder (pgmjax.load_model reads it)")
+    g.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     g.add_argument("--quiet", "-q", action="store_true", help="no progress bar or status lines on stderr (the summary is still printed)")
     g.add_argument("--show-private", action="store_true",
                    help="also print numbers computed from the input without noise (its exact record count, the workload "
@@ -210,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-categories", type=positive_int, default=32,
                    help="numeric columns with at most this many distinct values stay categorical (default 32; >= --bins)")
     s.add_argument("--out", metavar="JSON", help="write here instead of stdout")
+    s.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     preprocessing.add_schema_arguments(s)
     s.set_defaults(func=schema_cmd, debug=False)
 

@@ -331,8 +331,9 @@ def private_schema_cmd(args) -> int:
         raise UserError(f"{args.data}: {guards.public_error(e, False)}") from None
     text = S.dumps(result.schema.to_dict())
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+        from .outputs import write_text
+
+        write_text(args.out, text + "\n")
     else:
         print(text)
     for n in result.notes:

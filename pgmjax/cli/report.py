@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from . import guards
 from .errors import UserError
+from .arguments import OVERWRITE_HELP
 from .inputs import need_file, need_parent
+from .outputs import check_outputs
 
 __all__ = ["add_report_parser", "report_cmd"]
 
@@ -23,6 +25,7 @@ def add_report_parser(sub) -> None:
     r.add_argument("--synthetic", required=True, metavar="CSV", help="the synthetic table")
     r.add_argument("--schema", metavar="JSON", help="discretisation schema (default: read from the real table)")
     r.add_argument("--html", required=True, metavar="HTML", help="the page to write")
+    r.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     r.set_defaults(func=report_cmd, debug=False)
 
 
@@ -40,9 +43,9 @@ def report_cmd(args) -> int:
     if args.schema:
         need_file(args.schema, "--schema")
     need_parent(args.html, "--html")
+    check_outputs({"--real": args.real, "--synthetic": args.synthetic, "--schema": args.schema}, {"--html": args.html},
+                  args.overwrite)
     try:
-        guards.refuse_overwriting_inputs({"--real": args.real, "--synthetic": args.synthetic, "--schema": args.schema},
-                                             {"--html": args.html})
         real = S.read_raw_csv(args.real)
         synth = S.read_raw_csv(args.synthetic)
         schema = S.load_schema(args.schema) if args.schema else S.Schema.from_dict(S.infer_schema(real)[0])

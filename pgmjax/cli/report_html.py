@@ -198,8 +198,8 @@ def utility_report(real: Dataset, synthetic: Dataset, *, schema=None, workload=N
 
 
 def write_report(path, real: Dataset, synthetic: Dataset, **kwargs) -> str:
-    """Write :func:`utility_report` to ``path`` (UTF-8); returns the path."""
-    page = utility_report(real, synthetic, **kwargs)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(page)
+    """Write :func:`utility_report` to ``path`` (UTF-8, atomically: :func:`pgmjax.cli.outputs.write_text`); returns the path."""
+    from .outputs import write_text
+
+    write_text(path, utility_report(real, synthetic, **kwargs))
     return str(path)

@@ -20,6 +20,7 @@ from .inputs import (
     need_parent,
     parse_workload,
 )
+from .outputs import check_outputs, save_model_atomic, write_csv, write_text
 from .progress import Progress
 from .summary import (
     evaluate,
@@ -76,9 +77,7 @@ def run(args) -> int:
                           keys["mechanism"])
     if args.report is not None:
         try:
-            with open(args.report, "w") as f:
-                json.dump(report, f, indent=2)
-                f.write("\n")
+            write_text(args.report, json.dumps(report, indent=2) + "\n")
         except OSError as e:
             raise RunFailure(f"--report: could not write {args.report}: {e}") from e
     lines = summary_text(args, report, data, schema, workload, wl_label, result, synth, evaluation)
@@ -116,14 +115,12 @@ def check_arguments(args) -> tuple[tuple, list]:
     need_parent(args.out, "--out")
     need_parent(args.report, "--report")
     need_parent(args.save_model, "--save-model")
-    try:
-        guards.refuse_overwriting_inputs(
-            {"--data": args.data, "--domain": args.domain, "--schema": args.schema,
-             "--workload": args.workload if args.workload is not None and os.path.isfile(args.workload) else None},
-            {"--out": args.out, "--report": args.report, "--save-model": args.save_model, "--html": args.html},
-        )
-    except ValueError as e:
-        raise UserError(f"{e} (nothing was run)") from None
+    check_outputs(
+        {"--data": args.data, "--domain": args.domain, "--schema": args.schema,
+         "--workload": args.workload if args.workload is not None and os.path.isfile(args.workload) else None},
+        {"--out": args.out, "--report": args.report, "--save-model": args.save_model, "--html": args.html},
+        args.overwrite,
+    )
     options = parse_options(args.option)
     engine_options = parse_options(args.engine_option, flag="--engine-option")
     _, kwargs, first = front_end_call(args, options, engine_options)  # the mechanism, its options and the delta, before the split
@@ -213,18 +210,21 @@ def synthetic_records(args, result, key):
 
 
 def write_outputs(args, result, synth, schema, key) -> None:
-    """``--out`` (decoded to raw values in the input's column order when there is a schema) and ``--save-model``."""
+    """``--out`` (in the input CSV's column order; decoded to raw values when there is a schema) and ``--save-model``,
+    each written atomically (:mod:`pgmjax.cli.outputs`)."""
     if args.out is not None:
-        frame = schema.decode(synth, key, columns=csv_header(args.data)) if schema is not None else synth.df
+        header = csv_header(args.data)
+        if schema is not None:
+            frame = schema.decode(synth, key, columns=header)
+        else:  # the input's column order, not the domain file's
+            frame = synth.df[[c for c in header if c in synth.df.columns]]
         try:
-            frame.to_csv(args.out, index=False)
+            write_csv(frame, args.out)
         except OSError as e:
             raise RunFailure(f"--out: could not write {args.out}: {e}") from e
     if args.save_model is not None:
         try:
-            from ..model.serialization import save_model
-
-            save_model(result.model, args.save_model, schema=schema)
+            save_model_atomic(result.model, args.save_model, schema=schema)
         except OSError as e:
             raise RunFailure(f"--save-model: could not write {args.save_model}: {e}") from e
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 import sys
 
-from .arguments import positive_int, seed_int
+from .arguments import OVERWRITE_HELP, positive_int, seed_int
 from .errors import RunFailure, UserError
 from .inputs import need_parent
+from .outputs import check_outputs, write_csv
 
 __all__ = ["add_sample_parser", "sample_cmd"]
 
@@ -39,6 +40,7 @@ def add_sample_parser(sub) -> None:
     s.add_argument("--records", type=positive_int, metavar="N",
                    help="number of records (default: the model's estimated total, rounded)")
     s.add_argument("--out", metavar="CSV", help="write here (default: standard output)")
+    s.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     s.add_argument("--seed", type=seed_int, default=0, help="random seed of the draw and the decoding (default 0)")
     s.add_argument("--decode", choices=["uniform", "midpoint"],
                    help="decoding of every binned numeric column, overriding the stored schema (default: as stored)")
@@ -61,6 +63,7 @@ def sample_cmd(args) -> int:
     need_parent(args.out, "--out")
     if args.out is not None and os.path.abspath(os.path.dirname(os.path.abspath(args.out))) == os.path.abspath(args.model):
         raise UserError(f"--out: {args.out} is inside the model folder {args.model}; write it elsewhere (nothing was run)")
+    check_outputs({"--model": args.model}, {"--out": args.out}, args.overwrite)
     if args.codes and args.decode is not None:
         raise UserError("--decode applies to decoded values; it cannot be combined with --codes")
     try:
@@ -76,9 +79,11 @@ def sample_cmd(args) -> int:
     key_sample, key_decode = jax.random.split(jax.random.key(args.seed))
     synth = model.synthetic_data(args.records, key_sample)
     frame = schema.decode(synth, key_decode) if schema is not None else synth.df
-    target = args.out if args.out is not None else sys.stdout
     try:
-        frame.to_csv(target, index=False)
+        if args.out is None:
+            frame.to_csv(sys.stdout, index=False)
+        else:
+            write_csv(frame, args.out)
     except OSError as e:
         raise RunFailure(f"--out: could not write {args.out}: {e}") from e
     if args.out is not None:

@@ -1,8 +1,10 @@
 """The shared benchmark datasets: where they live, and their ICML 2019 benchmark workloads.
 
-The data folder is an argument everywhere; by default it is ``$PGMJAX_DATA``,
-else ``../shared/data`` (relative to the working directory, then to the
-project checkout). Each dataset ``<name>`` is ``<folder>/<name>/<name>.csv``
+The data folder is an argument everywhere; by default it is found by
+:func:`data_dir`: ``$PGMJAX_DATA``, else ``shared/data`` beside the repository
+that holds the package (``<repo>/../shared/data``, found from ``pgmjax.__file__``,
+so a notebook opened in ``notebooks/`` finds it), else ``../shared/data``
+relative to the working directory. Each dataset ``<name>`` is ``<folder>/<name>/<name>.csv``
 (or ``.csv.gz``) plus ``<name>-domain.json``.
 
 Which attributes are numeric (Prefix queries) and which 3-way cliques form
@@ -74,16 +76,36 @@ ADULT_CLIQUES: tuple[Clique, ...] = (
 
 
 def data_dir(path: str | os.PathLike | None = None) -> str:
-    """The data folder: ``path`` if given, else ``$PGMJAX_DATA``, else ``../shared/data``."""
+    """The data folder, searched in this order.
+
+    1. ``path``, if given;
+    2. ``$PGMJAX_DATA``, if set and not empty;
+    3. ``shared/data`` beside the repository holding the package: ``<repo>/../shared/data``, where
+       ``<repo>`` is the folder above ``pgmjax/`` (found from ``pgmjax.__file__``, so it does not depend
+       on the working directory: a notebook in ``notebooks/`` finds it), if that folder exists;
+    4. ``../shared/data`` relative to the working directory, if it exists;
+    5. otherwise the folder of step 3 (the error of :func:`files` then names it).
+
+    Args:
+        path: an explicit folder, or None for the search above.
+
+    Returns:
+        The folder's path (normalised; it may not exist only in case 5 or when given).
+    """
     if path is not None:
         return os.fspath(path)
     if os.environ.get("PGMJAX_DATA"):
         return os.environ["PGMJAX_DATA"]
+    import pgmjax
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(pgmjax.__file__)))
+    beside = os.path.normpath(os.path.join(repo, "..", "shared", "data"))
+    if os.path.isdir(beside):
+        return beside
     here = os.path.join(os.getcwd(), "..", "shared", "data")
     if os.path.isdir(here):
         return os.path.normpath(here)
-    checkout = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
-    return os.path.normpath(checkout)
+    return beside
 
 
 def files(name: str, path: str | os.PathLike | None = None) -> tuple[str, str]:
