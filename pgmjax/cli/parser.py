@@ -49,7 +49,8 @@ them under "not_private"): they are for the data holder, not for publication. Th
 and status lines show only privacy-safe numbers (budget, noisy estimates, sizes of outputs) unless
 --show-private is given; error messages about the data name the column and what was expected, never
 a value or its line (--show-private shows them). An output path that is an input file (or another
-output) is refused before anything runs; a model estimating fewer than 10 records (a tiny budget)
+output) is refused before anything runs, and so is an existing output unless --overwrite is given (files
+are written to a temporary file and renamed into place); a model estimating fewer than 10 records (a tiny budget)
 is refused with a suggestion (--records) instead of writing a near-empty table.
 
 mechanisms (pgmjax mechanisms -v lists them with their own options):
