@@ -179,7 +179,9 @@ def test_mst_compresses_rare_values(data):
     assert round(3 * std, 2) == 60.05 and "c" in mapping and cdom["c"] < SIZES["c"]
     assert dict(cdom) == {a: (cdom[a] if a == "c" else SIZES[a]) for a in SIZES}  # the others keep every value
     y = res.measurements[2]
-    assert y.clique == ("c",) and y.kind == "dense" and float(y.stddev) == pytest.approx(std)
+    k = SIZES["c"] - cdom["c"] + 1  # merged values: the last row is their sum, with std * sqrt(k)
+    assert y.clique == ("c",) and y.kind == "identity"
+    assert y.row_stddev().tolist() == pytest.approx([std] * (cdom["c"] - 1) + [std * math.sqrt(k)])
     # The synthetic data are over the original values, and compress back into the compressed domain.
     assert res.synthetic.domain == data.domain
     back = compress_data(res.synthetic, mapping, cdom)
@@ -195,16 +197,18 @@ def test_compress_domain_formulas():
     assert dict(cdom) == {"a": 4, "b": 2} and list(mapping) == ["a"]
     assert mapping["a"].tolist() == [0, 3, 1, 3, 3, 2]  # kept in order, merged -> last
     k = 3
-    assert ca.y.tolist() == pytest.approx([100.0, 50.0, 80.0, (3.0 - 4.0 + 10.0) / math.sqrt(k)])
-    assert np.diag(ca.query).tolist() == pytest.approx([1, 1, 1, 1 / math.sqrt(k)])
-    assert float(ca.stddev) == 10.0 and cb is mb
+    # The merged row: the sum with std s sqrt(k) (the reference code's row, sum / sqrt(k) with coefficient
+    # 1 / sqrt(k) and std s, scaled by sqrt(k): the same least-squares term), as an O(cells) identity query.
+    assert ca.y.tolist() == pytest.approx([100.0, 50.0, 80.0, 3.0 - 4.0 + 10.0])
+    assert ca.kind == "identity" and ca.row_stddev().tolist() == pytest.approx([10, 10, 10, 10 * math.sqrt(k)])
+    assert cb is mb
     # The total estimated from the compressed measurement equals the raw sum (weights (1, 1, 1, sqrt k)).
     total, var = pj.queries.measurement.estimate_total([ca])
     assert total == pytest.approx(y.sum()) and var == pytest.approx(6 * 100.0)
     # The compressed measurement is the compressed marginal plus noise of the same std.
     x = np.array([7.0, 1.0, 2.0, 0.0, 5.0, 3.0])
     cx = np.bincount(mapping["a"], weights=x)
-    assert ca.answer(cx)[-1] == pytest.approx((1 + 0 + 5) / math.sqrt(k))
+    assert ca.answer(cx)[-1] == pytest.approx(1 + 0 + 5)
 
 
 def test_compression_round_trip(data):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -36,10 +35,24 @@ from .summary import (
 def run(args) -> int:
     """``pgmjax run``: check everything cheap, read the inputs, run the mechanism, write, report.
 
+    ``--max-model-mb MB`` is the size limit of the whole run (:func:`pgmjax.graph.size_limit.limited`): every
+    mechanism's up-front check, every fit and the intervals' refits refuse a larger model
+    (:class:`pgmjax.ModelTooLarge`, exit 2) before allocating it; without it, the limit in force
+    (``PGMJAX_MAX_MODEL_BYTES`` or a share of the machine's memory). It is also passed to the front-ends that
+    take ``max_model_mb`` (AIM's and MWEM's selections, PrivBayes' network, ...).
+
     Raises:
         UserError: bad command line or input (exit 2), found before the mechanism runs.
         RunFailure: the run failed (exit 1).
     """
+    from ..graph.size_limit import limited
+
+    with limited(None if args.max_model_mb is None else args.max_model_mb * 2**20):
+        return _run(args)
+
+
+def _run(args) -> int:
+    """:func:`run` with the run's size limit in force."""
     t_start = time.perf_counter()
     say = (lambda *a: None) if args.quiet else (lambda msg: print(f"pgmjax run: {msg}", file=sys.stderr, flush=True))
     call, notes = check_arguments(args)
@@ -72,12 +85,16 @@ def run(args) -> int:
     evaluated = workload is not None and (args.report is not None or args.show_private)
     evaluation = evaluate(workload, wl_label, data, synth, result) if evaluated else None
     seconds["evaluation"] = time.perf_counter() - t0
-    seconds["total"] = time.perf_counter() - t_start
+    t0 = time.perf_counter()
+    interval_entry = intervals.report_entry(args, result, workload, keys["mechanism"], quiet=args.quiet)
+    if interval_entry is not None:
+        seconds["intervals"] = time.perf_counter() - t0
+    seconds["total"] = time.perf_counter() - t_start  # the whole run, the intervals too
     report = build_report(args, data, schema, extra, workload, result, spec, synth, evaluation, notes, seconds,
-                          keys["mechanism"])
+                          interval_entry)
     if args.report is not None:
         try:
-            write_text(args.report, json.dumps(report, indent=2) + "\n")
+            write_text(args.report, intervals.compact_json(report) + "\n")
         except OSError as e:
             raise RunFailure(f"--report: could not write {args.report}: {e}") from e
     lines = summary_text(args, report, data, schema, workload, wl_label, result, synth, evaluation)
@@ -229,7 +246,8 @@ def write_outputs(args, result, synth, schema, key) -> None:
             raise RunFailure(f"--save-model: could not write {args.save_model}: {e}") from e
 
 
-def build_report(args, data, schema, extra, workload, result, spec, synth, evaluation, notes, seconds, key) -> dict:
+def build_report(args, data, schema, extra, workload, result, spec, synth, evaluation, notes, seconds,
+                 interval_entry=None) -> dict:
     """The JSON report: input, privacy (budget, spend, ledger), model, outputs, evaluation and times (NOT private).
 
     Its ``not_private`` entry lists what was computed from the input without noise: the exact record count,
@@ -265,7 +283,7 @@ def build_report(args, data, schema, extra, workload, result, spec, synth, evalu
         "model": model,
         "synthetic": {"records": len(synth), "path": args.out, "decoded": schema is not None},
         "evaluation": evaluation,
-        "intervals": intervals.report_entry(args, result, workload, key),
+        "intervals": interval_entry,  # intervals.report_entry, computed (and timed) by run
         # Computed from the input directly (not differentially private): remove before publishing the report.
         # The run's times grow with the number of records (reading, counting marginals, evaluating), so they
         # reveal it roughly: useful to the data holder, listed as not private.
@@ -316,7 +334,8 @@ def summary_text(args, report, data, schema, workload, wl_label, result, synth, 
         lines.append("                (computed from the input data: these errors are NOT private; do not publish them)")
     lines.append(
         f"  time          {seconds['total']:.2f} s (load {seconds['load']:.2f}, mechanism {seconds['mechanism']:.2f}, "
-        f"sampling {seconds['sampling']:.2f}, writing {seconds['writing']:.2f}, evaluation {seconds['evaluation']:.2f}); "
+        f"sampling {seconds['sampling']:.2f}, writing {seconds['writing']:.2f}, evaluation {seconds['evaluation']:.2f}"
+        + (f", intervals {seconds['intervals']:.2f}" if "intervals" in seconds else "") + "); "
         "NOT private: it grows with the number of records"
     )
     lines[2:2] = preprocessing.summary_lines(report["preprocessing"])

@@ -27,6 +27,7 @@ The limit, first found of:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Iterable
@@ -81,6 +82,28 @@ def set_max_model_bytes(limit: float | None) -> float | None:
     previous = _override
     _override = None if limit is None else _positive_limit(limit, "set_max_model_bytes")
     return previous
+
+
+@contextlib.contextmanager
+def limited(limit: float | None):
+    """:func:`set_max_model_bytes` for a ``with`` block, restored after it (None: leave the limit as it is).
+
+    The one place a front-end's ``max_model_mb`` (MST) or ``pgmjax run --max-model-mb`` sets the limit every
+    check of the run reads (the mechanism's up-front checks, every fit's plan, the intervals' refits).
+
+    Example:
+        >>> with limited(2**20):
+        ...     max_model_bytes()
+        1048576.0
+    """
+    if limit is None:
+        yield
+        return
+    previous = set_max_model_bytes(limit)
+    try:
+        yield
+    finally:
+        set_max_model_bytes(previous)
 
 
 def max_model_bytes(max_bytes: float | None = None) -> float:

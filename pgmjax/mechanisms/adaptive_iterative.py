@@ -54,7 +54,8 @@ from .multiplicative_weights import hypothetical_model_size
 from .multiplicative_weights import model_mb as _model_mb
 from .options import DEFAULT_DELTA, check_epsilon, check_model_cap
 from .result import BudgetStep, MechanismResult, record_plan
-from .spanning_tree import _delta, _engine_options, _Progress
+from .progress import Progress as _Progress
+from .spanning_tree import _delta, _engine_options
 
 __all__ = ["aim", "aim_budget", "aim_candidates", "default_aim_workload"]
 
@@ -256,8 +257,11 @@ def aim(
         synthetic_method: ``"low_variance"`` (systematic sampling: the records' clique counts match
             the model's closely, like the randomised rounding of the reference code's mbi) or
             ``"exact"`` (i.i.d.); see :func:`pgmjax.model.sampling.synthetic_data`.
-        progress: True for a tqdm bar over the rounds (its total is re-estimated from the budget
-            left), or a callable receiving each round's log entry (a dict).
+        progress: True for a tqdm bar over the rounds (done out of the expected, elapsed and time left), or a
+            callable receiving each round's log entry (a dict) with ``done``, ``expected``, ``elapsed`` and
+            ``eta`` (:class:`pgmjax.mechanisms.progress.Progress`). The rounds are not known in advance: the
+            expected count is the rounds done plus those the budget left pays for at the current ``sigma``
+            and ``eps_EM`` (re-estimated every round, so annealing, which quarters the rounds left, shows).
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model``, ``synthetic``,

@@ -13,8 +13,9 @@ thirds, with the base ``sigma = sqrt(3 / (2 rho))``:
    ``1/sqrt(d)``, i.e. noise std ``sigma sqrt(d)`` each (Gaussian mechanism, sensitivity 1).
 2. **Domain compression** (post-processing): for each attribute, the values whose noisy count is
    below ``3 sigma sqrt(d)`` are merged into one extra "other" value. Its noisy count is the sum of
-   the merged noisy counts divided by ``sqrt(k)`` and its query coefficient is ``1/sqrt(k)``
-   (``k`` merged values), so its noise std equals the others' (:func:`compress_domain`).
+   the merged noisy counts, with noise std ``sqrt(k)`` times the others' (``k`` merged values): the
+   reference code's row (count and query coefficient divided by ``sqrt(k)``, the others' std) scaled,
+   the same least-squares term, kept as an identity query of O(kept values) (:func:`compress_domain`).
 3. **Selection** (``rho/3``): the engine fits the one-way measurements; every attribute pair gets
    the weight ``w(a, b) = ||mu_ab(D) - mu_hat_ab||_1`` (on the compressed data); Kruskal's algorithm
    picks ``d - 1`` edges, each with the exponential mechanism (sensitivity 1,
@@ -56,7 +57,8 @@ from ..privacy import check_real as _real
 from ..privacy import discrete_noise as dn
 from ..queries.measurement import Measurement
 from ..graph import size_limit
-from .options import DEFAULT_DELTA, check_domain_size, check_epsilon, check_engine_options, check_positive_delta, refuse_option
+from .options import DEFAULT_DELTA, check_domain_size, check_engine_options, check_epsilon, check_model_cap, check_positive_delta, refuse_option
+from .progress import Progress as _Progress
 from .result import BudgetStep, MechanismResult, record_plan
 
 __all__ = [
@@ -131,9 +133,12 @@ def compress_domain(
 
     For attribute ``a`` measured by ``y`` with noise std ``s``, the values with ``y >= threshold * s``
     are kept (renumbered ``0..m-1`` in their original order); if any are not, they become value
-    ``m``. The one-way measurement is re-expressed on the compressed attribute: the kept entries
-    unchanged, the merged entry ``sum(y_merged) / sqrt(k)`` with query coefficient ``1/sqrt(k)``, so
-    every row keeps the std ``s`` (the sum of ``k`` values with std ``s`` has std ``s sqrt(k)``).
+    ``m``. The one-way measurement is re-expressed on the compressed attribute as an identity query with
+    one std per row: the kept entries unchanged, the merged entry ``sum(y_merged)`` with std
+    ``sqrt(sum s_merged^2)`` (``s sqrt(k)``: the sum of ``k`` values with std ``s``). The reference code
+    writes that row divided by ``sqrt(k)`` (coefficient ``1/sqrt(k)``, std ``s``): the same term of the
+    least-squares loss, but as a dense ``(m+1) x (m+1)`` query, 1.5 GB where a 10^7-value attribute keeps
+    its ~13,500 noise-only values above the threshold; this form is O(m).
     Only the noisy measurements are read: this is post-processing.
 
     Args:
@@ -149,8 +154,8 @@ def compress_domain(
         >>> dom = Domain({"a": 4})
         >>> m = Measurement(("a",), [50.0, 1.0, 40.0, 2.0], stddev=5.0)
         >>> cdom, mapping, (cm,) = compress_domain(dom, [m])
-        >>> cdom["a"], mapping["a"].tolist(), cm.y.round(3).tolist()
-        (3, [0, 2, 1, 2], [50.0, 40.0, 2.121])
+        >>> cdom["a"], mapping["a"].tolist(), cm.y.round(3).tolist(), cm.row_stddev().round(3).tolist()
+        (3, [0, 2, 1, 2], [50.0, 40.0, 3.0], [5.0, 5.0, 7.071])
     """
     where = "compress_domain"
     threshold = _real(threshold, "threshold", where)
@@ -173,11 +178,9 @@ def compress_domain(
         cmap[kept] = np.arange(kept.size)
         mapping[a] = cmap
         sizes[a] = kept.size + 1
-        y = np.append(m.y[keep], m.y[~keep].sum() / math.sqrt(k))
-        coef = np.ones(kept.size + 1)
-        coef[-1] = 1.0 / math.sqrt(k)
-        std = np.append(s[keep], math.sqrt(np.sum(s[~keep] ** 2) / k))  # = s when the stds are equal
-        out.append(Measurement((a,), y, std if np.ptp(std) > 0 else std[0], np.diag(coef)))
+        y = np.append(m.y[keep], m.y[~keep].sum())
+        std = np.append(s[keep], math.sqrt(np.sum(s[~keep] ** 2)))  # s sqrt(k) when the stds are equal
+        out.append(Measurement((a,), y, std, noise=m.noise))
     return Domain(sizes), mapping, out
 
 
@@ -274,44 +277,6 @@ def decompress_model(model: GraphicalModel, mapping: Mapping[str, np.ndarray], d
     return out
 
 
-# ---------------------------------------------------------------------------------------------------
-# Progress (shared with AIM)
-# ---------------------------------------------------------------------------------------------------
-
-
-class _Progress:
-    """``progress=True``: a tqdm bar; a callable: called with a dict per step; False/None: nothing."""
-
-    def __init__(self, progress, total: int, desc: str, where: str, unit: str = "step"):
-        self.callback = None
-        self.bar = None
-        if progress is None or progress is False:
-            return
-        if progress is True:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total, desc=desc, unit=unit)
-        elif callable(progress):
-            self.callback = progress
-        else:
-            raise TypeError(f"{where}: progress must be True, False or a callable taking a dict, got {progress!r}")
-
-    def step(self, info: dict, total: int | None = None) -> None:
-        if self.bar is not None:
-            if total is not None:
-                self.bar.total = total
-            self.bar.update(1)
-            label = info.get("stage") or info.get("clique")
-            if label is not None:
-                self.bar.set_postfix_str(str(label), refresh=True)
-        if self.callback is not None:
-            self.callback(dict(info))
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def _engine_options(options, where: str) -> dict:
     return check_engine_options(options, RESERVED_OPTIONS, where, hint="; the mechanism sets them")
 
@@ -321,20 +286,45 @@ def _engine_options(options, where: str) -> dict:
 # ---------------------------------------------------------------------------------------------------
 
 
-def _check_sizes(domain: Domain, where: str) -> None:
-    """Refuse, before any private computation, a domain MST cannot hold (:class:`pgmjax.ModelTooLarge`).
+def largest_tree(domain: Domain) -> list[Clique]:
+    """The spanning tree of attribute pairs with the most cells over ``domain`` (Kruskal on ``|a| |b|``).
 
-    The one-way marginals are measured over the original domain; the final model, expressed over it too
-    (:func:`decompress_model`), holds a table over each tree edge, so at least the largest attribute times the
-    smallest other one. (The pairs the selection compares are over the compressed domain, known only after
-    the one-way release; they are checked then.)
+    MST selects its ``d - 1`` pairs privately; whichever it selects, its final model (expressed over the
+    original domain) holds no more cells than this tree's tables. Python integers: exact on any domain.
+
+    Example:
+        >>> largest_tree(Domain({"a": 10, "b": 2, "c": 3}))
+        [('a', 'c'), ('a', 'b')]
+    """
+    attrs = list(domain.attributes)
+    parent = {a: a for a in attrs}
+
+    def find(a):
+        while parent[a] != a:
+            a = parent[a]
+        return a
+
+    tree = []
+    for a, b in sorted(itertools.combinations(attrs, 2), key=lambda p: -int(domain[p[0]]) * int(domain[p[1]])):
+        if find(a) != find(b):
+            parent[find(b)] = find(a)
+            tree.append((a, b))
+    return tree
+
+
+def _check_sizes(domain: Domain, where: str) -> None:
+    """Refuse, before any private computation, a domain MST may not hold (:class:`pgmjax.ModelTooLarge`).
+
+    MST measures every one-way marginal over the original domain, and its final model, expressed over it too
+    (:func:`decompress_model`), holds a table per selected pair: the selection is private, so the check is
+    against the largest tree it may select (:func:`largest_tree`) with the one-way tables. A run that passes
+    cannot break the limit later, after part of the budget is spent. (The pairs the selection compares, over
+    the compressed domain, are known after the one-way release; they are checked then.)
     """
     check_domain_size(domain, where)
-    sizes = {a: domain[a] for a in domain.attributes}
-    big = max(sizes, key=sizes.get)
-    small = min((a for a in sizes if a != big), key=sizes.get)
-    size_limit.check_cliques(domain, [domain.canonical((big, small))], where,
-                             what=f"the smallest table over {big!r} the final model can hold (one per tree edge)")
+    cliques = [(a,) for a in domain.attributes] + largest_tree(domain)
+    size_limit.check_cliques(domain, cliques, where, what="the largest model MST may select (its one-way tables and "
+                             "the spanning tree of pairs with the most cells, over the declared domain)")
 
 
 def mst(
@@ -375,7 +365,10 @@ def mst(
         engine_iters: engine iterations of the final fit (reference: 10,000; smartnoise uses 5000).
         engine_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``dtype``,
             ``tol``, ``callback``, ...; not ``iters``, ``total``, ``warm_start``), used by both fits.
-        max_model_mb: must be None: the model is the tree of the selected pairs (no cap applies).
+        max_model_mb: the model-size limit in MB (``8 * cells / 2^20``) for this run: every check reads it (the
+            up-front check of the largest model MST may select, the selection's pair marginals, the fits);
+            None: the limit in force (:func:`pgmjax.set_max_model_bytes`, ``PGMJAX_MAX_MODEL_BYTES``, or a
+            share of the machine's memory; :mod:`pgmjax.graph.size_limit`).
         select_iters: engine iterations of the one-way fit the selection reads (default: the
             reference code's 2500, or ``engine_iters`` when that is smaller).
         compress: apply the domain compression of step 2 (reference: always).
@@ -399,8 +392,10 @@ def mst(
 
     Raises:
         TypeError / ValueError: bad input (not a Dataset, fewer than 2 attributes, epsilon <= 0,
-            delta outside (0, 1), non-positive iterations, a bad key or progress, a workload or a
-            model-size cap), before any private computation.
+            delta outside (0, 1), non-positive iterations, a bad key or progress, a workload), before any
+            private computation.
+        pgmjax.ModelTooLarge: (a ValueError) the largest model MST may select breaks the size limit, naming
+            its largest pair, the cells, the bytes and the limit; before any private computation.
 
     Example:
         >>> import jax, numpy as np, pgmjax as pj
@@ -423,7 +418,18 @@ def mst(
     delta = _delta(delta, where)
     _check_key(key, where)
     refuse_option(workload, "workload", where, "it selects a spanning tree of pairs for no workload")
-    refuse_option(max_model_mb, "max_model_mb", where, "its model is the tree of the selected pairs")
+    max_model_mb = check_model_cap(max_model_mb, where)
+    with size_limit.limited(None if max_model_mb is None else max_model_mb * 2**20):
+        return _mst(data, epsilon, delta, key, engine_iters, engine_options, select_iters,
+                    compress, synthetic, rows, synthetic_method, progress)
+
+
+def _mst(data, epsilon, delta, key, engine_iters, engine_options, select_iters, compress, synthetic, rows,
+         synthetic_method, progress) -> MechanismResult:
+    """:func:`mst` once its cap is in force (the arguments as there, ``epsilon``/``delta``/``key`` checked)."""
+    where = "mst"
+    domain = data.domain
+    d = len(domain)
     engine_iters = _count(engine_iters, "engine_iters", where, 1)
     select_iters = min(SELECT_ITERS, engine_iters) if select_iters is None else _count(select_iters, "select_iters", where, 1)
     compress = _boolean(compress, "compress", where)

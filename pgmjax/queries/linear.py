@@ -85,18 +85,53 @@ def top_eigenvalue(sym: np.ndarray, iters: int = 200) -> float:
     return lam
 
 
-def total_weights(matrix: np.ndarray, row_var: np.ndarray) -> np.ndarray | None:
+def total_weights(matrix, row_var) -> np.ndarray | None:
     """The minimum-variance ``a`` with ``Q^T a = 1`` (weighted least squares), or None if none exists.
 
     ``a^T y`` is then an unbiased estimate of the table's total from answers ``y`` with variances ``row_var``
-    (ICML 2019, Appendix E.1).
+    (McKenna, Sheldon & Miklau, ICML 2019, Appendix E.1). The cost is O(the query's entries), never a
+    ``cells x cells`` system: a diagonal query (MST's compressed one-way measurements) in closed form
+    (``a = 1 / diag(Q)``), any other by LSQR (Paige & Saunders, ACM TOMS 1982) on ``A^T b = 1`` with
+    ``A = diag(row_var)^{-1/2} Q``, which from ``b = 0`` converges to the minimum-norm ``b``, i.e. the
+    minimum-variance ``a = diag(row_var)^{-1/2} b``. LSQR is a Python loop of products with ``Q`` and
+    ``Q^T``: Ctrl-C interrupts it between iterations.
+
+    Args:
+        matrix: the ``(rows, cells)`` query, a NumPy matrix or a :class:`LinearQuery` (applied, never formed).
+        row_var: the answers' variances, shape ``(rows,)``.
+
+    Returns:
+        ``a``, shape ``(rows,)``, or None when the all-ones vector is not in the query's row space.
+
+    Example:
+        >>> total_weights(np.diag([1.0, 0.5]), np.ones(2)).tolist()
+        [1.0, 2.0]
+        >>> a = total_weights(np.tril(np.ones((3, 3))), np.ones(3))   # prefix sums: the last row is the total
+        >>> bool(np.allclose(a, [0, 0, 1]))
+        True
     """
-    w = 1.0 / row_var
-    gram = (matrix * w[:, None]).T @ matrix
-    ones = np.ones(matrix.shape[1])
-    z = np.linalg.lstsq(gram, ones, rcond=None)[0]
-    a = w * (matrix @ z)
-    if not np.allclose(matrix.T @ a, ones, atol=1e-6 * max(1.0, np.abs(matrix).max())):
+    q = matrix if isinstance(matrix, LinearQuery) else LinearQuery.from_matrix(np.asarray(matrix, np.float64))
+    row_var = np.asarray(row_var, dtype=np.float64)
+    if q.kind == "dense":
+        m = np.asarray(q.matrices[0], dtype=np.float64)
+        if m.shape[0] == m.shape[1] and np.count_nonzero(m) == np.count_nonzero(np.diagonal(m)):
+            diag = np.diagonal(m)  # a diagonal query: each row answers one cell, a = 1 / Q_ii (unique)
+            return None if np.any(diag == 0) else 1.0 / diag
+    from scipy.sparse.linalg import LinearOperator, lsqr
+
+    rows, cells = q.shape
+    root = np.sqrt(row_var)
+    op = LinearOperator(
+        (cells, rows), dtype=np.float64,
+        matvec=lambda b: np.asarray(q.transpose(np.ravel(b) / root), np.float64).reshape(-1),
+        rmatvec=lambda x: np.asarray(q.apply(np.ravel(x)), np.float64).reshape(-1) / root,
+    )
+    ones = np.ones(cells)
+    b = lsqr(op, ones, atol=1e-15, btol=1e-15, iter_lim=20 * (rows + cells) + 100)[0]
+    a = b / root
+    big = np.abs(q.matrices[0]).max() if q.kind == "dense" else q.column_norms(1).max()  # the old dense check's scale
+    scale = max(1.0, float(big)) if rows * cells else 1.0
+    if not np.allclose(np.asarray(q.transpose(a), np.float64).reshape(-1), ones, atol=1e-6 * scale):
         return None
     return a
 
@@ -311,12 +346,12 @@ class LinearQuery:
         if self.kind == "kron":
             a = np.ones(1)
             for q, n in zip(self.matrices, self.sizes):
-                f = np.ones(n) if q is None else total_weights(q, np.ones(q.shape[0]))
+                f = np.ones(n) if q is None else total_weights(np.asarray(q, np.float64), np.ones(q.shape[0]))
                 if f is None:
                     return None
                 a = np.kron(a, f)
             return a
-        return total_weights(self.matrix(), row_var)
+        return total_weights(self, row_var)  # dense or stack: never a cells x cells system
 
     # Identity by value ---------------------------------------------------------------------------------------
     def fingerprint(self) -> tuple:

@@ -1,0 +1,75 @@
+"""The front-ends' progress reporter (MST's steps, AIM's rounds): a tqdm bar or a callback, with time left.
+
+One class for every front-end and the command line (:class:`pgmjax.cli.progress.Progress` receives the
+same dicts through ``progress=callable``). Each :meth:`Progress.step` adds to the front-end's dict:
+
+* ``done``: steps done so far; ``expected``: the steps expected in all (a front-end whose count is not
+  known in advance, AIM, re-estimates it at every step: :func:`pgmjax.mechanisms.aim`);
+* ``elapsed``: seconds since the reporter started; ``eta``: seconds left, ``elapsed / done`` per step times
+  the steps left (None before the first step).
+
+The dicts are progress reports, not results: the mechanism's ``info["log"]`` does not hold these times
+(they grow with the number of records: not private).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+class Progress:
+    """``progress=True``: a tqdm bar (steps done out of the expected, elapsed and remaining time); a callable:
+    called with a dict per step; False/None: nothing.
+
+    Args:
+        progress: True, False/None, or a callable taking a dict.
+        total: the steps expected (re-estimated by :meth:`step`'s ``total``).
+        desc: the bar's label.
+        where: the front-end's name, for errors.
+        unit: the bar's unit (``"step"``, ``"round"``).
+
+    Example:
+        >>> seen = []
+        >>> bar = Progress(seen.append, 4, "AIM", "aim", unit="round")
+        >>> bar.step({"round": 1}, total=5)
+        >>> seen[0]["done"], seen[0]["expected"], seen[0]["eta"] is not None
+        (1, 5, True)
+    """
+
+    def __init__(self, progress: bool | Callable[[dict], object] | None, total: int, desc: str, where: str,
+                 unit: str = "step"):
+        self.callback = None
+        self.bar = None
+        self.total, self.done, self.start = total, 0, time.perf_counter()
+        if progress is None or progress is False:
+            return
+        if progress is True:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit=unit)
+        elif callable(progress):
+            self.callback = progress
+        else:
+            raise TypeError(f"{where}: progress must be True, False or a callable taking a dict, got {progress!r}")
+
+    def step(self, info: dict, total: int | None = None) -> None:
+        """One step done; ``total``: the re-estimated number of steps in all (where it is not fixed)."""
+        self.done += 1
+        if total is not None:
+            self.total = max(int(total), self.done)
+        elapsed = time.perf_counter() - self.start
+        eta = elapsed / self.done * max(0, self.total - self.done)
+        if self.bar is not None:
+            if total is not None:
+                self.bar.total = self.total  # tqdm's rate then gives the remaining time of the new total
+            self.bar.update(1)
+            label = info.get("stage") or info.get("clique")
+            if label is not None:
+                self.bar.set_postfix_str(str(label), refresh=True)
+        if self.callback is not None:
+            self.callback({**info, "done": self.done, "expected": self.total, "elapsed": elapsed, "eta": eta})
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
