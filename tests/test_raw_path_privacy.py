@@ -342,3 +342,48 @@ def test_declared_kinds_and_decimals_from_the_command_line(tmp_path, capsys):
         assert expected in capsys.readouterr().err
     assert main(["run", "--data", str(tmp_path / "raw.csv"), "-m", "privbayes", "-e", "1", "--option", "bounded=yes"]) == 2
     assert "bounded must be true or false" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------
+# A declared schema (--schema): unreadable fields of a column with a missing code are missing, not an error
+def _declared_schema(d):
+    spec = {"income": {"bins": 4, "range": [0, 100000], "missing": True, "clip": True},
+            "hired": {"type": "date", "bins": 4, "range": ["2000-01-01", "2020-12-31"], "missing": True, "clip": True},
+            "city": {"categories": ["Lyon", "Nice"], "other": "other"}}
+    (d / "schema.json").write_text(json.dumps(spec))
+    return d / "schema.json"
+
+
+def test_declared_schema_reads_unreadable_fields_as_missing(tmp_path):
+    from pgmjax.data import schema as S
+
+    schema = S.load_schema(str(_declared_schema(tmp_path)))
+    frame = pd.DataFrame({"income": ["100", "n/a", "2500.5", "inf"], "hired": ["2001-02-03", "2020-02-30", "", "x"],
+                          "city": ["Lyon", " Nice ", "Paris", ""]})
+    with pytest.raises(S.SchemaError):  # the strict default names the field's column
+        schema.encode(frame)
+    data = schema.encode(frame, unreadable="missing")
+    inc, hired = schema.columns["income"], schema.columns["hired"]
+    codes = np.asarray(data.records)
+    missing_income, missing_hired = inc.size - 1, hired.size - 1  # the missing code is each column's last
+    assert codes[1, 0] == codes[3, 0] == missing_income
+    assert codes[1, 1] == codes[2, 1] == codes[3, 1] == missing_hired
+    assert codes[0, 1] != missing_hired and codes[0, 0] != missing_income
+
+
+def test_cli_run_with_a_declared_schema_never_stops_on_one_field(tmp_path):
+    """One record with `n/a` or `2020-02-30` in a missing-coded column no longer stops `pgmjax run --schema`
+    (exit 2 depended on that one record)."""
+    rng = np.random.default_rng(0)
+    n = 400
+    frame = pd.DataFrame({"income": rng.integers(0, 90000, n).astype(str),
+                          "hired": pd.to_datetime("2005-01-01") + pd.to_timedelta(rng.integers(0, 4000, n), "D"),
+                          "city": rng.choice(["Lyon", "Nice", "Paris"], n)})
+    frame["hired"] = frame["hired"].dt.strftime("%Y-%m-%d")
+    frame.loc[0, "income"] = "n/a"
+    frame.loc[1, "hired"] = "2020-02-30"
+    frame.to_csv(tmp_path / "raw.csv", index=False)
+    code = main(["run", "--data", str(tmp_path / "raw.csv"), "--schema", str(_declared_schema(tmp_path)), "-m", "mst",
+                 "-e", "1", "--seed", "0", "--engine-iters", "20", "--out", str(tmp_path / "out.csv"), "-q"])
+    assert code == 0
+    assert len(pd.read_csv(tmp_path / "out.csv")) > 0

@@ -152,7 +152,8 @@ def load_raw_data(args, say):
     extra = check_columns(csv_header(args.data), list(schema.columns), args.data, "schema", args.ignore_extra_columns)
     try:
         frame = S.read_raw_csv(args.data)
-        data = schema.encode(frame)
+        # Unreadable fields of columns with a missing code are missing: an error would depend on one record.
+        data = schema.encode(frame, unreadable="missing")
     except S.SchemaError as e:
         raise UserError(f"data file {args.data}: {guards.public_error(e, args.show_private)}") from None
     return data, schema, extra

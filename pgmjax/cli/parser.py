@@ -44,8 +44,8 @@ given (--epsilon, and --delta where the guarantee is (eps, delta)); everything a
 the synthetic records, their decoding) is post-processing. A progress bar on stderr follows the
 estimation iterations across the selection rounds; at the end a summary is printed (budget given
 and spent, measurements, model size, time) and --report writes it as JSON with the privacy ledger.
-The report's "input.records" and "evaluation" are computed from the data directly (the report lists
-them under "not_private"): they are for the data holder, not for publication. The printed summary
+The report's "input.records", "evaluation" and times ("seconds") are computed from the data directly (the
+report lists them under "not_private"): they are for the data holder, not for publication. The printed summary
 and status lines show only privacy-safe numbers (budget, noisy estimates, sizes of outputs) unless
 --show-private is given; error messages about the data name the column and what was expected, never
 a value or its line (--show-private shows them). An output path that is an input file (or another

@@ -83,7 +83,8 @@ from .private_bins import (
     rank_error,
     tail_edges_parts,
 )
-from .private_format import KINDS, column_values, private_kind, rule_decimals
+from .private_format import KINDS, private_kind, rule_decimals
+from .raw_fields import column_values
 from .schema_columns import CategoricalColumn, NumericColumn, as_text, days_to_dates, days_to_datetimes
 
 __all__ = ["PrivateSchema", "candidate_edges", "private_quantiles", "private_edges", "private_categories",

@@ -21,7 +21,7 @@ released values; none reads the private table outside the budget:
 * **Decimals** of a non-integer number: declared (``decimals=``, ``--decimals``), or
   :func:`rule_decimals` of the *released* bin edges: enough decimals for 1/100 of the narrowest bin.
 * **Unparsable fields** (``n/a`` in a number column, ``2020-02-30`` or ``soon`` in a date column, ``inf``)
-  are **missing**, by :func:`column_values` and :func:`encode_raw`: never an error, which would reveal
+  are **missing**, by :func:`pgmjax.data.raw_fields.column_values` and :func:`encode_raw`: never an error, which would reveal
   that one record holds such a value. A date column takes a datetime's day; a datetime column a date's
   midnight.
 
@@ -46,25 +46,15 @@ import pandas as pd
 
 from .dataset import Dataset
 from .private_bins import noisy_counts
-from .schema_columns import ISO_DATE, ISO_DATETIME, NumericColumn, as_text, date_days, datetime_days
+from .raw_fields import column_values, iso_valid
+from .schema_columns import ISO_DATE, NumericColumn, as_text
 
-__all__ = ["FIELD_CLASSES", "KINDS", "field_classes", "private_kind", "decide_kind", "rule_decimals", "column_values",
-           "encode_raw"]
+__all__ = ["FIELD_CLASSES", "KINDS", "field_classes", "private_kind", "decide_kind", "rule_decimals", "encode_raw"]
 
 #: The classes of a non-empty field in the kind vote, in the order of the noisy histogram.
 FIELD_CLASSES = ("whole", "fractional", "date", "datetime", "text")
 #: The kinds a column can be declared as.
 KINDS = ("number", "integer", "date", "datetime", "text")
-
-
-def _iso_valid(text: pd.Series) -> np.ndarray:
-    """Whether each field is an ISO date or datetime (``ISO_DATETIME``) of a real calendar day and time."""
-    shaped = text.str.fullmatch(ISO_DATETIME).to_numpy(bool)
-    ok = np.zeros(len(text), bool)
-    if shaped.any():
-        parsed = pd.to_datetime(text[shaped], errors="coerce", format="ISO8601")
-        ok[np.flatnonzero(shaped)] = parsed.notna().to_numpy()
-    return ok
 
 
 def field_classes(values) -> np.ndarray:
@@ -79,7 +69,7 @@ def field_classes(values) -> np.ndarray:
     x = pd.to_numeric(text, errors="coerce").to_numpy(np.float64)
     finite = np.isfinite(x)
     out[finite] = np.where(x[finite] == np.round(x[finite]), 0, 1)
-    iso = _iso_valid(text) & ~finite
+    iso = iso_valid(text) & ~finite
     date_only = text.str.fullmatch(ISO_DATE).to_numpy(bool)
     out[iso & date_only] = 2
     out[iso & ~date_only] = 3
@@ -145,32 +135,6 @@ def rule_decimals(edges: np.ndarray) -> int:
     return int(min(max(2 - math.floor(math.log10(width)), 0), 12))
 
 
-def column_values(values, kind: str) -> np.ndarray:
-    """Float64 values of a binned column, every empty or unparsable field NaN (missing), never an error.
-
-    Numbers: finite numbers (``inf``, ``nan``, ``n/a``: missing). Dates: days since 1970-01-01 of real ISO
-    dates (a datetime counts as its day). Datetimes: days with their fraction, whole seconds (a date is its
-    midnight).
-
-    Args:
-        values: the raw column.
-        kind: ``"number"``, ``"date"`` or ``"datetime"``.
-
-    Returns:
-        A float64 array.
-    """
-    if kind == "number":
-        s = pd.Series(values)
-        x = s.to_numpy(np.float64) if s.dtype.kind in "iufb" else pd.to_numeric(
-            as_text(s).str.strip(), errors="coerce").to_numpy(np.float64)
-        return np.where(np.isfinite(x), x, np.nan)
-    if kind not in ("date", "datetime"):
-        raise ValueError(f"column_values: kind must be number, date or datetime, got {kind!r}")
-    text = as_text(values).str.strip().reset_index(drop=True)
-    text = text.where(_iso_valid(text), "")
-    return (date_days if kind == "date" else datetime_days)(text.to_numpy(dtype=object))
-
-
 def encode_raw(schema, frame: pd.DataFrame) -> Dataset:
     """Encode a raw table with a private schema: unparsable fields of binned columns are missing, never an error.
 
@@ -182,16 +146,12 @@ def encode_raw(schema, frame: pd.DataFrame) -> Dataset:
         frame: the raw table.
 
     Returns:
-        A :class:`~pgmjax.Dataset` over ``schema.domain``.
+        A :class:`~pgmjax.Dataset` over ``schema.domain`` (:meth:`pgmjax.Schema.encode` with
+        ``unreadable="missing"``).
     """
-    codes = []
     for name, col in schema.columns.items():
         if isinstance(col, NumericColumn) and not (col.missing and col.clip):
             raise ValueError(f"encode_raw: column {name!r} needs a missing code and clipping (a private schema's columns have both)")
         if not isinstance(col, NumericColumn) and col.other is None:
             raise ValueError(f"encode_raw: column {name!r} needs an other code (a private schema's columns have one)")
-        if isinstance(col, NumericColumn):
-            codes.append(col.encode(column_values(frame[name], col.kind)))
-        else:  # compared as the discovery counted them: stripped text
-            codes.append(col.encode(as_text(frame[name]).str.strip().to_numpy(dtype=object)))
-    return Dataset(np.stack(codes, axis=1).astype(np.int64), schema.domain)
+    return schema.encode(frame, unreadable="missing")

@@ -61,6 +61,7 @@ import pandas as pd
 
 from .dataset import Dataset, read_json_file, unreadable_csv
 from .domain import Domain
+from .raw_fields import column_values
 from .schema_columns import (
     DECODE_METHODS,
     ISO_DATE,
@@ -69,6 +70,7 @@ from .schema_columns import (
     NumericColumn,
     SchemaError,
     SchemaValueError,
+    as_text,
     date_days,
     datetime_days,
     parse_column,
@@ -172,7 +174,7 @@ class Schema:
         return f"Schema({kinds})"
 
     # Encoding / decoding ----------------------------------------------------------------------
-    def encode(self, frame: pd.DataFrame, *, line_offset: int = 0) -> Dataset:
+    def encode(self, frame: pd.DataFrame, *, line_offset: int = 0, unreadable: str = "error") -> Dataset:
         """Discretise a raw DataFrame (columns not in the schema are ignored).
 
         Args:
@@ -180,6 +182,11 @@ class Schema:
                 columns anything whose text form is a category.
             line_offset: if non-zero, errors name ``line row + line_offset`` instead of the 0-based
                 ``row`` (2 gives the line number in a CSV file with a header).
+            unreadable: ``"error"`` (a field a numeric column cannot parse raises), or ``"missing"``: in a
+                numeric column with a missing code every empty or unparsable field is missing
+                (:func:`pgmjax.data.raw_fields.column_values`), and categorical fields are compared as
+                stripped text; the command line's raw path uses it, because an error on one field of a
+                private table would depend on one record.
 
         Returns:
             A :class:`~pgmjax.Dataset` over :attr:`domain`.
@@ -193,13 +200,18 @@ class Schema:
             raise SchemaError(f"columns {missing} of the schema are missing from the data; the data has {list(frame.columns)}")
         if len(frame) == 0:
             raise SchemaError("the data has no records")
+        if unreadable not in ("error", "missing"):
+            raise ValueError(f"Schema.encode: unreadable must be 'error' or 'missing', got {unreadable!r}")
+        lenient = unreadable == "missing"
         codes = []
         for name, col in self.columns.items():
             raw = frame[name]
             if isinstance(col, NumericColumn):
-                codes.append(col.encode(col.values(raw, line_offset), offset=line_offset))
+                values = column_values(raw, col.kind) if lenient and col.missing else col.values(raw, line_offset)
+                codes.append(col.encode(values, offset=line_offset))
             else:
-                codes.append(col.encode(raw.to_numpy(), offset=line_offset))
+                codes.append(col.encode(as_text(raw).str.strip().to_numpy(dtype=object) if lenient else raw.to_numpy(),
+                                        offset=line_offset))
         return Dataset._trusted(np.stack(codes, axis=1).astype(np.int64), self.domain)
 
     def decode(self, data: Dataset | np.ndarray, key, *, columns=None) -> pd.DataFrame:
