@@ -2,21 +2,22 @@
 
 Without a public range, :func:`private_edges` runs two steps, each through the accountant:
 
-1. **Range** (:func:`private_range`): one noisy histogram over public coarse cells (orders of
-   magnitude ``±10^k`` for numbers, calendar years for dates and datetimes); the range is the span
-   of the cells whose noisy count passes a threshold set so that an empty cell passes with
-   probability at most 1% over all cells (from the discrete noise's exact tail). One record changes one
-   count by one (two counts by one under replace-one neighbours: the sensitivity the accountant's
-   ``bounded`` sets), so the whole histogram costs one Laplace / Gaussian release (Dwork, McSherry, Nissim & Smith, "Calibrating
-   noise to sensitivity in private data analysis", TCC 2006, Example 1; parallel cells). Values
-   outside the range are clipped: a few outliers do not stretch the bins.
+1. **Range** (:func:`~pgmjax.data.private_range.range_release`, in :mod:`pgmjax.data.private_range`): one
+   noisy histogram over public coarse cells (orders of magnitude ``±10^k`` for numbers, calendar years for
+   dates and datetimes); the range is the span of the cells whose noisy count passes a threshold (an empty
+   cell passes with probability at most 1% over all cells), or the whole public range when none passes
+   (small tables at small budgets: never a cell picked by noise); runs of 2, 4, 8, ... cells are tested
+   too, against the threshold of a sum of noises, so a small table's range is found where no single cell
+   passes. The whole histogram costs one Laplace / Gaussian release (Dwork, McSherry, Nissim & Smith, TCC
+   2006, Example 1; parallel cells); the blocks are post-processing. Values outside the range are clipped.
 2. **Quantiles** (:func:`recursive_quantiles`): the exponential mechanism over public candidate
-   edges inside the range (McSherry & Talwar, "Mechanism design via differential privacy", FOCS
+   edges (McSherry & Talwar, "Mechanism design via differential privacy", FOCS
    2007, Theorem 6; Smith, "Privacy-preserving statistical estimation with optimal convergence
    rates", STOC 2011, Section 3), the levels placed by recursive splitting so that ``m`` levels cost
    ``ceil(log2(m + 1))`` draws (Kaplan, Schnapp & Stemmer, ICML 2022). With the range found first,
    the candidates are a few thousand plausible values instead of every number from -1e12 to 1e12,
-   whose sheer count would otherwise swamp the good candidates at small budgets.
+   whose sheer count would otherwise swamp the good candidates at small budgets (only the public
+   fallback, when no range is found, uses the whole public grid).
 
 Example:
     >>> from pgmjax.privacy import Accountant
@@ -34,6 +35,14 @@ import math
 import jax
 import numpy as np
 
+from .private_range import (  # noqa: F401  (re-exported: the range step lives in private_range)
+    RANGE_FALSE_PASS,
+    RangeRelease,
+    noisy_counts,
+    private_range,
+    range_cells,
+    range_release,
+)
 from .schema_columns import SchemaError
 
 __all__ = ["DATE_RANGE", "HOURS_PER_DAY", "candidate_edges", "range_cells", "noisy_counts", "private_range", "rank_quality", "private_quantiles",
@@ -43,8 +52,6 @@ __all__ = ["DATE_RANGE", "HOURS_PER_DAY", "candidate_edges", "range_cells", "noi
 DATE_RANGE = (-25567.0, 47846.0)
 #: Candidate edges of datetime columns are whole hours.
 HOURS_PER_DAY = 24
-#: Probability that some empty cell of the range histogram passes its threshold.
-RANGE_FALSE_PASS = 0.01
 
 
 def candidate_edges(lo: float | None = None, hi: float | None = None, *, whole: bool = False, digits: int = 3) -> np.ndarray:
@@ -85,21 +92,6 @@ def _calendar_candidates(kind: str, lo: float, hi: float) -> np.ndarray:
     return np.arange(math.floor(lo * per_day), math.ceil(hi * per_day) + 1) / per_day
 
 
-def range_cells(kind: str) -> np.ndarray:
-    """The public cell edges of the range histogram: ``0, ±10^k`` (k = -3..12) for numbers; the first day of
-    every year 1900..2101 (in days since 1970-01-01) for dates and datetimes.
-
-    Example:
-        >>> len(range_cells("number")), float(range_cells("date")[70])
-        (33, 0.0)
-    """
-    if kind in ("date", "datetime"):
-        years = np.arange("1900", "2102", dtype="datetime64[Y]").astype("datetime64[D]")
-        return (years - np.datetime64("1970-01-01", "D")).astype(np.float64)
-    mags = 10.0 ** np.arange(-3, 13)
-    return np.concatenate([-mags[::-1], [0.0], mags])
-
-
 def _budget_kwarg(acc, amount: float) -> dict:
     return {"rho": amount} if acc.currency == "rho" else {"epsilon": amount}
 
@@ -109,71 +101,6 @@ def _round_kwarg(acc, budget: float, parts: int) -> dict:
     (``acc.bounded``) a record may leave one part and join another, so a round of several parts counts two
     draws (:meth:`~pgmjax.privacy.Accountant.exponential_parallel`) and each draw gets half."""
     return _budget_kwarg(acc, budget / (2.0 if acc.bounded and parts > 1 else 1.0))
-
-
-def noisy_counts(acc, key, counts, *, budget: float, alpha: float, target: str) -> tuple[np.ndarray, int]:
-    """Counts with discrete Laplace (pure accountant) or discrete Gaussian (zCDP accountant) noise of cost ``budget``,
-    recorded, and the noise's exact upper-``alpha`` threshold ``k``: the smallest integer with ``P(noise >= k) <= alpha``.
-
-    One record changes one count by one under add/remove neighbours (sensitivity 1), two counts under
-    replace-one (L1 2, L2 sqrt 2): the accountant's ``bounded`` picks the sensitivity, so the ledger charges
-    exactly what the noise pays for. ``k`` is computed from the discrete law's tail, the sum of its pmf
-    (:func:`pgmjax.privacy.discrete_tails.tail_threshold`), not from the continuous law's quantile, which
-    understates the discrete Gaussian's tail several times at small ``sigma``. A count of 0 reaches ``k``
-    with probability at most ``alpha``: a threshold for "this cell holds data" (Korolova et al., "Releasing
-    search queries and clicks privately", WWW 2009, Section 4).
-
-    Returns:
-        ``(noisy counts as float64 integers, k)``.
-
-    Example:
-        >>> from pgmjax.privacy import Accountant
-        >>> acc = Accountant(epsilon=1.0)
-        >>> noisy, k = noisy_counts(acc, jax.random.key(0), np.array([0.0, 500.0]), budget=1.0, alpha=0.01,
-        ...                         target="cells")
-        >>> k, acc.ledger[0].mechanism
-        (5, 'laplace')
-    """
-    from ..privacy.discrete_tails import tail_threshold
-
-    if acc.currency == "rho":
-        noisy = acc.gaussian(key, counts, math.sqrt(2.0) if acc.bounded else 1.0, rho=budget, target=target, integer=True)
-        family = "gaussian"
-    else:
-        noisy = acc.laplace(key, counts, 2.0 if acc.bounded else 1.0, epsilon=budget, target=target, integer=True)
-        family = "laplace"
-    return np.asarray(noisy, np.float64), tail_threshold(family, acc.ledger[-1].scale, alpha)
-
-
-def private_range(acc, key, values, kind: str, *, budget: float, target: str = "range") -> tuple[float, float]:
-    """A range holding the bulk of the values: the span of the range cells whose noisy count passes a threshold.
-
-    Args:
-        acc: the accountant (pure or zCDP) that records the noisy histogram.
-        key: a ``jax.random`` key.
-        values: the private values (float64; NaN ignored; values beyond the outer cells count in the end cells).
-        kind: ``"number"``, ``"date"`` or ``"datetime"`` (see :func:`range_cells`).
-        budget: the histogram's cost in the accountant's currency.
-        target: ledger label.
-
-    Returns:
-        ``(lo, hi)``, edges of :func:`range_cells`; the single cell of largest noisy count when none passes.
-
-    Example:
-        >>> from pgmjax.privacy import Accountant
-        >>> x = np.random.default_rng(0).lognormal(10, 1, 5000)
-        >>> private_range(Accountant(epsilon=1.0), jax.random.key(0), x, "number", budget=1.0)
-        (1000.0, 1000000.0)
-    """
-    cells = range_cells(kind)
-    x = np.asarray(values, np.float64)
-    x = np.clip(x[~np.isnan(x)], cells[0], cells[-1])
-    counts = np.histogram(x, cells)[0].astype(np.float64)
-    noisy, k = noisy_counts(acc, key, counts, budget=budget, alpha=RANGE_FALSE_PASS / len(counts), target=target)
-    passing = np.flatnonzero(noisy >= k)
-    if passing.size == 0:
-        passing = np.array([int(np.argmax(noisy))])
-    return float(cells[passing[0]]), float(cells[passing[-1] + 1])
 
 
 def rank_quality(sorted_values: np.ndarray, candidates: np.ndarray, level: float) -> np.ndarray:
@@ -306,7 +233,8 @@ def quantile_rounds(m: int) -> int:
 
 
 def private_edges(acc, key, values, *, bins: int, tail: float, budget: float, kind: str, whole: bool,
-                  public_range: tuple[float, float] | None = None, target: str = "edges") -> np.ndarray:
+                  public_range: tuple[float, float] | None = None, target: str = "edges",
+                  info: dict | None = None) -> np.ndarray:
     """Bin edges of one column at private quantiles, spending ``budget`` of ``acc``.
 
     With a public range ``(lo, hi)`` the outer edges are the range and the ``bins - 1`` inner edges are
@@ -327,6 +255,8 @@ def private_edges(acc, key, values, *, bins: int, tail: float, budget: float, ki
         whole: integer-valued column: integer candidates.
         public_range: optional public ``(lo, hi)``.
         target: ledger label prefix.
+        info: an optional dict; without a public range its ``"range"`` is set to the
+            :class:`~pgmjax.data.private_range.RangeRelease` (for :func:`~pgmjax.data.private_range.range_warnings`).
 
     Returns:
         Sorted float64 edges, at least two.
@@ -341,7 +271,10 @@ def private_edges(acc, key, values, *, bins: int, tail: float, budget: float, ki
         return np.unique(np.concatenate([q, [lo, hi]]))
     k_range, k_q, k_tail = jax.random.split(key, 3)
     per_part = budget / (tail_edges_parts(bins))
-    lo, hi = private_range(acc, k_range, values, kind, budget=per_part, target=f"{target}: range")
+    release = range_release(acc, k_range, values, kind, budget=per_part, target=f"{target}: range")
+    if info is not None:
+        info["range"] = release
+    lo, hi = release.lo, release.hi
     cand = _calendar_candidates(kind, lo, hi) if calendar else candidate_edges(lo, hi, whole=whole)
     q = recursive_quantiles(acc, k_q, values, inner, cand, budget=per_part, target=f"{target}: quantiles")
     bounds = _clipping_bounds(acc, k_tail, values, q[0], q[-1], lo, hi, bins, tail, whole, per_part, target)
@@ -361,7 +294,8 @@ def _clipping_bounds(acc, key, values, first, last, lo, hi, bins, tail, whole, b
 
     The lower bound reads only the values below the first inner edge, the upper one only those at or
     above the last (disjoint parts, split at released edges). Each is drawn over 256 equally spaced
-    candidates in a window next to its edge, ``w = last - first`` wide and inside the private range: at
+    candidates in a window next to its edge, ``w = last - first`` wide and inside the private range
+ at
     small budgets a tail level's rank quality separates candidates weakly (``tail * n`` records), and
     a window bounds how far a poor draw can stretch the end bins; the inner edges never depend on it.
     """
