@@ -63,3 +63,29 @@ def test_block_thresholds_bound_the_false_pass_rate():
         t = block_threshold(family, scale, 8, 0.01)
         z = rng.laplace(0, scale, (200000, 8)) if family == "laplace" else rng.normal(0, scale, (200000, 8))
         assert (z.sum(axis=1) >= t).mean() <= 0.01
+
+
+def test_a_narrow_range_is_warned_in_words_from_released_values_only():
+    from pgmjax.data.preprocess import _shown
+    from pgmjax.data.private_range import RangeRelease, range_cells, range_warnings
+
+    cells = range_cells("date")
+    noisy = np.zeros(len(cells) - 1)
+    noisy[85:121] = 215.0  # noisy counts of 1985-2020
+    r = RangeRelease(cells[0], cells[-1], True, cells, noisy, 600, 141.0)
+    (w,) = range_warnings("hire_date", "date", [cells[80], cells[81]], r, _shown)  # the old collapse: all in 1980
+    assert w.startswith("hire_date: the private range 1980-01-01 to 1981-01-01 is narrow") and "--range hire_date=" in w
+    assert range_warnings("hire_date", "date", [cells[85], cells[121]], r, _shown) == []
+    (w,) = range_warnings("hire_date", "date", [cells[85], cells[121]], r._replace(found=False), _shown)
+    assert "whole public range 1900-01-01 to 2101-01-01" in w
+
+
+def test_the_schema_and_the_run_summary_carry_the_warnings():
+    from pgmjax.cli.preprocessing import summary_lines
+
+    out = private_schema(hires(300), Accountant(rho=1e-6), jax.random.key(0), bins=4, kinds={"hire_date": "date"})
+    assert any(w.startswith("hire_date: no year") for w in out.schema.provenance["warnings"])
+    assert any(n.startswith("WARNING hire_date:") for n in out.notes)
+    entry = {"private": True, "split": "s", "spent": 1.0, "currency": "rho", "ledger": [], "discovery_delta": 0.0,
+             "release_epsilon": 1.0, "release_delta": 0.0, "warnings": out.schema.provenance["warnings"]}
+    assert any(line.startswith("  WARNING       hire_date:") for line in summary_lines(entry))

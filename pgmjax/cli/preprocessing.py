@@ -354,6 +354,7 @@ def report_entry(args, schema) -> dict | None:
             "release_epsilon": args.epsilon_total,
             "release_delta": (args.delta or 0.0) + schema.provenance.get("delta", 0.0),
             "public": schema.provenance.get("public"), "ledger": [dict(e) for e in acc.records()],
+            "warnings": list(schema.provenance.get("warnings", [])),  # from released values only (post-processing)
         }
     if schema is not None and schema.private is False:
         return {"private": False, "warning": "the schema was read from the data without differential privacy (ranges, "
@@ -369,7 +370,8 @@ def summary_lines(entry: dict | None) -> list[str]:
         return [f"  preprocessing private schema: {entry['split']}; spent {entry['spent']:.6g} {entry['currency']} "
                 f"in {len(entry['ledger'])} ledger entries; category discovery adds delta={entry['discovery_delta']:g}",
                 f"  whole release (eps={entry['release_epsilon']:g}, delta={entry['release_delta']:g})-DP: preprocessing and "
-                "mechanism together (the privacy line above is the mechanism's share)"]
+                "mechanism together (the privacy line above is the mechanism's share)"] + \
+               [f"  WARNING       {w}" for w in entry.get("warnings", [])]
     return ["  schema        WARNING: read from the data without differential privacy (ranges, categories): the release "
             "is NOT differentially private in those columns (accepted by --allow-nonprivate-schema; run without --schema, or "
             "use pgmjax schema --epsilon, for a private one)"]

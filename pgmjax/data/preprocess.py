@@ -83,6 +83,7 @@ from .private_bins import (
     rank_error,
     tail_edges_parts,
 )
+from .private_range import range_warnings
 from .private_format import KINDS, private_kind, rule_decimals
 from .raw_fields import column_values
 from .schema_columns import CategoricalColumn, NumericColumn, as_text, days_to_dates, days_to_datetimes
@@ -213,7 +214,7 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
     share = budget / len(names)
     start = acc.spent
     keys = jax.random.split(key, len(names))
-    columns, thresholds, notes, voted = [], {}, [], []
+    columns, thresholds, notes, voted, warnings = [], {}, [], [], []
     for k, name, raw in zip(keys, names, (frame[c] for c in frame.columns)):
         k_kind, k = jax.random.split(k)
         rest = share
@@ -242,8 +243,9 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
         whole = kind == "date" or meta["integer"]
         x = column_values(raw, kind)
         bounds = _range_for(ranges[name][1], kind) if name in ranges else None
+        info = {}
         edges = private_edges(acc, k, x, bins=bins, tail=tail, budget=rest, kind=kind, whole=whole, public_range=bounds,
-                              target=f"preprocess {name}")
+                              target=f"preprocess {name}", info=info)
         if kind == "datetime":  # whole seconds, as decoded datetimes are (post-processing of the draws)
             edges = np.unique(np.round(edges * 86400.0) / 86400.0)
         places = None if whole or date else precision.get(name, rule_decimals(edges))
@@ -255,13 +257,17 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
                      f"values outside [{_shown(edges[0], kind)}, {_shown(edges[-1], kind)}] are clipped into the end bins; "
                      f"empty and unreadable fields are missing; an edge's rank error is typically below "
                      f"{rank_error(acc, rest / draws, 3000):,.0f} records (larger budgets or public ranges shrink it)")
+        # Post-processing of the released range histogram and edges: a narrow range or a large clipped share, in words.
+        for w in range_warnings(name, kind, edges, info.get("range"), _shown):
+            warnings.append(w)
+            notes.append(f"WARNING {w}")
     spent = acc.spent - start
     provenance = {
         "private": True,
         "mechanism": "private kind vote (noisy class counts), private quantiles (exponential mechanism) and thresholded "
                      "noisy counts",
         "currency": acc.currency, "spent": spent, "bounded": acc.bounded,
-        "delta": delta if n_text else 0.0, "min_count": min_count,
+        "delta": delta if n_text else 0.0, "min_count": min_count, "warnings": warnings,
         "public": "declared: kinds of " + (", ".join(sorted(declared)) or "no column") + "; ranges of "
                   + (", ".join(sorted(ranges)) or "no column") + "; decimals of " + (", ".join(sorted(precision)) or "no column")
                   + ". Decided under DP: the other kinds (kind vote), bin edges, categories. Fixed by rule: decimals from the "
