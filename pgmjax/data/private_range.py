@@ -200,29 +200,15 @@ def range_blocks(n: int) -> list[tuple[int, int]]:
 
 
 def block_threshold(family: str, scale: float, m: int, alpha: float) -> float:
-    """A threshold ``t`` with ``P[Z_1 + ... + Z_m >= t] <= alpha`` for ``m`` independent noises of the range
-    histogram (the sum of the noisy counts of ``m`` empty cells).
-
-    Discrete Gaussian: it is ``sigma^2``-sub-Gaussian (Canonne, Kamath & Steinke, "The discrete Gaussian for
-    differential privacy", NeurIPS 2020, Section 2), so ``t = sigma sqrt(2 m ln(1/alpha))``. Discrete Laplace
-    (``P[z] ∝ p^|z|``, ``p = exp(-1/b)``, ``b`` the sampler's realised scale): the Chernoff bound
-    ``inf_l exp(-l t) M(l)^m`` with its exact moment generating function
-    ``M(l) = (1 - p)^2 / ((1 - p e^l)(1 - p e^-l))``, minimised over a grid of ``l`` in ``(0, 1/b)``.
+    """The threshold of a block of ``m`` range cells: :func:`pgmjax.privacy.discrete_tails.sum_threshold`.
 
     Example:
         >>> round(block_threshold("gaussian", 10.0, 4, 1e-4), 1)
         85.8
     """
-    if family != "laplace":
-        return float(scale) * math.sqrt(2.0 * m * math.log(1.0 / alpha))
-    from ..privacy.discrete_noise import _rational_scale
+    from ..privacy.discrete_tails import sum_threshold
 
-    t, s = _rational_scale(float(scale))
-    b = t / s
-    p = math.exp(-1.0 / b)
-    lam = np.linspace(1e-3, 0.999, 999) / b
-    log_mgf = 2.0 * math.log1p(-p) - np.log1p(-p * np.exp(lam)) - np.log1p(-p * np.exp(-lam))
-    return float(np.min((m * log_mgf - math.log(alpha)) / lam))
+    return sum_threshold(family, scale, m, alpha)
 
 
 def private_range(acc, key, values, kind: str, *, budget: float, target: str = "range") -> tuple[float, float]:

@@ -27,7 +27,7 @@ import numpy as np
 
 from .discrete_noise import _MAX_UNITS, _rational_scale
 
-__all__ = ["discrete_tail", "tail_threshold"]
+__all__ = ["discrete_tail", "tail_threshold", "sum_threshold"]
 
 
 #: Discrete Gaussian tails are summed term by term up to this sigma; above it, a rigorous upper bound is used.
@@ -146,3 +146,36 @@ def tail_threshold(family: str, scale: float, alpha: float) -> int:
         return k
     tails = _gaussian_tails(scale)
     return max(1, int(np.argmax(tails <= alpha)))
+
+
+def sum_threshold(family: str, scale: float, m: int, alpha: float) -> float:
+    """A threshold ``t`` with ``P[Z_1 + ... + Z_m >= t] <= alpha`` for ``m`` independent draws of the noise of
+    :func:`discrete_tail` (the sum of the noisy counts of ``m`` empty cells of a histogram).
+
+    Discrete Gaussian: it is ``sigma^2``-sub-Gaussian (Canonne, Kamath & Steinke, "The discrete Gaussian for
+    differential privacy", NeurIPS 2020, Section 2), so ``t = sigma sqrt(2 m ln(1/alpha))``. Discrete Laplace
+    (``P[z] ∝ p^|z|``, ``p = exp(-1/b)``, ``b`` the sampler's realised scale): the Chernoff bound
+    ``inf_l exp(-l t) M(l)^m`` with its exact moment generating function
+    ``M(l) = (1 - p)^2 / ((1 - p e^l)(1 - p e^-l))``, minimised over a grid of ``l`` in ``(0, 1/b)``.
+
+    Args:
+        family: ``"laplace"`` or ``"gaussian"``.
+        scale: the noise scale (as recorded in the ledger).
+        m: how many noises are summed.
+        alpha: the tail probability, in (0, 1/2).
+
+    Returns:
+        ``t`` (a float).
+
+    Example:
+        >>> round(sum_threshold("gaussian", 10.0, 4, 1e-4), 1)
+        85.8
+    """
+    if family != "laplace":
+        return float(scale) * math.sqrt(2.0 * m * math.log(1.0 / alpha))
+    t, s = _rational_scale(float(scale))
+    b = t / s
+    p = math.exp(-1.0 / b)
+    lam = np.linspace(1e-3, 0.999, 999) / b
+    log_mgf = 2.0 * math.log1p(-p) - np.log1p(-p * np.exp(lam)) - np.log1p(-p * np.exp(-lam))
+    return float(np.min((m * log_mgf - math.log(alpha)) / lam))
