@@ -193,7 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--engine-option", action="append", metavar="KEY=VALUE",
                    help="a keyword argument of pgmjax.estimate for every fit (engine_options; repeatable), e.g. method=lbfgs")
     g.add_argument("--max-model-mb", type=positive_float, metavar="MB",
-                   help="model-size cap in MB of a float64 model (max_model_mb; mechanism default if omitted)")
+                   help="model-size cap in MB of a float64 model, for every mechanism and every fit of the run (refused "
+                        "before any measurement where the mechanism can tell; default: 10%% of the machine's memory, "
+                        "or PGMJAX_MAX_MODEL_BYTES)")
     g.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="a mechanism-specific keyword argument (repeatable)")
     g.add_argument("--seed", type=seed_int, default=0, help="random seed of the whole run: noise, selections, sampling, decoding (default 0)")
     g = r.add_argument_group("output")
