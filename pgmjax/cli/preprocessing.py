@@ -377,12 +377,24 @@ def summary_lines(entry: dict | None) -> list[str]:
             "use pgmjax schema --epsilon, for a private one)"]
 
 
-def write_html(args, report: dict, data, synth, workload, schema) -> None:
-    """``--html``: the utility report of :mod:`pgmjax.cli.report_html` (computed from the input: NOT private)."""
+def write_html(args, report: dict, data, synth, workload, schema, key=None) -> dict | None:
+    """``--html``: the utility report of :mod:`pgmjax.cli.report_html` (computed from the input: NOT private).
+
+    With a schema and the decoding ``key`` of ``--out``, the one-way section compares the raw input with the
+    synthetic records decoded as ``--out`` writes them (:mod:`pgmjax.cli.report_raw`); returns that comparison
+    (its ``warnings``), or None for integer-coded data (compared on the codes, as before).
+    """
     from .report_html import write_report
 
+    raw = None
+    if schema is not None and key is not None:
+        from ..data.schema import read_raw_csv
+        from .report_raw import raw_scale_comparison, schema_kinds
+
+        raw = raw_scale_comparison(read_raw_csv(args.data), schema.decode(synth, key), schema_kinds(schema))
     try:
         write_report(args.html, data, synth, schema=schema, workload=workload, report=report,
-                     title=f"pgmjax {args.mechanism} on {args.data}")
+                     title=f"pgmjax {args.mechanism} on {args.data}", raw=raw)
     except OSError as e:
         raise RunFailure(f"--html: could not write {args.html}: {e}") from e
+    return raw

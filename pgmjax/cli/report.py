@@ -16,9 +16,11 @@ def add_report_parser(sub) -> None:
     r = sub.add_parser(
         "report",
         help="an HTML utility report comparing a synthetic CSV with the real one (NOT private: it reads the real data)",
-        description="Writes one self-contained HTML page: per-column histograms real vs synthetic, the 2-way TVD "
-                    "heatmap, the worst 2-way marginals, the 2-way workload error. Both tables are discretised by "
-                    "--schema (values outside its bins are clipped), or by a schema read from the real table (not private).",
+        description="Writes one self-contained HTML page: per-column histograms real vs synthetic on the raw scale "
+                    "(both CSVs' values on one axis; columns whose synthetic range covers under 50%% of the real one "
+                    "are flagged, also on stdout), the 2-way TVD heatmap, the worst 2-way marginals, the 2-way "
+                    "workload error. The 2-way part discretises both tables by --schema (values outside its bins "
+                    "are clipped), or by a schema read from the real table (not private).",
         epilog="Example: pgmjax report --real raw.csv --synthetic synth.csv --schema schema.json --html report.html",
     )
     r.add_argument("--real", required=True, metavar="CSV", help="the real (private) table")
@@ -37,6 +39,7 @@ def report_cmd(args) -> int:
     from ..data.schema_columns import NumericColumn
     from ..queries.workload import Workload
     from .report_html import write_report
+    from .report_raw import raw_scale_comparison, schema_kinds
 
     for path, flag in ((args.real, "--real"), (args.synthetic, "--synthetic")):
         need_file(path, flag)
@@ -55,10 +58,14 @@ def report_cmd(args) -> int:
                            else replace(c, other=c.other if c.other is not None else "(not listed)")
                            for c in schema.columns.values()], schema.provenance)
         real_data, synth_data = schema.encode(real), schema.encode(synth)
+        # The one-way comparison reads the raw values: binned, a tail clipped away by the schema would not show.
+        raw = raw_scale_comparison(real, synth, schema_kinds(schema))
     except ValueError as e:
         raise UserError(guards.public_error(e, False) if isinstance(e, S.SchemaError) else str(e)) from None
     workload = Workload.all_kway(schema.domain, 2) if len(schema.domain) > 1 else None
     write_report(args.html, real_data, synth_data, schema=schema, workload=workload,
-                 title=f"pgmjax report: {args.synthetic} vs {args.real}")
+                 title=f"pgmjax report: {args.synthetic} vs {args.real}", raw=raw)
     print(f"pgmjax report: wrote {args.html} (computed from the real data: NOT private)")
+    for w in raw["warnings"]:
+        print(f"pgmjax report: warning: {w}")
     return 0

@@ -7,6 +7,11 @@ matplotlib PNGs embedded as base64 ``data:`` URIs, so the page is one file.
 The total variation distance of a marginal is ``TVD(p, q) = 1/2 sum_x |p(x) - q(x)|`` over the
 normalised tables (Levin, Peres & Wilmer, "Markov chains and mixing times", 2009, Proposition 4.2).
 
+With ``raw=`` (:func:`pgmjax.cli.report_raw.raw_scale_comparison`, what ``pgmjax report`` and ``run --html``
+on raw data pass) the one-way section compares the values as the user holds them, on an axis spanning both
+tables, and warns about columns whose synthetic range covers under 50% of the real one: binned by the schema,
+a tail clipped away by a narrow private range would look perfect. The 2-way section stays on the schema's bins.
+
 Example:
     >>> real = Dataset(np.array([[0, 1], [1, 0], [1, 1], [0, 0]]), {"a": 2, "b": 2})
     >>> synth = Dataset(np.array([[0, 1], [1, 1], [1, 1], [1, 0]]), {"a": 2, "b": 2})
@@ -27,6 +32,7 @@ import itertools
 import numpy as np
 
 from ..data.dataset import Dataset
+from .report_raw import count_tvd
 
 __all__ = ["marginal_tvds", "utility_report", "write_report"]
 
@@ -46,8 +52,7 @@ def marginal_tvds(real: Dataset, synthetic: Dataset, cliques) -> dict:
     out = {}
     for c in cliques:
         c = tuple(c)
-        p, q = real.marginal(c), synthetic.marginal(c)
-        out[c] = 0.5 * float(np.abs(p / max(p.sum(), 1) - q / max(q.sum(), 1)).sum())
+        out[c] = count_tvd(real.marginal(c), synthetic.marginal(c))
     return out
 
 
@@ -105,6 +110,59 @@ def _histograms(real: Dataset, synthetic: Dataset, schema, tvd1: dict) -> str:
     return _png(fig)
 
 
+def _raw_histograms(raw: dict) -> str:
+    """Per-column bars of :func:`pgmjax.cli.report_raw.raw_scale_comparison` (shares on the common axis)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = list(raw["columns"].items())
+    rows = max((len(cols) + 1) // 2, 1)
+    fig, axes = plt.subplots(rows, 2, figsize=(11, 2.8 * rows), squeeze=False)
+    for ax, (name, c) in zip(axes.ravel(), cols):
+        x = np.arange(len(c["real"]))
+        ax.bar(x - 0.2, c["real"], 0.4, label="real")
+        ax.bar(x + 0.2, c["synthetic"], 0.4, label="synthetic")
+        step = max(1, len(x) // 12)  # ~12 readable tick labels whatever the bin count
+        ax.set_xticks(x[::step], c["labels"][::step], rotation=60, ha="right", fontsize=7)
+        ax.set_title(f"{name} (TVD {c['tvd']:.3f}{', NARROW RANGE' if c['flagged'] else ''})", fontsize=9,
+                     color="#c00" if c["flagged"] else "black")
+        ax.legend(fontsize=7)
+    for ax in axes.ravel()[len(cols):]:
+        ax.axis("off")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _raw_section(raw: dict) -> list[str]:
+    """The one-way section on the raw scale: range warnings, the bars, and a table of distances and tails."""
+    t = raw["threshold"]
+    parts = ["<h2>One-way distributions on the raw scale: real vs synthetic (NOT private)</h2>",
+             f"<p>Values as held in both CSVs (unparsable fields missing), on one axis spanning both tables; rare "
+             f"categories folded into (other) in both. A column is flagged when its synthetic range (1st-99th "
+             f"percentiles) covers less than {t:.0%} of the real one.</p>"]
+    parts += [f'<p class="warn">Warning: {html.escape(w)}</p>' for w in raw["warnings"]]
+    if raw["columns"]:
+        parts.append(_raw_histograms(raw))
+
+    def pct(v):
+        return "" if v is None else f"{v:.1%}"
+
+    rows = []
+    for name, c in raw["columns"].items():
+        tails = c.get("tails", {})
+        rows.append((name, c["kind"], f"{c['tvd']:.4f}", pct(c["coverage"]),
+                     "" if not c.get("real_range") else " .. ".join(c["real_range"]),
+                     "" if not c.get("synthetic_range") else " .. ".join(c["synthetic_range"]),
+                     pct(tails.get("real_below_synthetic")), pct(tails.get("real_above_synthetic")),
+                     "FLAGGED" if c["flagged"] else ""))
+    parts.append(_table(rows, ["column", "kind", "TVD (raw scale)", "range covered", "real 1st..99th pct",
+                               "synthetic 1st..99th pct", "real below synthetic min", "real above synthetic max",
+                               f"range under {t:.0%}"]))
+    return parts
+
+
 def _heatmap(attrs, tvd2: dict) -> str:
     import matplotlib.pyplot as plt
 
@@ -128,7 +186,7 @@ def _table(rows, header) -> str:
 
 
 def utility_report(real: Dataset, synthetic: Dataset, *, schema=None, workload=None, report: dict | None = None,
-                   title: str = "pgmjax utility report", worst: int = 8) -> str:
+                   title: str = "pgmjax utility report", worst: int = 8, raw: dict | None = None) -> str:
     """The HTML page comparing a synthetic table with the real one.
 
     Args:
@@ -141,6 +199,9 @@ def utility_report(real: Dataset, synthetic: Dataset, *, schema=None, workload=N
             (the only private numbers of the page).
         title: the page title.
         worst: how many of the worst 2-way marginals are listed.
+        raw: optional :func:`pgmjax.cli.report_raw.raw_scale_comparison` of the raw tables: the one-way
+            section and mean 1-way TVD are then on the raw scale, with its range warnings (without it, on the
+            integer codes, as for integer-coded data).
 
     Returns:
         The page as a string (``<!DOCTYPE html>`` ... with embedded PNGs).
@@ -180,13 +241,20 @@ def utility_report(real: Dataset, synthetic: Dataset, *, schema=None, workload=N
                 for e in report.get("ledger", [])]
         if mech:
             parts += ["<h3>Mechanism ledger</h3>", _table(mech[:200], ["#", "mechanism", "target", "size", "cost"])]
-    parts += ["<h2>One-way marginals: real vs synthetic (NOT private)</h2>", _histograms(real, synthetic, schema, tvd1)]
+    if raw is not None:
+        parts += _raw_section(raw)
+    else:
+        parts += ["<h2>One-way marginals: real vs synthetic (NOT private)</h2>", _histograms(real, synthetic, schema, tvd1)]
     if pairs:
-        parts += ["<h2>Two-way total variation distance (NOT private)</h2>", _heatmap(attrs, tvd2)]
+        parts += ["<h2>Two-way total variation distance (NOT private)</h2>"
+                  + (" <p>On the schema's bins (values outside its range clipped into the end bins).</p>" if raw else ""),
+                  _heatmap(attrs, tvd2)]
         top = sorted(tvd2.items(), key=lambda kv: -kv[1])[:worst]
         parts += [f"<h3>The {len(top)} worst two-way marginals</h3>",
                   _table([(" x ".join(c), f"{v:.4f}") for c, v in top], ["marginal", "TVD"])]
-    summary = [("mean 1-way TVD", f"{np.mean(list(tvd1.values())):.4f}")]
+    raw_tvds = [c["tvd"] for c in raw["columns"].values()] if raw else []
+    summary = ([("mean 1-way TVD (raw scale)", f"{np.mean(raw_tvds):.4f}")] if raw_tvds else
+               [("mean 1-way TVD", f"{np.mean(list(tvd1.values())):.4f}")])
     if pairs:
         summary.append(("mean 2-way TVD", f"{np.mean(list(tvd2.values())):.4f}"))
     if workload is not None:

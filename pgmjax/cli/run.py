@@ -99,8 +99,10 @@ def _run(args) -> int:
             raise RunFailure(f"--report: could not write {args.report}: {e}") from e
     lines = summary_text(args, report, data, schema, workload, wl_label, result, synth, evaluation)
     if args.html is not None:
-        preprocessing.write_html(args, report, data, synth, workload, schema)
+        raw = preprocessing.write_html(args, report, data, synth, workload, schema, keys["decode"])
         lines.append(f"  html report   {args.html} (computed from the input data: NOT private)")
+        if raw is not None and args.show_private:  # read from the input without noise, like the errors
+            lines += [f"  WARNING       {w} (NOT private)" for w in raw["warnings"]]
     if args.report:
         lines.append(f"  report        {args.report}")
     print("\n".join(lines))
