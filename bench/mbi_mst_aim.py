@@ -107,7 +107,8 @@ def _records(dataset, attrs) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- MST
-def run_mst(mbi, data, rho: float, seed: int, select_iters: int, fit_iters: int) -> tuple[dict, np.ndarray]:
+def run_mst(mbi, data, rho: float, seed: int, select_iters: int, fit_iters: int, return_model: bool = False):
+    """MST on mbi's engine: ``(info, records)``, or ``(info, records, model, compressed data)`` with ``return_model``."""
     from mbi import LinearMeasurement
     from mbi.estimation import MirrorDescent
 
@@ -189,7 +190,26 @@ def run_mst(mbi, data, rho: float, seed: int, select_iters: int, fit_iters: int)
         "rho_spent": d / (2 * std1**2) + (d - 1) * eps_em**2 / 8 + (d - 1) / (2 * std2**2),
         "seconds": seconds,
     }
+    info["tvd_model"] = model_tvd(data, model, mapping)
+    if return_model:
+        return info, _records(synth, attrs), model, cdata
     return info, _records(synth, attrs)
+
+
+def model_tvd(data, model, mapping) -> float:
+    """Mean 2-way TVD of the model's marginals against the data's, over the original domain: a merged value's
+    mass spread uniformly over its original values (as ``decompress`` does, and pgmjax's ``decompress_model``)."""
+    attrs = list(data.domain.attributes)
+    out = []
+    for pair in itertools.combinations(attrs, 2):
+        m = np.asarray(model.project(pair).datavector(flatten=False), np.float64)
+        for axis, a in enumerate(pair):
+            if a in mapping:
+                cmap = np.asarray(mapping[a])
+                m = np.take(m, cmap, axis=axis) / np.expand_dims(np.bincount(cmap)[cmap], [i for i in range(2) if i != axis])
+        t = np.asarray(data.project(pair).datavector(flatten=False), np.float64)
+        out.append(0.5 * np.abs(t / t.sum() - m / m.sum()).sum())
+    return float(np.mean(out))
 
 
 # ----------------------------------------------------------------------------- AIM

@@ -29,6 +29,14 @@ Usage::
         --out bench/results/mst_aim_cpu.json [--data /path/to/shared/data] \\
         [--eps 0.3 1 3] [--seeds 0] [--mechanisms mst aim] [--aim-rounds 224 --aim-max-model-size 80 ...]
 
+``--datasets`` runs other tables than Adult (the shared ones by name, and ``generated``: a 9-column,
+136,000-row table drawn from a random tree-structured model with up to 600 values per column, many
+small cells; :func:`generated_table`). ``--libraries pgmjax_accelerated`` adds pgmjax's MST with
+the accelerated mirror descent of :func:`pgmjax.estimate` (``engine_options={"method": "mirror_descent"}``)
+instead of MST's default, the reference code's plain mirror descent: the ablation of issue 42 item 7.
+Both sides also report the fitted model's own 2-way TVD (``tvd_model``, over the original domain,
+merged values spread uniformly), which splits the estimation error from the sampling error.
+
 ``--merge OLD.json`` keeps the runs of an earlier results file (new runs replace equal keys), so a
 grid can be filled in pieces; ``--render JSON`` only re-renders the Markdown next to it.
 """
@@ -61,15 +69,45 @@ def _jax_setup():
 
 
 # ----------------------------------------------------------------------------- problem
-def prepare(data_folder, path: str) -> dict:
-    """Write Adult's records and domain to ``path`` (npz) for the child processes."""
+GENERATED = {"rows": 136_000, "sizes": (2, 4, 7, 12, 25, 50, 100, 250, 600), "alpha": 0.15, "seed": 1007}
+
+
+def generated_table(rows: int, sizes, alpha: float, seed: int):
+    """A table drawn from a random tree-structured model: each column (in a random order) depends on one
+    earlier column through Dirichlet(``0.6 alpha``) conditionals; the first has a Dirichlet(``alpha``) marginal.
+    Small ``alpha`` gives skewed columns: many values below MST's compression threshold, many small cells."""
     import numpy as np
 
     import pgmjax as pj
 
-    data = pj.datasets.load("adult", data_folder)
-    csv, _ = pj.datasets.files("adult", data_folder)
-    meta = {"dataset": "adult", "data_file": os.path.abspath(csv), "records": len(data), "domain": dict(data.domain)}
+    rng = np.random.default_rng(seed)
+    d = len(sizes)
+    order = rng.permutation(d)
+    cols = [None] * d
+    for k, j in enumerate(order):
+        if k == 0:
+            cols[j] = rng.choice(sizes[j], rows, p=rng.dirichlet(np.full(sizes[j], alpha)))
+            continue
+        parent = order[rng.integers(0, k)]
+        cpt = rng.dirichlet(np.full(sizes[j], 0.6 * alpha), size=sizes[parent])
+        u = rng.random(rows)[:, None]
+        cols[j] = (u > np.cumsum(cpt[cols[parent]], axis=1)).sum(1).clip(0, sizes[j] - 1)
+    return pj.Dataset(np.stack(cols, 1), pj.Domain({f"c{j}": s for j, s in enumerate(sizes)}))
+
+
+def prepare(data_folder, path: str, dataset: str = "adult") -> dict:
+    """Write the dataset's records and domain to ``path`` (npz) for the child processes."""
+    import numpy as np
+
+    import pgmjax as pj
+
+    if dataset == "generated":
+        data = generated_table(**GENERATED)
+        meta = {"dataset": dataset, "generator": dict(GENERATED), "records": len(data), "domain": dict(data.domain)}
+    else:
+        data = pj.datasets.load(dataset, data_folder)
+        csv, _ = pj.datasets.files(dataset, data_folder)
+        meta = {"dataset": dataset, "data_file": os.path.abspath(csv), "records": len(data), "domain": dict(data.domain)}
     np.savez(path, meta=json.dumps(meta), records=np.asarray(data.records))
     return meta
 
@@ -96,8 +134,9 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
     data = _load(problem)
     t0 = time.perf_counter()
     if mechanism == "mst":
+        options = {"method": s["engine_method"]} if s.get("engine_method") else None
         res = mst(data, epsilon, DELTA, key=jax.random.key(seed), select_iters=s["mst_select_iters"],
-                  engine_iters=s["mst_fit_iters"])
+                  engine_iters=s["mst_fit_iters"], engine_options=options)
     else:
         res = aim(data, epsilon, DELTA, key=jax.random.key(seed), rounds=s["aim_rounds"],
                   max_model_mb=s["aim_max_model_size"], engine_iters=s["aim_max_iters"])
@@ -157,7 +196,18 @@ def environment() -> dict:
         "platform": platform.platform(),
         "backend": jax.default_backend(),
         "devices": [str(d) for d in jax.devices()],
+        "commit": _commit(),
     }
+
+
+def _commit():
+    try:
+        head = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "--", "../pgmjax", "."], capture_output=True,
+                               text=True).stdout.strip()
+        return head + ("+local changes" if dirty else "") if head else None
+    except OSError:
+        return None
 
 
 def _child(cmd: list[str], label: str) -> dict:
@@ -187,7 +237,7 @@ def _score(problem: str, synth_path: str) -> float:
 
 
 def _key(r) -> str:
-    return f"{r['library']}|{r['mechanism']}|{r['epsilon']:g}|{r['seed']}"
+    return f"{r.get('dataset', 'adult')}|{r['library']}|{r['mechanism']}|{r['epsilon']:g}|{r['seed']}"
 
 
 def main(argv=None):
@@ -199,7 +249,8 @@ def main(argv=None):
     p.add_argument("--eps", type=float, nargs="+", default=[0.3, 1.0, 3.0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--mechanisms", nargs="+", choices=("mst", "aim"), default=["mst", "aim"])
-    p.add_argument("--libraries", nargs="+", choices=("pgmjax", "mbi"), default=["pgmjax", "mbi"])
+    p.add_argument("--libraries", nargs="+", choices=("pgmjax", "pgmjax_accelerated", "mbi"), default=["pgmjax", "mbi"])
+    p.add_argument("--datasets", nargs="+", default=["adult"], help="shared dataset names, or 'generated'")
     p.add_argument("--mst-select-iters", type=int, default=2500)
     p.add_argument("--mst-fit-iters", type=int, default=10000)
     p.add_argument("--aim-rounds", type=int, default=None, help="T (default 16 d = 224 on Adult)")
@@ -213,6 +264,7 @@ def main(argv=None):
     p.add_argument("--mechanism", default=None, help=argparse.SUPPRESS)
     p.add_argument("--epsilon", type=float, default=None, help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--engine-method", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
     if args.render:
@@ -238,12 +290,15 @@ def main(argv=None):
     }
     if args.child:
         settings["aim_rounds"] = args.aim_rounds
+        settings["engine_method"] = args.engine_method
         row = run_pgmjax(args.problem, args.synth_out, args.mechanism, args.epsilon, args.seed, settings)
         print(json.dumps(row))
         return
 
     try:
-        pj.datasets.files("adult", args.data)
+        for name in args.datasets:
+            if name != "generated":
+                pj.datasets.files(name, args.data)
     except FileNotFoundError as e:
         print(f"skipping the MST/AIM benchmark: {e}", file=sys.stderr)
         return
@@ -258,31 +313,41 @@ def main(argv=None):
                               "label": old.get("label")}
     workdir = tempfile.mkdtemp(prefix="pgmjax_mst_aim_")
     try:
-        problem = os.path.join(workdir, "problem.npz")
-        out["problem"] = prepare(args.data, problem)
-        d = len(out["problem"]["domain"])
-        rounds = args.aim_rounds or 16 * d
-        settings["aim_rounds"] = rounds
-        for mech, eps, seed, lib in itertools.product(args.mechanisms, args.eps, args.seeds, args.libraries):
+        out["problems"] = dict(out.get("problems") or {})
+        problems = {}
+        for name in args.datasets:
+            problems[name] = os.path.join(workdir, f"problem_{name}.npz")
+            out["problems"][name] = prepare(args.data, problems[name], name)
+        out["problem"] = out["problems"][args.datasets[0]]
+        for dataset, mech, eps, seed, lib in itertools.product(args.datasets, args.mechanisms, args.eps, args.seeds,
+                                                               args.libraries):
             if lib == "mbi" and not args.mbi_python:
                 continue
-            synth = os.path.join(workdir, f"{lib}_{mech}_{eps:g}_{seed}.npz")
+            if lib == "pgmjax_accelerated" and mech != "mst":
+                continue
+            problem = problems[dataset]
+            rounds = args.aim_rounds or 16 * len(out["problems"][dataset]["domain"])
+            settings["aim_rounds"] = rounds
+            synth = os.path.join(workdir, f"{dataset}_{lib}_{mech}_{eps:g}_{seed}.npz")
             rho = cdp_rho(eps, DELTA)
             common = ["--problem", problem, "--seed", str(seed)]
-            if lib == "pgmjax":
+            if lib.startswith("pgmjax"):
                 cmd = [sys.executable, os.path.abspath(__file__), "--child", *common, "--synth-out", synth,
                        "--mechanism", mech, "--epsilon", repr(eps),
                        "--mst-select-iters", str(args.mst_select_iters), "--mst-fit-iters", str(args.mst_fit_iters),
                        "--aim-rounds", str(rounds), "--aim-max-model-size", repr(args.aim_max_model_size),
                        "--aim-max-iters", str(args.aim_max_iters)]
+                if lib == "pgmjax_accelerated":
+                    cmd += ["--engine-method", "mirror_descent"]
             else:
                 cmd = [args.mbi_python, os.path.join(HERE, "mbi_mst_aim.py"), *common, "--out", synth,
                        "--mechanism", mech, "--rho", repr(rho),
                        "--select-iters", str(args.mst_select_iters), "--fit-iters", str(args.mst_fit_iters),
                        "--rounds", str(rounds), "--max-model-size", repr(args.aim_max_model_size),
                        "--max-iters", str(args.aim_max_iters)]
-            row = _child(cmd, f"{lib} {mech} eps={eps:g} seed={seed}")
-            row.update(library=lib, mechanism=mech, epsilon=eps, seed=seed, rho_budget=rho, settings=dict(settings))
+            row = _child(cmd, f"{dataset} {lib} {mech} eps={eps:g} seed={seed}")
+            row.update(dataset=dataset, library=lib, mechanism=mech, epsilon=eps, seed=seed, rho_budget=rho,
+                       settings=dict(settings))
             row["tvd"], row["synthetic_records"] = _score(problem, synth)
             print(f"    TVD {row['tvd']:.4f}, wall {row['wall_s']:.0f} s", file=sys.stderr, flush=True)
             runs = [r for r in runs if _key(r) != _key(row)] + [row]
@@ -313,12 +378,18 @@ def render(res: dict) -> str:
     meta, runs = res["meta"], res.get("runs", [])
     mbi_meta = next((r["meta"] for r in runs if r.get("library") == "mbi" and "meta" in r), None)
     s = res["settings"]
+    problems = res.get("problems") or {res["problem"]["dataset"]: res["problem"]}
+    datasets = [name for name in problems if any(r.get("dataset", "adult") == name for r in runs)] or list(problems)
+    data_text = "; ".join(f"{name} ({p['records']:,} records, {len(p['domain'])} attributes)" for name, p in problems.items()
+                          if name in datasets)
+    libraries = sorted({r["library"] for r in runs}, key=lambda x: ("pgmjax", "pgmjax_accelerated", "mbi").index(x))
     lines = [
-        "# MST and AIM on Adult: pgmjax vs mbi 2.0 (issue 5, MST/AIM part)",
+        "# MST and AIM: pgmjax vs mbi 2.0 (issue 5, MST/AIM part; issue 42 item 7, MST accuracy)",
         "",
         f"Machine: {meta['cpu']}, {meta['cores']} cores ({meta['cpu_affinity']} usable), backend {meta['backend']}. "
         f"Date: {meta['date']}." + (f" Note: {res['label']}." if res.get("label") else ""),
-        f"Versions: Python {meta['python']}, pgmjax {meta['pgmjax']}, jax {meta['jax']}, numpy {meta['numpy']}"
+        f"Versions: Python {meta['python']}, pgmjax {meta['pgmjax']}"
+        + (f" (commit {meta['commit']})" if meta.get("commit") else "") + f", jax {meta['jax']}, numpy {meta['numpy']}"
         + (f"; mbi {mbi_meta['versions']['mbi']} (its venv: jax {mbi_meta['versions']['jax']}, numpy "
            f"{mbi_meta['versions']['numpy']})" if mbi_meta else "") + ".",
         f"Load average (1, 5, 15 min) at start {', '.join(f'{x:.2f}' for x in res['load_start'])}"
@@ -326,9 +397,9 @@ def render(res: dict) -> str:
         + ". **The machine is shared with other agents working at the same time**: wall times are indicative "
         "only (inflated, unevenly, by their load; the per-run load averages are in the JSON).",
         "",
-        f"Data: Adult ({res['problem']['records']:,} records, {len(res['problem']['domain'])} attributes). "
+        f"Data: {data_text}. "
         f"Privacy: (eps, delta = {s['delta']:g}) through rho = cdp_rho(eps, delta) zCDP, the same rho on both sides. "
-        "Metric: mean over all 91 two-way marginals of the total variation distance between the synthetic "
+        "Metric: mean over all two-way marginals of the total variation distance between the synthetic "
         "data and the true data (`pgmjax.model.metrics.marginal_tvd`, same code for both libraries); lower is better. "
         "mbi 2.0 has no mechanism scripts: its side is `bench/mbi_mst_aim.py`, the same algorithm on mbi's "
         "public API. Each run is a fresh process (compilation included in the wall time). The two sides draw "
@@ -336,56 +407,64 @@ def render(res: dict) -> str:
         "",
         f"Settings, identical on both sides: MST {s['mst_select_iters']} iterations for the one-way fit before "
         f"selection, {s['mst_fit_iters']} for the final fit (the reference's 2500 / 10,000 if unchanged). "
-        f"AIM: workload {s['aim_workload']}; T = {s['aim_rounds']} rounds (reference 16 d = 224); "
+        f"AIM: workload {s['aim_workload']}; T = {s['aim_rounds']} rounds (reference 16 d); "
         f"max_model_size {s['aim_max_model_size']:g} MB (reference 80, which takes hours); {s['aim_max_iters']} "
         "mirror-descent iterations per fit, warm-started (reference 1000), and as many for the final fit. "
         "Both engines in float32 (their default); synthetic data by each library's low-variance sampler "
-        "(pgmjax `low_variance`, mbi `round`).",
+        "(pgmjax `low_variance`, mbi `round`). `pgmjax` is MST as shipped (its fits by the reference code's plain "
+        "mirror descent, `REFERENCE_MIRROR_DESCENT`); `pgmjax_accelerated` is the same run with pgmjax's accelerated "
+        "mirror descent (`engine_options={\"method\": \"mirror_descent\"}`, MST's fit before issue 42 item 7).",
         "",
-        "| mechanism | eps | seed | pgmjax TVD | mbi TVD | pgmjax wall (s) | mbi wall (s) | pgmjax rounds run / annealed | mbi rounds run / annealed |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| dataset | mechanism | eps | seed | " + " | ".join(f"{lib} TVD" for lib in libraries) + " | "
+        + " | ".join(f"{lib} model TVD" for lib in libraries) + " | " + " | ".join(f"{lib} wall (s)" for lib in libraries) + " |",
+        "|" + "---|" * (4 + 3 * len(libraries)),
     ]
     by = {}
     for r in runs:
-        by.setdefault((r["mechanism"], r["epsilon"], r["seed"]), {})[r["library"]] = r
+        by.setdefault((r.get("dataset", "adult"), r["mechanism"], r["epsilon"], r["seed"]), {})[r["library"]] = r
     f4 = lambda x: "n/a" if x is None else f"{x:.4f}"  # noqa: E731
     f0 = lambda x: "n/a" if x is None else f"{x:,.0f}"  # noqa: E731
-    for (mech, eps, seed) in sorted(by, key=lambda k: (k[0] != "mst", k[1], k[2])):
-        pg, mb = by[(mech, eps, seed)].get("pgmjax"), by[(mech, eps, seed)].get("mbi")
-        g = lambda r, k: None if r is None else r.get(k)  # noqa: E731
-        rr = lambda r: "" if r is None or "rounds_run" not in r else f"{r['rounds_run']} / {r['annealed']}"  # noqa: E731
+    order = lambda k: (datasets.index(k[0]) if k[0] in datasets else 99, k[1] != "mst", k[2], k[3])  # noqa: E731
+    for key in sorted(by, key=order):
+        libs = by[key]
+        g = lambda lib, k: libs[lib].get(k) if lib in libs else None  # noqa: E731
         lines.append(
-            f"| {mech.upper()} | {eps:g} | {seed} | {f4(g(pg, 'tvd'))} | {f4(g(mb, 'tvd')) if mb else 'not run'} | "
-            f"{f0(g(pg, 'wall_s'))} | {f0(g(mb, 'wall_s')) if mb else 'not run'} | {rr(pg)} | {rr(mb)} |"
+            f"| {key[0]} | {key[1].upper()} | {key[2]:g} | {key[3]} | " + " | ".join(f4(g(lib, "tvd")) for lib in libraries)
+            + " | " + " | ".join(f4(g(lib, "tvd_model")) for lib in libraries) + " | "
+            + " | ".join(f0(g(lib, "wall_s")) for lib in libraries) + " |"
         )
-    seeds_of = {}
-    for (mech, eps, seed), libs in by.items():
+
+    def ms(xs, fmt):
+        xs = [x for x in xs if x is not None]
+        if not xs:
+            return "n/a"
+        m = sum(xs) / len(xs)
+        sd = (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 if len(xs) > 1 else float("nan")
+        return f"{m:{fmt}} ± {sd:{fmt}}" if len(xs) > 1 else f"{m:{fmt}}"
+
+    groups = {}
+    for (ds, mech, eps, seed), libs in by.items():
         for lib, r in libs.items():
             if r.get("tvd") is not None:
-                seeds_of.setdefault((mech, eps, lib), []).append(r)
-    if any(len(v) > 1 for v in seeds_of.values()):
+                groups.setdefault((ds, mech, eps, lib), []).append(r)
+    if any(len(v) > 1 for v in groups.values()):
         lines += [
             "",
             "Mean over seeds (± sample standard deviation; n seeds). `model TVD` is the fitted model's own 2-way "
-            "error, without sampling noise.",
+            "error (over the original domain, merged values spread uniformly), without sampling noise. "
+            "`vs mbi` is the ratio of the means (synthetic-data TVD).",
             "",
-            "| mechanism | eps | library | n | synthetic-data TVD | model TVD | wall (s) |",
-            "|---|---|---|---|---|---|---|",
+            "| dataset | mechanism | eps | library | n | synthetic-data TVD | model TVD | vs mbi | wall (s) |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
-
-        def ms(xs, fmt):
-            xs = [x for x in xs if x is not None]
-            if not xs:
-                return "n/a"
-            m = sum(xs) / len(xs)
-            sd = (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 if len(xs) > 1 else float("nan")
-            return f"{m:{fmt}} ± {sd:{fmt}}" if len(xs) > 1 else f"{m:{fmt}}"
-
-        for (mech, eps, lib) in sorted(seeds_of, key=lambda k: (k[0] != "mst", k[1], k[2] != "pgmjax")):
-            rs = seeds_of[(mech, eps, lib)]
+        for key in sorted(groups, key=lambda k: (*order(k[:3] + (0,))[:3], libraries.index(k[3]))):
+            rs = groups[key]
+            ref = groups.get(key[:3] + ("mbi",))
+            mean = lambda rr: sum(r["tvd"] for r in rr) / len(rr)  # noqa: E731
+            ratio = f"{mean(rs) / mean(ref):.3f}" if ref and key[3] != "mbi" else ""
             lines.append(
-                f"| {mech.upper()} | {eps:g} | {lib} | {len(rs)} | {ms([r['tvd'] for r in rs], '.4f')} | "
-                f"{ms([r.get('tvd_model') for r in rs], '.4f')} | {ms([r.get('wall_s') for r in rs], ',.0f')} |"
+                f"| {key[0]} | {key[1].upper()} | {key[2]:g} | {key[3]} | {len(rs)} | {ms([r['tvd'] for r in rs], '.4f')} | "
+                f"{ms([r.get('tvd_model') for r in rs], '.4f')} | {ratio} | {ms([r.get('wall_s') for r in rs], ',.0f')} |"
             )
     lines += [
         "",

@@ -46,7 +46,9 @@ def estimate(
             is a callable and ``cliques`` names the model's cliques).
         method: ``"mirror_descent"`` (Algorithm 1), ``"dual_averaging"``
             (Algorithm 2) or ``"lbfgs"`` (Appendix A.3; once it stalls, the iterations left go to
-            mirror descent: see :class:`pgmjax.fit.lbfgs.LBFGS`).
+            mirror descent: see :class:`pgmjax.fit.lbfgs.LBFGS`); or a configured
+            :class:`pgmjax.fit.estimation.MirrorDescent` (e.g. ``MirrorDescent(momentum=0.0, growth=1.01,
+            min_growth=1.01)``, the reference code's plain mirror descent, which MST's fits use).
         iters: maximum number of iterations.
         loss: ``"l2"`` (Gaussian noise), ``"l1"`` (Laplace noise; its
             maximum-likelihood loss) or a callable taking a ``clique ->
@@ -83,7 +85,10 @@ def estimate(
         raise TypeError(f"estimate: domain must be a pgmjax.Domain, got {type(domain).__name__}")
     measurements = list(measurements)
     validate_measurements(domain, measurements)
-    if method not in estimation.METHODS:
+    engine = None
+    if isinstance(method, estimation.MirrorDescent):  # a configured mirror descent: the method's settings
+        engine, method = method, "mirror_descent"
+    if not isinstance(method, str) or method not in estimation.METHODS:
         raise ValueError(f"estimate: unknown method {method!r}; expected one of {sorted(estimation.METHODS)}")
     if not (callable(loss) or loss in ("l2", "l1")):
         raise ValueError(f"estimate: loss must be 'l2', 'l1' or a callable, got {loss!r}")
@@ -160,7 +165,7 @@ def estimate(
 
     try:
         params, state, history = estimation.run(
-            estimation.estimator(method, problem),
+            engine if engine is not None else estimation.estimator(method, problem),
             problem,
             theta,
             int(iters),
