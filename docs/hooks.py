@@ -1,0 +1,104 @@
+"""MkDocs hooks for pgmjax's documentation site (``hooks:`` in mkdocs.yml; not part of the package).
+
+The pages under ``docs/`` link to files outside it the way GitHub reads them (``../bench/results/x.png``,
+``../notebooks/01_quickstart_titanic.ipynb``), so the Markdown works on GitHub too. For the site, these
+hooks copy the linked repository files (benchmark results, their notes, the notebooks) into the built site
+under the same relative path, and rewrite each such link to the copy; a link to a folder of results points
+to the performance page's list. A link to a repository file that is not copied stays a broken link, which
+``mkdocs build --strict`` reports.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+
+from mkdocs.structure.files import File
+
+# Repository folders (relative to the repository root) whose top-level files the site carries.
+COPIED = ("bench/results", "bench", "notebooks")
+SUFFIXES = {".png", ".json", ".md", ".html", ".txt", ".ipynb"}
+# Folders linked as a whole: where the link leads on the site.
+FOLDERS = {"bench/results": "performance.md#result-files"}
+
+_LINK = re.compile(r"(\]\()([^)\s#]+)((?:#[^)\s]*)?\))")
+
+
+class _Copy(File):
+    """A repository file copied as it is (never rendered as a page, whatever its suffix)."""
+
+    def is_documentation_page(self) -> bool:
+        return False
+
+    def is_static_page(self) -> bool:
+        return False
+
+    def is_media_file(self) -> bool:
+        return True
+
+    def is_javascript(self) -> bool:
+        return False
+
+    def is_css(self) -> bool:
+        return False
+
+
+def _repo(config) -> Path:
+    return Path(config["docs_dir"]).resolve().parent
+
+
+def on_files(files, config):
+    repo = _repo(config)
+    for folder in COPIED:
+        for path in sorted((repo / folder).glob("*")):
+            if path.is_file() and path.suffix in SUFFIXES:
+                rel = path.relative_to(repo).as_posix()
+                f = _Copy(rel, str(repo), config["site_dir"], config["use_directory_urls"])
+                f.dest_uri = rel
+                files.append(f)
+    return files
+
+
+def _result_files(repo: Path) -> str:
+    """The table of reports in bench/results (first line, report, JSON, plot), as links the hook rewrites."""
+    rows = ["| report | files |", "|---|---|"]
+    for md in sorted((repo / "bench/results").glob("*.md")):
+        lines = md.read_text(encoding="utf-8").splitlines()
+        title = lines[0].lstrip("# ").strip() if lines else md.stem
+        title = title.replace("|", "\\|")
+        links = [f"[{md.name}](../bench/results/{md.name})"]
+        for suffix in (".json", ".png"):
+            if md.with_suffix(suffix).is_file():
+                links.append(f"[{md.stem}{suffix}](../bench/results/{md.stem}{suffix})")
+        rows.append(f"| {title} | {', '.join(links)} |")
+    return "\n".join(rows)
+
+
+def on_page_markdown(markdown, page, config, files):
+    if "<!-- result-files -->" in markdown:
+        markdown = markdown.replace("<!-- result-files -->", _result_files(_repo(config)))
+    here = posixpath.dirname(page.file.src_uri)
+    depth = len([p for p in here.split("/") if p])
+
+    def sub(m):
+        target = m.group(2)
+        if "://" in target or not target.startswith("../"):
+            return m.group(0)
+        joined = posixpath.normpath(posixpath.join("docs", here, target))   # relative to the repository
+        if joined.startswith("docs/") or joined.startswith(".."):
+            return m.group(0)
+        up = "../" * depth
+        key = joined.rstrip("/")
+        if key in FOLDERS:
+            return f"{m.group(1)}{up}{FOLDERS[key]})"
+        if files.get_file_from_path(joined) is not None:
+            return f"{m.group(1)}{up}{joined}{m.group(3)}"
+        return m.group(0)
+
+    out, fence = [], False
+    for line in markdown.split("\n"):
+        if line.lstrip().startswith("```"):
+            fence = not fence
+        out.append(line if fence else _LINK.sub(sub, line))
+    return "\n".join(out)
