@@ -11,7 +11,7 @@ import pytest
 
 import pgmjax as pj
 from pgmjax import cli
-from pgmjax.cli.call import COMMON_FLAGS, front_end_call
+from pgmjax.cli.call import COMMON_FLAGS, LIMIT_ONLY, front_end_call
 from pgmjax.mechanisms import registry
 from pgmjax.mechanisms.options import COMMON_PARAMETERS
 from pgmjax.privacy import BudgetPlan, BudgetStep
@@ -63,7 +63,9 @@ def test_the_command_line_accepts_the_same_options_for_every_mechanism(name):
     assert (args.epsilon, args.engine_iters, args.engine_option, args.max_model_mb, args.workload) == (
         1.0, 10, ["tol=0"], 3.0, "all-2way")
     entry, kw, _ = front_end_call(args, {}, {"tol": 0})
-    assert kw["engine_iters"] == 10 and kw["max_model_mb"] == 3.0 and kw["engine_options"] == {"tol": 0}
+    assert kw["engine_iters"] == 10 and kw["engine_options"] == {"tol": 0}
+    # a front-end whose cliques are chosen after the release gets --max-model-mb as the run's size limit only
+    assert kw.get("max_model_mb") == (None if entry.name in LIMIT_ONLY else 3.0)
     # the keyword arguments bind to the function's signature (nothing is run)
     inspect.signature(entry.function).bind(None, kw.pop("epsilon"), key=None, workload=None, **kw)
 
@@ -77,9 +79,10 @@ def test_a_pure_dp_front_end_refuses_a_delta_and_options_it_cannot_use():
     for fn in (pj.mechanisms.privbayes, pj.mechanisms.mst, pj.mechanisms.rr_synthetic):
         with pytest.raises(ValueError, match="does not take workload"):
             fn(data, 1.0, key=k, workload=[("a", "b")])
-    for fn in (pj.mechanisms.mst, pj.mechanisms.rr_synthetic):
-        with pytest.raises(ValueError, match="does not take max_model_mb"):
-            fn(data, 1.0, key=k, max_model_mb=1.0)
+    with pytest.raises(ValueError, match="does not take max_model_mb"):
+        pj.mechanisms.rr_synthetic(data, 1.0, key=k, max_model_mb=1.0)
+    with pytest.raises(pj.ModelTooLarge, match="mst: the one-way tables"):  # MST checks its largest model up front
+        pj.mechanisms.mst(data, 1.0, key=k, max_model_mb=1e-6)
     for fn in (pj.mechanisms.hdmm, pj.mechanisms.dualquery, pj.mechanisms.mldp):  # a cap on the workload's model
         with pytest.raises(ValueError, match="above max_model_mb"):
             fn(data, 1.0, key=k, max_model_mb=1e-6)
