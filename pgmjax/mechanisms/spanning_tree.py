@@ -79,8 +79,8 @@ SELECT_ITERS = 2500
 #: step growing by 1.01 per accepted step), not :func:`pgmjax.estimate`'s accelerated default. MST's estimate
 #: is that optimiser's 10,000-iteration iterate, started from the one-way model: it reaches the L2 optimum
 #: slowly, and the optimum fits the noise in small cells. Where the two differ (many small cells: a 9-column,
-#: 136,000-row table with up to 600 values per column), the accelerated fit's 2-way TVD was 1.1% (synthetic data)
-#: to 1.4% (model) worse on every one of 5 seeds (bench/results/mst_accuracy_cpu.md). ``engine_options={"method":
+#: 136,000-row table with up to 600 values per column), the accelerated fit's 2-way TVD was 0.8-1.6% (synthetic
+#: data) and 1.2-1.4% (model) worse on every one of 5 seeds (bench/results/mst_accuracy_cpu.md). ``engine_options={"method":
 #: "mirror_descent"}`` restores the accelerated fit.
 REFERENCE_MIRROR_DESCENT = MirrorDescent(momentum=0.0, growth=1.01, min_growth=1.01)
 
