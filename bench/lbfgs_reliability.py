@@ -1,6 +1,6 @@
 """How close L-BFGS gets to the optimum on small problems with empty cells, float32 and float64.
 
-The problem (as in ``tests/test_engine_robustness.py``): attributes of 4, 5 and 3 values, 500 records with
+The problem (as in ``tests/fit/test_engine_robustness.py``): attributes of 4, 5 and 3 values, 500 records with
 ``b = a + {0, 1} mod 5`` (so the (a, b) table has empty cells), identity measurements of (a, b) and (b, c)
 with Gaussian noise of stddev ``sigma``; ``sigma = 1`` (noisy, empty cells) and ``sigma = 0.01`` (a large
 epsilon). The reference optimum is the lower of two float64 fits run long: L-BFGS for 3,000 iterations and

@@ -3,7 +3,7 @@ measured, three noise/loss configurations, bootstrap and linearised 90% interval
 cells, 10 non-edge cells, 5 ranges, and up to 5 cells with a true count below 20: this truth has one).
 
 Full variant: R = 400 outer draws, B = 200 refits (GPU-sized; about 22 minutes on a shared 2-core CPU). The CPU variant in the test suite
-(``tests/test_uncertainty_coverage.py``, marked slow) runs the Gaussian/L2 configuration with R = B = 40 and
+(``tests/uncertainty/test_uncertainty_coverage.py``, marked slow) runs the Gaussian/L2 configuration with R = B = 40 and
 binomial gates. The estimand is exact: the L2 fit of the noiseless measurements as a quadratic program
 (``fit_method="qp"``; they are consistent, so it is also their L1 fit), and the L2 configurations refit
 exactly by the same QP. Usage:

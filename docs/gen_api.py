@@ -6,7 +6,7 @@ One page per public module: ``pgmjax`` itself (``api/index.md``), every module t
 exports, and every sub-package with an ``__all__`` (``pgmjax.cli``, ``pgmjax.kernels``, the mechanisms'
 ``registry``). Each public name gets a ``::: identifier`` block that mkdocstrings renders from the
 docstring, or, where the name is documented on another page (a mechanism's page, a sub-package's page), a
-link to it. ``tests/test_docs_api.py`` checks that the committed pages cover every public name.
+link to it. ``tests/integration/test_docs_api.py`` checks that the committed pages cover every public name.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ reports the same class of bug for a matrix-vector product followed by a reductio
 0.10.1 correct, 0.10.2 wrong). In the engine it hits the downward pass of the marginal oracle: with
 the Adult benchmark cliques the float32 marginals of the *uniform* model held NaN, so every fit failed
 at its first chunk. The smallest trigger found is ``sum(b * g, axis=-2)`` with ``b`` of shape
-``(1, 9, 2, 3, 5, 10, 2)`` and ``g`` broadcast along axis 1 (see ``tests/test_compiler.py``).
+``(1, 9, 2, 3, 5, 10, 2)`` and ``g`` broadcast along axis 1 (see ``tests/engine/test_compiler.py``).
 
 Every pgmjax program is compiled with the YNNPACK fusions turned off where the installed jaxlib has
 them. Only pgmjax's own programs are affected (a per-program compiler option, not ``XLA_FLAGS``); the

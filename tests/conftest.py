@@ -1,5 +1,6 @@
 """Shared test helpers."""
 
+import ast
 import contextlib
 import os
 
@@ -64,3 +65,14 @@ def data_dir_or_skip(name: str) -> str:
     if not os.path.isdir(path):
         pytest.skip(f"benchmark data folder {path} is absent (set PGMJAX_DATA to the shared data folder)")
     return path
+
+
+def dotted(node) -> str:
+    """``a.b.c`` for an attribute chain ``a.b.c`` (a call's function), ``""`` if it does not start at a name."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))

@@ -6,7 +6,8 @@
   the minimiser's clique marginals are attained by an exponential-family member or its limit).
 * :func:`full_table`, :func:`project`, :func:`l1_over_n`: helpers.
 
-Used by ``tests/test_invariants.py`` and ``tests/test_maxent_regressions.py``.
+Used by ``tests/integration/test_invariants.py``, ``tests/integration/test_maxent_regressions.py`` and
+``tests/graph/test_gauge.py``.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: Source folders and the package each one is installed as (``kernels/`` is ``pgmjax.kernels``).
 SOURCES = {"pgmjax": ROOT / "pgmjax", "pgmjax.kernels": ROOT / "kernels"}
 
@@ -281,7 +281,7 @@ def test_privacy_modules_are_small():
             assert len(path.read_text(encoding="utf-8").splitlines()) <= 450, name
 
 
-# The package's own __test__ re-runs its public names' examples in its namespace (tests/test_privacy.py).
+# The package's own __test__ re-runs its public names' examples in its namespace (tests/privacy/test_privacy.py).
 PRIVACY_MODULES = sorted(n for n in module_files() if n.startswith("pgmjax.privacy."))
 
 

@@ -8,7 +8,7 @@ data-independent choice inside a mechanism (a strategy's starting point, a tie-b
 round of DualQuery). Any other draw, in a new module or a new call, fails here and must be routed
 through :class:`pgmjax.privacy.Accountant` (which checks it against the budget and records it) or added
 to the list with its reason. The accountant's side (every mechanism's ledger matches what it spends) is
-checked in ``tests/test_mechanism_interface.py`` and ``tests/test_privacy.py``.
+checked in ``tests/mechanisms/test_mechanism_interface.py`` and ``tests/privacy/test_privacy.py``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import ast
 import pathlib
 
 import pytest
+from conftest import dotted
 
-ROOT = pathlib.Path(__file__).resolve().parents[1] / "pgmjax"
+ROOT = pathlib.Path(__file__).resolve().parents[2] / "pgmjax"
 
 #: ``jax.random`` functions that handle keys and draw nothing.
 KEY_HANDLING = {"split", "key", "PRNGKey", "fold_in", "key_data", "wrap_key_data", "key_impl", "clone"}
@@ -46,17 +47,6 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "uncertainty/bootstrap.py": ({"laplace", "normal"}, "parametric bootstrap: re-noises the fitted model's answers"),
     "uncertainty/simulate.py": ({"default_rng"}, "coverage simulations on generated data"),
 }
-
-
-def dotted(node) -> str:
-    """``a.b.c`` for an attribute chain ``a.b.c`` (a call's function), ``""`` if it does not start at a name."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def samplers_called(source: str) -> set[str]:

@@ -4,19 +4,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from oracle_reference import _brute_log_joint, _random_problem
 from scipy.special import logsumexp
 
 import pgmjax as pj
 from pgmjax.graph import oracle
-
-
-def _brute_log_joint(domain, tables):
-    logp = np.zeros(domain.shape)
-    for c, t in tables.items():
-        canon = [a for a in domain.attributes if a in c]
-        shape = [domain[a] if a in c else 1 for a in domain.attributes]
-        logp = logp + np.transpose(t, [c.index(a) for a in canon]).reshape(shape)
-    return logp
 
 
 def _assert_bruteforce(dom, plan, tables, mu, log_z, total, rtol=1e-9):
@@ -29,27 +21,6 @@ def _assert_bruteforce(dom, plan, tables, mu, log_z, total, rtol=1e-9):
         axes = tuple(i for i, a in enumerate(dom.attributes) if a not in c)
         np.testing.assert_allclose(np.asarray(m), p.sum(axis=axes), rtol=rtol, atol=1e-12)
     return ref
-
-
-def _random_problem(rng, kind):
-    if kind == "chain":
-        d = int(rng.integers(2, 6))
-        dom = pj.Domain({f"x{i}": int(rng.integers(1, 7)) for i in range(d)})
-        cliques = [(f"x{i}", f"x{i+1}") for i in range(d - 1)]
-    elif kind == "loopy":
-        dom = pj.Domain({f"x{i}": int(rng.integers(1, 5)) for i in range(4)})
-        cliques = [("x0", "x1"), ("x1", "x2"), ("x2", "x3"), ("x3", "x0"), ("x0", "x2")]
-    elif kind == "disconnected":
-        dom = pj.Domain({f"x{i}": int(rng.integers(1, 6)) for i in range(5)})
-        cliques = [("x0", "x1"), ("x3", "x2"), ("x4",)]
-    else:  # random
-        d = int(rng.integers(1, 7))
-        dom = pj.Domain({f"x{i}": int(rng.integers(1, 7)) for i in range(d)})
-        cliques = [
-            tuple(dom.attributes[i] for i in rng.choice(d, int(rng.integers(1, min(3, d) + 1)), replace=False))
-            for _ in range(int(rng.integers(1, 6)))
-        ]
-    return dom, cliques
 
 
 @pytest.mark.parametrize("kind", ["chain", "loopy", "disconnected", "random"])

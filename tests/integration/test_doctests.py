@@ -24,19 +24,19 @@ OWNED_ELSEWHERE: set[str] = set()
 
 # Modules (and packages, with everything under them) whose examples another test file runs in full.
 RUN_ELSEWHERE = {
-    # each submodule in its own namespace; the package's ``__test__`` (the public names) in test_privacy.py
-    "pgmjax.privacy": "test_layout.py",
-    "pgmjax.rr": "test_rr.py",
-    "pgmjax.mechanisms.randomized_response_synthetic": "test_rr_release.py",
-    "pgmjax.mechanisms.query_learning": "test_mldp.py",
-    "pgmjax.history.pca": "test_history.py",
-    "pgmjax.history.cv": "test_history.py",
-    "pgmjax.history.rows": "test_history.py",
-    "pgmjax.history.ridge": "test_history.py",
-    "pgmjax.history.prior": "test_history.py",
-    "pgmjax.history.maxent": "test_history_maxent.py",
-    "pgmjax.history.gibbs": "test_history_maxent.py",
-    "pgmjax.cli.guards": "test_cli_guards.py",
+    # each submodule in its own namespace; the package's ``__test__`` (the public names) in privacy/test_privacy.py
+    "pgmjax.privacy": "integration/test_layout.py",
+    "pgmjax.rr": "rr/test_rr.py",
+    "pgmjax.mechanisms.randomized_response_synthetic": "rr/test_rr_release.py",
+    "pgmjax.mechanisms.query_learning": "mechanisms/test_mldp.py",
+    "pgmjax.history.pca": "history/test_history.py",
+    "pgmjax.history.cv": "history/test_history.py",
+    "pgmjax.history.rows": "history/test_history.py",
+    "pgmjax.history.ridge": "history/test_history.py",
+    "pgmjax.history.prior": "history/test_history.py",
+    "pgmjax.history.maxent": "history/test_history_maxent.py",
+    "pgmjax.history.gibbs": "history/test_history_maxent.py",
+    "pgmjax.cli.guards": "cli/test_cli_guards.py",
 }
 
 # ``python -m pgmjax`` runs the command line on import.
@@ -67,7 +67,7 @@ def test_the_walk_finds_the_package():
 
 def test_the_modules_run_elsewhere_are_run_there():
     """Each test file named in RUN_ELSEWHERE runs doctests and names the module's last component."""
-    here = pathlib.Path(__file__).parent
+    here = pathlib.Path(__file__).parents[1]  # tests/
     for name, test_file in RUN_ELSEWHERE.items():
         importlib.import_module(name)
         text = (here / test_file).read_text(encoding="utf-8")

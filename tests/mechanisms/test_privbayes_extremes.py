@@ -126,7 +126,7 @@ def test_huge_epsilon_runs_within_a_memory_bound():
     env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "--xla_backend_optimization_level=0"))
     proc = subprocess.run(
         [sys.executable, "-c", _SCRIPT.format(tests=tests, sizes=sizes, mb=MODEL_MB)],
-        capture_output=True, text=True, timeout=600, env=env, cwd=os.path.dirname(tests),
+        capture_output=True, text=True, timeout=600, env=env, cwd=os.path.dirname(os.path.dirname(tests)),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.split("RESULT")[-1])

@@ -12,7 +12,7 @@ import pytest
 
 from pgmjax import datasets
 
-NOTEBOOKS = sorted((pathlib.Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((pathlib.Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 TIMEOUT = 120  # per cell; the whole notebook is also held to it below
 
 

@@ -16,7 +16,7 @@ import pathlib
 import jax
 import numpy as np
 import pytest
-from test_noise_through_privacy import dotted as _dotted
+from conftest import dotted as _dotted
 
 import pgmjax as pj
 from pgmjax.mechanisms import matrix_mechanism as mm

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import count_compiles
 from scipy.special import logsumexp
-from test_oracle import _brute_log_joint, _random_problem
+from oracle_reference import _brute_log_joint, _random_problem
 
 import pgmjax as pj
 from pgmjax import queries as Q

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("mbi")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_quick_agreement_writes_results_and_agrees(tmp_path):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pgmjax
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def _identifiers() -> set[str]:

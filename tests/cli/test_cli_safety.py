@@ -14,7 +14,7 @@ import pytest
 from pgmjax import cli
 from pgmjax.cli import outputs
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N = 400
 # The CSV's column order differs from the domain file's: the output must follow the CSV.
 CSV_ORDER = ["b", "c", "a"]

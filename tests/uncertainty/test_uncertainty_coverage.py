@@ -2,7 +2,7 @@
 
 R = 40 outer draws, B = 40 refits each (the outer fits and every chunk of refits are one batched program of the
 same size, compiled once): about 15 s of CPU time. The linearised intervals are left to the full variant and to
-U3 (tests/test_uncertainty.py): compiling the batched linearisation of this model alone takes another 18 s of
+U3 (tests/uncertainty/test_uncertainty.py): compiling the batched linearisation of this model alone takes another 18 s of
 CPU time. The gates are statistical tests at family-wise level 0.001 each, so a calibrated method fails one of
 them about once in a few hundred runs:
 
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 
 R, B, LEVEL, ALPHA = 40, 40, 0.9, 1e-3
 
