@@ -9,7 +9,8 @@ them; in float32 the growing tables then lose the distribution's detail to round
 log-cell).
 
 :func:`canonical` removes that freedom with one upward pass of the oracle's own schedule (levels deepest
-first, the same runs, routes and landings as :func:`pgmjax.graph.oracle.log_partition`): each clique's
+first, the same runs, routes and landings as :func:`pgmjax.graph.oracle.log_partition`, through
+:func:`pgmjax.graph.oracle.upward_pass`): each clique's
 table plus what it received is split into its mean over its eliminated axes (a function of its upward
 separator, sent to the parent) and the rest (kept), and the root keeps its table less its mean. The map
 is linear, represents the same distribution up to a constant (every message taken from a child is added
@@ -20,10 +21,9 @@ separator value, a unique decomposition: the analysis-of-variance decomposition 
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
-from .oracle import _beliefs, _keep_real, _potentials, _route_c, _self_shape
+from .oracle import _keep_real, _potentials, _route_c, _self_shape, upward_pass
 from .oracle_plan import OraclePlan
 
 
@@ -56,39 +56,14 @@ def canonical(plan: OraclePlan, blocks: dict) -> dict:
         >>> all(bool((v == 0).all()) for v in out.values())
         True
     """
-    static_pairs = plan.static[5]
-    received: dict = {}
+    keys = [[f"r{r:03d}x{x:02d}" for x in range(len(run.classes))] for r, run in enumerate(plan.runs)]
+    pots = [[blocks[k] for k in ks] for ks in keys]
+    reals = [[_potentials(plan, k, blocks[k])[1] for k in ks] for ks in keys]
+    outs, root = upward_pass(plan, pots, reals, _split)
+    outs[-1].append((False, [root - jnp.mean(root)]))
     out: dict = {}
-    for r, run in enumerate(plan.runs):
-        keys = [f"r{r:03d}x{x:02d}" for x in range(len(run.classes))]
-        pot = [blocks[k] for k in keys]
-        real = [_potentials(plan, k, blocks[k])[1] for k in keys]
-        inner_pairs, outer_pairs, inner_direct, outer_direct = static_pairs[r]
-        parts: list[list] = []  # per level block, per class: the kept tables, (levels, slots, ...)
-        beliefs = _beliefs([p[0] for p in pot], received)
-        if run.num_levels > 1:
-            routes = {p: plan.arrays[f"r{r:03d}_inner_{p[0]:02d}_{p[1]:02d}"] for p in inner_pairs if p not in inner_direct}
-            received, kept = _split(run, run.classes, inner_pairs, inner_direct, lambda x, y: routes[(x, y)][0], beliefs,
-                                    [m[0] for m in real])
-            parts.append([k[None] for k in kept])
-            if run.num_levels > 2:
-
-                def body(carry, xs, run=run, inner_pairs=inner_pairs, inner_direct=inner_direct):
-                    th, rts, re = xs
-                    return _split(run, run.classes, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], _beliefs(th, carry), re)
-
-                rest = {p: v[1:] for p, v in routes.items()}
-                received, kept = jax.lax.scan(body, received, ([p[1:-1] for p in pot], rest, [m[1:-1] for m in real]))
-                parts.append(kept)
-            beliefs = _beliefs([p[-1] for p in pot], received)
-        if r + 1 == len(plan.runs):
-            (root,) = beliefs
-            parts.append([(root - jnp.mean(root))[None]])
-        else:
-            outer = {p: plan.arrays[f"r{r:03d}_outer_{p[0]:02d}_{p[1]:02d}"] for p in outer_pairs if p not in outer_direct}
-            received, kept = _split(run, plan.runs[r + 1].classes, outer_pairs, outer_direct, lambda x, y: outer[(x, y)],
-                                    beliefs, [m[-1] for m in real])
-            parts.append([k[None] for k in kept])
-        for x, k in enumerate(keys):
-            out[k] = jnp.concatenate([part[x] for part in parts]) if len(parts) > 1 else parts[0][x]
+    for ks, parts in zip(keys, outs):
+        for x, k in enumerate(ks):
+            tables = [kept[x] if stacked else kept[x][None] for stacked, kept in parts]
+            out[k] = jnp.concatenate(tables) if len(tables) > 1 else tables[0]
     return out

@@ -126,6 +126,55 @@ def _beliefs(potentials: list, received: dict) -> list:
     return out
 
 
+def upward_pass(plan: OraclePlan, pots: list, reals: list, send) -> tuple[list, jax.Array]:
+    """The schedule's upward pass, deepest level first: the loop :func:`log_partition` and
+    :func:`pgmjax.graph.gauge.canonical` share.
+
+    Args:
+        plan: the oracle plan.
+        pots: per run, per class, the tables to pass (``(levels, slots, ...)``).
+        reals: per run, per class, which slots hold a clique (:func:`_potentials`).
+        send: ``send(run, parents, pairs, direct, route, beliefs, real) -> (received, out)``: one level's
+            messages to its parents and what the caller keeps of the level (``out``, any pytree).
+
+    Returns:
+        ``(outs, root)``: per run, the list of ``(stacked, out)`` of its level blocks in order (``stacked``:
+        ``out`` has a leading axis over the levels a scan took), and the root's belief.
+    """
+    static_pairs = plan.static[5]
+    received: dict = {}
+    outs = []
+    for r, run in enumerate(plan.runs):
+        pot, real = pots[r], reals[r]
+        inner_pairs, outer_pairs, inner_direct, outer_direct = static_pairs[r]
+        parts: list = []
+        beliefs = _beliefs([p[0] for p in pot], received)
+        if run.num_levels > 1:
+            routes = {p: plan.arrays[f"r{r:03d}_inner_{p[0]:02d}_{p[1]:02d}"] for p in inner_pairs if p not in inner_direct}
+            received, out = send(run, run.classes, inner_pairs, inner_direct, lambda x, y: routes[(x, y)][0], beliefs,
+                                 [m[0] for m in real])
+            parts.append((False, out))
+            if run.num_levels > 2:
+
+                def body(carry, xs, run=run, inner_pairs=inner_pairs, inner_direct=inner_direct):
+                    th, rts, re = xs
+                    return send(run, run.classes, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], _beliefs(th, carry), re)
+
+                rest = {p: v[1:] for p, v in routes.items()}
+                received, out = jax.lax.scan(body, received, ([p[1:-1] for p in pot], rest, [m[1:-1] for m in real]))
+                parts.append((True, out))
+            beliefs = _beliefs([p[-1] for p in pot], received)
+        outs.append(parts)
+        if r + 1 == len(plan.runs):
+            (root,) = beliefs
+            return outs, root
+        outer = {p: plan.arrays[f"r{r:03d}_outer_{p[0]:02d}_{p[1]:02d}"] for p in outer_pairs if p not in outer_direct}
+        received, out = send(run, plan.runs[r + 1].classes, outer_pairs, outer_direct, lambda x, y: outer[(x, y)], beliefs,
+                             [m[-1] for m in real])
+        parts.append((False, out))
+    raise AssertionError("the schedule has no root level")
+
+
 def log_partition(plan: OraclePlan, theta: dict) -> jax.Array:
     """log Z of the model with log-potentials ``theta`` (blocks in the oracle layout).
 
@@ -133,9 +182,6 @@ def log_partition(plan: OraclePlan, theta: dict) -> jax.Array:
     (compact, one block per class pair), so one scan step and its autodiff
     transpose cost the size of one level.
     """
-    static_pairs = plan.static[5]
-    received: dict = {}
-    offset = 0.0  # the shifts taken off the messages (see _shift)
 
     def send(run, parents, pairs, direct, route, beliefs, real):
         raw = {x: kernels.logsumexp(b, axis=tuple(range(b.ndim - len(cl.elim_axes), b.ndim)))
@@ -144,34 +190,13 @@ def log_partition(plan: OraclePlan, theta: dict) -> jax.Array:
         out = _route_c(run, parents, pairs, direct, route, raw, tops, real)
         return out, _offset([tops[x] for x in sorted(raw)], [real[x] for x in sorted(raw)])
 
-    for r, run in enumerate(plan.runs):
-        pot, real = _run_potentials(plan, r, theta)
-        inner_pairs, outer_pairs, inner_direct, outer_direct = static_pairs[r]
-        beliefs = _beliefs([p[0] for p in pot], received)
-        if run.num_levels > 1:
-            routes = {p: plan.arrays[f"r{r:03d}_inner_{p[0]:02d}_{p[1]:02d}"] for p in inner_pairs if p not in inner_direct}
-            received, off = send(
-                run, run.classes, inner_pairs, inner_direct, lambda x, y: routes[(x, y)][0], beliefs, [m[0] for m in real]
-            )
-            offset = offset + off
-            if run.num_levels > 2:
-
-                def body(carry, xs, run=run, inner_pairs=inner_pairs, inner_direct=inner_direct):
-                    th, rts, re = xs
-                    return send(run, run.classes, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], _beliefs(th, carry), re)
-
-                rest = {p: v[1:] for p, v in routes.items()}
-                received, offs = jax.lax.scan(body, received, ([p[1:-1] for p in pot], rest, [m[1:-1] for m in real]))
-                offset = offset + jnp.sum(offs)
-            beliefs = _beliefs([p[-1] for p in pot], received)
-        if r + 1 == len(plan.runs):
-            (root,) = beliefs
-            return kernels.logsumexp(root.reshape(-1), axis=-1) + offset
-        outer = {p: plan.arrays[f"r{r:03d}_outer_{p[0]:02d}_{p[1]:02d}"] for p in outer_pairs if p not in outer_direct}
-        received, off = send(run, plan.runs[r + 1].classes, outer_pairs, outer_direct, lambda x, y: outer[(x, y)], beliefs,
-                             [m[-1] for m in real])
-        offset = offset + off
-    raise AssertionError("the schedule has no root level")
+    runs = [_run_potentials(plan, r, theta) for r in range(len(plan.runs))]
+    outs, root = upward_pass(plan, [p for p, _ in runs], [re for _, re in runs], send)
+    offset = 0.0  # the shifts taken off the messages (see _shift)
+    for parts in outs:
+        for stacked, off in parts:
+            offset = offset + (jnp.sum(off) if stacked else off)
+    return kernels.logsumexp(root.reshape(-1), axis=-1) + offset
 
 
 def _self_shape(cl: CliqueClass) -> tuple[int, ...]:
