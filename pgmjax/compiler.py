@@ -131,6 +131,29 @@ def engine_options(platform: str = "cpu") -> dict:
     return dict(ENGINE_OPTIONS)
 
 
+#: Levels each trip of the marginal oracle's level loops runs (``lax.scan``'s ``unroll``), by platform
+#: (:func:`scan_unroll`). On the CPU a trip costs next to nothing and unrolling only grows the program; on a GPU
+#: every trip of a loop is a round of kernel launches and a loop-condition check, and a deep junction tree
+#: (a chain) is hundreds of trips per oracle call.
+SCAN_UNROLL: dict[str, int] = {"cpu": 1}
+
+
+def scan_unroll(platform: str | None = None) -> int:
+    """How many levels of the marginal oracle's level loops one loop trip runs on ``platform``.
+
+    Args:
+        platform: a platform name (:func:`backend`); the one a program called now compiles for by default.
+
+    Returns:
+        :data:`SCAN_UNROLL`'s entry for the platform, 1 where it has none.
+
+    Example:
+        >>> scan_unroll("cpu")
+        1
+    """
+    return SCAN_UNROLL.get(platform or backend(), 1)
+
+
 def options_for(platform: str, engine: bool = False, loop_emitters: bool = False, user: dict | None = None) -> dict:
     """Every compiler option of a pgmjax program compiled for ``platform``.
 

@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pgmjax import kernels
+from pgmjax import compiler, kernels
 
 from .oracle_plan import CliqueClass, OraclePlan, Run, make_plan  # noqa: F401  (make_plan: part of the oracle's API)
 
@@ -161,7 +161,8 @@ def upward_pass(plan: OraclePlan, pots: list, reals: list, send) -> tuple[list, 
                     return send(run, run.classes, inner_pairs, inner_direct, lambda x, y: rts[(x, y)], _beliefs(th, carry), re)
 
                 rest = {p: v[1:] for p, v in routes.items()}
-                received, out = jax.lax.scan(body, received, ([p[1:-1] for p in pot], rest, [m[1:-1] for m in real]))
+                received, out = jax.lax.scan(body, received, ([p[1:-1] for p in pot], rest, [m[1:-1] for m in real]),
+                                             unroll=compiler.scan_unroll())
                 parts.append((True, out))
             beliefs = _beliefs([p[-1] for p in pot], received)
         outs.append(parts)
@@ -388,7 +389,7 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
 
                 rest = {p: v[1:] for p, v in routes.items()}
                 received, (ys_tops, ys_cond) = jax.lax.scan(
-                    body, received, ([p[1:-1] for p in pot], rest, [m[1:-1] for m in real])
+                    body, received, ([p[1:-1] for p in pot], rest, [m[1:-1] for m in real]), unroll=compiler.scan_unroll()
                 )
                 parts.append(ys_tops)
                 cparts.append(ys_cond)
@@ -446,7 +447,8 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
                     new[x] = contrib if new[x] is None else new[x] + contrib
                 return new, g
 
-            g0, ys = jax.lax.scan(down, g_last, ([(p[0][1:], p[1][1:]) for p in P], invs, [m[:-1] for m in real]), reverse=True)
+            g0, ys = jax.lax.scan(down, g_last, ([(p[0][1:], p[1][1:]) for p in P], invs, [m[:-1] for m in real]), reverse=True,
+                                  unroll=compiler.scan_unroll())
             g_all = [jnp.concatenate([a[None], b]) for a, b in zip(g0, ys)]
         else:
             g_all = [g[None] for g in g_last]
