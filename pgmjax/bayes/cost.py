@@ -21,6 +21,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from ..data.domain import Domain
+from ..privacy.checks import check_positive as _positive
 from ..queries.measurement import Measurement, validate_measurements
 from .blue import History, blue_history, row_noise
 from .errors import LinearNoise
@@ -40,12 +41,6 @@ class Allocation(NamedTuple):
     cost: float
     scale: float
     noise: str
-
-
-def _positive(x, name: str, where: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not (x > 0 and math.isfinite(x)):
-        raise ValueError(f"{where}: {name} must be a positive finite number, got {x!r}")
-    return float(x)
 
 
 def _delta(d, where: str) -> float:

@@ -14,8 +14,8 @@ under-coverage.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -25,14 +25,89 @@ from .errors import LinearNoise
 __all__ = ["Interval", "Posterior", "posterior", "confidence_interval", "credible_interval", "claim_probability"]
 
 
-class Interval(NamedTuple):
-    """A symmetric confidence interval ``[lo, hi] = value +- half_width`` (then clipped to ``feasible``)."""
+@dataclass(frozen=True, eq=False)
+class Interval:
+    """An answer with its interval ``[lo, hi]`` at nominal coverage ``level``: pgmjax's one interval type.
 
-    value: float
-    lo: float
-    hi: float
+    :mod:`pgmjax.bayes` returns scalar exact intervals ``value +- half_width`` of a BLUE (Xiao & Xiong,
+    "Bayesian Inference under Differential Privacy", section 5.2); :mod:`pgmjax.uncertainty` returns one per
+    target with array fields of the target's shape (one entry per cell), from the bootstrap or the
+    linearisation of a fitted model. Both are this class, so code that reads intervals reads either.
+
+    Attributes:
+        value: the answer (a float, or an array of the target's shape).
+        lo, hi: the interval's ends (clipped to the feasible range when asked).
+        level: nominal coverage, in ``(0, 1)``.
+        half_width: ``c`` of a symmetric interval ``value +- c`` before clipping; None when the interval is
+            not symmetric (the bootstrap's).
+        se: standard error (bayes: ``sqrt(Var E)``; bootstrap: sd of the refitted answers; linear:
+            first-order sd); None when not computed.
+        bias: bootstrap mean minus the answer (0 for the exact and linear intervals); the basic bootstrap
+            interval already corrects for it.
+        estimable: True when the estimand is the true answer (always for :mod:`pgmjax.bayes`, whose
+            intervals exist only for estimable queries); False: for :mod:`pgmjax.uncertainty`, the estimand
+            is the answer of the model fitted to noiseless measurements.
+        method: ``"exact"`` (the law of the BLUE's error), ``"bootstrap"`` or ``"linear"``.
+        diagnostics: method details (see :func:`pgmjax.uncertainty.intervals`).
+
+    The first five fields also read as the tuple ``(value, lo, hi, level, half_width)`` (unpacking,
+    indexing, ``len``, equality): the form :mod:`pgmjax.bayes` returned when its interval was a NamedTuple.
+
+    Example:
+        >>> iv = Interval(10.8, 8.18, 13.42, 0.95, 2.62)
+        >>> value, lo, hi, level, half_width = iv
+        >>> iv[1:3], iv.interval, bool(iv.covers(12.0))
+        ((8.18, 13.42), (8.18, 13.42), True)
+    """
+
+    value: Any
+    lo: Any
+    hi: Any
     level: float
-    half_width: float
+    half_width: Any = None
+    se: Any = None
+    bias: Any = None
+    estimable: bool = True
+    method: str = "exact"
+    diagnostics: dict = field(default_factory=dict)
+
+    def _core(self) -> tuple:
+        return (self.value, self.lo, self.hi, self.level, self.half_width)
+
+    def __iter__(self):
+        return iter(self._core())
+
+    def __len__(self) -> int:
+        return 5
+
+    def __getitem__(self, index):
+        return self._core()[index]
+
+    def __eq__(self, other) -> bool:
+        # Elementwise on the five core fields (the NamedTuple's equality), with arrays compared as wholes.
+        if not isinstance(other, (Interval, tuple)) or len(other) != 5:
+            return NotImplemented
+        return all(a is b or (a is not None and b is not None and np.array_equal(a, b)) for a, b in zip(self, other))
+
+    def __hash__(self) -> int:
+        return hash(self._core())  # TypeError for array fields, as for a tuple holding arrays
+
+    @property
+    def interval(self) -> tuple:
+        """``(lo, hi)``."""
+        return self.lo, self.hi
+
+    def covers(self, truth) -> np.ndarray:
+        """Whether ``lo <= truth <= hi`` (cell by cell).
+
+        Args:
+            truth: the true answer(s), broadcastable to ``value``.
+
+        Returns:
+            A boolean array (0-d for a scalar interval).
+        """
+        t = np.asarray(truth, np.float64)
+        return (self.lo <= t) & (t <= self.hi)
 
 
 def _level(level, where: str) -> float:
@@ -81,7 +156,7 @@ class Posterior:
             if not a <= b:
                 raise ValueError(f"Posterior.interval: feasible must be (lower, upper) with lower <= upper, got {feasible!r}")
             lo, hi = min(max(lo, a), b), max(min(hi, b), a)
-        return Interval(self.mean, lo, hi, level, c)
+        return Interval(self.mean, lo, hi, level, c, se=math.sqrt(self.var), bias=0.0, method="exact")
 
     def prob(self, lo: float, hi: float) -> float:
         """``P(lo <= theta <= hi) = F_E(mean - lo) - F_E(mean - hi)``: the probability of the claim ([XX] 5.2)."""

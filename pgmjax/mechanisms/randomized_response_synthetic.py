@@ -45,13 +45,13 @@ from ..privacy import check_count as _count
 from ..privacy import check_key as _check_key
 from ..privacy import check_positive as _positive
 from ..rr import (
-    Channel,
     Release,
     debiased_marginal,
     max_informative_size,
     measurements,
     mse_bound,
 )
+from ..rr import release as rr_release
 from .options import check_attribute_matrices, check_domain_size, check_engine_options, check_pure_delta, refuse_option
 from .result import BudgetStep, MechanismResult, record_plan
 
@@ -209,7 +209,6 @@ def rr_synthetic(
     # Huge attributes: ModelTooLarge naming the attribute, before the channel's n x n matrices are built.
     check_domain_size(domain, where)
     check_attribute_matrices(domain, domain.attributes, where, "channel and query matrices")
-    channel = Channel.of(domain, epsilon, per_attribute)
     n = len(data)
     rmse = math.sqrt(mse_bound(size, epsilon, n)) if not per_attribute else None
     if rmse is not None and rmse > UNINFORMATIVE_RMSE:
@@ -227,9 +226,10 @@ def rr_synthetic(
     start = time.perf_counter()
     seconds = {}
     k_release, k_synth = jax.random.split(key)
-    released = accountant.randomized_response(k_release, data, epsilon=epsilon, per_attribute=per_attribute,
-                                              public_count=public_count, target="records")
-    release = Release(released, channel)
+    # The release (sampler and accounting in the privacy layer, the channel beside the estimators in rr).
+    release = rr_release(k_release, data, epsilon, per_attribute=per_attribute, accountant=accountant,
+                         public_count=public_count, target="records")
+    channel, released = release.channel, release.data
     seconds["release"] = time.perf_counter() - start
 
     t0 = time.perf_counter()

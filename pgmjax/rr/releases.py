@@ -103,7 +103,7 @@ class Release:
 
 
 def release(key, data: Dataset, epsilon: float, *, per_attribute: bool = False, accountant: Accountant | None = None,
-            public_count: bool = False) -> Release:
+            public_count: bool = False, target: str | None = None) -> Release:
     """Randomise every record of ``data`` (k-ary randomized response) and return the :class:`Release`.
 
     [WYZ] eq. 14-16 (reconstructed), Lemma 1: ``epsilon``-DP under replace-one neighbours; the release
@@ -121,6 +121,7 @@ def release(key, data: Dataset, epsilon: float, *, per_attribute: bool = False, 
         accountant: the run's accountant (default: a fresh replace-one ``Accountant(epsilon=epsilon,
             bounded=True)``).
         public_count: declare ``n`` public, required when ``accountant.bounded`` is False.
+        target: the ledger label (default the accountant's: "randomized response[ per attribute]").
 
     Returns:
         A :class:`Release`.
@@ -144,5 +145,6 @@ def release(key, data: Dataset, epsilon: float, *, per_attribute: bool = False, 
         accountant = Accountant(epsilon=eps, bounded=True)
     elif not isinstance(accountant, Accountant):
         raise TypeError(f"{where}: accountant must be a pgmjax.privacy.Accountant, got {type(accountant).__name__}")
-    released = accountant.randomized_response(key, data, epsilon=eps, per_attribute=per_attribute, public_count=public_count)
+    released = accountant.randomized_response(key, data, epsilon=eps, per_attribute=per_attribute, public_count=public_count,
+                                              target=target)
     return Release(released, channel)

@@ -11,12 +11,12 @@ uncertainty is not included.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..bayes.intervals import Interval  # the one interval type (the lower layer: uncertainty imports bayes)
 from ..model.graphical_model import GraphicalModel
 from ..queries.measurement import Measurement, validate_measurements
 from . import qp as qp_mod
@@ -27,47 +27,6 @@ from .targets import estimable_attrs, resolve_targets
 __all__ = ["Interval", "intervals", "workload_intervals", "choose_fit_method"]
 
 FIT_METHODS = ("auto", "qp", "mirror_descent", "lbfgs")
-
-
-@dataclass(frozen=True, eq=False)
-class Interval:
-    """An answer with its interval; array fields have the target's shape (one entry per cell).
-
-    Attributes:
-        value: the model's answer.
-        lo, hi: the interval's ends (clipped to the feasible range when ``clip``).
-        se: standard error (bootstrap: sd of the refitted answers; linear: first-order sd).
-        bias: bootstrap mean minus the answer (linear: 0); the basic interval already corrects for it.
-        estimable: True when the target is a function of the measured marginals (its estimand is the
-            truth); False: the estimand is the answer of the model fitted to noiseless measurements.
-        method: ``"bootstrap"`` or ``"linear"``.
-        level: nominal coverage.
-        diagnostics: method details (bootstrap: replicates, iterations, converged, spread_change,
-            boundary (fraction of refits with the cell below 1e-6 of the total), seconds, fit_method (the
-            refits' solver that ran), fit_method_reason (why, when ``fit_method="auto"`` chose it); with
-            ``fit_method="qp"`` also residual (largest constraint residual of the refits) and fit_gap (the
-            exact fit's answer minus the model's: far from 0 when the model's own fit stopped early; the
-            interval is centred on the model's answer); linear: residual of the Gauss-Newton solve).
-    """
-
-    value: np.ndarray
-    lo: np.ndarray
-    hi: np.ndarray
-    se: np.ndarray
-    bias: np.ndarray
-    estimable: bool
-    method: str
-    level: float
-    diagnostics: dict = field(default_factory=dict)
-
-    @property
-    def interval(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.lo, self.hi
-
-    def covers(self, truth) -> np.ndarray:
-        """Whether ``lo <= truth <= hi`` (cell by cell)."""
-        t = np.asarray(truth, np.float64)
-        return (self.lo <= t) & (t <= self.hi)
 
 
 def _check_level(level) -> float:
@@ -223,7 +182,8 @@ def intervals(
         if bnd is not None and np.isinf(bnd[1]):  # a count: how often the refits sit at the boundary
             diag["boundary"] = np.mean(g < 1e-6 * model.total, axis=0)
             diag["near_boundary"] = np.abs(v) < 1e-3 * model.total  # not covered by the convergence check
-        out.append(Interval(v, lo, hi, np.std(g, axis=0, ddof=1), np.mean(g, axis=0) - v, est, "bootstrap", level, diag))
+        out.append(Interval(v, lo, hi, level, se=np.std(g, axis=0, ddof=1), bias=np.mean(g, axis=0) - v, estimable=est,
+                            method="bootstrap", diagnostics=diag))
     return out
 
 
@@ -277,7 +237,8 @@ def _linear(lin, level, clip, bounds, estimable) -> Interval:
     if clip:
         lo, hi = _clip(lo, hi, bounds)
     diag = {"residual": lin.residual, "weights": lin.weights}
-    return Interval(value, lo, hi, lin.sd, np.zeros(value.shape), estimable, "linear", level, diag)
+    return Interval(value, lo, hi, level, half, se=lin.sd, bias=np.zeros(value.shape), estimable=estimable, method="linear",
+                    diagnostics=diag)
 
 
 def workload_intervals(result, workload, *, level: float = 0.9, key=None, method: str = "bootstrap", B: int = 200,

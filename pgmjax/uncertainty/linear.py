@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
+import jax.scipy.sparse.linalg
 import numpy as np
 
 from pgmjax.kernels import marginalize
@@ -102,28 +103,6 @@ def _predict(plan, mu, clique, query):
     oracle blocks (JAX)."""
     j, host, _ = _host_layout(plan, clique)
     return query.apply(marginalize(plan.table(mu, j), host, clique))
-
-
-def _cg(matvec, b, tol: float, maxiter: int):
-    """Conjugate gradients for ``matvec(x) = b`` from 0 (vmap-able: a ``while_loop``)."""
-    bb = jnp.vdot(b, b)
-
-    def cond(c):
-        x, r, p, rr, k = c
-        return (rr > tol * tol * bb) & (k < maxiter)
-
-    def body(c):
-        x, r, p, rr, k = c
-        ap = matvec(p)
-        alpha = rr / jnp.vdot(p, ap)
-        x = x + alpha * p
-        r = r - alpha * ap
-        rr_new = jnp.vdot(r, r)
-        return x, r, r + (rr_new / rr) * p, rr_new, k + 1
-
-    x0 = jnp.zeros_like(b)
-    out = jax.lax.while_loop(cond, body, (x0, b, b, bb, jnp.asarray(0)))
-    return out[0]
 
 
 def linearize(
@@ -283,7 +262,8 @@ def _weights_impl(static, plan, theta_hat, queries, inv_std, jmats, total0):
     lam = 1e-10 * jnp.maximum(jnp.linalg.norm(hess(probe)), 1e-300)
 
     def solve(b):
-        v = _cg(lambda u: hess(u) + lam * u, b, tol, maxiter)
+        # jax's CG stops at ||r|| <= tol ||b|| and runs in a while_loop, so it vmaps over the cells.
+        v, _ = jax.scipy.sparse.linalg.cg(lambda u: hess(u) + lam * u, b, tol=tol, maxiter=maxiter)
         resid = jnp.linalg.norm(hess(v) - b) / jnp.maximum(jnp.linalg.norm(b), 1e-300)
         return jvp(v) * inv_std, resid
 

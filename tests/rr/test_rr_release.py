@@ -225,3 +225,18 @@ def test_channel_law_matches_the_privacy_layer_sampler():
     dom = pj.Domain({"a": 2, "b": 7})
     ch = rr.Channel.per_attribute(dom, 1.0)
     assert [keep_probability(0.5, n) for n in (2, 7)] == pytest.approx([l + (1 - l) / n for l, n in zip(ch.keep, (2, 7))])
+
+
+def test_rr_synthetic_releases_through_rr_release():
+    """issue 45: the mechanism calls rr.release (no copy of its logic): the same key gives the same table,
+    channel and ledger entry (labelled by the mechanism's target)."""
+    rng = np.random.default_rng(2)
+    dom = pj.Domain({"a": 3, "b": 2})
+    data = pj.Dataset(rng.integers(0, [3, 2], (500, 2)), dom)
+    key = jax.random.key(4)
+    res = pj.mechanisms.rr_synthetic(data, 2.0, key=key, per_attribute=True, engine_iters=20, synthetic=False)
+    acc = Accountant(epsilon=2.0, bounded=True)
+    rel = rr.release(jax.random.split(key)[0], data, 2.0, per_attribute=True, accountant=acc, target="records")
+    np.testing.assert_array_equal(res.original.data.records, rel.data.records)
+    assert res.original.channel == rel.channel and list(res.original.channel.keep) == res.info["keep"]
+    assert res.ledger[0].target == acc.ledger[0].target == "records"

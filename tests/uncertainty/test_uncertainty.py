@@ -220,6 +220,24 @@ def test_qp_refit_is_the_exact_l2_fit():
     assert np.any(reps.values[0] < 1e-6)  # some cells do sit at the boundary
 
 
+def test_qp_float32_reaches_its_residual_bound():
+    """optax's L-BFGS keeps the iterate of least residual, so a float32 fit reaches ``atol`` (the dual's value
+    is known only to its rounding near the optimum), and the float32 fit agrees with the float64 one."""
+    from pgmjax.uncertainty import qp
+
+    dom, ms = _qp_design()
+    rng = np.random.default_rng(8)
+    ys = [np.asarray(m.y, float)[None] + rng.normal(0, 3.0, (4, m.rows)) for m in ms]
+    fits = {}
+    for dt in (jnp.float32, jnp.float64):
+        plan = pj.estimate(dom, ms, dtype=dt, iters=5).plan
+        fit = qp.solve(qp.layout(plan, ms), plan, ys, jnp.full(4, 80.0, dt), ms)
+        assert np.all(fit.residual <= fit.atol) and np.all(fit.iterations < 5000)
+        fits[dt] = [pj.GraphicalModel(plan, {k: v[r] for k, v in fit.theta.items()}, 80.0).marginal(("a", "b"))
+                    for r in range(4)]
+    np.testing.assert_allclose(np.float64(fits[jnp.float32]), fits[jnp.float64], atol=2e-3)
+
+
 def test_qp_intervals_match_mirror_descent_on_u1(toy):
     model, ms = toy
     key = jax.random.key(4)

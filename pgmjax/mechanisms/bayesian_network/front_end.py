@@ -21,6 +21,7 @@ from ...fit.estimate import estimate
 from ...graph.junction import maximal_cliques
 from ...privacy import REST, Accountant
 from ...privacy import check_key as _check_key
+from ...privacy import check_positive as _positive
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.measurement import estimate_total
 from ..options import check_engine_options, check_epsilon, check_model_cap, check_pure_delta, refuse_option
@@ -45,15 +46,6 @@ def _fraction(value, name: str, where: str) -> float:
     x = float(value)
     if not 0.0 < x < 1.0:
         raise ValueError(f"{where}: {name} must be in (0, 1), got {value!r}")
-    return x
-
-
-def _positive(value, name: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{where}: {name} must be a number, got {value!r}")
-    x = float(value)
-    if not (x > 0 and math.isfinite(x)):
-        raise ValueError(f"{where}: {name} must be positive and finite, got {value!r}")
     return x
 
 

@@ -78,24 +78,21 @@ def mw_update(table: np.ndarray, attrs: Sequence[str], measurements: Sequence[Me
 
 
 def _components(domain: Domain, cliques: Sequence[Clique]) -> list[Clique]:
-    """Connected components of the attribute co-occurrence graph of ``cliques`` (private-pgm ``_cluster``)."""
-    parent = {a: a for c in cliques for a in c}
+    """Connected components of the attribute co-occurrence graph of ``cliques`` (private-pgm ``_cluster``).
 
-    def find(a):
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
+    Args:
+        domain: the domain (orders each component's attributes).
+        cliques: the measured cliques.
 
+    Returns:
+        The components as canonical cliques, ordered by their first attribute's position in ``domain``.
+    """
+    from networkx.utils import UnionFind  # the project's one union-find (networkx is a dependency already)
+
+    sets = UnionFind(a for c in cliques for a in c)
     for c in cliques:
-        for a in c[1:]:
-            ra, rb = find(c[0]), find(a)
-            if ra != rb:
-                parent[rb] = ra
-    groups: dict[str, set] = {}
-    for a in parent:
-        groups.setdefault(find(a), set()).add(a)
-    comps = [domain.canonical(g) for g in groups.values()]
+        sets.union(*c)
+    comps = [domain.canonical(g) for g in sets.to_sets()]
     return sorted(comps, key=lambda c: domain.index(c[0]))
 
 
