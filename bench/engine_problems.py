@@ -324,15 +324,21 @@ def alternating(script: str, names, rounds: int, arms, child_args, arm_key: str 
                         yield {"problem": name, arm_key: arm, "round": rnd, **result}
 
 
-def child_result(script: str, args: list[str], env: dict, label: str) -> dict | None:
+def child_result(script: str, args: list[str], env: dict, label: str, timeout: float | None = None) -> dict | None:
     """Run ``script --child *args RESULT`` in a fresh interpreter with ``env`` and return the JSON it wrote to
-    RESULT (its last argument); None, with its error printed under ``label``, when it failed."""
+    RESULT (its last argument); None, with its error printed under ``label``, when it failed or ran past
+    ``timeout`` seconds (then killed)."""
     import subprocess
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         result = os.path.join(tmp, "result.json")
-        proc = subprocess.run([sys.executable, script, "--child", *args, result], env=env, capture_output=True, text=True)
+        try:
+            proc = subprocess.run([sys.executable, script, "--child", *args, result], env=env, capture_output=True,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            print(label, f"killed after {timeout:.0f} s", flush=True)
+            return None
         if proc.returncode:
             print(label, "failed:", proc.stderr[-1500:], flush=True)
             return None

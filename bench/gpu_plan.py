@@ -62,6 +62,18 @@ def child(args) -> None:
         json.dump(out, f)
 
 
+def table(rows: list, skipped: list) -> list[str]:
+    """The Markdown table of the rows, each arm's loss relative to the problem's ``base`` arm."""
+    lines = ["| problem | arm | unroll | XLA_FLAGS | first call s | ms/it | loss rel. to base |", "|---|---|---|---|---|---|---|"]
+    base = {r["problem"]: r["loss"] for r in rows if r["arm"] == "base"}
+    for r in rows:
+        b = base.get(r["problem"])
+        rel = f"{abs(r['loss'] - b) / abs(b):.1e}" if b else "—"
+        lines.append(f"| {r['problem']} | {r['arm']} | {r['unroll']} | `{r['xla_flags'] or '-'}` | {r['first_call_s']:.2f} | "
+                     f"{r['ms_per_iter']:.3f} | {rel} |")
+    return lines + [f"- skipped {s}" for s in skipped]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", nargs="?")
@@ -82,10 +94,19 @@ def main(argv=None) -> int:
     rows, skipped = [], []
     import tempfile
 
+    def write() -> None:  # after every child: a lease that ends mid-run keeps what was measured
+        record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": os.environ.get("PGMJAX_COMMIT"),
+                  "argv": sys.argv[1:], "wall_s": time.perf_counter() - t0, "rows": rows, "skipped": skipped}
+        with open(os.path.join(args.out, "gpu_plan.json"), "w") as f:
+            json.dump(record, f, indent=1)
+        with open(os.path.join(args.out, "gpu_plan.md"), "w") as f:
+            f.write("\n".join(table(rows, skipped)) + "\n")
+
     with tempfile.TemporaryDirectory() as folder:
         for name, path in ep.saved(args.problems, folder):
             for arm in args.arms:
-                if time.perf_counter() - t0 > args.budget:
+                left = args.budget - (time.perf_counter() - t0)
+                if left < 10:
                     skipped.append(f"{name} {arm}: budget spent")
                     continue
                 unroll, flags = ARMS[arm]
@@ -93,27 +114,15 @@ def main(argv=None) -> int:
                 if flags:
                     env["XLA_FLAGS"] = flags
                 iters = 20 if args.smoke else ITERS.get(name, 500)
-                r = ep.child_result(__file__, [path, str(unroll), str(iters)], env, f"{name} {arm}")
+                r = ep.child_result(__file__, [path, str(unroll), str(iters)], env, f"{name} {arm}", timeout=left)
                 if r is None:
-                    skipped.append(f"{name} {arm}: child failed")
-                    continue
-                rows.append({"problem": name, "arm": arm, "unroll": unroll, "xla_flags": flags, **r})
-                print(json.dumps(rows[-1]), flush=True)
-    record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": os.environ.get("PGMJAX_COMMIT"),
-              "argv": sys.argv[1:], "wall_s": time.perf_counter() - t0, "rows": rows, "skipped": skipped}
-    with open(os.path.join(args.out, "gpu_plan.json"), "w") as f:
-        json.dump(record, f, indent=1)
-    lines = ["| problem | arm | unroll | XLA_FLAGS | first call s | ms/it | loss rel. to base |", "|---|---|---|---|---|---|---|"]
-    base = {r["problem"]: r["loss"] for r in rows if r["arm"] == "base"}
-    for r in rows:
-        b = base.get(r["problem"])
-        rel = f"{abs(r['loss'] - b) / abs(b):.1e}" if b else "—"
-        lines.append(f"| {r['problem']} | {r['arm']} | {r['unroll']} | `{r['xla_flags'] or '-'}` | {r['first_call_s']:.2f} | "
-                     f"{r['ms_per_iter']:.3f} | {rel} |")
-    lines += [f"- skipped {s}" for s in skipped]
-    with open(os.path.join(args.out, "gpu_plan.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+                    skipped.append(f"{name} {arm}: child failed or ran past the budget ({left:.0f} s left)")
+                else:
+                    rows.append({"problem": name, "arm": arm, "unroll": unroll, "xla_flags": flags, **r})
+                    print(json.dumps(rows[-1]), flush=True)
+                write()
+    write()
+    print("\n".join(table(rows, skipped)))
     return 0
 
 

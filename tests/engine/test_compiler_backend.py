@@ -127,3 +127,12 @@ def test_a_jaxlib_without_the_emitter_switch_gets_neither_the_option_nor_the_fla
     assert "xla_cpu_use_fusion_emitters" not in __import__("os").environ["XLA_FLAGS"]
     monkeypatch.setattr(compiler, "_jaxlib_version", lambda: (0, 10, 2))
     assert compiler.options_for("cpu", loop_emitters=True)["xla_cpu_use_fusion_emitters"] is False
+
+
+def test_the_oracle_loops_unroll_by_the_platform_they_compile_for(monkeypatch):
+    """Several levels per loop trip on a GPU (launch-bound trips), one on the CPU (a bigger program only)."""
+    assert compiler.scan_unroll("cpu") == 1 and compiler.scan_unroll("gpu") > 1 and compiler.scan_unroll("tpu") == 1
+    monkeypatch.setattr(compiler, "backend", lambda: "gpu")
+    assert compiler.scan_unroll() == compiler.SCAN_UNROLL["gpu"]
+    monkeypatch.setattr(compiler, "backend", lambda: "cpu")
+    assert compiler.scan_unroll() == 1

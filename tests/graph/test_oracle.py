@@ -137,6 +137,37 @@ def test_chains_of_every_length_equal_bruteforce(d, width, rng):
         np.testing.assert_allclose(np.asarray(m), p.sum(axis=axes), rtol=1e-8, atol=1e-14)
 
 
+@pytest.mark.parametrize("d", [14, 19])
+def test_unrolled_level_loops_equal_bruteforce(d, rng, monkeypatch):
+    """Several levels per loop trip (``compiler.SCAN_UNROLL``, the GPU's setting) is the same arithmetic:
+    log Z, the marginals of both passes and the gauge's upward pass agree with brute force, with a run
+    length the unroll does not divide."""
+    from pgmjax import compiler
+    from pgmjax.graph import gauge
+
+    monkeypatch.setitem(compiler.SCAN_UNROLL, "cpu", 3)
+    dom = pj.Domain({f"c{i}": 2 for i in range(d)})
+    cliques = [(f"c{i}", f"c{i + 1}") for i in range(d - 1)]
+    plan = oracle.make_plan(dom, cliques)
+    assert max(run.num_levels for run in plan.runs) - 2 > 3  # the scan (levels past the first and last) takes two trips
+    tables = {c: rng.normal(size=dom.shape_of(c)) for c in cliques}
+    theta = plan.from_tables(tables, jnp.float64)
+    # fresh functions: jax's trace cache is keyed by the function, and the unroll is read when tracing
+    mu, log_z = jax.jit(lambda p, t: oracle.marginals(p, t, 1.0))(plan, theta)
+    lz = jax.jit(lambda p, t: oracle.log_partition(p, t))(plan, theta)
+    logp = _brute_log_joint(dom, tables)
+    np.testing.assert_allclose([float(log_z), float(lz)], [logsumexp(logp)] * 2, rtol=1e-10)
+    p = np.exp(logp - logsumexp(logp))
+    for c, m in plan.tables(mu).items():
+        axes = tuple(i for i, a in enumerate(dom.attributes) if a not in c)
+        np.testing.assert_allclose(np.asarray(m), p.sum(axis=axes), rtol=1e-8, atol=1e-14)
+    canon3 = jax.jit(lambda p, t: gauge.canonical(p, t))(plan, theta)
+    monkeypatch.setitem(compiler.SCAN_UNROLL, "cpu", 1)
+    canon1 = jax.jit(lambda p, t: gauge.canonical(p, t))(plan, theta)
+    for k in canon1:
+        np.testing.assert_allclose(np.asarray(canon3[k]), np.asarray(canon1[k]), rtol=1e-12, atol=1e-12)
+
+
 def _free_singleton_problem(rng, free_sizes):
     dom = pj.Domain({"x0": 3, "x1": 4, "x2": 2, **{f"f{i}": n for i, n in enumerate(free_sizes)}})
     cliques = [("x0", "x1"), ("x1", "x2")]
