@@ -7,8 +7,6 @@ cd "$(dirname "$0")/.."
 OUT=${1:?usage: bash bench/gpu_run.sh OUT_DIR}
 python3 -m pip install --quiet --no-index --no-deps --upgrade --target /tmp/site .whl/*.whl ||
   python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in glob.glob('.whl/*.whl')]"  # no pip
-# pgmjax.kernels is the top-level kernels/ folder, mapped by the install: from the checkout it needs a link
-[ -e pgmjax/kernels ] || ln -s ../kernels pgmjax/kernels
 export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 if [ -d .whl/data ] && [ -z "${PGMJAX_DATA:-}" ]; then export PGMJAX_DATA=$PWD/.whl/data; fi
 mkdir -p "$OUT"

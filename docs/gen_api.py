@@ -12,7 +12,6 @@ link to it. ``tests/integration/test_docs_api.py`` checks that the committed pag
 from __future__ import annotations
 
 import importlib
-import inspect
 import pkgutil
 import sys
 import types
@@ -49,7 +48,6 @@ def public_modules() -> dict[str, types.ModuleType]:
             mod = importlib.import_module(info.name)
             if hasattr(mod, "__all__") and mod not in mods.values():
                 mods[info.name.split(".")[-1]] = mod
-    mods["kernels"] = importlib.import_module("pgmjax.kernels")   # installed from kernels/ (package-dir)
     mods["registry"] = importlib.import_module("pgmjax.mechanisms.registry")
     exported = {n: m for n, m in mods.items() if getattr(pgmjax, n, None) is m}
     return dict(sorted(exported.items())) | dict(sorted((n, m) for n, m in mods.items() if n not in exported))
@@ -124,25 +122,6 @@ def module_page(page: str, mod: types.ModuleType, claimed: dict[int, str]) -> st
             refs = ", ".join(f"[`{n}`][pgmjax.mechanisms.{n}]" for n in ns)
             lines += [f"- [{page}](../mechanisms/{page}.md): {refs}"]
         lines += [""]
-    if mod.__name__ == "pgmjax.kernels":
-        return kernels_page(mod)
-    return "\n".join(lines)
-
-
-def kernels_page(mod: types.ModuleType) -> str:
-    """``pgmjax.kernels`` is installed from kernels/ (setuptools package-dir), where griffe's static search
-    under pgmjax/ does not look: its page is written here from the imported docstrings."""
-    lines = ["# `pgmjax.kernels`", "", "`pgmjax.kernels` is the folder `kernels/` of the repository, installed under "
-             "`pgmjax` (setuptools `package-dir`). This page is written from its docstrings by `docs/gen_api.py`.",
-             "", "```text", inspect.cleandoc(mod.__doc__ or ""), "```", ""]
-    for name in mod.__all__:
-        obj = getattr(mod, name)
-        try:
-            sig = f"{name}{inspect.signature(obj)}"
-        except (TypeError, ValueError):
-            sig = name
-        lines += [f"## `pgmjax.kernels.{name}`", "", "```python", sig, "```", "", "```text",
-                  inspect.cleandoc(obj.__doc__ or "(no docstring)"), "```", ""]
     return "\n".join(lines)
 
 

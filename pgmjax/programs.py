@@ -25,13 +25,15 @@ from __future__ import annotations
 import gc
 import os
 
+from .graph import oracle_plan
+
 # What an adaptive mechanism lets the engine hold before freeing: a few rounds' worth (each fit compiles
 # about three programs), far below where XLA:CPU runs out of mappings (hundreds of large programs).
 MAX_LIVE_PROGRAMS = 32
 
 
 def _engine_functions() -> tuple:
-    # Imported here: this module sits below the modules whose jitted functions it lists.
+    # Imported on first use, not when pgmjax.programs is.
     from .fit import batch, estimation
     from .model import graphical_model as model
     from .model import inference, sampling
@@ -365,6 +367,13 @@ def fast_compile(strict: bool = True) -> bool:
     os.environ["XLA_FLAGS"] = f"{flags} {FAST_COMPILE_FLAG}".strip()
     return True
 
+
+def _bound_before_plan() -> None:
+    bound_compiled()
+
+
+# Every fit plans its structure through make_plan (pgmjax.graph.oracle_plan), which calls this first.
+oracle_plan.BEFORE_PLAN.append(_bound_before_plan)
 
 if os.environ.get(CACHE_ENV):
     _enable_from_environment(os.environ[CACHE_ENV])

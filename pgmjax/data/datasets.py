@@ -96,9 +96,7 @@ def data_dir(path: str | os.PathLike | None = None) -> str:
         return os.fspath(path)
     if os.environ.get("PGMJAX_DATA"):
         return os.environ["PGMJAX_DATA"]
-    import pgmjax
-
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(pgmjax.__file__)))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # pgmjax/data/datasets.py
     beside = os.path.normpath(os.path.join(repo, "..", "shared", "data"))
     if os.path.isdir(beside):
         return beside

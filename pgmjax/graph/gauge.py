@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .oracle import _keep_real, _potentials, _route_c, _self_shape, upward_pass
+from .oracle import block_potentials, keep_real, message_shape, route_messages, upward_pass
 from .oracle_plan import OraclePlan
 
 
@@ -33,9 +33,9 @@ def _split(run, parents, pairs, direct, route, beliefs, real) -> tuple[dict, lis
     for x, (b, cl) in enumerate(zip(beliefs, run.classes)):
         axes = tuple(range(b.ndim - len(cl.elim_axes), b.ndim))
         raw[x] = jnp.mean(b, axis=axes)
-        kept.append(_keep_real(real[x], b - raw[x].reshape((b.shape[0], *_self_shape(cl)))))
+        kept.append(keep_real(real[x], b - raw[x].reshape((b.shape[0], *message_shape(cl)))))
     zero = jnp.zeros((), next(iter(raw.values())).dtype) if raw else 0.0
-    return _route_c(run, parents, pairs, direct, route, raw, {x: zero for x in raw}, real), kept
+    return route_messages(run, parents, pairs, direct, route, raw, {x: zero for x in raw}, real), kept
 
 
 def canonical(plan: OraclePlan, blocks: dict) -> dict:
@@ -58,7 +58,7 @@ def canonical(plan: OraclePlan, blocks: dict) -> dict:
     """
     keys = [[f"r{r:03d}x{x:02d}" for x in range(len(run.classes))] for r, run in enumerate(plan.runs)]
     pots = [[blocks[k] for k in ks] for ks in keys]
-    reals = [[_potentials(plan, k, blocks[k])[1] for k in ks] for ks in keys]
+    reals = [[block_potentials(plan, k, blocks[k])[1] for k in ks] for ks in keys]
     outs, root = upward_pass(plan, pots, reals, _split)
     outs[-1].append((False, [root - jnp.mean(root)]))
     out: dict = {}

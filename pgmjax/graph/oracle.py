@@ -65,14 +65,14 @@ ALL_SLOTS = _AllSlots()
 jax.tree_util.register_pytree_node(_AllSlots, lambda a: ((), None), lambda aux, leaves: ALL_SLOTS)
 
 
-def _keep_real(real, m: jax.Array) -> jax.Array:
+def keep_real(real, m: jax.Array) -> jax.Array:
     """``m`` (``(slots, ...)``) with the padding slots' entries set to 0."""
     if real is ALL_SLOTS:
         return m
     return jnp.where(real.reshape((-1,) + (1,) * (m.ndim - 1)), m, 0.0)
 
 
-def _potentials(plan: OraclePlan, key: str, theta_block: jax.Array) -> tuple[jax.Array, object]:
+def block_potentials(plan: OraclePlan, key: str, theta_block: jax.Array) -> tuple[jax.Array, object]:
     """A block's potentials with its padding held at -inf: unused slots (slot mask) and, for padded
     singleton tables, the cells past each table's size (cell mask); and which slots hold a clique
     (:data:`ALL_SLOTS` where all do: the mask is then known on the host to be all zeros, and neither it
@@ -112,7 +112,7 @@ def _run_potentials(plan: OraclePlan, r: int, theta: dict) -> tuple[list, list]:
     pot, real = [], []
     for x in range(len(plan.runs[r].classes)):
         key = f"r{r:03d}x{x:02d}"
-        p, re = _potentials(plan, key, theta[key])
+        p, re = block_potentials(plan, key, theta[key])
         pot.append(p)
         real.append(re)
     return pot, real
@@ -133,7 +133,7 @@ def upward_pass(plan: OraclePlan, pots: list, reals: list, send) -> tuple[list, 
     Args:
         plan: the oracle plan.
         pots: per run, per class, the tables to pass (``(levels, slots, ...)``).
-        reals: per run, per class, which slots hold a clique (:func:`_potentials`).
+        reals: per run, per class, which slots hold a clique (:func:`block_potentials`).
         send: ``send(run, parents, pairs, direct, route, beliefs, real) -> (received, out)``: one level's
             messages to its parents and what the caller keeps of the level (``out``, any pytree).
 
@@ -188,7 +188,7 @@ def log_partition(plan: OraclePlan, theta: dict) -> jax.Array:
         raw = {x: kernels.logsumexp(b, axis=tuple(range(b.ndim - len(cl.elim_axes), b.ndim)))
                for x, (b, cl) in enumerate(zip(beliefs, run.classes))}
         tops = {x: _shift(m) for x, m in raw.items()}
-        out = _route_c(run, parents, pairs, direct, route, raw, tops, real)
+        out = route_messages(run, parents, pairs, direct, route, raw, tops, real)
         return out, _offset([tops[x] for x in sorted(raw)], [real[x] for x in sorted(raw)])
 
     runs = [_run_potentials(plan, r, theta) for r in range(len(plan.runs))]
@@ -200,7 +200,7 @@ def log_partition(plan: OraclePlan, theta: dict) -> jax.Array:
     return kernels.logsumexp(root.reshape(-1), axis=-1) + offset
 
 
-def _self_shape(cl: CliqueClass) -> tuple[int, ...]:
+def message_shape(cl: CliqueClass) -> tuple[int, ...]:
     """A message (separator table) reshaped to broadcast against its sender's compute-layout table."""
     return tuple(cl.shape[a] for a in cl.sep_axes) + (1,) * len(cl.elim_axes)
 
@@ -261,10 +261,10 @@ def _send_c(run: Run, parents, pairs, direct, route, beliefs, real, tops, conds)
     for x in range(len(run.classes)):
         raw[x], conds[x] = _lse_and_conditional(beliefs[x], len(run.classes[x].elim_axes))
         tops[x] = _shift(raw[x])
-    return _route_c(run, parents, pairs, direct, route, raw, tops, real)
+    return route_messages(run, parents, pairs, direct, route, raw, tops, real)
 
 
-def _route_c(run: Run, parents, pairs, direct, route, raw, tops, real) -> dict:
+def route_messages(run: Run, parents, pairs, direct, route, raw, tops, real) -> dict:
     """Messages ``raw[x]`` less their shifts ``tops[x]``, landed in the parents' compute layout and routed to
     their slots."""
     out, msgs = {}, {}
@@ -279,7 +279,7 @@ def _route_c(run: Run, parents, pairs, direct, route, raw, tops, real) -> dict:
             msgs[(x, order, shape)] = m.reshape((m.shape[0], *shape))
         m = msgs[(x, order, shape)]
         if (x, y) in direct:
-            out[(x, y)] = _keep_real(real[x], m)
+            out[(x, y)] = keep_real(real[x], m)
         else:
             ext = jnp.concatenate([m, jnp.zeros((1, *m.shape[1:]), m.dtype)])  # + a zero block
             out[(x, y)] = jnp.sum(jnp.take(ext, route(x, y), axis=0, mode="clip"), axis=1)  # route: (n_y, children)
@@ -327,11 +327,11 @@ def _cotangent(P: tuple, g: jax.Array, cl: CliqueClass, parent: CliqueClass) -> 
 def _unroute(direct: bool, inv, cot: jax.Array, real, sender: CliqueClass) -> jax.Array:
     """Transpose of routing one pair's messages: receiving-slot cotangents back to the sending slots."""
     if direct:
-        g = _keep_real(real, cot)
+        g = keep_real(real, cot)
     else:
         ext = jnp.concatenate([cot, jnp.zeros((1, *cot.shape[1:]), cot.dtype)])
         g = jnp.take(ext, inv, axis=0, mode="clip")
-    return g.reshape((g.shape[0], *_self_shape(sender)))
+    return g.reshape((g.shape[0], *message_shape(sender)))
 
 
 def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:

@@ -32,6 +32,11 @@ from ..data.domain import Clique, Domain
 from . import size_limit
 from .junction import JunctionTree, junction_tree, levels, maximal_cliques
 
+#: Functions (no arguments) that :func:`make_plan` calls before it builds a plan. :mod:`pgmjax.programs`, a
+#: layer above this one, adds :func:`pgmjax.programs.bound_compiled` here when it is imported (which
+#: ``import pgmjax`` does): a hook rather than an import, so that the graph layer imports nothing above it.
+BEFORE_PLAN: list = []
+
 
 @dataclass(frozen=True)
 class CliqueClass:
@@ -317,9 +322,8 @@ def make_plan(domain: Domain, cliques, max_bytes: float | None = None) -> Oracle
     """
     model_cliques = maximal_cliques(domain, cliques)
     size_limit.check_tree(junction_tree(domain, model_cliques), None, max_bytes)
-    from .. import programs  # imported here: programs lists jitted functions of the modules above this one
-
-    programs.bound_compiled()
+    for hook in BEFORE_PLAN:
+        hook()
     return _make_plan_cached(domain, model_cliques)
 
 

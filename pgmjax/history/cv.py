@@ -20,7 +20,7 @@ import numpy as np
 from ..data.domain import Domain
 from ..queries.measurement import Measurement
 from . import rows as rows_mod
-from .pca import _check_inputs, eigen_fit, shrink_weights
+from .pca import check_inputs, eigen_fit, shrink_weights
 
 
 class Fold(NamedTuple):
@@ -126,7 +126,7 @@ def select_alpha(
     import pandas as pd
 
     where = "select_alpha"
-    measurements, total, _ = _check_inputs(domain, measurements, total, where)
+    measurements, total, _ = check_inputs(domain, measurements, total, where)
     prior = rows_mod.check_prior(domain, prior, where)
     blocks, order = rows_mod.group_blocks(domain, measurements)
     m = order.size

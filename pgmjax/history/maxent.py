@@ -36,7 +36,7 @@ from ..graph import oracle
 from ..model.graphical_model import GraphicalModel
 from ..queries.measurement import Measurement
 from . import rows as rows_mod
-from .pca import _check_inputs
+from .pca import check_inputs
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,7 @@ def maxent(
         array([311.2297, 311.2297, 188.7703, 188.7703])
     """
     where = "maxent"
-    measurements, total, notes = _check_inputs(domain, measurements, total, where)
+    measurements, total, notes = check_inputs(domain, measurements, total, where)
     prior, joint = _split_prior(domain, prior, where)
     if (alpha is None) == (beta is None):
         raise ValueError(f"{where}: give exactly one of alpha= (beta_i = alpha n / b_i) or beta=")

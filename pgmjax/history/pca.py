@@ -125,7 +125,7 @@ class EigenQueryFit:
             >>> fit.answer({"a": np.array([1.0, 0.0])}).value.round(3)
             array([52.5])
         """
-        alpha = _check_alpha(alpha, "EigenQueryFit.answer")
+        alpha = check_alpha(alpha, "EigenQueryFit.answer")
         block = rows_mod.block_of_query(self.domain, query, "EigenQueryFit.answer")
         k, nu_q, qq = self.cross(block)
         c = k @ self.W.T  # (rows, r): coordinates of q on the eigen-queries
@@ -140,7 +140,7 @@ class EigenQueryFit:
 
     def answer_past(self, alpha: float = math.inf) -> np.ndarray:
         """Answers to the past rows themselves (in the measurements' row order), at ``alpha``."""
-        alpha = _check_alpha(alpha, "EigenQueryFit.answer_past")
+        alpha = check_alpha(alpha, "EigenQueryFit.answer_past")
         kt = self._kernel_rows()
         value = self.total * self.nu + kt @ (shrink_weights(self.lam2, alpha) * self.z)
         out = np.empty_like(value)
@@ -188,7 +188,7 @@ def kernel_pca(
         (2, array([56.]))
     """
     where = "kernel_pca"
-    measurements, total, notes = _check_inputs(domain, measurements, total, where)
+    measurements, total, notes = check_inputs(domain, measurements, total, where)
     if not (isinstance(rank_tol, (int, float)) and 0 < rank_tol < 1):
         raise ValueError(f"{where}: rank_tol must be in (0, 1), got {rank_tol!r}")
     prior = rows_mod.check_prior(domain, prior, where)
@@ -231,7 +231,8 @@ def eigen_fit(kt: np.ndarray, yt: np.ndarray, sigma: np.ndarray, rank_tol: float
     return W, W @ yt, lam2[keep]
 
 
-def _check_alpha(alpha, where: str) -> float:
+def check_alpha(alpha, where: str) -> float:
+    """``alpha`` as a positive float (``math.inf`` allowed: least squares); TypeError or ValueError naming ``where``."""
     try:
         a = float(alpha)
     except (TypeError, ValueError):
@@ -241,7 +242,7 @@ def _check_alpha(alpha, where: str) -> float:
     return a
 
 
-def _check_inputs(domain: Domain, measurements, total, where: str):
+def check_inputs(domain: Domain, measurements, total, where: str):
     """Validate domain, measurements and total; return ``(measurements, total, notes)``."""
     if not isinstance(domain, Domain):
         raise TypeError(f"{where}: domain must be a pgmjax.Domain, got {type(domain).__name__}")

@@ -27,7 +27,7 @@ import numpy as np
 from ..data.domain import Domain
 from ..queries.measurement import Measurement
 from . import rows as rows_mod
-from .pca import AnswerEstimate, _check_alpha, _check_inputs
+from .pca import AnswerEstimate, check_alpha, check_inputs
 
 
 class CGResult(NamedTuple):
@@ -238,8 +238,8 @@ def kernel_ridge(
         True
     """
     where = "kernel_ridge"
-    measurements, total, _ = _check_inputs(domain, measurements, total, where)
-    alpha = _check_alpha(alpha, where)
+    measurements, total, _ = check_inputs(domain, measurements, total, where)
+    alpha = check_alpha(alpha, where)
     if alpha == math.inf:
         raise ValueError(f"{where}: alpha must be finite (alpha = inf is least squares: use kernel_pca)")
     prior = rows_mod.check_prior(domain, prior, where)

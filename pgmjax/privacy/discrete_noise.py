@@ -49,8 +49,8 @@ __all__ = [
 ]
 
 _E1 = math.exp(-1.0)
-# Lattice noise scales are kept below 2^46 lattice units: integer noise stays exact in float64.
-_MAX_UNITS = 2.0**46
+#: Lattice noise scales are kept below 2^46 lattice units: integer noise stays exact in float64.
+MAX_UNITS = 2.0**46
 
 
 def generator(key) -> np.random.Generator:
@@ -127,7 +127,7 @@ def _laplace_rational(rng: np.random.Generator, n: int, t: int, s: int) -> np.nd
     return out
 
 
-def _rational_scale(scale: float) -> tuple[int, int]:
+def rational_scale(scale: float) -> tuple[int, int]:
     """``(t, s)`` with ``t / s > scale`` strictly, within a relative ``2^-20``: the realised epsilon
     ``Delta s / t`` is below ``Delta / scale`` even when ``scale`` itself was rounded down."""
     k = max(0, 20 - math.floor(math.log2(scale)))
@@ -154,10 +154,10 @@ def discrete_laplace(rng: np.random.Generator, shape, scale: float) -> tuple[np.
         >>> z.dtype, 2.0 < b <= 2.0 * (1 + 2**-20)
         (dtype('int64'), True)
     """
-    if not (math.isfinite(scale) and 0 < scale <= _MAX_UNITS):
+    if not (math.isfinite(scale) and 0 < scale <= MAX_UNITS):
         raise ValueError(f"discrete_laplace: scale must be in (0, 2^46], got {scale!r}")
     shape = tuple(np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
-    t, s = _rational_scale(float(scale))
+    t, s = rational_scale(float(scale))
     return _laplace_rational(rng, math.prod(shape), t, s).reshape(shape), t / s
 
 
@@ -179,7 +179,7 @@ def discrete_gaussian(rng: np.random.Generator, shape, sigma: float) -> np.ndarr
         >>> discrete_gaussian(generator(jax.random.key(0)), (2, 3), 5.0).shape
         (2, 3)
     """
-    if not (math.isfinite(sigma) and 0 < sigma <= _MAX_UNITS):
+    if not (math.isfinite(sigma) and 0 < sigma <= MAX_UNITS):
         raise ValueError(f"discrete_gaussian: sigma must be in (0, 2^46], got {sigma!r}")
     shape = tuple(np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
     n = math.prod(shape)
@@ -284,9 +284,9 @@ def lattice_noise(rng: np.random.Generator, values, *, family: str, scale: float
     if integer and gamma != 1.0:
         raise ValueError("lattice_noise: integer answers use the lattice Z (gamma = 1)")
     units = scale / gamma
-    if units > _MAX_UNITS:
+    if units > MAX_UNITS:
         raise ValueError(
-            f"the noise scale {scale:.6g} is beyond what the sampler represents exactly ({_MAX_UNITS:.3g} lattice units): "
+            f"the noise scale {scale:.6g} is beyond what the sampler represents exactly ({MAX_UNITS:.3g} lattice units): "
             "the budget is too small to release anything useful"
         )
     k = np.rint(x / gamma)

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from .discrete_noise import _MAX_UNITS, _rational_scale
+from .discrete_noise import MAX_UNITS, rational_scale
 
 __all__ = ["discrete_tail", "tail_threshold", "sum_threshold"]
 
@@ -36,8 +36,8 @@ _EXACT_SIGMA = 1e5
 
 def _laplace_log_tail(scale: float, k: int) -> float:
     """``log P[Z >= k]`` of the discrete Laplace law the sampler draws at ``scale``, ``k >= 1``: ``p^k / (1 + p)``,
-    ``p = exp(-1/b)`` with ``b`` the realised rational scale (:func:`_rational_scale`, slightly above ``scale``)."""
-    t, s = _rational_scale(float(scale))
+    ``p = exp(-1/b)`` with ``b`` the realised rational scale (:func:`rational_scale`, slightly above ``scale``)."""
+    t, s = rational_scale(float(scale))
     return -k * s / t - math.log1p(math.exp(-s / t))
 
 
@@ -90,7 +90,7 @@ def discrete_tail(family: str, scale: float, k: int) -> float:
     """
     if family not in ("laplace", "gaussian"):
         raise ValueError(f"discrete_tail: family must be 'laplace' or 'gaussian', got {family!r}")
-    if not (math.isfinite(scale) and 0 < scale <= _MAX_UNITS):
+    if not (math.isfinite(scale) and 0 < scale <= MAX_UNITS):
         raise ValueError(f"discrete_tail: scale must be in (0, 2^46], got {scale!r}")
     k = int(k)
     if k <= 0:  # symmetric law: P[Z >= k] = 1 - P[Z >= 1 - k]
@@ -126,7 +126,7 @@ def tail_threshold(family: str, scale: float, alpha: float) -> int:
     if not 0.0 < alpha < 0.5:
         raise ValueError(f"tail_threshold: alpha must lie in (0, 1/2), got {alpha!r}")
     if family == "laplace":
-        t, s = _rational_scale(float(scale))
+        t, s = rational_scale(float(scale))
         k = max(1, math.ceil(-(math.log(alpha) + math.log1p(math.exp(-s / t))) * t / s))
         while k > 1 and _laplace_log_tail(scale, k - 1) <= math.log(alpha):  # float round-off of the closed form
             k -= 1
@@ -135,7 +135,7 @@ def tail_threshold(family: str, scale: float, alpha: float) -> int:
         return k
     if family != "gaussian":
         raise ValueError(f"tail_threshold: family must be 'laplace' or 'gaussian', got {family!r}")
-    if not (math.isfinite(scale) and 0 < scale <= _MAX_UNITS):
+    if not (math.isfinite(scale) and 0 < scale <= MAX_UNITS):
         raise ValueError(f"tail_threshold: scale must be in (0, 2^46], got {scale!r}")
     if scale > _EXACT_SIGMA:
         k = max(1, math.ceil(scale * math.sqrt(2.0 * math.log(1.0 / alpha))))  # sub-Gaussian start, then adjust
@@ -173,7 +173,7 @@ def sum_threshold(family: str, scale: float, m: int, alpha: float) -> float:
     """
     if family != "laplace":
         return float(scale) * math.sqrt(2.0 * m * math.log(1.0 / alpha))
-    t, s = _rational_scale(float(scale))
+    t, s = rational_scale(float(scale))
     b = t / s
     p = math.exp(-1.0 / b)
     lam = np.linspace(1e-3, 0.999, 999) / b

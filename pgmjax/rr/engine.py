@@ -22,7 +22,7 @@ from ..data.domain import CliqueLike
 from ..fit.estimate import estimate
 from ..model.graphical_model import GraphicalModel
 from ..queries.measurement import Measurement
-from .estimators import _as_release, debiased_marginal
+from .estimators import as_release, debiased_marginal
 from .releases import Release
 
 __all__ = ["measurements", "fit"]
@@ -48,7 +48,7 @@ def measurements(release: Release, cliques: Sequence[CliqueLike]) -> list[Measur
         >>> m.y.round(6).tolist()
         [1.5, 1.5, 1.5, -1.5]
     """
-    release = _as_release(release)
+    release = as_release(release)
     cliques = [release.domain.check_clique(c, what="measurements: clique") for c in cliques]
     if not cliques:
         raise ValueError("measurements: no cliques given")
@@ -79,5 +79,5 @@ def fit(release: Release, cliques: Sequence[CliqueLike], **estimate_options) -> 
     """
     if "total" in estimate_options:
         raise ValueError("fit: total is the release's number of records (public); do not pass it")
-    release = _as_release(release)
+    release = as_release(release)
     return estimate(release.domain, measurements(release, cliques), total=release.total, **estimate_options)

@@ -93,7 +93,8 @@ class StatisticalQuery:
         object.__setattr__(self, "assignment", assignment)
 
 
-def _as_release(release) -> Release:
+def as_release(release) -> Release:
+    """``release`` itself when it is a :class:`Release`; a TypeError that says how to wrap a released Dataset otherwise."""
     if not isinstance(release, Release):
         raise TypeError(f"expected a pgmjax.rr.Release (the released table and its law), got {type(release).__name__}; "
                         "wrap a released Dataset with pgmjax.rr.Release.of(data, epsilon, per_attribute)")
@@ -193,7 +194,7 @@ def proper_interval(release: Release, query) -> tuple[np.ndarray, np.ndarray]:
         >>> [x.tolist() for x in proper_interval(rel, {"a": Q.Value(1)})]
         [[0.0], [3.0]]
     """
-    release = _as_release(release)
+    release = as_release(release)
     kind, query = _query_form(query, "proper_interval", release.domain)
     lo, hi, _ = _bounds(kind, release.channel, query, len(release.data))
     return lo, hi
@@ -225,7 +226,7 @@ def answer(release: Release, query, *, normalize: bool = False, proper: str | No
         1.0
     """
     where = "pgmjax.rr.answer"
-    release = _as_release(release)
+    release = as_release(release)
     normalize = _bool(normalize, "normalize", where)
     return_variance = _bool(return_variance, "return_variance", where)
     if proper not in _PROPER:
@@ -282,7 +283,7 @@ def exact_variance(data: Dataset, release: Release, query, *, normalize: bool = 
         0.666666666667
     """
     where = "pgmjax.rr.exact_variance"
-    release = _as_release(release)
+    release = as_release(release)
     if not isinstance(data, Dataset) or data.domain != release.domain or len(data) != len(release.data):
         raise ValueError(f"{where}: data must be the private Dataset of the release (same domain and number of records)")
     kind, query = _query_form(query, where, release.domain)
@@ -318,7 +319,7 @@ def debiased_marginal(release: Release, clique: CliqueLike) -> tuple[np.ndarray,
         >>> x.round(6).tolist(), v.round(6).tolist()
         ([[1.5, 1.5], [1.5, -1.5]], [[4.75, 4.75], [4.75, 3.75]])
     """
-    release = _as_release(release)
+    release = as_release(release)
     clique = release.domain.check_clique(clique, what="debiased_marginal: clique")
     xhat = release.marginal(clique)
     plug = np.maximum(xhat, 0.0)

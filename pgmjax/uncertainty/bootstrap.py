@@ -151,7 +151,9 @@ def _take(problem: estimation.Problem, idx: np.ndarray) -> estimation.Problem:
 
 
 @jit(static_argnums=0)
-def _values(tplan, plan, theta, matrices, totals):
+def target_values(tplan, plan, theta, matrices, totals):
+    """The targets' values (compiled plan ``tplan``) under each of a batch of potentials ``theta`` (leading axis)
+    with their ``totals``: one marginal-oracle pass per member, under ``jax.vmap``."""
     def one(th, n):
         return evaluate(tplan, plan, oracle.marginals(plan, th, n)[0], matrices, n)
 
@@ -297,7 +299,7 @@ def refit(
         return params, (np.asarray(state.best_step, np.float64) if keep else st)
 
     def read(prob, th):
-        return tuple(np.asarray(v, np.float64) for v in _values(tplan, plan, th, jm, prob.total))
+        return tuple(np.asarray(v, np.float64) for v in target_values(tplan, plan, th, jm, prob.total))
 
     theta, step = run(problem, theta, iters, step)
     done, converged, change = iters, check == 0, 0.0
@@ -344,7 +346,7 @@ def _refit_qp(model, measurements, ys, problem, tplan, jm, tol, start0) -> Repli
             RuntimeWarning,
             stacklevel=3,
         )
-    values = tuple(np.asarray(v, np.float64) for v in _values(tplan, plan, theta, jm, problem.total))
+    values = tuple(np.asarray(v, np.float64) for v in target_values(tplan, plan, theta, jm, problem.total))
     totals = np.asarray(problem.total, np.float64)
     return Replicates(values, int(its.max()), converged, 0.0, time.perf_counter() - start0, theta, totals,
                       np.ones_like(totals), resid)

@@ -20,7 +20,7 @@ from ..bayes.intervals import Interval  # the one interval type (the lower layer
 from ..model.graphical_model import GraphicalModel
 from ..queries.measurement import Measurement, validate_measurements
 from . import qp as qp_mod
-from .bootstrap import _values, refit, renoise
+from .bootstrap import refit, renoise, target_values
 from .linear import linearize_all
 from .targets import estimable_attrs, resolve_targets
 
@@ -218,7 +218,7 @@ def _point_values(model: GraphicalModel, targets) -> list[np.ndarray]:
     dt = model.dtype
     jm = tuple(tuple(None if q is None else jax.numpy.asarray(q, dt) for q in ms) for ms in mats)
     theta = {k: v[None] for k, v in model.theta.items()}
-    out = _values(tplan, model.plan, theta, jm, jax.numpy.asarray([model.total], dt))
+    out = target_values(tplan, model.plan, theta, jm, jax.numpy.asarray([model.total], dt))
     return [np.asarray(v[0], np.float64) for v in out]
 
 

@@ -98,7 +98,7 @@ def _expand(plan, measured, theta_hat, deltas):
     return blocks
 
 
-def _predict(plan, mu, clique, query):
+def predict_measurement(plan, mu, clique, query):
     """``Q mu_C`` of one measurement (on ``clique``, a :class:`~pgmjax.queries.linear.LinearQuery`) from
     oracle blocks (JAX)."""
     j, host, _ = _host_layout(plan, clique)
@@ -238,7 +238,7 @@ def _weights_impl(static, plan, theta_hat, queries, inv_std, jmats, total0):
 
     def f(x):
         mu, _ = model_at(x)
-        return jnp.concatenate([_predict(plan, mu, c, q) for (c, _), q in zip(desc, queries)]) * inv_std
+        return jnp.concatenate([predict_measurement(plan, mu, c, q) for (c, _), q in zip(desc, queries)]) * inv_std
 
     def g(x):
         mu, total = model_at(x)

@@ -19,7 +19,7 @@ from ..compiler import jit
 from ..model.graphical_model import GraphicalModel
 from ..queries.measurement import Measurement
 from .bootstrap import draw_answers, refit
-from .linear import _predict, linearize_batch
+from .linear import linearize_batch, predict_measurement
 
 __all__ = ["draw_answers", "predictions_batch", "Coverage", "simulate_coverage", "tree_dataset"]
 
@@ -30,7 +30,7 @@ def _predict_batch(desc, plan, theta, queries, totals):
 
     def one(th, n):
         mu = oracle.marginals(plan, th, n)[0]
-        return tuple(_predict(plan, mu, c, q) for (c, _), q in zip(desc, queries))
+        return tuple(predict_measurement(plan, mu, c, q) for (c, _), q in zip(desc, queries))
 
     return jax.vmap(one)(theta, totals)
 

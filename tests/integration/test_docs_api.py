@@ -2,9 +2,8 @@
 
 Every name of ``pgmjax.__all__``, of every module it exports and of every sub-package with an ``__all__``
 (plus ``pgmjax.kernels`` and the mechanisms' ``registry``) must have an entry in the pages under ``docs/``:
-a ``::: identifier`` block (mkdocstrings) naming it or the same object under another public path, or, for
-``pgmjax.kernels`` (written from its docstrings), its heading. After adding a public name, run
-``python docs/gen_api.py``.
+a ``::: identifier`` block (mkdocstrings) naming it or the same object under another public path. After
+adding a public name, run ``python docs/gen_api.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ def _identifiers() -> set[str]:
     for page in DOCS.rglob("*.md"):
         text = page.read_text(encoding="utf-8")
         found.update(re.findall(r"^::: ([\w.]+)", text, flags=re.M))
-        found.update(re.findall(r"^## `(pgmjax\.kernels\.\w+)`", text, flags=re.M))
     return found
 
 

@@ -1,8 +1,8 @@
 """Log-space contraction primitives used by the pgmjax marginal oracle.
 
-Installed as ``pgmjax.kernels``. Every primitive here has a plain reference
-version in :mod:`pgmjax.kernels.reference` (NumPy, float64, no tricks) that
-the tests compare against; an accelerator-specific kernel (Pallas, Triton)
+Every primitive here has a plain reference version in
+:mod:`pgmjax.kernels.reference` (NumPy, float64, no tricks) that the tests
+compare against; an accelerator-specific kernel (Pallas, Triton)
 can replace an entry here as long as it matches its reference.
 
 Primitives:
