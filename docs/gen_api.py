@@ -12,6 +12,7 @@ link to it. ``tests/integration/test_docs_api.py`` checks that the committed pag
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 import sys
 import types
@@ -144,6 +145,12 @@ def index_page(mods: dict[str, types.ModuleType]) -> str:
         owner = claimed[id(obj)]
         if owner != f"pgmjax.{name}":
             lines += [f"## `pgmjax.{name}`", "", f"The same object as [`{owner}`][{owner}].", ""]
+            continue
+        if importlib.util.find_spec(f"pgmjax.{name}") is not None:
+            # A name that is also a sub-package's (pj.fit, the function; pgmjax.fit, the package): the
+            # documentation tool reads the package there, so the object is documented at its definition.
+            lines += [f"## `pgmjax.{name}`", "", f"::: {obj.__module__}.{obj.__qualname__}",
+                      "    options:\n      show_root_heading: false", ""]
             continue
         lines += [f"::: pgmjax.{name}", ""]
     return "\n".join(lines)

@@ -26,12 +26,16 @@ from .privacy.noisy_marginals import noisy_marginals
 from .programs import fast_compile, release_compiled
 from .queries.measurement import Measurement, estimate_total
 from .queries.workload import Workload
+from .fit.estimator import Estimator
+from .fit.pure import fit  # the function: ``pj.fit``, where the subpackage is ``pgmjax.fit`` only to imports
 
 __all__ = [
     "Domain",
     "Dataset",
     "Measurement",
     "estimate",
+    "fit",
+    "Estimator",
     "estimate_batch",
     "BatchedMeasurement",
     "BatchedModel",

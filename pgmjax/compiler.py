@@ -280,6 +280,7 @@ class Program:
         self._cpu_options = {False: options_for("cpu", engine, False, self._user)}
         self.cpu = self._compile(self._cpu_options[False])
         self._elsewhere: dict = {}  # platform -> jitted function, made on its first call there
+        self._nested = None  # the plain jitted function, for calls inside another transformation
         functools.update_wrapper(self, fun)
 
     def _compile(self, options: dict):
@@ -305,6 +306,12 @@ class Program:
         return self.on(backend())
 
     def __call__(self, *args, **kwargs):
+        if _traced(args, kwargs):
+            # Called inside another transformation (a model's answers under a user's jit, vmap or grad): XLA
+            # takes compiler options on the outermost program only, so this one is a plain nested jit.
+            if self._nested is None:
+                self._nested = jax.jit(self._fun, **self._jit_kwargs)
+            return self._nested(*args, **kwargs)
         return self.program(*args, **kwargs)(*args, **kwargs)
 
     def __get__(self, obj, objtype=None):
@@ -321,7 +328,7 @@ class Program:
         return self.program(*args, **kwargs).eval_shape(*args, **kwargs)
 
     def _programs(self) -> list:
-        return [self.cpu, *self._elsewhere.values()]
+        return [self.cpu, *self._elsewhere.values(), *([self._nested] if self._nested is not None else [])]
 
     def _cache_size(self) -> int:
         return sum(p._cache_size() for p in self._programs())
@@ -370,6 +377,11 @@ class BySize(Program):
 
     def _programs(self) -> list:
         return [self.small, *super()._programs()]
+
+
+def _traced(args, kwargs) -> bool:
+    """Whether any argument is abstract: the call is inside another JAX transformation."""
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((args, kwargs)))
 
 
 def _full_precision(fun):

@@ -198,9 +198,8 @@ class Batched:
         if type(self.estimator) is estimation.MirrorDescent:
             return _advance_mirror_descent(self.estimator, problem, state, num_steps)
         state = jax.lax.fori_loop(0, num_steps, lambda _, s: self.step(problem, s), state)
-        if hasattr(self.estimator, "tidy"):  # L-BFGS forms its best iterate's potentials once per chunk
-            state = jax.vmap(self.estimator.tidy, in_axes=(batch_axes(problem), 0))(problem, state)
-        return state
+        # L-BFGS forms its best iterate's potentials once per chunk (the others' tidy is the identity)
+        return jax.vmap(self.estimator.tidy, in_axes=(batch_axes(problem), 0))(problem, state)
 
 
 def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Problem, state, num_steps):
@@ -231,7 +230,7 @@ def _vmapped_started(estimator: Batched, state, step_size):
 def _start(estimator: Batched, problem, theta, step_size):
     """The initial batched state, as :func:`pgmjax.fit.estimation.run` starts: where the estimator has
     ``start``, by one iteration of the compiled chunk program (no init program with an oracle of its own)."""
-    if hasattr(estimator.estimator, "start"):
+    if estimator.estimator.starts_by_a_step:
         state = _vmapped_start(estimator, problem, theta, step_size)
         state = _advance(estimator, problem, state, to_device(1, np.int32))
         return _vmapped_started(estimator, state, step_size)
@@ -239,8 +238,7 @@ def _start(estimator: Batched, problem, theta, step_size):
 
 
 def _best_loss(estimator: Batched, state):
-    inner = estimator.estimator
-    return inner.best_loss(state) if hasattr(inner, "best_loss") else state.loss
+    return estimator.estimator.best_loss(state)
 
 
 #: Cells of potentials per vectorised group that :func:`auto_group` aims at on a CPU.

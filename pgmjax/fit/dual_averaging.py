@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from ..graph.gauge import canonical
+from .estimator import Estimator
 from .problem import Problem
 from .tree_math import all_finite, axpy, tree_map
 
@@ -34,7 +35,7 @@ class DualAveragingState(NamedTuple):
 
 
 @dataclass(frozen=True)
-class DualAveraging:
+class DualAveraging(Estimator):
     """Accelerated dual averaging (ICML 2019, Algorithm 2; Xiao 2010; Nesterov 2005).
 
     With ``c = 2 / (t + 1)``: ``u = (1 - c) w + c v``; ``gbar = (1 - c) gbar +

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import estimation, losses
+from .estimator import Estimator
 from ..graph import oracle
 from ..compiler import to_device
 from ..data.domain import Domain
@@ -81,40 +82,8 @@ def estimate(
         array([60., 40.])
     """
     # ---- validation (before anything is compiled)
-    if not isinstance(domain, Domain):
-        raise TypeError(f"estimate: domain must be a pgmjax.Domain, got {type(domain).__name__}")
-    measurements = list(measurements)
-    validate_measurements(domain, measurements)
-    engine = None
-    if isinstance(method, estimation.MirrorDescent):  # a configured mirror descent: the method's settings
-        engine, method = method, "mirror_descent"
-    if not isinstance(method, str) or method not in estimation.METHODS:
-        raise ValueError(f"estimate: unknown method {method!r}; expected one of {sorted(estimation.METHODS)}")
-    if not (callable(loss) or loss in ("l2", "l1")):
-        raise ValueError(f"estimate: loss must be 'l2', 'l1' or a callable, got {loss!r}")
-    if not isinstance(iters, (int, np.integer)) or iters < 0:
-        raise ValueError(f"estimate: iters must be a non-negative integer, got {iters!r}")
-    if method == "dual_averaging" and loss != "l2":
-        raise ValueError("estimate: dual_averaging needs the smooth 'l2' loss (its step sizes come from the Lipschitz constant)")
-    dtype = jnp.dtype(dtype or jnp.float32)
-    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
-        raise ValueError('estimate: float64 needs jax.config.update("jax_enable_x64", True) before any computation')
-    if dtype not in (jnp.float32, jnp.float64):
-        raise ValueError(f"estimate: dtype must be float32 or float64, got {dtype}")
-    extra = [domain.check_clique(c, what="clique") for c in cliques]
-    if warm_start is not None:
-        if not isinstance(warm_start, GraphicalModel):
-            raise TypeError(f"estimate: warm_start must be a GraphicalModel, got {type(warm_start).__name__}")
-        if warm_start.domain != domain:
-            raise ValueError(f"estimate: warm_start has domain {warm_start.domain}, expected {domain}")
-        # Its one-attribute cliques are not imposed: an attribute the new fit does not measure stays a
-        # free singleton (a padded table, see oracle.make_plan); its potentials are loaded all the same.
-        extra += [c for c in warm_start.cliques if len(c) > 1]
-    model_cliques = [m.clique for m in measurements] + extra
-    if not model_cliques:
-        raise ValueError("estimate: no measurements and no cliques: nothing to fit")
-    if not measurements and not callable(loss):
-        raise ValueError("estimate: no measurements; give measurements or a callable loss")
+    measurements, engine, method, dtype, model_cliques = check_inputs(
+        domain, measurements, method, iters, loss, dtype, cliques, warm_start, what="estimate")
     if total is None:
         if measurements and any(True for _ in measurements):
             try:
@@ -165,7 +134,7 @@ def estimate(
 
     try:
         params, state, history = estimation.run(
-            engine if engine is not None else estimation.estimator(method, problem),
+            engine,
             problem,
             theta,
             int(iters),
@@ -190,10 +159,60 @@ def estimate(
         loss, step = float(estimation._model_loss(problem, params)), None
     # The model's answers are a function of its potentials and total alone, computed by its own program
     # (pgmjax.model.graphical_model): the same whether it was just fitted, saved and loaded, or a member of a batch.
-    model = GraphicalModel(plan, params, total, history)
+    model = GraphicalModel(plan, params, total, history, loss=loss, step_size=step)
     _check_fitted(plan, params, lambda: model._marginal_blocks, total, loss)
-    model.loss, model.step_size = loss, step
     return model
+
+
+def resolve_method(method, what: str = "estimate") -> tuple[Estimator, str]:
+    """``(estimator, name)`` for ``method``: a name in :data:`~pgmjax.fit.estimation.METHODS` (default settings)
+    or an :class:`~pgmjax.fit.estimator.Estimator` instance (its name the built-in one's, else its class name)."""
+    if isinstance(method, Estimator):
+        names = {cls: name for name, cls in estimation.METHODS.items()}
+        return method, names.get(type(method), type(method).__name__)
+    if not isinstance(method, str) or method not in estimation.METHODS:
+        raise ValueError(f"{what}: unknown method {method!r}; expected one of {sorted(estimation.METHODS)} "
+                         "or a pgmjax.Estimator instance")
+    return estimation.METHODS[method](), method
+
+
+def check_inputs(domain, measurements, method, iters, loss, dtype, cliques, warm_start, what: str):
+    """The checks of a fit's inputs, before anything is compiled (:func:`estimate` and :func:`pgmjax.fit`).
+
+    Returns:
+        ``(measurements, estimator, method name, dtype, model cliques)``.
+    """
+    if not isinstance(domain, Domain):
+        raise TypeError(f"{what}: domain must be a pgmjax.Domain, got {type(domain).__name__}")
+    measurements = list(measurements)
+    validate_measurements(domain, measurements)
+    engine, method = resolve_method(method, what)
+    if not (callable(loss) or loss in ("l2", "l1")):
+        raise ValueError(f"{what}: loss must be 'l2', 'l1' or a callable, got {loss!r}")
+    if isinstance(iters, bool) or not isinstance(iters, (int, np.integer)) or iters < 0:
+        raise ValueError(f"{what}: iters must be a non-negative integer, got {iters!r}")
+    if method == "dual_averaging" and loss != "l2":
+        raise ValueError(f"{what}: dual_averaging needs the smooth 'l2' loss (its step sizes come from the Lipschitz constant)")
+    dtype = jnp.dtype(dtype or jnp.float32)
+    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+        raise ValueError(f'{what}: float64 needs jax.config.update("jax_enable_x64", True) before any computation')
+    if dtype not in (jnp.float32, jnp.float64):
+        raise ValueError(f"{what}: dtype must be float32 or float64, got {dtype}")
+    extra = [domain.check_clique(c, what="clique") for c in cliques]
+    if warm_start is not None:
+        if not isinstance(warm_start, GraphicalModel):
+            raise TypeError(f"{what}: warm_start must be a GraphicalModel, got {type(warm_start).__name__}")
+        if warm_start.domain != domain:
+            raise ValueError(f"{what}: warm_start has domain {warm_start.domain}, expected {domain}")
+        # Its one-attribute cliques are not imposed: an attribute the new fit does not measure stays a
+        # free singleton (a padded table, see oracle.make_plan); its potentials are loaded all the same.
+        extra += [c for c in warm_start.cliques if len(c) > 1]
+    model_cliques = [m.clique for m in measurements] + extra
+    if not model_cliques:
+        raise ValueError(f"{what}: no measurements and no cliques: nothing to fit")
+    if not measurements and not callable(loss):
+        raise ValueError(f"{what}: no measurements; give measurements or a callable loss")
+    return measurements, engine, method, dtype, model_cliques
 
 
 def _finish_with_mirror_descent(problem, params, history, iters, step_size, chunk, tol, callback):

@@ -27,6 +27,7 @@ import numpy as np
 from ..compiler import jit, to_device
 from ..graph.oracle_plan import suits_loop_emitters
 from .dual_averaging import DualAveraging, DualAveragingState
+from .estimator import Estimator
 from .lbfgs import LBFGS, LBFGSState
 from .mirror_descent import MirrorDescent, MirrorDescentState
 from .problem import Problem
@@ -36,6 +37,7 @@ __all__ = [
     "METHODS",
     "DualAveraging",
     "DualAveragingState",
+    "Estimator",
     "LBFGSState",
     "MirrorDescent",
     "MirrorDescentState",
@@ -59,18 +61,20 @@ def _init(estimator, problem, theta, step_size):
     return estimator.init(problem, theta, step_size)
 
 
+def advance(estimator: Estimator, problem: Problem, state, num_steps):
+    """``num_steps`` iterations and the estimator's tidying (traced: :func:`_chunk` compiles it; :func:`pgmjax.fit`
+    runs it inside its own trace)."""
+    return estimator.tidy(problem, estimator.steps(problem, state, num_steps))
+
+
 @jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
 def _chunk(estimator, problem, state, num_steps):
-    if hasattr(estimator, "steps"):  # mirror descent: one loop over line-search trials
-        state = estimator.steps(problem, state, num_steps)
-    else:
-        state = jax.lax.fori_loop(0, num_steps, lambda _, st: estimator.step(problem, st), state)
-    return estimator.tidy(problem, state) if hasattr(estimator, "tidy") else state
+    return advance(estimator, problem, state, num_steps)
 
 
 def _start(estimator, problem, theta, step_size):
     """The initial state: by one step of the compiled chunk where the estimator allows (no program of its own)."""
-    if hasattr(estimator, "start"):
+    if estimator.starts_by_a_step:
         state = _chunk(estimator, problem, estimator.start(problem, theta, step_size), to_device(1, np.int32))
         return estimator.started(state, step_size)
     return _init(estimator, problem, theta, step_size)
@@ -111,7 +115,7 @@ def run(
     it stalled; its idle steps count no iteration.
 
     Args:
-        estimator: a MirrorDescent, DualAveraging or LBFGS instance.
+        estimator: an :class:`~pgmjax.fit.estimator.Estimator` (MirrorDescent, DualAveraging, LBFGS or one's own).
         problem: the :class:`Problem`.
         theta: initial potentials (oracle blocks).
         iters: maximum number of iterations.
@@ -146,7 +150,8 @@ def run(
             f"the starting model's loss is {prev}: the starting potentials (warm start) or the measurements "
             "hold values the loss cannot be evaluated at"
         )
-    stoppable = hasattr(estimator, "stalled") and not l1
+    # an estimator that can stall (one that defines stalled: L-BFGS) ends the run after the chunk it stalled in
+    stoppable = type(estimator).stalled is not Estimator.stalled and not l1
     while done < iters:
         n = min(chunk, iters - done)
         started = int(state.iteration) if stoppable else 0

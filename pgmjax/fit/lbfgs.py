@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .estimator import Estimator
 from .problem import Problem
 from .tree_math import all_finite, tree_map
 
@@ -30,7 +31,7 @@ class LBFGSState(NamedTuple):
 
 
 @dataclass(frozen=True)
-class LBFGS:
+class LBFGS(Estimator):
     """L-BFGS on the measured cliques' tables: minimise ``L(M(theta_0 + P^T delta))`` by autodiff through
     the oracle.
 
@@ -80,6 +81,8 @@ class LBFGS:
 
     memory_size: int = 20
     patience: int = 10
+
+    differentiable = False  # (not a field) its zoom line search decides by comparisons: no derivative through it
 
     @staticmethod
     def params(state: LBFGSState) -> dict:

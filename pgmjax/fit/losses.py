@@ -93,8 +93,8 @@ def _pad(a: np.ndarray, extra: int) -> np.ndarray:
     return np.concatenate([a, np.repeat(a[:1], extra, axis=0)])
 
 
-def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dtype) -> MeasurementArrays:
-    """Group and stack measurements for a model with oracle plan ``plan``."""
+def _stack_on_host(plan: OraclePlan, measurements: Sequence[Measurement]) -> tuple[list, list]:
+    """The measurements grouped and stacked on the host: ``(arrays, groups)``, NumPy arrays per group."""
     groups, arrays, measurements = _pair_groups(plan, measurements)
     by_sig: dict[tuple, list[tuple[Measurement, int, int]]] = {}
     for m in measurements:
@@ -151,9 +151,37 @@ def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dt
             group = jax.tree_util.tree_map(spread, {k: v for k, v in group.items() if k not in ("level", "slot")})
         arrays.append(group)
         groups.append(_Group(key, host_shape, sum_axes, perm, kind, rows, count, dense, stacked=cells if dense else count))
-    arrays, groups = _merge_marginals(arrays, groups)
+    return _merge_marginals(arrays, groups)
+
+
+def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dtype) -> MeasurementArrays:
+    """Group and stack measurements for a model with oracle plan ``plan`` (their answers on the host)."""
+    arrays, groups = _stack_on_host(plan, measurements)
     arrays = jax.tree_util.tree_map(lambda a: to_device(a) if a.dtype.kind == "i" else to_device(a, dtype), arrays)
     return MeasurementArrays(arrays, groups)
+
+
+def stack_measurements_traced(plan: OraclePlan, measurements: Sequence[Measurement], dtype) -> MeasurementArrays:
+    """:func:`stack_measurements` with the answers placed by JAX ops: for answers that may be abstract (inside
+    ``jit``, ``vmap`` or ``grad``), differentiable in them.
+
+    Stacking only places answers (reorders, pads, spreads into blocks), never computes with them: the
+    layout is found on the host from each answer's position (1, 2, ... over the stacked answers, 0 for
+    padding) and the answers are gathered into it, so the arrays equal :func:`stack_measurements`'.
+    """
+    index, placeholders = 1, []
+    for m in measurements:
+        ids = np.arange(index, index + m.rows, dtype=np.float64)  # exact: float64 holds integers to 2^53
+        placeholders.append(Measurement(m.clique, ids, stddev=m.stddev, query=m.linear, noise=m.noise))
+        index += m.rows
+    arrays, groups = _stack_on_host(plan, placeholders)
+    answers = jnp.concatenate([jnp.zeros(1, dtype)] + [jnp.asarray(m.y, dtype).reshape(-1) for m in measurements])
+    placed = []
+    for group in arrays:
+        out = jax.tree_util.tree_map(lambda a: to_device(a) if a.dtype.kind == "i" else to_device(a, dtype), group)
+        out["y"] = answers[np.rint(group["y"]).astype(np.int64)]
+        placed.append(out)
+    return MeasurementArrays(tuple(placed) if isinstance(arrays, tuple) else placed, groups)
 
 
 def _pair_groups(plan: OraclePlan, measurements: Sequence[Measurement]) -> tuple[list, list, list]:

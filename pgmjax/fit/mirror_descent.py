@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compiler import to_device, zeros_like
+from .estimator import Estimator
 from .problem import Problem, row_tops
 from .tree_math import tree_map, vdot
 
@@ -47,7 +48,7 @@ class MirrorDescentState(NamedTuple):
 
 
 @dataclass(frozen=True)
-class MirrorDescent:
+class MirrorDescent(Estimator):
     """Entropic mirror descent with a backtracking (Armijo) line search and restarted momentum.
 
     ``theta <- theta - eta * grad L(mu) + beta * (theta - theta_prev)``, ``mu <- M(theta)`` (ICML 2019,
@@ -105,6 +106,9 @@ class MirrorDescent:
     momentum: float = 0.99
     max_backtracks: int = 30
     rounding: float = 16.0
+
+    starts_by_a_step = True  # (not a field) run starts with start(), one step of the chunk, started()
+    differentiable = False  # (not a field) its Armijo line search decides by comparisons: no derivative through it
 
     def __post_init__(self):
         if not 0.0 <= self.momentum < 1.0:

@@ -253,14 +253,12 @@ def maxent(
     gap, value = float(gap), float(value)
     if not (np.all(np.isfinite(w)) and math.isfinite(gap) and math.isfinite(value)):
         raise FloatingPointError(f"{where}: the dual ascent diverged (non-finite weights or gap); is alpha huge on inconsistent answers?")
-    model = GraphicalModel(plan, theta, total)
-    model.info = {
+    return GraphicalModel(plan, theta, total, info={
         "w": w, "beta": box, "residual": r, "gap": gap, "dual_value": value, "primal_value": value + gap,
         "violation": float(violation), "solver": solver, "active": np.flatnonzero(np.isclose(np.abs(w), box, rtol=1e-9, atol=0) & (box > 0)),
         "iterations": iterations, "warnings": notes,
         "converged": bool(gap <= tol * max(1.0, abs(value)) and float(violation) <= tol),
-    }
-    return model
+    })
 
 
 def _log(p: np.ndarray) -> np.ndarray:

@@ -291,9 +291,7 @@ def decompress_model(model: GraphicalModel, mapping: Mapping[str, np.ndarray], d
             tables[(a,)] = tables.get((a,), 0.0) - np.log(k)
     plan = make_plan(domain, model.cliques)
     theta = plan.from_tables(tables, model.dtype)
-    out = GraphicalModel(plan, theta, model.total, model.history)
-    out.loss = model.loss
-    return out
+    return GraphicalModel(plan, theta, model.total, model.history, loss=model.loss)
 
 
 def _discrepancy_stop(level: float, user_callback=None) -> Callable[[dict], bool]:

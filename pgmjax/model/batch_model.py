@@ -71,11 +71,9 @@ class BatchedModel(ModelStructure):
             if self._host_theta is None:
                 self._host_theta = {k: np.asarray(v) for k, v in self.theta.items()}
             theta = {k: to_device(v[i]) for k, v in self._host_theta.items()}
-            model = GraphicalModel(self.plan, theta, self.total[i], history)
-            if self.losses is not None:
-                model.loss = float(self.losses[i])
-            if self.step_sizes is not None:
-                model.step_size = float(self.step_sizes[i])
+            model = GraphicalModel(self.plan, theta, self.total[i], history,
+                                   loss=None if self.losses is None else float(self.losses[i]),
+                                   step_size=None if self.step_sizes is None else float(self.step_sizes[i]))
             self._members[i] = model
         return self._members[i]
 

@@ -47,6 +47,7 @@ class ModelStructure:
         return jax.tree_util.tree_leaves(self.theta)[0].dtype
 
 
+@jax.tree_util.register_pytree_node_class
 class GraphicalModel(ModelStructure):
     """The distribution ``p(x) ∝ exp(sum_c theta_c(x_c))`` scaled to ``total`` records.
 
@@ -54,6 +55,15 @@ class GraphicalModel(ModelStructure):
         plan: the oracle plan (junction tree and layout).
         theta: log-potentials in the oracle's block layout.
         total: the number of records the model stands for.
+        history: the fit's per-chunk log (host only).
+        loss: the estimator's final loss, where fitted.
+        step_size: mirror descent's last step (a warm start continues from it).
+        info: an estimator's diagnostics (host only), e.g. :func:`pgmjax.history.maxent.maxent`'s.
+
+    The model is an immutable value and a JAX pytree (leaves: ``theta``, ``total``, ``loss``, ``step_size``;
+    static: the plan): it passes through ``jax.jit``, ``jax.vmap`` and ``jax.grad``, where its answers are
+    traced arrays (:attr:`traced`), and a batch of models is one model whose leaves have a leading axis
+    (``jax.vmap`` of :func:`pgmjax.fit`). :meth:`replace` gives a changed copy.
 
     Every answer is a function of ``theta`` and ``total`` alone: the clique marginals come from one
     compiled program (the marginal oracle) on first use, whether the model was just fitted, loaded from
@@ -68,17 +78,60 @@ class GraphicalModel(ModelStructure):
         >>> model.marginal(("sex", "income")).sum() == model.total  # doctest: +SKIP
     """
 
-    def __init__(self, plan: oracle.OraclePlan, theta: dict, total: float, history=None):
-        self.plan = plan
-        self.theta = theta
-        self.total = float(total)
-        self.history = history or []
-        self.loss: float | None = None  # the estimator's final loss, when fitted by estimate()
-        self.step_size: float | None = None  # mirror descent's last step, where a warm start can reuse it
-        self._blocks = None  # the clique marginals of ``theta`` in oracle blocks, computed on first use
-        self._checked: tuple | None = None  # (theta, total, marginals) last found consistent by check()
-        self._host_blocks: dict = {}  # host copies of marginal blocks, as marginal() reads them
+    def __init__(self, plan: oracle.OraclePlan, theta: dict, total, history=None, *, loss=None, step_size=None,
+                 info: dict | None = None):
+        put = object.__setattr__  # the model is immutable once built (see __setattr__)
+        put(self, "plan", plan)
+        put(self, "theta", theta)
+        put(self, "total", _host_scalar(total))
+        put(self, "history", list(history or []))
+        put(self, "loss", _host_scalar(loss))  # the estimator's final loss, when fitted
+        put(self, "step_size", _host_scalar(step_size))  # mirror descent's last step, for warm starts
+        put(self, "info", info)  # an estimator's diagnostics on the host (pgmjax.history's dual ascent), or None
+        put(self, "_blocks", None)  # the clique marginals of ``theta`` in oracle blocks, computed on first use
+        put(self, "_checked", None)  # (theta, total, marginals) last found consistent by check()
+        put(self, "_host_blocks", {})  # host copies of marginal blocks, as marginal() reads them
 
+    def __setattr__(self, name, value):
+        raise AttributeError(f"GraphicalModel is immutable: cannot set {name!r}; model.replace({name}=...) gives a new model")
+
+    def replace(self, **changes) -> "GraphicalModel":
+        """A new model with some of ``plan``, ``theta``, ``total``, ``history``, ``loss``, ``step_size``, ``info``
+        replaced.
+
+        Example:
+            >>> dom = pj.Domain({"a": 2})
+            >>> plan = pj.graph.oracle.make_plan(dom, [("a",)])
+            >>> pj.GraphicalModel(plan, plan.zeros(), 10.0).replace(total=30.0).marginal("a")
+            array([15., 15.])
+        """
+        fields = {"plan": self.plan, "theta": self.theta, "total": self.total, "history": self.history,
+                  "loss": self.loss, "step_size": self.step_size, "info": self.info}
+        unknown = sorted(set(changes) - set(fields))
+        if unknown:
+            raise TypeError(f"GraphicalModel.replace: unknown field(s) {unknown}; expected some of {sorted(fields)}")
+        fields.update(changes)
+        plan, theta, total = fields.pop("plan"), fields.pop("theta"), fields.pop("total")
+        return GraphicalModel(plan, theta, total, fields.pop("history"), **fields)
+
+    # A pytree: the numbers (potentials, total, loss, step size) are its leaves, the plan (hashed by value) its
+    # static structure, so a model passes through jit, vmap and grad and a batch of models is one model whose
+    # leaves have a leading axis. The fit's per-chunk log (history) and diagnostics (info) stay on the host
+    # and are not carried.
+    def tree_flatten(self):
+        return (self.theta, self.total, self.loss, self.step_size), self.plan
+
+    @classmethod
+    def tree_unflatten(cls, plan, leaves):
+        theta, total, loss, step_size = leaves
+        return cls(plan, theta, total, loss=loss, step_size=step_size)
+
+    @property
+    def traced(self) -> bool:
+        """Whether the model's numbers are abstract (inside ``jit``, ``vmap`` or ``grad``): its answers are then
+        traced JAX arrays computed by the marginal oracle, and host-only methods (sampling, saving, summary)
+        refuse."""
+        return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((self.theta, self.total)))
 
     @functools.cached_property
     def potentials(self) -> dict[Clique, np.ndarray]:
@@ -93,7 +146,7 @@ class GraphicalModel(ModelStructure):
     @property
     def _marginal_blocks(self) -> dict:
         if self._blocks is None:
-            self._blocks = _marginals_jit(self.plan, self.theta, to_device(self.total, self.dtype))[0]
+            object.__setattr__(self, "_blocks", _marginals_jit(self.plan, self.theta, to_device(self.total, self.dtype))[0])
         return self._blocks
 
     @functools.cached_property
@@ -191,12 +244,15 @@ class GraphicalModel(ModelStructure):
 
     def answers(self, queries: Sequence[Mapping[str, object]]) -> list[np.ndarray]:
         """Answer several factored queries (see :meth:`answer`): on the host in float64 where a query's tables
-        hold at most :data:`HOST_MARGINAL_CELLS` cells (nothing compiled), the others in one compiled program."""
+        hold at most :data:`HOST_MARGINAL_CELLS` cells (nothing compiled), the others in one compiled program;
+        inside a JAX transformation (:attr:`traced`), all of them traced, as JAX arrays of the model's dtype."""
         plans, mats = [], []
         for q in queries:
             attrs, matrices = queries_mod.resolve(self.domain, q)
             plans.append(inference.plan_query(self.junction_tree, attrs, tuple(m is None for m in matrices)))
             mats.append(matrices)
+        if self.traced:  # inside jit / vmap / grad: the compiled path, traced, answers as JAX arrays
+            return list(inference.answer_many(tuple(plans), self._device_marginals, tuple(mats), self.total))
         # A query whose tables are small runs its plan in NumPy (float64): a new model structure's queries
         # then compile nothing (AIM scores its candidates on every round's new model).
         out = [None] * len(plans)
@@ -256,7 +312,7 @@ class GraphicalModel(ModelStructure):
                 and self._checked[1] == self.total:
             return
         check_consistent(self.plan, self.theta, lambda: self._marginal_blocks, self.total, what=what)
-        self._checked = (self.theta, self.total, self._blocks)
+        object.__setattr__(self, "_checked", (self.theta, self.total, self._blocks))
 
     def save(self, path) -> str:
         """Save to the folder ``path`` (JSON structure + NPZ arrays; see :mod:`pgmjax.model.serialization`).
@@ -366,6 +422,14 @@ def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Cal
 
 _marginals_jit = jit(oracle.marginals, engine=True, loop_emitters=suits_loop_emitters)
 _log_partition_jit = jit(oracle.log_partition, engine=True, loop_emitters=suits_loop_emitters)
+
+
+def _host_scalar(x):
+    """A concrete scalar as a Python float (what a model's total, loss and step read as on the host); None, an
+    abstract value (inside a JAX transformation) or an array with axes (a batch of models) as it is."""
+    concrete = isinstance(x, (int, float, np.generic)) and not isinstance(x, bool)
+    concrete = concrete or (isinstance(x, (np.ndarray, jax.Array)) and not isinstance(x, jax.core.Tracer) and x.ndim == 0)
+    return float(x) if concrete else x  # anything else (JAX's own placeholders when it rebuilds a pytree) untouched
 
 
 def _evidence_query(domain: Domain, given) -> dict:

@@ -224,8 +224,7 @@ def load_model(path: str | os.PathLike) -> GraphicalModel:
         raise ValueError(f"load_model: field 'cliques' of {structure_path}: not the cliques of a junction tree")
     # Each table is added to zeros in float64 and cast back: exact, so the round trip is bit for bit.
     theta = plan.from_tables(tables, dtype)
-    model = GraphicalModel(plan, theta, total, history)
-    model.loss = loss
+    model = GraphicalModel(plan, theta, total, history, loss=loss)
     try:
         model.check("load_model")
     except FloatingPointError as e:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..data.domain import CliqueLike, Domain, as_clique
@@ -16,7 +18,7 @@ class Measurement:
     Args:
         clique: the attributes whose marginal ``mu_C`` is queried; the
             marginal's axes follow this order.
-        y: the noisy answers, flat ``(rows,)``; for the identity query also
+        y: the noisy answers (NumPy-convertible, or abstract inside a JAX transformation), flat ``(rows,)``; for the identity query also
             the marginal's shape (in the clique's attribute order; checked against the domain by
             :meth:`validate`), for a Kronecker query also ``(r_1, ..., r_k)``. Any other shape is
             refused, even of the right size (a transposed marginal would land in the wrong cells).
@@ -45,7 +47,10 @@ class Measurement:
         self.noise = noise
         if len(set(self.clique)) != len(self.clique):
             raise ValueError(f"Measurement on {self.clique}: an attribute appears more than once")
-        y = np.asarray(y, dtype=np.float64)
+        # Answers abstract inside a JAX transformation (pgmjax.fit under vmap or grad) stay JAX arrays, their
+        # values unchecked (they are not known yet); everything else about the measurement is checked the same.
+        traced = isinstance(y, jax.core.Tracer)
+        y = jnp.asarray(y) if traced else np.asarray(y, dtype=np.float64)
         self.linear = _check_query(self.clique, query)
         self._y_shape = y.shape  # checked against the clique's shape where the domain is known (validate)
         # Beyond the flat (rows,), y may take the answers' own shape: the marginal's for the identity, (r_1, ...,
@@ -63,7 +68,7 @@ class Measurement:
         expected = self.linear.rows
         if expected is not None and y.size != expected:
             raise ValueError(f"Measurement on {self.clique}: the query has {expected} rows but y has {y.size} values")
-        if not np.all(np.isfinite(y)):
+        if not traced and not np.all(np.isfinite(y)):
             raise ValueError(f"Measurement on {self.clique}: y has non-finite values")
         self.y = y
         s = np.asarray(stddev, dtype=np.float64)

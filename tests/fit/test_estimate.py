@@ -7,6 +7,7 @@ import pytest
 from conftest import count_compiles
 
 import pgmjax as pj
+from pgmjax.fit import losses
 
 
 @pytest.fixture
@@ -306,7 +307,7 @@ def test_warm_start_continues_from_the_last_step_size():
         y = np.einsum("ra,ab,sb->rs", qa, data.marginal(("a", "b")), qb).ravel() + (300.0 if i == 2 else 0.0)
         ms.append(pj.Measurement(("a", "b"), y, stddev=30.0, query=(qa, qb)))
     first = pj.estimate(dom, ms[:2], iters=200, total=N, dtype=jnp.float64)
-    default = 1.0 / (pj.fit.losses.lipschitz_constant(ms) * N)
+    default = 1.0 / (losses.lipschitz_constant(ms) * N)
     assert first.step_size > 1000 * default  # the step the first fit's line search grew to
     carried = pj.estimate(dom, ms, iters=10, total=N, warm_start=first, dtype=jnp.float64)
     restarted = pj.estimate(dom, ms, iters=10, total=N, warm_start=first, dtype=jnp.float64, step_size=default)

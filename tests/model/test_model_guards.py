@@ -65,7 +65,7 @@ def test_inconsistent_marginals_are_not_sampled(rng, method):
     # Marginals that do not sum to the total (the symptom of a broken fit or decompression).
     blocks = {k: v * 300.0 for k, v in sound._marginal_blocks.items()}
     broken = pj.GraphicalModel(sound.plan, sound.theta, sound.total)
-    broken._blocks = blocks  # a model whose marginal program went wrong
+    object.__setattr__(broken, "_blocks", blocks)  # a model whose marginal program went wrong (the model is immutable)
     with pytest.raises(FloatingPointError, match=rf"the marginal of clique {_re(broken.cliques[0])} sums to 96300, not the total 321"):
         broken.synthetic_data(50, jax.random.key(0), method=method)
 
@@ -112,8 +112,7 @@ def test_estimate_uses_the_same_check(rng):
 def test_check_is_cached_and_follows_new_potentials(rng):
     m = random_model(rng)
     m.check()
-    m.theta = {k: v.at[(0,) * v.ndim].set(jnp.nan) for k, v in m.theta.items()}  # a new theta: checked again
-    m._blocks = None
+    m = m.replace(theta={k: v.at[(0,) * v.ndim].set(jnp.nan) for k, v in m.theta.items()})  # a new model: checked again
     with pytest.raises(FloatingPointError, match="hold NaN"):
         m.check()
 

@@ -1,0 +1,129 @@
+"""``fit``: the estimate as a pure function of the measurements' answers, for ``jit``, ``vmap`` and ``grad``.
+
+:func:`pgmjax.estimate` drives a fit from the host (compiled chunks, progress, callbacks, early stopping,
+the lowest-loss iterate checked and returned). :func:`fit` is the same problem and the same estimator run for
+a fixed number of iterations with no host step in between, so it can sit inside a user's own
+transformation: ``jax.vmap`` over noise draws gives a batch of models, ``jax.grad`` differentiates an
+answer of the fitted model with respect to the measurements (through the iterations), ``jax.jit`` compiles
+a whole pipeline. Its structure (the domain, the measured cliques, their queries and noise scales) is
+static; the answers ``y`` and ``total`` are the traced numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from ..data.domain import Domain
+from ..graph import oracle
+from ..model.graphical_model import GraphicalModel
+from ..queries.measurement import Measurement, total_rule
+from . import estimation, losses
+from .estimate import check_inputs
+from .estimator import Estimator
+
+
+def fit(
+    domain: Domain,
+    measurements: Sequence[Measurement],
+    *,
+    method: str | Estimator = "mirror_descent",
+    iters: int = 1000,
+    loss: str | Callable = "l2",
+    total=None,
+    cliques: Sequence = (),
+    dtype=None,
+    step_size=None,
+) -> GraphicalModel:
+    """Fit the graphical model that best explains the measurements, as a pure function (fixed iterations).
+
+    The problem of :func:`pgmjax.estimate` (McKenna, Sheldon & Miklau, "Graphical-model based estimation and
+    inference for differential privacy", ICML 2019, Problem 1), run by the same estimator for exactly
+    ``iters`` iterations with no host step: it works under ``jax.jit``, ``jax.vmap`` and ``jax.grad``, where
+    the measurements' answers ``y`` (and ``total``) may be abstract. The returned model is a pytree; its
+    answers inside a transformation are JAX arrays. Derivatives (``jax.grad``, ``jax.jvp``) go through the
+    iterations of an estimator whose steps are smooth in the answers: ``"dual_averaging"`` (fixed step
+    sizes); mirror descent's and L-BFGS's line searches are not, and are refused under differentiation. Use :func:`pgmjax.estimate` for a fit a person waits for
+    (progress, callbacks, early stopping, the returned model checked for finiteness).
+
+    Args:
+        domain: the :class:`~pgmjax.Domain`.
+        measurements: :class:`~pgmjax.Measurement` objects; their ``y`` may be traced.
+        method: ``"mirror_descent"``, ``"dual_averaging"``, ``"lbfgs"`` or an
+            :class:`~pgmjax.fit.estimator.Estimator` instance (e.g. ``pj.MirrorDescent(momentum=0.0)``).
+        iters: the number of iterations (static).
+        loss: ``"l2"``, ``"l1"`` (smoothed with continuation, as :func:`pgmjax.estimate`; at least 20 stages,
+            each a loop of its own in the program) or a callable of the clique marginals.
+        total: the number of records; None takes the inverse-variance estimate from the answers (ICML 2019,
+            Appendix E.1), computed inside the program (at least 1).
+        cliques: extra cliques the model must hold.
+        dtype: ``jnp.float32`` (default) or ``jnp.float64``.
+        step_size: mirror descent's initial step (default ``1 / (L N)``).
+
+    Returns:
+        A :class:`~pgmjax.GraphicalModel` with the estimator's reported potentials (mirror descent's and
+        L-BFGS's lowest-loss iterate) and ``loss`` its loss.
+
+    Example:
+        >>> dom = pj.Domain({"a": 2, "b": 3})
+        >>> ys = np.stack([np.array([[10.0, 20, 30], [5, 5, 30]]) + k for k in range(4)])
+        >>> batch = jax.vmap(lambda y: pj.fit(dom, [pj.Measurement(("a", "b"), y)], iters=200).marginal("a"))(ys)
+        >>> batch.shape, np.round(np.asarray(batch[0], np.float64))
+        ((4, 2), array([60., 40.]))
+    """
+    measurements, engine, name, dtype, model_cliques = check_inputs(
+        domain, measurements, method, iters, loss, dtype, cliques, None, what="fit")
+    if not engine.differentiable and _differentiated(([m.y for m in measurements], total, step_size)):
+        raise ValueError(
+            f"fit: {name} is not differentiable in the answers (its line search accepts or rejects steps by "
+            "comparisons, and jax.grad / jax.jvp through it return numbers that are not derivatives): "
+            "differentiate a fit with method='dual_averaging' (fixed step sizes)")
+    plan = oracle.make_plan(domain, model_cliques)
+    meas = losses.stack_measurements_traced(plan, measurements, dtype)
+    if total is None:
+        if not measurements:
+            raise ValueError("fit: total is unknown; pass total= when there are no measurements")
+        weights, _ = total_rule(measurements)  # raises, naming the cause, where no measurement fixes the total
+        answers = jnp.concatenate([jnp.asarray(m.y, dtype).reshape(-1) for m in measurements])
+        total = jnp.maximum(jnp.dot(jnp.asarray(weights, dtype), answers), 1.0)
+    total = jnp.asarray(total, dtype)
+    lipschitz = losses.lipschitz_constant(measurements, plan) if measurements else 1.0
+    problem = estimation.Problem(plan, meas, total, jnp.asarray(lipschitz, dtype), jnp.zeros((), dtype), loss)
+    if step_size is None:
+        step_size = 1.0 / (lipschitz * total)
+    theta = plan.zeros(dtype)
+    if loss == "l1":  # Huber smoothing with continuation, stage by stage as estimation.run does it
+        chunk, chunks, width = estimation.smoothing_schedule(iters, 50, (1.0, 1e-6), True)
+        done = 0
+        for k in range(chunks):
+            n = min(chunk, iters - done)
+            stage = problem.with_smoothing(width(k))
+            state = estimation.advance(engine, stage, engine.init(stage, theta, step_size * width(k) / width(0)), n)
+            theta, done = engine.params(state), done + n
+        return GraphicalModel(plan, theta, total, loss=problem.exact_loss(problem.marginals(theta)))
+    state = estimation.advance(engine, problem, engine.init(problem, theta, step_size), iters)
+    params = engine.params(state)
+    return GraphicalModel(plan, params, total, loss=engine.best_loss(state), step_size=_last_step(state))
+
+
+def _differentiated(tree) -> bool:
+    """Whether any leaf is being differentiated (``jax.grad``, ``jax.jvp``, ``jax.jacfwd``...), however nested
+    in other transformations. JAX's differentiation tracers are found by their class names (``JVPTracer``,
+    ``LinearizeTracer``) along each tracer's wrapped values: a JAX release that renames them fails
+    ``tests/fit/test_pure_fit.py``, which checks ``grad``, ``jacfwd`` and ``vmap`` of ``grad``."""
+    for x in jax.tree_util.tree_leaves(tree):
+        for _ in range(32):  # nesting depth of transformations
+            if not isinstance(x, jax.core.Tracer):
+                break
+            if type(x).__name__ in ("JVPTracer", "LinearizeTracer"):
+                return True
+            x = getattr(x, "val", getattr(x, "primal", None))
+    return False
+
+
+def _last_step(state):
+    """Mirror descent's step at its best iterate (for a warm start), where the state has one."""
+    return getattr(state, "best_step", None)
+
