@@ -33,7 +33,6 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 import jax
@@ -42,20 +41,17 @@ import numpy as np
 from ..data.dataset import Dataset
 from ..data.domain import Clique, Domain
 from ..fit.estimate import estimate
-from ..model.sampling import METHODS as SAMPLING_METHODS
 from ..privacy import REST, Accountant, cdp_rho
-from ..privacy import check_bool as _boolean
 from ..privacy import check_count as _count
 from ..privacy import check_key as _check_key
 from ..privacy import check_positive as _positive
 from ..programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..queries.workload import Workload
-from .multiplicative_weights import hypothetical_model_size
-from .multiplicative_weights import model_mb as _model_mb
-from .options import DEFAULT_DELTA, check_epsilon, check_model_cap
+from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_options, check_model_cap, check_synthetic,
+                      check_zcdp_delta)
+from .progress import Progress
 from .result import BudgetStep, MechanismResult, record_plan
-from .progress import Progress as _Progress
-from .spanning_tree import _delta, _engine_options
+from .steps import Timer, hypothetical_model_size, l1_errors, model_mb, pgm_native_result, synthesize
 
 __all__ = ["aim", "aim_budget", "aim_candidates", "default_aim_workload"]
 
@@ -89,7 +85,7 @@ def aim_budget(epsilon: float, delta: float = 1e-9, *, attributes: int | None = 
     """
     where = "aim_budget"
     epsilon = _positive(epsilon, "epsilon", where)
-    delta = _delta(delta, where)
+    delta = check_zcdp_delta(delta, where)
     if rounds is None:
         if attributes is None:
             raise ValueError(f"{where}: give rounds= (T) or attributes= (d, for the default T = 16 d)")
@@ -287,14 +283,22 @@ def aim(
         >>> res.accountant.spent == res.accountant.budget, res.original is None
         (True, True)
     """
+    checked = _aim_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds,
+                             final_iters, synthetic, rows, synthetic_method)
+    bar = Progress(progress, checked["budget"]["rounds"], "AIM", "aim", unit="round")
+    try:
+        return _aim(data, key, bar, **checked)
+    finally:
+        bar.close()
+
+
+def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds, final_iters,
+                   synthetic, rows, synthetic_method) -> dict:
+    """:func:`aim`'s arguments checked, before any private computation: the keyword arguments of :func:`_aim`."""
     where = "aim"
-    if not isinstance(data, Dataset):
-        raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
-    if len(data) == 0:
-        raise ValueError(f"{where}: the dataset has no records")
-    domain = data.domain
+    domain = check_data(data, where).domain
     epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
-    delta = _delta(delta, where)
+    delta = check_zcdp_delta(delta, where)
     _check_key(key, where)
     candidates = _candidates(workload, domain, where)
     if max_model_mb is None:
@@ -302,25 +306,29 @@ def aim(
     max_model_mb = check_model_cap(max_model_mb, where)
     engine_iters = _count(engine_iters, "engine_iters", where, 1)
     final_iters = engine_iters if final_iters is None else _count(final_iters, "final_iters", where, 1)
-    synthetic = _boolean(synthetic, "synthetic", where)
-    if rows is not None:
-        rows = _count(rows, "rows", where, 1)
-    if synthetic_method not in SAMPLING_METHODS:
-        raise ValueError(f"{where}: synthetic_method must be one of {SAMPLING_METHODS}, got {synthetic_method!r}")
-    options = _engine_options(engine_options, where)
+    synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
+    options = check_fit_options(engine_options, where)
     budget = aim_budget(epsilon, delta, attributes=len(domain), rounds=rounds)
-    T = budget["rounds"]
-    one_way = [c for c in candidates if len(c) == 1]
-    if MEASURE_SHARE * len(one_way) >= T:
+    T, k = budget["rounds"], sum(len(c) == 1 for c in candidates)
+    if MEASURE_SHARE * k >= T:
         raise ValueError(
-            f"{where}: rounds={T} is too small: the {len(one_way)} initial one-way measurements would cost "
-            f"{MEASURE_SHARE * len(one_way) / T:.3g} of the budget; rounds must exceed {MEASURE_SHARE * len(one_way):g}"
+            f"{where}: rounds={T} is too small: the {k} initial one-way measurements would cost "
+            f"{MEASURE_SHARE * k / T:.3g} of the budget; rounds must exceed {MEASURE_SHARE * k:g}"
         )
-    bar = _Progress(progress, T, "AIM", where, unit="round")
+    return dict(epsilon=epsilon, delta=delta, candidates=candidates, max_model_mb=max_model_mb, engine_iters=engine_iters,
+                final_iters=final_iters, synthetic=synthetic, rows=rows, synthetic_method=synthetic_method, options=options,
+                budget=budget)
 
-    start = time.perf_counter()
+
+def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_model_mb, engine_iters, final_iters,
+         synthetic, rows, synthetic_method, options, budget) -> MechanismResult:
+    """AIM's Algorithm 1 on checked arguments (module docstring): measure the one-way marginals and fit, then
+    rounds of select (exponential mechanism), measure, refit and anneal until the budget is spent; fit, sample."""
+    domain = data.domain
+    timer = Timer("engine", "marginals", "selection")
     acc = Accountant(epsilon=epsilon, delta=delta, composition="zcdp")
     rho = acc.budget
+    one_way = [c for c in candidates if len(c) == 1]
     plan = record_plan(acc, "aim", [
         BudgetStep("one-way marginals", "gaussian", acc.cost("gaussian", sensitivity=1.0, scale=budget["sigma"]) * len(one_way),
                    len(one_way), scale=budget["sigma"]),
@@ -332,109 +340,73 @@ def aim(
     weight = np.array([candidates[c] for c in cands])
     sizes = np.array([domain.size(c) for c in cands], np.float64)
     sens_unit = acc.l1_sensitivity()  # of ||mu_r(D) - v||_1
-    seconds = {"engine": 0.0, "marginals": 0.0, "selection": 0.0}
     log: list[dict] = []
-    try:
-        measurements = list(acc.measure_many(k_init, data, one_way, scale=sigma))
-        t0 = time.perf_counter()
+
+    # 1. the one-way marginals with the initial sigma, and a first fit
+    measurements = list(acc.measure_many(k_init, data, one_way, scale=sigma))
+    with timer("engine"):
         model = estimate(domain, measurements, iters=engine_iters, **options)
-        seconds["engine"] += time.perf_counter() - t0
-        truth = data.marginals(cands)  # read only through the exponential mechanism below
-        t0 = time.perf_counter()
+    truth = data.marginals(cands)  # read only through the exponential mechanism below
+    with timer("marginals"):
         est = model.marginals(cands)  # the model's answers; refreshed after every refit
-        seconds["marginals"] += time.perf_counter() - t0
-        size_cache: dict[tuple, float] = {}
-        t, last = 0, False
-        while not last:
-            t += 1
-            t_sel = time.perf_counter()
+    size_cache: dict[tuple, float] = {}
+    t, last = 0, False
+    while not last:
+        # 2. a round: its budget (the last spends the rest), candidates under the size limit, select, measure
+        t += 1
+        with timer("selection"):
             k_em, k_meas = jax.random.split(jax.random.fold_in(k_loop, t))
             remaining = acc.remaining
-            cost = acc.cost("gaussian", sensitivity=1.0, scale=sigma) + acc.cost("exponential", sensitivity=1.0, epsilon=eps_em)
+            cost = _round_cost(acc, sigma, eps_em)
             if remaining < 2.0 * cost:
                 last = True
                 sigma = math.sqrt(1.0 / (2.0 * MEASURE_SHARE * remaining))
                 eps_em = math.sqrt(8.0 * (1.0 - MEASURE_SHARE) * remaining)
                 cost = remaining
             limit = max_model_mb if last else max_model_mb * min(1.0, (acc.spent + cost) / rho)
-
-            # Candidates under the size limit, or free (inside a model clique).
-            base = tuple(model.cliques)
-            free = _closure(base)
-            allowed = np.zeros(len(cands), bool)
-            for j, c in enumerate(cands):
-                if c in free:
-                    allowed[j] = True
-                    continue
-                mb = size_cache.get((base, c))
-                if mb is None:
-                    mb = size_cache[(base, c)] = hypothetical_model_size(domain, list(base) + [c])
-                allowed[j] = mb <= limit
-            err = np.array([np.abs(x - e).sum() for x, e in zip(truth, est)])
-            q = np.where(allowed, weight * (err - _HALF_NORMAL_MEAN * sigma * sizes), -np.inf)
+            allowed = _allowed(domain, cands, tuple(model.cliques), limit, size_cache)
+            q = np.where(allowed, weight * (l1_errors(truth, est) - _HALF_NORMAL_MEAN * sigma * sizes), -np.inf)
             sens = sens_unit * float(weight[allowed].max())
             label = f"round {t}: select a marginal"
             if last:
                 j = acc.exponential(k_em, q, sens, rho=(1.0 - MEASURE_SHARE) * remaining, target=label)
-                m = acc.measure(k_meas, data, cands[j], rho=REST)
+                measurements.append(acc.measure(k_meas, data, cands[j], rho=REST))
             else:
                 j = acc.exponential(k_em, q, sens, epsilon=eps_em, target=label)
-                m = acc.measure(k_meas, data, cands[j], scale=sigma)
-            measurements.append(m)
-            seconds["selection"] += time.perf_counter() - t_sel
+                measurements.append(acc.measure(k_meas, data, cands[j], scale=sigma))
 
-            t0 = time.perf_counter()
+        with timer("engine"):
             release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
             model = estimate(domain, measurements, iters=engine_iters, warm_start=model, **options)
-            seconds["engine"] += time.perf_counter() - t0
-            annealed = False
-            if not last:  # one compiled program answers the annealing test and the next selection
-                t0 = time.perf_counter()
+        # 3. annealing: the refit barely moved the selected marginal; one compiled program answers the test
+        # and the next selection
+        annealed = False
+        if not last:
+            with timer("marginals"):
                 old, est = est[j], model.marginals(cands)
-                seconds["marginals"] += time.perf_counter() - t0
-                annealed = float(np.abs(est[j] - old).sum()) <= _HALF_NORMAL_MEAN * sigma * sizes[j]
-            entry = {
-                "round": t,
-                "clique": cands[j],
-                "sigma": sigma,
-                "em_epsilon": eps_em,
-                "limit_mb": limit,
-                "model_mb": _model_mb(model),
-                "candidates": int(allowed.sum()),
-                "annealed": bool(annealed),
-                "last": last,
-                "spent": acc.spent,
-            }
-            log.append(entry)
-            if annealed:
-                sigma /= 2.0
-                eps_em *= 2.0
-            if last:
-                left = 0
-            else:
-                nxt = acc.cost("gaussian", sensitivity=1.0, scale=sigma) + acc.cost("exponential", sensitivity=1.0, epsilon=eps_em)
-                left = max(1, int(acc.remaining // nxt))
-            bar.step(entry, total=t + left)
+            annealed = float(np.abs(est[j] - old).sum()) <= _HALF_NORMAL_MEAN * sigma * sizes[j]
+        log.append({"round": t, "clique": cands[j], "sigma": sigma, "em_epsilon": eps_em, "limit_mb": limit,
+                    "model_mb": model_mb(model), "candidates": int(allowed.sum()), "annealed": bool(annealed),
+                    "last": last, "spent": acc.spent})
+        if annealed:
+            sigma /= 2.0
+            eps_em *= 2.0
+        left = 0 if last else max(1, int(acc.remaining // _round_cost(acc, sigma, eps_em)))
+        bar.step(log[-1], total=t + left)
 
-        t0 = time.perf_counter()
+    # 4. the final fit and synthetic records
+    with timer("engine"):
         model = estimate(domain, measurements, iters=final_iters, warm_start=model, **options)
-        seconds["engine"] += time.perf_counter() - t0
-        synth = None
-        if synthetic:
-            t0 = time.perf_counter()
-            n = rows if rows is not None else max(1, int(round(model.total)))
-            synth = model.synthetic_data(n, k_synth, method=synthetic_method)
-            seconds["synthetic"] = time.perf_counter() - t0
-    finally:
-        bar.close()
-    seconds["total"] = time.perf_counter() - start
-
+    synth = None
+    if synthetic:
+        with timer("synthetic"):
+            synth = synthesize(model, k_synth, rows, synthetic_method)
     info = {
         "epsilon": epsilon,
         "delta": delta,
         "rho": rho,
         "candidates": candidates,
-        "rounds": T,
+        "rounds": budget["rounds"],
         "rounds_run": t,
         "max_model_mb": max_model_mb,
         "engine_iters": engine_iters,
@@ -443,17 +415,30 @@ def aim(
         "selected": [e["clique"] for e in log],
         "annealed": sum(e["annealed"] for e in log),
         "total": model.total,
-        "model_mb": _model_mb(model),
-        "seconds": seconds,
+        "model_mb": model_mb(model),
+        "seconds": timer.done(),
     }
-    return MechanismResult(
-        mechanism="aim",
-        model=model,
-        synthetic=synth,
-        measurements=measurements,
-        accountant=acc,
-        original=None,
-        original_error="AIM is PGM-native: it has no separate original estimator",
-        info=info,
-        plan=plan,
-    )
+    return pgm_native_result("aim", "AIM", model=model, synthetic=synth, measurements=measurements, accountant=acc,
+                             info=info, plan=plan)
+
+
+def _round_cost(acc: Accountant, sigma: float, eps_em: float) -> float:
+    """The zCDP cost of a round: a Gaussian measurement with ``sigma`` and a selection with ``eps_em``."""
+    return acc.cost("gaussian", sensitivity=1.0, scale=sigma) + acc.cost("exponential", sensitivity=1.0, epsilon=eps_em)
+
+
+def _allowed(domain: Domain, cands: list[Clique], base: tuple, limit: float, size_cache: dict) -> np.ndarray:
+    """Which candidates the round may select: those whose addition keeps the model over ``base`` (its cliques)
+    within ``limit`` MB, and every candidate already inside a model clique (free: it does not grow the model).
+    Depends only on released cliques and the budget spent. ``size_cache`` keeps the sizes across rounds."""
+    free = _closure(base)
+    allowed = np.zeros(len(cands), bool)
+    for j, c in enumerate(cands):
+        if c in free:
+            allowed[j] = True
+            continue
+        mb = size_cache.get((base, c))
+        if mb is None:
+            mb = size_cache[(base, c)] = hypothetical_model_size(domain, list(base) + [c])
+        allowed[j] = mb <= limit
+    return allowed

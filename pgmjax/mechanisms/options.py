@@ -19,9 +19,13 @@ engine_iters=..., engine_options=..., max_model_mb=..., <its own keyword-only op
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-from ..privacy import check_delta, check_real
+from ..data.dataset import Dataset
+from ..data.domain import Domain
+from ..model.sampling import METHODS as SAMPLING_METHODS
+from ..privacy import check_bool, check_count, check_delta, check_real
+from ..queries.workload import Workload
 
 # The largest epsilon a front-end accepts. Beyond it the noise is far below one count (scale 1e-9 at
 # sensitivity 1), so answers are the data's own to float precision; far beyond it the arithmetic of the
@@ -85,6 +89,102 @@ def check_epsilon(epsilon, where: str) -> float:
     return eps
 
 
+#: The :func:`pgmjax.estimate` arguments a fitting front-end sets itself (refused in ``engine_options``:
+#: :func:`check_fit_options`).
+RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain", "progress")
+
+
+def check_fit_options(given: Mapping | None, where: str) -> dict:
+    """``engine_options`` as a new dict, refusing the :data:`RESERVED_OPTIONS` (:func:`check_engine_options`).
+
+    Example:
+        >>> check_fit_options({"tol": 1e-6}, "mst")
+        {'tol': 1e-06}
+        >>> check_fit_options({"iters": 5}, "mst")
+        Traceback (most recent call last):
+        ...
+        ValueError: mst: engine_options may not set ['iters']; the mechanism sets them
+    """
+    return check_engine_options(given, RESERVED_OPTIONS, where, hint="; the mechanism sets them")
+
+
+def check_data(data, where: str) -> Dataset:
+    """``data`` if it is a non-empty :class:`~pgmjax.Dataset`, else a TypeError / ValueError naming ``where``.
+
+    Example:
+        >>> check_data([[0, 1]], "mst")
+        Traceback (most recent call last):
+        ...
+        TypeError: mst: data must be a pgmjax.Dataset, got list
+    """
+    if not isinstance(data, Dataset):
+        raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
+    if len(data) == 0:
+        raise ValueError(f"{where}: the dataset has no records")
+    return data
+
+
+def check_synthetic(synthetic, rows, synthetic_method: str, where: str) -> tuple[bool, int | None, str]:
+    """``(synthetic, rows, synthetic_method)`` checked: a bool, None or a count of at least 1, one of the
+    sampling methods (:data:`pgmjax.model.sampling.METHODS`).
+
+    Example:
+        >>> check_synthetic(True, None, "low_variance", "mst")
+        (True, None, 'low_variance')
+    """
+    synthetic = check_bool(synthetic, "synthetic", where)
+    if rows is not None:
+        rows = check_count(rows, "rows", where, 1)
+    if synthetic_method not in SAMPLING_METHODS:
+        raise ValueError(f"{where}: synthetic_method must be one of {SAMPLING_METHODS}, got {synthetic_method!r}")
+    return synthetic, rows, synthetic_method
+
+
+def check_choice(value, name: str, options: tuple, where: str) -> str:
+    """``value`` if it is one of ``options``, else a ValueError naming ``where`` and ``name``.
+
+    Example:
+        >>> check_choice("gaussian", "noise", ("laplace", "gaussian"), "mwem")
+        'gaussian'
+    """
+    if value not in options:
+        raise ValueError(f"{where}: unknown {name} {value!r}; expected one of {options}")
+    return value
+
+
+def check_workload(workload, domain: Domain, where: str) -> Workload:
+    """The workload a front-end works on, checked against the data's domain before anything is computed.
+
+    Args:
+        workload: None (all 2-way marginals, needs two attributes), a :class:`~pgmjax.Workload` whose
+            attributes the domain has with the same sizes, or a list of cliques (their marginals).
+        domain: the data's domain.
+        where: the front-end's name, for the messages.
+
+    Returns:
+        A :class:`~pgmjax.Workload`.
+
+    Example:
+        >>> dom = Domain({"a": 2, "b": 3, "c": 2})
+        >>> check_workload(None, dom, "mwem").cliques, check_workload([("a", "c")], dom, "mwem").cliques
+        ((('a', 'b'), ('a', 'c'), ('b', 'c')), (('a', 'c'),))
+    """
+    if workload is None:
+        if len(domain) < 2:
+            raise ValueError(f"{where}: the default workload (all 2-way marginals) needs at least 2 attributes")
+        return Workload.all_kway(domain, 2)
+    if isinstance(workload, Workload):
+        if workload.domain != domain:
+            for c in set(workload.cliques):
+                for a in c:
+                    if a not in domain or domain[a] != workload.domain[a]:
+                        raise ValueError(f"{where}: workload attribute {a!r} is missing from, or sized differently in, the data's domain")
+        return workload
+    if isinstance(workload, (str, bytes)) or not isinstance(workload, Sequence):
+        raise TypeError(f"{where}: workload must be a pgmjax.Workload or a list of cliques, got {type(workload).__name__}")
+    return Workload.marginals(domain, workload)
+
+
 #: The parameters every front-end takes, in this order: ``data, epsilon, delta`` (positional), then the
 #: keyword-only ``key, workload, engine_iters, engine_options, max_model_mb``; mechanism-specific
 #: keyword-only options follow.
@@ -129,6 +229,17 @@ def check_positive_delta(delta, where: str, why: str = "") -> float:
         return check_delta(delta, where)
     except ValueError as e:
         raise ValueError(f"{e}{why}") from None
+
+
+def check_zcdp_delta(delta, where: str) -> float:
+    """The ``delta`` of an ``(epsilon, delta)`` guarantee through zCDP (MST, AIM): a real number in ``(0, 1)``.
+
+    Example:
+        >>> check_zcdp_delta(1e-9, "aim")
+        1e-09
+    """
+    check_real(delta, "delta", where)
+    return check_positive_delta(delta, where)
 
 
 def refuse_option(value, name: str, where: str, why: str) -> None:

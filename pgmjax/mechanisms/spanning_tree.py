@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 import jax
@@ -48,7 +47,6 @@ from ..fit.estimate import estimate
 from ..fit.mirror_descent import MirrorDescent
 from ..graph.oracle import make_plan
 from ..model.graphical_model import GraphicalModel
-from ..model.sampling import METHODS as SAMPLING_METHODS
 from ..privacy import REST, Accountant, cdp_rho
 from ..privacy import check_bool as _boolean
 from ..privacy import check_count as _count
@@ -58,9 +56,11 @@ from ..privacy import check_real as _real
 from ..privacy import discrete_noise as dn
 from ..queries.measurement import Measurement
 from ..graph import size_limit
-from .options import DEFAULT_DELTA, check_domain_size, check_engine_options, check_epsilon, check_model_cap, check_positive_delta, refuse_option
-from .progress import Progress as _Progress
+from .options import (DEFAULT_DELTA, RESERVED_OPTIONS, check_data, check_domain_size, check_epsilon, check_fit_options,  # noqa: F401
+                      check_model_cap, check_synthetic, check_zcdp_delta, refuse_option)
+from .progress import Progress
 from .result import BudgetStep, MechanismResult, record_plan
+from .steps import Timer, l1_errors, pgm_native_result, synthesize
 
 __all__ = [
     "mst",
@@ -71,8 +71,8 @@ __all__ = [
     "decompress_model",
 ]
 
-#: ``estimate`` arguments the front-ends set themselves (not accepted in ``engine_options``).
-RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain", "progress")
+#: ``estimate`` arguments the front-ends set themselves (not accepted in ``engine_options``):
+#: :data:`pgmjax.mechanisms.options.RESERVED_OPTIONS`, imported above.
 #: The reference code's iterations of the one-way fit that MST's selection reads.
 SELECT_ITERS = 2500
 #: The fits' default method: plain mirror descent as the reference code's engine runs it (no momentum, the
@@ -119,7 +119,7 @@ def mst_budget(epsilon: float, delta: float, attributes: int) -> dict:
     """
     where = "mst_budget"
     epsilon = _positive(epsilon, "epsilon", where)
-    delta = _delta(delta, where)
+    delta = check_zcdp_delta(delta, where)
     d = _count(attributes, "attributes", where, 2)
     rho = cdp_rho(epsilon, delta)
     sigma = math.sqrt(3.0 / (2.0 * rho))
@@ -133,11 +133,6 @@ def mst_budget(epsilon: float, delta: float, attributes: int) -> dict:
         "select_rho": rho / 3.0,
         "two_way_rho": rho / 3.0,
     }
-
-
-def _delta(delta, where: str) -> float:
-    _real(delta, "delta", where)
-    return check_positive_delta(delta, where)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -313,10 +308,6 @@ def _discrepancy_stop(level: float, user_callback=None) -> Callable[[dict], bool
     return stop
 
 
-def _engine_options(options, where: str) -> dict:
-    return check_engine_options(options, RESERVED_OPTIONS, where, hint="; the mechanism sets them")
-
-
 # ---------------------------------------------------------------------------------------------------
 # The mechanism
 # ---------------------------------------------------------------------------------------------------
@@ -332,18 +323,13 @@ def largest_tree(domain: Domain) -> list[Clique]:
         >>> largest_tree(Domain({"a": 10, "b": 2, "c": 3}))
         [('a', 'c'), ('a', 'b')]
     """
-    attrs = list(domain.attributes)
-    parent = {a: a for a in attrs}
+    from networkx.utils import UnionFind  # the project's one union-find (networkx is a dependency already)
 
-    def find(a):
-        while parent[a] != a:
-            a = parent[a]
-        return a
-
+    components = UnionFind(domain.attributes)
     tree = []
-    for a, b in sorted(itertools.combinations(attrs, 2), key=lambda p: -int(domain[p[0]]) * int(domain[p[1]])):
-        if find(a) != find(b):
-            parent[find(b)] = find(a)
+    for a, b in sorted(itertools.combinations(domain.attributes, 2), key=lambda p: -int(domain[p[0]]) * int(domain[p[1]])):
+        if components[a] != components[b]:
+            components.union(a, b)
             tree.append((a, b))
     return tree
 
@@ -443,16 +429,11 @@ def mst(
         (True, 7, 2)
     """
     where = "mst"
-    if not isinstance(data, Dataset):
-        raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
-    if len(data) == 0:
-        raise ValueError(f"{where}: the dataset has no records")
-    domain = data.domain
-    d = len(domain)
-    if d < 2:
-        raise ValueError(f"{where}: MST needs at least 2 attributes (it selects a spanning tree of pairs); the domain has {d}")
+    data = check_data(data, where)
+    if len(data.domain) < 2:
+        raise ValueError(f"{where}: MST needs at least 2 attributes (it selects a spanning tree of pairs); the domain has {len(data.domain)}")
     epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
-    delta = _delta(delta, where)
+    delta = check_zcdp_delta(delta, where)
     _check_key(key, where)
     refuse_option(workload, "workload", where, "it selects a spanning tree of pairs for no workload")
     max_model_mb = check_model_cap(max_model_mb, where)
@@ -463,25 +444,21 @@ def mst(
 
 def _mst(data, epsilon, delta, key, engine_iters, engine_options, select_iters, compress, synthetic, rows,
          synthetic_method, progress) -> MechanismResult:
-    """:func:`mst` once its cap is in force (the arguments as there, ``epsilon``/``delta``/``key`` checked)."""
-    where = "mst"
-    domain = data.domain
-    d = len(domain)
+    """:func:`mst` once its cap is in force (the arguments as there, ``epsilon``/``delta``/``key`` checked):
+    the paper's five steps (module docstring), every private read through one accountant."""
+    where, domain = "mst", data.domain
+    d, attrs = len(domain), list(domain.attributes)
     engine_iters = _count(engine_iters, "engine_iters", where, 1)
     select_iters = min(SELECT_ITERS, engine_iters) if select_iters is None else _count(select_iters, "select_iters", where, 1)
     compress = _boolean(compress, "compress", where)
-    synthetic = _boolean(synthetic, "synthetic", where)
-    if rows is not None:
-        rows = _count(rows, "rows", where, 1)
-    if synthetic_method not in SAMPLING_METHODS:
-        raise ValueError(f"{where}: synthetic_method must be one of {SAMPLING_METHODS}, got {synthetic_method!r}")
-    options = _engine_options(engine_options, where)
+    synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
+    options = check_fit_options(engine_options, where)
     options.setdefault("method", REFERENCE_MIRROR_DESCENT)
     _check_sizes(domain, where)
     budget = mst_budget(epsilon, delta, d)
-    bar = _Progress(progress, d + 3, "MST", where)
+    bar = Progress(progress, d + 3, "MST", where)
 
-    start = time.perf_counter()
+    timer = Timer()
     acc = Accountant(epsilon=epsilon, delta=delta, composition="zcdp")
     rho = acc.budget
     plan = record_plan(acc, "mst", [
@@ -490,76 +467,38 @@ def _mst(data, epsilon, delta, key, engine_iters, engine_options, select_iters, 
         BudgetStep("two-way marginals of the tree", "gaussian", rho / 3.0, d - 1, scale=budget["two_way_std"]),
     ], epsilon=epsilon, delta=delta)
     k_one, k_sel, k_two, k_synth, k_dec = jax.random.split(key, 5)
-    attrs = list(domain.attributes)
-    seconds = {}
     try:
         # 1. one-way marginals, rho/3 split equally: std sigma sqrt(d) each
         one_way = acc.measure_many(k_one, data, [(a,) for a in attrs], rho=rho / 3.0)
         bar.step({"stage": "one-way marginals", "step": 1, "steps": d + 3})
 
         # 2. domain compression (post-processing of the noisy one-way counts)
-        if compress:
-            cdom, mapping, one_way_c = compress_domain(domain, one_way)
-        else:
-            cdom, mapping, one_way_c = domain, {}, list(one_way)
+        cdom, mapping, one_way_c = compress_domain(domain, one_way) if compress else (domain, {}, list(one_way))
         cdata = compress_data(data, mapping, cdom) if mapping else data
 
-        # 3. selection: the one-way model, pair weights, Kruskal with the EM (rho/3 over d-1 draws)
-        t0 = time.perf_counter()
-        base = estimate(cdom, one_way_c, iters=select_iters, **options)
-        seconds["select_fit"] = time.perf_counter() - t0
-        pairs = list(itertools.combinations(attrs, 2))
-        # the pairs' marginals over the compressed domain, all held at once: checked before they are computed
-        size_limit.check_cliques(cdom, pairs, where, what="the pair marginals the selection compares")
-        truth = cdata.marginals(pairs)
-        est = base.marginals(pairs)
-        weights = np.array([np.abs(t - e).sum() for t, e in zip(truth, est)])
-        bar.step({"stage": "one-way fit", "step": 2, "steps": d + 3})
-        parent = {a: a for a in attrs}
-
-        def find(a):
-            while parent[a] != a:
-                parent[a] = parent[parent[a]]
-                a = parent[a]
-            return a
-
-        sens = acc.l1_sensitivity()  # of ||mu_ab(D) - v||_1
-        edge_keys = jax.random.split(k_sel, d - 1)
-        edges: list[Clique] = []
-        for r in range(d - 1):
-            # Pairs inside one component are excluded; which ones depends only on released edges.
-            q = np.array([w if find(a) != find(b) else -np.inf for (a, b), w in zip(pairs, weights)])
-            i = acc.exponential(edge_keys[r], q, sens, rho=rho / 3.0 / (d - 1), target=f"edge {r + 1}: select a pair")
-            a, b = pairs[i]
-            parent[find(b)] = find(a)
-            edges.append(pairs[i])
-            bar.step({"stage": "selection", "step": 3 + r, "steps": d + 3, "edge": pairs[i]})
+        # 3. selection: the one-way model, then Kruskal with the EM on the pairs' L1 errors (rho/3 over d-1 draws)
+        with timer("select_fit"):
+            base = estimate(cdom, one_way_c, iters=select_iters, **options)
+        edges = _select_tree(acc, k_sel, cdata, base, rho / 3.0, bar, where)
 
         # 4. two-way marginals of the tree: exactly the rest of the budget (rho/3 up to rounding)
         two_way = acc.measure_many(k_two, cdata, edges, rho=REST)
 
         # 5. final fit (warm-started from the one-way model), synthetic data, decompression
         measurements = list(one_way_c) + list(two_way)
-        t0 = time.perf_counter()
-        final = dict(options)
         measured_rows = sum(m.rows for m in measurements)
-        if DISCREPANCY is not None and final.get("loss", "l2") == "l2":
-            final["callback"] = _discrepancy_stop(DISCREPANCY * measured_rows, options.get("callback"))
-        model_c = estimate(cdom, measurements, iters=engine_iters, warm_start=base, **final)
-        seconds["fit"] = time.perf_counter() - t0
+        with timer("fit"):
+            model_c = estimate(cdom, measurements, iters=engine_iters, warm_start=base, **_final_options(options, measured_rows))
         bar.step({"stage": "final fit", "step": d + 2, "steps": d + 3})
         model = decompress_model(model_c, mapping, domain) if mapping else model_c
         synth = None
         if synthetic:
-            t0 = time.perf_counter()
-            n = rows if rows is not None else max(1, int(round(model_c.total)))
-            draw = model_c.synthetic_data(n, k_synth, method=synthetic_method)
-            synth = decompress_data(draw, mapping, domain, k_dec) if mapping else draw
-            seconds["synthetic"] = time.perf_counter() - t0
+            with timer("synthetic"):
+                draw = synthesize(model_c, k_synth, rows, synthetic_method)
+                synth = decompress_data(draw, mapping, domain, k_dec) if mapping else draw
         bar.step({"stage": "synthetic data", "step": d + 3, "steps": d + 3})
     finally:
         bar.close()
-    seconds["total"] = time.perf_counter() - start
 
     info = {
         "epsilon": epsilon,
@@ -574,16 +513,45 @@ def _mst(data, epsilon, delta, key, engine_iters, engine_options, select_iters, 
         "engine_iters": engine_iters,
         "fit_iterations": int(model_c.history[-1]["iteration"]) if model_c.history else 0,
         "residual_rows": (2.0 * float(model_c.loss), measured_rows),
-        "seconds": seconds,
+        "seconds": timer.done(),
     }
-    return MechanismResult(
-        mechanism="mst",
-        model=model,
-        synthetic=synth,
-        measurements=measurements,
-        accountant=acc,
-        original=None,
-        original_error="MST is PGM-native: it has no separate original estimator",
-        info=info,
-        plan=plan,
-    )
+    return pgm_native_result("mst", "MST", model=model, synthetic=synth, measurements=measurements, accountant=acc,
+                             info=info, plan=plan)
+
+
+def _select_tree(acc: Accountant, key, cdata: Dataset, base: GraphicalModel, rho: float, bar: Progress,
+                 where: str) -> list[Clique]:
+    """MST step 3: ``d - 1`` Kruskal steps, each an exponential-mechanism draw (``rho / (d - 1)``) among the
+    pairs joining two components, on ``w(a, b) = ||mu_ab(D) - mu_hat_ab||_1`` of the one-way model ``base``.
+
+    Which pairs are excluded depends only on the edges already released. Returns the edges in order.
+    """
+    from networkx.utils import UnionFind  # the project's one union-find (networkx is a dependency already)
+
+    domain = cdata.domain
+    attrs = list(domain.attributes)
+    d = len(attrs)
+    pairs = list(itertools.combinations(attrs, 2))
+    # the pairs' marginals over the compressed domain, all held at once: checked before they are computed
+    size_limit.check_cliques(domain, pairs, where, what="the pair marginals the selection compares")
+    weights = l1_errors(cdata.marginals(pairs), base.marginals(pairs))
+    bar.step({"stage": "one-way fit", "step": 2, "steps": d + 3})
+    components = UnionFind(attrs)
+    sens = acc.l1_sensitivity()  # of ||mu_ab(D) - v||_1
+    edge_keys = jax.random.split(key, d - 1)
+    edges: list[Clique] = []
+    for r in range(d - 1):
+        q = np.array([w if components[a] != components[b] else -np.inf for (a, b), w in zip(pairs, weights)])
+        i = acc.exponential(edge_keys[r], q, sens, rho=rho / (d - 1), target=f"edge {r + 1}: select a pair")
+        components.union(*pairs[i])
+        edges.append(pairs[i])
+        bar.step({"stage": "selection", "step": 3 + r, "steps": d + 3, "edge": pairs[i]})
+    return edges
+
+
+def _final_options(options: dict, measured_rows: int) -> dict:
+    """The final fit's :func:`pgmjax.estimate` options: ``options``, with the :data:`DISCREPANCY` stop where it is on."""
+    final = dict(options)
+    if DISCREPANCY is not None and final.get("loss", "l2") == "l2":
+        final["callback"] = _discrepancy_stop(DISCREPANCY * measured_rows, options.get("callback"))
+    return final

@@ -78,8 +78,6 @@ PRIVATE_IMPORTS: frozenset[tuple[str, str, str]] = frozenset({
     ('pgmjax.fit.batch', 'pgmjax.fit.batch_problem', '_batched_ids'),
     ('pgmjax.fit.batch', 'pgmjax.fit.batch_problem', '_per_member'),
     ('pgmjax.fit.batch', 'pgmjax.fit.estimate', '_check_fitted'),
-    ('pgmjax.mechanisms.adaptive_iterative', 'pgmjax.mechanisms.spanning_tree', '_delta'),
-    ('pgmjax.mechanisms.adaptive_iterative', 'pgmjax.mechanisms.spanning_tree', '_engine_options'),
     ('pgmjax.mechanisms.bayesian_network.front_end', 'pgmjax.mechanisms.bayesian_network.network_search', '_check_binary'),
     ('pgmjax.mechanisms.bayesian_network.front_end', 'pgmjax.mechanisms.bayesian_network.network_search', '_model_cells'),
     ('pgmjax.mechanisms.bayesian_network.front_end', 'pgmjax.mechanisms.bayesian_network.scores', '_MI_UNBOUNDED'),
