@@ -90,7 +90,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import estimation
+from . import estimation, inputs
 from ..model.batch_model import BatchedModel
 from .batch_problem import (
     LOSSES,
@@ -396,7 +396,7 @@ def estimate_batch(
         measurements: a list of B lists of :class:`~pgmjax.Measurement` (same cliques, queries and rows in
             every list), or a list of :class:`BatchedMeasurement` (answers with a leading batch axis;
             a plain :class:`~pgmjax.Measurement` among them is shared by every member).
-        method: ``"mirror_descent"``, ``"dual_averaging"`` or ``"lbfgs"`` (in a batch, L-BFGS has no
+        method: ``"mirror_descent"``, ``"dual_averaging"``, ``"lbfgs"`` or an estimator instance (in a batch, L-BFGS has no
             mirror-descent finish: a stalled member stays at its best iterate, so its model can be further
             from the optimum than :func:`pgmjax.estimate`'s).
         iters: iterations (every member runs the same number).
@@ -422,11 +422,11 @@ def estimate_batch(
             that breaks the batch (batch sizes, cliques, queries, stddev shapes) or the bad option.
     """
     caller = "estimate_batch"
-    if method not in METHODS:
-        raise ValueError(f"{caller}: unknown method {method!r}; supported: {list(METHODS)}")
+    if isinstance(method, str) and method not in METHODS:
+        raise ValueError(f"{caller}: unknown method {method!r}; supported: {list(METHODS)} or a pgmjax.Estimator instance")
     if callable(loss) or loss not in LOSSES:
         raise ValueError(f"{caller}: loss must be one of {list(LOSSES)} (a callable loss is not supported in a batch), got {loss!r}")
-    dtype = check_fit_options(method, loss, iters, dtype, caller=caller)
+    engine, method, dtype = inputs.check_options(method, loss, iters, dtype, caller=caller)
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"{caller}: chunk must be a positive integer, got {chunk!r}")
     problem = make_batch_problem(domain, measurements, loss=loss, total=total, dtype=dtype, cliques=cliques, caller=caller)
@@ -439,7 +439,7 @@ def estimate_batch(
     if not (group is None or group == "auto" or (isinstance(group, (int, np.integer)) and not isinstance(group, bool) and group >= 1)):
         raise ValueError(f"{caller}: group must be a positive integer, None or 'auto', got {group!r}")
     params, state, history = run_batch(
-        estimation.METHODS[method](), problem, zeros(problem), int(iters), step_size=step_size, chunk=int(chunk),
+        engine, problem, zeros(problem), int(iters), step_size=step_size, chunk=int(chunk),
         tol=tol, callback=callback, group=group,
     )
     for h in history:

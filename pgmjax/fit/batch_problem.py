@@ -15,12 +15,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import estimation
+from . import estimation, inputs
 from ..compiler import to_device
-from ..graph import oracle
-from . import losses as _losses
 from ..data.domain import CliqueLike, Domain
-from ..queries.measurement import Measurement, estimate_total, validate_measurements
+from ..queries.measurement import Measurement, validate_measurements
 
 #: Methods :func:`estimate_batch` supports.
 METHODS = ("mirror_descent", "dual_averaging", "lbfgs")
@@ -29,50 +27,17 @@ LOSSES = ("l2", "l1")
 
 
 # --------------------------------------------------------------------------- shared validation
-def check_fit_options(method: str, loss, iters, dtype, *, caller: str = "estimate"):
-    """Validate a fit's method, loss, iterations and dtype (before anything is compiled).
+check_dtype = inputs.check_dtype  # (public here since estimate_batch's first release)
 
-    The checks of :func:`pgmjax.estimate` (messages prefixed with ``caller``).
 
-    Args:
-        method: a key of :data:`pgmjax.fit.estimation.METHODS`.
-        loss: ``"l2"``, ``"l1"`` or a callable.
-        iters: a non-negative integer.
-        dtype: None (float32), float32 or float64 (float64 needs x64 enabled).
-        caller: the function named in the messages.
+def check_fit_options(method, loss, iters, dtype, *, caller: str = "estimate"):
+    """:func:`pgmjax.fit.inputs.check_options`, returning only the dtype (this module's older interface).
 
-    Returns:
-        The dtype as a ``numpy.dtype``.
-
-    Raises:
-        ValueError: naming the bad option.
+    Example:
+        >>> check_fit_options("mirror_descent", "l2", 10, None)
+        dtype('float32')
     """
-    if method not in estimation.METHODS:
-        raise ValueError(f"{caller}: unknown method {method!r}; expected one of {sorted(estimation.METHODS)}")
-    if not (callable(loss) or loss in ("l2", "l1")):
-        raise ValueError(f"{caller}: loss must be 'l2', 'l1' or a callable, got {loss!r}")
-    if isinstance(iters, bool) or not isinstance(iters, (int, np.integer)) or iters < 0:
-        raise ValueError(f"{caller}: iters must be a non-negative integer, got {iters!r}")
-    if method == "dual_averaging" and loss != "l2":
-        raise ValueError(f"{caller}: dual_averaging needs the smooth 'l2' loss (its step sizes come from the Lipschitz constant)")
-    return check_dtype(dtype, caller=caller)
-
-
-def check_dtype(dtype, *, caller: str = "estimate"):
-    """None (float32), float32 or float64 (which needs x64 enabled) as a ``numpy.dtype``; ValueError otherwise."""
-    dtype = jnp.dtype(dtype or jnp.float32)
-    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
-        raise ValueError(f'{caller}: float64 needs jax.config.update("jax_enable_x64", True) before any computation')
-    if dtype not in (jnp.float32, jnp.float64):
-        raise ValueError(f"{caller}: dtype must be float32 or float64, got {dtype}")
-    return dtype
-
-
-def _check_total(total, caller: str) -> float:
-    total = float(total)
-    if not np.isfinite(total) or total <= 0:
-        raise ValueError(f"{caller}: total must be positive and finite, got {total}")
-    return total
+    return inputs.check_options(method, loss, iters, dtype, caller=caller)[2]
 
 
 # --------------------------------------------------------------------------- one member's problem
@@ -105,38 +70,11 @@ def make_problem(
         8.0
     """
     caller = "make_problem"
-    if not isinstance(domain, Domain):
-        raise TypeError(f"{caller}: domain must be a pgmjax.Domain, got {type(domain).__name__}")
     if not (callable(loss) or loss in ("l2", "l1")):
         raise ValueError(f"{caller}: loss must be 'l2', 'l1' or a callable, got {loss!r}")
     dtype = check_dtype(dtype, caller=caller)
-    measurements = list(measurements)
-    validate_measurements(domain, measurements)
-    extra = [domain.check_clique(c, what="clique") for c in cliques]
-    return _build_problem(domain, measurements, loss, total, dtype, extra, caller)
-
-
-def _build_problem(domain, measurements, loss, total, dtype, extra, caller) -> estimation.Problem:
-    """The problem of validated measurements (``extra``: checked extra cliques; ``dtype``: checked)."""
-    model_cliques = [m.clique for m in measurements] + list(extra)
-    if not model_cliques:
-        raise ValueError(f"{caller}: no measurements and no cliques: nothing to fit")
-    if not measurements and not callable(loss):
-        raise ValueError(f"{caller}: no measurements; give measurements or a callable loss")
-    if total is None:
-        if not measurements:
-            raise ValueError(f"{caller}: total is unknown; pass total= when there are no measurements")
-        try:
-            total, _ = estimate_total(measurements)
-        except ValueError as e:
-            raise ValueError(f"{caller}: {e}") from e
-    total = _check_total(total, caller)
-    plan = oracle.make_plan(domain, model_cliques)
-    meas = _losses.stack_measurements(plan, measurements, dtype)
-    lipschitz = _losses.lipschitz_constant(measurements, plan) if measurements else 1.0
-    return estimation.Problem(
-        plan, meas, jnp.asarray(total, dtype), jnp.asarray(lipschitz, dtype), jnp.zeros((), dtype), loss
-    )
+    measurements, model_cliques = inputs.check_structure(domain, measurements, loss, cliques, caller=caller)
+    return inputs.build_problem(domain, measurements, model_cliques, loss, total, dtype, caller=caller)[0]
 
 
 # --------------------------------------------------------------------------- stacking and axes
@@ -401,14 +339,15 @@ def make_batch_problem(
             raise ValueError(f"{caller}: member {b} has no measurements")
     _check_same_structure(members, caller)
     dtype = check_dtype(dtype, caller=caller)
-    extra = [domain.check_clique(c, what="clique") for c in cliques]
     totals = _per_member(total, len(members), "total", caller)
     for b, t in enumerate(totals):
         if t is not None:
-            _check_total(t, f"{caller}: member {b}")
+            inputs.check_total(t, f"{caller}: member {b}")
     problems = []
     for b, ms in enumerate(members):
-        problems.append(_build_problem(domain, ms, loss, totals[b], dtype, extra, f"{caller}: member {b}"))
+        where = f"{caller}: member {b}"
+        ms, model_cliques = inputs.check_structure(domain, ms, loss, cliques, caller=where)
+        problems.append(inputs.build_problem(domain, ms, model_cliques, loss, totals[b], dtype, caller=where)[0])
     return stack_problems(problems)
 
 

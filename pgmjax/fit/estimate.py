@@ -5,16 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from . import estimation, losses
-from .estimator import Estimator
+from . import estimation, inputs
 from ..graph import oracle
-from ..compiler import to_device
 from ..data.domain import Domain
-from ..queries.measurement import Measurement, estimate_total, validate_measurements
+from ..queries.measurement import Measurement, estimate_total
 from ..model.graphical_model import GraphicalModel, check_consistent
 
 
@@ -81,32 +77,17 @@ def estimate(
         >>> model.marginal("a").round()
         array([60., 40.])
     """
-    # ---- validation (before anything is compiled)
-    measurements, engine, method, dtype, model_cliques = check_inputs(
-        domain, measurements, method, iters, loss, dtype, cliques, warm_start, what="estimate")
-    if total is None:
-        if measurements and any(True for _ in measurements):
-            try:
-                total, _ = estimate_total(measurements)
-            except ValueError:
-                if warm_start is None:
-                    raise
-                total = warm_start.total
-        elif warm_start is not None:
+    # ---- validation (before anything is compiled), then the structure (cached by value) and numbers (arrays)
+    engine, method, dtype = inputs.check_options(method, loss, iters, dtype, caller="estimate")
+    measurements, model_cliques = inputs.check_structure(domain, measurements, loss, cliques, warm_start, caller="estimate")
+    if total is None and warm_start is not None:  # where the measurements cannot say, the warm start's total
+        try:
+            total = estimate_total(measurements)[0] if measurements else warm_start.total
+        except ValueError:
             total = warm_start.total
-        else:
-            raise ValueError("estimate: total is unknown; pass total= when there are no measurements")
-    total = float(total)
-    if not np.isfinite(total) or total <= 0:
-        raise ValueError(f"estimate: total must be positive and finite, got {total}")
-
-    # ---- structure (cached by value) and numbers (arrays)
-    plan = oracle.make_plan(domain, model_cliques)
-    meas = losses.stack_measurements(plan, measurements, dtype)
-    lipschitz = losses.lipschitz_constant(measurements, plan) if measurements else 1.0
-    problem = estimation.Problem(
-        plan, meas, to_device(total, dtype), to_device(lipschitz, dtype), to_device(0.0, dtype), loss
-    )
+    problem, total, lipschitz = inputs.build_problem(domain, measurements, model_cliques, loss, total, dtype,
+                                                     caller="estimate")
+    plan = problem.plan
     theta = plan.zeros(dtype) if warm_start is None else plan.from_tables(warm_start.potentials, dtype)
     # Mirror descent on a smooth loss hands its last step to warm starts (L1's steps are per smoothing stage).
     carries_step = method == "mirror_descent" and loss != "l1"
@@ -162,57 +143,6 @@ def estimate(
     model = GraphicalModel(plan, params, total, history, loss=loss, step_size=step)
     _check_fitted(plan, params, lambda: model._marginal_blocks, total, loss)
     return model
-
-
-def resolve_method(method, what: str = "estimate") -> tuple[Estimator, str]:
-    """``(estimator, name)`` for ``method``: a name in :data:`~pgmjax.fit.estimation.METHODS` (default settings)
-    or an :class:`~pgmjax.fit.estimator.Estimator` instance (its name the built-in one's, else its class name)."""
-    if isinstance(method, Estimator):
-        names = {cls: name for name, cls in estimation.METHODS.items()}
-        return method, names.get(type(method), type(method).__name__)
-    if not isinstance(method, str) or method not in estimation.METHODS:
-        raise ValueError(f"{what}: unknown method {method!r}; expected one of {sorted(estimation.METHODS)} "
-                         "or a pgmjax.Estimator instance")
-    return estimation.METHODS[method](), method
-
-
-def check_inputs(domain, measurements, method, iters, loss, dtype, cliques, warm_start, what: str):
-    """The checks of a fit's inputs, before anything is compiled (:func:`estimate` and :func:`pgmjax.fit`).
-
-    Returns:
-        ``(measurements, estimator, method name, dtype, model cliques)``.
-    """
-    if not isinstance(domain, Domain):
-        raise TypeError(f"{what}: domain must be a pgmjax.Domain, got {type(domain).__name__}")
-    measurements = list(measurements)
-    validate_measurements(domain, measurements)
-    engine, method = resolve_method(method, what)
-    if not (callable(loss) or loss in ("l2", "l1")):
-        raise ValueError(f"{what}: loss must be 'l2', 'l1' or a callable, got {loss!r}")
-    if isinstance(iters, bool) or not isinstance(iters, (int, np.integer)) or iters < 0:
-        raise ValueError(f"{what}: iters must be a non-negative integer, got {iters!r}")
-    if method == "dual_averaging" and loss != "l2":
-        raise ValueError(f"{what}: dual_averaging needs the smooth 'l2' loss (its step sizes come from the Lipschitz constant)")
-    dtype = jnp.dtype(dtype or jnp.float32)
-    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
-        raise ValueError(f'{what}: float64 needs jax.config.update("jax_enable_x64", True) before any computation')
-    if dtype not in (jnp.float32, jnp.float64):
-        raise ValueError(f"{what}: dtype must be float32 or float64, got {dtype}")
-    extra = [domain.check_clique(c, what="clique") for c in cliques]
-    if warm_start is not None:
-        if not isinstance(warm_start, GraphicalModel):
-            raise TypeError(f"{what}: warm_start must be a GraphicalModel, got {type(warm_start).__name__}")
-        if warm_start.domain != domain:
-            raise ValueError(f"{what}: warm_start has domain {warm_start.domain}, expected {domain}")
-        # Its one-attribute cliques are not imposed: an attribute the new fit does not measure stays a
-        # free singleton (a padded table, see oracle.make_plan); its potentials are loaded all the same.
-        extra += [c for c in warm_start.cliques if len(c) > 1]
-    model_cliques = [m.clique for m in measurements] + extra
-    if not model_cliques:
-        raise ValueError(f"{what}: no measurements and no cliques: nothing to fit")
-    if not measurements and not callable(loss):
-        raise ValueError(f"{what}: no measurements; give measurements or a callable loss")
-    return measurements, engine, method, dtype, model_cliques
 
 
 def _finish_with_mirror_descent(problem, params, history, iters, step_size, chunk, tol, callback):

@@ -28,6 +28,7 @@ from ..compiler import jit, to_device
 from ..graph.oracle_plan import suits_loop_emitters
 from .dual_averaging import DualAveraging, DualAveragingState
 from .estimator import Estimator
+from .inputs import METHODS
 from .lbfgs import LBFGS, LBFGSState
 from .mirror_descent import MirrorDescent, MirrorDescentState
 from .problem import Problem
@@ -48,7 +49,6 @@ __all__ = [
 ]
 
 
-METHODS = {"mirror_descent": MirrorDescent, "dual_averaging": DualAveraging, "lbfgs": LBFGS}
 
 def estimator(method: str, problem: Problem):
     """The estimator :func:`pgmjax.estimate` runs for ``method`` on ``problem`` (default settings)."""

@@ -17,11 +17,9 @@ import jax
 import jax.numpy as jnp
 
 from ..data.domain import Domain
-from ..graph import oracle
 from ..model.graphical_model import GraphicalModel
-from ..queries.measurement import Measurement, total_rule
-from . import estimation, losses
-from .estimate import check_inputs
+from ..queries.measurement import Measurement
+from . import estimation, inputs
 from .estimator import Estimator
 
 
@@ -73,24 +71,16 @@ def fit(
         >>> batch.shape, np.round(np.asarray(batch[0], np.float64))
         ((4, 2), array([60., 40.]))
     """
-    measurements, engine, name, dtype, model_cliques = check_inputs(
-        domain, measurements, method, iters, loss, dtype, cliques, None, what="fit")
+    engine, name, dtype = inputs.check_options(method, loss, iters, dtype, caller="fit")
+    measurements, model_cliques = inputs.check_structure(domain, measurements, loss, cliques, caller="fit")
     if not engine.differentiable and _differentiated(([m.y for m in measurements], total, step_size)):
         raise ValueError(
             f"fit: {name} is not differentiable in the answers (its line search accepts or rejects steps by "
             "comparisons, and jax.grad / jax.jvp through it return numbers that are not derivatives): "
             "differentiate a fit with method='dual_averaging' (fixed step sizes)")
-    plan = oracle.make_plan(domain, model_cliques)
-    meas = losses.stack_measurements_traced(plan, measurements, dtype)
-    if total is None:
-        if not measurements:
-            raise ValueError("fit: total is unknown; pass total= when there are no measurements")
-        weights, _ = total_rule(measurements)  # raises, naming the cause, where no measurement fixes the total
-        answers = jnp.concatenate([jnp.asarray(m.y, dtype).reshape(-1) for m in measurements])
-        total = jnp.maximum(jnp.dot(jnp.asarray(weights, dtype), answers), 1.0)
-    total = jnp.asarray(total, dtype)
-    lipschitz = losses.lipschitz_constant(measurements, plan) if measurements else 1.0
-    problem = estimation.Problem(plan, meas, total, jnp.asarray(lipschitz, dtype), jnp.zeros((), dtype), loss)
+    problem, total, lipschitz = inputs.build_problem(domain, measurements, model_cliques, loss, total, dtype,
+                                                     caller="fit", traced=True)
+    plan = problem.plan
     if step_size is None:
         step_size = 1.0 / (lipschitz * total)
     theta = plan.zeros(dtype)
