@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-mw = importlib.import_module("pgmjax.mechanisms.multiplicative_weights.front_end")  # where mwem reads _mw_guard, _mw_replay
+mw = importlib.import_module("pgmjax.mechanisms.multiplicative_weights.front_end")  # where mwem reads mw_guard, mw_replay
 from pgmjax.mechanisms.estimates import FactoredTable
 from pgmjax.mechanisms.multiplicative_weights import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
 
@@ -225,7 +225,7 @@ def test_memory_guard_on_the_adult_domain_allocates_nothing():
              "native-country": 42, "income>50K": 2}
     dom = pj.Domain(sizes)
     cliques = [dom.canonical(c) for c in pj.datasets.ADULT_CLIQUES]
-    comps, message = mw._mw_guard(dom, cliques, DEFAULT_MAX_TABLE_CELLS)
+    comps, message = mw.mw_guard(dom, cliques, DEFAULT_MAX_TABLE_CELLS)
     g = nx.Graph()
     for c in cliques:
         g.add_nodes_from(c)
@@ -236,14 +236,14 @@ def test_memory_guard_on_the_adult_domain_allocates_nothing():
     assert message.startswith("MWEM infeasible without the engine")
     assert f"{cells:,} cells" in message and str(dom.canonical(biggest)) in message
     assert "TiB" in message and "max_table_cells=268,435,456" in message
-    assert mw._mw_guard(dom, cliques[:1], DEFAULT_MAX_TABLE_CELLS)[1] is None  # one 3-way table fits
+    assert mw.mw_guard(dom, cliques[:1], DEFAULT_MAX_TABLE_CELLS)[1] is None  # one 3-way table fits
 
 
 def test_memory_guard_in_the_front_end(data, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("the MW table must not be built when it is over the cap")
 
-    monkeypatch.setattr(mw, "_mw_replay", fail)
+    monkeypatch.setattr(mw, "mw_replay", fail)
     res = run(data, "laplace-marginal", max_table_cells=10)
     assert res.original is None and "MWEM infeasible without the engine" in res.original_error
     big, cells = max(res.info["mw_components"], key=lambda x: x[1])

@@ -53,10 +53,10 @@ from ...privacy import (
 )
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.workload import Workload
-from ..multiplicative_weights import check_workload, hypothetical_model_size
 from ..options import (DEFAULT_DELTA, check_attribute_matrices, check_domain_size, check_engine_options, check_epsilon,
-                       check_model_cap, check_positive_delta)
+                       check_model_cap, check_positive_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
+from ..steps import hypothetical_model_size
 from .queries import _kron_np, _Queries, max_sum_ve  # noqa: F401  (_kron_np: used by the tests through this module)
 from .transcript import DualQueryTranscript, TranscriptLoss
 

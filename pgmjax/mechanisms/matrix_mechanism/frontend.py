@@ -55,13 +55,13 @@ from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
 from ...queries.measurement import Measurement, estimate_total
 from ..estimates import CliqueTables
-from ..multiplicative_weights import check_choice as _choice
-from ..multiplicative_weights import check_workload as _as_workload
-from ..multiplicative_weights import hypothetical_model_size
 from ...graph import size_limit
 from ...graph.junction import junction_tree, maximal_cliques
 from ..options import check_attribute_matrices, check_domain_size, check_engine_options, check_epsilon, check_model_cap, check_positive_delta, check_pure_delta
+from ..options import check_choice as _choice
+from ..options import check_workload as _as_workload
 from ..result import BudgetStep, MechanismResult, record_plan
+from ..steps import hypothetical_model_size
 from .error import expected_error
 from .least_squares import global_least_squares, least_squares_marginal
 from .measure import equal_column_norms, measure_strategy

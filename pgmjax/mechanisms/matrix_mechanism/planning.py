@@ -24,7 +24,7 @@ from ...data.domain import Domain
 from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
 from ...queries.workload import Workload
-from ..multiplicative_weights import check_choice as _choice
+from ..options import check_choice as _choice
 from .error import expected_error
 from .factors import _NOISES
 from .optimize import opt_marginals, opt_plus_weights, opt_union

@@ -10,18 +10,17 @@ Sheldon & Miklau, "Graphical-model based estimation and inference for differenti
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
-from ...data.domain import CliqueLike, Domain
-from ...graph.junction import junction_tree, maximal_cliques
 from ...privacy import cdp_rho
 from ...privacy import check_bool as _bool
 from ...privacy import check_count as _int
 from ...privacy import check_positive as _positive
 from ...privacy import check_real as _real
-from .arguments import _alpha, check_choice
+from ..options import check_choice
+from ..steps import hypothetical_model_size, model_mb  # noqa: F401  (re-exported: the package's names)
+from .arguments import check_alpha
 
-_NOISES = ("laplace", "gaussian")
+NOISES = ("laplace", "gaussian")
 
 
 def mwem_budget(
@@ -63,8 +62,8 @@ def mwem_budget(
     where = "mwem_budget"
     epsilon = _positive(epsilon, "epsilon", where)
     rounds = _int(rounds, "rounds", where, 1)
-    noise = check_choice(noise, "noise", _NOISES, where)
-    alpha = _alpha(alpha, where)
+    noise = check_choice(noise, "noise", NOISES, where)
+    alpha = check_alpha(alpha, where)
     bounded = _bool(bounded, "bounded", where)
     if noise == "laplace":
         d1 = (2.0 if bounded else 1.0) if sensitivity is None else _positive(sensitivity, "sensitivity", where)
@@ -99,24 +98,3 @@ def mwem_budget(
         "scale": sigma,
         "stddev": sigma,
     }
-
-
-def hypothetical_model_size(domain: Domain, cliques: Sequence[CliqueLike]) -> float:
-    """Size in MB (``8 * cells / 2^20``) of the graphical model over ``cliques``, before building it.
-
-    The junction tree is the one :func:`pgmjax.estimate` builds for these cliques (the same
-    triangulation), so the number is the fitted model's size exactly. Adding a clique can enlarge
-    the model super-additively through fill-in.
-
-    Example:
-        >>> dom = Domain({"a": 10, "b": 10, "c": 10})
-        >>> round(hypothetical_model_size(dom, [("a", "b"), ("b", "c")]) * 2**20 / 8)
-        200
-    """
-    tree = junction_tree(domain, maximal_cliques(domain, cliques))
-    return 8.0 * sum(domain.size(c) for c in tree.cliques) / 2**20
-
-
-def model_mb(model) -> float:
-    """Size in MB (``8 * cells / 2^20``) of a fitted model's cliques: :func:`hypothetical_model_size` after the fit."""
-    return 8.0 * sum(model.domain.size(c) for c in model.cliques) / 2**20

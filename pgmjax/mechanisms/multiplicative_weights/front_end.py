@@ -21,13 +21,15 @@ from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
 from ...queries.measurement import estimate_total
-from ..options import check_domain_size, check_engine_options, check_epsilon, check_model_cap, check_positive_delta, check_pure_delta
+from ..options import (check_choice, check_data, check_domain_size, check_engine_options, check_epsilon, check_model_cap,
+                       check_positive_delta, check_pure_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
-from .arguments import _alpha, check_choice, check_workload
-from .budget import _NOISES, hypothetical_model_size, mwem_budget
-from .original_arm import DEFAULT_MAX_TABLE_CELLS, _mw_guard, _mw_replay
-from .query_rows import _row_sensitivity
-from .rounds import _run_rounds
+from ..steps import hypothetical_model_size, synthesize
+from .arguments import check_alpha
+from .budget import NOISES, mwem_budget
+from .original_arm import DEFAULT_MAX_TABLE_CELLS, mw_guard, mw_replay
+from .query_rows import row_sensitivity
+from .rounds import run_rounds
 
 _SELECTIONS = ("marginal", "query")
 _RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain")
@@ -51,7 +53,7 @@ def _selection_sensitivities(acc: Accountant, wl, selection: str, domain: Domain
     queries = list(wl.queries)
     # The EM scores every row with one sensitivity: the largest row's. The measurement uses the
     # same (a scalar's L1 and L2 sensitivities coincide), so all noise is equal as in the 2019 script.
-    em_sens = max(_row_sensitivity(q, domain, bounded) for q in queries)
+    em_sens = max(row_sensitivity(q, domain, bounded) for q in queries)
     if em_sens <= 0:
         raise ValueError(f"{where}: every workload query row is constant over the domain (sensitivity 0): nothing to measure")
     return queries, em_sens, em_sens
@@ -60,7 +62,7 @@ def _selection_sensitivities(acc: Accountant, wl, selection: str, domain: Domain
 def _original_arm(domain: Domain, measurements, *, original: bool, max_table_cells: int, bounded: bool, n_records: int, mw_iters: int):
     """The MW arm on the +PGM arm's transcript, if asked for and its tables fit: ``(components, table, error, seconds)``."""
     rounds = len(measurements)
-    comps, guard = _mw_guard(domain, [m.clique for m in measurements], max_table_cells)
+    comps, guard = mw_guard(domain, [m.clique for m in measurements], max_table_cells)
     mw_table, mw_error, mw_seconds = None, None, 0.0
     if not original:
         mw_error = "not run (original=False)"
@@ -72,7 +74,7 @@ def _original_arm(domain: Domain, measurements, *, original: bool, max_table_cel
             totals = [float(n_records)] * rounds
         else:  # the same inverse-variance estimate the engine makes from the measurements so far
             totals = [estimate_total(measurements[:t])[0] for t in range(1, rounds + 1)]
-        mw_table = _mw_replay(domain, measurements, totals, mw_iters)
+        mw_table = mw_replay(domain, measurements, totals, mw_iters)
         mw_seconds = time.perf_counter() - t0
     return comps, mw_table, mw_error, mw_seconds
 
@@ -172,20 +174,23 @@ def mwem(
         >>> res.model.marginal(("a", "b")).shape, res.original.marginal(("a", "b")).shape
         ((3, 4), (3, 4))
     """
+    checked = _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds, noise,
+                              bounded, alpha, selection, mw_iters, original, max_table_cells, synthetic)
+    return _mwem(data, key, **checked)
+
+
+def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds, noise, bounded,
+                    alpha, selection, mw_iters, original, max_table_cells, synthetic) -> dict:
+    """:func:`mwem`'s arguments checked, everything before any private computation: the keyword arguments of :func:`_mwem`."""
     where = "mwem"
-    # ---- validation: everything before any private computation
-    if not isinstance(data, Dataset):
-        raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
-    if len(data) == 0:
-        raise ValueError(f"{where}: the dataset has no records")
+    domain = check_data(data, where).domain
     epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     _check_key(key, where)
-    noise = check_choice(noise, "noise", _NOISES, where)
+    noise = check_choice(noise, "noise", NOISES, where)
     selection = check_choice(selection, "selection", _SELECTIONS, where)
     bounded = _bool(bounded, "bounded", where)
-    domain = data.domain
     rounds = len(domain) if rounds is None else _int(rounds, "rounds", where, 1)
-    alpha = (0.9 if selection == "marginal" else 0.5) if alpha is None else _alpha(alpha, where)
+    alpha = (0.9 if selection == "marginal" else 0.5) if alpha is None else check_alpha(alpha, where)
     if noise == "gaussian":
         delta = check_positive_delta(delta, where, "; Gaussian noise gives (epsilon, delta)-DP (e.g. delta=1e-9), or use noise='laplace'")
     else:
@@ -202,19 +207,24 @@ def mwem(
     max_table_cells = _int(max_table_cells, "max_table_cells", where, 1)
     synthetic = _bool(synthetic, "synthetic", where)
     options = check_engine_options(engine_options, _RESERVED_OPTIONS, where, argument="engine_options",
-                             hint="; use engine_iters= and bounded= instead")
+                                   hint="; use engine_iters= and bounded= instead")
     wl = check_workload(workload, domain, where)
-
     cliques: list[Clique] = list(dict.fromkeys(wl.cliques))  # distinct, first-seen order
     # The selection scores every workload clique's marginal: a huge domain is refused here (ModelTooLarge).
     check_domain_size(domain, where, cliques, what="the workload's marginals (the selection scores each)")
     if max_model_mb is not None:
         _check_round_one(domain, cliques, max_model_mb, rounds, where)
+    return dict(epsilon=epsilon, delta=delta, noise=noise, selection=selection, bounded=bounded, rounds=rounds, alpha=alpha,
+                max_model_mb=max_model_mb, engine_iters=engine_iters, mw_iters=mw_iters, original=original,
+                max_table_cells=max_table_cells, synthetic=synthetic, options=options, wl=wl, cliques=cliques)
 
-    if noise == "laplace":
-        acc = Accountant(epsilon=epsilon, bounded=bounded)
-    else:
-        acc = Accountant(epsilon=epsilon, delta=delta, bounded=bounded)
+
+def _mwem(data: Dataset, key, *, epsilon, delta, noise, selection, bounded, rounds, alpha, max_model_mb, engine_iters,
+          mw_iters, original, max_table_cells, synthetic, options, wl, cliques) -> MechanismResult:
+    """MWEM's Algorithm 1 on checked arguments: ``T`` rounds of select (EM), measure, refit driven by the +PGM
+    arm, then the MW arm replaying the transcript (:mod:`pgmjax.mechanisms.multiplicative_weights`)."""
+    where, domain = "mwem", data.domain
+    acc = Accountant(epsilon=epsilon, bounded=bounded) if noise == "laplace" else Accountant(epsilon=epsilon, delta=delta, bounded=bounded)
     queries, em_sens, meas_sens = _selection_sensitivities(acc, wl, selection, domain, bounded, where)
     budget = mwem_budget(epsilon, rounds, delta=delta if noise == "gaussian" else None, noise=noise, bounded=bounded,
                          alpha=alpha, sensitivity=meas_sens)
@@ -223,24 +233,21 @@ def mwem(
                    rounds * budget["em_epsilon" if noise == "laplace" else "em_rho"], rounds, epsilon=budget["em_epsilon"]),
         BudgetStep("rounds: measure the selection", noise, 0.0, rounds, scale=budget["scale"]),
     ], epsilon=epsilon, delta=delta)
-    if noise == "laplace":
-        em_spend = {"epsilon": budget["em_epsilon"]}
-        meas_spend = {"epsilon": budget["measure_epsilon"]}
-    else:
-        em_spend = {"rho": budget["em_rho"]}
-        meas_spend = {"rho": budget["measure_rho"]}
+    unit = "epsilon" if noise == "laplace" else "rho"
+    em_spend = {unit: budget[f"em_{unit}"]}
+    meas_spend = {unit: budget[f"measure_{unit}"]}
     n_records = len(data)
     total_known = float(n_records) if bounded else None
 
     # ---- the +PGM arm drives the selection
     start = time.perf_counter()
     keys = jax.random.split(key, 2 * rounds + 1)
-    model, measurements, log, engine_seconds = _run_rounds(
+    model, measurements, log, engine_seconds = run_rounds(
         data, acc, keys, cliques, queries, rounds=rounds, max_model_mb=max_model_mb, em_sens=em_sens, meas_sens=meas_sens,
         em_spend=em_spend, meas_spend=meas_spend, noise=noise, total_known=total_known, engine_iters=engine_iters, options=options,
     )
     pgm_seconds = time.perf_counter() - start
-    synth = model.synthetic_data(max(1, int(round(model.total))), keys[-1]) if synthetic else None
+    synth = synthesize(model, keys[-1]) if synthetic else None
 
     # ---- the original arm: MW on the same transcript, if its tables fit
     comps, mw_table, mw_error, mw_seconds = _original_arm(
@@ -265,14 +272,5 @@ def mwem(
         "mw_table_cells": sum(n for _, n in comps),
         "seconds": {"pgm": pgm_seconds, "engine": engine_seconds, "mw": mw_seconds},
     }
-    return MechanismResult(
-        mechanism="mwem",
-        model=model,
-        synthetic=synth,
-        measurements=measurements,
-        accountant=acc,
-        original=mw_table,
-        original_error=mw_error,
-        info=info,
-        plan=plan,
-    )
+    return MechanismResult(mechanism="mwem", model=model, synthetic=synth, measurements=measurements, accountant=acc,
+                           original=mw_table, original_error=mw_error, info=info, plan=plan)

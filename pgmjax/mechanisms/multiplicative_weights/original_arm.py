@@ -104,7 +104,7 @@ def _mib(cells: int) -> str:
     return f"{b} B"
 
 
-def _mw_guard(domain: Domain, cliques: Sequence[Clique], max_table_cells: int) -> tuple[list, str | None]:
+def mw_guard(domain: Domain, cliques: Sequence[Clique], max_table_cells: int) -> tuple[list, str | None]:
     """The factored table's components and cells; an error message if it exceeds the cap (nothing allocated)."""
     comps = [(c, domain.size(c)) for c in _components(domain, cliques)]
     total_cells = sum(n for _, n in comps)
@@ -119,7 +119,7 @@ def _mw_guard(domain: Domain, cliques: Sequence[Clique], max_table_cells: int) -
     )
 
 
-def _mw_replay(domain: Domain, measurements: Sequence[Measurement], totals: Sequence[float], iters: int) -> FactoredTable:
+def mw_replay(domain: Domain, measurements: Sequence[Measurement], totals: Sequence[float], iters: int) -> FactoredTable:
     """MW over the transcript: after measurement ``t``, ``iters`` passes over measurements ``1..t``."""
     tables: dict[Clique, np.ndarray] = {}
     for t in range(1, len(measurements) + 1):

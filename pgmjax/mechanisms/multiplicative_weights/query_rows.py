@@ -15,7 +15,7 @@ import numpy as np
 from ...data.domain import Domain
 
 
-def _row_sensitivity(query, domain: Domain, bounded: bool) -> float:
+def row_sensitivity(query, domain: Domain, bounded: bool) -> float:
     """Largest sensitivity of one row ``w`` of a Kronecker workload query ``(Q_1 ⊗ ... ⊗ Q_k)``.
 
     Adding or removing a record changes ``w^T mu`` by one entry of ``w``: ``max |w_j|``. Replacing
@@ -47,7 +47,7 @@ def _row_sensitivity(query, domain: Domain, bounded: bool) -> float:
     return float((best_hi - best_lo).max())
 
 
-def _kron_row(query, domain: Domain, row: int) -> tuple[np.ndarray, ...]:
+def kron_row(query, domain: Domain, row: int) -> tuple[np.ndarray, ...]:
     """Row ``row`` (flat index over the query's rows) of a Kronecker workload query, as a Kronecker query.
 
     One ``(1, n_a)`` matrix per attribute: the row is their Kronecker product. Kept factored, the

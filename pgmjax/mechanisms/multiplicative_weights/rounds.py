@@ -21,8 +21,8 @@ from ...fit.estimate import estimate
 from ...privacy import REST, Accountant
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.measurement import Measurement
-from .budget import hypothetical_model_size, model_mb
-from .query_rows import _kron_row
+from ..steps import hypothetical_model_size, model_mb
+from .query_rows import kron_row
 
 
 def _estimates(domain: Domain, model, cliques: Sequence[Clique], total_known: float | None) -> dict:
@@ -55,10 +55,10 @@ def _select_query(acc: Accountant, key, i: int, queries, true_rows, est, fits, d
     pick = acc.exponential(key, np.concatenate(parts), em_sens, **em_spend, target=f"round {i}: select a query")
     qi = int(np.searchsorted(offsets, pick, side="right") - 1)
     row = int(pick - offsets[qi])
-    return queries[qi].clique, row, _kron_row(queries[qi], domain, row), n_candidates
+    return queries[qi].clique, row, kron_row(queries[qi], domain, row), n_candidates
 
 
-def _run_rounds(
+def run_rounds(
     data: Dataset,
     acc: Accountant,
     keys,

@@ -21,8 +21,8 @@ from ...privacy import check_bool as _bool
 from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
-from ..multiplicative_weights import check_workload, hypothetical_model_size
-from ..options import check_engine_options, check_epsilon, check_model_cap, check_pure_delta
+from ..steps import hypothetical_model_size
+from ..options import check_engine_options, check_epsilon, check_model_cap, check_pure_delta, check_workload
 from ..result import BudgetStep, MechanismResult, record_plan
 from .pgm_arm import _RESERVED_OPTIONS, fit_pgm
 from .query_set import QuerySet, _as_queries, _check_domain
