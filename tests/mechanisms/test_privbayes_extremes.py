@@ -25,8 +25,8 @@ from pgmjax.graph.junction import junction_tree, maximal_cliques
 from pgmjax.privacy import Accountant
 
 PB = importlib.import_module("pgmjax.mechanisms.bayesian_network")  # pgmjax.mechanisms.privbayes is the function
-from pgmjax.mechanisms.bayesian_network.network_search import _model_cells  # noqa: E402
-from pgmjax.mechanisms.bayesian_network.scores import _sparse_quality  # noqa: E402
+from pgmjax.mechanisms.bayesian_network.network_search import model_cells  # noqa: E402
+from pgmjax.mechanisms.bayesian_network.scores import sparse_quality  # noqa: E402
 
 
 def _wide(sizes, n=2000, seed=0):
@@ -58,7 +58,7 @@ def test_sparse_scores_equal_the_dense_ones():
         joint = data.marginal((child, *parents))
         for score, bounded in [("R", True), ("R", False), ("I", True)]:
             dense = PB.score_quality(joint, score, bounded)
-            sparse = _sparse_quality(data, child, parents, score, bounded)
+            sparse = sparse_quality(data, child, parents, score, bounded)
             assert sparse == pytest.approx(dense, rel=1e-10, abs=1e-13), (child, parents, score, bounded)
 
 
@@ -75,7 +75,7 @@ def test_network_stays_within_the_model_budget(wide, budget):
     net, steps = PB.greedy_bayes(wide, acc, jax.random.key(0), 3e5, cap=10**7, max_model_cells=budget)
     assert sorted(x for x, _ in net) == sorted(wide.domain.attributes)
     assert _tree_cells(wide.domain, net) <= budget
-    assert _model_cells(wide.domain, net) <= budget
+    assert model_cells(wide.domain, net) <= budget
     assert len(acc.ledger) == len(WIDE) - 1  # one selection per step, whatever was filtered
     # the budget binds: some step had to halve its cap or drop candidates, and edges remain
     assert any(len(p) >= 2 for _, p in net)

@@ -4,6 +4,29 @@ Zhang, Cormode, Procopiuc, Srivastava & Xiao, "PrivBayes: Private Data Release v
 Networks", ACM TODS 42(4) 2017, Algorithm 1 (the budget split ``beta``, GreedyBayes, noisy tables,
 sampling); the +PGM arm fits the same tables with the engine (McKenna, Sheldon & Miklau,
 "Graphical-model based estimation and inference for differential privacy", ICML 2019, Section 6).
+
+1. (``bounded=False``, ``degree=None`` and ``d > 1`` only) a Laplace count of the records with
+   ``eps0 = count_fraction * epsilon``: the usefulness rule needs ``N``, which is private under
+   add/remove neighbours.
+2. GreedyBayes (:func:`greedy_bayes`, TODS Algorithm 4) with ``eps1 = beta (epsilon - eps0)``:
+   ``d - 1`` exponential-mechanism draws of ``eps1 / (d - 1)`` each. Candidate parent sets:
+   ``degree=None``: the maximal sets with ``n_X prod n_Pi <= tau = N eps2 / (2 d theta)``
+   (:func:`usefulness_tau`, general domains); ``degree=k``: every ``min(k, |V|)``-subset of the
+   placed attributes (fixed-k). Either way no table exceeds ``max_cells``.
+3. The ``m`` maximal cliques among ``{X_i} ∪ Pi_i`` are measured with Laplace noise of scale
+   ``b = Delta1 m / eps2`` (``Delta1`` = 2 replace-one, 1 add/remove) through
+   ``accountant.measure_many(..., epsilon=REST)``: the ledger sums exactly to ``epsilon``.
+4. Original arm (TODS Algorithm 1): clip, normalise, conditionals (:func:`noisy_conditionals`),
+   ancestral sampling of ``N`` records (:func:`sample_network`; under add/remove, the total
+   estimated from the noisy count and tables by inverse-variance weighting, also given to the
+   engine).
+   +PGM arm: the same tables as measurements (``stddev = sqrt(2) b``) fitted by
+   :func:`pgmjax.estimate` (McKenna, Sheldon, Miklau, ICML 2019).
+
+Defaults: ``beta = 0.3`` and ``theta = 4`` are the values the PrivBayes paper recommends from its
+experiments (not re-verified against the paper); the authors' C++
+hard-codes ``beta = 0.5`` and the ICML 2019 run passed ``theta = 1``. ``score="R"`` is what the
+ICML 2019 run used (``func = true``).
 """
 
 from __future__ import annotations
@@ -27,9 +50,9 @@ from ...queries.measurement import estimate_total
 from ..options import check_engine_options, check_epsilon, check_model_cap, check_pure_delta, refuse_option
 from ..result import BudgetStep, MechanismResult, record_plan
 from .conditionals import noisy_conditionals, sample_network
-from .network_search import _check_binary, _model_cells, greedy_bayes
+from .network_search import check_binary, model_cells, greedy_bayes
 from .parent_sets import usefulness_tau
-from .scores import _MI_UNBOUNDED, SCORES
+from .scores import MI_UNBOUNDED, SCORES
 
 # Peak memory of a fit per cell of the model's junction tree, float32 (potentials, marginals, gradients,
 # line-search trials, messages, sampling): 89 bytes measured for 8M cells with mirror descent and
@@ -129,28 +152,7 @@ def privbayes(
 ) -> MechanismResult:
     """PrivBayes and PrivBayes+PGM on the same noisy tables (pure ``epsilon``-DP; Zhang et al., ACM TODS 2017).
 
-    1. (``bounded=False``, ``degree=None`` and ``d > 1`` only) a Laplace count of the records with
-       ``eps0 = count_fraction * epsilon``: the usefulness rule needs ``N``, which is private under
-       add/remove neighbours.
-    2. GreedyBayes (:func:`greedy_bayes`, TODS Algorithm 4) with ``eps1 = beta (epsilon - eps0)``:
-       ``d - 1`` exponential-mechanism draws of ``eps1 / (d - 1)`` each. Candidate parent sets:
-       ``degree=None``: the maximal sets with ``n_X prod n_Pi <= tau = N eps2 / (2 d theta)``
-       (:func:`usefulness_tau`, general domains); ``degree=k``: every ``min(k, |V|)``-subset of the
-       placed attributes (fixed-k). Either way no table exceeds ``max_cells``.
-    3. The ``m`` maximal cliques among ``{X_i} ∪ Pi_i`` are measured with Laplace noise of scale
-       ``b = Delta1 m / eps2`` (``Delta1`` = 2 replace-one, 1 add/remove) through
-       ``accountant.measure_many(..., epsilon=REST)``: the ledger sums exactly to ``epsilon``.
-    4. Original arm (TODS Algorithm 1): clip, normalise, conditionals (:func:`noisy_conditionals`),
-       ancestral sampling of ``N`` records (:func:`sample_network`; under add/remove, the total
-       estimated from the noisy count and tables by inverse-variance weighting, also given to the
-       engine).
-       +PGM arm: the same tables as measurements (``stddev = sqrt(2) b``) fitted by
-       :func:`pgmjax.estimate` (McKenna, Sheldon, Miklau, ICML 2019).
-
-    Defaults: ``beta = 0.3`` and ``theta = 4`` are the values the PrivBayes paper recommends from its
-    experiments (not re-verified against the paper); the authors' C++
-    hard-codes ``beta = 0.5`` and the ICML 2019 run passed ``theta = 1``. ``score="R"`` is what the
-    ICML 2019 run used (``func = true``).
+    The steps (module docstring): the record count, GreedyBayes, the noisy tables, both arms.
 
     Args:
         data: the private :class:`~pgmjax.Dataset` (at least 2 records).
@@ -200,6 +202,14 @@ def privbayes(
         >>> res.info["network"], res.accountant.spent
         ([('b', ()), ('a', ('b',)), ('c', ('b',))], 1.0)
     """
+    checked = _privbayes_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, beta,
+                                   theta, score, degree, bounded, count_fraction, max_candidates, max_cells, keep_scores)
+    return _privbayes(data, key, **checked)
+
+
+def _privbayes_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, beta, theta, score,
+                         degree, bounded, count_fraction, max_candidates, max_cells, keep_scores) -> dict:
+    """:func:`privbayes`'s arguments checked, before any private computation: the keyword arguments of :func:`_privbayes`."""
     where = "privbayes"
     if not isinstance(data, Dataset):
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
@@ -216,8 +226,8 @@ def privbayes(
     if score not in SCORES:
         raise ValueError(f"{where}: score must be one of {SCORES}, got {score!r}")
     if score == "I" and not bounded:
-        raise ValueError(f"{where}: {_MI_UNBOUNDED}")
-    _check_binary(data.domain, score, where)
+        raise ValueError(f"{where}: {MI_UNBOUNDED}")
+    check_binary(data.domain, score, where)
     if degree is not None:
         degree = _integer(degree, "degree", where, 0)
     max_candidates = _integer(max_candidates, "max_candidates", where, 1)
@@ -230,16 +240,23 @@ def privbayes(
         raise TypeError(f"{where}: keep_scores must be True or False, got {keep_scores!r}")
     options = check_engine_options(engine_options, ("iters", "total", "domain", "measurements"), where,
                                    hint=" (use engine_iters; the total is fixed by the mechanism)")
-    n = len(data)
-    if n < 2:
-        raise ValueError(f"{where}: needs at least 2 records, got {n}")
+    if len(data) < 2:
+        raise ValueError(f"{where}: needs at least 2 records, got {len(data)}")
     domain = data.domain
-    d = len(domain)
     too_big = [a for a in domain.attributes if domain[a] > max_cells]
     if too_big:
         raise ValueError(f"{where}: attributes {too_big} have more than max_cells={max_cells} values")
     max_model_cells = _max_model_cells(domain, max_model_mb, where)
+    return dict(eps=eps, beta=beta, theta=theta, count_fraction=count_fraction, bounded=bounded, score=score, degree=degree,
+                max_candidates=max_candidates, max_cells=max_cells, max_model_cells=max_model_cells,
+                engine_iters=engine_iters, keep_scores=bool(keep_scores), options=options)
 
+
+def _privbayes(data: Dataset, key, *, eps, beta, theta, count_fraction, bounded, score, degree, max_candidates, max_cells,
+               max_model_cells, engine_iters, keep_scores, options) -> MechanismResult:
+    """PrivBayes's Algorithm 1 on checked arguments (module docstring): count, network, noisy tables, both arms."""
+    n, domain = len(data), data.domain
+    d = len(domain)
     acc = Accountant(epsilon=eps, bounded=bounded)
     counted = not bounded and degree is None and d > 1  # step 1 runs (see _record_count)
     plan_count = count_fraction * eps if counted else 0.0
@@ -262,7 +279,7 @@ def privbayes(
     tau, cap = _table_cap(records, eps_tables, d, theta, degree, max_cells, max_model_cells)
     network, steps = greedy_bayes(
         data, acc, k_struct, eps_struct, score=score, cap=cap, degree=degree, max_candidates=max_candidates,
-        keep_scores=bool(keep_scores), max_model_cells=max_model_cells,
+        keep_scores=keep_scores, max_model_cells=max_model_cells,
     )
 
     # 3. The noisy tables: only the maximal cliques, each with eps2 / m.
@@ -302,7 +319,7 @@ def privbayes(
         "tau": tau,
         "cap": cap,
         "max_model_cells": max_model_cells,
-        "model_cells": _model_cells(domain, network),
+        "model_cells": model_cells(domain, network),
         "cliques": cliques,
         "tables": m,
         "laplace_scale": scale,
@@ -311,13 +328,5 @@ def privbayes(
         "conditionals": conditionals,
         "engine_iters": engine_iters,
     }
-    return MechanismResult(
-        mechanism="privbayes",
-        model=model,
-        synthetic=synthetic,
-        measurements=measurements,
-        accountant=acc,
-        original=original,
-        info=info,
-        plan=plan,
-    )
+    return MechanismResult(mechanism="privbayes", model=model, synthetic=synthetic, measurements=measurements, accountant=acc,
+                           original=original, info=info, plan=plan)

@@ -18,12 +18,13 @@ from ...graph.junction import junction_tree, maximal_cliques
 from ...privacy import Accountant, exponential_probabilities
 from ...privacy import check_key as _check_key
 from ...privacy import discrete_noise as dn
-from .parent_sets import Network, _TooManyCandidates, maximal_parent_sets
-from .scores import _MI_UNBOUNDED, SCORES, _sparse_quality, score_quality
+from .parent_sets import Network, TooManyCandidates, maximal_parent_sets
+from .scores import MI_UNBOUNDED, SCORES, sparse_quality, score_quality
 from .sensitivity import score_sensitivity
 
 
-def _check_binary(domain: Domain, score: str, where: str) -> None:
+def check_binary(domain: Domain, score: str, where: str) -> None:
+    """Refuse ``score="F"`` on a domain with a non-binary attribute (the F score is defined for binary ones only)."""
     if score == "F":
         wide = [a for a in domain.attributes if domain[a] != 2]
         if wide:
@@ -33,7 +34,7 @@ def _check_binary(domain: Domain, score: str, where: str) -> None:
             )
 
 
-def _model_cells(domain: Domain, network: Network, extra: Clique | None = None) -> int:
+def model_cells(domain: Domain, network: Network, extra: Clique | None = None) -> int:
     """Cells of the junction tree :func:`pgmjax.estimate` builds for the network's tables (plus ``extra``)."""
     tables = [(x, *p) for x, p in network] + ([tuple(extra)] if extra is not None else [])
     tree = junction_tree(domain, maximal_cliques(domain, tables))
@@ -48,7 +49,7 @@ def _fits(domain: Domain, network: Network, table: Clique, max_model_cells: int)
     """
     placed = {a for x, p in network for a in (x, *p)} | set(table)
     bound = len(placed) * domain.size(tuple(placed)) + sum(domain[a] for a in domain.attributes if a not in placed)
-    return bound <= max_model_cells or _model_cells(domain, network, table) <= max_model_cells
+    return bound <= max_model_cells or model_cells(domain, network, table) <= max_model_cells
 
 
 def _step_candidates(
@@ -74,8 +75,8 @@ def _step_candidates(
                 sets = maximal_parent_sets(sizes, step_cap // domain[x], degree, left)
                 cands.extend((x, tuple(placed[j] for j in s)) for s in (sets or [()]))
                 if len(cands) > limit:
-                    raise _TooManyCandidates
-        except _TooManyCandidates:
+                    raise TooManyCandidates
+        except TooManyCandidates:
             if step_cap == 0:  # only (X, {}) left: at most d candidates, accept them
                 cands = [(x, ()) for x in remaining]
             else:
@@ -102,7 +103,7 @@ def _qualities(data: Dataset, cands, score: str, bounded: bool, cache: dict) -> 
         ck = (x, tuple(sorted(parents)))
         if ck not in cache:
             if score != "F" and domain.size((x, *parents)) > 4 * len(data):
-                cache[ck] = _sparse_quality(data, x, parents, score, bounded)
+                cache[ck] = sparse_quality(data, x, parents, score, bounded)
             else:
                 cache[ck] = score_quality(data.marginal((x, *parents)), score, bounded)
         q[j] = cache[ck]
@@ -164,8 +165,8 @@ def greedy_bayes(
     if score not in SCORES:
         raise ValueError(f"greedy_bayes: score must be one of {SCORES}, got {score!r}")
     if score == "I" and not accountant.bounded:
-        raise ValueError(f"greedy_bayes: {_MI_UNBOUNDED}")
-    _check_binary(data.domain, score, "greedy_bayes")
+        raise ValueError(f"greedy_bayes: {MI_UNBOUNDED}")
+    check_binary(data.domain, score, "greedy_bayes")
     _check_key(key, "greedy_bayes")
     domain = data.domain
     attrs = domain.attributes

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 Network = list[tuple[str, tuple[str, ...]]]
 
 
-class _TooManyCandidates(Exception):
+class TooManyCandidates(Exception):
     """Internal: the enumeration of maximal parent sets went past the candidate limit."""
 
 
@@ -66,7 +66,7 @@ def maximal_parent_sets(
         sizes: the candidate parents' domain sizes (each ``>= 1``), in placement order.
         cap: the largest allowed product (an int; below 1 nothing is allowed, not even the empty set).
         max_size: the largest allowed number of parents (None: no limit).
-        limit: raise ``_TooManyCandidates`` past this many sets (None: no limit).
+        limit: raise ``TooManyCandidates`` past this many sets (None: no limit).
 
     Returns:
         Index tuples (ascending), in a deterministic order; ``[]`` when ``cap < 1``.
@@ -100,7 +100,7 @@ def maximal_parent_sets(
             if len(z) + 1 > k or math.prod(sizes[i] for i in z) * n > c:
                 out.append(z)
         if limit is not None and len(out) > limit:
-            raise _TooManyCandidates
+            raise TooManyCandidates
         memo[key] = out
         return out
 

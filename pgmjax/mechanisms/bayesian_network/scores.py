@@ -111,7 +111,7 @@ def f_score(joint) -> float:
     return float((a + best_b)[best_b >= 0].max() - n) / n
 
 
-def _sparse_quality(data: Dataset, child: str, parents: tuple[str, ...], score: str, bounded: bool) -> float:
+def sparse_quality(data: Dataset, child: str, parents: tuple[str, ...], score: str, bounded: bool) -> float:
     """:func:`score_quality` of ``(child, parents)`` from the records, in ``O(N log N)`` whatever the table size.
 
     Only the non-zero cells of the joint enter: for ``R``, the zero cells contribute
@@ -158,7 +158,7 @@ def score_quality(joint, score: str, bounded: bool) -> float:
         return r if bounded else r * float(np.sum(joint))
     if score == "I":
         if not bounded:
-            raise ValueError(_MI_UNBOUNDED)
+            raise ValueError(MI_UNBOUNDED)
         return mutual_information(joint)
     if score == "F":
         f = f_score(joint)
@@ -166,7 +166,7 @@ def score_quality(joint, score: str, bounded: bool) -> float:
     raise ValueError(f"unknown score {score!r}; expected one of {SCORES}")
 
 
-_MI_UNBOUNDED = (
+MI_UNBOUNDED = (
     "score='I' needs bounded=True: the mutual-information sensitivity (TODS Lemma 4.1) assumes "
     "replace-one neighbours with N public; under add/remove one record can change N*I by about "
     "log2(N), which has no data-independent bound. Use score='R' or bounded=True."

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .scores import _MI_UNBOUNDED, SCORES
+from .scores import MI_UNBOUNDED, SCORES
 
 
 def mutual_information_sensitivity(records: int, binary: bool) -> float:
@@ -72,7 +72,7 @@ def score_sensitivity(score: str, records: int | None, *, bounded: bool, binary:
         raise ValueError(f"unknown score {score!r}; expected one of {SCORES}")
     if not bounded:
         if score == "I":
-            raise ValueError(_MI_UNBOUNDED)
+            raise ValueError(MI_UNBOUNDED)
         return 2.0 if score == "R" else 1.0
     if records is None or not float(records) >= 2:
         raise ValueError(f"score_sensitivity: needs the number of records (at least 2), got {records!r}")
