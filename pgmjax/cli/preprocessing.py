@@ -32,7 +32,8 @@ from .errors import RunFailure, UserError
 
 __all__ = ["Split", "split_budget", "neighbouring", "check_neighbours", "declared_kind", "declared_decimals",
            "add_run_arguments", "check_schema_privacy", "public_range", "ranges_of", "add_schema_arguments", "load_private",
-           "private_schema_cmd", "summary_lines", "report_entry", "write_html"]
+           "private_schema_cmd", "summary_lines", "report_entry", "report_warnings", "raw_comparison",
+           "write_html"]
 
 
 class Split(NamedTuple):
@@ -377,21 +378,48 @@ def summary_lines(entry: dict | None) -> list[str]:
             "use pgmjax schema --epsilon, for a private one)"]
 
 
-def write_html(args, report: dict, data, synth, workload, schema, key=None) -> dict | None:
+def raw_comparison(args, synth, schema, key) -> dict | None:
+    """The one-way comparison on the raw scale for ``--html`` (:mod:`pgmjax.cli.report_raw`; NOT private): the raw
+    input against the synthetic records decoded with ``key`` as ``--out`` writes them; None for integer-coded data
+    (no schema) or without a key."""
+    if schema is None or key is None:
+        return None
+    from ..data.schema import read_raw_csv
+    from .report_raw import raw_scale_comparison, schema_kinds
+
+    return raw_scale_comparison(read_raw_csv(args.data), schema.decode(synth, key), schema_kinds(schema))
+
+
+def report_warnings(entry: dict | None, raw: dict | None) -> list[str]:
+    """The run's warnings as the JSON report stores them (its ``warnings``), in the order the summary prints them.
+
+    The private schema's range warnings (from released values only), the flag of a schema read from the data
+    without noise, and the raw-scale utility warnings of ``--html`` (columns whose synthetic range covers under
+    the threshold of the real one; read from the input without noise, so marked ``(NOT private)``).
+    """
+    out = []
+    if entry is not None:
+        if entry.get("private"):
+            out += [str(w) for w in entry.get("warnings", [])]
+        elif entry.get("warning"):
+            out.append(f"schema: {entry['warning']}")
+    if raw is not None:
+        out += [f"{w} (NOT private)" for w in raw["warnings"]]
+    return out
+
+
+def write_html(args, report: dict, data, synth, workload, schema, key=None, raw=None) -> dict | None:
     """``--html``: the utility report of :mod:`pgmjax.cli.report_html` (computed from the input: NOT private).
 
     With a schema and the decoding ``key`` of ``--out``, the one-way section compares the raw input with the
-    synthetic records decoded as ``--out`` writes them (:mod:`pgmjax.cli.report_raw`); returns that comparison
-    (its ``warnings``), or None for integer-coded data (compared on the codes, as before).
+    synthetic records decoded as ``--out`` writes them (:func:`raw_comparison`, or ``raw`` when already
+    computed); returns that comparison (its ``warnings``), or None for integer-coded data (compared on the
+    codes, as before).
     """
     from .report_html import write_report
 
-    raw = None
-    if schema is not None and key is not None:
-        from ..data.schema import read_raw_csv
-        from .report_raw import raw_scale_comparison, schema_kinds
-
-        raw = raw_scale_comparison(read_raw_csv(args.data), schema.decode(synth, key), schema_kinds(schema))
+    if raw is None:
+        raw = raw_comparison(args, synth, schema, key)
     try:
         write_report(args.html, data, synth, schema=schema, workload=workload, report=report,
                      title=f"pgmjax {args.mechanism} on {args.data}", raw=raw)

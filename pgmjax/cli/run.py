@@ -90,8 +90,10 @@ def _run(args) -> int:
     if interval_entry is not None:
         seconds["intervals"] = time.perf_counter() - t0
     seconds["total"] = time.perf_counter() - t_start  # the whole run, the intervals too
+    # --html's raw-scale comparison (NOT private), computed before the JSON report so that its warnings are stored.
+    raw = preprocessing.raw_comparison(args, synth, schema, keys["decode"]) if args.html is not None else None
     report = build_report(args, data, schema, extra, workload, result, spec, synth, evaluation, notes, seconds,
-                          interval_entry)
+                          interval_entry, raw)
     if args.report is not None:
         try:
             write_text(args.report, intervals.compact_json(report) + "\n")
@@ -99,7 +101,7 @@ def _run(args) -> int:
             raise RunFailure(f"--report: could not write {args.report}: {e}") from e
     lines = summary_text(args, report, data, schema, workload, wl_label, result, synth, evaluation)
     if args.html is not None:
-        raw = preprocessing.write_html(args, report, data, synth, workload, schema, keys["decode"])
+        raw = preprocessing.write_html(args, report, data, synth, workload, schema, keys["decode"], raw=raw)
         lines.append(f"  html report   {args.html} (computed from the input data: NOT private)")
         if raw is not None and args.show_private:  # read from the input without noise, like the errors
             lines += [f"  WARNING       {w} (NOT private)" for w in raw["warnings"]]
@@ -249,12 +251,15 @@ def write_outputs(args, result, synth, schema, key) -> None:
 
 
 def build_report(args, data, schema, extra, workload, result, spec, synth, evaluation, notes, seconds,
-                 interval_entry=None) -> dict:
+                 interval_entry=None, raw=None) -> dict:
     """The JSON report: input, privacy (budget, spend, ledger), model, outputs, evaluation and times (NOT private).
 
+    Its ``warnings`` are the run's warnings as the summary prints them (:func:`preprocessing.report_warnings`):
+    the private schema's range warnings, a schema read from the data, and with ``raw`` (``--html``'s raw-scale
+    comparison) the columns whose synthetic range covers too little of the real one, marked ``(NOT private)``.
     Its ``not_private`` entry lists what was computed from the input without noise: the exact record count,
     the evaluation, the run's times and the mechanism's (``info.seconds``; they grow with the record count),
-    and a schema read from the data.
+    a schema read from the data, and those marked warnings.
     """
     acc = result.accountant
     privacy = privacy_summary(acc, args.epsilon)
@@ -300,11 +305,14 @@ def build_report(args, data, schema, extra, workload, result, spec, synth, evalu
         "ledger": jsonable(acc.records()),
         "plan": jsonable(result.plan.to_dict()) if result.plan is not None else None,
         "preprocessing": jsonable(pre_entry),
+        "warnings": preprocessing.report_warnings(pre_entry, raw),
     }
     if "seconds" in report["info"]:  # the mechanism's own times: as data-dependent as the run's
         report["not_private"].append("info.seconds")
     if pre_entry is not None and not pre_entry["private"]:
         report["not_private"].append("schema (read from the data without noise)")
+    if raw is not None and raw["warnings"]:
+        report["not_private"].append("warnings marked (NOT private) (the raw-scale comparison of --html)")
 
     return report
 
