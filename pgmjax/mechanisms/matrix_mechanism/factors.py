@@ -37,12 +37,12 @@ __all__ = [
     "allrange_gram",
 ]
 
-_NOISES = ("laplace", "gaussian")
+NOISES = ("laplace", "gaussian")
 
 
 def _check_noise(noise: str) -> str:
-    if noise not in _NOISES:
-        raise ValueError(f"noise must be one of {_NOISES}, got {noise!r}")
+    if noise not in NOISES:
+        raise ValueError(f"noise must be one of {NOISES}, got {noise!r}")
     return noise
 
 

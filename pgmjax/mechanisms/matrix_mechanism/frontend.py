@@ -38,7 +38,6 @@ Example:
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
 
 import jax
@@ -57,22 +56,23 @@ from ...queries.measurement import Measurement, estimate_total
 from ..estimates import CliqueTables
 from ...graph import size_limit
 from ...graph.junction import junction_tree, maximal_cliques
-from ..options import check_attribute_matrices, check_domain_size, check_engine_options, check_epsilon, check_model_cap, check_positive_delta, check_pure_delta
+from ..options import (check_attribute_matrices, check_data, check_domain_size, check_engine_options, check_epsilon,
+                       check_model_cap, check_positive_delta, check_pure_delta)
 from ..options import check_choice as _choice
 from ..options import check_workload as _as_workload
 from ..result import BudgetStep, MechanismResult, record_plan
-from ..steps import hypothetical_model_size
+from ..steps import Timer, hypothetical_model_size, synthesize
 from .error import expected_error
 from .least_squares import global_least_squares, least_squares_marginal
 from .measure import equal_column_norms, measure_strategy
 from .planning import (
-    _MAX_MARGINAL_ATTRIBUTES,
-    _NOISES,
-    _STRATEGIES,
-    _WEIGHTS,
-    _check_strategy,
-    _strategy_record,
+    MAX_MARGINAL_ATTRIBUTES,
+    NOISES,
+    STRATEGIES,
+    WEIGHTS,
+    check_strategy,
     hdmm_strategy,
+    strategy_record,
     union_workload,
 )
 
@@ -139,15 +139,11 @@ def hdmm(
 ) -> MechanismResult:
     """HDMM with its local least squares (HDMM+LLS), the engine (HDMM+PGM) and, when it fits, global least squares.
 
-    1. Strategy: :func:`hdmm_strategy` (``strategy``, ``weights``), or the prebuilt one given.
-    2. Measurement (:func:`.measure_strategy`): one :meth:`~pgmjax.privacy.Accountant.measure` per strategy
-       term (Kronecker query, or a plain marginal for OPT_M) with budget shares that give every row the noise ``b = ||A||_1 / eps``
-       (Laplace; ``2 ||A||_1 / eps`` when ``bounded``) or ``sigma = ||A||_{1->2} / sqrt(2 rho)`` (Gaussian,
-       ``rho = cdp_rho(eps, delta)``; ``sqrt 2`` times it when ``bounded``). The last spends what is left:
-       the ledger sums exactly to the budget.
-    3. Arms on the same noise: HDMM+LLS (``original``), HDMM+PGM (``model``), global least squares
-       (``info["global_least_squares"]``, when the table over the workload's attributes has at most
-       ``max_table_cells`` cells). See the module docstring.
+    The steps (module docstring): the strategy (:func:`hdmm_strategy`, or the prebuilt one given), its
+    measurement (:func:`.measure_strategy`: every row on one noise scale, the last term spending what is left),
+    and the arms on the same noise: HDMM+LLS (``original``), HDMM+PGM (``model``), global least squares
+    (``info["global_least_squares"]``, when the table over the workload's attributes has at most
+    ``max_table_cells`` cells).
 
     Args:
         data: the private :class:`~pgmjax.Dataset`.
@@ -219,22 +215,26 @@ def hdmm(
         >>> res.original.marginal(("age", "sex")).shape, res.model.marginal(("age", "sex")).shape
         ((16, 2), (16, 2))
     """
+    checked = _hdmm_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, strategy,
+                              weights, bounded, noise, restarts, original, max_table_cells, synthetic)
+    return _hdmm(data, key, **checked)
+
+
+def _hdmm_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, strategy, weights,
+                    bounded, noise, restarts, original, max_table_cells, synthetic) -> dict:
+    """:func:`hdmm`'s arguments checked, before any private computation and before the strategy is optimised:
+    the keyword arguments of :func:`_hdmm`."""
     where = "hdmm"
-    start = time.perf_counter()
-    # ---- validation: everything before any private computation (and before the strategy is optimised)
-    if not isinstance(data, Dataset):
-        raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
-    if len(data) == 0:
-        raise ValueError(f"{where}: the dataset has no records")
+    domain = check_data(data, where).domain
     epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     _check_key(key, where)
-    noise = _choice(noise, "noise", _NOISES, where)
+    noise = _choice(noise, "noise", NOISES, where)
     if noise == "gaussian":
         delta = check_positive_delta(delta, where, "; Gaussian noise gives (epsilon, delta)-DP (e.g. delta=1e-9), or use noise='laplace'")
     else:
         delta = check_pure_delta(delta, where, " with Laplace noise; pass noise='gaussian' for (epsilon, delta)-DP through zCDP")
     bounded = _bool(bounded, "bounded", where)
-    weights = _choice(weights, "weights", _WEIGHTS, where)
+    weights = _choice(weights, "weights", WEIGHTS, where)
     restarts = _int(restarts, "restarts", where, 1)
     engine_iters = _int(engine_iters, "engine_iters", where, 0)
     options = check_engine_options(engine_options, _RESERVED_OPTIONS, where, hint="; use engine_iters= and bounded= instead")
@@ -243,7 +243,6 @@ def hdmm(
     original = _bool(original, "original", where)
     max_table_cells = _int(max_table_cells, "max_table_cells", where, 0)
     synthetic = _bool(synthetic, "synthetic", where)
-    domain = data.domain
     wl = _as_workload(workload, domain, where)
     _check_sizes(domain, list(dict.fromkeys(wl.cliques)), where)
     if max_model_mb is not None:
@@ -252,90 +251,73 @@ def hdmm(
             raise ValueError(f"{where}: the model over the workload's cliques takes {mb:.4g} MB, above max_model_mb={max_model_mb:g}")
     W = union_workload(wl)
     if isinstance(strategy, str):
-        strategy = _choice(strategy, "strategy", _STRATEGIES, where)
-        if strategy == "marginals" and len(W.attributes) > _MAX_MARGINAL_ATTRIBUTES:
+        strategy = _choice(strategy, "strategy", STRATEGIES, where)
+        if strategy == "marginals" and len(W.attributes) > MAX_MARGINAL_ATTRIBUTES:
             raise ValueError(
                 f"{where}: strategy='marginals' (OPT_M) weighs all 2^d marginals of the workload's "
-                f"{len(W.attributes)} attributes; at most {_MAX_MARGINAL_ATTRIBUTES} are supported"
+                f"{len(W.attributes)} attributes; at most {MAX_MARGINAL_ATTRIBUTES} are supported"
             )
     else:
-        _check_strategy(strategy, domain, W, noise, where)
+        check_strategy(strategy, domain, W, noise, where)
+    return dict(epsilon=epsilon, delta=delta, noise=noise, bounded=bounded, weights=weights, restarts=restarts,
+                engine_iters=engine_iters, options=options, method=method, original=original,
+                max_table_cells=max_table_cells, synthetic=synthetic, wl=wl, W=W, strategy=strategy)
+
+
+def _hdmm(data: Dataset, key, *, epsilon, delta, noise, bounded, weights, restarts, engine_iters, options, method, original,
+          max_table_cells, synthetic, wl, W, strategy) -> MechanismResult:
+    """HDMM on checked arguments (module docstring): the strategy, its measurement, the arms on the same noise."""
+    domain, timer = data.domain, Timer()
     k_strategy, k_measure, k_synth = jax.random.split(key, 3)
 
     # ---- 1. the strategy (data-independent)
-    t0 = time.perf_counter()
-    if isinstance(strategy, str):
-        S, s_info = hdmm_strategy(wl, k_strategy, strategy=strategy, weights=weights, noise=noise, restarts=restarts)
-    else:
-        S, s_info = strategy, {"template": "given"}
-    t_strategy = time.perf_counter() - t0
+    with timer("strategy"):
+        if isinstance(strategy, str):
+            S, s_info = hdmm_strategy(wl, k_strategy, strategy=strategy, weights=weights, noise=noise, restarts=restarts)
+        else:
+            S, s_info = strategy, {"template": "given"}
 
     # ---- 2. the measurements: one accountant entry per block, every row on the same noise scale
-    t0 = time.perf_counter()
-    acc = Accountant(epsilon=epsilon, bounded=bounded) if noise == "laplace" else Accountant(epsilon=epsilon, delta=delta, bounded=bounded)
-    rho = None if noise == "laplace" else acc.budget
-    terms = len(getattr(S, "terms", (S,)))
-    plan = record_plan(acc, "hdmm", [BudgetStep("strategy terms, every row on one noise scale", noise, acc.budget, terms)],
-                       epsilon=epsilon, delta=delta)
-    release = measure_strategy(acc, k_measure, data, S)
+    with timer("measure"):
+        acc = Accountant(epsilon=epsilon, bounded=bounded) if noise == "laplace" else Accountant(epsilon=epsilon, delta=delta, bounded=bounded)
+        terms = len(getattr(S, "terms", (S,)))
+        plan = record_plan(acc, "hdmm", [BudgetStep("strategy terms, every row on one noise scale", noise, acc.budget, terms)],
+                           epsilon=epsilon, delta=delta)
+        release = measure_strategy(acc, k_measure, data, S)
     measurements, scale = release.measurements, release.scale
-    t_measure = time.perf_counter() - t0
     # Err = per-row noise variance * trace[(A^T A)^+ W^T W]; the core's factor is ||A||^2 * trace (unbounded norm)
     variance = 2.0 * scale * scale if noise == "laplace" else scale * scale
     expected = variance / S.sensitivity(noise) ** 2 * expected_error(W, S, noise=noise)
-    n_records = len(data)
-    if bounded:
-        total = float(n_records)
-    else:
-        try:
-            total = float(estimate_total(measurements)[0])
-        except ValueError:
-            total = None  # no measurement determines N; the engine will say so
+    total = _total(measurements, len(data) if bounded else None)
 
     # ---- 3a. HDMM+LLS
-    cliques = list(dict.fromkeys(wl.cliques))
-    t0 = time.perf_counter()
     lls, lls_error = None, None
-    if original:
-        lls = CliqueTables(domain, _local_tables(domain, measurements, cliques), total if total is not None else float("nan"))
-    else:
-        lls_error = "not run (original=False)"
-    t_lls = time.perf_counter() - t0
+    with timer("lls"):
+        if original:
+            cliques = list(dict.fromkeys(wl.cliques))
+            lls = CliqueTables(domain, _local_tables(domain, measurements, cliques), total if total is not None else float("nan"))
+        else:
+            lls_error = "not run (original=False)"
 
     # ---- 3b. HDMM+PGM
-    t0 = time.perf_counter()
-    model = estimate(domain, measurements, method=method, iters=engine_iters, total=float(n_records) if bounded else None, **options)
-    t_pgm = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    synth = model.synthetic_data(max(1, int(round(model.total))), k_synth) if synthetic else None
-    t_synth = time.perf_counter() - t0
+    with timer("pgm"):
+        model = estimate(domain, measurements, method=method, iters=engine_iters, total=float(len(data)) if bounded else None, **options)
+    with timer("synthetic"):
+        synth = synthesize(model, k_synth) if synthetic else None
 
     # ---- 3c. global least squares, decided from the sizes before anything is allocated
-    attrs = tuple(a for a in domain.attributes if a in set(W.attributes) | {a for m in measurements for a in m.clique})
-    cells = math.prod(domain[a] for a in attrs)
-    t0 = time.perf_counter()
-    global_ls, global_error = None, None
-    if cells > max_table_cells:
-        global_error = (
-            f"HDMM's global least squares needs the full table over the workload's {len(attrs)} attributes: "
-            f"{cells:.4g} cells ({8 * cells / 2**30:.4g} GiB per float64 copy, about six copies in LSMR), above "
-            f"max_table_cells={max_table_cells:,}. Not allocated; HDMM+LLS is the stand-in (ICML 2019)."
-        )
-    else:
-        rows = sum(m.rows for m in measurements)
-        table = global_least_squares(domain, measurements, attributes=attrs, max_bytes=8 * (6 * cells + 3 * rows) + 1)
-        global_ls = CliqueTables(domain, {attrs: table}, float(table.sum()))
-    t_global = time.perf_counter() - t0
+    with timer("global"):
+        global_ls, global_error, cells = _global_arm(domain, W, measurements, max_table_cells)
 
     info = {
         "strategy": S,
         "strategy_info": s_info,
-        "strategy_record": _strategy_record(S),
+        "strategy_record": strategy_record(S),
         "noise": noise,
         "bounded": bounded,
         "epsilon": epsilon,
         "delta": delta,
-        "rho": rho,
+        "rho": None if noise == "laplace" else acc.budget,
         "sensitivity": release.sensitivity,
         "sensitivity_exact": equal_column_norms(S, noise),
         "noise_scale": scale,
@@ -350,24 +332,33 @@ def hdmm(
         "global_least_squares": global_ls,
         "global_least_squares_error": global_error,
         "global_table_cells": cells,
-        "seconds": {
-            "strategy": t_strategy,
-            "measure": t_measure,
-            "lls": t_lls,
-            "pgm": t_pgm,
-            "synthetic": t_synth,
-            "global": t_global,
-            "total": time.perf_counter() - start,
-        },
+        "seconds": timer.done(),
     }
-    return MechanismResult(
-        mechanism="hdmm",
-        model=model,
-        synthetic=synth,
-        measurements=measurements,
-        accountant=acc,
-        original=lls,
-        original_error=lls_error,
-        info=info,
-        plan=plan,
-    )
+    return MechanismResult(mechanism="hdmm", model=model, synthetic=synth, measurements=measurements, accountant=acc,
+                           original=lls, original_error=lls_error, info=info, plan=plan)
+
+
+def _total(measurements: list[Measurement], public: int | None) -> float | None:
+    """The number of records: ``public`` (replace-one), else the measurements' estimate (None when none determines it)."""
+    if public is not None:
+        return float(public)
+    try:
+        return float(estimate_total(measurements)[0])
+    except ValueError:
+        return None  # no measurement determines N; the engine will say so
+
+
+def _global_arm(domain: Domain, W, measurements: list[Measurement], max_table_cells: int):
+    """HDMM's own ``A^+ y`` on the full table over the workload's (and the measurements') attributes, when it has
+    at most ``max_table_cells`` cells: ``(CliqueTables or None, why not or None, cells)``."""
+    attrs = tuple(a for a in domain.attributes if a in set(W.attributes) | {a for m in measurements for a in m.clique})
+    cells = math.prod(domain[a] for a in attrs)
+    if cells > max_table_cells:
+        return None, (
+            f"HDMM's global least squares needs the full table over the workload's {len(attrs)} attributes: "
+            f"{cells:.4g} cells ({8 * cells / 2**30:.4g} GiB per float64 copy, about six copies in LSMR), above "
+            f"max_table_cells={max_table_cells:,}. Not allocated; HDMM+LLS is the stand-in (ICML 2019)."
+        ), cells
+    rows = sum(m.rows for m in measurements)
+    table = global_least_squares(domain, measurements, attributes=attrs, max_bytes=8 * (6 * cells + 3 * rows) + 1)
+    return CliqueTables(domain, {attrs: table}, float(table.sum())), None, cells

@@ -26,17 +26,17 @@ from ...privacy import check_key as _check_key
 from ...queries.workload import Workload
 from ..options import check_choice as _choice
 from .error import expected_error
-from .factors import _NOISES
+from .factors import NOISES
 from .optimize import opt_marginals, opt_plus_weights, opt_union
 from .strategies import KronStrategy, MarginalsStrategy, UnionStrategy
 from .workloads import KronWorkload, UnionWorkload
 
 __all__ = ["union_workload", "hdmm_strategy"]
 
-_STRATEGIES = ("opt+", "identity", "marginals")
-_WEIGHTS = ("opt", "equal")
+STRATEGIES = ("opt+", "identity", "marginals")
+WEIGHTS = ("opt", "equal")
 # OPT_M weighs all 2^d marginals of the workload's attributes, so time and memory grow as d 2^d.
-_MAX_MARGINAL_ATTRIBUTES = 16
+MAX_MARGINAL_ATTRIBUTES = 16
 
 
 def union_workload(workload: Workload) -> UnionWorkload:
@@ -110,15 +110,15 @@ def hdmm_strategy(
     if not isinstance(workload, Workload):
         raise TypeError(f"{where}: workload must be a pgmjax.Workload, got {type(workload).__name__}")
     _check_key(key, where)
-    strategy = _choice(strategy, "strategy", _STRATEGIES, where)
-    weights = _choice(weights, "weights", _WEIGHTS, where)
-    noise = _choice(noise, "noise", _NOISES, where)
+    strategy = _choice(strategy, "strategy", STRATEGIES, where)
+    weights = _choice(weights, "weights", WEIGHTS, where)
+    noise = _choice(noise, "noise", NOISES, where)
     restarts = _int(restarts, "restarts", where, 1)
     W = union_workload(workload)
-    if strategy == "marginals" and len(W.attributes) > _MAX_MARGINAL_ATTRIBUTES:
+    if strategy == "marginals" and len(W.attributes) > MAX_MARGINAL_ATTRIBUTES:
         raise ValueError(
             f"{where}: strategy='marginals' (OPT_M) weighs all 2^d marginals of the workload's {len(W.attributes)} "
-            f"attributes; at most {_MAX_MARGINAL_ATTRIBUTES} are supported. Use strategy='opt+'"
+            f"attributes; at most {MAX_MARGINAL_ATTRIBUTES} are supported. Use strategy='opt+'"
         )
     t0 = time.perf_counter()
     if strategy == "marginals":
@@ -143,7 +143,7 @@ def hdmm_strategy(
     return S, info
 
 
-def _check_strategy(S, domain: Domain, W: UnionWorkload, noise: str, where: str) -> None:
+def check_strategy(S, domain: Domain, W: UnionWorkload, noise: str, where: str) -> None:
     """Refuse a prebuilt strategy that is of no known kind, does not fit the domain or does not support ``W``."""
     if isinstance(S, KronStrategy):
         S = UnionStrategy([S])
@@ -153,7 +153,7 @@ def _check_strategy(S, domain: Domain, W: UnionWorkload, noise: str, where: str)
         parts = [(S.attributes, S.sizes)]
     else:
         raise TypeError(
-            f"{where}: strategy must be one of {_STRATEGIES} or a matrix_mechanism KronStrategy / UnionStrategy / "
+            f"{where}: strategy must be one of {STRATEGIES} or a matrix_mechanism KronStrategy / UnionStrategy / "
             f"MarginalsStrategy, got {type(S).__name__}"
         )
     for clique, sizes in parts:
@@ -164,7 +164,7 @@ def _check_strategy(S, domain: Domain, W: UnionWorkload, noise: str, where: str)
         raise ValueError(f"{where}: the strategy does not support the workload (some workload query is not in its row space)")
 
 
-def _strategy_record(S) -> dict:
+def strategy_record(S) -> dict:
     """The strategy for ``info``: per-term cliques, weights and factor matrices (or OPT_M's theta)."""
     if isinstance(S, MarginalsStrategy):
         return {"kind": "marginals", "attributes": S.attributes, "sizes": S.sizes, "theta": S.theta, "marginals": S.marginals()}
