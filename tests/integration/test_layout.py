@@ -120,17 +120,6 @@ PRIVATE_IMPORTS: frozenset[tuple[str, str, str]] = frozenset({
     ('pgmjax.mechanisms.matrix_mechanism.workloads', 'pgmjax.mechanisms.matrix_mechanism.factors', '_as_clique'),
     ('pgmjax.mechanisms.matrix_mechanism.workloads', 'pgmjax.mechanisms.matrix_mechanism.factors', '_expand_dense'),
     ('pgmjax.mechanisms.matrix_mechanism.workloads', 'pgmjax.mechanisms.matrix_mechanism.factors', '_union_terms'),
-    ('pgmjax.mechanisms.query_learning.front_end', 'pgmjax.mechanisms.query_learning.pgm_arm', '_RESERVED_OPTIONS'),
-    ('pgmjax.mechanisms.query_learning.front_end', 'pgmjax.mechanisms.query_learning.query_set', '_as_queries'),
-    ('pgmjax.mechanisms.query_learning.front_end', 'pgmjax.mechanisms.query_learning.query_set', '_check_domain'),
-    ('pgmjax.mechanisms.query_learning.front_end', 'pgmjax.mechanisms.query_learning.regression', '_regression_options'),
-    ('pgmjax.mechanisms.query_learning.pgm_arm', 'pgmjax.mechanisms.query_learning.query_set', '_as_queries'),
-    ('pgmjax.mechanisms.query_learning.pgm_arm', 'pgmjax.mechanisms.query_learning.query_set', '_check_domain'),
-    ('pgmjax.mechanisms.query_learning.pgm_arm', 'pgmjax.mechanisms.query_learning.regression', '_answers'),
-    ('pgmjax.mechanisms.query_learning.regression', 'pgmjax.mechanisms.query_learning.query_set', '_as_queries'),
-    ('pgmjax.mechanisms.query_learning.regression', 'pgmjax.mechanisms.query_learning.query_set', '_check_domain'),
-    ('pgmjax.mechanisms.query_learning.selection', 'pgmjax.mechanisms.query_learning.query_set', '_as_queries'),
-    ('pgmjax.mechanisms.query_learning.sensitivity', 'pgmjax.mechanisms.query_learning.query_set', '_as_queries'),
 })
 
 

@@ -21,12 +21,12 @@ from ...privacy import check_bool as _bool
 from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
-from ..steps import hypothetical_model_size
-from ..options import check_engine_options, check_epsilon, check_model_cap, check_pure_delta, check_workload
+from ..options import check_data, check_engine_options, check_epsilon, check_model_cap, check_pure_delta, check_workload
 from ..result import BudgetStep, MechanismResult, record_plan
-from .pgm_arm import _RESERVED_OPTIONS, fit_pgm
-from .query_set import QuerySet, _as_queries, _check_domain
-from .regression import _regression_options, fit_regression
+from ..steps import Timer, hypothetical_model_size, synthesize
+from .pgm_arm import RESERVED_OPTIONS, fit_pgm
+from .query_set import QuerySet, as_queries, check_domain
+from .regression import fit_regression, regression_options
 from .selection import select_training
 from .sensitivity import sensitivity_is_exact, training_sensitivity
 
@@ -179,53 +179,65 @@ def mldp(
         >>> res.info["sensitivity"], len(res.info["training"]), res.info["answers"]["published"]["pgm"].shape
         (1.0, 10, (1023,))
     """
+    checked = _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, training, fresh,
+                              size, bounded, model, ridge, width, centers, original, synthetic)
+    return _mldp(data, key, **checked)
+
+
+def _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, training, fresh, size,
+                    bounded, model, ridge, width, centers, original, synthetic) -> dict:
+    """:func:`mldp`'s arguments checked, everything before the private data is read: the keyword arguments of :func:`_mldp`."""
     where = "mldp"
-    # ---- validation: everything before the private data is read
-    if not isinstance(data, Dataset):
-        raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
-    if len(data) == 0:
-        raise ValueError(f"{where}: the dataset has no records")
+    domain = check_data(data, where).domain
     epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     check_pure_delta(delta, where)
     _check_key(key, where)
     if training is None:
-        training = workload_training(workload, data.domain, where)
+        training = workload_training(workload, domain, where)
     elif workload is not None:
         raise ValueError(f"{where}: give the training queries as workload= (every cell of its marginals) or as training=, not both")
-    training = _as_queries(training, "training", where)
-    _check_domain(training, data.domain, where)
+    training = as_queries(training, "training", where)
+    check_domain(training, domain, where)
     if fresh is not None:
-        fresh = _as_queries(fresh, "fresh", where)
-        _check_domain(fresh, data.domain, where)
+        fresh = as_queries(fresh, "fresh", where)
+        check_domain(fresh, domain, where)
     if size is not None:
         size = _int(size, "size", where)
         if size > len(training):
             raise ValueError(f"{where}: size={size} exceeds the {len(training)} queries of training")
     bounded = _bool(bounded, "bounded", where)
-    model, ridge, width, centers = _regression_options(model, ridge, width, centers, where)
+    model, ridge, width, centers = regression_options(model, ridge, width, centers, where)
     engine_iters = _int(engine_iters, "engine_iters", where)
     original = _bool(original, "original", where)
     synthetic = _bool(synthetic, "synthetic", where)
-    options = check_engine_options(engine_options, _RESERVED_OPTIONS, where, hint="; use engine_iters= and bounded= instead")
+    options = check_engine_options(engine_options, RESERVED_OPTIONS, where, hint="; use engine_iters= and bounded= instead")
     max_model_mb = check_model_cap(max_model_mb, where)
     if max_model_mb is not None:
-        mb = hypothetical_model_size(data.domain, list(training.cliques))
+        mb = hypothetical_model_size(domain, list(training.cliques))
         if mb > max_model_mb:
             raise ValueError(f"{where}: the model over the training queries' cliques takes {mb:.4g} MB, above max_model_mb={max_model_mb:g}")
+    return dict(epsilon=epsilon, training=training, fresh=fresh, size=size, bounded=bounded,
+                regression=dict(model=model, ridge=ridge, width=width, centers=centers), engine_iters=engine_iters,
+                original=original, synthetic=synthetic, options=options)
 
-    start = time.perf_counter()
+
+def _mldp(data: Dataset, key, *, epsilon, training, fresh, size, bounded, regression, engine_iters, original, synthetic,
+          options) -> MechanismResult:
+    """MLDP's Algorithm 1 on checked arguments: select the training set, one Laplace release, both arms, answers."""
+    where = "mldp"
+    timer = Timer()
     k_select, k_noise, k_synth = jax.random.split(key, 3)
-    published = training
-    index = None
-    if size is not None:
-        index = select_training(training, size, key=k_select)
-        training = training.take(index)
-    select_seconds = time.perf_counter() - start
+    # ---- 1. the training set (public queries only: no privacy cost)
+    published, index = training, None
+    with timer("select"):
+        if size is not None:
+            index = select_training(training, size, key=k_select)
+            training = training.take(index)
     sens = training_sensitivity(training, bounded=bounded)
     if not sens > 0:
         raise ValueError(f"{where}: every training query is identically zero (sensitivity 0): nothing to learn")
 
-    # ---- the one private release: Laplace on all training answers at once
+    # ---- 2. the one private release: Laplace on all training answers at once
     acc = Accountant(epsilon=epsilon, bounded=bounded)
     plan = record_plan(acc, "mldp", [BudgetStep("training answers", "laplace", epsilon, 1, epsilon=epsilon)], epsilon=epsilon, delta=0.0)
     y = acc.laplace(
@@ -235,19 +247,18 @@ def mldp(
     scale = acc.ledger[-1].scale
     stddev = math.sqrt(2.0) * scale
 
-    # ---- the original arm: the regression model
-    t0 = time.perf_counter()
-    reg = fit_regression(training, y, model=model, ridge=ridge, width=width, centers=centers) if original else None
-    reg_seconds = time.perf_counter() - t0
+    # ---- 3. the original arm: the regression model
+    with timer("regression"):
+        reg = fit_regression(training, y, **regression) if original else None
 
-    # ---- the +PGM arm: the same answers as measurements
-    t0 = time.perf_counter()
-    pgm, measurements, total_source = fit_pgm(
-        data.domain, training, y, stddev, total=float(len(data)) if bounded else None, iters=engine_iters, **options
-    )
-    pgm_seconds = time.perf_counter() - t0
-    synth = pgm.synthetic_data(max(1, int(round(pgm.total))), k_synth) if synthetic else None
+    # ---- 4. the +PGM arm: the same answers as measurements
+    with timer("pgm"):
+        pgm, measurements, total_source = fit_pgm(
+            data.domain, training, y, stddev, total=float(len(data)) if bounded else None, iters=engine_iters, **options
+        )
+    synth = synthesize(pgm, k_synth) if synthetic else None
 
+    # ---- 5. both arms answer the published and the fresh queries (post-processing)
     answers = _answer_arms({"published": published, "fresh": fresh}, pgm, reg)
     info = {
         "training": training,
@@ -262,24 +273,16 @@ def mldp(
         "stddev": stddev,
         "noisy_answers": y,
         "coverage": _coverage(training),
-        "model": model,
+        "model": regression["model"],
         "weights": None if reg is None else reg.params,
         "total": pgm.total,
         "total_source": "bounded: N" if bounded else total_source,
         "answers": answers,
-        "seconds": {"select": select_seconds, "regression": reg_seconds, "pgm": pgm_seconds, "all": time.perf_counter() - start},
+        "seconds": {**timer.seconds, "all": time.perf_counter() - timer.start},
     }
-    return MechanismResult(
-        mechanism="mldp",
-        model=pgm,
-        synthetic=synth,
-        measurements=measurements,
-        accountant=acc,
-        original=reg,
-        original_error=None if original else "not run (original=False)",
-        info=info,
-        plan=plan,
-    )
+    return MechanismResult(mechanism="mldp", model=pgm, synthetic=synth, measurements=measurements, accountant=acc,
+                           original=reg, original_error=None if original else "not run (original=False)", info=info,
+                           plan=plan)
 
 
 def laplace_baseline(data: Dataset, epsilon: float, queries: QuerySet, *, key, bounded: bool = False) -> tuple[np.ndarray, Accountant]:
@@ -311,8 +314,8 @@ def laplace_baseline(data: Dataset, epsilon: float, queries: QuerySet, *, key, b
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
     epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     _check_key(key, where)
-    queries = _as_queries(queries, "queries", where)
-    _check_domain(queries, data.domain, where)
+    queries = as_queries(queries, "queries", where)
+    check_domain(queries, data.domain, where)
     bounded = _bool(bounded, "bounded", where)
     sens = training_sensitivity(queries, bounded=bounded)
     if not sens > 0:

@@ -14,17 +14,18 @@ from ...privacy import check_count as _int
 from ...privacy import check_positive as _positive
 from ...queries.measurement import Measurement, estimate_total
 from ..options import check_engine_options
-from .query_set import QuerySet, _as_queries, _check_domain
-from .regression import _answers, fit_regression
+from .query_set import QuerySet, as_queries, check_domain
+from .regression import check_answers, fit_regression
 
-_RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain")
+#: The :func:`pgmjax.estimate` arguments the +PGM arm sets itself (refused in its ``options``).
+RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain")
 
 
 def pgm_measurements(queries: QuerySet, answers, stddev: float) -> list[Measurement]:
     """The training answers as linear measurements, one per clique (Zhu et al., IEEE BigData 2017): ``Measurement(C, y_C, stddev, query=Q_C)``."""
     where = "pgm_measurements"
-    queries = _as_queries(queries, "queries", where)
-    y = _answers(answers, len(queries), where)
+    queries = as_queries(queries, "queries", where)
+    y = check_answers(answers, len(queries), where)
     stddev = _positive(stddev, "stddev", where)
     return [Measurement(c, y[pos], stddev, query=m) for c, (m, pos) in queries.by_clique().items()]
 
@@ -66,10 +67,10 @@ def fit_pgm(
     where = "fit_pgm"
     if not isinstance(domain, Domain):
         raise TypeError(f"{where}: domain must be a pgmjax.Domain, got {type(domain).__name__}")
-    queries = _as_queries(queries, "queries", where)
-    _check_domain(queries, domain, where)
+    queries = as_queries(queries, "queries", where)
+    check_domain(queries, domain, where)
     iters = _int(iters, "iters", where, 0)
-    check_engine_options(options, _RESERVED_OPTIONS, where, argument="options")
+    check_engine_options(options, RESERVED_OPTIONS, where, argument="options")
     measurements = pgm_measurements(queries, answers, stddev)
     if total is not None:
         total, source = _positive(total, "total", where), "given"

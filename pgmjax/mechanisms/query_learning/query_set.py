@@ -235,7 +235,7 @@ class QuerySet:
             return source.predict(self)
         if not hasattr(source, "marginals"):
             raise TypeError(f"QuerySet.answer: cannot answer queries on {type(source).__name__}; give a Dataset or a model")
-        _check_domain(self, source.domain, "QuerySet.answer")
+        check_domain(self, source.domain, "QuerySet.answer")
         tables = dict(zip(self.cliques, source.marginals(list(self.cliques))))
         return np.concatenate([LinearQuery.from_matrix(m).apply(tables[c]) for c, m in self.blocks])
 
@@ -263,14 +263,16 @@ def _distinct_draws(key, total: int, count: int) -> np.ndarray:
     return np.fromiter(seen, np.int64, count)
 
 
-def _check_domain(queries: QuerySet, domain: Domain, where: str) -> None:
+def check_domain(queries: QuerySet, domain: Domain, where: str) -> None:
+    """Refuse queries on an attribute ``domain`` lacks or sizes differently (a ValueError naming ``where``)."""
     for c in queries.cliques:
         for a in c:
             if a not in domain or domain[a] != queries.domain[a]:
                 raise ValueError(f"{where}: query clique {c}: attribute {a!r} is missing from, or sized differently in, the source's domain")
 
 
-def _as_queries(value, name: str, where: str) -> QuerySet:
+def as_queries(value, name: str, where: str) -> QuerySet:
+    """``value`` if it is a :class:`QuerySet`, else a TypeError naming ``where`` and the argument ``name``."""
     if not isinstance(value, QuerySet):
         raise TypeError(f"{where}: {name} must be a QuerySet (e.g. QuerySet.ranges(domain, attr)), got {type(value).__name__}")
     return value

@@ -17,7 +17,7 @@ from ...privacy import check_nonnegative as _nonnegative
 from ...privacy import check_positive as _positive
 from ...queries.linear import LinearQuery
 from ..estimates import CliqueTables
-from .query_set import QuerySet, _as_queries, _check_domain
+from .query_set import QuerySet, as_queries, check_domain
 
 MODELS = ("linear", "gaussian")
 
@@ -71,8 +71,8 @@ class RegressionModel:
 
     def predict(self, queries: QuerySet) -> np.ndarray:
         """Predicted answers of every query in ``queries`` (flat), without any privacy cost."""
-        queries = _as_queries(queries, "queries", "RegressionModel.predict")
-        _check_domain(queries, self.domain, "RegressionModel.predict")
+        queries = as_queries(queries, "queries", "RegressionModel.predict")
+        check_domain(queries, self.domain, "RegressionModel.predict")
         out = []
         for clique, m in queries.blocks:
             if self.kind == "linear":
@@ -190,9 +190,9 @@ def fit_regression(
         [42.0, 49.0]
     """
     where = "fit_regression"
-    queries = _as_queries(queries, "queries", where)
-    y = _answers(answers, len(queries), where)
-    model, ridge, width, centers = _regression_options(model, ridge, width, centers, where)
+    queries = as_queries(queries, "queries", where)
+    y = check_answers(answers, len(queries), where)
+    model, ridge, width, centers = regression_options(model, ridge, width, centers, where)
     params: dict[Clique, dict] = {}
     for clique, (matrix, pos) in queries.by_clique().items():
         yc = y[pos]
@@ -216,7 +216,8 @@ def fit_regression(
     return RegressionModel(model, queries.domain, params, total)
 
 
-def _answers(values, rows: int, where: str) -> np.ndarray:
+def check_answers(values, rows: int, where: str) -> np.ndarray:
+    """``values`` as a flat float64 array of ``rows`` finite answers, else a TypeError / ValueError naming ``where``."""
     try:
         y = np.asarray(values, np.float64).reshape(-1)
     except (TypeError, ValueError):
@@ -234,7 +235,7 @@ def _choice(value, name: str, options, where: str) -> str:
     return value
 
 
-def _regression_options(model, ridge, width, centers, where: str) -> tuple[str, float, float | None, int | None]:
+def regression_options(model, ridge, width, centers, where: str) -> tuple[str, float, float | None, int | None]:
     """The regression's options checked: ``(model, ridge, width, centers)``; width and centers only for ``"gaussian"``."""
     model = _choice(model, "model", MODELS, where)
     ridge = _nonnegative(ridge, "ridge", where)

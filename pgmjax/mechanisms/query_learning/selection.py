@@ -14,7 +14,7 @@ import numpy as np
 
 from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
-from .query_set import QuerySet, _as_queries
+from .query_set import QuerySet, as_queries
 
 
 def select_training(candidates: QuerySet, size: int, *, key) -> np.ndarray:
@@ -61,7 +61,7 @@ def select_training(candidates: QuerySet, size: int, *, key) -> np.ndarray:
         [1.0, 1.0, 1.0, 1.0]
     """
     where = "select_training"
-    candidates = _as_queries(candidates, "candidates", where)
+    candidates = as_queries(candidates, "candidates", where)
     k = len(candidates)
     size = _int(size, "size", where)
     if size > k:
@@ -76,6 +76,13 @@ def select_training(candidates: QuerySet, size: int, *, key) -> np.ndarray:
         raise ValueError(f"{where}: candidate {bad} is identically zero (it touches no cell)")
     order = np.empty(k, np.int64)
     order[np.asarray(jax.random.permutation(key, k))] = np.arange(k)  # rank of each candidate in a random order
+    return _greedy_cover(weights, support, order, size)
+
+
+def _greedy_cover(weights: np.ndarray, support: np.ndarray, order: np.ndarray, size: int) -> np.ndarray:
+    """The greedy of :func:`select_training`: ``size`` picks among the rows of ``weights`` (``|q_j|`` per cell),
+    each by the six keys there (``order``: each candidate's rank in the seeded random order). Returns the picks."""
+    k = weights.shape[0]
     cells = weights.shape[1]
 
     def first_open(rows, open_idx):

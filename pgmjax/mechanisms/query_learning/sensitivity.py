@@ -17,7 +17,7 @@ from ...privacy import check_bool as _bool
 from ...privacy import l1_sensitivity
 from ...queries.linear import LinearQuery
 from ..dual_query import max_sum_ve
-from .query_set import QuerySet, _as_queries
+from .query_set import QuerySet, as_queries
 
 
 def training_sensitivity(queries: QuerySet, *, bounded: bool = False) -> float:
@@ -47,7 +47,7 @@ def training_sensitivity(queries: QuerySet, *, bounded: bool = False) -> float:
         (512.0, 2.0)
     """
     where = "training_sensitivity"
-    queries = _as_queries(queries, "queries", where)
+    queries = as_queries(queries, "queries", where)
     bounded = _bool(bounded, "bounded", where)
     value, _ = _sensitivity(queries)
     return 2.0 * value if bounded else value
@@ -55,7 +55,7 @@ def training_sensitivity(queries: QuerySet, *, bounded: bool = False) -> float:
 
 def sensitivity_is_exact(queries: QuerySet) -> bool:
     """Whether :func:`training_sensitivity` is exact for ``queries`` (else it is the per-clique upper bound)."""
-    return _sensitivity(_as_queries(queries, "queries", "sensitivity_is_exact"))[1]
+    return _sensitivity(as_queries(queries, "queries", "sensitivity_is_exact"))[1]
 
 
 _VE_LIMIT = 1 << 24
