@@ -146,7 +146,7 @@ def test_best_response_maximises_satisfied_sampled_queries():
     data = _small_data(50)
     dom = data.domain
     w = _small_workload(dom)
-    queries = DQ._Queries(w, dom)
+    queries = DQ.QueryBlocks(w, dom)
     records = _all_records(dom)
     sat = queries.satisfied(records)  # (|X|, R)
     sat = np.concatenate([sat, 1 - sat], axis=1)
@@ -179,7 +179,7 @@ def test_best_response_maximises_satisfied_sampled_queries():
 def transcript():
     data = _small_data(300, seed=1)
     w = _small_workload(data.domain)
-    queries = DQ._Queries(w, data.domain)
+    queries = DQ.QueryBlocks(w, data.domain)
     a = queries.answers(data) / len(data)
     tr = DQ.simulate(w, a, key=jax.random.key(7), eta=1.0, samples=20, rounds=12)
     # the same transcript with a public total of N, as dualquery builds it
@@ -222,7 +222,7 @@ def test_marginal_loss_and_its_gradient_through_the_marginals(transcript):
     gr = (g[:R] - g[R:]) / tr.total
     expect = {c: np.zeros(data.domain.shape_of(c)) for c in cliques}
     for b in tr.queries.blocks:
-        expect[b.clique] += DQ._kron_np(gr[b.offset : b.offset + b.rows].reshape(b.row_shape), [c.T for c in b.cols])
+        expect[b.clique] += DQ.kron_np(gr[b.offset : b.offset + b.rows].reshape(b.row_shape), [c.T for c in b.cols])
     for c in cliques:
         np.testing.assert_allclose(np.asarray(grads[c]), expect[c], rtol=1e-9, atol=1e-12)
     c = cliques[1]
@@ -241,9 +241,9 @@ def test_nll_is_minimised_near_the_true_answers():
     dom = pj.Domain({"a": 4, "b": 3})
     w = pj.Workload.benchmark(dom, [("a", "b"), ("a",)], numeric=["a"])
     p = np.random.default_rng(5).dirichlet(np.ones(12)).reshape(4, 3)
-    queries = DQ._Queries(w, dom)
+    queries = DQ.QueryBlocks(w, dom)
     margs = {("a", "b"): p, ("a",): p.sum(axis=1)}
-    a_true = np.concatenate([DQ._kron_np(margs[b.clique], b.mats).reshape(-1) for b in queries.blocks])
+    a_true = np.concatenate([DQ.kron_np(margs[b.clique], b.mats).reshape(-1) for b in queries.blocks])
 
     def fit(samples, rounds, seed):
         tr = DQ.simulate(w, a_true, key=jax.random.key(seed), eta=0.5, samples=samples, rounds=rounds)

@@ -31,7 +31,6 @@ the likelihood.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
 
 import jax
@@ -56,8 +55,8 @@ from ...queries.workload import Workload
 from ..options import (DEFAULT_DELTA, check_attribute_matrices, check_domain_size, check_engine_options, check_epsilon,
                        check_model_cap, check_positive_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
-from ..steps import hypothetical_model_size
-from .queries import _kron_np, _Queries, max_sum_ve  # noqa: F401  (_kron_np: used by the tests through this module)
+from ..steps import Timer, hypothetical_model_size, synthesize
+from .queries import QueryBlocks, kron_np, max_sum_ve  # noqa: F401  (kron_np: used by the tests through this module)
 from .transcript import DualQueryTranscript, TranscriptLoss
 
 __all__ = ["dualquery", "dualquery_plan", "DualQueryTranscript", "TranscriptLoss", "max_sum_ve", "simulate"]
@@ -174,7 +173,7 @@ def dualquery_plan(
 # ---------------------------------------------------------------------------------------------------
 
 
-def _play(queries: _Queries, answers: np.ndarray, *, eta: float, samples: int, rounds: int, key, draw):
+def _play(queries: QueryBlocks, answers: np.ndarray, *, eta: float, samples: int, rounds: int, key, draw):
     """Run the game for ``rounds`` rounds; ``draw(key, t, qualities)`` returns ``samples`` indices.
 
     ``qualities`` are the cumulative payoffs ``u_t = (t - 1) a - C_t`` of the rows followed by their
@@ -217,7 +216,7 @@ def simulate(workload: Workload, answers, *, key, eta: float, samples: int, roun
     Returns:
         A :class:`DualQueryTranscript` (``total = 1``).
     """
-    queries = _Queries(workload, workload.domain, "simulate")
+    queries = QueryBlocks(workload, workload.domain, "simulate")
     a = np.asarray(answers, np.float64)
     if a.shape != (queries.rows,):
         raise ValueError(f"simulate: answers must have one entry per workload row ({queries.rows}), got shape {a.shape}")
@@ -306,8 +305,16 @@ def dualquery(
         >>> res.info["rounds"], [round(e, 2) for e in errors]
         (3, [0.56, 0.24])
     """
+    checked = _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, eta,
+                                   samples, rounds, bound)
+    return _dualquery(data, key, epsilon=float(epsilon), **checked)
+
+
+def _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, eta, samples, rounds,
+                         bound) -> dict:
+    """:func:`dualquery`'s arguments checked and its plan made, before any private computation: the keyword
+    arguments of :func:`_dualquery`."""
     where = _WHERE
-    start = time.perf_counter()
     if not isinstance(data, Dataset):
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
     check_epsilon(_positive(epsilon, "epsilon", where), where)
@@ -342,57 +349,47 @@ def dualquery(
         raise ValueError(f"{where}: dtype must be float32 or float64, got {fdtype}")
     if fdtype == jnp.float64 and not jax.config.jax_enable_x64:
         raise ValueError(f'{where}: dtype float64 needs jax.config.update("jax_enable_x64", True) before any computation')
-    N = len(data)
-    if N == 0:
+    if len(data) == 0:
         raise ValueError(f"{where}: data has no records")
-    queries = _Queries(workload, data.domain, where)
-    plan = dualquery_plan(epsilon, delta, records=N, eta=eta, samples=samples, rounds=rounds, bound=bound)
-    T, eta_used = plan["rounds"], plan["eta_used"]
+    queries = QueryBlocks(workload, data.domain, where)
+    plan = dualquery_plan(epsilon, delta, records=len(data), eta=eta, samples=samples, rounds=rounds, bound=bound)
+    return dict(delta=delta, workload=workload, bound=bound, samples=samples, engine_iters=int(engine_iters), options=options,
+                method=method, step_size=step_size, dtype=dtype, queries=queries, plan=plan)
 
-    acc = Accountant(epsilon=float(epsilon), delta=float(delta), bounded=True, composition=_BOUNDS[bound])
+
+def _dualquery(data: Dataset, key, *, epsilon, delta, workload, bound, samples, engine_iters, options, method, step_size,
+               dtype, queries, plan) -> MechanismResult:
+    """DualQuery's Algorithm 1 on checked arguments: the game between the query and the record player (the
+    private draws through the accountant), then the engine fitted to the transcript."""
+    timer, N, M = Timer(), len(data), queries.size
+    T, eta_used = plan["rounds"], plan["eta_used"]
+    acc = Accountant(epsilon=epsilon, delta=float(delta), bounded=True, composition=_BOUNDS[bound])
     budget_plan = record_plan(acc, "dualquery", [
         BudgetStep("round 1: uniform draws (reads no data)", "exponential", 0.0, samples, epsilon=0.0),
         BudgetStep(f"rounds 2..{T}: {samples} draws each (advanced composition)", "exponential", 0.0, samples * (T - 1)),
-    ], epsilon=float(epsilon), delta=float(delta))
+    ], epsilon=epsilon, delta=float(delta))
     answers = queries.answers(data) / N  # private; read only through acc.exponential below
-    M = queries.size
 
     def draw(k, t, qualities):
         if t == 1:  # uniform weights: no data read, no cost
             return jax.random.categorical(k, jnp.zeros(M), shape=(samples,))
         # P(j) ∝ exp(eps_t q_j / (2 Delta_t)) = exp(eta_used u_t(j)): the multiplicative weights.
-        return acc.exponential(
-            k,
-            qualities,
-            sensitivity=(t - 1) / N,
-            epsilon=2 * eta_used * (t - 1) / N,
-            num=samples,
-            target=f"round {t}: {samples} queries of {M}",
-        )
+        return acc.exponential(k, qualities, sensitivity=(t - 1) / N, epsilon=2 * eta_used * (t - 1) / N, num=samples,
+                               target=f"round {t}: {samples} queries of {M}")
 
     k_game, k_synth = jax.random.split(key)
-    draws, records, values = _play(queries, answers, eta=eta_used, samples=samples, rounds=T, key=k_game, draw=draw)
-    t_game = time.perf_counter() - start
+    with timer("game"):
+        draws, records, values = _play(queries, answers, eta=eta_used, samples=samples, rounds=T, key=k_game, draw=draw)
     transcript = DualQueryTranscript(queries, draws, records, eta_used, samples, N)
     original = Dataset(records, data.domain)
 
-    if step_size is None:
-        step_size = 1.0 / (transcript.lipschitz() * N)
-    release_compiled(above=MAX_LIVE_PROGRAMS)  # a sweep over many structures: free the dead ones, keep a bounded number
-    model = api.estimate(
-        data.domain,
-        [],
-        method=method,
-        iters=int(engine_iters),
-        loss=transcript.loss(),
-        total=N,
-        cliques=list(dict.fromkeys(workload.cliques)),
-        dtype=dtype,
-        step_size=step_size,
-        **options,
-    )
-    t_fit = time.perf_counter() - start - t_game
-    synthetic = model.synthetic_data(max(1, int(round(model.total))), k_synth)
+    with timer("fit"):
+        if step_size is None:
+            step_size = 1.0 / (transcript.lipschitz() * N)
+        release_compiled(above=MAX_LIVE_PROGRAMS)  # a sweep over many structures: free the dead ones, keep a bounded number
+        model = api.estimate(data.domain, [], method=method, iters=engine_iters, loss=transcript.loss(), total=N,
+                             cliques=list(dict.fromkeys(workload.cliques)), dtype=dtype, step_size=step_size, **options)
+    synthetic = synthesize(model, k_synth)
     info = {
         "rounds": T,
         "eta": plan["eta"],
@@ -405,17 +402,8 @@ def dualquery(
         "queries": M,
         "satisfied": values,
         "transcript": transcript,
-        "engine_iters": int(engine_iters),
-        "seconds": {"game": t_game, "fit": t_fit, "total": time.perf_counter() - start},
+        "engine_iters": engine_iters,
+        "seconds": timer.done(),
     }
-    return MechanismResult(
-        mechanism="dualquery",
-        model=model,
-        synthetic=synthetic,
-        measurements=[],
-        accountant=acc,
-        original=original,
-        original_error=None,
-        info=info,
-        plan=budget_plan,
-    )
+    return MechanismResult(mechanism="dualquery", model=model, synthetic=synthetic, measurements=[], accountant=acc,
+                           original=original, original_error=None, info=info, plan=budget_plan)

@@ -1,6 +1,6 @@
 """DualQuery's query class and its data player (Gaboardi et al., ICML 2014; see :mod:`pgmjax.mechanisms.dual_query`).
 
-The rows of a workload's factored queries and their negations (:class:`_Queries`, hashed by value: the
+The rows of a workload's factored queries and their negations (:class:`QueryBlocks`, hashed by value: the
 transcript's likelihood is compiled once per query structure), and the data player's best response,
 solved exactly by max-sum variable elimination (:func:`max_sum_ve`).
 """
@@ -42,7 +42,7 @@ class _Block:
         return self.query.matrices
 
 
-class _Queries:
+class QueryBlocks:
     """The ``R`` workload rows (indices ``0..R-1``) and their negations (``R..2R-1``)."""
 
     def __init__(self, workload: Workload, domain: Domain, where: str = _WHERE):
@@ -75,7 +75,7 @@ class _Queries:
         self._key = (domain, tuple((b.clique, b.query.fingerprint()) for b in self.blocks))
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, _Queries) and self._key == other._key
+        return isinstance(other, QueryBlocks) and self._key == other._key
 
     def __hash__(self) -> int:
         return hash(self._key)
@@ -149,7 +149,7 @@ class _Queries:
         return x, value + float(h[R:].sum())
 
 
-_kron_np = kron_apply  # the name the tests know it by
+kron_np = kron_apply  # the name the tests know it by
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .queries import _Queries
+from .queries import QueryBlocks
 
 # ---------------------------------------------------------------------------------------------------
 # The transcript and its likelihood
@@ -36,7 +36,7 @@ class DualQueryTranscript:
         total: ``N``, the public number of records.
     """
 
-    def __init__(self, queries: _Queries, draws: np.ndarray, records: np.ndarray, eta: float, samples: int, total: float):
+    def __init__(self, queries: QueryBlocks, draws: np.ndarray, records: np.ndarray, eta: float, samples: int, total: float):
         self.queries = queries
         self.draws = np.asarray(draws, np.int64).reshape(-1, samples)
         self.records = np.asarray(records, np.int64).reshape(self.draws.shape[0], len(queries.domain))
@@ -173,7 +173,7 @@ class TranscriptLoss:
         True
     """
 
-    def __init__(self, queries: _Queries, numbers: tuple):
+    def __init__(self, queries: QueryBlocks, numbers: tuple):
         self.queries = queries
         self.numbers = tuple(numbers)
 
@@ -194,7 +194,7 @@ class TranscriptLoss:
         return jnp.asarray(samples, dt) * value - eta * (jnp.dot(jnp.asarray(g_lin, dt), a) - jnp.asarray(g_const, dt))
 
 
-def _log_partition_sweep(queries: _Queries, a, records, active, eta, with_grad: bool):
+def _log_partition_sweep(queries: QueryBlocks, a, records, active, eta, with_grad: bool):
     """``sum_t logsumexp([z_t, -z_t])`` over the active rounds and (``with_grad``) its gradient in ``a``."""
     dt = a.dtype
 
@@ -217,7 +217,7 @@ def _log_partition_sweep(queries: _Queries, a, records, active, eta, with_grad: 
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _transcript_log_partition(queries: _Queries, a, records, active, eta):
+def _transcript_log_partition(queries: QueryBlocks, a, records, active, eta):
     """``a -> sum_t logsumexp([z_t, -z_t])``, ``z_t = eta (t a - C_t)`` (``t = 0..T-1``), streamed over rounds.
 
     A ``lax.scan`` over the (padded) rounds carries ``C_t`` (``R``,) and adds the record ``x_t``'s row
