@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 import warnings
 from collections.abc import Mapping, Sequence
 
@@ -38,7 +37,6 @@ import numpy as np
 from ..data.dataset import Dataset
 from ..data.domain import CliqueLike
 from ..fit.estimate import estimate
-from ..model.sampling import METHODS as SAMPLING_METHODS
 from ..privacy import Accountant
 from ..privacy import check_bool as _boolean
 from ..privacy import check_count as _count
@@ -52,8 +50,10 @@ from ..rr import (
     mse_bound,
 )
 from ..rr import release as rr_release
-from .options import check_attribute_matrices, check_domain_size, check_engine_options, check_pure_delta, refuse_option
+from .options import (check_attribute_matrices, check_domain_size, check_engine_options, check_pure_delta, check_synthetic,
+                      refuse_option)
 from .result import BudgetStep, MechanismResult, record_plan
+from .steps import Timer, synthesize
 
 __all__ = ["rr_synthetic", "chow_liu_cliques"]
 
@@ -169,6 +169,14 @@ def rr_synthetic(
         >>> res.ledger[0].epsilon, len(res.synthetic), res.info["cliques"]
         (2.0, 2000, [('a',), ('b',), ('a', 'b')])
     """
+    checked = _rr_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, per_attribute,
+                            bounded, public_count, cliques, synthetic, rows, synthetic_method, accountant)
+    return _rr_synthetic(data, key, **checked)
+
+
+def _rr_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, per_attribute, bounded,
+                  public_count, cliques, synthetic, rows, synthetic_method, accountant) -> dict:
+    """:func:`rr_synthetic`'s arguments checked, before the data is read: the keyword arguments of :func:`_rr_synthetic`."""
     where = "rr_synthetic"
     if not isinstance(data, Dataset):
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
@@ -181,11 +189,7 @@ def rr_synthetic(
     bounded = _boolean(bounded, "bounded", where)
     public_count = _boolean(public_count, "public_count", where)
     engine_iters = _count(engine_iters, "engine_iters", where, 1)
-    synthetic = _boolean(synthetic, "synthetic", where)
-    if rows is not None:
-        rows = _count(rows, "rows", where, 1)
-    if synthetic_method not in SAMPLING_METHODS:
-        raise ValueError(f"{where}: synthetic_method must be one of {SAMPLING_METHODS}, got {synthetic_method!r}")
+    synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
     options = check_engine_options(engine_options, RESERVED_OPTIONS, where, hint="; the mechanism sets them")
     domain = data.domain
     if cliques is not None:
@@ -216,34 +220,39 @@ def rr_synthetic(
             f"{where}: randomized response over the whole row domain ({float(size):.3g} rows) bounds the RMSE of a "
             f"query at {rmse:.3g} of the total (n = {n}, epsilon = {epsilon:g}); it is informative only up to about "
             f"{max_informative_size(epsilon, n, 0.05)} rows. Consider per_attribute=True.",
-            stacklevel=2,
+            stacklevel=3,  # the caller of rr_synthetic
         )
+    return dict(epsilon=epsilon, per_attribute=per_attribute, public_count=public_count, engine_iters=engine_iters,
+                synthetic=synthetic, rows=rows, synthetic_method=synthetic_method, options=options, cliques=cliques,
+                accountant=accountant, rmse=rmse)
 
+
+def _rr_synthetic(data: Dataset, key, *, epsilon, per_attribute, public_count, engine_iters, synthetic, rows,
+                  synthetic_method, options, cliques, accountant, rmse) -> MechanismResult:
+    """[WYZ]'s release on checked arguments: randomized response on every record, the debiased marginals fitted
+    by the engine, synthetic records."""
+    domain, n = data.domain, len(data)
     plan = None
     if accountant.composition == "pure":  # the plan is in epsilon; a zCDP or advanced accountant keeps its own ledger
         step = BudgetStep("randomized response on every record", "randomized_response", epsilon, 1, epsilon=epsilon)
         plan = record_plan(accountant, "rr_synthetic", [step], epsilon=epsilon, delta=0.0, budget=epsilon)
-    start = time.perf_counter()
-    seconds = {}
+    timer = Timer()
     k_release, k_synth = jax.random.split(key)
     # The release (sampler and accounting in the privacy layer, the channel beside the estimators in rr).
-    release = rr_release(k_release, data, epsilon, per_attribute=per_attribute, accountant=accountant,
-                         public_count=public_count, target="records")
+    with timer("release"):
+        release = rr_release(k_release, data, epsilon, per_attribute=per_attribute, accountant=accountant,
+                             public_count=public_count, target="records")
     channel, released = release.channel, release.data
-    seconds["release"] = time.perf_counter() - start
 
-    t0 = time.perf_counter()
-    if cliques is None:
-        cliques = chow_liu_cliques(release)
-    ms = measurements(release, cliques)
-    model = estimate(domain, ms, iters=engine_iters, total=float(n), **options)
-    seconds["fit"] = time.perf_counter() - t0
+    with timer("fit"):
+        if cliques is None:
+            cliques = chow_liu_cliques(release)
+        ms = measurements(release, cliques)
+        model = estimate(domain, ms, iters=engine_iters, total=float(n), **options)
     synth = None
     if synthetic:
-        t0 = time.perf_counter()
-        synth = model.synthetic_data(rows if rows is not None else n, k_synth, method=synthetic_method)
-        seconds["synthetic"] = time.perf_counter() - t0
-    seconds["total"] = time.perf_counter() - start
+        with timer("synthetic"):
+            synth = synthesize(model, k_synth, rows if rows is not None else n, synthetic_method)
     info = {
         "epsilon": epsilon,
         "per_attribute": per_attribute,
@@ -251,22 +260,14 @@ def rr_synthetic(
         "public_count": public_count,
         "epsilons": list(channel.epsilons),
         "keep": list(channel.keep),
-        "domain_rows": float(size),
+        "domain_rows": float(domain.size()),
         "rmse_bound": rmse,
         "informative_rows": max_informative_size(epsilon, n, 0.05),
         "cliques": [tuple(c) for c in dict.fromkeys(cliques)],
         "release": released,
         "total": float(n),
         "engine_iters": engine_iters,
-        "seconds": seconds,
+        "seconds": timer.done(),
     }
-    return MechanismResult(
-        mechanism="rr_synthetic",
-        model=model,
-        synthetic=synth,
-        measurements=ms,
-        accountant=accountant,
-        original=release,
-        info=info,
-        plan=plan,
-    )
+    return MechanismResult(mechanism="rr_synthetic", model=model, synthetic=synth, measurements=ms, accountant=accountant,
+                           original=release, info=info, plan=plan)
