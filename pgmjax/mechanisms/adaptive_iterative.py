@@ -357,12 +357,7 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
         with timer("selection"):
             k_em, k_meas = jax.random.split(jax.random.fold_in(k_loop, t))
             remaining = acc.remaining
-            cost = _round_cost(acc, sigma, eps_em)
-            if remaining < 2.0 * cost:
-                last = True
-                sigma = math.sqrt(1.0 / (2.0 * MEASURE_SHARE * remaining))
-                eps_em = math.sqrt(8.0 * (1.0 - MEASURE_SHARE) * remaining)
-                cost = remaining
+            last, sigma, eps_em, cost = _round_budget(acc, sigma, eps_em)
             limit = max_model_mb if last else max_model_mb * min(1.0, (acc.spent + cost) / rho)
             allowed = _allowed(domain, cands, tuple(model.cliques), limit, size_cache)
             q = np.where(allowed, weight * (l1_errors(truth, est) - _HALF_NORMAL_MEAN * sigma * sizes), -np.inf)
@@ -420,6 +415,16 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
     }
     return pgm_native_result("aim", "AIM", model=model, synthetic=synth, measurements=measurements, accountant=acc,
                              info=info, plan=plan)
+
+
+def _round_budget(acc: Accountant, sigma: float, eps_em: float) -> tuple[bool, float, float, float]:
+    """``(last, sigma, eps_em, cost)`` of the next round: the last when what is left is below two rounds at the
+    current noise, and then with ``sigma`` and ``eps_em`` that spend exactly the rest (step 2)."""
+    remaining = acc.remaining
+    cost = _round_cost(acc, sigma, eps_em)
+    if remaining < 2.0 * cost:
+        return True, math.sqrt(1.0 / (2.0 * MEASURE_SHARE * remaining)), math.sqrt(8.0 * (1.0 - MEASURE_SHARE) * remaining), remaining
+    return False, sigma, eps_em, cost
 
 
 def _round_cost(acc: Accountant, sigma: float, eps_em: float) -> float:

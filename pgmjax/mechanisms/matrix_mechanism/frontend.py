@@ -139,11 +139,9 @@ def hdmm(
 ) -> MechanismResult:
     """HDMM with its local least squares (HDMM+LLS), the engine (HDMM+PGM) and, when it fits, global least squares.
 
-    The steps (module docstring): the strategy (:func:`hdmm_strategy`, or the prebuilt one given), its
-    measurement (:func:`.measure_strategy`: every row on one noise scale, the last term spending what is left),
-    and the arms on the same noise: HDMM+LLS (``original``), HDMM+PGM (``model``), global least squares
-    (``info["global_least_squares"]``, when the table over the workload's attributes has at most
-    ``max_table_cells`` cells).
+    The steps (module docstring): the strategy (:func:`hdmm_strategy`, or the one given), its measurement
+    (:func:`.measure_strategy`, every row on one noise scale), the arms on the same noise: HDMM+LLS (``original``),
+    HDMM+PGM (``model``), global least squares (``info["global_least_squares"]``, up to ``max_table_cells``).
 
     Args:
         data: the private :class:`~pgmjax.Dataset`.

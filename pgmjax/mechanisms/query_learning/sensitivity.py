@@ -16,7 +16,7 @@ from ...data.domain import Clique, Domain
 from ...privacy import check_bool as _bool
 from ...privacy import l1_sensitivity
 from ...queries.linear import LinearQuery
-from ..dual_query import max_sum_ve
+from ..max_sum import max_sum_ve
 from .query_set import QuerySet, as_queries
 
 
