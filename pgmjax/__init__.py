@@ -13,7 +13,7 @@ from . import privacy, queries
 from .data import datasets
 from .data.dataset import Dataset
 from .data.domain import Domain
-from .fit.batch import BatchedMeasurement, BatchedModel, estimate_batch
+from .fit.batch import BatchedMeasurement, estimate_batch
 from .fit.estimate import estimate
 from .fit.estimation import LBFGS, DualAveraging, MirrorDescent, Problem
 from .graph.junction import JunctionTree, junction_tree
@@ -38,7 +38,6 @@ __all__ = [
     "Estimator",
     "estimate_batch",
     "BatchedMeasurement",
-    "BatchedModel",
     "estimate_total",
     "GraphicalModel",
     "JunctionTree",
@@ -82,6 +81,12 @@ _LAZY = {"bayes": ".bayes", "history": ".history", "mechanisms": ".mechanisms", 
 
 
 def __getattr__(name):
+    if name == "BatchedModel":  # deprecated: a batch of models is a GraphicalModel with a batch axis
+        import warnings
+
+        warnings.warn("pgmjax.BatchedModel is deprecated: estimate_batch returns a GraphicalModel whose numbers have a "
+                      "leading batch axis (len(model), model.member(i))", DeprecationWarning, stacklevel=2)
+        return GraphicalModel
     if name in _LAZY:
         import importlib
 

@@ -76,7 +76,7 @@ mode only)::
 
 :func:`run_batch` drives a :class:`Batched` estimator in compiled chunks like
 :func:`pgmjax.fit.estimation.run`; :func:`estimate_batch` is validation + :func:`make_batch_problem` +
-:func:`run_batch` + a :class:`BatchedModel`.
+:func:`run_batch` + a batch of models (a :class:`~pgmjax.GraphicalModel` with a batch axis).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import estimation, inputs
-from ..model.batch_model import BatchedModel
+from ..model.graphical_model import GraphicalModel
 from .batch_problem import (
     LOSSES,
     METHODS,
@@ -112,7 +112,6 @@ from ..data.domain import CliqueLike, Domain
 
 __all__ = [
     "BatchedMeasurement",
-    "BatchedModel",
     "Batched",
     "estimate_batch",
     "make_problem",
@@ -125,6 +124,16 @@ __all__ = [
     "check_fit_options",
     "check_dtype",
 ]
+
+def __getattr__(name):
+    if name == "BatchedModel":  # deprecated name (pgmjax.BatchedModel)
+        import warnings
+
+        warnings.warn("pgmjax.fit.batch.BatchedModel is deprecated: estimate_batch returns a GraphicalModel with a "
+                      "batch axis", DeprecationWarning, stacklevel=2)
+        return GraphicalModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # --------------------------------------------------------------------------- the batched estimator
 @dataclass(frozen=True)
@@ -385,7 +394,7 @@ def estimate_batch(
     cliques: Sequence[CliqueLike] = (),
     step_size=None,
     group: int | str | None = "auto",
-) -> "BatchedModel":
+) -> GraphicalModel:
     """Fit B graphical models of one structure at once (one compiled program, ``jax.vmap`` over the batch).
 
     Member ``i`` of the result is the model :func:`pgmjax.estimate` fits to member ``i``'s measurements
@@ -415,7 +424,8 @@ def estimate_batch(
             The results do not depend on it.
 
     Returns:
-        A :class:`BatchedModel`.
+        A batch of models: one :class:`~pgmjax.GraphicalModel` whose numbers have a leading axis of size B
+        (``len(model)``, ``model.member(i)``; queries answer ``(B, ...)``).
 
     Raises:
         ValueError / TypeError: before anything is compiled, naming the measurement, member and clique
@@ -450,13 +460,13 @@ def estimate_batch(
         losses, steps = history[-1]["loss"], None
     else:
         losses, steps = _loss(problem, params), None
-    model = BatchedModel(problem.plan, params, np.asarray(problem.total, np.float64), history,
-                         losses=np.asarray(losses, np.float64), step_sizes=steps)
+    model = GraphicalModel(problem.plan, params, np.asarray(problem.total, np.float64), history,
+                           loss=np.asarray(losses, np.float64), step_size=steps)
     _check_fitted_members(model)
     return model
 
 
-def _check_fitted_members(model: BatchedModel) -> None:
+def _check_fitted_members(model: GraphicalModel) -> None:
     """:func:`pgmjax.fit.estimate._check_fitted` (finite potentials, marginals and loss; marginals summing to the
     total) on every member, with the marginals each member answers from."""
     from .estimate import _check_fitted
@@ -464,7 +474,7 @@ def _check_fitted_members(model: BatchedModel) -> None:
     for b in range(len(model)):
         m = model.member(b)
         try:
-            _check_fitted(model.plan, m.theta, lambda: m._marginal_blocks, m.total, float(model.losses[b]))
+            _check_fitted(model.plan, m.theta, lambda: m._marginal_blocks, m.total, m.loss)
         except FloatingPointError as e:
             raise FloatingPointError(f"estimate_batch: batch member {b}: {e}") from e
 

@@ -199,7 +199,7 @@ class OraclePlan:
 
         Args:
             blocks: potentials or marginals in the oracle layout (:meth:`zeros`'s structure), each block with
-                ``batch_dims`` leading batch axes (a :class:`~pgmjax.BatchedModel`'s have one).
+                ``batch_dims`` leading batch axes (a batch of models' have one).
             j: the junction-tree clique.
             batch_dims: leading axes kept in front of the table's.
         """

@@ -14,7 +14,7 @@ from ..graph.oracle_plan import suits_loop_emitters
 from ..data.domain import Clique, CliqueLike, Domain, cells_text
 from ..graph import oracle
 from ..queries import factors as queries_mod
-from . import inference, sampling
+from . import batch_model, inference, sampling
 
 
 #: :meth:`GraphicalModel.marginal` and :meth:`GraphicalModel.answers` compute on the host (float64, NumPy, nothing
@@ -91,6 +91,7 @@ class GraphicalModel(ModelStructure):
         put(self, "_blocks", None)  # the clique marginals of ``theta`` in oracle blocks, computed on first use
         put(self, "_checked", None)  # (theta, total, marginals) last found consistent by check()
         put(self, "_host_blocks", {})  # host copies of marginal blocks, as marginal() reads them
+        put(self, "_members", {})  # a batch's members, as member() makes them
 
     def __setattr__(self, name, value):
         raise AttributeError(f"GraphicalModel is immutable: cannot set {name!r}; model.replace({name}=...) gives a new model")
@@ -127,6 +128,55 @@ class GraphicalModel(ModelStructure):
         return cls(plan, theta, total, loss=loss, step_size=step_size)
 
     @property
+    def batch(self) -> int | None:
+        """The number of models in a batch of models (its numbers' leading axis: :func:`pgmjax.estimate_batch`,
+        ``jax.vmap`` of :func:`pgmjax.fit`), or None for one model."""
+        return batch_model.batch_size(self)
+
+    def __len__(self) -> int:
+        if self.batch is None:
+            raise TypeError("len() of one GraphicalModel: only a batch of models (model.batch is not None) has a length")
+        return self.batch
+
+    def member(self, i: int) -> "GraphicalModel":
+        """Member ``i`` of a batch of models (negative counts from the end) as one model: its answers are the
+        batch's answers for member ``i``, bit for bit.
+
+        Example:
+            >>> dom = pj.Domain({"a": 2, "b": 3})
+            >>> ys = np.array([[[10.0, 20, 30], [5, 5, 30]], [[12.0, 18, 30], [5, 5, 30]]])
+            >>> models = pj.estimate_batch(dom, [pj.BatchedMeasurement(("a", "b"), ys, stddev=1.0)], iters=200)
+            >>> len(models), bool((models.marginal("a")[1] == models.member(1).marginal("a")).all())
+            (2, True)
+        """
+        if self.batch is None:
+            raise TypeError("GraphicalModel.member: this is one model, not a batch of models")
+        return batch_model.member(self, i)
+
+    @property
+    def losses(self):
+        """Deprecated: a batch's final losses are its ``loss`` (one per member)."""
+        import warnings
+
+        warnings.warn("GraphicalModel.losses is deprecated: a batch of models' losses are model.loss", DeprecationWarning,
+                      stacklevel=2)
+        return self.loss
+
+    @property
+    def step_sizes(self):
+        """Deprecated: a batch's last step sizes are its ``step_size`` (one per member)."""
+        import warnings
+
+        warnings.warn("GraphicalModel.step_sizes is deprecated: a batch of models' steps are model.step_size",
+                      DeprecationWarning, stacklevel=2)
+        return self.step_size
+
+    def _one(self, what: str) -> None:
+        """Refuse a host operation of one model on a batch of models."""
+        if self.batch is not None:
+            raise TypeError(f"{what}: this is a batch of {self.batch} models; take one with model.member(i)")
+
+    @property
     def traced(self) -> bool:
         """Whether the model's numbers are abstract (inside ``jit``, ``vmap`` or ``grad``): its answers are then
         traced JAX arrays computed by the marginal oracle, and host-only methods (sampling, saving, summary)
@@ -138,6 +188,7 @@ class GraphicalModel(ModelStructure):
         """Each junction-tree clique's log-potential table (axes in the clique's order), as read-only NumPy
         arrays. Indexed on the host, one transfer per block: slicing the device blocks dispatched a small
         computation per clique (0.32 s for the 998 tables of a chain of triples, paid by every warm start)."""
+        self._one("GraphicalModel.potentials")
         tables = self.plan.tables({k: np.asarray(v) for k, v in self.theta.items()})
         for t in tables.values():
             t.flags.writeable = False
@@ -155,10 +206,14 @@ class GraphicalModel(ModelStructure):
         return {c: np.asarray(t, np.float64) for c, t in self.plan.tables(host).items()}
 
     def clique_marginals(self) -> dict[Clique, np.ndarray]:
-        """Marginals of every model clique (one oracle call, cached)."""
+        """Marginals of every model clique (one oracle call, cached); ``(B, *shape)`` for a batch of models."""
+        if self.batch is not None:
+            each = batch_model.each(self, GraphicalModel.clique_marginals)
+            return {c: np.stack([m[c] for m in each]) for c in self.cliques}
         return dict(self._clique_marginals)
 
     def log_partition(self) -> float:
+        self._one("GraphicalModel.log_partition")
         return float(_log_partition_jit(self.plan, self.theta))
 
     @functools.cached_property
@@ -212,7 +267,8 @@ class GraphicalModel(ModelStructure):
                 raise ValueError(f"marginal of {attrs}: {clash} also appear in `given`; condition on other attributes")
             queries.append(({a: queries_mod.Identity() for a in attrs} | evidence, len(attrs)))
         answers = self.answers([q for q, _ in queries])  # on the host where the tables are small (see answers)
-        return [a.reshape(a.shape[:k]) for a, (_, k) in zip(answers, queries)]
+        lead = 0 if self.batch is None else 1  # a batch's answers carry the batch axis first
+        return [a.reshape(a.shape[: lead + k]) for a, (_, k) in zip(answers, queries)]
 
     def _host_table(self, j: int) -> np.ndarray:
         """Model clique ``j``'s marginal counts on the host (axes in the clique's order, the model's dtype)."""
@@ -252,7 +308,11 @@ class GraphicalModel(ModelStructure):
             plans.append(inference.plan_query(self.junction_tree, attrs, tuple(m is None for m in matrices)))
             mats.append(matrices)
         if self.traced:  # inside jit / vmap / grad: the compiled path, traced, answers as JAX arrays
+            if self.batch is not None:  # a batch passed whole into a transformation: every member's
+                return list(jax.vmap(lambda m: tuple(m.answers(queries)))(self))
             return list(inference.answer_many(tuple(plans), self._device_marginals, tuple(mats), self.total))
+        if self.batch is not None:  # each member's own answers, stacked: (B, ...) each
+            return batch_model.stacked(batch_model.each(self, lambda m: m.answers(queries)))
         # A query whose tables are small runs its plan in NumPy (float64): a new model structure's queries
         # then compile nothing (AIM scores its candidates on every round's new model).
         out = [None] * len(plans)
@@ -281,6 +341,7 @@ class GraphicalModel(ModelStructure):
         Returns:
             A :class:`~pgmjax.Dataset`; ``.df`` gives a pandas DataFrame.
         """
+        self._one("synthetic_data")
         if key is None:
             raise ValueError("synthetic_data: pass a jax.random key, e.g. jax.random.key(0)")
         n = max(1, int(round(self.total))) if n is None else n
@@ -307,6 +368,7 @@ class GraphicalModel(ModelStructure):
             Traceback (most recent call last):
             FloatingPointError: sample: the model's total is nan, expected a positive finite number
         """
+        self._one(what)
         state = (self.theta, self.total, self._blocks)
         if self._checked is not None and all(a is b for a, b in zip(self._checked[::2], state[::2])) \
                 and self._checked[1] == self.total:
@@ -320,6 +382,7 @@ class GraphicalModel(ModelStructure):
         Raises:
             FloatingPointError: the model is not finite and consistent (:meth:`check`).
         """
+        self._one("save")
         from .serialization import (
             save_model,  # serialization builds models: it imports this module
         )
@@ -332,6 +395,7 @@ class GraphicalModel(ModelStructure):
         Returns:
             A multi-line string (print it).
         """
+        self._one("summary")
         tree = self.junction_tree
         itemsize = np.dtype(self.dtype).itemsize
         cells = [self.domain.size(c) for c in self.cliques]
@@ -351,6 +415,10 @@ class GraphicalModel(ModelStructure):
         return "\n".join(lines)
 
     def __repr__(self) -> str:
+        if self.batch is not None or self.traced:
+            what = f"a batch of {self.batch} models" if self.batch is not None else "traced"
+            return (f"GraphicalModel({what}, {len(self.domain)} attributes, {len(self.cliques)} cliques, "
+                    f"treewidth {self.plan.tree.treewidth})")
         return (
             f"GraphicalModel({len(self.domain)} attributes, {len(self.cliques)} cliques, "
             f"treewidth {self.plan.tree.treewidth}, total {self.total:g})"

@@ -42,7 +42,7 @@ def assert_matches_sequential(dom, members, models, method, **kw):
     assert len(models) == len(members)
     for b, ms in enumerate(members):
         ref = pj.estimate(dom, ms, method, iters=ITERS, **F64, **kw)
-        assert models.losses[b] == pytest.approx(ref.loss, rel=1e-6)
+        assert models.loss[b] == pytest.approx(ref.loss, rel=1e-6)
         assert models.total[b] == pytest.approx(ref.total, rel=1e-12)
         # the same trials: mirror descent's line search backtracks exactly as alone
         assert models.member(b).history[-1]["oracle_calls"] == ref.history[-1]["oracle_calls"]
@@ -55,7 +55,7 @@ def test_members_equal_sequential_fits(setup, method):
     dom, _, truth = setup
     members = noisy(truth, [2.0, 5.0, 9.0], seed=1)  # per-member stddev
     models = estimate_batch(dom, members, method, iters=ITERS, **F64)
-    assert models.losses.shape == (B,)
+    assert models.loss.shape == (B,)
     assert_matches_sequential(dom, members, models, method)
 
 
@@ -69,7 +69,7 @@ def test_batched_measurements_scalar_and_per_member_stddev(setup):
     scalar = [BatchedMeasurement(c, y.reshape(B, *t.shape), stddev=4.0) for c, y, t in zip(CLIQUES, ys, truth)]
     got = estimate_batch(dom, [*scalar, kron], iters=ITERS, **F64)
     want = estimate_batch(dom, [[*ms[:3], kron] for ms in members], iters=ITERS, **F64)
-    np.testing.assert_allclose(got.losses, want.losses, rtol=1e-12)
+    np.testing.assert_allclose(got.loss, want.loss, rtol=1e-12)
     np.testing.assert_allclose(got.marginal(("a", "d")), want.marginal(("a", "d")), rtol=1e-12)
 
     sig = np.array([1.0, 4.0, 16.0])
@@ -80,7 +80,7 @@ def test_batched_measurements_scalar_and_per_member_stddev(setup):
     for b in range(B):
         ms = [pj.Measurement(c, y[b], stddev=sig[b]) for c, y in zip(CLIQUES, ys)] + [kron]
         ref = pj.estimate(dom, ms, iters=ITERS, total=totals[b], **F64)
-        assert per.losses[b] == pytest.approx(ref.loss, rel=1e-6)
+        assert per.loss[b] == pytest.approx(ref.loss, rel=1e-6)
         np.testing.assert_allclose(per.marginal(("a", "b"))[b], ref.marginal(("a", "b")), rtol=1e-6)
 
 
@@ -94,7 +94,7 @@ def test_new_numbers_compile_nothing(setup):
         second.marginal(("a", "d"))
         second.member(1).marginal("a")
     assert counter.count == 0
-    assert not np.allclose(first.losses, second.losses)
+    assert not np.allclose(first.loss, second.loss)
 
 
 def test_a_first_batched_fit_compiles_a_few_programs():
@@ -114,7 +114,7 @@ def test_model_shapes_and_members(setup):
     dom, _, truth = setup
     members = noisy(truth, [2.0, 5.0, 9.0], seed=5)
     models = estimate_batch(dom, members, iters=ITERS, **F64)
-    assert len(models) == B and "3 members" in repr(models)
+    assert len(models) == B and "a batch of 3 models" in repr(models)
     assert models.marginal(("b", "d")).shape == (B, 4, 3)
     assert models.marginal("c", given={"a": 1}).shape == (B, 2)
     m1, m2 = models.marginals([("a",), ("c", "a")])
@@ -127,7 +127,7 @@ def test_model_shapes_and_members(setup):
     for i in (0, 2, -1):
         single = models.member(i)
         assert isinstance(single, pj.GraphicalModel)
-        assert single.loss == models.losses[i] and single.total == models.total[i]
+        assert single.loss == models.loss[i] and single.total == models.total[i]
         np.testing.assert_allclose(single.marginal(("b", "d")), models.marginal(("b", "d"))[i], rtol=1e-9)
         np.testing.assert_allclose(single.answer({"b": pj.queries.Prefix(), "c": pj.queries.Value(1)}), prefix[i], rtol=1e-9)
         for c in models.cliques:
@@ -159,7 +159,7 @@ def test_pure_pieces_vmap_by_hand(setup):
 
     losses = np.asarray(fit(problem, batch.zeros(problem)))
     models = estimate_batch(dom, members, iters=ITERS, **F64)
-    np.testing.assert_allclose(losses, models.losses, rtol=1e-9)
+    np.testing.assert_allclose(losses, models.loss, rtol=1e-9)
 
 
 def test_bad_batches_fail_before_compiling(setup):
@@ -218,7 +218,7 @@ def test_groups_give_the_same_fits(setup):
     members = noisy(truth, [2.0, 5.0, 9.0], seed=9)
     whole = estimate_batch(dom, members, iters=ITERS, group=None, **F64)
     grouped = estimate_batch(dom, members, iters=ITERS, group=2, **F64)
-    np.testing.assert_allclose(grouped.losses, whole.losses, rtol=1e-12)
+    np.testing.assert_allclose(grouped.loss, whole.loss, rtol=1e-12)
     np.testing.assert_allclose(grouped.marginal(("a", "d")), whole.marginal(("a", "d")), rtol=1e-10)
     np.testing.assert_array_equal(grouped.history[-1]["oracle_calls"], whole.history[-1]["oracle_calls"])
     with pytest.raises(ValueError, match="group must be a positive integer"):
@@ -241,3 +241,23 @@ def test_auto_group_aims_at_a_million_cells_per_group_on_cpu():
     assert CPU_GROUP_CELLS == 2**20
     assert group(50) is None  # 50 members (500k cells): one group
     assert group(200) == 100  # 104 fit in 2**20 cells: two groups of 100, not 104 and 96
+
+
+def test_a_batch_is_one_graphical_model_with_a_batch_axis():
+    """estimate_batch returns a GraphicalModel whose numbers have a leading axis; host operations of one model
+    refuse it with a message that says how to take a member; BatchedModel is a deprecated name of the class."""
+    dom = pj.Domain({"a": 2, "b": 3})
+    ys = np.array([[[10.0, 20, 30], [5, 5, 30]], [[12.0, 18, 30], [5, 5, 30]], [[9.0, 21, 30], [6, 4, 30]]])
+    models = pj.estimate_batch(dom, [pj.BatchedMeasurement(("a", "b"), ys, stddev=1.0)], iters=100)
+    assert isinstance(models, pj.GraphicalModel) and models.batch == len(models) == 3
+    assert np.shape(models.loss) == (3,) and models.member(-1).loss == models.loss[2]
+    assert models.clique_marginals()[("a", "b")].shape == (3, 2, 3)
+    for call in (lambda: models.synthetic_data(5, jax.random.key(0)), models.summary, lambda: models.potentials):
+        with pytest.raises(TypeError, match="a batch of 3 models; take one with model.member"):
+            call()
+    with pytest.raises(TypeError, match="only a batch of models"):
+        len(models.member(0))
+    with pytest.warns(DeprecationWarning, match="BatchedModel is deprecated"):
+        assert pj.BatchedModel is pj.GraphicalModel
+    with pytest.warns(DeprecationWarning, match="losses are model.loss"):
+        np.testing.assert_array_equal(models.losses, models.loss)
