@@ -73,8 +73,8 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-# Subpackages imported on first use (PEP 562): a process that only fits and queries models skips them, 0.3 s
-# of a fresh process's import (bench/results/import_time_cpu.md).
+# Subpackages imported on first use (PEP 562): a process that only fits and queries models skips them, and a
+# noticeable part of a fresh process's import time with them.
 _LAZY = {"bayes": ".bayes", "history": ".history", "mechanisms": ".mechanisms", "rr": ".rr",
          "uncertainty": ".uncertainty", "report_html": ".cli.report_html", "preprocess": ".data.preprocess",
          "schema": ".data.schema"}

@@ -214,14 +214,10 @@ def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
 #: An engine program (:func:`jit` with ``loop_emitters``) whose largest potential block (one clique class's
 #: stacked tables; every member of a batch counted) has at most this many cells is compiled with XLA:CPU's
 #: loop emitters (:data:`LOOP_EMITTERS`). They generate code in about half the time of the default MLIR
-#: fusion emitters, and most fits wait mostly for their compilation. Measured on the 2-core CPU (2026-11-25,
-#: ``bench/results/fast_compile_cpu.md`` and ``fast_compile_block_cpu.md``, first ``estimate(50)`` in fresh
-#: processes): Adult with MST-style measurements 2.38 -> 1.33 s, Stroke 2.88 -> 1.74 s, Titanic 1.81 -> 1.27 s,
-#: Loans' benchmark cliques (4.0M cells, largest block 1.03M) 7.5 -> 6.0 s, generated problems of 50 and 200
-#: attributes (2.3M and 4.0M cells, blocks of at most 646k) 18.2 -> 11.1 s and 72 -> 57 s; iterations -22% to
-#: +13% over 500 (chain d=10's, 0.1 ms, +48%). What the loop emitters do slowly is a reduction over a large
-#: table: Adult's benchmark cliques (a 2.16M-cell block) iterate 32-55% slower with them. (The rule was the whole model's size before, which kept Loans and the generated problems on the
-#: slower-compiling emitters for no gain in their iterations.)
+#: fusion emitters, and most fits wait mostly for their compilation (on the 2-core CPU the first ``estimate``
+#: of the benchmark's problems took 20-45% less time with them, iterations about as fast; the changelog has
+#: the measurements). What the loop emitters do slowly is a reduction over a large table: Adult's benchmark
+#: cliques (a 2.16M-cell block) iterate about a third slower with them, hence the block-size rule.
 LOOP_EMITTERS_CELLS = 2**20
 
 #: ... unless its measurements reduce the junction tree's tables into more than this many marginals per

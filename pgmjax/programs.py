@@ -101,7 +101,7 @@ def bound_compiled(limit: int | None = None) -> bool:
     :func:`pgmjax.graph.oracle_plan.make_plan`, which every fit calls before it compiles anything, calls
     this, so a loop that fits thousands of new structures holds at most ``limit`` (plus one fit's worth of)
     programs with no action of its own: without it each new structure left about 4.4 MB and 130 memory
-    maps behind (``bench/results/memory_loop_cpu.md``). JAX's caches cannot drop single programs, so all of
+    maps behind. JAX's caches cannot drop single programs, so all of
     the engine's are freed at once; a process that reuses at most ``limit / 3`` structures (a fit compiles
     about three programs) never recompiles.
 
@@ -228,8 +228,8 @@ def enable_compilation_cache(path: str | os.PathLike | None = None, min_compile_
     cache skips compiling it (it still traces and lowers it, to find its key). It applies to every JAX
     program of the process, not only pgmjax's, and must be called before the first compilation it should
     cover. The cache is keyed by the program, jaxlib version and compiler options, so a stale entry is never
-    used; the folder may be deleted at any time. Measured on the 2-core CPU (``bench/compilation_cache.py``,
-    first ``estimate(50)`` of a later process): see ``bench/results/compilation_cache_cpu.md``.
+    used; the folder may be deleted at any time. What it saves a later process's first ``estimate`` is in the
+    performance pages.
 
     The folder holds native code that later processes run: it must be yours and writable by nobody else
     (:func:`check_cache_folder`). A folder that is not is refused; one that cannot be created or written
@@ -321,7 +321,7 @@ def fast_compile(strict: bool = True) -> bool:
     The engine already compiles its programs with them where the model's largest potential block has at
     most :data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells (a per-program option); this flag adds the
     models with larger blocks (Adult's benchmark cliques then iterate 37% slower) and every other program
-    of the process, the user's own included. Measured in ``bench/results/fast_compile_cpu.md``. The command line (``python -m pgmjax``) turns it on for its own
+    of the process, the user's own included. The command line (``python -m pgmjax``) turns it on for its own
     process; a library user opts in, because the flag can only be set before JAX starts its CPU backend.
     GPU compilers ignore it. A jaxlib whose XLA has no such switch (0.11 and later,
     :func:`pgmjax.compiler.has_loop_emitters`) gets nothing: XLA aborts at start on a flag it does not know.

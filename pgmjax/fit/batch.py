@@ -15,7 +15,7 @@ as two sequential float32 fits compiled differently would).
 Where it pays: the members' arithmetic is that of B sequential fits, so batching saves per-operation
 overhead (dispatch, loop control, small kernels), not arithmetic; sequential fits of one structure
 already share their compiled programs. On a GPU a batch fills the device; on a small CPU, where these
-fits are mostly compute-bound, the gain is modest: ``bench/results/batch_cpu.md`` measures it.
+fits are mostly compute-bound, the gain is modest (the performance pages have the measurements).
 
 Two ways to give the B measurement sets:
 
@@ -258,12 +258,9 @@ def auto_group(problem: estimation.Problem) -> int | None:
     """Members per vectorised group for a stacked problem on the default backend.
 
     On a CPU the fits are compute-bound, and a group's arrays (a few copies of the potentials per
-    member) fall out of cache as the group grows. Mirror descent on 64 noise draws, 2-core Intel Xeon,
-    2026-11-25 (one loop over line-search trials), warm seconds for all 64 fits by members per group:
-    Adult MST-style (29k cells, 500 iterations) 7.2 (4), 6.4 (8), 5.6 (16), 5.4 (32), 5.4 (64); the
-    d = 100 chain (98k cells, 200 iterations) 17.9 (2), 16.6 (8), 20.3 (32), 18.8 (64). The best groups
-    hold 0.5 to 1 million cells. So: about ``CPU_GROUP_CELLS / model cells`` members, evened out so the
-    last group is nearly full. Elsewhere (GPU, TPU) None: all at once.
+    member) fall out of cache as the group grows: on a 2-core CPU the fastest groups held 0.5 to 1 million
+    cells (the changelog has the measurements). So: about ``CPU_GROUP_CELLS / model cells`` members, evened
+    out so the last group is nearly full. Elsewhere (GPU, TPU) None: all at once.
     """
     batch = int(np.shape(problem.total)[0])
     if jax.default_backend() != "cpu":

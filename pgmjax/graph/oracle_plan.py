@@ -480,9 +480,8 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
 
 
 #: A further class of free singleton tables (:func:`singleton_sizes`) is made only where it saves at least this
-#: many padded cells. Measured on the 2-core CPU (2026-11-25): a class costs about 0.09 s of compilation
-#: once, a cell about 2 ns per iteration, so 2^15 cells are worth about a class over a default fit of 1,000
-#: iterations.
+#: many padded cells: a class costs compilation once, a padded cell time at every iteration, and on a CPU
+#: 2^15 cells over a default fit of 1,000 iterations cost about what a class does (see the changelog).
 SINGLETON_CLASS_CELLS = 2**15
 
 #: Most classes of free singleton tables.

@@ -204,8 +204,8 @@ def simulate_coverage(
 def tree_dataset(sizes: Sequence[int], edges: Sequence[tuple[int, int]], n: int, *, table_seed: int = 0,
                  record_seed: int = 1):
     """Records drawn from a tree-structured distribution: ``x0`` from a Dirichlet(1) table, every other
-    attribute from Dirichlet(1) conditional tables given its parent (the truth of the coverage benchmark,
-    bench/uncertainty_u4.py).
+    attribute from Dirichlet(1) conditional tables given its parent (the truth of the interval coverage
+    benchmark).
 
     Args:
         sizes: attribute sizes (attributes ``x0, x1, ...``).
