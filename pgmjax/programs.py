@@ -39,7 +39,7 @@ def _engine_functions() -> tuple:
     from .model import inference, sampling
 
     # estimate_batch's programs (one set per batched structure), those of them batch.py defines
-    batched = tuple(f for f in (getattr(batch, n, None) for n in ("_vmapped_start", "_advance", "_vmapped_started", "_loss"))
+    batched = tuple(f for f in (getattr(batch, n, None) for n in ("_vmapped_start", "_vmapped_started", "_loss"))
                     if hasattr(f, "_cache_size"))
     return (
         estimation._init,

@@ -81,7 +81,6 @@ mode only)::
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -92,6 +91,7 @@ import numpy as np
 
 from . import estimation, inputs
 from ..model.graphical_model import GraphicalModel
+from .estimator import Estimator
 from .batch_problem import (
     LOSSES,
     METHODS,
@@ -137,7 +137,7 @@ def __getattr__(name):
 
 # --------------------------------------------------------------------------- the batched estimator
 @dataclass(frozen=True)
-class Batched:
+class Batched(Estimator):
     """An estimator over a stacked problem: ``estimator``'s ``init`` and ``step`` mapped over the batch axis.
 
     Args:
@@ -158,6 +158,24 @@ class Batched:
 
     def params(self, state) -> dict:
         return self.estimator.params(state)
+
+    def best_loss(self, state):
+        return self.estimator.best_loss(state)
+
+    @property
+    def starts_by_a_step(self) -> bool:
+        return self.estimator.starts_by_a_step
+
+    def start(self, problem: estimation.Problem, theta: dict, step_size):
+        """Every member's :meth:`~pgmjax.MirrorDescent.start` (where the inner estimator starts by a step)."""
+        return _vmapped_start(self, problem, theta, step_size)
+
+    def started(self, state, step_size):
+        return _vmapped_started(self, state, step_size)
+
+    def steps(self, problem: estimation.Problem, state, num_steps):
+        """:meth:`advance` (the driver's chunk; the inner estimator's tidying is part of it)."""
+        return self.advance(problem, state, num_steps)
 
     def init(self, problem: estimation.Problem, theta: dict, step_size=1.0):
         dt = problem.total.dtype
@@ -222,11 +240,6 @@ def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Pr
 
 
 @jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
-def _advance(estimator: Batched, problem, state, num_steps):
-    return estimator.advance(problem, state, num_steps)
-
-
-@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
 def _vmapped_start(estimator: Batched, problem, theta, step_size):
     return jax.vmap(estimator.estimator.start, in_axes=(batch_axes(problem), 0, 0))(problem, theta, step_size)
 
@@ -234,20 +247,6 @@ def _vmapped_start(estimator: Batched, problem, theta, step_size):
 @jit(static_argnames=("estimator",), engine=True)
 def _vmapped_started(estimator: Batched, state, step_size):
     return jax.vmap(estimator.estimator.started)(state, step_size)
-
-
-def _start(estimator: Batched, problem, theta, step_size):
-    """The initial batched state, as :func:`pgmjax.fit.estimation.run` starts: where the estimator has
-    ``start``, by one iteration of the compiled chunk program (no init program with an oracle of its own)."""
-    if estimator.estimator.starts_by_a_step:
-        state = _vmapped_start(estimator, problem, theta, step_size)
-        state = _advance(estimator, problem, state, to_device(1, np.int32))
-        return _vmapped_started(estimator, state, step_size)
-    return estimation._init(estimator, problem, theta, step_size)
-
-
-def _best_loss(estimator: Batched, state):
-    return estimator.estimator.best_loss(state)
 
 
 #: Cells of potentials per vectorised group that :func:`auto_group` aims at on a CPU.
@@ -313,66 +312,14 @@ def run_batch(
         ``(params, state, history)``: the potentials ``{block: (B, ...)}``, the final batched state and the
         per-chunk dicts (``loss``: the exact loss of each member's returned potentials, a ``(B,)`` array).
     """
-    start = time.perf_counter()
     if group == "auto":
         group = auto_group(problem)
-    batched = Batched(estimator, group)
-    dt = problem.total.dtype
     if step_size is None:
-        step0 = 1.0 / (np.asarray(problem.lipschitz, np.float64) * np.asarray(problem.total, np.float64))
+        step_size = 1.0 / (np.asarray(problem.lipschitz, np.float64) * np.asarray(problem.total, np.float64))
     else:
-        step0 = np.broadcast_to(np.asarray(step_size, np.float64), np.shape(problem.total))
-    l1 = problem.loss == "l1"
-    chunk, chunks, width = estimation.smoothing_schedule(iters, chunk, smoothing, l1)
-
-    def exact(problem, state):
-        if l1:
-            return np.asarray(_loss(problem, batched.params(state)), np.float64)
-        return np.asarray(_best_loss(batched, state), np.float64)
-
-    if l1:
-        problem = problem.with_smoothing(width(0))
-    state = _start(batched, problem, theta, to_device(step0, dt))
-    history = []
-    done, k = 0, 0
-    prev = exact(problem, state)
-    bad = np.flatnonzero(~np.isfinite(prev))
-    if bad.size:
-        raise FloatingPointError(
-            f"the starting model's loss of batch members {bad.tolist()} is not finite: the starting potentials "
-            "or the measurements hold values the loss cannot be evaluated at"
-        )
-    while done < iters:
-        n = min(chunk, iters - done)
-        state = _advance(batched, problem, state, to_device(n, np.int32))
-        done, k = done + n, k + 1
-        loss = exact(problem, state)
-        info = {
-            "iteration": done,
-            "loss": loss,
-            "oracle_calls": np.asarray(state.oracle_calls),
-            "seconds": time.perf_counter() - start,
-            "state": state,
-        }
-        history.append(info)
-        if callback is not None and callback(info):
-            break
-        bad = np.flatnonzero(~np.isfinite(loss))
-        if bad.size:
-            raise FloatingPointError(
-                f"the loss of batch members {bad.tolist()} became {loss[bad[0]]} at iteration {done}; "
-                "try float64 or a smaller step size"
-            )
-        if tol is not None and np.all(np.abs(prev - loss) <= tol * np.maximum(np.abs(loss), 1e-30)) and (not l1 or k >= chunks):
-            break
-        prev = loss
-        if l1 and done < iters:
-            problem = problem.with_smoothing(width(k))
-            # The smoothed loss's curvature grows as 1 / width: restart the step size at that scale.
-            calls = np.asarray(state.oracle_calls)
-            state = _start(batched, problem, batched.params(state), to_device(step0 * width(k) / width(0), dt))
-            state = state._replace(oracle_calls=jnp.asarray(np.asarray(state.oracle_calls) + calls))
-    return batched.params(state), state, history
+        step_size = np.broadcast_to(np.asarray(step_size, np.float64), np.shape(problem.total))
+    return estimation.run(Batched(estimator, group), problem, theta, iters, step_size=step_size, chunk=chunk, tol=tol,
+                          callback=callback, smoothing=smoothing, exact_loss=_loss)
 
 
 # --------------------------------------------------------------------------- the public call

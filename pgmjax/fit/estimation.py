@@ -108,6 +108,7 @@ def run(
     tol: float | None = None,
     callback: Callable[[dict], Any] | None = None,
     smoothing: tuple[float, float] = (1.0, 1e-6),
+    exact_loss=None,
 ):
     """Run an estimator for ``iters`` steps in compiled chunks.
 
@@ -128,6 +129,12 @@ def run(
             last chunk (geometric in between, over at least 20 chunks; Nesterov-style smoothing with
             continuation, so smooth methods and line searches apply). The
             estimator restarts from its current potentials when it changes.
+        exact_loss: ``exact_loss(problem, params)``, the exact loss of the potentials' model (default: one
+            model's; :func:`pgmjax.fit.batch.run_batch` passes its members').
+
+    A batch (:class:`pgmjax.fit.batch.Batched` on a stacked problem) runs through the same loop: its losses
+    and oracle calls are then ``(B,)`` arrays, it stops early when every member has, and a non-finite loss
+    names the members.
 
     Returns:
         ``(params, state, history)``: the potentials to report, the final
@@ -136,20 +143,21 @@ def run(
         run ended early because the estimator stalled).
     """
     start = time.perf_counter()
+    exact_loss = _model_loss if exact_loss is None else exact_loss
     l1 = problem.loss == "l1"
     chunk, chunks, width = smoothing_schedule(iters, chunk, smoothing, l1)
     if l1:
         problem = problem.with_smoothing(width(0))
     dt = problem.total.dtype
+
+    def loss_of(state):  # on the host: a float for one model, (B,) for a batch
+        return _host(exact_loss(problem, estimator.params(state)) if l1 else estimator.best_loss(state), np.float64)
+
     state = _start(estimator, problem, theta, to_device(step_size, dt))
     history = []
     done, k = 0, 0
-    prev = float(_model_loss(problem, estimator.params(state))) if l1 else float(estimator.best_loss(state))
-    if not math.isfinite(prev):
-        raise FloatingPointError(
-            f"the starting model's loss is {prev}: the starting potentials (warm start) or the measurements "
-            "hold values the loss cannot be evaluated at"
-        )
+    prev = loss_of(state)
+    _check_finite(prev, None)
     # an estimator that can stall (one that defines stalled: L-BFGS) ends the run after the chunk it stalled in
     stoppable = type(estimator).stalled is not Estimator.stalled and not l1
     while done < iters:
@@ -160,33 +168,57 @@ def run(
         stalled = stoppable and estimator.stalled(state)
         if stalled:  # L-BFGS stalled inside the chunk: its idle steps count no iteration
             done = done - n + int(state.iteration) - started
-        loss = float(_model_loss(problem, estimator.params(state))) if l1 else float(estimator.best_loss(state))
+        loss = loss_of(state)
         info = {
             "iteration": done,
             "loss": loss,
-            "oracle_calls": int(state.oracle_calls),
+            "oracle_calls": _host(state.oracle_calls, np.int64),
             "seconds": time.perf_counter() - start,
             "state": state,
         }
         history.append(info)
         if callback is not None and callback(info):
             break
-        if not math.isfinite(loss):  # unreachable by design (non-finite steps are rejected in the loop)
-            raise FloatingPointError(f"the loss became {loss} at iteration {done}")
+        _check_finite(loss, done)  # unreachable by design (non-finite steps are rejected in the loop)
         if stalled:
             info["stalled"] = True  # read by pgmjax.estimate (L-BFGS hands its remaining iterations on)
             break
-        if tol is not None and abs(prev - loss) <= tol * max(abs(loss), 1e-30) and (not l1 or k >= chunks):
+        if tol is not None and np.all(np.abs(prev - loss) <= tol * np.maximum(np.abs(loss), 1e-30)) and (not l1 or k >= chunks):
             break
         prev = loss
         if l1 and done < iters:
             problem = problem.with_smoothing(width(k))
             # The smoothed loss's curvature grows as 1 / width: restart the step size at that scale.
-            step = step_size * width(k) / width(0)
+            step = np.asarray(step_size, np.float64) * width(k) / width(0)
             calls = state.oracle_calls
             state = _start(estimator, problem, estimator.params(state), to_device(step, dt))
             state = state._replace(oracle_calls=state.oracle_calls + calls)
     return estimator.params(state), state, history
+
+
+def _host(x, dtype):
+    """A device scalar as a Python number, a device vector (a batch's) as a NumPy array."""
+    a = np.asarray(x, dtype)
+    return a.item() if a.ndim == 0 else a
+
+
+def _check_finite(loss, iteration) -> None:
+    """Raise where a loss (one model's, or a batch's ``(B,)``) is not finite, naming the batch members."""
+    bad = np.flatnonzero(~np.isfinite(np.atleast_1d(loss)))
+    if not bad.size:
+        return
+    if np.ndim(loss) == 0:
+        if iteration is None:
+            raise FloatingPointError(
+                f"the starting model's loss is {loss}: the starting potentials (warm start) or the measurements "
+                "hold values the loss cannot be evaluated at")
+        raise FloatingPointError(f"the loss became {loss} at iteration {iteration}")
+    if iteration is None:
+        raise FloatingPointError(
+            f"the starting model's loss of batch members {bad.tolist()} is not finite: the starting potentials "
+            "or the measurements hold values the loss cannot be evaluated at")
+    raise FloatingPointError(f"the loss of batch members {bad.tolist()} became {loss[bad[0]]} at iteration {iteration}; "
+                             "try float64 or a smaller step size")
 
 
 @jit(engine=True, loop_emitters=suits_loop_emitters)
