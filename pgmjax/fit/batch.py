@@ -96,8 +96,8 @@ from .batch_problem import (
     LOSSES,
     METHODS,
     BatchedMeasurement,
-    _batched_ids,
-    _per_member,
+    batched_ids,
+    per_member,
     batch_axes,
     check_dtype,
     check_fit_options,
@@ -209,7 +209,7 @@ class Batched(Estimator):
             return a.reshape(groups, g, *a.shape[1:])
 
         leaves, treedef = jax.tree_util.tree_flatten(problem)
-        ids = _batched_ids(problem)
+        ids = batched_ids(problem)
         flags = [id(a) in ids for a in leaves]
         mapped = [split(a) for a, f in zip(leaves, flags) if f]
 
@@ -386,7 +386,7 @@ def estimate_batch(
     problem = make_batch_problem(domain, measurements, loss=loss, total=total, dtype=dtype, cliques=cliques, caller=caller)
     batch = int(problem.total.shape[0])
     if step_size is not None:
-        steps = _per_member(step_size, batch, "step_size", caller)
+        steps = per_member(step_size, batch, "step_size", caller)
         if not all(np.isfinite(s) and s > 0 for s in steps):
             raise ValueError(f"{caller}: step_size must be positive and finite, got {step_size!r}")
         step_size = np.asarray(steps)
@@ -411,14 +411,12 @@ def estimate_batch(
 
 
 def _check_fitted_members(model: GraphicalModel) -> None:
-    """:func:`pgmjax.fit.estimate._check_fitted` (finite potentials, marginals and loss; marginals summing to the
+    """:func:`pgmjax.fit.inputs.check_fitted` (finite potentials, marginals and loss; marginals summing to the
     total) on every member, with the marginals each member answers from."""
-    from .estimate import _check_fitted
-
     for b in range(len(model)):
         m = model.member(b)
         try:
-            _check_fitted(model.plan, m.theta, lambda: m._marginal_blocks, m.total, m.loss)
+            inputs.check_fitted(model.plan, m.theta, lambda: m._marginal_blocks, m.total, m.loss)
         except FloatingPointError as e:
             raise FloatingPointError(f"estimate_batch: batch member {b}: {e}") from e
 

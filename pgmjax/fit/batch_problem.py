@@ -78,7 +78,7 @@ def make_problem(
 
 
 # --------------------------------------------------------------------------- stacking and axes
-def _batched_ids(problem: estimation.Problem) -> set[int]:
+def batched_ids(problem: estimation.Problem) -> set[int]:
     """ids of the leaves of ``problem`` that differ between members: answers, noise, total, Lipschitz."""
     ids = {id(problem.total), id(problem.lipschitz)}
     for group in problem.meas.arrays:
@@ -97,7 +97,7 @@ def batch_axes(problem: estimation.Problem) -> estimation.Problem:
         A pytree of the problem's structure holding 0 or None at each leaf.
     """
     leaves, treedef = jax.tree_util.tree_flatten(problem)
-    batched = _batched_ids(problem)
+    batched = batched_ids(problem)
     return jax.tree_util.tree_unflatten(treedef, [0 if id(a) in batched else None for a in leaves])
 
 
@@ -121,7 +121,7 @@ def stack_problems(problems: Sequence[estimation.Problem]) -> estimation.Problem
         if not isinstance(p, estimation.Problem):
             raise TypeError(f"stack_problems: problem {b} is a {type(p).__name__}, expected a Problem")
     first_leaves, treedef = jax.tree_util.tree_flatten(problems[0])
-    batched = _batched_ids(problems[0])
+    batched = batched_ids(problems[0])
     per_member = [first_leaves]
     for b, p in enumerate(problems[1:], 1):
         leaves, td = jax.tree_util.tree_flatten(p)
@@ -290,7 +290,7 @@ def _check_same_structure(members: list[list[Measurement]], caller: str) -> None
                     )
 
 
-def _per_member(value, batch: int, what: str, caller: str) -> list:
+def per_member(value, batch: int, what: str, caller: str) -> list:
     """A scalar or one value per member, as a list of ``batch`` values (None stays None)."""
     if value is None:
         return [None] * batch
@@ -339,7 +339,7 @@ def make_batch_problem(
             raise ValueError(f"{caller}: member {b} has no measurements")
     _check_same_structure(members, caller)
     dtype = check_dtype(dtype, caller=caller)
-    totals = _per_member(total, len(members), "total", caller)
+    totals = per_member(total, len(members), "total", caller)
     for b, t in enumerate(totals):
         if t is not None:
             inputs.check_total(t, f"{caller}: member {b}")

@@ -5,13 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 
 from . import estimation, inputs
-from ..graph import oracle
 from ..data.domain import Domain
 from ..queries.measurement import Measurement, estimate_total
-from ..model.graphical_model import GraphicalModel, check_consistent
+from ..model.graphical_model import GraphicalModel
 
 
 def estimate(
@@ -141,7 +139,7 @@ def estimate(
     # The model's answers are a function of its potentials and total alone, computed by its own program
     # (pgmjax.model.graphical_model): the same whether it was just fitted, saved and loaded, or a member of a batch.
     model = GraphicalModel(plan, params, total, history, loss=loss, step_size=step)
-    _check_fitted(plan, params, lambda: model._marginal_blocks, total, loss)
+    inputs.check_fitted(plan, params, lambda: model._marginal_blocks, total, loss)
     return model
 
 
@@ -165,12 +163,3 @@ def _finish_with_mirror_descent(problem, params, history, iters, step_size, chun
                                      iters - done, step_size=step_size, chunk=chunk, tol=tol, callback=shifted)
     return params, history + more
 
-
-def _check_fitted(plan: oracle.OraclePlan, params: dict, mu, total: float, loss: float) -> None:
-    """Refuse to return a model that is not one: a non-finite loss, or what
-    :func:`pgmjax.model.graphical_model.check_consistent` refuses (NaN or +inf potentials, non-finite marginals, a clique
-    whose marginal does not sum to the total; ``-inf`` potentials are structural zeros, allowed). ``mu``: the
-    marginals (oracle blocks), or a function returning them."""
-    if not np.isfinite(loss):
-        raise FloatingPointError(f"estimate: the fitted model's loss is {loss}")
-    check_consistent(plan, params, mu, total, what="estimate: the fitted model")

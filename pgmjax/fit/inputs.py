@@ -18,7 +18,7 @@ import numpy as np
 from ..compiler import to_device
 from ..data.domain import Domain
 from ..graph import oracle
-from ..model.graphical_model import GraphicalModel
+from ..model.graphical_model import GraphicalModel, check_consistent
 from ..queries.measurement import Measurement, estimate_total, total_rule, validate_measurements
 from . import losses
 from .dual_averaging import DualAveraging
@@ -151,3 +151,14 @@ def build_problem(domain: Domain, measurements: Sequence[Measurement], model_cli
     meas = losses.stack_measurements(plan, measurements, dtype)
     problem = Problem(plan, meas, to_device(total, dtype), to_device(lipschitz, dtype), to_device(0.0, dtype), loss)
     return problem, total, lipschitz
+
+
+def check_fitted(plan: oracle.OraclePlan, params: dict, mu, total: float, loss: float) -> None:
+    """Refuse to return a fitted model that is not one (:func:`pgmjax.estimate`, each member of
+    :func:`pgmjax.estimate_batch`): a non-finite loss, or what
+    :func:`pgmjax.model.graphical_model.check_consistent` refuses (NaN or +inf potentials, non-finite marginals, a clique
+    whose marginal does not sum to the total; ``-inf`` potentials are structural zeros, allowed). ``mu``: the
+    marginals (oracle blocks), or a function returning them."""
+    if not np.isfinite(loss):
+        raise FloatingPointError(f"estimate: the fitted model's loss is {loss}")
+    check_consistent(plan, params, mu, total, what="estimate: the fitted model")

@@ -78,19 +78,16 @@ SELECT_ITERS = 2500
 #: The fits' default method: plain mirror descent as the reference code's engine runs it (no momentum, the
 #: step growing by 1.01 per accepted step), not :func:`pgmjax.estimate`'s accelerated default. MST's estimate
 #: is that optimiser's 10,000-iteration iterate, started from the one-way model: it reaches the L2 optimum
-#: slowly, and the optimum fits the noise in small cells. Where the two differ (many small cells: a 9-column,
-#: 136,000-row table with up to 600 values per column), the accelerated fit's 2-way TVD was 0.8-1.6% (synthetic
-#: data) and 1.2-1.4% (model) worse on every one of 5 seeds (bench/results/mst_accuracy_cpu.md). ``engine_options={"method":
-#: "mirror_descent"}`` restores the accelerated fit.
+#: slowly, and the optimum fits the noise in small cells: where the two differ (many small cells), the
+#: accelerated fit's 2-way TVD was about 1% worse on every seed measured (the changelog has the figures).
+#: ``engine_options={"method": "mirror_descent"}`` restores the accelerated fit.
 REFERENCE_MIRROR_DESCENT = MirrorDescent(momentum=0.0, growth=1.01, min_growth=1.01)
 #: Opt-in early stop of the final fit (Morozov's discrepancy principle), off by default: with ``DISCREPANCY = tau`` the
 #: fit stops once the measurements' standardised residual sum of squares ``sum_i ((Q_i mu - y_i) / sigma_i)^2 =
 #: 2 L(mu)`` falls to ``tau`` times the number of measured rows (what the true marginals score in expectation).
-#: Only released numbers are read (post-processing). Measured with ``tau = 1`` (eps = 1, 5 seeds each,
-#: bench/results/mst_accuracy_after_cpu.md): the model's 2-way TVD is 3-6% lower on Adult and slightly lower on Titanic,
-#: but slightly higher on NLTCS and about 20% higher on the 9-column generated table, where the fit must run past the
-#: noise level to reach the strong dependencies: not a default. (mbi's 1% lead on Adult given the same measurements
-#: comes from its float32 line search stalling short of the optimum, an early stop of its own.) ``None``: no stop,
+#: Only released numbers are read (post-processing). With ``tau = 1`` the model's 2-way TVD was lower on Adult and
+#: Titanic but higher on NLTCS and much higher on a generated table with strong dependencies, where the fit must run
+#: past the noise level to reach them: not a default (the changelog has the figures). ``None``: no stop,
 #: ``engine_iters`` iterations. A user ``callback`` in ``engine_options`` is called either way and may stop the fit.
 DISCREPANCY: float | None = None
 

@@ -15,6 +15,7 @@ from ..data.domain import Clique, CliqueLike, Domain, cells_text
 from ..graph import oracle
 from ..queries import factors as queries_mod
 from . import batch_model, inference, sampling
+from .model_files import save_model
 
 
 #: :meth:`GraphicalModel.marginal` and :meth:`GraphicalModel.answers` compute on the host (float64, NumPy, nothing
@@ -383,10 +384,6 @@ class GraphicalModel(ModelStructure):
             FloatingPointError: the model is not finite and consistent (:meth:`check`).
         """
         self._one("save")
-        from .serialization import (
-            save_model,  # serialization builds models: it imports this module
-        )
-
         return save_model(self, path)
 
     def summary(self) -> str:

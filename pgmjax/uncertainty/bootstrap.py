@@ -146,7 +146,7 @@ def stacked_problem(model, measurements, ys: Sequence[np.ndarray], *, loss="l2",
 
 def _take(problem: estimation.Problem, idx: np.ndarray) -> estimation.Problem:
     leaves, treedef = jax.tree_util.tree_flatten(problem)
-    ids = batch_mod._batched_ids(problem)
+    ids = batch_mod.batched_ids(problem)
     return jax.tree_util.tree_unflatten(treedef, [a[idx] if id(a) in ids else a for a in leaves])
 
 

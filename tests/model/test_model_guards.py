@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax.fit import estimate as api
+from pgmjax.fit import inputs
 from pgmjax.graph import oracle
 from pgmjax.model import graphical_model as model_mod
 from pgmjax.model import serialization
@@ -100,9 +100,9 @@ def test_estimate_uses_the_same_check(rng):
     m = random_model(rng)
     mu = {k: v * 2.0 for k, v in m._marginal_blocks.items()}
     with pytest.raises(FloatingPointError, match=rf"estimate: the fitted model: the marginal of clique {_re(m.cliques[0])} sums to 642"):
-        api._check_fitted(m.plan, m.theta, mu, m.total, 1.0)
+        inputs.check_fitted(m.plan, m.theta, mu, m.total, 1.0)
     with pytest.raises(FloatingPointError, match="loss is nan"):
-        api._check_fitted(m.plan, m.theta, m._marginal_blocks, m.total, float("nan"))
+        inputs.check_fitted(m.plan, m.theta, m._marginal_blocks, m.total, float("nan"))
     # a fitted model passes, and is sampled
     data = pj.Dataset(rng.integers(0, [3, 4, 2, 5], size=(200, 4)), DOMAIN)
     fit = pj.estimate(DOMAIN, [pj.Measurement(c, data.marginal(c), stddev=1.0) for c in CLIQUES], iters=20)

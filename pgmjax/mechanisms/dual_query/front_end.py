@@ -275,8 +275,8 @@ def dualquery(
             list of cliques (their marginals); default every 2-way marginal.
         engine_iters: iterations of the engine. The transcript's likelihood is a noisy objective, so more
             is not better past a point: on the Stroke benchmark the workload error is lowest near 500-1000
-            iterations and rises by about 10% at 4000 while the likelihood keeps improving
-            (``bench/dualquery_convergence.py``); a fixed budget acts as early stopping.
+            iterations and rises by about 10% at 4000 while the likelihood keeps improving (the performance
+            pages have the measurement); a fixed budget acts as early stopping.
         engine_options: more keyword arguments for :func:`pgmjax.estimate`: ``method``
             (``"mirror_descent"``, the default, or ``"lbfgs"``), ``step_size`` (default ``1 / (L N)`` with
             :meth:`DualQueryTranscript.lipschitz`; a line search adapts it), ``dtype`` (default float32),
