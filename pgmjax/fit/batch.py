@@ -121,6 +121,7 @@ __all__ = [
     "zeros",
     "run_batch",
     "auto_group",
+    "spread",
     "check_fit_options",
     "check_dtype",
 ]
@@ -249,6 +250,34 @@ def _vmapped_started(estimator: Batched, state, step_size):
     return jax.vmap(estimator.estimator.started)(state, step_size)
 
 
+def spread(problem: estimation.Problem, theta: dict, devices: int | None = None):
+    """A stacked problem and its potentials placed over local devices along the batch axis.
+
+    Args:
+        problem: a stacked problem (:func:`make_batch_problem`).
+        theta: potentials ``{block: (B, ...)}``.
+        devices: how many local devices (None: the most of ``jax.local_devices()`` that divide B evenly).
+
+    Returns:
+        ``(problem, theta, shards)``: with several devices, the per-member leaves (:func:`batch_axes`) and the
+        potentials split along their leading axis (``jax.sharding.NamedSharding`` over a one-axis mesh) and
+        the shared leaves replicated; with one, the inputs unchanged. ``shards``: the devices used.
+    """
+    available = jax.local_devices()
+    batch = int(np.shape(problem.total)[0])
+    most = len(available) if devices is None else min(devices, len(available))
+    shards = max(k for k in range(1, most + 1) if batch % k == 0)
+    if shards == 1:
+        return problem, theta, 1
+    mesh = jax.sharding.Mesh(np.asarray(available[:shards]), ("batch",))
+    split = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
+    whole = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    leaves, treedef = jax.tree_util.tree_flatten(problem)
+    per_member = batched_ids(problem)
+    placed = [jax.device_put(a, split if id(a) in per_member else whole) for a in leaves]
+    return (jax.tree_util.tree_unflatten(treedef, placed), jax.device_put(theta, split), shards)
+
+
 #: Cells of potentials per vectorised group that :func:`auto_group` aims at on a CPU.
 CPU_GROUP_CELLS = 2**20
 
@@ -338,6 +367,7 @@ def estimate_batch(
     cliques: Sequence[CliqueLike] = (),
     step_size=None,
     group: int | str | None = "auto",
+    devices: int | None = None,
 ) -> GraphicalModel:
     """Fit B graphical models of one structure at once (one compiled program, ``jax.vmap`` over the batch).
 
@@ -366,6 +396,10 @@ def estimate_batch(
             program. ``"auto"`` (:func:`auto_group`): on a CPU, groups of about ``2**18 / model cells``
             members (their working set stays in cache), elsewhere all B at once; None: all at once; or an int.
             The results do not depend on it.
+        devices: local devices the batch is spread over (its members split along the batch axis, each
+            device fitting its share; the compiled program is partitioned by XLA, nothing gathered onto one
+            device): None, as many of ``jax.local_devices()`` as divide B evenly; 1, one device. With
+            several devices the members are not grouped (``group`` is ignored).
 
     Returns:
         A batch of models: one :class:`~pgmjax.GraphicalModel` whose numbers have a leading axis of size B
@@ -392,9 +426,12 @@ def estimate_batch(
         step_size = np.asarray(steps)
     if not (group is None or group == "auto" or (isinstance(group, (int, np.integer)) and not isinstance(group, bool) and group >= 1)):
         raise ValueError(f"{caller}: group must be a positive integer, None or 'auto', got {group!r}")
+    if devices is not None and (isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1):
+        raise ValueError(f"{caller}: devices must be a positive integer or None, got {devices!r}")
+    problem, theta, shards = spread(problem, zeros(problem), devices)
     params, state, history = run_batch(
-        engine, problem, zeros(problem), int(iters), step_size=step_size, chunk=int(chunk),
-        tol=tol, callback=callback, group=group,
+        engine, problem, theta, int(iters), step_size=step_size, chunk=int(chunk),
+        tol=tol, callback=callback, group=None if shards > 1 else group,
     )
     for h in history:
         h.pop("state", None)
