@@ -70,53 +70,10 @@ UPWARD_IMPORTS: frozenset[tuple[str, str, str]] = frozenset({
 
 #: Imports inside functions that close a cycle within one sub-package (the module imported imports the importer).
 CYCLE_IMPORTS: frozenset[tuple[str, str, str]] = frozenset({
-    ("pgmjax.model.graphical_model", "pgmjax.model.serialization", "save_model"),
 })
 
 #: Imports of another module's ``_``-prefixed name.
 PRIVATE_IMPORTS: frozenset[tuple[str, str, str]] = frozenset({
-    ('pgmjax.fit.batch', 'pgmjax.fit.batch_problem', '_batched_ids'),
-    ('pgmjax.fit.batch', 'pgmjax.fit.batch_problem', '_per_member'),
-    ('pgmjax.fit.batch', 'pgmjax.fit.estimate', '_check_fitted'),
-    ('pgmjax.mechanisms.matrix_mechanism.error', 'pgmjax.mechanisms.matrix_mechanism.factors', '_check_noise'),
-    ('pgmjax.mechanisms.matrix_mechanism.error', 'pgmjax.mechanisms.matrix_mechanism.factors', '_col_norm'),
-    ('pgmjax.mechanisms.matrix_mechanism.error', 'pgmjax.mechanisms.matrix_mechanism.factors', '_merge_sizes'),
-    ('pgmjax.mechanisms.matrix_mechanism.error', 'pgmjax.mechanisms.matrix_mechanism.marginals_gram', '_mult_dims'),
-    ('pgmjax.mechanisms.matrix_mechanism.error', 'pgmjax.mechanisms.matrix_mechanism.marginals_gram', '_superset_sum'),
-    ('pgmjax.mechanisms.matrix_mechanism.error', 'pgmjax.mechanisms.matrix_mechanism.workloads', '_as_union'),
-    ('pgmjax.mechanisms.matrix_mechanism.least_squares', 'pgmjax.mechanisms.matrix_mechanism.factors', '_as_clique'),
-    ('pgmjax.mechanisms.matrix_mechanism.least_squares', 'pgmjax.mechanisms.matrix_mechanism.workloads', '_as_union'),
-    ('pgmjax.mechanisms.matrix_mechanism.marginals_gram', 'pgmjax.mechanisms.matrix_mechanism.factors', '_check_n'),
-    ('pgmjax.mechanisms.matrix_mechanism.marginals_gram', 'pgmjax.mechanisms.matrix_mechanism.factors', '_merge_sizes'),
-    ('pgmjax.mechanisms.matrix_mechanism.marginals_gram', 'pgmjax.mechanisms.matrix_mechanism.workloads', '_as_union'),
-    ('pgmjax.mechanisms.matrix_mechanism.objectives', 'pgmjax.mechanisms.matrix_mechanism.factors', '_check_noise'),
-    ('pgmjax.mechanisms.matrix_mechanism.objectives', 'pgmjax.mechanisms.matrix_mechanism.marginals_gram', '_mult_dims'),
-    ('pgmjax.mechanisms.matrix_mechanism.objectives', 'pgmjax.mechanisms.matrix_mechanism.marginals_gram', '_superset_sum'),
-    ('pgmjax.mechanisms.matrix_mechanism.optimize', 'pgmjax.mechanisms.matrix_mechanism.error', '_FactorInfo'),
-    ('pgmjax.mechanisms.matrix_mechanism.optimize', 'pgmjax.mechanisms.matrix_mechanism.factors', '_check_noise'),
-    ('pgmjax.mechanisms.matrix_mechanism.optimize', 'pgmjax.mechanisms.matrix_mechanism.factors', '_col_norm'),
-    ('pgmjax.mechanisms.matrix_mechanism.optimize', 'pgmjax.mechanisms.matrix_mechanism.marginals_gram', '_mult_dims'),
-    ('pgmjax.mechanisms.matrix_mechanism.optimize', 'pgmjax.mechanisms.matrix_mechanism.objectives', '_best'),
-    ('pgmjax.mechanisms.matrix_mechanism.optimize', 'pgmjax.mechanisms.matrix_mechanism.objectives', '_fit_marginals'),
-    ('pgmjax.mechanisms.matrix_mechanism.optimize', 'pgmjax.mechanisms.matrix_mechanism.objectives', '_float_dtype'),
-    ('pgmjax.mechanisms.matrix_mechanism.optimize', 'pgmjax.mechanisms.matrix_mechanism.objectives', '_restarts'),
-    ('pgmjax.mechanisms.matrix_mechanism.optimize', 'pgmjax.mechanisms.matrix_mechanism.templates', '_opt0_memo'),
-    ('pgmjax.mechanisms.matrix_mechanism.optimize', 'pgmjax.mechanisms.matrix_mechanism.workloads', '_as_union'),
-    ('pgmjax.mechanisms.matrix_mechanism.strategies', 'pgmjax.mechanisms.matrix_mechanism.factors', '_KronTerm'),
-    ('pgmjax.mechanisms.matrix_mechanism.strategies', 'pgmjax.mechanisms.matrix_mechanism.factors', '_as_clique'),
-    ('pgmjax.mechanisms.matrix_mechanism.strategies', 'pgmjax.mechanisms.matrix_mechanism.factors', '_check_n'),
-    ('pgmjax.mechanisms.matrix_mechanism.strategies', 'pgmjax.mechanisms.matrix_mechanism.factors', '_check_noise'),
-    ('pgmjax.mechanisms.matrix_mechanism.strategies', 'pgmjax.mechanisms.matrix_mechanism.factors', '_expand_dense'),
-    ('pgmjax.mechanisms.matrix_mechanism.strategies', 'pgmjax.mechanisms.matrix_mechanism.factors', '_union_terms'),
-    ('pgmjax.mechanisms.matrix_mechanism.templates', 'pgmjax.mechanisms.matrix_mechanism.factors', '_check_noise'),
-    ('pgmjax.mechanisms.matrix_mechanism.templates', 'pgmjax.mechanisms.matrix_mechanism.objectives', '_bucket'),
-    ('pgmjax.mechanisms.matrix_mechanism.templates', 'pgmjax.mechanisms.matrix_mechanism.objectives', '_fit_pidentity'),
-    ('pgmjax.mechanisms.matrix_mechanism.templates', 'pgmjax.mechanisms.matrix_mechanism.objectives', '_float_dtype'),
-    ('pgmjax.mechanisms.matrix_mechanism.templates', 'pgmjax.mechanisms.matrix_mechanism.objectives', '_restarts'),
-    ('pgmjax.mechanisms.matrix_mechanism.workloads', 'pgmjax.mechanisms.matrix_mechanism.factors', '_KronTerm'),
-    ('pgmjax.mechanisms.matrix_mechanism.workloads', 'pgmjax.mechanisms.matrix_mechanism.factors', '_as_clique'),
-    ('pgmjax.mechanisms.matrix_mechanism.workloads', 'pgmjax.mechanisms.matrix_mechanism.factors', '_expand_dense'),
-    ('pgmjax.mechanisms.matrix_mechanism.workloads', 'pgmjax.mechanisms.matrix_mechanism.factors', '_union_terms'),
 })
 
 

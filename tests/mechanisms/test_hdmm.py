@@ -14,7 +14,7 @@ import scipy.optimize
 
 import pgmjax as pj
 from pgmjax.mechanisms import matrix_mechanism as H
-from pgmjax.mechanisms.matrix_mechanism.factors import _expand_dense
+from pgmjax.mechanisms.matrix_mechanism.factors import expand_dense
 from pgmjax.mechanisms.matrix_mechanism.least_squares import _sum_to
 from pgmjax.mechanisms.matrix_mechanism.optimize import _grams_by_attribute
 
@@ -330,7 +330,7 @@ def _brute_force_marginals_optimum(W, sizes, noise, starts=4):
     attrs = W.attributes
     Wd = W.dense(attrs)
     subsets = [tuple(a for i, a in enumerate(attrs) if k >> i & 1) for k in range(2 ** len(attrs))]
-    blocks = [_expand_dense(c, [np.eye(sizes[a]) for a in c], attrs, sizes) for c in subsets]
+    blocks = [expand_dense(c, [np.eye(sizes[a]) for a in c], attrs, sizes) for c in subsets]
 
     def f(theta):
         A = np.vstack([t * b for t, b in zip(theta, blocks)])

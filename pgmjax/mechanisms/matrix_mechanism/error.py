@@ -24,11 +24,11 @@ import math
 
 import numpy as np
 
-from .factors import _check_noise, _col_norm, _merge_sizes
+from .factors import check_noise, col_norm, merge_sizes
 from .factors import identity, prefix  # noqa: F401  (the docstring examples use them)
-from .marginals_gram import MarginalsGram, _mult_dims, _superset_sum
+from .marginals_gram import MarginalsGram, mult_dims, superset_sum
 from .strategies import KronStrategy, MarginalsStrategy, UnionStrategy
-from .workloads import KronWorkload, UnionWorkload, _as_union
+from .workloads import KronWorkload, UnionWorkload, as_union
 
 __all__ = ["expected_error", "factor_error", "dense_expected_error"]
 
@@ -37,7 +37,7 @@ __all__ = ["expected_error", "factor_error", "dense_expected_error"]
 _SUPPORT_TOL = 1e-8
 
 
-class _FactorInfo:
+class FactorInfo:
     """One SVD of a strategy factor ``A = U S V^T``, for ``trace[(A^T A)^+ G]`` and the support test.
 
     ``trace[(A^T A)^+ G] = sum_k (v_k^T G v_k) / s_k^2`` over the kept singular vectors and the residual
@@ -78,12 +78,12 @@ def factor_error(gram, A, noise: str = "laplace") -> float:
         The data-independent error factor (multiply by ``2/eps^2`` or ``sigma^2`` for the expected total
         squared error).
     """
-    _check_noise(noise)
+    check_noise(noise)
     A = np.asarray(A, dtype=np.float64)
     G = np.asarray(gram, dtype=np.float64)
     if G.shape != (A.shape[1], A.shape[1]):
         raise ValueError(f"factor_error: Gram shape {G.shape} does not match the strategy's {A.shape[1]} columns")
-    return _col_norm(A, noise) ** 2 * _FactorInfo(A).trace(G)
+    return col_norm(A, noise) ** 2 * FactorInfo(A).trace(G)
 
 
 def _scale(noise: str, eps, sigma) -> float:
@@ -108,7 +108,7 @@ def _kron_trace(term: KronWorkload, strat: KronStrategy, infos: dict, sizes: dic
         G = grams[a] if a in grams else np.ones((n, n))
         key = (id(strat), a)
         if key not in infos:
-            infos[key] = _FactorInfo(factors[a] if a in factors else np.ones((1, n)))
+            infos[key] = FactorInfo(factors[a] if a in factors else np.ones((1, n)))
         e = infos[key].trace(G)
         if e == 0.0:
             return 0.0
@@ -119,10 +119,10 @@ def _kron_trace(term: KronWorkload, strat: KronStrategy, infos: dict, sizes: dic
 def _sizes_of(workload: UnionWorkload, strategy) -> dict:
     sizes = dict(workload.sizes)
     if isinstance(strategy, KronStrategy):
-        _merge_sizes(sizes, strategy.clique, strategy.sizes, "workload and strategy")
+        merge_sizes(sizes, strategy.clique, strategy.sizes, "workload and strategy")
     elif isinstance(strategy, UnionStrategy):
         for t in strategy.terms:
-            _merge_sizes(sizes, t.clique, t.sizes, "workload and strategy")
+            merge_sizes(sizes, t.clique, t.sizes, "workload and strategy")
     return sizes
 
 
@@ -161,8 +161,8 @@ def expected_error(
         >>> expected_error(W, KronStrategy(("x",), (identity(8),)), eps=1.0)   # (2/eps^2) n(n+1)/2
         72.0
     """
-    _check_noise(noise)
-    W = _as_union(workload)
+    check_noise(noise)
+    W = as_union(workload)
     if isinstance(strategy, MarginalsStrategy):
         gw = MarginalsGram.from_workload(W, strategy.attributes, dict(zip(strategy.attributes, strategy.sizes)))
         if gw.sizes != strategy.sizes:
@@ -186,8 +186,8 @@ def expected_error(
 
 def _marginals_trace_np(u: np.ndarray, gw: MarginalsGram) -> float:
     """``trace[M(u)^+ G_w]`` in the algebra, ``inf`` if ``M(u)`` does not support ``G_w``."""
-    mult, dims = _mult_dims(gw.sizes)
-    lam_u = _superset_sum(u * mult, len(gw.sizes), xp=np)
+    mult, dims = mult_dims(gw.sizes)
+    lam_u = superset_sum(u * mult, len(gw.sizes), xp=np)
     lam_w = gw.eigenvalues()
     live = (dims > 0) & (lam_w > 1e-12 * max(lam_w.max(), 1e-300))
     dead = lam_u <= 1e-12 * max(lam_u.max(), 1e-300)
@@ -205,12 +205,12 @@ def dense_expected_error(W, A, *, noise: str = "laplace", eps: float | None = No
     Returns:
         The expected total squared error (``inf`` when ``W A^+ A != W``).
     """
-    _check_noise(noise)
+    check_noise(noise)
     W = np.asarray(W, dtype=np.float64)
     A = np.asarray(A, dtype=np.float64)
     Ap = np.linalg.pinv(A)
     if np.linalg.norm(W @ Ap @ A - W) > 1e-6 * max(np.linalg.norm(W), 1e-300):
         return math.inf
     tr = float(np.sum((W @ Ap) ** 2))  # trace[W (A^T A)^+ W^T] = ||W A^+||_F^2
-    return _col_norm(A, noise) ** 2 * tr * _scale(noise, eps, sigma)
+    return col_norm(A, noise) ** 2 * tr * _scale(noise, eps, sigma)
 

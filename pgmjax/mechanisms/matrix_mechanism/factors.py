@@ -40,13 +40,15 @@ __all__ = [
 NOISES = ("laplace", "gaussian")
 
 
-def _check_noise(noise: str) -> str:
+def check_noise(noise: str) -> str:
+    """``noise`` if it is one of :data:`NOISES` (``"laplace"``, ``"gaussian"``), else ValueError."""
     if noise not in NOISES:
         raise ValueError(f"noise must be one of {NOISES}, got {noise!r}")
     return noise
 
 
-def _check_n(n) -> int:
+def check_n(n) -> int:
+    """A domain size as an ``int``; ValueError unless it is a positive integer (bools rejected)."""
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"a domain size must be a positive integer, got {n!r}")
     return int(n)
@@ -54,22 +56,22 @@ def _check_n(n) -> int:
 
 def identity(n: int) -> np.ndarray:
     """``Identity(n)``: every cell on its own, shape ``(n, n)``."""
-    return np.eye(_check_n(n))
+    return np.eye(check_n(n))
 
 
 def total(n: int) -> np.ndarray:
     """``Total(n)``: the sum of all cells, shape ``(1, n)`` (an attribute summed out)."""
-    return np.ones((1, _check_n(n)))
+    return np.ones((1, check_n(n)))
 
 
 def prefix(n: int) -> np.ndarray:
     """``Prefix(n)``: the ``n`` prefix sums (CDF), lower-triangular ones of shape ``(n, n)``."""
-    return np.tril(np.ones((_check_n(n), n)))
+    return np.tril(np.ones((check_n(n), n)))
 
 
 def suffix(n: int) -> np.ndarray:
     """``Suffix(n)``: the ``n`` suffix sums, upper-triangular ones of shape ``(n, n)``."""
-    return np.triu(np.ones((_check_n(n), n)))
+    return np.triu(np.ones((check_n(n), n)))
 
 
 def allrange(n: int) -> np.ndarray:
@@ -77,7 +79,7 @@ def allrange(n: int) -> np.ndarray:
 
     Dense; for large ``n`` give the Gram :func:`allrange_gram` to :func:`opt_0` instead.
     """
-    n = _check_n(n)
+    n = check_n(n)
     i, j = np.triu_indices(n)
     cols = np.arange(n)
     return ((cols[None, :] >= i[:, None]) & (cols[None, :] <= j[:, None])).astype(np.float64)
@@ -90,7 +92,7 @@ def identity_total(n: int) -> np.ndarray:
 
 def width_k_range(n: int, k: int) -> np.ndarray:
     """All ``n - k + 1`` ranges of width ``k``, shape ``(n - k + 1, n)``."""
-    n = _check_n(n)
+    n = check_n(n)
     if not 1 <= k <= n:
         raise ValueError(f"width_k_range: need 1 <= k <= n, got k={k}, n={n}")
     rows = np.arange(n - k + 1)
@@ -100,17 +102,18 @@ def width_k_range(n: int, k: int) -> np.ndarray:
 
 def prefix_gram(n: int) -> np.ndarray:
     """``Prefix(n)^T Prefix(n)`` in closed form: entry ``(i, j) = n - max(i, j)``."""
-    idx = np.arange(_check_n(n))
+    idx = np.arange(check_n(n))
     return (n - np.maximum(idx[:, None], idx[None, :])).astype(np.float64)
 
 
 def allrange_gram(n: int) -> np.ndarray:
     """``AllRange(n)^T AllRange(n)`` in closed form: entry ``(i, j) = (min(i, j) + 1) * (n - max(i, j))``."""
-    idx = np.arange(_check_n(n))
+    idx = np.arange(check_n(n))
     return ((np.minimum(idx[:, None], idx[None, :]) + 1) * (n - np.maximum(idx[:, None], idx[None, :]))).astype(np.float64)
 
 
-def _as_clique(clique) -> tuple[str, ...]:
+def as_clique(clique) -> tuple[str, ...]:
+    """Attribute names as a tuple (a single string is one attribute); each a string, none repeated."""
     if isinstance(clique, str):
         return (clique,)
     clique = tuple(clique)
@@ -136,14 +139,15 @@ def _check_factors(clique, factors, what) -> tuple[np.ndarray, ...]:
     return factors
 
 
-def _merge_sizes(target: dict, clique, sizes, what):
+def merge_sizes(target: dict, clique, sizes, what):
+    """Add ``clique``'s attribute sizes to ``target``; ValueError where an attribute's size disagrees (``what`` names the caller)."""
     for a, n in zip(clique, sizes):
         if a in target and target[a] != n:
             raise ValueError(f"{what}: attribute {a!r} has {target[a]} values in one place and {n} in another")
         target[a] = n
 
 
-def _union_terms(terms, kind: type, owner: str) -> tuple[tuple, dict[str, int]]:
+def union_terms(terms, kind: type, owner: str) -> tuple[tuple, dict[str, int]]:
     """``terms`` as a non-empty tuple of ``kind`` objects, with the attribute sizes they agree on."""
     terms = tuple(terms)
     if not terms:
@@ -152,23 +156,23 @@ def _union_terms(terms, kind: type, owner: str) -> tuple[tuple, dict[str, int]]:
     for t in terms:
         if not isinstance(t, kind):
             raise TypeError(f"{owner}: terms must be {kind.__name__}, got {type(t).__name__}")
-        _merge_sizes(sizes, t.clique, t.sizes, owner)
+        merge_sizes(sizes, t.clique, t.sizes, owner)
     return terms, sizes
 
 
-def _col_norm(A: np.ndarray, noise: str) -> float:
+def col_norm(A: np.ndarray, noise: str) -> float:
     """``||A||_1`` (largest column L1 norm, Laplace) or ``||A||_{1->2}`` (largest column L2 norm, Gaussian)."""
     return LinearQuery.from_matrix(A).sensitivity(1 if noise == "laplace" else 2)
 
 
-class _KronTerm:
+class KronTerm:
     """``weight * (F_1 (x) ... (x) F_k)`` on the marginal of ``clique``: what HDMM's Kronecker workloads and
     strategies share (checks, shapes, answers through :class:`pgmjax.queries.linear.LinearQuery`)."""
 
     __slots__ = ("clique", "factors", "weight")
 
     def __init__(self, clique, factors, weight: float, what: str, positive: bool):
-        self.clique = _as_clique(clique)
+        self.clique = as_clique(clique)
         if not self.clique:
             raise ValueError(f"{what}: the clique must have at least one attribute")
         self.factors = _check_factors(self.clique, factors, what)
@@ -196,7 +200,8 @@ class _KronTerm:
         return self.weight * self.query.apply(np.asarray(marginal, dtype=np.float64).reshape(self.sizes))
 
 
-def _expand_dense(clique, factors, attributes, sizes) -> np.ndarray:
+def expand_dense(clique, factors, attributes, sizes) -> np.ndarray:
+    """The dense Kronecker matrix of ``factors`` on ``clique`` over all of ``attributes`` (a row of ones for each other attribute)."""
     missing = [a for a in clique if a not in attributes]
     if missing:
         raise ValueError(f"attributes {missing} of {clique} are not among {tuple(attributes)}")

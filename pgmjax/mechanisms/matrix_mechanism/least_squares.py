@@ -25,11 +25,11 @@ import numpy as np
 
 from ...queries.measurement import Measurement
 from ...queries.linear import kron_apply
-from .factors import _as_clique
+from .factors import as_clique
 from .workloads import (
     KronWorkload,
     UnionWorkload,
-    _as_union,
+    as_union,
     marginals_workload,  # noqa: F401  (the docstring examples use it)
 )
 
@@ -117,7 +117,7 @@ def least_squares_marginal(domain, measurements: Sequence[Measurement], clique, 
     Raises:
         ValueError: when no measurement's clique contains ``clique``.
     """
-    clique = _as_clique(clique)
+    clique = as_clique(clique)
     size = _sizes_lookup(domain)
     target = frozenset(clique)
     groups: dict[frozenset, list[Measurement]] = {}
@@ -180,10 +180,10 @@ def local_least_squares(domain, measurements: Sequence[Measurement], cliques, **
         [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
     """
     if isinstance(cliques, (KronWorkload, UnionWorkload)):
-        cliques = _as_union(cliques).cliques
+        cliques = as_union(cliques).cliques
     out = {}
     for c in cliques:
-        c = _as_clique(c)
+        c = as_clique(c)
         if c not in out:
             out[c] = least_squares_marginal(domain, measurements, c, **kw)
     return out

@@ -21,20 +21,20 @@ from collections.abc import Mapping, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from .factors import _check_n, _merge_sizes
-from .workloads import _as_union
+from .factors import check_n, merge_sizes
+from .workloads import as_union
 
 __all__ = ["MarginalsGram"]
 
 
-def _mult_dims(sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def mult_dims(sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """``mult[a] = prod_{i not in a} n_i`` and ``dims[s] = prod_{i in s} (n_i - 1)`` over the bitmasks."""
     mult = functools.reduce(np.kron, [np.array([n, 1.0]) for n in reversed(sizes)], np.ones(1))
     dims = functools.reduce(np.kron, [np.array([1.0, n - 1.0]) for n in reversed(sizes)], np.ones(1))
     return mult, dims
 
 
-def _superset_sum(v, d: int, xp=jnp):
+def superset_sum(v, d: int, xp=jnp):
     """``out[s] = sum_{a superset of s} v[a]`` over ``2^d`` bitmasks (fast zeta transform, ``O(d 2^d)``)."""
     if d == 0:
         return v
@@ -47,7 +47,7 @@ def _superset_sum(v, d: int, xp=jnp):
 
 
 def _superset_mobius(v, d: int):
-    """Inverse of :func:`_superset_sum` (NumPy)."""
+    """Inverse of :func:`superset_sum` (NumPy)."""
     if d == 0:
         return v
     t = v.reshape((2,) * d)
@@ -77,7 +77,7 @@ class MarginalsGram:
     __slots__ = ("sizes", "weights")
 
     def __init__(self, sizes: Sequence[int], weights):
-        self.sizes = tuple(_check_n(n) for n in sizes)
+        self.sizes = tuple(check_n(n) for n in sizes)
         w = np.asarray(weights, dtype=np.float64).reshape(-1)
         if w.size != 2 ** len(self.sizes):
             raise ValueError(f"MarginalsGram: needs 2^d = {2 ** len(self.sizes)} weights, got {w.size}")
@@ -85,7 +85,7 @@ class MarginalsGram:
 
     @classmethod
     def from_eigenvalues(cls, sizes, lam) -> "MarginalsGram":
-        mult, _ = _mult_dims(sizes)
+        mult, _ = mult_dims(sizes)
         return cls(sizes, _superset_mobius(np.asarray(lam, dtype=np.float64), len(sizes)) / mult)
 
     @classmethod
@@ -102,13 +102,13 @@ class MarginalsGram:
                 sums out, whose sizes then come from ``sizes``.
             sizes: ``attribute -> size`` for attributes the workload does not mention.
         """
-        workload = _as_union(workload)
+        workload = as_union(workload)
         attrs = tuple(attributes) if attributes is not None else workload.attributes
         extra = [a for a in workload.attributes if a not in attrs]
         if extra:
             raise ValueError(f"MarginalsGram.from_workload: workload attributes {extra} are not among {attrs}")
         known = dict(sizes or {})
-        _merge_sizes(known, tuple(workload.sizes), tuple(workload.sizes.values()), "MarginalsGram.from_workload")
+        merge_sizes(known, tuple(workload.sizes), tuple(workload.sizes.values()), "MarginalsGram.from_workload")
         missing = [a for a in attrs if a not in known]
         if missing:
             raise ValueError(f"MarginalsGram.from_workload: no size for attributes {missing}; pass sizes=")
@@ -129,11 +129,11 @@ class MarginalsGram:
         return cls(sizes, w)
 
     def eigenvalues(self) -> np.ndarray:
-        mult, _ = _mult_dims(self.sizes)
-        return np.asarray(_superset_sum(self.weights * mult, len(self.sizes), xp=np))
+        mult, _ = mult_dims(self.sizes)
+        return np.asarray(superset_sum(self.weights * mult, len(self.sizes), xp=np))
 
     def dims(self) -> np.ndarray:
-        return _mult_dims(self.sizes)[1]
+        return mult_dims(self.sizes)[1]
 
     def __matmul__(self, other: "MarginalsGram") -> "MarginalsGram":
         if not isinstance(other, MarginalsGram) or other.sizes != self.sizes:

@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...compiler import jit
-from .factors import _check_noise
-from .marginals_gram import _mult_dims, _superset_sum
+from .factors import check_noise
+from .marginals_gram import mult_dims, superset_sum
 
 __all__ = ["pidentity_matrix", "pidentity_error", "marginals_error"]
 
@@ -48,7 +48,7 @@ def pidentity_matrix(theta, noise: str = "laplace") -> np.ndarray:
     Returns:
         The ``(n + p, n)`` strategy matrix (NumPy).
     """
-    _check_noise(noise)
+    check_noise(noise)
     theta = np.asarray(theta, dtype=np.float64)
     s = 1.0 + theta.sum(axis=0) if noise == "laplace" else np.sqrt(1.0 + (theta * theta).sum(axis=0))
     return np.vstack([np.eye(theta.shape[1]), theta]) / s[None, :]
@@ -72,8 +72,8 @@ def pidentity_error(theta, gram, noise: str = "laplace"):
     """
     theta = jnp.asarray(theta)
     if not jnp.issubdtype(theta.dtype, jnp.floating):
-        theta = theta.astype(_float_dtype())
-    return _pidentity_error(theta, gram, _check_noise(noise) == "laplace")
+        theta = theta.astype(float_dtype())
+    return _pidentity_error(theta, gram, check_noise(noise) == "laplace")
 
 
 def _pidentity_error(theta, gram, l1):
@@ -106,19 +106,19 @@ def marginals_error(theta, workload_weights, sizes: Sequence[int], noise: str = 
     """
     theta = jnp.asarray(theta)
     if not jnp.issubdtype(theta.dtype, jnp.floating):
-        theta = theta.astype(_float_dtype())
+        theta = theta.astype(float_dtype())
     sizes = tuple(int(n) for n in sizes)
     d = len(sizes)
-    mult, dims = _mult_dims(sizes)
-    lam_w = np.asarray(_superset_sum(np.asarray(workload_weights, dtype=np.float64) * mult, d, xp=np))
+    mult, dims = mult_dims(sizes)
+    lam_w = np.asarray(superset_sum(np.asarray(workload_weights, dtype=np.float64) * mult, d, xp=np))
     live = (dims > 0) & (lam_w > 1e-12 * max(lam_w.max(), 1e-300))
     coef = np.where(live, dims * lam_w, 0.0)
-    l1 = _check_noise(noise) == "laplace"
+    l1 = check_noise(noise) == "laplace"
     return _marginals_objective(theta, jnp.asarray(coef, dtype=theta.dtype), jnp.asarray(live), jnp.asarray(mult, dtype=theta.dtype), d, l1)
 
 
 def _marginals_objective(theta, coef, live, mult, d, l1):
-    lam = _superset_sum(theta * theta * mult, d)
+    lam = superset_sum(theta * theta * mult, d)
     tr = jnp.sum(jnp.where(live, coef / jnp.where(live, lam, 1.0), 0.0))
     sens2 = jnp.where(l1, jnp.sum(theta) ** 2, jnp.sum(theta * theta))
     return sens2 * tr
@@ -151,7 +151,7 @@ def _lbfgs(fun, x0, maxiter: int, tol):
 
 
 @jit(static_argnames=("maxiter",))
-def _fit_pidentity(gram, phi0, mask, tied, l1, tol, maxiter):
+def fit_pidentity(gram, phi0, mask, tied, l1, tol, maxiter):
     """Vectorised L-BFGS restarts for the p-Identity template on a padded problem.
 
     ``gram`` is zero-padded and ``mask`` zeroes the padding rows/columns of ``Theta``, so padded columns keep
@@ -174,19 +174,21 @@ def _fit_pidentity(gram, phi0, mask, tied, l1, tol, maxiter):
     return jax.vmap(one)(phi0)
 
 
-def _bucket(k: int, least: int = 1) -> int:
+def bucket(k: int, least: int = 1) -> int:
+    """The power of two at or above ``k`` (at least ``least``): padded problem sizes share one compilation."""
     return max(least, 1 << (int(k) - 1).bit_length())
 
 
-def _restarts(restarts: int) -> int:
+def padded_restarts(restarts: int) -> int:
     """Restarts are rounded up to a power of two (at least 4): extra starts are cheap next to a compilation."""
     if restarts < 1:
         raise ValueError(f"restarts must be >= 1, got {restarts}")
-    return _bucket(restarts, 4)
+    return bucket(restarts, 4)
 
 
 @jit(static_argnames=("d", "maxiter"))
-def _fit_marginals(coef, live, mult, phi0, l1, tol, d, maxiter):
+def fit_marginals(coef, live, mult, phi0, l1, tol, d, maxiter):
+    """Vectorised L-BFGS restarts for the marginals objective over ``theta = phi^2``: ``(thetas, values, iterations)`` per start."""
     def loss(phi):
         return _marginals_objective(phi * phi, coef, live, mult, d, l1)
 
@@ -197,11 +199,13 @@ def _fit_marginals(coef, live, mult, phi0, l1, tol, d, maxiter):
     return jax.vmap(one)(phi0)
 
 
-def _float_dtype():
+def float_dtype():
+    """JAX's default float dtype (float64 under ``jax_enable_x64``, else float32)."""
     return jnp.asarray(0.0).dtype
 
 
-def _best(thetas, values):
+def best_restart(thetas, values):
+    """The restart with the smallest finite value: ``(theta as float64, value)``."""
     values = np.where(np.isfinite(values), values, np.inf)
     i = int(np.argmin(values))
     return np.asarray(thetas[i], dtype=np.float64), float(values[i])

@@ -26,14 +26,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .error import _FactorInfo, expected_error
-from .factors import _check_noise, _col_norm
+from .error import FactorInfo, expected_error
+from .factors import check_noise, col_norm
 from .factors import allrange, identity, prefix  # noqa: F401  (the docstring examples use them)
-from .marginals_gram import MarginalsGram, _mult_dims
-from .objectives import _best, _fit_marginals, _float_dtype, _restarts
+from .marginals_gram import MarginalsGram, mult_dims
+from .objectives import best_restart, fit_marginals, float_dtype, padded_restarts
 from .strategies import KronStrategy, MarginalsStrategy, UnionStrategy
-from .templates import _opt0_memo, default_p, opt_0, opt_pidentity
-from .workloads import KronWorkload, UnionWorkload, _as_union
+from .templates import default_p, opt0_memo, opt_0, opt_pidentity
+from .workloads import KronWorkload, UnionWorkload, as_union
 from .workloads import marginals_workload  # noqa: F401  (the docstring examples use it)
 
 __all__ = ["opt_kron", "opt_union", "opt_plus_weights", "opt_marginals", "optimize_strategy"]
@@ -83,8 +83,8 @@ def opt_kron(
         >>> W = KronWorkload(("a", "b"), (prefix(16), allrange(8)))
         >>> S, loss = opt_kron(W, jax.random.key(0))
     """
-    _check_noise(noise)
-    W = _as_union(workload)
+    check_noise(noise)
+    W = as_union(workload)
     attrs = W.attributes
     if ps is None:
         ps = [default_p(W.sizes[a]) for a in attrs]
@@ -98,7 +98,7 @@ def opt_kron(
     w2 = np.array([t.weight**2 for t in W.terms])
     if len(W.terms) == 1:
         opts = dict(restarts=restarts, noise=noise, maxiter=maxiter, tol=tol)
-        factors = [_opt0_memo(_memo, G[0][i], next(keys), ps[i], opts) for i in range(len(attrs))]
+        factors = [opt0_memo(_memo, G[0][i], next(keys), ps[i], opts) for i in range(len(attrs))]
         S = KronStrategy(attrs, factors)
         return S, expected_error(W, S, noise=noise)
 
@@ -116,14 +116,14 @@ def opt_kron(
             surrogate = sum(cj * G[j][i] for j, cj in enumerate(c))
             key_i = next(keys)
             A_i = opt_0(surrogate, key_i, ps[i], restarts=restarts, noise=noise, maxiter=maxiter, tol=tol)[0]
-            info = _FactorInfo(A_i)
+            info = FactorInfo(A_i)
             row = [info.trace(G[j][i]) for j in range(k)]
             if not np.all(np.isfinite(row)):  # e.g. Total chosen for a surrogate that ignores some term
                 A_i = opt_pidentity(surrogate, key_i, ps[i], restarts=restarts, noise=noise, maxiter=maxiter, tol=tol)[0]
-                info = _FactorInfo(A_i)
+                info = FactorInfo(A_i)
                 row = [info.trace(G[j][i]) for j in range(k)]
             factors[i] = A_i
-            C[i] = np.array(row) * _col_norm(A_i, noise) ** 2
+            C[i] = np.array(row) * col_norm(A_i, noise) ** 2
         S = KronStrategy(attrs, list(factors))
         loss = expected_error(W, S, noise=noise)
         if loss < best_loss * (1 - 1e-12):
@@ -144,7 +144,7 @@ def opt_plus_weights(errors, noise: str = "laplace") -> np.ndarray:
         >>> opt_plus_weights([1.0, 8.0]).round(4).tolist()
         [0.3333, 0.6667]
     """
-    _check_noise(noise)
+    check_noise(noise)
     e = np.asarray(errors, dtype=np.float64)
     if noise == "laplace":
         a = e ** (1.0 / 3.0)
@@ -178,8 +178,8 @@ def opt_union(
         ``(strategy, loss)``, ``loss`` the upper bound (= ``expected_error(workload, strategy)`` when no
         strategy term answers another group's queries better than its own).
     """
-    _check_noise(noise)
-    W = _as_union(workload)
+    check_noise(noise)
+    W = as_union(workload)
     groups = W.by_clique()
     subs, errs = [], []
     memo: dict = {}  # identical factor Grams (e.g. one Prefix attribute in many cliques) are optimised once
@@ -231,23 +231,23 @@ def opt_marginals(
         >>> W = marginals_workload({"a": 2, "b": 3, "c": 4}, [("a", "b"), ("b", "c")])
         >>> S, loss = opt_marginals(W, jax.random.key(0))
     """
-    _check_noise(noise)
-    W = _as_union(workload)
+    check_noise(noise)
+    W = as_union(workload)
     d = len(W.attributes)
     if d > max_attributes:
         raise ValueError(f"opt_marginals: {d} attributes means 2^{d} marginal weights; max_attributes={max_attributes}")
     gw = MarginalsGram.from_workload(W)
     sizes = gw.sizes
-    mult, dims = _mult_dims(sizes)
+    mult, dims = mult_dims(sizes)
     lam_w = gw.eigenvalues()
     top = float(lam_w.max())
     if top <= 0:
         raise ValueError("opt_marginals: the workload has no queries with positive weight")
     live = (dims > 0) & (lam_w > 1e-12 * top)
     coef = np.where(live, dims * lam_w / top, 0.0)
-    dtype = _float_dtype()
-    phi0 = jnp.sqrt(jax.random.uniform(key, (_restarts(restarts), 2**d), dtype=dtype))
-    thetas, values, _ = _fit_marginals(
+    dtype = float_dtype()
+    phi0 = jnp.sqrt(jax.random.uniform(key, (padded_restarts(restarts), 2**d), dtype=dtype))
+    thetas, values, _ = fit_marginals(
         jnp.asarray(coef, dtype=dtype),
         jnp.asarray(live),
         jnp.asarray(mult, dtype=dtype),
@@ -257,7 +257,7 @@ def opt_marginals(
         d=d,
         maxiter=maxiter,
     )
-    theta, _ = _best(np.asarray(thetas), np.asarray(values))
+    theta, _ = best_restart(np.asarray(thetas), np.asarray(values))
     theta = theta / (theta.sum() if noise == "laplace" else np.sqrt((theta**2).sum()))
     best = MarginalsStrategy(W.attributes, sizes, theta)
     best_loss = expected_error(W, best, noise=noise)
@@ -292,7 +292,7 @@ def optimize_strategy(
     Returns:
         ``(strategy, loss)``. A union strategy's loss is its OPT_+ upper bound.
     """
-    W = _as_union(workload)
+    W = as_union(workload)
     unknown = set(templates) - {"kron", "union", "marginals"}
     if unknown or not templates:
         raise ValueError(f"optimize_strategy: templates must be among 'kron', 'union', 'marginals', got {list(templates)}")

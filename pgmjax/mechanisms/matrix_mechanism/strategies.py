@@ -27,20 +27,20 @@ import numpy as np
 
 from ...queries.measurement import Measurement
 from .factors import (
-    _as_clique,
-    _check_n,
-    _check_noise,
-    _expand_dense,
-    _KronTerm,
-    _union_terms,
+    KronTerm,
+    as_clique,
+    check_n,
+    check_noise,
+    expand_dense,
     identity,  # noqa: F401  (the docstring examples use it)
+    union_terms,
 )
 from .marginals_gram import MarginalsGram
 
 __all__ = ["KronStrategy", "UnionStrategy", "MarginalsStrategy"]
 
 
-class KronStrategy(_KronTerm):
+class KronStrategy(KronTerm):
     """A Kronecker strategy ``weight * (A_1 (x) ... (x) A_k)`` measuring the marginal of ``clique``.
 
     Args:
@@ -65,7 +65,7 @@ class KronStrategy(_KronTerm):
         Product of the factors' norms (exact: a Kronecker column is a product of factor columns). This is the
         unbounded (add/remove one record) sensitivity; the bounded (replace) L1 sensitivity is twice it.
         """
-        _check_noise(noise)
+        check_noise(noise)
         return self.weight * self.query.sensitivity(1 if noise == "laplace" else 2)
 
     def queries(self) -> tuple[np.ndarray, ...]:
@@ -82,7 +82,7 @@ class KronStrategy(_KronTerm):
         all_sizes = dict(zip(self.clique, self.sizes))
         if sizes is not None:
             all_sizes.update(sizes)
-        return self.weight * _expand_dense(self.clique, self.factors, attrs, all_sizes)
+        return self.weight * expand_dense(self.clique, self.factors, attrs, all_sizes)
 
     def __repr__(self) -> str:
         return f"KronStrategy({self.clique}, shapes={[f.shape for f in self.factors]}, weight={self.weight:g})"
@@ -101,7 +101,7 @@ class UnionStrategy:
     __slots__ = ("terms",)
 
     def __init__(self, terms):
-        self.terms, _ = _union_terms(terms, KronStrategy, "UnionStrategy")
+        self.terms, _ = union_terms(terms, KronStrategy, "UnionStrategy")
 
     @property
     def weights(self) -> np.ndarray:
@@ -117,7 +117,7 @@ class UnionStrategy:
         An upper bound on the stack's sensitivity (a record hits one column of every term), exact when every
         factor's columns have equal norms - true for every strategy the optimisers build.
         """
-        _check_noise(noise)
+        check_noise(noise)
         s = np.array([t.sensitivity(noise) for t in self.terms])
         return float(s.sum()) if noise == "laplace" else float(np.sqrt((s * s).sum()))
 
@@ -145,8 +145,8 @@ class MarginalsStrategy:
     __slots__ = ("attributes", "sizes", "theta")
 
     def __init__(self, attributes, sizes: Sequence[int], theta):
-        self.attributes = _as_clique(attributes)
-        self.sizes = tuple(_check_n(n) for n in sizes)
+        self.attributes = as_clique(attributes)
+        self.sizes = tuple(check_n(n) for n in sizes)
         if len(self.sizes) != len(self.attributes):
             raise ValueError(f"MarginalsStrategy: {len(self.attributes)} attributes but {len(self.sizes)} sizes")
         theta = np.asarray(theta, dtype=np.float64).reshape(-1)
@@ -165,7 +165,7 @@ class MarginalsStrategy:
         return [(self.subset(k), float(t)) for k, t in enumerate(self.theta) if t > 0]
 
     def sensitivity(self, noise: str = "laplace") -> float:
-        _check_noise(noise)
+        check_noise(noise)
         return float(self.theta.sum()) if noise == "laplace" else float(np.sqrt((self.theta**2).sum()))
 
     def gram(self) -> "MarginalsGram":
@@ -181,7 +181,7 @@ class MarginalsStrategy:
         sizes = dict(zip(self.attributes, self.sizes))
         blocks = []
         for clique, t in self.marginals():
-            blocks.append(t * _expand_dense(clique, [np.eye(sizes[a]) for a in clique], self.attributes, sizes))
+            blocks.append(t * expand_dense(clique, [np.eye(sizes[a]) for a in clique], self.attributes, sizes))
         return np.vstack(blocks)
 
     def __repr__(self) -> str:

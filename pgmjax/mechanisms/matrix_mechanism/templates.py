@@ -22,25 +22,25 @@ import jax.numpy as jnp
 import numpy as np
 
 from .error import factor_error
-from .factors import _check_noise
+from .factors import check_noise
 from .factors import prefix_gram  # noqa: F401  (the docstring examples use it)
-from .objectives import _bucket, _fit_pidentity, _float_dtype, _restarts, pidentity_matrix
+from .objectives import bucket, fit_pidentity, float_dtype, padded_restarts, pidentity_matrix
 
 __all__ = ["default_p", "opt_pidentity", "opt_0"]
 
 
 def _run_pidentity(G: np.ndarray, p: int, phi0: np.ndarray, tied: bool, noise: str, maxiter: int, tol: float, pad_p: int | None = None):
-    """Pad to power-of-two sizes, run :func:`_fit_pidentity`, return the best ``(p, n)`` Theta."""
+    """Pad to power-of-two sizes, run :func:`fit_pidentity`, return the best ``(p, n)`` Theta."""
     n = G.shape[0]
-    nb, pb = _bucket(n, 32), _bucket(max(p, pad_p or 1), 2)
-    dtype = _float_dtype()
+    nb, pb = bucket(n, 32), bucket(max(p, pad_p or 1), 2)
+    dtype = float_dtype()
     Gp = np.zeros((nb, nb))
     Gp[:n, :n] = G
     mask = np.zeros((pb, nb))
     mask[:p, :n] = 1.0
     phi = np.full((phi0.shape[0], pb, nb), 0.5)
     phi[:, :p, :n] = phi0
-    thetas, values, _ = _fit_pidentity(
+    thetas, values, _ = fit_pidentity(
         jnp.asarray(Gp, dtype=dtype),
         jnp.asarray(phi, dtype=dtype),
         jnp.asarray(mask, dtype=dtype),
@@ -96,7 +96,7 @@ def opt_pidentity(
         >>> bool(loss < np.trace(prefix_gram(32)))   # beats the identity strategy
         True
     """
-    _check_noise(noise)
+    check_noise(noise)
     G = np.asarray(gram, dtype=np.float64)
     n = G.shape[0]
     if G.shape != (n, n):
@@ -108,7 +108,7 @@ def opt_pidentity(
     if scale <= 0:
         theta = np.zeros((p, n))
         return pidentity_matrix(theta, noise), 0.0, theta
-    phi0 = np.sqrt(np.asarray(jax.random.uniform(key, (_restarts(restarts), p, n)), dtype=np.float64))
+    phi0 = np.sqrt(np.asarray(jax.random.uniform(key, (padded_restarts(restarts), p, n)), dtype=np.float64))
     if init is not None:
         init = np.asarray(init, dtype=np.float64)
         if init.shape != (p, n) or np.any(init < 0):
@@ -144,7 +144,7 @@ def opt_0(
         >>> A.shape, round(loss, 6)
         ((1, 5), 1.0)
     """
-    _check_noise(noise)
+    check_noise(noise)
     G = np.asarray(gram, dtype=np.float64)
     n = G.shape[0]
     cands = [np.eye(n)]
@@ -160,7 +160,7 @@ def opt_0(
         p = default_p(n) if p is None else int(p)
         cands.append(opt_pidentity(G, k1, p, restarts=restarts, noise=noise, maxiter=maxiter, tol=tol)[0])
         if scale > 0:  # IdTotal: same compiled program as p-Identity (tied parameters, padded to p rows)
-            phi0 = np.sqrt(np.asarray(jax.random.uniform(k2, (_restarts(restarts), 1, n)), dtype=np.float64))
+            phi0 = np.sqrt(np.asarray(jax.random.uniform(k2, (padded_restarts(restarts), 1, n)), dtype=np.float64))
             theta = _run_pidentity(G / scale, 1, phi0, True, noise, maxiter, tol, pad_p=p)
             cands.append(pidentity_matrix(theta, noise))
     losses = np.array([factor_error(G, A, noise) for A in cands])
@@ -169,7 +169,7 @@ def opt_0(
     return cands[i], float(losses[i])
 
 
-def _opt0_memo(memo: dict | None, G: np.ndarray, key, p: int, opts: dict) -> np.ndarray:
+def opt0_memo(memo: dict | None, G: np.ndarray, key, p: int, opts: dict) -> np.ndarray:
     """:func:`opt_0`'s strategy, reused for an identical Gram when ``memo`` is a dict."""
     if memo is None:
         return opt_0(G, key, p, **opts)[0]

@@ -19,13 +19,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from .factors import _as_clique, _expand_dense, _KronTerm, _union_terms, identity
+from .factors import KronTerm, as_clique, expand_dense, identity, union_terms
 from .factors import prefix  # noqa: F401  (the docstring examples use it)
 
 __all__ = ["KronWorkload", "UnionWorkload", "marginals_workload"]
 
 
-class KronWorkload(_KronTerm):
+class KronWorkload(KronTerm):
     """A weighted Kronecker product workload ``weight * (W_1 (x) ... (x) W_k)`` over a clique's marginal.
 
     Query ``r`` is the product of one predicate per attribute of ``clique``; attributes not listed are summed
@@ -51,7 +51,7 @@ class KronWorkload(_KronTerm):
     @classmethod
     def marginal(cls, clique, sizes: Sequence[int] | Mapping[str, int], weight: float = 1.0) -> "KronWorkload":
         """The marginal (all cells) of ``clique``; ``sizes`` per attribute, or a mapping / ``Domain``."""
-        clique = _as_clique(clique)
+        clique = as_clique(clique)
         if isinstance(sizes, Mapping):
             sizes = [sizes[a] for a in clique]
         return cls(clique, tuple(identity(n) for n in sizes), weight)
@@ -94,7 +94,7 @@ class UnionWorkload:
     def __init__(self, terms):
         if isinstance(terms, KronWorkload):
             terms = [terms]
-        terms, sizes = _union_terms(terms, KronWorkload, "UnionWorkload")
+        terms, sizes = union_terms(terms, KronWorkload, "UnionWorkload")
         self.terms = terms
         self.attributes: tuple[str, ...] = tuple(sizes)
         self.sizes: dict[str, int] = sizes
@@ -129,13 +129,14 @@ class UnionWorkload:
         attrs = tuple(attributes) if attributes is not None else self.attributes
         all_sizes = dict(sizes or {})
         all_sizes.update(self.sizes)
-        return np.vstack([_expand_dense(t.clique, t.factors, attrs, all_sizes) * t.weight for t in self.terms])
+        return np.vstack([expand_dense(t.clique, t.factors, attrs, all_sizes) * t.weight for t in self.terms])
 
     def __repr__(self) -> str:
         return f"UnionWorkload({len(self.terms)} terms on {self.attributes}, rows={self.rows})"
 
 
-def _as_union(workload) -> UnionWorkload:
+def as_union(workload) -> UnionWorkload:
+    """A workload as a :class:`UnionWorkload` (a :class:`KronWorkload` or a list of them is wrapped)."""
     if isinstance(workload, UnionWorkload):
         return workload
     if isinstance(workload, KronWorkload):
@@ -157,7 +158,7 @@ def marginals_workload(sizes: Mapping[str, int], cliques, weights: Sequence[floa
         >>> marginals_workload({"a": 2, "b": 3, "c": 4}, [("a", "b"), ("b", "c")]).rows
         18
     """
-    cliques = [_as_clique(c) for c in cliques]
+    cliques = [as_clique(c) for c in cliques]
     weights = [1.0] * len(cliques) if weights is None else list(weights)
     if len(weights) != len(cliques):
         raise ValueError(f"marginals_workload: {len(cliques)} cliques but {len(weights)} weights")
