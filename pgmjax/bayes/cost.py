@@ -21,6 +21,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from ..data.domain import Domain
+from ..graph.max_sum import max_sum_ve
 from ..privacy.checks import check_positive as _positive
 from ..queries.measurement import Measurement, validate_measurements
 from .blue import History, blue_history, row_noise
@@ -282,8 +283,6 @@ def per_record_cost(domain: Domain, measurements: Sequence[Measurement], *, nois
         >>> round(per_record_cost(dom, ms), 9)                            # sequential composition says 2
         1.0
     """
-    from ..mechanisms.dual_query import max_sum_ve
-
     where = "per_record_cost"
     if not isinstance(domain, Domain):
         raise TypeError(f"{where}: domain must be a pgmjax.Domain, got {type(domain).__name__}")

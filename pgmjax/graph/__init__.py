@@ -6,6 +6,7 @@
   in NumPy and hashed by value.
 * :mod:`~pgmjax.graph.oracle`: log-space belief propagation over the plan: clique marginals and ``log Z``
   from potentials, jitted and differentiable.
+* :mod:`~pgmjax.graph.max_sum`: exact max-sum variable elimination over factor tables (NumPy).
 
 Accelerator kernels with pure-JAX references live in :mod:`pgmjax.kernels`.
 """

@@ -78,9 +78,8 @@ class MechanismResult:
         :func:`pgmjax.uncertainty.workload_intervals` (they cover the noise, not model mismatch). The refits
         are exact (``fit_method="qp"``) where that applies (L2 loss, MST's design), by mirror descent
         otherwise; pass ``fit_method`` to choose; each interval's ``diagnostics["fit_method"]`` says which ran."""
-        from ..uncertainty import (
-            workload_intervals,  # the uncertainty package builds on the mechanisms' results
-        )
+        # a layer below; imported on use, as ``pgmjax`` loads it lazily (a run that never asks for intervals skips it)
+        from ..uncertainty import workload_intervals
 
         return workload_intervals(self, workload, level=level, key=key, method=method, B=B, fit_method=fit_method)
 

@@ -50,7 +50,7 @@ KNOWN_CYCLES: list[frozenset[str]] = []
 #: must be placed here.
 LAYERS = (
     "kernels", "compiler", "data", "queries", "graph", "model", "fit", "programs", "privacy", "rr",
-    "mechanisms", "bayes", "uncertainty", "history", "pgmjax", "cli", "__main__",
+    "bayes", "uncertainty", "mechanisms", "history", "pgmjax", "cli", "__main__",
 )
 
 # The two allow-lists below are the violations present when the checks were written, as
@@ -61,11 +61,13 @@ LAYERS = (
 
 #: Imports from a higher layer (most of them inside functions, to dodge a cycle).
 UPWARD_IMPORTS: frozenset[tuple[str, str, str]] = frozenset({
+    # datasets' clique choice bounds the model's size with a junction tree; preprocess/private_bins/private_range
+    # (raw table to a dataset, bins found privately) spend budget: moving them into privacy would break its
+    # "imports only data.dataset/domain" floor (they need schema, schema_columns, raw_fields).
     ('pgmjax.data.datasets', 'pgmjax.graph.junction', 'junction_tree'),
     ('pgmjax.data.preprocess', 'pgmjax.privacy', 'Accountant'),
     ('pgmjax.data.private_range', 'pgmjax.privacy.discrete_tails', 'sum_threshold'),
     ('pgmjax.data.private_range', 'pgmjax.privacy.discrete_tails', 'tail_threshold'),
-    ('pgmjax.mechanisms.result', 'pgmjax.uncertainty', 'workload_intervals'),
 })
 
 #: Imports inside functions that close a cycle within one sub-package (the module imported imports the importer).

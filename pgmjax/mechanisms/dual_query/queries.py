@@ -16,9 +16,9 @@ import numpy as np
 
 from ...data.dataset import Dataset
 from ...data.domain import Clique, Domain
+from ...graph.max_sum import max_sum_ve  # the record player's best response (a shared piece: MLDP uses it too)
 from ...queries.linear import LinearQuery, kron_apply
 from ...queries.workload import Workload
-from ..max_sum import max_sum_ve  # the record player's best response (a shared piece: MLDP uses it too)
 
 _WHERE = "dualquery"
 

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 
 from ...data.domain import Clique, Domain
+from ...graph.max_sum import max_sum_ve
 from ...privacy import check_bool as _bool
 from ...privacy import l1_sensitivity
 from ...queries.linear import LinearQuery
-from ..max_sum import max_sum_ve
 from .query_set import QuerySet, as_queries
 
 
