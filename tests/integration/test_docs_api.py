@@ -77,3 +77,22 @@ def test_every_mechanism_has_a_page():
         page = DOCS / "mechanisms" / f"{name}.md"
         assert page.is_file(), page
         assert f"::: pgmjax.mechanisms.{name}\n" in page.read_text(encoding="utf-8")
+
+
+def test_the_notebook_pages_are_those_of_the_committed_notebooks():
+    """docs/notebooks/ holds exactly what docs/gen_notebooks.py makes of notebooks/ (run it after changing a
+    notebook), and every page is in the navigation."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("gen_notebooks", root / "docs" / "gen_notebooks.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    want = gen.pages()
+    have = {p.name: p.read_bytes() for p in (root / "docs" / "notebooks").iterdir()}
+    assert sorted(have) == sorted(want), "run python docs/gen_notebooks.py"
+    stale = [name for name in want if have[name] != want[name]]
+    assert not stale, f"pages out of date (run python docs/gen_notebooks.py): {stale}"
+    nav = (root / "mkdocs.yml").read_text()
+    assert all(f"notebooks/{name}" in nav for name in want if name.endswith(".md"))
+    assert len(want) > 5 and any(name.endswith(".png") for name in want)
