@@ -76,3 +76,16 @@ def dotted(node) -> str:
     if isinstance(node, ast.Name):
         parts.append(node.id)
     return ".".join(reversed(parts))
+
+
+def chain_dataset(sizes: dict, n: int = 2000, seed: int = 7, keep: float = 0.7):
+    """``n`` records over ``sizes`` (attribute -> size, in order), each attribute copying the previous one's
+    value (modulo its size) with probability ``keep``, else uniform: a chain of dependent columns."""
+    import pgmjax as pj
+
+    rng = np.random.default_rng(seed)
+    cols = []
+    for i, size in enumerate(sizes.values()):
+        fresh = rng.integers(0, size, n)
+        cols.append(fresh if i == 0 else np.where(rng.random(n) < keep, cols[-1] % size, fresh))
+    return pj.Dataset(np.stack(cols, axis=1), pj.Domain(sizes))

@@ -303,17 +303,17 @@ class GraphicalModel(ModelStructure):
         """Answer several factored queries (see :meth:`answer`): on the host in float64 where a query's tables
         hold at most :data:`HOST_MARGINAL_CELLS` cells (nothing compiled), the others in one compiled program;
         inside a JAX transformation (:attr:`traced`), all of them traced, as JAX arrays of the model's dtype."""
+        if self.batch is not None:  # every member's own answers (each plans its queries), stacked: (B, ...) each
+            if self.traced:  # a batch passed whole into a transformation
+                return list(jax.vmap(lambda m: tuple(m.answers(queries)))(self))
+            return batch_model.stacked(batch_model.each(self, lambda m: m.answers(queries)))
         plans, mats = [], []
         for q in queries:
             attrs, matrices = queries_mod.resolve(self.domain, q)
             plans.append(inference.plan_query(self.junction_tree, attrs, tuple(m is None for m in matrices)))
             mats.append(matrices)
         if self.traced:  # inside jit / vmap / grad: the compiled path, traced, answers as JAX arrays
-            if self.batch is not None:  # a batch passed whole into a transformation: every member's
-                return list(jax.vmap(lambda m: tuple(m.answers(queries)))(self))
             return list(inference.answer_many(tuple(plans), self._device_marginals, tuple(mats), self.total))
-        if self.batch is not None:  # each member's own answers, stacked: (B, ...) each
-            return batch_model.stacked(batch_model.each(self, lambda m: m.answers(queries)))
         # A query whose tables are small runs its plan in NumPy (float64): a new model structure's queries
         # then compile nothing (AIM scores its candidates on every round's new model).
         out = [None] * len(plans)

@@ -12,6 +12,7 @@ import math
 import jax
 import numpy as np
 import pytest
+from conftest import chain_dataset
 
 import pgmjax as pj
 from pgmjax.mechanisms import matrix_mechanism as H
@@ -27,12 +28,7 @@ CLIQUES = [("a", "b"), ("b", "c"), ("a", "c", "d")]
 @pytest.fixture(scope="module")
 def data():
     """4 attributes, 2000 records, each attribute noisily copying the previous one (a chain)."""
-    rng = np.random.default_rng(7)
-    n, cols = 2000, []
-    for i, size in enumerate(SIZES.values()):
-        fresh = rng.integers(0, size, n)
-        cols.append(fresh if i == 0 else np.where(rng.random(n) < 0.7, cols[-1] % size, fresh))
-    return pj.Dataset(np.stack(cols, axis=1), pj.Domain(SIZES))
+    return chain_dataset(SIZES)
 
 
 def workload(domain):

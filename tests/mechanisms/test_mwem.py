@@ -12,6 +12,7 @@ import jax
 import networkx as nx
 import numpy as np
 import pytest
+from conftest import chain_dataset
 
 import pgmjax as pj
 mw = importlib.import_module("pgmjax.mechanisms.multiplicative_weights.front_end")  # where mwem reads mw_guard, mw_replay
@@ -29,12 +30,7 @@ CAP_MB = 84 * 8 / 2**20
 @pytest.fixture(scope="module")
 def data():
     """6 attributes, 2000 records, each attribute noisily copying the previous one (a chain)."""
-    rng = np.random.default_rng(7)
-    n, cols = 2000, []
-    for i, size in enumerate(SIZES.values()):
-        fresh = rng.integers(0, size, n)
-        cols.append(fresh if i == 0 else np.where(rng.random(n) < 0.7, cols[-1] % size, fresh))
-    return pj.Dataset(np.stack(cols, axis=1), pj.Domain(SIZES))
+    return chain_dataset(SIZES)
 
 
 def workload(domain):
