@@ -1,0 +1,79 @@
+"""The benchmark suites: each a name, one line on what it measures, and its scripts (modules of ``bench``).
+
+A suite's first script is what ``python -m bench SUITE [options]`` runs; ``python -m bench SUITE SCRIPT
+[options]`` runs another. Scripts marked as helpers are started by another script (e.g. the mbi half of a
+comparison, in its own process) or render a result again; they are listed but are not a suite's entry point.
+Results go to ``bench/results/<suite>/`` (:mod:`bench.schema`).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    """A suite: ``about`` (one line), ``scripts`` (module names under ``bench``; the first is the default) and
+    ``helpers`` (started by the scripts, or renderers)."""
+
+    name: str
+    about: str
+    scripts: tuple
+    helpers: tuple = ()
+
+    @property
+    def modules(self) -> tuple:
+        return self.scripts + self.helpers
+
+
+SUITES = {s.name: s for s in (
+    Suite("engine", "pgmjax against mbi 2.0 on the same noisy marginals: loss against time, per-iteration cost, "
+          "inference (marginals, synthetic data), first-call compilation and its cache, batched fits",
+          ("engine", "per_iteration", "inference", "compilation_cache", "fast_compile", "batch"),
+          ("mbi_inference",)),
+    Suite("mechanisms", "MST and AIM against mbi 2.0 (accuracy and time), low-variance synthetic data, private "
+          "preprocessing of a raw table",
+          ("mst_aim", "low_variance", "private_preprocessing"), ("mbi_mst_aim", "mbi_lowmaps")),
+    Suite("agreement", "pgmjax's and mbi's fits, float32 and float64, on answers no measurement constrains",
+          ("agreement",)),
+    Suite("scalability", "ICML 2019 Figure 2b: time per iteration as the number of attributes grows, pgmjax "
+          "against mbi 2.0", ("scalability",), ("mbi_scalability", "scalability_report")),
+    Suite("papers", "the papers' experiments reproduced: ICML 2019 Figures 1 and 2a, MLDP, Bayesian inference, "
+          "historical answers, randomized response, interval coverage",
+          ("figure1", "figure2a", "dualquery_convergence", "mldp", "bayes_experiments", "history_experiments",
+           "rr_experiments", "uncertainty_coverage", "uncertainty_u4", "uncertainty_u4_levels", "uncertainty_l1_lp",
+           "uncertainty_boundary"),
+          ("history_report", "rr_report")),
+    Suite("gpu", "the GPU check (one command on a lent H100/H200: bandwidth, engine vs mbi, correctness against "
+          "float64 references, batching, the largest model) and the oracle's loop plan",
+          ("gpu", "gpu_plan"), ("gpu_checks", "gpu_report")),
+    Suite("memory", "memory and compiled programs over thousands of mechanism calls and new structures in one "
+          "process", ("repeated_runs", "memory_loop")),
+)}
+
+
+def suite_of(module: str) -> str:
+    """The suite a script (``"engine"`` or ``"bench.engine"``) belongs to."""
+    name = module.rsplit(".", 1)[-1]
+    for s in SUITES.values():
+        if name in s.modules:
+            return s.name
+    raise KeyError(f"bench script {module!r} is in no suite; expected one of "
+                   f"{sorted(m for s in SUITES.values() for m in s.modules)}")
+
+
+def summary(module: str) -> str:
+    """The first line of a script's docstring, read without importing it."""
+    with open(os.path.join(HERE, f"{module}.py"), encoding="utf-8") as f:
+        doc = ast.get_docstring(ast.parse(f.read())) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+def load(module: str):
+    """Import ``bench.<module>``."""
+    return importlib.import_module(f"bench.{module}")
