@@ -165,6 +165,34 @@ class Dataset:
         cols = [self.domain.index(a) for a in clique]
         return Dataset(self._records[:, cols], self.domain.project(clique))
 
+    def recode(self, mapping, domain: Domain) -> "Dataset":
+        """The table with each attribute ``a`` in ``mapping`` mapped through ``mapping[a]`` (an array: old
+        code -> new code), over ``domain`` (the new sizes; codes are trusted to fit it).
+
+        Example:
+            >>> Dataset(np.array([[0], [1], [3]]), {"a": 4}).recode({"a": np.array([0, 2, 1, 2])}, Domain({"a": 3})).records[:, 0].tolist()
+            [0, 2, 2]
+        """
+        records = np.array(self._records)
+        for a, cmap in mapping.items():
+            j = self.domain.index(a)
+            records[:, j] = np.asarray(cmap)[records[:, j]]
+        return Dataset._trusted(records, domain)
+
+    def cell_counts(self, clique: CliqueLike) -> tuple[np.ndarray, np.ndarray]:
+        """``(flat cell indices, counts)`` of the clique's non-empty cells, sorted by cell: its marginal
+        without the empty cells (for tables with more cells than records).
+
+        Example:
+            >>> Dataset(np.array([[0, 1], [1, 2], [1, 2]]), {"a": 2, "b": 3}).cell_counts(("a", "b"))
+            (array([1, 5]), array([1, 2]))
+        """
+        clique = self.domain.check_clique(clique)
+        cols = [self.domain.index(a) for a in clique]
+        flat = np.ravel_multi_index(tuple(self._records[:, c] for c in cols), self.domain.shape_of(clique))
+        cells, counts = np.unique(flat, return_counts=True)
+        return cells.astype(np.int64), counts.astype(np.int64)
+
     def __repr__(self) -> str:
         return f"Dataset({len(self)} records, {self.domain})"
 

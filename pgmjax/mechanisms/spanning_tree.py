@@ -203,11 +203,7 @@ def compress_data(data: Dataset, mapping: Mapping[str, np.ndarray], compressed: 
         >>> compress_data(data, {"a": np.array([0, 2, 1, 2])}, Domain({"a": 3})).records[:, 0].tolist()
         [0, 2, 2]
     """
-    records = np.array(data.records)
-    for a, cmap in mapping.items():
-        j = data.domain.index(a)
-        records[:, j] = np.asarray(cmap)[records[:, j]]
-    return Dataset._trusted(records, compressed)
+    return data.recode(mapping, compressed)  # lazy for a Polars or Dask table (pgmjax.data.engines)
 
 
 def _preimages(cmap: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

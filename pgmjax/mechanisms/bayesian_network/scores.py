@@ -112,7 +112,8 @@ def f_score(joint) -> float:
 
 
 def sparse_quality(data: Dataset, child: str, parents: tuple[str, ...], score: str, bounded: bool) -> float:
-    """:func:`score_quality` of ``(child, parents)`` from the records, in ``O(N log N)`` whatever the table size.
+    """:func:`score_quality` of ``(child, parents)`` from the joint's non-empty cells (``data.cell_counts``),
+    in ``O(N log N)`` whatever the table size.
 
     Only the non-zero cells of the joint enter: for ``R``, the zero cells contribute
     ``sum_zero p(x) p(pi) = 1 - sum_nonzero p(x) p(pi)`` (the product distribution sums to 1), so
@@ -121,17 +122,14 @@ def sparse_quality(data: Dataset, child: str, parents: tuple[str, ...], score: s
     candidate tables reach ``max_cells``: dense scoring then costs ``O(cells)`` time and memory each).
     """
     dom = data.domain
-    rec = data.records
-    n = rec.shape[0]
-    x = rec[:, dom.index(child)].astype(np.int64)
-    if parents:
-        pc = np.ravel_multi_index(tuple(rec[:, dom.index(a)] for a in parents), dom.shape_of(parents))
-    else:
-        pc = np.zeros(n, np.int64)
-    _, p_idx, p_counts = np.unique(pc, return_inverse=True, return_counts=True)
-    codes, c = np.unique(x * (p_counts.size) + p_idx.reshape(-1), return_counts=True)
-    cx = np.bincount(x, minlength=dom[child]).astype(np.float64)
-    xs, ps = codes // p_counts.size, codes % p_counts.size
+    # The joint's non-empty cells (a group-by of the engine for a Polars or Dask table), ordered by (child, parents).
+    cells, c = data.cell_counts((child, *parents))
+    n = len(data)
+    xs, pc = np.divmod(cells, dom.size(parents) if parents else 1)
+    _, ps = np.unique(pc, return_inverse=True)
+    ps = ps.reshape(-1)
+    p_counts = np.bincount(ps, weights=c).astype(np.int64)
+    cx = np.bincount(xs, weights=c, minlength=dom[child]).astype(np.float64)
     c = c.astype(np.float64)
     if score == "R":
         prod = cx[xs] / n * (p_counts[ps] / n)

@@ -1,0 +1,259 @@
+"""The two out-of-core engines behind :class:`pgmjax.data.engines.FrameDataset`: Polars and Dask.
+
+Each backend holds the table as its engine's own lazy object (a Polars ``LazyFrame`` read by the streaming
+engine, or a Dask dataframe whose partitions live on the workers) and answers four questions, each one
+aggregate computed by the engine:
+
+* :meth:`stats`: per attribute column, the record count, nulls, unparsable texts, non-finite values, values with
+  a fractional part, the minimum and the maximum (what :func:`pgmjax.data.engines.check_stats` needs to refuse
+  bad codes with the in-memory :class:`~pgmjax.Dataset`'s messages);
+* :meth:`counts`: for each clique, the group-by count of its flat cell index (the only tables that come back);
+* :meth:`recode` / :meth:`select`: a new lazy table (columns mapped through small lookup arrays, or a subset).
+
+Neither backend turns records into a pandas frame or a NumPy array on the driver; Dask's workers hold pandas
+partitions, which is the engine's own representation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["PolarsBackend", "DaskBackend", "STAT_FIELDS"]
+
+#: The per-column aggregate computed by :meth:`PolarsBackend.stats` / :meth:`DaskBackend.stats`.
+STAT_FIELDS = ("records", "nulls", "unparsable", "nonfinite", "fractional", "min", "max")
+
+
+def _flat_strides(shape) -> list[int]:
+    strides, step = [], 1
+    for n in reversed(list(shape)):
+        strides.append(step)
+        step *= int(n)
+    return strides[::-1]
+
+
+class PolarsBackend:
+    """A Polars ``LazyFrame`` of raw columns (``codes=False``) or of validated int64 codes (``codes=True``).
+
+    Args:
+        frame: the lazy frame.
+        codes: whether every column already holds checked integer codes.
+    """
+
+    def __init__(self, frame, codes: bool = False):
+        self.frame = frame
+        self.codes = codes
+
+    @classmethod
+    def read(cls, path: str, columns: list[str], csv: bool) -> "PolarsBackend":
+        import polars as pl
+
+        lf = pl.scan_csv(path, infer_schema_length=10_000) if csv else pl.scan_parquet(path)
+        return cls(lf.select(columns))
+
+    def columns(self) -> list[str]:
+        return list(self.frame.collect_schema().names())
+
+    def _collect(self, frames):
+        import polars as pl
+
+        return pl.collect_all(frames, engine="streaming")
+
+    def _numeric(self, name: str):
+        """``(expression of float64 values, is text)`` of a raw column."""
+        import polars as pl
+
+        dtype = self.frame.collect_schema()[name]
+        col = pl.col(name)
+        if dtype == pl.String:
+            return col.str.strip_chars().cast(pl.Float64, strict=False), True
+        if dtype == pl.Boolean:
+            return col.cast(pl.Int64).cast(pl.Float64), False
+        if not dtype.is_numeric():
+            raise TypeError(f"column {name!r} has type {dtype}, not numbers or text")
+        return col.cast(pl.Float64), False
+
+    def stats(self, names: list[str]) -> dict[str, dict]:
+        import polars as pl
+
+        exprs = [pl.len().alias("__records")]
+        for i, name in enumerate(names):
+            x, text = self._numeric(name)
+            raw = pl.col(name)
+            finite = x.is_finite().fill_null(False)
+            exprs += [
+                raw.null_count().alias(f"{i}:nulls"),
+                ((raw.is_not_null() & x.is_null()).sum() if text else pl.lit(0)).alias(f"{i}:unparsable"),
+                (x.is_not_null() & ~finite).sum().alias(f"{i}:nonfinite"),
+                (finite & (x != x.round(0))).sum().alias(f"{i}:fractional"),
+                x.filter(finite).min().alias(f"{i}:min"),
+                x.filter(finite).max().alias(f"{i}:max"),
+            ]
+        row = self._collect([self.frame.select(exprs)])[0].row(0, named=True)
+        out = {}
+        for i, name in enumerate(names):
+            s = {f: row[f"{i}:{f}"] for f in STAT_FIELDS[1:]}
+            s["records"] = int(row["__records"])
+            out[name] = s
+        return out
+
+    def as_codes(self, names: list[str]) -> "PolarsBackend":
+        import polars as pl
+
+        return PolarsBackend(self.frame.select([self._numeric(n)[0].cast(pl.Int64).alias(n) for n in names]), True)
+
+    def counts(self, cliques: list[tuple], shapes: list[tuple]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """For each clique, ``(flat cell indices, counts)`` of its non-empty cells (one streaming query each,
+        run together so that the engine may share the scan)."""
+        import polars as pl
+
+        queries = []
+        for clique, shape in zip(cliques, shapes):
+            key = sum((pl.col(a) * s for a, s in zip(clique, _flat_strides(shape))), pl.lit(0, pl.Int64))
+            queries.append(self.frame.select(key.alias("cell")).group_by("cell").agg(pl.len().alias("n")))
+        return [(t["cell"].to_numpy(), t["n"].to_numpy()) for t in self._collect(queries)]
+
+    def recode(self, mapping: dict[str, np.ndarray]) -> "PolarsBackend":
+        import polars as pl
+
+        exprs = [pl.col(a).replace_strict(np.arange(len(m)).tolist(), np.asarray(m, np.int64).tolist(),
+                                          return_dtype=pl.Int64).alias(a) for a, m in mapping.items()]
+        return PolarsBackend(self.frame.with_columns(exprs), self.codes)
+
+    def select(self, names: list[str]) -> "PolarsBackend":
+        return PolarsBackend(self.frame.select(names), self.codes)
+
+
+def _column_stats(part, names):
+    """One partition's per-column aggregate (runs on a Dask worker)."""
+    import pandas as pd
+
+    row = {"__records": len(part)}
+    for i, name in enumerate(names):
+        raw = part[name]
+        text = raw.dtype == object or isinstance(raw.dtype, pd.StringDtype) or raw.dtype.kind in "OSU"
+        if text:
+            x = pd.to_numeric(raw.astype("string").str.strip(), errors="coerce").astype("float64").to_numpy()
+        else:
+            x = raw.to_numpy(dtype="float64", na_value=np.nan)
+        nulls = int(raw.isna().sum())
+        missing = np.isnan(x)
+        finite = np.isfinite(x)
+        row[f"{i}:nulls"] = nulls
+        row[f"{i}:unparsable"] = int(missing.sum()) - nulls if text else 0
+        row[f"{i}:nonfinite"] = int((~finite & ~missing).sum())
+        row[f"{i}:fractional"] = int((finite & (x != np.round(x))).sum())
+        row[f"{i}:min"] = float(x[finite].min()) if finite.any() else np.nan
+        row[f"{i}:max"] = float(x[finite].max()) if finite.any() else np.nan
+    return pd.DataFrame([row])
+
+
+def _as_codes(part, names):
+    import pandas as pd
+
+    out = {}
+    for name in names:
+        raw = part[name]
+        if raw.dtype == object or isinstance(raw.dtype, pd.StringDtype) or raw.dtype.kind in "OSU":
+            raw = pd.to_numeric(raw.astype("string").str.strip(), errors="coerce")
+        out[name] = np.asarray(raw, dtype=np.float64).astype(np.int64)
+    return pd.DataFrame(out, index=part.index)
+
+
+def _cells(part, clique, strides):
+    import pandas as pd
+
+    key = np.zeros(len(part), np.int64)
+    for a, s in zip(clique, strides):
+        key += part[a].to_numpy(np.int64) * s
+    return pd.Series(key, index=part.index, name="cell")
+
+
+def _recode(part, mapping):
+    part = part.copy()
+    for a, m in mapping.items():
+        part[a] = np.asarray(m, np.int64)[part[a].to_numpy(np.int64)]
+    return part
+
+
+class DaskBackend:
+    """A Dask dataframe of raw columns or of validated int64 codes, computed by ``client`` (a
+    ``distributed.Client``) or Dask's default scheduler (``client=None``).
+
+    Args:
+        frame: the Dask dataframe.
+        client: the ``distributed.Client``, or None.
+        codes: whether every column already holds checked integer codes.
+    """
+
+    def __init__(self, frame, client=None, codes: bool = False):
+        self.frame = frame
+        self.client = client
+        self.codes = codes
+
+    @classmethod
+    def read(cls, path: str, columns: list[str], csv: bool, client=None) -> "DaskBackend":
+        import dask.dataframe as dd
+
+        if csv:
+            # Every field read as text and converted on the workers: pandas' per-block type inference would
+            # otherwise refuse a column whose later blocks differ (a word, an empty field) with a dtype error.
+            frame = dd.read_csv(path, usecols=columns, dtype=str, keep_default_na=False, na_values=[""],
+                                blocksize="64MB")
+        else:
+            frame = dd.read_parquet(path, columns=columns)
+        return cls(frame[columns], client)
+
+    def columns(self) -> list[str]:
+        return [str(c) for c in self.frame.columns]
+
+    def _compute(self, *things):
+        import dask
+
+        if self.client is not None:
+            return tuple(self.client.gather(self.client.compute(list(things))))
+        return dask.compute(*things)
+
+    def stats(self, names: list[str]) -> dict[str, dict]:
+        import pandas as pd
+
+        meta = {"__records": "int64"}
+        for i in range(len(names)):
+            meta.update({f"{i}:{f}": "int64" for f in STAT_FIELDS[1:5]})
+            meta.update({f"{i}:min": "float64", f"{i}:max": "float64"})
+        parts = self.frame.map_partitions(_column_stats, names, meta=pd.DataFrame({k: pd.Series(dtype=v) for k, v in meta.items()}))
+        (table,) = self._compute(parts)
+        out = {}
+        for i, name in enumerate(names):
+            s = {f: int(table[f"{i}:{f}"].sum()) for f in STAT_FIELDS[1:5]}
+            lo, hi = table[f"{i}:min"].dropna(), table[f"{i}:max"].dropna()
+            s["min"] = float(lo.min()) if len(lo) else None
+            s["max"] = float(hi.max()) if len(hi) else None
+            s["records"] = int(table["__records"].sum())
+            out[name] = s
+        return out
+
+    def as_codes(self, names: list[str]) -> "DaskBackend":
+        import pandas as pd
+
+        meta = pd.DataFrame({n: pd.Series(dtype="int64") for n in names})
+        return DaskBackend(self.frame.map_partitions(_as_codes, names, meta=meta), self.client, True)
+
+    def counts(self, cliques: list[tuple], shapes: list[tuple]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """For each clique, ``(flat cell indices, counts)`` of its non-empty cells, all computed in one graph
+        (the partitions are read once); only the count series reach the driver."""
+        import pandas as pd
+
+        series = []
+        for clique, shape in zip(cliques, shapes):
+            cells = self.frame.map_partitions(_cells, tuple(clique), _flat_strides(shape),
+                                              meta=pd.Series(dtype="int64", name="cell"))
+            series.append(cells.value_counts(split_every=8))
+        return [(s.index.to_numpy(np.int64), s.to_numpy(np.int64)) for s in self._compute(*series)]
+
+    def recode(self, mapping: dict[str, np.ndarray]) -> "DaskBackend":
+        mapping = {a: np.asarray(m, np.int64) for a, m in mapping.items()}
+        return DaskBackend(self.frame.map_partitions(_recode, mapping, meta=dict(self.frame.dtypes)), self.client, self.codes)
+
+    def select(self, names: list[str]) -> "DaskBackend":
+        return DaskBackend(self.frame[names], self.client, self.codes)
