@@ -263,6 +263,26 @@ def test_ridge_form_matches_eigen_form(rng):
         kernel_ridge(dom, ms, alpha=math.inf, total=50)
 
 
+def test_conjugate_gradients_solves_every_column_to_its_own_tolerance(rng):
+    """Columns of very different norms in one solve: each column's relative residual meets tol, and the
+    solution is the dense solve's."""
+    from pgmjax.history.ridge import KernelOperator, conjugate_gradients
+
+    dom = pj.Domain({"a": 3, "b": 4, "c": 2})
+    ms = [pj.Measurement(("a", "b"), rng.normal(10, 3, 12), stddev=2.0), pj.Measurement(("b", "c"), rng.normal(10, 3, 8))]
+    blocks, _ = rows_mod.group_blocks(dom, ms)
+    op = KernelOperator.build(blocks, rows_mod.uniform_prior(dom))
+    shift = rng.uniform(0.01, 0.1, op.size)
+    B = rng.normal(size=(op.size, 4)) * np.array([1e-6, 1.0, 1e3, 0.0])
+    result = conjugate_gradients(op, shift, B, tol=1e-10)
+    A = op.matvec(np.eye(op.size)) + np.diag(shift)
+    np.testing.assert_allclose(result.x, np.linalg.solve(A, B), rtol=1e-7, atol=1e-14)
+    for j in range(3):
+        assert np.linalg.norm(B[:, j] - A @ result.x[:, j]) <= 1e-10 * np.linalg.norm(B[:, j]) * 1.01
+    assert result.converged and result.residual <= 1.01e-10 and not result.x[:, 3].any()
+    assert not conjugate_gradients(op, shift, B, tol=1e-14, maxiter=1).converged
+
+
 # ---------------------------------------------------------------------------------------------- prior
 def test_prior_from_marginals_combines_clips_and_floors():
     dom = pj.Domain({"a": 3, "b": 2, "c": 2})
