@@ -54,6 +54,8 @@ SUITES = {s.name: s for s in (
           ("gpu", "gpu_plan"), ("gpu_checks", "gpu_report")),
     Suite("memory", "memory and compiled programs over thousands of mechanism calls and new structures in one "
           "process", ("repeated_runs", "memory_loop")),
+    Suite("data", "tables beyond memory: all 2-way marginals and MST on a generated Parquet table counted by Polars "
+          "and Dask, against the in-memory path and a bare scan", ("data_engines",)),
 )}
 
 

@@ -15,6 +15,65 @@ def need_file(path: str, flag: str) -> None:
         raise UserError(f"{flag}: {path} is a folder, expected a file")
 
 
+def need_data(args) -> None:
+    """``--data`` with ``--engine`` / ``--scheduler`` checked before anything is read.
+
+    The in-memory engine reads a CSV file; ``polars`` and ``dask`` read integer-coded CSV or Parquet (a file,
+    a folder of Parquet files or a glob) with ``--domain``. With ``--scheduler`` the Dask workers read the
+    path, which need not exist on this machine.
+
+    Raises:
+        UserError: a missing file, or flags that do not go together.
+    """
+    import glob
+    import os
+
+    engine = getattr(args, "engine", "memory") or "memory"
+    scheduler = getattr(args, "scheduler", None)
+    if scheduler is not None and engine != "dask":
+        raise UserError("--scheduler ADDRESS applies to --engine dask")
+    if engine == "memory":
+        need_file(args.data, "--data")
+        return
+    if args.domain is None:
+        raise UserError(f"--engine {engine} counts integer-coded data given with --domain; a raw table (--schema, or a "
+                        "private schema derived from the data) is read in memory (--engine memory)")
+    if scheduler is None and not (os.path.exists(args.data) or glob.glob(args.data)):
+        raise UserError(f"--data: file, folder or glob not found: {args.data}")
+    from ..data.engines import need_engine
+
+    try:
+        need_engine(engine)
+    except ImportError as e:
+        raise UserError(f"--engine {engine}: {e}") from None
+
+
+def data_header(args) -> list[str]:
+    """The column names of ``--data``: a CSV file's header line, or a Parquet file's (folder's, glob's) schema.
+
+    Raises:
+        UserError: the file cannot be read.
+    """
+    import glob
+    import os
+
+    from ..data.engines import is_csv
+
+    if is_csv(args.data) or (getattr(args, "engine", "memory") or "memory") == "memory":
+        return csv_header(args.data)
+    paths = sorted(glob.glob(os.path.join(args.data, "*.parquet"))) if os.path.isdir(args.data) else sorted(glob.glob(args.data))
+    if not paths:
+        if getattr(args, "scheduler", None) is not None:
+            return []  # read by the workers only: the engine names missing columns
+        raise UserError(f"--data: no Parquet file in {args.data}")
+    import pyarrow.parquet as pq
+
+    try:
+        return list(pq.read_schema(paths[0]).names)
+    except Exception as e:  # noqa: BLE001 (the reader's text may quote bytes of the private file)
+        raise UserError(f"data file {paths[0]} could not be read as Parquet ({type(e).__name__})") from None
+
+
 def need_parent(path: str | None, flag: str) -> None:
     import os
 
@@ -113,8 +172,15 @@ def load_integer_data(args, say):
         domain = pj.Domain(raw)
     except (TypeError, ValueError) as e:
         raise UserError(f"domain file {args.domain}: {e}") from None
-    extra = check_columns(csv_header(args.data), domain.attributes, args.data, "domain file", args.ignore_extra_columns)
+    header = data_header(args)
+    if header or (getattr(args, "engine", "memory") or "memory") == "memory":
+        extra = check_columns(header, domain.attributes, args.data, "domain file", args.ignore_extra_columns)
+    else:
+        extra = []
     from ..data.dataset import DataValueError, check_field_counts, unreadable_csv
+
+    if (getattr(args, "engine", "memory") or "memory") != "memory":
+        return load_engine_data(args, domain), None, extra
 
     try:
         frame = pd.read_csv(args.data, usecols=list(domain.attributes))
@@ -138,6 +204,41 @@ def load_integer_data(args, say):
             hint = "; for raw values (text, decimals) give a --schema instead of --domain (see: pgmjax schema --help)"
         raise UserError(f"data file {args.data}: {msg}{hint}") from None
     return data, None, extra
+
+
+def load_engine_data(args, domain):
+    """``--engine polars|dask``: the table opened by the engine (:func:`pgmjax.data.engines.open_dataset`), its
+    codes checked by per-column aggregates with the in-memory messages; only counts reach this process.
+
+    Raises:
+        UserError: the engine's packages are missing, the scheduler cannot be reached, a bad value (the column
+            and the range named; the counts and extremes with ``--show-private``).
+    """
+    from ..data.dataset import DataValueError
+    from ..data.engines import open_dataset
+
+    scheduler = getattr(args, "scheduler", None)
+    if scheduler is not None:
+        try:
+            from distributed import Client
+
+            scheduler = Client(scheduler, timeout="20s")
+        except (OSError, TimeoutError, ValueError) as e:
+            raise UserError(f"--scheduler {args.scheduler}: cannot reach the Dask scheduler ({type(e).__name__}: {e})") from None
+    try:
+        return open_dataset(args.data, domain, engine=args.engine, scheduler=scheduler)
+    except ImportError as e:
+        raise UserError(f"--engine {args.engine}: {e}") from None
+    except FileNotFoundError as e:
+        raise UserError(f"--data: {e}") from None
+    except (TypeError, ValueError) as e:
+        if not isinstance(e, DataValueError):
+            raise UserError(f"data file {args.data}: {str(e).removeprefix('Dataset: ')}") from None
+        msg = guards.public_error(e, args.show_private).removeprefix("Dataset: ")
+        hint = ""
+        if "integer codes" in msg or "not finite" in msg:
+            hint = "; for raw values (text, decimals) give a --schema instead of --domain (see: pgmjax schema --help)"
+        raise UserError(f"data file {args.data}: {msg}{hint}") from None
 
 
 def load_raw_data(args, say):

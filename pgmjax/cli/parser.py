@@ -178,6 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--schema", metavar="JSON", help="public discretisation schema of raw data (see above; without --domain "
                    "and --schema a private one is derived from the data inside the budget)")
     g.add_argument("--ignore-extra-columns", action="store_true", help="drop CSV columns that are not in the domain/schema instead of failing")
+    g.add_argument("--engine", choices=["memory", "polars", "dask"], default="memory",
+                   help="who counts an integer-coded --data (CSV or Parquet) with --domain: memory (default: read "
+                        "into this process), polars (streaming, beyond memory) or dask (a cluster; --scheduler); "
+                        "the release is the same (pip install 'pgmjax[large]'; docs: large-data)")
+    g.add_argument("--scheduler", metavar="ADDRESS", help="with --engine dask: the Dask scheduler (tcp://host:8786); "
+                                                          "its workers read --data, so the path must be theirs")
     g = r.add_argument_group("mechanism and privacy")
     g.add_argument("--mechanism", "-m", required=True, choices=[*MECHANISMS, *ALIASES], metavar="NAME",
                    help=f"one of: {', '.join(MECHANISMS)} (rr: rr_synthetic)")

@@ -12,9 +12,10 @@ from .arguments import parse_options
 from .call import expected_iterations, front_end_call, mechanism_name, with_progress
 from .errors import RunFailure, UserError
 from .inputs import (
-    csv_header,
+    data_header,
     load_integer_data,
     load_raw_data,
+    need_data,
     need_file,
     need_parent,
     parse_workload,
@@ -129,7 +130,7 @@ def check_arguments(args) -> tuple[tuple, list]:
         raise UserError("--allow-nonprivate-schema applies to a --schema read from the data (pgmjax schema without --epsilon)")
     if args.decode is not None and args.schema is None and not args.private_schema:
         raise UserError("--decode applies to raw data read with --schema")
-    need_file(args.data, "--data")
+    need_data(args)  # a file for the in-memory engine; CSV or Parquet (file, folder, glob) for polars / dask
     if not args.private_schema:
         need_file(args.domain or args.schema, "--domain" if args.domain else "--schema")
     need_parent(args.html, "--html")
@@ -234,7 +235,7 @@ def write_outputs(args, result, synth, schema, key) -> None:
     """``--out`` (in the input CSV's column order; decoded to raw values when there is a schema) and ``--save-model``,
     each written atomically (:mod:`pgmjax.cli.outputs`)."""
     if args.out is not None:
-        header = csv_header(args.data)
+        header = data_header(args) or list(synth.domain.attributes)
         if schema is not None:
             frame = schema.decode(synth, key, columns=header)
         else:  # the input's column order, not the domain file's

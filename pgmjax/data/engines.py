@@ -226,7 +226,7 @@ class FrameDataset(Dataset):
                 raise ValueError("Dataset: the data has no records")
             for a in domain.attributes:
                 check_stats(a, domain[a], stats[a])
-            backend = backend.as_codes(list(domain.attributes))
+            backend = backend.as_codes(list(domain.attributes), wide=max(domain.shape) >= 2**31)
         self._backend = backend
         self._n = int(records)
 

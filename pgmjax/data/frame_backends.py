@@ -97,10 +97,12 @@ class PolarsBackend:
             out[name] = s
         return out
 
-    def as_codes(self, names: list[str]) -> "PolarsBackend":
+    def as_codes(self, names: list[str], wide: bool = False) -> "PolarsBackend":
+        """Checked columns as integer codes (Int32, or Int64 where ``wide``: an attribute of 2**31 values or more)."""
         import polars as pl
 
-        return PolarsBackend(self.frame.select([self._numeric(n)[0].cast(pl.Int64).alias(n) for n in names]), True)
+        dtype = pl.Int64 if wide else pl.Int32
+        return PolarsBackend(self.frame.select([self._numeric(n)[0].cast(dtype).alias(n) for n in names]), True)
 
     def counts(self, cliques: list[tuple], shapes: list[tuple]) -> list[tuple[np.ndarray, np.ndarray]]:
         """For each clique, ``(flat cell indices, counts)`` of its non-empty cells (one streaming query each,
@@ -109,15 +111,16 @@ class PolarsBackend:
 
         queries = []
         for clique, shape in zip(cliques, shapes):
-            key = sum((pl.col(a) * s for a, s in zip(clique, _flat_strides(shape))), pl.lit(0, pl.Int64))
+            key = sum((pl.col(a).cast(pl.Int64) * s for a, s in zip(clique, _flat_strides(shape))), pl.lit(0, pl.Int64))
             queries.append(self.frame.select(key.alias("cell")).group_by("cell").agg(pl.len().alias("n")))
         return [(t["cell"].to_numpy(), t["n"].to_numpy()) for t in self._collect(queries)]
 
     def recode(self, mapping: dict[str, np.ndarray]) -> "PolarsBackend":
         import polars as pl
 
+        schema = self.frame.collect_schema()
         exprs = [pl.col(a).replace_strict(np.arange(len(m)).tolist(), np.asarray(m, np.int64).tolist(),
-                                          return_dtype=pl.Int64).alias(a) for a, m in mapping.items()]
+                                          return_dtype=schema[a]).alias(a) for a, m in mapping.items()]
         return PolarsBackend(self.frame.with_columns(exprs), self.codes)
 
     def select(self, names: list[str]) -> "PolarsBackend":
@@ -148,7 +151,7 @@ def _column_stats(part, names):
     return pd.DataFrame([row])
 
 
-def _as_codes(part, names):
+def _as_codes(part, names, dtype):
     import pandas as pd
 
     out = {}
@@ -156,7 +159,10 @@ def _as_codes(part, names):
         raw = part[name]
         if raw.dtype == object or isinstance(raw.dtype, pd.StringDtype) or raw.dtype.kind in "OSU":
             raw = pd.to_numeric(raw.astype("string").str.strip(), errors="coerce")
-        out[name] = np.asarray(raw, dtype=np.float64).astype(np.int64)
+        if raw.dtype.kind in "iu":
+            out[name] = raw.to_numpy().astype(dtype)
+        else:
+            out[name] = np.asarray(raw, dtype=np.float64).astype(dtype)
     return pd.DataFrame(out, index=part.index)
 
 
@@ -172,7 +178,7 @@ def _cells(part, clique, strides):
 def _recode(part, mapping):
     part = part.copy()
     for a, m in mapping.items():
-        part[a] = np.asarray(m, np.int64)[part[a].to_numpy(np.int64)]
+        part[a] = np.asarray(m, part[a].dtype)[part[a].to_numpy()]
     return part
 
 
@@ -233,11 +239,13 @@ class DaskBackend:
             out[name] = s
         return out
 
-    def as_codes(self, names: list[str]) -> "DaskBackend":
+    def as_codes(self, names: list[str], wide: bool = False) -> "DaskBackend":
+        """Checked columns as integer codes (int32, or int64 where ``wide``: an attribute of 2**31 values or more)."""
         import pandas as pd
 
-        meta = pd.DataFrame({n: pd.Series(dtype="int64") for n in names})
-        return DaskBackend(self.frame.map_partitions(_as_codes, names, meta=meta), self.client, True)
+        dtype = "int64" if wide else "int32"
+        meta = pd.DataFrame({n: pd.Series(dtype=dtype) for n in names})
+        return DaskBackend(self.frame.map_partitions(_as_codes, names, dtype, meta=meta), self.client, True)
 
     def counts(self, cliques: list[tuple], shapes: list[tuple]) -> list[tuple[np.ndarray, np.ndarray]]:
         """For each clique, ``(flat cell indices, counts)`` of its non-empty cells, all computed in one graph
@@ -252,8 +260,11 @@ class DaskBackend:
         return [(s.index.to_numpy(np.int64), s.to_numpy(np.int64)) for s in self._compute(*series)]
 
     def recode(self, mapping: dict[str, np.ndarray]) -> "DaskBackend":
+        import pandas as pd
+
         mapping = {a: np.asarray(m, np.int64) for a, m in mapping.items()}
-        return DaskBackend(self.frame.map_partitions(_recode, mapping, meta=dict(self.frame.dtypes)), self.client, self.codes)
+        meta = pd.DataFrame({c: pd.Series(dtype=t) for c, t in self.frame.dtypes.items()})
+        return DaskBackend(self.frame.map_partitions(_recode, mapping, meta=meta), self.client, self.codes)
 
     def select(self, names: list[str]) -> "DaskBackend":
         return DaskBackend(self.frame[names], self.client, self.codes)
