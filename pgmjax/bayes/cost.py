@@ -22,7 +22,7 @@ from scipy.special import ndtri
 
 from ..data.domain import Domain
 from ..graph.max_sum import max_sum_ve
-from ..privacy.checks import check_positive as _positive
+from ..checks import check_positive as _positive
 from ..queries.measurement import Measurement, validate_measurements
 from .blue import History, blue_history, row_noise
 from .errors import LinearNoise

@@ -122,7 +122,7 @@ class LinearNoise:
         if self.bin_width is not None and not (self.bin_width > 0 and math.isfinite(self.bin_width)):
             raise ValueError(f"LinearNoise: bin_width must be positive, got {self.bin_width!r}")
         if self.method == "mc":
-            from ..privacy import check_key
+            from ..checks import check_key
 
             check_key(self.key, "LinearNoise(method='mc')")
         object.__setattr__(self, "weights", w)
@@ -319,7 +319,7 @@ class LinearNoise:
             >>> LinearNoise([1.0, -1.0], 1.0).sample(jax.random.key(0), (3,)).shape
             (3,)
         """
-        from ..privacy import check_key
+        from ..checks import check_key
 
         check_key(key, "LinearNoise.sample")
         shape = tuple(int(s) for s in np.atleast_1d(shape)) if shape != () else ()

@@ -32,6 +32,7 @@ import math
 import os
 from collections.abc import Iterable
 
+from ..checks import check_real
 from ..data.domain import Clique, Domain
 
 #: The environment variable holding the limit in bytes (read at every check).
@@ -172,11 +173,8 @@ def _accelerator_memory() -> int | None:
 
 
 def _positive_limit(value, name: str) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name}: the model-size limit must be a number of bytes, got {value!r}") from None
-    if not x > 0:  # NaN too
+    x = check_real(value, "the model-size limit (bytes)", name)
+    if not x > 0:
         raise ValueError(f"{name}: the model-size limit must be positive bytes (math.inf for none), got {value!r}")
     return x
 

@@ -38,10 +38,10 @@ from ..data.dataset import Dataset
 from ..data.domain import CliqueLike
 from ..fit.estimate import estimate
 from ..privacy import Accountant
-from ..privacy import check_bool as _boolean
-from ..privacy import check_count as _count
-from ..privacy import check_key as _check_key
-from ..privacy import check_positive as _positive
+from ..checks import check_bool as _boolean
+from ..checks import check_count as _count
+from ..checks import check_key as _check_key
+from ..checks import check_positive as _positive
 from ..rr import (
     Release,
     debiased_marginal,

@@ -48,11 +48,11 @@ from ..fit.mirror_descent import MirrorDescent
 from ..graph.oracle import make_plan
 from ..model.graphical_model import GraphicalModel
 from ..privacy import REST, Accountant, cdp_rho
-from ..privacy import check_bool as _boolean
-from ..privacy import check_count as _count
-from ..privacy import check_key as _check_key
-from ..privacy import check_positive as _positive
-from ..privacy import check_real as _real
+from ..checks import check_bool as _boolean
+from ..checks import check_count as _count
+from ..checks import check_key as _check_key
+from ..checks import check_positive as _positive
+from ..checks import check_real as _real
 from ..privacy import discrete_noise as dn
 from ..queries.measurement import Measurement
 from ..graph import size_limit

@@ -31,7 +31,7 @@ continuous draws for simulations; no release uses them.
 
 The package, one idea per module (imports go down this list, never up):
 
-* :mod:`~pgmjax.privacy.checks`: argument checks shared by every mechanism (raise before any work).
+* the argument checks (:mod:`pgmjax.checks`, re-exported here) are shared by every layer (raise before any work).
 * :mod:`~pgmjax.privacy.sensitivity`: L1/L2 sensitivities of marginals and linear queries on them.
 * :mod:`~pgmjax.privacy.calibration`: noise scale <-> budget of the primitives.
 * :mod:`~pgmjax.privacy.samplers`: continuous draws from ``jax.random`` keys (simulations only).
@@ -90,7 +90,7 @@ from .calibration import (
     laplace_scale,
     pure_dp_rho,
 )
-from .checks import (
+from ..checks import (
     check_bool,
     check_count,
     check_delta,

@@ -31,7 +31,7 @@ from ..queries.measurement import Measurement
 from . import discrete_noise as dn
 from . import randomized_response as rr
 from .budget import REST, BudgetLedger
-from .checks import (
+from ..checks import (
     check_bool,
     check_count,
     check_key,

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from .checks import check_bool, check_count, check_delta, check_positive, exactly_one
+from ..checks import check_bool, check_count, check_delta, check_positive, exactly_one
 from .composition import advanced_composition, advanced_composition_hetero
 from .conversions import cdp_eps, cdp_rho
 from .lattice import lattice_plan

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from .checks import check_positive
+from ..checks import check_positive
 
 __all__ = ["laplace_scale", "laplace_epsilon", "gaussian_sigma", "gaussian_rho", "exponential_rho", "pure_dp_rho"]
 

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from .checks import check_count, check_delta, check_positive, check_values
+from ..checks import check_count, check_delta, check_positive, check_values
 from .conversions import bisect_bracket
 
 __all__ = ["advanced_composition", "advanced_composition_hetero", "advanced_composition_inverse"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from .checks import check_delta, check_nonnegative, check_positive
+from ..checks import check_delta, check_nonnegative, check_positive
 
 __all__ = ["bisect_bracket", "cdp_delta", "cdp_eps", "cdp_rho"]
 

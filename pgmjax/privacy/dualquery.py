@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import check_count, check_delta, check_positive
+from ..checks import check_count, check_delta, check_positive
 from .composition import advanced_composition, advanced_composition_hetero
 
 __all__ = ["dualquery_epsilon", "dualquery_rounds"]

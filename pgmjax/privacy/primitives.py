@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import discrete_noise as dn
-from .checks import (
+from ..checks import (
     check_count,
     check_key,
     check_positive,

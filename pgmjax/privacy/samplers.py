@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import ndtri
 
-from .checks import check_count, check_key
+from ..checks import check_count, check_key
 
 __all__ = ["standard_normal", "standard_laplace", "standard_gumbel"]
 

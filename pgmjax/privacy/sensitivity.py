@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from ..queries.linear import LinearQuery
-from .checks import check_bool, check_values
+from ..checks import check_bool, check_values
 
 __all__ = ["parse_query", "l1_sensitivity", "l2_sensitivity"]
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data.domain import Clique, CliqueLike, Domain
-from ..privacy import check_positive as _positive
+from ..checks import check_positive as _positive
 
 __all__ = ["Channel", "mixing_weight"]
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..data.dataset import Dataset
 from ..data.domain import Clique, CliqueLike
-from ..privacy import check_bool as _bool
+from ..checks import check_bool as _bool
 from ..queries import factors as Q
 from .channel import Channel
 from .releases import Release

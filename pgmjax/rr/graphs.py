@@ -25,9 +25,9 @@ import numpy as np
 from ..data.dataset import Dataset
 from ..data.domain import Domain
 from ..privacy import Accountant
-from ..privacy import check_count as _count
-from ..privacy import check_key as _check_key
-from ..privacy import check_positive as _positive
+from ..checks import check_count as _count
+from ..checks import check_key as _check_key
+from ..checks import check_positive as _positive
 
 __all__ = ["PairRelease", "CutEstimate", "pair_table", "adjacency", "release_pairs", "cut", "cut_count", "cut_bound"]
 

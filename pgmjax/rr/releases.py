@@ -20,9 +20,9 @@ import numpy as np
 from ..data.dataset import Dataset
 from ..data.domain import CliqueLike, Domain
 from ..privacy import Accountant
-from ..privacy import check_bool as _bool
-from ..privacy import check_key as _check_key
-from ..privacy import check_positive as _positive
+from ..checks import check_bool as _bool
+from ..checks import check_key as _check_key
+from ..checks import check_positive as _positive
 from ..queries import factors as Q
 from .channel import Channel
 

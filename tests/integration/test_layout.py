@@ -49,7 +49,7 @@ KNOWN_CYCLES: list[frozenset[str]] = []
 #: from its own layer and the layers below, never above (docs/architecture.md, "Layers"). A new sub-package
 #: must be placed here.
 LAYERS = (
-    "kernels", "compiler", "data", "queries", "graph", "model", "fit", "programs", "privacy", "rr",
+    "checks", "kernels", "compiler", "data", "queries", "graph", "model", "fit", "programs", "privacy", "rr",
     "bayes", "uncertainty", "mechanisms", "history", "pgmjax", "cli", "__main__",
 )
 
@@ -257,7 +257,7 @@ def test_no_new_module_level_import_cycle(edges):
 
 def test_privacy_imports_only_downward(edges):
     """The privacy package is a floor: inside it no cycle, and it reads only data-model modules below it."""
-    below = {"pgmjax.data.dataset", "pgmjax.data.domain", "pgmjax.queries.linear", "pgmjax.queries.measurement", "pgmjax.privacy.discrete_noise", "pgmjax.privacy.randomized_response"}
+    below = {"pgmjax.checks", "pgmjax.data.dataset", "pgmjax.data.domain", "pgmjax.queries.linear", "pgmjax.queries.measurement", "pgmjax.privacy.discrete_noise", "pgmjax.privacy.randomized_response"}
     for a, b, level, _ in edges:
         if a.startswith("pgmjax.privacy") and not b.startswith("pgmjax.privacy"):
             assert b in below, f"{a} imports {b} ({level} level): the privacy layer must not import upward"

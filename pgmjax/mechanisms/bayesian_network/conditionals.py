@@ -13,7 +13,7 @@ import numpy as np
 
 from ...data.dataset import Dataset, project_table
 from ...data.domain import Domain
-from ...privacy import check_key as _check_key
+from ...checks import check_key as _check_key
 from ...privacy import discrete_noise as dn
 from ...queries.measurement import Measurement
 from .parent_sets import Network

@@ -16,7 +16,7 @@ from ...data.dataset import Dataset
 from ...data.domain import Clique, Domain
 from ...graph.junction import junction_tree, maximal_cliques
 from ...privacy import Accountant, exponential_probabilities
-from ...privacy import check_key as _check_key
+from ...checks import check_key as _check_key
 from ...privacy import discrete_noise as dn
 from .parent_sets import Network, TooManyCandidates, maximal_parent_sets
 from .scores import MI_UNBOUNDED, SCORES, sparse_quality, score_quality

@@ -46,7 +46,7 @@ from ...privacy import (
     dualquery_epsilon,
     dualquery_rounds,
 )
-from ...privacy import check_key as _check_key
+from ...checks import check_key as _check_key
 from ...privacy import (
     check_positive as _positive,
 )

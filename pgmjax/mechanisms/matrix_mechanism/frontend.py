@@ -48,10 +48,10 @@ from ...data.domain import Clique, Domain
 from ...fit.estimate import estimate
 from ...fit.estimation import METHODS
 from ...privacy import Accountant
-from ...privacy import check_bool as _bool
-from ...privacy import check_count as _int
-from ...privacy import check_key as _check_key
-from ...privacy import check_positive as _positive
+from ...checks import check_bool as _bool
+from ...checks import check_count as _int
+from ...checks import check_key as _check_key
+from ...checks import check_positive as _positive
 from ...queries.measurement import Measurement, estimate_total
 from ..estimates import CliqueTables
 from ...graph import size_limit

@@ -21,8 +21,8 @@ import time
 import numpy as np
 
 from ...data.domain import Domain
-from ...privacy import check_count as _int
-from ...privacy import check_key as _check_key
+from ...checks import check_count as _int
+from ...checks import check_key as _check_key
 from ...queries.workload import Workload
 from ..options import check_choice as _choice
 from .error import expected_error

@@ -8,7 +8,7 @@ Everything is checked before any private value is read.
 
 from __future__ import annotations
 
-from ...privacy import check_real as _real
+from ...checks import check_real as _real
 from ..options import check_choice, check_workload
 
 __all__ = ["check_alpha", "check_choice", "check_workload"]

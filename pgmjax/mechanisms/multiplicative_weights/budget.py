@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 
 from ...privacy import cdp_rho
-from ...privacy import check_bool as _bool
-from ...privacy import check_count as _int
-from ...privacy import check_positive as _positive
-from ...privacy import check_real as _real
+from ...checks import check_bool as _bool
+from ...checks import check_count as _int
+from ...checks import check_positive as _positive
+from ...checks import check_real as _real
 from ..options import check_choice
 from ..steps import hypothetical_model_size, model_mb  # noqa: F401  (re-exported: the package's names)
 from .arguments import check_alpha

@@ -17,10 +17,10 @@ import numpy as np
 
 from ...data.dataset import Dataset
 from ...privacy import REST, Accountant
-from ...privacy import check_bool as _bool
-from ...privacy import check_count as _int
-from ...privacy import check_key as _check_key
-from ...privacy import check_positive as _positive
+from ...checks import check_bool as _bool
+from ...checks import check_count as _int
+from ...checks import check_key as _check_key
+from ...checks import check_positive as _positive
 from ..options import check_data, check_engine_options, check_epsilon, check_model_cap, check_pure_delta, check_workload
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..steps import Timer, hypothetical_model_size, synthesize

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ...data.domain import Domain
 from ...fit.estimate import estimate
-from ...privacy import check_count as _int
-from ...privacy import check_positive as _positive
+from ...checks import check_count as _int
+from ...checks import check_positive as _positive
 from ...queries.measurement import Measurement, estimate_total
 from ..options import check_engine_options
 from .query_set import QuerySet, as_queries, check_domain

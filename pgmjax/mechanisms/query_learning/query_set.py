@@ -15,8 +15,8 @@ import jax
 import numpy as np
 
 from ...data.domain import Clique, CliqueLike, Domain
-from ...privacy import check_count as _int
-from ...privacy import check_key as _check_key
+from ...checks import check_count as _int
+from ...checks import check_key as _check_key
 from ...queries import factors as Q
 from ...queries.linear import LinearQuery
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ...data.domain import Clique, CliqueLike, Domain
-from ...privacy import check_count as _int
-from ...privacy import check_nonnegative as _nonnegative
-from ...privacy import check_positive as _positive
+from ...checks import check_count as _int
+from ...checks import check_nonnegative as _nonnegative
+from ...checks import check_positive as _positive
 from ...queries.linear import LinearQuery
 from ..estimates import CliqueTables
 from .query_set import QuerySet, as_queries, check_domain

@@ -12,8 +12,8 @@ import math
 import jax
 import numpy as np
 
-from ...privacy import check_count as _int
-from ...privacy import check_key as _check_key
+from ...checks import check_count as _int
+from ...checks import check_key as _check_key
 from .query_set import QuerySet, as_queries
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ...data.domain import Clique, Domain
 from ...graph.max_sum import max_sum_ve
-from ...privacy import check_bool as _bool
+from ...checks import check_bool as _bool
 from ...privacy import l1_sensitivity
 from ...queries.linear import LinearQuery
 from .query_set import QuerySet, as_queries

@@ -1,9 +1,10 @@
-"""Argument checks of the privacy layer: every one raises before any computation or noise.
+"""The argument checks every layer uses: each raises before any computation, allocation or noise.
 
 Each check takes the value, its name and ``where`` (the public function or method that received it,
 named in the error message), and returns the value in canonical form (a Python ``float``, ``int``,
-``bool`` or a float64 array). The mechanism front-ends use the same checks for their own arguments,
-so an invalid budget fails with the same message everywhere.
+``bool`` or a float64 array). The data layer, the fitting engine, the privacy layer and the mechanism
+front-ends use the same checks, so an invalid budget, total or limit fails with the same message
+everywhere. This module sits below every sub-package (it imports only NumPy and JAX).
 
 Example:
     >>> check_positive(0.5, "epsilon", "my_mechanism")
