@@ -171,24 +171,32 @@ def open_dataset(path: str | os.PathLike, domain: Domain | dict, *, engine: str 
         check_field_counts(path)  # streamed once: a ragged line would be read as other records
     backend = _backend(engine)
     try:
+        have = _header(path, engine, csv)
+        missing = [a for a in domain.attributes if a not in have]
+        if missing:
+            raise ValueError(f"Dataset: columns {missing} of the domain are missing from the data; data has {have}")
         if engine == "dask":
             raw = backend.read(path, list(domain.attributes), csv, _client(scheduler))
         else:
             raw = backend.read(path, list(domain.attributes), csv)
-        names = raw.columns()
-    except (FileNotFoundError, OSError) as e:
+    except ValueError as e:
+        if str(e).startswith("Dataset: columns"):
+            raise
+        raise _unreadable(path, csv, e) from None
+    except (FileNotFoundError, OSError):
         raise FileNotFoundError(f"data file not found or unreadable: {path}") from None
-    except Exception as e:  # the engines' own errors may quote a line or bytes of the private file
-        if "not found" in str(e).lower() and any(a in str(e) for a in domain.attributes):
-            have = _header(path, engine, csv)
-            missing = [a for a in domain.attributes if a not in have]
-            raise ValueError(f"Dataset: columns {missing} of the domain are missing from the data; data has {have}") from None
-        raise DataValueError(f"data file {path} could not be read: {type(e).__name__}: {e}",
-                             f"data file {unreadable_csv(path, e) if csv else path + ' could not be read as Parquet'}") from None
+    except Exception as e:  # noqa: BLE001 (the engines' own errors may quote a line or bytes of the private file)
+        raise _unreadable(path, csv, e) from None
     return FrameDataset(raw, domain, engine, source=path)
 
 
+def _unreadable(path: str, csv: bool, e: Exception) -> DataValueError:
+    return DataValueError(f"data file {path} could not be read: {type(e).__name__}: {e}",
+                          f"data file {unreadable_csv(path, e) if csv else path + ' could not be read as Parquet'}")
+
+
 def _header(path: str, engine: str, csv: bool) -> list[str]:
+    """The table's column names (a CSV header line, or the Parquet schema), read by the engine."""
     if engine == "polars":
         import polars as pl
 
