@@ -28,6 +28,8 @@ def _scripts(suite) -> None:
         print(f"  {module:<22} {summary(module)}")
     for module in suite.helpers:
         print(f"  {module:<22} (helper) {summary(module)}")
+    for module in suite.parts:
+        print(f"  {module:<22} (part, no command) {summary(module)}")
 
 
 def main(argv=None) -> int:
@@ -50,9 +52,9 @@ def main(argv=None) -> int:
         return 0
     module = suite.scripts[0]
     if rest and not rest[0].startswith("-"):
-        if rest[0] not in suite.modules:
+        if rest[0] not in suite.commands:
             print(f"python -m bench {name}: no script {rest[0]!r} in this suite; its scripts are "
-                  f"{', '.join(suite.modules)}", file=sys.stderr)
+                  f"{', '.join(suite.commands)}", file=sys.stderr)
             return 2
         module, rest = rest[0], rest[1:]
     out = load(module).main(rest)

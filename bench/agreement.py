@@ -18,9 +18,9 @@ engine's own Armijo line search) in float32 and in float64, on the same noisy me
   not converged measures its iteration budget, not maximum entropy (mbi's mirror descent has no momentum and
   needs many more iterations than pgmjax's on the dataset problems).
 
-Problems: the engine benchmark's (``engine_problems.py``: benchmark cliques of the shared datasets, Adult's
+Problems (``bench/problems.py``): the engine benchmark's (benchmark cliques of the shared datasets, Adult's
 MST-style set, NLTCS's 120 pairs, generated irregular problems) and generated loopy problems
-(:func:`loopy`: cycles and grids, records drawn from a random pairwise model, every edge measured).
+(``bench.problems.loopy``: cycles and grids, records drawn from a random pairwise model, every edge measured).
 
 Each precision runs in a fresh child process that fits both engines (``JAX_ENABLE_X64`` set for float64
 only, so that mbi, whose tables follow JAX's default dtype, runs in the precision asked), at most
@@ -28,16 +28,15 @@ only, so that mbi, whose tables follow JAX's default dtype, runs in the precisio
 
 Usage::
 
-    python bench/agreement.py --quick                          # one small loopy problem, seconds
-    python bench/agreement.py --out bench/results/agreement_cpu.json
-    python bench/agreement.py --problems nltcs_2way cycle8 --iters 5000 --out /tmp/a.json
-    python bench/agreement.py --render bench/results/agreement_before_cpu.json --notes "..."   # .md from the JSON
+    python -m bench agreement --quick                          # one small loopy problem, seconds (printed only)
+    python -m bench agreement --out agreement_cpu               # bench/results/agreement/agreement_cpu.json, .md
+    python -m bench agreement --problems nltcs_2way cycle8 --iters 5000 --out /tmp/a.json
+    python -m bench.agreement --render bench/results/agreement/agreement_before_cpu.json --notes "..."   # .md
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import subprocess
@@ -45,25 +44,14 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-
-from benchutil import publish, results_header, run_record  # noqa: E402
+from bench import schema
+from bench.schema import ROOT
 
 TOL = 1e-3
 PAIRS = 6
 TRIPLES = 4
 MAX_QUERY_CELLS = 200_000
 
-#: Generated loopy problems: name -> (shape, attribute sizes range, records).
-LOOPY = {
-    "cycle5_tiny": ("cycle", 5, (2, 4), 2_000),
-    "grid2x3_tiny": ("grid", (2, 3), (2, 4), 2_000),
-    "cycle8": ("cycle", 8, (3, 8), 20_000),
-    "grid3x3": ("grid", (3, 3), (3, 6), 20_000),
-    "grid3x4": ("grid", (3, 4), (2, 5), 50_000),
-}
 #: Problems of the full run (each fit within a few minutes on the 2-core CPU) and of ``--quick``.
 FULL = ("cycle8", "grid3x3", "grid3x4", "nltcs_2way", "adult_mst", "titanic", "stroke", "gen15")
 QUICK = ("cycle5_tiny",)
@@ -73,58 +61,6 @@ QUICK = ("cycle5_tiny",)
 #: count: the loopy problems' fits cost milliseconds per 1,000 iterations.
 ITERS = {"cycle5_tiny": 1000, "grid2x3_tiny": 1000, "cycle8": 20000, "grid3x3": 20000, "grid3x4": 20000,
          "nltcs_2way": 5000, "adult_mst": 5000, "titanic": 5000, "stroke": 5000, "gen15": 3000}
-SIGMA = 10.0
-
-
-def loopy(name: str, seed: int = 0) -> dict:
-    """A generated loopy problem (``LOOPY[name]``) in ``engine_problems``' format.
-
-    Records come from a random pairwise model on the same graph (Gaussian log-potentials of scale 1 on every
-    edge, sampled exactly from its full table, which is small), so the measured marginals are correlated;
-    every edge is measured with identity queries and Gaussian noise of scale :data:`SIGMA`.
-    """
-    import numpy as np
-
-    shape, dims, (lo, hi), records = LOOPY[name]
-    rng = np.random.default_rng([seed, sum(map(ord, name))])
-    if shape == "cycle":
-        n = dims
-        edges = [(i, (i + 1) % n) for i in range(n)]
-    else:
-        r, c = dims
-        n = r * c
-        edges = [(i * c + j, i * c + j + 1) for i in range(r) for j in range(c - 1)]
-        edges += [(i * c + j, (i + 1) * c + j) for i in range(r - 1) for j in range(c)]
-    sizes = [int(s) for s in rng.integers(lo, hi + 1, size=n)]
-    names = [f"v{i}" for i in range(n)]
-    logp = np.zeros(sizes)
-    for a, b in edges:
-        shape_ab = [1] * n
-        shape_ab[a], shape_ab[b] = sizes[a], sizes[b]
-        logp = logp + rng.normal(0, 1, (sizes[a], sizes[b])).reshape(shape_ab)
-    p = np.exp(logp - logp.max())
-    counts = rng.multinomial(records, (p / p.sum()).ravel()).reshape(sizes).astype(np.float64)
-    cliques = [(names[a], names[b]) for a, b in sorted(tuple(sorted(e)) for e in edges)]
-
-    def marg(cl):
-        keep = [names.index(x) for x in cl]
-        return counts.sum(axis=tuple(i for i in range(n) if i not in keep))
-
-    true = [marg(cl) for cl in cliques]
-    noisy = [t + rng.normal(0, SIGMA, t.shape) for t in true]
-    return {"domain": dict(zip(names, sizes)), "cliques": cliques, "noisy": noisy, "true": true, "sigma": SIGMA,
-            "records": records, "description": f"generated loopy {shape} {dims}: {n} attributes of sizes "
-            f"{min(sizes)}..{max(sizes)}, {records:,} records from a random pairwise model, {len(cliques)} edges "
-            f"measured, sigma {SIGMA:g}"}
-
-
-def make(name: str) -> dict:
-    """The problem ``name``: a generated loopy one (:data:`LOOPY`) or an engine benchmark problem."""
-    if name in LOOPY:
-        return loopy(name)
-    import engine_problems as ep
-
-    return ep.make(name)
 
 
 def unmeasured_queries(problem: dict, seed: int = 0) -> list[tuple]:
@@ -171,7 +107,7 @@ def _fit_one(engine: str, precision: str, problem_file: str, iters: int, arrays:
     """One engine's fit (see :func:`child`): writes its marginals to ``arrays`` and returns its summary."""
     import numpy as np
 
-    import engine_problems as ep
+    from bench import problems as ep
 
     p = ep.load(problem_file)
     with np.load(problem_file) as f:
@@ -237,10 +173,10 @@ def run_child(precision: str, problem_file: str, iters: int, timeout: float, fol
     result = os.path.join(folder, f"{precision}.json")
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["JAX_ENABLE_X64"] = "1" if precision == "float64" else "0"
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", ",".join(ENGINES), precision, problem_file,
+    cmd = [sys.executable, "-m", "bench.agreement", "--child", ",".join(ENGINES), precision, problem_file,
            str(iters), result]
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
         return {e: {"error": f"timed out after {timeout:g} s"} for e in ENGINES}
     if proc.returncode:
@@ -266,9 +202,9 @@ def compare(name: str, iters: int, timeout: float, precisions) -> list[dict]:
     """Rows (one per precision) comparing pgmjax and mbi on problem ``name``."""
     import numpy as np
 
-    import engine_problems as ep
+    from bench import problems as ep
 
-    problem = make(name)
+    problem = ep.make(name)
     queries = unmeasured_queries(problem)
     rows = []
     with tempfile.TemporaryDirectory() as folder:
@@ -333,7 +269,7 @@ def _converged(rows: list[dict]) -> dict:
 def markdown(data: dict) -> list[str]:
     """The results page."""
     lines = ["# Agreement with mbi 2.0: unmeasured marginals at convergence (issue 40)", ""]
-    lines += results_header(data["run"])
+    lines += schema.header_lines(schema.meta_of(data))
     if data.get("label"):
         lines += ["", f"**{data['label']}**"]
     lines += ["", "Mirror descent in both engines (default settings), identity measurements, the same noisy tables and "
@@ -380,7 +316,8 @@ def main(argv=None) -> int:
     p.add_argument("--iters", type=int, default=None, help="iterations of every fit (default: by problem, ITERS)")
     p.add_argument("--precisions", nargs="+", default=["float32", "float64"], choices=["float32", "float64"])
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per fit (child process)")
-    p.add_argument("--out", default=None, help="JSON path; the Markdown page is written beside it (.md)")
+    p.add_argument("--out", default=None, help="result name under bench/results/agreement/ (or a path): a .json "
+                   "and a .md; without it the page is only printed")
     p.add_argument("--label", default="", help="a line under the header (e.g. 'before the fix of issue 40')")
     p.add_argument("--notes", default="", help="a paragraph appended to the Markdown")
     p.add_argument("--render", default=None, help="rewrite the .md beside this JSON from it (no fits)")
@@ -391,7 +328,7 @@ def main(argv=None) -> int:
             data = json.load(f)
         if args.notes:
             data["notes"] = args.notes
-        publish(markdown(data), args.render, data)
+        schema.write_page(args.render, markdown(data))
         return 0
     if args.child:
         engines, precision, path, iters, result = args.child
@@ -407,11 +344,13 @@ def main(argv=None) -> int:
         except Exception as e:  # a problem that cannot be built (e.g. its dataset absent) skips, reported
             failed[name] = f"{type(e).__name__}: {e}"
             print(f"{name}: skipped: {failed[name]}", file=sys.stderr, flush=True)
-    import importlib.metadata
-
-    data = {"run": run_record("agreement.py", mbi=importlib.metadata.version("mbi")), "label": args.label,
+    data = {"meta": schema.run_meta("bench.agreement", argv, extra=("mbi",)), "label": args.label,
             "notes": args.notes, "seconds": time.perf_counter() - t, "tolerance": TOL, "rows": rows, "skipped": failed}
-    publish(markdown(data), args.out, data)
+    if args.out:
+        schema.write_result("agreement", args.out, rows, data["meta"], page=markdown(data),
+                            **{k: v for k, v in data.items() if k not in ("meta", "rows")})
+    else:
+        print("\n".join(markdown(data)))
     return 0 if rows and all(r["ok"] for r in rows) and not failed else 1
 
 

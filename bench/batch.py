@@ -6,7 +6,7 @@ B noise draws of one measurement structure, fitted (a) by one ``estimate_batch``
 * ``adult-mst``: Adult (``pj.datasets.load("adult")``), all 14 one-way marginals plus the 13 two-way
   marginals of a maximum spanning tree of the attribute graph weighted by the (true, non-private) mutual
   information: an MST-style measurement set. Gaussian noise sigma on every cell.
-* ``chain-100``: the scalability problem at d = 100 (``bench/scalability_problem.py``: identity
+* ``chain-100``: the scalability problem at d = 100 (``bench.problems.markov_chain_problem``: identity
   measurements of the 98 consecutive triples of a 100-attribute chain, 10 values each, 10,000 records),
   its true counts plus Gaussian noise sigma.
 
@@ -17,7 +17,7 @@ The fitted clique marginals of every draw are saved, and the parent reports the 
 between a batched member and its sequential fit (L1 over a model clique / total, max over cliques and
 members), and the largest relative difference of the final losses.
 
-    python bench/batch.py --out bench/results/batch_cpu.json      # then writes batch_cpu.md beside it
+    python -m bench engine batch      # bench/results/engine/batch_cpu.json and .md (--out NAME or a path)
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from benchutil import cpu_model, timed  # noqa: E402
+from bench import schema
+from bench.benchutil import timed
+from bench.schema import ROOT, cpu_model
 
 PROBLEMS = ("adult-mst", "chain-100")
 MODES = ("batched", "sequential")
@@ -69,9 +68,9 @@ def build(problem: str, batch: int, sigma: float, seed: int):
         cliques = [(a,) for a in data.domain.attributes] + _mst_cliques(data)
         domain, truth = data.domain, data.marginals(cliques)
     elif problem == "chain-100":
-        from scalability_problem import make_problem
+        from bench.problems import markov_chain_problem
 
-        p = make_problem(100, sigma=sigma)
+        p = markov_chain_problem(100, sigma=sigma)
         domain, cliques, truth = pj.Domain(p["domain"]), p["cliques"], [np.asarray(t, np.float64) for t in p["true"]]
     else:
         raise ValueError(problem)
@@ -82,7 +81,7 @@ def build(problem: str, batch: int, sigma: float, seed: int):
     return domain, cliques, members
 
 
-def _fitters(domain, members, iters, chunk, dtype=None):
+def batch_fitters(domain, members, iters, chunk, dtype=None):
     import pgmjax as pj
     from pgmjax.fit.batch import estimate_batch
 
@@ -93,7 +92,7 @@ def _fitters(domain, members, iters, chunk, dtype=None):
     }
 
 
-def _summary(result) -> dict:
+def fit_summary(result) -> dict:
     """Clique marginals ``(B, *shape)`` per model clique, losses, totals and oracle calls of either mode's result."""
     import numpy as np
 
@@ -107,7 +106,7 @@ def _summary(result) -> dict:
             "calls": np.asarray(result.history[-1]["oracle_calls"])}
 
 
-def _agreement(a: dict, b: dict) -> dict:
+def fit_agreement(a: dict, b: dict) -> dict:
     """L1 distance / total between the two modes' clique marginals (max over cliques; median and max over
     members) and the largest relative difference of the losses."""
     import numpy as np
@@ -134,14 +133,14 @@ def child(kind: str, problem: str, batch: int, iters: int, sigma: float, seed: i
     from pgmjax.fit.batch import auto_group, make_batch_problem
 
     domain, cliques, members = build(problem, batch, sigma, seed)
-    fits = _fitters(domain, members, iters, chunk)
+    fits = batch_fitters(domain, members, iters, chunk)
     load = [os.getloadavg()[0]]
     out = {"problem": problem, "kind": kind, "batch": batch, "iters": iters, "chunk": chunk, "sigma": sigma,
            "measurements": len(cliques)}
     if kind.startswith("cold-"):
         mode = kind[len("cold-"):]
         seconds, result = timed(fits[mode])
-        s = _summary(result)
+        s = fit_summary(result)
         out.update({"mode": mode, "cold_s": seconds, "xla_compiles": len(compiles), "xla_compile_s": sum(compiles),
                     "oracle_calls_mean": float(np.mean(s["calls"])), "oracle_calls_max": int(np.max(s["calls"])),
                     "loss_mean": float(np.mean(s["losses"]))})
@@ -150,7 +149,7 @@ def child(kind: str, problem: str, batch: int, iters: int, sigma: float, seed: i
         out["model_cells"] = int(sum(domain.size(c) for c in problem_.plan.cliques))
         out["model_cliques"] = len(problem_.plan.cliques)
         out["group"] = auto_group(make_batch_problem(domain, members))
-        for f in _fitters(domain, members, chunk, chunk).values():  # compile every program (the chunk count is traced)
+        for f in batch_fitters(domain, members, chunk, chunk).values():  # compile every program (the chunk count is traced)
             f()
         n0 = len(compiles)
         order = list(fits)
@@ -163,16 +162,16 @@ def child(kind: str, problem: str, batch: int, iters: int, sigma: float, seed: i
                 load.append(os.getloadavg()[0])
         out["warm_s"] = times
         out["xla_compiles_warm"] = len(compiles) - n0
-        summ = {m: _summary(v) for m, v in results.items()}
-        out["agreement_float32"] = _agreement(summ["batched"], summ["sequential"])
-        out["agreement_float32_all_vs_grouped"] = _agreement(summ["batched-all"], summ["batched"])
+        summ = {m: fit_summary(v) for m, v in results.items()}
+        out["agreement_float32"] = fit_agreement(summ["batched"], summ["sequential"])
+        out["agreement_float32_all_vs_grouped"] = fit_agreement(summ["batched-all"], summ["batched"])
         # float64: the same fits up to rounding (float32 trajectories drift apart at the noise level)
         import jax.numpy as jnp
 
         jax.config.update("jax_enable_x64", True)
         k = min(8, batch)
-        f64 = _fitters(domain, members[:k], min(iters, 100), chunk, jnp.float64)
-        out["agreement_float64"] = _agreement(_summary(f64["batched"]()), _summary(f64["sequential"]()))
+        f64 = batch_fitters(domain, members[:k], min(iters, 100), chunk, jnp.float64)
+        out["agreement_float64"] = fit_agreement(fit_summary(f64["batched"]()), fit_summary(f64["sequential"]()))
         out["agreement_float64"].update({"members": k, "iters": min(iters, 100)})
     load.append(os.getloadavg()[0])
     out["loadavg_1min"] = [min(load), max(load)]
@@ -183,9 +182,9 @@ def environment() -> dict:
     import jax
     import jaxlib
 
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "pgmjax", "bench/batch.py"], capture_output=True,
-                           text=True, cwd=os.path.dirname(HERE)).stdout.strip()
+                           text=True, cwd=ROOT).stdout.strip()
     return {
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "cpu": cpu_model(), "cores": os.cpu_count(), "backend": jax.default_backend(),
@@ -195,7 +194,7 @@ def environment() -> dict:
 
 
 def render(res: dict) -> str:
-    env, a = res["environment"], res["args"]
+    env, a = res.get("environment") or res["meta"], res["args"]
     lines = [
         "# Batched fits: `estimate_batch` (one vmapped program) vs sequential `estimate` calls",
         "",
@@ -214,7 +213,7 @@ def render(res: dict) -> str:
         "| problem | measurements | model cells | group (auto) | mode | cold (s) | XLA compiles, compile s (cold) | warm (s), best | warm rounds (s) | speedup cold | speedup warm |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for p in res["problems"]:
+    for p in schema.rows_of(res, "problems"):
         w, c = p["warm"], p["cold"]
         seq_cold, seq_warm = c["sequential"]["cold_s"], min(w["warm_s"]["sequential"])
         for mode in ("batched", "batched-all", "sequential"):
@@ -236,7 +235,7 @@ def render(res: dict) -> str:
         "| problem | comparison | L1/N median | L1/N max | max rel. loss diff | same oracle calls |",
         "|---|---|---|---|---|---|",
     ]
-    for p in res["problems"]:
+    for p in schema.rows_of(res, "problems"):
         w = p["warm"]
         f64 = w["agreement_float64"]
         for label, ag in (
@@ -248,7 +247,7 @@ def render(res: dict) -> str:
                 f"| {p['problem']} | {label} | {ag['l1_over_n_median']:.2e} | {ag['l1_over_n_max']:.2e} | "
                 f"{ag['rel_loss_diff_max']:.2e} | {'yes' if ag['same_oracle_calls'] else 'no'} |"
             )
-    loads = [x for p in res["problems"] for r in [p["warm"], *p["cold"].values()] for x in r["loadavg_1min"]]
+    loads = [x for p in schema.rows_of(res, "problems") for r in [p["warm"], *p["cold"].values()] for x in r["loadavg_1min"]]
     lines += ["", f"1-minute load average during the runs: {min(loads):.1f} to {max(loads):.1f} on {env['cores']} cores "
               f"(above {env['cores']}: other processes shared the CPU, and the times are noisier)."]
     if res.get("notes"):
@@ -257,9 +256,9 @@ def render(res: dict) -> str:
 
 
 def _run_child(args, kind: str, prob: str) -> dict:
-    cmd = [sys.executable, __file__, "--child", kind, prob, str(args.batch), str(args.iters), str(args.sigma),
+    cmd = [sys.executable, "-m", "bench.batch", "--child", kind, prob, str(args.batch), str(args.iters), str(args.sigma),
            str(args.seed), str(args.chunk), str(args.repeats)]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, JAX_PLATFORMS="cpu"), cwd=ROOT)
     if out.returncode:
         sys.stderr.write(out.stderr)
         raise SystemExit(f"child {kind} {prob} failed")
@@ -268,7 +267,7 @@ def _run_child(args, kind: str, prob: str) -> dict:
     return r
 
 
-def main() -> None:
+def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=PROBLEMS)
     p.add_argument("--batch", type=int, default=64)
@@ -277,28 +276,23 @@ def main() -> None:
     p.add_argument("--sigma", type=float, default=10.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=2, help="warm rounds of every mode")
-    p.add_argument("--out", default=None, help="JSON path; the Markdown table is written beside it (.md)")
+    p.add_argument("--out", default="batch_cpu", help="result name under bench/results/engine/ (or a path)")
     p.add_argument("--notes", default="", help="a paragraph appended to the Markdown")
     p.add_argument("--child", nargs=8, default=None, help=argparse.SUPPRESS)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.child:
         kind, prob, batch, iters, sigma, seed, chunk, repeats = args.child
         print(json.dumps(child(kind, prob, int(batch), int(iters), float(sigma), int(seed), int(chunk), int(repeats))))
         return
 
-    res = {"environment": environment(), "args": {k: v for k, v in vars(args).items() if k != "child"},
-           "problems": [], "notes": args.notes}
+    res = {"meta": schema.run_meta("bench.batch", argv, also=environment()),
+           "args": {k: v for k, v in vars(args).items() if k != "child"}, "rows": [], "notes": args.notes}
     for prob in args.problems:
         cold = {m: _run_child(args, f"cold-{m}", prob) for m in ("batched", "sequential")}
         warm = _run_child(args, "warm", prob)
-        res["problems"].append({"problem": prob, "cold": cold, "warm": warm})
-    md = render(res)
-    print(md)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(res, f, indent=1)
-        with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
-            f.write(md)
+        res["rows"].append({"problem": prob, "cold": cold, "warm": warm})
+    schema.write_result("engine", args.out, res["rows"], res["meta"], page=render(res).splitlines(),
+                        args=res["args"], notes=args.notes)
 
 
 if __name__ == "__main__":

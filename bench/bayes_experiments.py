@@ -23,8 +23,8 @@ D. Coverage over noise keys: the stated 80% intervals of the Fig. 10 setting (pa
    because overlapping requests share the history's noise.
 
 Every noise addition goes through ``pgmjax.privacy.Accountant.laplace``. Run:
-``nice python bench/bayes_experiments.py [--quick] [--data DIR] [--part coverage]``; writes
-``bench/results/bayes_experiments_cpu.{json,md,png}`` (``--part coverage`` reruns only D and merges it).
+``nice python -m bench.bayes_experiments [--quick] [--data DIR] [--part coverage]``; writes
+``bench/results/papers/bayes_experiments_cpu.{json,md,png}`` (``--part coverage`` reruns only D and merges it).
 """
 
 from __future__ import annotations
@@ -47,14 +47,13 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
-from benchutil import cpu_model  # noqa: E402
+from bench import schema
+from bench.schema import cpu_model
 
 from pgmjax.bayes import LinearNoise, OnlineQuerySystem, allocate, blue  # noqa: E402
 from pgmjax.privacy import Accountant  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "results", "bayes_experiments_cpu")
+OUT = os.path.join(schema.RESULTS, "papers", "bayes_experiments_cpu")
 
 
 # ---- A. BLUE run time ------------------------------------------------------------------------------
@@ -364,7 +363,7 @@ def plot(res, path):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=os.environ.get("PGMJAX_DATA", os.path.join(HERE, "..", "..", "shared", "data")))
+    ap.add_argument("--data", default=os.environ.get("PGMJAX_DATA", os.path.join(schema.ROOT, "..", "shared", "data")))
     ap.add_argument("--quick", action="store_true", help="smaller sizes and 100 requests (a smoke test)")
     ap.add_argument("--requests", type=int, default=None)
     ap.add_argument("--part", choices=("all", "coverage"), default="all",
@@ -381,8 +380,9 @@ def main(argv=None):
         with open(OUT + suffix + ".json") as f:
             res = json.load(f)
         res["coverage"] = coverage_over_keys(args.data, res["requests"], 4 if quick else 16)
+        res["meta"] = schema.run_meta("bench.bayes_experiments", argv, also=res.get("meta") or res["environment"])
         return write(res, suffix)
-    res = {"environment": environment()}
+    res = {"meta": schema.run_meta("bench.bayes_experiments", argv, also=environment()), "environment": environment()}
     res["blue"] = blue_timing(rng, [100, 200] if quick else [100, 500, 1000, 1500, 2000], [100] if quick else [100, 250, 500, 1000])
     print("A done", flush=True)
     res["methods"] = method_comparison(rng, [200, 400] if quick else [200, 400, 600, 800, 1000],
@@ -398,12 +398,11 @@ def main(argv=None):
 
 
 def write(res, suffix):
-    with open(OUT + suffix + ".json", "w") as f:
-        json.dump(res, f, indent=1, default=float)
-    with open(OUT + suffix + ".md", "w") as f:
-        f.write(markdown(res))
+    """The result through ``bench.schema``: its parts (blue, methods, online, coverage) are named sections."""
+    res = json.loads(json.dumps(res, default=float))
+    rest = {k: v for k, v in res.items() if k not in ("meta", "rows")}
+    schema.write_result("papers", OUT + suffix, None, res["meta"], page=markdown(res).splitlines(), **rest)
     plot(res, OUT + suffix + ".png")
-    print(markdown(res))
 
 
 if __name__ == "__main__":

@@ -20,21 +20,18 @@ nothing would not be measuring the cache.
 
 Usage (the quick form, a few minutes on 2 cores; the default problems take about twice as long)::
 
-    python bench/compilation_cache.py --problems chain10 titanic adult_mst nltcs_2way stroke gen15 gen50 \
-        --rounds 2 --out bench/results/compilation_cache_cpu.json     # writes the .json and a .md beside it
-    python bench/compilation_cache.py --render bench/results/compilation_cache_cpu.json
+    python -m bench.compilation_cache --problems chain10 titanic adult_mst nltcs_2way stroke gen15 gen50 \
+        --rounds 2 --out bench/results/engine/compilation_cache_cpu.json     # writes the .json and a .md beside it
+    python -m bench.compilation_cache --render bench/results/engine/compilation_cache_cpu.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+from bench import schema
 
 MODES = ("none", "cold", "warm")
 
@@ -56,11 +53,11 @@ def child(problem_file: str, mode: str, cache: str, result_file: str) -> None:
         jax.config.update("jax_enable_compilation_cache", False)
     else:
         pgmjax.programs.enable_compilation_cache(cache)
-    import engine_problems as ep
-    from engine import _CompileEvents
+    from bench import problems as ep
+    from bench.engine import CompileEvents
 
     timed = ep.timed_fits(problem_file)
-    events = _CompileEvents().install()
+    events = CompileEvents().install()
     events.active = True
     first, model = timed(50)
     events.active = False
@@ -71,12 +68,9 @@ def child(problem_file: str, mode: str, cache: str, result_file: str) -> None:
                    "cache_hits": first_hits, **events.summary()}, f)
 
 
-def render(path: str) -> str:
-    import benchutil
-
-    with open(path) as f:
-        data = json.load(f)
-    run, rows = data["run"], data["rows"]
+def render(data: dict) -> list[str]:
+    """The result's Markdown page."""
+    run, rows = schema.meta_of(data), data["rows"]
     by = {}
     for r in rows:
         by.setdefault((r["problem"], r["mode"]), []).append(r)
@@ -84,8 +78,7 @@ def render(path: str) -> str:
     lines = [
         "# First fit with and without the persistent compilation cache",
         "",
-        *benchutil.results_header(run),
-        "",
+        *schema.header_lines(run),
         "A first `estimate(50)` (mirror descent, float32, 50-iteration chunk) in a fresh process per cell, modes "
         "alternating by round. none: no cache (the default); cold: `pgmjax.programs.enable_compilation_cache` on an "
         "empty folder (the run that fills it); warm: the same folder, filled by the cold run of that round (JAX's "
@@ -114,43 +107,38 @@ def render(path: str) -> str:
                 f"{', '.join(format(r['first_call_s'], '.2f') for r in rs)} |")
     if data.get("notes"):
         lines += ["", "Notes. " + data["notes"]]
-    text = "\n".join(lines) + "\n"
-    with open(os.path.splitext(path)[0] + ".md", "w") as f:
-        f.write(text)
-    return text
+    return lines
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", nargs="+", default=list(DEFAULT_PROBLEMS))
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--out", help="results .json (a .md is written beside it)")
+    ap.add_argument("--out", default="compilation_cache_cpu",
+                    help="result name under bench/results/engine/ (or a path); a .json and a .md")
     ap.add_argument("--render", help="only write the .md of this JSON")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.child:
         child(*args.child)
         return
     if args.render:
-        print(render(args.render))
+        with open(args.render) as f:
+            schema.write_page(args.render, render(json.load(f)))
         return
-    import engine_problems as ep
+    from bench import problems as ep
 
     rows = []
     # each round's cache folder is new: "cold" fills it, "warm" reads it
-    for row in ep.alternating(__file__, args.problems, args.rounds, MODES,
+    for row in ep.alternating("bench.compilation_cache", args.problems, args.rounds, MODES,
                               lambda path, mode, rnd, folder: [path, mode, f"{path}.cache{rnd}"], arm_key="mode",
                               drop_env=("XLA_FLAGS", "PGMJAX_COMPILATION_CACHE")):
         rows.append(row)
         print(f"{row['problem']:>10} r{row['round']} {row['mode']:<5} first {row['first_call_s']:6.2f} s  "
               f"xla {row['xla_compile_s']:5.2f} s  lowering {row['mlir_lowering_s']:4.2f} s  "
               f"warm {row['warm_call_s']:6.3f} s  hits {row['cache_hits']}", flush=True)
-    if args.out:
-        import benchutil
-
-        with open(args.out, "w") as f:
-            json.dump({"run": benchutil.run_record("compilation_cache.py"), "rows": rows}, f, indent=1)
-        print(render(args.out))
+    meta = schema.run_meta("bench.compilation_cache", argv)
+    schema.write_result("engine", args.out, rows, meta, page=render({"meta": meta, "rows": rows}))
 
 
 if __name__ == "__main__":

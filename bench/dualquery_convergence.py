@@ -1,6 +1,6 @@
 """DualQuery+PGM: how the +PGM arm's workload error depends on the engine's iteration budget.
 
-Figure 1 (``bench/figure1.py``) fits DualQuery+PGM with 500 mirror-descent iterations; the 2019 example
+Figure 1 (``bench.figure1``) fits DualQuery+PGM with 500 mirror-descent iterations; the 2019 example
 script (private-pgm ``examples/dual_query.py``) ran 10,000. This study asks whether our smaller
 DualQuery factors on Loans and Stroke come from stopping early: for each seed it plays the game once
 (the same transcript, so the original arm is fixed), then continues the engine in warm-started blocks
@@ -11,23 +11,20 @@ model with the right total (what the engine knows with no transcript at all), pe
 
 Usage (from the repository root)::
 
-    PYTHONPATH=. python bench/dualquery_convergence.py --dataset stroke --seeds 0,1 --checkpoints 500,1000,2000,4000
-    PYTHONPATH=. python bench/dualquery_convergence.py --dataset titanic --seeds 0 --checkpoints 100,500 --tag cpu-quick
+    python -m bench papers dualquery_convergence --dataset stroke --seeds 0,1 --checkpoints 500,1000,2000,4000
+    python -m bench papers dualquery_convergence --dataset titanic --seeds 0 --checkpoints 100,500 --tag cpu-quick
 
-Outputs ``bench/results/dualquery_convergence_<tag>.json`` and ``.md`` (``--out PREFIX`` overrides).
+Outputs ``bench/results/papers/dualquery_convergence_<dataset>_<tag>.json`` and ``.md`` (``--out PREFIX`` overrides).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 
-import figure1  # noqa: E402  (shared bench helpers: machine record, benchmark problem, JSON/Markdown writers)
+from bench import figure1  # shared bench helpers: machine record, benchmark problem, writers
+from bench import schema
 
 
 def run_seed(data, workload, seed: int, checkpoints: list[int], settings: dict) -> dict:
@@ -119,18 +116,17 @@ def main(argv=None):
     data, workload, cliques, numeric = figure1.benchmark(args.dataset, args.data)
     settings = {"dataset": args.dataset, "epsilon": args.epsilon, "delta": args.delta, "eta": args.eta,
                 "samples": args.samples, "seeds": seeds, "checkpoints": checkpoints, "cliques": cliques,
-                "numeric": numeric, "command": " ".join(["bench/dualquery_convergence.py", *(argv or sys.argv[1:])])}
+                "numeric": numeric, "command": schema.command("bench.dualquery_convergence", argv)}
     prefix = figure1.out_prefix(args, f"dualquery_convergence_{args.dataset}")
     doc = {"experiment": "DualQuery+PGM error against engine iterations", "started": figure1.now(),
+           "meta": schema.run_meta("bench.dualquery_convergence", argv),
            "machine": figure1.machine(), "settings": settings, "runs": []}
     print(f"dualquery_convergence: {args.dataset}, seeds {seeds}, checkpoints {checkpoints} -> {prefix}.json/.md", flush=True)
     for seed in seeds:
         doc["runs"].append(run_seed(data, workload, seed, checkpoints, settings))
-        figure1.write_json(prefix + ".json", doc)
-        figure1.write_text(prefix + ".md", markdown(doc))
+        figure1.write(prefix, doc, markdown(doc))
     doc["finished"] = figure1.now()
-    figure1.write_json(prefix + ".json", doc)
-    figure1.write_text(prefix + ".md", markdown(doc))
+    figure1.write(prefix, doc, markdown(doc))
 
 
 if __name__ == "__main__":

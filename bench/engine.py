@@ -1,6 +1,6 @@
 """Engine benchmark: pgmjax vs mbi 2.0 (default mirror descent, float32) on the same noisy marginals.
 
-Problems (see ``engine_problems.py``): chains of triples at d = 10, 100, 1000; the four ICML 2019 datasets
+Problems (see ``bench/problems.py``): chains of triples at d = 10, 100, 1000; the four ICML 2019 datasets
 with their benchmark cliques; Adult with 1-way marginals + a Chow-Liu tree; NLTCS with all 2-way marginals;
 generated irregular problems at d = 15, 50, 200. All Gaussian noise, sigma 10 (the chains: sigma 10 too).
 
@@ -35,12 +35,13 @@ the ratios then use the rerun (marked).
 
 Usage::
 
-    python bench/engine.py --problems all --out bench/results/engine_cpu.json
-    python bench/engine.py --problems chain10 adult --out /tmp/engine.json
-    python bench/engine.py --quick --problems chain10 titanic --out /tmp/engine-quick.json
-    python bench/engine.py --render bench/results/engine_cpu.json     # .md and .png from the JSON only
+    python -m bench engine --problems all                      # bench/results/engine/engine_cpu.json, .md, .png
+    python -m bench engine --problems chain10 adult --out /tmp/engine.json
+    python -m bench engine --quick --problems chain10 titanic --out /tmp/engine-quick.json
+    python -m bench.engine --render bench/results/engine/engine_cpu.json     # .md and .png from the JSON only
 
-Writes ``<out>.json`` after every problem, and ``<out>.md`` plus ``<out>_loss.png`` at the end.
+Writes ``<out>.json`` (``bench.schema``; ``--out`` a name under ``bench/results/engine/`` or a path) after every
+problem, and ``<out>.md`` plus ``<out>_loss.png`` at the end.
 """
 
 from __future__ import annotations
@@ -56,11 +57,9 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-from benchutil import cpu_model, proc_status  # noqa: E402
+from bench import schema
+from bench.benchutil import proc_status
+from bench.schema import ROOT, cpu_model
 
 YNN_OFF = "--xla_cpu_experimental_ynn_fusion_type="
 BLOCK = 50  # mbi's CALLBACK_EVERY; pgmjax's chunk in the trajectory
@@ -88,7 +87,7 @@ class _Status:
         os.replace(tmp, self.path)
 
 
-class _CompileEvents:
+class CompileEvents:
     """Sums JAX's compilation events (``jax.monitoring``) while ``active``: XLA compile seconds and count."""
 
     XLA = "/jax/core/compile/backend_compile_duration"
@@ -153,14 +152,14 @@ def child_pgmjax(args) -> None:
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)
-    import engine_problems as ep
+    from bench import problems as ep
     import numpy as np
 
     import pgmjax as pj
     from pgmjax.graph import junction as jt_mod
     from pgmjax.graph import oracle, oracle_plan
 
-    events = _CompileEvents().install()
+    events = CompileEvents().install()
     st = _Status(args.status_file, "pgmjax")
     st.data["pgmjax_source_sha"] = _source_sha(os.path.dirname(pj.__file__))
     t_start = time.perf_counter()
@@ -255,7 +254,7 @@ def child_mbi(args) -> None:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="JAX is running in float32")
         import mbi
-    import engine_problems as ep
+    from bench import problems as ep
     import jax.numpy as jnp
     from mbi import estimation, junction_tree
 
@@ -265,7 +264,7 @@ def child_mbi(args) -> None:
         def _callback_value(self, state, known_total, constraints=()):
             return state.loss
 
-    events = _CompileEvents().install()
+    events = CompileEvents().install()
     st = _Status(args.status_file, "mbi")
     st.data["XLA_FLAGS"] = os.environ.get("XLA_FLAGS")
     t_start = time.perf_counter()
@@ -338,21 +337,21 @@ def child_mbi(args) -> None:
 # =====================================================================================================
 
 
-def run_child(engine: str, problem_file: str, args, env_extra: dict | None = None, script: str | None = None,
+def run_child(engine: str, problem_file: str, args, env_extra: dict | None = None, module: str | None = None,
               extra_args: tuple = (), env: dict | None = None) -> dict:
-    """One engine on one problem in a fresh ``script --child`` process (this file by default; ``bench/gpu.py``
-    runs its own), killed past ``args.cap`` seconds; its status file's result with the outcome."""
+    """One engine on one problem in a fresh ``python -m <module> --child`` process (``bench.engine`` by default;
+    ``bench.gpu`` runs its own), killed past ``args.cap`` seconds; its status file's result with the outcome."""
     status_file = problem_file.replace(".npz", f".{engine}{'-ynnoff' if env_extra else ''}.json")
     if os.path.exists(status_file):
         os.remove(status_file)
-    cmd = [sys.executable, script or os.path.abspath(__file__), "--child", engine, "--problem-file", problem_file,
+    cmd = [sys.executable, "-m", module or "bench.engine", "--child", engine, "--problem-file", problem_file,
            "--status-file", status_file, "--first-iters", str(args.first_iters), "--iters", str(args.iters),
            "--repeats", str(args.repeats), "--cap", str(args.cap), *extra_args]
     env = dict(os.environ if env is None else env)
     if env_extra:
         env.update(env_extra)
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     try:
         out, err = proc.communicate(timeout=args.cap)
         outcome = "ok" if proc.returncode == 0 else f"crashed (exit {proc.returncode})"
@@ -484,22 +483,24 @@ def main(argv=None):
         render(out, os.path.splitext(args.render)[0])
         return
 
-    import engine_problems as ep
+    from bench import problems as ep
 
     names = list(ep.PROBLEMS) if args.problems == ["all"] else args.problems
     for n in names:
         if n not in ep.PROBLEMS:
             ap.error(f"unknown problem {n!r}; expected 'all' or some of {', '.join(ep.PROBLEMS)}")
-    out_path = args.out or os.path.join(HERE, "results", "engine_cpu-quick.json" if args.quick else "engine_cpu.json")
-    base = os.path.splitext(out_path)[0]
-    out = {"meta": environment(), "settings": {k: getattr(args, k) for k in
-                                               ("iters", "first_iters", "repeats", "cap", "quick", "mbi_workaround")},
-           "results": []}
+    base = schema.result_path("engine", args.out or ("engine_cpu-quick" if args.quick else "engine_cpu"))
+    out_path = base + ".json"
+    out = {"meta": schema.run_meta("bench.engine", argv, extra=("mbi", "optax", "networkx"), also=environment()),
+           "settings": {k: getattr(args, k) for k in ("iters", "first_iters", "repeats", "cap", "quick", "mbi_workaround")},
+           "rows": []}
     out["settings"]["block"] = BLOCK
     out["settings"]["targets"] = TARGETS
     if args.merge and os.path.exists(out_path):
         with open(out_path) as f:
             old = json.load(f)
+        if "results" in old:  # written before bench.schema
+            old["rows"] = old.pop("results")
         rerun = {k: out["meta"][k] for k in ("date", "git_commit", "pgmjax_tree_dirty", "loadavg_start")}
         rerun["problems"] = names
         out = old
@@ -540,17 +541,22 @@ def main(argv=None):
         if args.merge:
             row["rerun"] = True
             order = {n: i for i, n in enumerate(ep.PROBLEMS)}
-            out["results"] = sorted([r for r in out["results"] if r["problem"] != name] + [row],
+            out["rows"] = sorted([r for r in out["rows"] if r["problem"] != name] + [row],
                                     key=lambda r: order.get(r["problem"], 99))
         else:
-            out["results"].append(row)
+            out["rows"].append(row)
             out["meta"]["suite_wall_s"] = time.perf_counter() - t_suite
             out["meta"]["loadavg_end"] = os.getloadavg()
-        with open(out_path, "w") as f:
-            json.dump(out, f, indent=1)
+        _write(out, base, quiet=True)
         os.remove(path)
-    render(out, base)
+    _write(out, base)
+    plot(out, base + "_loss.png")
     print(f"wrote {out_path}, {base}.md, {base}_loss.png ({time.perf_counter() - t_suite:.0f} s)", flush=True)
+
+
+def _write(out: dict, base: str, quiet: bool = False) -> None:
+    rest = {k: v for k, v in out.items() if k not in ("meta", "rows")}
+    schema.write_result("engine", base, out["rows"], out["meta"], page=render_lines(out, base), quiet=quiet, **rest)
 
 
 def _say(name, r):
@@ -608,6 +614,13 @@ def _status(r: dict) -> str:
 
 
 def render(out: dict, base: str) -> None:
+    """Re-render a result's page and plot from its JSON."""
+    schema.write_page(base, render_lines(out, base))
+    plot(out, base + "_loss.png")
+
+
+def render_lines(out: dict, base: str) -> list[str]:
+    """The result's Markdown page."""
     meta, st = out["meta"], out["settings"]
     v = meta["versions"]
     L = []
@@ -641,7 +654,7 @@ def render(out: dict, base: str) -> None:
     L.append("## Problems\n")
     L.append("| problem | description | measured cells | junction tree cells (max clique) |")
     L.append("|---|---|---|---|")
-    for row in out["results"]:
+    for row in schema.rows_of(out):
         pg = row.get("pgmjax") or {}
         L.append(f"| {row['problem']} | {row['description']} | {row['measured_cells']:,} | "
                  f"{pg.get('jt_cells', 0):,} ({pg.get('jt_max_clique_cells', 0):,}) |")
@@ -650,7 +663,7 @@ def render(out: dict, base: str) -> None:
     L.append("## Timings and losses\n")
     L.append("| problem | engine | status | jt build (s) | first call (s) | compile (s) | of which XLA (s) / programs | ms / iter | ms / iter (long call) | iters | final loss | peak MiB |")
     L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for row in out["results"]:
+    for row in schema.rows_of(out):
         engines = [("pgmjax", row.get("pgmjax")), ("mbi", row.get("mbi"))]
         if row.get("mbi_ynnoff"):
             engines.append(("mbi, XLA_FLAGS ynn off", row["mbi_ynnoff"]))
@@ -666,7 +679,7 @@ def render(out: dict, base: str) -> None:
     L.append("## Ratios (mbi / pgmjax) and targets\n")
     L.append("| problem | vs | jt build | first call | compile | per iter (long call) | peak mem | pgmjax to mbi's loss: iters / s (mbi: iters / s) | speedup to mbi's loss (cold) | per-iter >= 3x | to-loss >= 5x | compile >= 3x |")
     L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for row in out["results"]:
+    for row in schema.rows_of(out):
         r = row.get("ratios_mbi_over_pgmjax", {})
         tt = row.get("to_mbi_loss", {})
         met = row.get("targets_met", {})
@@ -689,7 +702,7 @@ def render(out: dict, base: str) -> None:
                  f"{m('per_iter')} | {m('to_mbi_loss')} | {m('compile')} |")
     L.append("")
     notes = _notes(out) + list(out.get("extra_notes", []))
-    short = [f"{row['problem']} ({row['iters']})" for row in out["results"] if row.get("iters", st["iters"]) != st["iters"]]
+    short = [f"{row['problem']} ({row['iters']})" for row in schema.rows_of(out) if row.get("iters", st["iters"]) != st["iters"]]
     if short:
         notes.insert(0, f"Fewer iterations, to keep the suite near an hour: {', '.join(short)}; their \"final loss\" and "
                         f"\"to mbi's loss\" use that many iterations instead of {st['iters']}.")
@@ -698,24 +711,22 @@ def render(out: dict, base: str) -> None:
         L.extend(f"* {n}" for n in notes)
         L.append("")
     L.append(f"Loss against warm wall time: `{os.path.basename(base)}_loss.png`. Raw numbers, trajectories and "
-             f"per-call samples: `{os.path.basename(base)}.json`. Rerun: `python bench/engine.py --problems all --out "
-             f"bench/results/engine_cpu.json` (or `--render` the JSON).")
-    with open(base + ".md", "w") as f:
-        f.write("\n".join(L) + "\n")
-    plot(out, base + "_loss.png")
+             f"per-call samples: `{os.path.basename(base)}.json`. Rerun: `python -m bench engine --problems all` (or "
+             f"`python -m bench.engine --render` the JSON).")
+    return L
 
 
 def _notes(out: dict) -> list[str]:
     notes = []
     shas: dict = {}
-    for row in out["results"]:
+    for row in schema.rows_of(out):
         sha = (row.get("pgmjax") or {}).get("pgmjax_source_sha")
         if sha:
             shas.setdefault(sha, []).append(row["problem"])
     if len(shas) > 1:
         notes.append("pgmjax/ was edited (by others) during the run; its sources' SHA-1 per problem: "
                      + "; ".join(f"`{k}`: {', '.join(v)}" for k, v in shas.items()))
-    for row in out["results"]:
+    for row in schema.rows_of(out):
         for key in ("pgmjax", "mbi", "mbi_ynnoff"):
             r = row.get(key)
             if not r:
@@ -746,7 +757,7 @@ def plot(out: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in out["results"] if (r.get("pgmjax") or {}).get("trajectory") or (r.get("mbi") or {}).get("trajectory")]
+    rows = [r for r in schema.rows_of(out) if (r.get("pgmjax") or {}).get("trajectory") or (r.get("mbi") or {}).get("trajectory")]
     if not rows:
         return
     ncol = min(4, len(rows))
@@ -784,4 +795,4 @@ def plot(out: dict, path: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

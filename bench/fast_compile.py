@@ -1,6 +1,6 @@
 """XLA:CPU's emitters for the engine's programs: a first fit's wait, and iteration speed.
 
-For each problem of the engine benchmark (``engine_problems.py``), fresh processes alternate between three
+For each problem of the engine benchmark (``bench/problems.py``), fresh processes alternate between three
 modes, ``--rounds`` times, so drift of a shared machine hits all alike:
 
 * ``by_size``, pgmjax's default: the loop emitters where the model's largest potential block has at most
@@ -20,9 +20,9 @@ Each child times
 
 Usage::
 
-    python bench/fast_compile.py --problems chain10 titanic adult_mst --rounds 2 --iters 500 \
-        --out bench/results/fast_compile_cpu.json      # writes the .json and a .md beside it
-    python bench/fast_compile.py --render bench/results/fast_compile_cpu.json
+    python -m bench.fast_compile --problems chain10 titanic adult_mst --rounds 2 --iters 500 \
+        --out bench/results/engine/fast_compile_cpu.json      # writes the .json and a .md beside it
+    python -m bench.fast_compile --render bench/results/engine/fast_compile_cpu.json
 """
 
 from __future__ import annotations
@@ -31,11 +31,9 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+from bench import schema
 
 MODES = ("by_size", "fusion", "loop")
 
@@ -51,13 +49,13 @@ def child(problem_file: str, result_file: str, iters: int) -> None:
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)
-    import engine_problems as ep
-    from engine import _CompileEvents
+    from bench import problems as ep
+    from bench.engine import CompileEvents
 
     import pgmjax as pj
 
     timed = ep.timed_fits(problem_file)
-    events = _CompileEvents().install()
+    events = CompileEvents().install()
 
     events.active = True
     first, _ = timed(50)
@@ -76,8 +74,9 @@ def child(problem_file: str, result_file: str, iters: int) -> None:
         json.dump(out, f)
 
 
-def render(out: dict, path: str) -> None:
-    run, rows = out["run"], out["rows"]
+def render(out: dict, path: str) -> list[str]:
+    """The result's Markdown page."""
+    run, rows = schema.meta_of(out), out["rows"]
     med = {}
     for name in dict.fromkeys(r["problem"] for r in rows):
         for mode in MODES:
@@ -123,28 +122,27 @@ def render(out: dict, path: str) -> None:
         )
     lines += ["", *(f"* {n}" for n in out.get("notes", []))]
     lines += ["", f"Raw rows: `{os.path.basename(path)}.json`. Command: `{run.get('command')}`.", ""]
-    with open(path + ".md", "w") as fh:
-        fh.write("\n".join(lines))
+    return lines
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", nargs="+", default=["chain10", "titanic", "adult_mst"])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--iters", type=int, default=500)
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--out", default="fast_compile_cpu",
+                    help="result name under bench/results/engine/ (or a path); a .json and a .md")
     ap.add_argument("--render", default=None, help="only write the .md of this JSON")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.child:
         child(args.child[0], args.child[2], int(args.child[1]))  # problem, iterations, result
         return
     if args.render:
         with open(args.render) as f:
-            render(json.load(f), os.path.splitext(args.render)[0])
+            schema.write_page(args.render, render(json.load(f), os.path.splitext(args.render)[0]))
         return
-    import benchutil
-    import engine_problems as ep
+    from bench import problems as ep
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -153,7 +151,7 @@ def main() -> None:
                 for mode in MODES if rnd % 2 == 0 else MODES[::-1]:
                     base = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PGMJAX_FAST_COMPILE")}
                     env = {**base, **MODE_ENV[mode]}
-                    result = ep.child_result(__file__, [path, str(args.iters)], env, f"{name} {mode}")
+                    result = ep.child_result("bench.fast_compile", [path, str(args.iters)], env, f"{name} {mode}")
                     if result is None:
                         continue
                     row = {"problem": name, "mode": mode, "round": rnd, **result}
@@ -162,11 +160,9 @@ def main() -> None:
                     print(f"{name:>10} r{rnd} {mode:<8} first {row['first_call_s']:6.2f} s  xla {row['xla_compile_s']:6.2f} s"
                           f"  {row['ms_per_iter']:8.3f} ms/it  long {row['ms_per_iter_long']:8.3f} ms/it  loss {row['loss']:.7g}",
                           flush=True)
-    out = {"run": benchutil.run_record("fast_compile.py"), "rounds": args.rounds, "iters": args.iters, "rows": rows}
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(out, f, indent=1)
-        render(out, os.path.splitext(args.out)[0])
+    out = {"meta": schema.run_meta("bench.fast_compile", argv), "rounds": args.rounds, "iters": args.iters, "rows": rows}
+    schema.write_result("engine", args.out, rows, out["meta"], page=render(out, schema.result_path("engine", args.out)),
+                        rounds=args.rounds, iters=args.iters)
 
 
 if __name__ == "__main__":

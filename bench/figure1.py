@@ -35,12 +35,12 @@ killed run leaves its data; the Markdown table and the plot are rewritten after 
 
 Usage (the full experiment, on a GPU machine, from the repository root)::
 
-    PYTHONPATH=. python bench/figure1.py --tag gpu                       # 4 datasets x 4 mechanisms x 5 runs
-    PYTHONPATH=. python bench/figure1.py --quick --runs 1 --datasets titanic --tag cpu-quick   # smoke test
-    PYTHONPATH=. python bench/figure1.py --datasets adult --mechanisms hdmm,privbayes --set hdmm.weights=equal
-    PYTHONPATH=. python bench/figure1.py --merge bench/results/figure1_a.json bench/results/figure1_b.json --tag ab
+    python -m bench papers figure1 --tag gpu                       # 4 datasets x 4 mechanisms x 5 runs
+    python -m bench papers figure1 --quick --runs 1 --datasets titanic --tag cpu-quick   # smoke test
+    python -m bench papers figure1 --datasets adult --mechanisms hdmm,privbayes --set hdmm.weights=equal
+    python -m bench papers figure1 --merge bench/results/papers/figure1_a.json bench/results/papers/figure1_b.json --tag ab
 
-Outputs ``bench/results/figure1_<tag>.json``, ``.md`` and ``.png`` (or ``--out PREFIX``).
+Outputs ``bench/results/papers/figure1_<tag>.json``, ``.md`` and ``.png`` (``bench.schema``; or ``--out PREFIX``).
 """
 
 from __future__ import annotations
@@ -54,17 +54,12 @@ import os
 import platform
 import statistics
 import subprocess
-import sys
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
-from benchutil import cpu_model  # noqa: E402
+from bench import schema
+from bench.schema import ROOT, cpu_model
 
 DATASETS = ("titanic", "adult", "loans", "stroke")
 MECHANISMS = ("mwem", "privbayes", "hdmm", "dualquery")
@@ -195,23 +190,24 @@ def _jsonable(x):
     return repr(x)
 
 
-def write_json(path: str, obj) -> None:
-    """Atomic write (a killed process leaves the previous complete file)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(_jsonable(obj), f, indent=1)
-    os.replace(tmp, path)
+def write(prefix: str, doc: dict, page: str) -> None:
+    """A result document (``runs`` its rows, ``meta`` from :func:`bench.schema.run_meta`, the rest as it is)
+    and its page, through :func:`bench.schema.write_result` (the papers suite)."""
+    d = _jsonable(doc)
+    schema.write_result("papers", prefix, d.pop("runs"), d.pop("meta"), page=page.splitlines(), quiet=True, **d)
 
 
-def write_text(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+def read(path: str) -> dict:
+    """A result document as this module holds it (``runs``), from its JSON (either schema)."""
+    with open(path) as f:
+        doc = json.load(f)
+    if "rows" in doc:
+        doc["runs"] = doc.pop("rows")
+    return doc
 
 
 def out_prefix(args, name: str) -> str:
-    prefix = args.out or os.path.join(HERE, "results", f"{name}_{args.tag}")
+    prefix = schema.result_path("papers", args.out or f"{name}_{args.tag}")
     os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     return prefix
 
@@ -526,8 +522,8 @@ def merge(paths: list[str], prefix: str) -> dict:
     order = [m for m in MECHANISMS if m in doc["settings"]["mechanisms_order"]]
     doc["settings"]["mechanisms_order"] = order
     doc["summary"] = summarize(doc["runs"], doc["settings"]["datasets"], order)
-    write_json(prefix + ".json", doc)
-    write_text(prefix + ".md", markdown(doc))
+    doc["meta"] = schema.run_meta("bench.figure1", extra=("scipy",))
+    write(prefix, doc, markdown(doc))
     note = plot(doc, prefix + ".png")
     if note:
         print(f"figure1 merge: {note}")
@@ -543,7 +539,7 @@ def merge_docs(paths: list[str], key_fields: tuple[str, ...]) -> dict:
     runs or iterations where time was short, say) are listed as exceptions. The machine record is the first
     file's, and every file's is kept under ``merged_from``.
     """
-    docs = [json.load(open(p)) for p in paths]
+    docs = [read(p) for p in paths]
     doc = json.loads(json.dumps(docs[0]))
     doc["merged_from"] = [{"file": os.path.relpath(p, ROOT), "started": d["started"], "finished": d.get("finished"),
                            "machine": d["machine"], "command": d["settings"].get("command"),
@@ -628,6 +624,7 @@ def main(argv=None):
     seeds = list(range(args.seed0, args.seed0 + args.runs))
     doc = {
         "experiment": "ICML 2019 Figure 1: original vs +PGM arms of MWEM, PrivBayes, HDMM, DualQuery",
+        "meta": schema.run_meta("bench.figure1", argv, extra=("scipy",)),
         "started": now(),
         "machine": machine(),
         "settings": {
@@ -641,7 +638,7 @@ def main(argv=None):
             "mechanisms": settings,
             "data_dir": data_dir,
             "error_scale": "paper (Section 5.1, with 1/2); 'script' = twice it",
-            "command": " ".join(sys.argv),
+            "command": schema.command("bench.figure1", argv),
         },
         "datasets": {},
         "runs": [],
@@ -656,9 +653,7 @@ def main(argv=None):
                 doc["machine"]["load_average_end"] = os.getloadavg()
             except OSError:
                 pass
-        write_json(prefix + ".json", doc)
-        if final or doc["runs"]:
-            write_text(prefix + ".md", markdown(doc))
+        write(prefix, doc, markdown(doc))
 
     print(f"figure1: writing {prefix}.json/.md/.png; backend {jax.default_backend()}; data {data_dir}", flush=True)
     for ds in datasets:
@@ -699,7 +694,7 @@ def main(argv=None):
     note = plot(doc, prefix + ".png")
     if note:
         doc["plot_note"] = note
-        write_json(prefix + ".json", doc)
+        write(prefix, doc, markdown(doc))
     print(f"figure1: done; {sum(r.get('status') == 'ok' for r in doc['runs'])} of {len(doc['runs'])} runs ok", flush=True)
     return doc
 

@@ -13,14 +13,14 @@ noise: HDMM+LLS (per-clique least squares) and HDMM+PGM (the engine). Reported: 
 error saturates; their ratio shrinks as epsilon grows.
 
 ``--mechanisms`` can add the other Figure 1 mechanisms to the same sweep (their settings are those of
-``bench/figure1.py``, overridable with ``--set``).
+``bench.figure1``, overridable with ``--set``).
 
 Usage (full, GPU machine, repository root)::
 
-    PYTHONPATH=. python bench/figure2a.py --tag gpu
-    PYTHONPATH=. python bench/figure2a.py --quick --runs 1 --epsilons 1,10 --tag cpu-quick     # smoke test
+    python -m bench papers figure2a --tag gpu
+    python -m bench papers figure2a --quick --runs 1 --epsilons 1,10 --tag cpu-quick     # smoke test
 
-Outputs ``bench/results/figure2a_<tag>.json`` (every run, machine, versions, settings; rewritten after every
+Outputs ``bench/results/papers/figure2a_<tag>.json`` (every run, machine, versions, settings; rewritten after every
 run), ``.md`` and ``.png``.
 """
 
@@ -30,13 +30,11 @@ import argparse
 import math
 import os
 import statistics
-import sys
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 
-import figure1 as F  # noqa: E402  (shared helpers: machine record, files, benchmark, one run)
+from bench import figure1 as F  # shared helpers: machine record, files, benchmark, one run
+from bench import schema
 
 EPSILONS = (0.1, 0.3, 1.0, 3.0, 10.0)
 
@@ -176,8 +174,8 @@ def merge(paths: list[str], prefix: str) -> dict:
     s["runs"] = len(s["seeds"])
     s["epsilons"] = sorted({r["epsilon"] for r in doc["runs"]})
     doc["summary"] = summarize(doc["runs"], s["datasets"], s["mechanisms_order"], s["epsilons"])
-    F.write_json(prefix + ".json", doc)
-    F.write_text(prefix + ".md", markdown(doc))
+    doc["meta"] = schema.run_meta("bench.figure2a", extra=("scipy",))
+    F.write(prefix, doc, markdown(doc))
     note = plot(doc, prefix + ".png")
     if note:
         print(f"figure2a merge: {note}")
@@ -231,12 +229,13 @@ def main(argv=None):
     seeds = list(range(args.seed0, args.seed0 + args.runs))
     doc = {
         "experiment": "ICML 2019 Figure 2a: HDMM+LLS vs HDMM+PGM over epsilon",
+        "meta": schema.run_meta("bench.figure2a", argv, extra=("scipy",)),
         "started": F.now(),
         "machine": F.machine(),
         "settings": {
             "quick": args.quick, "epsilons": epsilons, "delta": args.delta, "runs": args.runs, "seeds": seeds,
             "datasets": datasets, "mechanisms_order": mechanisms, "mechanisms": settings, "data_dir": data_dir,
-            "error_scale": "paper (Section 5.1, with 1/2); 'script' = twice it", "command": " ".join(sys.argv),
+            "error_scale": "paper (Section 5.1, with 1/2); 'script' = twice it", "command": schema.command("bench.figure2a", argv),
         },
         "datasets": {},
         "runs": [],
@@ -251,8 +250,7 @@ def main(argv=None):
                 doc["machine"]["load_average_end"] = os.getloadavg()
             except OSError:
                 pass
-        F.write_json(prefix + ".json", doc)
-        F.write_text(prefix + ".md", markdown(doc))
+        F.write(prefix, doc, markdown(doc))
 
     print(f"figure2a: writing {prefix}.json/.md/.png; backend {jax.default_backend()}; data {data_dir}", flush=True)
     for ds in datasets:
@@ -290,7 +288,7 @@ def main(argv=None):
     note = plot(doc, prefix + ".png")
     if note:
         doc["plot_note"] = note
-        F.write_json(prefix + ".json", doc)
+        F.write(prefix, doc, markdown(doc))
     print(f"figure2a: done; {sum(r.get('status') == 'ok' for r in doc['runs'])} of {len(doc['runs'])} runs ok", flush=True)
     return doc
 

@@ -1,21 +1,21 @@
 """The GPU check in one command: correctness, the engine against mbi, batches, the largest model, bandwidth.
 
-    python3 bench/gpu.py OUT_DIR            # on a GPU machine: at most 8 minutes; OUT_DIR/gpu.json, gpu.md
-    python3 bench/gpu.py --smoke OUT_DIR    # the same code on tiny problems on the CPU, in seconds (a test)
-    python bench/gpu.py --make-references bench/results/gpu_references.json   # float64 references, CPU
+    python3 -m bench gpu OUT_DIR            # on a GPU machine: at most 8 minutes; OUT_DIR/gpu.json, gpu.md
+    python3 -m bench gpu --smoke OUT_DIR    # the same code on tiny problems on the CPU, in seconds (a test)
+    python -m bench gpu --make-references bench/results/gpu/gpu_references.json   # float64 references, CPU
 
-``bench/GPU.md`` says how to run it on a machine with no network (``bench/gpu_run.sh``). pgmjax is imported
-from this checkout (no ``pip install`` needed). Sections, each with its own time budget (``FULL.budgets``,
+``bench/GPU.md`` says how to run it on a machine with no network (``bench/gpu_run.sh``). Run from the
+repository root, pgmjax is imported from this checkout (no ``pip install`` needed). Sections, each with its own time budget (``FULL.budgets``,
 seconds; a section that would not fit says what it skipped and why), in this order:
 
 1. ``bandwidth``: device-to-device copy bandwidth (:func:`gpu_checks.bandwidth`).
-2. ``engine``: the engine benchmark's problems (``bench/engine_problems.py``), each engine in a fresh child
-   process (``bench/engine.py``'s children: first call, compile, ms per iteration, the 1,000-iteration loss
+2. ``engine``: the engine benchmark's problems (``bench/problems.py``), each engine in a fresh child
+   process (``bench.engine``'s children: first call, compile, ms per iteration, the 1,000-iteration loss
    trajectory, time to mbi's 1,000-iteration loss), pgmjax then mbi on each problem. mbi may be absent: its
    columns are then empty, with a note.
 3. ``correctness``: in the same pgmjax child, after its timings (the program is compiled by then): a
    float32 fit of ``gpu_checks.ITERS_REF`` iterations against the committed CPU float64 references
-   (``bench/results/gpu_references.json``): final loss within 1e-3 relative, marginals within 1e-3 L1/N.
+   (``bench/results/gpu/gpu_references.json``): final loss within 1e-3 relative, marginals within 1e-3 L1/N.
 4. ``floor``: each problem's ms per iteration against the memory-bandwidth floor (:func:`gpu_checks.floor`).
 5. ``batch``: ``estimate_batch`` of 64 noise draws against 64 sequential ``estimate`` fits.
 6. ``largest``: chains and generated models grown until out of memory or the budget.
@@ -35,22 +35,15 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # before JAX st
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import json  # noqa: E402
-import math  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-for _p in (ROOT, HERE):  # pgmjax from this checkout, the bench helpers beside
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+from bench import gpu_checks as gc  # noqa: E402
+from bench import gpu_report, schema  # noqa: E402
+from bench.schema import ROOT  # noqa: E402
 
-import benchutil  # noqa: E402
-import gpu_checks as gc  # noqa: E402
-import gpu_report  # noqa: E402
-
-REFERENCES = os.path.join(HERE, "results", "gpu_references.json")
+REFERENCES = os.path.join(schema.RESULTS, "gpu", "gpu_references.json")
 ENGINE_PROBLEMS = ("chain100", "adult_mst", "nltcs_2way", "chain1000", "gen50", "adult", "gen200")
 
 
@@ -104,6 +97,12 @@ def _version(dist: str) -> str | None:
 
 
 def run_record(argv) -> dict:
+    """The result's ``meta`` (:func:`bench.schema.run_meta`) with the device: its kind, backend, devices and
+    CUDA plugin."""
+    return schema.run_meta("bench.gpu", argv, extra=("mbi",), also=_device_record(argv))
+
+
+def _device_record(argv) -> dict:
     """Device, versions, date and commit (``$PGMJAX_COMMIT`` where set, else ``git``: a device machine's copy
     of the tree may have no git, or a stale one)."""
     import datetime
@@ -123,12 +122,12 @@ def run_record(argv) -> dict:
     info = device_info()
     return {
         "device": info["devices"][0]["kind"], "backend": info["backend"], "devices": info["devices"],
-        "cuda_plugin": info["cuda_plugin"], "cpu": benchutil.cpu_model(), "cores": os.cpu_count(),
+        "cuda_plugin": info["cuda_plugin"], "cpu": schema.cpu_model(), "cores": os.cpu_count(),
         "versions": {"pgmjax": pgmjax.__version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
                      "mbi": _version("mbi"), "numpy": np.__version__, "python": sys.version.split()[0]},
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": os.environ.get("PGMJAX_COMMIT") or commit or "unknown",
-        "command": "python3 bench/gpu.py " + " ".join(argv),
+        "command": "python3 -m bench.gpu " + " ".join(argv),
     }
 
 
@@ -138,8 +137,8 @@ def _section(name: str, settings: Settings, total: gc.Budget) -> gc.Budget:
 
 def engine_section(s: Settings, budget: gc.Budget, refs: str | None, tmp: str) -> dict:
     """Each problem: pgmjax's child (timings, then the correctness fit), then mbi's (``bench/engine.py``)."""
-    import engine
-    import engine_problems as ep
+    from bench import engine
+    from bench import problems as ep
 
     has_mbi = _version("mbi") is not None
     out = {"rows": [], "skipped": [], "notes": [] if has_mbi else ["mbi is not installed: its columns are empty"]}
@@ -165,7 +164,7 @@ def engine_section(s: Settings, budget: gc.Budget, refs: str | None, tmp: str) -
                 continue
             cargs = argparse.Namespace(first_iters=s.first_iters, iters=s.iters, repeats=s.repeats, cap=cap)
             extra = ("--name", name, "--reference", refs or "")
-            row[arm] = engine.run_child(arm, path, cargs, script=os.path.abspath(__file__) if arm == "pgmjax" else None,
+            row[arm] = engine.run_child(arm, path, cargs, module="bench.gpu" if arm == "pgmjax" else None,
                                         extra_args=extra if arm == "pgmjax" else (), env=env)
             engine._say(name, row[arm])
         row["mbi_ref"] = row.get("mbi") or {}
@@ -178,11 +177,11 @@ def engine_section(s: Settings, budget: gc.Budget, refs: str | None, tmp: str) -
 
 def child_pgmjax(args) -> None:
     """``bench/engine.py``'s pgmjax child, then the plan's cells and the correctness fit, into its status file."""
-    import engine
+    from bench import engine
 
     t0 = time.perf_counter()
     engine.child_pgmjax(args)
-    import engine_problems as ep
+    from bench import problems as ep
 
     import pgmjax as pj
     from pgmjax.graph import oracle
@@ -279,8 +278,8 @@ def run(args, argv) -> int:
         s = dataclasses.replace(s, budgets={k: v * f for k, v in s.budgets.items()}, total_s=args.budget)
     total = gc.Budget(s.total_s)
     os.makedirs(args.out, exist_ok=True)
-    out = {"mode": "smoke" if args.smoke else "full", "run": run_record(argv), "settings": dataclasses.asdict(s)}
-    print(f"gpu.py: {out['run']['device']} ({out['run']['backend']}), budget {s.total_s:.0f} s", flush=True)
+    out = {"mode": "smoke" if args.smoke else "full", "meta": run_record(argv), "settings": dataclasses.asdict(s)}
+    print(f"bench.gpu: {out['meta']['device']} ({out['meta']['backend']}), budget {s.total_s:.0f} s", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         refs = args.references or REFERENCES
         if args.smoke and args.references is None:
@@ -288,7 +287,7 @@ def run(args, argv) -> int:
             gc.make_references(refs, *SMOKE_REFERENCES)
         import jax
 
-        limit = ((out["run"]["devices"][0].get("memory") or {}).get("limit")) or 8 * s.copy_bytes
+        limit = ((out["meta"]["devices"][0].get("memory") or {}).get("limit")) or 8 * s.copy_bytes
         b = _section("bandwidth", s, total)
         _guarded("bandwidth", out, lambda: gc.bandwidth(min(s.copy_bytes, limit // 8)))
         out["bandwidth"]["seconds"] = s.budgets["bandwidth"] - b.left()
@@ -317,8 +316,9 @@ def run(args, argv) -> int:
             out["largest"]["rows"].append(out.pop("one"))
         jax.clear_caches()
     out["wall_s"] = total.seconds - total.left()
-    path = os.path.join(args.out, "gpu.json")
-    benchutil.publish(gpu_report.render(out), path, out)
+    # the sections (bandwidth, engine, correctness, floor, batch, largest) are named sections of the result
+    schema.write_result("gpu", os.path.join(os.path.abspath(args.out), "gpu"), None, out["meta"],
+                        page=gpu_report.render(out), **{k: v for k, v in out.items() if k != "meta"})
     return 0
 
 

@@ -24,16 +24,12 @@ import dataclasses
 import json
 import math
 import os
-import sys
 import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
 
-import engine_problems as ep  # noqa: E402
+from bench import problems as ep
 
 #: Iterations and chunk of the reference fits (and of the device's fits compared with them).
 ITERS_REF = 2000
@@ -91,7 +87,7 @@ def compare(model, p: dict, ref: dict, tables_ref: list[np.ndarray]) -> dict:
         ``{"loss", "ref_loss", "loss_rel", "l1_over_n_max", "l1_over_n_mean", "cliques", "ok"}``; ``ok``: both
         within :data:`LOSS_RTOL` and :data:`L1_TOL`.
     """
-    from engine import common_loss
+    from bench.engine import common_loss
 
     loss = common_loss(model.marginals(p["cliques"]), p["noisy"], p["sigma"])
     tables = model.marginals(p["cliques"][: len(tables_ref)])
@@ -159,7 +155,7 @@ def _make_references(out: str, names, iters: int, max_s: float) -> dict:
         t2 = time.perf_counter()
         m64 = _fit(p, iters, jnp.float64)
         fit_s = time.perf_counter() - t2
-        from engine import common_loss
+        from bench.engine import common_loss
 
         n = _stored_count(p)
         tables = m64.marginals(p["cliques"][:n])
@@ -236,12 +232,12 @@ def batch(name: str, b: int, iters: int, budget: Budget) -> dict:
     import jax
 
     import pgmjax as pj
-    from batch import _agreement, _fitters, _summary
+    from bench.batch import batch_fitters, fit_agreement, fit_summary
 
     p = ep.make(name)
     domain = pj.Domain(p["domain"])
     members = _members(p, b)
-    fit = _fitters(domain, members, iters, CHUNK)
+    fit = batch_fitters(domain, members, iters, CHUNK)
     out = {"problem": name, "batch": b, "iters": iters, "skipped": []}
     t = time.perf_counter()
     batched = fit["batched"]()
@@ -267,39 +263,12 @@ def batch(name: str, b: int, iters: int, budget: Budget) -> dict:
     out.update(sequential_fits=len(seq), sequential_warm_per_fit_s=per_fit, sequential_warm_s=per_fit * b,
                sequential_extrapolated=len(seq) < b)
     out["speedup_warm"] = out["sequential_warm_s"] / out["batched_warm_s"]
-    bs = _summary(batched)
+    bs = fit_summary(batched)
     k = len(seq)
     bs = {"marginals": [x[:k] for x in bs["marginals"]], "losses": bs["losses"][:k], "totals": np.asarray(bs["totals"])[:k],
           "calls": np.asarray(bs["calls"])[:k]}
-    out["agreement"] = _agreement(bs, _summary(seq))
+    out["agreement"] = fit_agreement(bs, fit_summary(seq))
     return out
-
-
-def chain_structure(d: int, seed: int = 0, **_) -> dict:
-    """A chain of ``d`` attributes of 10 values, every consecutive triple measured; random answers (a size
-    test: the values do not change the work, and drawing records would cost more than the fit)."""
-    rng = np.random.default_rng(seed)
-    names = [f"a{i}" for i in range(d)]
-    cliques = [tuple(names[i:i + 3]) for i in range(d - 2)]
-    noisy = [rng.random((10, 10, 10)) * 20 for _ in cliques]
-    return {"domain": dict.fromkeys(names, 10), "cliques": cliques, "noisy": noisy, "sigma": 10.0}
-
-
-def tree_structure(d: int, seed: int = 0, small: int = 100, big: int = 1000) -> dict:
-    """A generated model like ``engine_problems.generated`` (sizes 2..``small``, one attribute in 15 of
-    ``big // 5``..``big``, a random recursive tree), its edges measured, random answers."""
-    rng = np.random.default_rng([seed, d])
-    sizes = rng.integers(2, small + 1, size=d)
-    which = rng.choice(d, size=max(1, d // 15), replace=False)
-    sizes[which] = rng.integers(big // 5, big + 1, size=len(which))
-    names = [f"x{i}" for i in range(d)]
-    order = rng.permutation(d)
-    cliques = []
-    for i in range(1, d):
-        a, b = int(order[i]), int(order[rng.integers(0, i)])
-        cliques.append((names[min(a, b)], names[max(a, b)]))
-    noisy = [rng.random((int(sizes[int(a[1:])]), int(sizes[int(b[1:])]))) * 20 for a, b in cliques]
-    return {"domain": dict(zip(names, (int(s) for s in sizes))), "cliques": cliques, "noisy": noisy, "sigma": 10.0}
 
 
 def _one_size(p: dict, iters: int) -> dict:
@@ -335,8 +304,8 @@ def largest(kind: str, sizes, iters: int, budget: Budget, max_cells: int, **stru
     """Grow a ``kind`` (``"chain"`` or ``"generated"``) model over ``sizes`` (attributes, increasing) until an
     error (out of device memory: caught), ``max_cells`` cells, or a step projected past the budget (each step
     is projected at 2.5 times the previous one's seconds: the model doubles and compiles longer). ``structure``:
-    keyword arguments of :func:`chain_structure` or :func:`tree_structure`."""
-    make = chain_structure if kind == "chain" else tree_structure
+    keyword arguments of ``bench.problems.chain_structure`` or ``tree_structure``."""
+    make = ep.chain_structure if kind == "chain" else ep.tree_structure
     out = {"kind": kind, "rows": [], "skipped": [], "stopped_by": None}
     last = 0.0
     for d in sizes:

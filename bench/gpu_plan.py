@@ -2,7 +2,7 @@
 
 On a GPU every trip of the oracle's level loops (``lax.scan`` over a run of levels) is a round of kernel
 launches plus a loop-condition check, so a deep junction tree (chain d=1000: about 500 levels up and 500
-down per oracle call) is bound by launches, not by memory traffic (``bench/results/gpu_h200_run2.md``:
+down per oracle call) is bound by launches, not by memory traffic (``bench/results/gpu/gpu_h200_run2.md``:
 12.2 ms per iteration, 1,700x the bandwidth floor). This measures, per problem, each arm in a fresh process,
 alternating:
 
@@ -14,8 +14,8 @@ Per arm: first call (``estimate(50)``, compilation included), ms per iteration (
 less the median of three short ones), and the loss after the long call, which must agree across arms (same
 arithmetic, differently scheduled).
 
-    python bench/gpu_plan.py OUT_DIR [--problems chain1000 chain100 ...] [--arms base u8 ...] [--budget S]
-    python bench/gpu_plan.py --smoke OUT_DIR     # the CPU, tiny problems, seconds
+    python -m bench gpu gpu_plan OUT_DIR [--problems chain1000 chain100 ...] [--arms base u8 ...] [--budget S]
+    python -m bench gpu gpu_plan --smoke OUT_DIR     # the CPU, tiny problems, seconds
 """
 
 from __future__ import annotations
@@ -26,11 +26,8 @@ import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-
-import engine_problems as ep  # noqa: E402
+from bench import problems as ep
+from bench import schema
 
 CB = "--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL"
 ARMS = {
@@ -94,13 +91,12 @@ def main(argv=None) -> int:
     rows, skipped = [], []
     import tempfile
 
+    meta = schema.run_meta("bench.gpu_plan", argv)
+
     def write() -> None:  # after every child: a lease that ends mid-run keeps what was measured
-        record = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": os.environ.get("PGMJAX_COMMIT"),
-                  "argv": sys.argv[1:], "wall_s": time.perf_counter() - t0, "rows": rows, "skipped": skipped}
-        with open(os.path.join(args.out, "gpu_plan.json"), "w") as f:
-            json.dump(record, f, indent=1)
-        with open(os.path.join(args.out, "gpu_plan.md"), "w") as f:
-            f.write("\n".join(table(rows, skipped)) + "\n")
+        schema.write_result("gpu", os.path.join(os.path.abspath(args.out), "gpu_plan"), rows, meta,
+                            page=["# The oracle's loop plan", "", *schema.header_lines(meta), *table(rows, skipped)],
+                            quiet=True, skipped=skipped, wall_s=time.perf_counter() - t0)
 
     with tempfile.TemporaryDirectory() as folder:
         for name, path in ep.saved(args.problems, folder):
@@ -114,7 +110,7 @@ def main(argv=None) -> int:
                 if flags:
                     env["XLA_FLAGS"] = flags
                 iters = 20 if args.smoke else ITERS.get(name, 500)
-                r = ep.child_result(__file__, [path, str(unroll), str(iters)], env, f"{name} {arm}", timeout=left)
+                r = ep.child_result("bench.gpu_plan", [path, str(unroll), str(iters)], env, f"{name} {arm}", timeout=left)
                 if r is None:
                     skipped.append(f"{name} {arm}: child failed or ran past the budget ({left:.0f} s left)")
                 else:

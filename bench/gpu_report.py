@@ -52,7 +52,10 @@ def per_iter_ms(result: dict) -> float | None:
 
 def render(out: dict) -> list[str]:
     """The Markdown page of a ``gpu.py`` run."""
-    r, v = out["run"], out["run"]["versions"]
+    from bench import schema
+
+    r = schema.meta_of(out)
+    v = r["versions"]
     lines = [
         f"# GPU check ({out['mode']}): {r['device']}", "",
         f"Device: {r['device']} (backend {r['backend']}; host {r['cpu']}, {r['cores']} cores). Date: {r['date']}. "

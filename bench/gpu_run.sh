@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/gpu.py on a GPU machine with no network (bench/GPU.md): pgmjax's missing dependencies and mbi from the
+# python -m bench gpu on a GPU machine with no network (bench/GPU.md): pgmjax's missing dependencies and mbi from the
 # carried wheels in .whl/ into /tmp/site, the shared data from .whl/data, pgmjax from this checkout.
 #   bash bench/gpu_run.sh OUT_DIR [gpu.py options]   (PGMJAX_COMMIT=<hash> names the commit where the machine has no git)
 set -euo pipefail
@@ -11,4 +11,4 @@ export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 if [ -d .whl/data ] && [ -z "${PGMJAX_DATA:-}" ]; then export PGMJAX_DATA=$PWD/.whl/data; fi
 mkdir -p "$OUT"
 python3 -m pgmjax info | tee "$OUT/info.txt"
-python3 bench/gpu.py "$OUT" "${@:2}"
+python3 -m bench gpu "$OUT" "${@:2}"

@@ -23,8 +23,8 @@ against m, a cross-validation check compares the CV estimate of the RMSE with th
 paper's Fig. 3), and the conjugate-gradient ridge form runs on all 91 two-way marginals of Adult (148,137 rows).
 
 Usage:
-    nice python bench/history_experiments.py            # -> bench/results/history_experiments_cpu.{md,json,png}
-    nice python bench/history_experiments.py --quick    # one small configuration (a smoke run)
+    nice python -m bench.history_experiments            # -> bench/results/papers/history_experiments_cpu.{md,json,png}
+    nice python -m bench.history_experiments --quick    # one small configuration (a smoke run)
 """
 
 from __future__ import annotations
@@ -50,8 +50,7 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import benchutil  # noqa: E402
+from bench import history_report, schema
 
 import pgmjax as pj  # noqa: E402
 from pgmjax import history  # noqa: E402
@@ -242,12 +241,14 @@ def scaling(adult, max_m):
     return out
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=os.environ.get("PGMJAX_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")))
+    ap.add_argument("--data", default=os.environ.get("PGMJAX_DATA", os.path.join(schema.ROOT, "..", "shared", "data")))
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "history_experiments_cpu"))
-    args = ap.parse_args()
+    ap.add_argument("--out", default="history_experiments_cpu", help="result name under bench/results/papers/ (or a "
+                    "path)")
+    args = ap.parse_args(argv)
+    args.out = schema.result_path("papers", args.out)
     if not os.path.isdir(args.data):
         sys.exit(f"data folder {args.data} is absent (set PGMJAX_DATA)")
     start, load0 = time.time(), os.getloadavg()
@@ -292,15 +293,12 @@ def main():
     scale, checks = parts["scaling"], parts["cv_check"]
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "machine": f"{benchutil.cpu_model() or platform.processor()}, {os.cpu_count()} cores",
+
         "python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__,
         "load_start": load0, "load_end": os.getloadavg(), "seconds": time.time() - start, "quick": args.quick,
         "cpu_seconds": sum(r["total_seconds"] for r in results) + scale["cpu_seconds"] + sum(c["cpu_seconds"] for c in checks),
     }
-    with open(args.out + ".json", "w") as f:
-        json.dump({"meta": meta, "results": results, "scaling": scale, "cv_check": checks}, f, indent=1)
-    import history_report  # noqa: E402  (tables and plot)
-
+    meta = schema.run_meta("bench.history_experiments", argv, also=meta)
     history_report.write(args.out, meta, results, scale, checks)
     print(f"wrote {args.out}.{{json,md,png}} in {meta['seconds']:.0f}s")
 

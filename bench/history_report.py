@@ -28,12 +28,18 @@ def _table(results, key, methods) -> list[str]:
     return lines
 
 
-def write(out: str, meta: dict, results: list, scale: dict, checks: list) -> None:
+def write(out: str, meta: dict, results: list, scale: dict, checks: list, page_only: bool = False) -> None:
+    """The result (through ``bench.schema``; with ``page_only`` only its page, re-rendered) and its plot."""
+    from bench import schema
+
     methods = list(NAMES)
+    machine = meta["machine"]
+    if isinstance(machine, dict):  # bench.schema's record
+        machine = f"{machine['cpu']}, {machine['cores']} cores"
     lines = [
         "# Integrating historical noisy answers (Chen, Zhou & Bhowmick, EDBT 2012, section 5.1), in spirit",
         "",
-        f"Machine: {meta['machine']}. Date: {meta['date']}. Python {meta['python']}, jax {meta['jax']}, numpy {meta['numpy']}.",
+        f"Machine: {machine}. Commit: {meta.get('commit', '?')}. Date: {meta['date']}. Python {meta['python']}, jax {meta['jax']}, numpy {meta['numpy']}.",
         f"Load average at start {', '.join(f'{x:.2f}' for x in meta['load_start'])}, at end "
         f"{', '.join(f'{x:.2f}' for x in meta['load_end'])} (the machine is shared: times are CPU seconds of this "
         f"process, wall times are longer). CPU time of all configurations and the scaling part: {meta['cpu_seconds']:.0f} s "
@@ -96,8 +102,10 @@ def write(out: str, meta: dict, results: list, scale: dict, checks: list) -> Non
             lines.append(f"| {_alpha(r['alpha'])} | {mark('cv_mse', r['cv_rmse'])} | {mark('true_rmse_past', r['true_rmse_past'])} | "
                          f"{mark('true_rmse_fresh', r['true_rmse_fresh'])} |")
     lines += ["", "## Reading", "", *READING]
-    with open(out + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
+    if page_only:
+        schema.write_page(out, lines)
+    else:
+        schema.write_result("papers", out, results, meta, page=lines, scaling=scale, cv_check=checks)
     _plot(out + ".png", results, scale, checks)
 
 
@@ -201,12 +209,20 @@ def _plot(path: str, results: list, scale: dict, checks: list) -> None:
     fig.savefig(path, dpi=110)
 
 
-if __name__ == "__main__":  # re-render the tables and plot from a run's JSON: python bench/history_report.py [out]
+def main(argv=None) -> None:
+    """Re-render the tables and plot from a run's JSON: ``python -m bench.history_report [OUT]`` (no suffix)."""
     import json
     import os
     import sys
 
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "results", "history_experiments_cpu")
+    from bench import schema
+
+    argv = sys.argv[1:] if argv is None else argv
+    out = argv[0] if argv else os.path.join(schema.RESULTS, "papers", "history_experiments_cpu")
     with open(out + ".json") as f:
         run = json.load(f)
-    write(out, run["meta"], run["results"], run["scaling"], run["cv_check"])
+    write(out, run["meta"], schema.rows_of(run), run["scaling"], run["cv_check"], page_only=True)
+
+
+if __name__ == "__main__":
+    main()

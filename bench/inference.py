@@ -49,8 +49,8 @@ the host before the clock stops):
 
 Usage::
 
-    python bench/inference.py --mbi-python /work/venv-mbi/bin/python \\
-        --out bench/results/inference_cpu.json
+    python -m bench.inference --mbi-python /work/venv-mbi/bin/python \\
+        --out bench/results/engine/inference_cpu.json
 
 The Markdown rendering goes next to ``--out`` (same name, ``.md``).
 """
@@ -67,10 +67,10 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from benchutil import cpu_model, median, proc_status, timed  # noqa: E402
+from bench import schema
+from bench.benchutil import median, proc_status, timed
+from bench.problems import child_command
+from bench.schema import ROOT, cpu_model
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -298,7 +298,7 @@ def environment() -> dict:
 
 def _child(cmd: list[str], label: str) -> dict:
     t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)
         raise RuntimeError(f"{label} failed (exit {proc.returncode})")
@@ -342,7 +342,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", default=None, help="shared data folder (default: $PGMJAX_DATA or ../shared/data)")
     p.add_argument("--mbi-python", default=None, help="interpreter with mbi==2.0.0 installed (omit to skip mbi)")
-    p.add_argument("--out", default=None, help="results JSON (the .md rendering goes next to it)")
+    p.add_argument("--out", default="inference_cpu", help="result name under bench/results/engine/ (or a path)")
     p.add_argument("--iters", type=int, default=1000)
     p.add_argument("--sigma", type=float, default=10.0)
     p.add_argument("--seed", type=int, default=0)
@@ -357,10 +357,7 @@ def main(argv=None):
 
     if args.render:
         with open(args.render) as f:
-            md = render(json.load(f))
-        with open(args.render.rsplit(".", 1)[0] + ".md", "w") as f:
-            f.write(md)
-        print(md)
+            schema.write_page(args.render, render(json.load(f)).splitlines())
         return
     if args.child == "pgmjax":
         row = run_pgmjax(os.path.join(args.workdir, "problem.npz"), args.workdir, args.iters, args.repeats,
@@ -379,7 +376,8 @@ def main(argv=None):
         print(f"skipping the inference benchmark: {e}", file=sys.stderr)
         return
     started = time.perf_counter()
-    out = {"meta": environment(), "load_start": list(os.getloadavg())}
+    out = {"meta": schema.run_meta("bench.inference", argv, extra=("mbi", "networkx"), also=environment()),
+           "load_start": list(os.getloadavg())}
     out["meta"]["args"] = {k: v for k, v in vars(args).items() if k not in ("child", "workdir", "render")}
     workdir = tempfile.mkdtemp(prefix="pgmjax_inference_")
     try:
@@ -388,12 +386,12 @@ def main(argv=None):
         common = ["--workdir", workdir, "--iters", str(args.iters), "--repeats", str(args.repeats),
                   "--synth-repeats", str(args.synth_repeats), "--n-synth", str(args.n_synth),
                   "--n-memory", str(args.n_memory)]
-        out["pgmjax"] = _child([sys.executable, __file__, "--child", "pgmjax", *common], "pgmjax")
-        out["pgmjax"]["memory"] = _child([sys.executable, __file__, "--child", "memory", *common], "pgmjax memory")
+        out["pgmjax"] = _child(child_command("bench.inference", "--child", "pgmjax", *common), "pgmjax")
+        out["pgmjax"]["memory"] = _child(child_command("bench.inference", "--child", "memory", *common), "pgmjax memory")
         if args.mbi_python:
-            script = os.path.join(HERE, "mbi_inference.py")
-            mbi = _child([args.mbi_python, script, *common], "mbi")
-            mbi["memory"] = _child([args.mbi_python, script, "--memory", *common], "mbi memory")
+            mbi = _child(child_command("bench.mbi_inference", *common, python=args.mbi_python), "mbi")
+            mbi["memory"] = _child(child_command("bench.mbi_inference", "--memory", *common, python=args.mbi_python),
+                                   "mbi memory")
             out["meta"]["mbi"] = mbi.pop("meta")
             _cross_engine(_load_problem(problem_path), workdir, mbi)
             out["mbi"] = mbi
@@ -401,15 +399,10 @@ def main(argv=None):
         shutil.rmtree(workdir, ignore_errors=True)
     out["load_end"] = list(os.getloadavg())
     out["total_wall_s"] = time.perf_counter() - started
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-        md = render(out)
-        with open(args.out.rsplit(".", 1)[0] + ".md", "w") as f:
-            f.write(md)
-        print(md)
+    rows = [out.pop("pgmjax")] + ([out.pop("mbi")] if "mbi" in out else [])
+    meta = out.pop("meta")
+    schema.write_result("engine", args.out, rows, meta, page=render({"meta": meta, "rows": rows, **out}).splitlines(),
+                        **out)
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -430,7 +423,10 @@ def _ratio(a, b):
 
 def render(res: dict) -> str:
     meta, prob = res["meta"], res["problem"]
-    pg, mb = res["pgmjax"], res.get("mbi")
+    if "rows" in res:  # bench.schema: the rows are pgmjax's and, where run, mbi's
+        pg, mb = res["rows"][0], (res["rows"][1] if len(res["rows"]) > 1 else None)
+    else:
+        pg, mb = res["pgmjax"], res.get("mbi")
     mbi_ver = meta.get("mbi", {}).get("versions", {}).get("mbi") if mb else None
     lines = [
         "# Inference benchmark (issue 3): marginals and synthetic data from a fitted Adult model, pgmjax vs mbi 2.0",

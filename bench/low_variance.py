@@ -7,35 +7,28 @@ any clique count from ``n p(c)`` is reported per junction-tree clique, with the 
 
 Usage::
 
-    python bench/low_variance.py [--data DIR] [--out bench/results/low_variance_cpu.json]
+    python -m bench mechanisms low_variance [--data DIR] [--out NAME]   # bench/results/mechanisms/low_variance_cpu
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from benchutil import cpu_model  # noqa: E402
+from bench import schema
 
 
-def main() -> None:
+def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default=None)
     p.add_argument("--iters", type=int, default=300)
-    p.add_argument("--out", default=os.path.join(HERE, "results", "low_variance_cpu.json"))
-    args = p.parse_args()
+    p.add_argument("--out", default="low_variance_cpu", help="result name under bench/results/mechanisms/ (or a path)")
+    args = p.parse_args(argv)
     import jax
     import numpy as np
 
     import pgmjax as pj
-    from inference import chow_liu
+    from bench.inference import chow_liu
 
     data = pj.datasets.load("adult", args.data)
     edges, _ = chow_liu(data)
@@ -43,42 +36,33 @@ def main() -> None:
         "chow-liu tree": [(a,) for a in data.domain.attributes] + edges,
         "benchmark 3-way cliques": pj.datasets.benchmark_cliques("adult", data.domain),
     }
-    out = {
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
-        "versions": {"python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__},
-        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "fit_iters": args.iters,
-        "models": {},
-    }
+    rows, trees = [], {}
     for name, cliques in models.items():
         ms = pj.noisy_marginals(data, cliques, 10.0, jax.random.key(0))
         model = pj.estimate(data.domain, ms, iters=args.iters)
-        entry = {"junction_tree_cliques": [list(c) for c in model.cliques],
-                 "cells": [int(np.prod(data.domain.shape_of(c))) for c in model.cliques], "draws": []}
+        trees[name] = {"junction_tree_cliques": [list(c) for c in model.cliques],
+                       "cells": [int(np.prod(data.domain.shape_of(c))) for c in model.cliques]}
         for n in (int(round(model.total)), 1_000_000):
             for method in ("low_variance", "exact"):
                 t = time.perf_counter()
                 draw = model.synthetic_data(n, jax.random.key(2), method=method)
                 dt = time.perf_counter() - t
                 dev = [float(np.abs(draw.marginal(c) - model.marginal(c) * (n / model.total)).max()) for c in model.cliques]
-                entry["draws"].append({"n": n, "method": method, "seconds": dt, "max_dev": max(dev), "per_clique": dev})
+                rows.append({"model": name, "n": n, "method": method, "seconds": dt, "max_dev": max(dev),
+                             "per_clique": dev})
                 print(name, n, method, f"{dt:.2f}s max {max(dev):.2f}", flush=True)
-        out["models"][name] = entry
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=1)
-    lines = ["# Low-variance synthetic data: clique counts vs the model (Adult)", "",
-             f"Machine: {out['machine']}. Date: {out['date']}. Versions: {out['versions']}.", "",
+    meta = schema.run_meta("bench.low_variance", argv)
+    lines = ["# Low-variance synthetic data: clique counts vs the model (Adult)", "", *schema.header_lines(meta),
              "Largest |count - n p(c)| over the cells of each junction-tree clique; models fitted with "
              f"{args.iters} mirror-descent iterations to noisy marginals (sigma 10). Times include the "
              "first call's compilation (exact) and the host-side rounding (low_variance).", ""]
-    for name, entry in out["models"].items():
+    for name in models:
         lines += [f"## {name}", "", "| records | method | time (s) | worst clique | per clique |", "|---|---|---|---|---|"]
-        for d in entry["draws"]:
+        for d in (r for r in rows if r["model"] == name):
             lines.append(f"| {d['n']:,} | {d['method']} | {d['seconds']:.2f} | {d['max_dev']:.2f} | "
                          + ", ".join(f"{v:.1f}" for v in d["per_clique"]) + " |")
         lines.append("")
-    with open(args.out.replace(".json", ".md"), "w") as f:
-        f.write("\n".join(lines))
+    schema.write_result("mechanisms", args.out, rows, meta, page=lines, fit_iters=args.iters, models=trees)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ import platform
 import time
 import warnings
 
-from benchutil import median, proc_status, timed  # bench/ is the script's folder, so on sys.path
+from bench.benchutil import median, proc_status, timed
 
 
 def _setup():

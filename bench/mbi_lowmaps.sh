@@ -1,4 +1,5 @@
 #!/bin/sh
-# An "interpreter" for bench/mst_aim.py --mbi-python: runs the mbi driver through bench/mbi_lowmaps.py.
-HERE=$(dirname "$0")
-exec "$HERE/../.venv/bin/python" "$HERE/mbi_lowmaps.py" "$@"
+# An "interpreter" for bench.mst_aim --mbi-python: runs the mbi driver (-m bench.mbi_mst_aim ...) through
+# bench.mbi_lowmaps, with the repository root as the working directory (the driver passes absolute paths).
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" && exec "$ROOT/.venv/bin/python" -m bench.mbi_lowmaps "$@"

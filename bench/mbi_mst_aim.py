@@ -1,4 +1,4 @@
-"""MST and AIM written on mbi 2.0's public API: the incumbent side of ``bench/mst_aim.py``.
+"""MST and AIM written on mbi 2.0's public API: the incumbent side of ``bench.mst_aim``.
 
 mbi 2.0 on PyPI ships the estimation engine but no mechanism scripts, so this driver implements
 MST (McKenna, Miklau & Sheldon, JPC 2021, Section 4) and AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022,
@@ -32,9 +32,9 @@ Differences from the pgmjax implementation that come from the engines, not the a
   structure; kept alive, they exhausted the process's memory maps on Adult after about 15 rounds:
   "LLVM ERROR: Unable to allocate section memory").
 
-Usage (by ``bench/mst_aim.py``)::
+Usage (by ``bench.mst_aim``, from the repository root)::
 
-    python bench/mbi_mst_aim.py --problem problem.npz --mechanism aim --rho 0.0149731 --seed 0 \\
+    python -m bench.mbi_mst_aim --problem problem.npz --mechanism aim --rho 0.0149731 --seed 0 \\
         --out synth.npz [--rounds 224 --max-model-size 80 --max-iters 1000] [--select-iters 2500 --fit-iters 10000]
 
 It writes the synthetic records (original domain, domain order) to ``--out`` and prints one JSON

@@ -3,10 +3,10 @@
 This is the incumbent half of the Figure 2b experiment of McKenna et al.,
 "Graphical-model based estimation and inference for differential privacy"
 (ICML 2019): ``d`` attributes of size 10, 10,000 records, noisy identity
-marginals on every consecutive triple (see :mod:`scalability_problem`, which
+marginals on every consecutive triple (see :func:`bench.problems.markov_chain_problem`, which
 builds the exact same problem that our engine is timed on). ``mbi`` is only
 *called* here; it must be installed in the running interpreter (we use a
-separate venv, e.g. ``/work/venv-mbi/bin/python bench/mbi_scalability.py``).
+separate venv, e.g. ``/work/venv-mbi/bin/python -m bench.mbi_scalability``).
 
 What is measured, per ``d`` (all wall-clock, ``time.perf_counter``, every
 timed call ends with ``jax.block_until_ready`` on the returned model):
@@ -73,7 +73,7 @@ float32 mode unless ``--x64`` is given.
 
 Usage::
 
-    /work/venv-mbi/bin/python bench/mbi_scalability.py --d 10 100 --iters 50 \\
+    /work/venv-mbi/bin/python -m bench.mbi_scalability --d 10 100 --iters 50 \\
         --out mbi_scalability.json
 
 Each ``d`` runs in a fresh child process (unless ``--in-process``), so that
@@ -96,14 +96,10 @@ import platform
 import resource
 import statistics
 import subprocess
-import sys
 import time
 import warnings
 
-try:  # imported as part of the ``bench`` directory/package
-    from .scalability_problem import make_problem
-except ImportError:  # run as a script: ``python bench/mbi_scalability.py``
-    from scalability_problem import make_problem
+from bench.problems import ROOT, child_command, markov_chain_problem
 
 # JAX compilation events, as recorded by ``jax.monitoring``.
 _XLA_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -111,7 +107,7 @@ _LOWERING_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 _TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 
 
-class _CompileEvents:
+class CompileEvents:
     """Accumulates JAX compilation event durations while ``active``."""
 
     def __init__(self) -> None:
@@ -130,7 +126,7 @@ class _CompileEvents:
         self.counts.clear()
 
 
-_EVENTS = _CompileEvents()
+_EVENTS = CompileEvents()
 _JAX_CONFIGURED: bool | None = None  # the x64 flag JAX was configured with
 
 
@@ -259,7 +255,7 @@ def run_mbi(d: int, iters: int = 50, seed: int = 0, repeats: int = 3,
     from mbi import estimation, junction_tree, marginal_loss
 
     t0 = time.perf_counter()
-    problem = make_problem(d, seed=seed)
+    problem = markov_chain_problem(d, seed=seed)
     problem_s = time.perf_counter() - t0
     domain, measurements = build_mbi_inputs(problem, mbi, jnp)
     jax.block_until_ready([m.noisy_measurement for m in measurements])
@@ -370,13 +366,13 @@ def _run_in_fresh_process(args: argparse.Namespace, d: int) -> dict:
     benefit from compilations (e.g. of small eager ops shared between sizes)
     done for an earlier ``d``.
     """
-    command = [sys.executable, os.path.abspath(__file__), "--child",
+    command = [*child_command("bench.mbi_scalability"), "--child",
                "--d", str(d), "--iters", str(args.iters),
                "--seed", str(args.seed), "--repeats", str(args.repeats)]
     if args.x64:
         command.append("--x64")
     completed = subprocess.run(command, check=True, stdout=subprocess.PIPE,
-                               text=True)
+                               text=True, cwd=ROOT)
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
@@ -396,7 +392,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="run all d in this process instead of one fresh "
                              "process per d (compile_s of later d may then "
                              "be slightly underestimated)")
-    parser.add_argument("--out", help="write meta + results JSON here")
+    parser.add_argument("--out", help="write meta + results JSON here (for bench.scalability, which records them "
+                        "in its result)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 

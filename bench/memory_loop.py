@@ -8,18 +8,16 @@ before every fit by :func:`pgmjax.graph.oracle_plan.make_plan`, frees them once 
 ``MAX_LIVE_PROGRAMS`` are live. ``--no-bound`` sets ``PGMJAX_MAX_LIVE_PROGRAMS=0`` (the behaviour before).
 
 Usage:
-    python bench/memory_loop.py --structures 2000 --out bench/results/memory_loop_cpu.json
-    python bench/memory_loop.py --structures 400 --no-bound --out bench/results/memory_loop_unbounded_cpu.json
+    python -m bench memory memory_loop --structures 2000 --out memory_loop_cpu     # bench/results/memory/
+    python -m bench memory memory_loop --structures 400 --no-bound --out memory_loop_unbounded_cpu
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def map_count() -> int:
@@ -45,13 +43,15 @@ def main(argv=None) -> None:
     parser.add_argument("--every", type=int, default=100, help="record every this many fits")
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--no-bound", action="store_true", help="PGMJAX_MAX_LIVE_PROGRAMS=0: never free programs")
-    parser.add_argument("--out", default=None)
+    parser.add_argument("--out", default=None, help="result name under bench/results/memory/ (or a path); without it "
+                        "the page is only printed")
     args = parser.parse_args(argv)
+    args.argv = argv
     if args.no_bound:
         os.environ["PGMJAX_MAX_LIVE_PROGRAMS"] = "0"
 
     import numpy as np
-    from benchutil import proc_status
+    from bench.benchutil import proc_status
 
     import pgmjax as pj
     from pgmjax import programs
@@ -84,23 +84,19 @@ def main(argv=None) -> None:
 
 def write(args, rows, pj, programs, status: str, quiet: bool = False) -> None:
     """Publish the rows so far (JSON and Markdown) with the run's status."""
-    import contextlib
-    import io
-
-    from benchutil import publish, results_header, run_record
+    from bench import schema
 
     first = next((r for r in rows if r["fits"] >= args.every), rows[-1])
     last = rows[-1]
     span = max(last["fits"] - first["fits"], 1)
     per_fit_mb = (last["rss_mib"] - first["rss_mib"]) * 2**20 / 1e6 / span
     per_fit_maps = (last["maps"] - first["maps"]) / span
-    run = run_record("memory_loop.py", sys.argv[1:])
+    run = schema.run_meta("bench.memory_loop", args.argv)
     bound = "none (PGMJAX_MAX_LIVE_PROGRAMS=0)" if args.no_bound else f"MAX_LIVE_PROGRAMS={programs.MAX_LIVE_PROGRAMS}"
     lines = [
         "# pgmjax.estimate in a loop over new structures: memory",
         "",
-        *results_header(run),
-        "",
+        *schema.header_lines(run),
         f"{args.structures} structures (three attributes of sizes 2-14, measurements on (a, b) and (b, c), "
         f"{args.iters} iterations each); bound on live compiled programs: {bound}. Run: {status}.",
         f"Growth from fit {first['fits']} to fit {last['fits']}: {per_fit_mb:.3f} MB and {per_fit_maps:.2f} "
@@ -111,10 +107,12 @@ def write(args, rows, pj, programs, status: str, quiet: bool = False) -> None:
         *(f"| {r['fits']} | {r['rss_mib']} | {r['peak_rss_mib']} | {r['maps']} | {r['live_programs']} | {r['seconds']} |"
           for r in rows),
     ]
-    data = {"run": run, "structures": args.structures, "iters": args.iters, "bound": bound, "status": status,
-            "per_fit_mb": per_fit_mb, "per_fit_maps": per_fit_maps, "rows": rows}
-    with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
-        publish(lines, args.out, data)
+    if args.out:
+        schema.write_result("memory", args.out, rows, run, page=lines, quiet=quiet, structures=args.structures,
+                            iters=args.iters, bound=bound, status=status, per_fit_mb=per_fit_mb,
+                            per_fit_maps=per_fit_maps)
+    elif not quiet:
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ fresh queries). MAE over the published queries and, where there are fresh ones, 
 over seeds (the seed drives the selector's ties and the noise).
 
 Usage:
-    python bench/mldp.py                 # eps 1 and 0.1, 5 seeds -> bench/results/mldp_cpu.{json,md,png}
-    python bench/mldp.py --quick         # eps 1, 2 seeds, fewer m (a smoke run)
+    python -m bench papers mldp                 # eps 1 and 0.1, 5 seeds -> bench/results/papers/mldp_cpu.{json,md,png}
+    python -m bench papers mldp --quick         # eps 1, 2 seeds, fewer m (a smoke run)
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import benchutil  # noqa: E402
+from bench import benchutil, schema
 
 import pgmjax as pj  # noqa: E402
 from pgmjax.mechanisms.query_learning import QuerySet, fit_regression, laplace_baseline, mldp, training_sensitivity  # noqa: E402
@@ -178,7 +177,7 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=None, help="seeds per setting (default 5; 2 with --quick)")
     ap.add_argument("--eps", type=float, nargs="+", default=None, help="budgets (default 1 0.1; 1 with --quick)")
     ap.add_argument("--data-dir", default=os.environ.get("PGMJAX_DATA"), help="the shared data folder (default: pgmjax's)")
-    ap.add_argument("--out", default="bench/results/mldp_cpu", help="output path without extension")
+    ap.add_argument("--out", default="mldp_cpu", help="result name under bench/results/papers/ (or a path)")
     ap.add_argument("--only", nargs="*", default=None, help="experiment names to run (a_table1 b_subsets c_age d_age_edu)")
     args = ap.parse_args(argv)
     seeds = args.seeds or (2 if args.quick else 5)
@@ -188,7 +187,7 @@ def main(argv=None):
     load_start = os.getloadavg()
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "cpu": benchutil.cpu_model(),
+        "cpu": schema.cpu_model(),
         "cores": os.cpu_count(),
         "backend": jax.default_backend(),
         "python": platform.python_version(),
@@ -252,13 +251,12 @@ def main(argv=None):
         results.append(entry)
     meta["seconds"] = time.perf_counter() - start
     meta["load_end"] = os.getloadavg()
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out + ".json", "w") as fh:
-        json.dump({"meta": meta, "results": results}, fh, indent=1, default=float)
-    with open(args.out + ".md", "w") as fh:
-        fh.write(render(meta, results, os.path.basename(args.out)))
-    plot(meta, results, args.out + ".png")
-    print(f"wrote {args.out}.json, .md, .png in {meta['seconds']:.0f} s")
+    meta = schema.run_meta("bench.mldp", argv, also=meta)
+    out = schema.result_path("papers", args.out)
+    results = json.loads(json.dumps(results, default=float))
+    schema.write_result("papers", out, results, meta, page=render(meta, results, os.path.basename(out)).splitlines())
+    plot(meta, results, out + ".png")
+    print(f"wrote {out}.json, .md, .png in {meta['seconds']:.0f} s")
 
 
 def render(meta: dict, results: list[dict], stem: str) -> str:

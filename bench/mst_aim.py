@@ -2,7 +2,7 @@
 
 For each mechanism (MST, AIM), each ``epsilon`` (default 0.3, 1, 3; ``delta = 1e-9``) and each seed,
 pgmjax (:func:`pgmjax.mechanisms.spanning_tree.mst`, :func:`pgmjax.mechanisms.adaptive_iterative.aim`) and mbi 2.0
-(``bench/mbi_mst_aim.py``: the same algorithm written on mbi's public API, since mbi 2.0 on PyPI
+(``bench.mbi_mst_aim``: the same algorithm written on mbi's public API, since mbi 2.0 on PyPI
 ships no mechanism scripts) each run in a fresh process, one after the other, with the same
 budget ``rho = cdp_rho(epsilon, delta)`` and the same settings. Each writes its synthetic records;
 this driver scores both with the same code: the average over all 91 two-way marginals of Adult of
@@ -25,8 +25,8 @@ Settings (the same on both sides; recorded in the JSON):
 
 Usage::
 
-    PYTHONPATH=. python bench/mst_aim.py --mbi-python /work/venv-mbi/bin/python \\
-        --out bench/results/mst_aim_cpu.json [--data /path/to/shared/data] \\
+    python -m bench mechanisms mst_aim --mbi-python bench/mbi_lowmaps.sh \\
+        --out mst_aim_cpu [--data /path/to/shared/data] \\
         [--eps 0.3 1 3] [--seeds 0] [--mechanisms mst aim] [--aim-rounds 224 --aim-max-model-size 80 ...]
 
 ``--datasets`` runs other tables than Adult (the shared ones by name, and ``generated``: a 9-column,
@@ -53,10 +53,9 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from benchutil import cpu_model  # noqa: E402
+from bench import schema
+from bench.problems import child_command
+from bench.schema import ROOT, cpu_model
 
 DELTA = 1e-9
 
@@ -202,8 +201,8 @@ def environment() -> dict:
 
 def _commit():
     try:
-        head = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "--", "../pgmjax", "."], capture_output=True,
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "pgmjax", "bench"], capture_output=True,
                                text=True).stdout.strip()
         return head + ("+local changes" if dirty else "") if head else None
     except OSError:
@@ -213,7 +212,7 @@ def _commit():
 def _child(cmd: list[str], label: str) -> dict:
     t = time.perf_counter()
     load0 = os.getloadavg()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr[-5000:])
         raise RuntimeError(f"{label} failed (exit {proc.returncode})")
@@ -244,7 +243,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", default=None, help="shared data folder (default: $PGMJAX_DATA or ../shared/data)")
     p.add_argument("--mbi-python", default=None, help="interpreter with mbi==2.0.0 installed (omit to skip mbi)")
-    p.add_argument("--out", default=None, help="results JSON (the .md rendering goes next to it)")
+    p.add_argument("--out", default="mst_aim_cpu", help="result name under bench/results/mechanisms/ (or a path)")
     p.add_argument("--merge", default=None, help="an earlier results JSON whose runs are kept")
     p.add_argument("--eps", type=float, nargs="+", default=[0.3, 1.0, 3.0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -269,10 +268,7 @@ def main(argv=None):
 
     if args.render:
         with open(args.render) as f:
-            md = render(json.load(f))
-        with open(args.render.rsplit(".", 1)[0] + ".md", "w") as f:
-            f.write(md)
-        print(md)
+            schema.write_page(args.render, render(json.load(f)).splitlines())
         return
 
     import pgmjax as pj
@@ -303,12 +299,12 @@ def main(argv=None):
         print(f"skipping the MST/AIM benchmark: {e}", file=sys.stderr)
         return
     started = time.perf_counter()
-    out = {"meta": environment(), "settings": settings, "label": args.label, "load_start": list(os.getloadavg())}
+    out = {"meta": schema.run_meta("bench.mst_aim", argv, extra=("mbi",), also=environment()), "settings": settings, "label": args.label, "load_start": list(os.getloadavg())}
     runs = []
     if args.merge:
         with open(args.merge) as f:
             old = json.load(f)
-        runs = old.get("runs", [])
+        runs = old.get("rows", old.get("runs", []))
         out["merged_from"] = {"file": args.merge, "meta": old.get("meta"), "settings": old.get("settings"),
                               "label": old.get("label")}
     workdir = tempfile.mkdtemp(prefix="pgmjax_mst_aim_")
@@ -332,7 +328,7 @@ def main(argv=None):
             rho = cdp_rho(eps, DELTA)
             common = ["--problem", problem, "--seed", str(seed)]
             if lib.startswith("pgmjax"):
-                cmd = [sys.executable, os.path.abspath(__file__), "--child", *common, "--synth-out", synth,
+                cmd = [*child_command("bench.mst_aim"), "--child", *common, "--synth-out", synth,
                        "--mechanism", mech, "--epsilon", repr(eps),
                        "--mst-select-iters", str(args.mst_select_iters), "--mst-fit-iters", str(args.mst_fit_iters),
                        "--aim-rounds", str(rounds), "--aim-max-model-size", repr(args.aim_max_model_size),
@@ -340,7 +336,7 @@ def main(argv=None):
                 if lib == "pgmjax_accelerated":
                     cmd += ["--engine-method", "mirror_descent"]
             else:
-                cmd = [args.mbi_python, os.path.join(HERE, "mbi_mst_aim.py"), *common, "--out", synth,
+                cmd = [*child_command("bench.mbi_mst_aim", python=args.mbi_python), *common, "--out", synth,
                        "--mechanism", mech, "--rho", repr(rho),
                        "--select-iters", str(args.mst_select_iters), "--fit-iters", str(args.mst_fit_iters),
                        "--rounds", str(rounds), "--max-model-size", repr(args.aim_max_model_size),
@@ -352,30 +348,25 @@ def main(argv=None):
             print(f"    TVD {row['tvd']:.4f}, wall {row['wall_s']:.0f} s", file=sys.stderr, flush=True)
             runs = [r for r in runs if _key(r) != _key(row)] + [row]
             out["runs"] = runs
-            if args.out:  # save after every run: long grids survive an interruption
-                os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-                with open(args.out, "w") as f:
-                    json.dump(out, f, indent=1)
+            _write(args.out, out, quiet=True)  # after every run: long grids survive an interruption
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     out["runs"] = runs
     out["load_end"] = list(os.getloadavg())
     out["total_wall_s"] = time.perf_counter() - started
-    text = json.dumps(out, indent=1)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-        md = render(out)
-        with open(args.out.rsplit(".", 1)[0] + ".md", "w") as f:
-            f.write(md)
-        print(md)
-    else:
-        print(text)
+    _write(args.out, out)
+
+
+def _write(name: str, out: dict, quiet: bool = False) -> None:
+    """The result through ``bench.schema``: the runs are its rows."""
+    rest = {k: v for k, v in out.items() if k not in ("meta", "runs")}
+    schema.write_result("mechanisms", name, out["runs"], out["meta"], page=render(out).splitlines(), quiet=quiet,
+                        **rest)
 
 
 # ----------------------------------------------------------------------------- rendering
 def render(res: dict) -> str:
-    meta, runs = res["meta"], res.get("runs", [])
+    meta, runs = res["meta"], res.get("rows", res.get("runs", []))
     mbi_meta = next((r["meta"] for r in runs if r.get("library") == "mbi" and "meta" in r), None)
     s = res["settings"]
     problems = res.get("problems") or {res["problem"]["dataset"]: res["problem"]}

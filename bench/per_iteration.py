@@ -6,26 +6,23 @@ evening). Here each engine runs in fresh processes that alternate ``--rounds`` t
 compiles, then times ``--calls`` calls of ``estimate(N)`` and of ``estimate(0)`` (the call's fixed cost)
 and reports ``(min estimate(N) - min estimate(0)) / N``: the fastest the machine ran it, the least
 disturbed sample. Medians are reported beside it. Both engines run mirror descent in float32 on the same
-noisy answers (the engine benchmark's problems, ``engine_problems.py``).
+noisy answers (the engine benchmark's problems, ``bench/problems.py``).
 
 Usage::
 
-    python bench/per_iteration.py --problems stroke loans --iters 400 --rounds 3 \
-        --out bench/results/per_iteration_cpu.json     # writes the .json and a .md beside it
-    python bench/per_iteration.py --render bench/results/per_iteration_cpu.json
+    python -m bench.per_iteration --problems stroke loans --iters 400 --rounds 3 \
+        --out bench/results/engine/per_iteration_cpu.json     # writes the .json and a .md beside it
+    python -m bench.per_iteration --render bench/results/engine/per_iteration_cpu.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+from bench import schema
 
 ENGINES = ("pgmjax", "mbi")
 
@@ -77,7 +74,7 @@ def child(engine: str, problem_file: str, iters: str, calls: str, result_file: s
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)
-    import engine_problems as ep
+    from bench import problems as ep
 
     p = ep.load(problem_file)
     fit = (_fit_pgmjax if engine == "pgmjax" else _fit_mbi)(p)
@@ -93,18 +90,14 @@ def child(engine: str, problem_file: str, iters: str, calls: str, result_file: s
         json.dump(out, f)
 
 
-def render(path: str) -> str:
-    import benchutil
-
-    with open(path) as f:
-        data = json.load(f)
-    run, rows = data["run"], data["rows"]
+def render(data: dict) -> list[str]:
+    """The result's Markdown page."""
+    run, rows = schema.meta_of(data), data["rows"]
     problems = list(dict.fromkeys(r["problem"] for r in rows))
     lines = [
         "# Per iteration, pgmjax and mbi 2.0, fastest of several calls (mirror descent, float32, CPU)",
         "",
-        *benchutil.results_header(run),
-        "",
+        *schema.header_lines(run),
         "Each cell: fresh processes alternating between the engines by round; a process compiles, then times "
         "its calls of `estimate(N)` and of `estimate(0)`; per iteration = (fastest estimate(N) - fastest "
         "estimate(0)) / N, the least disturbed sample. `min` is the fastest over the rounds, `median` the "
@@ -127,46 +120,38 @@ def render(path: str) -> str:
                      f"{len(got['pgmjax'])} |")
     if data.get("notes"):
         lines += ["", "Notes. " + data["notes"]]
-    text = "\n".join(lines) + "\n"
-    with open(os.path.splitext(path)[0] + ".md", "w") as f:
-        f.write(text)
-    return text
+    return lines
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", nargs="+", default=["stroke", "loans"])
     ap.add_argument("--iters", type=int, default=400, help="N, iterations per timed call")
     ap.add_argument("--calls", type=int, default=5, help="timed calls of estimate(N) and of estimate(0) per process")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", help="results .json (a .md is written beside it)")
+    ap.add_argument("--out", default="per_iteration_cpu",
+                    help="result name under bench/results/engine/ (or a path); a .json and a .md")
     ap.add_argument("--render", help="only write the .md of this JSON")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.child:
         child(*args.child)
         return
     if args.render:
-        print(render(args.render))
+        with open(args.render) as f:
+            schema.write_page(args.render, render(json.load(f)))
         return
-    import engine_problems as ep
+    from bench import problems as ep
 
     rows = []
-    for row in ep.alternating(__file__, args.problems, args.rounds, ENGINES,
+    for row in ep.alternating("bench.per_iteration", args.problems, args.rounds, ENGINES,
                               lambda path, engine, rnd, folder: [engine, path, str(args.iters), str(args.calls)],
                               arm_key="engine"):
         rows.append(row)
         print(f"{row['problem']:>10} r{row['round']} {row['engine']:<6} {row['ms_per_iter_min']:8.3f} ms/iter (min), "
               f"{row['ms_per_iter_median']:8.3f} (median)", flush=True)
-    if args.out:
-        import mbi
-
-        import benchutil
-
-        with open(args.out, "w") as f:
-            json.dump({"run": benchutil.run_record("per_iteration.py", mbi=getattr(mbi, "__version__", "2.0.0")),
-                       "rows": rows}, f, indent=1)
-        print(render(args.out))
+    meta = schema.run_meta("bench.per_iteration", argv, extra=("mbi",))
+    schema.write_result("engine", args.out, rows, meta, page=render({"meta": meta, "rows": rows}))
 
 
 if __name__ == "__main__":

@@ -9,19 +9,18 @@ as an example page.
 
 Usage::
 
-    nice python bench/private_preprocessing.py                 # the committed run
-    python bench/private_preprocessing.py --seeds 1 --out /tmp/pp.json
+    nice python -m bench mechanisms private_preprocessing                 # the committed run
+    python -m bench mechanisms private_preprocessing --seeds 1 --out /tmp/pp.json
 
-Outputs ``bench/results/private_preprocessing_cpu.{json,md}`` and ``bench/results/example_report.html``.
+Outputs ``bench/results/mechanisms/private_preprocessing_cpu.{json,md}`` and
+``bench/results/mechanisms/example_report.html``.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -29,8 +28,9 @@ import time
 import numpy as np
 import pandas as pd
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
+from bench import schema
+
+RESULTS = os.path.join(schema.RESULTS, "mechanisms")
 
 
 def one_run(raw: pd.DataFrame, mechanism: str, eps: float, fraction: float, seed: int, html: str | None):
@@ -66,21 +66,19 @@ def one_run(raw: pd.DataFrame, mechanism: str, eps: float, fraction: float, seed
     }
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--out", default=os.path.join(RESULTS, "private_preprocessing_cpu.json"))
+    ap.add_argument("--out", default="private_preprocessing_cpu", help="result name under bench/results/mechanisms/ "
+                    "(or a path)")
     ap.add_argument("--html", default=os.path.join(RESULTS, "example_report.html"))
-    a = ap.parse_args()
-
-    import jax
-    from benchutil import cpu_model
+    a = ap.parse_args(argv)
 
     from pgmjax.data.examples import raw_table
 
     raw = raw_table()
     rows = []
-    a.out, a.html = os.path.abspath(a.out), os.path.abspath(a.html)
+    a.out, a.html = os.path.abspath(schema.result_path("mechanisms", a.out)), os.path.abspath(a.html)
     here = os.getcwd()
     with tempfile.TemporaryDirectory() as folder:
         os.chdir(folder)  # relative paths: the report page names raw.csv, not a temporary folder
@@ -94,23 +92,17 @@ def main() -> int:
                           + " ".join(f"{v:.3f}" for v in r["income_ratio"].values())
                           + f"; >1M {r['income_above_1M']['synthetic']:.4f}; {r['seconds']:.1f} s", flush=True)
         os.chdir(here)
-    meta = {
-        "date": datetime.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {cpu_model()}",
-        "python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__, "pandas": pd.__version__,
-        "table": "pgmjax.data.examples.raw_table(20000, seed=0)", "epsilon": 1.0, "delta_mst": 1e-9,
-    }
-    with open(a.out, "w") as f:
-        json.dump({"meta": meta, "runs": rows}, f, indent=1)
-    write_md(meta, rows, a.out.replace(".json", ".md"))
+    meta = schema.run_meta("bench.private_preprocessing", argv, extra=("pandas",))
+    setting = {"table": "pgmjax.data.examples.raw_table(20000, seed=0)", "epsilon": 1.0, "delta_mst": 1e-9}
+    schema.write_result("mechanisms", a.out, rows, meta, page=page(meta, setting, rows), **setting)
     return 0
 
 
-def write_md(meta, rows, path):
+def page(meta, setting, rows) -> list[str]:
+    """The result's Markdown page."""
     lines = [
-        "# Raw table to private synthetic data (`bench/private_preprocessing.py`)", "",
-        f"{meta['date']}; {meta['machine']}; Python {meta['python']}, jax {meta['jax']}, numpy {meta['numpy']}, "
-        f"pandas {meta['pandas']}. Table: `{meta['table']}` (20,000 rows). `pgmjax run` without a schema at eps = 1 "
+        "# Raw table to private synthetic data (`bench.private_preprocessing`)", "", *schema.header_lines(meta),
+        f"Table: `{setting['table']}` (20,000 rows). `pgmjax run` without a schema at eps = 1 "
         "(MST: delta = 1e-9); the preprocessing fraction F of the budget derives the schema privately.", "",
         "Income quantiles: synthetic / real, median over seeds [min, max]. Age: 2% and 98% quantiles. "
         "Rare cities: values held by 1-4 records found in any output.", "",
@@ -134,10 +126,8 @@ def write_md(meta, rows, path):
                      f"{', '.join(rare) or 'none'} | {np.median(tvd):.4f} | {np.median([r['seconds'] for r in rs]):.1f} |")
     lines += ["", "The machine is shared with other work: times are indicative. `example_report.html` is the "
               "utility report of the MST run with F = 0.1, seed 0 (computed from the raw data: not private)."]
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    return lines
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, HERE)
     sys.exit(main())

@@ -11,11 +11,11 @@ the XLA compilations so far (JAX's compile events) and the elapsed time.
 
 Usage::
 
-    nice python bench/repeated_runs.py                              # the committed run
-    python bench/repeated_runs.py --mechanism dualquery --calls 200 --every 20 --out /tmp/dq.json
-    python bench/repeated_runs.py --render                          # md + png from the JSON
+    nice python -m bench.repeated_runs                              # the committed run
+    python -m bench.repeated_runs --mechanism dualquery --calls 200 --every 20 --out /tmp/dq.json
+    python -m bench.repeated_runs --render                          # md + png from the JSON
 
-Outputs ``bench/results/repeated_runs_cpu.{json,md,png}``.
+Outputs ``bench/results/memory/repeated_runs_cpu.{json,md,png}``.
 """
 
 from __future__ import annotations
@@ -30,9 +30,7 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, HERE)
+from bench import schema
 
 EPSILONS = (0.5, 1.0, 2.0, 3.0)
 # (mechanism, calls) of the committed run: DualQuery, the issue's case, 2,000 times; the others a few hundred.
@@ -120,11 +118,9 @@ def _meta() -> dict:
     import jax
 
     import pgmjax as pj
-    from benchutil import cpu_model
-
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {cpu_model()}",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {schema.cpu_model()}",
         "python": platform.python_version(),
         "jax": jax.__version__,
         "numpy": np.__version__,
@@ -135,13 +131,24 @@ def _meta() -> dict:
 
 
 def render(path_json: str) -> None:
+    """Re-render the page and plot beside a result's JSON."""
     with open(path_json) as f:
         doc = json.load(f)
-    meta, runs = doc["meta"], doc["runs"]
+    base = os.path.splitext(path_json)[0]
+    schema.write_page(base, page(doc))
+    plot(doc, base)
+
+
+def page(doc: dict) -> list[str]:
+    """The result's Markdown page."""
+    meta, runs = doc["meta"], schema.rows_of(doc, "runs")
+    machine = meta["machine"]
+    if isinstance(machine, dict):  # bench.schema's record
+        machine = f"{machine['cpu']}, {machine['cores']} cores, commit {meta['commit']}"
     lines = [
-        "# Repeated runs in one process (`bench/repeated_runs.py`)",
+        "# Repeated runs in one process (`bench.repeated_runs`)",
         "",
-        f"{meta['date']}; {meta['machine']}; Python {meta['python']}, jax {meta['jax']}, numpy {meta['numpy']}. "
+        f"{meta['date']}; {machine}; Python {meta['python']}, jax {meta['jax']}, numpy {meta['numpy']}. "
         f"Table: {meta['table']}; budgets cycle through {meta['epsilons']}, a new key per call. "
         "The machine is shared with other work: times are indicative.",
         "",
@@ -166,10 +173,12 @@ def render(path_json: str) -> None:
     lines += ["", "Rows every `every` calls are in the JSON (calls, rss_mb, maps, engine_programs, compiles, seconds)."]
     if doc.get("notes"):
         lines += ["", *doc["notes"]]
-    base = os.path.splitext(path_json)[0]
-    with open(base + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
+    return lines
 
+
+def plot(doc: dict, base: str) -> None:
+    """``<base>.png``: memory, maps and compilations against calls."""
+    meta, runs = doc["meta"], schema.rows_of(doc, "runs")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -207,33 +216,35 @@ def _add_log(path_json: str, log: str, label: str) -> None:
                              "compiles": int(comp), "seconds": float(secs)})
     with open(path_json) as f:
         doc = json.load(f)
-    doc["runs"] = [r for r in doc["runs"] if r["mechanism"] != label] + [
+    key = "rows" if "rows" in doc else "runs"
+    doc[key] = [r for r in doc[key] if r["mechanism"] != label] + [
         {"mechanism": label, "calls": rows[-1]["calls"], "every": rows[1]["calls"] - rows[0]["calls"], "rows": rows}]
     with open(path_json, "w") as f:
         json.dump(doc, f, indent=1)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mechanism", help="run only this mechanism (default: the committed plan, each in a fresh process)")
     ap.add_argument("--calls", type=int, default=None)
     ap.add_argument("--every", type=int, default=100)
-    ap.add_argument("--out", default=os.path.join(RESULTS, "repeated_runs_cpu.json"))
+    ap.add_argument("--out", default="repeated_runs_cpu", help="result name under bench/results/memory/ (or a path)")
     ap.add_argument("--render", action="store_true", help="only write the md and png from the JSON")
     ap.add_argument("--add-log", nargs=2, metavar=("LOG", "LABEL"),
                     help="add a run from this script's printed log (e.g. the code before the fix, stopped early) under LABEL, then render")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    path = schema.result_path("memory", args.out) + ".json"
     if args.add_log:
-        _add_log(args.out, *args.add_log)
-        render(args.out)
+        _add_log(path, *args.add_log)
+        render(path)
         return
     if args.render:
-        render(args.out)
+        render(path)
         return
     if args.mechanism:  # one mechanism in this process
         calls = args.calls or dict(PLAN)[args.mechanism]
         doc = {"meta": _meta(), "runs": [run_one(args.mechanism, calls, args.every)]}
-        with open(args.out, "w") as f:
+        with open(path, "w") as f:  # one part of the plan, for the parent (not a result)
             json.dump(doc, f, indent=1)
         return
     # The plan: each mechanism in a fresh process (so one's programs do not count against another's).
@@ -245,16 +256,17 @@ def main() -> None:
         every = 100 if calls >= 1000 else max(5, calls // 20)
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
             part = tmp.name
-        subprocess.run([sys.executable, __file__, "--mechanism", name, "--calls", str(calls if args.calls is None else args.calls),
-                        "--every", str(every), "--out", part], check=True)
+        subprocess.run([sys.executable, "-m", "bench.repeated_runs", "--mechanism", name,
+                        "--calls", str(calls if args.calls is None else args.calls), "--every", str(every), "--out", part],
+                       check=True, cwd=schema.ROOT)
         with open(part) as f:
             part_doc = json.load(f)
         os.unlink(part)
         runs += part_doc["runs"]
-    doc = {"meta": _meta(), "runs": runs}
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1)
-    render(args.out)
+    meta = schema.run_meta("bench.repeated_runs", argv, also=_meta())
+    doc = {"meta": meta, "rows": runs}
+    schema.write_result("memory", path, runs, meta, page=page(doc))
+    plot(doc, os.path.splitext(path)[0])
 
 
 if __name__ == "__main__":

@@ -22,33 +22,28 @@ E. RR+PGM: per-attribute release; mean total-variation distance over all two-way
    and the model fitted to the debiased marginals.
 
 Every release goes through ``Accountant.randomized_response`` and every Laplace baseline through
-``Accountant.laplace``. Run: ``nice python bench/rr_experiments.py [--quick] [--data DIR]``; writes
-``bench/results/rr_experiments_cpu.{json,md,png}``.
+``Accountant.laplace``. Run: ``nice python -m bench.rr_experiments [--quick] [--data DIR]``; writes
+``bench/results/papers/rr_experiments_cpu.{json,md,png}``.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
 import json
-import math
 import os
-import platform
-import sys
 import time
 
 import jax
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(__file__))
 import pgmjax as pj  # noqa: E402
-from benchutil import cpu_model  # noqa: E402
-from rr_report import markdown, plot  # noqa: E402
+from bench import schema
+from bench.rr_report import markdown, plot
 from pgmjax import rr  # noqa: E402
 from pgmjax.privacy import Accountant  # noqa: E402
 
-RESULTS = os.path.join(os.path.dirname(__file__), "results")
+
 
 
 def keys(seed: int, k: int):
@@ -253,16 +248,16 @@ def rr_pgm(name, data, epsilons, cliques, iters, seed=5):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs and sizes (a smoke test)")
-    parser.add_argument("--data", default=os.environ.get("PGMJAX_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")))
-    parser.add_argument("--out", default=os.path.join(RESULTS, "rr_experiments_cpu"))
+    parser.add_argument("--data", default=os.environ.get("PGMJAX_DATA", os.path.join(schema.ROOT, "..", "shared", "data")))
+    parser.add_argument("--out", default="rr_experiments_cpu", help="result name under bench/results/papers/ (or a path)")
     parser.add_argument("--render", action="store_true", help="only re-render the .md and .png from the .json")
     args = parser.parse_args(argv)
+    args.out = schema.result_path("papers", args.out)
     if args.render:
         with open(args.out + ".json") as f:
             results = json.load(f)
         plot(results, args.out + ".png")
-        with open(args.out + ".md", "w") as f:
-            f.write(markdown(results))
+        schema.write_page(args.out, markdown(results).splitlines())
         return
     quick = args.quick
     adult = pj.datasets.load("adult", args.data)
@@ -295,19 +290,13 @@ def main(argv=None):
     results["rr_pgm"] += rr_pgm("adult", adult, [8.0] if quick else [4.0, 8.0, 16.0, 32.0], None, 100 if quick else 300)
     seconds["E"] = time.perf_counter() - t0
 
-    results["meta"] = {
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "versions": {"python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__},
+    results["meta"] = schema.run_meta("bench.rr_experiments", argv, also={
         "quick": quick, "runs": runs, "column_records": len(column), "graph": {"vertices": 4039, "edges": int(len(edges))},
         "seconds": seconds, "seconds_total": time.perf_counter() - t_all,
-    }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out + ".json", "w") as f:
-        json.dump(results, f, indent=1)
+    })
+    rest = {k: v for k, v in results.items() if k != "meta"}  # the experiments A-E are named sections
+    schema.write_result("papers", args.out, None, results["meta"], page=markdown(results).splitlines(), **rest)
     plot(results, args.out + ".png")
-    with open(args.out + ".md", "w") as f:
-        f.write(markdown(results))
     print(f"wrote {args.out}.{{json,md,png}} in {results['meta']['seconds_total']:.0f} s")
 
 

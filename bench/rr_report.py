@@ -51,7 +51,9 @@ def plot(results, path):
 
 
 def markdown(results) -> str:
-    meta = results["meta"]
+    meta = dict(results["meta"])
+    if isinstance(meta["machine"], dict):  # bench.schema's record
+        meta["machine"] = f"{meta['machine']['cpu']}, {meta['machine']['cores']} cores. Commit {meta['commit']}"
     lines = [
         "# Randomized-response release with companion estimators (Wang, Ying & Zhang), in spirit",
         "",

@@ -2,7 +2,7 @@
 
 d attributes of 10 values, 10,000 records, identity marginals on every
 triple (i, i+1, i+2) with Gaussian noise (sigma 10); see
-``scalability_problem.py``. For each d, pgmjax and (optionally) mbi 2.0
+``bench.problems.markov_chain_problem``. For each d, pgmjax and (optionally) mbi 2.0
 run in fresh processes, one after the other, on the same machine, with the
 same methodology:
 
@@ -16,8 +16,7 @@ same methodology:
 
 Usage::
 
-    python bench/scalability.py --d 10 100 1000 --mbi-python /path/to/venv-with-mbi/bin/python \
-        --out bench/results/scalability_cpu.json
+    python -m bench scalability --d 10 100 1000 --mbi-python .venv/bin/python   # results/scalability/scalability_cpu
 """
 
 from __future__ import annotations
@@ -26,13 +25,11 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from benchutil import cpu_model  # noqa: E402
+from bench import schema
+from bench.problems import ROOT, child_command
+from bench.schema import cpu_model
 
 
 def run_pgmjax(d: int, iters: int = 50, repeats: int = 3, seed: int = 0) -> dict:
@@ -40,13 +37,13 @@ def run_pgmjax(d: int, iters: int = 50, repeats: int = 3, seed: int = 0) -> dict
     import numpy as np
 
     jax.config.update("jax_enable_compilation_cache", False)
-    from scalability_problem import make_problem
+    from bench.problems import markov_chain_problem
 
     import pgmjax as pj
     from pgmjax.graph import junction as jt_mod
     from pgmjax.graph import oracle, oracle_plan
 
-    problem = make_problem(d, seed=seed)
+    problem = markov_chain_problem(d, seed=seed)
     domain = pj.Domain(problem["domain"])
     measurements = [
         pj.Measurement(c, y, stddev=problem["sigma"]) for c, y in zip(problem["cliques"], problem["noisy"])
@@ -126,18 +123,20 @@ def main(argv=None):
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--mbi-python", default=None, help="interpreter with mbi==2.0.0 installed (omit to skip mbi)")
-    p.add_argument("--out", default=None)
+    p.add_argument("--out", default="scalability_cpu", help="result name under bench/results/scalability/ (or a path)")
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child is not None:
         print(json.dumps(run_pgmjax(args.child, args.iters, args.repeats)))
         return
+    from bench.scalability_report import render
+
     results = []
-    out = {"meta": environment(), "results": results}
+    meta = schema.run_meta("bench.scalability", argv, extra=("optax", "mbi"), also=environment())
     for d in args.d:
         proc = subprocess.run(
-            [sys.executable, __file__, "--child", str(d), "--iters", str(args.iters), "--repeats", str(args.repeats)],
-            capture_output=True, text=True, check=True,
+            child_command("bench.scalability", "--child", d, "--iters", args.iters, "--repeats", args.repeats),
+            capture_output=True, text=True, check=True, cwd=ROOT,
         )
         row = json.loads(proc.stdout.strip().splitlines()[-1])
         print(json.dumps(row), flush=True)
@@ -145,19 +144,18 @@ def main(argv=None):
         if args.mbi_python:
             tmp = f"/tmp/mbi_scal_{d}.json"
             subprocess.run(
-                [args.mbi_python, os.path.join(HERE, "mbi_scalability.py"), "--d", str(d), "--iters", str(args.iters),
-                 "--repeats", str(args.repeats), "--out", tmp],
-                check=True, capture_output=True, text=True,
+                child_command("bench.mbi_scalability", "--d", d, "--iters", args.iters, "--repeats", args.repeats,
+                              "--out", tmp, python=args.mbi_python),
+                check=True, capture_output=True, text=True, cwd=ROOT,
             )
             with open(tmp) as f:
                 mbi = json.load(f)
             row = dict(mbi["results"][0], engine="mbi")
-            out["meta"]["mbi"] = mbi["meta"]
+            meta["mbi"] = mbi["meta"]
             print(json.dumps(row), flush=True)
             results.append(row)
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump(out, f, indent=1)
+        schema.write_result("scalability", args.out, results, meta, quiet=d != args.d[-1],
+                            page=render({"meta": meta, "rows": results}).splitlines())
 
 
 if __name__ == "__main__":

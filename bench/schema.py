@@ -8,7 +8,7 @@ A result is two files under ``bench/results/<suite>/``: ``<name>.json`` and the 
               "versions": {"python", "jax", "jaxlib", "numpy", "pgmjax", "mbi" where used, ...},
               "date": "YYYY-MM-DD HH:MM UTC",
               "command": "python -m bench.<script> ..."},
-     "rows": [...],          # the measurements, one dict per row where the script has rows
+     "rows": [...],          # the measurements, one dict per row (null where a result is made of named sections)
      ...}                    # further top-level keys a script needs (settings, notes, ...)
 
 and the page opens with the same facts (:func:`header_lines`). :func:`run_meta` builds ``meta``;
@@ -102,7 +102,7 @@ def command(module: str, argv=None) -> str:
     return " ".join(["python -m", module, *map(str, args)])
 
 
-def run_meta(module: str, argv=None, backend: bool = True, extra=(), **given) -> dict:
+def run_meta(module: str, argv=None, backend: bool = True, extra=(), also: dict | None = None, **given) -> dict:
     """The ``meta`` of a result: machine, commit, versions, date (UTC) and command.
 
     Args:
@@ -110,15 +110,23 @@ def run_meta(module: str, argv=None, backend: bool = True, extra=(), **given) ->
         argv: its arguments (default ``sys.argv[1:]``).
         backend: record JAX's backend and the accelerator (False where jax is not needed).
         extra: further packages whose versions to record, e.g. ``("mbi", "scipy")``.
+        also: further facts about the run a script records beside these (e.g. the load average at its start);
+            its ``versions`` are added to the versions, its other keys never replace the schema's own.
         given: versions given directly, ``name=version``.
     """
-    return {
+    meta = {
         "machine": machine(backend),
         "commit": commit(),
         "versions": versions(extra, **given),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": command(module, argv),
     }
+    for key, value in (also or {}).items():
+        if key == "versions":
+            meta["versions"].update({k: v for k, v in value.items() if v is not None and k not in meta["versions"]})
+        elif key not in meta:
+            meta[key] = value
+    return meta
 
 
 def header_lines(meta: dict) -> list[str]:
@@ -132,8 +140,9 @@ def header_lines(meta: dict) -> list[str]:
     if m.get("backend"):
         where += f", backend {m['backend']}"
     names = ", ".join(f"Python {val}" if k == "python" else f"{k} {val}" for k, val in v.items())
-    return [f"Machine: {where}. Date: {meta['date']}. Commit: {meta['commit']}. Versions: {names}.", "",
-            f"Command: `{meta['command']}`.", ""]
+    lines = [f"Machine: {where}. Date: {meta['date']}. Commit: {meta.get('commit') or 'not recorded'}. "
+             f"Versions: {names}.", ""]
+    return lines + ([f"Command: `{meta['command']}`.", ""] if meta.get("command") else [])
 
 
 def result_path(suite: str, name: str) -> str:
@@ -167,7 +176,8 @@ def write_result(suite: str, name: str, rows, meta: dict, page=None, title: str 
     Args:
         suite: the suite's name (its folder under ``bench/results/``).
         name: the file name without suffix (or a path, see :func:`result_path`).
-        rows: the measurements (JSON-serialisable; one dict per row where the script has rows).
+        rows: the measurements (JSON-serialisable; one dict per row), or None where the result is made of named
+            sections (given as ``extra``).
         meta: :func:`run_meta`'s record.
         page: the page's lines (Markdown) after the title; default :func:`header_lines` and :func:`table`.
         title: the page's title (default ``name``); ignored where ``page`` starts with a ``#`` title.
@@ -180,9 +190,6 @@ def write_result(suite: str, name: str, rows, meta: dict, page=None, title: str 
     missing = {"machine", "commit", "versions", "date", "command"} - set(meta)
     if missing:
         raise ValueError(f"write_result({suite!r}, {name!r}): meta lacks {sorted(missing)}; build it with run_meta")
-    clash = {"meta", "rows"} & set(extra)
-    if clash:
-        raise ValueError(f"write_result({suite!r}, {name!r}): extra keys {sorted(clash)} are the schema's own")
     path = result_path(suite, name)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     if page is None:
@@ -199,6 +206,25 @@ def write_result(suite: str, name: str, rows, meta: dict, page=None, title: str 
         print("\n".join(page))
         print(f"wrote {os.path.relpath(path, ROOT)}.json and .md")
     return path
+
+
+def write_page(path: str, lines) -> str:
+    """Write only the Markdown page ``<path>.md`` (re-rendering a committed result from its JSON)."""
+    path = os.path.splitext(path)[0]
+    with open(path + ".md", "w") as f:
+        f.write("\n".join(lines).rstrip("\n") + "\n")
+    return path
+
+
+def meta_of(doc: dict) -> dict:
+    """A result's ``meta``; in a result written before this schema, its ``run`` record or its own top-level
+    machine, versions, date, commit and command (the same facts)."""
+    return doc["meta"] if "meta" in doc else doc.get("run", doc)
+
+
+def rows_of(doc: dict, legacy: str = "results") -> list:
+    """A result's rows: ``doc["rows"]``, or in a result written before this schema ``doc[legacy]``."""
+    return doc["rows"] if "rows" in doc else doc[legacy]
 
 
 def _plain(x):

@@ -1,9 +1,10 @@
 """The benchmark suites: each a name, one line on what it measures, and its scripts (modules of ``bench``).
 
 A suite's first script is what ``python -m bench SUITE [options]`` runs; ``python -m bench SUITE SCRIPT
-[options]`` runs another. Scripts marked as helpers are started by another script (e.g. the mbi half of a
-comparison, in its own process) or render a result again; they are listed but are not a suite's entry point.
-Results go to ``bench/results/<suite>/`` (:mod:`bench.schema`).
+[options]`` runs another. Every script and helper is a module with ``main(argv)``: helpers are started by a
+script (e.g. the mbi half of a comparison, in its own process) or render a result again. Parts are modules the
+scripts import (a section's code, a page's renderer) with no command of their own. Results go to
+``bench/results/<suite>/`` (:mod:`bench.schema`).
 """
 
 from __future__ import annotations
@@ -18,17 +19,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 @dataclasses.dataclass(frozen=True)
 class Suite:
-    """A suite: ``about`` (one line), ``scripts`` (module names under ``bench``; the first is the default) and
-    ``helpers`` (started by the scripts, or renderers)."""
+    """A suite: ``about`` (one line), ``scripts`` (module names under ``bench``; the first is the default),
+    ``helpers`` (started by the scripts, or renderers) and ``parts`` (imported by the scripts only)."""
 
     name: str
     about: str
     scripts: tuple
     helpers: tuple = ()
+    parts: tuple = ()
+
+    @property
+    def commands(self) -> tuple:
+        """The modules ``python -m bench SUITE NAME`` runs."""
+        return self.scripts + self.helpers
 
     @property
     def modules(self) -> tuple:
-        return self.scripts + self.helpers
+        return self.scripts + self.helpers + self.parts
 
 
 SUITES = {s.name: s for s in (
@@ -48,10 +55,10 @@ SUITES = {s.name: s for s in (
           ("figure1", "figure2a", "dualquery_convergence", "mldp", "bayes_experiments", "history_experiments",
            "rr_experiments", "uncertainty_coverage", "uncertainty_u4", "uncertainty_u4_levels", "uncertainty_l1_lp",
            "uncertainty_boundary"),
-          ("history_report", "rr_report")),
+          ("history_report",), ("rr_report",)),
     Suite("gpu", "the GPU check (one command on a lent H100/H200: bandwidth, engine vs mbi, correctness against "
           "float64 references, batching, the largest model) and the oracle's loop plan",
-          ("gpu", "gpu_plan"), ("gpu_checks", "gpu_report")),
+          ("gpu", "gpu_plan"), (), ("gpu_checks", "gpu_report")),
     Suite("memory", "memory and compiled programs over thousands of mechanism calls and new structures in one "
           "process", ("repeated_runs", "memory_loop")),
     Suite("data", "tables beyond memory: all 2-way marginals and MST on a generated Parquet table counted by Polars "

@@ -25,17 +25,15 @@ it also inflates the second-order bias by ``lam``).
 All fits are exact (the QP of :mod:`pgmjax.uncertainty.qp`). Every centre's refits use the same noise
 draws. Usage:
 
-    nice python bench/uncertainty_boundary.py [--R 20] [--B 40] [--k 0,1,2,3] [--lam 2,3] [--compress] [--tag TAG]
+    nice python -m bench.uncertainty_boundary [--R 20] [--B 40] [--k 0,1,2,3] [--lam 2,3] [--compress] [--tag TAG]
 
-Writes bench/results/uncertainty_boundary_{uncompressed,compressed}[_TAG].{json,md}.
+Writes bench/results/papers/uncertainty_boundary_{uncompressed,compressed}[_TAG].{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import time
 
 import jax
@@ -48,9 +46,8 @@ import pgmjax as pj  # noqa: E402
 from pgmjax.uncertainty.bootstrap import draw_answers, refit  # noqa: E402
 from pgmjax.uncertainty.simulate import predictions_batch  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
-from benchutil import run_record  # noqa: E402
-from uncertainty_coverage import compressed_design, design, junction_tree_product, queries  # noqa: E402
+from bench import schema
+from bench.uncertainty_coverage import compressed_design, design, junction_tree_product, queries
 
 GROUPS = ("measured pair cell", "unmeasured pair cell", "range query")
 
@@ -70,7 +67,7 @@ def thresholded_centre(stub, ms, pred, k, targets):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=os.environ.get("PGMJAX_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")))
+    ap.add_argument("--data", default=os.environ.get("PGMJAX_DATA", os.path.join(schema.ROOT, "..", "shared", "data")))
     ap.add_argument("--R", type=int, default=20)
     ap.add_argument("--B", type=int, default=40)
     ap.add_argument("--k", default="0,1,2,3", help="thresholds in noise sd (0: the plain basic bootstrap)")
@@ -81,7 +78,7 @@ def main(argv=None):
     ap.add_argument("--tag", default="")
     args = ap.parse_args(argv)
     name = "uncertainty_boundary_" + ("compressed" if args.compress else "uncompressed") + (f"_{args.tag}" if args.tag else "")
-    out_path = os.path.join(os.path.dirname(__file__), "results", name)
+    out_path = schema.result_path("papers", name)
     t_all, c_all = time.perf_counter(), time.process_time()
     data = pj.datasets.load("adult", args.data)
     ms, means, edges = design(data, args.sigma)
@@ -148,25 +145,22 @@ def main(argv=None):
     for k in summary:
         summary[k]["0.9"]["width_over_basic"] = (np.array(summary[k]["width90"]) / w0).tolist()
     out = {
-        **run_record("uncertainty_boundary.py", argv),
+        "meta": schema.run_meta("bench.uncertainty_boundary", argv),
         "R": args.R, "B": args.B, "compress": args.compress, "kinds": kinds, "truth": tv.tolist(),
         "bias_over_sd": ((est.mean(0) - tv) / sd).tolist(), "sd": sd.tolist(),
         "summary": summary, "seconds": timings,
         "total": {"wall": time.perf_counter() - t_all, "cpu": time.process_time() - c_all},
     }
-    with open(out_path + ".json", "w") as f:
-        json.dump(out, f, indent=1)
-    write_md(out, out_path + ".md")
+    schema.write_result("papers", out_path, None, out["meta"], page=page(out), quiet=True,
+                        **{k: v for k, v in out.items() if k != "meta"})
     print(f"done: {out['total']}", flush=True)
 
 
-def write_md(out, path):
+def page(out) -> list[str]:
+    """The result's Markdown page."""
     kinds = out["kinds"]
     lines = [f"# Bootstrap centred at a thresholded fit: Adult, MST-style, {'compressed' if out['compress'] else 'uncompressed'} domain", "",
-             f"Machine: {out['machine']['cpu']}, {out['machine']['cores']} cores, backend {out['machine']['backend']} "
-             f"(shared with other jobs; load average at the end {', '.join(f'{x:.1f}' for x in out['machine']['load_average_at_end'])}). "
-             f"Date: {out['date']}. Commit {out['commit']}. Python {out['versions']['python']}, jax {out['versions']['jax']}, "
-             f"numpy {out['versions']['numpy']}. Command: `{out['command']}`.", "",
+             *schema.header_lines(schema.meta_of(out)),
              f"R = {out['R']} noise draws, B = {out['B']} exact refits per draw and centre (same noise draws for every centre). "
              "k: threshold in noise sd (cells of the fit's measured tables below k sd set to 0, projected back onto "
              "consistent marginals); k = 0 is the plain basic bootstrap.", "",
@@ -184,8 +178,7 @@ def write_md(out, path):
             f"{row['bias_over_sd'][i]:.2f} | {row['0.9']['per_query'][i]:.2f}" for row in out["summary"].values()) + " |")
     lines += ["", "Run time (s, wall / CPU): " + "; ".join(f"k={k}: {t['wall']:.0f} / {t['cpu']:.0f}" for k, t in out["seconds"].items())
               + f"; total {out['total']['wall']:.0f} / {out['total']['cpu']:.0f}.", ""]
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    return lines
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ and mirror descent on one noisy draw (1000 to 16000 iterations) against the exac
 ``mean(estimates) - truth`` against the bootstrap's bias estimate. Also B refits batched vs sequential
 (mirror descent, 100 iterations, as timed before; and the QP).
 
-Usage: nice python bench/uncertainty_coverage.py [--data ../shared/data] [--R 100] [--B 50] [--compress]
-Writes bench/results/uncertainty_coverage_cpu.{json,md,png} (``--compress``: uncertainty_coverage_compressed_cpu).
+Usage: nice python -m bench.uncertainty_coverage [--data ../shared/data] [--R 100] [--B 50] [--compress]
+Writes bench/results/papers/uncertainty_coverage_cpu.{json,md,png} (``--compress``: uncertainty_coverage_compressed_cpu).
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ from pgmjax.uncertainty import intervals  # noqa: E402
 from pgmjax.uncertainty.bootstrap import draw_answers, refit, renoise  # noqa: E402
 from pgmjax.uncertainty.simulate import simulate_coverage  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
-from benchutil import run_record  # noqa: E402
+from bench import schema
 
 LEVELS = (0.5, 0.8, 0.9, 0.95)
 
@@ -148,21 +147,21 @@ def first(v) -> float:
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=os.environ.get("PGMJAX_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")))
+    ap.add_argument("--data", default=os.environ.get("PGMJAX_DATA", os.path.join(schema.ROOT, "..", "shared", "data")))
     ap.add_argument("--R", type=int, default=100)
     ap.add_argument("--B", type=int, default=50)
     ap.add_argument("--sigma", type=float, default=20.0)
     ap.add_argument("--compress", action="store_true", help="compress the domain as MST does")
     ap.add_argument("--md-iters", default="1000,4000,16000", help="mirror-descent iterations of the convergence diagnosis")
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--out", default=None, help="result name under bench/results/papers/ (or a path)")
     ap.add_argument("--render", action="store_true", help="only re-render the .md and .png from the .json")
     args = ap.parse_args(argv)
     name = "uncertainty_coverage_compressed_cpu" if args.compress else "uncertainty_coverage_cpu"
-    out_path = args.out or os.path.join(os.path.dirname(__file__), "results", name)
+    out_path = schema.result_path("papers", args.out or name)
     if args.render:
         with open(out_path + ".json") as f:
             out = json.load(f)
-        write_md(out, out_path + ".md")
+        schema.write_page(out_path, page(out))
         plot(out, out_path + ".png")
         return
     if not os.path.isdir(os.path.join(args.data, "adult")):
@@ -249,7 +248,7 @@ def main(argv=None):
         return {str(lv): [first(r) for r in res.rate(method, lv)] for lv in LEVELS}
 
     out = {
-        **run_record("uncertainty_coverage.py", argv),
+        "meta": schema.run_meta("bench.uncertainty_coverage", argv),
         "design": {"sigma": args.sigma, "edges": edges, "measurements": len(ms), "rows": int(sum(m.rows for m in ms)),
                    "zero_cells": int(sum(np.sum(np.asarray(mu) == 0) for mu in means)), "R": args.R, "B": args.B,
                    "fit_method": "qp", "dtype": "float64", "compression": compression},
@@ -266,27 +265,26 @@ def main(argv=None):
         "one_call": {"converged": one[0].diagnostics["converged"], "residual": one[0].diagnostics["residual"],
                      "max_abs_fit_gap": max(float(np.max(np.abs(iv.diagnostics["fit_gap"]))) for iv in one)},
     }
-    with open(out_path + ".json", "w") as f:
-        json.dump(out, f, indent=1, default=str)
-    write_md(out, out_path + ".md")
+    out = json.loads(json.dumps(out, default=str))
+    schema.write_result("papers", out_path, None, out["meta"], page=page(out), quiet=True,
+                        **{k: v for k, v in out.items() if k != "meta"})
     plot(out, out_path + ".png")
     print(f"done in {total:.0f} s", flush=True)
 
 
-def write_md(out, path):
+def page(out) -> list[str]:
+    """The result's Markdown page."""
     d = out["design"]
     kinds = [q["kind"] for q in out["queries"]]
     groups = ("measured pair cell", "unmeasured pair cell", "range query")
     comp = d.get("compression")
     lines = [
         f"# Interval coverage on Adult (MST-style measurements{', compressed domain' if comp else ''})", "",
-        f"Machine: {out['machine']['cpu']}, {out['machine']['cores']} cores, backend {out['machine']['backend']} "
-        f"(shared; load average at the end {', '.join(f'{x:.1f}' for x in out['machine']['load_average_at_end'])}). "
-        f"Date: {out['date']}. Versions: Python {out['versions']['python']}, jax {out['versions']['jax']}, numpy {out['versions']['numpy']}. "
-        + (f"Commit {out['commit']}. Command: `{out['command']}`." if out.get("command") else
-           f"Command: `nice python bench/uncertainty_coverage.py --R {d['R']} --B {d['B']}{' --compress' if comp else ''}` "
-           "(the results were committed in 4d0076b with the code that produced them; this run did not record its commit)."),
-        "",
+        *(schema.header_lines(schema.meta_of(out)) if schema.meta_of(out).get("command") else [
+            f"Machine: {out['machine']['cpu']}, {out['machine']['cores']} cores, backend {out['machine']['backend']}. "
+            f"Date: {out['date']}. Command: `nice python -m bench.uncertainty_coverage --R {d['R']} --B {d['B']}"
+            f"{' --compress' if comp else ''}` (the results were committed in 4d0076b with the code that produced them; "
+            "this run did not record its commit).", ""]),
         f"Design: 14 one-way marginals + {len(d['edges'])} maximum-spanning-tree pairs (mutual information on the data), "
         f"Gaussian noise sigma = {d['sigma']}, {d['rows']} measured cells of which {d['zero_cells']} are 0 in the data"
         + (f"; domain compressed as MST does (values with a one-way count below 3 sigma merged; sizes before -> after: "
@@ -320,14 +318,14 @@ def write_md(out, path):
                   "whose noisy count is below 3 sigma merged), and only then selects and measures the tree on the "
                   "compressed domain; an MST-style measurement set is therefore this one (the compression is computed "
                   "from the noiseless counts here and taken as given, like the tree). The uncompressed design "
-                  "(`bench/results/uncertainty_coverage_cpu.md`, 0.812) measures 20,596 cells that are 0 in the data, "
+                  "(`bench/results/papers/uncertainty_coverage_cpu.md`, 0.812) measures 20,596 cells that are 0 in the data, "
                   "which MST never does, and is kept as the stress case of the boundary.", ""]
     else:
         lines += ["**Not the acceptance design.** MST compresses the domain before it measures the tree (McKenna, "
                   "Miklau & Sheldon, JPC 2021); this run measures the uncompressed domain, 20,596 cells "
                   "that are 0 in the data, and is kept as the stress case of the boundary. The MST-style design is "
-                  "`bench/results/uncertainty_coverage_compressed_cpu.md`; what was tried against the range queries' "
-                  "under-coverage here is in `bench/results/uncertainty_boundary_study.md`.", ""]
+                  "`bench/results/papers/uncertainty_coverage_compressed_cpu.md`; what was tried against the range queries' "
+                  "under-coverage here is in `bench/results/papers/uncertainty_boundary_study.md`.", ""]
     pq = out["per_query"]
     lines += ["## Per query", "",
               "bias/sd: the exact estimator's bias over the R draws (mean estimate minus truth) in units of the sd of "
@@ -369,8 +367,7 @@ def write_md(out, path):
               f"(converged {out['one_call']['converged']}, largest residual {out['one_call']['residual']:.1e}, "
               f"largest |fit_gap| {out['one_call']['max_abs_fit_gap']:.1e})",
               f"- whole benchmark: {s['total']:.0f}", ""]
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    return lines
 
 
 def plot(out, path):

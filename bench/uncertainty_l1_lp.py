@@ -16,27 +16,22 @@ that is linear in one clique table (edge cells, range queries inside one edge) o
 (objective within 1e-9 relative of the optimum): the width of that range, in units of the noise sd, says how
 far apart two exact L1 fits can answer.
 
-Usage: nice python bench/uncertainty_l1_lp.py [--R 20]
-Writes bench/results/uncertainty_l1_lp_cpu.{json,md}.
+Usage: nice python -m bench.uncertainty_l1_lp [--R 20]
+Writes bench/results/papers/uncertainty_l1_lp_cpu.{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 import time
 
 import jax
 import numpy as np
-import scipy
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix, hstack, vstack, identity
 
-sys.path.insert(0, os.path.dirname(__file__))
-from benchutil import run_record  # noqa: E402
-from uncertainty_u4 import EDGES, u4_design  # noqa: E402
+from bench import schema
+from bench.uncertainty_u4 import EDGES, u4_design
 
 from pgmjax.queries.measurement import total_rule  # noqa: E402
 from pgmjax.uncertainty.bootstrap import draw_answers  # noqa: E402
@@ -134,26 +129,21 @@ def main(argv=None):
             hi = linprog(-obj, A_ub=aub2, b_ub=bub2, A_eq=aeq_full, b_eq=beq, bounds=(0, None), method="highs")
             widths[r, j] = (-hi.fun - lo.fun) / sigma
     out = {
-        **run_record("uncertainty_l1_lp.py", argv, backend=False, scipy=scipy.__version__),
+        "meta": schema.run_meta("bench.uncertainty_l1_lp", argv, backend=False, extra=("scipy",)),
         "R": args.R, "sigma": sigma, "statuses": statuses,
         "targets": [{"index": i, "kind": kinds[i]} for i, _ in lin],
         "width_over_sigma": widths.tolist(),
         "seconds": {"wall": time.perf_counter() - t_all, "cpu": time.process_time() - c_all},
     }
-    path = os.path.join(os.path.dirname(__file__), "results", "uncertainty_l1_lp_cpu")
-    with open(path + ".json", "w") as f:
-        json.dump(out, f, indent=1)
-    write_md(out, path + ".md")
-    print(open(path + ".md").read())
+    schema.write_result("papers", "uncertainty_l1_lp_cpu", None, out["meta"], page=page(out),
+                        **{k: v for k, v in out.items() if k != "meta"})
 
 
-def write_md(out, path):
+def page(out) -> list[str]:
+    """The result's Markdown page."""
     wd = np.array(out["width_over_sigma"])
     lines = ["# U4 Laplace/L1: the optimal set of the exact L1 fit", "",
-             f"Machine: {out['machine']['cpu']}, {out['machine']['cores']} cores (shared; load average at the end "
-             f"{', '.join(f'{x:.1f}' for x in out['machine']['load_average_at_end'])}). Date: {out['date']}. Commit {out['commit']}. "
-             f"Python {out['versions']['python']}, jax {out['versions']['jax']}, numpy {out['versions']['numpy']}, scipy "
-             f"{out['versions']['scipy']}. Command: `{out['command']}`.", "",
+             *schema.header_lines(schema.meta_of(out)),
              f"R = {out['R']} Laplace noise draws of U4's design (sigma = {out['sigma']:.2f}); per draw the L1 fit as a linear "
              "program (HiGHS), then each answer linear in one edge table minimised and maximised over the optimal set. "
              f"Solver status 0 (optimal) in {sum(s == 0 for s in out['statuses'])} of {len(out['statuses'])} draws.", "",
@@ -161,8 +151,7 @@ def write_md(out, path):
     for j, t in enumerate(out["targets"]):
         lines.append(f"| {t['index']} | {t['kind']} | {np.median(wd[:, j]):.2f} | {wd[:, j].max():.2f} | {int(np.sum(wd[:, j] > 0.01))} |")
     lines += ["", f"Run time: {out['seconds']['wall']:.1f} s wall, {out['seconds']['cpu']:.1f} s CPU.", ""]
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    return lines
 
 
 if __name__ == "__main__":

@@ -8,20 +8,17 @@ binomial gates. The estimand is exact: the L2 fit of the noiseless measurements 
 (``fit_method="qp"``; they are consistent, so it is also their L1 fit), and the L2 configurations refit
 exactly by the same QP. Usage:
 
-    nice python bench/uncertainty_u4.py [--R 400] [--B 200] [--configs gauss-l2,laplace-l2,laplace-l1] [--note TEXT]
-    python bench/uncertainty_u4.py --render [--note TEXT]      # the .md again from the .json
+    nice python -m bench.uncertainty_u4 [--R 400] [--B 200] [--configs gauss-l2,laplace-l2,laplace-l1] [--note TEXT]
+    python -m bench.uncertainty_u4 --render [--note TEXT]      # the .md again from the .json
 
-Writes bench/results/uncertainty_u4_cpu.{json,md} (after every configuration).
+Writes bench/results/papers/uncertainty_u4_cpu.{json,md} (after every configuration).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import sys
 import time
 
 import jax
@@ -36,8 +33,7 @@ from pgmjax.queries.factors import Range, Value  # noqa: E402
 from pgmjax.uncertainty.qp import junction_tree_model  # noqa: E402
 from pgmjax.uncertainty.simulate import simulate_coverage, tree_dataset  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
-from benchutil import cpu_model  # noqa: E402
+from bench import schema
 
 SIZES = (2, 3, 4, 5, 3, 2)
 EDGES = ((0, 1), (1, 2), (1, 3), (3, 4), (4, 5))
@@ -119,10 +115,11 @@ def main(argv=None):
     ap.add_argument("--R", type=int, default=400)
     ap.add_argument("--B", type=int, default=200)
     ap.add_argument("--configs", default="gauss-l2,laplace-l2,laplace-l1")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "uncertainty_u4_cpu"))
+    ap.add_argument("--out", default="uncertainty_u4_cpu", help="result name under bench/results/papers/ (or a path)")
     ap.add_argument("--note", default=None, help="a sentence for the .md (e.g. why R, B are reduced)")
     ap.add_argument("--render", action="store_true", help="only re-render the .md from the .json (with --note)")
     args = ap.parse_args(argv)
+    args.out = schema.result_path("papers", args.out)
     if args.render:
         with open(args.out + ".json") as f:
             out = json.load(f)
@@ -130,40 +127,35 @@ def main(argv=None):
             out["note"] = args.note
         with open(args.out + ".json", "w") as f:
             json.dump(out, f, indent=1)
-        write_md(out, args.out + ".md")
+        schema.write_page(args.out, page(out))
         return
     res = {}
     t0 = time.perf_counter()
+    meta = schema.run_meta("bench.uncertainty_u4", argv)
     for i, config in enumerate(args.configs.split(",")):
         cov, kinds = run(config, args.R, args.B, jax.random.key(i))
         res[config] = summary(cov, kinds)
         print(config, {m: (v["gated_mean"], v["gated_min"], v["gated_max"]) for m, v in res[config].items()
                        if isinstance(v, dict) and "gated_mean" in v}, flush=True)
-        write(args, res, kinds, time.perf_counter() - t0)  # after every configuration: a partial run keeps its results
+        write(args, meta, res, kinds, time.perf_counter() - t0)  # after every configuration: a partial run keeps its results
 
 
-def write(args, res, kinds, seconds):
-    out = {
-        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "backend": jax.default_backend(),
-                    "load_average_at_end": os.getloadavg()},
-        "versions": {"python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__},
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "R": args.R, "B": args.B, "kinds": kinds, "results": res, "seconds": seconds, "note": args.note or "",
-    }
-    with open(args.out + ".json", "w") as f:
-        json.dump(out, f, indent=1)
-    write_md(out, args.out + ".md")
+def write(args, meta, res, kinds, seconds):
+    """The result through ``bench.schema`` (its configurations are named sections, ``results``)."""
+    meta["machine"]["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    out = {"meta": meta, "R": args.R, "B": args.B, "kinds": kinds, "results": res, "seconds": seconds,
+           "note": args.note or ""}
+    schema.write_result("papers", args.out, None, meta, page=page(out), quiet=True,
+                        **{k: v for k, v in out.items() if k != "meta"})
 
 
-def write_md(out, path):
+def page(out) -> list[str]:
+    """The result's Markdown page."""
     kinds = np.array(out["kinds"])
     groups = ("edge cell", "non-edge cell", "range", "low count")
     lines = [f"# U4 coverage simulation (90% intervals, {int(np.sum(kinds != 'low count'))} gated queries + "
              f"{int(np.sum(kinds == 'low count'))} low-count cell(s))", "",
-             f"Date {out['date']}; Python {out['versions']['python']}, jax {out['versions']['jax']}, numpy "
-             f"{out['versions']['numpy']}; {out['machine']['cpu'] or 'CPU'}, {out['machine']['cores']} cores, backend "
-             f"{out['machine']['backend']} (load average at the end "
-             f"{', '.join(f'{x:.1f}' for x in out['machine']['load_average_at_end'])}). "
+             *schema.header_lines(schema.meta_of(out)),
              f"R = {out['R']} outer draws, B = {out['B']} refits. Total {out['seconds']:.0f} s.", ""]
     if out.get("note"):
         lines += [out["note"], ""]
@@ -183,8 +175,7 @@ def write_md(out, path):
               "20; the design asks for 5 and this truth has fewer). se/sd: the method's mean standard error over "
               "the sd of the R estimates. L2 configurations fit exactly (`fit_method=\"qp\"`); the L1 one by mirror "
               "descent (outer fits and refits with the doubling checks; 'False' means a check did not pass)."]
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    return lines
 
 if __name__ == "__main__":
     main()

@@ -3,17 +3,14 @@ levels, both methods, the two L2 configurations (exact QP fits), at the CPU size
 
 Every level is read from the same refits (bootstrap) and the same linearisations. Usage:
 
-    nice python bench/uncertainty_u4_levels.py [--R 100] [--B 100]
+    nice python -m bench.uncertainty_u4_levels [--R 100] [--B 100]
 
-Writes bench/results/uncertainty_u4_levels_cpu.{json,md,png}.
+Writes bench/results/papers/uncertainty_u4_levels_cpu.{json,md,png}.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 import time
 
 import jax
@@ -21,9 +18,8 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-sys.path.insert(0, os.path.dirname(__file__))
-from benchutil import run_record  # noqa: E402
-from uncertainty_u4 import u4_design  # noqa: E402
+from bench import schema
+from bench.uncertainty_u4 import u4_design
 
 from pgmjax.uncertainty.simulate import simulate_coverage  # noqa: E402
 
@@ -55,23 +51,19 @@ def main(argv=None):
         print(config, {m: {lv: np.mean(np.array(v)[gated]) for lv, v in by.items()} for m, by in res[config].items()
                        if m in cov.covered}, flush=True)
     out = {
-        **run_record("uncertainty_u4_levels.py", argv),
+        "meta": schema.run_meta("bench.uncertainty_u4_levels", argv),
         "R": args.R, "B": args.B, "kinds": kinds, "results": res,
         "seconds": {"wall": time.perf_counter() - t_all, "cpu": time.process_time() - c_all},
     }
-    path = os.path.join(os.path.dirname(__file__), "results", "uncertainty_u4_levels_cpu")
-    with open(path + ".json", "w") as f:
-        json.dump(out, f, indent=1)
-    write_md(out, path + ".md")
+    path = schema.write_result("papers", "uncertainty_u4_levels_cpu", None, out["meta"], page=page(out),
+                               **{k: v for k, v in out.items() if k != "meta"})
     plot(out, path + ".png")
 
 
-def write_md(out, path):
+def page(out) -> list[str]:
+    """The result's Markdown page."""
     lines = ["# Coverage against the nominal level on generated data (U4's design, L2 configurations)", "",
-             f"Machine: {out['machine']['cpu']}, {out['machine']['cores']} cores, backend {out['machine']['backend']} "
-             f"(shared with other jobs; load average at the end {', '.join(f'{x:.1f}' for x in out['machine']['load_average_at_end'])}). "
-             f"Date: {out['date']}. Commit {out['commit']}. Python {out['versions']['python']}, jax {out['versions']['jax']}, "
-             f"numpy {out['versions']['numpy']}. Command: `{out['command']}`.", "",
+             *schema.header_lines(schema.meta_of(out)),
              f"R = {out['R']} noise draws, B = {out['B']} exact (QP) refits per draw; every level read from the same refits "
              "and linearisations. Mean, min and max over the 25 gated queries (the low-count cell left out; one query's "
              f"rate at 90% has a standard error of {np.sqrt(0.09 / out['R']):.3f}).", "",
@@ -87,8 +79,7 @@ def write_md(out, path):
             lines.append(f"| {config} | {m} | " + " | ".join(cells) + f" | {np.mean(np.array(r['se_over_sd'][m])[g]):.2f} | "
                          f"{r['seconds']['wall']:.0f} / {r['seconds']['cpu']:.0f} |")
     lines += ["", f"Total: {out['seconds']['wall']:.0f} s wall, {out['seconds']['cpu']:.0f} s CPU.", ""]
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    return lines
 
 
 def plot(out, path):

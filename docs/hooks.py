@@ -1,6 +1,6 @@
 """MkDocs hooks for pgmjax's documentation site (``hooks:`` in mkdocs.yml; not part of the package).
 
-The pages under ``docs/`` link to files outside it the way GitHub reads them (``../bench/results/x.png``,
+The pages under ``docs/`` link to files outside it the way GitHub reads them (``../bench/results/engine/x.png``,
 ``../notebooks/01_quickstart_titanic.ipynb``), so the Markdown works on GitHub too. For the site, these
 hooks copy the linked repository files (benchmark results, their notes, the notebooks) into the built site
 under the same relative path, and rewrite each such link to the copy; a link to a folder of results points
@@ -16,11 +16,13 @@ from pathlib import Path
 
 from mkdocs.structure.files import File
 
-# Repository folders (relative to the repository root) whose top-level files the site carries.
-COPIED = ("bench/results", "bench", "notebooks")
+# Repository folders (relative to the repository root) whose top-level files the site carries; every suite's
+# folder of results (bench/results/<suite>/, written by bench.schema) is added to them.
+COPIED = ("bench", "notebooks")
+RESULTS = "bench/results"
 SUFFIXES = {".png", ".json", ".md", ".html", ".txt", ".ipynb"}
-# Folders linked as a whole: where the link leads on the site.
-FOLDERS = {"bench/results": "performance.md#result-files"}
+# Folders linked as a whole: where the link leads on the site (the results folder and each suite's).
+RESULT_FILES = "performance.md#result-files"
 
 _LINK = re.compile(r"(\]\()([^)\s#]+)((?:#[^)\s]*)?\))")
 
@@ -48,9 +50,19 @@ def _repo(config) -> Path:
     return Path(config["docs_dir"]).resolve().parent
 
 
+def _suites(repo: Path) -> list[Path]:
+    """The suites' result folders, ``bench/results/<suite>/``."""
+    return sorted(p for p in (repo / RESULTS).glob("*") if p.is_dir())
+
+
+def _folders(repo: Path) -> dict:
+    """Folders linked as a whole and where each link leads."""
+    return {RESULTS: RESULT_FILES, **{p.relative_to(repo).as_posix(): RESULT_FILES for p in _suites(repo)}}
+
+
 def on_files(files, config):
     repo = _repo(config)
-    for folder in COPIED:
+    for folder in (*COPIED, *(p.relative_to(repo).as_posix() for p in _suites(repo))):
         for path in sorted((repo / folder).glob("*")):
             if path.is_file() and path.suffix in SUFFIXES:
                 rel = path.relative_to(repo).as_posix()
@@ -61,17 +73,20 @@ def on_files(files, config):
 
 
 def _result_files(repo: Path) -> str:
-    """The table of reports in bench/results (first line, report, JSON, plot), as links the hook rewrites."""
-    rows = ["| report | files |", "|---|---|"]
-    for md in sorted((repo / "bench/results").glob("*.md")):
-        lines = md.read_text(encoding="utf-8").splitlines()
-        title = lines[0].lstrip("# ").strip() if lines else md.stem
-        title = title.replace("|", "\\|")
-        links = [f"[{md.name}](../bench/results/{md.name})"]
-        for suffix in (".json", ".png"):
-            if md.with_suffix(suffix).is_file():
-                links.append(f"[{md.stem}{suffix}](../bench/results/{md.stem}{suffix})")
-        rows.append(f"| {title} | {', '.join(links)} |")
+    """The table of reports in each suite's folder of bench/results (suite, first line, report, JSON, plot), as
+    links the hook rewrites."""
+    rows = ["| suite | report | files |", "|---|---|---|"]
+    for folder in _suites(repo):
+        rel = folder.relative_to(repo).as_posix()
+        for md in sorted(folder.glob("*.md")):
+            lines = md.read_text(encoding="utf-8").splitlines()
+            title = lines[0].lstrip("# ").strip() if lines else md.stem
+            title = title.replace("|", "\\|")
+            links = [f"[{md.name}](../{rel}/{md.name})"]
+            for suffix in (".json", ".png"):
+                if md.with_suffix(suffix).is_file():
+                    links.append(f"[{md.stem}{suffix}](../{rel}/{md.stem}{suffix})")
+            rows.append(f"| {folder.name} | {title} | {', '.join(links)} |")
     return "\n".join(rows)
 
 
@@ -79,6 +94,7 @@ def on_page_markdown(markdown, page, config, files):
     if "<!-- result-files -->" in markdown:
         markdown = markdown.replace("<!-- result-files -->", _result_files(_repo(config)))
     here = posixpath.dirname(page.file.src_uri)
+    folders = _folders(_repo(config))
     depth = len([p for p in here.split("/") if p])
 
     def sub(m):
@@ -90,8 +106,8 @@ def on_page_markdown(markdown, page, config, files):
             return m.group(0)
         up = "../" * depth
         key = joined.rstrip("/")
-        if key in FOLDERS:
-            return f"{m.group(1)}{up}{FOLDERS[key]})"
+        if key in folders:
+            return f"{m.group(1)}{up}{folders[key]})"
         if files.get_file_from_path(joined) is not None:
             return f"{m.group(1)}{up}{joined}{m.group(3)}"
         return m.group(0)

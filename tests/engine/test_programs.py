@@ -81,7 +81,7 @@ def test_aim_keeps_the_engine_programs_bounded(data, monkeypatch):
 
 def test_importing_pgmjax_leaves_the_slow_optional_modules_for_later():
     """scipy.stats, scipy.optimize and optax took about half a second of a fresh process's `import pgmjax`,
-    the subpackages a fit does not need 0.3 s more, pandas 0.18 s (bench/results/import_time*_cpu.md); the
+    the subpackages a fit does not need 0.3 s more, pandas 0.18 s (CHANGELOG.md; the import-time benchmark is retired, in git history); the
     functions that need them import them when called, the subpackages load on first use."""
     import subprocess
     import sys

@@ -1,4 +1,4 @@
-"""``bench/agreement.py --quick``: pgmjax and mbi 2.0 agree on unmeasured marginals of a small loopy problem.
+"""``python -m bench agreement --quick``: pgmjax and mbi 2.0 agree on unmeasured marginals of a small loopy problem.
 
 The script runs one child process per precision (both engines in each), so this test is a subprocess of
 about 10 s of CPU (20-30 s of wall time on the shared 2-core machine).
@@ -18,12 +18,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_quick_agreement_writes_results_and_agrees(tmp_path):
     out = tmp_path / "agreement.json"
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "agreement.py"), "--quick", "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "bench", "agreement", "--quick", "--out", str(out)],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.exists(), proc.stderr[-3000:]
     data = json.loads(out.read_text())
-    assert {"machine", "versions", "date", "commit"} <= set(data["run"])
-    assert data["run"]["versions"]["mbi"].startswith("2.")
+    assert {"machine", "versions", "date", "commit", "command"} <= set(data["meta"])
+    assert data["meta"]["versions"]["mbi"].startswith("2.")
+    assert data["meta"]["command"].startswith("python -m bench.agreement --quick")
     rows = {r["precision"]: r for r in data["rows"]}
     assert set(rows) == {"float32", "float64"}
     for precision, r in rows.items():

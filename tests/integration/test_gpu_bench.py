@@ -1,4 +1,4 @@
-"""``bench/gpu.py --smoke``: the GPU check's every section, on tiny problems on the CPU, so the script cannot rot."""
+"""``python -m bench gpu --smoke``: the GPU check's every section, on tiny problems on the CPU, so the script cannot rot."""
 
 import json
 import math
@@ -16,14 +16,15 @@ def _finite(x) -> bool:
 
 def test_gpu_smoke_writes_every_section(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PGMJAX_COMPILATION_CACHE"}
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gpu.py"), "--smoke", str(tmp_path)],
+    proc = subprocess.run([sys.executable, "-m", "bench", "gpu", "--smoke", str(tmp_path)],
                           capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads((tmp_path / "gpu.json").read_text())
     page = (tmp_path / "gpu.md").read_text()
     assert out["mode"] == "smoke" and all(s in out for s in SECTIONS)
-    run = out["run"]
+    run = out["meta"]  # bench.schema's record, with the device
     assert run["device"] and run["versions"]["jax"] and run["versions"]["pgmjax"] and run["date"] and run["commit"]
+    assert run["machine"]["cores"] and run["command"].startswith("python -m bench.gpu --smoke")
     assert _finite(out["bandwidth"]["gb_per_s"]) and out["bandwidth"]["gb_per_s"] > 0
 
     (row,) = out["engine"]["rows"]
@@ -31,7 +32,7 @@ def test_gpu_smoke_writes_every_section(tmp_path):
     assert pg["outcome"] == "ok", pg
     for key in ("first_call_s", "compile_s", "ms_per_iter", "final_loss", "plan_cells"):
         assert _finite(pg[key]), key
-    if run["versions"]["mbi"]:  # mbi installed: its child ran beside, and the time to its loss was derived
+    if run["versions"].get("mbi"):  # mbi installed: its child ran beside, and the time to its loss was derived
         assert row["mbi"]["outcome"] == "ok" and _finite(row["mbi"]["ms_per_iter"])
         assert _finite(row["to_mbi_loss"]["mbi_s"])
 
@@ -51,9 +52,9 @@ def test_gpu_smoke_writes_every_section(tmp_path):
 
 
 def test_gpu_plan_smoke_writes_its_table(tmp_path):
-    """``bench/gpu_plan.py --smoke``: every arm in a fresh process on the CPU; equal losses across arms."""
+    """``python -m bench gpu gpu_plan --smoke``: every arm in a fresh process on the CPU; equal losses across arms."""
     env = {k: v for k, v in os.environ.items() if k != "PGMJAX_COMPILATION_CACHE"}
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gpu_plan.py"), "--smoke", str(tmp_path),
+    proc = subprocess.run([sys.executable, "-m", "bench", "gpu", "gpu_plan", "--smoke", str(tmp_path),
                            "--arms", "base", "u4"], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads((tmp_path / "gpu_plan.json").read_text())

@@ -3,7 +3,7 @@
 pgmjax's accelerated mirror descent (momentum, fast step growth) reaches the L2 optimum of MST's measurements
 in a few hundred iterations; the reference engine's plain mirror descent (mbi: no momentum, step growth 1.01)
 is still on its way after 10,000, started from the one-way model, and that iterate's 2-way error is lower
-where the optimum follows the noise in many small cells (bench/results/mst_accuracy_cpu.md: a 9-column,
+where the optimum follows the noise in many small cells (bench/results/mechanisms/mst_accuracy_cpu.md: a 9-column,
 136,000-row table, 0.8-1.6% on the synthetic data and 1.2-1.4% on the model, every one of 5 seeds). These tests check
 the pieces directly: ``estimate`` runs a configured ``MirrorDescent``, and MST's fits get the reference one
 unless ``engine_options`` names another method.

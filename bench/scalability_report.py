@@ -1,14 +1,19 @@
-"""Render a scalability results JSON (from bench/scalability.py) as a Markdown table."""
+"""Render a scalability result (``bench.scalability``'s JSON) as its Markdown page.
+
+    python -m bench scalability scalability_report bench/results/scalability/scalability_cpu.json
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
+from bench import schema
 
-def render(path: str) -> str:
-    with open(path) as f:
-        res = json.load(f)
+
+def render(res: dict) -> str:
+    """The page of a result (a dict, as written)."""
     meta = res["meta"]
     mbi = meta.get("mbi", {})
     lines = [
@@ -26,7 +31,7 @@ def render(path: str) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     rows = {}
-    for r in res["results"]:
+    for r in schema.rows_of(res):
         rows.setdefault(r["d"], {})[r["engine"]] = r
     for d in sorted(rows):
         for eng in ("pgmjax", "mbi"):
@@ -55,10 +60,15 @@ def render(path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def main(argv=None) -> None:
+    """Re-render the page beside a result's JSON (default the committed one)."""
+    argv = sys.argv[1:] if argv is None else argv
+    src = argv[0] if argv else os.path.join(schema.RESULTS, "scalability", "scalability_cpu.json")
+    with open(src) as f:
+        text = render(json.load(f))
+    schema.write_page(src, text.splitlines())
+    print(text)
+
+
 if __name__ == "__main__":
-    src = sys.argv[1] if len(sys.argv) > 1 else "bench/results/scalability_cpu.json"
-    out = render(src)
-    dst = src.rsplit(".", 1)[0] + ".md"
-    with open(dst, "w") as f:
-        f.write(out)
-    print(out)
+    main()
