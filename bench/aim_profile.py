@@ -1,0 +1,175 @@
+"""Where AIM's and MST's time goes, round by round: selection, measurement, each fit's compilation and iterations.
+
+Each fit a mechanism makes (``pgmjax.estimate``, called by the front-end) is timed from outside: its wall time,
+the seconds JAX spent compiling inside it (``jax.monitoring``'s compile-duration events: tracing, lowering and
+the backend's compilation), its iterations, its loss after the first compiled chunk (``first_loss``) and at the
+end (``loss``). The front-end's own timer gives the
+totals of selection, the model's candidate answers ("marginals") and the fits; the progress callback gives
+each round's end. Nothing here changes what the mechanism computes: the fits are wrapped, not replaced.
+
+Tables: a shared dataset (``adult``, ``loans``, ...; ``PGMJAX_DATA`` or ``--data``) or a generated one
+(``generated30``, ``generated50``: a random tree-structured table, :func:`bench.mst_aim.generated_table`, with
+30 or 50 columns of 2 to 40 values, 100,000 rows).
+
+Run: ``python -m bench mechanisms aim_profile --dataset adult --mechanism aim --rounds 28``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+
+from bench import schema
+
+SUITE = "mechanisms"
+
+
+def load_table(name: str, data_folder=None, rows: int = 100_000, seed: int = 7):
+    """A shared dataset by name, or ``generated<d>``: ``d`` columns of 2 to 40 values, ``rows`` rows."""
+    import numpy as np
+
+    import pgmjax as pj
+    from bench.mst_aim import generated_table
+
+    if name.startswith("generated"):
+        d = int(name[len("generated"):])
+        sizes = tuple(int(s) for s in np.random.default_rng([seed, d]).integers(2, 41, size=d))
+        return generated_table(rows, sizes, alpha=0.3, seed=seed)
+    return pj.datasets.load(name, data_folder)
+
+
+class FitRecorder:
+    """Wraps the front-end's ``estimate``: one record per fit (wall, compile seconds, iterations, losses)."""
+
+    def __init__(self, estimate):
+        import jax
+
+        self.estimate = estimate
+        self.fits: list[dict] = []
+        self.compiling = 0.0
+        jax.monitoring.register_event_duration_secs_listener(self._listen)
+
+    def _listen(self, name, seconds, **_):
+        if name.startswith("/jax/core/compile/"):
+            self.compiling += seconds
+
+    def __call__(self, *args, **kwargs):
+        c0, t0 = self.compiling, time.perf_counter()
+        model = self.estimate(*args, **kwargs)
+        wall = time.perf_counter() - t0
+        hist = model.history
+        self.fits.append({
+            "wall": wall, "compile": self.compiling - c0, "iterations": hist[-1]["iteration"] if hist else 0,
+            "first_loss": hist[0]["loss"] if hist else None, "loss": float(model.loss),
+            "warm": kwargs.get("warm_start") is not None, "cells": int(model.plan.cells),
+        })
+        return model
+
+
+@contextlib.contextmanager
+def recording(module):
+    """``module.estimate`` replaced by a :class:`FitRecorder` for the duration."""
+    recorder = FitRecorder(module.estimate)
+    module.estimate = recorder
+    try:
+        yield recorder
+    finally:
+        module.estimate = recorder.estimate
+
+
+def profile(mechanism: str, data, epsilon: float, seed: int, **options) -> dict:
+    """One run of ``mechanism`` on ``data`` with every fit and round recorded."""
+    import jax
+
+    import pgmjax as pj
+    from pgmjax.mechanisms import adaptive_iterative, spanning_tree
+
+    module, run = {"aim": (adaptive_iterative, pj.mechanisms.aim), "mst": (spanning_tree, pj.mechanisms.mst)}[mechanism]
+    steps: list[dict] = []
+    t0 = time.perf_counter()
+    with recording(module) as rec:
+        def step(info):
+            steps.append({"at": time.perf_counter() - t0, "fits": len(rec.fits), **{k: info[k] for k in
+                          ("round", "stage", "expected", "candidates", "model_mb") if k in info}})
+        result = run(data, epsilon, key=jax.random.key(seed), progress=step, synthetic=False, **options)
+    wall = time.perf_counter() - t0
+    rounds, before = [], (0.0, 0)
+    for s in steps:
+        fits = rec.fits[before[1]:s["fits"]]
+        rounds.append({**s, "seconds": s["at"] - before[0], "fit_wall": sum(f["wall"] for f in fits),
+                       "fit_compile": sum(f["compile"] for f in fits), "iterations": sum(f["iterations"] for f in fits),
+                       "first_loss": fits[0]["first_loss"] if fits else None, "loss": fits[-1]["loss"] if fits else None,
+                       "cells": fits[-1]["cells"] if fits else None})
+        before = (s["at"], s["fits"])
+    if len(rec.fits) > before[1]:  # the fits after the last reported step (the final fit)
+        fits = rec.fits[before[1]:]
+        rounds.append({"stage": "after the last step", "seconds": wall - before[0], "fit_wall": sum(f["wall"] for f in fits),
+                       "fit_compile": sum(f["compile"] for f in fits), "iterations": sum(f["iterations"] for f in fits),
+                       "first_loss": fits[0]["first_loss"], "loss": fits[-1]["loss"], "cells": fits[-1]["cells"]})
+    seconds = result.info.get("seconds", {})
+    fits = rec.fits
+    return {
+        "mechanism": mechanism, "epsilon": epsilon, "seed": seed, "wall": wall, "rounds": len(steps),
+        "fits": len(fits), "fit_wall": sum(f["wall"] for f in fits), "fit_compile": sum(f["compile"] for f in fits),
+        "fit_iterations": sum(f["iterations"] for f in fits), "timer": seconds, "per_round": rounds, "per_fit": fits,
+        "workload_error": _workload_error(result, data),
+    }
+
+
+def _workload_error(result, data) -> float:
+    """Mean over the workload's marginals of ``||model - data||_1 / N`` (AIM's and MST's error measure)."""
+    import numpy as np
+
+    cliques = result.info.get("candidates") or [c for c in result.model.cliques]
+    cliques = [c for c in cliques if len(c) >= 2] or list(cliques)
+    truth = data.marginals(cliques)
+    est = result.model.marginals(cliques)
+    return float(np.mean([np.abs(t - e).sum() for t, e in zip(truth, est)]) / len(data))
+
+
+def _page(res: dict, args) -> list[str]:
+    lines = [f"{res['mechanism'].upper()} on {args.dataset}, epsilon {res['epsilon']}, seed {res['seed']}: "
+             f"{res['wall']:.1f} s in all, {res['rounds']} rounds/steps, {res['fits']} fits "
+             f"({res['fit_wall']:.1f} s, of which compiling {res['fit_compile']:.1f} s; {res['fit_iterations']} "
+             f"iterations). Workload error (mean L1 / N over the workload's marginals): {res['workload_error']:.4f}.",
+             "", "The front-end's timer (seconds): " + ", ".join(f"{k} {v:.1f}" for k, v in res["timer"].items()), ""]
+    cols = [c for c in ("round", "stage", "seconds", "fit_wall", "fit_compile", "iterations", "first_loss", "loss",
+                        "cells", "candidates", "model_mb", "expected") if any(c in r for r in res["per_round"])]
+    lines += schema.table(res["per_round"], cols)
+    return lines
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dataset", default="adult", help="a shared dataset, or generated30 / generated50")
+    p.add_argument("--data", default=None, help="the shared data folder (default PGMJAX_DATA or ../shared/data)")
+    p.add_argument("--mechanism", choices=("aim", "mst"), default="aim")
+    p.add_argument("--epsilon", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=None, help="AIM's T (default 16 d, the published default)")
+    p.add_argument("--max-model-mb", type=float, default=80.0, help="AIM's model-size cap (published: 80)")
+    p.add_argument("--engine-iters", type=int, default=None, help="iterations per fit (default: the front-end's)")
+    p.add_argument("--out", default=None, help="result name under bench/results/mechanisms/ (or a path)")
+    args = p.parse_args(argv)
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", False)  # first-call compilation is part of what users wait for
+    data = load_table(args.dataset, args.data)
+    options = {}
+    if args.mechanism == "aim":
+        options.update(max_model_mb=args.max_model_mb)
+        if args.rounds is not None:
+            options["rounds"] = args.rounds
+    if args.engine_iters is not None:
+        options["engine_iters"] = args.engine_iters
+    res = profile(args.mechanism, data, args.epsilon, args.seed, **options)
+    res.update(dataset=args.dataset, records=len(data), attributes=len(data.domain), options=options)
+    name = args.out or f"{args.mechanism}_profile_{args.dataset}_cpu"
+    meta = schema.run_meta("bench.aim_profile", argv)
+    schema.write_result(SUITE, name, res["per_round"], meta, page=[*schema.header_lines(meta), "", *_page(res, args)], title=f"{args.mechanism.upper()} per round on {args.dataset}",
+                        **{k: v for k, v in res.items() if k != "per_round"})
+
+
+if __name__ == "__main__":
+    main()
