@@ -61,6 +61,7 @@ __all__ = [
     "report_html",
     "mechanisms",
     "schema",
+    "engines",
     "Accountant",
     "PrivacyBudgetExceeded",
     "REST",
@@ -77,7 +78,7 @@ __version__ = "0.1.0"
 # noticeable part of a fresh process's import time with them.
 _LAZY = {"bayes": ".bayes", "history": ".history", "mechanisms": ".mechanisms", "rr": ".rr",
          "uncertainty": ".uncertainty", "report_html": ".cli.report_html", "preprocess": ".data.preprocess",
-         "schema": ".data.schema"}
+         "schema": ".data.schema", "engines": ".data.engines"}
 
 
 def __getattr__(name):

@@ -24,9 +24,9 @@ Example:
     >>> import tempfile, os, numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
     >>> _ = open(path, "w").write("a,b\\n0,1\\n1,2\\n1,2\\n")
-    >>> data = open_dataset(path, {"a": 2, "b": 3}, engine="polars")   # doctest: +SKIP
-    >>> data.marginal(("b", "a")).tolist()                              # doctest: +SKIP
-    [[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]]
+    >>> data = open_dataset(path, {"a": 2, "b": 3}, engine="polars")
+    >>> len(data), data.marginal(("b", "a")).tolist()
+    (3, [[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
 """
 
 from __future__ import annotations
