@@ -38,6 +38,11 @@ def need_data(args) -> None:
     if args.domain is None:
         raise UserError(f"--engine {engine} counts integer-coded data given with --domain; a raw table (--schema, or a "
                         "private schema derived from the data) is read in memory (--engine memory)")
+    from .call import mechanism_name
+
+    if mechanism_name(args.mechanism) == "rr_synthetic":
+        raise UserError(f"--engine {engine}: rr_synthetic randomizes every record, which needs the records in this "
+                        "process (--engine memory); the other mechanisms read only counts")
     if scheduler is None and not (os.path.exists(args.data) or glob.glob(args.data)):
         raise UserError(f"--data: file, folder or glob not found: {args.data}")
     from ..data.engines import need_engine

@@ -54,6 +54,7 @@ def test_engines_release_what_memory_releases(files):
     ("t.parquet", True, ["--engine", "polars", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler ADDRESS applies to --engine dask"),
     ("nowhere/*.parquet", True, ["--engine", "polars"], "file, folder or glob not found"),
     ("t.csv", False, ["--engine", "dask"], "a raw table (--schema, or a private schema"),
+    ("t.csv", True, ["--engine", "polars", "-m", "rr"], "rr_synthetic randomizes every record"),
 ])
 def test_engine_flags_misuse(files, capsys, data, domain, extra, expected):
     args = ["run", "--data", str(files / data), "-m", "mst", "-e", "1", "--quiet", *extra]
