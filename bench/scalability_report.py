@@ -19,7 +19,8 @@ def render(res: dict) -> str:
     lines = [
         "# Scalability (ICML 2019 Figure 2b): pgmjax vs mbi 2.0",
         "",
-        f"Machine: {meta['cpu']}, {meta['cores']} cores, backend {meta['backend']}. Date: {meta['date']}.",
+        f"Machine: {meta['cpu']}, {meta['cores']} cores, backend {meta['backend']}. Date: {meta['date']}."
+        + (f" Commit: {meta['commit']}. Command: `{meta['command']}`." if meta.get("commit") else ""),
         f"Versions: Python {meta['python']}, jax {meta['jax']}, jaxlib {meta['jaxlib']}, optax {meta['optax']}, "
         f"numpy {meta['numpy']}" + (f"; mbi {mbi.get('mbi', mbi.get('versions', {}).get('mbi', '2.0.0'))}" if mbi else "") + ".",
         "",

@@ -204,7 +204,8 @@ def write_result(suite: str, name: str, rows, meta: dict, page=None, title: str 
         f.write("\n".join(page).rstrip("\n") + "\n")
     if not quiet:
         print("\n".join(page))
-        print(f"wrote {os.path.relpath(path, ROOT)}.json and .md")
+        shown = os.path.relpath(path, ROOT) if os.path.abspath(path).startswith(ROOT + os.sep) else path
+        print(f"wrote {shown}.json and .md")
     return path
 
 
