@@ -38,25 +38,6 @@ PROBLEMS = ("adult-mst", "chain-100")
 MODES = ("batched", "sequential")
 
 
-def _mst_cliques(data) -> list[tuple[str, str]]:
-    """The maximum spanning tree of the attributes by mutual information of their true 2-way marginals."""
-    import networkx as nx
-    import numpy as np
-
-    attrs = list(data.domain.attributes)
-    g = nx.Graph()
-    for i, a in enumerate(attrs):
-        for b in attrs[i + 1:]:
-            joint = data.marginal((a, b))
-            p = joint / joint.sum()
-            outer = p.sum(1, keepdims=True) * p.sum(0, keepdims=True)
-            nz = p > 0
-            g.add_edge(a, b, weight=float(np.sum(p[nz] * np.log(p[nz] / outer[nz]))))
-    tree = nx.maximum_spanning_tree(g, algorithm="kruskal")
-    order = {a: i for i, a in enumerate(attrs)}
-    return sorted((tuple(sorted(e, key=order.get)) for e in tree.edges()), key=lambda e: (order[e[0]], order[e[1]]))
-
-
 def build(problem: str, batch: int, sigma: float, seed: int):
     """``(domain, cliques, members)``: B lists of Measurement (draw b: true marginals + N(0, sigma) noise)."""
     import numpy as np
@@ -65,7 +46,9 @@ def build(problem: str, batch: int, sigma: float, seed: int):
 
     if problem == "adult-mst":
         data = pj.datasets.load("adult")
-        cliques = [(a,) for a in data.domain.attributes] + _mst_cliques(data)
+        from bench.problems import chow_liu
+
+        cliques = [(a,) for a in data.domain.attributes] + chow_liu(data)[0]
         domain, truth = data.domain, data.marginals(cliques)
     elif problem == "chain-100":
         from bench.problems import markov_chain_problem

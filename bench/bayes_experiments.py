@@ -368,6 +368,8 @@ def main(argv=None):
     ap.add_argument("--requests", type=int, default=None)
     ap.add_argument("--part", choices=("all", "coverage"), default="all",
                     help="'coverage': run only D and merge it into the existing results")
+    ap.add_argument("--out", default=None, help="result name under bench/results/papers/ (or a path; default "
+                    "bayes_experiments_cpu, with --quick bayes_experiments_cpu-quick)")
     args = ap.parse_args(argv)
     if not os.path.isdir(os.path.join(args.data, "adult")):
         sys.exit(f"bayes_experiments: the shared data folder {args.data} has no adult/ (pass --data or set PGMJAX_DATA)")
@@ -375,13 +377,13 @@ def main(argv=None):
     rng = np.random.default_rng(2012)
     t0 = time.perf_counter()
     quick = args.quick
-    suffix = "-quick" if quick else ""
+    base = schema.result_path("papers", args.out) if args.out else OUT + ("-quick" if quick else "")
     if args.part == "coverage":
-        with open(OUT + suffix + ".json") as f:
+        with open(base + ".json") as f:
             res = json.load(f)
         res["coverage"] = coverage_over_keys(args.data, res["requests"], 4 if quick else 16)
         res["meta"] = schema.run_meta("bench.bayes_experiments", argv, also=res.get("meta") or res["environment"])
-        return write(res, suffix)
+        return write(res, base)
     res = {"meta": schema.run_meta("bench.bayes_experiments", argv, also=environment()), "environment": environment()}
     res["blue"] = blue_timing(rng, [100, 200] if quick else [100, 500, 1000, 1500, 2000], [100] if quick else [100, 250, 500, 1000])
     print("A done", flush=True)
@@ -394,15 +396,15 @@ def main(argv=None):
     res["online"] = online_experiments(args.data, res["requests"], res["keys"])
     res["coverage"] = coverage_over_keys(args.data, res["requests"], 4 if quick else 16)
     res["seconds"] = time.perf_counter() - t0
-    write(res, suffix)
+    write(res, base)
 
 
-def write(res, suffix):
+def write(res, base):
     """The result through ``bench.schema``: its parts (blue, methods, online, coverage) are named sections."""
     res = json.loads(json.dumps(res, default=float))
     rest = {k: v for k, v in res.items() if k not in ("meta", "rows")}
-    schema.write_result("papers", OUT + suffix, None, res["meta"], page=markdown(res).splitlines(), **rest)
-    plot(res, OUT + suffix + ".png")
+    schema.write_result("papers", base, None, res["meta"], page=markdown(res).splitlines(), **rest)
+    plot(res, base + ".png")
 
 
 if __name__ == "__main__":

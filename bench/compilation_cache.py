@@ -31,7 +31,7 @@ import argparse
 import json
 import statistics
 
-from bench import schema
+from bench import children, schema
 
 MODES = ("none", "cold", "warm")
 
@@ -126,11 +126,9 @@ def main(argv=None) -> None:
         with open(args.render) as f:
             schema.write_page(args.render, render(json.load(f)))
         return
-    from bench import problems as ep
-
     rows = []
     # each round's cache folder is new: "cold" fills it, "warm" reads it
-    for row in ep.alternating("bench.compilation_cache", args.problems, args.rounds, MODES,
+    for row in children.alternating("bench.compilation_cache", args.problems, args.rounds, MODES,
                               lambda path, mode, rnd, folder: [path, mode, f"{path}.cache{rnd}"], arm_key="mode",
                               drop_env=("XLA_FLAGS", "PGMJAX_COMPILATION_CACHE")):
         rows.append(row)

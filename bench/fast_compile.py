@@ -33,7 +33,7 @@ import os
 import statistics
 import tempfile
 
-from bench import schema
+from bench import children, schema
 
 MODES = ("by_size", "fusion", "loop")
 
@@ -151,7 +151,7 @@ def main(argv=None) -> None:
                 for mode in MODES if rnd % 2 == 0 else MODES[::-1]:
                     base = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PGMJAX_FAST_COMPILE")}
                     env = {**base, **MODE_ENV[mode]}
-                    result = ep.child_result("bench.fast_compile", [path, str(args.iters)], env, f"{name} {mode}")
+                    result = children.child_result("bench.fast_compile", [path, str(args.iters)], env, f"{name} {mode}")
                     if result is None:
                         continue
                     row = {"problem": name, "mode": mode, "round": rnd, **result}

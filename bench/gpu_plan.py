@@ -27,7 +27,7 @@ import sys
 import time
 
 from bench import problems as ep
-from bench import schema
+from bench import children, schema
 
 CB = "--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL"
 ARMS = {
@@ -110,7 +110,7 @@ def main(argv=None) -> int:
                 if flags:
                     env["XLA_FLAGS"] = flags
                 iters = 20 if args.smoke else ITERS.get(name, 500)
-                r = ep.child_result("bench.gpu_plan", [path, str(unroll), str(iters)], env, f"{name} {arm}", timeout=left)
+                r = children.child_result("bench.gpu_plan", [path, str(unroll), str(iters)], env, f"{name} {arm}", timeout=left)
                 if r is None:
                     skipped.append(f"{name} {arm}: child failed or ran past the budget ({left:.0f} s left)")
                 else:

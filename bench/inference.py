@@ -69,7 +69,8 @@ import time
 
 from bench import schema
 from bench.benchutil import median, proc_status, timed
-from bench.problems import child_command
+from bench.children import child_command
+from bench.problems import chow_liu
 from bench.schema import ROOT, cpu_model
 
 # ----------------------------------------------------------------------------- helpers
@@ -99,28 +100,6 @@ def _load_problem(path: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- problem
-def chow_liu(data) -> tuple[list[tuple[str, str]], dict]:
-    """Maximum spanning tree of the pairwise mutual information (nats) of the data's attributes."""
-    import networkx as nx
-    import numpy as np
-
-    attrs = list(data.domain.attributes)
-    pairs = _pairs(attrs)
-    graph = nx.Graph()
-    graph.add_nodes_from(attrs)
-    mi = {}
-    for (a, b), table in zip(pairs, data.marginals(pairs)):
-        p = table / table.sum()
-        pa, pb = p.sum(1, keepdims=True), p.sum(0, keepdims=True)
-        nz = p > 0
-        mi[(a, b)] = float((p[nz] * np.log(p[nz] / (pa @ pb)[nz])).sum())
-        graph.add_edge(a, b, weight=mi[(a, b)])
-    tree = nx.maximum_spanning_tree(graph, weight="weight", algorithm="kruskal")
-    index = {a: i for i, a in enumerate(attrs)}
-    edges = sorted((tuple(sorted(e, key=index.get)) for e in tree.edges()), key=lambda e: (index[e[0]], index[e[1]]))
-    return edges, {f"{a}|{b}": mi[(a, b)] for a, b in edges}
-
-
 def prepare(data_folder, path: str, sigma: float, seed: int) -> dict:
     """Load Adult, build the Chow-Liu cliques and their noisy answers; write them to ``path`` (npz)."""
     import jax

@@ -28,7 +28,7 @@ def main(argv=None) -> None:
     import numpy as np
 
     import pgmjax as pj
-    from bench.inference import chow_liu
+    from bench.problems import chow_liu
 
     data = pj.datasets.load("adult", args.data)
     edges, _ = chow_liu(data)

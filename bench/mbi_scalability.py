@@ -99,7 +99,9 @@ import subprocess
 import time
 import warnings
 
-from bench.problems import ROOT, child_command, markov_chain_problem
+from bench.children import child_command
+from bench.problems import markov_chain_problem
+from bench.schema import ROOT
 
 # JAX compilation events, as recorded by ``jax.monitoring``.
 _XLA_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"

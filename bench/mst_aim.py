@@ -54,7 +54,7 @@ import tempfile
 import time
 
 from bench import schema
-from bench.problems import child_command
+from bench.children import child_command
 from bench.schema import ROOT, cpu_model
 
 DELTA = 1e-9

@@ -22,7 +22,7 @@ import json
 import statistics
 import time
 
-from bench import schema
+from bench import children, schema
 
 ENGINES = ("pgmjax", "mbi")
 
@@ -141,10 +141,8 @@ def main(argv=None) -> None:
         with open(args.render) as f:
             schema.write_page(args.render, render(json.load(f)))
         return
-    from bench import problems as ep
-
     rows = []
-    for row in ep.alternating("bench.per_iteration", args.problems, args.rounds, ENGINES,
+    for row in children.alternating("bench.per_iteration", args.problems, args.rounds, ENGINES,
                               lambda path, engine, rnd, folder: [engine, path, str(args.iters), str(args.calls)],
                               arm_key="engine"):
         rows.append(row)

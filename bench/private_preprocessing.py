@@ -41,7 +41,7 @@ def one_run(raw: pd.DataFrame, mechanism: str, eps: float, fraction: float, seed
     if not os.path.exists(data):
         raw.to_csv(data, index=False)
     args = ["run", "--data", data, "-m", mechanism, "-e", str(eps), "--preprocess-fraction", str(fraction),
-            "--seed", str(seed), "--out", out, "--report", rep, "--workload", "all-2way", "-q"]
+            "--seed", str(seed), "--out", out, "--report", rep, "--workload", "all-2way", "-q", "--overwrite"]
     if html:
         args += ["--html", html]
     t0 = time.perf_counter()

@@ -59,11 +59,8 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import numpy as np
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: Number of values of every attribute.
 CARDINALITY = 10
@@ -244,7 +241,8 @@ def dataset_problem(name: str, seed: int = 0) -> dict:
     }
 
 
-def _mutual_information(joint: np.ndarray) -> float:
+def mutual_information(joint: np.ndarray) -> float:
+    """The mutual information (nats) of a two-way table's two attributes."""
     p = joint / joint.sum()
     pa = p.sum(1, keepdims=True)
     pb = p.sum(0, keepdims=True)
@@ -252,21 +250,41 @@ def _mutual_information(joint: np.ndarray) -> float:
     return float((p[nz] * np.log(p[nz] / (pa @ pb)[nz])).sum())
 
 
-def adult_mst(seed: int = 0) -> dict:
+def chow_liu(data, sort: bool = True) -> tuple[list[tuple[str, str]], dict]:
+    """The Chow-Liu tree of a dataset: the maximum spanning tree of its attributes' pairwise mutual information
+    (Kruskal's algorithm, networkx), the MST-style measurement set of the engine, mechanism and coverage
+    benchmarks.
+
+    Returns:
+        ``(edges, mi)``: the tree's edges, each in attribute order, sorted by attribute index (``sort``) or in
+        networkx's order; ``mi["a|b"]``, each edge's mutual information in nats.
+    """
     import itertools
 
     import networkx as nx
 
+    attrs = list(data.domain.attributes)
+    pairs = list(itertools.combinations(attrs, 2))
+    graph = nx.Graph()
+    graph.add_nodes_from(attrs)
+    mi = {}
+    for pair, table in zip(pairs, data.marginals(pairs)):
+        mi[pair] = mutual_information(table)
+        graph.add_edge(*pair, weight=mi[pair])
+    index = {a: i for i, a in enumerate(attrs)}
+    edges = [tuple(sorted(e, key=index.get)) for e in nx.maximum_spanning_tree(graph, algorithm="kruskal").edges()]
+    if sort:
+        edges.sort(key=lambda e: (index[e[0]], index[e[1]]))
+    return edges, {f"{a}|{b}": mi[(a, b)] for a, b in edges}
+
+
+def adult_mst(seed: int = 0) -> dict:
     import pgmjax as pj
 
     data = pj.datasets.load("adult")
     dom = data.domain
     attrs = list(dom.attributes)
-    g = nx.Graph()
-    for a, b in itertools.combinations(attrs, 2):
-        g.add_edge(a, b, weight=_mutual_information(data.marginal((a, b))))
-    tree = nx.maximum_spanning_tree(g)
-    edges = sorted(tuple(sorted(e, key=attrs.index)) for e in tree.edges())
+    edges = sorted(chow_liu(data)[0])
     cliques = [(a,) for a in attrs] + edges
     true = [data.marginal(c) for c in cliques]
     return {
@@ -523,54 +541,3 @@ def saved(names, folder: str):
         path = os.path.join(folder, f"{name}.npz")
         save(make(name), path)
         yield name, path
-
-
-def alternating(module: str, names, rounds: int, arms, child_args, arm_key: str = "arm", drop_env=("XLA_FLAGS",)):
-    """Rows of child results, the arms of a comparison alternating so drift of a shared machine hits all alike.
-
-    For each problem (saved once, :func:`saved`) and each of ``rounds`` rounds, every arm runs once in a fresh
-    interpreter (:func:`child_result`: ``python -m <module> --child ...``) with the parent's environment less
-    ``drop_env``; a child that fails is reported and skipped. ``child_args(path, arm, round, folder)`` gives a
-    child's arguments (``folder``: a scratch folder that lives for the whole comparison).
-
-    Yields:
-        ``{"problem": name, arm_key: arm, "round": round, **result}`` for each child that succeeded.
-    """
-    import tempfile
-
-    env = {k: v for k, v in os.environ.items() if k not in drop_env}
-    with tempfile.TemporaryDirectory() as folder:
-        for name, path in saved(names, folder):
-            for rnd in range(rounds):
-                for arm in arms:
-                    result = child_result(module, child_args(path, arm, rnd, folder), env, f"{name} {arm}")
-                    if result is not None:
-                        yield {"problem": name, arm_key: arm, "round": rnd, **result}
-
-
-def child_command(module: str, *args, python: str | None = None) -> list[str]:
-    """The command that runs a bench module in a fresh interpreter: ``python -m <module> *args``, to be run
-    with the repository root as working directory (:data:`ROOT`), so ``bench`` imports as a package."""
-    return [python or sys.executable, "-m", module, *map(str, args)]
-
-
-def child_result(module: str, args: list[str], env: dict, label: str, timeout: float | None = None) -> dict | None:
-    """Run ``python -m <module> --child *args RESULT`` in a fresh interpreter with ``env`` (from the repository
-    root) and return the JSON it wrote to RESULT (its last argument); None, with its error printed under
-    ``label``, when it failed or ran past ``timeout`` seconds (then killed)."""
-    import subprocess
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        result = os.path.join(tmp, "result.json")
-        try:
-            proc = subprocess.run(child_command(module, "--child", *args, result), env=env, capture_output=True,
-                                  text=True, timeout=timeout, cwd=ROOT)
-        except subprocess.TimeoutExpired:
-            print(label, f"killed after {timeout:.0f} s", flush=True)
-            return None
-        if proc.returncode:
-            print(label, "failed:", proc.stderr[-1500:], flush=True)
-            return None
-        with open(result) as f:
-            return json.load(f)

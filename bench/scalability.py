@@ -28,7 +28,8 @@ import subprocess
 import time
 
 from bench import schema
-from bench.problems import ROOT, child_command
+from bench.children import child_command
+from bench.schema import ROOT
 from bench.schema import cpu_model
 
 

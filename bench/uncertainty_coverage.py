@@ -30,7 +30,6 @@ import time
 
 import jax
 import jax.numpy as jnp
-import networkx as nx
 import numpy as np
 
 jax.config.update("jax_enable_x64", True)
@@ -43,25 +42,14 @@ from pgmjax.uncertainty.bootstrap import draw_answers, refit, renoise  # noqa: E
 from pgmjax.uncertainty.simulate import simulate_coverage  # noqa: E402
 
 from bench import schema
+from bench.problems import chow_liu
 
 LEVELS = (0.5, 0.8, 0.9, 0.95)
 
 
-def mutual_information(data: pj.Dataset, a: str, b: str) -> float:
-    p = data.marginal((a, b))
-    p = p / p.sum()
-    pa, pb = p.sum(1, keepdims=True), p.sum(0, keepdims=True)
-    nz = p > 0
-    return float(np.sum(p[nz] * np.log(p[nz] / (pa @ pb)[nz])))
-
-
 def design(data: pj.Dataset, sigma: float):
     attrs = list(data.domain)
-    g = nx.Graph()
-    for i, a in enumerate(attrs):
-        for b in attrs[i + 1:]:
-            g.add_edge(a, b, weight=mutual_information(data, a, b))
-    edges = [tuple(sorted(e, key=attrs.index)) for e in nx.maximum_spanning_tree(g).edges()]
+    edges = chow_liu(data, sort=False)[0]
     cliques = [(a,) for a in attrs] + edges
     means = [data.marginal(c).ravel() for c in cliques]
     ms = [pj.Measurement(c, mu, stddev=sigma) for c, mu in zip(cliques, means)]

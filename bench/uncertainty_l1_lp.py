@@ -95,6 +95,7 @@ def linear_target(target, data, cliques, offs, nmu):
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--R", type=int, default=20)
+    ap.add_argument("--out", default="uncertainty_l1_lp_cpu", help="result name under bench/results/papers/ (or a path)")
     args = ap.parse_args(argv)
     t_all, c_all = time.perf_counter(), time.process_time()
     data, ms, means, base, targets, kinds, truths, loss = u4_design("laplace-l1")
@@ -135,7 +136,7 @@ def main(argv=None):
         "width_over_sigma": widths.tolist(),
         "seconds": {"wall": time.perf_counter() - t_all, "cpu": time.process_time() - c_all},
     }
-    schema.write_result("papers", "uncertainty_l1_lp_cpu", None, out["meta"], page=page(out),
+    schema.write_result("papers", args.out, None, out["meta"], page=page(out),
                         **{k: v for k, v in out.items() if k != "meta"})
 
 

@@ -31,6 +31,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--R", type=int, default=100)
     ap.add_argument("--B", type=int, default=100)
+    ap.add_argument("--out", default="uncertainty_u4_levels_cpu", help="result name under bench/results/papers/ (or a path)")
     args = ap.parse_args(argv)
     t_all, c_all = time.perf_counter(), time.process_time()
     res = {}
@@ -55,7 +56,7 @@ def main(argv=None):
         "R": args.R, "B": args.B, "kinds": kinds, "results": res,
         "seconds": {"wall": time.perf_counter() - t_all, "cpu": time.process_time() - c_all},
     }
-    path = schema.write_result("papers", "uncertainty_u4_levels_cpu", None, out["meta"], page=page(out),
+    path = schema.write_result("papers", args.out, None, out["meta"], page=page(out),
                                **{k: v for k, v in out.items() if k != "meta"})
     plot(out, path + ".png")
 

@@ -1,0 +1,63 @@
+"""Fresh interpreters for the benchmarks: a script's child runs as ``python -m bench.<module>`` from the
+repository root, so every measurement that needs a clean process (compile times, peak memory, an mbi half in
+its own interpreter) starts the same way, and no script edits ``sys.path``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from bench import problems
+from bench.schema import ROOT
+
+
+def alternating(module: str, names, rounds: int, arms, child_args, arm_key: str = "arm", drop_env=("XLA_FLAGS",)):
+    """Rows of child results, the arms of a comparison alternating so drift of a shared machine hits all alike.
+
+    For each problem (saved once, :func:`saved`) and each of ``rounds`` rounds, every arm runs once in a fresh
+    interpreter (:func:`child_result`: ``python -m <module> --child ...``) with the parent's environment less
+    ``drop_env``; a child that fails is reported and skipped. ``child_args(path, arm, round, folder)`` gives a
+    child's arguments (``folder``: a scratch folder that lives for the whole comparison).
+
+    Yields:
+        ``{"problem": name, arm_key: arm, "round": round, **result}`` for each child that succeeded.
+    """
+    import tempfile
+
+    env = {k: v for k, v in os.environ.items() if k not in drop_env}
+    with tempfile.TemporaryDirectory() as folder:
+        for name, path in problems.saved(names, folder):
+            for rnd in range(rounds):
+                for arm in arms:
+                    result = child_result(module, child_args(path, arm, rnd, folder), env, f"{name} {arm}")
+                    if result is not None:
+                        yield {"problem": name, arm_key: arm, "round": rnd, **result}
+
+
+def child_command(module: str, *args, python: str | None = None) -> list[str]:
+    """The command that runs a bench module in a fresh interpreter: ``python -m <module> *args``, to be run
+    with the repository root as working directory (:data:`ROOT`), so ``bench`` imports as a package."""
+    return [python or sys.executable, "-m", module, *map(str, args)]
+
+
+def child_result(module: str, args: list[str], env: dict, label: str, timeout: float | None = None) -> dict | None:
+    """Run ``python -m <module> --child *args RESULT`` in a fresh interpreter with ``env`` (from the repository
+    root) and return the JSON it wrote to RESULT (its last argument); None, with its error printed under
+    ``label``, when it failed or ran past ``timeout`` seconds (then killed)."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        result = os.path.join(tmp, "result.json")
+        try:
+            proc = subprocess.run(child_command(module, "--child", *args, result), env=env, capture_output=True,
+                                  text=True, timeout=timeout, cwd=ROOT)
+        except subprocess.TimeoutExpired:
+            print(label, f"killed after {timeout:.0f} s", flush=True)
+            return None
+        if proc.returncode:
+            print(label, "failed:", proc.stderr[-1500:], flush=True)
+            return None
+        with open(result) as f:
+            return json.load(f)
