@@ -1,6 +1,6 @@
 """Fresh interpreters for the benchmarks: a script's child runs as ``python -m bench.<module>`` from the
 repository root, so every measurement that needs a clean process (compile times, peak memory, an mbi half in
-its own interpreter) starts the same way, and no script edits ``sys.path``."""
+its own interpreter) starts the same way, and no script has to change the import path."""
 
 from __future__ import annotations
 
