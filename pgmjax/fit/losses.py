@@ -93,9 +93,15 @@ def _pad(a: np.ndarray, extra: int) -> np.ndarray:
     return np.concatenate([a, np.repeat(a[:1], extra, axis=0)])
 
 
-def _stack_on_host(plan: OraclePlan, measurements: Sequence[Measurement]) -> tuple[list, list]:
-    """The measurements grouped and stacked on the host: ``(arrays, groups)``, NumPy arrays per group."""
-    groups, arrays, measurements = _pair_groups(plan, measurements)
+def _stack_on_host(plan: OraclePlan, measurements: Sequence[Measurement], sharded: bool = False) -> tuple[list, list]:
+    """The measurements grouped and stacked on the host: ``(arrays, groups)``, NumPy arrays per group.
+
+    ``sharded`` (a model whose blocks are split over devices along their slot axis, :mod:`pgmjax.fit.sharding`):
+    every group laid out like its block (dense: the loss reads each device's own slots, no table is gathered),
+    a clique measured several times spread over several such groups, no ``"pairs"`` group (it reads one
+    table by index) and no merged group (its concatenation would gather every group's cells).
+    """
+    groups, arrays, measurements = ([], [], list(measurements)) if sharded else _pair_groups(plan, measurements)
     by_sig: dict[tuple, list[tuple[Measurement, int, int]]] = {}
     for m in measurements:
         host = plan.tree.containing(m.clique)
@@ -115,8 +121,20 @@ def _stack_on_host(plan: OraclePlan, measurements: Sequence[Measurement]) -> tup
             tuple(np.shape(q) for q in jax.tree_util.tree_leaves(m.linear)),
         )
         by_sig.setdefault(sig, []).append((m, level, slot))
+    stacks = []
     for sig in sorted(by_sig, key=repr):
-        items = by_sig[sig]
+        if not sharded:
+            stacks.append((sig, by_sig[sig]))
+            continue
+        layers: list[list] = []  # the k-th measurement of a clique goes to layer k: each layer measures a slot once
+        seen: dict[tuple, int] = {}
+        for item in by_sig[sig]:
+            k = seen[item[1:]] = seen.get(item[1:], -1) + 1
+            if k == len(layers):
+                layers.append([])
+            layers[k].append(item)
+        stacks.extend((sig, layer) for layer in layers)
+    for sig, items in stacks:
         key, host_shape, sum_axes, perm, kind, rows = sig[:6]
         group = {
             "level": np.array([lv for _, lv, _ in items], np.int32),
@@ -134,7 +152,7 @@ def _stack_on_host(plan: OraclePlan, measurements: Sequence[Measurement]) -> tup
         levels_slots = dict(plan.units)[key][:2]
         cells = levels_slots[0] * levels_slots[1]
         flat = group["level"].astype(np.int64) * levels_slots[1] + group["slot"]
-        dense = len(set(flat.tolist())) == len(items) and 2 * len(items) >= cells
+        dense = len(set(flat.tolist())) == len(items) and (sharded or 2 * len(items) >= cells)
         count = len(items)
         if not dense:
             count = _padded_count(len(items), int(np.prod(host_shape)))
@@ -151,14 +169,19 @@ def _stack_on_host(plan: OraclePlan, measurements: Sequence[Measurement]) -> tup
             group = jax.tree_util.tree_map(spread, {k: v for k, v in group.items() if k not in ("level", "slot")})
         arrays.append(group)
         groups.append(_Group(key, host_shape, sum_axes, perm, kind, rows, count, dense, stacked=cells if dense else count))
-    return _merge_marginals(arrays, groups)
+    return (tuple(arrays), tuple(groups)) if sharded else _merge_marginals(arrays, groups)
 
 
 def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dtype) -> MeasurementArrays:
-    """Group and stack measurements for a model with oracle plan ``plan`` (their answers on the host)."""
-    arrays, groups = _stack_on_host(plan, measurements)
+    """Group and stack measurements for a model with oracle plan ``plan`` (their answers on the host); for a
+    plan laid out to be split over devices (``plan.shards > 1``), as :func:`_stack_on_host` says."""
+    arrays, groups = _stack_on_host(plan, measurements, _sharded(plan))
     arrays = jax.tree_util.tree_map(lambda a: to_device(a) if a.dtype.kind == "i" else to_device(a, dtype), arrays)
     return MeasurementArrays(arrays, groups)
+
+
+def _sharded(plan) -> bool:
+    return getattr(plan, "shards", 1) > 1
 
 
 def stack_measurements_traced(plan: OraclePlan, measurements: Sequence[Measurement], dtype) -> MeasurementArrays:
@@ -174,7 +197,7 @@ def stack_measurements_traced(plan: OraclePlan, measurements: Sequence[Measureme
         ids = np.arange(index, index + m.rows, dtype=np.float64)  # exact: float64 holds integers to 2^53
         placeholders.append(Measurement(m.clique, ids, stddev=m.stddev, query=m.linear, noise=m.noise))
         index += m.rows
-    arrays, groups = _stack_on_host(plan, placeholders)
+    arrays, groups = _stack_on_host(plan, placeholders, _sharded(plan))
     answers = jnp.concatenate([jnp.zeros(1, dtype)] + [jnp.asarray(m.y, dtype).reshape(-1) for m in measurements])
     placed = []
     for group in arrays:
@@ -391,6 +414,10 @@ def sum_all(arrays: list) -> jax.Array:
     """The sum of every entry of every array, as one reduction over their concatenation: a sum per array
     would be a kernel or two of its own in the compiled program, and a model has dozens of groups.
 
+    Inside a computation split over several devices (a mesh in context: :func:`jax.set_mesh`, set by
+    :mod:`pgmjax.fit.sharding`), each array is summed where it lies and the sums added: a concatenation would
+    gather every array onto each device.
+
     A long vector is summed in rows of 32 first, then the row sums. XLA:CPU rewrites a sum over more than
     32 entries into a windowed sum of 32 (for its precision) that reads its input from memory, so the
     elementwise work before it (a squared residual, a product) is written out and read back; rows of 32
@@ -399,6 +426,8 @@ def sum_all(arrays: list) -> jax.Array:
     """
     if not arrays:
         return jnp.zeros(())
+    if len(arrays) > 1 and jax.sharding.get_abstract_mesh().size > 1:
+        return sum(jnp.sum(x) for x in arrays)
     flat = arrays[0].reshape(-1) if len(arrays) == 1 else jnp.concatenate([x.reshape(-1) for x in arrays])
     if flat.size > _ROW * _ROW and flat.size % _ROW == 0:
         return _sum_in_rows(flat)

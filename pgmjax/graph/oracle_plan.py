@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import compiler
+from ..checks import check_count
 from ..compiler import to_device
 from ..data.domain import Clique, Domain
 from . import size_limit
@@ -122,7 +123,7 @@ class OraclePlan:
         keys, static = aux
         return cls(dict(zip(keys, leaves)), static)
 
-    # static = (domain, tree, runs, locations, units, pairs, padded sizes, blocks with padding slots)
+    # static = (domain, tree, runs, locations, units, pairs, padded sizes, blocks with padding slots, shards)
     @property
     def domain(self) -> Domain:
         return self.static[0]
@@ -181,6 +182,11 @@ class OraclePlan:
     def slot_padded(self) -> frozenset[str]:
         """The blocks with padding slots (a level holds fewer cliques of the class than the block has slots)."""
         return self.static[7]
+
+    @property
+    def shards(self) -> int:
+        """The devices the plan's blocks are laid out to be split over (1: not split; :func:`make_plan`)."""
+        return self.static[8]
 
     @property
     def padded(self) -> tuple[int | None, ...]:
@@ -271,7 +277,7 @@ def block_cells(*args, **kwargs) -> int:
                 return max((int(np.size(t)) for t in after.values()), default=0)
             return a.largest_block
         plan = getattr(a, "plan", None)
-        if isinstance(plan, OraclePlan):
+        if isinstance(plan, OraclePlan) or hasattr(plan, "largest_block"):  # or the approximate oracle's plan
             return plan.largest_block * int(np.size(a.total))
     raise TypeError("block_cells: no OraclePlan, and no argument with one as `plan`, among the arguments")
 
@@ -301,7 +307,7 @@ def suits_loop_emitters(*args, **kwargs) -> bool:
     return True
 
 
-def make_plan(domain: Domain, cliques, max_bytes: float | None = None) -> OraclePlan:
+def make_plan(domain: Domain, cliques, max_bytes: float | None = None, *, shards: int = 1) -> OraclePlan:
     """Build (cached) the oracle plan for a model over ``cliques``, once its size is checked.
 
     Every fit builds its plan here before it allocates a table, so this is where a model too large for the
@@ -313,6 +319,10 @@ def make_plan(domain: Domain, cliques, max_bytes: float | None = None) -> Oracle
         domain: the domain (attributes in no clique are modelled as uniform).
         cliques: the cliques the model must hold.
         max_bytes: the size limit in bytes (default :func:`pgmjax.graph.size_limit.max_model_bytes`).
+        shards: the devices a model's tables are to be split over along their slot axis (the cliques of a
+            block; :mod:`pgmjax.fit.sharding`). With ``shards > 1`` every level is a run of its own (a block
+            then holds one level, so its slot axis is the only axis to split) and each block of more than
+            one slot has its slots padded (held at -inf) to a multiple of ``shards``.
 
     Returns:
         An :class:`OraclePlan`.
@@ -324,11 +334,22 @@ def make_plan(domain: Domain, cliques, max_bytes: float | None = None) -> Oracle
     size_limit.check_tree(junction_tree(domain, model_cliques), None, max_bytes)
     for hook in BEFORE_PLAN:
         hook()
-    return _make_plan_cached(domain, model_cliques)
+    return _make_plan_cached(domain, model_cliques, check_count(shards, "shards", "make_plan"))
+
+
+def sharded_slots(count: int, shards: int) -> int:
+    """A block's slots for ``count`` cliques split over ``shards`` devices: ``count`` rounded up to a multiple of
+    ``shards``, except a block of one clique (the root's), which is not split.
+
+    Example:
+        >>> sharded_slots(5, 4), sharded_slots(1, 4), sharded_slots(8, 4)
+        (8, 1, 8)
+    """
+    return count if count <= 1 or shards <= 1 else -(-count // shards) * shards
 
 
 @functools.lru_cache(maxsize=64)
-def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> OraclePlan:
+def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...], shards: int = 1) -> OraclePlan:
     tree = junction_tree(domain, model_cliques)
     tcl = tree.cliques
     shape = [domain.shape_of(c) for c in tcl]
@@ -364,8 +385,8 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
 
     runs: list[Run] = []
     for l, cls in enumerate(level_sets):
-        counts = [sum(classes[c] == x for c in sched[l]) for x in cls]
-        if runs and runs[-1].classes == cls:
+        counts = [sharded_slots(sum(classes[c] == x for c in sched[l]), shards) for x in cls]
+        if runs and runs[-1].classes == cls and shards <= 1:
             r = runs[-1]
             runs[-1] = Run(r.first_level, r.num_levels + 1, cls, tuple(max(a, b) for a, b in zip(r.slots, counts)))
         else:
@@ -475,6 +496,7 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Orac
         tuple(pairs_static),
         tuple(domain[tcl[c][0]] if c in padded else None for c in range(len(tcl))),
         frozenset(k for k, m in masks.items() if np.isinf(m).any()),
+        shards,
     )
     return OraclePlan(arrays, static)
 
