@@ -63,30 +63,35 @@ class PolarsBackend:
         return pl.collect_all(frames, engine="streaming", optimizations=pl.QueryOptFlags(comm_subplan_elim=False))
 
     def _numeric(self, name: str):
-        """``(expression of float64 values, is text)`` of a raw column."""
+        """``(expression of the column's values, kind)``: ``"int"`` (integers or booleans, as they are), ``"float"``
+        or ``"text"`` (both as float64; text that is no number is null)."""
         import polars as pl
 
         dtype = self.frame.collect_schema()[name]
         col = pl.col(name)
         if dtype == pl.String:
-            return col.str.strip_chars().cast(pl.Float64, strict=False), True
-        if dtype == pl.Boolean:
-            return col.cast(pl.Int64).cast(pl.Float64), False
+            return col.str.strip_chars().cast(pl.Float64, strict=False), "text"
+        if dtype == pl.Boolean or dtype.is_integer():
+            return col, "int"
         if not dtype.is_numeric():
             raise TypeError(f"column {name!r} has type {dtype}, not numbers or text")
-        return col.cast(pl.Float64), False
+        return col.cast(pl.Float64), "float"
 
     def stats(self, names: list[str]) -> dict[str, dict]:
         import polars as pl
 
         exprs = [pl.len().alias("__records")]
         for i, name in enumerate(names):
-            x, text = self._numeric(name)
+            x, kind = self._numeric(name)
             raw = pl.col(name)
+            if kind == "int":  # no parsing, nothing non-finite or fractional: nulls and the range
+                exprs += [raw.null_count().alias(f"{i}:nulls"), *(pl.lit(0).alias(f"{i}:{f}") for f in STAT_FIELDS[2:5]),
+                          raw.min().cast(pl.Float64).alias(f"{i}:min"), raw.max().cast(pl.Float64).alias(f"{i}:max")]
+                continue
             finite = x.is_finite().fill_null(False)
             exprs += [
                 raw.null_count().alias(f"{i}:nulls"),
-                ((raw.is_not_null() & x.is_null()).sum() if text else pl.lit(0)).alias(f"{i}:unparsable"),
+                ((raw.is_not_null() & x.is_null()).sum() if kind == "text" else pl.lit(0)).alias(f"{i}:unparsable"),
                 (x.is_not_null() & ~finite).sum().alias(f"{i}:nonfinite"),
                 (finite & (x != x.round(0))).sum().alias(f"{i}:fractional"),
                 x.filter(finite).min().alias(f"{i}:min"),

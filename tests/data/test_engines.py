@@ -55,7 +55,7 @@ def files(tmp_path_factory):
 def client():
     from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None)
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0")
     c = Client(cluster)
     yield c
     c.close()
@@ -156,7 +156,8 @@ def test_bad_tables_refused_with_the_in_memory_message(tmp_path, client, case, e
     else:
         assert got == want
         assert isinstance(info.value, DataValueError)
-        assert "9" not in got and "two" not in got and "2.5" not in got  # no record-level value in the public text
+        shown = got.replace(str(path), "")
+        assert "9" not in shown and "two" not in shown and "2.5" not in shown  # no record-level value in the public text
 
 
 def test_parquet_bad_codes(tmp_path, client):
