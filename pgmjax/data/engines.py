@@ -228,7 +228,10 @@ class FrameDataset(Dataset):
         self.engine = engine
         self.source = source
         if not backend.codes:
-            stats = backend.stats(list(domain.attributes))
+            try:
+                stats = backend.stats(list(domain.attributes))
+            except Exception as e:  # noqa: BLE001 (an engine's read error may quote a line or bytes of the file)
+                raise _unreadable(str(source), is_csv(str(source)), e) from None
             records = stats[domain.attributes[0]]["records"] if stats else 0
             if records == 0:
                 raise ValueError("Dataset: the data has no records")

@@ -48,7 +48,9 @@ class PolarsBackend:
     def read(cls, path: str, columns: list[str], csv: bool) -> "PolarsBackend":
         import polars as pl
 
-        lf = pl.scan_csv(path, infer_schema_length=10_000) if csv else pl.scan_parquet(path)
+        # CSV fields read as text and parsed by the checks (as Dask does): a type inferred from the first lines
+        # would make a later word or decimal a parse error quoting the private value.
+        lf = pl.scan_csv(path, infer_schema=False) if csv else pl.scan_parquet(path)
         return cls(lf.select(columns))
 
     def columns(self) -> list[str]:

@@ -125,6 +125,7 @@ BAD = {
     "empty field": "a,b,c,d,e\n0,1,1,0,0\n1,,0,0,0\n",
     "fraction": "a,b,c,d,e\n0,1,1,0,0\n1,2.5,0,0,0\n",
     "word": "a,b,c,d,e\n0,1,1,0,0\n1,two,0,0,0\n",
+    "late word": "a,b,c,d,e\n" + "0,1,1,0,0\n" * 20_000 + "1,two,0,0,0\n",  # after any type-inference window
     "long digits": "a,b,c,d,e\n0,1,1,0,0\n1,123456789012345678901234,0,0,0\n",
     "ragged": "a,b,c,d,e\n0,1,1,0,0\n1,0,0,0\n",
     "missing column": "a,b,c,d\n0,1,1,0\n",
