@@ -151,7 +151,7 @@ def main(argv=None) -> int:
         return 0
     sizes = [200_000] if args.smoke else [int(r) for r in args.rows]
     rows_out = []
-    from bench.schema import run_meta, table, header_lines, write_result
+    from bench.schema import run_meta
 
     meta = run_meta("bench.data_engines", argv, also={"load_at_start": [round(x, 2) for x in os.getloadavg()]})
     for n in sizes:
@@ -185,8 +185,14 @@ def main(argv=None) -> int:
                         "load_average": [round(x, 2) for x in os.getloadavg()]})
             print(json.dumps(row), flush=True)
             rows_out.append(row)
-    if args.smoke:
-        return 0
+            if not args.smoke:  # written after every row: a long run that is stopped keeps what it measured
+                _write(args, meta, rows_out)
+    return 0
+
+
+def _write(args, meta, rows_out) -> None:
+    from bench.schema import header_lines, table, write_result
+
     cols = ["rows", "engine", "open_s", "count_2way_s", "count_rows_per_s", "scan_rows_per_s", "mst_s",
             "driver_peak_mib", "worker_peak_mib", "parquet_mib", "note", "error"]
     page = ["# Counting on Polars and Dask (issue 48)", "", *header_lines(meta),
@@ -199,8 +205,7 @@ def main(argv=None) -> int:
             f"{args.synthetic_rows:,} synthetic records); `driver_peak_mib`: the peak resident memory of the "
             "process running the mechanism; `worker_peak_mib`: the Dask workers' (LocalCluster of "
             f"{args.workers} processes).", "", *table(rows_out, cols)]
-    write_result("data", args.out, rows_out, meta, page=page)
-    return 0
+    write_result("data", args.out, rows_out, meta, page=page, quiet=True)
 
 
 if __name__ == "__main__":
