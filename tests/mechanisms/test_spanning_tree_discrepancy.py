@@ -4,7 +4,7 @@ Given the same measurements, mbi's fit of Adult is 1% better (2-way TVD) than pg
 search stalls short of the L2 optimum: an early stop, and Adult's optimum follows the noise in small cells. Stopping
 pgmjax's fit where the standardised residual sum of squares ``2 L`` reaches the number of measured rows (what the true
 marginals score in expectation; Morozov's discrepancy principle) is better still on Adult, but worse where the
-dependencies are strong (CHANGELOG.md, "MST against mbi 2.0, same run"): ``spanning_tree.DISCREPANCY`` is an opt-in, off
+dependencies are strong (bench/results/mechanisms/mst_accuracy_after_cpu.md): ``spanning_tree.DISCREPANCY`` is an opt-in, off
 by default. These tests pin the default (full ``engine_iters``), the opt-in stop, and the counter-example that
 keeps it off.
 """
