@@ -16,9 +16,11 @@ from .data.domain import Domain
 from .fit.batch import BatchedMeasurement, estimate_batch
 from .fit.estimate import estimate
 from .fit.estimation import LBFGS, DualAveraging, MirrorDescent, Problem
+from .fit.oracles import ApproximateOracle
 from .graph.junction import JunctionTree, junction_tree
 from .graph.size_limit import ModelTooLarge, set_max_model_bytes
 from .model import metrics
+from .model.approximate_model import ApproximateModel
 from .model.graphical_model import GraphicalModel
 from .model.serialization import load_model, load_model_schema
 from .privacy import REST, Accountant, PrivacyBudgetExceeded, discrete_noise
@@ -40,6 +42,8 @@ __all__ = [
     "BatchedMeasurement",
     "estimate_total",
     "GraphicalModel",
+    "ApproximateModel",
+    "ApproximateOracle",
     "JunctionTree",
     "junction_tree",
     "MirrorDescent",

@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 
-from . import estimation, inputs
+from . import estimation, inputs, oracles, sharding
 from ..data.domain import Domain
+from ..graph import oracle_plan
 from ..queries.measurement import Measurement, estimate_total
+from ..model.approximate_model import ApproximateModel
 from ..model.graphical_model import GraphicalModel
 
 
@@ -28,6 +31,8 @@ def estimate(
     step_size: float | None = None,
     chunk: int = 50,
     progress: bool = False,
+    oracle="exact",
+    devices: int = 1,
 ) -> GraphicalModel:
     """Fit the graphical model (maximum-entropy distribution) that best explains noisy measurements.
 
@@ -64,9 +69,19 @@ def estimate(
             or the warm start's last step if larger).
         chunk: iterations per compiled call.
         progress: show a tqdm progress bar.
+        devices: how many local devices the model's tables are split over (default 1): each block of cliques
+            along its cliques, so a model too large for one device's memory fits on several
+            (:mod:`pgmjax.fit.sharding`; exact oracle only).
+        oracle: the marginal oracle (:mod:`pgmjax.fit.oracles`): ``"exact"`` (the junction tree; default),
+            ``"approximate"`` (convex generalized belief propagation on the measured cliques' region graph, the
+            relaxed problem of McKenna, Pradhan, Sheldon & Miklau, NeurIPS 2021; or a
+            :class:`pgmjax.fit.oracles.ApproximateOracle` for other settings) or ``"auto"`` (exact where the
+            junction tree fits the size limit, else approximate, said in ``model.info`` and a warning). The
+            approximate oracle needs mirror descent and the ``"l2"``/``"l1"`` loss.
 
     Returns:
-        A :class:`GraphicalModel`; ``model.history`` holds the per-chunk log.
+        A :class:`GraphicalModel`; ``model.history`` holds the per-chunk log. With the approximate oracle, a
+        :class:`pgmjax.model.approximate_model.ApproximateModel` (answers from its regions' pseudo-marginals).
 
     Example:
         >>> dom = pj.Domain({"a": 2, "b": 3})
@@ -77,14 +92,21 @@ def estimate(
     """
     # ---- validation (before anything is compiled), then the structure (cached by value) and numbers (arrays)
     engine, method, dtype = inputs.check_options(method, loss, iters, dtype, caller="estimate")
+    oracle = oracles.check_oracle(oracle, method, loss, caller="estimate")
+    devices = sharding.check_devices(devices, "estimate")
+    if devices > 1 and oracle != "exact":
+        raise ValueError(f"estimate: devices={devices} splits the exact oracle's tables; oracle={oracle!r} runs on one device")
     measurements, model_cliques = inputs.check_structure(domain, measurements, loss, cliques, warm_start, caller="estimate")
     if total is None and warm_start is not None:  # where the measurements cannot say, the warm start's total
         try:
             total = estimate_total(measurements)[0] if measurements else warm_start.total
         except ValueError:
             total = warm_start.total
+    plan, oracle_info = (None, None) if oracle == "exact" else oracles.make_oracle_plan(domain, model_cliques, oracle)
+    if devices > 1:
+        plan = oracle_plan.make_plan(domain, model_cliques, shards=devices)
     problem, total, lipschitz = inputs.build_problem(domain, measurements, model_cliques, loss, total, dtype,
-                                                     caller="estimate")
+                                                     caller="estimate", plan=plan)
     plan = problem.plan
     theta = plan.zeros(dtype) if warm_start is None else plan.from_tables(warm_start.potentials, dtype)
     # Mirror descent on a smooth loss hands its last step to warm starts (L1's steps are per smoothing stage).
@@ -111,34 +133,41 @@ def estimate(
             bar.refresh()
             return user_callback(info) if user_callback else None
 
-    try:
-        params, state, history = estimation.run(
-            engine,
-            problem,
-            theta,
-            int(iters),
-            step_size=step_size,
-            chunk=chunk,
-            tol=tol,
-            callback=callback,
-        )
-        if method == "lbfgs" and history and history[-1].get("stalled") and history[-1]["iteration"] < iters:
-            params, history = _finish_with_mirror_descent(problem, params, history, int(iters), step_size, chunk,
-                                                          tol, callback)
-    finally:
-        if bar is not None:
-            bar.close()
-    for h in history:
-        h.pop("state", None)
-    if carries_step:  # the state holds the (exact) loss of the returned potentials
-        loss, step = float(state.lowest), float(state.best_step)
-    elif history:  # the last chunk's entry is the exact loss of the returned potentials already
-        loss, step = float(history[-1]["loss"]), None
-    else:
-        loss, step = float(estimation._model_loss(problem, params)), None
+    problem, theta, on_devices = sharding.split(problem, theta, devices)
+    with on_devices:  # a split model's programs are traced under its mesh (pgmjax.fit.sharding)
+        try:
+            params, state, history = estimation.run(
+                engine,
+                problem,
+                theta,
+                int(iters),
+                step_size=step_size,
+                chunk=chunk,
+                tol=tol,
+                callback=callback,
+            )
+            if method == "lbfgs" and history and history[-1].get("stalled") and history[-1]["iteration"] < iters:
+                params, history = _finish_with_mirror_descent(problem, params, history, int(iters), step_size, chunk,
+                                                              tol, callback)
+        finally:
+            if bar is not None:
+                bar.close()
+        for h in history:
+            h.pop("state", None)
+        if carries_step:  # the state holds the (exact) loss of the returned potentials
+            loss, step = float(state.lowest), float(state.best_step)
+        elif history:  # the last chunk's entry is the exact loss of the returned potentials already
+            loss, step = float(history[-1]["loss"]), None
+        else:
+            loss, step = float(estimation._model_loss(problem, params)), None
     # The model's answers are a function of its potentials and total alone, computed by its own program
     # (pgmjax.model.graphical_model): the same whether it was just fitted, saved and loaded, or a member of a batch.
-    model = GraphicalModel(plan, params, total, history, loss=loss, step_size=step)
+    if oracle_info is not None and oracle_info["oracle"] == "approximate":
+        model = ApproximateModel(plan, params, total, history, loss=loss, step_size=step, info=oracle_info)
+        if not np.isfinite(loss) or not all(np.isfinite(t).all() for t in model.clique_marginals().values()):
+            raise FloatingPointError(f"estimate: the approximately fitted model's loss is {loss} or its pseudo-marginals are not finite")
+        return model
+    model = GraphicalModel(plan, params, total, history, loss=loss, step_size=step, info=oracle_info)
     inputs.check_fitted(plan, params, lambda: model._marginal_blocks, total, loss)
     return model
 

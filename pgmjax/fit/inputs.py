@@ -18,6 +18,7 @@ import numpy as np
 from ..compiler import to_device
 from ..data.domain import Domain
 from ..graph import oracle
+from ..model.approximate_model import ApproximateModel
 from ..model.graphical_model import GraphicalModel, check_consistent
 from ..queries.measurement import Measurement, estimate_total, total_rule, validate_measurements
 from . import losses
@@ -98,7 +99,7 @@ def check_structure(domain, measurements, loss, cliques, warm_start=None, *, cal
     validate_measurements(domain, measurements)
     extra = [domain.check_clique(c, what="clique") for c in cliques]
     if warm_start is not None:
-        if not isinstance(warm_start, GraphicalModel):
+        if not isinstance(warm_start, (GraphicalModel, ApproximateModel)):
             raise TypeError(f"{caller}: warm_start must be a GraphicalModel, got {type(warm_start).__name__}")
         if warm_start.domain != domain:
             raise ValueError(f"{caller}: warm_start has domain {warm_start.domain}, expected {domain}")
@@ -114,7 +115,7 @@ def check_structure(domain, measurements, loss, cliques, warm_start=None, *, cal
 
 
 def build_problem(domain: Domain, measurements: Sequence[Measurement], model_cliques, loss, total, dtype, *,
-                  caller: str, traced: bool = False) -> tuple[Problem, object, float]:
+                  caller: str, traced: bool = False, plan=None) -> tuple[Problem, object, float]:
     """The problem of checked inputs (:func:`check_structure`, :func:`check_options`).
 
     Args:
@@ -124,6 +125,8 @@ def build_problem(domain: Domain, measurements: Sequence[Measurement], model_cli
         caller: the function named in messages.
         traced: the answers (and ``total``) may be abstract (:func:`pgmjax.fit`): they are placed and the total
             estimated by JAX ops, inside the caller's program; otherwise on the host.
+        plan: the oracle's plan over ``model_cliques`` (default: the exact one, :func:`pgmjax.graph.oracle.make_plan`;
+            :func:`pgmjax.fit.oracles.make_oracle_plan` gives the approximate one).
 
     Returns:
         ``(problem, total, lipschitz)``: the :class:`~pgmjax.fit.problem.Problem` (smoothing 0), and its total
@@ -132,7 +135,8 @@ def build_problem(domain: Domain, measurements: Sequence[Measurement], model_cli
     """
     if total is None and not measurements:
         raise ValueError(f"{caller}: total is unknown; pass total= when there are no measurements")
-    plan = oracle.make_plan(domain, model_cliques)
+    if plan is None:
+        plan = oracle.make_plan(domain, model_cliques)
     lipschitz = losses.lipschitz_constant(measurements, plan) if measurements else 1.0
     if traced:
         meas = losses.stack_measurements_traced(plan, measurements, dtype)

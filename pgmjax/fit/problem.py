@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from pgmjax.kernels import marginalize
 
 from . import losses as _losses
-from ..graph import oracle
+from ..graph import approximate_oracle, oracle
 from ..data.domain import as_clique
 
 
@@ -99,9 +99,13 @@ class Problem:
         return self.loss_of(mu)
 
     def marginals(self, theta: dict) -> dict:
-        return oracle.marginals(self.plan, theta, self.total)[0]
+        return self.marginals_and_log_partition(theta)[0]
 
     def marginals_and_log_partition(self, theta: dict) -> tuple[dict, jax.Array]:
+        """The oracle's clique marginals of ``theta`` and ``log Z``: exact (junction tree), or, for a plan of the
+        approximate oracle, pseudo-marginals and the free energy's estimate (:mod:`pgmjax.graph.approximate_oracle`)."""
+        if isinstance(self.plan, approximate_oracle.ApproximatePlan):
+            return approximate_oracle.marginals(self.plan, theta, self.total)
         return oracle.marginals(self.plan, theta, self.total)
 
     def predict(self, mu: dict):

@@ -1,0 +1,102 @@
+"""Which marginal oracle a fit uses: the exact junction tree, the approximate region graph, or whichever fits.
+
+:func:`pgmjax.estimate`'s ``oracle=`` argument:
+
+* ``"exact"`` (default): the junction-tree oracle (:mod:`pgmjax.graph.oracle`); a tree over the size limit
+  raises :class:`~pgmjax.graph.size_limit.ModelTooLarge`.
+* ``"approximate"``: convex generalized belief propagation on the measured cliques' region graph
+  (:mod:`pgmjax.graph.approximate_oracle`; McKenna, Pradhan, Sheldon & Miklau, NeurIPS 2021), default
+  :class:`ApproximateOracle` settings; or an :class:`ApproximateOracle` instance for other settings.
+* ``"auto"``: the exact oracle where the junction tree fits the size limit
+  (:mod:`pgmjax.graph.size_limit`), else the approximate one, saying which in the model's ``info`` and a
+  warning.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+from ..graph import approximate_oracle, oracle
+from ..graph.size_limit import ModelTooLarge
+
+#: The oracle names :func:`pgmjax.estimate` accepts.
+ORACLES = ("exact", "approximate", "auto")
+
+
+@dataclass(frozen=True)
+class ApproximateOracle:
+    """Settings of the approximate marginal oracle.
+
+    Args:
+        kind: ``"convex"`` (convex generalized belief propagation, the relaxed problem of NeurIPS 2021) or
+            ``"bethe"`` (loopy belief propagation on the cliques' factor graph; exact on trees, may not
+            converge on loopy models).
+        iters: message-passing iterations per oracle call (from zero messages: the oracle is a function of
+            the potentials, so the line search compares like with like).
+        damping: each message's weight on its previous value, in ``[0, 1)``.
+
+    Example:
+        >>> ApproximateOracle(iters=50).kind
+        'convex'
+    """
+
+    kind: str = "convex"
+    iters: int = approximate_oracle.DEFAULT_ITERS
+    damping: float = approximate_oracle.DEFAULT_DAMPING
+
+    def __post_init__(self):
+        from ..graph.region_graph import KINDS
+
+        if self.kind not in KINDS:
+            raise ValueError(f"ApproximateOracle: kind must be one of {KINDS}, got {self.kind!r}")
+        if isinstance(self.iters, bool) or not isinstance(self.iters, int) or self.iters < 1:
+            raise ValueError(f"ApproximateOracle: iters must be a positive integer, got {self.iters!r}")
+        if not 0.0 <= float(self.damping) < 1.0:
+            raise ValueError(f"ApproximateOracle: damping must be in [0, 1), got {self.damping!r}")
+
+
+def check_oracle(value, method: str, loss, *, caller: str = "estimate"):
+    """``value`` checked: ``"exact"``, ``"auto"`` or an :class:`ApproximateOracle` (``"approximate"`` gives the
+    default one). The approximate oracle needs mirror descent and the ``"l2"`` or ``"l1"`` loss.
+
+    Example:
+        >>> check_oracle("approximate", "mirror_descent", "l2")
+        ApproximateOracle(kind='convex', iters=100, damping=0.5)
+    """
+    if value == "approximate":
+        value = ApproximateOracle()
+    if not (value in ("exact", "auto") or isinstance(value, ApproximateOracle)):
+        raise ValueError(f"{caller}: oracle must be one of {ORACLES} or a pgmjax ApproximateOracle, got {value!r}")
+    if value != "exact":
+        if method != "mirror_descent":
+            raise ValueError(f"{caller}: oracle={value!r} needs method='mirror_descent' (got {method!r}): the other "
+                             "estimators differentiate the exact oracle")
+        if callable(loss):
+            raise ValueError(f"{caller}: oracle={value!r} needs the 'l2' or 'l1' loss, not a callable one")
+    return value
+
+
+def make_oracle_plan(domain, cliques, choice, *, caller: str = "estimate"):
+    """The plan of the chosen oracle over ``cliques``, and the ``info`` saying which was taken.
+
+    Returns:
+        ``(plan, info)``: an :class:`~pgmjax.graph.oracle_plan.OraclePlan` (exact) or an
+        :class:`~pgmjax.graph.approximate_oracle.ApproximatePlan`, and None for ``"exact"``, else
+        ``{"oracle": "exact" | "approximate", "reason": ..., ...}``.
+    """
+    if choice == "exact":
+        return oracle.make_plan(domain, cliques), None
+    reason = "oracle='approximate'"
+    if choice == "auto":
+        try:
+            return oracle.make_plan(domain, cliques), {"oracle": "exact", "reason": "auto: the junction tree fits the size limit"}
+        except ModelTooLarge as e:
+            reason = f"auto: the junction tree is over the size limit ({e})"
+            warnings.warn(f"{caller}: the exact oracle's junction tree is over the size limit; fitting with the "
+                          "approximate oracle (convex generalized belief propagation): its answers are pseudo-marginals",
+                          stacklevel=3)
+            choice = ApproximateOracle()
+    plan = approximate_oracle.make_approximate_plan(domain, cliques, choice.kind, choice.iters, choice.damping)
+    return plan, {"oracle": "approximate", "kind": choice.kind, "iters": choice.iters, "damping": choice.damping,
+                  "regions": len(plan.graph.regions), "reason": reason}
