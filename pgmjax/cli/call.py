@@ -29,6 +29,9 @@ COMMON_FLAGS = {
 #: Front-ends whose ``max_model_mb`` must be None (their cliques are chosen after the release): ``--max-model-mb``
 #: reaches them as the run's size limit only (:func:`pgmjax.graph.size_limit.limited`, set by ``pgmjax run``).
 LIMIT_ONLY = ("rr_synthetic",)
+#: Front-ends that draw synthetic records from a model fitted with the approximate oracle (PrivBayes: from its
+#: network's conditionals of the pseudo-marginals); ``--oracle approximate`` is refused for the others.
+APPROXIMATE_SYNTHETIC = ("privbayes",)
 #: Command-line names that stand for a registry name.
 ALIASES = {"rr": "rr_synthetic"}
 
@@ -59,7 +62,7 @@ def front_end_call(args, options: dict, engine_options: dict) -> tuple[registry.
         args: the parsed ``pgmjax run`` arguments (``mechanism``, ``epsilon``, ``delta``, ``engine_iters``,
             ``max_model_mb``, ``rounds``, ``records``).
         options: the ``--option`` values (the front-end's own options).
-        engine_options: the ``--engine-option`` values.
+        engine_options: the ``--engine-option`` values (``--oracle`` joins them as ``oracle``).
 
     Returns:
         ``(registry entry, keyword arguments, notes for the user)``.
@@ -87,6 +90,15 @@ def front_end_call(args, options: dict, engine_options: dict) -> tuple[registry.
         kwargs["engine_iters"] = args.engine_iters
     if args.max_model_mb is not None and entry.name not in LIMIT_ONLY:
         kwargs["max_model_mb"] = args.max_model_mb  # the front-end's own cap; the run's size limit too (run.run)
+    oracle = getattr(args, "oracle", None)
+    if oracle is not None:
+        if "oracle" in engine_options:
+            raise UserError("give the oracle once: --oracle or --engine-option oracle=")
+        engine_options = {**engine_options, "oracle": oracle}
+    if engine_options.get("oracle") == "approximate" and entry.name not in APPROXIMATE_SYNTHETIC:
+        raise UserError(f"{entry.name}: --oracle approximate fits pseudo-marginals, not a distribution to draw the run's "
+                        "synthetic records from; use --oracle auto (exact wherever the junction tree fits the size "
+                        f"limit) or a mechanism that samples its own records ({', '.join(APPROXIMATE_SYNTHETIC)})")
     if engine_options:
         kwargs["engine_options"] = dict(engine_options)
     if args.rounds is not None:

@@ -198,6 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="estimation iterations per model fit (engine_iters; mechanism default if omitted)")
     g.add_argument("--engine-option", action="append", metavar="KEY=VALUE",
                    help="a keyword argument of pgmjax.estimate for every fit (engine_options; repeatable), e.g. method=lbfgs")
+    g.add_argument("--oracle", choices=("exact", "approximate", "auto"), default=None,
+                   help="the engine's marginal oracle for every fit (engine_options oracle=): exact (junction tree; "
+                        "default), approximate (convex generalized belief propagation on the measured cliques' region "
+                        "graph: fits models past the size limit, answers are pseudo-marginals, no synthetic records "
+                        "except privbayes') or auto (exact wherever the junction tree fits the size limit)")
     g.add_argument("--max-model-mb", type=positive_float, metavar="MB",
                    help="model-size cap in MB of a float64 model, for every mechanism and every fit of the run (refused "
                         "before any measurement where the mechanism can tell; default: 10%% of the machine's memory, "

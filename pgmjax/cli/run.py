@@ -330,7 +330,8 @@ def summary_text(args, report, data, schema, workload, wl_label, result, synth, 
         f"  privacy       {privacy_line(privacy)}",
         f"  measurements  {plural(len(result.measurements), 'noisy measurement')}; ledger {plural(len(acc.ledger), 'entry', 'entries')} ({kinds})",
         f"  model         {plural(model['n_cliques'], 'clique')}, {model['cells']:,} cells ({model['size_mb']:.3g} MB as float64), "
-        f"treewidth {model['treewidth']}, estimated total {model['total']:,.0f}",
+        + (f"approximate oracle ({model['regions']} regions), " if "oracle" in model else f"treewidth {model['treewidth']}, ")
+        + f"estimated total {model['total']:,.0f}",
         f"  synthetic     {len(synth):,} records" + (f" -> {args.out}" + (" (decoded to raw values)" if schema is not None else "") if args.out else " (not written: no --out)"),
     ]
     if workload is not None and not args.show_private:

@@ -80,6 +80,9 @@ def privacy_line(p: dict) -> str:
 def model_info(model) -> dict:
     cliques = [list(c) for c in model.cliques]
     cells = int(sum(model.domain.size(c) for c in model.cliques))
+    if getattr(model, "approximate", False):  # the approximate oracle's model: a region graph, no junction tree
+        return {"cliques": cliques, "n_cliques": len(cliques), "cells": cells, "size_mb": 8.0 * cells / 2**20,
+                "oracle": dict(model.info), "regions": len(model.regions), "total": float(model.total)}
     return {
         "cliques": cliques,
         "n_cliques": len(cliques),

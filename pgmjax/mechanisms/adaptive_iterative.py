@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import jax
@@ -51,7 +52,8 @@ from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_option
                       check_zcdp_delta)
 from .progress import Progress
 from .result import BudgetStep, MechanismResult, record_plan
-from .steps import Timer, hypothetical_model_size, l1_errors, model_mb, pgm_native_result, synthesize
+from .steps import (Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, oracle_of, pgm_native_result,
+                    refuse_approximate_synthetic, synthesize)
 
 __all__ = ["aim", "aim_budget", "aim_candidates", "default_aim_workload"]
 
@@ -242,7 +244,15 @@ def aim(
             weight 1).
         engine_iters: engine iterations per fit (warm-started from the previous model).
         engine_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``dtype``,
-            ``tol``, ``callback``, ...; not ``iters``, ``total``, ``warm_start``).
+            ``tol``, ``callback``, ``oracle``, ...; not ``iters``, ``total``, ``warm_start``). With
+            ``oracle="approximate"`` every fit uses convex generalized belief propagation on the measured
+            cliques' region graph (:mod:`pgmjax.fit.oracles`): the size limit then counts the region graph's
+            cells (the cliques and their intersections) instead of the junction tree's, so AIM can select
+            cliques whose triangulation no exact model could hold; candidates are scored on the model's
+            pseudo-marginals (those across regions inferred with zero potentials), the answers are
+            pseudo-marginals (NeurIPS 2021's relaxed problem, not a distribution's marginals) and there are no
+            synthetic records (``synthetic=False`` is required). ``oracle="auto"`` fits exactly while the
+            junction tree fits the process's size limit.
         max_model_mb: the model-size limit in MB (``8 * cells / 2^20``) once the whole budget is
             spent (reference: 80; about 1 for quick runs); it must be a number (AIM needs a cap).
         rounds: ``T``, the nominal number of rounds (default ``16 d``); must exceed 0.9 times the
@@ -308,6 +318,7 @@ def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, engine_opt
     final_iters = engine_iters if final_iters is None else _count(final_iters, "final_iters", where, 1)
     synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
     options = check_fit_options(engine_options, where)
+    refuse_approximate_synthetic(options, synthetic, where)
     budget = aim_budget(epsilon, delta, attributes=len(domain), rounds=rounds)
     T, k = budget["rounds"], sum(len(c) == 1 for c in candidates)
     if MEASURE_SHARE * k >= T:
@@ -348,7 +359,7 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
         model = estimate(domain, measurements, iters=engine_iters, **options)
     truth = data.marginals(cands)  # read only through the exponential mechanism below
     with timer("marginals"):
-        est = model.marginals(cands)  # the model's answers; refreshed after every refit
+        est = candidate_marginals(model, cands)  # the model's answers; refreshed after every refit
     size_cache: dict[tuple, float] = {}
     t, last = 0, False
     while not last:
@@ -359,7 +370,7 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
             remaining = acc.remaining
             last, sigma, eps_em, cost = _round_budget(acc, sigma, eps_em)
             limit = max_model_mb if last else max_model_mb * min(1.0, (acc.spent + cost) / rho)
-            allowed = _allowed(domain, cands, tuple(model.cliques), limit, size_cache)
+            allowed = _allowed(domain, cands, tuple(model.cliques), limit, size_cache, oracle_of(options))
             q = np.where(allowed, weight * (l1_errors(truth, est) - _HALF_NORMAL_MEAN * sigma * sizes), -np.inf)
             sens = sens_unit * float(weight[allowed].max())
             label = f"round {t}: select a marginal"
@@ -378,7 +389,7 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
         annealed = False
         if not last:
             with timer("marginals"):
-                old, est = est[j], model.marginals(cands)
+                old, est = est[j], candidate_marginals(model, cands)
             annealed = float(np.abs(est[j] - old).sum()) <= _HALF_NORMAL_MEAN * sigma * sizes[j]
         log.append({"round": t, "clique": cands[j], "sigma": sigma, "em_epsilon": eps_em, "limit_mb": limit,
                     "model_mb": model_mb(model), "candidates": int(allowed.sum()), "annealed": bool(annealed),
@@ -393,6 +404,10 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
     with timer("engine"):
         model = estimate(domain, measurements, iters=final_iters, warm_start=model, **options)
     synth = None
+    if synthetic and getattr(model, "approximate", False):  # oracle="auto" took the approximate oracle
+        warnings.warn("aim: the final model was fitted with the approximate oracle (oracle='auto', the junction tree "
+                      "is over the size limit): no synthetic records", stacklevel=3)
+        synthetic = False
     if synthetic:
         with timer("synthetic"):
             synth = synthesize(model, k_synth, rows, synthetic_method)
@@ -413,6 +428,8 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
         "model_mb": model_mb(model),
         "seconds": timer.done(),
     }
+    if oracle_of(options) != "exact":  # which oracle the last fit took, and why
+        info["oracle"] = getattr(model, "info", None)
     return pgm_native_result("aim", "AIM", model=model, synthetic=synth, measurements=measurements, accountant=acc,
                              info=info, plan=plan)
 
@@ -432,10 +449,12 @@ def _round_cost(acc: Accountant, sigma: float, eps_em: float) -> float:
     return acc.cost("gaussian", sensitivity=1.0, scale=sigma) + acc.cost("exponential", sensitivity=1.0, epsilon=eps_em)
 
 
-def _allowed(domain: Domain, cands: list[Clique], base: tuple, limit: float, size_cache: dict) -> np.ndarray:
+def _allowed(domain: Domain, cands: list[Clique], base: tuple, limit: float, size_cache: dict,
+             oracle: str = "exact") -> np.ndarray:
     """Which candidates the round may select: those whose addition keeps the model over ``base`` (its cliques)
     within ``limit`` MB, and every candidate already inside a model clique (free: it does not grow the model).
-    Depends only on released cliques and the budget spent. ``size_cache`` keeps the sizes across rounds."""
+    Depends only on released cliques and the budget spent. ``size_cache`` keeps the sizes across rounds; ``oracle``
+    says which model's size (:func:`~pgmjax.mechanisms.steps.hypothetical_model_size`)."""
     free = _closure(base)
     allowed = np.zeros(len(cands), bool)
     for j, c in enumerate(cands):
@@ -444,6 +463,6 @@ def _allowed(domain: Domain, cands: list[Clique], base: tuple, limit: float, siz
             continue
         mb = size_cache.get((base, c))
         if mb is None:
-            mb = size_cache[(base, c)] = hypothetical_model_size(domain, list(base) + [c])
+            mb = size_cache[(base, c)] = hypothetical_model_size(domain, list(base) + [c], oracle)
         allowed[j] = mb <= limit
     return allowed

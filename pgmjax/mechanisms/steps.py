@@ -10,6 +10,9 @@ then repeat the steps below, every private read going through the accountant:
 * keep the model under a size cap: :func:`hypothetical_model_size` before a fit, :func:`model_mb` after;
 * fit: :func:`pgmjax.estimate` (warm-started), timed by a :class:`Timer`;
 * synthesize: :func:`synthesize`;
+* the engine's oracle (``engine_options["oracle"]``, :mod:`pgmjax.fit.oracles`): :func:`oracle_of` reads it,
+  :func:`candidate_marginals` scores candidates on an exact or an approximate model, and
+  :func:`refuse_approximate_synthetic` refuses synthetic records from the approximate oracle up front;
 * return a :class:`~pgmjax.mechanisms.result.MechanismResult` (:func:`pgm_native_result` for the
   mechanisms built on the engine from the start, which have no separate original arm).
 
@@ -25,10 +28,13 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..data.domain import CliqueLike, Domain
+from ..graph import size_limit
 from ..graph.junction import junction_tree, maximal_cliques
+from ..graph.region_graph import region_graph
 from .result import MechanismResult
 
-__all__ = ["Timer", "hypothetical_model_size", "l1_errors", "model_mb", "pgm_native_result", "synthesize"]
+__all__ = ["Timer", "candidate_marginals", "hypothetical_model_size", "l1_errors", "model_mb", "oracle_of",
+           "pgm_native_result", "refuse_approximate_synthetic", "synthesize"]
 
 
 class Timer:
@@ -71,20 +77,58 @@ def l1_errors(truth: Sequence[np.ndarray], estimate: Sequence[np.ndarray]) -> np
     return np.array([np.abs(t - e).sum() for t, e in zip(truth, estimate)])
 
 
-def hypothetical_model_size(domain: Domain, cliques: Sequence[CliqueLike]) -> float:
+def oracle_of(options) -> str:
+    """The engine's oracle named by a front-end's ``engine_options``: ``"exact"`` (default), ``"approximate"``
+    (the name or a :class:`pgmjax.fit.oracles.ApproximateOracle`) or ``"auto"``.
+
+    Example:
+        >>> oracle_of({}), oracle_of({"oracle": "approximate"})
+        ('exact', 'approximate')
+    """
+    value = (options or {}).get("oracle", "exact")
+    return value if value in ("exact", "auto") else "approximate"
+
+
+def refuse_approximate_synthetic(options, synthetic: bool, where: str) -> None:
+    """A ValueError, before any private computation, where synthetic records are asked of a fit with the
+    approximate oracle (its pseudo-marginals are not a distribution to sample from)."""
+    if synthetic and oracle_of(options) == "approximate":
+        raise ValueError(f"{where}: synthetic records are not available with engine_options oracle='approximate' (an "
+                         "approximate model's pseudo-marginals need not be any distribution's marginals); pass "
+                         "synthetic=False, or use oracle='auto' (exact, with synthetic records, wherever the model fits)")
+
+
+def candidate_marginals(model, cliques: Sequence[CliqueLike]) -> list[np.ndarray]:
+    """The model's estimate of each candidate's marginal: exact, or for an approximate model its
+    pseudo-marginals, candidates across regions added to the region graph with zero potentials
+    (:meth:`pgmjax.model.approximate_model.ApproximateModel.infer_marginals`)."""
+    if getattr(model, "approximate", False):
+        return model.infer_marginals(cliques)
+    return model.marginals(cliques)
+
+
+def hypothetical_model_size(domain: Domain, cliques: Sequence[CliqueLike], oracle: str = "exact") -> float:
     """Size in MB (``8 * cells / 2^20``) of the graphical model over ``cliques``, before building it.
 
     The junction tree is the one :func:`pgmjax.estimate` builds for these cliques (the same
     triangulation), so the number is the fitted model's size exactly. Adding a clique can enlarge
-    the model super-additively through fill-in.
+    the model super-additively through fill-in. With ``oracle="approximate"`` the model is the region
+    graph of the cliques (:func:`pgmjax.graph.region_graph.region_graph`: the cliques and their
+    intersections), no triangulation; with ``"auto"``, the junction tree's where it fits the size limit
+    (:func:`pgmjax.graph.size_limit.max_model_bytes`), else the region graph's.
 
     Example:
         >>> dom = Domain({"a": 10, "b": 10, "c": 10})
         >>> round(hypothetical_model_size(dom, [("a", "b"), ("b", "c")]) * 2**20 / 8)
         200
     """
+    if oracle == "approximate":
+        return 8.0 * region_graph(domain, cliques).cells / 2**20
     tree = junction_tree(domain, maximal_cliques(domain, cliques))
-    return 8.0 * sum(domain.size(c) for c in tree.cliques) / 2**20
+    exact = 8.0 * sum(domain.size(c) for c in tree.cliques) / 2**20
+    if oracle == "auto" and exact * 2**20 > size_limit.max_model_bytes():
+        return 8.0 * region_graph(domain, cliques).cells / 2**20
+    return exact
 
 
 def model_mb(model) -> float:
@@ -104,6 +148,9 @@ def synthesize(model, key, rows: int | None = None, method: str = "exact"):
     Returns:
         A :class:`~pgmjax.Dataset` over the model's domain.
     """
+    if getattr(model, "approximate", False):
+        raise ValueError("synthetic records are not available from a model fitted with the approximate oracle (its "
+                         "pseudo-marginals need not be any distribution's marginals); refit with oracle='exact'")
     n = rows if rows is not None else max(1, int(round(model.total)))
     return model.synthetic_data(n, key, method=method)
 

@@ -46,9 +46,10 @@ from ...privacy import REST, Accountant
 from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
-from ...queries.measurement import estimate_total
+from ...queries.measurement import Measurement, estimate_total
 from ..options import check_engine_options, check_epsilon, check_model_cap, check_pure_delta, refuse_option
 from ..result import BudgetStep, MechanismResult, record_plan
+from ..steps import oracle_of
 from .conditionals import noisy_conditionals, sample_network
 from .network_search import check_binary, model_cells, greedy_bayes
 from .parent_sets import usefulness_tau
@@ -162,7 +163,12 @@ def privbayes(
         workload: must be None: the network is chosen by its score, for no workload.
         engine_iters: iterations of the engine.
         engine_options: further keyword arguments of :func:`pgmjax.estimate` (``method``, ``loss``,
-            ``dtype``, ``tol``, ``callback``, ...; not ``iters``/``total``).
+            ``dtype``, ``tol``, ``callback``, ``oracle``, ...; not ``iters``/``total``). With
+            ``oracle="approximate"`` the +PGM arm is fitted with convex generalized belief propagation on the
+            network's tables (:mod:`pgmjax.fit.oracles`), so the network is no longer kept to a junction tree of
+            ``max_model_mb`` (each table stays under the usefulness cap and ``max_cells``); its synthetic records
+            are drawn in network order from the conditionals of the fitted pseudo-marginals (a Bayesian network
+            that matches them table by table, not the maximum-entropy model).
         max_model_mb: the model-size cap in MB of a float64 model (8 bytes per cell of its junction
             tree; default 160, 21M cells). The network is kept to a junction tree of at most
             ``max_model_mb * 2**20 / 8`` cells (:func:`greedy_bayes` ``max_model_cells``), and no table
@@ -279,7 +285,7 @@ def _privbayes(data: Dataset, key, *, eps, beta, theta, count_fraction, bounded,
     tau, cap = _table_cap(records, eps_tables, d, theta, degree, max_cells, max_model_cells)
     network, steps = greedy_bayes(
         data, acc, k_struct, eps_struct, score=score, cap=cap, degree=degree, max_candidates=max_candidates,
-        keep_scores=keep_scores, max_model_cells=max_model_cells,
+        keep_scores=keep_scores, max_model_cells=None if oracle_of(options) == "approximate" else max_model_cells,
     )
 
     # 3. The noisy tables: only the maximal cliques, each with eps2 / m.
@@ -299,7 +305,13 @@ def _privbayes(data: Dataset, key, *, eps, beta, theta, count_fraction, bounded,
     # 4b. +PGM arm on the same measurements.
     release_compiled(above=MAX_LIVE_PROGRAMS)  # a sweep over many structures: free the dead ones, keep a bounded number
     model = estimate(domain, measurements, iters=engine_iters, total=total, **options)
-    synthetic = model.synthetic_data(size, k_pgm)
+    if getattr(model, "approximate", False):
+        # An approximate model's pseudo-marginals are locally consistent: each network table's conditional read
+        # from them defines a Bayesian network, sampled in network order like the original arm.
+        fitted = [Measurement(c, model.marginal(c)) for c in model.cliques]
+        synthetic = sample_network(domain, network, noisy_conditionals(domain, network, fitted), size, k_pgm)
+    else:
+        synthetic = model.synthetic_data(size, k_pgm)
 
     info = {
         "network": network,

@@ -9,6 +9,7 @@ estimation and inference for differential privacy", ICML 2019, Section 6.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Mapping
 
 import jax
@@ -24,7 +25,7 @@ from ...queries.measurement import estimate_total
 from ..options import (check_choice, check_data, check_domain_size, check_engine_options, check_epsilon, check_model_cap,
                        check_positive_delta, check_pure_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
-from ..steps import hypothetical_model_size, synthesize
+from ..steps import hypothetical_model_size, refuse_approximate_synthetic, synthesize
 from .arguments import check_alpha
 from .budget import NOISES, mwem_budget
 from .original_arm import DEFAULT_MAX_TABLE_CELLS, mw_guard, mw_replay
@@ -132,7 +133,11 @@ def mwem(
             ``Workload.benchmark`` the prefix ranges).
         engine_iters: engine iterations per round.
         engine_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``loss``,
-            ``dtype``, ``tol``, ``callback``, ...; not ``iters``, ``total`` or ``warm_start``).
+            ``dtype``, ``tol``, ``callback``, ``oracle``, ...; not ``iters``, ``total`` or ``warm_start``).
+            ``oracle="approximate"`` fits the +PGM arm with convex generalized belief propagation
+            (:mod:`pgmjax.fit.oracles`): the size cap then counts the measured cliques' region graph, not their
+            junction tree, the candidates are scored on pseudo-marginals, and there are no synthetic records
+            (``synthetic=False`` is required); ``"auto"`` is exact wherever the junction tree fits.
         max_model_mb: the final model-size cap in MB (the cap at round ``i`` is ``i/T`` of it);
             None for no cap.
         rounds: ``T``; default the number of attributes.
@@ -208,6 +213,7 @@ def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_op
     synthetic = _bool(synthetic, "synthetic", where)
     options = check_engine_options(engine_options, _RESERVED_OPTIONS, where, argument="engine_options",
                                    hint="; use engine_iters= and bounded= instead")
+    refuse_approximate_synthetic(options, synthetic, where)
     wl = check_workload(workload, domain, where)
     cliques: list[Clique] = list(dict.fromkeys(wl.cliques))  # distinct, first-seen order
     # The selection scores every workload clique's marginal: a huge domain is refused here (ModelTooLarge).
@@ -247,6 +253,10 @@ def _mwem(data: Dataset, key, *, epsilon, delta, noise, selection, bounded, roun
         em_spend=em_spend, meas_spend=meas_spend, noise=noise, total_known=total_known, engine_iters=engine_iters, options=options,
     )
     pgm_seconds = time.perf_counter() - start
+    if synthetic and getattr(model, "approximate", False):  # oracle="auto" took the approximate oracle
+        warnings.warn("mwem: the final model was fitted with the approximate oracle (oracle='auto', the junction tree "
+                      "is over the size limit): no synthetic records", stacklevel=3)
+        synthetic = False
     synth = synthesize(model, keys[-1]) if synthetic else None
 
     # ---- the original arm: MW on the same transcript, if its tables fit

@@ -21,14 +21,14 @@ from ...fit.estimate import estimate
 from ...privacy import REST, Accountant
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.measurement import Measurement
-from ..steps import hypothetical_model_size, model_mb
+from ..steps import candidate_marginals, hypothetical_model_size, model_mb, oracle_of
 from .query_rows import kron_row
 
 
 def _estimates(domain: Domain, model, cliques: Sequence[Clique], total_known: float | None) -> dict:
     """The current estimate of every candidate marginal: the model's, or ``N``-uniform (zero if ``N`` is private) before round 1."""
     if model is not None:
-        return dict(zip(cliques, model.marginals(cliques)))
+        return dict(zip(cliques, candidate_marginals(model, cliques)))
     fill = total_known or 0.0
     return {c: np.full(domain.shape_of(c), fill / domain.size(c)) for c in cliques}
 
@@ -92,7 +92,8 @@ def run_rounds(
     for i in range(1, rounds + 1):
         cap = math.inf if max_model_mb is None else max_model_mb * i / rounds
         base = list(model.cliques) if model is not None else []
-        fits = {c: max_model_mb is None or hypothetical_model_size(domain, base + [c]) <= cap for c in cliques}
+        fits = {c: max_model_mb is None or hypothetical_model_size(domain, base + [c], oracle_of(options)) <= cap
+                for c in cliques}
         est = _estimates(domain, model, cliques, total_known)
         if queries is None:
             clique, row, query, n_candidates = _select_marginal(acc, keys[2 * i - 2], i, cliques, truth, est, fits, domain, em_sens, em_spend)

@@ -1,0 +1,72 @@
+"""AIM, MWEM and PrivBayes with the approximate oracle (engine_options oracle=), and ``pgmjax run --oracle``."""
+
+import argparse
+
+import jax
+import numpy as np
+import pytest
+
+import pgmjax as pj
+from pgmjax import cli
+from pgmjax.cli.call import front_end_call
+from pgmjax.mechanisms import aim, mwem, privbayes
+from pgmjax.mechanisms.steps import hypothetical_model_size
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    dom = pj.Domain({f"x{i}": 3 for i in range(5)})
+    return pj.Dataset(rng.integers(0, 3, (1000, 5)), dom)
+
+
+def test_aim_runs_with_the_approximate_oracle_and_refuses_synthetic_records(data):
+    res = aim(data, 1.0, key=jax.random.key(0), rounds=8, max_model_mb=1.0, engine_iters=30, synthetic=False,
+              engine_options={"oracle": "approximate"})
+    assert res.model.approximate and res.info["oracle"]["oracle"] == "approximate" and res.synthetic is None
+    assert res.accountant.spent == pytest.approx(res.accountant.budget)
+    with pytest.raises(ValueError, match="synthetic records are not available with engine_options oracle='approximate'"):
+        aim(data, 1.0, key=jax.random.key(0), rounds=8, engine_options={"oracle": "approximate"})
+
+
+def test_mwem_and_privbayes_with_the_approximate_oracle(data):
+    res = mwem(data, 1.0, key=jax.random.key(1), rounds=2, engine_iters=30, synthetic=False,
+               engine_options={"oracle": "approximate"})
+    assert res.model.approximate and len(res.info["log"]) == 2
+    res = privbayes(data, 1.0, key=jax.random.key(2), engine_iters=30, engine_options={"oracle": "approximate"})
+    assert res.model.approximate and len(res.synthetic) == round(res.model.total)  # sampled from the network
+
+
+def test_model_size_counts_the_region_graph_with_the_approximate_oracle():
+    dom = pj.Domain({f"x{i}": 10 for i in range(6)})
+    cycle = [(f"x{i}", f"x{(i + 1) % 6}") for i in range(6)]
+    exact = hypothetical_model_size(dom, cycle) * 2**20 / 8  # triangulated: triples
+    approx = hypothetical_model_size(dom, cycle, "approximate") * 2**20 / 8
+    assert round(approx) == 6 * 100 + 6 * 10 and exact > approx
+
+
+def test_the_command_line_passes_the_oracle():
+    ns = dict(epsilon=1.0, delta=None, engine_iters=None, max_model_mb=None, rounds=None, records=None)
+    args = cli.build_parser().parse_args(["run", "--data", "x.csv", "-m", "privbayes", "-e", "1", "--oracle", "approximate"])
+    assert args.oracle == "approximate"
+    _, kw, _ = front_end_call(argparse.Namespace(mechanism="privbayes", oracle="approximate", **ns), {}, {})
+    assert kw["engine_options"] == {"oracle": "approximate"}
+    _, kw, _ = front_end_call(argparse.Namespace(mechanism="aim", oracle="auto", **ns), {}, {"tol": 1e-6})
+    assert kw["engine_options"] == {"tol": 1e-6, "oracle": "auto"}
+    with pytest.raises(cli.UserError, match="aim: --oracle approximate fits pseudo-marginals"):
+        front_end_call(argparse.Namespace(mechanism="aim", oracle="approximate", **ns), {}, {})
+    with pytest.raises(cli.UserError, match="give the oracle once"):
+        front_end_call(argparse.Namespace(mechanism="privbayes", oracle="auto", **ns), {}, {"oracle": "exact"})
+
+
+def test_pgmjax_run_with_the_approximate_oracle(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 3, (300, 4))
+    x[:, 1] = np.where(rng.random(300) < 0.8, x[:, 0], x[:, 1])  # a dependence for the network to find
+    csv, dom = tmp_path / "d.csv", tmp_path / "dom.json"
+    np.savetxt(csv, x, fmt="%d", delimiter=",", header="a,b,c,d", comments="")
+    dom.write_text('{"a": 3, "b": 3, "c": 3, "d": 3}')
+    out = tmp_path / "s.csv"
+    assert cli.main(["run", "--data", str(csv), "--domain", str(dom), "-m", "privbayes", "-e", "2", "--oracle", "approximate",
+                     "--engine-iters", "20", "--out", str(out)]) == 0
+    assert "approximate oracle" in capsys.readouterr().out and len(out.read_text().splitlines()) > 250
