@@ -153,7 +153,8 @@ def main(argv=None) -> int:
     rows_out = []
     from bench.schema import run_meta
 
-    meta = run_meta("bench.data_engines", argv, also={"load_at_start": [round(x, 2) for x in os.getloadavg()]})
+    meta = run_meta("bench.data_engines", argv, extra=("polars", "dask", "distributed", "pyarrow", "pandas"),
+                    also={"load_at_start": [round(x, 2) for x in os.getloadavg()]})
     for n in sizes:
         folder = os.path.join(args.dir, f"rows_{n}_cols_{args.columns}")
         if not os.path.exists(folder + ".done"):
