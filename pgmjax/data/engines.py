@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .dataset import Dataset, DataValueError, check_field_counts, project_table, unreadable_csv
+from .dataset import Dataset, DataValueError, check_field_counts, project_table, read_json_file, unreadable_csv
 from .domain import Clique, CliqueLike, Domain
 
 __all__ = ["ENGINES", "FrameDataset", "open_dataset", "check_stats", "need_engine"]
@@ -137,14 +137,15 @@ def is_csv(path: str) -> bool:
     return p.endswith((".csv", ".csv.gz", ".txt", ".tsv"))
 
 
-def open_dataset(path: str | os.PathLike, domain: Domain | dict, *, engine: str = "polars",
+def open_dataset(path: str | os.PathLike, domain: Domain | dict | str | os.PathLike, *, engine: str = "polars",
                  scheduler=None) -> "FrameDataset":
     """Open an integer-coded CSV or Parquet table with an out-of-core engine; checked, not loaded.
 
     Args:
         path: a CSV file (``.csv``, ``.csv.gz``) or a Parquet file, folder or glob (``data/*.parquet``); with
             Dask on a cluster, a path that every worker can read (a shared file system or object store).
-        domain: the :class:`~pgmjax.Domain` (or a mapping name -> size); columns not in it are not read.
+        domain: the :class:`~pgmjax.Domain`, a mapping name -> size, or a domain JSON file; columns not in it
+            are not read.
         engine: ``"polars"`` or ``"dask"``.
         scheduler: Dask only: a scheduler address (``"tcp://10.0.0.1:8786"``), a ``distributed.Client``,
             or None for Dask's default (the current client, else local threads).
@@ -161,6 +162,11 @@ def open_dataset(path: str | os.PathLike, domain: Domain | dict, *, engine: str 
     need_engine(engine)
     if scheduler is not None and engine != "dask":
         raise ValueError("open_dataset: scheduler applies to engine='dask'")
+    if isinstance(domain, (str, os.PathLike)):
+        raw = read_json_file(domain, "domain file", "attribute names")
+        if not isinstance(raw, dict):
+            raise ValueError(f"domain file {domain} must hold a JSON object attribute -> size")
+        domain = raw
     if not isinstance(domain, Domain):
         domain = Domain(domain)
     if len(domain) == 0:

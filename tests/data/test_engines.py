@@ -217,5 +217,5 @@ def test_scheduler_only_with_dask(files):
 
 def test_domain_json_round_trip(files, tmp_path):
     (tmp_path / "d.json").write_text(json.dumps(DOM.to_dict()))
-    data = open_dataset(files["csv"], json.loads((tmp_path / "d.json").read_text()), engine="polars")
-    assert data.domain == DOM
+    data = open_dataset(files["csv"], tmp_path / "d.json", engine="polars")
+    assert data.domain == DOM and len(data) == 1500
