@@ -150,6 +150,8 @@ def main(argv=None) -> None:
     p.add_argument("--rounds", type=int, default=None, help="AIM's T (default 16 d, the published default)")
     p.add_argument("--max-model-mb", type=float, default=80.0, help="AIM's model-size cap (published: 80)")
     p.add_argument("--engine-iters", type=int, default=None, help="iterations per fit (default: the front-end's)")
+    p.add_argument("--tol", type=float, default=None, help="engine_options tol: a fit stops when a chunk of 50 "
+                   "iterations changes its loss by less than this (relative)")
     p.add_argument("--out", default=None, help="result name under bench/results/mechanisms/ (or a path)")
     args = p.parse_args(argv)
     import jax
@@ -163,6 +165,8 @@ def main(argv=None) -> None:
             options["rounds"] = args.rounds
     if args.engine_iters is not None:
         options["engine_iters"] = args.engine_iters
+    if args.tol is not None:
+        options["engine_options"] = {"tol": args.tol}
     res = profile(args.mechanism, data, args.epsilon, args.seed, **options)
     res.update(dataset=args.dataset, records=len(data), attributes=len(data.domain), options=options)
     name = args.out or f"{args.mechanism}_profile_{args.dataset}_cpu"
