@@ -411,23 +411,10 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
     if synthetic:
         with timer("synthetic"):
             synth = synthesize(model, k_synth, rows, synthetic_method)
-    info = {
-        "epsilon": epsilon,
-        "delta": delta,
-        "rho": rho,
-        "candidates": candidates,
-        "rounds": budget["rounds"],
-        "rounds_run": t,
-        "max_model_mb": max_model_mb,
-        "engine_iters": engine_iters,
-        "final_iters": final_iters,
-        "log": log,
-        "selected": [e["clique"] for e in log],
-        "annealed": sum(e["annealed"] for e in log),
-        "total": model.total,
-        "model_mb": model_mb(model),
-        "seconds": timer.done(),
-    }
+    info = {"epsilon": epsilon, "delta": delta, "rho": rho, "candidates": candidates, "rounds": budget["rounds"],
+            "rounds_run": t, "max_model_mb": max_model_mb, "engine_iters": engine_iters, "final_iters": final_iters,
+            "log": log, "selected": [e["clique"] for e in log], "annealed": sum(e["annealed"] for e in log),
+            "total": model.total, "model_mb": model_mb(model), "seconds": timer.done()}
     if oracle_of(options) != "exact":  # which oracle the last fit took, and why
         info["oracle"] = getattr(model, "info", None)
     return pgm_native_result("aim", "AIM", model=model, synthetic=synth, measurements=measurements, accountant=acc,

@@ -99,3 +99,17 @@ def test_dual_query_re_exports_its_public_names():
         max_sum_ve,
         simulate,
     )
+
+
+def test_no_function_in_the_mechanisms_is_over_100_lines():
+    """A front-end reads as its paper's algorithm: its steps are functions of their own (docstrings included)."""
+    import ast
+    import pathlib
+
+    root = pathlib.Path(pgmjax.mechanisms.__file__).parent
+    long = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 100:
+                long.append(f"{path.relative_to(root)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, long

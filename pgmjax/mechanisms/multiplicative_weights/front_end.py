@@ -134,12 +134,10 @@ def mwem(
         engine_iters: engine iterations per round.
         engine_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``loss``,
             ``dtype``, ``tol``, ``callback``, ``oracle``, ...; not ``iters``, ``total`` or ``warm_start``).
-            ``oracle="approximate"`` fits the +PGM arm with convex generalized belief propagation
-            (:mod:`pgmjax.fit.oracles`): the size cap then counts the measured cliques' region graph, not their
-            junction tree, the candidates are scored on pseudo-marginals, and there are no synthetic records
-            (``synthetic=False`` is required); ``"auto"`` is exact wherever the junction tree fits.
-        max_model_mb: the final model-size cap in MB (the cap at round ``i`` is ``i/T`` of it);
-            None for no cap.
+            ``oracle="approximate"`` fits the +PGM arm by convex generalized belief propagation (:mod:`pgmjax.fit.oracles`;
+            the cap counts the region graph's cells, candidates are scored on pseudo-marginals, ``synthetic=False``
+            is required); ``"auto"`` is exact wherever the junction tree fits.
+        max_model_mb: the final model-size cap in MB (the cap at round ``i`` is ``i/T`` of it); None for no cap.
         rounds: ``T``; default the number of attributes.
         noise: ``"laplace"`` (pure DP, the paper's MWEM) or ``"gaussian"`` (zCDP, private-pgm's default).
         bounded: replace-one neighbours (``N`` public; the engine gets ``total = N``) instead of
