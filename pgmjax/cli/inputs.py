@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import guards, preprocessing
+from .engine_inputs import open_raw_table, scheduler_client
 from .errors import UserError
 
 
@@ -19,8 +20,9 @@ def need_data(args) -> None:
     """``--data`` with ``--engine`` / ``--scheduler`` checked before anything is read.
 
     The in-memory engine reads a CSV file; ``polars`` and ``dask`` read integer-coded CSV or Parquet (a file,
-    a folder of Parquet files or a glob) with ``--domain``. With ``--scheduler`` the Dask workers read the
-    path, which need not exist on this machine.
+    a folder of Parquet files or a glob) with ``--domain``, or a raw CSV (with ``--schema`` or the private
+    schema; :mod:`pgmjax.data.raw_engines`). With ``--scheduler`` the Dask workers read the path, which need
+    not exist on this machine.
 
     Raises:
         UserError: a missing file, or flags that do not go together.
@@ -36,8 +38,12 @@ def need_data(args) -> None:
         need_file(args.data, "--data")
         return
     if args.domain is None:
-        raise UserError(f"--engine {engine} counts integer-coded data given with --domain; a raw table (--schema, or a "
-                        "private schema derived from the data) is read in memory (--engine memory)")
+        from ..data.engines import is_csv
+
+        if not is_csv(args.data):
+            raise UserError(f"--engine {engine}: a raw table (--schema, or a private schema derived from the data) is read "
+                            f"from a CSV file (every field as text); {args.data} is not one (.csv, .csv.gz); Parquet "
+                            "works for integer-coded data with --domain")
     from .call import mechanism_name
 
     if mechanism_name(args.mechanism) == "rr_synthetic":
@@ -222,14 +228,7 @@ def load_engine_data(args, domain):
     from ..data.dataset import DataValueError
     from ..data.engines import open_dataset
 
-    scheduler = getattr(args, "scheduler", None)
-    if scheduler is not None:
-        try:
-            from distributed import Client
-
-            scheduler = Client(scheduler, timeout="20s")
-        except (OSError, TimeoutError, ValueError) as e:
-            raise UserError(f"--scheduler {args.scheduler}: cannot reach the Dask scheduler ({type(e).__name__}: {e})") from None
+    scheduler = scheduler_client(args)
     try:
         return open_dataset(args.data, domain, engine=args.engine, scheduler=scheduler)
     except ImportError as e:
@@ -255,8 +254,13 @@ def load_raw_data(args, say):
     except S.SchemaError as e:
         raise UserError(str(e)) from None
     preprocessing.check_schema_privacy(schema, args.schema, args.allow_nonprivate_schema)
-    extra = check_columns(csv_header(args.data), list(schema.columns), args.data, "schema", args.ignore_extra_columns)
+    engine = getattr(args, "engine", "memory") or "memory"
+    header = csv_header(args.data) if engine == "memory" or getattr(args, "scheduler", None) is None else None
+    extra = [] if header is None else check_columns(header, list(schema.columns), args.data, "schema",
+                                                    args.ignore_extra_columns)
     try:
+        if engine != "memory":  # the schema applied by the engine: only counts reach this process
+            return open_raw_table(args).encode(schema), schema, extra
         frame = S.read_raw_csv(args.data)
         # Unreadable fields of columns with a missing code are missing: an error would depend on one record.
         data = schema.encode(frame, unreadable="missing")

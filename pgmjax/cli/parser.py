@@ -179,9 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "and --schema a private one is derived from the data inside the budget)")
     g.add_argument("--ignore-extra-columns", action="store_true", help="drop CSV columns that are not in the domain/schema instead of failing")
     g.add_argument("--engine", choices=["memory", "polars", "dask"], default="memory",
-                   help="who counts an integer-coded --data (CSV or Parquet) with --domain: memory (default: read "
-                        "into this process), polars (streaming, beyond memory) or dask (a cluster; --scheduler); "
-                        "the release is the same (pip install 'pgmjax[large]'; docs: large-data)")
+                   help="who reads --data: memory (default: read into this process), polars (streaming, beyond "
+                        "memory) or dask (a cluster; --scheduler); integer-coded CSV or Parquet with --domain, or a raw "
+                        "CSV (--schema or the private schema: the engine computes the preprocessing's counts); the release "
+                        "is the same (pip install 'pgmjax[large]'; docs: large-data)")
     g.add_argument("--scheduler", metavar="ADDRESS", help="with --engine dask: the Dask scheduler (tcp://host:8786); "
                                                           "its workers read --data, so the path must be theirs")
     g = r.add_argument_group("mechanism and privacy")

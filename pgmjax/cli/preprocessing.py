@@ -303,11 +303,18 @@ def load_private(args, say, key):
     from ..data.preprocess import private_schema
     from ..data.private_format import encode_raw
 
+    engine = getattr(args, "engine", "memory") or "memory"
     try:
-        frame = S.read_raw_csv(args.data)
+        if engine == "memory":
+            frame = S.read_raw_csv(args.data)
+        else:  # the engine computes the aggregates the preprocessing reads, then encodes: only counts reach us
+            from .engine_inputs import open_raw_table
+
+            frame = open_raw_table(args)
         result = private_schema(frame, args.split.accountant, key, bins=args.bins, delta=args.discovery_delta,
                                 **_declarations(args), min_count=args.min_count, decode=args.decode or "uniform")
-        data = encode_raw(result.schema, frame)  # unreadable fields are missing: no error can depend on one record
+        # unreadable fields are missing: no error can depend on one record
+        data = encode_raw(result.schema, frame) if engine == "memory" else frame.encode(result.schema)
     except S.SchemaError as e:
         raise UserError(f"{args.data}: {guards.public_error(e, args.show_private)}") from None
     for n in result.notes:
@@ -382,8 +389,8 @@ def raw_comparison(args, synth, schema, key) -> dict | None:
     """The one-way comparison on the raw scale for ``--html`` (:mod:`pgmjax.cli.report_raw`; NOT private): the raw
     input against the synthetic records decoded with ``key`` as ``--out`` writes them; None for integer-coded data
     (no schema) or without a key."""
-    if schema is None or key is None:
-        return None
+    if schema is None or key is None or (getattr(args, "engine", "memory") or "memory") != "memory":
+        return None  # on an engine the raw records stay there: the report compares the codes
     from ..data.schema import read_raw_csv
     from .report_raw import raw_scale_comparison, schema_kinds
 

@@ -40,7 +40,7 @@ import numpy as np
 from .dataset import Dataset, DataValueError, check_field_counts, project_table, read_json_file, unreadable_csv
 from .domain import Clique, CliqueLike, Domain
 
-__all__ = ["ENGINES", "FrameDataset", "open_dataset", "check_stats", "need_engine"]
+__all__ = ["ENGINES", "FrameDataset", "open_dataset", "check_stats", "need_engine", "dask_client"]
 
 #: The out-of-core engines (``"memory"`` is the in-memory :class:`~pgmjax.Dataset`).
 ENGINES = ("polars", "dask")
@@ -122,7 +122,7 @@ def _backend(engine: str):
     return frame_backends.PolarsBackend if engine == "polars" else frame_backends.DaskBackend
 
 
-def _client(scheduler):
+def dask_client(scheduler):
     """A ``distributed.Client`` for an address, the client given, or None (Dask's default scheduler)."""
     if scheduler is None or not isinstance(scheduler, str):
         return scheduler
@@ -182,7 +182,7 @@ def open_dataset(path: str | os.PathLike, domain: Domain | dict | str | os.PathL
         if missing:
             raise ValueError(f"Dataset: columns {missing} of the domain are missing from the data; data has {have}")
         if engine == "dask":
-            raw = backend.read(path, list(domain.attributes), csv, _client(scheduler))
+            raw = backend.read(path, list(domain.attributes), csv, dask_client(scheduler))
         else:
             raw = backend.read(path, list(domain.attributes), csv)
     except ValueError as e:

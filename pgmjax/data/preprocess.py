@@ -84,9 +84,10 @@ from .private_bins import (
     tail_edges_parts,
 )
 from .private_range import range_warnings
-from .private_format import KINDS, private_kind, rule_decimals
+from .private_format import KINDS, private_kind_of_counts, rule_decimals
+from .raw_aggregates import RawFrame, merge_text_counts
 from .raw_fields import column_values
-from .schema_columns import CategoricalColumn, NumericColumn, as_text, days_to_dates, days_to_datetimes
+from .schema_columns import CategoricalColumn, NumericColumn, days_to_dates, days_to_datetimes
 
 __all__ = ["PrivateSchema", "candidate_edges", "private_quantiles", "private_edges", "private_categories",
            "private_schema", "DATE_RANGE", "KIND_SHARE"]
@@ -114,8 +115,8 @@ class PrivateSchema(NamedTuple):
     notes: list
 
 
-def private_categories(acc: Accountant, key, values, *, budget: float, delta: float, min_count: int = 5,
-                       target: str = "categories") -> tuple[list[str], int]:
+def private_categories(acc: Accountant, key, values=None, *, budget: float, delta: float, min_count: int = 5,
+                       target: str = "categories", counted: tuple | None = None) -> tuple[list[str], int]:
     """Values whose noisy count reaches a threshold (thresholded noisy histogram; Korolova et al. 2009, Section 4).
 
     Each distinct value's count gets discrete Laplace noise (pure accountant) or discrete Gaussian noise
@@ -128,6 +129,9 @@ def private_categories(acc: Accountant, key, values, *, budget: float, delta: fl
         acc: the accountant (pure or zCDP; its ``bounded`` sets the sensitivity).
         key: a ``jax.random`` key.
         values: the private column as text.
+        counted: instead of ``values``, ``(distinct texts sorted, their counts)``
+            (:func:`pgmjax.data.raw_aggregates.merge_text_counts`, as the out-of-core engines compute them). The
+            noise is drawn in the texts' sorted order, so the release depends on the counts alone.
         budget: cost in the accountant's currency.
         delta: the failure probability (0 < delta < 1/2).
         min_count: a kept value's noisy count exceeds this.
@@ -145,9 +149,9 @@ def private_categories(acc: Accountant, key, values, *, budget: float, delta: fl
     if not 0.0 < delta < 0.5:
         raise SchemaError(f"private_categories: delta must lie in (0, 1/2), got {delta!r}; category discovery of unknown "
                           "values needs a delta > 0")
-    counts = pd.Series(list(values), dtype=object).value_counts()
-    labels = [str(v) for v in counts.index]
-    c = counts.to_numpy(np.float64)
+    if counted is None:
+        counted = merge_text_counts([pd.Series(list(values), dtype=object).astype(str).value_counts(sort=False)])
+    labels, c = list(counted[0]), np.asarray(counted[1], np.float64)
     noisy, k = noisy_counts(acc, key, c, budget=budget, alpha=delta, target=target)
     tau = max(int(min_count) + 1, 1 + k)
     return sorted(v for v, y in zip(labels, noisy) if y >= tau), tau
@@ -166,7 +170,9 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
 
     Args:
         frame: the raw private table (text as read by :func:`pgmjax.read_raw_csv`, or as read by
-            ``pandas.read_csv``).
+            ``pandas.read_csv``), or a raw table kept by an out-of-core engine
+            (:func:`pgmjax.data.raw_engines.open_raw`): either way only the aggregates of
+            :mod:`pgmjax.data.raw_aggregates` are read, so the release is the same.
         acc: the run's accountant (``"pure"`` or ``"zcdp"`` composition; its ``bounded`` must be the
             mechanism's neighbouring relation, so that both are charged under the same one).
         key: a ``jax.random`` key.
@@ -197,13 +203,14 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
         raise SchemaError(f"private_schema: bins must be an integer >= 2, got {bins!r}")
     if not 0.0 < tail < 1.0 / bins:
         raise SchemaError(f"private_schema: tail must lie in (0, 1/bins), got {tail!r}")
-    if len(frame) == 0 or len(frame.columns) == 0:
+    table = frame if hasattr(frame, "ranks") else RawFrame(frame)
+    if len(table) == 0 or len(table.names) == 0:
         raise SchemaError("private_schema: the table has no records or no columns")
     budget = acc.remaining if budget is None else float(budget)
     if not budget > 0 or budget > acc.remaining * (1 + 1e-9):
         raise SchemaError(f"private_schema: budget must be > 0 and at most what the accountant has left "
                           f"({acc.remaining:g} {acc.currency}), got {budget!r}")
-    names = [str(c) for c in frame.columns]
+    names = list(table.names)
     declared = _declared_kinds(kinds, names)
     ranges = _public_ranges(ranges, names, declared)
     precision = _declared_decimals(decimals, names, declared)
@@ -215,12 +222,13 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
     start = acc.spent
     keys = jax.random.split(key, len(names))
     columns, thresholds, notes, voted, warnings = [], {}, [], [], []
-    for k, name, raw in zip(keys, names, (frame[c] for c in frame.columns)):
+    for k, name in zip(keys, names):
         k_kind, k = jax.random.split(k)
         rest = share
         meta = declared.get(name)
         if meta is None:
-            meta = private_kind(acc, k_kind, raw, budget=share * KIND_SHARE, target=f"preprocess {name}: kind")
+            meta = private_kind_of_counts(acc, k_kind, table.class_counts(name), budget=share * KIND_SHARE,
+                                          target=f"preprocess {name}: kind")
             rest = share * (1.0 - KIND_SHARE)
             voted.append(name)
         kind = meta["kind"]
@@ -229,8 +237,8 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
                               f"is {'numeric' if ranges[name][0] == 'number' else 'of dates'}; declare the column's kind "
                               "(kinds= or --kind) to bin it")
         if kind == "text":
-            cats, tau = private_categories(acc, k, as_text(raw).str.strip(), budget=rest, delta=delta / n_text,
-                                           min_count=min_count, target=f"preprocess {name}: categories")
+            cats, tau = private_categories(acc, k, budget=rest, delta=delta / n_text, min_count=min_count,
+                                           target=f"preprocess {name}: categories", counted=table.value_counts(name))
             cats = [c for c in cats if c != ""]
             other = "other" if "other" not in cats else "(other)"
             columns.append(CategoricalColumn(name, tuple([""] + cats), other))
@@ -241,7 +249,7 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
             continue
         date = kind in ("date", "datetime")  # both counted in days since 1970-01-01
         whole = kind == "date" or meta["integer"]
-        x = column_values(raw, kind)
+        x = table.ranks(name, kind)  # the rank counts #{x < t}: all that the range and quantiles read
         bounds = _range_for(ranges[name][1], kind) if name in ranges else None
         info = {}
         edges = private_edges(acc, k, x, bins=bins, tail=tail, budget=rest, kind=kind, whole=whole, public_range=bounds,

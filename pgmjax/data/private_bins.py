@@ -43,9 +43,10 @@ from .private_range import (  # noqa: F401  (re-exported: the range step lives i
     range_cells,
     range_release,
 )
+from .ranks import as_ranks
 from .schema_columns import SchemaError
 
-__all__ = ["DATE_RANGE", "HOURS_PER_DAY", "candidate_edges", "range_cells", "noisy_counts", "private_range", "rank_quality", "private_quantiles",
+__all__ = ["DATE_RANGE", "HOURS_PER_DAY", "candidate_edges", "range_cells", "noisy_counts", "private_range", "rank_quality", "quality_from_counts", "private_quantiles",
            "recursive_quantiles", "quantile_rounds", "tail_edges_parts", "private_edges", "rank_error"]
 
 #: Public range of candidate dates: 1900-01-01 .. 2100-12-31 (days since 1970-01-01).
@@ -112,8 +113,20 @@ def rank_quality(sorted_values: np.ndarray, candidates: np.ndarray, level: float
         >>> rank_quality(np.arange(10.0), np.array([0.0, 4.0, 10.0]), 0.5).tolist()
         [-5.0, -1.0, -5.0]
     """
-    below = np.searchsorted(sorted_values, candidates, side="left").astype(np.float64)  # #{x < c}
-    return -np.abs((1 - level) * below - level * (len(sorted_values) - below))
+    below = np.searchsorted(sorted_values, candidates, side="left")  # #{x < c}
+    return quality_from_counts(below, len(sorted_values), level)
+
+
+def quality_from_counts(below, n: int, level: float) -> np.ndarray:
+    """:func:`rank_quality` from the counts ``below = #{x < c}`` of each candidate and the number ``n`` of values
+    (what the engines compute: :mod:`pgmjax.data.ranks`).
+
+    Example:
+        >>> quality_from_counts(np.array([0, 4, 10]), 10, 0.5).tolist()
+        [-5.0, -1.0, -5.0]
+    """
+    below = np.asarray(below, np.float64)
+    return -np.abs((1 - level) * below - level * (n - below))
 
 
 def private_quantiles(acc, key, values, levels, candidates, *, budget: float, target: str = "quantile") -> np.ndarray:
@@ -127,7 +140,7 @@ def private_quantiles(acc, key, values, levels, candidates, *, budget: float, ta
     Args:
         acc: the accountant that records the draws (pure or zCDP).
         key: a ``jax.random`` key.
-        values: the private values (float64; NaN are ignored).
+        values: the private values (float64; NaN are ignored), or their rank counts (:mod:`pgmjax.data.ranks`).
         levels: quantile levels in (0, 1).
         candidates: public candidate edges (e.g. :func:`candidate_edges`).
         budget: the cost of one draw in the accountant's currency (epsilon, or rho under zCDP).
@@ -144,15 +157,16 @@ def private_quantiles(acc, key, values, levels, candidates, *, budget: float, ta
         >>> bool(abs(q[0] - 500) < 60), acc.spent
         (True, 1.0)
     """
-    x = np.sort(np.asarray(values, np.float64))
-    x = x[~np.isnan(x)]
+    for p in levels:
+        if not 0.0 < p < 1.0:
+            raise SchemaError(f"private_quantiles: levels must lie in (0, 1), got {p}")
+    ranks = as_ranks(values)
     cand = np.asarray(candidates, np.float64)
+    below = ranks.below(cand) if len(levels) else None
     keys = jax.random.split(key, max(len(levels), 1))
     out = []
     for k, p in zip(keys, levels):
-        if not 0.0 < p < 1.0:
-            raise SchemaError(f"private_quantiles: levels must lie in (0, 1), got {p}")
-        i = acc.exponential(k, rank_quality(x, cand, p), 1.0, target=f"{target} {p:.4g}", **_budget_kwarg(acc, budget))
+        i = acc.exponential(k, quality_from_counts(below, ranks.n, p), 1.0, target=f"{target} {p:.4g}", **_budget_kwarg(acc, budget))
         out.append(cand[int(i)])
     return np.asarray(out, np.float64)
 
@@ -173,7 +187,7 @@ def recursive_quantiles(acc, key, values, levels, candidates, *, budget: float, 
     Args:
         acc: the accountant (pure or zCDP).
         key: a ``jax.random`` key.
-        values: the private values (float64; NaN ignored).
+        values: the private values (float64; NaN ignored), or their rank counts (:mod:`pgmjax.data.ranks`).
         levels: strictly increasing levels in (0, 1).
         candidates: sorted public candidate edges.
         budget: the cost of one round (epsilon, or rho under zCDP), whatever the neighbouring relation.
@@ -193,9 +207,18 @@ def recursive_quantiles(acc, key, values, levels, candidates, *, budget: float, 
     levels = np.asarray(levels, np.float64)
     if levels.ndim != 1 or not len(levels) or np.any(np.diff(levels) <= 0) or levels[0] <= 0 or levels[-1] >= 1:
         raise SchemaError(f"recursive_quantiles: levels must be strictly increasing in (0, 1), got {levels.tolist()}")
-    x = np.sort(np.asarray(values, np.float64))
-    x = x[~np.isnan(x)]
+    ranks = as_ranks(values)
     cand = np.asarray(candidates, np.float64)
+    # Every count a draw reads: #{x < c} at every candidate (the released edges a, b are candidates too).
+    below = ranks.below(cand)
+
+    def count_below(edge: float) -> int:  # #{x < edge} for a released edge (a candidate) or an infinite bound
+        if edge == -np.inf:
+            return 0
+        if edge == np.inf:
+            return ranks.n
+        return int(below[np.searchsorted(cand, edge)])
+
     out = np.empty(len(levels))
     # A task: levels idx to place between released edges (a, b), which hold the level interval (pl, ph).
     tasks = [(np.arange(len(levels)), 0.0, 1.0, -np.inf, np.inf)]
@@ -205,9 +228,10 @@ def recursive_quantiles(acc, key, values, levels, candidates, *, budget: float, 
         for idx, pl, ph, a, b in tasks:
             mid = idx[len(idx) // 2]
             p = (levels[mid] - pl) / (ph - pl)
-            sub = x[np.searchsorted(x, a, "left"):np.searchsorted(x, b, "left")]  # a <= x < b
-            c = cand[(cand >= a) & (cand <= b)]
-            qualities.append(rank_quality(sub, c, p))
+            inside = (cand >= a) & (cand <= b)
+            c = cand[inside]
+            base = count_below(a)  # the values a <= x < b: #{a <= x < c} = #{x < c} - #{x < a}
+            qualities.append(quality_from_counts(below[inside] - base, count_below(b) - base, p))
             cands.append(c)
             rel.append(p)
         key, k = jax.random.split(key)
@@ -247,7 +271,8 @@ def private_edges(acc, key, values, *, bins: int, tail: float, budget: float, ki
     Args:
         acc: the accountant (pure or zCDP).
         key: a ``jax.random`` key.
-        values: the private values (float64, days since 1970-01-01 for dates and datetimes; NaN ignored).
+        values: the private values (float64, days since 1970-01-01 for dates and datetimes; NaN ignored), or their
+            rank counts (:mod:`pgmjax.data.ranks`: the range histogram and every quantile draw read only those).
         bins: number of bins (>= 2); duplicate edges are merged.
         tail: level of the clipping bounds.
         budget: what the column spends, in the accountant's currency.
@@ -264,11 +289,13 @@ def private_edges(acc, key, values, *, bins: int, tail: float, budget: float, ki
     inner = [j / bins for j in range(1, bins)]
     calendar = kind in ("date", "datetime")
     if public_range is not None:
+        values = as_ranks(values)
         lo, hi = public_range
         cand = _calendar_candidates(kind, lo, hi) if calendar else candidate_edges(lo, hi, whole=whole)
         q = recursive_quantiles(acc, key, values, inner, cand[(cand > lo) & (cand < hi)],
                                 budget=budget / quantile_rounds(len(inner)), target=f"{target}: quantiles")
         return np.unique(np.concatenate([q, [lo, hi]]))
+    values = as_ranks(values)  # sorted once in memory; an engine's counts are computed per step
     k_range, k_q, k_tail = jax.random.split(key, 3)
     per_part = budget / (tail_edges_parts(bins))
     release = range_release(acc, k_range, values, kind, budget=per_part, target=f"{target}: range")
@@ -306,12 +333,14 @@ def _clipping_bounds(acc, key, values, first, last, lo, hi, bins, tail, whole, b
     hi_cand = np.linspace(last, min(hi, last + width), 256)
     if whole:
         lo_cand, hi_cand = np.unique(np.floor(lo_cand)), np.unique(np.ceil(hi_cand))
-    x = np.sort(np.asarray(values, np.float64))
-    x = x[~np.isnan(x)]
-    below, above = x[: np.searchsorted(x, first, "left")], x[np.searchsorted(x, last, "left"):]
+    ranks = as_ranks(values)
+    # One count: #{x < t} at both windows and at the two edges. The lower part is x < first (every lo_cand <= first),
+    # the upper one x >= last (every hi_cand >= last).
+    counts = ranks.below(np.concatenate([lo_cand, hi_cand, [first, last]]))
+    c_lo, c_hi, n_first, n_last = counts[:len(lo_cand)], counts[len(lo_cand):-2], int(counts[-2]), int(counts[-1])
     share = 1.0 / bins  # the level mass of each end part
     p_lo, p_hi = tail / share, 1.0 - tail / share
-    qualities = [rank_quality(below, lo_cand, p_lo), rank_quality(above, hi_cand, p_hi)]
+    qualities = [quality_from_counts(c_lo, n_first, p_lo), quality_from_counts(c_hi - n_last, ranks.n - n_last, p_hi)]
     picks = acc.exponential_parallel(key, qualities, 1.0, target=f"{target}: clipping bounds",
                                      **_round_kwarg(acc, budget, len(qualities)))
     return float(lo_cand[picks[0]]), float(hi_cand[picks[1]])

@@ -49,7 +49,7 @@ from .private_bins import noisy_counts
 from .raw_fields import column_values, iso_valid
 from .schema_columns import ISO_DATE, NumericColumn, as_text
 
-__all__ = ["FIELD_CLASSES", "KINDS", "field_classes", "private_kind", "decide_kind", "rule_decimals", "encode_raw"]
+__all__ = ["FIELD_CLASSES", "KINDS", "field_classes", "class_counts", "private_kind", "private_kind_of_counts", "decide_kind", "rule_decimals", "encode_raw"]
 
 #: The classes of a non-empty field in the kind vote, in the order of the noisy histogram.
 FIELD_CLASSES = ("whole", "fractional", "date", "datetime", "text")
@@ -75,6 +75,17 @@ def field_classes(values) -> np.ndarray:
     out[iso & ~date_only] = 3
     out[(text == "").to_numpy()] = -1
     return out
+
+
+def class_counts(values) -> np.ndarray:
+    """How many non-empty fields fall in each of :data:`FIELD_CLASSES` (int64): all the kind vote reads of a column.
+
+    Example:
+        >>> class_counts(["1", "2", "", "x", "2020-01-02"]).tolist()
+        [2, 0, 1, 0, 1]
+    """
+    cls = field_classes(values)
+    return np.bincount(cls[cls >= 0], minlength=len(FIELD_CLASSES)).astype(np.int64)
 
 
 def decide_kind(noisy, allowed: tuple[str, ...] = ("number", "temporal", "text")) -> dict:
@@ -114,9 +125,18 @@ def private_kind(acc, key, values, *, budget: float, target: str = "kind") -> di
     Returns:
         ``{"kind": ..., "integer": bool}`` as :func:`decide_kind`.
     """
-    cls = field_classes(values)
-    counts = np.bincount(cls[cls >= 0], minlength=len(FIELD_CLASSES)).astype(np.float64)
-    noisy, _ = noisy_counts(acc, key, counts, budget=budget, alpha=0.01, target=target)
+    return private_kind_of_counts(acc, key, class_counts(values), budget=budget, target=target)
+
+
+def private_kind_of_counts(acc, key, counts, *, budget: float, target: str = "kind") -> dict:
+    """:func:`private_kind` from the column's :func:`class_counts` (as the out-of-core engines compute them).
+
+    Example:
+        >>> from pgmjax.privacy import Accountant
+        >>> private_kind_of_counts(Accountant(epsilon=1.0), jax.random.key(0), [0, 0, 900, 5, 10], budget=0.5)
+        {'kind': 'date', 'integer': False}
+    """
+    noisy, _ = noisy_counts(acc, key, np.asarray(counts, np.float64), budget=budget, alpha=0.01, target=target)
     return decide_kind(noisy)
 
 

@@ -48,6 +48,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .ranks import as_ranks
+
 __all__ = ["RANGE_FALSE_PASS", "range_cells", "noisy_counts", "RangeRelease", "range_release", "range_blocks",
            "block_threshold", "private_range",
            "range_warnings"]
@@ -137,7 +139,8 @@ def range_release(acc, key, values, kind: str, *, budget: float, target: str = "
     Args:
         acc: the accountant (pure or zCDP) that records the noisy histogram.
         key: a ``jax.random`` key.
-        values: the private values (float64; NaN ignored; values beyond the outer cells count in the end cells).
+        values: the private values (float64; NaN ignored; values beyond the outer cells count in the end cells), or
+            their rank counts (:class:`~pgmjax.data.ranks.Ranks`: all the histogram reads).
         kind: ``"number"``, ``"date"`` or ``"datetime"`` (see :func:`range_cells`).
         budget: the histogram's cost in the accountant's currency.
         target: ledger label.
@@ -146,9 +149,8 @@ def range_release(acc, key, values, kind: str, *, budget: float, target: str = "
         A :class:`RangeRelease`.
     """
     cells = range_cells(kind)
-    x = np.asarray(values, np.float64)
-    x = np.clip(x[~np.isnan(x)], cells[0], cells[-1])
-    counts = np.histogram(x, cells)[0].astype(np.float64)
+    ranks = as_ranks(values)  # the cell counts from #{x < c} at the inner cell edges (beyond the outer ones: end cells)
+    counts = np.diff(np.concatenate([[0], ranks.below(cells[1:-1]), [ranks.n]])).astype(np.float64)
     blocks = range_blocks(len(counts))
     alpha = RANGE_FALSE_PASS / (2 * len(blocks))  # two tests a block at most: its count, its remainder
     noisy, k = noisy_counts(acc, key, counts, budget=budget, alpha=alpha, target=target)

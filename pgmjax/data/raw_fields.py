@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .schema_columns import ISO_DATETIME, as_text, date_days, datetime_days
+from .schema_columns import ISO_DATETIME, as_text, date_days, datetime_days, iso_stamps
 
 __all__ = ["column_values", "iso_valid"]
 
@@ -21,7 +21,7 @@ def iso_valid(text: pd.Series) -> np.ndarray:
     shaped = text.str.fullmatch(ISO_DATETIME).to_numpy(bool)
     ok = np.zeros(len(text), bool)
     if shaped.any():
-        parsed = pd.to_datetime(text[shaped], errors="coerce", format="ISO8601")
+        parsed = iso_stamps(text[shaped])
         ok[np.flatnonzero(shaped)] = parsed.notna().to_numpy()
     return ok
 

@@ -32,7 +32,7 @@ import pandas as pd
 from .dataset import DataValueError
 
 __all__ = ["SchemaError", "SchemaValueError", "NumericColumn", "CategoricalColumn", "DECODE_METHODS", "MAX_BINS", "parse_column",
-           "uniform64", "to_float", "date_days", "days_to_dates",
+           "uniform64", "to_float", "iso_stamps", "date_days", "days_to_dates",
            "datetime_days", "days_to_datetimes", "ISO_DATE", "ISO_DATETIME"]
 
 DECODE_METHODS = ("uniform", "midpoint")
@@ -77,11 +77,25 @@ def uniform64(key, shape) -> np.ndarray:
     return ((bits[0] >> np.uint64(5)) * np.uint64(2**26) + (bits[1] >> np.uint64(6))).astype(np.float64) / 2.0**53
 
 
+def iso_stamps(text) -> pd.Series:
+    """``pd.to_datetime(text, errors="coerce", format="ISO8601")``, NaT outside pandas' nanosecond range
+    (1677-09-21 00:12:43.145224193 to 2262-04-11 23:47:16.854775807) whatever resolution pandas picked for the
+    batch: pandas 3 parses ``1500-01-01`` at microsecond resolution unless another field has nanoseconds, and its
+    nanosecond values then wrapped around. One rule for every field, whatever the other fields of the batch are.
+
+    Example:
+        >>> iso_stamps(pd.Series(["2020-01-01", "1500-01-01", "2262-04-12"])).isna().tolist()
+        [False, True, True]
+    """
+    parsed = pd.to_datetime(pd.Series(text, dtype=object), errors="coerce", format="ISO8601")
+    return parsed.where((parsed >= pd.Timestamp.min) & (parsed <= pd.Timestamp.max))
+
+
 def _parse_iso(text, name: str, offset: int, what: str) -> tuple[np.ndarray, np.ndarray]:
     """``(datetime64[ns] values, missing mask)`` of ISO text; raises naming the first value that does not parse."""
     s = pd.Series(text, dtype=object)
     blank = s.isna() | (s.astype(str).str.strip() == "")
-    parsed = pd.to_datetime(s.where(~blank, None), errors="coerce", format="ISO8601")
+    parsed = iso_stamps(s.where(~blank, None))
     bad = np.flatnonzero(parsed.isna().to_numpy() & ~blank.to_numpy())
     if bad.size:
         r = int(bad[0])
@@ -95,7 +109,8 @@ def _parse_iso(text, name: str, offset: int, what: str) -> tuple[np.ndarray, np.
 def date_days(text, name: str = "date", offset: int = 0) -> np.ndarray:
     """Days since 1970-01-01 (float64; NaN for an empty field) of ISO dates ``YYYY-MM-DD``."""
     stamps, missing = _parse_iso(text, name, offset, "date YYYY-MM-DD")
-    out = (stamps.astype("datetime64[D]") - _EPOCH).astype(np.float64)
+    # Floor division of the nanoseconds: NumPy's ns -> D cast overflows within a day of the earliest stamp (1677-09-22).
+    out = np.floor_divide(stamps.view(np.int64), 86400 * 10**9).astype(np.float64)
     out[missing] = np.nan
     return out
 
@@ -104,7 +119,7 @@ def datetime_days(text, name: str = "datetime", offset: int = 0) -> np.ndarray:
     """Days since 1970-01-01 00:00:00 with their fraction (float64, whole seconds; NaN for an empty field) of
     ISO datetimes ``YYYY-MM-DD HH:MM[:SS]`` (or with ``T``; a date alone is its midnight)."""
     stamps, missing = _parse_iso(text, name, offset, "datetime YYYY-MM-DD HH:MM:SS")
-    seconds = (stamps.astype("datetime64[s]") - _EPOCH.astype("datetime64[s]")).astype(np.float64)
+    seconds = np.floor_divide(stamps.view(np.int64), 10**9).astype(np.float64)  # as date_days: no cast near 1677
     out = seconds / 86400.0
     out[missing] = np.nan
     return out

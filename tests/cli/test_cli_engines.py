@@ -53,7 +53,8 @@ def test_engines_release_what_memory_releases(files):
 @pytest.mark.parametrize("data, domain, extra, expected", [
     ("t.parquet", True, ["--engine", "polars", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler ADDRESS applies to --engine dask"),
     ("nowhere/*.parquet", True, ["--engine", "polars"], "file, folder or glob not found"),
-    ("t.csv", False, ["--engine", "dask"], "a raw table (--schema, or a private schema"),
+    ("t.parquet", False, ["--engine", "dask"], "a raw table (--schema, or a private schema derived from the data) is read "
+                                               "from a CSV file"),
     ("t.csv", True, ["--engine", "polars", "-m", "rr"], "rr_synthetic randomizes every record"),
 ])
 def test_engine_flags_misuse(files, capsys, data, domain, extra, expected):
@@ -73,3 +74,39 @@ def test_bad_code_public_message(files, capsys):
     assert cli.main(args) == 2
     err = capsys.readouterr().err
     assert "column 'b' has a value outside [0, 4)" in err and "11" not in err
+
+
+def _raw_run(files, engine, *extra):
+    out, report = files / f"raw-out-{engine}.csv", files / f"raw-report-{engine}.json"
+    args = ["run", "--data", str(files / "raw.csv"), "-m", "mst", "-e", "2", "--records", "150", "--out", str(out),
+            "--report", str(report), "--overwrite", "--quiet", "--engine", engine, *extra]
+    assert cli.main(args) == 0
+    return out.read_text(), json.loads(report.read_text())
+
+
+def test_raw_table_on_engines_releases_what_memory_releases(files):
+    """A raw CSV (nulls, unreadable fields, dates, rare categories) with the automatic private schema, then with a
+    declared schema: the same synthetic records, preprocessing ledger and mechanism ledger on every engine."""
+    rng = np.random.default_rng(2)
+    n = 600
+    raw = pd.DataFrame({
+        "age": rng.integers(18, 91, n).astype(str), "city": rng.choice(["Paris", "Lyon", "Nice"], n, p=[.5, .3, .2]),
+        "joined": (np.datetime64("2000-01-01") + rng.integers(0, 7000, n)).astype(str),
+        "income": np.round(rng.lognormal(10, 1, n), 1).astype(str)})
+    raw.loc[:9, "age"] = ["", "n/a", "", "1e400", "", "", "x", "", "", ""]
+    raw.loc[:3, "city"] = ["Rare", "", "Rare", "Zz"]
+    raw.loc[5:7, "joined"] = ["2020-02-30", "", "2001-03-04 10:00"]
+    raw.to_csv(files / "raw.csv", index=False)
+    want_csv, want = _raw_run(files, "memory")
+    assert want["preprocessing"]["private"] and want_csv.splitlines()[0] == "age,city,joined,income"
+    for engine in ("polars", "dask"):
+        got_csv, got = _raw_run(files, engine)
+        assert got_csv == want_csv, engine
+        assert got["preprocessing"]["ledger"] == want["preprocessing"]["ledger"], engine
+        assert got["ledger"] == want["ledger"], engine
+    (files / "raw-schema.json").write_text(json.dumps({
+        "age": {"bins": [0, 30, 60, 100], "missing": True, "clip": True}, "city": {"categories": ["Paris", "Lyon"],
+                                                                                "other": "other"}}))
+    want_csv, want = _raw_run(files, "memory", "--schema", str(files / "raw-schema.json"), "--ignore-extra-columns")
+    got_csv, got = _raw_run(files, "polars", "--schema", str(files / "raw-schema.json"), "--ignore-extra-columns")
+    assert got_csv == want_csv and got["ledger"] == want["ledger"]

@@ -1,0 +1,387 @@
+"""Raw tables on the out-of-core engines: private preprocessing and encoding computed by Polars or Dask.
+
+:func:`open_raw` opens a raw CSV (text categories, numbers, dates, empty fields) with Polars or Dask and
+returns a table that answers the three aggregates :func:`pgmjax.data.preprocess.private_schema` reads
+(:mod:`pgmjax.data.raw_aggregates`: class counts, value counts, rank counts) and :meth:`~PolarsRaw.encode`,
+which applies a schema lazily and returns a :class:`~pgmjax.data.engines.FrameDataset` counted as before.
+
+What reaches the driver: the record count; per column, five class counts (the kind vote); for a text
+column, its distinct stripped values with their counts (category discovery, as in memory: every distinct
+value gets noise); for a binned column, histograms over public thresholds (range cells, candidate edges,
+clipping windows: a few thousand counts each); for a declared schema, per column the number of values
+that do not fit it. The records never pass through pandas or NumPy on the driver. Polars parses the
+fields with its own expressions, written to match :func:`pgmjax.data.raw_fields.column_values` and
+:func:`pgmjax.data.private_format.field_classes` exactly (the tests compare them on generated tables);
+Dask's workers call those very functions on their partitions. Counts are integers, so the schema, the
+ledger and every release made from the same key equal the in-memory ones.
+
+Example:
+    >>> import tempfile, os
+    >>> from pgmjax.privacy import Accountant
+    >>> from pgmjax.data.preprocess import private_schema
+    >>> path = os.path.join(tempfile.mkdtemp(), "raw.csv")
+    >>> rows = [f"{'ab'[i % 2]},{i % 50}" for i in range(400)]
+    >>> _ = open(path, "w").write("c,x\\n" + "\\n".join(rows) + "\\n")
+    >>> table = open_raw(path, engine="polars")
+    >>> out = private_schema(table, Accountant(epsilon=4.0), jax.random.key(0), bins=4)
+    >>> data = table.encode(out.schema)
+    >>> out.schema.columns["c"].categories, len(data), float(data.marginal(("c",)).sum())
+    (('', 'a', 'b'), 400, 400.0)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from .dataset import check_field_counts
+from .engines import FrameDataset, dask_client, need_engine
+from .raw_aggregates import merge_text_counts, text_counts, threshold_histogram
+from .private_format import class_counts
+from .ranks import CountedRanks
+from .raw_fields import column_values
+from .schema_columns import NumericColumn, SchemaValueError, as_text
+
+__all__ = ["open_raw", "PolarsRaw", "DaskRaw", "PY_WHITESPACE"]
+
+#: The characters Python's ``str.strip()`` removes (as pandas' ``.str.strip()`` does); Polars strips exactly these.
+PY_WHITESPACE = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
+# An ISO date or datetime (pgmjax.data.schema_columns.ISO_DATETIME) with its parts as groups.
+_ISO = r"^([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[ T]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]*))?)?)?$"
+
+
+def open_raw(path: str | os.PathLike, *, engine: str = "polars", scheduler=None) -> "PolarsRaw | DaskRaw":
+    """Open a raw CSV (every field text, empty fields ``""``, as :func:`pgmjax.read_raw_csv` reads it) with an engine.
+
+    Args:
+        path: the CSV file (``.csv``, ``.csv.gz``); with Dask on a cluster, a path every worker can read.
+        engine: ``"polars"`` or ``"dask"``.
+        scheduler: Dask only: a scheduler address, a ``distributed.Client``, or None.
+
+    Returns:
+        A :class:`PolarsRaw` or :class:`DaskRaw`.
+
+    Raises:
+        ImportError: the engine's packages are missing.
+        DataValueError: a ragged line; SchemaError: duplicate column names.
+        FileNotFoundError: no such file.
+    """
+    need_engine(engine)
+    if scheduler is not None and engine != "dask":
+        raise ValueError("open_raw: scheduler applies to engine='dask'")
+    path = os.fspath(path)
+    if scheduler is None and not os.path.exists(path):
+        raise FileNotFoundError(f"data file not found: {path}")
+    if os.path.exists(path):
+        check_field_counts(path)
+    if engine == "polars":
+        return PolarsRaw(path)
+    return DaskRaw(path, dask_client(scheduler))
+
+
+def _check_fit(schema, bad: dict) -> None:
+    """Raise for the first column with values that do not fit a declared schema (counts from the engine)."""
+    for name, (missing, outside, unknown) in bad.items():
+        col = schema.columns[name]
+        if missing:
+            raise SchemaValueError(
+                f"column {name!r}: {missing} value(s) missing or not a number; add \"missing\": true to the column",
+                f"column {name!r}: a value is missing or not a number; add \"missing\": true to the column")
+        if outside:
+            lo, hi = col.edges[0], col.edges[-1]
+            raise SchemaValueError(
+                f"column {name!r}: {outside} value(s) outside the range of its bins [{lo:g}, {hi:g}]; widen the bins or "
+                "add \"clip\": true",
+                f"column {name!r}: a value is outside the range of its bins [{lo:g}, {hi:g}]; widen the bins or add "
+                "\"clip\": true")
+        if unknown:
+            raise SchemaValueError(
+                f"column {name!r}: {unknown} value(s) are not one of its {len(col.categories)} categories; add them to "
+                "the schema's categories (or an \"other\" category)",
+                f"column {name!r}: a value is not one of its {len(col.categories)} categories; add it to the schema's "
+                "categories (or an \"other\" category)")
+
+
+def _strict(schema) -> list[str]:
+    """The columns where a value can fail to fit (no missing code, no clipping, or no other code)."""
+    return [n for n, c in schema.columns.items()
+            if (c.other is None if not isinstance(c, NumericColumn) else not (c.missing and c.clip))]
+
+
+def _check_columns(names: list[str], schema) -> None:
+    from .schema import SchemaError
+
+    missing = [n for n in schema.columns if n not in names]
+    if missing:
+        raise SchemaError(f"columns {missing} of the schema are missing from the data; the data has {names}")
+
+
+# Polars ---------------------------------------------------------------------------------------------------------
+
+class PolarsRaw:
+    """A raw CSV as a Polars lazy frame of text columns, read by the streaming engine.
+
+    Args:
+        path: the CSV file.
+    """
+
+    engine = "polars"
+
+    def __init__(self, path: str):
+        import polars as pl
+
+        self.path = path
+        self.frame = pl.scan_csv(path, infer_schema=False, empty_string_is_null=False)
+        self.names = list(self.frame.collect_schema().names())
+        self._n = None
+
+    def _collect(self, frames):
+        import polars as pl
+
+        return pl.collect_all(frames, engine="streaming", optimizations=pl.QueryOptFlags(comm_subplan_elim=False))
+
+    def __len__(self) -> int:
+        import polars as pl
+
+        if self._n is None:
+            self._n = int(self._collect([self.frame.select(pl.len())])[0].item())
+        return self._n
+
+    # Parsing (the in-memory rules, as expressions) ---------------------------------------------------------------
+    @staticmethod
+    def text(name: str):
+        import polars as pl
+
+        return pl.col(name).str.strip_chars(PY_WHITESPACE)
+
+    @staticmethod
+    def number(t):
+        """Finite numbers of stripped text, else null (``+ 0.0`` makes ``-0.0`` zero, as NumPy compares it)."""
+        import polars as pl
+
+        x = t.cast(pl.Float64, strict=False)
+        return pl.when(x.is_finite()).then(x + 0.0)
+
+    @staticmethod
+    def iso(t):
+        """``(days, seconds of the day, valid, has a time)`` of ISO dates / datetimes: a real calendar day and
+        time within pandas' nanosecond range (as :func:`pgmjax.data.raw_fields.iso_valid` accepts them)."""
+        import polars as pl
+
+        g = t.str.extract_groups(_ISO)
+        part = [g.struct.field(str(i)) for i in range(1, 8)]
+        y, m, d = (p.cast(pl.Int64, strict=False) for p in part[:3])
+        hh, mm, ss = (p.cast(pl.Int64, strict=False).fill_null(0) for p in part[3:6])
+        frac = part[6].fill_null("").str.slice(0, 9).str.pad_end(9, "0").cast(pl.Int64, strict=False).fill_null(0)
+        leap = ((y % 4) == 0) & (((y % 100) != 0) | ((y % 400) == 0))
+        dim = (pl.when(m == 2).then(28 + leap.cast(pl.Int64))
+               .when(m.is_in([4, 6, 9, 11])).then(30).otherwise(31))
+        yy = y - (m <= 2).cast(pl.Int64)
+        era = yy // 400
+        yoe = yy - era * 400
+        doy = (153 * ((m + 9) % 12) + 2) // 5 + d - 1
+        days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+        secs = days * 86400 + hh * 3600 + mm * 60 + ss
+        in_range = (((secs > -9223372037) | ((secs == -9223372037) & (frac >= 145224193)))
+                    & ((secs < 9223372036) | ((secs == 9223372036) & (frac <= 854775807))))
+        valid = (y.is_not_null() & m.is_between(1, 12) & (d >= 1) & (d <= dim) & (hh < 24) & (mm < 60) & (ss < 60)
+                 & in_range).fill_null(False)
+        return days, hh * 3600 + mm * 60 + ss, valid, part[3].is_not_null()
+
+    def values(self, name: str, kind: str):
+        """The column parsed as ``kind`` (:func:`pgmjax.data.raw_fields.column_values`; missing: null)."""
+        import polars as pl
+
+        t = self.text(name)
+        if kind == "number":
+            return self.number(t)
+        days, secs, valid, _ = self.iso(t)
+        # Polars turns a division by a literal into a product with its reciprocal (an ulp off NumPy's seconds / 86400):
+        # the divisor is made a per-row value so that it divides as the in-memory path does (the tests compare them).
+        per_day = (secs * 0 + 86400).cast(pl.Float64)
+        x = days.cast(pl.Float64) if kind == "date" else (days * 86400 + secs).cast(pl.Float64) / per_day
+        return pl.when(valid).then(x)
+
+    def classes(self, name: str):
+        """:func:`pgmjax.data.private_format.field_classes` as an expression."""
+        import polars as pl
+
+        t = self.text(name)
+        x = t.cast(pl.Float64, strict=False)
+        finite = x.is_finite().fill_null(False)
+        _, _, valid, timed = self.iso(t)
+        return (pl.when(t == "").then(-1).when(finite & (x == x.round(0))).then(0).when(finite).then(1)
+                .when(valid & ~timed).then(2).when(valid).then(3).otherwise(4))
+
+    # The aggregates -------------------------------------------------------------------------------------------------
+    def class_counts(self, name: str) -> np.ndarray:
+        import polars as pl
+
+        c = self.classes(name)
+        row = self._collect([self.frame.select([(c == k).sum().alias(str(k)) for k in range(5)])])[0].row(0)
+        return np.asarray(row, np.int64)
+
+    def value_counts(self, name: str) -> tuple[list[str], list[int]]:
+        import polars as pl
+
+        t = self._collect([self.frame.select(self.text(name).alias("v")).group_by("v").agg(pl.len().alias("n"))])[0]
+        return merge_text_counts([_series(t["v"].to_list(), t["n"].to_list())])
+
+    def ranks(self, name: str, kind: str) -> CountedRanks:
+        return CountedRanks(lambda t: self._below(name, kind, t), None)
+
+    def _below(self, name: str, kind: str, thresholds: np.ndarray) -> tuple[np.ndarray, int]:
+        import polars as pl
+
+        t = pl.Series(np.asarray(thresholds, np.float64) + 0.0)
+        q = (self.frame.select(self.values(name, kind).alias("v")).drop_nulls()
+             .select(pl.lit(t).search_sorted(pl.col("v"), side="right").alias("r")).group_by("r").agg(pl.len().alias("n")))
+        out = self._collect([q])[0]
+        hist = np.zeros(len(t) + 1, np.int64)
+        hist[out["r"].to_numpy().astype(np.int64)] = out["n"].to_numpy()
+        return np.cumsum(hist)[:-1], int(hist.sum())
+
+    # Encoding ---------------------------------------------------------------------------------------------------------
+    def _code(self, col):
+        import polars as pl
+
+        if not isinstance(col, NumericColumn):
+            t = self.text(col.name)
+            other = len(col.categories) if col.other is not None else -1
+            code = t.replace_strict(list(col.categories), list(range(len(col.categories))), default=other,
+                                    return_dtype=pl.Int64)
+            return code, [pl.lit(0), pl.lit(0), (code < 0).sum()]
+        x = self.values(col.name, col.kind)
+        lo, hi = float(col.edges[0]), float(col.edges[-1])
+        xc = x.clip(lo, hi) if col.clip else x
+        idx = pl.lit(pl.Series(col.edges + 0.0)).search_sorted(xc, side="right").cast(pl.Int64) - 1
+        code = pl.when(x.is_null()).then(col.bins).otherwise(pl.min_horizontal(idx, pl.lit(col.bins - 1)))
+        return code, [x.is_null().sum() if not col.missing else pl.lit(0),
+                      ((x < lo) | (x > hi)).sum() if not col.clip else pl.lit(0), pl.lit(0)]
+
+    def encode(self, schema) -> FrameDataset:
+        """The table discretised by ``schema`` (:meth:`pgmjax.Schema.encode` with ``unreadable="missing"``), lazily;
+        values that do not fit a declared schema are refused first (their counts computed by the engine).
+
+        Raises:
+            SchemaError: a schema column is missing; SchemaValueError: a value does not fit (the column named).
+        """
+        import polars as pl
+
+        from .frame_backends import PolarsBackend
+
+        _check_columns(self.names, schema)
+        codes = {n: self._code(c) for n, c in schema.columns.items()}
+        strict = _strict(schema)
+        if strict:
+            exprs = [e.alias(f"{i}:{j}") for i, n in enumerate(strict) for j, e in enumerate(codes[n][1])]
+            row = self._collect([self.frame.select(exprs)])[0].row(0)
+            _check_fit(schema, {n: tuple(int(v) for v in row[3 * i:3 * i + 3]) for i, n in enumerate(strict)})
+        dtype = pl.Int64 if max(schema.domain.shape) >= 2**31 else pl.Int32
+        frame = self.frame.select([codes[n][0].cast(dtype).alias(n) for n in schema.columns])
+        return FrameDataset(PolarsBackend(frame, True), schema.domain, "polars", source=self.path, records=len(self))
+
+
+def _series(labels, counts):
+    import pandas as pd
+
+    return pd.Series(np.asarray(counts, np.int64), index=pd.Index(labels, dtype=object))
+
+
+# Dask --------------------------------------------------------------------------------------------------------------
+
+def _partition_below(part, name, kind, thresholds):
+    return threshold_histogram(part[name], kind, thresholds)
+
+
+def _partition_fit(part, schema, names):
+    out = []
+    for n in names:
+        col = schema.columns[n]
+        if isinstance(col, NumericColumn):
+            x = column_values(part[n], col.kind)
+            lo, hi = col.edges[0], col.edges[-1]
+            out.append([0 if col.missing else int(np.isnan(x).sum()), 0 if col.clip else int(((x < lo) | (x > hi)).sum()), 0])
+        else:
+            text = as_text(part[n]).str.strip().to_numpy(dtype=object)
+            out.append([0, 0, int((~np.isin(text, np.asarray(col.categories, dtype=object))).sum())])
+    return np.asarray(out, np.int64).reshape(len(names), 3)
+
+
+def _partition_codes(part, schema, dtype):
+    import pandas as pd
+
+    if len(part) == 0:
+        return pd.DataFrame({n: pd.Series(dtype=dtype) for n in schema.columns}, index=part.index)
+    records = schema.encode(part, unreadable="missing").records.astype(dtype)
+    return pd.DataFrame(records, columns=list(schema.columns), index=part.index)
+
+
+class DaskRaw:
+    """A raw CSV as a Dask dataframe of text columns; the workers compute the in-memory aggregates of their
+    partitions (:mod:`pgmjax.data.raw_aggregates`) and only the sums come back.
+
+    Args:
+        path: the CSV file (a path every worker can read).
+        client: a ``distributed.Client``, or None for Dask's default scheduler.
+    """
+
+    engine = "dask"
+
+    def __init__(self, path: str, client=None):
+        import dask.dataframe as dd
+
+        self.path = path
+        self.client = client
+        self.frame = dd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, blocksize="64MB")
+        self.names = [str(c) for c in self.frame.columns]
+        self._n = None
+
+    def _sum(self, fn, *args):
+        """``fn(partition, *args)`` on every partition (an int or an array), summed."""
+        import dask
+
+        parts = [dask.delayed(fn)(p, *args) for p in self.frame.to_delayed()]
+        done = self.client.gather(self.client.compute(parts)) if self.client is not None else dask.compute(*parts)
+        return sum(done[1:], done[0])
+
+    def __len__(self) -> int:
+        if self._n is None:
+            self._n = int(self._sum(len))
+        return self._n
+
+    def class_counts(self, name: str) -> np.ndarray:
+        return np.asarray(self._sum(lambda p: class_counts(p[name])), np.int64)
+
+    def value_counts(self, name: str) -> tuple[list[str], list[int]]:
+        import dask
+
+        parts = [dask.delayed(lambda p: text_counts(p[name]))(p) for p in self.frame.to_delayed()]
+        done = self.client.gather(self.client.compute(parts)) if self.client is not None else dask.compute(*parts)
+        return merge_text_counts(list(done))
+
+    def ranks(self, name: str, kind: str) -> CountedRanks:
+        def count(t):
+            hist = self._sum(_partition_below, name, kind, np.asarray(t, np.float64))
+            return np.cumsum(hist)[:-1], int(hist.sum())
+
+        return CountedRanks(count, None)
+
+    def encode(self, schema) -> FrameDataset:
+        """As :meth:`PolarsRaw.encode`: each partition encoded by :meth:`pgmjax.Schema.encode` on its worker."""
+        import pandas as pd
+
+        from .frame_backends import DaskBackend
+
+        _check_columns(self.names, schema)
+        strict = _strict(schema)
+        if strict:
+            bad = self._sum(_partition_fit, schema, strict)
+            _check_fit(schema, {n: tuple(int(v) for v in bad[i]) for i, n in enumerate(strict)})
+        dtype = "int64" if max(schema.domain.shape) >= 2**31 else "int32"
+        meta = pd.DataFrame({n: pd.Series(dtype=dtype) for n in schema.columns})
+        frame = self.frame.map_partitions(_partition_codes, schema, dtype, meta=meta)
+        return FrameDataset(DaskBackend(frame, self.client, True), schema.domain, "dask", source=self.path,
+                            records=len(self))
