@@ -10,8 +10,8 @@ column, its distinct stripped values with their counts (category discovery, as i
 value gets noise); for a binned column, histograms over public thresholds (range cells, candidate edges,
 clipping windows: a few thousand counts each); for a declared schema, per column the number of values
 that do not fit it. The records never pass through pandas or NumPy on the driver. Polars parses the
-fields with its own expressions, written to match :func:`pgmjax.data.raw_fields.column_values` and
-:func:`pgmjax.data.private_format.field_classes` exactly (the tests compare them on generated tables);
+fields with its own expressions (:mod:`pgmjax.data.polars_fields`), written to match
+:func:`pgmjax.data.raw_fields.column_values` and :func:`pgmjax.data.private_format.field_classes` exactly;
 Dask's workers call those very functions on their partitions. Counts are integers, so the schema, the
 ledger and every release made from the same key equal the in-memory ones.
 
@@ -32,24 +32,20 @@ Example:
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 
 from .dataset import check_field_counts
 from .engines import FrameDataset, dask_client, need_engine
 from .raw_aggregates import merge_text_counts, text_counts, threshold_histogram
+from .polars_fields import parse
 from .private_format import class_counts
 from .ranks import CountedRanks
 from .raw_fields import column_values
 from .schema_columns import NumericColumn, SchemaValueError, as_text
 
-__all__ = ["open_raw", "PolarsRaw", "DaskRaw", "PY_WHITESPACE"]
+__all__ = ["open_raw", "PolarsRaw", "DaskRaw"]
 
-#: The characters Python's ``str.strip()`` removes (as pandas' ``.str.strip()`` does); Polars strips exactly these.
-PY_WHITESPACE = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
-# An ISO date or datetime (pgmjax.data.schema_columns.ISO_DATETIME) with its parts as groups.
-_ISO = r"^([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[ T]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]*))?)?)?$"
 
 
 def open_raw(path: str | os.PathLike, *, engine: str = "polars", scheduler=None) -> "PolarsRaw | DaskRaw":
@@ -149,84 +145,25 @@ class PolarsRaw:
             self._n = int(self._collect([self.frame.select(pl.len())])[0].item())
         return self._n
 
-    # Parsing (the in-memory rules, as expressions) ---------------------------------------------------------------
-    @staticmethod
-    def text(name: str):
-        import polars as pl
-
-        return pl.col(name).str.strip_chars(PY_WHITESPACE)
-
-    @staticmethod
-    def number(t):
-        """Finite numbers of stripped text, else null (``+ 0.0`` makes ``-0.0`` zero, as NumPy compares it)."""
-        import polars as pl
-
-        x = t.cast(pl.Float64, strict=False)
-        return pl.when(x.is_finite()).then(x + 0.0)
-
-    @staticmethod
-    def iso(t):
-        """``(days, seconds of the day, valid, has a time)`` of ISO dates / datetimes: a real calendar day and
-        time within pandas' nanosecond range (as :func:`pgmjax.data.raw_fields.iso_valid` accepts them)."""
-        import polars as pl
-
-        g = t.str.extract_groups(_ISO)
-        part = [g.struct.field(str(i)) for i in range(1, 8)]
-        y, m, d = (p.cast(pl.Int64, strict=False) for p in part[:3])
-        hh, mm, ss = (p.cast(pl.Int64, strict=False).fill_null(0) for p in part[3:6])
-        frac = part[6].fill_null("").str.slice(0, 9).str.pad_end(9, "0").cast(pl.Int64, strict=False).fill_null(0)
-        leap = ((y % 4) == 0) & (((y % 100) != 0) | ((y % 400) == 0))
-        dim = (pl.when(m == 2).then(28 + leap.cast(pl.Int64))
-               .when(m.is_in([4, 6, 9, 11])).then(30).otherwise(31))
-        yy = y - (m <= 2).cast(pl.Int64)
-        era = yy // 400
-        yoe = yy - era * 400
-        doy = (153 * ((m + 9) % 12) + 2) // 5 + d - 1
-        days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
-        secs = days * 86400 + hh * 3600 + mm * 60 + ss
-        in_range = (((secs > -9223372037) | ((secs == -9223372037) & (frac >= 145224193)))
-                    & ((secs < 9223372036) | ((secs == 9223372036) & (frac <= 854775807))))
-        valid = (y.is_not_null() & m.is_between(1, 12) & (d >= 1) & (d <= dim) & (hh < 24) & (mm < 60) & (ss < 60)
-                 & in_range).fill_null(False)
-        return days, hh * 3600 + mm * 60 + ss, valid, part[3].is_not_null()
-
-    def values(self, name: str, kind: str):
-        """The column parsed as ``kind`` (:func:`pgmjax.data.raw_fields.column_values`; missing: null)."""
-        import polars as pl
-
-        t = self.text(name)
-        if kind == "number":
-            return self.number(t)
-        days, secs, valid, _ = self.iso(t)
-        # Polars turns a division by a literal into a product with its reciprocal (an ulp off NumPy's seconds / 86400):
-        # the divisor is made a per-row value so that it divides as the in-memory path does (the tests compare them).
-        per_day = (secs * 0 + 86400).cast(pl.Float64)
-        x = days.cast(pl.Float64) if kind == "date" else (days * 86400 + secs).cast(pl.Float64) / per_day
-        return pl.when(valid).then(x)
-
-    def classes(self, name: str):
-        """:func:`pgmjax.data.private_format.field_classes` as an expression."""
-        import polars as pl
-
-        t = self.text(name)
-        x = t.cast(pl.Float64, strict=False)
-        finite = x.is_finite().fill_null(False)
-        _, _, valid, timed = self.iso(t)
-        return (pl.when(t == "").then(-1).when(finite & (x == x.round(0))).then(0).when(finite).then(1)
-                .when(valid & ~timed).then(2).when(valid).then(3).otherwise(4))
+    def parsed(self, wants: dict):
+        """The lazy frame of :func:`pgmjax.data.polars_fields.parse` (``out: (column, what)``); nothing is read
+        until the engine collects an aggregate of it."""
+        return parse(self.frame, wants)
 
     # The aggregates -------------------------------------------------------------------------------------------------
     def class_counts(self, name: str) -> np.ndarray:
         import polars as pl
 
-        c = self.classes(name)
-        row = self._collect([self.frame.select([(c == k).sum().alias(str(k)) for k in range(5)])])[0].row(0)
-        return np.asarray(row, np.int64)
+        q = self.parsed({"k": (name, "class")}).group_by("k").agg(pl.len().alias("n"))
+        out = self._collect([q])[0]
+        counts = np.zeros(6, np.int64)
+        counts[out["k"].to_numpy().astype(np.int64) + 1] = out["n"].to_numpy()
+        return counts[1:]
 
     def value_counts(self, name: str) -> tuple[list[str], list[int]]:
         import polars as pl
 
-        t = self._collect([self.frame.select(self.text(name).alias("v")).group_by("v").agg(pl.len().alias("n"))])[0]
+        t = self._collect([self.parsed({"v": (name, "text")}).group_by("v").agg(pl.len().alias("n"))])[0]
         return merge_text_counts([_series(t["v"].to_list(), t["n"].to_list())])
 
     def ranks(self, name: str, kind: str) -> CountedRanks:
@@ -236,7 +173,7 @@ class PolarsRaw:
         import polars as pl
 
         t = pl.Series(np.asarray(thresholds, np.float64) + 0.0)
-        q = (self.frame.select(self.values(name, kind).alias("v")).drop_nulls()
+        q = (self.parsed({"v": (name, kind)}).drop_nulls()
              .select(pl.lit(t).search_sorted(pl.col("v"), side="right").alias("r")).group_by("r").agg(pl.len().alias("n")))
         out = self._collect([q])[0]
         hist = np.zeros(len(t) + 1, np.int64)
@@ -244,22 +181,21 @@ class PolarsRaw:
         return np.cumsum(hist)[:-1], int(hist.sum())
 
     # Encoding ---------------------------------------------------------------------------------------------------------
-    def _code(self, col):
+    @staticmethod
+    def _code(col, v):
+        """The code of column ``col`` from its parsed value ``v`` (stripped text or number), and its misfit counts."""
         import polars as pl
 
         if not isinstance(col, NumericColumn):
-            t = self.text(col.name)
             other = len(col.categories) if col.other is not None else -1
-            code = t.replace_strict(list(col.categories), list(range(len(col.categories))), default=other,
+            code = v.replace_strict(list(col.categories), list(range(len(col.categories))), default=other,
                                     return_dtype=pl.Int64)
             return code, [pl.lit(0), pl.lit(0), (code < 0).sum()]
-        x = self.values(col.name, col.kind)
         lo, hi = float(col.edges[0]), float(col.edges[-1])
-        xc = x.clip(lo, hi) if col.clip else x
-        idx = pl.lit(pl.Series(col.edges + 0.0)).search_sorted(xc, side="right").cast(pl.Int64) - 1
-        code = pl.when(x.is_null()).then(col.bins).otherwise(pl.min_horizontal(idx, pl.lit(col.bins - 1)))
-        return code, [x.is_null().sum() if not col.missing else pl.lit(0),
-                      ((x < lo) | (x > hi)).sum() if not col.clip else pl.lit(0), pl.lit(0)]
+        idx = pl.lit(pl.Series(col.edges + 0.0)).search_sorted(v.clip(lo, hi) if col.clip else v, side="right")
+        code = pl.when(v.is_null()).then(col.bins).otherwise(pl.min_horizontal(idx.cast(pl.Int64) - 1, pl.lit(col.bins - 1)))
+        return code, [v.is_null().sum() if not col.missing else pl.lit(0),
+                      ((v < lo) | (v > hi)).sum() if not col.clip else pl.lit(0), pl.lit(0)]
 
     def encode(self, schema) -> FrameDataset:
         """The table discretised by ``schema`` (:meth:`pgmjax.Schema.encode` with ``unreadable="missing"``), lazily;
@@ -273,14 +209,16 @@ class PolarsRaw:
         from .frame_backends import PolarsBackend
 
         _check_columns(self.names, schema)
-        codes = {n: self._code(c) for n, c in schema.columns.items()}
+        wants = {n: (n, col.kind if isinstance(col, NumericColumn) else "text") for n, col in schema.columns.items()}
+        frame = self.parsed(wants)
+        codes = {n: self._code(c, pl.col(n)) for n, c in schema.columns.items()}
         strict = _strict(schema)
         if strict:
             exprs = [e.alias(f"{i}:{j}") for i, n in enumerate(strict) for j, e in enumerate(codes[n][1])]
-            row = self._collect([self.frame.select(exprs)])[0].row(0)
+            row = self._collect([frame.select(exprs)])[0].row(0)
             _check_fit(schema, {n: tuple(int(v) for v in row[3 * i:3 * i + 3]) for i, n in enumerate(strict)})
         dtype = pl.Int64 if max(schema.domain.shape) >= 2**31 else pl.Int32
-        frame = self.frame.select([codes[n][0].cast(dtype).alias(n) for n in schema.columns])
+        frame = frame.select([codes[n][0].cast(dtype).alias(n) for n in schema.columns])
         return FrameDataset(PolarsBackend(frame, True), schema.domain, "polars", source=self.path, records=len(self))
 
 

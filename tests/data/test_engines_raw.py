@@ -20,7 +20,7 @@ pytest.importorskip("polars")
 pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
-from pgmjax.data.raw_engines import PolarsRaw, open_raw  # noqa: E402
+from pgmjax.data.raw_engines import open_raw  # noqa: E402
 
 #: Fields where parsers disagree easily: calendar and range limits of pandas' nanosecond stamps, fractions of a
 #: second, signs of zero, Python's whitespace, numbers pandas and Polars spell differently.
@@ -71,16 +71,18 @@ def tables(tmp_path_factory):
 def test_polars_parses_fields_as_memory_does():
     import polars as pl
 
+    from pgmjax.data.polars_fields import parse
+
     frame = pd.DataFrame({"v": TRICKY})
-    table = object.__new__(PolarsRaw)
-    table.frame = pl.LazyFrame({"v": TRICKY})
+    wants = {kind: ("v", kind) for kind in ("number", "date", "datetime", "class", "text")}
+    out = parse(pl.LazyFrame({"v": TRICKY}), wants).collect()
     for kind in ("number", "date", "datetime"):
         want = column_values(frame["v"], kind)
-        got = table.frame.select(table.values("v", kind)).collect()[:, 0].to_numpy().astype(float)
+        got = out[kind].to_numpy().astype(float)
         same = (want == got) | (np.isnan(want) & np.isnan(got))
         assert same.all(), (kind, [TRICKY[i] for i in np.flatnonzero(~same)])
-    got = table.frame.select(table.classes("v")).collect()[:, 0].to_numpy()
-    assert (got == field_classes(frame["v"])).all()
+    assert (out["class"].to_numpy() == field_classes(frame["v"])).all()
+    assert out["text"].to_list() == frame["v"].str.strip().tolist()
 
 
 def test_engines_compute_the_same_aggregates(tables):
