@@ -132,6 +132,7 @@ class PolarsRaw:
         self.frame = pl.scan_csv(path, infer_schema=False, empty_string_is_null=False)
         self.names = list(self.frame.collect_schema().names())
         self._n = None
+        self._classes = None
 
     def _collect(self, frames):
         import polars as pl
@@ -152,13 +153,15 @@ class PolarsRaw:
 
     # The aggregates -------------------------------------------------------------------------------------------------
     def class_counts(self, name: str) -> np.ndarray:
+        """The column's class counts; the first call counts every column in one pass (the kind vote asks for all)."""
         import polars as pl
 
-        q = self.parsed({"k": (name, "class")}).group_by("k").agg(pl.len().alias("n"))
-        out = self._collect([q])[0]
-        counts = np.zeros(6, np.int64)
-        counts[out["k"].to_numpy().astype(np.int64) + 1] = out["n"].to_numpy()
-        return counts[1:]
+        if self._classes is None:
+            wants = {str(i): (n, "class") for i, n in enumerate(self.names)}
+            row = self._collect([self.parsed(wants).select(
+                [(pl.col(str(i)) == k).sum().alias(f"{i}:{k}") for i in range(len(self.names)) for k in range(5)])])[0].row(0)
+            self._classes = {n: np.asarray(row[5 * i:5 * i + 5], np.int64) for i, n in enumerate(self.names)}
+        return self._classes[name]
 
     def value_counts(self, name: str) -> tuple[list[str], list[int]]:
         import polars as pl
@@ -276,6 +279,7 @@ class DaskRaw:
         self.frame = dd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, blocksize="64MB")
         self.names = [str(c) for c in self.frame.columns]
         self._n = None
+        self._classes = None
 
     def _sum(self, fn, *args):
         """``fn(partition, *args)`` on every partition (an int or an array), summed."""
@@ -291,7 +295,12 @@ class DaskRaw:
         return self._n
 
     def class_counts(self, name: str) -> np.ndarray:
-        return np.asarray(self._sum(lambda p: class_counts(p[name])), np.int64)
+        """As :meth:`PolarsRaw.class_counts` (every column in one pass over the partitions)."""
+        if self._classes is None:
+            names = list(self.names)
+            table = self._sum(lambda p: np.stack([class_counts(p[n]) for n in names]))
+            self._classes = {n: np.asarray(table[i], np.int64) for i, n in enumerate(names)}
+        return self._classes[name]
 
     def value_counts(self, name: str) -> tuple[list[str], list[int]]:
         import dask
