@@ -252,7 +252,7 @@ def _open_text(path):
     return open(path, newline="", encoding="utf-8-sig")
 
 
-def check_field_counts(path) -> int:
+def check_field_counts(path, *, blank_lines: bool = True) -> int:
     """Refuse a CSV file whose lines do not all have the header's number of fields.
 
     ``pandas.read_csv`` with ``usecols`` drops the fields of a longer line and fills a shorter one with
@@ -261,6 +261,7 @@ def check_field_counts(path) -> int:
 
     Args:
         path: the CSV file (``.gz`` for gzipped), UTF-8 with or without a byte-order mark.
+        blank_lines: False refuses a blank line too (Polars reads it as a record of empty fields, pandas skips it).
 
     Returns:
         The number of fields of the header.
@@ -283,6 +284,10 @@ def check_field_counts(path) -> int:
         reader = csv.reader(f)
         width = len(next(reader, []))
         for row in reader:
+            if not row and not blank_lines:
+                raise DataValueError(f"data file {path}: line {reader.line_num} is blank",
+                                     f"data file {path}: a line is blank (pandas skips it, Polars reads a record of "
+                                     "empty fields): remove the blank lines")
             if row and len(row) != width:
                 raise DataValueError(
                     f"data file {path}: line {reader.line_num} has {len(row)} field{'s' if len(row) != 1 else ''}, "

@@ -149,6 +149,8 @@ def private_categories(acc: Accountant, key, values=None, *, budget: float, delt
     if not 0.0 < delta < 0.5:
         raise SchemaError(f"private_categories: delta must lie in (0, 1/2), got {delta!r}; category discovery of unknown "
                           "values needs a delta > 0")
+    if (values is None) == (counted is None):
+        raise SchemaError("private_categories: give the values or their counts (counted=), not both")
     if counted is None:
         counted = merge_text_counts([pd.Series(list(values), dtype=object).astype(str).value_counts(sort=False)])
     labels, c = list(counted[0]), np.asarray(counted[1], np.float64)

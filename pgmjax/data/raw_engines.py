@@ -42,7 +42,7 @@ from .polars_fields import parse
 from .private_format import class_counts
 from .ranks import CountedRanks
 from .raw_fields import column_values
-from .schema_columns import NumericColumn, SchemaValueError, as_text
+from .schema_columns import NumericColumn, SchemaError, SchemaValueError, as_text
 
 __all__ = ["open_raw", "PolarsRaw", "DaskRaw"]
 
@@ -71,10 +71,24 @@ def open_raw(path: str | os.PathLike, *, engine: str = "polars", scheduler=None)
     if scheduler is None and not os.path.exists(path):
         raise FileNotFoundError(f"data file not found: {path}")
     if os.path.exists(path):
-        check_field_counts(path)
+        header = _header(path)
+        dup = sorted({n for n in header if header.count(n) > 1})
+        if dup:
+            raise SchemaError(f"data file {path} has duplicate column names: {dup}")
+        check_field_counts(path, blank_lines=engine == "dask")  # pandas (and Dask's blocks) skip blank lines
     if engine == "polars":
         return PolarsRaw(path)
     return DaskRaw(path, dask_client(scheduler))
+
+
+def _header(path: str) -> list[str]:
+    import csv
+    import gzip
+
+    opener = gzip.open(path, "rt", encoding="utf-8-sig", newline="") if path.endswith(".gz") else open(
+        path, newline="", encoding="utf-8-sig")
+    with opener as f:
+        return next(csv.reader(f), [])
 
 
 def _check_fit(schema, bad: dict) -> None:
@@ -107,8 +121,6 @@ def _strict(schema) -> list[str]:
 
 
 def _check_columns(names: list[str], schema) -> None:
-    from .schema import SchemaError
-
     missing = [n for n in schema.columns if n not in names]
     if missing:
         raise SchemaError(f"columns {missing} of the schema are missing from the data; the data has {names}")

@@ -144,3 +144,16 @@ def test_declared_schema_on_engines(tables):
         assert e.value.public == ("column 'city': a value is not one of its 2 categories; add it to the schema's "
                                   "categories (or an \"other\" category)")
         assert "Nice" not in str(e.value)
+
+
+def test_files_the_engines_would_read_otherwise_are_refused(tmp_path):
+    from pgmjax.data.dataset import DataValueError
+
+    (tmp_path / "blank.csv").write_text("a,b\n1,x\n\n2,y\n")  # pandas skips the blank line; Polars would not
+    with pytest.raises(DataValueError) as e:
+        open_raw(tmp_path / "blank.csv", engine="polars")
+    assert "line 3 is blank" in str(e.value) and "remove the blank lines" in e.value.public
+    assert len(open_raw(tmp_path / "blank.csv", engine="dask")) == len(read_raw_csv(tmp_path / "blank.csv")) == 2
+    (tmp_path / "dup.csv").write_text("a,a\n1,x\n")
+    with pytest.raises(SchemaError, match="duplicate column names"):
+        open_raw(tmp_path / "dup.csv", engine="polars")
