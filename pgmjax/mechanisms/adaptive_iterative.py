@@ -59,6 +59,12 @@ __all__ = ["aim", "aim_budget", "aim_candidates", "default_aim_workload"]
 
 #: The share of a round's budget spent on the measurement (the rest selects).
 MEASURE_SHARE = 0.9
+#: A round's fit stops once a compiled chunk (50 iterations) changes its loss by less than this, relatively
+#: (``estimate``'s ``tol``): warm-started from the last round's model it has usually converged long before
+#: ``engine_iters``. Mirror descent never accepts a step that raises the loss, so the fit ends no worse than it
+#: started. On Adult (T = 40, 3 seeds) the rounds ran 11,000 iterations instead of 29,000, with the same
+#: workload error within seed noise (the changelog has the figures).
+ROUND_TOL = 1e-4
 #: ``sqrt(2/pi)``: the expected absolute value of a standard normal.
 _HALF_NORMAL_MEAN = math.sqrt(2.0 / math.pi)
 
@@ -242,7 +248,8 @@ def aim(
         key: a ``jax.random`` key; the whole run follows from it.
         workload: see :func:`aim_candidates` (default: every 2-way clique with at most 10,000 cells,
             weight 1).
-        engine_iters: engine iterations per fit (warm-started from the previous model).
+        engine_iters: the most engine iterations per round's fit (warm-started from the previous model); a round's
+            fit stops sooner once it has converged (:data:`ROUND_TOL`; ``engine_options={"tol": None}``: never).
         engine_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``dtype``,
             ``tol``, ``callback``, ``oracle``, ...; not ``iters``, ``total``, ``warm_start``). With
             ``oracle="approximate"`` every fit uses convex generalized belief propagation on the measured
@@ -355,8 +362,9 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
 
     # 1. the one-way marginals with the initial sigma, and a first fit
     measurements = list(acc.measure_many(k_init, data, one_way, scale=sigma))
+    rounds_options = {"tol": ROUND_TOL, **options}  # the final fit runs all its iterations (unless told a tol)
     with timer("engine"):
-        model = estimate(domain, measurements, iters=engine_iters, **options)
+        model = estimate(domain, measurements, iters=engine_iters, **rounds_options)
     truth = data.marginals(cands)  # read only through the exponential mechanism below
     with timer("marginals"):
         est = candidate_marginals(model, cands)  # the model's answers; refreshed after every refit
@@ -383,7 +391,7 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
 
         with timer("engine"):
             release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
-            model = estimate(domain, measurements, iters=engine_iters, warm_start=model, **options)
+            model = estimate(domain, measurements, iters=engine_iters, warm_start=model, **rounds_options)
         # 3. annealing: the refit barely moved the selected marginal; one compiled program answers the test
         # and the next selection
         annealed = False

@@ -427,3 +427,34 @@ def test_aim_default_workload_needs_two_attributes(data):
     with pytest.raises(TypeError, match="Dataset"):
         aim(data.records, 1.0, key=jax.random.key(0))
 
+
+
+def test_aim_rounds_stop_when_converged_and_never_end_worse_than_they_start(data, monkeypatch):
+    """Each round's fit (warm-started) stops once converged (ROUND_TOL), well before engine_iters, and returns a
+    model whose loss on the round's measurements is at most that of the model it started from."""
+    import jax.numpy as jnp
+
+    from pgmjax.fit import estimation, inputs
+
+    fits = []
+    real = aim_mod.estimate
+
+    def recorded(domain, measurements, iters, warm_start=None, **kw):
+        model = real(domain, measurements, iters=iters, warm_start=warm_start, **kw)
+        start = None
+        if warm_start is not None:
+            ms, cliques = inputs.check_structure(domain, measurements, "l2", (), warm_start, caller="test")
+            problem, _, _ = inputs.build_problem(domain, ms, cliques, "l2", None, jnp.float32, caller="test")
+            start = float(estimation._model_loss(problem, problem.plan.from_tables(warm_start.potentials, jnp.float32)))
+        fits.append({"iters": iters, "ran": model.history[-1]["iteration"], "tol": kw.get("tol"), "start": start,
+                     "loss": float(model.loss)})
+        return model
+
+    monkeypatch.setattr(aim_mod, "estimate", recorded)
+    aim(data, 1.0, key=jax.random.key(3), rounds=8, engine_iters=2000, max_model_mb=1.0, synthetic=False)
+    rounds, final = fits[:-1], fits[-1]
+    assert all(f["tol"] == aim_mod.ROUND_TOL for f in rounds) and final["tol"] is None
+    assert final["ran"] == final["iters"]  # the final fit runs all its iterations
+    assert any(f["ran"] < f["iters"] for f in rounds)  # converged rounds stop early
+    for f in rounds[1:]:
+        assert f["loss"] <= f["start"] * (1 + 1e-6) + 1e-6, f
