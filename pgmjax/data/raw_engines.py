@@ -203,8 +203,9 @@ class PolarsRaw:
 
         if not isinstance(col, NumericColumn):
             other = len(col.categories) if col.other is not None else -1
-            code = v.replace_strict(list(col.categories), list(range(len(col.categories))), default=other,
-                                    return_dtype=pl.Int64)
+            # An Enum cast (unknown text: null) streams; replace_strict made Polars hold the column in memory.
+            code = (v.cast(pl.Enum(list(col.categories)), strict=False).to_physical().cast(pl.Int64).fill_null(other)
+                    if col.categories else pl.lit(other, pl.Int64) + v.str.len_bytes().cast(pl.Int64) * 0)
             return code, [pl.lit(0), pl.lit(0), (code < 0).sum()]
         lo, hi = float(col.edges[0]), float(col.edges[-1])
         idx = pl.lit(pl.Series(col.edges + 0.0)).search_sorted(v.clip(lo, hi) if col.clip else v, side="right")
