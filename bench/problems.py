@@ -286,17 +286,8 @@ def adult_mst(seed: int = 0) -> dict:
     attrs = list(dom.attributes)
     edges = sorted(chow_liu(data)[0])
     cliques = [(a,) for a in attrs] + edges
-    true = [data.marginal(c) for c in cliques]
-    return {
-        "domain": {a: int(dom[a]) for a in attrs},
-        "cliques": cliques,
-        "noisy": _noisy(true, SIGMA, seed),
-        "true": true,
-        "sigma": SIGMA,
-        "records": len(data),
-        "description": f"adult: all {len(attrs)} one-way marginals + the {len(edges)} two-way marginals of the "
-        f"maximum spanning tree of pairwise mutual information, sigma {SIGMA:g}",
-    }
+    return _measured(data, cliques, seed, f"adult: all {len(attrs)} one-way marginals + the {len(edges)} two-way "
+                     f"marginals of the maximum spanning tree of pairwise mutual information, sigma {SIGMA:g}")
 
 
 def nltcs_2way(seed: int = 0) -> dict:
@@ -308,17 +299,16 @@ def nltcs_2way(seed: int = 0) -> dict:
     dom = data.domain
     attrs = list(dom.attributes)
     cliques = list(itertools.combinations(attrs, 2))
+    return _measured(data, cliques, seed, f"nltcs: {len(attrs)} binary attributes, {len(data):,} records, all "
+                     f"{len(cliques)} two-way marginals (loopy), sigma {SIGMA:g}")
+
+
+def _measured(data, cliques: list, seed: int, description: str) -> dict:
+    """A problem of a shared dataset: its true marginals on ``cliques`` and their answers with noise ``SIGMA``."""
     true = [data.marginal(c) for c in cliques]
-    return {
-        "domain": {a: int(dom[a]) for a in attrs},
-        "cliques": cliques,
-        "noisy": _noisy(true, SIGMA, seed),
-        "true": true,
-        "sigma": SIGMA,
-        "records": len(data),
-        "description": f"nltcs: {len(attrs)} binary attributes, {len(data):,} records, all {len(cliques)} "
-        f"two-way marginals (loopy), sigma {SIGMA:g}",
-    }
+    return {"domain": {a: int(data.domain[a]) for a in data.domain.attributes}, "cliques": cliques,
+            "noisy": _noisy(true, SIGMA, seed), "true": true, "sigma": SIGMA, "records": len(data),
+            "description": description}
 
 
 def generated(d: int, seed: int = 0, records: int = 50_000) -> dict:

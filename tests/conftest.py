@@ -89,3 +89,18 @@ def chain_dataset(sizes: dict, n: int = 2000, seed: int = 7, keep: float = 0.7):
         fresh = rng.integers(0, size, n)
         cols.append(fresh if i == 0 else np.where(rng.random(n) < keep, cols[-1] % size, fresh))
     return pj.Dataset(np.stack(cols, axis=1), pj.Domain(sizes))
+
+
+def run_script(script: str, tmp_path) -> dict:
+    """Run ``script`` (Python source that writes a JSON object to the path given as its first argument) in a
+    fresh interpreter, without the suite's ``XLA_FLAGS`` (a script forcing host devices sets its own, before JAX
+    starts), and return what it wrote; its standard error's tail if it fails."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "out.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PGMJAX_COMPILATION_CACHE")}
+    proc = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text())

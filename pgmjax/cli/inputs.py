@@ -207,14 +207,23 @@ def load_integer_data(args, say):
     try:
         data = pj.Dataset(frame, domain)
     except (TypeError, ValueError) as e:
-        if not isinstance(e, DataValueError):
-            raise UserError(f"data file {args.data}: {str(e).removeprefix('Dataset: ')}") from None
-        msg = guards.public_error(e, args.show_private).removeprefix("Dataset: ")
-        hint = ""
-        if "integer codes" in msg or "not finite" in msg:
-            hint = "; for raw values (text, decimals) give a --schema instead of --domain (see: pgmjax schema --help)"
-        raise UserError(f"data file {args.data}: {msg}{hint}") from None
+        raise data_error(args, e) from None
     return data, None, extra
+
+
+def data_error(args, e: Exception) -> UserError:
+    """The command line's error for a table of codes that :class:`~pgmjax.Dataset` (in memory or counted by an
+    engine) refused: the column and what was expected, never a private value unless ``--show-private``, and a hint
+    where the file holds raw values."""
+    from ..data.dataset import DataValueError
+
+    if not isinstance(e, DataValueError):
+        return UserError(f"data file {args.data}: {str(e).removeprefix('Dataset: ')}")
+    msg = guards.public_error(e, args.show_private).removeprefix("Dataset: ")
+    hint = ""
+    if "integer codes" in msg or "not finite" in msg:
+        hint = "; for raw values (text, decimals) give a --schema instead of --domain (see: pgmjax schema --help)"
+    return UserError(f"data file {args.data}: {msg}{hint}")
 
 
 def load_engine_data(args, domain):
@@ -225,7 +234,6 @@ def load_engine_data(args, domain):
         UserError: the engine's packages are missing, the scheduler cannot be reached, a bad value (the column
             and the range named; the counts and extremes with ``--show-private``).
     """
-    from ..data.dataset import DataValueError
     from ..data.engines import open_dataset
 
     scheduler = scheduler_client(args)
@@ -236,13 +244,7 @@ def load_engine_data(args, domain):
     except FileNotFoundError as e:
         raise UserError(f"--data: {e}") from None
     except (TypeError, ValueError) as e:
-        if not isinstance(e, DataValueError):
-            raise UserError(f"data file {args.data}: {str(e).removeprefix('Dataset: ')}") from None
-        msg = guards.public_error(e, args.show_private).removeprefix("Dataset: ")
-        hint = ""
-        if "integer codes" in msg or "not finite" in msg:
-            hint = "; for raw values (text, decimals) give a --schema instead of --domain (see: pgmjax schema --help)"
-        raise UserError(f"data file {args.data}: {msg}{hint}") from None
+        raise data_error(args, e) from None
 
 
 def load_raw_data(args, say):

@@ -175,13 +175,9 @@ def _stack_on_host(plan: OraclePlan, measurements: Sequence[Measurement], sharde
 def stack_measurements(plan: OraclePlan, measurements: Sequence[Measurement], dtype) -> MeasurementArrays:
     """Group and stack measurements for a model with oracle plan ``plan`` (their answers on the host); for a
     plan laid out to be split over devices (``plan.shards > 1``), as :func:`_stack_on_host` says."""
-    arrays, groups = _stack_on_host(plan, measurements, _sharded(plan))
+    arrays, groups = _stack_on_host(plan, measurements, plan.shards > 1)
     arrays = jax.tree_util.tree_map(lambda a: to_device(a) if a.dtype.kind == "i" else to_device(a, dtype), arrays)
     return MeasurementArrays(arrays, groups)
-
-
-def _sharded(plan) -> bool:
-    return getattr(plan, "shards", 1) > 1
 
 
 def stack_measurements_traced(plan: OraclePlan, measurements: Sequence[Measurement], dtype) -> MeasurementArrays:
@@ -197,7 +193,7 @@ def stack_measurements_traced(plan: OraclePlan, measurements: Sequence[Measureme
         ids = np.arange(index, index + m.rows, dtype=np.float64)  # exact: float64 holds integers to 2^53
         placeholders.append(Measurement(m.clique, ids, stddev=m.stddev, query=m.linear, noise=m.noise))
         index += m.rows
-    arrays, groups = _stack_on_host(plan, placeholders, _sharded(plan))
+    arrays, groups = _stack_on_host(plan, placeholders, plan.shards > 1)
     answers = jnp.concatenate([jnp.zeros(1, dtype)] + [jnp.asarray(m.y, dtype).reshape(-1) for m in measurements])
     placed = []
     for group in arrays:

@@ -42,6 +42,7 @@ import numpy as np
 
 from ..compiler import to_device
 from ..data.domain import Clique, Domain
+from .oracle_plan import BlockPlan
 from .region_graph import RegionGraph, region_graph
 
 #: Potentials below this are treated as this (probability ``exp(FLOOR) == 0`` in float32 and float64).
@@ -72,7 +73,7 @@ class _Cover:
 
 
 @jax.tree_util.register_pytree_node_class
-class ApproximatePlan:
+class ApproximatePlan(BlockPlan):
     """The routing arrays (pytree leaves) and static structure of one region graph's message passing.
 
     It has the layout interface of :class:`~pgmjax.graph.oracle_plan.OraclePlan` that the losses and the
@@ -81,19 +82,6 @@ class ApproximatePlan:
     ``(1, slots, *shape)``, one per shape of maximal clique, each clique's axes in domain order. Create with
     :func:`make_approximate_plan`.
     """
-
-    def __init__(self, arrays: dict, static: tuple):
-        self.arrays = arrays
-        self.static = static
-
-    def tree_flatten(self):
-        keys = tuple(sorted(self.arrays))
-        return tuple(self.arrays[k] for k in keys), (keys, self.static)
-
-    @classmethod
-    def tree_unflatten(cls, aux, leaves):
-        keys, static = aux
-        return cls(dict(zip(keys, leaves)), static)
 
     # static = (graph, units, locations, iters, damping, sizes)
     @property
@@ -150,15 +138,9 @@ class ApproximatePlan:
     def layout(self, j: int) -> Clique:
         return self.cliques[j]
 
-    def zeros(self, dtype=jnp.float32) -> dict:
-        return {k: to_device(np.zeros(s, dtype)) for k, s in self.units}
-
     def table(self, blocks: dict, j: int, batch_dims: int = 0) -> jax.Array:
         key, level, slot = self.locations[j]
         return blocks[key][(slice(None),) * batch_dims + (level, slot)]
-
-    def tables(self, blocks: dict) -> dict[Clique, jax.Array]:
-        return {c: self.table(blocks, j) for j, c in enumerate(self.cliques)}
 
     def from_tables(self, tables: dict, dtype=jnp.float32) -> dict:
         """Blocks from ``{clique: table}``, each table broadcast into the smallest maximal clique holding it."""

@@ -102,11 +102,13 @@ class _Static(tuple):
         return not self.__eq__(other)
 
 
-@jax.tree_util.register_pytree_node_class
-class OraclePlan:
-    """Routing arrays (pytree leaves) and static structure (aux data) of one junction tree.
+class BlockPlan:
+    """What every oracle's plan shares: routing arrays (pytree leaves), static structure (aux data, hashed once),
+    and potentials stored as blocks ``{key: (levels, slots, *table)}`` listed by ``units``.
 
-    Create with :func:`make_plan`. Equal structures give equal aux data, so a
+    The exact oracle's :class:`OraclePlan` and the approximate oracle's
+    :class:`~pgmjax.graph.approximate_oracle.ApproximatePlan` subclass it (each registered as a pytree); the
+    losses, estimators and models read a plan through this layout. Equal structures give equal aux data, so a
     compiled function that takes a plan is reused across calls and models.
     """
 
@@ -122,6 +124,28 @@ class OraclePlan:
     def tree_unflatten(cls, aux, leaves):
         keys, static = aux
         return cls(dict(zip(keys, leaves)), static)
+
+    @property
+    def shards(self) -> int:
+        """The devices the plan's blocks are laid out to be split over (1: not split)."""
+        return 1
+
+    def zeros(self, dtype=jnp.float32) -> dict:
+        """All-zero potentials (the uniform distribution)."""
+        # Built on the host and transferred: jnp.zeros would compile a small program per block shape.
+        return {k: to_device(np.zeros(s, dtype)) for k, s in self.units}
+
+    def tables(self, blocks: dict) -> dict[Clique, jax.Array]:
+        """``{clique: table}`` (axes in the order of each clique) from blocks in the plan's layout."""
+        return {c: self.table(blocks, j) for j, c in enumerate(self.cliques)}
+
+
+@jax.tree_util.register_pytree_node_class
+class OraclePlan(BlockPlan):
+    """Routing arrays (pytree leaves) and static structure (aux data) of one junction tree.
+
+    Create with :func:`make_plan`.
+    """
 
     # static = (domain, tree, runs, locations, units, pairs, padded sizes, blocks with padding slots, shards)
     @property
@@ -172,11 +196,6 @@ class OraclePlan:
         if self.padded[j] is not None:
             return clique
         return tuple(clique[a] for a in self.clique_class(j).layout)
-
-    def zeros(self, dtype=jnp.float32) -> dict:
-        """All-zero potentials (the uniform distribution)."""
-        # Built on the host and transferred: jnp.zeros would compile a small program per block shape.
-        return {k: to_device(np.zeros(s, dtype)) for k, s in self.units}
 
     @property
     def slot_padded(self) -> frozenset[str]:
@@ -230,10 +249,6 @@ class OraclePlan:
         out[key] = target.at[index].add(t) if add else target.at[index].set(t)
         return out
 
-    def tables(self, blocks: dict) -> dict[Clique, jax.Array]:
-        """``{clique: table}`` (axes in the order of each clique) from blocks in the oracle layout."""
-        return {c: self.table(blocks, j) for j, c in enumerate(self.cliques)}
-
     def from_tables(self, tables: dict, dtype=jnp.float32) -> dict:
         """Blocks in the oracle layout from ``{clique: table}``.
 
@@ -277,7 +292,7 @@ def block_cells(*args, **kwargs) -> int:
                 return max((int(np.size(t)) for t in after.values()), default=0)
             return a.largest_block
         plan = getattr(a, "plan", None)
-        if isinstance(plan, OraclePlan) or hasattr(plan, "largest_block"):  # or the approximate oracle's plan
+        if isinstance(plan, BlockPlan):
             return plan.largest_block * int(np.size(a.total))
     raise TypeError("block_cells: no OraclePlan, and no argument with one as `plan`, among the arguments")
 

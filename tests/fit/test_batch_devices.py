@@ -5,11 +5,9 @@ batch on one (marginals and losses), its potentials stay split along the batch a
 program moves no table between devices (no all-gather; its only collectives are the loops' scalar predicates).
 """
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
+
+from conftest import run_script
 
 SCRIPT = textwrap.dedent('''
     import json, os, re, sys
@@ -41,11 +39,7 @@ SCRIPT = textwrap.dedent('''
 
 
 def test_a_batch_spread_over_four_devices_equals_one_device(tmp_path):
-    out = tmp_path / "out.json"
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PGMJAX_COMPILATION_CACHE")}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    r = json.loads(out.read_text())
+    r = run_script(SCRIPT, tmp_path)
     assert r["devices"] == 4 and r["shards"] == 4
     assert r["spec"] == ["batch"] and r["mesh_devices"] == 4  # the fitted potentials stay split
     assert r["marginal_diff"] <= 1e-6 and r["loss_diff"] <= 1e-4

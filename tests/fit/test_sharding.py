@@ -7,16 +7,14 @@ all-gather) and its other collectives carry messages and scalars, never a table;
 half of what one device needs.
 """
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 
 import pgmjax as pj
+from conftest import run_script
+
 
 SCRIPT = textwrap.dedent('''
     import importlib, json, os, sys
@@ -76,11 +74,7 @@ SCRIPT = textwrap.dedent('''
 
 
 def test_a_model_split_over_four_devices_answers_as_on_one(tmp_path):
-    out = tmp_path / "out.json"
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PGMJAX_COMPILATION_CACHE")}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    r = json.loads(out.read_text())
+    r = run_script(SCRIPT, tmp_path)
     assert r["devices"] == 4
     assert r["diff"] <= 1e-8 and abs(r["loss"][0] - r["loss"][1]) <= 1e-9 * abs(r["loss"][0])
     # every block of more than one clique is split along its slots (padded to a multiple of 4); the root is whole
