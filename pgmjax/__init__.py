@@ -9,8 +9,7 @@ Example:
     [50.0, 70.0, 90.0]
 """
 
-from . import privacy, queries
-from .data import datasets
+from . import datasets, privacy, queries
 from .data.dataset import Dataset
 from .data.domain import Domain
 from .fit.batch import BatchedMeasurement, estimate_batch
@@ -81,7 +80,7 @@ __version__ = "0.1.0"
 # Subpackages imported on first use (PEP 562): a process that only fits and queries models skips them, and a
 # noticeable part of a fresh process's import time with them.
 _LAZY = {"bayes": ".bayes", "history": ".history", "mechanisms": ".mechanisms", "rr": ".rr",
-         "uncertainty": ".uncertainty", "report_html": ".cli.report_html", "preprocess": ".data.preprocess",
+         "uncertainty": ".uncertainty", "report_html": ".cli.report_html", "preprocess": ".preprocessing.preprocess",
          "schema": ".data.schema", "engines": ".data.engines"}
 
 

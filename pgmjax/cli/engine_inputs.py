@@ -1,5 +1,5 @@
 """``--engine polars|dask`` inputs shared by the raw and integer-coded paths of ``pgmjax run``: the Dask client
-and a raw CSV opened by the engine (:mod:`pgmjax.data.raw_engines`)."""
+and a raw CSV opened by the engine (:mod:`pgmjax.preprocessing.raw_engines`)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ __all__ = ["open_raw_table", "scheduler_client"]
 
 
 def open_raw_table(args):
-    """``--engine polars|dask`` on a raw CSV: the table opened by the engine (:func:`pgmjax.data.raw_engines.open_raw`).
+    """``--engine polars|dask`` on a raw CSV: the table opened by the engine (:func:`pgmjax.preprocessing.raw_engines.open_raw`).
 
     Raises:
         UserError: the engine's packages are missing, the scheduler cannot be reached, the file cannot be read.
     """
     from ..data.dataset import DataValueError
-    from ..data.raw_engines import open_raw
+    from ..preprocessing.raw_engines import open_raw
 
     try:
         return open_raw(args.data, engine=args.engine, scheduler=scheduler_client(args))

@@ -21,7 +21,7 @@ def need_data(args) -> None:
 
     The in-memory engine reads a CSV file; ``polars`` and ``dask`` read integer-coded CSV or Parquet (a file,
     a folder of Parquet files or a glob) with ``--domain``, or a raw CSV (with ``--schema`` or the private
-    schema; :mod:`pgmjax.data.raw_engines`). With ``--scheduler`` the Dask workers read the path, which need
+    schema; :mod:`pgmjax.preprocessing.raw_engines`). With ``--scheduler`` the Dask workers read the path, which need
     not exist on this machine.
 
     Raises:

@@ -1,4 +1,4 @@
-"""Command-line side of private preprocessing (:mod:`pgmjax.data.preprocess`): the budget split, the options, the schema.
+"""Command-line side of private preprocessing (:mod:`pgmjax.preprocessing.preprocess`): the budget split, the options, the schema.
 
 * ``pgmjax run --data raw.csv [--preprocess-fraction 0.1] ...`` (no ``--domain``, no ``--schema``; or
   ``--private-schema`` explicitly): the schema is derived from the raw table with differential privacy
@@ -14,7 +14,7 @@
   preprocessing for add/remove would understate its epsilon up to twice.
 * ``--kind COLUMN=KIND`` and ``--decimals COLUMN=D`` declare a column's kind and precision (public:
   no budget for the kind vote, no rule); ``--range COLUMN=LOW:HIGH`` a public range. Everything else is
-  decided under DP or by a data-independent rule (:mod:`pgmjax.data.preprocess`).
+  decided under DP or by a data-independent rule (:mod:`pgmjax.preprocessing.preprocess`).
 * ``pgmjax schema --data raw.csv --epsilon E``: the same private schema, written as JSON.
 * A schema read from the data without noise (``pgmjax schema`` without ``--epsilon``) is refused by
   ``run`` unless ``--allow-nonprivate-schema`` is given; then the summary and report flag it: the release
@@ -158,7 +158,7 @@ def declared_kind(text: str) -> tuple[str, str]:
     """
     import argparse
 
-    from ..data.private_format import KINDS
+    from ..preprocessing.private_format import KINDS
 
     column, sep, kind = text.partition("=")
     if not sep or not column.strip() or kind.strip() not in KINDS:
@@ -297,11 +297,11 @@ def load_private(args, say, key):
     """Read ``--data``, derive the private schema with ``args.split``'s accountant, encode the table.
 
     Returns:
-        ``(data, schema, result)`` where ``result`` is the :class:`pgmjax.data.preprocess.PrivateSchema`.
+        ``(data, schema, result)`` where ``result`` is the :class:`pgmjax.preprocessing.preprocess.PrivateSchema`.
     """
     from ..data import schema as S
-    from ..data.preprocess import private_schema
-    from ..data.private_format import encode_raw
+    from ..preprocessing.preprocess import private_schema
+    from ..preprocessing.private_format import encode_raw
 
     engine = getattr(args, "engine", "memory") or "memory"
     try:
@@ -327,7 +327,7 @@ def private_schema_cmd(args) -> int:
     import jax
 
     from ..data import schema as S
-    from ..data.preprocess import private_schema
+    from ..preprocessing.preprocess import private_schema
     from ..privacy import Accountant
 
     try:

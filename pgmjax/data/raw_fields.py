@@ -2,7 +2,7 @@
 
 An error raised on one field of a private table would depend on one record (a run that stops, or a message
 that names a value), so the raw path reads every field it cannot parse as missing. One rule for the private
-schema's encoding (:func:`pgmjax.data.private_format.encode_raw`), for declared schemas whose columns have a
+schema's encoding (:func:`pgmjax.preprocessing.private_format.encode_raw`), for declared schemas whose columns have a
 missing code (:meth:`pgmjax.Schema.encode` with ``unreadable="missing"``) and for the private bounds.
 """
 

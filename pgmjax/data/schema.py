@@ -37,7 +37,7 @@ entry ``"_pgmjax": {"private": true|false, ...}`` records where the schema came 
 Privacy: a schema is public information. :func:`infer_schema` reads the data itself (its minima,
 maxima and category lists are *not* differentially private); it gives a starting point to review
 and replace with public knowledge (published ranges, code lists) before a private release.
-:func:`pgmjax.data.preprocess.private_schema` derives one with differential privacy instead.
+:func:`pgmjax.preprocessing.preprocess.private_schema` derives one with differential privacy instead.
 
 Example:
     >>> schema = Schema.from_dict({"x": {"bins": [0, 1, 2]}, "c": {"categories": ["a", "b"]}})
@@ -289,7 +289,7 @@ def infer_schema(frame: pd.DataFrame, *, bins: int = 10, max_categories: int = 3
     ``max_categories`` distinct ones, ``bins`` bins of dates; a binned column with empty fields gets a
     ``missing`` code. Otherwise a categorical column with the distinct values as categories (numbers
     sorted numerically, text alphabetically; an empty field is the category ``""``), which decodes
-    back to exactly those values. For a private schema use :func:`pgmjax.data.preprocess.private_schema`.
+    back to exactly those values. For a private schema use :func:`pgmjax.preprocessing.preprocess.private_schema`.
 
     Args:
         frame: a raw table as read by :func:`read_raw_csv` (text fields).

@@ -87,7 +87,7 @@ def test_importing_pgmjax_leaves_the_slow_optional_modules_for_later():
     import sys
 
     slow = ("scipy.stats", "scipy.optimize", "scipy.linalg", "optax", "pandas", "pgmjax.bayes", "pgmjax.history",
-            "pgmjax.mechanisms", "pgmjax.rr", "pgmjax.uncertainty", "pgmjax.data.schema", "pgmjax.data.preprocess")
+            "pgmjax.mechanisms", "pgmjax.rr", "pgmjax.uncertainty", "pgmjax.data.schema", "pgmjax.preprocessing.preprocess")
     code = f"import sys, pgmjax; print(sorted(m for m in {slow!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -105,6 +105,6 @@ def test_lazy_subpackages_load_on_first_use():
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["pgmjax.mechanisms", "pgmjax.bayes", "pgmjax.history", "pgmjax.rr",
                                   "pgmjax.uncertainty", "pgmjax.cli.report_html", "pgmjax.data.schema",
-                                  "pgmjax.data.preprocess", "True"]
+                                  "pgmjax.preprocessing.preprocess", "True"]
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
         pj.nonexistent  # noqa: B018

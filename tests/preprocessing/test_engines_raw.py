@@ -9,18 +9,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pgmjax.data.preprocess import private_schema
-from pgmjax.data.private_format import encode_raw, field_classes
-from pgmjax.data.raw_aggregates import RawFrame
 from pgmjax.data.raw_fields import column_values
 from pgmjax.data.schema import Schema, SchemaError, read_raw_csv
+from pgmjax.preprocessing.preprocess import private_schema
+from pgmjax.preprocessing.private_format import encode_raw, field_classes
+from pgmjax.preprocessing.raw_aggregates import RawFrame
 from pgmjax.privacy import Accountant
 
 pytest.importorskip("polars")
 pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
-from pgmjax.data.raw_engines import open_raw  # noqa: E402
+from pgmjax.preprocessing.raw_engines import open_raw  # noqa: E402
 
 #: Fields where parsers disagree easily: calendar and range limits of pandas' nanosecond stamps, fractions of a
 #: second, signs of zero, Python's whitespace, numbers pandas and Polars spell differently.
@@ -71,7 +71,7 @@ def tables(tmp_path_factory):
 def test_polars_parses_fields_as_memory_does():
     import polars as pl
 
-    from pgmjax.data.polars_fields import parse
+    from pgmjax.preprocessing.polars_fields import parse
 
     frame = pd.DataFrame({"v": TRICKY})
     wants = {kind: ("v", kind) for kind in ("number", "date", "datetime", "class", "text")}

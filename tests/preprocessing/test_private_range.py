@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 
 from pgmjax.cli.preprocessing import split_budget
-from pgmjax.data.preprocess import private_schema
-from pgmjax.data.private_range import block_threshold, range_blocks, range_release
+from pgmjax.preprocessing.preprocess import private_schema
+from pgmjax.preprocessing.private_range import block_threshold, range_blocks, range_release
 from pgmjax.privacy import Accountant
 
 START, END = np.datetime64("1985-01-01"), np.datetime64("2021-01-01")
@@ -66,8 +66,8 @@ def test_block_thresholds_bound_the_false_pass_rate():
 
 
 def test_a_narrow_range_is_warned_in_words_from_released_values_only():
-    from pgmjax.data.preprocess import _shown
-    from pgmjax.data.private_range import RangeRelease, range_cells, range_warnings
+    from pgmjax.preprocessing.preprocess import _shown
+    from pgmjax.preprocessing.private_range import RangeRelease, range_cells, range_warnings
 
     cells = range_cells("date")
     noisy = np.zeros(len(cells) - 1)

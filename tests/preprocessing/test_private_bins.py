@@ -9,7 +9,8 @@ import pytest
 
 from pgmjax import schema as S
 from pgmjax.cli import main
-from pgmjax.data.private_bins import (
+from pgmjax.data.schema_columns import NumericColumn, datetime_days, days_to_datetimes
+from pgmjax.preprocessing.private_bins import (
     candidate_edges,
     private_edges,
     private_quantiles,
@@ -18,7 +19,6 @@ from pgmjax.data.private_bins import (
     range_cells,
     recursive_quantiles,
 )
-from pgmjax.data.schema_columns import NumericColumn, datetime_days, days_to_datetimes
 from pgmjax.privacy import Accountant
 
 

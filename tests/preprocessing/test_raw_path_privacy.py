@@ -221,7 +221,7 @@ def _realised_laplace_scale(scale: float) -> float:
     ("laplace", 0.1, 1e-9),              # b = 10
 ])
 def test_category_threshold_bounds_a_single_records_release_by_delta_exactly(family, budget, delta):
-    from pgmjax.data.preprocess import private_categories
+    from pgmjax.preprocessing.preprocess import private_categories
 
     acc = Accountant(rho=1.0) if family == "gaussian" else Accountant(epsilon=1.0)
     values = ["common"] * 500 + ["single"]

@@ -1,4 +1,4 @@
-"""Private preprocessing (pgmjax.data.preprocess), the extended schema columns, and the raw-table case of issue 19.
+"""Private preprocessing (pgmjax.preprocessing.preprocess), the extended schema columns, and the raw-table case of issue 19.
 
 The raw table is generated here: 20,000 rows with a float age (halves), an income with 0.2% outliers
 above 2M and 2% blanks, a 30-valued city column of which 5 values appear 1 to 4 times, a date column
@@ -16,14 +16,14 @@ import pytest
 from pgmjax import schema as S
 from pgmjax.cli import main
 from pgmjax.data.examples import RARE_CITIES, raw_table
-from pgmjax.data.preprocess import (
+from pgmjax.data.schema_columns import NumericColumn
+from pgmjax.model.serialization import load_model_schema
+from pgmjax.preprocessing.preprocess import (
     candidate_edges,
     private_categories,
     private_quantiles,
     private_schema,
 )
-from pgmjax.data.schema_columns import NumericColumn
-from pgmjax.model.serialization import load_model_schema
 from pgmjax.privacy import Accountant, cdp_rho
 
 RARE = RARE_CITIES
@@ -201,7 +201,7 @@ def test_private_schema_on_the_raw_table(raw):
     assert e_age[0] != age.min() and e_age[-1] != age.max() and e_inc[-1] < income.max() / 10
     assert schema.columns["income"].missing and schema.columns["income"].clip and schema.columns["income"].integer
     # Kinds by the private vote; decimals by the rule from the released edges (not the data's own decimals).
-    from pgmjax.data.private_format import rule_decimals
+    from pgmjax.preprocessing.private_format import rule_decimals
 
     assert schema.columns["joined"].kind == "date" and schema.columns["city"].other == "other"
     age_col = schema.columns["age"]  # half-years: about half whole, half fractional; the vote may go either way
