@@ -16,8 +16,8 @@ row group: the physical limit of reading the file), then for each engine, in a f
 
 With ``--raw`` the table is a raw CSV instead (numbers, decimals, dates, datetimes, categories with rare values,
 empty and unreadable fields: :func:`write_raw_table`), and each engine runs the private preprocessing on it
-(``open``: :func:`pgmjax.read_raw_csv` or :func:`pgmjax.data.raw_engines.open_raw`; ``preprocess``:
-:func:`pgmjax.data.preprocess.private_schema` at epsilon 0.1; ``count``: the encoding by the released schema
+(``open``: :func:`pgmjax.read_raw_csv` or :func:`pgmjax.preprocessing.raw_engines.open_raw`; ``preprocess``:
+:func:`pgmjax.preprocessing.preprocess.private_schema` at epsilon 0.1; ``count``: the encoding by the released schema
 and every 2-way marginal; ``mst`` at epsilon 0.9).
 
 Each row records wall seconds, the driver's peak resident memory (VmHWM of the process running the
@@ -103,8 +103,8 @@ def raw_child(engine: str, path: str, synthetic_rows: int, workers: int, skip_ms
     """One engine's measurements of the raw path in this (fresh) process."""
     import jax
 
-    from pgmjax.data.preprocess import private_schema
-    from pgmjax.data.private_format import encode_raw
+    from pgmjax.preprocessing.preprocess import private_schema
+    from pgmjax.preprocessing.private_format import encode_raw
     from pgmjax.mechanisms import mst
     from pgmjax.privacy import Accountant
 
@@ -116,7 +116,7 @@ def raw_child(engine: str, path: str, synthetic_rows: int, workers: int, skip_ms
 
         table = read_raw_csv(path)
     else:
-        from pgmjax.data.raw_engines import open_raw
+        from pgmjax.preprocessing.raw_engines import open_raw
 
         if engine == "dask":
             from distributed import Client, LocalCluster

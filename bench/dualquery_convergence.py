@@ -97,7 +97,7 @@ def markdown(doc: dict) -> str:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", default=None, help="the shared data folder (default: pgmjax.data.datasets.data_dir())")
+    p.add_argument("--data", default=None, help="the shared data folder (default: pgmjax.datasets.data_dir())")
     p.add_argument("--dataset", default="stroke", choices=("titanic", "adult", "loans", "stroke"))
     p.add_argument("--seeds", default="0", help="comma-separated seeds")
     p.add_argument("--checkpoints", default="500,1000,2000,4000", help="increasing engine iteration counts")

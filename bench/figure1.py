@@ -4,9 +4,9 @@ McKenna, Sheldon & Miklau, "Graphical-model based estimation and inference for d
 ICML 2019 (arXiv 1901.09136), Section 6 / Figure 1, on the benchmark of its Section 5.1 (private-pgm
 ``examples/benchmarks.py``).
 
-For each dataset (Titanic, Adult, Loans, Stroke; ``pgmjax.data.datasets.load``) the benchmark workload is the
-15 three-way cliques of :func:`pgmjax.data.datasets.benchmark_cliques` with Prefix queries on the numeric
-attributes of :data:`pgmjax.data.datasets.NUMERIC` and the identity on the others (``pgmjax.Workload.benchmark``).
+For each dataset (Titanic, Adult, Loans, Stroke; ``pgmjax.datasets.load``) the benchmark workload is the
+15 three-way cliques of :func:`pgmjax.datasets.benchmark_cliques` with Prefix queries on the numeric
+attributes of :data:`pgmjax.datasets.NUMERIC` and the identity on the others (``pgmjax.Workload.benchmark``).
 Each mechanism runs at ``epsilon = 1`` (DualQuery: ``delta = 1e-3``), ``--runs`` seeds, and both of its
 arms are evaluated on the *same* noisy measurements:
 
@@ -580,7 +580,7 @@ def merge_docs(paths: list[str], key_fields: tuple[str, ...]) -> dict:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", default=None, help="the shared data folder (default: pgmjax.data.datasets.data_dir())")
+    p.add_argument("--data", default=None, help="the shared data folder (default: pgmjax.datasets.data_dir())")
     p.add_argument("--runs", type=int, default=5, help="seeds per (dataset, mechanism) (default 5)")
     p.add_argument("--seed0", type=int, default=0, help="first seed (runs use seed0 .. seed0 + runs - 1)")
     p.add_argument("--datasets", default=",".join(DATASETS), help=f"comma-separated, from {DATASETS}")

@@ -184,7 +184,7 @@ def merge(paths: list[str], prefix: str) -> dict:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", default=None, help="the shared data folder (default: pgmjax.data.datasets.data_dir())")
+    p.add_argument("--data", default=None, help="the shared data folder (default: pgmjax.datasets.data_dir())")
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--seed0", type=int, default=0)
     p.add_argument("--datasets", default="adult", help="comma-separated (default adult)")

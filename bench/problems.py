@@ -18,7 +18,7 @@ Problems (``PROBLEMS``):
 * ``chain10``, ``chain100``, ``chain1000``: the scalability problem (:func:`markov_chain_problem`) (d attributes
   of 10 values, 10,000 records from a random Markov chain, every consecutive triple measured, sigma 10).
 * ``titanic``, ``adult``, ``loans``, ``stroke``: the ICML 2019 benchmark cliques of the dataset
-  (``pgmjax.data.datasets.benchmark_cliques``; Adult's published 15), identity measurements, sigma 10.
+  (``pgmjax.datasets.benchmark_cliques``; Adult's published 15), identity measurements, sigma 10.
 * ``adult_mst``: Adult, all 14 one-way marginals plus the 13 two-way marginals of the maximum spanning tree of
   the data's pairwise mutual information (Chow-Liu tree), sigma 10.
 * ``nltcs_2way``: NLTCS (16 binary attributes), all 120 two-way marginals (a loopy model: its junction tree is

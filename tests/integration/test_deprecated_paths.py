@@ -68,10 +68,11 @@ def test_the_finder_sees_old_paths():
 
 
 def test_the_repository_uses_the_new_paths():
-    """Tests, docs, notebooks and the package's own docstrings name the new modules (CHANGELOG.md keeps its
-    history; bench/ is not scanned yet: bench/data_engines.py still reads the old paths, through the shims)."""
+    """Tests, docs, notebooks, the benchmarks and the package's own docstrings name the new modules
+    (CHANGELOG.md keeps its history)."""
     here = pathlib.Path(__file__).resolve()
     paths = [*ROOT.glob("pgmjax/**/*.py"), *ROOT.glob("tests/**/*.py"), *ROOT.glob("docs/**/*.md"),
+             *ROOT.glob("bench/**/*.py"), *ROOT.glob("bench/**/*.md"),
              *ROOT.glob("notebooks/*.ipynb"), ROOT / "README.md"]
     shim_files = {ROOT.joinpath(*old.split(".")).with_suffix(".py") for old in SHIMS}
     found = {}
