@@ -39,6 +39,12 @@ larger blocks and where the measurements reduce tables into many marginals
 half the time, and most fits wait mostly for that; their reductions over a large table run slower.
 ``XLA_FLAGS`` naming the emitters wins over this choice.
 
+Where a call does little work, the loop emitters' program is compiled at LLVM's optimisation level 0 instead
+(``jit(..., quick=...)``, :data:`QUICK_WORK`): a fit of a small model for a few hundred iterations (an adaptive
+mechanism's round) waits about twice as long for code generation at level 1 as it would lose to slower loops
+at level 0. The work is the model's cells times the passes expected of the program, :func:`expected_passes`,
+which a fit sets to its iterations.
+
 Every pgmjax program is also traced with full-precision matrix products (``jax.default_matmul_precision
 ("highest")``): on recent NVIDIA GPUs a float32 product would otherwise run in TensorFloat-32, about three
 significant digits, which a sum of a million exponentials or a query's answer cannot afford. CPUs compute
@@ -47,6 +53,8 @@ float32 products in full either way.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import os
 
@@ -156,7 +164,8 @@ def scan_unroll(platform: str | None = None) -> int:
     return SCAN_UNROLL.get(platform or backend(), 1)
 
 
-def options_for(platform: str, engine: bool = False, loop_emitters: bool = False, user: dict | None = None) -> dict:
+def options_for(platform: str, engine: bool = False, loop_emitters: bool = False, user: dict | None = None,
+                quick: bool = False) -> dict:
     """Every compiler option of a pgmjax program compiled for ``platform``.
 
     Args:
@@ -164,6 +173,8 @@ def options_for(platform: str, engine: bool = False, loop_emitters: bool = False
         engine: an engine program (:func:`engine_options`).
         loop_emitters: compiled with XLA:CPU's loop emitters (:data:`LOOP_EMITTERS`; CPU only).
         user: the caller's own options (``jit(..., compiler_options=...)``), merged last on every platform.
+        quick: an engine program of little work, compiled at :data:`QUICK_OPTIONS`' level (CPU only, and not
+            where ``XLA_FLAGS`` names a level; see :data:`QUICK_WORK`).
 
     Returns:
         The options, a new dict.
@@ -173,13 +184,16 @@ def options_for(platform: str, engine: bool = False, loop_emitters: bool = False
         {'a': 1}
     """
     cpu = platform == "cpu"
+    engine_part = engine_options(platform) if engine else {}
+    if quick and cpu and "xla_backend_optimization_level" in engine_part:
+        engine_part.update(QUICK_OPTIONS)
     return {
-        **compiler_options(platform), **(engine_options(platform) if engine else {}),
+        **compiler_options(platform), **engine_part,
         **(LOOP_EMITTERS if loop_emitters and cpu and has_loop_emitters() else {}), **(user or {}),
     }
 
 
-def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
+def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, quick=None, **kwargs):
     """``jax.jit`` with the compiler options of the platform each call compiles for; ``@jit``,
     ``@jit(static_argnames=...)`` or ``jit(f)``.
 
@@ -193,6 +207,9 @@ def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
             a max; see the module docstring).
         loop_emitters: a predicate of a call's arguments: whether its program is compiled with XLA:CPU's
             loop emitters (:class:`BySize`; e.g. :func:`pgmjax.graph.oracle_plan.suits_loop_emitters`).
+        quick: with ``loop_emitters``, a predicate of a call's arguments: whether its program does so little
+            work that it is compiled at :data:`QUICK_OPTIONS`' level (:data:`QUICK_WORK`; e.g.
+            :func:`pgmjax.graph.oracle_plan.suits_quick_compile`).
         **kwargs: any ``jax.jit`` keyword argument; ``compiler_options`` given here are merged over
             pgmjax's own, on every platform.
 
@@ -206,7 +223,7 @@ def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
     """
 
     def wrap(f):
-        return Program(f, kwargs, engine) if loop_emitters is None else BySize(f, loop_emitters, kwargs, engine)
+        return Program(f, kwargs, engine) if loop_emitters is None else BySize(f, loop_emitters, kwargs, engine, quick)
 
     return wrap if fun is None else wrap(fun)
 
@@ -227,6 +244,46 @@ LOOP_EMITTERS_MAX_REDUCTIONS = 8
 
 #: The per-program option that selects XLA:CPU's loop emitters (passed only for the CPU: :func:`options_for`).
 LOOP_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
+
+#: An engine program on the loop emitters whose calls do at most this much work (the model's cells times the
+#: passes over it its caller expects, :func:`expected_passes`: a fit's iterations, one for a model's answers)
+#: is compiled at :data:`QUICK_OPTIONS`' level. A first fit of a small model waits mostly for XLA:CPU's code
+#: generation: at level 0 it generated the chunk of an adaptive mechanism's round fit (Adult, AIM's models of
+#: 778 to 57,286 cells) in 0.47-0.76 s instead of 0.95-1.85 s, while an iteration cost about 7e-8 s more per
+#: cell (57,286 cells: 5.5 instead of 0.84 ms), so level 0 pays below about 1e7 cell-iterations. Beyond, and
+#: on other platforms, the level of :data:`ENGINE_OPTIONS` holds (the changelog has the measurements).
+QUICK_WORK = 2**23
+
+#: The options of a quick program (:data:`QUICK_WORK`): LLVM's optimisation level 0 for its kernels. The
+#: arithmetic is XLA's own (its ``exp``, ``log`` and reductions), the same at every level; only how much LLVM
+#: optimises the generated loops differs.
+QUICK_OPTIONS = {"xla_backend_optimization_level": 0}
+
+_EXPECTED_PASSES: contextvars.ContextVar[int] = contextvars.ContextVar("pgmjax_expected_passes", default=1)
+
+
+@contextlib.contextmanager
+def expected_passes(passes: int):
+    """Within this context, engine programs are compiled for about ``passes`` passes over their model each (a
+    fit's iterations): what :data:`QUICK_WORK` weighs. Outside any, one pass (a model's answers).
+
+    Example:
+        >>> with expected_passes(1000):
+        ...     passes_expected()
+        1000
+        >>> passes_expected()
+        1
+    """
+    token = _EXPECTED_PASSES.set(max(1, int(passes)))
+    try:
+        yield
+    finally:
+        _EXPECTED_PASSES.reset(token)
+
+
+def passes_expected() -> int:
+    """The passes over its model an engine program called now is expected to make (:func:`expected_passes`)."""
+    return _EXPECTED_PASSES.get()
 
 
 def has_loop_emitters() -> bool:
@@ -283,7 +340,8 @@ class Program:
         return jax.jit(self._fun, **self._jit_kwargs, compiler_options=options)
 
     def options(self, platform: str, small: bool = False) -> dict:
-        """The compiler options of the program a call compiled for ``platform`` runs (``small``: the loop emitters')."""
+        """The compiler options of the program a call compiled for ``platform`` runs (``small``: True for the loop
+        emitters', ``"quick"`` for :class:`BySize`'s quick program's)."""
         if platform == "cpu":
             return dict(self._cpu_options[small])
         return options_for(platform, self._engine, False, self._user)
@@ -335,7 +393,8 @@ class Program:
 
 
 class BySize(Program):
-    """One function jitted by platform and, on the CPU, twice: with XLA:CPU's loop emitters for small models,
+    """One function jitted by platform and, on the CPU, two or three times: with XLA:CPU's loop emitters for
+    small models (and, given a ``quick`` predicate, at :data:`QUICK_OPTIONS`' level for calls of little work),
     its defaults otherwise.
 
     Each call asks ``loop_emitters(*args, **kwargs)`` (e.g.
@@ -348,6 +407,7 @@ class BySize(Program):
         loop_emitters: a predicate of a call's arguments: whether to run the loop emitters' program.
         kwargs: ``jax.jit`` keyword arguments (``compiler_options``: the caller's own).
         engine: an engine program (:func:`engine_options` on the CPU).
+        quick: None, or a predicate of a call's arguments: whether a loop-emitters call runs the quick program.
 
     Example:
         >>> f = BySize(lambda x: x * 2, lambda x: x.size <= 4, {})
@@ -355,12 +415,17 @@ class BySize(Program):
         2.0
     """
 
-    def __init__(self, fun, loop_emitters, kwargs, engine: bool = False):
+    def __init__(self, fun, loop_emitters, kwargs, engine: bool = False, quick=None):
         super().__init__(fun, kwargs, engine)
         self._loop_emitters = loop_emitters
+        self._quick = quick
         self._cpu_options[True] = options_for("cpu", engine, True, self._user)
+        self._cpu_options["quick"] = options_for("cpu", engine, True, self._user, quick=True)
         self.large = self.cpu
         self.small = self._compile(self._cpu_options[True])
+        # no quick program where its options are the loop emitters' (XLA_FLAGS names a level, which then holds)
+        distinct = quick is not None and self._cpu_options["quick"] != self._cpu_options[True]
+        self.quick = self._compile(self._cpu_options["quick"]) if distinct else None
 
     def program(self, *args, **kwargs):
         """The jitted function a call with these arguments runs."""
@@ -369,10 +434,12 @@ class BySize(Program):
             return self.on(platform)
         if emitters_chosen_by_flags() or not self._loop_emitters(*args, **kwargs):
             return self.large
+        if self.quick is not None and self._quick(*args, **kwargs):
+            return self.quick
         return self.small
 
     def _programs(self) -> list:
-        return [self.small, *super()._programs()]
+        return [self.small, *([self.quick] if self.quick is not None else []), *super()._programs()]
 
 
 def _traced(args, kwargs) -> bool:

@@ -107,7 +107,7 @@ from .batch_problem import (
     zeros,
 )
 from ..compiler import jit, to_device
-from ..graph.oracle_plan import suits_loop_emitters
+from ..graph.oracle_plan import suits_loop_emitters, suits_quick_compile
 from ..data.domain import CliqueLike, Domain
 
 __all__ = [
@@ -240,7 +240,7 @@ def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Pr
     return jax.vmap(one, in_axes=(batch_axes(problem), 0))(problem, state)
 
 
-@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
+@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
 def _vmapped_start(estimator: Batched, problem, theta, step_size):
     return jax.vmap(estimator.estimator.start, in_axes=(batch_axes(problem), 0, 0))(problem, theta, step_size)
 
@@ -298,7 +298,7 @@ def auto_group(problem: estimation.Problem) -> int | None:
     return None if groups == 1 else -(-batch // groups)
 
 
-@jit(engine=True, loop_emitters=suits_loop_emitters)
+@jit(engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
 def _loss(problem: estimation.Problem, theta: dict):
     """Per member: the exact loss of the potentials' model."""
     def one(p, th):

@@ -297,6 +297,50 @@ def block_cells(*args, **kwargs) -> int:
     raise TypeError("block_cells: no OraclePlan, and no argument with one as `plan`, among the arguments")
 
 
+def model_cells(*args, **kwargs) -> int:
+    """The cells of all potential tables an engine program's call works on, every member of a batch counted
+    (found in the arguments as :func:`block_cells` finds its block); 0 where the model is not a junction
+    tree's (:class:`OraclePlan`).
+
+    Example:
+        >>> from pgmjax.data.domain import Domain
+        >>> plan = make_plan(Domain({"a": 2, "b": 3, "c": 4}), [("a", "b"), ("b", "c")])
+        >>> model_cells(plan), model_cells(plan, {"x": np.zeros((4, 6)), "y": np.zeros((4, 12))})
+        (18, 72)
+    """
+    values = [*args, *kwargs.values()]
+    for i, a in enumerate(values):
+        if isinstance(a, OraclePlan):
+            after = values[i + 1] if i + 1 < len(values) else None
+            if isinstance(after, dict):
+                return sum(int(np.size(t)) for t in after.values())
+            return a.cells
+        plan = getattr(a, "plan", None)
+        if isinstance(plan, BlockPlan):
+            return plan.cells * int(np.size(a.total)) if isinstance(plan, OraclePlan) else 0
+    return 0
+
+
+def suits_quick_compile(*args, **kwargs) -> bool:
+    """Whether an engine program's call (on the loop emitters) is compiled at
+    :data:`pgmjax.compiler.QUICK_OPTIONS`' level: its model's cells (:func:`model_cells`) times the passes
+    expected of it (:func:`pgmjax.compiler.expected_passes`: a fit's iterations) are at most
+    :data:`pgmjax.compiler.QUICK_WORK`. The approximate oracle's programs (many message-passing iterations per
+    pass) never are.
+
+    Example:
+        >>> from pgmjax.data.domain import Domain
+        >>> plan = make_plan(Domain({"a": 2, "b": 3}), [("a", "b")])
+        >>> suits_quick_compile(plan)
+        True
+        >>> with compiler.expected_passes(10**7):
+        ...     suits_quick_compile(plan)
+        False
+    """
+    cells = model_cells(*args, **kwargs)
+    return 0 < cells * compiler.passes_expected() <= compiler.QUICK_WORK
+
+
 def suits_loop_emitters(*args, **kwargs) -> bool:
     """Whether an engine program's call is compiled with XLA:CPU's loop emitters (:class:`pgmjax.compiler.BySize`).
 

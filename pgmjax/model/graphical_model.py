@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from ..compiler import jit, to_device
-from ..graph.oracle_plan import suits_loop_emitters
+from ..graph.oracle_plan import suits_loop_emitters, suits_quick_compile
 from ..data.domain import Clique, CliqueLike, Domain, cells_text
 from ..graph import oracle
 from ..queries import factors as queries_mod
@@ -485,8 +485,8 @@ def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Cal
             raise FloatingPointError(f"{what}: the marginal of clique {clique} sums to {s:.6g}, not the total {total:.6g}{why}")
 
 
-_marginals_jit = jit(oracle.marginals, engine=True, loop_emitters=suits_loop_emitters)
-_log_partition_jit = jit(oracle.log_partition, engine=True, loop_emitters=suits_loop_emitters)
+_marginals_jit = jit(oracle.marginals, engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
+_log_partition_jit = jit(oracle.log_partition, engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
 
 
 def _host_scalar(x):

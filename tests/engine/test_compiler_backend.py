@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import pgmjax as pj
 from pgmjax import compiler
 from pgmjax.compiler import ENGINE_OPTIONS, LOOP_EMITTERS, BySize, compiler_options, engine_options, jit, options_for
 
@@ -93,6 +94,37 @@ def test_by_size_chooses_emitters_only_on_the_cpu(made, monkeypatch):
     assert small is large  # one program on a GPU: no emitters to choose, no second compilation
     assert small.options == {} and f.options("gpu") == {}
     f.clear_cache()
+
+
+def test_by_size_compiles_calls_of_little_work_at_the_quick_level(made, monkeypatch):
+    # quick: at most 4 elements times the passes expected of the call (compiler.expected_passes)
+    f = BySize(lambda x: x * 2, lambda x: np.size(x) <= 16, {}, engine=True,
+               quick=lambda x: np.size(x) * compiler.passes_expected() <= 4)
+    assert f.program(np.ones(3)) is f.quick and f.program(np.ones(9)) is f.small and f.program(np.ones(20)) is f.large
+    with compiler.expected_passes(10):
+        assert f.program(np.ones(3)) is f.small
+    assert f.program(np.ones(3)) is f.quick  # the context is gone
+    assert f.quick.options["xla_backend_optimization_level"] == compiler.QUICK_OPTIONS["xla_backend_optimization_level"]
+    assert f.small.options["xla_backend_optimization_level"] == ENGINE_OPTIONS["xla_backend_optimization_level"]
+    assert {k: v for k, v in f.quick.options.items() if k != "xla_backend_optimization_level"} == {
+        k: v for k, v in f.small.options.items() if k != "xla_backend_optimization_level"}
+    monkeypatch.setattr(compiler, "backend", lambda: "gpu")
+    assert f.program(np.ones(3)).options == {}  # one program elsewhere
+
+
+def test_a_level_in_xla_flags_leaves_no_quick_program(made, monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
+    f = BySize(lambda x: x * 2, lambda x: True, {}, engine=True, quick=lambda x: True)
+    assert f.quick is None and f.program(np.ones(3)) is f.small  # the user's level holds: no duplicate program
+
+
+def test_a_fit_compiles_for_its_iterations():
+    seen = []
+    domain = pj.Domain({"a": 2, "b": 3})
+    ms = [pj.Measurement(("a", "b"), np.arange(6.0))]
+    pj.estimate(domain, ms, iters=120, callback=lambda info: seen.append(compiler.passes_expected()))
+    assert seen and set(seen) == {120}
+    assert compiler.passes_expected() == 1
 
 
 def test_the_platform_follows_jax_default_device():
