@@ -32,13 +32,24 @@ Differences from the pgmjax implementation that come from the engines, not the a
   structure; kept alive, they exhausted the process's memory maps on Adult after about 15 rounds:
   "LLVM ERROR: Unable to allocate section memory").
 
+AIM's per-round trace (``--trace``, :mod:`bench.aim_trace`): at every round's end, the seconds since ``run_aim``
+started (the trace's own evaluation taken out) and the workload error of the model so far, scored by
+``pgmjax.model.metrics.workload_error`` (so the trace needs pgmjax importable in this interpreter, as in the
+project's ``.venv``). The model's marginals of the workload are taken eagerly (``jax.disable_jit``) from
+``model.marginals`` and ``mbi.marginal_oracles.variable_elimination``, not through ``MarkovRandomField.project``:
+nothing compiled that the candidate selection could reuse, and ``bench.mbi_lowmaps`` (which clears JAX's caches
+every 64 projections) does not count them. ``--max-rounds K`` / ``--time-limit S`` stop AIM after round ``K``, or at
+the end of the first round after ``S`` seconds (the same clock); the run then has no final fit and no synthetic
+data, and its JSON says ``subset`` (how many rounds, and why it stopped).
+
 Usage (by ``bench.mst_aim``, from the repository root)::
 
     python -m bench.mbi_mst_aim --problem problem.npz --mechanism aim --rho 0.0149731 --seed 0 \\
-        --out synth.npz [--rounds 224 --max-model-size 80 --max-iters 1000] [--select-iters 2500 --fit-iters 10000]
+        --out synth.npz [--rounds 224 --max-model-size 80 --max-iters 1000] [--select-iters 2500 --fit-iters 10000] \\
+        [--trace] [--max-rounds 3] [--time-limit 3600]
 
-It writes the synthetic records (original domain, domain order) to ``--out`` and prints one JSON
-line (timings, selected cliques, per-round log).
+It writes the synthetic records (original domain, domain order) to ``--out`` (not for a subset run) and prints
+one JSON line (timings, selected cliques, per-round log, trace).
 """
 
 from __future__ import annotations
@@ -54,6 +65,8 @@ import time
 import warnings
 
 import numpy as np
+
+from bench.aim_trace import Clock, Scorer, Trace
 
 
 def _setup():
@@ -249,18 +262,55 @@ def _candidate_marginals(model, names, indices) -> dict:
     return out
 
 
+def aim_workload(domain, max_cells: int = 10_000) -> list[tuple[tuple[str, ...], float]]:
+    """AIM's default workload: every 2-way clique with at most ``max_cells`` cells, weight 1."""
+    return [(c, 1.0) for c in itertools.combinations(domain.attributes, 2) if domain.size(c) <= max_cells]
+
+
+def model_marginals(model, cliques) -> list[np.ndarray]:
+    """``model``'s marginals of ``cliques`` (flat, float64), eagerly: from its clique marginals where a model clique
+    holds the query, else by ``variable_elimination`` on its potentials (what ``MarkovRandomField.project`` does),
+    under ``jax.disable_jit`` so that no program is compiled or traced that the mechanism could reuse."""
+    import jax
+    from mbi.marginal_oracles import variable_elimination
+
+    out = []
+    with jax.disable_jit():
+        for c in cliques:
+            c = tuple(c)
+            f = model.marginals.project(c) if model.marginals.supports(c) else variable_elimination(model.potentials, c,
+                                                                                          float(model.total))
+            out.append(np.asarray(f.datavector(), np.float64))
+    return out
+
+
+def aim_trace(data, max_cells: int = 10_000) -> Trace:
+    """The trace of :func:`run_aim` on ``data``: its workload's true marginals and the scorer (computed here, before
+    the run's clock starts)."""
+    cliques = [c for c, _ in aim_workload(data.domain, max_cells)]
+    truth = [np.asarray(data.project(c).datavector(), np.float64) for c in cliques]
+    domain = dict(zip(data.domain.attributes, data.domain.shape))
+    return Trace(Scorer(domain, cliques, truth), lambda model: model_marginals(model, cliques))
+
+
 def run_aim(mbi, data, rho: float, seed: int, rounds: int, max_model_size: float, max_iters: int,
-            max_cells: int = 10_000) -> tuple[dict, np.ndarray]:
+            max_cells: int = 10_000, trace: Trace | None = None, max_rounds: int | None = None,
+            time_limit: float | None = None) -> tuple[dict, np.ndarray | None]:
+    """AIM on mbi's engine: ``(info, records)``. With ``trace`` a point per round and one for the final model
+    (``trace.points``). ``max_rounds`` / ``time_limit`` (seconds on the trace's clock) stop the run at a round's end:
+    then ``info["subset"]`` says so, and there is no final fit and no synthetic data (``records`` None)."""
     import jax
     from mbi import LinearMeasurement
     from mbi.estimation import MirrorDescent
     from mbi.junction_tree import hypothetical_model_size
 
+    clock = trace.clock if trace is not None else Clock()
+    clock.start()
     rng = np.random.default_rng(seed)
     domain = data.domain
     attrs = list(domain.attributes)
     order = {a: i for i, a in enumerate(attrs)}
-    workload = [(c, 1.0) for c in itertools.combinations(attrs, 2) if domain.size(c) <= max_cells]
+    workload = aim_workload(domain, max_cells)
     cands = candidates_of(workload, order)
     names = list(cands)
     weight = np.array([cands[c] for c in names])
@@ -334,14 +384,27 @@ def run_aim(mbi, data, rho: float, seed: int, rounds: int, max_model_size: float
         if annealed:
             sigma /= 2
             eps_em *= 2
-    t0 = time.perf_counter()
-    model = est.estimate(domain, measurements, iters=max_iters, warm_start=model)
-    seconds["engine"] += time.perf_counter() - t0
-    t0 = time.perf_counter()
-    np.random.seed(seed)
-    synth = model.synthetic_data()
-    seconds["synthetic"] = time.perf_counter() - t0
-    seconds["total"] = time.perf_counter() - start
+        if trace is not None:
+            trace.point(t, model)
+        if not last and (max_rounds is not None and t >= max_rounds or time_limit is not None and clock.now() >= time_limit):
+            stopped = "max_rounds" if max_rounds is not None and t >= max_rounds else "time_limit"
+            subset = {"rounds_run": t, "stopped_by": stopped, "max_rounds": max_rounds, "time_limit_s": time_limit,
+                      "seconds": clock.now()}
+            break
+    else:
+        subset = None
+    synth = None
+    if subset is None:
+        t0 = time.perf_counter()
+        model = est.estimate(domain, measurements, iters=max_iters, warm_start=model)
+        seconds["engine"] += time.perf_counter() - t0
+        if trace is not None:
+            trace.point("final", model)
+        t0 = time.perf_counter()
+        np.random.seed(seed)
+        synth = model.synthetic_data()
+        seconds["synthetic"] = time.perf_counter() - t0
+    seconds["total"] = time.perf_counter() - start - (trace.clock.skipped if trace is not None else 0.0)
     info = {
         "rounds_run": t,
         "annealed": sum(e["annealed"] for e in log),
@@ -352,8 +415,12 @@ def run_aim(mbi, data, rho: float, seed: int, rounds: int, max_model_size: float
         "rho_spent": used,
         "jax_cache_clears": cache_clears,
         "seconds": seconds,
+        "subset": subset,
     }
-    return info, _records(synth, attrs)
+    if trace is not None:
+        info["trace"] = trace.points
+        info["trace_eval_s"] = trace.clock.skipped
+    return info, None if synth is None else _records(synth, attrs)
 
 
 def main(argv=None):
@@ -368,19 +435,31 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=None, help="AIM's T (default 16 d)")
     p.add_argument("--max-model-size", type=float, default=80.0)
     p.add_argument("--max-iters", type=int, default=1000)
+    p.add_argument("--trace", action="store_true", help="AIM: a point per round (seconds, workload error)")
+    p.add_argument("--max-rounds", type=int, default=None, help="AIM: stop after this many rounds (a subset run)")
+    p.add_argument("--time-limit", type=float, default=None,
+                   help="AIM: stop at the end of the first round after this many seconds (a subset run)")
     args = p.parse_args(argv)
+    for name in ("max_rounds", "time_limit"):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            p.error(f"--{name.replace('_', '-')} must be positive, got {value}")
 
     jax, mbi = _setup()
     meta, data = load_problem(args.problem, mbi)
+    trace = aim_trace(data) if args.trace and args.mechanism == "aim" else None
+    jax.config.update("jax_enable_compilation_cache", False)  # again: importing pgmjax may have turned it on
     t0 = time.perf_counter()
     if args.mechanism == "mst":
         info, records = run_mst(mbi, data, args.rho, args.seed, args.select_iters, args.fit_iters)
     else:
         rounds = args.rounds or 16 * len(data.domain.attributes)
-        info, records = run_aim(mbi, data, args.rho, args.seed, rounds, args.max_model_size, args.max_iters)
+        info, records = run_aim(mbi, data, args.rho, args.seed, rounds, args.max_model_size, args.max_iters,
+                                trace=trace, max_rounds=args.max_rounds, time_limit=args.time_limit)
         info["rounds"] = rounds
-    info["wall_s"] = time.perf_counter() - t0
-    np.savez(args.out, records=records)
+    info["wall_s"] = time.perf_counter() - t0 - (trace.clock.skipped if trace is not None else 0.0)
+    if records is not None:
+        np.savez(args.out, records=records)
     info["meta"] = environment(jax)
     print(json.dumps(info))
 

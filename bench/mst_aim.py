@@ -37,6 +37,20 @@ instead of MST's default, the reference code's plain mirror descent: the ablatio
 Both sides also report the fitted model's own 2-way TVD (``tvd_model``, over the original domain,
 merged values spread uniformly), which splits the estimation error from the sampling error.
 
+``--datasets generated30`` (or ``generated<d>``): the ``d``-column, 100,000-row table of
+``bench.aim_profile.load_table`` (columns of 2 to 40 values drawn from a random tree-structured model).
+
+AIM's per-round trace (on by default; ``--no-trace`` turns it off; :mod:`bench.aim_trace`): for every round of
+both sides, the seconds since the mechanism started (the trace's own evaluation taken out, and out of ``wall_s``
+too) and the workload error of the model fitted so far (mean L1 / N over the workload's marginals,
+``pgmjax.model.metrics.workload_error``, the same function for both sides), in each AIM run's ``trace``. mbi's AIM
+takes minutes per round on Adult, so ``--mbi-max-rounds K`` and/or ``--mbi-time-limit S`` stop mbi's AIM after
+round ``K``, or at the end of the first round after ``S`` seconds: such a run has no final fit and no synthetic
+data (its TVD is n/a), says ``subset`` in its row and on the page, and is compared at round ``K``: pgmjax's time
+and error at its round ``K`` against mbi's (``bench.aim_trace.speed_rows``), with pgmjax's full run beside, per
+seed and as mean ± sd over ``--seeds``. The plots of workload error against time (one PNG per dataset and
+epsilon, :mod:`bench.aim_trace_plot`) are written beside the result and linked from its page.
+
 ``--merge OLD.json`` keeps the runs of an earlier results file (new runs replace equal keys), so a
 grid can be filled in pieces; ``--render JSON`` only re-renders the Markdown next to it.
 """
@@ -53,7 +67,7 @@ import sys
 import tempfile
 import time
 
-from bench import schema
+from bench import aim_trace, schema
 from bench.children import child_command
 from bench.schema import ROOT, cpu_model
 
@@ -94,6 +108,11 @@ def generated_table(rows: int, sizes, alpha: float, seed: int):
     return pj.Dataset(np.stack(cols, 1), pj.Domain({f"c{j}": s for j, s in enumerate(sizes)}))
 
 
+def is_generated(name: str) -> bool:
+    """``generated<d>``: a table of ``bench.aim_profile.load_table`` (``generated`` alone is :data:`GENERATED`)."""
+    return name.startswith("generated") and name[len("generated"):].isdigit()
+
+
 def prepare(data_folder, path: str, dataset: str = "adult") -> dict:
     """Write the dataset's records and domain to ``path`` (npz) for the child processes."""
     import numpy as np
@@ -103,6 +122,12 @@ def prepare(data_folder, path: str, dataset: str = "adult") -> dict:
     if dataset == "generated":
         data = generated_table(**GENERATED)
         meta = {"dataset": dataset, "generator": dict(GENERATED), "records": len(data), "domain": dict(data.domain)}
+    elif is_generated(dataset):
+        from bench.aim_profile import load_table
+
+        data = load_table(dataset)
+        meta = {"dataset": dataset, "generator": f"bench.aim_profile.load_table({dataset!r})", "records": len(data),
+                "domain": dict(data.domain)}
     else:
         data = pj.datasets.load(dataset, data_folder)
         csv, _ = pj.datasets.files(dataset, data_folder)
@@ -131,15 +156,22 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
     from pgmjax.mechanisms.spanning_tree import mst
 
     data = _load(problem)
+    trace = None
     t0 = time.perf_counter()
     if mechanism == "mst":
         options = {"method": s["engine_method"]} if s.get("engine_method") else None
         res = mst(data, epsilon, DELTA, key=jax.random.key(seed), select_iters=s["mst_select_iters"],
                   engine_iters=s["mst_fit_iters"], engine_options=options)
     else:
-        res = aim(data, epsilon, DELTA, key=jax.random.key(seed), rounds=s["aim_rounds"],
-                  max_model_mb=s["aim_max_model_size"], engine_iters=s["aim_max_iters"])
-    wall = time.perf_counter() - t0
+        options = dict(rounds=s["aim_rounds"], max_model_mb=s["aim_max_model_size"], engine_iters=s["aim_max_iters"])
+        if s.get("trace"):
+            from bench.aim_trace import traced_aim
+
+            res, trace, wall = traced_aim(data, epsilon, DELTA, jax.random.key(seed), **options)
+        else:
+            res = aim(data, epsilon, DELTA, key=jax.random.key(seed), **options)
+    if trace is None:
+        wall = time.perf_counter() - t0
     np.savez(out, records=np.asarray(res.synthetic.records))
     info = res.info
     row = {
@@ -163,6 +195,8 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
             model_mb=info["model_mb"],
             log=[{k: (list(v) if k == "clique" else v) for k, v in e.items()} for e in info["log"]],
         )
+        if trace is not None:
+            row.update(trace=trace, trace_eval_s=sum(p["eval_s"] for p in trace))
     pairs = list(itertools.combinations(data.domain.attributes, 2))
     from pgmjax.model.metrics import marginal_tvd
 
@@ -255,6 +289,12 @@ def main(argv=None):
     p.add_argument("--aim-rounds", type=int, default=None, help="T (default 16 d = 224 on Adult)")
     p.add_argument("--aim-max-model-size", type=float, default=2.0, help="MB (reference 80)")
     p.add_argument("--aim-max-iters", type=int, default=200, help="per fit (reference 1000)")
+    p.add_argument("--trace", action=argparse.BooleanOptionalAction, default=True,
+                   help="AIM: a point per round on both sides (seconds, workload error); --no-trace: none")
+    p.add_argument("--mbi-max-rounds", type=int, default=None, metavar="K",
+                   help="mbi's AIM stops after round K (a stated subset; compared with pgmjax at round K)")
+    p.add_argument("--mbi-time-limit", type=float, default=None, metavar="S",
+                   help="mbi's AIM stops at the end of the first round after S seconds (a stated subset)")
     p.add_argument("--label", default="", help="a note on this run (e.g. the machine), stored and rendered")
     p.add_argument("--render", default=None, metavar="JSON", help="only re-render the Markdown of a results JSON")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -265,10 +305,14 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--engine-method", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    for name in ("mbi_max_rounds", "mbi_time_limit"):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            p.error(f"--{name.replace('_', '-')} must be positive, got {value}")
 
     if args.render:
         with open(args.render) as f:
-            schema.write_page(args.render, render(json.load(f)).splitlines())
+            schema.write_page(args.render, render(json.load(f), args.render).splitlines())
         return
 
     import pgmjax as pj
@@ -283,6 +327,9 @@ def main(argv=None):
         "aim_max_model_size": args.aim_max_model_size,
         "aim_max_iters": args.aim_max_iters,
         "aim_workload": "all 2-way cliques with <= 10,000 cells, weight 1",
+        "trace": args.trace,
+        "mbi_max_rounds": args.mbi_max_rounds,
+        "mbi_time_limit_s": args.mbi_time_limit,
     }
     if args.child:
         settings["aim_rounds"] = args.aim_rounds
@@ -293,7 +340,7 @@ def main(argv=None):
 
     try:
         for name in args.datasets:
-            if name != "generated":
+            if name != "generated" and not is_generated(name):
                 pj.datasets.files(name, args.data)
     except FileNotFoundError as e:
         print(f"skipping the MST/AIM benchmark: {e}", file=sys.stderr)
@@ -341,11 +388,24 @@ def main(argv=None):
                        "--select-iters", str(args.mst_select_iters), "--fit-iters", str(args.mst_fit_iters),
                        "--rounds", str(rounds), "--max-model-size", repr(args.aim_max_model_size),
                        "--max-iters", str(args.aim_max_iters)]
+                if mech == "aim":
+                    cmd += _mbi_aim_options(args)
+            if lib.startswith("pgmjax"):
+                cmd.append("--trace" if args.trace else "--no-trace")
             row = _child(cmd, f"{dataset} {lib} {mech} eps={eps:g} seed={seed}")
             row.update(dataset=dataset, library=lib, mechanism=mech, epsilon=eps, seed=seed, rho_budget=rho,
                        settings=dict(settings))
-            row["tvd"], row["synthetic_records"] = _score(problem, synth)
-            print(f"    TVD {row['tvd']:.4f}, wall {row['wall_s']:.0f} s", file=sys.stderr, flush=True)
+            if row.get("subset"):  # mbi ran its first rounds only: no final fit, no synthetic data
+                row["tvd"], row["synthetic_records"] = None, None
+                print(f"    subset: {row['rounds_run']} rounds of {row['rounds']} ({row['subset']['stopped_by']}), "
+                      f"{row['subset']['seconds']:.0f} s", file=sys.stderr, flush=True)
+            else:
+                row["tvd"], row["synthetic_records"] = _score(problem, synth)
+                print(f"    TVD {row['tvd']:.4f}, wall {row['wall_s']:.0f} s", file=sys.stderr, flush=True)
+            if row.get("trace"):
+                last = row["trace"][-1]
+                print(f"    trace: {len(row['trace'])} points, last {last['round']} at {last['seconds']:.1f} s, "
+                      f"workload error {last['error']:.4f}", file=sys.stderr, flush=True)
             runs = [r for r in runs if _key(r) != _key(row)] + [row]
             out["runs"] = runs
             _write(args.out, out, quiet=True)  # after every run: long grids survive an interruption
@@ -354,18 +414,35 @@ def main(argv=None):
     out["runs"] = runs
     out["load_end"] = list(os.getloadavg())
     out["total_wall_s"] = time.perf_counter() - started
+    if any(r.get("trace") for r in runs):
+        from bench.aim_trace_plot import plot
+
+        for path in plot({"rows": runs, **out}, schema.result_path("mechanisms", args.out)):
+            print(f"plot: {path}", file=sys.stderr)
     _write(args.out, out)
+
+
+def _mbi_aim_options(args) -> list[str]:
+    """The mbi driver's AIM options: its trace and the subset it runs."""
+    out = ["--trace"] if args.trace else []
+    if args.mbi_max_rounds is not None:
+        out += ["--max-rounds", str(args.mbi_max_rounds)]
+    if args.mbi_time_limit is not None:
+        out += ["--time-limit", repr(args.mbi_time_limit)]
+    return out
 
 
 def _write(name: str, out: dict, quiet: bool = False) -> None:
     """The result through ``bench.schema``: the runs are its rows."""
     rest = {k: v for k, v in out.items() if k not in ("meta", "runs")}
-    schema.write_result("mechanisms", name, out["runs"], out["meta"], page=render(out).splitlines(), quiet=quiet,
+    path = schema.result_path("mechanisms", name)
+    schema.write_result("mechanisms", name, out["runs"], out["meta"], page=render(out, path).splitlines(), quiet=quiet,
                         **rest)
 
 
 # ----------------------------------------------------------------------------- rendering
-def render(res: dict) -> str:
+def render(res: dict, path: str | None = None) -> str:
+    """The page; with ``path`` (the result's, any suffix) it links the trace plots found beside it."""
     meta, runs = res["meta"], res.get("rows", res.get("runs", []))
     mbi_meta = next((r["meta"] for r in runs if r.get("library") == "mbi" and "meta" in r), None)
     s = res["settings"]
@@ -465,7 +542,22 @@ def render(res: dict) -> str:
     ]
     if res.get("merged_from"):
         lines += ["", f"Some runs come from an earlier file ({res['merged_from']['file']}); each run's settings are in the JSON."]
+    lines += aim_trace.render(res, _plots_beside(path))
     return "\n".join(lines) + "\n"
+
+
+def _plots_beside(path):
+    """``png(dataset, eps)``: the plot's file name where it exists beside the result, else None."""
+    if path is None:
+        return None
+    from bench.aim_trace_plot import png_name
+
+    stem = os.path.splitext(path)[0]
+
+    def png(dataset, eps):
+        name = png_name(stem, dataset, eps)
+        return name if os.path.exists(os.path.join(os.path.dirname(stem), name)) else None
+    return png
 
 
 if __name__ == "__main__":

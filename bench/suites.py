@@ -45,7 +45,8 @@ SUITES = {s.name: s for s in (
           ("mbi_inference",)),
     Suite("mechanisms", "MST and AIM against mbi 2.0 (accuracy and time), their time per round (selection, "
           "fits: compilation and iterations), low-variance synthetic data, private preprocessing of a raw table",
-          ("mst_aim", "aim_profile", "low_variance", "private_preprocessing"), ("mbi_mst_aim", "mbi_lowmaps")),
+          ("mst_aim", "aim_profile", "low_variance", "private_preprocessing"),
+          ("mbi_mst_aim", "mbi_lowmaps", "aim_trace_plot"), ("aim_trace",)),
     Suite("agreement", "pgmjax's and mbi's fits, float32 and float64, on answers no measurement constrains",
           ("agreement",)),
     Suite("scalability", "ICML 2019 Figure 2b: time per iteration as the number of attributes grows, pgmjax "

@@ -115,3 +115,100 @@ def test_the_schema_writer_refuses_an_incomplete_record(tmp_path):
     doc = json.loads((tmp_path / "s.json").read_text())
     assert doc["rows"] is None and doc["part_a"] == {"mse": 0.5}
     assert (tmp_path / "s.md").read_text() == "# Sections\n\ntext\n"
+
+
+# ----------------------------------------------------------------------------- issue 46: AIM traces against mbi
+def _trace(points, final=None):
+    out = [{"round": k, "seconds": s, "error": e, "eval_s": 0.01} for k, (s, e) in enumerate(points, 1)]
+    return out + ([{"round": "final", "seconds": final[0], "error": final[1], "eval_s": 0.01}] if final else [])
+
+
+def _fabricated_result():
+    """Two seeds of AIM on one dataset: pgmjax's full runs, mbi's first 2 rounds (a subset); one MST row."""
+    rows = []
+    for seed, (p2, m2) in enumerate([(2.0, 50.0), (4.0, 70.0)]):
+        rows.append({"dataset": "toy", "library": "pgmjax", "mechanism": "aim", "epsilon": 1.0, "seed": seed,
+                     "rounds": 8, "rounds_run": 3, "wall_s": 6.0 + seed, "tvd": 0.1,
+                     "trace": _trace([(1.0, 0.5), (p2, 0.4 + 0.1 * seed), (5.0, 0.3)], final=(5.5, 0.25 + 0.1 * seed))})
+        rows.append({"dataset": "toy", "library": "mbi", "mechanism": "aim", "epsilon": 1.0, "seed": seed, "rounds": 8,
+                     "rounds_run": 2, "wall_s": m2 + 1, "tvd": None, "trace": _trace([(20.0, 0.55), (m2, 0.45)]),
+                     "subset": {"rounds_run": 2, "stopped_by": "max_rounds", "max_rounds": 2, "time_limit_s": None}})
+    rows.append({"dataset": "toy", "library": "pgmjax", "mechanism": "mst", "epsilon": 1.0, "seed": 0, "wall_s": 1.0})
+    return {"rows": rows}
+
+
+def test_the_aim_trace_compares_pgmjax_and_mbi_at_mbis_last_round():
+    """Like with like: pgmjax's time and error at mbi's last round K, the ratio, mean ± sd over seeds (by hand)."""
+    from bench.aim_trace import speed_rows, summary_rows
+
+    speed = speed_rows(_fabricated_result()["rows"])
+    assert [(r["seed"], r["K"]) for r in speed] == [(0, 2), (1, 2)]
+    assert [r["pgmjax_s_at_K"] for r in speed] == [2.0, 4.0] and [r["mbi_s_at_K"] for r in speed] == [50.0, 70.0]
+    assert [r["ratio_at_K"] for r in speed] == [25.0, 17.5]
+    assert [r["pgmjax_error_at_K"] for r in speed] == [0.4, 0.5] and [r["pgmjax_error"] for r in speed] == [0.25, 0.35]
+    assert all(r["mbi_subset"] and "mbi_wall" not in r for r in speed)  # a subset has no full-run figures
+    (s,) = summary_rows(speed)
+    assert s["K"] == [2] and s["seeds"] == 2
+    mean, sd, n = s["ratio_at_K"]
+    assert n == 2 and mean == pytest.approx(21.25) and sd == pytest.approx(7.5 / 2 ** 0.5)
+    assert s["mbi_wall"] == (None, None, 0)
+
+
+def test_the_trace_plot_writes_one_png_per_dataset_and_the_page_links_it(tmp_path):
+    from bench.aim_trace_plot import plot
+    from bench.mst_aim import render
+
+    doc = _fabricated_result()
+    path = tmp_path / "traces.json"
+    path.write_text(json.dumps(doc))
+    written = plot(json.loads(path.read_text()), str(path))
+    assert written == [str(tmp_path / "traces_toy_eps1.png")]
+    png = (tmp_path / "traces_toy_eps1.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    assert plot({"rows": [r for r in doc["rows"] if r["library"] == "pgmjax" and r["mechanism"] == "mst"]},
+                str(tmp_path / "none")) == []  # no trace: nothing drawn
+    res = {"meta": {"cpu": "c", "cores": 2, "cpu_affinity": 2, "backend": "cpu", "date": "d", "python": "3",
+                    "pgmjax": "0", "jax": "0", "numpy": "0"}, "settings": {
+        "delta": 1e-9, "mst_select_iters": 1, "mst_fit_iters": 1, "aim_workload": "w", "aim_rounds": 8,
+        "aim_max_model_size": 1.0, "aim_max_iters": 5}, "load_start": [0, 0, 0],
+        "problems": {"toy": {"dataset": "toy", "records": 10, "domain": {"a": 2}}}, **doc}
+    page = render(res, str(path))
+    assert "![AIM on toy, eps 1: workload error against time](traces_toy_eps1.png)" in page
+    assert "**mbi ran a subset of its rounds** (--mbi-max-rounds 2)" in page and "its first 2 rounds" in page
+    assert "| toy | 1 | 0 | 2 | 2.0 | 50.0 | 25.0 |" in page
+
+
+def test_mst_aim_traces_aim_on_both_sides_and_stops_mbi_after_k_rounds(tmp_path):
+    """A real run, seconds: the 3-column generated table (``--datasets generated<d>``), T = 5 (2 rounds), 5 iterations
+    per fit; mbi's AIM stopped after round 1. Then the mbi driver alone, stopped by its time limit."""
+    pytest.importorskip("mbi", reason="mbi 2.0 (the bench extra) is not installed: no comparison to run")
+    out = tmp_path / "aim"
+    proc = _run("-m", "bench", "mechanisms", "mst_aim", "--datasets", "generated3", "--mechanisms", "aim", "--eps", "1",
+                "--seeds", "0", "--aim-rounds", "5", "--aim-max-model-size", "1", "--aim-max-iters", "5",
+                "--mbi-max-rounds", "1", "--mbi-python", sys.executable, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.with_suffix(".json").read_text())
+    pg, mb = (next(r for r in doc["rows"] if r["library"] == lib) for lib in ("pgmjax", "mbi"))
+    assert doc["settings"]["mbi_max_rounds"] == 1 and doc["problems"]["generated3"]["records"] == 100_000
+    # pgmjax: a point per round and the final model, in time order, the trace's evaluation out of wall_s
+    assert [p["round"] for p in pg["trace"]] == [*range(1, pg["rounds_run"] + 1), "final"] and pg["rounds_run"] >= 2
+    seconds = [p["seconds"] for p in pg["trace"]]
+    assert seconds == sorted(seconds) and 0 < seconds[-1] <= pg["wall_s"] < pg["process_wall_s"]
+    assert all(0 < p["error"] < 2 for p in pg["trace"]) and pg["tvd"] is not None
+    # mbi: one round, then stopped: no final fit, no synthetic data, said so
+    assert mb["subset"] == {**mb["subset"], "rounds_run": 1, "stopped_by": "max_rounds", "max_rounds": 1}
+    assert [p["round"] for p in mb["trace"]] == [1] and 0 < mb["trace"][0]["error"] < 2 and mb["tvd"] is None
+    assert mb["trace_eval_s"] > 0 and mb["wall_s"] < mb["process_wall_s"]
+    page = out.with_suffix(".md").read_text()
+    assert "mbi ran a subset of its rounds" in page and "(aim_generated3_eps1.png)" in page
+    assert (tmp_path / "aim_generated3_eps1.png").stat().st_size > 10_000
+    # the driver alone: stopped by its time limit at the end of round 1, no records written
+    problem, synth = tmp_path / "problem.npz", tmp_path / "synth.npz"
+    code = f"from bench.mst_aim import prepare; prepare(None, {str(problem)!r}, 'generated3')"
+    assert _run("-c", code).returncode == 0
+    proc = _run("-m", "bench.mbi_mst_aim", "--problem", str(problem), "--mechanism", "aim", "--rho", "0.05", "--out",
+                str(synth), "--rounds", "5", "--max-model-size", "1", "--max-iters", "5", "--time-limit", "1e-6")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert info["subset"]["stopped_by"] == "time_limit" and info["rounds_run"] == 1 and "trace" not in info
+    assert not synth.exists()
