@@ -24,6 +24,10 @@ each with the weight ``w_r = sum_{(s, c_s) in W} c_s |r ∩ s|`` (:func:`aim_can
    L1, halve ``sigma`` and double ``eps_EM``.
 4. A final fit and ``round(total)`` synthetic records.
 
+The fits read a marginal measured more than once as one measurement, its answers averaged by inverse variance
+(:func:`~pgmjax.queries.measurement.pool_repeats`; exact for the L2 loss): the release keeps every measurement,
+and a round that measures a marginal again refits the previous round's structure with its compiled program.
+
 Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``; :func:`aim_budget`): ``T = 224``,
 ``sigma = 91.17``, ``eps_EM = 0.007313``.
 """
@@ -47,6 +51,7 @@ from ..privacy import check_count as _count
 from ..privacy import check_key as _check_key
 from ..privacy import check_positive as _positive
 from ..programs import MAX_LIVE_PROGRAMS, release_compiled
+from ..queries.measurement import pool_repeats
 from ..queries.workload import Workload
 from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_options, check_model_cap, check_synthetic,
                       check_zcdp_delta)
@@ -363,8 +368,11 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
     # 1. the one-way marginals with the initial sigma, and a first fit
     measurements = list(acc.measure_many(k_init, data, one_way, scale=sigma))
     rounds_options = {"tol": ROUND_TOL, **options}  # the final fit runs all its iterations (unless told a tol)
+    # a marginal measured again pools with its earlier measurements (exact for the L2 loss): the fit's structure,
+    # hence its compiled program, stays the previous round's
+    fit_on = pool_repeats if options.get("loss", "l2") == "l2" else list
     with timer("engine"):
-        model = estimate(domain, measurements, iters=engine_iters, **rounds_options)
+        model = estimate(domain, fit_on(measurements), iters=engine_iters, **rounds_options)
     truth = data.marginals(cands)  # read only through the exponential mechanism below
     with timer("marginals"):
         est = candidate_marginals(model, cands)  # the model's answers; refreshed after every refit
@@ -391,7 +399,7 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
 
         with timer("engine"):
             release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
-            model = estimate(domain, measurements, iters=engine_iters, warm_start=model, **rounds_options)
+            model = estimate(domain, fit_on(measurements), iters=engine_iters, warm_start=model, **rounds_options)
         # 3. annealing: the refit barely moved the selected marginal; one compiled program answers the test
         # and the next selection
         annealed = False
@@ -410,7 +418,7 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
 
     # 4. the final fit and synthetic records
     with timer("engine"):
-        model = estimate(domain, measurements, iters=final_iters, warm_start=model, **options)
+        model = estimate(domain, fit_on(measurements), iters=final_iters, warm_start=model, **options)
     synth = None
     if synthetic and getattr(model, "approximate", False):  # oracle="auto" took the approximate oracle
         warnings.warn("aim: the final model was fitted with the approximate oracle (oracle='auto', the junction tree "

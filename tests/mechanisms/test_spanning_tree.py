@@ -458,3 +458,22 @@ def test_aim_rounds_stop_when_converged_and_never_end_worse_than_they_start(data
     assert any(f["ran"] < f["iters"] for f in rounds)  # converged rounds stop early
     for f in rounds[1:]:
         assert f["loss"] <= f["start"] * (1 + 1e-6) + 1e-6, f
+
+
+def test_aim_fits_pool_a_marginal_measured_again(data, monkeypatch):
+    """A marginal selected again is released as its own measurement, and the fits see it pooled with the earlier
+    ones (pgmjax.queries.measurement.pool_repeats): one measurement per clique, so the round's structure is the
+    previous round's."""
+    seen = []
+    real = aim_mod.estimate
+
+    def recorded(domain, measurements, iters, **kw):
+        seen.append([m.clique for m in measurements])
+        return real(domain, measurements, iters=iters, **kw)
+
+    monkeypatch.setattr(aim_mod, "estimate", recorded)
+    res = aim(data, 1.0, key=jax.random.key(0), rounds=12, engine_iters=200, max_model_mb=0.001, synthetic=False)
+    released = [m.clique for m in res.measurements]
+    assert len(set(released)) < len(released)  # this run measures some marginal twice
+    assert all(len(set(cliques)) == len(cliques) for cliques in seen)
+    assert set(seen[-1]) == set(released)
