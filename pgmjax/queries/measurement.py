@@ -244,8 +244,8 @@ def pool_repeats(measurements: Sequence[Measurement]) -> list[Measurement]:
 
     Example:
         >>> ms = [Measurement(("a",), [10.0, 20.0], stddev=1.0), Measurement(("a",), [14.0, 24.0], stddev=1.0)]
-        >>> [(list(m.y), float(m.stddev)) for m in pool_repeats(ms)]
-        [([12.0, 22.0], 0.7071067811865476)]
+        >>> [(m.y.tolist(), round(float(m.stddev), 4)) for m in pool_repeats(ms)]
+        [([12.0, 22.0], 0.7071)]
     """
     groups: dict = {}
     order: list = []
