@@ -420,11 +420,13 @@ class BySize(Program):
         self._loop_emitters = loop_emitters
         self._quick = quick
         self._cpu_options[True] = options_for("cpu", engine, True, self._user)
-        self._cpu_options["quick"] = options_for("cpu", engine, True, self._user, quick=True)
+        # the quick program's emitters: the loop emitters, unless XLA_FLAGS names them (pgmjax.fast_compile, the
+        # command line), which then hold for it as for every program
+        self._cpu_options["quick"] = options_for("cpu", engine, not emitters_chosen_by_flags(), self._user, quick=True)
         self.large = self.cpu
         self.small = self._compile(self._cpu_options[True])
-        # no quick program where its options are the loop emitters' (XLA_FLAGS names a level, which then holds)
-        distinct = quick is not None and self._cpu_options["quick"] != self._cpu_options[True]
+        # no quick program where its options are another's (XLA_FLAGS names a level, which then holds)
+        distinct = quick is not None and self._cpu_options["quick"] not in (self._cpu_options[True], self._cpu_options[False])
         self.quick = self._compile(self._cpu_options["quick"]) if distinct else None
 
     def program(self, *args, **kwargs):
@@ -432,11 +434,12 @@ class BySize(Program):
         platform = backend()
         if platform != "cpu":
             return self.on(platform)
-        if emitters_chosen_by_flags() or not self._loop_emitters(*args, **kwargs):
+        quick = self.quick is not None and self._quick(*args, **kwargs)
+        if emitters_chosen_by_flags():
+            return self.quick if quick else self.large
+        if not self._loop_emitters(*args, **kwargs):
             return self.large
-        if self.quick is not None and self._quick(*args, **kwargs):
-            return self.quick
-        return self.small
+        return self.quick if quick else self.small
 
     def _programs(self) -> list:
         return [self.small, *([self.quick] if self.quick is not None else []), *super()._programs()]

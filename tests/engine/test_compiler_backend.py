@@ -112,6 +112,15 @@ def test_by_size_compiles_calls_of_little_work_at_the_quick_level(made, monkeypa
     assert f.program(np.ones(3)).options == {}  # one program elsewhere
 
 
+def test_emitters_named_in_xla_flags_keep_the_quick_level(made, monkeypatch):
+    # pgmjax.fast_compile() and the command line name the emitters in XLA_FLAGS: they hold for the quick program
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+    f = BySize(lambda x: x * 2, lambda x: True, {}, engine=True, quick=lambda x: np.size(x) <= 4)
+    assert f.program(np.ones(3)) is f.quick and f.program(np.ones(9)) is f.large
+    assert "xla_cpu_use_fusion_emitters" not in f.quick.options
+    assert f.quick.options["xla_backend_optimization_level"] == compiler.QUICK_OPTIONS["xla_backend_optimization_level"]
+
+
 def test_a_level_in_xla_flags_leaves_no_quick_program(made, monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
     f = BySize(lambda x: x * 2, lambda x: True, {}, engine=True, quick=lambda x: True)
