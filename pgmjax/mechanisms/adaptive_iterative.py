@@ -382,20 +382,13 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
         # 2. a round: its budget (the last spends the rest), candidates under the size limit, select, measure
         t += 1
         with timer("selection"):
-            k_em, k_meas = jax.random.split(jax.random.fold_in(k_loop, t))
-            remaining = acc.remaining
             last, sigma, eps_em, cost = _round_budget(acc, sigma, eps_em)
             limit = max_model_mb if last else max_model_mb * min(1.0, (acc.spent + cost) / rho)
             allowed = _allowed(domain, cands, tuple(model.cliques), limit, size_cache, oracle_of(options))
             q = np.where(allowed, weight * (l1_errors(truth, est) - _HALF_NORMAL_MEAN * sigma * sizes), -np.inf)
-            sens = sens_unit * float(weight[allowed].max())
-            label = f"round {t}: select a marginal"
-            if last:
-                j = acc.exponential(k_em, q, sens, rho=(1.0 - MEASURE_SHARE) * remaining, target=label)
-                measurements.append(acc.measure(k_meas, data, cands[j], rho=REST))
-            else:
-                j = acc.exponential(k_em, q, sens, epsilon=eps_em, target=label)
-                measurements.append(acc.measure(k_meas, data, cands[j], scale=sigma))
+            j, measured = _select_and_measure(acc, jax.random.fold_in(k_loop, t), data, cands, q,
+                                              sens_unit * float(weight[allowed].max()), last, sigma, eps_em, t)
+            measurements.append(measured)
 
         with timer("engine"):
             release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
@@ -435,6 +428,20 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
         info["oracle"] = getattr(model, "info", None)
     return pgm_native_result("aim", "AIM", model=model, synthetic=synth, measurements=measurements, accountant=acc,
                              info=info, plan=plan)
+
+
+def _select_and_measure(acc: Accountant, key, data: Dataset, cands: list[Clique], q: np.ndarray, sens: float,
+                        last: bool, sigma: float, eps_em: float, t: int):
+    """Round ``t``'s exponential-mechanism draw among the candidates (qualities ``q``, sensitivity ``sens``) and
+    the measurement of the one drawn: ``(index, measurement)``. The last round's draw spends a tenth of what is
+    left and its measurement the rest (step 2)."""
+    k_em, k_meas = jax.random.split(key)
+    label = f"round {t}: select a marginal"
+    if last:
+        j = acc.exponential(k_em, q, sens, rho=(1.0 - MEASURE_SHARE) * acc.remaining, target=label)
+        return j, acc.measure(k_meas, data, cands[j], rho=REST)
+    j = acc.exponential(k_em, q, sens, epsilon=eps_em, target=label)
+    return j, acc.measure(k_meas, data, cands[j], scale=sigma)
 
 
 def _round_budget(acc: Accountant, sigma: float, eps_em: float) -> tuple[bool, float, float, float]:
