@@ -254,11 +254,6 @@ LOOP_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
 #: on other platforms, the level of :data:`ENGINE_OPTIONS` holds (the changelog has the measurements).
 QUICK_WORK = 2**23
 
-#: ... while the fits of its structure so far, with this one, do at most this much work in all
-#: (:func:`pgmjax.graph.oracle_plan.record_passes`): past it, a structure fitted again and again (a sweep over
-#: noise draws) has paid more in slower iterations than a compile of the optimised program costs, and gets that.
-QUICK_TOTAL = 2 * QUICK_WORK
-
 #: The options of a quick program (:data:`QUICK_WORK`): LLVM's optimisation level 0 for its kernels. The
 #: arithmetic is XLA's own (its ``exp``, ``log`` and reductions), the same at every level; only how much LLVM
 #: optimises the generated loops differs.

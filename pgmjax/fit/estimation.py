@@ -25,7 +25,7 @@ import jax
 import numpy as np
 
 from ..compiler import expected_passes, jit, to_device
-from ..graph.oracle_plan import model_cells, record_passes, suits_loop_emitters, suits_quick_compile
+from ..graph.oracle_plan import suits_loop_emitters, suits_quick_compile
 from .dual_averaging import DualAveraging, DualAveragingState
 from .estimator import Estimator
 from .inputs import METHODS
@@ -200,7 +200,6 @@ def _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, sm
             calls = state.oracle_calls
             state = _start(estimator, problem, estimator.params(state), to_device(step, dt))
             state = state._replace(oracle_calls=state.oracle_calls + calls)
-    record_passes(problem.plan, model_cells(problem) * done)  # what the structure's programs have run (compiler.QUICK_TOTAL)
     return estimator.params(state), state, history
 
 

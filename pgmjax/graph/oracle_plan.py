@@ -297,22 +297,6 @@ def block_cells(*args, **kwargs) -> int:
     raise TypeError("block_cells: no OraclePlan, and no argument with one as `plan`, among the arguments")
 
 
-def _model(*args, **kwargs) -> tuple[OraclePlan | None, int]:
-    """The junction-tree plan an engine program's call works on and its cells, every member of a batch counted
-    (found as :func:`block_cells` finds it); ``(None, 0)`` where the model is not a junction tree's."""
-    values = [*args, *kwargs.values()]
-    for i, a in enumerate(values):
-        if isinstance(a, OraclePlan):
-            after = values[i + 1] if i + 1 < len(values) else None
-            if isinstance(after, dict):
-                return a, sum(int(np.size(t)) for t in after.values())
-            return a, a.cells
-        plan = getattr(a, "plan", None)
-        if isinstance(plan, BlockPlan):
-            return (plan, plan.cells * int(np.size(a.total))) if isinstance(plan, OraclePlan) else (None, 0)
-    return None, 0
-
-
 def model_cells(*args, **kwargs) -> int:
     """The cells of all potential tables an engine program's call works on, every member of a batch counted
     (found in the arguments as :func:`block_cells` finds its block); 0 where the model is not a junction
@@ -324,34 +308,25 @@ def model_cells(*args, **kwargs) -> int:
         >>> model_cells(plan), model_cells(plan, {"x": np.zeros((4, 6)), "y": np.zeros((4, 12))})
         (18, 72)
     """
-    return _model(*args, **kwargs)[1]
-
-
-#: Passes over each structure's model done so far by its fits (:func:`record_passes`), cells counted:
-#: ``{plan: cell-passes}``, the most recent :data:`_WORK_KEPT` structures.
-_WORK_DONE: dict = {}
-_WORK_KEPT = 256
-
-
-def record_passes(plan, cells_passes: int) -> None:
-    """Count ``cells_passes`` (a fit's iterations times its model's cells) to the work done on ``plan``'s
-    structure: once its fits have done more than :data:`pgmjax.compiler.QUICK_TOTAL`, its programs are the
-    optimised ones (:func:`suits_quick_compile`). The fit driver calls this after each fit."""
-    if plan is None:
-        return
-    _WORK_DONE[plan] = _WORK_DONE.pop(plan, 0) + int(cells_passes)
-    while len(_WORK_DONE) > _WORK_KEPT:
-        _WORK_DONE.pop(next(iter(_WORK_DONE)))
+    values = [*args, *kwargs.values()]
+    for i, a in enumerate(values):
+        if isinstance(a, OraclePlan):
+            after = values[i + 1] if i + 1 < len(values) else None
+            if isinstance(after, dict):
+                return sum(int(np.size(t)) for t in after.values())
+            return a.cells
+        plan = getattr(a, "plan", None)
+        if isinstance(plan, BlockPlan):
+            return plan.cells * int(np.size(a.total)) if isinstance(plan, OraclePlan) else 0
+    return 0
 
 
 def suits_quick_compile(*args, **kwargs) -> bool:
     """Whether an engine program's call (on the loop emitters) is compiled at
     :data:`pgmjax.compiler.QUICK_OPTIONS`' level: its model's cells (:func:`model_cells`) times the passes
     expected of it (:func:`pgmjax.compiler.expected_passes`: a fit's iterations) are at most
-    :data:`pgmjax.compiler.QUICK_WORK`, and with the work its structure's earlier fits did
-    (:func:`record_passes`) at most :data:`pgmjax.compiler.QUICK_TOTAL`: a structure fitted again and again (a
-    sweep over noise draws) moves to the optimised program once its slower iterations would cost more than a
-    compile. The approximate oracle's programs (many message-passing iterations per pass) are never quick.
+    :data:`pgmjax.compiler.QUICK_WORK`. The approximate oracle's programs (many message-passing iterations per
+    pass) never are.
 
     Example:
         >>> from pgmjax.data.domain import Domain
@@ -362,9 +337,8 @@ def suits_quick_compile(*args, **kwargs) -> bool:
         ...     suits_quick_compile(plan)
         False
     """
-    plan, cells = _model(*args, **kwargs)
-    work = cells * compiler.passes_expected()
-    return 0 < work <= compiler.QUICK_WORK and _WORK_DONE.get(plan, 0) + work <= compiler.QUICK_TOTAL
+    cells = model_cells(*args, **kwargs)
+    return 0 < cells * compiler.passes_expected() <= compiler.QUICK_WORK
 
 
 def suits_loop_emitters(*args, **kwargs) -> bool:

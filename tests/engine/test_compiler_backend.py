@@ -121,25 +121,6 @@ def test_emitters_named_in_xla_flags_keep_the_quick_level(made, monkeypatch):
     assert f.quick.options["xla_backend_optimization_level"] == compiler.QUICK_OPTIONS["xla_backend_optimization_level"]
 
 
-def test_a_structure_fitted_again_and_again_moves_to_the_optimised_program(monkeypatch):
-    from pgmjax.graph import oracle_plan
-
-    domain = pj.Domain({"a": 2, "b": 3})
-    plan = oracle_plan.make_plan(domain, [("a", "b")])
-    monkeypatch.setattr(oracle_plan, "_WORK_DONE", {})
-    monkeypatch.setattr(compiler, "QUICK_WORK", 6 * 100)  # 6 cells x 100 passes
-    monkeypatch.setattr(compiler, "QUICK_TOTAL", 6 * 250)
-    with compiler.expected_passes(100):
-        assert oracle_plan.suits_quick_compile(plan)
-        pj.estimate(domain, [pj.Measurement(("a", "b"), np.arange(6.0))], iters=100)
-        assert oracle_plan._WORK_DONE[plan] == 6 * 100  # the driver counted the fit's passes
-        assert oracle_plan.suits_quick_compile(plan)  # 600 done + 600 expected <= 1500
-        oracle_plan.record_passes(plan, 600)
-        assert not oracle_plan.suits_quick_compile(plan)  # 1200 + 600 > 1500: the optimised program now
-    with compiler.expected_passes(101):
-        assert not oracle_plan.suits_quick_compile(plan)  # 6 x 101 > QUICK_WORK however little was done before
-
-
 def test_a_level_in_xla_flags_leaves_no_quick_program(made, monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
     f = BySize(lambda x: x * 2, lambda x: True, {}, engine=True, quick=lambda x: True)
