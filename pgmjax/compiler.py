@@ -39,11 +39,11 @@ larger blocks and where the measurements reduce tables into many marginals
 half the time, and most fits wait mostly for that; their reductions over a large table run slower.
 ``XLA_FLAGS`` naming the emitters wins over this choice.
 
-Where a call does little work, the loop emitters' program is compiled at LLVM's optimisation level 0 instead
-(``jit(..., quick=...)``, :data:`QUICK_WORK`): a fit of a small model for a few hundred iterations (an adaptive
-mechanism's round) waits about twice as long for code generation at level 1 as it would lose to slower loops
-at level 0. The work is the model's cells times the passes expected of the program, :func:`expected_passes`,
-which a fit sets to its iterations.
+Inside :func:`quick_compile` (AIM's and MWEM's rounds), where a call does little work, the loop emitters' program
+is compiled at LLVM's optimisation level 0 instead (``jit(..., quick=...)``, :data:`QUICK_WORK`): a fit of a
+small model for a few hundred iterations waits about twice as long for code generation at level 1 as it would
+lose to slower loops at level 0. The work is the model's cells times the passes expected of the program,
+:func:`expected_passes`, which a fit sets to its iterations.
 
 Every pgmjax program is also traced with full-precision matrix products (``jax.default_matmul_precision
 ("highest")``): on recent NVIDIA GPUs a float32 product would otherwise run in TensorFloat-32, about three
@@ -245,9 +245,9 @@ LOOP_EMITTERS_MAX_REDUCTIONS = 8
 #: The per-program option that selects XLA:CPU's loop emitters (passed only for the CPU: :func:`options_for`).
 LOOP_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
 
-#: An engine program on the loop emitters whose calls do at most this much work (the model's cells times the
-#: passes over it its caller expects, :func:`expected_passes`: a fit's iterations, one for a model's answers)
-#: is compiled at :data:`QUICK_OPTIONS`' level. A first fit of a small model waits mostly for XLA:CPU's code
+#: Inside :func:`quick_compile`, an engine program on the loop emitters whose calls do at most this much work
+#: (the model's cells times the passes over it its caller expects, :func:`expected_passes`: a fit's iterations,
+#: one for a model's answers) is compiled at :data:`QUICK_OPTIONS`' level. A first fit of a small model waits mostly for XLA:CPU's code
 #: generation: at level 0 it generated the chunk of an adaptive mechanism's round fit (Adult, AIM's models of
 #: 778 to 57,286 cells) in 0.47-0.76 s instead of 0.95-1.85 s, while an iteration cost about 7e-8 s more per
 #: cell (57,286 cells: 5.5 instead of 0.84 ms), so level 0 pays below about 1e7 cell-iterations. Beyond, and
@@ -284,6 +284,36 @@ def expected_passes(passes: int):
 def passes_expected() -> int:
     """The passes over its model an engine program called now is expected to make (:func:`expected_passes`)."""
     return _EXPECTED_PASSES.get()
+
+
+_QUICK_COMPILE: contextvars.ContextVar[bool] = contextvars.ContextVar("pgmjax_quick_compile", default=False)
+
+
+@contextlib.contextmanager
+def quick_compile(enabled: bool = True):
+    """Within this context, engine programs of little work (:data:`QUICK_WORK`) are compiled at
+    :data:`QUICK_OPTIONS`' level: for a loop that fits many new small structures a few times each, such as AIM's
+    and MWEM's rounds, which run inside it. Outside it (the default), every program is the optimised one, so a
+    structure fitted again and again (a sweep over noise draws) or with more iterations later never pays slower
+    loops or a second compile.
+
+    Example:
+        >>> with quick_compile():
+        ...     quick_compile_enabled()
+        True
+        >>> quick_compile_enabled()
+        False
+    """
+    token = _QUICK_COMPILE.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _QUICK_COMPILE.reset(token)
+
+
+def quick_compile_enabled() -> bool:
+    """Whether engine programs called now may be quick ones (:func:`quick_compile`)."""
+    return _QUICK_COMPILE.get()
 
 
 def has_loop_emitters() -> bool:

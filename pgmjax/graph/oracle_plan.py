@@ -323,20 +323,25 @@ def model_cells(*args, **kwargs) -> int:
 
 def suits_quick_compile(*args, **kwargs) -> bool:
     """Whether an engine program's call (on the loop emitters) is compiled at
-    :data:`pgmjax.compiler.QUICK_OPTIONS`' level: its model's cells (:func:`model_cells`) times the passes
-    expected of it (:func:`pgmjax.compiler.expected_passes`: a fit's iterations) are at most
-    :data:`pgmjax.compiler.QUICK_WORK`. The approximate oracle's programs (many message-passing iterations per
-    pass) never are.
+    :data:`pgmjax.compiler.QUICK_OPTIONS`' level: inside :func:`pgmjax.compiler.quick_compile`, where its
+    model's cells (:func:`model_cells`) times the passes expected of it (:func:`pgmjax.compiler.expected_passes`:
+    a fit's iterations) are at most :data:`pgmjax.compiler.QUICK_WORK`. The approximate oracle's programs (many
+    message-passing iterations per pass) never are.
 
     Example:
         >>> from pgmjax.data.domain import Domain
         >>> plan = make_plan(Domain({"a": 2, "b": 3}), [("a", "b")])
         >>> suits_quick_compile(plan)
+        False
+        >>> with compiler.quick_compile():
+        ...     suits_quick_compile(plan)
         True
-        >>> with compiler.expected_passes(10**7):
+        >>> with compiler.quick_compile(), compiler.expected_passes(10**7):
         ...     suits_quick_compile(plan)
         False
     """
+    if not compiler.quick_compile_enabled():
+        return False
     cells = model_cells(*args, **kwargs)
     return 0 < cells * compiler.passes_expected() <= compiler.QUICK_WORK
 

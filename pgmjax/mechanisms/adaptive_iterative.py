@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
+from ..compiler import quick_compile
 from ..data.dataset import Dataset
 from ..data.domain import Clique, Domain
 from ..fit.estimate import estimate
@@ -309,7 +310,8 @@ def aim(
                              final_iters, synthetic, rows, synthetic_method)
     bar = Progress(progress, checked["budget"]["rounds"], "AIM", "aim", unit="round")
     try:
-        return _aim(data, key, bar, **checked)
+        with quick_compile():  # a new small structure most rounds, each fitted a few times (pgmjax.compiler.QUICK_WORK)
+            return _aim(data, key, bar, **checked)
     finally:
         bar.close()
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 import jax
 
+from ...compiler import quick_compile
 from ...data.dataset import Dataset
 from ...data.domain import Clique, Domain
 from ...privacy import Accountant
@@ -179,7 +180,8 @@ def mwem(
     """
     checked = _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds, noise,
                               bounded, alpha, selection, mw_iters, original, max_table_cells, synthetic)
-    return _mwem(data, key, **checked)
+    with quick_compile():  # many small structures, each fitted a few times: code generation is most of a fit
+        return _mwem(data, key, **checked)
 
 
 def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds, noise, bounded,
