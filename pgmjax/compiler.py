@@ -206,10 +206,10 @@ def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, quick=None, **
             unless ``XLA_FLAGS`` names a level: for the engine's own programs, whose NaN checks do not read
             a max; see the module docstring).
         loop_emitters: a predicate of a call's arguments: whether its program is compiled with XLA:CPU's
-            loop emitters (:class:`BySize`; e.g. :func:`pgmjax.graph.oracle_plan.suits_loop_emitters`).
+            loop emitters (:class:`BySize`; e.g. :func:`pgmjax.graph.program_choice.suits_loop_emitters`).
         quick: with ``loop_emitters``, a predicate of a call's arguments: whether its program does so little
             work that it is compiled at :data:`QUICK_OPTIONS`' level (:data:`QUICK_WORK`; e.g.
-            :func:`pgmjax.graph.oracle_plan.suits_quick_compile`).
+            :func:`pgmjax.graph.program_choice.suits_quick_compile`).
         **kwargs: any ``jax.jit`` keyword argument; ``compiler_options`` given here are merged over
             pgmjax's own, on every platform.
 
@@ -428,7 +428,7 @@ class BySize(Program):
     its defaults otherwise.
 
     Each call asks ``loop_emitters(*args, **kwargs)`` (e.g.
-    :func:`pgmjax.graph.oracle_plan.suits_loop_emitters`) on the host, before tracing, where the call compiles
+    :func:`pgmjax.graph.program_choice.suits_loop_emitters`) on the host, before tracing, where the call compiles
     for the CPU; elsewhere there is one program (no emitters to choose). Structures are static, so one model
     structure always gets the same program: a sweep over noise or step sizes still compiles once.
 

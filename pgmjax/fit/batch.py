@@ -107,7 +107,7 @@ from .batch_problem import (
     zeros,
 )
 from ..compiler import jit, to_device
-from ..graph.oracle_plan import suits_loop_emitters, suits_quick_compile
+from ..graph.program_choice import suits_loop_emitters, suits_quick_compile
 from ..data.domain import CliqueLike, Domain
 
 __all__ = [

@@ -25,7 +25,7 @@ import jax
 import numpy as np
 
 from ..compiler import expected_passes, jit, to_device
-from ..graph.oracle_plan import suits_loop_emitters, suits_quick_compile
+from ..graph.program_choice import suits_loop_emitters, suits_quick_compile
 from .dual_averaging import DualAveraging, DualAveragingState
 from .estimator import Estimator
 from .inputs import METHODS

@@ -26,7 +26,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import compiler
 from ..checks import check_count
 from ..compiler import to_device
 from ..data.domain import Clique, Domain
@@ -268,107 +267,6 @@ class OraclePlan(BlockPlan):
             key, index = self._index(j)
             blocks[key][index] += t.reshape(shape)
         return {k: to_device(v, dtype) for k, v in blocks.items()}
-
-
-def block_cells(*args, **kwargs) -> int:
-    """The cells of the largest potential block an engine program's call works on, every member of a batch
-    counted: the size of its largest single pass (a block stacks the tables of one clique class).
-
-    The first argument that is an :class:`OraclePlan` or holds one as ``plan`` (a fitting problem) gives
-    the model; a problem's ``total`` (one per member) gives the members, and after a bare plan the
-    potentials that follow it (a dict of blocks, with any batch axes) are measured instead.
-
-    Example:
-        >>> from pgmjax.data.domain import Domain
-        >>> plan = make_plan(Domain({"a": 2, "b": 3, "c": 4}), [("a", "b"), ("b", "c")])
-        >>> plan.cells, block_cells(plan), block_cells(plan, {"x": np.zeros((4, 6)), "y": np.zeros((4, 12))})
-        (18, 12, 48)
-    """
-    values = [*args, *kwargs.values()]
-    for i, a in enumerate(values):
-        if isinstance(a, OraclePlan):
-            after = values[i + 1] if i + 1 < len(values) else None
-            if isinstance(after, dict):
-                return max((int(np.size(t)) for t in after.values()), default=0)
-            return a.largest_block
-        plan = getattr(a, "plan", None)
-        if isinstance(plan, BlockPlan):
-            return plan.largest_block * int(np.size(a.total))
-    raise TypeError("block_cells: no OraclePlan, and no argument with one as `plan`, among the arguments")
-
-
-def model_cells(*args, **kwargs) -> int:
-    """The cells of all potential tables an engine program's call works on, every member of a batch counted
-    (found in the arguments as :func:`block_cells` finds its block); 0 where the model is not a junction
-    tree's (:class:`OraclePlan`).
-
-    Example:
-        >>> from pgmjax.data.domain import Domain
-        >>> plan = make_plan(Domain({"a": 2, "b": 3, "c": 4}), [("a", "b"), ("b", "c")])
-        >>> model_cells(plan), model_cells(plan, {"x": np.zeros((4, 6)), "y": np.zeros((4, 12))})
-        (18, 72)
-    """
-    values = [*args, *kwargs.values()]
-    for i, a in enumerate(values):
-        if isinstance(a, OraclePlan):
-            after = values[i + 1] if i + 1 < len(values) else None
-            if isinstance(after, dict):
-                return sum(int(np.size(t)) for t in after.values())
-            return a.cells
-        plan = getattr(a, "plan", None)
-        if isinstance(plan, BlockPlan):
-            return plan.cells * int(np.size(a.total)) if isinstance(plan, OraclePlan) else 0
-    return 0
-
-
-def suits_quick_compile(*args, **kwargs) -> bool:
-    """Whether an engine program's call (on the loop emitters) is compiled at
-    :data:`pgmjax.compiler.QUICK_OPTIONS`' level: inside :func:`pgmjax.compiler.quick_compile`, where its
-    model's cells (:func:`model_cells`) times the passes expected of it (:func:`pgmjax.compiler.expected_passes`:
-    a fit's iterations) are at most :data:`pgmjax.compiler.QUICK_WORK`. The approximate oracle's programs (many
-    message-passing iterations per pass) never are.
-
-    Example:
-        >>> from pgmjax.data.domain import Domain
-        >>> plan = make_plan(Domain({"a": 2, "b": 3}), [("a", "b")])
-        >>> suits_quick_compile(plan)
-        False
-        >>> with compiler.quick_compile():
-        ...     suits_quick_compile(plan)
-        True
-        >>> with compiler.quick_compile(), compiler.expected_passes(10**7):
-        ...     suits_quick_compile(plan)
-        False
-    """
-    if not compiler.quick_compile_enabled():
-        return False
-    cells = model_cells(*args, **kwargs)
-    return 0 < cells * compiler.passes_expected() <= compiler.QUICK_WORK
-
-
-def suits_loop_emitters(*args, **kwargs) -> bool:
-    """Whether an engine program's call is compiled with XLA:CPU's loop emitters (:class:`pgmjax.compiler.BySize`).
-
-    Yes where its largest potential block has at most :data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells
-    (:func:`block_cells`, every member of a batch counted) and, for a fitting problem, its measurements
-    reduce the junction tree's tables into at most :data:`pgmjax.compiler.LOOP_EMITTERS_MAX_REDUCTIONS`
-    marginals per clique.
-
-    Example:
-        >>> from pgmjax.data.domain import Domain
-        >>> suits_loop_emitters(make_plan(Domain({"a": 2, "b": 3}), [("a", "b")]))
-        True
-    """
-    if block_cells(*args, **kwargs) > compiler.LOOP_EMITTERS_CELLS:
-        return False
-    for a in (*args, *kwargs.values()):
-        groups = getattr(getattr(a, "meas", None), "groups", None)
-        if isinstance(getattr(a, "plan", None), OraclePlan) and groups is not None:
-            parts = [p for g in groups for p in (g.parts or (g,))]
-            # a "pairs" group reads its table's marginals through matrix products, one per marginal it holds
-            reductions = sum(p.pairs.marginals if p.pairs is not None else p.count for p in parts if p.sum_axes or p.pairs)
-            return reductions <= compiler.LOOP_EMITTERS_MAX_REDUCTIONS * len(a.plan.cliques)
-    return True
 
 
 def make_plan(domain: Domain, cliques, max_bytes: float | None = None, *, shards: int = 1) -> OraclePlan:

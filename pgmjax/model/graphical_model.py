@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from ..compiler import jit, to_device
-from ..graph.oracle_plan import suits_loop_emitters, suits_quick_compile
+from ..graph.program_choice import suits_loop_emitters, suits_quick_compile
 from ..data.domain import Clique, CliqueLike, Domain, cells_text
 from ..graph import oracle
 from ..queries import factors as queries_mod

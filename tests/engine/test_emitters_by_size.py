@@ -19,7 +19,8 @@ import pgmjax as pj
 from pgmjax import compiler
 from pgmjax.fit import estimation
 from pgmjax.fit.batch_problem import make_problem, stack_problems
-from pgmjax.graph.oracle_plan import block_cells, make_plan, suits_loop_emitters
+from pgmjax.graph.oracle_plan import make_plan
+from pgmjax.graph.program_choice import block_cells, suits_loop_emitters
 
 
 def _measurements(seed=0):
