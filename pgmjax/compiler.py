@@ -247,11 +247,10 @@ LOOP_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
 
 #: Inside :func:`quick_compile`, an engine program on the loop emitters whose calls do at most this much work
 #: (the model's cells times the passes over it its caller expects, :func:`expected_passes`: a fit's iterations,
-#: one for a model's answers) is compiled at :data:`QUICK_OPTIONS`' level. A first fit of a small model waits mostly for XLA:CPU's code
-#: generation: at level 0 it generated the chunk of an adaptive mechanism's round fit (Adult, AIM's models of
-#: 778 to 57,286 cells) in 0.47-0.76 s instead of 0.95-1.85 s, while an iteration cost about 7e-8 s more per
-#: cell (57,286 cells: 5.5 instead of 0.84 ms), so level 0 pays below about 1e7 cell-iterations. Beyond, and
-#: on other platforms, the level of :data:`ENGINE_OPTIONS` holds (the changelog has the measurements).
+#: one for a model's answers) is compiled at :data:`QUICK_OPTIONS`' level. A first fit of a small model waits
+#: mostly for XLA:CPU's code generation, which level 0 about halves, while each iteration costs a little more
+#: per cell: level 0 pays below about 1e7 cell-iterations (the measurements are in the compilation guide,
+#: docs/compilation.md). Beyond, and on other platforms, the level of :data:`ENGINE_OPTIONS` holds.
 QUICK_WORK = 2**23
 
 #: The options of a quick program (:data:`QUICK_WORK`): LLVM's optimisation level 0 for its kernels. The
