@@ -28,7 +28,7 @@ KEY_HANDLING = {"split", "key", "PRNGKey", "fold_in", "key_data", "wrap_key_data
 ALLOWED: dict[str, tuple[set[str], str]] = {
     "bayes/errors.py": ({"laplace", "normal"}, "Monte Carlo of an error law from public weights and scales"),
     "cli/demo.py": ({"default_rng", "choice", "dirichlet", "integers", "permutation", "random"}, "generates the public demo table"),
-    "data/datasets.py": ({"default_rng", "choice"}, "benchmark cliques drawn from the attribute names, seed 0"),
+    "datasets.py": ({"default_rng", "choice"}, "benchmark cliques drawn from the attribute names, seed 0"),
     "data/examples.py": ({"default_rng", "beta", "choice", "normal", "permutation", "random", "standard_normal", "uniform"},
                          "generates a public example table"),
     "history/cv.py": ({"permutation"}, "cross-validation folds over released noisy answers"),
@@ -81,7 +81,7 @@ def _modules():
 
 def test_the_walk_sees_the_package():
     rel = {p.relative_to(ROOT).as_posix() for p in _modules()}
-    assert {"fit/estimation.py", "mechanisms/spanning_tree.py", "model/sampling.py", "data/private_bins.py"} <= rel
+    assert {"fit/estimation.py", "mechanisms/spanning_tree.py", "model/sampling.py", "preprocessing/private_bins.py"} <= rel
     assert not any(r.startswith("privacy/") for r in rel)
 
 
