@@ -310,8 +310,7 @@ def aim(
                              final_iters, synthetic, rows, synthetic_method)
     bar = Progress(progress, checked["budget"]["rounds"], "AIM", "aim", unit="round")
     try:
-        with quick_compile():  # a new small structure most rounds, each fitted a few times (pgmjax.compiler.QUICK_WORK)
-            return _aim(data, key, bar, **checked)
+        return _aim(data, key, bar, **checked)
     finally:
         bar.close()
 
@@ -345,6 +344,7 @@ def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, engine_opt
                 budget=budget)
 
 
+@quick_compile()  # a new small structure most rounds, each fitted a few times (pgmjax.compiler.QUICK_WORK)
 def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_model_mb, engine_iters, final_iters,
          synthetic, rows, synthetic_method, options, budget) -> MechanismResult:
     """AIM's Algorithm 1 on checked arguments (module docstring): measure the one-way marginals and fit, then

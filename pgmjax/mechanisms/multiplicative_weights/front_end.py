@@ -180,8 +180,7 @@ def mwem(
     """
     checked = _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds, noise,
                               bounded, alpha, selection, mw_iters, original, max_table_cells, synthetic)
-    with quick_compile():  # many small structures, each fitted a few times: code generation is most of a fit
-        return _mwem(data, key, **checked)
+    return _mwem(data, key, **checked)
 
 
 def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds, noise, bounded,
@@ -225,6 +224,7 @@ def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_op
                 max_table_cells=max_table_cells, synthetic=synthetic, options=options, wl=wl, cliques=cliques)
 
 
+@quick_compile()  # many small structures, each fitted a few times: code generation is most of a fit
 def _mwem(data: Dataset, key, *, epsilon, delta, noise, selection, bounded, rounds, alpha, max_model_mb, engine_iters,
           mw_iters, original, max_table_cells, synthetic, options, wl, cliques) -> MechanismResult:
     """MWEM's Algorithm 1 on checked arguments: ``T`` rounds of select (EM), measure, refit driven by the +PGM
