@@ -262,6 +262,15 @@ _EXPECTED_PASSES: contextvars.ContextVar[int] = contextvars.ContextVar("pgmjax_e
 
 
 @contextlib.contextmanager
+def _setting(var: contextvars.ContextVar, value):
+    """``var`` set to ``value`` within the context (usable as a decorator too)."""
+    token = var.set(value)
+    try:
+        yield
+    finally:
+        var.reset(token)
+
+
 def expected_passes(passes: int):
     """Within this context, engine programs are compiled for about ``passes`` passes over their model each (a
     fit's iterations): what :data:`QUICK_WORK` weighs. Outside any, one pass (a model's answers).
@@ -273,11 +282,7 @@ def expected_passes(passes: int):
         >>> passes_expected()
         1
     """
-    token = _EXPECTED_PASSES.set(max(1, int(passes)))
-    try:
-        yield
-    finally:
-        _EXPECTED_PASSES.reset(token)
+    return _setting(_EXPECTED_PASSES, max(1, int(passes)))
 
 
 def passes_expected() -> int:
@@ -288,7 +293,6 @@ def passes_expected() -> int:
 _QUICK_COMPILE: contextvars.ContextVar[bool] = contextvars.ContextVar("pgmjax_quick_compile", default=False)
 
 
-@contextlib.contextmanager
 def quick_compile(enabled: bool = True):
     """Within this context, engine programs of little work (:data:`QUICK_WORK`) are compiled at
     :data:`QUICK_OPTIONS`' level: for a loop that fits many new small structures a few times each, such as AIM's
@@ -303,11 +307,7 @@ def quick_compile(enabled: bool = True):
         >>> quick_compile_enabled()
         False
     """
-    token = _QUICK_COMPILE.set(bool(enabled))
-    try:
-        yield
-    finally:
-        _QUICK_COMPILE.reset(token)
+    return _setting(_QUICK_COMPILE, bool(enabled))
 
 
 def quick_compile_enabled() -> bool:

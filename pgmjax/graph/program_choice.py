@@ -13,6 +13,22 @@ from .. import compiler
 from .oracle_plan import BlockPlan, OraclePlan, make_plan  # noqa: F401  (make_plan: the examples)
 
 
+def _the_model(args, kwargs):
+    """The model an engine program's call works on: ``(plan, blocks, members)`` for the first argument that is an
+    :class:`OraclePlan` (with the dict of potentials that follows it, if any; one member) or that holds a
+    :class:`BlockPlan` as ``plan`` (a fitting problem: no blocks, one member per entry of its ``total``); None
+    where no argument is either."""
+    values = [*args, *kwargs.values()]
+    for i, a in enumerate(values):
+        if isinstance(a, OraclePlan):
+            after = values[i + 1] if i + 1 < len(values) else None
+            return a, after if isinstance(after, dict) else None, 1
+        plan = getattr(a, "plan", None)
+        if isinstance(plan, BlockPlan):
+            return plan, None, int(np.size(a.total))
+    return None
+
+
 def block_cells(*args, **kwargs) -> int:
     """The cells of the largest potential block an engine program's call works on, every member of a batch
     counted: the size of its largest single pass (a block stacks the tables of one clique class).
@@ -27,17 +43,13 @@ def block_cells(*args, **kwargs) -> int:
         >>> plan.cells, block_cells(plan), block_cells(plan, {"x": np.zeros((4, 6)), "y": np.zeros((4, 12))})
         (18, 12, 48)
     """
-    values = [*args, *kwargs.values()]
-    for i, a in enumerate(values):
-        if isinstance(a, OraclePlan):
-            after = values[i + 1] if i + 1 < len(values) else None
-            if isinstance(after, dict):
-                return max((int(np.size(t)) for t in after.values()), default=0)
-            return a.largest_block
-        plan = getattr(a, "plan", None)
-        if isinstance(plan, BlockPlan):
-            return plan.largest_block * int(np.size(a.total))
-    raise TypeError("block_cells: no OraclePlan, and no argument with one as `plan`, among the arguments")
+    found = _the_model(args, kwargs)
+    if found is None:
+        raise TypeError("block_cells: no OraclePlan, and no argument with one as `plan`, among the arguments")
+    plan, blocks, members = found
+    if blocks is not None:
+        return max((int(np.size(t)) for t in blocks.values()), default=0)
+    return plan.largest_block * members
 
 
 def model_cells(*args, **kwargs) -> int:
@@ -51,17 +63,13 @@ def model_cells(*args, **kwargs) -> int:
         >>> model_cells(plan), model_cells(plan, {"x": np.zeros((4, 6)), "y": np.zeros((4, 12))})
         (18, 72)
     """
-    values = [*args, *kwargs.values()]
-    for i, a in enumerate(values):
-        if isinstance(a, OraclePlan):
-            after = values[i + 1] if i + 1 < len(values) else None
-            if isinstance(after, dict):
-                return sum(int(np.size(t)) for t in after.values())
-            return a.cells
-        plan = getattr(a, "plan", None)
-        if isinstance(plan, BlockPlan):
-            return plan.cells * int(np.size(a.total)) if isinstance(plan, OraclePlan) else 0
-    return 0
+    found = _the_model(args, kwargs)
+    if found is None or not isinstance(found[0], OraclePlan):
+        return 0
+    plan, blocks, members = found
+    if blocks is not None:
+        return sum(int(np.size(t)) for t in blocks.values())
+    return plan.cells * members
 
 
 def suits_quick_compile(*args, **kwargs) -> bool:
