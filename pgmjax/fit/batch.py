@@ -317,7 +317,7 @@ def run_batch(
     chunk: int = 50,
     tol: float | None = None,
     callback: Callable[[dict], Any] | None = None,
-    smoothing: tuple[float, float] = (1.0, 1e-6),
+    smoothing: tuple[float, float] = estimation.SMOOTHING,
     group: int | str | None = "auto",
 ):
     """Run an estimator on every member of a stacked problem, in compiled chunks (:func:`pgmjax.fit.estimation.run`).

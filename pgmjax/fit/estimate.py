@@ -179,6 +179,13 @@ def _finish_with_mirror_descent(problem, params, history, iters, step_size, chun
     first order, and mirror descent's line search accepts no step that raises the loss, so this costs
     little; in float32 its line search stops where the loss's decrease falls below the loss's rounding,
     while mirror descent's multiplicative steps, with their rounding allowance, keep going.
+
+    With the L1 loss a stall ends L-BFGS's smoothing stage early, and the run once the last stage stalls.
+    In float32 that happens within a few hundred iterations, each stage's line search stopped by the
+    smoothed loss's rounding (2.7e-4 above the optimum on a 6-attribute model where mirror descent
+    reaches 1.5e-5): mirror descent then runs its own smoothing stages on the remaining iterations from
+    L-BFGS's iterate, and the fit keeps whichever of the two has the lower L1 loss (in float64 L-BFGS's,
+    already optimal: a restarted continuation first moves away from it).
     """
     done, calls = history[-1]["iteration"], history[-1]["oracle_calls"]
 
@@ -188,7 +195,12 @@ def _finish_with_mirror_descent(problem, params, history, iters, step_size, chun
         info["method"] = "mirror_descent"
         return callback(info) if callback is not None else None
 
-    params, _, more = estimation.run(estimation.estimator("mirror_descent", problem), problem, params,
-                                     iters - done, step_size=step_size, chunk=chunk, tol=tol, callback=shifted)
-    return params, history + more
-
+    finished, _, more = estimation.run(estimation.estimator("mirror_descent", problem), problem, params,
+                                       iters - done, step_size=step_size, chunk=chunk, tol=tol, callback=shifted)
+    if problem.loss == "l1" and more and not more[-1]["loss"] < history[-1]["loss"]:
+        # the L1 loss of both is exact (estimation.run's history): L-BFGS's iterate stays the model
+        kept = {k: v for k, v in history[-1].items() if k not in ("state", "stalled")}
+        kept.update(iteration=more[-1]["iteration"], oracle_calls=more[-1]["oracle_calls"], seconds=more[-1]["seconds"],
+                    method="lbfgs", kept=True)
+        return params, history + more + [kept]
+    return finished, history + more

@@ -80,6 +80,10 @@ def _start(estimator, problem, theta, step_size):
     return _init(estimator, problem, theta, step_size)
 
 
+#: The L1 loss's Huber widths at the first and the last smoothing stage (whitened residuals), by default.
+SMOOTHING = (1.0, 1e-6)
+
+
 def smoothing_schedule(iters: int, chunk: int, smoothing: tuple[float, float], l1: bool):
     """Chunking and Huber widths of a run: ``(chunk, chunks, width)``, ``width(k)`` the width of chunk ``k``.
 
@@ -107,7 +111,7 @@ def run(
     chunk: int = 50,
     tol: float | None = None,
     callback: Callable[[dict], Any] | None = None,
-    smoothing: tuple[float, float] = (1.0, 1e-6),
+    smoothing: tuple[float, float] = SMOOTHING,
     exact_loss=None,
 ):
     """Run an estimator for ``iters`` steps in compiled chunks.
@@ -166,7 +170,7 @@ def _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, sm
     prev = loss_of(state)
     _check_finite(prev, None)
     # an estimator that can stall (one that defines stalled: L-BFGS) ends the run after the chunk it stalled in
-    stoppable = type(estimator).stalled is not Estimator.stalled and not l1
+    stoppable = type(estimator).stalled is not Estimator.stalled
     while done < iters:
         n = min(chunk, iters - done)
         started = int(state.iteration) if stoppable else 0
@@ -187,16 +191,18 @@ def _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, sm
         if callback is not None and callback(info):
             break
         _check_finite(loss, done)  # unreachable by design (non-finite steps are rejected in the loop)
-        if stalled:
+        # With the L1 loss a stall ends its smoothing stage (the next begins); in the last stage, the run.
+        if stalled and (not l1 or k >= chunks):
             info["stalled"] = True  # read by pgmjax.estimate (L-BFGS hands its remaining iterations on)
             break
         if tol is not None and np.all(np.abs(prev - loss) <= tol * np.maximum(np.abs(loss), 1e-30)) and (not l1 or k >= chunks):
             break
         prev = loss
         if l1 and done < iters:
-            problem = problem.with_smoothing(width(k))
+            w = width(min(k, chunks - 1))  # past the last stage (stalled stages count fewer iterations): the last
+            problem = problem.with_smoothing(w)
             # The smoothed loss's curvature grows as 1 / width: restart the step size at that scale.
-            step = np.asarray(step_size, np.float64) * width(k) / width(0)
+            step = np.asarray(step_size, np.float64) * w / width(0)
             calls = state.oracle_calls
             state = _start(estimator, problem, estimator.params(state), to_device(step, dt))
             state = state._replace(oracle_calls=state.oracle_calls + calls)

@@ -55,7 +55,9 @@ class LBFGS(Estimator):
       remaining steps of the compiled chunk do nothing (and count no iteration), the run ends there, and
       :func:`pgmjax.estimate` gives the remaining iterations to mirror descent from the best iterate. In
       float32 the line search stops where the loss's decrease falls below the loss's rounding, while
-      mirror descent's multiplicative steps, with their rounding allowance, keep going.
+      mirror descent's multiplicative steps, with their rounding allowance, keep going. With the L1 loss a
+      stall ends the smoothing stage instead, and the run once the last stage stalls (mirror descent then
+      runs its own stages, and :func:`pgmjax.estimate` keeps the lower of the two fits).
 
     When to use it: it earns its keep on smooth, well-conditioned fits (moderate noise, few empty cells),
     where it needs fewer iterations than mirror descent. Where cells of the optimum are (near) empty

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from pgmjax.kernels import marginalize
 
 from . import losses as _losses
-from ..graph import approximate_oracle, oracle
+from ..graph import approximate_oracle, gauge, oracle
 from ..data.domain import as_clique
 
 
@@ -107,6 +107,14 @@ class Problem:
         if isinstance(self.plan, approximate_oracle.ApproximatePlan):
             return approximate_oracle.marginals(self.plan, theta, self.total)
         return oracle.marginals(self.plan, theta, self.total)
+
+    def log_conditionals(self, theta: dict) -> dict:
+        """``theta``'s distribution as log-conditionals along the junction tree
+        (:func:`pgmjax.graph.gauge.log_conditionals`), or ``theta`` itself for the approximate oracle's
+        region graph, which has no junction tree. The distribution is unchanged."""
+        if isinstance(self.plan, approximate_oracle.ApproximatePlan):
+            return theta
+        return gauge.log_conditionals(self.plan, theta)
 
     def predict(self, mu: dict):
         """What the loss reads of the marginals: each measurement group's answers ``Q mu`` (a tuple), or,

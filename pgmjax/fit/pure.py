@@ -85,7 +85,7 @@ def fit(
         step_size = 1.0 / (lipschitz * total)
     theta = plan.zeros(dtype)
     if loss == "l1":  # Huber smoothing with continuation, stage by stage as estimation.run does it
-        chunk, chunks, width = estimation.smoothing_schedule(iters, 50, (1.0, 1e-6), True)
+        chunk, chunks, width = estimation.smoothing_schedule(iters, 50, estimation.SMOOTHING, True)
         done = 0
         for k in range(chunks):
             n = min(chunk, iters - done)

@@ -17,25 +17,60 @@ is linear, represents the same distribution up to a constant (every message take
 to its parent), and is idempotent; two tables that differ by separator transfers and a constant map to
 the same canonical tables (each non-root table then has zero mean over its eliminated axes for every
 separator value, a unique decomposition: the analysis-of-variance decomposition along the tree).
+
+:func:`log_conditionals` is the same pass with log-sum-exps in place of the means: each non-root table
+becomes its clique's log-conditional given its upward separator and the root its log-marginal (the
+upward pass of clique-tree calibration, Koller & Friedman, Section 10.2). It is the gauge for potentials
+rather than gradients: a mean mixes a nearly impossible cell (``-1e4``) into every likely cell of its
+slice, a log-sum-exp does not, and ``-inf`` cells (structural zeros) stay ``-inf``.
 """
 
 from __future__ import annotations
 
+import functools
+
 import jax.numpy as jnp
+
+from pgmjax import kernels
 
 from .oracle import block_potentials, keep_real, message_shape, route_messages, upward_pass
 from .oracle_plan import OraclePlan
 
 
-def _split(run, parents, pairs, direct, route, beliefs, real) -> tuple[dict, list]:
-    """One level: each class's mean over its eliminated axes, routed to the parents, and what it keeps."""
+def _mean(b, axes):
+    return jnp.mean(b, axis=axes), None
+
+
+def _log_sum_exp(b, axes):
+    m = kernels.logsumexp(b, axis=axes)
+    # An all -inf slice (a separator value the distribution excludes) sends -inf and keeps its -inf cells.
+    return m, jnp.where(jnp.isfinite(m), m, 0.0)
+
+
+def _split(reduce, run, parents, pairs, direct, route, beliefs, real) -> tuple[dict, list]:
+    """One level: each class's reduction (``reduce(table, axes) -> (message, subtracted)``, ``subtracted``
+    None for the message itself) over its eliminated axes, routed to the parents, and what it keeps."""
     raw, kept = {}, []
     for x, (b, cl) in enumerate(zip(beliefs, run.classes)):
         axes = tuple(range(b.ndim - len(cl.elim_axes), b.ndim))
-        raw[x] = jnp.mean(b, axis=axes)
-        kept.append(keep_real(real[x], b - raw[x].reshape((b.shape[0], *message_shape(cl)))))
+        raw[x], sub = reduce(b, axes)
+        sub = raw[x] if sub is None else sub
+        kept.append(keep_real(real[x], b - sub.reshape((b.shape[0], *message_shape(cl)))))
     zero = jnp.zeros((), next(iter(raw.values())).dtype) if raw else 0.0
     return route_messages(run, parents, pairs, direct, route, raw, {x: zero for x in raw}, real), kept
+
+
+def _pass(plan: OraclePlan, pots: list, reals: list, reduce, root_reduce) -> dict:
+    """The upward pass of :func:`canonical` or :func:`log_conditionals`, tables back in the oracle layout."""
+    keys = [[f"r{r:03d}x{x:02d}" for x in range(len(run.classes))] for r, run in enumerate(plan.runs)]
+    outs, root = upward_pass(plan, pots, reals, functools.partial(_split, reduce))
+    outs[-1].append((False, [root - root_reduce(root)]))
+    out: dict = {}
+    for ks, parts in zip(keys, outs):
+        for x, k in enumerate(ks):
+            tables = [kept[x] if stacked else kept[x][None] for stacked, kept in parts]
+            out[k] = jnp.concatenate(tables) if len(tables) > 1 else tables[0]
+    return out
 
 
 def canonical(plan: OraclePlan, blocks: dict) -> dict:
@@ -59,11 +94,36 @@ def canonical(plan: OraclePlan, blocks: dict) -> dict:
     keys = [[f"r{r:03d}x{x:02d}" for x in range(len(run.classes))] for r, run in enumerate(plan.runs)]
     pots = [[blocks[k] for k in ks] for ks in keys]
     reals = [[block_potentials(plan, k, blocks[k])[1] for k in ks] for ks in keys]
-    outs, root = upward_pass(plan, pots, reals, _split)
-    outs[-1].append((False, [root - jnp.mean(root)]))
-    out: dict = {}
-    for ks, parts in zip(keys, outs):
-        for x, k in enumerate(ks):
-            tables = [kept[x] if stacked else kept[x][None] for stacked, kept in parts]
-            out[k] = jnp.concatenate(tables) if len(tables) > 1 else tables[0]
-    return out
+    return _pass(plan, pots, reals, _mean, jnp.mean)
+
+
+def log_conditionals(plan: OraclePlan, theta: dict) -> dict:
+    """The potentials ``theta``'s distribution as log-conditionals along the junction tree (see the module's
+    docstring): every non-root clique's table is ``log p(x_C | x_S)`` of its upward separator ``S``, the
+    root's ``log p(x_root)``.
+
+    Like :func:`canonical` it removes every separator transfer and constant (two potentials of one
+    distribution map to the same tables), and its tables are log-probabilities: at most 0, the likely
+    cells near 0 whatever ``theta`` drifted to. Cells past a padded table's size keep their input value;
+    padding slots are 0.
+
+    Args:
+        plan: the oracle plan of the junction tree.
+        theta: log-potentials in the oracle layout (``-inf`` entries are structural zeros).
+
+    Returns:
+        Tables in the same layout with the same distribution (``sum_c`` of them is ``log p``).
+
+    Example:
+        >>> plan = pj.graph.oracle.make_plan(pj.Domain({"a": 2, "b": 3}), [("a", "b")])
+        >>> out = log_conditionals(plan, {k: v + 7.0 for k, v in plan.zeros().items()})
+        >>> [round(float(jnp.exp(v).sum()), 6) for v in out.values()]
+        [1.0]
+    """
+    keys = [[f"r{r:03d}x{x:02d}" for x in range(len(run.classes))] for r, run in enumerate(plan.runs)]
+    masked = [[block_potentials(plan, k, theta[k]) for k in ks] for ks in keys]
+    out = _pass(plan, [[p for p, _ in m] for m in masked], [[re for _, re in m] for m in masked], _log_sum_exp,
+                lambda root: kernels.logsumexp(root.reshape(-1), axis=-1))
+    # the cells a padded table does not have go back to their input (the oracle masks them at -inf itself)
+    return {k: v if (cells := plan.arrays.get(f"{k}_cells")) is None else jnp.where(cells == 0, v, theta[k])
+            for k, v in out.items()}
