@@ -32,12 +32,26 @@ ARMS = ("before", "after")
 METHODS = ("mirror_descent", "lbfgs")
 
 
+def _import_pgmjax(tree: str):
+    """The ``pgmjax`` package of source tree ``tree``, imported under its own name (the child's cwd is this
+    repository, whose ``pgmjax`` would otherwise be found first); its submodules come from the same tree."""
+    import importlib.util
+    import os
+
+    folder = os.path.join(tree, "pgmjax")
+    spec = importlib.util.spec_from_file_location("pgmjax", os.path.join(folder, "__init__.py"),
+                                                  submodule_search_locations=[folder])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["pgmjax"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def child(tree: str, method: str, problem_file: str, iters: str, result_file: str) -> None:
-    sys.path.insert(0, tree)  # this arm's pgmjax, ahead of the repository's
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)
-    import pgmjax as pj
+    pj = _import_pgmjax(tree)
     from bench import problems as ep
 
     p = ep.load(problem_file)

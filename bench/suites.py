@@ -40,8 +40,9 @@ class Suite:
 
 SUITES = {s.name: s for s in (
     Suite("engine", "pgmjax against mbi 2.0 on the same noisy marginals: loss against time, per-iteration cost, "
-          "inference (marginals, synthetic data), first-call compilation and its cache, batched fits",
-          ("engine", "per_iteration", "inference", "compilation_cache", "fast_compile", "batch"),
+          "inference (marginals, synthetic data), first-call compilation and its cache, batched fits, L1 fits "
+          "between two source trees",
+          ("engine", "per_iteration", "inference", "compilation_cache", "fast_compile", "batch", "l1_cost"),
           ("mbi_inference",)),
     Suite("mechanisms", "MST and AIM against mbi 2.0 (accuracy and time), their time per round (selection, "
           "fits: compilation and iterations), low-variance synthetic data, private preprocessing of a raw table",
