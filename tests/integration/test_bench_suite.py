@@ -4,6 +4,7 @@ and command. Seconds: the imports run in one child interpreter, no benchmark run
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -212,3 +213,22 @@ def test_mst_aim_traces_aim_on_both_sides_and_stops_mbi_after_k_rounds(tmp_path)
     info = json.loads(proc.stdout.strip().splitlines()[-1])
     assert info["subset"]["stopped_by"] == "time_limit" and info["rounds_run"] == 1 and "trace" not in info
     assert not synth.exists()
+
+
+def test_l1_cost_renders_before_and_after_and_imports_a_tree_by_location(tmp_path):
+    """bench.l1_cost's page pairs the arms per problem and method; its child imports pgmjax from the tree it is
+    given (in a fresh interpreter: this process has pgmjax already)."""
+    from bench import l1_cost, schema
+
+    meta = schema.run_meta("bench.l1_cost", [], backend=False)
+    row = dict(problem="titanic", method="mirror_descent", iters=1000, loss_n=10.0, loss_2n=9.0)
+    rows = [{**row, "arm": "before", "first_s": 5.0, "ms_per_iter": 3.0},
+            {**row, "arm": "after", "first_s": 5.5, "ms_per_iter": 3.3}]
+    page = "\n".join(l1_cost.render({"meta": meta, "rows": rows, "before": "a", "after": "b"}))
+    assert "| titanic | mirror_descent | 1000 | 5.00 / 5.50 | 3.000 / 3.300 | +10% | 10.00 / 10.00 | 9.00 / 9.00 |" in page
+    code = ("import sys; from bench.l1_cost import _import_pgmjax; pj = _import_pgmjax(sys.argv[1]); "
+            "import importlib; print(importlib.import_module('pgmjax.fit.estimation').__file__)")
+    shutil.copytree(os.path.join(ROOT, "pgmjax"), tmp_path / "pgmjax", ignore=shutil.ignore_patterns("__pycache__"))
+    proc = _run("-c", code, str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == str(tmp_path / "pgmjax" / "fit" / "estimation.py")
