@@ -142,14 +142,62 @@ def loss_value(marginals: dict, measurements, loss: str = "l2") -> float:
     return total
 
 
+def l1_lp(b: np.ndarray, c: np.ndarray, total: float, method: str = "highs", floor: float | None = None):
+    """The L1 loss's minimum over full tables: the linear program ``min sum t, -t <= b p - c <= t, p >= 0,
+    sum p = total`` (exact up to the solver's tolerance), or, with ``floor``, the most central of its optimal
+    points.
+
+    Args:
+        b: ``(rows, cells)``, the whitened queries of the full table (``Q_i M_i / sigma_i`` stacked).
+        c: ``(rows,)``, the whitened answers.
+        total: the record count.
+        method: scipy's ``linprog`` method (``"highs"``, ``"highs-ds"``, ``"highs-ipm"``).
+        floor: ``(cells_of_interest, loss_bound)``: maximise the smallest of ``cells_of_interest @ p`` (a
+            matrix: the measured cliques' marginal cells) among tables whose loss is at most ``loss_bound``.
+
+    Returns:
+        The solution's full table ``p`` (``(cells,)``).
+    """
+    rows, n = b.shape
+    eye = np.eye(rows)
+    a_ub = np.block([[b, -eye], [-b, -eye]])
+    b_ub = np.concatenate([c, -c])
+    a_eq = np.concatenate([np.ones(n), np.zeros(rows)])[None]
+    cost = np.concatenate([np.zeros(n), np.ones(rows)])
+    if floor is not None:  # one more variable, s: max s with marginal cells >= s and sum t <= bound
+        m, bound = floor
+        k = m.shape[0]
+        a_ub = np.block([[a_ub, np.zeros((2 * rows, 1))], [-m, np.zeros((k, rows)), np.ones((k, 1))],
+                         [np.zeros((1, n)), np.ones((1, rows)), np.zeros((1, 1))]])
+        b_ub = np.concatenate([b_ub, np.zeros(k), [bound]])
+        a_eq = np.concatenate([a_eq, np.zeros((1, 1))], axis=1)
+        cost = np.concatenate([np.zeros(n + rows), [-1.0]])
+    res = scipy.optimize.linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[total], bounds=(0, None), method=method)
+    if res.status != 0:
+        raise RuntimeError(f"l1_lp: {res.message}")
+    return res.x[:n]
+
+
+def _marginal_matrix(attrs: list[str], sizes: list[int], clique) -> np.ndarray:
+    """``(clique cells, table cells)``: the 0/1 matrix taking the flattened full table to its marginal on
+    ``clique`` (axes in the clique's order)."""
+    cells = np.indices(sizes).reshape(len(sizes), -1)
+    shape = [sizes[attrs.index(a)] for a in clique]
+    rows = np.ravel_multi_index(tuple(cells[attrs.index(a)] for a in clique), shape)
+    m = np.zeros((int(np.prod(shape)), cells.shape[1]))
+    m[rows, np.arange(cells.shape[1])] = 1.0
+    return m
+
+
 def optimum(attrs: list[str], sizes: list[int], measurements, total: float, loss: str = "l2") -> tuple[float, dict]:
     """The minimum of the loss over the marginal polytope scaled by ``total`` (float64, full table).
 
     The loss depends on the distribution only through the measured cliques' marginals, and every point of the
     marginal polytope's relative interior is attained by the exponential family of the measured cliques, so
-    minimising over that family's potentials (L-BFGS on the full table, float64) reaches the infimum. For
-    the L1 loss the kink is smoothed by ``sqrt(r^2 + eps^2)`` with a decreasing ``eps`` (continuation), and
-    the exact loss is returned.
+    minimising over that family's potentials (L-BFGS on the full table, float64) reaches the infimum. The
+    L1 loss's minimum is a linear program over the full table (:func:`l1_lp`: exact, where L-BFGS on a
+    smoothed loss took 31 s on a 5-attribute cycle), and its point the most central optimal one (the
+    smallest measured marginal cell as large as any optimum allows).
 
     Args:
         attrs: attribute order; sizes: their sizes.
@@ -163,6 +211,16 @@ def optimum(attrs: list[str], sizes: list[int], measurements, total: float, loss
         boundary, where potentials are infinite and every method converges slowly).
     """
     cliques = sorted({tuple(m[0]) for m in measurements}, key=str)
+    if loss == "l1":
+        margs = {c: _marginal_matrix(attrs, sizes, c) for c in cliques}
+        b = np.concatenate([_query_matrix(q, [sizes[attrs.index(a)] for a in c]) @ margs[tuple(c)]
+                            / np.asarray(sd, np.float64).reshape(-1, 1) for c, y, sd, q in measurements])
+        cv = np.concatenate([np.ravel(y) / np.broadcast_to(np.asarray(sd, np.float64), np.ravel(y).shape)
+                             for c, y, sd, q in measurements])
+        best = float(np.abs(b @ l1_lp(b, cv, total) - cv).sum())
+        p = l1_lp(b, cv, total, floor=(np.concatenate(list(margs.values())), best * (1 + 1e-9) + 1e-12))
+        table = p.reshape(sizes)
+        return best, {c: project(table, attrs, c) for c in cliques}
     shapes = [tuple(sizes[attrs.index(a)] for a in c) for c in cliques]
     offs = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
     prepared = [(cliques.index(tuple(c)), _query_matrix(q, shapes[cliques.index(tuple(c))]), np.ravel(y).astype(np.float64),
@@ -176,21 +234,15 @@ def optimum(attrs: list[str], sizes: list[int], measurements, total: float, loss
         p = np.exp(logp)
         return p / p.sum()
 
-    def objective(theta, eps):
+    def objective(theta):  # the L2 loss and its gradient in the potentials
         p = dist(theta)
         mus = [total * project(p, attrs, c).ravel() for c in cliques]
         grads = [np.zeros_like(m) for m in mus]
         val = 0.0
         for k, q, y, s in prepared:
             r = (q @ mus[k] - y) / s
-            if loss == "l2":
-                val += 0.5 * r @ r
-                g = r
-            else:
-                h = np.sqrt(r * r + eps * eps)
-                val += h.sum()
-                g = r / h
-            grads[k] += q.T @ (g / s)
+            val += 0.5 * r @ r
+            grads[k] += q.T @ (r / s)
         # d loss / d theta_C = sum over cliques of the covariance of the marginal indicators.
         gfull = np.zeros(sizes)
         for k, c in enumerate(cliques):
@@ -205,10 +257,6 @@ def optimum(attrs: list[str], sizes: list[int], measurements, total: float, loss
         marginals = {c: total * project(p, attrs, c) for c in cliques}
         return loss_value(marginals, measurements, loss), marginals
 
-    theta = np.zeros(offs[-1])
-    epss = [None] if loss == "l2" else [10.0 ** (-k / 2) for k in range(0, 17)]
-    for eps in epss:
-        res = scipy.optimize.minimize(objective, theta, args=(eps,), jac=True, method="L-BFGS-B",
-                                      options={"maxiter": 20_000, "maxcor": 30, "ftol": 1e-15, "gtol": 1e-11})
-        theta = res.x
-    return exact(theta)
+    res = scipy.optimize.minimize(objective, np.zeros(offs[-1]), jac=True, method="L-BFGS-B",
+                                  options={"maxiter": 20_000, "maxcor": 30, "ftol": 1e-15, "gtol": 1e-11})
+    return exact(res.x)
