@@ -182,7 +182,7 @@ def _finish_with_mirror_descent(problem, params, history, iters, step_size, chun
 
     With the L1 loss a stall ends L-BFGS's smoothing stage early, and the run once the last stage stalls.
     In float32 that happens within a few hundred iterations, each stage's line search stopped by the
-    smoothed loss's rounding (2.7e-4 above the optimum on a 6-attribute model where mirror descent
+    smoothed loss's rounding (2.8e-4 above the optimum on a 6-attribute model where mirror descent
     reaches 1.5e-5): mirror descent then runs its own smoothing stages on the remaining iterations from
     L-BFGS's iterate, and the fit keeps whichever of the two has the lower L1 loss (in float64 L-BFGS's,
     already optimal: a restarted continuation first moves away from it).

@@ -116,8 +116,9 @@ def run(
 ):
     """Run an estimator for ``iters`` steps in compiled chunks.
 
-    An estimator with ``stalled(state)`` (:class:`LBFGS`; smooth losses) ends the run after a chunk in which
-    it stalled; its idle steps count no iteration.
+    An estimator with ``stalled(state)`` (:class:`LBFGS`) ends the run after a chunk in which it stalled; its
+    idle steps count no iteration. With the L1 loss a stall ends the chunk's smoothing stage, and the run
+    only in the last stage (stages past the schedule's last keep its width).
 
     Args:
         estimator: an :class:`~pgmjax.fit.estimator.Estimator` (MirrorDescent, DualAveraging, LBFGS or one's own).
