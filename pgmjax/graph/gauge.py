@@ -60,9 +60,14 @@ def _split(reduce, run, parents, pairs, direct, route, beliefs, real) -> tuple[d
     return route_messages(run, parents, pairs, direct, route, raw, {x: zero for x in raw}, real), kept
 
 
+def _keys(plan: OraclePlan) -> list:
+    """The blocks' keys, per run, per class (the oracle layout's order)."""
+    return [[f"r{r:03d}x{x:02d}" for x in range(len(run.classes))] for r, run in enumerate(plan.runs)]
+
+
 def _pass(plan: OraclePlan, pots: list, reals: list, reduce, root_reduce) -> dict:
     """The upward pass of :func:`canonical` or :func:`log_conditionals`, tables back in the oracle layout."""
-    keys = [[f"r{r:03d}x{x:02d}" for x in range(len(run.classes))] for r, run in enumerate(plan.runs)]
+    keys = _keys(plan)
     outs, root = upward_pass(plan, pots, reals, functools.partial(_split, reduce))
     outs[-1].append((False, [root - root_reduce(root)]))
     out: dict = {}
@@ -91,7 +96,7 @@ def canonical(plan: OraclePlan, blocks: dict) -> dict:
         >>> all(bool((v == 0).all()) for v in out.values())
         True
     """
-    keys = [[f"r{r:03d}x{x:02d}" for x in range(len(run.classes))] for r, run in enumerate(plan.runs)]
+    keys = _keys(plan)
     pots = [[blocks[k] for k in ks] for ks in keys]
     reals = [[block_potentials(plan, k, blocks[k])[1] for k in ks] for ks in keys]
     return _pass(plan, pots, reals, _mean, jnp.mean)
@@ -120,7 +125,7 @@ def log_conditionals(plan: OraclePlan, theta: dict) -> dict:
         >>> [round(float(jnp.exp(v).sum()), 6) for v in out.values()]
         [1.0]
     """
-    keys = [[f"r{r:03d}x{x:02d}" for x in range(len(run.classes))] for r, run in enumerate(plan.runs)]
+    keys = _keys(plan)
     masked = [[block_potentials(plan, k, theta[k]) for k in ks] for ks in keys]
     out = _pass(plan, [[p for p, _ in m] for m in masked], [[re for _, re in m] for m in masked], _log_sum_exp,
                 lambda root: kernels.logsumexp(root.reshape(-1), axis=-1))
