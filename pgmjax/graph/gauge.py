@@ -38,7 +38,8 @@ from .oracle_plan import OraclePlan
 
 
 def _mean(b, axes):
-    return jnp.mean(b, axis=axes), None
+    m = jnp.mean(b, axis=axes)
+    return m, m
 
 
 def _log_sum_exp(b, axes):
@@ -48,13 +49,13 @@ def _log_sum_exp(b, axes):
 
 
 def _split(reduce, run, parents, pairs, direct, route, beliefs, real) -> tuple[dict, list]:
-    """One level: each class's reduction (``reduce(table, axes) -> (message, subtracted)``, ``subtracted``
-    None for the message itself) over its eliminated axes, routed to the parents, and what it keeps."""
+    """One level: each class's reduction over its eliminated axes (``reduce(table, axes) -> (message,
+    subtracted)``: what goes to the parent and what the class takes off its table), routed to the parents,
+    and what it keeps."""
     raw, kept = {}, []
     for x, (b, cl) in enumerate(zip(beliefs, run.classes)):
         axes = tuple(range(b.ndim - len(cl.elim_axes), b.ndim))
         raw[x], sub = reduce(b, axes)
-        sub = raw[x] if sub is None else sub
         kept.append(keep_real(real[x], b - sub.reshape((b.shape[0], *message_shape(cl)))))
     zero = jnp.zeros((), next(iter(raw.values())).dtype) if raw else 0.0
     return route_messages(run, parents, pairs, direct, route, raw, {x: zero for x in raw}, real), kept
