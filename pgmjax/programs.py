@@ -142,12 +142,25 @@ def _default_cache_folder() -> str:
 
 
 def check_cache_folder(path: str | os.PathLike) -> str:
-    """Make sure ``path`` is a folder only this user can write, creating it (mode 0o700) if absent.
+    """Make sure ``path`` is a folder only this user can write, reached only through folders others cannot change.
 
     The folder's files are compiled programs (native code) that a later process loads and runs, so anyone who
-    can write there runs code as whoever next fits a model with the cache on. The folder must therefore be a
-    real folder (not a symbolic link, which could be pointed elsewhere), owned by the current user, and not
-    writable by its group or by others.
+    can write there, or can replace the folder, runs code as whoever next fits a model with the cache on. The
+    check is therefore of the whole path, not of the folder alone:
+
+    * **the folder** is a real folder (not a symbolic link, which could be pointed elsewhere) owned by the
+      current user and not writable by its group or others; it is created with mode 0o700 if absent;
+    * **every folder above it**, on the path as given and on the path with its symbolic links resolved, belongs
+      to the user or to root and is not writable by its group or others, unless it has the sticky bit (as
+      ``/tmp`` has), under which nobody else can rename or delete the user's folder. A parent another user
+      could write would let them rename the checked folder away and put their own in its place after the
+      check; a symbolic link on the way is judged by where it leads;
+    * **its contents**: every entry belongs to the user, is not writable by its group or others, and is not a
+      symbolic link (a file another user planted, or left world-writable, is code they could change).
+
+    With all three true, no other user can change what the folder holds for as long as the process runs: its
+    owner and mode, and those of every folder above it, can only be changed by the user or root. That is why
+    the check runs once, when the cache is turned on, and not again before each read.
 
     Args:
         path: the folder.
@@ -156,8 +169,9 @@ def check_cache_folder(path: str | os.PathLike) -> str:
         The folder, as a string (``os.fspath``).
 
     Raises:
-        UntrustedCacheFolder: a symbolic link, a folder owned by another user, or one its group or others can
-            write; the message names the folder, its owner and mode, and what is expected.
+        UntrustedCacheFolder: a symbolic link, a folder owned by another user or one its group or others can
+            write, a parent folder others could change, or contents that are not the user's alone; the message
+            names the folder (or the parent, or the entry), its owner and mode, and what is expected.
         OSError: the folder cannot be created, is not a folder, or cannot be written by this user.
 
     Example:
@@ -169,6 +183,7 @@ def check_cache_folder(path: str | os.PathLike) -> str:
     import stat
 
     path = os.fspath(path)
+    _check_parents(path)  # before creating anything there
     try:
         # Only the folder itself gets 0o700; parents missing on the way get the usual mode.
         os.makedirs(path, mode=0o700, exist_ok=True)
@@ -192,10 +207,73 @@ def check_cache_folder(path: str | os.PathLike) -> str:
             "and others cannot write (mode 0o700, say): its files are compiled programs this process would run, "
             "so whoever can write there runs code as you. Use a folder of your own "
             f"(`chmod 700 {path}` if it is yours and not shared), or leave the cache off")
+    _check_parents(path)  # again, now that every part exists: the resolved path included
+    _check_contents(path)
     if not os.access(path, os.W_OK | os.X_OK):
         raise PermissionError(13, f"the compilation cache folder {path!r} (mode 0o{mode:03o}) is read-only: "
                                   "this process cannot write there")
     return path
+
+
+def _ancestors(path: str) -> list[str]:
+    """The folders above ``path`` (absolute, nearest first), as written and with symbolic links resolved."""
+    seen: list[str] = []
+    for start in (os.path.abspath(path), os.path.realpath(path)):
+        parent = os.path.dirname(start)
+        while True:
+            if parent not in seen:
+                seen.append(parent)
+            up = os.path.dirname(parent)
+            if up == parent:
+                break
+            parent = up
+    return seen
+
+
+def _check_parents(path: str) -> None:
+    """Refuse a cache folder below a folder another user could change (see :func:`check_cache_folder`)."""
+    import stat
+
+    if not hasattr(os, "getuid"):
+        return
+    me = os.getuid()
+    for parent in _ancestors(path):
+        try:
+            st = os.stat(parent)  # a link on the way is judged by its target; both paths are walked
+        except FileNotFoundError:
+            continue  # not created yet: makedirs makes it the user's own
+        mode = stat.S_IMODE(st.st_mode)
+        others_write = mode & 0o022 and not mode & stat.S_ISVTX
+        if st.st_uid not in (me, 0) or others_write:
+            where = f"{parent!r}" + (f" (a link to {os.path.realpath(parent)!r})" if os.path.islink(parent) else "")
+            raise UntrustedCacheFolder(
+                f"the compilation cache folder {path!r} lies under {where}, owned by uid {st.st_uid}"
+                f"{_user(st.st_uid)} with mode 0o{mode:03o}; expected every folder above it to belong to you "
+                f"(uid {me}{_user(me)}) or root and to be writable by nobody else unless sticky (as /tmp is): "
+                "whoever can write there can replace the cache folder with one of their own after this check. "
+                "Keep the cache under your home, or leave it off")
+
+
+def _check_contents(path: str) -> None:
+    """Refuse a cache folder holding an entry another user owns or could write, or a symbolic link."""
+    import stat
+
+    if not hasattr(os, "getuid"):
+        return
+    me = os.getuid()
+    for folder, dirs, files in os.walk(path):
+        for name in dirs + files:
+            entry = os.path.join(folder, name)
+            st = os.lstat(entry)
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode) or st.st_uid != me or mode & 0o022:
+                what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else (
+                    f"owned by uid {st.st_uid}{_user(st.st_uid)} with mode 0o{mode:03o}")
+                raise UntrustedCacheFolder(
+                    f"the compilation cache folder {path!r} holds {entry!r}, {what}; expected every entry to be a "
+                    f"file or folder owned by you (uid {me}{_user(me)}) that group and others cannot write: it "
+                    "may be a program this process would load. Delete the entry (or the whole folder: JAX "
+                    "rebuilds it), or use another folder")
 
 
 def _uid() -> str:

@@ -324,3 +324,67 @@ def test_pickled_domain_and_plan_keep_their_hash_in_another_process():
     assert domain == plan.domain and hash(domain) == hash(plan.domain)
     assert static == plan.static and hash(static) == hash(plan.static)
     assert {plan.domain: 1}[domain] == 1
+
+
+def _needs_root():
+    if os.getuid() != 0:
+        pytest.skip("giving a folder to another user needs root")
+
+
+@pytest.mark.parametrize("how", ["world-writable parent", "parent of another user", "symlinked parent",
+                                 "another user's file inside", "world-writable file inside", "symlink inside"])
+def test_a_folder_others_could_change_is_refused(tmp_path, how, jax_cache_config):
+    """Issue 57: the folder's parents (as written and resolved) and its contents are checked, not the folder
+    alone. Each case was accepted before: a parent others can write (no sticky bit) lets them rename the checked
+    folder away and put their own in its place; a symbolic link on the way leads into another user's folder;
+    a planted entry is code another user can change."""
+    base = tmp_path / "base"
+    base.mkdir(mode=0o755)
+    folder = base / "cache"
+    if how == "world-writable parent":
+        base.chmod(0o777)
+        expected, named = "lies under", str(base)
+    elif how == "parent of another user":
+        _needs_root()
+        os.chown(base, 65534, 65534)
+        expected, named = "uid 65534", str(base)
+    elif how == "symlinked parent":
+        _needs_root()
+        theirs = tmp_path / "theirs"
+        theirs.mkdir(mode=0o755)
+        os.chown(theirs, 65534, 65534)
+        (tmp_path / "mine").symlink_to(theirs)
+        folder = tmp_path / "mine" / "cache"
+        expected, named = "uid 65534", str(theirs)
+    else:
+        folder.mkdir(mode=0o700)
+        entry = folder / "planted"
+        if how == "symlink inside":
+            entry.symlink_to(tmp_path)
+            expected = "symbolic link"
+        else:
+            entry.write_bytes(b"not a program")
+            entry.chmod(0o666 if how == "world-writable file inside" else 0o644)
+            if how == "another user's file inside":
+                _needs_root()
+                os.chown(entry, 65534, 65534)
+            expected = "uid 65534" if how == "another user's file inside" else "mode 0o666"
+        named = str(entry)
+    before = jax.config.jax_compilation_cache_dir
+    with pytest.raises(programs.UntrustedCacheFolder, match=expected) as err:
+        programs.enable_compilation_cache(folder)
+    assert named in str(err.value) and "expected" in str(err.value)
+    assert jax.config.jax_compilation_cache_dir == before  # nothing turned on
+
+
+def test_a_sticky_shared_parent_is_accepted(tmp_path, jax_cache_config):
+    """A sticky world-writable parent (as /tmp) is fine: nobody else can rename or delete the user's folder in
+    it. The user's own files inside (JAX's entries, mode 0o644) are fine too."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    folder = shared / "cache"
+    folder.mkdir(mode=0o700)
+    (folder / "entry").write_bytes(b"")
+    (folder / "entry").chmod(0o644)
+    assert programs.check_cache_folder(folder) == str(folder)
