@@ -78,6 +78,14 @@ class Measurement:
             )
         if not np.all(np.isfinite(s)) or np.any(s <= 0):
             raise ValueError(f"Measurement on {self.clique}: stddev must be positive and finite, got {stddev!r}")
+        # The loss weighs a row by 1 / stddev^2 and the total's rule by 1 / (rows * stddev^2): a stddev whose
+        # square under- or overflows float64 would divide by zero or weigh a row by nothing.
+        with np.errstate(over="ignore", divide="ignore", under="ignore"):
+            weight = 1.0 / (np.max(s) ** 2 * y.size), 1.0 / np.min(s) ** 2
+        if not all(np.isfinite(w) and w > 0 for w in weight):
+            raise ValueError(
+                f"Measurement on {self.clique}: stddev must lie where 1 / stddev**2 is a finite, nonzero float64 "
+                f"(roughly 1e-154 < stddev < 1e154), got {stddev!r}")
         self.stddev = s
 
     @property

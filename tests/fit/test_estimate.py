@@ -206,6 +206,10 @@ def test_bad_inputs_raise_before_compiling(small):
         (dict(clique=("a", "a"), y=np.zeros(9)), "appears more than once"),
         (dict(clique=("a",), y=[np.nan, 0, 0]), "y has non-finite values"),
         (dict(clique=("a",), y=np.zeros(3), stddev=0.0), "stddev must be positive"),
+        # Issue 57: 1 / stddev**2 not a finite, nonzero float64 ended in a bare ZeroDivisionError in estimate.
+        (dict(clique=("a",), y=np.zeros(3), stddev=1e-300), "1 / stddev\\*\\*2 is a finite, nonzero"),
+        (dict(clique=("a",), y=np.zeros(3), stddev=[1.0, 1e-200, 1.0]), "1 / stddev\\*\\*2 is a finite, nonzero"),
+        (dict(clique=("a",), y=np.zeros(3), stddev=1e200), "1 / stddev\\*\\*2 is a finite, nonzero"),
         (dict(clique=("a",), y=np.zeros(3), stddev=np.ones(2)), "stddev must be a scalar or one per row"),
         (dict(clique=("a",), y=np.zeros(2), query=np.ones((3, 3))), "the query has 3 rows but y has 2 values"),
         (dict(clique=("a", "b"), y=np.zeros(2), query=(np.ones((2, 3)),)), "needs one matrix per attribute"),
