@@ -130,3 +130,28 @@ def test_cli_report_end_to_end(tmp_path, capsys):
         page = html.read_text()
         assert ("warning: hire_date: " in out) is flagged and ("warning: year: " in out) is flagged
         assert ("Warning: hire_date: " in page) is flagged and "TVD (raw scale)" in page
+
+
+def test_cli_report_of_integer_coded_tables_with_domain(tmp_path, capsys):
+    """Issue 57: integer-coded CSVs were binned as numbers ("[0, 1.133)"); with --domain each code is a category,
+    and a code outside the domain is refused with the column named (exit 2)."""
+    import json
+
+    rng = np.random.default_rng(0)
+    domain = {"a": 3, "b": 100}  # over infer_schema's 32 categories: read without --domain, b is binned as a number
+    for name in ("real", "synth"):
+        pd.DataFrame({"a": rng.integers(0, 3, 500), "b": rng.integers(0, 100, 500)}).to_csv(
+            tmp_path / f"{name}.csv", index=False)
+    (tmp_path / "domain.json").write_text(json.dumps(domain))
+    html = tmp_path / "report.html"
+    args = ["report", "--real", str(tmp_path / "real.csv"), "--synthetic", str(tmp_path / "synth.csv"),
+            "--domain", str(tmp_path / "domain.json"), "--html", str(html)]
+    assert cli.main(args) == 0, capsys.readouterr()
+    page = html.read_text()
+    assert "<tr><td>b</td><td>category</td>" in page and "<tr><td>b</td><td>number</td>" not in page
+    pd.DataFrame({"a": [0, 3], "b": [0, 1]}).to_csv(tmp_path / "synth.csv", index=False)
+    html.unlink()
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert "column 'a' has a value outside [0, 3)" in err and "line" not in err.replace("its line", ""), err
+    assert not html.exists()
