@@ -115,7 +115,7 @@ def files(name: str, path: str | os.PathLike | None = None) -> tuple[str, str]:
             return csv, domain
     raise FileNotFoundError(
         f"dataset {name!r}: no {name}.csv(.gz) and {name}-domain.json in {folder} "
-        "(pass the data folder or set PGMJAX_DATA)"
+        "(pass the data folder or set PGMJAX_DATA; the guide's Getting started page says where to get the tables)"
     )
 
 
