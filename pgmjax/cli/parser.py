@@ -11,6 +11,7 @@ from .arguments import OVERWRITE_HELP, positive_float, positive_int, seed_int, u
 from .commands import mechanisms_cmd, schema_cmd
 from .demo import demo
 from .errors import RunFailure, UserError
+from .outputs import Terminated, terminate_raises
 from .run import run
 
 
@@ -286,7 +287,8 @@ def main(argv=None) -> int:
         return args.func(args)
     args.argv = argv
     try:
-        return args.func(args)
+        with terminate_raises():  # SIGTERM unwinds like Ctrl-C: every output's cleanup runs
+            return args.func(args)
     except UserError as e:
         print(f"pgmjax {args.command}: error: {e}", file=sys.stderr)
         return 2
@@ -298,6 +300,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"pgmjax {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"pgmjax {args.command}: terminated (SIGTERM); no output of this run was kept", file=sys.stderr)
+        return 143
     except Exception as e:
         if getattr(args, "debug", False):
             raise

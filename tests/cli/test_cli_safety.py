@@ -115,7 +115,7 @@ def test_an_interrupted_write_leaves_the_old_file(tmp_path):
     target = tmp_path / "out.csv"
     target.write_text("precious\n")
     with pytest.raises(KeyboardInterrupt):
-        with outputs.atomic_file(str(target)) as f:
+        with outputs.atomic_file(str(target), overwrite=True) as f:
             f.write("partial")
             raise KeyboardInterrupt
     assert target.read_text() == "precious\n"
