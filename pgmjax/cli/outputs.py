@@ -12,9 +12,9 @@
   staged; :meth:`OutputSet.commit` moves them all into place at the end. Without ``--overwrite`` each one is
   created exclusively (:func:`os.link`, :func:`os.mkdir`: they fail if the name exists), so a concurrent run
   with the same outputs fails (exit 1) instead of replacing them; a run that fails at any point, or is
-  interrupted (Ctrl-C, SIGTERM: :func:`terminate_raises`), leaves none of its outputs and no temporary file.
-* Temporary files are named ``.{name}.pgmjax-tmp.{host}.{pid}.{random}``: one left by a killed run (its
-  process gone, on this host, owned by this user) is removed by the next command writing the same output.
+  interrupted (Ctrl-C, SIGTERM: :func:`pgmjax.cli.tempfiles.terminate_raises`), leaves none of its outputs and no temporary file.
+* Temporary files (:mod:`pgmjax.cli.tempfiles`) carry this host and process in their names: one left by a killed
+  run is removed by the next command writing the same output.
 * :func:`atomic_file`, :func:`write_text`, :func:`write_csv`: one file written atomically (library use).
 
 Example::
@@ -31,22 +31,18 @@ import contextlib
 import errno
 import os
 import shutil
-import signal
-import socket
-import uuid
 
 from . import guards
+from .tempfiles import clean_stale, remove_path, tmp_path
 from .errors import RunFailure, UserError
 
 __all__ = ["check_outputs", "check_records", "OutputSet", "atomic_file", "write_text", "write_csv",
-           "save_model_atomic", "terminate_raises", "Terminated", "MAX_RECORDS", "MIN_BYTES_PER_VALUE", "TMP_MARK"]
+           "save_model_atomic", "MAX_RECORDS", "MIN_BYTES_PER_VALUE"]
 
 #: ``--records`` above this is refused (exit 2) before anything runs: ten billion records take hours to draw.
 MAX_RECORDS = 10**10
 #: The fewest bytes a synthetic value takes in a CSV: one character and its separator (or the line's end).
 MIN_BYTES_PER_VALUE = 2
-#: What names a temporary file of an output: ``.{name}`` + TMP_MARK + ``.{host}.{pid}.{random}``.
-TMP_MARK = ".pgmjax-tmp"
 
 
 def _model_files(path: str) -> list[str]:
@@ -62,66 +58,9 @@ def _exists(flag: str, path: str) -> bool:
     return os.path.lexists(path)
 
 
-def _host() -> str:
-    return socket.gethostname().replace(os.sep, "_") or "localhost"
-
-
-def _tmp_path(path: str) -> str:
-    """A new temporary name beside ``path``: hidden, recognisable, carrying this host and process."""
-    folder, name = os.path.split(os.path.abspath(path))
-    return os.path.join(folder, f".{name}{TMP_MARK}.{_host()}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # PermissionError: it exists (another user's)
-        return True
-    return True
-
-
-def _remove(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    else:
-        os.remove(path)
-
-
-def clean_stale(path: str) -> list[str]:
-    """Remove the temporary files of ``path`` left by killed runs: on this host, of a process that is gone,
-    owned by this user (a live run's, another host's or another user's are kept).
-
-    Args:
-        path: an output path.
-
-    Returns:
-        The removed paths.
-    """
-    folder, name = os.path.split(os.path.abspath(path))
-    prefix, host, removed = f".{name}{TMP_MARK}.", _host(), []
-    try:
-        entries = os.listdir(folder)
-    except OSError:
-        return removed
-    for entry in entries:
-        if not entry.startswith(prefix):
-            continue
-        parts = entry[len(prefix):].rsplit(".", 2)  # host (may hold dots), pid, random
-        if len(parts) != 3 or parts[0] != host or not parts[1].isdigit() or _alive(int(parts[1])):
-            continue
-        full = os.path.join(folder, entry)
-        with contextlib.suppress(OSError):
-            if os.lstat(full).st_uid == os.getuid():
-                _remove(full)
-                removed.append(full)
-    return removed
-
-
 def _probe(folder: str, flag: str, path: str) -> None:
     """Create and remove a file in ``folder``: the one test of writability that root and every filesystem honour."""
-    probe = _tmp_path(os.path.join(folder, "probe"))
+    probe = tmp_path(os.path.join(folder, "probe"))
     try:
         fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.close(fd)
@@ -199,8 +138,8 @@ def check_outputs(inputs: dict[str, str | None], outputs: dict[str, str | None],
 
 class OutputSet:
     """The outputs of one command: staged beside their places, placed together by :meth:`commit`, removed
-    together on failure. Used as a context manager: an exception (KeyboardInterrupt, :class:`Terminated`
-    included) removes every staged temporary file and every output this set placed.
+    together on failure. Used as a context manager: an exception (KeyboardInterrupt,
+    :class:`~pgmjax.cli.tempfiles.Terminated` included) removes every staged temporary file and every output this set placed.
 
     Args:
         outputs: ``{flag: path}`` (None entries are skipped).
@@ -237,7 +176,7 @@ class OutputSet:
         Returns:
             A context manager yielding the open file.
         """
-        tmp = _tmp_path(self.paths[flag])
+        tmp = tmp_path(self.paths[flag])
         try:
             with open(tmp, "x" + mode.replace("w", ""), **open_kwargs) as f:
                 yield f
@@ -262,7 +201,7 @@ class OutputSet:
         """Stage :func:`pgmjax.model.serialization.save_model` into a temporary folder as ``flag``'s output."""
         from ..model.serialization import save_model
 
-        tmp = _tmp_path(self.paths[flag])
+        tmp = tmp_path(self.paths[flag])
         try:
             os.mkdir(tmp)
             save_model(model, tmp, schema=schema)
@@ -276,7 +215,7 @@ class OutputSet:
         old = self._staged.pop(flag, None)
         if old is not None:
             with contextlib.suppress(OSError):
-                _remove(old)
+                remove_path(old)
         self._staged[flag] = tmp
 
     def commit(self) -> None:
@@ -301,7 +240,7 @@ class OutputSet:
                 raise RunFailure(f"{flag}: could not write {self.given[flag]}: {e}") from e
             del self._staged[flag]
             with contextlib.suppress(OSError):
-                _remove(tmp)
+                remove_path(tmp)
 
     def _place_file(self, tmp: str, path: str) -> None:
         if self.overwrite:
@@ -340,7 +279,7 @@ class OutputSet:
         left = []
         for tmp in self._staged.values():
             try:
-                _remove(tmp)
+                remove_path(tmp)
             except FileNotFoundError:
                 pass
             except OSError:
@@ -364,28 +303,6 @@ class OutputSet:
                 left.append(path)
         self._placed.clear()
         return left
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived: raised in the main thread so that ``finally`` blocks and :class:`OutputSet` clean up."""
-
-
-@contextlib.contextmanager
-def terminate_raises():
-    """While inside, SIGTERM raises :class:`Terminated` (the previous handler is restored on exit); a no-op
-    outside the main thread, where no handler can be installed."""
-    def handler(signum, frame):
-        raise Terminated(signum)
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager

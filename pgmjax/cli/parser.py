@@ -11,7 +11,7 @@ from .arguments import OVERWRITE_HELP, positive_float, positive_int, seed_int, u
 from .commands import mechanisms_cmd, schema_cmd
 from .demo import demo
 from .errors import RunFailure, UserError
-from .outputs import Terminated, terminate_raises
+from .tempfiles import Terminated, terminate_raises
 from .run import run
 
 
