@@ -31,10 +31,11 @@ import contextlib
 import errno
 import os
 import shutil
+import sys
 
 from . import guards
-from .tempfiles import clean_stale, remove_path, tmp_path
 from .errors import RunFailure, UserError
+from .tempfiles import clean_stale, remove_path, tmp_path
 
 __all__ = ["check_outputs", "check_records", "OutputSet", "atomic_file", "write_text", "write_csv",
            "save_model_atomic", "MAX_RECORDS", "MIN_BYTES_PER_VALUE"]
@@ -59,8 +60,9 @@ def _exists(flag: str, path: str) -> bool:
 
 
 def _probe(folder: str, flag: str, path: str) -> None:
-    """Create and remove a file in ``folder``: the one test of writability that root and every filesystem honour."""
-    probe = tmp_path(os.path.join(folder, "probe"))
+    """Create and remove a file in ``folder``: the one test of writability that root and every filesystem honour.
+    It is named as a temporary file of ``path`` would be, so that :func:`clean_stale` finds it if a kill strands it."""
+    probe = tmp_path(os.path.join(folder, os.path.basename(os.path.abspath(path))))
     try:
         fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.close(fd)
@@ -161,8 +163,13 @@ class OutputSet:
             self.discard()
             return
         left = self.abandon()
-        if left and isinstance(exc, (RunFailure, UserError)):
-            exc.args = (f"{exc}; could not remove this run's {', '.join(left)}: remove them by hand",)
+        if not left:
+            return
+        note = f"could not remove this run's {', '.join(left)}: remove them by hand"
+        if isinstance(exc, (RunFailure, UserError)):
+            exc.args = (f"{exc}; {note}",)
+        else:  # an interrupt or an unexpected error: its own message is printed, this one beside it
+            print(f"pgmjax: {note}", file=sys.stderr)
 
     @contextlib.contextmanager
     def file(self, flag: str, mode: str = "w", **open_kwargs):
@@ -234,8 +241,8 @@ class OutputSet:
                     self._place_file(tmp, path)
             except FileExistsError:
                 raise RunFailure(f"{flag} {self.given[flag]} appeared while this run was working (another run writing "
-                                 "the same output?); it was left as it is and this run's outputs were removed: run "
-                                 f"again with another {flag}, or with --overwrite to replace it") from None
+                                 "the same output?) and was left as it is; no output of this run is kept: run again "
+                                 f"with another {flag}, or with --overwrite to replace it") from None
             except OSError as e:
                 raise RunFailure(f"{flag}: could not write {self.given[flag]}: {e}") from e
             del self._staged[flag]

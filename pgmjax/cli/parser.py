@@ -11,8 +11,8 @@ from .arguments import OVERWRITE_HELP, positive_float, positive_int, seed_int, u
 from .commands import mechanisms_cmd, schema_cmd
 from .demo import demo
 from .errors import RunFailure, UserError
-from .tempfiles import Terminated, terminate_raises
 from .run import run
+from .tempfiles import Terminated, terminate_raises
 
 
 _MAIN_EPILOG = """\

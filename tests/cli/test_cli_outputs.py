@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import pgmjax as pj
 from pgmjax import cli
 from pgmjax.cli import outputs
 from pgmjax.cli import run as cli_run
@@ -109,6 +110,19 @@ def test_too_many_records_are_refused_before_the_budget(here, capsys, no_budget,
     assert not os.path.exists("s.csv")
 
 
+def test_sample_refuses_too_many_records_before_drawing(here, capsys, monkeypatch):
+    code, _, err = main([*RUN, "--save-model", "m"], capsys)
+    assert code == 0, err
+
+    def drawn(*args, **kwargs):
+        raise AssertionError("records were drawn before --records was checked")
+
+    monkeypatch.setattr(pj.GraphicalModel, "synthetic_data", drawn)
+    code, _, err = main(["sample", "--model", "m", "--records", "1000000000000", "--out", "more.csv"], capsys)
+    assert code == 2 and "--records 1000000000000 is above the maximum" in err, err
+    assert not os.path.exists("more.csv")
+
+
 def test_records_beyond_the_free_disk_space_are_refused_before_the_budget(here, capsys, no_budget, monkeypatch):
     free = 10**6
     monkeypatch.setattr(outputs.shutil, "disk_usage", lambda p: outputs.shutil._ntuple_diskusage(10**9, 10**9 - free, free))
@@ -184,6 +198,26 @@ def test_a_stale_temporary_file_of_a_dead_run_is_removed(here, capsys):
     assert code == 0, err
     assert not os.path.exists(stale) and os.path.exists(live) and os.path.exists(elsewhere)
     assert json.loads((here / "s.json").read_text())
+
+
+def test_an_output_that_cannot_be_removed_is_named(tmp_path, monkeypatch):
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    second.write_text("someone else's")
+    remove = os.remove
+
+    def stuck(path, *args, **kwargs):
+        if os.fspath(path) == str(first):
+            raise PermissionError(1, "Operation not permitted")
+        return remove(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "remove", stuck)
+    with pytest.raises(cli.RunFailure) as failure:
+        with outputs.OutputSet({"--out": str(first), "--report": str(second)}, overwrite=False) as outs:
+            outs.write_text("--out", "mine")
+            outs.write_text("--report", "mine")
+            outs.commit()  # first.txt is placed, second.txt exists: the set fails and cannot remove first.txt
+    assert "--report" in str(failure.value) and f"could not remove this run's {first}" in str(failure.value)
+    assert second.read_text() == "someone else's" and sorted(os.listdir(tmp_path)) == ["first.txt", "second.txt"]
 
 
 def test_overwrite_replaces_and_an_exclusive_write_refuses(tmp_path):
