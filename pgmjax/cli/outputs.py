@@ -12,7 +12,8 @@
   staged; :meth:`OutputSet.commit` moves them all into place at the end. Without ``--overwrite`` each one is
   created exclusively (:func:`os.link`, :func:`os.mkdir`: they fail if the name exists), so a concurrent run
   with the same outputs fails (exit 1) instead of replacing them; a run that fails at any point, or is
-  interrupted (Ctrl-C, SIGTERM: :func:`pgmjax.cli.tempfiles.terminate_raises`), leaves none of its outputs and no temporary file.
+  interrupted (Ctrl-C, SIGTERM: :func:`pgmjax.cli.tempfiles.terminate_raises`), leaves none of its outputs
+  and no temporary file.
 * Temporary files (:mod:`pgmjax.cli.tempfiles`) carry this host and process in their names: one left by a killed
   run is removed by the next command writing the same output.
 * :func:`atomic_file`, :func:`write_text`, :func:`write_csv`: one file written atomically (library use).
@@ -40,7 +41,7 @@ from .tempfiles import clean_stale, remove_path, tmp_path
 __all__ = ["check_outputs", "check_records", "OutputSet", "atomic_file", "write_text", "write_csv",
            "save_model_atomic", "MAX_RECORDS", "MIN_BYTES_PER_VALUE"]
 
-#: ``--records`` above this is refused (exit 2) before anything runs: ten billion records take hours to draw.
+#: ``--records`` above this (ten billion) is refused before anything runs: a count past it is taken for a slip.
 MAX_RECORDS = 10**10
 #: The fewest bytes a synthetic value takes in a CSV: one character and its separator (or the line's end).
 MIN_BYTES_PER_VALUE = 2
@@ -100,9 +101,17 @@ def check_records(records: int | None, columns: int, out: str | None, flag: str 
     folder = os.path.dirname(os.path.abspath(out))
     need, free = records * columns * MIN_BYTES_PER_VALUE, shutil.disk_usage(folder).free
     if need > free:
-        raise UserError(f"{flag} {records}: --out {out} would take at least {need / 2**30:.3g} GiB ({columns} columns, "
-                        f"{MIN_BYTES_PER_VALUE} bytes a value) and {folder} has {free / 2**30:.3g} GiB free; draw fewer "
+        raise UserError(f"{flag} {records}: --out {out} would take at least {_size(need)} ({columns} columns, "
+                        f"{MIN_BYTES_PER_VALUE} bytes a value) and {folder} has {_size(free)} free; draw fewer "
                         "records or write elsewhere (nothing was run)")
+
+
+def _size(n: int) -> str:
+    """Bytes as a person reads them: ``1.2 MB``, ``3.5 TB`` (powers of 1000, as ``df -H`` prints them)."""
+    units, i = ("B", "kB", "MB", "GB", "TB"), 0
+    while n >= 1000 and i < len(units) - 1:
+        n, i = n / 1000, i + 1
+    return f"{n:.3g} {units[i]}" if n < 1000 else f"{n:,.0f} {units[i]}"
 
 
 def check_outputs(inputs: dict[str, str | None], outputs: dict[str, str | None], overwrite: bool) -> OutputSet:
@@ -141,7 +150,8 @@ def check_outputs(inputs: dict[str, str | None], outputs: dict[str, str | None],
 class OutputSet:
     """The outputs of one command: staged beside their places, placed together by :meth:`commit`, removed
     together on failure. Used as a context manager: an exception (KeyboardInterrupt,
-    :class:`~pgmjax.cli.tempfiles.Terminated` included) removes every staged temporary file and every output this set placed.
+    :class:`~pgmjax.cli.tempfiles.Terminated` included) removes every staged temporary file and every output
+    this set placed; what cannot be removed is named in the error.
 
     Args:
         outputs: ``{flag: path}`` (None entries are skipped).
@@ -230,7 +240,8 @@ class OutputSet:
 
         Raises:
             RunFailure: an output could not be placed: it appeared meanwhile (another run writing the same
-                path, without ``--overwrite``) or the filesystem refused; this set's outputs are removed first.
+                path, without ``--overwrite``) or the filesystem refused (leaving the ``with`` block then removes
+                the outputs this set placed).
         """
         for flag, tmp in list(self._staged.items()):
             path = self.paths[flag]

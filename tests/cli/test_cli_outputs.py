@@ -228,3 +228,22 @@ def test_overwrite_replaces_and_an_exclusive_write_refuses(tmp_path):
     assert target.read_text() == "one"
     outputs.write_text(str(target), "three", overwrite=True)
     assert target.read_text() == "three" and os.listdir(tmp_path) == ["o.txt"]
+
+
+def test_a_terminated_process_leaves_nothing(here):
+    """The real thing: ``python -m pgmjax run`` sent SIGTERM once it has read the table (the mechanism running)."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": os.pathsep.join(filter(None, [
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(cli.__file__)))), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, "-m", "pgmjax", *RUN[:-3], "--engine-iters", "3000", "--out", "s.csv",
+                             "--save-model", "m"], cwd=here, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:
+            if line.startswith("pgmjax run: read "):  # after the checks, before the mechanism
+                proc.send_signal(signal.SIGTERM)
+                break
+        err = proc.stderr.read()
+        assert proc.wait(timeout=120) == 143, err
+    finally:
+        proc.kill()
+    assert "terminated (SIGTERM)" in err
+    assert sorted(os.listdir(here)) == ["dom.json", "t.csv"]
