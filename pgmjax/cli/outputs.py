@@ -222,7 +222,6 @@ class OutputSet:
         try:
             os.mkdir(tmp)
             save_model(model, tmp, schema=schema)
-            os.chmod(tmp, 0o777 & ~_umask())
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
