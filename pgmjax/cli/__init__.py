@@ -25,7 +25,8 @@ and the JSON report), :mod:`~pgmjax.cli.progress`, :mod:`~pgmjax.cli.arguments` 
 :mod:`~pgmjax.cli.preprocessing` (private schema inside a run), :mod:`~pgmjax.cli.report` (``pgmjax report``),
 :mod:`~pgmjax.cli.sample` (``pgmjax sample``), :mod:`~pgmjax.cli.intervals` (``--intervals``),
 :mod:`~pgmjax.cli.guards` (what a run refuses and what it never prints), :mod:`~pgmjax.cli.info` (``pgmjax info``),
-:mod:`~pgmjax.cli.outputs` (every output checked before any work, ``--overwrite``, atomic writes).
+:mod:`~pgmjax.cli.outputs` (every output checked before any work, ``--overwrite``, written as a set),
+:mod:`~pgmjax.cli.tempfiles` (temporary files: names, stale ones removed, SIGTERM).
 """
 
 from __future__ import annotations

@@ -7,17 +7,22 @@ import sys
 from . import guards, preprocessing
 from .errors import UserError
 from .inputs import need_file, need_parent
-from .outputs import check_outputs, write_text
+from .outputs import check_outputs
 
 
 def schema_cmd(args) -> int:
-    from ..data import schema as S
-
     need_file(args.data, "--data")
     need_parent(args.out, "--out")
-    check_outputs({"--data": args.data}, {"--out": args.out}, args.overwrite)
-    if args.epsilon is not None:
-        return preprocessing.private_schema_cmd(args)
+    with check_outputs({"--data": args.data}, {"--out": args.out}, args.overwrite) as outs:
+        if args.epsilon is not None:
+            return preprocessing.private_schema_cmd(args, outs)
+        return _schema(args, outs)
+
+
+def _schema(args, outs) -> int:
+    """``pgmjax schema`` without ``--epsilon``: read from the data (NOT private); ``--out`` staged in ``outs``."""
+    from ..data import schema as S
+
     try:
         frame = S.read_raw_csv(args.data)
         spec, notes = S.infer_schema(frame, bins=args.bins, max_categories=args.max_categories)
@@ -26,7 +31,8 @@ def schema_cmd(args) -> int:
         raise UserError(f"{args.data}: {guards.public_error(e, False)}") from None
     text = S.dumps(spec)
     if args.out:
-        write_text(args.out, text + "\n")
+        outs.write_text("--out", text + "\n")
+        outs.commit()
     else:
         print(text)
     for n in notes:

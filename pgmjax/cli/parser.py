@@ -12,6 +12,7 @@ from .commands import mechanisms_cmd, schema_cmd
 from .demo import demo
 from .errors import RunFailure, UserError
 from .run import run
+from .tempfiles import Terminated, terminate_raises
 
 
 _MAIN_EPILOG = """\
@@ -49,8 +50,12 @@ report lists them under "not_private"): they are for the data holder, not for pu
 and status lines show only privacy-safe numbers (budget, noisy estimates, sizes of outputs) unless
 --show-private is given; error messages about the data name the column and what was expected, never
 a value or its line (--show-private shows them). An output path that is an input file (or another
-output) is refused before anything runs, and so is an existing output unless --overwrite is given (files
-are written to a temporary file and renamed into place); a model estimating fewer than 10 records (a tiny budget)
+output) is refused before anything runs, and so is an existing output unless --overwrite is given, an output
+folder that takes no new file, and a --records that exceeds 10^10 or the free space of --out's folder (all
+before any budget is spent). The outputs are written to temporary files beside them and placed together at
+the end, each created exclusively without --overwrite (an output that appeared meanwhile, e.g. from another
+run, is kept and this run fails); a failed, interrupted or terminated run leaves none of its outputs and no
+temporary file; a model estimating fewer than 10 records (a tiny budget)
 is refused with a suggestion (--records) instead of writing a near-empty table.
 
 mechanisms (pgmjax mechanisms -v lists them with their own options):
@@ -286,7 +291,8 @@ def main(argv=None) -> int:
         return args.func(args)
     args.argv = argv
     try:
-        return args.func(args)
+        with terminate_raises():  # SIGTERM unwinds like Ctrl-C: every output's cleanup runs
+            return args.func(args)
     except UserError as e:
         print(f"pgmjax {args.command}: error: {e}", file=sys.stderr)
         return 2
@@ -298,6 +304,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"pgmjax {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"pgmjax {args.command}: terminated (SIGTERM); no output of this run was kept", file=sys.stderr)
+        return 143
     except Exception as e:
         if getattr(args, "debug", False):
             raise

@@ -322,8 +322,9 @@ def load_private(args, say, key):
     return data, result.schema, result
 
 
-def private_schema_cmd(args) -> int:
-    """``pgmjax schema --data raw.csv --epsilon E``: a private schema as JSON (pure epsilon-DP plus the discovery's delta)."""
+def private_schema_cmd(args, outs) -> int:
+    """``pgmjax schema --data raw.csv --epsilon E``: a private schema as JSON (pure epsilon-DP plus the discovery's delta);
+    ``--out`` is staged and placed in ``outs`` (:class:`pgmjax.cli.outputs.OutputSet`)."""
     import jax
 
     from ..data import schema as S
@@ -339,9 +340,8 @@ def private_schema_cmd(args) -> int:
         raise UserError(f"{args.data}: {guards.public_error(e, False)}") from None
     text = S.dumps(result.schema.to_dict())
     if args.out:
-        from .outputs import write_text
-
-        write_text(args.out, text + "\n")
+        outs.write_text("--out", text + "\n")
+        outs.commit()
     else:
         print(text)
     for n in result.notes:
@@ -415,21 +415,22 @@ def report_warnings(entry: dict | None, raw: dict | None) -> list[str]:
     return out
 
 
-def write_html(args, report: dict, data, synth, workload, schema, key=None, raw=None) -> dict | None:
+def write_html(args, report: dict, data, synth, workload, schema, key=None, raw=None, *, outs) -> dict | None:
     """``--html``: the utility report of :mod:`pgmjax.cli.report_html` (computed from the input: NOT private).
 
     With a schema and the decoding ``key`` of ``--out``, the one-way section compares the raw input with the
     synthetic records decoded as ``--out`` writes them (:func:`raw_comparison`, or ``raw`` when already
     computed); returns that comparison (its ``warnings``), or None for integer-coded data (compared on the
-    codes, as before).
+    codes, as before). The page is staged in ``outs`` (:class:`pgmjax.cli.outputs.OutputSet`), placed with the run's
+    other outputs.
     """
-    from .report_html import write_report
+    from .report_html import utility_report
 
     if raw is None:
         raw = raw_comparison(args, synth, schema, key)
     try:
-        write_report(args.html, data, synth, schema=schema, workload=workload, report=report,
-                     title=f"pgmjax {args.mechanism} on {args.data}", raw=raw)
+        outs.write_text("--html", utility_report(data, synth, schema=schema, workload=workload, report=report,
+                                                 title=f"pgmjax {args.mechanism} on {args.data}", raw=raw))
     except OSError as e:
         raise RunFailure(f"--html: could not write {args.html}: {e}") from e
     return raw

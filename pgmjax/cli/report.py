@@ -46,7 +46,7 @@ def report_cmd(args) -> int:
     from ..data import schema as S
     from ..data.schema_columns import NumericColumn
     from ..queries.workload import Workload
-    from .report_html import write_report
+    from .report_html import utility_report
     from .report_raw import raw_scale_comparison, schema_kinds
 
     for path, flag in ((args.real, "--real"), (args.synthetic, "--synthetic")):
@@ -54,8 +54,8 @@ def report_cmd(args) -> int:
     if args.schema or args.domain:
         need_file(args.schema or args.domain, "--schema" if args.schema else "--domain")
     need_parent(args.html, "--html")
-    check_outputs({"--real": args.real, "--synthetic": args.synthetic, "--schema": args.schema,
-                   "--domain": args.domain}, {"--html": args.html}, args.overwrite)
+    outs = check_outputs({"--real": args.real, "--synthetic": args.synthetic, "--schema": args.schema,
+                          "--domain": args.domain}, {"--html": args.html}, args.overwrite)
     try:
         if args.domain:
             real, synth, schema = _coded_tables(args.real, args.synthetic, args.domain)
@@ -74,8 +74,10 @@ def report_cmd(args) -> int:
     except ValueError as e:
         raise UserError(guards.public_error(e, False) if isinstance(e, (S.SchemaError, DataValueError)) else str(e)) from None
     workload = Workload.all_kway(schema.domain, 2) if len(schema.domain) > 1 else None
-    write_report(args.html, real_data, synth_data, schema=schema, workload=workload,
-                 title=f"pgmjax report: {args.synthetic} vs {args.real}", raw=raw)
+    with outs:  # placed exclusively unless --overwrite; nothing left on failure
+        outs.write_text("--html", utility_report(real_data, synth_data, schema=schema, workload=workload,
+                                                 title=f"pgmjax report: {args.synthetic} vs {args.real}", raw=raw))
+        outs.commit()
     print(f"pgmjax report: wrote {args.html} (computed from the real data: NOT private)")
     for w in raw["warnings"]:
         print(f"pgmjax report: warning: {w}")

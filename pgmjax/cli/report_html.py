@@ -266,8 +266,9 @@ def utility_report(real: Dataset, synthetic: Dataset, *, schema=None, workload=N
 
 
 def write_report(path, real: Dataset, synthetic: Dataset, **kwargs) -> str:
-    """Write :func:`utility_report` to ``path`` (UTF-8, atomically: :func:`pgmjax.cli.outputs.write_text`); returns the path."""
+    """Write :func:`utility_report` to ``path`` (UTF-8, atomically, replacing a file there:
+    :func:`pgmjax.cli.outputs.write_text`); returns the path."""
     from .outputs import write_text
 
-    write_text(path, utility_report(real, synthetic, **kwargs))
+    write_text(path, utility_report(real, synthetic, **kwargs), overwrite=True)
     return str(path)

@@ -20,7 +20,7 @@ from .inputs import (
     need_parent,
     parse_workload,
 )
-from .outputs import check_outputs, save_model_atomic, write_csv, write_text
+from .outputs import OutputSet, check_outputs, check_records
 from .progress import Progress
 from .summary import (
     evaluate,
@@ -57,6 +57,14 @@ def _run(args) -> int:
     t_start = time.perf_counter()
     say = (lambda *a: None) if args.quiet else (lambda msg: print(f"pgmjax run: {msg}", file=sys.stderr, flush=True))
     call, notes = check_arguments(args)
+    outs = check_run_outputs(args)  # the last check: nothing private has been read or spent yet
+    with outs:  # a failure from here on (an interrupt included) removes this run's outputs and temporary files
+        return _run_checked(args, call, notes, outs, t_start, say)
+
+
+def _run_checked(args, call, notes, outs: OutputSet, t_start: float, say) -> int:
+    """:func:`_run` once everything is checked: read, run the mechanism, stage the outputs, place them
+    together (:meth:`~pgmjax.cli.outputs.OutputSet.commit`), print the summary."""
     t0 = time.perf_counter()
     data, schema, extra, workload, wl_label = load_inputs(args, say)
     seconds = {"load": time.perf_counter() - t0}
@@ -79,7 +87,7 @@ def _run(args) -> int:
     synth = synthetic_records(args, result, keys["sample"])
     seconds["sampling"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    write_outputs(args, result, synth, schema, keys["decode"])
+    write_outputs(args, result, synth, schema, keys["decode"], outs)
     seconds["writing"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     # The evaluation reads the input (not private): computed only where it is shown or written.
@@ -97,17 +105,18 @@ def _run(args) -> int:
                           interval_entry, raw)
     if args.report is not None:
         try:
-            write_text(args.report, intervals.compact_json(report) + "\n")
+            outs.write_text("--report", intervals.compact_json(report) + "\n")
         except OSError as e:
             raise RunFailure(f"--report: could not write {args.report}: {e}") from e
     lines = summary_text(args, report, data, schema, workload, wl_label, result, synth, evaluation)
     if args.html is not None:
-        raw = preprocessing.write_html(args, report, data, synth, workload, schema, keys["decode"], raw=raw)
+        raw = preprocessing.write_html(args, report, data, synth, workload, schema, keys["decode"], raw=raw, outs=outs)
         lines.append(f"  html report   {args.html} (computed from the input data: NOT private)")
         if raw is not None and args.show_private:  # read from the input without noise, like the errors
             lines += [f"  WARNING       {w} (NOT private)" for w in raw["warnings"]]
     if args.report:
         lines.append(f"  report        {args.report}")
+    outs.commit()  # every output at once, each created exclusively unless --overwrite
     print("\n".join(lines))
     return 0
 
@@ -137,12 +146,6 @@ def check_arguments(args) -> tuple[tuple, list]:
     need_parent(args.out, "--out")
     need_parent(args.report, "--report")
     need_parent(args.save_model, "--save-model")
-    check_outputs(
-        {"--data": args.data, "--domain": args.domain, "--schema": args.schema,
-         "--workload": args.workload if args.workload is not None and os.path.isfile(args.workload) else None},
-        {"--out": args.out, "--report": args.report, "--save-model": args.save_model, "--html": args.html},
-        args.overwrite,
-    )
     options = parse_options(args.option)
     engine_options = parse_options(args.engine_option, flag="--engine-option")
     _, kwargs, first = front_end_call(args, options, engine_options)  # the mechanism, its options and the delta, before the split
@@ -159,6 +162,32 @@ def check_arguments(args) -> tuple[tuple, list]:
         args.epsilon, args.delta = args.split.epsilon, args.split.delta  # the mechanism's share
     entry, kwargs, notes = front_end_call(args, options, engine_options)
     return (entry, kwargs), (first if args.private_schema else notes)
+
+
+def check_run_outputs(args) -> OutputSet:
+    """Every output of the run and ``--records``, checked before anything private is read, computed or spent.
+
+    Outputs (:func:`~pgmjax.cli.outputs.check_outputs`): none is an input or another output, none exists unless
+    ``--overwrite``, every folder takes a new file; ``--records`` (:func:`~pgmjax.cli.outputs.check_records`):
+    at most the maximum, and the ``--out`` table fits the free space of its folder (counted from the CSV's
+    header: the columns written).
+
+    Returns:
+        The run's :class:`~pgmjax.cli.outputs.OutputSet`.
+
+    Raises:
+        UserError: exit 2, nothing run.
+    """
+    outs = check_outputs(
+        {"--data": args.data, "--domain": args.domain, "--schema": args.schema,
+         "--workload": args.workload if args.workload is not None and os.path.isfile(args.workload) else None},
+        {"--out": args.out, "--report": args.report, "--save-model": args.save_model, "--html": args.html},
+        args.overwrite,
+    )
+    # Every column of the header is written unless --ignore-extra-columns drops some (then at least one is).
+    columns = 0 if args.out is None else 1 if args.ignore_extra_columns else len(data_header(args))
+    check_records(args.records, columns, args.out)
+    return outs
 
 
 def load_inputs(args, say):
@@ -231,9 +260,9 @@ def synthetic_records(args, result, key):
     return synth
 
 
-def write_outputs(args, result, synth, schema, key) -> None:
+def write_outputs(args, result, synth, schema, key, outs: OutputSet) -> None:
     """``--out`` (in the input CSV's column order; decoded to raw values when there is a schema) and ``--save-model``,
-    each written atomically (:mod:`pgmjax.cli.outputs`)."""
+    each staged in ``outs`` (placed by its :meth:`~pgmjax.cli.outputs.OutputSet.commit`)."""
     if args.out is not None:
         header = data_header(args) or list(synth.domain.attributes)
         if schema is not None:
@@ -241,12 +270,12 @@ def write_outputs(args, result, synth, schema, key) -> None:
         else:  # the input's column order, not the domain file's
             frame = synth.df[[c for c in header if c in synth.df.columns]]
         try:
-            write_csv(frame, args.out)
+            outs.write_csv("--out", frame)
         except OSError as e:
             raise RunFailure(f"--out: could not write {args.out}: {e}") from e
     if args.save_model is not None:
         try:
-            save_model_atomic(result.model, args.save_model, schema=schema)
+            outs.save_model("--save-model", result.model, schema=schema)
         except OSError as e:
             raise RunFailure(f"--save-model: could not write {args.save_model}: {e}") from e
 

@@ -20,7 +20,7 @@ import sys
 from .arguments import OVERWRITE_HELP, positive_int, seed_int
 from .errors import RunFailure, UserError
 from .inputs import need_parent
-from .outputs import check_outputs, write_csv
+from .outputs import check_outputs, check_records
 
 __all__ = ["add_sample_parser", "sample_cmd"]
 
@@ -63,7 +63,7 @@ def sample_cmd(args) -> int:
     need_parent(args.out, "--out")
     if args.out is not None and os.path.abspath(os.path.dirname(os.path.abspath(args.out))) == os.path.abspath(args.model):
         raise UserError(f"--out: {args.out} is inside the model folder {args.model}; write it elsewhere (nothing was run)")
-    check_outputs({"--model": args.model}, {"--out": args.out}, args.overwrite)
+    outs = check_outputs({"--model": args.model}, {"--out": args.out}, args.overwrite)
     if args.codes and args.decode is not None:
         raise UserError("--decode applies to decoded values; it cannot be combined with --codes")
     try:
@@ -71,6 +71,7 @@ def sample_cmd(args) -> int:
         schema = None if args.codes else load_model_schema(args.model)
     except (OSError, ValueError) as e:
         raise UserError(f"--model {args.model}: {e}") from None
+    check_records(args.records, len(model.domain), args.out)  # before drawing a record
     if schema is None and args.decode is not None:
         raise UserError(f"--decode: the model in {args.model} was saved without a schema (integer-coded data)")
     if schema is not None and args.decode is not None:
@@ -83,7 +84,9 @@ def sample_cmd(args) -> int:
         if args.out is None:
             frame.to_csv(sys.stdout, index=False)
         else:
-            write_csv(frame, args.out)
+            with outs:  # placed exclusively unless --overwrite; nothing left on failure
+                outs.write_csv("--out", frame)
+                outs.commit()
     except OSError as e:
         raise RunFailure(f"--out: could not write {args.out}: {e}") from e
     if args.out is not None:

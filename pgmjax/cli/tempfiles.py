@@ -1,0 +1,113 @@
+"""Temporary files of the command line's outputs: recognisable names, stale ones removed, SIGTERM unwinds.
+
+A temporary file (or folder) of an output ``DIR/name`` is ``DIR/.name.pgmjax-tmp.{host}.{pid}.{random}``. A
+run that is killed (SIGKILL, a power cut) cannot remove its own: :func:`clean_stale`, called by the next
+command writing the same output, removes those of a process that is gone, on this host, owned by this user
+(another host's process cannot be asked, and a live process's file is in use). :func:`terminate_raises`
+turns SIGTERM into an exception, so that a terminated run cleans up like an interrupted one.
+
+Example::
+
+    >>> os.path.basename(tmp_path("/data/out.csv")).startswith(".out.csv" + TMP_MARK + ".")
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import uuid
+
+__all__ = ["TMP_MARK", "tmp_path", "clean_stale", "remove_path", "alive", "host", "Terminated", "terminate_raises"]
+
+#: What names a temporary file of an output: ``.{name}`` + TMP_MARK + ``.{host}.{pid}.{random}``.
+TMP_MARK = ".pgmjax-tmp"
+
+
+def host() -> str:
+    """This machine's name as temporary names carry it (a path separator replaced)."""
+    return socket.gethostname().replace(os.sep, "_") or "localhost"
+
+
+def tmp_path(path: str) -> str:
+    """A new temporary name beside ``path``: hidden, recognisable, carrying this host and process."""
+    folder, name = os.path.split(os.path.abspath(path))
+    return os.path.join(folder, f".{name}{TMP_MARK}.{host()}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (another user's counts: signal 0 is refused, not unanswered).
+    Where signal 0 is no existence test (Windows: :func:`os.kill` terminates), every process counts as alive."""
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists (another user's)
+        return True
+    return True
+
+
+def remove_path(path: str) -> None:
+    """Remove a file, a link or a whole folder."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.remove(path)
+
+
+def clean_stale(path: str) -> list[str]:
+    """Remove the temporary files of ``path`` left by killed runs: on this host, of a process that is gone,
+    owned by this user (a live run's, another host's or another user's are kept).
+
+    Args:
+        path: an output path.
+
+    Returns:
+        The removed paths.
+    """
+    folder, name = os.path.split(os.path.abspath(path))
+    prefix, here, removed = f".{name}{TMP_MARK}.", host(), []
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.startswith(prefix):
+            continue
+        parts = entry[len(prefix):].rsplit(".", 2)  # host (may hold dots), pid, random
+        if len(parts) != 3 or parts[0] != here or not parts[1].isdigit() or alive(int(parts[1])):
+            continue
+        full = os.path.join(folder, entry)
+        with contextlib.suppress(OSError):
+            if os.lstat(full).st_uid == os.getuid():  # posix only: alive() keeps every file elsewhere
+                remove_path(full)
+                removed.append(full)
+    return removed
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: raised in the main thread so that ``finally`` blocks and
+    :class:`pgmjax.cli.outputs.OutputSet` clean up."""
+
+
+@contextlib.contextmanager
+def terminate_raises():
+    """While inside, SIGTERM raises :class:`Terminated` (the previous handler is restored on exit); a no-op
+    outside the main thread, where no handler can be installed."""
+    def handler(signum, frame):
+        raise Terminated(signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
