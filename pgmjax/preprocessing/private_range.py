@@ -241,9 +241,11 @@ def range_warnings(name: str, kind: str, edges, release: RangeRelease | None, sh
 
     * ``release.found`` is False: no cell of the range histogram held a clearly non-empty noisy count; the
       edges were placed over the whole public range.
-    * The released edges leave out more than :data:`CLIPPED_WARN` of the histogram's noisy total, by more
-      than :data:`CLIPPED_SIGMAS` standard deviations of the noise on the left-out cells: most of the
-      column may be clipped into the end bins.
+    * The cells wholly outside the released edges hold more than :data:`CLIPPED_WARN` of the histogram's
+      noisy total, by more than :data:`CLIPPED_SIGMAS` standard deviations of the noise on those cells: most
+      of the column may be clipped into the end bins. A cell that the edges cut is not counted (where its
+      records lie inside it is not released), so the share is a lower bound, up to the noise: the tail
+      quantiles clip about ``2 * tail`` by design, and that is not warned about.
 
     Args:
         name: the column.
@@ -266,13 +268,17 @@ def range_warnings(name: str, kind: str, edges, release: RangeRelease | None, sh
         out.append(f"{name}: no {'year' if kind != 'number' else 'order of magnitude'} of the private range histogram held "
                    f"a clearly non-empty noisy count at this budget; the bins were placed by private quantiles over the whole "
                    f"public range {shown(cells[0], kind)} to {shown(cells[-1], kind)}; {advice}")
-    # The share of each cell inside [lo, hi] (pro rata), and the noisy count outside.
-    inside = np.clip((np.minimum(cells[1:], hi) - np.maximum(cells[:-1], lo)) / np.diff(cells), 0.0, 1.0)
+    # Only the cells wholly outside [lo, hi] count as clipped. A cell the edges cut holds its records anywhere inside
+    # it (an order of magnitude 10^5..10^6 holds ids 100000-119999 near its lower end): a pro-rata share of its count
+    # read 98% clipped where the tail quantiles clip 2-4%. Its records are left out of the estimate, which is then a
+    # lower bound of the clipped share, up to the noise.
+    outside_cell = (cells[1:] <= lo) | (cells[:-1] >= hi)
     total = max(float(release.noisy.sum()), 1.0)
-    outside = float(((1.0 - inside) * release.noisy).sum())
-    noise = release.std * math.sqrt(float(((1.0 - inside) ** 2).sum()))
+    outside = float(release.noisy[outside_cell].sum())
+    noise = release.std * math.sqrt(float(outside_cell.sum()))
     if outside > CLIPPED_WARN * total and outside > CLIPPED_SIGMAS * noise:
         share = min(outside / total, 1.0)
         out.append(f"{name}: the private range {shown(lo, kind)} to {shown(hi, kind)} is narrow; most of the column may be "
-                   f"clipped (about {100 * share:.0f}% of the noisy range counts lie outside it); {advice}")
+                   f"clipped (about {100 * share:.0f}% of the noisy range counts lie in "
+                   f"{'years' if kind != 'number' else 'orders of magnitude'} wholly outside it); {advice}")
     return out

@@ -40,7 +40,7 @@ from ..data.engines import FrameDataset, dask_client, need_engine
 from ..data.raw_fields import column_values
 from ..data.schema_columns import NumericColumn, SchemaError, SchemaValueError, as_text
 from .polars_fields import parse
-from .private_format import class_counts
+from .private_format import FIELD_CLASSES, class_counts
 from .ranks import CountedRanks
 from .raw_aggregates import merge_text_counts, text_counts, threshold_histogram
 
@@ -170,9 +170,10 @@ class PolarsRaw:
 
         if self._classes is None:
             wants = {str(i): (n, "class") for i, n in enumerate(self.names)}
+            m = len(FIELD_CLASSES)
             row = self._collect([self.parsed(wants).select(
-                [(pl.col(str(i)) == k).sum().alias(f"{i}:{k}") for i in range(len(self.names)) for k in range(5)])])[0].row(0)
-            self._classes = {n: np.asarray(row[5 * i:5 * i + 5], np.int64) for i, n in enumerate(self.names)}
+                [(pl.col(str(i)) == k).sum().alias(f"{i}:{k}") for i in range(len(self.names)) for k in range(m)])])[0].row(0)
+            self._classes = {n: np.asarray(row[m * i:m * i + m], np.int64) for i, n in enumerate(self.names)}
         return self._classes[name]
 
     def value_counts(self, name: str) -> tuple[list[str], list[int]]:
@@ -225,7 +226,7 @@ class PolarsRaw:
         from ..data.frame_backends import PolarsBackend
 
         _check_columns(self.names, schema)
-        wants = {n: (n, col.kind if isinstance(col, NumericColumn) else "text") for n, col in schema.columns.items()}
+        wants = {n: (n, col.read_as if isinstance(col, NumericColumn) else "text") for n, col in schema.columns.items()}
         frame = self.parsed(wants)
         codes = {n: self._code(c, pl.col(n)) for n, c in schema.columns.items()}
         strict = _strict(schema)
@@ -255,7 +256,7 @@ def _partition_fit(part, schema, names):
     for n in names:
         col = schema.columns[n]
         if isinstance(col, NumericColumn):
-            x = column_values(part[n], col.kind)
+            x = column_values(part[n], col.read_as)
             lo, hi = col.edges[0], col.edges[-1]
             out.append([0 if col.missing else int(np.isnan(x).sum()), 0 if col.clip else int(((x < lo) | (x > hi)).sum()), 0])
         else:
