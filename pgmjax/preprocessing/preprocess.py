@@ -73,6 +73,7 @@ import pandas as pd
 
 from ..data.raw_fields import column_values
 from ..data.schema import Schema, SchemaError
+from ..data.date_forms import DATE_FORMATS, read_kind
 from ..data.schema_columns import CategoricalColumn, NumericColumn, days_to_dates, days_to_datetimes
 from ..privacy import Accountant
 from .private_bins import (
@@ -85,7 +86,7 @@ from .private_bins import (
     rank_error,
     tail_edges_parts,
 )
-from .private_format import KINDS, private_kind_of_counts, rule_decimals
+from .private_format import KINDS, UNREADABLE_WARN, private_kind_of_counts, rule_decimals
 from .private_range import range_warnings
 from .raw_aggregates import RawFrame, merge_text_counts
 
@@ -161,7 +162,8 @@ def private_categories(acc: Accountant, key, values=None, *, budget: float, delt
 
 def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float | None = None, delta: float = 1e-9,
                    bins: int = 10, tail: float = 0.02, ranges: Mapping | None = None, kinds: Mapping | None = None,
-                   decimals: Mapping | None = None, min_count: int = 5, decode: str = "uniform") -> PrivateSchema:
+                   decimals: Mapping | None = None, min_count: int = 5, decode: str = "uniform",
+                   date_formats: Mapping | None = None) -> PrivateSchema:
     """Derive a discretisation schema with differential privacy, spending ``budget`` of ``acc``.
 
     The budget is split equally over the columns. A column whose kind is not declared spends
@@ -190,6 +192,9 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
             ``d`` decimals (default: :func:`pgmjax.preprocessing.private_format.rule_decimals` of the released edges).
         min_count: a category needs a noisy count above this (and the delta threshold).
         decode: decoding of the binned columns (``"uniform"`` or ``"midpoint"``).
+        date_formats: optional public ``{column: "dd/mm/yyyy"|"mm/dd/yyyy"|"yyyy-mm-dd"}``: how a date column's
+            dates written with the year last read (default: the private kind vote's noisy counts of dates only
+            valid day first against only valid month first; :mod:`pgmjax.data.date_forms`).
 
     Returns:
         A :class:`PrivateSchema`. Its ``schema.provenance`` records the mechanism, the spending and which
@@ -216,6 +221,7 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
     declared = _declared_kinds(kinds, names)
     ranges = _public_ranges(ranges, names, declared)
     precision = _declared_decimals(decimals, names, declared)
+    forms = _declared_date_formats(date_formats, names, declared)
     n_text = sum(declared.get(n, {"kind": "text"})["kind"] == "text" for n in names)  # may be categorical
     if n_text and not 0.0 < delta < 0.5:
         raise SchemaError(f"private_schema: delta must lie in (0, 1/2) for the {n_text} column(s) that may be categorical, "
@@ -231,6 +237,8 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
         if meta is None:
             meta = private_kind_of_counts(acc, k_kind, table.class_counts(name), budget=share * KIND_SHARE,
                                           target=f"preprocess {name}: kind")
+            if name in forms:  # declared: public, the vote's choice is dropped
+                meta["date_format"] = forms[name]
             rest = share * (1.0 - KIND_SHARE)
             voted.append(name)
         kind = meta["kind"]
@@ -249,18 +257,28 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
             notes.append(f"column {name!r}: categorical ({how}); {len(cats)} categories kept (noisy count >= {tau}); "
                          f"every other value is {other!r}")
             continue
+        if kind != "date" and name in forms:
+            raise SchemaError(f"private_schema: column {name!r} has a date format but is {_kind_text(kind, meta['integer'])} "
+                              f"(by the private kind vote); declare its kind (kinds= or --kind {name}=date)")
+        date_format = meta.get("date_format", forms.get(name)) if kind == "date" else None
         date = kind in ("date", "datetime")  # both counted in days since 1970-01-01
         whole = kind == "date" or meta["integer"]
-        x = table.ranks(name, kind)  # the rank counts #{x < t}: all that the range and quantiles read
+        x = table.ranks(name, read_kind(kind, date_format))  # the rank counts #{x < t}: all the range and quantiles read
         bounds = _range_for(ranges[name][1], kind) if name in ranges else None
         info = {}
         edges = private_edges(acc, k, x, bins=bins, tail=tail, budget=rest, kind=kind, whole=whole, public_range=bounds,
                               target=f"preprocess {name}", info=info)
         if kind == "datetime":  # whole seconds, as decoded datetimes are (post-processing of the draws)
             edges = np.unique(np.round(edges * 86400.0) / 86400.0)
-        places = None if whole or date else precision.get(name, rule_decimals(edges))
+        places = None if whole or date else precision.get(name, meta.get("decimals"))
+        if places is None and not (whole or date):
+            places = rule_decimals(edges)
+        if places is not None:  # edges on the grid of the decimals: every bin holds a value that is written so
+            edges = np.unique(np.round(edges, places))
+            if len(edges) < 2:
+                edges = np.array([edges[0], edges[0] + 10.0**-places])
         columns.append(NumericColumn(name, edges, bool(meta["integer"]) and not date, decode, True, True,
-                                     kind if date else "number", places))
+                                     kind if date else "number", places, date_format, bool(meta.get("blanks", True))))
         draws = quantile_rounds(bins - 1) if name in ranges else tail_edges_parts(bins)  # budget parts of a column
         how = "private kind vote" if name in voted else "declared"
         notes.append(f"column {name!r}: {_kind_text(kind, meta['integer'])} ({how}); {len(edges) - 1} bins at private quantiles; "
@@ -268,7 +286,10 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
                      f"empty and unreadable fields are missing; an edge's rank error is typically below "
                      f"{rank_error(acc, rest / draws, 3000):,.0f} records (larger budgets or public ranges shrink it)")
         # Post-processing of the released range histogram and edges: a narrow range or a large clipped share, in words.
-        for w in range_warnings(name, kind, edges, info.get("range"), _shown):
+        column_warnings = range_warnings(name, kind, edges, info.get("range"), _shown)
+        if meta.get("unreadable", 0.0) > UNREADABLE_WARN:  # the noisy class counts' share: post-processing
+            column_warnings.append(_unreadable_warning(name, kind, meta))
+        for w in column_warnings:
             warnings.append(w)
             notes.append(f"WARNING {w}")
     spent = acc.spent - start
@@ -284,6 +305,35 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
                   "released edges, a missing code in every binned column, the empty category, unreadable fields missing",
     }
     return PrivateSchema(Schema(columns, provenance), spent, delta if n_text else 0.0, thresholds, notes)
+
+
+def _unreadable_warning(name: str, kind: str, meta: dict) -> str:
+    """The warning of a column whose non-empty fields are largely unreadable as its kind (from the noisy class counts)."""
+    what = {"number": "numbers", "date": "dates" + (f" ({meta['date_format']} or YYYY-MM-DD)" if meta.get("date_format")
+                                                  else " (YYYY-MM-DD or YYYY/MM/DD)"),
+            "datetime": "datetimes (YYYY-MM-DD HH:MM:SS)"}[kind]
+    advice = {"number": f"clean the column or declare it text (--kind {name}=text)",
+              "date": f"declare how its dates are written (--date-format {name}=dd/mm/yyyy or mm/dd/yyyy)",
+              "datetime": f"write its datetimes as YYYY-MM-DD HH:MM:SS, or declare it text (--kind {name}=text)"}[kind]
+    return (f"{name}: about {100 * meta['unreadable']:.0f}% of its non-empty fields cannot be read as {what} "
+            f"(estimated from the noisy class counts of the kind vote); they are released as blanks; {advice}")
+
+
+def _declared_date_formats(date_formats: Mapping | None, names: list[str], declared: dict) -> dict:
+    """``{column: format}`` of the declared date formats, checked before any noise is drawn."""
+    out = {}
+    for name, fmt in dict(date_formats or {}).items():
+        if name not in names:
+            raise SchemaError(f"private_schema: a date format names column {name!r}, which the table does not have "
+                              f"(columns: {names})")
+        if fmt not in DATE_FORMATS:
+            raise SchemaError(f"private_schema: the date format of column {name!r} must be one of {list(DATE_FORMATS)}, "
+                              f"got {fmt!r}")
+        if name in declared and declared[name]["kind"] != "date":
+            raise SchemaError(f"private_schema: column {name!r} is declared {declared[name]['kind']}; a date format "
+                              "applies to date columns")
+        out[name] = None if fmt == "yyyy-mm-dd" else fmt
+    return out
 
 
 def _kind_text(kind: str, integer: bool = False) -> str:

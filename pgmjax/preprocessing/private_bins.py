@@ -46,13 +46,15 @@ from .private_range import (  # noqa: F401  (re-exported: the range step lives i
 )
 from .ranks import as_ranks
 
-__all__ = ["DATE_RANGE", "HOURS_PER_DAY", "candidate_edges", "range_cells", "noisy_counts", "private_range", "rank_quality", "quality_from_counts", "private_quantiles",
+__all__ = ["DATE_RANGE", "HOURS_PER_DAY", "END_WINDOW", "candidate_edges", "range_cells", "noisy_counts", "private_range", "rank_quality", "quality_from_counts", "private_quantiles",
            "recursive_quantiles", "quantile_rounds", "tail_edges_parts", "private_edges", "rank_error"]
 
 #: Public range of candidate dates: 1900-01-01 .. 2100-12-31 (days since 1970-01-01).
 DATE_RANGE = (-25567.0, 47846.0)
 #: Candidate edges of datetime columns are whole hours.
 HOURS_PER_DAY = 24
+#: The clipping bounds' windows reach this many widths of the inner bin next to them beyond the inner edges.
+END_WINDOW = 1.5
 
 
 def candidate_edges(lo: float | None = None, hi: float | None = None, *, whole: bool = False, digits: int = 3) -> np.ndarray:
@@ -304,7 +306,7 @@ def private_edges(acc, key, values, *, bins: int, tail: float, budget: float, ki
     lo, hi = release.lo, release.hi
     cand = _calendar_candidates(kind, lo, hi) if calendar else candidate_edges(lo, hi, whole=whole)
     q = recursive_quantiles(acc, k_q, values, inner, cand, budget=per_part, target=f"{target}: quantiles")
-    bounds = _clipping_bounds(acc, k_tail, values, q[0], q[-1], lo, hi, bins, tail, whole, per_part, target)
+    bounds = _clipping_bounds(acc, k_tail, values, q, lo, hi, bins, tail, whole, per_part, target)
     edges = np.unique(np.concatenate([[bounds[0]], q, [bounds[1]]]))
     if len(edges) < 2:
         edges = np.array([edges[0], edges[0] + 1.0])
@@ -316,21 +318,30 @@ def tail_edges_parts(bins: int) -> int:
     return 1 + quantile_rounds(bins - 1) + 1
 
 
-def _clipping_bounds(acc, key, values, first, last, lo, hi, bins, tail, whole, budget, target) -> tuple[float, float]:
+def _clipping_bounds(acc, key, values, q, lo, hi, bins, tail, whole, budget, target) -> tuple[float, float]:
     """The clipping bounds: levels ``tail`` and ``1 - tail``, drawn last, in one parallel round.
 
     The lower bound reads only the values below the first inner edge, the upper one only those at or
     above the last (disjoint parts, split at released edges). Each is drawn over 256 equally spaced
-    candidates in a window next to its edge, ``w = last - first`` wide and inside the private range
- at
-    small budgets a tail level's rank quality separates candidates weakly (``tail * n`` records), and
-    a window bounds how far a poor draw can stretch the end bins; the inner edges never depend on it.
+    candidates in a window next to its edge, inside the private range, :data:`END_WINDOW` times the width
+    of the inner bin next to it (at most the inner edges' span): the end part holds as many records as
+    that bin (``1 / bins``), and its ``tail`` quantile lies within about one such width of the edge for a
+    column that does not thin out sharply. At small budgets a tail level's rank quality separates candidates
+    weakly (``tail * n`` records) and a draw is close to uniform over the window: the window used to be the
+    whole inner span (a 0-5 score's bound drawn anywhere up to 8.5, ids of 100000-119999 up to 134000; the
+    released values then went past anything the table holds); now a poor draw goes past the values by at
+    most half a bin width, and a heavy tail is clipped a little more (a log-normal's, sigma 1, upper bound at its
+    96th percentile at most, where the tail level is the 98th). The inner edges never depend on it.
     """
+    first, last = float(q[0]), float(q[-1])
     width = last - first
     if not width > 0:
         width = max(abs(first) * 0.5, 1.0)
-    lo_cand = np.linspace(max(lo, first - width), first, 256)
-    hi_cand = np.linspace(last, min(hi, last + width), 256)
+    # The inner bins next to each end (a single inner edge: the inner span's fallback width).
+    below_w = float(q[1] - q[0]) if len(q) > 1 and q[1] > q[0] else width
+    above_w = float(q[-1] - q[-2]) if len(q) > 1 and q[-1] > q[-2] else width
+    lo_cand = np.linspace(max(lo, first - min(width, END_WINDOW * below_w)), first, 256)
+    hi_cand = np.linspace(last, min(hi, last + min(width, END_WINDOW * above_w)), 256)
     if whole:
         lo_cand, hi_cand = np.unique(np.floor(lo_cand)), np.unique(np.ceil(hi_cand))
     ranks = as_ranks(values)
