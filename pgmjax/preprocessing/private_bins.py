@@ -329,9 +329,10 @@ def _clipping_bounds(acc, key, values, q, lo, hi, bins, tail, whole, budget, tar
     column that does not thin out sharply. At small budgets a tail level's rank quality separates candidates
     weakly (``tail * n`` records) and a draw is close to uniform over the window: the window used to be the
     whole inner span (a 0-5 score's bound drawn anywhere up to 8.5, ids of 100000-119999 up to 134000; the
-    released values then went past anything the table holds); now a poor draw goes past the values by at
-    most half a bin width, and a heavy tail is clipped a little more (a log-normal's, sigma 1, upper bound at its
-    96th percentile at most, where the tail level is the 98th). The inner edges never depend on it.
+    released values then went past anything the table holds); now a poor draw goes past the last inner edge by
+    at most 1.5 bin widths (past the values by about half a bin, plus the inner edge's own noise), and a heavy
+    tail is clipped a little more (a log-normal's, sigma 1, upper bound at its 96th percentile at most, where
+    the tail level is the 98th). The inner edges never depend on it.
     """
     first, last = float(q[0]), float(q[-1])
     width = last - first

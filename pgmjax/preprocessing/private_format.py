@@ -59,7 +59,7 @@ from ..data.raw_fields import column_values, iso_valid
 from ..data.schema_columns import ISO_DATE, NumericColumn, as_text
 from .private_bins import noisy_counts
 
-__all__ = ["FIELD_CLASSES", "KINDS", "DECIMALS_TEXT", "UNREADABLE_WARN", "FORMAT_FALSE_PASS", "field_classes", "class_counts", "private_kind", "private_kind_of_counts", "decide_kind", "rule_decimals", "encode_raw"]
+__all__ = ["FIELD_CLASSES", "KINDS", "DECIMALS_TEXT", "UNREADABLE_WARN", "FORMAT_FALSE_PASS", "BLANKS_FALSE_PASS", "field_classes", "class_counts", "private_kind", "private_kind_of_counts", "decide_kind", "rule_decimals", "encode_raw"]
 
 #: The classes of a field in the kind vote, in the order of the noisy histogram: a whole number; a number with a
 #: fraction written with 7+ decimals or an exponent; a date (ISO, or year first: :mod:`pgmjax.data.date_forms`); an
@@ -74,8 +74,10 @@ KINDS = ("number", "integer", "date", "datetime", "text")
 DECIMALS_TEXT = r"^[+-]?[0-9]*\.([0-9]+)$"
 #: A column whose non-empty fields are more than this share unreadable as its kind (noisy estimate) is warned about.
 UNREADABLE_WARN = 0.1
-#: The probability that noise alone makes a column's blank count, or its count of year-last dates, pass.
+#: The probability that noise alone makes a column's count of year-last dates pass (a date format is chosen).
 FORMAT_FALSE_PASS = 0.01
+#: The probability that noise alone makes a blank-free column's count of empty and text fields pass (it keeps blanks).
+BLANKS_FALSE_PASS = 0.05
 _W, _F7, _D, _T, _X, _DM, _MD, _EI, _E = range(9)
 _FRACTIONS = [_F7] + list(range(9, 15))
 
@@ -134,8 +136,9 @@ def decide_kind(noisy, allowed: tuple[str, ...] = ("number", "temporal", "text")
       at least that of those only valid month first, else ``"mm/dd/yyyy"``; None when the year-last dates' noisy
       count does not pass the threshold of noise alone;
     * ``unreadable``: the noisy share of the non-empty fields that the column's kind and format read as missing;
-    * ``blanks``: whether the noisy count of empty and unreadable fields passes the threshold of noise alone
-      (False: the column holds no blanks, as far as the noise tells; its missing code is decoded as a value).
+    * ``blanks``: whether the noisy count of empty and text fields (``n/a``) passes the threshold of noise alone
+      at :data:`BLANKS_FALSE_PASS` (False: the column holds no blanks, as far as the noise tells; its missing
+      code is decoded as a value; at small budgets a column with a few blanks may lose them).
 
     Args:
         noisy: noisy counts of :data:`FIELD_CLASSES` (shorter: the rest are zero).
@@ -160,13 +163,13 @@ def decide_kind(noisy, allowed: tuple[str, ...] = ("number", "temporal", "text")
     groups = {"number": c[_W] + fractional, "temporal": c[[_D, _T, _DM, _MD, _EI]].sum(), "text": c[_X]}
     best = max(allowed, key=lambda g: (groups[g], -allowed.index(g)))  # ties: the earlier group
 
-    def passes(idx) -> bool:  # is the noisy sum of these counts clearly above noise alone?
+    def passes(idx, alpha=FORMAT_FALSE_PASS) -> bool:  # is the noisy sum of these counts clearly above noise alone?
         total = float(c[idx].sum())
         if noise is None:
             return total > 0
         from ..privacy.discrete_tails import sum_threshold
 
-        return total >= sum_threshold(noise[0], noise[1], len(idx), FORMAT_FALSE_PASS)
+        return total >= sum_threshold(noise[0], noise[1], len(idx), alpha)
 
     out = {"kind": "text", "integer": False, "decimals": None, "date_format": None}
     numbers, others = [_W] + _FRACTIONS, [_D, _T, _X, _DM, _MD, _EI]
@@ -189,7 +192,10 @@ def decide_kind(noisy, allowed: tuple[str, ...] = ("number", "temporal", "text")
         bad = []
     filled = max(float(np.delete(c, _E).clip(0).sum()), 1.0)
     out["unreadable"] = float(min(max(c[bad].sum(), 0.0) / filled, 1.0)) if bad else 0.0
-    out["blanks"] = passes([_E] + bad)
+    # Blanks: the empty fields and the text ones (n/a, unknown), the bulk of what a column reads as missing; two
+    # noisy counts, not every unreadable class, so that a few hundred blanks pass at small budgets (the noise of a
+    # sum grows with the counts summed).
+    out["blanks"] = passes([_E] if out["kind"] == "text" else [_E, _X], BLANKS_FALSE_PASS)
     return out
 
 
