@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 
 from pgmjax import schema as S
-from pgmjax.data.date_forms import other_date_days
 from pgmjax.data.raw_fields import column_values
 from pgmjax.data.schema_columns import NumericColumn
 from pgmjax.preprocessing.preprocess import private_schema
@@ -50,10 +49,10 @@ def test_dates_written_day_first_are_read_not_blanked():
     frame = messy(4000)
     out = private_schema(frame, Accountant(epsilon=4.0), jax.random.key(0))
     col = out.schema.columns["date"]
-    assert col.kind == "date" and col.date_format == "dd/mm/yyyy"
     data = encode_raw(out.schema, frame)
     missing = float((data.records[:, 0] == col.bins).mean())
     assert abs(missing - blank_share(frame["date"].replace("n/a", ""))) < 0.01  # 5%, not 52%
+    assert col.kind == "date" and col.date_format == "dd/mm/yyyy"
     assert not any(w.startswith("date:") for w in out.schema.provenance["warnings"])
 
 
@@ -81,6 +80,8 @@ def test_a_declared_date_format_is_public_and_kept_in_the_schema_json():
 
 
 def test_other_date_forms_and_their_classes():
+    from pgmjax.data.date_forms import other_date_days
+
     assert other_date_days(["2020/3/7", "2020.03.07", "07/03/2020", "31/04/2020"], "dd/mm/yyyy").tolist()[:3] == [18328.0] * 3
     assert np.isnan(other_date_days(["31/04/2020", "07/03/2020"], None)).all()
     cls = class_counts(["25/12/2020", "12/25/2020", "01/02/2020", "2020-01-02", "", "n/a", "1.5", "2.25", "3"])
