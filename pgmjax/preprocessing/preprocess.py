@@ -8,13 +8,17 @@ fixed by a rule that reads no private data:
 ==========================  ================================================================================
 choice                      how
 ==========================  ================================================================================
-column kind                 declared (``kinds=``), or a private vote: a noisy histogram of five field classes
+column kind                 declared (``kinds=``), or a private vote: a noisy histogram of field classes
 (number, integer, date,     (:mod:`pgmjax.preprocessing.private_format`), :data:`KIND_SHARE` of the column's share;
 datetime, text)             plurality of the noisy counts (Dwork & Roth 2014, Section 3.3, post-processing)
+date format (day or         declared (``date_formats=``), or the kind vote's noisy counts of year-last dates
+month first)                only valid day first vs only month first (post-processing, no extra charge)
 bin edges                   private range and quantiles (below), or a declared public range
 categories                  thresholded noisy counts (below); the empty field always a category (rule)
-decimals                    declared (``decimals=``), else 1/100 of the narrowest *released* bin (rule)
-nulls                       a missing code in every binned column, ``""`` in every categorical one (rule)
+decimals                    declared (``decimals=``), else the kind vote's plurality of decimals written (1..6),
+                            else 1/100 of the narrowest *released* bin (rule); edges rounded to them
+nulls                       a missing code in every binned column, ``""`` in every categorical one (rule); a
+                            binned column decodes no blanks when the vote's noisy blank count does not pass
 unreadable fields           missing (``n/a`` in a number column, ``2020-02-30`` in a date column): never an error
 ==========================  ================================================================================
 
@@ -71,11 +75,11 @@ import jax
 import numpy as np
 import pandas as pd
 
-from ..data.raw_fields import column_values
+from ..data.date_forms import read_kind
 from ..data.schema import Schema, SchemaError
-from ..data.date_forms import DATE_FORMATS, read_kind
 from ..data.schema_columns import CategoricalColumn, NumericColumn, days_to_dates, days_to_datetimes
 from ..privacy import Accountant
+from .declarations import declared_date_formats, declared_decimals, declared_kinds, public_ranges, range_group
 from .private_bins import (
     DATE_RANGE,
     candidate_edges,
@@ -86,7 +90,7 @@ from .private_bins import (
     rank_error,
     tail_edges_parts,
 )
-from .private_format import KINDS, UNREADABLE_WARN, private_kind_of_counts, rule_decimals
+from .private_format import UNREADABLE_WARN, private_kind_of_counts, rule_decimals
 from .private_range import range_warnings
 from .raw_aggregates import RawFrame, merge_text_counts
 
@@ -218,10 +222,10 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
         raise SchemaError(f"private_schema: budget must be > 0 and at most what the accountant has left "
                           f"({acc.remaining:g} {acc.currency}), got {budget!r}")
     names = list(table.names)
-    declared = _declared_kinds(kinds, names)
-    ranges = _public_ranges(ranges, names, declared)
-    precision = _declared_decimals(decimals, names, declared)
-    forms = _declared_date_formats(date_formats, names, declared)
+    declared = declared_kinds(kinds, names)
+    ranges = public_ranges(ranges, names, declared)
+    precision = declared_decimals(decimals, names, declared)
+    forms = declared_date_formats(date_formats, names, declared)
     n_text = sum(declared.get(n, {"kind": "text"})["kind"] == "text" for n in names)  # may be categorical
     if n_text and not 0.0 < delta < 0.5:
         raise SchemaError(f"private_schema: delta must lie in (0, 1/2) for the {n_text} column(s) that may be categorical, "
@@ -242,7 +246,7 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
             rest = share * (1.0 - KIND_SHARE)
             voted.append(name)
         kind = meta["kind"]
-        if name in ranges and ranges[name][0] != _range_group(kind):
+        if name in ranges and ranges[name][0] != range_group(kind):
             raise SchemaError(f"private_schema: column {name!r} is {_kind_text(kind)} (by the private kind vote), but its range "
                               f"is {'numeric' if ranges[name][0] == 'number' else 'of dates'}; declare the column's kind "
                               "(kinds= or --kind) to bin it")
@@ -301,8 +305,10 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
         "delta": delta if n_text else 0.0, "min_count": min_count, "warnings": warnings,
         "public": "declared: kinds of " + (", ".join(sorted(declared)) or "no column") + "; ranges of "
                   + (", ".join(sorted(ranges)) or "no column") + "; decimals of " + (", ".join(sorted(precision)) or "no column")
-                  + ". Decided under DP: the other kinds (kind vote), bin edges, categories. Fixed by rule: decimals from the "
-                  "released edges, a missing code in every binned column, the empty category, unreadable fields missing",
+                  + "; date formats of " + (", ".join(sorted(forms)) or "no column")
+                  + ". Decided under DP: the other kinds, decimals, date formats and blanks (kind vote), bin edges, "
+                  "categories. Fixed by rule: decimals from the released edges where the vote has none, a missing code in "
+                  "every binned column, the empty category, unreadable fields missing",
     }
     return PrivateSchema(Schema(columns, provenance), spent, delta if n_text else 0.0, thresholds, notes)
 
@@ -319,97 +325,10 @@ def _unreadable_warning(name: str, kind: str, meta: dict) -> str:
             f"(estimated from the noisy class counts of the kind vote); they are released as blanks; {advice}")
 
 
-def _declared_date_formats(date_formats: Mapping | None, names: list[str], declared: dict) -> dict:
-    """``{column: format}`` of the declared date formats, checked before any noise is drawn."""
-    out = {}
-    for name, fmt in dict(date_formats or {}).items():
-        if name not in names:
-            raise SchemaError(f"private_schema: a date format names column {name!r}, which the table does not have "
-                              f"(columns: {names})")
-        if fmt not in DATE_FORMATS:
-            raise SchemaError(f"private_schema: the date format of column {name!r} must be one of {list(DATE_FORMATS)}, "
-                              f"got {fmt!r}")
-        if name in declared and declared[name]["kind"] != "date":
-            raise SchemaError(f"private_schema: column {name!r} is declared {declared[name]['kind']}; a date format "
-                              "applies to date columns")
-        out[name] = None if fmt == "yyyy-mm-dd" else fmt
-    return out
-
-
 def _kind_text(kind: str, integer: bool = False) -> str:
     if kind == "number":
         return "integer" if integer else "a number"
     return {"date": "a date", "datetime": "a datetime", "text": "categorical (text)"}[kind]
-
-
-def _range_group(kind: str) -> str | None:
-    return {"number": "number", "date": "temporal", "datetime": "temporal"}.get(kind)
-
-
-def _declared_kinds(kinds: Mapping | None, names: list[str]) -> dict:
-    """``{column: {"kind", "integer"}}`` of the declared kinds, checked before any noise is drawn."""
-    out = {}
-    for name, kind in dict(kinds or {}).items():
-        if name not in names or kind not in KINDS:
-            raise SchemaError(f"private_schema: kinds[{name!r}] must name a column and be {'|'.join(KINDS)}, got {kind!r}"
-                              + ("" if name in names else f" (columns: {names})"))
-        out[name] = {"kind": "number" if kind == "integer" else kind, "integer": kind == "integer"}
-    return out
-
-
-def _declared_decimals(decimals: Mapping | None, names: list[str], declared: dict) -> dict:
-    """``{column: d}`` of the declared decimals, checked before any noise is drawn."""
-    out = {}
-    for name, d in dict(decimals or {}).items():
-        if name not in names:
-            raise SchemaError(f"private_schema: decimals names column {name!r}, which the table does not have (columns: {names})")
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d <= 15:
-            raise SchemaError(f"private_schema: decimals of column {name!r} must be an integer in [0, 15], got {d!r}")
-        if name in declared and (declared[name]["kind"] != "number" or declared[name]["integer"]):
-            raise SchemaError(f"private_schema: column {name!r} is declared {declared[name]['kind']}"
-                              f"{' (integer)' if declared[name]['integer'] else ''}; decimals apply to non-integer numbers")
-        out[name] = int(d)
-    return out
-
-
-def _public_ranges(ranges: Mapping | None, names: list[str], declared: dict) -> dict:
-    """``{column: ("number" | "temporal", (lo, hi))}``: numbers, or days since 1970-01-01 for ISO dates and
-    datetimes, checked (and checked against the declared kinds) before any noise is drawn."""
-    out = {}
-    for name, bounds in dict(ranges or {}).items():
-        if name not in names:
-            raise SchemaError(f"private_schema: a range names column {name!r}, which the table does not have "
-                              f"(columns: {names})")
-        try:
-            lo, hi = bounds
-        except (TypeError, ValueError):
-            raise SchemaError(f"private_schema: the range of column {name!r} must be two values (low, high), got {bounds!r}") from None
-        group, values = _range_values(lo, hi)
-        if group is None:
-            raise SchemaError(f"private_schema: the range of column {name!r} must be two numbers or two ISO dates "
-                              f"(YYYY-MM-DD[ HH:MM[:SS]]), got {bounds!r}")
-        lo, hi = values
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise SchemaError(f"private_schema: the range of column {name!r} must have finite low < high, got {bounds!r}")
-        kind = declared.get(name, {}).get("kind")
-        if kind is not None and _range_group(kind) != group:
-            raise SchemaError(f"private_schema: column {name!r} is declared {kind}; its range must be "
-                              f"{'numeric' if kind == 'number' else 'of dates' if kind != 'text' else 'absent (a range applies to numeric, date and datetime columns)'}")
-        out[name] = (group, (lo, hi))
-    return out
-
-
-def _range_values(lo, hi) -> tuple[str | None, tuple[float, float]]:
-    """``("number", floats)`` or ``("temporal", days)`` of two bounds, or ``(None, ...)`` when they are neither."""
-    try:
-        return "number", (float(lo), float(hi))
-    except (TypeError, ValueError):
-        pass
-    if isinstance(lo, str) and isinstance(hi, str):
-        days = column_values([lo.strip(), hi.strip()], "datetime")
-        if np.isfinite(days).all():
-            return "temporal", (float(days[0]), float(days[1]))
-    return None, (math.nan, math.nan)
 
 
 def _range_for(bounds: tuple[float, float], kind: str) -> tuple[float, float]:

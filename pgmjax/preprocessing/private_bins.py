@@ -327,13 +327,11 @@ def _clipping_bounds(acc, key, values, q, lo, hi, bins, tail, whole, budget, tar
     of the inner bin next to it (at most the inner edges' span): the end part holds as many records as
     that bin (``1 / bins``), and its ``tail`` quantile lies within about one such width of the edge for a
     column that does not thin out sharply. Where the released bins widen towards the end (a long tail), the
-    window widens by the same ratio of the last two inner widths (1 to 3: post-processing of released edges). At small budgets a tail level's rank quality separates candidates
-    weakly (``tail * n`` records) and a draw is close to uniform over the window: the window used to be the
-    whole inner span (a 0-5 score's bound drawn anywhere up to 8.5, ids of 100000-119999 up to 134000; the
-    released values then went past anything the table holds); now a poor draw goes past the last inner edge by
-    at most 1.5 bin widths (past the values by about half a bin, plus the inner edge's own noise), and tails are
-    clipped as before (20 seeds, rho 1.5e-3 to 0.05 per column, 20,000 records: a log-normal's, sigma 1, upper
-    bound at its 97th percentile, a normal's at its 98th, the tail level, both as with the old window). The inner edges never depend on it.
+    window widens by the ratio of the last two inner widths (1 to 3; post-processing of released edges). At
+    small budgets a tail level's rank quality separates candidates weakly (``tail * n`` records) and a draw
+    is close to uniform over its window. A window as wide as the whole inner span let a poor draw put the
+    bound far past anything the table holds (a 0-5 score's upper edge near 7); this one lets it pass the
+    last inner edge by at most 1.5 (times the ratio) bin widths. The inner edges never depend on it.
     """
     first, last = float(q[0]), float(q[-1])
     width = last - first

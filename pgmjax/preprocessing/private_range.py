@@ -269,9 +269,9 @@ def range_warnings(name: str, kind: str, edges, release: RangeRelease | None, sh
                    f"a clearly non-empty noisy count at this budget; the bins were placed by private quantiles over the whole "
                    f"public range {shown(cells[0], kind)} to {shown(cells[-1], kind)}; {advice}")
     # Only the cells wholly outside [lo, hi] count as clipped. A cell the edges cut holds its records anywhere inside
-    # it (an order of magnitude 10^5..10^6 holds ids 100000-119999 near its lower end): a pro-rata share of its count
-    # read 98% clipped where the tail quantiles clip 2-4%. Its records are left out of the estimate, which is then a
-    # lower bound of the clipped share, up to the noise.
+    # it (the order of magnitude 10^5..10^6 holds ids 100000-119999 at its lower end): a pro-rata share of its count
+    # called nearly all of them clipped where the tail quantiles clip a few percent. Its records are left out of the
+    # estimate, which is then a lower bound of the clipped share, up to the noise.
     outside_cell = (cells[1:] <= lo) | (cells[:-1] >= hi)
     total = max(float(release.noisy.sum()), 1.0)
     outside = float(release.noisy[outside_cell].sum())
