@@ -23,7 +23,7 @@ unreadable fields           missing (``n/a`` in a number column, ``2020-02-30`` 
 ==========================  ================================================================================
 
 * **numeric, date and datetime columns**: bin edges by :func:`pgmjax.preprocessing.private_bins.private_edges`: a
-  private range first (a noisy histogram over orders of magnitude, or calendar years), then private
+  private range first (a noisy histogram over public cells, ten a decade for numbers, or calendar years), then private
   quantiles inside it by the exponential mechanism over public candidate edges with the rank
   quality ``q(c) = -|(1 - p) #{x < c} - p #{x >= c}|`` (sensitivity 1 under both neighbouring
   relations; McSherry & Talwar, "Mechanism design via differential privacy", FOCS 2007, Theorem 6;

@@ -3,7 +3,7 @@
 Without a public range, :func:`private_edges` runs two steps, each through the accountant:
 
 1. **Range** (:func:`~pgmjax.preprocessing.private_range.range_release`, in :mod:`pgmjax.preprocessing.private_range`): one
-   noisy histogram over public coarse cells (orders of magnitude ``±10^k`` for numbers, calendar years for
+   noisy histogram over public coarse cells (``±s 10^k`` for the steps ``s`` of :data:`~pgmjax.preprocessing.private_range.STEPS` for numbers, calendar years for
    dates and datetimes); the range is the span of the cells whose noisy count passes a threshold (an empty
    cell passes with probability at most 1% over all cells), or the whole public range when none passes
    (small tables at small budgets: never a cell picked by noise); runs of 2, 4, 8, ... cells are tested

@@ -136,7 +136,7 @@ def test_the_clipped_share_counts_only_cells_wholly_outside_the_range():
     assert range_warnings("score", "number", [0.2, 4.9], r, _shown) == []  # was "about 49%"; 5% is clipped
     (w,) = range_warnings("id", "number", [1000.0, 5000.0], range_release(
         Accountant(epsilon=1.0), jax.random.key(0), ids, "number", budget=1.0), _shown)
-    assert "about 100% of the noisy range counts lie in orders of magnitude wholly outside it" in w
+    assert "about 100% of the noisy range counts lie in cells wholly outside it" in w
 
 
 def test_decimals_are_voted_and_decoded_values_are_written_with_them():
@@ -201,3 +201,35 @@ def test_messy_table_released_on_its_own_scale():
     days = column_values(synth["date"], "date")
     real_days = column_values(frame["date"], "date dd/mm/yyyy")
     assert np.nanmin(real_days) <= np.nanmin(days) and np.nanmax(days) <= np.nanmax(real_days)
+
+
+# -- where the user sees it -----------------------------------------------------------------------------------------
+
+def test_the_html_report_shows_the_private_schema_warnings():
+    from pgmjax.cli.report_html import utility_report
+    from pgmjax.data.dataset import Dataset
+    from pgmjax.data.domain import Domain
+
+    rng = np.random.default_rng(0)
+    data = Dataset(rng.integers(0, 3, (200, 2)), Domain({"a": 3, "b": 3}))
+    warning = "when: about 35% of its non-empty fields cannot be read as dates (YYYY-MM-DD or YYYY/MM/DD)"
+    report = {"privacy": {"eps": 1.0}, "ledger": [],
+              "preprocessing": {"private": True, "split": "s", "discovery_delta": 0.0, "public": "p", "ledger": [],
+                                "warnings": [warning]}}
+    page = utility_report(data, data, report=report)
+    assert f'<p class="warn">Warning: {warning}</p>' in page.replace("&#x27;", "'")
+
+
+def test_date_format_on_the_command_line(tmp_path, capsys):
+    import json
+
+    from pgmjax.cli import main
+
+    frame = messy(2000)
+    frame.to_csv(tmp_path / "raw.csv", index=False)
+    assert main(["schema", "--data", str(tmp_path / "raw.csv"), "--epsilon", "2", "--kind", "date=date",
+                 "--date-format", "date=mm/dd/yyyy", "--out", str(tmp_path / "s.json")]) == 0
+    column = json.loads((tmp_path / "s.json").read_text())["columns"]["date"]
+    assert column["type"] == "date" and column["date_format"] == "mm/dd/yyyy"
+    assert main(["schema", "--data", str(tmp_path / "raw.csv"), "--epsilon", "2", "--date-format", "date=dd.mm.yy"]) == 2
+    assert "expected COLUMN=FORMAT with FORMAT one of yyyy-mm-dd, dd/mm/yyyy, mm/dd/yyyy" in capsys.readouterr().err
