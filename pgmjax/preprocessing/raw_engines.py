@@ -5,7 +5,7 @@ returns a table that answers the three aggregates :func:`pgmjax.preprocessing.pr
 (:mod:`pgmjax.preprocessing.raw_aggregates`: class counts, value counts, rank counts) and :meth:`~PolarsRaw.encode`,
 which applies a schema lazily and returns a :class:`~pgmjax.data.engines.FrameDataset` counted as before.
 
-What reaches the driver: the record count; per column, five class counts (the kind vote); for a text
+What reaches the driver: the record count; per column, the class counts of the kind vote (:data:`~pgmjax.preprocessing.private_format.FIELD_CLASSES`); for a text
 column, its distinct stripped values with their counts (category discovery, as in memory: every distinct
 value gets noise); for a binned column, histograms over public thresholds (range cells, candidate edges,
 clipping windows: a few thousand counts each); for a declared schema, per column the number of values

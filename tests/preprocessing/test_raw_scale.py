@@ -229,7 +229,7 @@ def test_date_format_on_the_command_line(tmp_path, capsys):
     frame.to_csv(tmp_path / "raw.csv", index=False)
     assert main(["schema", "--data", str(tmp_path / "raw.csv"), "--epsilon", "2", "--kind", "date=date",
                  "--date-format", "date=mm/dd/yyyy", "--out", str(tmp_path / "s.json")]) == 0
-    column = json.loads((tmp_path / "s.json").read_text())["columns"]["date"]
+    column = json.loads((tmp_path / "s.json").read_text())["date"]
     assert column["type"] == "date" and column["date_format"] == "mm/dd/yyyy"
     assert main(["schema", "--data", str(tmp_path / "raw.csv"), "--epsilon", "2", "--date-format", "date=dd.mm.yy"]) == 2
     assert "expected COLUMN=FORMAT with FORMAT one of yyyy-mm-dd, dd/mm/yyyy, mm/dd/yyyy" in capsys.readouterr().err
