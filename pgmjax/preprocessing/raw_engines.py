@@ -6,13 +6,13 @@ returns a table that answers the three aggregates :func:`pgmjax.preprocessing.pr
 which applies a schema lazily and returns a :class:`~pgmjax.data.engines.FrameDataset` counted as before.
 
 What reaches the driver: the record count; per column, the class counts of the kind vote
-(:data:`~pgmjax.preprocessing.private_format.FIELD_CLASSES`); for a text column, its distinct stripped values
-with their counts (category discovery, as in memory: every distinct value gets noise); for a binned column, histograms over public thresholds (range cells, candidate edges,
-clipping windows: a few thousand counts each); for a declared schema, per column the number of values
-that do not fit it. The records never pass through pandas or NumPy on the driver. Polars parses the
-fields with its own expressions (:mod:`pgmjax.preprocessing.polars_fields`), written to match
-:func:`pgmjax.data.raw_fields.column_values` and :func:`pgmjax.preprocessing.private_format.field_classes` exactly;
-Dask's workers call those very functions on their partitions. Counts are integers, so the schema, the
+(:data:`~pgmjax.preprocessing.private_format.FIELD_CLASSES`); for a text column, its distinct stripped values with
+their counts (category discovery, as in memory: every distinct value gets noise); for a binned column, histograms
+over public thresholds (range cells, candidate edges, clipping windows: a few thousand counts each); for a declared
+schema, per column the number of values that do not fit it. The records never pass through pandas or NumPy on the
+driver. Polars parses the fields with its own expressions (:mod:`pgmjax.preprocessing.polars_fields`), written to
+match :func:`pgmjax.data.raw_fields.column_values` and :func:`pgmjax.preprocessing.private_format.field_classes`
+exactly; Dask's workers call those very functions on their partitions. Counts are integers, so the schema, the
 ledger and every release made from the same key equal the in-memory ones.
 
 Example:
