@@ -12,8 +12,8 @@
   ``--option bounded=true`` is given; add/remove otherwise. Composition adds the two guarantees only when
   both hold for the same neighbours; under replace-one a histogram's sensitivity is 2, so charging the
   preprocessing for add/remove would understate its epsilon up to twice.
-* ``--kind COLUMN=KIND`` and ``--decimals COLUMN=D`` declare a column's kind and precision (public:
-  no budget for the kind vote, no rule); ``--range COLUMN=LOW:HIGH`` a public range. Everything else is
+* ``--kind COLUMN=KIND``, ``--decimals COLUMN=D`` and ``--date-format COLUMN=dd/mm/yyyy`` declare a column's
+  kind, precision and date format (public: no budget for the kind vote, no rule); ``--range COLUMN=LOW:HIGH`` a public range. Everything else is
   decided under DP or by a data-independent rule (:mod:`pgmjax.preprocessing.preprocess`).
 * ``pgmjax schema --data raw.csv --epsilon E``: the same private schema, written as JSON.
 * A schema read from the data without noise (``pgmjax schema`` without ``--epsilon``) is refused by
@@ -30,7 +30,7 @@ from . import guards
 from .arguments import positive_float, positive_int, seed_int, unit_interval
 from .errors import RunFailure, UserError
 
-__all__ = ["Split", "split_budget", "neighbouring", "check_neighbours", "declared_kind", "declared_decimals",
+__all__ = ["Split", "split_budget", "neighbouring", "check_neighbours", "declared_kind", "declared_decimals", "declared_date_format",
            "add_run_arguments", "check_schema_privacy", "public_range", "ranges_of", "add_schema_arguments", "load_private",
            "private_schema_cmd", "summary_lines", "report_entry", "report_warnings", "raw_comparison",
            "write_html"]
@@ -181,6 +181,23 @@ def declared_decimals(text: str) -> tuple[str, int]:
     return column.strip(), int(d)
 
 
+def declared_date_format(text: str) -> tuple[str, str]:
+    """``COLUMN=FORMAT`` -> ``(column, format)``, FORMAT one of dd/mm/yyyy, mm/dd/yyyy, yyyy-mm-dd.
+
+    Example:
+        >>> declared_date_format("joined=dd/mm/yyyy")
+        ('joined', 'dd/mm/yyyy')
+    """
+    import argparse
+
+    from ..data.date_forms import DATE_FORMATS
+
+    column, sep, fmt = text.partition("=")
+    if not sep or not column.strip() or fmt.strip().lower() not in DATE_FORMATS:
+        raise argparse.ArgumentTypeError(f"expected COLUMN=FORMAT with FORMAT one of {', '.join(DATE_FORMATS)}, got {text!r}")
+    return column.strip(), fmt.strip().lower()
+
+
 def _pairs(args, attr: str, flag: str) -> dict | None:
     """Repeated ``COLUMN=...`` options as a dict; a column given twice is an error."""
     out = {}
@@ -220,9 +237,9 @@ def ranges_of(args) -> dict | None:
 
 
 def _declarations(args) -> dict:
-    """``private_schema``'s public declarations from the options: ranges, kinds, decimals."""
+    """``private_schema``'s public declarations from the options: ranges, kinds, decimals, date formats."""
     return {"ranges": ranges_of(args), "kinds": _pairs(args, "kinds", "--kind"),
-            "decimals": _pairs(args, "decimals", "--decimals")}
+            "decimals": _pairs(args, "decimals", "--decimals"), "date_formats": _pairs(args, "date_formats", "--date-format")}
 
 
 def add_run_arguments(parser) -> None:
@@ -271,8 +288,14 @@ def _declaration_arguments(group) -> None:
                        help="declare a column's kind (repeatable): number, integer, date, datetime or text; public, so no "
                             "budget is spent on the private kind vote for it")
     group.add_argument("--decimals", action="append", dest="decimals", metavar="COLUMN=D", type=declared_decimals,
-                       help="declare the decimals of a non-integer number column (repeatable); default: 1/100 of its "
-                            "narrowest private bin")
+                       help="declare the decimals of a non-integer number column (repeatable); default: the private "
+                            "kind vote's (the decimals most of its numbers are written with), else 1/100 of its narrowest "
+                            "private bin")
+    group.add_argument("--date-format", action="append", dest="date_formats", metavar="COLUMN=FORMAT",
+                       type=declared_date_format,
+                       help="declare how a date column writes dates with the year last (repeatable): dd/mm/yyyy or "
+                            "mm/dd/yyyy (yyyy-mm-dd: ISO and year-first dates only); public, instead of the private kind "
+                            "vote's choice (from its noisy counts of dates only valid day first or month first)")
 
 
 def check_schema_privacy(schema, path: str, allowed: bool) -> None:

@@ -231,6 +231,8 @@ def utility_report(real: Dataset, synthetic: Dataset, *, schema=None, workload=N
         if pre is not None and pre.get("private"):
             parts.append(f'<p class="ok">The schema was derived with differential privacy: {html.escape(pre["split"])}; '
                          f'category discovery adds delta={pre["discovery_delta"]:g}. {html.escape(str(pre.get("public")))}.</p>')
+            # The schema's warnings (narrow ranges, columns largely unreadable as their kind): from released values only.
+            parts += [f'<p class="warn">Warning: {html.escape(str(w))}</p>' for w in pre.get("warnings", [])]
         elif pre is not None:
             parts.append(f'<p class="warn">{html.escape(pre["warning"])}</p>')
         ledger = [(e.get("index"), e.get("mechanism"), e.get("target"), e.get("size"), f"{e.get('cost', 0):.4g}")

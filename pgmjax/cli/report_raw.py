@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..data.date_forms import split_kind
 from ..data.raw_fields import column_values
 from ..data.schema_columns import as_text, days_to_dates, days_to_datetimes
 
@@ -209,9 +210,10 @@ def compare_categorical(real, synthetic, *, rare: float = RARE_SHARE) -> dict:
 
 
 def schema_kinds(schema) -> dict:
-    """``{column: "number" | "date" | "datetime" | "category"}`` of a :class:`~pgmjax.Schema`'s columns."""
-    return {name: getattr(col, "kind", "number") if hasattr(col, "edges") else "category"
-            for name, col in schema.columns.items()}
+    """``{column: "number" | "date" | "datetime" | "category"}`` of a :class:`~pgmjax.Schema`'s columns; a date column
+    with a date format is ``"date dd/mm/yyyy"`` (or ``mm/dd/yyyy``), so that the real table's dates are read as
+    the schema reads them (:func:`pgmjax.data.date_forms.read_kind`), not dropped on both sides."""
+    return {name: col.read_as if hasattr(col, "edges") else "category" for name, col in schema.columns.items()}
 
 
 def raw_scale_comparison(real: pd.DataFrame, synthetic: pd.DataFrame, kinds: dict, *, bins: int = BINS,
@@ -238,8 +240,8 @@ def raw_scale_comparison(real: pd.DataFrame, synthetic: pd.DataFrame, kinds: dic
         if kind == "category":
             c = compare_categorical(real[name], synthetic[name], rare=rare)
         else:
-            c = compare_numeric(column_values(real[name], kind), column_values(synthetic[name], kind), kind,
-                                bins=bins, threshold=threshold)
+            c = compare_numeric(column_values(real[name], kind), column_values(synthetic[name], kind),
+                                split_kind(kind)[0], bins=bins, threshold=threshold)
         if c["flagged"]:
             sr = "no values" if c["synthetic_range"] is None else "[{}, {}]".format(*c["synthetic_range"])
             c["warning"] = (f"{name}: the synthetic range {sr} covers {c['coverage']:.0%} of the real range "

@@ -4,6 +4,7 @@
 * :mod:`~pgmjax.data.dataset`: an integer-coded table over a domain, and its marginals.
 * :mod:`~pgmjax.data.schema` / :mod:`~pgmjax.data.schema_columns`: how raw columns become codes and back.
 * :mod:`~pgmjax.data.raw_fields`: raw fields parsed leniently (numbers, dates, datetimes; unparsable is missing).
+* :mod:`~pgmjax.data.date_forms`: dates written year first, day first or month first besides ISO.
 * :mod:`~pgmjax.data.engines` / :mod:`~pgmjax.data.frame_backends`: a dataset whose records stay with Polars or Dask.
 * :mod:`~pgmjax.data.examples`: a generated raw table with a real table's difficulties.
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .date_forms import other_date_days, split_kind
 from .schema_columns import ISO_DATETIME, as_text, date_days, datetime_days, iso_stamps
 
 __all__ = ["column_values", "iso_valid"]
@@ -30,12 +31,15 @@ def column_values(values, kind: str) -> np.ndarray:
     """Float64 values of a binned column, every empty or unparsable field NaN (missing), never an error.
 
     Numbers: finite numbers (``inf``, ``nan``, ``n/a``: missing). Dates: days since 1970-01-01 of real ISO
-    dates (a datetime counts as its day). Datetimes: days with their fraction, whole seconds (a date is its
-    midnight).
+    dates (a datetime counts as its day) and of dates written year first with ``/``, ``.`` or ``-``
+    (:mod:`pgmjax.data.date_forms`); with kind ``"date dd/mm/yyyy"`` (or ``"date mm/dd/yyyy"``) also of dates
+    written with the year last, read day first (month first). Datetimes: days with their fraction, whole
+    seconds (a date, ISO or year first, is its midnight).
 
     Args:
         values: the raw column.
-        kind: ``"number"``, ``"date"`` or ``"datetime"``.
+        kind: ``"number"``, ``"date"``, ``"date dd/mm/yyyy"``, ``"date mm/dd/yyyy"`` or ``"datetime"``
+            (:func:`pgmjax.data.date_forms.read_kind` of a column).
 
     Returns:
         A float64 array.
@@ -45,14 +49,19 @@ def column_values(values, kind: str) -> np.ndarray:
         [12.0, nan, nan, nan, 3.5]
         >>> column_values(["2020-02-29", "2020-02-30", "2020-03-01 10:00"], "date").tolist()
         [18321.0, nan, 18322.0]
+        >>> column_values(["2020/2/29", "29/02/2020", "02/29/2020"], "date dd/mm/yyyy").tolist()
+        [18321.0, 18321.0, nan]
     """
     if kind == "number":
         s = pd.Series(values)
         x = s.to_numpy(np.float64) if s.dtype.kind in "iufb" else pd.to_numeric(
             as_text(s).str.strip(), errors="coerce").to_numpy(np.float64)
         return np.where(np.isfinite(x), x, np.nan)
-    if kind not in ("date", "datetime"):
-        raise ValueError(f"column_values: kind must be number, date or datetime, got {kind!r}")
+    kind, date_format = split_kind(kind)
     text = as_text(values).str.strip().reset_index(drop=True)
-    text = text.where(iso_valid(text), "")
-    return (date_days if kind == "date" else datetime_days)(text.to_numpy(dtype=object))
+    iso = iso_valid(text)
+    out = (date_days if kind == "date" else datetime_days)(text.where(iso, "").to_numpy(dtype=object))
+    if not iso.all():  # a datetime column reads a year-first date as its midnight
+        other = ~iso
+        out[other] = other_date_days(text[other], date_format)
+    return out

@@ -207,7 +207,7 @@ class Schema:
         for name, col in self.columns.items():
             raw = frame[name]
             if isinstance(col, NumericColumn):
-                values = column_values(raw, col.kind) if lenient and col.missing else col.values(raw, line_offset)
+                values = column_values(raw, col.read_as) if lenient and col.missing else col.values(raw, line_offset)
                 codes.append(col.encode(values, offset=line_offset))
             else:
                 codes.append(col.encode(as_text(raw).str.strip().to_numpy(dtype=object) if lenient else raw.to_numpy(),

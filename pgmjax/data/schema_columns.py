@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .dataset import DataValueError
+from .date_forms import DATE_FORMATS, other_date_days, read_kind
 
 __all__ = ["SchemaError", "SchemaValueError", "NumericColumn", "CategoricalColumn", "DECODE_METHODS", "MAX_BINS", "parse_column",
            "uniform64", "to_float", "iso_stamps", "date_days", "days_to_dates",
@@ -37,7 +38,7 @@ __all__ = ["SchemaError", "SchemaValueError", "NumericColumn", "CategoricalColum
 
 DECODE_METHODS = ("uniform", "midpoint")
 KINDS = ("number", "date", "datetime")
-NUMERIC_KEYS = {"bins", "range", "integer", "decode", "missing", "clip", "type", "decimals"}
+NUMERIC_KEYS = {"bins", "range", "integer", "decode", "missing", "clip", "type", "decimals", "date_format", "blanks"}
 #: The largest number of bins ``"bins": k`` may ask for. A few characters of JSON would otherwise allocate
 #: ``8 k`` bytes of edges (a schema read with a saved model is untrusted input); a one-way marginal of a
 #: million values is already larger than DP noise lets a table be useful. More bins can be listed as edges.
@@ -187,8 +188,13 @@ class NumericColumn:
         decode: ``"uniform"`` (a uniform draw within the bin) or ``"midpoint"``.
         missing: one more code, the last, for missing values (decoded as NaN, or ``""`` for dates).
         clip: values outside ``[e_0, e_k]`` go to the end bins instead of raising.
-        kind: ``"number"`` or ``"date"``.
-        decimals: round decoded floats to this many decimals (None: no rounding).
+        kind: ``"number"``, ``"date"`` or ``"datetime"``.
+        decimals: decoded floats lie on the grid of this many decimals (None: no rounding): a bin's value is drawn
+            among the multiples of ``10^-decimals`` inside it (a bin holding none: a draw rounded where it stays).
+        date_format: of a date column, how a date written with the year last reads: ``"dd/mm/yyyy"`` or
+            ``"mm/dd/yyyy"`` (None or ``"yyyy-mm-dd"``: ISO and year-first dates only; :mod:`pgmjax.data.date_forms`).
+        blanks: False when the column holds no blanks as far as a noisy count tells (a private schema's rule):
+            its missing code, which a model may still draw, decodes as one of the column's other decoded values.
     """
 
     name: str
@@ -199,10 +205,17 @@ class NumericColumn:
     clip: bool = False
     kind: str = "number"
     decimals: int | None = None
+    date_format: str | None = None
+    blanks: bool = True
 
     @property
     def bins(self) -> int:
         return len(self.edges) - 1
+
+    @property
+    def read_as(self) -> str:
+        """The kind string of the raw readers (:func:`pgmjax.data.date_forms.read_kind`): ``"date dd/mm/yyyy"``..."""
+        return read_kind(self.kind, self.date_format)
 
     @property
     def size(self) -> int:
@@ -220,12 +233,22 @@ class NumericColumn:
         hi[-1] = np.floor(self.edges[-1])  # the last bin is closed
         return lo, hi - lo + 1
 
+    def _grid_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """First multiple of ``10^-decimals`` (in those units) and their number in every bin, as :meth:`_integer_bounds`."""
+        scaled = np.round(self.edges * 10.0**self.decimals, 6)  # 0.2 * 10 is 2.0000000000000004: an edge on the grid
+        lo = np.ceil(scaled[:-1])
+        hi = np.ceil(scaled[1:]) - 1
+        hi[-1] = np.floor(scaled[-1])
+        return lo, hi - lo + 1
+
     def midpoints(self) -> np.ndarray:
         """Float64 midpoints of the bins (``0.5 * (e_i + e_{i+1})``: exact for decimal edges like 26 and 27)."""
         return 0.5 * (self.edges[:-1] + self.edges[1:])
 
     def values(self, raw, offset: int = 0) -> np.ndarray:
         """Float64 values of raw entries (numbers, numeric text, or ISO dates / datetimes in days)."""
+        if self.kind == "date" and self.date_format in DATE_FORMATS[1:]:
+            return _date_days_in(raw, self.name, offset, self.date_format)
         if self.kind == "date":
             return date_days(raw, self.name, offset)
         if self.kind == "datetime":
@@ -264,12 +287,18 @@ class NumericColumn:
         """Values for codes: uniform within the bin (seeded by ``key``) or the midpoint; NaN / ``""`` for missing."""
         codes = np.asarray(codes, np.int64)
         miss = codes >= self.bins
+        if not self.blanks and miss.any():  # no blanks by the private count: a missing code is another record's value
+            codes = _fill_missing(codes, miss, self.bins, jax.random.fold_in(key, 1))
+            miss = np.zeros(codes.shape, bool)
         c = np.where(miss, 0, codes)
         u = uniform64(key, c.shape)
-        if self.whole:
-            first, count = self._integer_bounds()
+        grid = self._grid_bounds() if self.decimals is not None and not self.whole else None
+        if self.whole or (grid is not None and (grid[1] >= 1).all()):
+            first, count = self._integer_bounds() if self.whole else grid
             step = (count[c] - 1) // 2 if self.decode == "midpoint" else np.minimum(np.floor(u * count[c]), count[c] - 1)
             out = (first[c] + step).astype(np.float64)
+            if not self.whole:  # k / 10^d: the double nearest the decimal, which prints as the decimal
+                out = out / 10.0**self.decimals
         else:
             lo, hi = self.edges[:-1][c], self.edges[1:][c]
             if self.decode == "midpoint":
@@ -306,7 +335,8 @@ class NumericColumn:
         out: dict = {"bins": edges}
         if self.kind != "number":
             out["type"] = self.kind
-        for k, default in (("integer", False), ("decode", "uniform"), ("missing", False), ("clip", False), ("decimals", None)):
+        for k, default in (("integer", False), ("decode", "uniform"), ("missing", False), ("clip", False), ("decimals", None),
+                           ("date_format", None), ("blanks", True)):
             if getattr(self, k) != default:
                 out[k] = getattr(self, k)
         return out
@@ -413,7 +443,15 @@ def parse_column(name, col, decode: str, where: str):
     decimals = col.get("decimals")
     if decimals is not None and (isinstance(decimals, bool) or not isinstance(decimals, int) or not 0 <= decimals <= 15):
         raise SchemaError(f"{at}: decimals must be an integer in [0, 15], got {decimals!r}")
-    out = NumericColumn(name, edges, flags["integer"], dec, flags["missing"], flags["clip"], kind, decimals)
+    date_format = col.get("date_format")
+    if date_format is not None and (kind != "date" or date_format not in DATE_FORMATS):
+        raise SchemaError(f"{at}: date_format goes with \"type\": \"date\" and must be one of {list(DATE_FORMATS)}, "
+                          f"got {_short(date_format)}")
+    blanks = col.get("blanks", True)
+    if not isinstance(blanks, bool):
+        raise SchemaError(f"{at}: blanks must be true or false, got {_short(blanks)}")
+    out = NumericColumn(name, edges, flags["integer"], dec, flags["missing"], flags["clip"], kind, decimals,
+                        date_format, blanks)
     if out.whole:
         first, count = out._integer_bounds()
         empty = np.flatnonzero(count < 1)
@@ -421,6 +459,38 @@ def parse_column(name, col, decode: str, where: str):
             i = int(empty[0])
             raise SchemaError(f"{at}: {'integer' if kind == 'number' else 'date'} column, but bin {i} "
                               f"[{edges[i]:g}, {edges[i + 1]:g}) contains no {'integer' if kind == 'number' else 'whole day'}")
+    return out
+
+
+def _fill_missing(codes: np.ndarray, miss: np.ndarray, bins: int, key) -> np.ndarray:
+    """``codes`` with each missing code replaced by a code drawn from the column's other codes (any bin if none)."""
+    kept = codes[~miss]
+    u = uniform64(key, (int(miss.sum()),))
+    out = codes.copy()
+    out[miss] = kept[np.floor(u * len(kept)).astype(np.int64)] if len(kept) else np.floor(u * bins).astype(np.int64)
+    return out
+
+
+def _date_days_in(raw, name: str, offset: int, date_format: str) -> np.ndarray:
+    """Days of a date column read in ``date_format`` (ISO and year-first dates too); raises naming the first field
+    that is no such date (an empty field is NaN)."""
+    s = pd.Series(raw, dtype=object)
+    text = s.where(s.notna(), "").astype(str).str.strip().reset_index(drop=True)
+    iso = text.str.fullmatch(ISO_DATETIME).to_numpy(bool)
+    stamps = iso_stamps(text.where(iso, None))  # NaT where not ISO or no real day and time
+    ok = stamps.notna().to_numpy()
+    out = np.full(len(text), np.nan)
+    out[ok] = np.floor_divide(stamps[ok].to_numpy(dtype="datetime64[ns]").view(np.int64), 86400 * 10**9)
+    rest = np.isnan(out)
+    out[rest] = other_date_days(text[rest], date_format)
+    bad = np.flatnonzero(np.isnan(out) & (text != "").to_numpy())
+    if bad.size:
+        r = int(bad[0])
+        raise SchemaValueError(
+            f"column {name!r} {_row(r, offset)}: value {text.iloc[r]!r} is not a date {date_format} or YYYY-MM-DD "
+            f"({bad.size} such value(s))",
+            f"column {name!r}: a value is not a date {date_format} or YYYY-MM-DD",
+        )
     return out
 
 

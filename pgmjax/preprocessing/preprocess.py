@@ -8,18 +8,22 @@ fixed by a rule that reads no private data:
 ==========================  ================================================================================
 choice                      how
 ==========================  ================================================================================
-column kind                 declared (``kinds=``), or a private vote: a noisy histogram of five field classes
+column kind                 declared (``kinds=``), or a private vote: a noisy histogram of field classes
 (number, integer, date,     (:mod:`pgmjax.preprocessing.private_format`), :data:`KIND_SHARE` of the column's share;
 datetime, text)             plurality of the noisy counts (Dwork & Roth 2014, Section 3.3, post-processing)
+date format (day or         declared (``date_formats=``), or the kind vote's noisy counts of year-last dates
+month first)                only valid day first vs only month first (post-processing, no extra charge)
 bin edges                   private range and quantiles (below), or a declared public range
 categories                  thresholded noisy counts (below); the empty field always a category (rule)
-decimals                    declared (``decimals=``), else 1/100 of the narrowest *released* bin (rule)
-nulls                       a missing code in every binned column, ``""`` in every categorical one (rule)
+decimals                    declared (``decimals=``), else the kind vote's plurality of decimals written (1..6),
+                            else 1/100 of the narrowest *released* bin (rule); edges rounded to them
+nulls                       a missing code in every binned column, ``""`` in every categorical one (rule); a
+                            binned column decodes no blanks when the vote's noisy blank count does not pass
 unreadable fields           missing (``n/a`` in a number column, ``2020-02-30`` in a date column): never an error
 ==========================  ================================================================================
 
 * **numeric, date and datetime columns**: bin edges by :func:`pgmjax.preprocessing.private_bins.private_edges`: a
-  private range first (a noisy histogram over orders of magnitude, or calendar years), then private
+  private range first (a noisy histogram over public cells, ten a decade for numbers, or calendar years), then private
   quantiles inside it by the exponential mechanism over public candidate edges with the rank
   quality ``q(c) = -|(1 - p) #{x < c} - p #{x >= c}|`` (sensitivity 1 under both neighbouring
   relations; McSherry & Talwar, "Mechanism design via differential privacy", FOCS 2007, Theorem 6;
@@ -71,10 +75,11 @@ import jax
 import numpy as np
 import pandas as pd
 
-from ..data.raw_fields import column_values
+from ..data.date_forms import read_kind
 from ..data.schema import Schema, SchemaError
 from ..data.schema_columns import CategoricalColumn, NumericColumn, days_to_dates, days_to_datetimes
 from ..privacy import Accountant
+from .declarations import declared_date_formats, declared_decimals, declared_kinds, public_ranges, range_group
 from .private_bins import (
     DATE_RANGE,
     candidate_edges,
@@ -85,7 +90,7 @@ from .private_bins import (
     rank_error,
     tail_edges_parts,
 )
-from .private_format import KINDS, private_kind_of_counts, rule_decimals
+from .private_format import UNREADABLE_WARN, private_kind_of_counts, rule_decimals
 from .private_range import range_warnings
 from .raw_aggregates import RawFrame, merge_text_counts
 
@@ -161,7 +166,8 @@ def private_categories(acc: Accountant, key, values=None, *, budget: float, delt
 
 def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float | None = None, delta: float = 1e-9,
                    bins: int = 10, tail: float = 0.02, ranges: Mapping | None = None, kinds: Mapping | None = None,
-                   decimals: Mapping | None = None, min_count: int = 5, decode: str = "uniform") -> PrivateSchema:
+                   decimals: Mapping | None = None, min_count: int = 5, decode: str = "uniform",
+                   date_formats: Mapping | None = None) -> PrivateSchema:
     """Derive a discretisation schema with differential privacy, spending ``budget`` of ``acc``.
 
     The budget is split equally over the columns. A column whose kind is not declared spends
@@ -190,6 +196,9 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
             ``d`` decimals (default: :func:`pgmjax.preprocessing.private_format.rule_decimals` of the released edges).
         min_count: a category needs a noisy count above this (and the delta threshold).
         decode: decoding of the binned columns (``"uniform"`` or ``"midpoint"``).
+        date_formats: optional public ``{column: "dd/mm/yyyy"|"mm/dd/yyyy"|"yyyy-mm-dd"}``: how a date column's
+            dates written with the year last read (default: the private kind vote's noisy counts of dates only
+            valid day first against only valid month first; :mod:`pgmjax.data.date_forms`).
 
     Returns:
         A :class:`PrivateSchema`. Its ``schema.provenance`` records the mechanism, the spending and which
@@ -213,9 +222,10 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
         raise SchemaError(f"private_schema: budget must be > 0 and at most what the accountant has left "
                           f"({acc.remaining:g} {acc.currency}), got {budget!r}")
     names = list(table.names)
-    declared = _declared_kinds(kinds, names)
-    ranges = _public_ranges(ranges, names, declared)
-    precision = _declared_decimals(decimals, names, declared)
+    declared = declared_kinds(kinds, names)
+    ranges = public_ranges(ranges, names, declared)
+    precision = declared_decimals(decimals, names, declared)
+    forms = declared_date_formats(date_formats, names, declared)
     n_text = sum(declared.get(n, {"kind": "text"})["kind"] == "text" for n in names)  # may be categorical
     if n_text and not 0.0 < delta < 0.5:
         raise SchemaError(f"private_schema: delta must lie in (0, 1/2) for the {n_text} column(s) that may be categorical, "
@@ -231,10 +241,12 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
         if meta is None:
             meta = private_kind_of_counts(acc, k_kind, table.class_counts(name), budget=share * KIND_SHARE,
                                           target=f"preprocess {name}: kind")
+            if name in forms:  # declared: public, the vote's choice is dropped
+                meta["date_format"] = forms[name]
             rest = share * (1.0 - KIND_SHARE)
             voted.append(name)
         kind = meta["kind"]
-        if name in ranges and ranges[name][0] != _range_group(kind):
+        if name in ranges and ranges[name][0] != range_group(kind):
             raise SchemaError(f"private_schema: column {name!r} is {_kind_text(kind)} (by the private kind vote), but its range "
                               f"is {'numeric' if ranges[name][0] == 'number' else 'of dates'}; declare the column's kind "
                               "(kinds= or --kind) to bin it")
@@ -249,18 +261,28 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
             notes.append(f"column {name!r}: categorical ({how}); {len(cats)} categories kept (noisy count >= {tau}); "
                          f"every other value is {other!r}")
             continue
+        if kind != "date" and name in forms:
+            raise SchemaError(f"private_schema: column {name!r} has a date format but is {_kind_text(kind, meta['integer'])} "
+                              f"(by the private kind vote); declare its kind (kinds= or --kind {name}=date)")
+        date_format = meta.get("date_format", forms.get(name)) if kind == "date" else None
         date = kind in ("date", "datetime")  # both counted in days since 1970-01-01
         whole = kind == "date" or meta["integer"]
-        x = table.ranks(name, kind)  # the rank counts #{x < t}: all that the range and quantiles read
+        x = table.ranks(name, read_kind(kind, date_format))  # the rank counts #{x < t}: all the range and quantiles read
         bounds = _range_for(ranges[name][1], kind) if name in ranges else None
         info = {}
         edges = private_edges(acc, k, x, bins=bins, tail=tail, budget=rest, kind=kind, whole=whole, public_range=bounds,
                               target=f"preprocess {name}", info=info)
         if kind == "datetime":  # whole seconds, as decoded datetimes are (post-processing of the draws)
             edges = np.unique(np.round(edges * 86400.0) / 86400.0)
-        places = None if whole or date else precision.get(name, rule_decimals(edges))
+        places = None if whole or date else precision.get(name, meta.get("decimals"))
+        if places is None and not (whole or date):
+            places = rule_decimals(edges)
+        if places is not None:  # edges on the grid of the decimals: every bin holds a value that is written so
+            edges = np.unique(np.round(edges, places))
+            if len(edges) < 2:
+                edges = np.array([edges[0], edges[0] + 10.0**-places])
         columns.append(NumericColumn(name, edges, bool(meta["integer"]) and not date, decode, True, True,
-                                     kind if date else "number", places))
+                                     kind if date else "number", places, date_format, bool(meta.get("blanks", True))))
         draws = quantile_rounds(bins - 1) if name in ranges else tail_edges_parts(bins)  # budget parts of a column
         how = "private kind vote" if name in voted else "declared"
         notes.append(f"column {name!r}: {_kind_text(kind, meta['integer'])} ({how}); {len(edges) - 1} bins at private quantiles; "
@@ -268,7 +290,10 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
                      f"empty and unreadable fields are missing; an edge's rank error is typically below "
                      f"{rank_error(acc, rest / draws, 3000):,.0f} records (larger budgets or public ranges shrink it)")
         # Post-processing of the released range histogram and edges: a narrow range or a large clipped share, in words.
-        for w in range_warnings(name, kind, edges, info.get("range"), _shown):
+        column_warnings = range_warnings(name, kind, edges, info.get("range"), _shown)
+        if meta.get("unreadable", 0.0) > UNREADABLE_WARN:  # the noisy class counts' share: post-processing
+            column_warnings.append(_unreadable_warning(name, kind, meta))
+        for w in column_warnings:
             warnings.append(w)
             notes.append(f"WARNING {w}")
     spent = acc.spent - start
@@ -280,86 +305,30 @@ def private_schema(frame: pd.DataFrame, acc: Accountant, key, *, budget: float |
         "delta": delta if n_text else 0.0, "min_count": min_count, "warnings": warnings,
         "public": "declared: kinds of " + (", ".join(sorted(declared)) or "no column") + "; ranges of "
                   + (", ".join(sorted(ranges)) or "no column") + "; decimals of " + (", ".join(sorted(precision)) or "no column")
-                  + ". Decided under DP: the other kinds (kind vote), bin edges, categories. Fixed by rule: decimals from the "
-                  "released edges, a missing code in every binned column, the empty category, unreadable fields missing",
+                  + "; date formats of " + (", ".join(sorted(forms)) or "no column")
+                  + ". Decided under DP: the other kinds, decimals, date formats and blanks (kind vote), bin edges, "
+                  "categories. Fixed by rule: decimals from the released edges where the vote has none, a missing code in "
+                  "every binned column, the empty category, unreadable fields missing",
     }
     return PrivateSchema(Schema(columns, provenance), spent, delta if n_text else 0.0, thresholds, notes)
+
+
+def _unreadable_warning(name: str, kind: str, meta: dict) -> str:
+    """The warning of a column whose non-empty fields are largely unreadable as its kind (from the noisy class counts)."""
+    what = {"number": "numbers", "date": "dates" + (f" ({meta['date_format']} or YYYY-MM-DD)" if meta.get("date_format")
+                                                  else " (YYYY-MM-DD or YYYY/MM/DD)"),
+            "datetime": "datetimes (YYYY-MM-DD HH:MM:SS)"}[kind]
+    advice = {"number": f"clean the column or declare it text (--kind {name}=text)",
+              "date": f"declare how its dates are written (--date-format {name}=dd/mm/yyyy or mm/dd/yyyy)",
+              "datetime": f"write its datetimes as YYYY-MM-DD HH:MM:SS, or declare it text (--kind {name}=text)"}[kind]
+    return (f"{name}: about {100 * meta['unreadable']:.0f}% of its non-empty fields cannot be read as {what} "
+            f"(estimated from the noisy class counts of the kind vote); they are released as blanks; {advice}")
 
 
 def _kind_text(kind: str, integer: bool = False) -> str:
     if kind == "number":
         return "integer" if integer else "a number"
     return {"date": "a date", "datetime": "a datetime", "text": "categorical (text)"}[kind]
-
-
-def _range_group(kind: str) -> str | None:
-    return {"number": "number", "date": "temporal", "datetime": "temporal"}.get(kind)
-
-
-def _declared_kinds(kinds: Mapping | None, names: list[str]) -> dict:
-    """``{column: {"kind", "integer"}}`` of the declared kinds, checked before any noise is drawn."""
-    out = {}
-    for name, kind in dict(kinds or {}).items():
-        if name not in names or kind not in KINDS:
-            raise SchemaError(f"private_schema: kinds[{name!r}] must name a column and be {'|'.join(KINDS)}, got {kind!r}"
-                              + ("" if name in names else f" (columns: {names})"))
-        out[name] = {"kind": "number" if kind == "integer" else kind, "integer": kind == "integer"}
-    return out
-
-
-def _declared_decimals(decimals: Mapping | None, names: list[str], declared: dict) -> dict:
-    """``{column: d}`` of the declared decimals, checked before any noise is drawn."""
-    out = {}
-    for name, d in dict(decimals or {}).items():
-        if name not in names:
-            raise SchemaError(f"private_schema: decimals names column {name!r}, which the table does not have (columns: {names})")
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d <= 15:
-            raise SchemaError(f"private_schema: decimals of column {name!r} must be an integer in [0, 15], got {d!r}")
-        if name in declared and (declared[name]["kind"] != "number" or declared[name]["integer"]):
-            raise SchemaError(f"private_schema: column {name!r} is declared {declared[name]['kind']}"
-                              f"{' (integer)' if declared[name]['integer'] else ''}; decimals apply to non-integer numbers")
-        out[name] = int(d)
-    return out
-
-
-def _public_ranges(ranges: Mapping | None, names: list[str], declared: dict) -> dict:
-    """``{column: ("number" | "temporal", (lo, hi))}``: numbers, or days since 1970-01-01 for ISO dates and
-    datetimes, checked (and checked against the declared kinds) before any noise is drawn."""
-    out = {}
-    for name, bounds in dict(ranges or {}).items():
-        if name not in names:
-            raise SchemaError(f"private_schema: a range names column {name!r}, which the table does not have "
-                              f"(columns: {names})")
-        try:
-            lo, hi = bounds
-        except (TypeError, ValueError):
-            raise SchemaError(f"private_schema: the range of column {name!r} must be two values (low, high), got {bounds!r}") from None
-        group, values = _range_values(lo, hi)
-        if group is None:
-            raise SchemaError(f"private_schema: the range of column {name!r} must be two numbers or two ISO dates "
-                              f"(YYYY-MM-DD[ HH:MM[:SS]]), got {bounds!r}")
-        lo, hi = values
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise SchemaError(f"private_schema: the range of column {name!r} must have finite low < high, got {bounds!r}")
-        kind = declared.get(name, {}).get("kind")
-        if kind is not None and _range_group(kind) != group:
-            raise SchemaError(f"private_schema: column {name!r} is declared {kind}; its range must be "
-                              f"{'numeric' if kind == 'number' else 'of dates' if kind != 'text' else 'absent (a range applies to numeric, date and datetime columns)'}")
-        out[name] = (group, (lo, hi))
-    return out
-
-
-def _range_values(lo, hi) -> tuple[str | None, tuple[float, float]]:
-    """``("number", floats)`` or ``("temporal", days)`` of two bounds, or ``(None, ...)`` when they are neither."""
-    try:
-        return "number", (float(lo), float(hi))
-    except (TypeError, ValueError):
-        pass
-    if isinstance(lo, str) and isinstance(hi, str):
-        days = column_values([lo.strip(), hi.strip()], "datetime")
-        if np.isfinite(days).all():
-            return "temporal", (float(days[0]), float(days[1]))
-    return None, (math.nan, math.nan)
 
 
 def _range_for(bounds: tuple[float, float], kind: str) -> tuple[float, float]:

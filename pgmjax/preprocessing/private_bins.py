@@ -3,7 +3,7 @@
 Without a public range, :func:`private_edges` runs two steps, each through the accountant:
 
 1. **Range** (:func:`~pgmjax.preprocessing.private_range.range_release`, in :mod:`pgmjax.preprocessing.private_range`): one
-   noisy histogram over public coarse cells (orders of magnitude ``±10^k`` for numbers, calendar years for
+   noisy histogram over public coarse cells (``±s 10^k`` for the steps ``s`` of :data:`~pgmjax.preprocessing.private_range.STEPS` for numbers, calendar years for
    dates and datetimes); the range is the span of the cells whose noisy count passes a threshold (an empty
    cell passes with probability at most 1% over all cells), or the whole public range when none passes
    (small tables at small budgets: never a cell picked by noise); runs of 2, 4, 8, ... cells are tested
@@ -46,13 +46,15 @@ from .private_range import (  # noqa: F401  (re-exported: the range step lives i
 )
 from .ranks import as_ranks
 
-__all__ = ["DATE_RANGE", "HOURS_PER_DAY", "candidate_edges", "range_cells", "noisy_counts", "private_range", "rank_quality", "quality_from_counts", "private_quantiles",
+__all__ = ["DATE_RANGE", "HOURS_PER_DAY", "END_WINDOW", "candidate_edges", "range_cells", "noisy_counts", "private_range", "rank_quality", "quality_from_counts", "private_quantiles",
            "recursive_quantiles", "quantile_rounds", "tail_edges_parts", "private_edges", "rank_error"]
 
 #: Public range of candidate dates: 1900-01-01 .. 2100-12-31 (days since 1970-01-01).
 DATE_RANGE = (-25567.0, 47846.0)
 #: Candidate edges of datetime columns are whole hours.
 HOURS_PER_DAY = 24
+#: The clipping bounds' windows reach this many widths of the inner bin next to them beyond the inner edges.
+END_WINDOW = 1.5
 
 
 def candidate_edges(lo: float | None = None, hi: float | None = None, *, whole: bool = False, digits: int = 3) -> np.ndarray:
@@ -304,7 +306,7 @@ def private_edges(acc, key, values, *, bins: int, tail: float, budget: float, ki
     lo, hi = release.lo, release.hi
     cand = _calendar_candidates(kind, lo, hi) if calendar else candidate_edges(lo, hi, whole=whole)
     q = recursive_quantiles(acc, k_q, values, inner, cand, budget=per_part, target=f"{target}: quantiles")
-    bounds = _clipping_bounds(acc, k_tail, values, q[0], q[-1], lo, hi, bins, tail, whole, per_part, target)
+    bounds = _clipping_bounds(acc, k_tail, values, q, lo, hi, bins, tail, whole, per_part, target)
     edges = np.unique(np.concatenate([[bounds[0]], q, [bounds[1]]]))
     if len(edges) < 2:
         edges = np.array([edges[0], edges[0] + 1.0])
@@ -316,21 +318,33 @@ def tail_edges_parts(bins: int) -> int:
     return 1 + quantile_rounds(bins - 1) + 1
 
 
-def _clipping_bounds(acc, key, values, first, last, lo, hi, bins, tail, whole, budget, target) -> tuple[float, float]:
+def _clipping_bounds(acc, key, values, q, lo, hi, bins, tail, whole, budget, target) -> tuple[float, float]:
     """The clipping bounds: levels ``tail`` and ``1 - tail``, drawn last, in one parallel round.
 
     The lower bound reads only the values below the first inner edge, the upper one only those at or
     above the last (disjoint parts, split at released edges). Each is drawn over 256 equally spaced
-    candidates in a window next to its edge, ``w = last - first`` wide and inside the private range
- at
-    small budgets a tail level's rank quality separates candidates weakly (``tail * n`` records), and
-    a window bounds how far a poor draw can stretch the end bins; the inner edges never depend on it.
+    candidates in a window next to its edge, inside the private range, :data:`END_WINDOW` times the width
+    of the inner bin next to it (at most the inner edges' span): the end part holds as many records as
+    that bin (``1 / bins``), and its ``tail`` quantile lies within about one such width of the edge for a
+    column that does not thin out sharply. Where the released bins widen towards the end (a long tail), the
+    window widens by the ratio of the last two inner widths (1 to 3; post-processing of released edges). At
+    small budgets a tail level's rank quality separates candidates weakly (``tail * n`` records) and a draw
+    is close to uniform over its window. A window as wide as the whole inner span let a poor draw put the
+    bound far past anything the table holds (a 0-5 score's upper edge near 7); this one lets it pass the
+    last inner edge by at most 1.5 (times the ratio) bin widths. The inner edges never depend on it.
     """
+    first, last = float(q[0]), float(q[-1])
     width = last - first
     if not width > 0:
         width = max(abs(first) * 0.5, 1.0)
-    lo_cand = np.linspace(max(lo, first - width), first, 256)
-    hi_cand = np.linspace(last, min(hi, last + width), 256)
+    # The inner bins next to each end (a single inner edge: the inner span's fallback width).
+    below_w = float(q[1] - q[0]) if len(q) > 1 and q[1] > q[0] else width
+    above_w = float(q[-1] - q[-2]) if len(q) > 1 and q[-1] > q[-2] else width
+    if len(q) > 2 and q[2] > q[1] and q[-2] > q[-3]:  # bins widening towards the end: a long tail
+        below_w *= min(max(below_w / float(q[2] - q[1]), 1.0), 3.0)
+        above_w *= min(max(above_w / float(q[-2] - q[-3]), 1.0), 3.0)
+    lo_cand = np.linspace(max(lo, first - min(width, END_WINDOW * below_w)), first, 256)
+    hi_cand = np.linspace(last, min(hi, last + min(width, END_WINDOW * above_w)), 256)
     if whole:
         lo_cand, hi_cand = np.unique(np.floor(lo_cand)), np.unique(np.ceil(hi_cand))
     ranks = as_ranks(values)

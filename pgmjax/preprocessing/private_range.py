@@ -2,7 +2,8 @@
 
 A column without a public range first needs to know roughly where its values lie, so that the private
 quantiles (:mod:`pgmjax.preprocessing.private_bins`) get fine candidate edges there. :func:`range_release` releases
-one noisy histogram over public coarse cells (orders of magnitude ``±10^k`` for numbers, calendar years
+one noisy histogram over public coarse cells (``0, ±s 10^k`` for the ten steps ``s`` of :data:`STEPS` in every
+decade, for numbers; calendar years
 for dates and datetimes; one record changes one count by one, two under replace-one neighbours, so the
 whole histogram is one Laplace / Gaussian release: Dwork, McSherry, Nissim & Smith, "Calibrating noise
 to sensitivity in private data analysis", TCC 2006, Example 1) and takes the span of the cells whose
@@ -54,6 +55,8 @@ __all__ = ["RANGE_FALSE_PASS", "range_cells", "noisy_counts", "RangeRelease", "r
            "block_threshold", "private_range",
            "range_warnings"]
 
+#: The cells of a number's range histogram: these steps in every decade (a "1-2-5" series, finer).
+STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)
 #: Probability that some empty cell of the range histogram passes its threshold.
 RANGE_FALSE_PASS = 0.01
 #: A warning is given when the released edges leave out more than this share of the noisy counts...
@@ -63,17 +66,23 @@ CLIPPED_SIGMAS = 3.0
 
 
 def range_cells(kind: str) -> np.ndarray:
-    """The public cell edges of the range histogram: ``0, ±10^k`` (k = -3..12) for numbers; the first day of
-    every year 1900..2101 (in days since 1970-01-01) for dates and datetimes.
+    """The public cell edges of the range histogram: ``0, ±s 10^k`` (``s`` in :data:`STEPS`, k = -3..11, and
+    ``±10^12``) for numbers; the first day of every year 1900..2101 (in days since 1970-01-01) for dates and
+    datetimes.
+
+    Ten cells a decade, not one: a range that ends at the next power of ten left most of its candidate edges
+    where no value lies (ids of 100000-119999 in the cell 10^5..10^6), and at small budgets the quantile draws
+    went there. One record is still in one cell (the same sensitivity); the blocks of cells
+    (:func:`range_blocks`) find a range whose single cells hold too few records.
 
     Example:
-        >>> len(range_cells("number")), float(range_cells("date")[70])
-        (33, 0.0)
+        >>> len(range_cells("number")), float(range_cells("date")[70]), range_cells("number")[152:156].tolist()
+        (303, 0.0, [0.001, 0.0012, 0.0015, 0.002])
     """
     if kind in ("date", "datetime"):
         years = np.arange("1900", "2102", dtype="datetime64[Y]").astype("datetime64[D]")
         return (years - np.datetime64("1970-01-01", "D")).astype(np.float64)
-    mags = 10.0 ** np.arange(-3, 13)
+    mags = np.concatenate([np.array(STEPS) * 10.0**k for k in range(-3, 12)] + [[1e12]])
     return np.concatenate([-mags[::-1], [0.0], mags])
 
 
@@ -228,7 +237,7 @@ def private_range(acc, key, values, kind: str, *, budget: float, target: str = "
         >>> from pgmjax.privacy import Accountant
         >>> x = np.random.default_rng(0).lognormal(10, 1, 5000)
         >>> private_range(Accountant(epsilon=1.0), jax.random.key(0), x, "number", budget=1.0)
-        (1000.0, 1000000.0)
+        (1500.0, 400000.0)
         >>> private_range(Accountant(epsilon=1.0), jax.random.key(0), x[:3], "number", budget=1e-3)
         (-1000000000000.0, 1000000000000.0)
     """
@@ -241,9 +250,11 @@ def range_warnings(name: str, kind: str, edges, release: RangeRelease | None, sh
 
     * ``release.found`` is False: no cell of the range histogram held a clearly non-empty noisy count; the
       edges were placed over the whole public range.
-    * The released edges leave out more than :data:`CLIPPED_WARN` of the histogram's noisy total, by more
-      than :data:`CLIPPED_SIGMAS` standard deviations of the noise on the left-out cells: most of the
-      column may be clipped into the end bins.
+    * The cells wholly outside the released edges hold more than :data:`CLIPPED_WARN` of the histogram's
+      noisy total, by more than :data:`CLIPPED_SIGMAS` standard deviations of the noise on those cells: most
+      of the column may be clipped into the end bins. A cell that the edges cut is not counted (where its
+      records lie inside it is not released), so the share is a lower bound, up to the noise: the tail
+      quantiles clip about ``2 * tail`` by design, and that is not warned about.
 
     Args:
         name: the column.
@@ -263,16 +274,20 @@ def range_warnings(name: str, kind: str, edges, release: RangeRelease | None, sh
               "or more budget (--epsilon, --preprocess-fraction)")
     cells = release.cells
     if not release.found:
-        out.append(f"{name}: no {'year' if kind != 'number' else 'order of magnitude'} of the private range histogram held "
+        out.append(f"{name}: no {'year' if kind != 'number' else 'cell'} of the private range histogram held "
                    f"a clearly non-empty noisy count at this budget; the bins were placed by private quantiles over the whole "
                    f"public range {shown(cells[0], kind)} to {shown(cells[-1], kind)}; {advice}")
-    # The share of each cell inside [lo, hi] (pro rata), and the noisy count outside.
-    inside = np.clip((np.minimum(cells[1:], hi) - np.maximum(cells[:-1], lo)) / np.diff(cells), 0.0, 1.0)
+    # Only the cells wholly outside [lo, hi] count as clipped. A cell the edges cut holds its records anywhere inside
+    # it (a cell 10^5..10^6 would hold ids 100000-119999 at its lower end): a pro-rata share of its count
+    # called nearly all of them clipped where the tail quantiles clip a few percent. Its records are left out of the
+    # estimate, which is then a lower bound of the clipped share, up to the noise.
+    outside_cell = (cells[1:] <= lo) | (cells[:-1] >= hi)
     total = max(float(release.noisy.sum()), 1.0)
-    outside = float(((1.0 - inside) * release.noisy).sum())
-    noise = release.std * math.sqrt(float(((1.0 - inside) ** 2).sum()))
+    outside = float(release.noisy[outside_cell].sum())
+    noise = release.std * math.sqrt(float(outside_cell.sum()))
     if outside > CLIPPED_WARN * total and outside > CLIPPED_SIGMAS * noise:
         share = min(outside / total, 1.0)
         out.append(f"{name}: the private range {shown(lo, kind)} to {shown(hi, kind)} is narrow; most of the column may be "
-                   f"clipped (about {100 * share:.0f}% of the noisy range counts lie outside it); {advice}")
+                   f"clipped (about {100 * share:.0f}% of the noisy range counts lie in "
+                   f"{'years' if kind != 'number' else 'cells'} wholly outside it); {advice}")
     return out

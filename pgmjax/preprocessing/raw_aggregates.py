@@ -3,7 +3,7 @@
 :func:`pgmjax.preprocessing.preprocess.private_schema` reads a raw column only through
 
 * its **class counts** (:func:`pgmjax.preprocessing.private_format.class_counts`): how many fields are whole numbers,
-  fractional numbers, dates, datetimes or other text (the kind vote);
+  fractional numbers (by their decimals), dates (by their form), datetimes, other text or empty (the kind vote);
 * its **value counts** (:func:`text_counts`): each stripped text and how many records hold it, sorted by the
   text (category discovery; the noise is drawn in that order, so any engine's group-by gives the same release);
 * its **rank counts** (:mod:`pgmjax.preprocessing.ranks`): ``#{x < t}`` of the parsed values at public thresholds
@@ -16,7 +16,7 @@ call the functions of this module on their partitions), so the schema released f
 Example:
     >>> t = RawFrame(pd.DataFrame({"c": ["b", " a", "b", ""], "x": ["1", "2.5", "n/a", "4"]}))
     >>> len(t), t.names, t.class_counts("x").tolist()
-    (4, ['c', 'x'], [2, 1, 0, 0, 1])
+    (4, ['c', 'x'], [2, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0])
     >>> t.value_counts("c")
     (['', 'a', 'b'], [1, 1, 2])
     >>> t.ranks("x", "number").below([2.0, 5.0]).tolist()

@@ -5,14 +5,14 @@ returns a table that answers the three aggregates :func:`pgmjax.preprocessing.pr
 (:mod:`pgmjax.preprocessing.raw_aggregates`: class counts, value counts, rank counts) and :meth:`~PolarsRaw.encode`,
 which applies a schema lazily and returns a :class:`~pgmjax.data.engines.FrameDataset` counted as before.
 
-What reaches the driver: the record count; per column, five class counts (the kind vote); for a text
-column, its distinct stripped values with their counts (category discovery, as in memory: every distinct
-value gets noise); for a binned column, histograms over public thresholds (range cells, candidate edges,
-clipping windows: a few thousand counts each); for a declared schema, per column the number of values
-that do not fit it. The records never pass through pandas or NumPy on the driver. Polars parses the
-fields with its own expressions (:mod:`pgmjax.preprocessing.polars_fields`), written to match
-:func:`pgmjax.data.raw_fields.column_values` and :func:`pgmjax.preprocessing.private_format.field_classes` exactly;
-Dask's workers call those very functions on their partitions. Counts are integers, so the schema, the
+What reaches the driver: the record count; per column, the class counts of the kind vote
+(:data:`~pgmjax.preprocessing.private_format.FIELD_CLASSES`); for a text column, its distinct stripped values with
+their counts (category discovery, as in memory: every distinct value gets noise); for a binned column, histograms
+over public thresholds (range cells, candidate edges, clipping windows: a few thousand counts each); for a declared
+schema, per column the number of values that do not fit it. The records never pass through pandas or NumPy on the
+driver. Polars parses the fields with its own expressions (:mod:`pgmjax.preprocessing.polars_fields`), written to
+match :func:`pgmjax.data.raw_fields.column_values` and :func:`pgmjax.preprocessing.private_format.field_classes`
+exactly; Dask's workers call those very functions on their partitions. Counts are integers, so the schema, the
 ledger and every release made from the same key equal the in-memory ones.
 
 Example:
@@ -40,7 +40,7 @@ from ..data.engines import FrameDataset, dask_client, need_engine
 from ..data.raw_fields import column_values
 from ..data.schema_columns import NumericColumn, SchemaError, SchemaValueError, as_text
 from .polars_fields import parse
-from .private_format import class_counts
+from .private_format import FIELD_CLASSES, class_counts
 from .ranks import CountedRanks
 from .raw_aggregates import merge_text_counts, text_counts, threshold_histogram
 
@@ -170,9 +170,10 @@ class PolarsRaw:
 
         if self._classes is None:
             wants = {str(i): (n, "class") for i, n in enumerate(self.names)}
+            m = len(FIELD_CLASSES)
             row = self._collect([self.parsed(wants).select(
-                [(pl.col(str(i)) == k).sum().alias(f"{i}:{k}") for i in range(len(self.names)) for k in range(5)])])[0].row(0)
-            self._classes = {n: np.asarray(row[5 * i:5 * i + 5], np.int64) for i, n in enumerate(self.names)}
+                [(pl.col(str(i)) == k).sum().alias(f"{i}:{k}") for i in range(len(self.names)) for k in range(m)])])[0].row(0)
+            self._classes = {n: np.asarray(row[m * i:m * i + m], np.int64) for i, n in enumerate(self.names)}
         return self._classes[name]
 
     def value_counts(self, name: str) -> tuple[list[str], list[int]]:
@@ -225,7 +226,7 @@ class PolarsRaw:
         from ..data.frame_backends import PolarsBackend
 
         _check_columns(self.names, schema)
-        wants = {n: (n, col.kind if isinstance(col, NumericColumn) else "text") for n, col in schema.columns.items()}
+        wants = {n: (n, col.read_as if isinstance(col, NumericColumn) else "text") for n, col in schema.columns.items()}
         frame = self.parsed(wants)
         codes = {n: self._code(c, pl.col(n)) for n, c in schema.columns.items()}
         strict = _strict(schema)
@@ -255,7 +256,7 @@ def _partition_fit(part, schema, names):
     for n in names:
         col = schema.columns[n]
         if isinstance(col, NumericColumn):
-            x = column_values(part[n], col.kind)
+            x = column_values(part[n], col.read_as)
             lo, hi = col.edges[0], col.edges[-1]
             out.append([0 if col.missing else int(np.isnan(x).sum()), 0 if col.clip else int(((x < lo) | (x > hi)).sum()), 0])
         else:

@@ -31,7 +31,14 @@ TRICKY = ["2020-02-29", "2020-02-30", "2021-02-29", "2020-01-02 24:00", "2020-01
           "1960-06-01 12:00:00.9", " 2020-01-01 ", "\x1c2020-01-01\xa0", "1900-02-29", "2000-02-29", "2100-02-28",
           "2020-1-01", "2020-01-02  10:00", "2020-01-02T10:00:00Z", "20200102", "1e5", "-0", "-0.0", "0.0",
           "\u3000 7\u2003", "nan", "Infinity", "-inf", "1e400", "0x10", "+5", ".5", "5.", "1_000", "\u0661\u0662", "",
-          "  ", "x", "0001-01-01", "9999-12-31", "9007199254740993", "0.1", "12.5"]
+          "  ", "x", "0001-01-01", "9999-12-31", "9007199254740993", "0.1", "12.5",
+          # dates written year first or year last (day first, month first, either), and numbers by their decimals
+          "29/02/2020", "30/02/2020", "02/29/2020", "13/01/2020", "01/13/2020", "01/02/2020", "1/2/2020", "2020/2/29",
+          "2020.02.29", "2020/02/30", "29.02.2020", "29-02-2020", "21/09/1677", "22/09/1677", "09/22/1677", "11/04/2262",
+          "12/04/2262", "04/12/2262", "00/01/2020", "2020/13/01", "12/31/1999", "1.5.2020", "0.5.2020", "10.25.2020",
+          "2020-01-02/03", "01/02/20", "001/02/2020", "\u0661/\u0662/\u0662\u0660\u0662\u0660", "2020/1/2 10:00",
+          "+1/2/2020", "0000/02/29", "1/1/0000", "1.25", "1.123456", "1.1234567", "-3.50", "2.00", "+.125", "1.5e2",
+          "-0.000001"]
 
 
 def write_raw(path, n=1500, seed=0):
@@ -39,6 +46,8 @@ def write_raw(path, n=1500, seed=0):
     age = rng.integers(18, 91, n).astype(str).astype(object)
     income = np.round(rng.lognormal(10, 1, n), 2).astype(str).astype(object)
     joined = (np.datetime64("1990-01-01") + rng.integers(0, 365 * 30, n)).astype(str).astype(object)
+    day_first = pd.Series(joined).str.replace(r"^(\d{4})-(\d{2})-(\d{2})$", r"\3/\2/\1", regex=True).to_numpy(object)
+    joined = np.where(rng.random(n) < 0.5, day_first, joined).astype(object)  # half written dd/mm/yyyy
     seen = (np.datetime64("2019-01-01T00:00:00") + rng.integers(0, 86400 * 400, n)).astype(str)
     seen = np.where(rng.random(n) < 0.5, np.char.replace(seen, "T", " "), seen).astype(object)
     city = rng.choice(["Paris", "Lyon", " Nice", "Lille ", "Brest"], n, p=[.4, .3, .1, .1, .1]).astype(object)
@@ -74,9 +83,10 @@ def test_polars_parses_fields_as_memory_does():
     from pgmjax.preprocessing.polars_fields import parse
 
     frame = pd.DataFrame({"v": TRICKY})
-    wants = {kind: ("v", kind) for kind in ("number", "date", "datetime", "class", "text")}
+    kinds = ("number", "date", "date dd/mm/yyyy", "date mm/dd/yyyy", "datetime")
+    wants = {kind: ("v", kind) for kind in (*kinds, "class", "text")}
     out = parse(pl.LazyFrame({"v": TRICKY}), wants).collect()
-    for kind in ("number", "date", "datetime"):
+    for kind in kinds:
         want = column_values(frame["v"], kind)
         got = out[kind].to_numpy().astype(float)
         same = (want == got) | (np.isnan(want) & np.isnan(got))
@@ -93,7 +103,7 @@ def test_engines_compute_the_same_aggregates(tables):
         for name in mem.names:
             assert (other.class_counts(name) == mem.class_counts(name)).all(), name
             assert other.value_counts(name) == mem.value_counts(name), name
-            for kind in ("number", "date", "datetime"):
+            for kind in ("number", "date", "date dd/mm/yyyy", "date mm/dd/yyyy", "datetime"):
                 r = other.ranks(name, kind)
                 assert (r.below(thresholds) == mem.ranks(name, kind).below(thresholds)).all(), (name, kind)
                 assert r.n == mem.ranks(name, kind).n
