@@ -81,6 +81,15 @@ class Progress:
         if self.callback is not None:
             self.callback({**info, "done": self.done, "expected": self.total, "elapsed": elapsed, "eta": eta})
 
+    def resume(self, done: int) -> None:
+        """Count on from ``done`` steps an earlier process made (a resumed run); the time left is timed on this
+        process's steps."""
+        self.done = int(done)
+        self.total = max(self.total, self.done)
+        if self.bar is not None:
+            self.bar.total, self.bar.n = self.total, self.done
+            self.bar.refresh()
+
     def per_step(self) -> float:
         """Seconds per step from the last :data:`RECENT` steps (the first, which carries the set-up before the
         steps, only while it is the only one)."""
