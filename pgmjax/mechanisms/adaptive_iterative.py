@@ -327,7 +327,7 @@ def aim(
     except KeyboardInterrupt as e:  # Ctrl-C: keep the rounds completed, say how to resume
         if isinstance(e, RunInterrupted):
             raise
-        raise keeper.interrupted(checked["budget"]["rho"], "rho") from None
+        raise keeper.interrupted() from None
     finally:
         bar.close()
 

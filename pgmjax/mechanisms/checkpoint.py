@@ -174,6 +174,7 @@ class Keeper:
     def __init__(self, checkpoint: Checkpoint | None, run: dict, where: str):
         self.checkpoint, self.run, self.where = checkpoint, run, where
         self.last: RunState | None = None  # the last round completed
+        self.accountant = None  # the run's, from resume()
         self.saved: int | None = None  # the round the folder holds
 
     def check_folder(self) -> None:
@@ -192,11 +193,13 @@ class Keeper:
         self._state()  # a checkpoint of another run is refused now, not after the data are read
 
     def resume(self, domain: Domain, accountant) -> RunState | None:
-        """The checkpointed state of this run (its ledger restored into ``accountant``), or None to start afresh.
+        """The checkpointed state of this run (its ledger restored into ``accountant``, the run's), or None to start
+        afresh. Called once, before the run's first private computation.
 
         Raises:
             ValueError: the checkpoint is of another run (naming what differs) or corrupted.
         """
+        self.accountant = accountant
         state = self._state()
         if state is None:
             return None
@@ -226,7 +229,7 @@ class Keeper:
         if self.checkpoint is not None and self.checkpoint.save == "round":
             self._write(state)
 
-    def interrupted(self, budget: float, currency: str) -> RunInterrupted:
+    def interrupted(self) -> RunInterrupted:
         """The exception for Ctrl-C: the last completed round written (if not yet), and a message saying what the
         checkpoint holds and how to resume (or that nothing was kept)."""
         where, ck = self.where, self.checkpoint
@@ -241,8 +244,8 @@ class Keeper:
         spent = math.fsum(r["cost"] for r in self.last.ledger)
         return RunInterrupted(
             f"{where}: interrupted after round {self.last.round}: checkpoint {ck.path} holds rounds 1..{self.last.round} "
-            f"({len(self.last.measurements)} noisy measurements, {spent:.6g} of {budget:.6g} "
-            f"{currency} spent); run again with the same data, key, settings and checkpoint to resume "
+            f"({len(self.last.measurements)} noisy measurements, {spent:.6g} of {self.accountant.budget:.6g} "
+            f"{self.accountant.currency} spent); run again with the same data, key, settings and checkpoint to resume "
             "(the rest of the budget is spent then, not again)", ck.path, self.last.round)
 
     # ------------------------------------------------------------------------------------------------
