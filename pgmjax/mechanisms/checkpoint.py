@@ -69,13 +69,17 @@ SAVES = ("round", "interrupt")
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C during a checkpointed run's rounds: the message says what the checkpoint holds and how to resume.
 
-    A ``KeyboardInterrupt``, so that code which stops on Ctrl-C still stops. Attributes: ``checkpoint`` (the
-    folder, or None), ``round`` (the last round it holds, or None when nothing was kept).
+    A ``KeyboardInterrupt``, so that code which stops on Ctrl-C still stops.
+
+    Attributes:
+        checkpoint: the folder, or None (no checkpoint configured).
+        round: the last round it holds, or None when nothing was kept.
+        held: what was kept, in words (``"checkpoint DIR holds rounds 1..k (...)"``), or None.
     """
 
-    def __init__(self, message: str, checkpoint: str | None = None, round: int | None = None):
+    def __init__(self, message: str, checkpoint: str | None = None, round: int | None = None, held: str | None = None):
         super().__init__(message)
-        self.checkpoint, self.round = checkpoint, round
+        self.checkpoint, self.round, self.held = checkpoint, round, held
 
 
 @dataclass(frozen=True)
@@ -242,11 +246,11 @@ class Keeper:
         if self.saved != self.last.round:
             self._write(self.last)
         spent = math.fsum(r["cost"] for r in self.last.ledger)
-        return RunInterrupted(
-            f"{where}: interrupted after round {self.last.round}: checkpoint {ck.path} holds rounds 1..{self.last.round} "
-            f"({len(self.last.measurements)} noisy measurements, {spent:.6g} of {self.accountant.budget:.6g} "
-            f"{self.accountant.currency} spent); run again with the same data, key, settings and checkpoint to resume "
-            "(the rest of the budget is spent then, not again)", ck.path, self.last.round)
+        held = (f"checkpoint {ck.path} holds rounds 1..{self.last.round} ({len(self.last.measurements)} noisy measurements, "
+                f"{spent:.6g} of {self.accountant.budget:.6g} {self.accountant.currency} spent)")
+        return RunInterrupted(f"{where}: interrupted after round {self.last.round}: {held}; run again with the same data, "
+                              "key, settings and checkpoint to resume (the rest of the budget is spent then, not again)",
+                              ck.path, self.last.round, held)
 
     # ------------------------------------------------------------------------------------------------
     def _state(self) -> dict | None:
