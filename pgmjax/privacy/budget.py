@@ -32,7 +32,7 @@ from ..checks import check_bool, check_count, check_delta, check_positive, exact
 from .composition import advanced_composition, advanced_composition_hetero
 from .conversions import cdp_eps, cdp_rho
 from .lattice import lattice_plan
-from .ledger import BudgetPlan, LedgerEntry, freeze_target
+from .ledger import BudgetPlan, LedgerEntry, checked_entries, freeze_target
 from .sensitivity import l1_sensitivity, l2_sensitivity
 
 if TYPE_CHECKING:
@@ -197,67 +197,8 @@ class BudgetLedger:
         return plan
 
     def restore(self, records: Sequence[dict]) -> None:
-        """Continue a checkpointed run: take the ledger a previous process recorded (nothing is drawn).
-
-        The checkpoint of a long run (:mod:`pgmjax.mechanisms.checkpoint`) keeps the ledger of the rounds it
-        holds; a resumed run restores it into a fresh accountant built from the same budget, so that what those
-        rounds spent counts against the budget exactly once. Each entry's cost is checked against its own
-        noise before anything is taken: a ledger that under-counts (a cost below what its scale or epsilon
-        costs) or that overspends the budget is refused.
-
-        Args:
-            records: the ledger as :meth:`records` gave it (dicts of the :class:`LedgerEntry` fields; lists
-                in ``target`` become tuples), in order.
-
-        Raises:
-            ValueError: this ledger is not empty, a record is malformed or inconsistent (its ``index``, its
-                cost against its ``rho`` / ``epsilon``, its noise against its sensitivity), or the records
-                spend more than the budget.
-
-        Example:
-            >>> import jax, numpy as np
-            >>> from pgmjax.privacy import Accountant
-            >>> first = Accountant(rho=1.0)
-            >>> _ = first.gaussian(jax.random.key(0), np.zeros(4), 1.0, sigma=5.0, integer=True)
-            >>> again = Accountant(rho=1.0)
-            >>> again.restore(first.records())
-            >>> again.spent, again.ledger == first.ledger
-            (0.02, True)
-        """
-        where = "Accountant.restore"
-        if self._entries:
-            raise ValueError(f"{where}: the ledger already has {len(self._entries)} entries; restore into a fresh accountant")
-        entries = []
-        fields = [f for f in LedgerEntry.__dataclass_fields__]
-        for i, r in enumerate(records):
-            if not isinstance(r, dict) or sorted(r) != sorted(fields):
-                raise ValueError(f"{where}: ledger record {i} must have exactly the fields {fields}")
-            e = LedgerEntry(**{**r, "target": freeze_target(r["target"])})
-            unit = e.rho if self._composition == "zcdp" else e.epsilon
-            if e.index != i or e.mechanism not in _MECHANISMS or e.count < 1 or unit is None:
-                raise ValueError(f"{where}: ledger record {i} is malformed (index, mechanism, count or its "
-                                 f"{self.currency})")
-            self._allowed(e.mechanism, where)
-            if not math.isclose(e.cost, e.count * unit, rel_tol=_RTOL, abs_tol=0.0):
-                raise ValueError(f"{where}: ledger record {i} ({e.mechanism} on {e.target!r}) records the cost "
-                                 f"{e.cost!r}, not {e.count} x its {self.currency} {unit!r}")
-            if e.mechanism == "gaussian":
-                implied = e.sensitivity**2 / (2.0 * e.scale**2)
-            elif e.mechanism == "exponential":
-                implied = (2.0 * e.sensitivity / e.scale) ** 2 / 8.0 if self._composition == "zcdp" else 2.0 * e.sensitivity / e.scale
-            elif e.mechanism == "laplace":
-                implied = (e.sensitivity / e.scale) ** 2 / 2.0 if self._composition == "zcdp" else e.sensitivity / e.scale
-            else:
-                implied = unit
-            if not math.isclose(unit, implied, rel_tol=1e-6):
-                raise ValueError(f"{where}: ledger record {i} ({e.mechanism} on {e.target!r}): its {self.currency} "
-                                 f"{unit!r} is not what its noise costs ({implied!r})")
-            entries.append(e)
-        self._entries = entries
-        if self.spent > self._budget * (1 + _RTOL):
-            self._entries = []
-            raise ValueError(f"{where}: the records spend {math.fsum(e.cost for e in entries):.6g} {self.currency}, "
-                             f"more than the budget {self._budget:.6g}")
+        """Continue a checkpointed run from its ledger :meth:`records`, each checked (:func:`~pgmjax.privacy.ledger.checked_entries`)."""
+        self._entries = checked_entries(records, self._composition, self._budget, len(self._entries))
 
     def _spent_with(self, extras: Sequence[dict] = ()) -> float:
         """Spent, counting also ``extras`` (resolved requests, not recorded)."""
@@ -504,7 +445,5 @@ class BudgetLedger:
         return out
 
     def __repr__(self) -> str:
-        return (
-            f"Accountant({self._composition}, budget={self._budget:.6g} {self.currency}, spent={self.spent:.6g}, "
-            f"bounded={self._bounded}, entries={len(self._entries)})"
-        )
+        return (f"Accountant({self._composition}, budget={self._budget:.6g} {self.currency}, spent={self.spent:.6g}, "
+                f"bounded={self._bounded}, entries={len(self._entries)})")
