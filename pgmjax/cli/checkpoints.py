@@ -28,8 +28,10 @@ def takes_checkpoint(name: str) -> bool:
 
 
 def check(args, name: str) -> None:
-    """Refuse ``--checkpoint`` for a front-end without rounds, or naming something that is not a folder, before
-    any data is read."""
+    """Refuse ``--checkpoint`` for a front-end without rounds, or naming something that is not a folder, and
+    ``--option checkpoint=``, before any data is read."""
+    if any(o.partition("=")[0].strip() == "checkpoint" for o in getattr(args, "option", None) or []):
+        raise UserError("give the checkpoint folder as --checkpoint DIR, not --option checkpoint=")
     path = getattr(args, "checkpoint", None)
     if path is None:
         return

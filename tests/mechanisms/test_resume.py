@@ -207,6 +207,8 @@ def test_cli_checkpoint_resumes_and_is_refused_where_there_are_no_rounds(tmp_pat
     # --checkpoint for a mechanism without rounds: exit 2 before anything is read
     assert cli.main([*base[:6], "mst", "--epsilon", "1", "--checkpoint", str(tmp_path / "ck")]) == 2
     assert "--checkpoint: mst has no rounds to keep; it applies to mwem, aim" in capsys.readouterr().err
+    assert cli.main([*base, "--option", f"checkpoint={tmp_path / 'ck'}"]) == 2
+    assert "give the checkpoint folder as --checkpoint DIR" in capsys.readouterr().err
     # Ctrl-C in round 2 without --checkpoint: the rounds go to OUT.checkpoint; the same command resumes, then removes it
     real = adaptive_iterative.estimate
     fits = []
