@@ -28,13 +28,14 @@ previous complete checkpoint. Folders are created with mode 0700, files 0600, an
 the user's.
 
 Example:
-    >>> import jax, numpy as np, pgmjax as pj
+    >>> import tempfile, jax, numpy as np, pgmjax as pj
     >>> from pgmjax.mechanisms import aim
     >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), {"a": 3, "b": 4, "c": 2})
-    >>> res = aim(data, 1.0, key=jax.random.key(0), rounds=3, max_model_mb=1.0, engine_iters=50,
-    ...           checkpoint=Checkpoint(str(tmp / "aim.ckpt")))                 # doctest: +SKIP
-    >>> again = aim(data, 1.0, key=jax.random.key(0), rounds=3, max_model_mb=1.0, engine_iters=50,
-    ...             checkpoint=str(tmp / "aim.ckpt"))  # resumes after the last round: nothing is spent again  # doctest: +SKIP
+    >>> folder = tempfile.mkdtemp() + "/aim.ckpt"
+    >>> first = aim(data, 1.0, key=jax.random.key(0), rounds=3, max_model_mb=1.0, engine_iters=50, checkpoint=folder)
+    >>> again = aim(data, 1.0, key=jax.random.key(0), rounds=3, max_model_mb=1.0, engine_iters=50, checkpoint=folder)
+    >>> again.ledger == first.ledger, again.accountant.spent == again.accountant.budget  # nothing measured again
+    (True, True)
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from ..model.model_files import save_model
 from ..model.serialization import load_model
 from ..queries.measurement import Measurement
 
-__all__ = ["Checkpoint", "RunInterrupted", "RunState", "Keeper", "SAVES"]
+__all__ = ["Checkpoint", "RunInterrupted", "RunState", "Keeper", "SAVES", "fingerprint"]
 
 FORMAT = "pgmjax-checkpoint"
 VERSION = 1
