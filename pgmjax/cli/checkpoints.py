@@ -67,8 +67,8 @@ def interrupted(e: RunInterrupted) -> RunInterrupted:
     """The command line's message for Ctrl-C during the rounds: what was kept and that the same command resumes."""
     if e.held is None:
         return RunInterrupted("before the first round was done: nothing was kept" if e.checkpoint is not None else
-                              "nothing was kept (--checkpoint DIR, or --out, keeps the rounds for the same command to "
-                              "resume)", e.checkpoint)
+                              "(nothing was kept: --checkpoint DIR, or --out, keeps the rounds for the same command "
+                              "to resume)", e.checkpoint)
     return RunInterrupted(f"after round {e.round}: {e.held}; run the same command again to resume from it (the rest of "
                           "the budget is spent then, not again; a fresh run would spend the whole budget again)",
                           e.checkpoint, e.round, e.held)
