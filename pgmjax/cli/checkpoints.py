@@ -59,7 +59,8 @@ def finished(checkpoint: Checkpoint | None) -> None:
     named is kept (run again, the same command fits and samples from it without spending anything)."""
     if checkpoint is None or checkpoint.save != "interrupt" or not os.path.isdir(checkpoint.path):
         return
-    if os.path.isfile(os.path.join(checkpoint.path, STATE_FILE)) or not os.listdir(checkpoint.path):
+    # only what a checkpoint writes (its state, round folders, a write a second Ctrl-C cut short): nothing else
+    if all(f.startswith((STATE_FILE, "round-", "." + STATE_FILE)) for f in os.listdir(checkpoint.path)):
         shutil.rmtree(checkpoint.path, ignore_errors=True)
 
 
