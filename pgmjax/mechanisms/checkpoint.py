@@ -275,6 +275,12 @@ class Keeper:
         return state
 
     def _write(self, state: RunState) -> None:
+        try:
+            self._write_files(state)
+        except OSError as e:  # the user asked for the rounds to be kept: a run that cannot keep them stops
+            raise OSError(f"{self.where}: could not write checkpoint {self.checkpoint.path}: {e}") from e
+
+    def _write_files(self, state: RunState) -> None:
         root = self.checkpoint.path
         os.makedirs(root, mode=0o700, exist_ok=True)
         name = f"round-{state.round:06d}"
