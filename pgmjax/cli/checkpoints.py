@@ -54,9 +54,13 @@ def option(args, name: str) -> Checkpoint | None:
     return None
 
 
-def finished(checkpoint: Checkpoint | None) -> None:
-    """After a run completed: an automatic checkpoint (resumed from, or never written) is removed; one the user
-    named is kept (run again, the same command fits and samples from it without spending anything)."""
+def finished(checkpoint: Checkpoint | None, info: dict, say) -> None:
+    """After a run completed: say whether it resumed (``info``: the result's), and remove an automatic checkpoint
+    (resumed from, or never written); one the user named is kept (run again, the same command fits and samples
+    from it without spending anything)."""
+    if checkpoint is not None and info.get("resumed_from") is not None:
+        say(f"resumed from checkpoint {checkpoint.path} after round {info['resumed_from']}: those rounds were not "
+            "measured again")
     if checkpoint is None or checkpoint.save != "interrupt" or not os.path.isdir(checkpoint.path):
         return
     # only what a checkpoint writes (its state, round folders, a write a second Ctrl-C cut short): nothing else

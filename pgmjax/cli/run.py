@@ -225,7 +225,7 @@ def run_mechanism(args, data, workload, call, key, say):
         raise RunFailure(f"{args.mechanism}: out of memory; try a smaller model (e.g. --max-model-mb ...) or fewer attributes") from e
     finally:
         progress.close()
-    checkpoints.finished(checkpoint)
+    checkpoints.finished(checkpoint, result.info, say)
     return result, entry
 
 

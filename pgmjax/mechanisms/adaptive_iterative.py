@@ -299,7 +299,8 @@ def aim(
         initial noise, then the rounds, adaptive: :func:`aim_budget` has the initial noise) and ``info``:
         ``candidates`` (``{clique: weight}``), ``rounds`` (the nominal ``T``), ``rounds_run``,
         ``log`` (per round: round, clique, sigma, em_epsilon, limit_mb, model_mb, candidates,
-        annealed, last, spent), ``selected``, ``annealed`` (how many times), ``total``, ``seconds`` (``engine``: the fits;
+        annealed, last, spent), ``selected``, ``annealed`` (how many times), ``total``, ``resumed_from`` (the
+        checkpoint's round the run resumed after, or None), ``seconds`` (this process's; ``engine``: the fits;
         ``marginals``: the model's answers on every candidate after each fit; ``selection``: sizes,
         qualities, the exponential mechanism and the measurement; ``synthetic``; ``total``).
 
@@ -463,7 +464,7 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
     info = {"epsilon": epsilon, "delta": delta, "rho": rho, "candidates": candidates, "rounds": budget["rounds"],
             "rounds_run": t, "max_model_mb": max_model_mb, "engine_iters": engine_iters, "final_iters": final_iters,
             "log": log, "selected": [e["clique"] for e in log], "annealed": sum(e["annealed"] for e in log),
-            "total": model.total, "model_mb": model_mb(model), "seconds": timer.done()}
+            "total": model.total, "model_mb": model_mb(model), "seconds": timer.done(), "resumed_from": keeper.resumed_from}
     if oracle_of(options) != "exact":  # which oracle the last fit took, and why
         info["oracle"] = getattr(model, "info", None)
     return pgm_native_result("aim", "AIM", model=model, synthetic=synth, measurements=measurements, accountant=acc,

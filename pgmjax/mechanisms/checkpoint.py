@@ -180,6 +180,7 @@ class Keeper:
         self.checkpoint, self.run, self.where = checkpoint, run, where
         self.last: RunState | None = None  # the last round completed
         self.accountant = None  # the run's, from resume()
+        self.resumed_from: int | None = None  # the checkpoint's round the run resumed after
         self.saved: int | None = None  # the round the folder holds
 
     def check_folder(self) -> None:
@@ -223,7 +224,7 @@ class Keeper:
         if state["model"] is not None:
             model = load_model(os.path.join(folder, "model")).replace(step_size=state["model"]["step_size"])
         accountant.restore(_from_json(state["ledger"]))
-        self.saved = state["round"]
+        self.saved = self.resumed_from = state["round"]
         self.last = RunState(state["round"], measurements, model, accountant.records(), _from_json(state["log"]),
                              _from_json(state["extra"]))
         return self.last

@@ -78,6 +78,7 @@ def test_aim_interrupted_and_resumed_equals_the_uninterrupted_run(data, aim_full
     assert all(stat.S_IMODE(os.stat(r).st_mode) == 0o700 for r, _, _ in os.walk(folder))
     res = aim(data, 1.0, key=jax.random.key(1), checkpoint=str(folder), **AIM)
     _same_release(res, aim_full)
+    assert res.info["resumed_from"] == 3 and aim_full.info["resumed_from"] is None
     # run again: every round is in the checkpoint, nothing is measured or spent again
     again = aim(data, 1.0, key=jax.random.key(1), checkpoint=Checkpoint(str(folder)), **AIM)
     assert again.ledger == aim_full.ledger and again.accountant.spent == again.accountant.budget
@@ -226,6 +227,7 @@ def test_cli_checkpoint_resumes_and_is_refused_where_there_are_no_rounds(tmp_pat
     assert f"pgmjax run: interrupted after round 1: checkpoint {out}.checkpoint holds rounds 1..1" in err
     assert "run the same command again to resume" in err and not os.path.exists(out)
     monkeypatch.setattr(adaptive_iterative, "estimate", real)
-    assert cli.main([*base, "--out", out]) == 0
+    assert cli.main([*base[:-3], "--seed", "4", "--out", out]) == 0  # without --quiet: the status lines
+    assert f"resumed from checkpoint {out}.checkpoint after round 1" in capsys.readouterr().err
     assert not os.path.exists(out + ".checkpoint")
     assert open(out).read() == open(tmp_path / "full.csv").read()

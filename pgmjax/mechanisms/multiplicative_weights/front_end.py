@@ -170,7 +170,8 @@ def mwem(
         the noise scale) and ``info``: ``selection``, ``noise``, ``bounded``, ``rounds``, ``alpha``,
         ``em_sensitivity``, ``log`` (one dict per round: round,
         clique, row, cap_mb, model_mb, candidates, excluded, noise_std), ``selected``, ``total``,
-        ``mw_components`` (component, cells), ``mw_table_cells``, ``seconds``.
+        ``mw_components`` (component, cells), ``mw_table_cells``, ``seconds``, ``resumed_from`` (the checkpoint's
+        round the run resumed after, or None).
 
     Raises:
         ValueError / TypeError: bad input (epsilon <= 0, rounds < 1, unknown noise or selection,
@@ -316,6 +317,7 @@ def _mwem(data: Dataset, key, *, keeper: Keeper, epsilon, delta, noise, selectio
         "mw_components": comps,
         "mw_table_cells": sum(n for _, n in comps),
         "seconds": {"pgm": pgm_seconds, "engine": engine_seconds, "mw": mw_seconds},
+        "resumed_from": keeper.resumed_from,
     }
     return MechanismResult(mechanism="mwem", model=model, synthetic=synth, measurements=measurements, accountant=acc,
                            original=mw_table, original_error=mw_error, info=info, plan=plan)
