@@ -52,6 +52,7 @@ def mechanisms_cmd(args) -> int:
         print(f"{name:<13} {entry.description}")
         print(f"{'':<13} guarantee: {registry.GUARANTEES[entry.privacy].replace('noise=', '--option noise=')}")
         if args.verbose:
-            own = ", ".join(registry.own_options(name))
-            print(f"{'':<13} own options (--option KEY=VALUE): {own}")
+            own = [k for k in registry.own_options(name) if k != "checkpoint"]  # that one is --checkpoint DIR
+            print(f"{'':<13} own options (--option KEY=VALUE): {', '.join(own)}"
+                  + ("; keeps its rounds with --checkpoint DIR" if "checkpoint" in registry.own_options(name) else ""))
     return 0

@@ -215,6 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "or PGMJAX_MAX_MODEL_BYTES)")
     g.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="a mechanism-specific keyword argument (repeatable)")
     g.add_argument("--seed", type=seed_int, default=0, help="random seed of the whole run: noise, selections, sampling, decoding (default 0)")
+    g.add_argument("--checkpoint", metavar="DIR",
+                   help="aim, mwem: keep the rounds in this folder after each one; the same command run again (same data, "
+                        "seed, budget, settings) resumes from the last round kept, spending only the rest of the budget. "
+                        "Without it, Ctrl-C keeps the rounds done in OUT.checkpoint (with --out) for the same command to resume")
     g = r.add_argument_group("output")
     g.add_argument("--out", metavar="CSV", help="write the synthetic data here (raw values when --schema is given)")
     g.add_argument("--records", type=positive_int, metavar="N", help="number of synthetic records (default: the model's estimated total)")
@@ -301,8 +305,8 @@ def main(argv=None) -> int:
         if args.debug and e.__cause__ is not None:
             raise e.__cause__
         return 1
-    except KeyboardInterrupt:
-        print(f"pgmjax {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print(f"pgmjax {args.command}: interrupted" + (f" {e}" if str(e) else ""), file=sys.stderr)
         return 130
     except Terminated:
         print(f"pgmjax {args.command}: terminated (SIGTERM); no output of this run was kept", file=sys.stderr)

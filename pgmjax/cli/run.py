@@ -7,7 +7,7 @@ import sys
 import time
 
 from ..data.domain import cells_text
-from . import guards, intervals, preprocessing
+from . import checkpoints, guards, intervals, preprocessing
 from .arguments import parse_options
 from .call import expected_iterations, front_end_call, mechanism_name, with_progress
 from .errors import RunFailure, UserError
@@ -161,6 +161,7 @@ def check_arguments(args) -> tuple[tuple, list]:
         args.epsilon_total, args.delta_total = args.epsilon, args.delta
         args.epsilon, args.delta = args.split.epsilon, args.split.delta  # the mechanism's share
     entry, kwargs, notes = front_end_call(args, options, engine_options)
+    checkpoints.check(args, entry.name)
     return (entry, kwargs), (first if args.private_schema else notes)
 
 
@@ -221,6 +222,9 @@ def run_mechanism(args, data, workload, call, key, say):
     """
     entry, kwargs = call
     kwargs = dict(kwargs)
+    checkpoint = checkpoints.option(args, entry.name)
+    if checkpoint is not None:
+        kwargs["checkpoint"] = checkpoint
     epsilon = kwargs.pop("epsilon")
     if entry.workload:
         kwargs["workload"] = workload
@@ -230,10 +234,14 @@ def run_mechanism(args, data, workload, call, key, say):
     progress = Progress(not args.quiet, entry.name, total)
     kwargs = with_progress(entry, kwargs, progress.engine, progress.step)
 
+    from ..mechanisms.checkpoint import RunInterrupted
     from ..privacy import PrivacyBudgetExceeded
 
     try:
         result = entry.function(data, epsilon, key=key, **kwargs)
+    except RunInterrupted as e:
+        progress.abandon()
+        raise checkpoints.interrupted(e) from None
     except PrivacyBudgetExceeded as e:
         raise RunFailure(f"{args.mechanism}: internal accounting error: {e}") from e
     except (ValueError, TypeError) as e:
@@ -246,6 +254,7 @@ def run_mechanism(args, data, workload, call, key, say):
         raise RunFailure(f"{args.mechanism}: out of memory; try a smaller model (e.g. --max-model-mb ...) or fewer attributes") from e
     finally:
         progress.close()
+    checkpoints.finished(checkpoint, result.info, say)
     return result, entry
 
 

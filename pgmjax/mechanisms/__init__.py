@@ -39,6 +39,7 @@ from .multiplicative_weights import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_
 from .bayesian_network import greedy_bayes, noisy_conditionals, privbayes, sample_network
 from .result import MechanismResult
 from .randomized_response_synthetic import chow_liu_cliques, rr_synthetic
+from .checkpoint import Checkpoint, RunInterrupted
 
 __all__ = [
     "MechanismResult",
@@ -78,4 +79,6 @@ __all__ = [
     "rr_synthetic",
     "chow_liu_cliques",
     "registry",
+    "Checkpoint",
+    "RunInterrupted",
 ]

@@ -37,6 +37,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 
@@ -56,6 +57,7 @@ from ..queries.measurement import pool_repeats
 from ..queries.workload import Workload
 from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_options, check_model_cap, check_synthetic,
                       check_zcdp_delta)
+from .checkpoint import Checkpoint, Keeper, RunInterrupted, RunState, fingerprint
 from .progress import Progress
 from .result import BudgetStep, MechanismResult, record_plan
 from .steps import (Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, oracle_of, pgm_native_result,
@@ -231,6 +233,7 @@ def aim(
     rows: int | None = None,
     synthetic_method: str = "low_variance",
     progress: bool | Callable[[dict], object] = False,
+    checkpoint: Checkpoint | str | os.PathLike | None = None,
 ) -> MechanismResult:
     """AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022): workload-aware adaptive measurements.
 
@@ -280,7 +283,14 @@ def aim(
             callable receiving each round's log entry (a dict) with ``done``, ``expected``, ``elapsed`` and
             ``eta`` (:class:`pgmjax.mechanisms.progress.Progress`). The rounds are not known in advance: the
             expected count is the rounds done plus those the budget left pays for at the current ``sigma``
-            and ``eps_EM`` (re-estimated every round, so annealing, which quarters the rounds left, shows).
+            and ``eps_EM`` (re-estimated every round, so annealing, which quarters the rounds left, shows); the
+            time left is the recent rounds' mean duration times the rounds left.
+        checkpoint: a folder (or a :class:`~pgmjax.mechanisms.checkpoint.Checkpoint`) that keeps the rounds:
+            written after every round (``Checkpoint(path, save="interrupt")``: only on Ctrl-C); a run given a
+            folder holding a checkpoint of the same run (data, key, budget, workload, sizes, iterations, engine
+            options) resumes from its last round, with the ledger it holds and the same key stream, so it
+            releases what the uninterrupted run would; a checkpoint of another run is refused, naming what
+            differs (:mod:`pgmjax.mechanisms.checkpoint`). Exact oracle only.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model``, ``synthetic``,
@@ -289,14 +299,17 @@ def aim(
         initial noise, then the rounds, adaptive: :func:`aim_budget` has the initial noise) and ``info``:
         ``candidates`` (``{clique: weight}``), ``rounds`` (the nominal ``T``), ``rounds_run``,
         ``log`` (per round: round, clique, sigma, em_epsilon, limit_mb, model_mb, candidates,
-        annealed, last, spent), ``selected``, ``annealed`` (how many times), ``total``, ``seconds`` (``engine``: the fits;
+        annealed, last, spent), ``selected``, ``annealed`` (how many times), ``total``, ``resumed_from`` (the
+        checkpoint's round the run resumed after, or None), ``seconds`` (this process's; ``engine``: the fits;
         ``marginals``: the model's answers on every candidate after each fit; ``selection``: sizes,
         qualities, the exponential mechanism and the measurement; ``synthetic``; ``total``).
 
     Raises:
         TypeError / ValueError: bad input (not a Dataset, epsilon <= 0, delta outside (0, 1), a bad
             workload or weight, rounds too small, non-positive sizes or iterations, a bad key or
-            progress), before any private computation.
+            progress, a checkpoint of another run or a folder not the user's), before any private computation.
+        pgmjax.mechanisms.checkpoint.RunInterrupted: (a ``KeyboardInterrupt``) Ctrl-C during the rounds; with
+            a checkpoint, it holds the rounds completed and the message says how to resume.
 
     Example:
         >>> import jax, numpy as np, pgmjax as pj
@@ -308,11 +321,30 @@ def aim(
     """
     checked = _aim_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds,
                              final_iters, synthetic, rows, synthetic_method)
+    keeper = _aim_keeper(data, key, checkpoint, checked)
     bar = Progress(progress, checked["budget"]["rounds"], "AIM", "aim", unit="round")
     try:
-        return _aim(data, key, bar, **checked)
+        return _aim(data, key, bar, keeper=keeper, **checked)
+    except KeyboardInterrupt as e:  # Ctrl-C: keep the rounds completed, say how to resume
+        if isinstance(e, RunInterrupted):
+            raise
+        raise keeper.interrupted() from None
     finally:
         bar.close()
+
+
+def _aim_keeper(data, key, checkpoint, checked: dict) -> Keeper:
+    """The run's checkpoint keeper (:mod:`pgmjax.mechanisms.checkpoint`), its folder checked: what identifies the
+    run is everything the rounds depend on (the final fit's and the sampling's settings may change on resume)."""
+    checkpoint = Checkpoint.of(checkpoint, "aim")
+    if checkpoint is not None and oracle_of(checked["options"]) != "exact":
+        raise ValueError("aim: checkpoint= keeps exact models only; drop engine_options['oracle'] or the checkpoint")
+    settings = {k: checked[k] for k in ("epsilon", "delta", "candidates", "max_model_mb", "engine_iters")}
+    settings["rounds"] = checked["budget"]["rounds"]
+    settings["engine_options"] = {k: v for k, v in checked["options"].items() if k != "callback"}
+    keeper = Keeper(checkpoint, fingerprint("aim", data, key, settings) if checkpoint is not None else {}, "aim")
+    keeper.check_folder()
+    return keeper
 
 
 def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds, final_iters,
@@ -345,8 +377,8 @@ def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, engine_opt
 
 
 @quick_compile()  # a new small structure most rounds, each fitted a few times (pgmjax.compiler.QUICK_WORK)
-def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_model_mb, engine_iters, final_iters,
-         synthetic, rows, synthetic_method, options, budget) -> MechanismResult:
+def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, candidates, max_model_mb, engine_iters,
+         final_iters, synthetic, rows, synthetic_method, options, budget) -> MechanismResult:
     """AIM's Algorithm 1 on checked arguments (module docstring): measure the one-way marginals and fit, then
     rounds of select (exponential mechanism), measure, refit and anneal until the budget is spent; fit, sample."""
     domain = data.domain
@@ -359,27 +391,33 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
                    len(one_way), scale=budget["sigma"]),
         BudgetStep("rounds: select a marginal, measure it (adaptive; the last spends the rest)", "adaptive", 0.0),
     ], epsilon=epsilon, delta=delta)
-    sigma, eps_em = budget["sigma"], budget["em_epsilon"]
     k_init, k_loop, k_synth = jax.random.split(key, 3)
     cands = list(candidates)
     weight = np.array([candidates[c] for c in cands])
     sizes = np.array([domain.size(c) for c in cands], np.float64)
     sens_unit = acc.l1_sensitivity()  # of ||mu_r(D) - v||_1
-    log: list[dict] = []
-
-    # 1. the one-way marginals with the initial sigma, and a first fit
-    measurements = list(acc.measure_many(k_init, data, one_way, scale=sigma))
     rounds_options = {"tol": ROUND_TOL, **options}  # the final fit runs all its iterations (unless told a tol)
     # a marginal measured again pools with its earlier measurements (exact for the L2 loss): the fit's structure,
     # hence its compiled program, stays the previous round's
     fit_on = pool_repeats if options.get("loss", "l2") == "l2" else list
-    with timer("engine"):
-        model = estimate(domain, fit_on(measurements), iters=engine_iters, **rounds_options)
+    state = keeper.resume(domain, acc)
+    if state is None:
+        # 1. the one-way marginals with the initial sigma, and a first fit
+        sigma, eps_em = budget["sigma"], budget["em_epsilon"]
+        measurements = list(acc.measure_many(k_init, data, one_way, scale=sigma))
+        with timer("engine"):
+            model = estimate(domain, fit_on(measurements), iters=engine_iters, **rounds_options)
+        t, last, log = 0, False, []
+        keeper.round_done(RunState(0, list(measurements), model, acc.records(), [], {"sigma": sigma, "em_epsilon": eps_em}))
+    else:  # the rounds the checkpoint holds: their measurements, model, ledger (restored) and noise
+        measurements, model, log, t = state.measurements, state.model, state.log, state.round
+        sigma, eps_em = state.extra["sigma"], state.extra["em_epsilon"]
+        last = bool(log and log[-1]["last"])
+        bar.resume(t)
     truth = data.marginals(cands)  # read only through the exponential mechanism below
     with timer("marginals"):
         est = candidate_marginals(model, cands)  # the model's answers; refreshed after every refit
     size_cache: dict[tuple, float] = {}
-    t, last = 0, False
     while not last:
         # 2. a round: its budget (the last spends the rest), candidates under the size limit, select, measure
         t += 1
@@ -409,6 +447,7 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
             sigma /= 2.0
             eps_em *= 2.0
         left = 0 if last else max(1, int(acc.remaining // _round_cost(acc, sigma, eps_em)))
+        keeper.round_done(RunState(t, list(measurements), model, acc.records(), list(log), {"sigma": sigma, "em_epsilon": eps_em}))
         bar.step(log[-1], total=t + left)
 
     # 4. the final fit and synthetic records
@@ -425,7 +464,7 @@ def _aim(data: Dataset, key, bar: Progress, *, epsilon, delta, candidates, max_m
     info = {"epsilon": epsilon, "delta": delta, "rho": rho, "candidates": candidates, "rounds": budget["rounds"],
             "rounds_run": t, "max_model_mb": max_model_mb, "engine_iters": engine_iters, "final_iters": final_iters,
             "log": log, "selected": [e["clique"] for e in log], "annealed": sum(e["annealed"] for e in log),
-            "total": model.total, "model_mb": model_mb(model), "seconds": timer.done()}
+            "total": model.total, "model_mb": model_mb(model), "seconds": timer.done(), "resumed_from": keeper.resumed_from}
     if oracle_of(options) != "exact":  # which oracle the last fit took, and why
         info["oracle"] = getattr(model, "info", None)
     return pgm_native_result("aim", "AIM", model=model, synthetic=synth, measurements=measurements, accountant=acc,

@@ -5,8 +5,11 @@ same dicts through ``progress=callable``). Each :meth:`Progress.step` adds to th
 
 * ``done``: steps done so far; ``expected``: the steps expected in all (a front-end whose count is not
   known in advance, AIM, re-estimates it at every step: :func:`pgmjax.mechanisms.aim`);
-* ``elapsed``: seconds since the reporter started; ``eta``: seconds left, ``elapsed / done`` per step times
-  the steps left (None before the first step).
+* ``elapsed``: seconds since the reporter started; ``eta``: seconds left, the recent steps' mean duration
+  (:data:`RECENT` steps, the first step's set-up left out once there are others) times the steps left. Recent
+  steps, not ``elapsed / done``: AIM's rounds grow slower as its model grows and its expected count falls as
+  the budget runs out, so a whole-run average stays too low and the time left stuck; from recent steps it
+  tracks the rounds left and reaches 0 at the last step.
 
 The dicts are progress reports, not results: the mechanism's ``info["log"]`` does not hold these times
 (they grow with the number of records: not private).
@@ -16,6 +19,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+
+#: How many recent steps' durations give the time per step of the time left.
+RECENT = 5
 
 
 class Progress:
@@ -28,6 +34,7 @@ class Progress:
         desc: the bar's label.
         where: the front-end's name, for errors.
         unit: the bar's unit (``"step"``, ``"round"``).
+        clock: the seconds clock (default :func:`time.perf_counter`; a test passes its own).
 
     Example:
         >>> seen = []
@@ -38,10 +45,12 @@ class Progress:
     """
 
     def __init__(self, progress: bool | Callable[[dict], object] | None, total: int, desc: str, where: str,
-                 unit: str = "step"):
+                 unit: str = "step", *, clock: Callable[[], float] = time.perf_counter):
         self.callback = None
         self.bar = None
-        self.total, self.done, self.start = total, 0, time.perf_counter()
+        self.clock = clock
+        self.total, self.done, self.start = total, 0, clock()
+        self.times: list[float] = []  # the clock at each step
         if progress is None or progress is False:
             return
         if progress is True:
@@ -58,8 +67,10 @@ class Progress:
         self.done += 1
         if total is not None:
             self.total = max(int(total), self.done)
-        elapsed = time.perf_counter() - self.start
-        eta = elapsed / self.done * max(0, self.total - self.done)
+        now = self.clock()
+        self.times.append(now)
+        elapsed = now - self.start
+        eta = self.per_step() * max(0, self.total - self.done)
         if self.bar is not None:
             if total is not None:
                 self.bar.total = self.total  # tqdm's rate then gives the remaining time of the new total
@@ -69,6 +80,23 @@ class Progress:
                 self.bar.set_postfix_str(str(label), refresh=True)
         if self.callback is not None:
             self.callback({**info, "done": self.done, "expected": self.total, "elapsed": elapsed, "eta": eta})
+
+    def resume(self, done: int) -> None:
+        """Count on from ``done`` steps an earlier process made (a resumed run); the time left is timed on this
+        process's steps."""
+        self.done = int(done)
+        self.total = max(self.total, self.done)
+        if self.bar is not None:
+            self.bar.total, self.bar.n = self.total, self.done
+            self.bar.refresh()
+
+    def per_step(self) -> float:
+        """Seconds per step from the last :data:`RECENT` steps (the first, which carries the set-up before the
+        steps, only while it is the only one)."""
+        marks = [self.start, *self.times]
+        durations = [b - a for a, b in zip(marks, marks[1:])]
+        recent = durations[1:][-RECENT:] or durations
+        return sum(recent) / len(recent)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -32,7 +32,7 @@ from ..checks import check_bool, check_count, check_delta, check_positive, exact
 from .composition import advanced_composition, advanced_composition_hetero
 from .conversions import cdp_eps, cdp_rho
 from .lattice import lattice_plan
-from .ledger import BudgetPlan, LedgerEntry, freeze_target
+from .ledger import BudgetPlan, LedgerEntry, checked_entries, freeze_target
 from .sensitivity import l1_sensitivity, l2_sensitivity
 
 if TYPE_CHECKING:
@@ -195,6 +195,10 @@ class BudgetLedger:
             raise ValueError(f"{where}: the plan spends {plan.total:.6g} {self.currency}, more than the budget {self._budget:.6g}")
         self._plans.append(plan)
         return plan
+
+    def restore(self, records: Sequence[dict]) -> None:
+        """Continue a checkpointed run from its ledger :meth:`records`, each checked (:func:`~pgmjax.privacy.ledger.checked_entries`)."""
+        self._entries = checked_entries(records, self._composition, self._budget, len(self._entries))
 
     def _spent_with(self, extras: Sequence[dict] = ()) -> float:
         """Spent, counting also ``extras`` (resolved requests, not recorded)."""
@@ -441,7 +445,5 @@ class BudgetLedger:
         return out
 
     def __repr__(self) -> str:
-        return (
-            f"Accountant({self._composition}, budget={self._budget:.6g} {self.currency}, spent={self.spent:.6g}, "
-            f"bounded={self._bounded}, entries={len(self._entries)})"
-        )
+        return (f"Accountant({self._composition}, budget={self._budget:.6g} {self.currency}, spent={self.spent:.6g}, "
+                f"bounded={self._bounded}, entries={len(self._entries)})")

@@ -22,7 +22,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["LedgerEntry", "BudgetStep", "BudgetPlan", "describe_query", "freeze_target"]
+__all__ = ["LedgerEntry", "BudgetStep", "BudgetPlan", "checked_entries", "describe_query", "freeze_target"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +97,80 @@ def freeze_target(target):
     if isinstance(target, list):
         return tuple(freeze_target(t) for t in target)
     return target
+
+
+def checked_entries(records, composition: str, budget: float, existing: int = 0) -> list[LedgerEntry]:
+    """A checkpointed run's ledger records as entries, each checked: what :meth:`pgmjax.privacy.Accountant.restore` takes.
+
+    The checkpoint of a long run (:mod:`pgmjax.mechanisms.checkpoint`) keeps the ledger of the rounds it holds; a
+    resumed run restores it into a fresh accountant of the same budget, so that what those rounds spent counts
+    exactly once. Nothing is taken on trust: a record whose cost is not its draws' ``rho`` (zCDP) or ``epsilon``,
+    or whose ``rho`` / ``epsilon`` is not what its noise scale costs at its sensitivity (an under-counting
+    ledger), or records spending more than the budget, are refused.
+
+    Args:
+        records: dicts of the :class:`LedgerEntry` fields, in order (``Accountant.records()``; lists in
+            ``target`` become tuples).
+        composition: the accountant's, ``"pure"`` or ``"zcdp"`` (additive costs).
+        budget: the accountant's budget, in its currency.
+        existing: the entries the accountant holds already (refused unless 0).
+
+    Returns:
+        The :class:`LedgerEntry` list.
+
+    Raises:
+        ValueError: entries already there, a composition that does not add costs, a malformed or inconsistent
+            record (named by its index, mechanism and target), or records over the budget.
+
+    Example:
+        >>> import jax, numpy as np
+        >>> from pgmjax.privacy import Accountant
+        >>> first = Accountant(rho=1.0)
+        >>> _ = first.gaussian(jax.random.key(0), np.zeros(4), 1.0, sigma=5.0, integer=True)
+        >>> again = Accountant(rho=1.0)
+        >>> again.restore(first.records())
+        >>> again.spent, again.ledger == first.ledger
+        (0.02, True)
+    """
+    where = "Accountant.restore"
+    if existing:
+        raise ValueError(f"{where}: the ledger already has {existing} entries; restore into a fresh accountant")
+    if composition not in ("pure", "zcdp"):
+        raise ValueError(f"{where}: restores additive ledgers only (composition 'pure' or 'zcdp'), not {composition!r}")
+    zcdp, currency = composition == "zcdp", "rho" if composition == "zcdp" else "epsilon"
+    fields = list(LedgerEntry.__dataclass_fields__)
+    entries = []
+    for i, r in enumerate(records):
+        if not isinstance(r, dict) or sorted(r) != sorted(fields):
+            raise ValueError(f"{where}: ledger record {i} must have exactly the fields {fields}")
+        e = LedgerEntry(**{**r, "target": freeze_target(r["target"])})
+        unit = e.rho if zcdp else e.epsilon
+        known = ("laplace", "gaussian", "exponential", "randomized_response") if zcdp else ("laplace", "exponential", "randomized_response")
+        if e.index != i or e.mechanism not in known or e.count < 1 or unit is None:
+            raise ValueError(f"{where}: ledger record {i} is malformed (its index, mechanism, count or {currency})")
+        if not math.isclose(e.cost, e.count * unit, rel_tol=1e-9):
+            raise ValueError(f"{where}: ledger record {i} ({e.mechanism} on {e.target!r}) records the cost {e.cost!r}, "
+                             f"not {e.count} x its {currency} {unit!r}")
+        implied = _noise_cost(e, zcdp)
+        if not math.isclose(unit, implied, rel_tol=1e-6):
+            raise ValueError(f"{where}: ledger record {i} ({e.mechanism} on {e.target!r}): its {currency} {unit!r} is "
+                             f"not what its noise costs ({implied!r})")
+        entries.append(e)
+    spent = math.fsum(e.cost for e in entries)
+    if spent > budget * (1 + 1e-9):
+        raise ValueError(f"{where}: the records spend {spent:.6g} {currency}, more than the budget {budget:.6g}")
+    return entries
+
+
+def _noise_cost(e: LedgerEntry, zcdp: bool) -> float:
+    """The ``rho`` (zCDP) or ``epsilon`` (pure) of one draw of ``e``, from its noise scale and sensitivity."""
+    if e.mechanism == "gaussian":
+        return e.sensitivity**2 / (2.0 * e.scale**2)
+    if e.mechanism == "randomized_response":  # no scale: its epsilon is its calibration
+        return e.epsilon**2 / 2.0 if zcdp else e.epsilon
+    exponential = e.mechanism == "exponential"  # the Gumbel scale 2 Delta / eps; Laplace's b = Delta / eps
+    eps = (2.0 if exponential else 1.0) * e.sensitivity / e.scale
+    return eps**2 / (8.0 if exponential else 2.0) if zcdp else eps
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ estimation and inference for differential privacy", ICML 2019, Section 6.
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from collections.abc import Mapping
@@ -26,7 +27,8 @@ from ...queries.measurement import estimate_total
 from ..options import (check_choice, check_data, check_domain_size, check_engine_options, check_epsilon, check_model_cap,
                        check_positive_delta, check_pure_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
-from ..steps import hypothetical_model_size, refuse_approximate_synthetic, synthesize
+from ..checkpoint import Checkpoint, Keeper, RunInterrupted, fingerprint
+from ..steps import hypothetical_model_size, oracle_of, refuse_approximate_synthetic, synthesize
 from .arguments import check_alpha
 from .budget import NOISES, mwem_budget
 from .original_arm import DEFAULT_MAX_TABLE_CELLS, mw_guard, mw_replay
@@ -100,6 +102,7 @@ def mwem(
     original: bool = True,
     max_table_cells: int = DEFAULT_MAX_TABLE_CELLS,
     synthetic: bool = True,
+    checkpoint: Checkpoint | str | os.PathLike | None = None,
 ) -> MechanismResult:
     """MWEM and MWEM+PGM on the same measurements (Hardt, Ligett & McSherry 2012; McKenna et al. 2019).
 
@@ -152,6 +155,12 @@ def mwem(
         max_table_cells: the MW arm runs only if its factored table has at most this many cells in all
             (default 2^28 = 2 GiB of float64).
         synthetic: draw ``round(model.total)`` synthetic records from the +PGM model.
+        checkpoint: a folder (or a :class:`~pgmjax.mechanisms.checkpoint.Checkpoint`) that keeps the +PGM arm's
+            rounds: written after every round (``save="interrupt"``: only on Ctrl-C); a folder holding a checkpoint
+            of the same run (data, key, budget, noise, selection, rounds, alpha, cap, engine settings) resumes
+            from its last round with its ledger and the same keys, releasing what the uninterrupted run would; a
+            checkpoint of another run is refused, naming what differs. Marginal selection and the exact oracle
+            only (:mod:`pgmjax.mechanisms.checkpoint`).
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``synthetic``,
@@ -161,12 +170,15 @@ def mwem(
         the noise scale) and ``info``: ``selection``, ``noise``, ``bounded``, ``rounds``, ``alpha``,
         ``em_sensitivity``, ``log`` (one dict per round: round,
         clique, row, cap_mb, model_mb, candidates, excluded, noise_std), ``selected``, ``total``,
-        ``mw_components`` (component, cells), ``mw_table_cells``, ``seconds``.
+        ``mw_components`` (component, cells), ``mw_table_cells``, ``seconds``, ``resumed_from`` (the checkpoint's
+        round the run resumed after, or None).
 
     Raises:
         ValueError / TypeError: bad input (epsilon <= 0, rounds < 1, unknown noise or selection,
             Gaussian noise without delta, Laplace noise with a delta, alpha outside (0, 1), query selection without bounded, a
-            size cap no candidate fits in round 1, ...), before anything is computed.
+            size cap no candidate fits in round 1, a checkpoint of another run, ...), before anything is computed.
+        pgmjax.mechanisms.checkpoint.RunInterrupted: (a ``KeyboardInterrupt``) Ctrl-C during the rounds; with a
+            checkpoint, it holds the rounds completed and the message says how to resume.
 
     Example:
         >>> import jax, numpy as np, pgmjax as pj
@@ -180,7 +192,30 @@ def mwem(
     """
     checked = _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds, noise,
                               bounded, alpha, selection, mw_iters, original, max_table_cells, synthetic)
-    return _mwem(data, key, **checked)
+    keeper = _mwem_keeper(data, key, checkpoint, checked)
+    try:
+        return _mwem(data, key, keeper=keeper, **checked)
+    except KeyboardInterrupt as e:  # Ctrl-C: keep the rounds completed, say how to resume
+        if isinstance(e, RunInterrupted):
+            raise
+        raise keeper.interrupted() from None
+
+
+def _mwem_keeper(data, key, checkpoint, checked: dict) -> Keeper:
+    """The run's checkpoint keeper, its folder checked: the run is identified by what the rounds depend on (the MW
+    arm and the sampling are post-processing and may change on resume)."""
+    where = "mwem"
+    checkpoint = Checkpoint.of(checkpoint, where)
+    if checkpoint is not None and checked["selection"] != "marginal":
+        raise ValueError(f"{where}: checkpoint= keeps marginal measurements: use selection='marginal' or drop the checkpoint")
+    if checkpoint is not None and oracle_of(checked["options"]) != "exact":
+        raise ValueError(f"{where}: checkpoint= keeps exact models only; drop engine_options['oracle'] or the checkpoint")
+    settings = {k: checked[k] for k in ("epsilon", "delta", "noise", "selection", "bounded", "rounds", "alpha",
+                                        "max_model_mb", "engine_iters", "cliques")}
+    settings["engine_options"] = {k: v for k, v in checked["options"].items() if k != "callback"}
+    keeper = Keeper(checkpoint, fingerprint(where, data, key, settings) if checkpoint is not None else {}, where)
+    keeper.check_folder()
+    return keeper
 
 
 def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds, noise, bounded,
@@ -225,7 +260,7 @@ def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_op
 
 
 @quick_compile()  # many small structures, each fitted a few times: code generation is most of a fit
-def _mwem(data: Dataset, key, *, epsilon, delta, noise, selection, bounded, rounds, alpha, max_model_mb, engine_iters,
+def _mwem(data: Dataset, key, *, keeper: Keeper, epsilon, delta, noise, selection, bounded, rounds, alpha, max_model_mb, engine_iters,
           mw_iters, original, max_table_cells, synthetic, options, wl, cliques) -> MechanismResult:
     """MWEM's Algorithm 1 on checked arguments: ``T`` rounds of select (EM), measure, refit driven by the +PGM
     arm, then the MW arm replaying the transcript (:mod:`pgmjax.mechanisms.multiplicative_weights`)."""
@@ -251,6 +286,7 @@ def _mwem(data: Dataset, key, *, epsilon, delta, noise, selection, bounded, roun
     model, measurements, log, engine_seconds = run_rounds(
         data, acc, keys, cliques, queries, rounds=rounds, max_model_mb=max_model_mb, em_sens=em_sens, meas_sens=meas_sens,
         em_spend=em_spend, meas_spend=meas_spend, noise=noise, total_known=total_known, engine_iters=engine_iters, options=options,
+        keeper=keeper,
     )
     pgm_seconds = time.perf_counter() - start
     if synthetic and getattr(model, "approximate", False):  # oracle="auto" took the approximate oracle
@@ -281,6 +317,7 @@ def _mwem(data: Dataset, key, *, epsilon, delta, noise, selection, bounded, roun
         "mw_components": comps,
         "mw_table_cells": sum(n for _, n in comps),
         "seconds": {"pgm": pgm_seconds, "engine": engine_seconds, "mw": mw_seconds},
+        "resumed_from": keeper.resumed_from,
     }
     return MechanismResult(mechanism="mwem", model=model, synthetic=synth, measurements=measurements, accountant=acc,
                            original=mw_table, original_error=mw_error, info=info, plan=plan)

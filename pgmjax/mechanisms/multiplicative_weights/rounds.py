@@ -21,6 +21,7 @@ from ...fit.estimate import estimate
 from ...privacy import REST, Accountant
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.measurement import Measurement
+from ..checkpoint import Keeper, RunState
 from ..steps import candidate_marginals, hypothetical_model_size, model_mb, oracle_of
 from .query_rows import kron_row
 
@@ -75,21 +76,26 @@ def run_rounds(
     total_known: float | None,
     engine_iters: int,
     options: Mapping,
+    keeper: Keeper,
 ) -> tuple:
     """The +PGM arm's ``rounds`` rounds (it drives the selection): ``(model, measurements, log, engine seconds)``.
 
     Round ``i`` uses ``keys[2i - 2]`` for the selection and ``keys[2i - 1]`` for the measurement; the
-    last measurement spends what is left of the budget. ``queries`` is None in marginal mode.
+    last measurement spends what is left of the budget. ``queries`` is None in marginal mode. ``keeper``
+    (:mod:`pgmjax.mechanisms.checkpoint`) resumes from a checkpoint's last round and keeps each round done.
     """
     domain = data.domain
+    state = keeper.resume(domain, acc)  # the ledger of the rounds it holds restored into acc
     truth = dict(zip(cliques, data.marginals(cliques)))  # EM qualities only (released through the EM)
     if queries is not None:
         true_rows = [q.apply(truth[q.clique]).reshape(-1) for q in queries]
     model = None
     measurements: list[Measurement] = []
     log: list[dict] = []
+    if state is not None:
+        model, measurements, log = state.model, state.measurements, state.log
     engine_seconds = 0.0
-    for i in range(1, rounds + 1):
+    for i in range(len(log) + 1, rounds + 1):
         cap = math.inf if max_model_mb is None else max_model_mb * i / rounds
         base = list(model.cliques) if model is not None else []
         fits = {c: max_model_mb is None or hypothetical_model_size(domain, base + [c], oracle_of(options)) <= cap
@@ -121,4 +127,5 @@ def run_rounds(
                 "noise_std": float(m.row_stddev()[0]),
             }
         )
+        keeper.round_done(RunState(i, list(measurements), model, acc.records(), list(log)))
     return model, measurements, log, engine_seconds
