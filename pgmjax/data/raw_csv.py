@@ -42,7 +42,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from .schema_columns import SchemaError, SchemaValueError
+from .schema_columns import SchemaError
 
 __all__ = ["REPLACEMENT", "raw_header", "header_of", "records", "read_raw_frame", "parse_block", "record_faults"]
 
@@ -60,12 +60,10 @@ def _open_text(path: str):
 def _checked_header(row: list[str] | None, path: str) -> list[str]:
     """The header row, refused when it cannot name a table's columns (the same words on every engine)."""
     if not row:
-        raise SchemaValueError(f"data file {path} could not be read as CSV: it is empty (no header line)",
-                               f"data file {path} could not be read as CSV: it is empty (no header line)")
+        raise SchemaError(f"data file {path} is empty (no header line)")
     if any(REPLACEMENT in n or "\x00" in n for n in row):
         # The header is public, but a file that is not text at all may hold anything: name no byte.
-        raise SchemaValueError(f"data file {path} could not be read as CSV: its header line is not UTF-8 text",
-                               f"data file {path} could not be read as CSV: its header line is not UTF-8 text")
+        raise SchemaError(f"data file {path} could not be read as CSV: its header line is not UTF-8 text")
     dup = sorted({n for n in row if row.count(n) > 1})
     if dup:
         raise SchemaError(f"data file {path} has duplicate column names: {dup}")
