@@ -39,6 +39,7 @@ import gzip
 import io
 import os
 from collections.abc import Iterable, Iterator
+from itertools import islice
 
 import numpy as np
 
@@ -107,7 +108,9 @@ def header_of(data: bytes, path: str | os.PathLike) -> list[str]:
 
 
 def records(reader, width: int) -> Iterator[list[str] | None]:
-    """The records of a CSV reader by the rule above: ``None`` for a blank line, else ``width`` fields.
+    """The records of a CSV reader by the rule above, fields as read: ``None`` for a blank line, ``width`` empty
+    fields for a record read as missing (ragged, or a field over the size limit), else the record's fields
+    (a field holding U+FFFD is blanked by :func:`read_raw_frame` and :func:`parse_block`, column by column).
 
     Args:
         reader: a ``csv.reader`` past the header.
@@ -118,42 +121,65 @@ def records(reader, width: int) -> Iterator[list[str] | None]:
         the record's row number on an engine that keeps blank lines (Polars).
 
     Example:
-        >>> list(records(csv.reader(io.StringIO("1,2\\n\\n3\\n4,\\ufffd\\n")), 2))
-        [['1', '2'], None, ['', ''], ['4', '']]
+        >>> list(records(csv.reader(io.StringIO("1,2\\n\\n3\\n4,5,6\\n")), 2))
+        [['1', '2'], None, ['', ''], ['', '']]
     """
     missing = [""] * width
-    for status, row in _classified(reader, width):
-        if status is _BLANK:
-            yield None
-        elif status is _MISSING:
-            yield list(missing)
-        else:
-            yield [("" if REPLACEMENT in v else v) for v in row]
+    for row in _classified(reader, width):
+        yield list(missing) if row is _MISSING else row
 
 
-_BLANK, _MISSING, _GOOD = "blank", "missing", "good"
+#: What :func:`_classified` yields for a record read as missing.
+_MISSING = object()
 
 
-def _classified(reader, width: int) -> Iterator[tuple[str, list[str] | None]]:
-    """``(status, fields)`` per record: the one place that decides a blank line and a record read as missing."""
+def _classified(reader, width: int) -> Iterator:
+    """Per record: its fields, ``None`` for a blank line, :data:`_MISSING` for a record read as missing; the one
+    place that decides both."""
     while True:
         try:
-            row = next(reader)
-        except StopIteration:
+            for row in reader:
+                yield (row if len(row) == width else _MISSING) if row else None
             return
         except csv.Error:  # a field over the size limit: the rest of its line is lost, the record is missing
-            yield _MISSING, None
-            continue
-        yield (_BLANK, None) if not row else (_MISSING, None) if len(row) != width else (_GOOD, row)
+            yield _MISSING
+
+
+#: Records per pandas block while a table is built (bounds the Python lists held at once).
+_CHUNK = 1 << 16
+#: Records transposed at once: their row lists die young, so the garbage collector never scans a million of them
+#: (a 65,536-row batch of lists made the read four times slower).
+_SMALL = 1024
+
+
+def _block(columns: list[list[str]]):
+    import pandas as pd
+
+    frame = pd.DataFrame({i: pd.array(c, dtype=str) for i, c in enumerate(columns)})
+    for i in range(len(columns)):  # a field with a byte that is not UTF-8 (decoded as U+FFFD) is missing
+        bad = frame[i].str.contains(REPLACEMENT, regex=False).to_numpy(dtype=bool)
+        if bad.any():
+            frame.loc[bad, i] = ""
+    return frame
 
 
 def _frame(names: list[str], rows: Iterable[list[str] | None]):
     import pandas as pd
 
-    kept = [r for r in rows if r is not None]
-    columns = list(zip(*kept)) if kept else [()] * len(names)
-    # Built from a dict by position: a column named like another's index never collides.
-    frame = pd.DataFrame({i: pd.array(list(c), dtype=str) for i, c in enumerate(columns)})
+    width, it = len(names), iter(rows)
+    blocks, columns = [], [[] for _ in names]
+    while True:
+        got = list(islice(it, _SMALL))
+        for column, values in zip(columns, zip(*(r for r in got if r is not None))):
+            column.extend(values)
+        if len(columns[0]) >= _CHUNK or not got:
+            if columns[0] or not blocks:
+                blocks.append(_block(columns))
+            columns = [[] for _ in range(width)]
+        if not got:
+            break
+    frame = pd.concat(blocks, ignore_index=True) if len(blocks) > 1 else blocks[0]
+    # Columns set by position: a header name equal to another column's number never collides.
     frame.columns = pd.Index(names, dtype=object)
     return frame
 
@@ -216,8 +242,10 @@ def record_faults(path: str | os.PathLike, width: int) -> tuple[np.ndarray, np.n
     with _open_text(os.fspath(path)) as f:
         reader = csv.reader(f)
         _first_row(reader)
-        for i, (status, _) in enumerate(_classified(reader, width)):
-            if status is not _GOOD:
-                (blank if status is _BLANK else faulty).append(i)
+        for i, row in enumerate(_classified(reader, width)):
+            if row is None:
+                blank.append(i)
+            elif row is _MISSING:
+                faulty.append(i)
     return np.asarray(blank, np.int64), np.asarray(faulty, np.int64)
 
