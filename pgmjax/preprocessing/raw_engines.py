@@ -13,7 +13,9 @@ that do not fit it. The records never pass through pandas or NumPy on the driver
 fields with its own expressions (:mod:`pgmjax.preprocessing.polars_fields`), written to match
 :func:`pgmjax.data.raw_fields.column_values` and :func:`pgmjax.preprocessing.private_format.field_classes` exactly;
 Dask's workers call those very functions on their partitions. Counts are integers, so the schema, the
-ledger and every release made from the same key equal the in-memory ones.
+ledger and every release made from the same key equal the in-memory ones. The CSV itself is read by the rule of
+:mod:`pgmjax.data.raw_csv` on both engines (a faulty record is missing, never a refusal): Dask parses each block
+of whole lines with its reader, Polars parses natively and blanks what one streamed pass lists.
 
 Example:
     >>> import tempfile, os
@@ -285,11 +287,13 @@ class DaskRaw:
     Args:
         path: the CSV file (a path every worker can read).
         client: a ``distributed.Client``, or None for Dask's default scheduler.
+        names: the header's names (None: read from the file's first bytes).
+        blocksize: bytes per block (each a partition, parsed on a worker); a gzipped file is one block.
     """
 
     engine = "dask"
 
-    def __init__(self, path: str, client=None, names: list[str] | None = None):
+    def __init__(self, path: str, client=None, names: list[str] | None = None, *, blocksize: int | str = "64MB"):
         import dask
         import dask.dataframe as dd
         import pandas as pd
@@ -300,7 +304,7 @@ class DaskRaw:
         gz = path.endswith(".gz")
         # Whole lines per block, each parsed on its worker by the in-memory reader (pgmjax.data.raw_csv), so that
         # Dask reads every record as pandas does; a gzipped file is one block (it cannot be split).
-        sample, blocks = read_bytes(path, delimiter=b"\n", blocksize=None if gz else "64MB",
+        sample, blocks = read_bytes(path, delimiter=b"\n", blocksize=None if gz else blocksize,
                                     sample="1MiB" if names is None else False, compression="gzip" if gz else None)
         self.names = header_of(sample, path) if names is None else list(names)
         parts = [dask.delayed(parse_block)(b, self.names, i == 0) for i, b in enumerate(blocks[0])]

@@ -121,6 +121,22 @@ def test_every_engine_reads_the_same_table(tmp_path):
             assert read(tmp_path / name, engine) == want, (engine, name)
 
 
+def test_dask_blocks_read_as_memory_reads(tmp_path):
+    pytest.importorskip("dask.dataframe")
+    from pgmjax.preprocessing.raw_engines import DaskRaw
+
+    rows = [ROWS[i % 5] for i in range(60)]
+    rows[0] += b",EXTRA"
+    rows[17] = b"45,Paris"
+    rows[30] = b"27,N\xffice,2010-06-15"
+    rows[41] = b""
+    path = write(tmp_path, rows)
+    table = DaskRaw(str(path), blocksize=200)  # about 8 blocks of whole lines, the first holding the header
+    assert table.frame.npartitions > 4
+    got = table.frame.compute()
+    assert [list(r) for r in got.to_numpy(dtype=object)] == read(path, "memory") and len(table) == 59
+
+
 # The property: one record changes the read in that record only, and the schema only through the budget ----------
 
 #: One faulty record each: extra field, missing field, bad byte, huge numbers, odd dates, a field over the limit.
