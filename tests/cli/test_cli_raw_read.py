@@ -53,3 +53,15 @@ def test_faulty_records_release_the_same_table_on_every_engine(tmp_path, capsys)
         outs.append(out.read_text())
     assert outs[0].splitlines()[0] == "age,city,joined"
     assert outs[1] == outs[0] and outs[2] == outs[0]
+
+
+def test_a_byte_that_is_not_utf8_in_a_table_of_codes_is_refused_without_the_byte(tmp_path, capsys):
+    """The integer-coded path (``--domain``) still refuses such a file, on every engine, but Polars and Dask printed
+    the decoder's text ("can't decode byte 0xff in position ...") when the byte lay past the header's block."""
+    (tmp_path / "codes.csv").write_bytes(b"a,b\n" + b"0,1\n" * 3000 + b"1,\xff\n")
+    (tmp_path / "domain.json").write_text('{"a": 2, "b": 2}')
+    for engine in ENGINES:
+        assert cli.main(["run", "--data", str(tmp_path / "codes.csv"), "--domain", str(tmp_path / "domain.json"), "-m",
+                         "mst", "-e", "1", "--out", str(tmp_path / "o.csv"), "--quiet", "--engine", engine]) == 2
+        err = capsys.readouterr().err
+        assert "it is not UTF-8 text" in err and "0xff" not in err and "position" not in err, (engine, err)
