@@ -20,9 +20,10 @@ Only the header can make the read fail (it is public, the column names): an empt
 UTF-8 text (a file that is not CSV at all) or duplicate column names raise a :class:`SchemaError` with the same
 words on every engine; nothing in a message quotes a record, a byte or a position.
 
-The records are parsed by :func:`records` in memory (:func:`read_raw_frame`, what :func:`pgmjax.read_raw_csv`
-returns) and in each Dask block (:func:`parse_block`); Polars parses natively and :func:`record_faults` (one
-streamed pass, constant memory) lists the rows it must skip or blank, so that the three tables are equal.
+One function classifies the records (:func:`records` yields its result): in memory (:func:`read_raw_frame`,
+what :func:`pgmjax.read_raw_csv` returns), in each Dask block (:func:`parse_block`), and in the streamed pass
+(:func:`record_faults`, constant memory) that lists the rows Polars, which parses the file itself, must skip or
+blank; so the three tables are equal.
 
 Example:
     >>> import tempfile
@@ -163,14 +164,15 @@ def _block(columns: list[list[str]]):
     return frame
 
 
-def _frame(names: list[str], rows: Iterable[list[str] | None]):
+def _frame(names: list[str], rows: Iterable):
+    """The table of :func:`_classified`'s items (a record read as missing becomes empty fields)."""
     import pandas as pd
 
-    width, it = len(names), iter(rows)
+    width, it, missing = len(names), iter(rows), [""] * len(names)
     blocks, columns = [], [[] for _ in names]
     while True:
         got = list(islice(it, _SMALL))
-        for column, values in zip(columns, zip(*(r for r in got if r is not None))):
+        for column, values in zip(columns, zip(*(missing if r is _MISSING else r for r in got if r is not None))):
             column.extend(values)
         if len(columns[0]) >= _CHUNK or not got:
             if columns[0] or not blocks:
@@ -202,7 +204,7 @@ def read_raw_frame(path: str | os.PathLike):
     with _open_text(path) as f:
         reader = csv.reader(f)
         names = _checked_header(_first_row(reader), path)
-        return _frame(names, records(reader, len(names)))
+        return _frame(names, _classified(reader, len(names)))
 
 
 def parse_block(data: bytes, names: list[str], first: bool):
@@ -220,7 +222,7 @@ def parse_block(data: bytes, names: list[str], first: bool):
     reader = csv.reader(io.StringIO(text, newline=""))
     if first:
         _first_row(reader)
-    return _frame(list(names), records(reader, len(names)))
+    return _frame(list(names), _classified(reader, len(names)))
 
 
 def record_faults(path: str | os.PathLike, width: int) -> tuple[np.ndarray, np.ndarray]:
