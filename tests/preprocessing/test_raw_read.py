@@ -207,3 +207,12 @@ def test_one_record_changes_the_schema_only_through_the_noise(tmp_path, kinds, n
             assert all(_kinds(sa)[c] in want[k] for c, k in zip(names, kinds))
         decoded = sb.decode(sb.encode(b, unreadable="missing"), key, columns=names)
         assert list(decoded.columns) == names and len(decoded) == len(b)
+
+
+def test_a_datetime_column_with_every_value_missing_decodes():
+    # Found by the property test: a column voted datetime whose values were all missing (a ragged record's
+    # fields) crashed the decoding (numpy's char.replace on an empty array), after the budget was spent.
+    from pgmjax.data.schema_columns import days_to_datetimes
+
+    assert list(days_to_datetimes([np.nan, np.nan])) == ["", ""]
+    assert list(days_to_datetimes([np.nan, 0.5])) == ["", "1970-01-01 12:00:00"]
