@@ -128,7 +128,7 @@ def csv_header(path: str) -> list[str]:
         path: the file (``.gz`` for gzipped).
 
     Returns:
-        The names (``[]`` for an empty file).
+        The names.
 
     Raises:
         UserError: the file cannot be read, is empty, its header is not UTF-8 text or repeats a name (the words of
