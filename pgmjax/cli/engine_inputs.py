@@ -3,7 +3,6 @@ and a raw CSV opened by the engine (:mod:`pgmjax.preprocessing.raw_engines`)."""
 
 from __future__ import annotations
 
-from . import guards
 from .errors import UserError
 
 __all__ = ["open_raw_table", "scheduler_client"]
@@ -13,9 +12,9 @@ def open_raw_table(args):
     """``--engine polars|dask`` on a raw CSV: the table opened by the engine (:func:`pgmjax.preprocessing.raw_engines.open_raw`).
 
     Raises:
-        UserError: the engine's packages are missing, the scheduler cannot be reached, the file cannot be read.
+        UserError: the engine's packages are missing, the scheduler cannot be reached.
+        SchemaError: the header cannot name the columns (the caller words it as for the in-memory read).
     """
-    from ..data.dataset import DataValueError
     from ..preprocessing.raw_engines import open_raw
 
     try:
@@ -24,8 +23,6 @@ def open_raw_table(args):
         raise UserError(f"--engine {args.engine}: {e}") from None
     except FileNotFoundError as e:
         raise UserError(f"--data: {e}") from None
-    except DataValueError as e:
-        raise UserError(f"data file {args.data}: {guards.public_error(e, args.show_private)}") from None
 
 
 def scheduler_client(args):

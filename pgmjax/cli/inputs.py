@@ -128,24 +128,21 @@ def csv_header(path: str) -> list[str]:
         path: the file (``.gz`` for gzipped).
 
     Returns:
-        The names (``[]`` for an empty file).
+        The names.
 
     Raises:
-        UserError: the file cannot be read, or is not CSV text.
+        UserError: the file cannot be read, is empty, its header is not UTF-8 text or repeats a name (the words of
+            :func:`pgmjax.data.raw_csv.raw_header`, the same on every engine).
     """
-    import csv
-    import gzip
-
-    from ..data.dataset import unreadable_csv
+    from ..data.raw_csv import raw_header
+    from ..data.schema_columns import SchemaError
 
     try:
-        # utf-8-sig: spreadsheet exports start with a byte-order mark, which pandas skips too.
-        opener = (gzip.open(path, "rt", encoding="utf-8-sig", newline="") if path.endswith(".gz")
-                  else open(path, newline="", encoding="utf-8-sig"))
-        with opener as f:
-            return next(csv.reader(f), [])
-    except (UnicodeDecodeError, csv.Error) as e:  # their text quotes bytes or a line of the private file
-        raise UserError("data file " + unreadable_csv(path, e)) from None
+        # Decoded leniently: a byte that is not UTF-8 in a record (read as missing on the raw path) must not
+        # fail the header's read; only a header that is not text is refused.
+        return raw_header(path)
+    except SchemaError as e:
+        raise UserError(str(e)) from None
     except OSError as e:
         raise UserError(f"data file {path} could not be read: {e}") from None
 

@@ -268,8 +268,9 @@ def check_field_counts(path, *, blank_lines: bool = True) -> int:
 
     Raises:
         DataValueError: naming the first ragged line's number and field count (``str(e)``); its public
-            message names neither (a line of the private table).
-        csv.Error / UnicodeDecodeError: the file is not CSV text (e.g. a field over ``csv.field_size_limit()``).
+            message names neither (a line of the private table). Also for a file that is not CSV text (a byte
+            that is not UTF-8, a field over ``csv.field_size_limit()``): the reader's text, which quotes a byte
+            and its position, only in ``str(e)``.
 
     Example:
         >>> import tempfile
@@ -280,6 +281,13 @@ def check_field_counts(path, *, blank_lines: bool = True) -> int:
         ...
         pgmjax.data.dataset.DataValueError: data file ...t.csv: line 3 has 3 fields, the header has 2
     """
+    try:
+        return _field_counts(path, blank_lines)
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise DataValueError(f"data file {path} could not be read as CSV: {e}", "data file " + unreadable_csv(path, e)) from None
+
+
+def _field_counts(path, blank_lines: bool) -> int:
     with _open_text(path) as f:
         reader = csv.reader(f)
         width = len(next(reader, []))

@@ -59,8 +59,9 @@ import jax
 import numpy as np
 import pandas as pd
 
-from .dataset import Dataset, read_json_file, unreadable_csv
+from .dataset import Dataset, read_json_file
 from .domain import Domain
+from .raw_csv import read_raw_frame
 from .raw_fields import column_values
 from .schema_columns import (
     DECODE_METHODS,
@@ -263,21 +264,16 @@ def load_schema(path: str | os.PathLike, *, decode: str | None = None) -> Schema
 def read_raw_csv(path: str | os.PathLike) -> pd.DataFrame:
     """Read a raw CSV with every field as text (empty fields stay ``""``), ready for :meth:`Schema.encode`.
 
+    The file is read by the rule every engine applies (:mod:`pgmjax.data.raw_csv`): the header's field count is
+    every record's width (never an index column); blank lines are skipped; a ragged record, or one with a field
+    over ``csv.field_size_limit()``, is missing in every field; a field with bytes that are not UTF-8 is missing.
+    No record can make the read fail.
+
     Raises:
-        FileNotFoundError / SchemaError: no such file, duplicate column names, unparsable CSV.
+        FileNotFoundError: no such file. SchemaError: an empty file, a header that is not UTF-8 text, duplicate
+            column names (the same words on every engine).
     """
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"data file not found: {path}")
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise SchemaValueError(f"data file {path} could not be read as CSV: {e}", "data file " + unreadable_csv(path, e)) from None
-    names = _header(path)
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise SchemaError(f"data file {path} has duplicate column names: {dup}")
-    return frame
+    return read_raw_frame(path)
 
 
 def infer_schema(frame: pd.DataFrame, *, bins: int = 10, max_categories: int = 32) -> tuple[dict, list[str]]:
@@ -379,11 +375,3 @@ def dumps(spec: Mapping) -> str:
     lines = [f"  {json.dumps(str(k))}: {json.dumps(v)}" for k, v in spec.items()]
     return "{\n" + ",\n".join(lines) + "\n}"
 
-
-def _header(path: str) -> list[str]:
-    import csv
-    import gzip
-
-    opener = gzip.open(path, "rt") if path.endswith(".gz") else open(path, newline="")
-    with opener as f:
-        return next(csv.reader(f), [])

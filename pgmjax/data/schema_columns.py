@@ -131,6 +131,8 @@ def days_to_datetimes(days, sep: str = " ") -> np.ndarray:
     days = np.asarray(days, np.float64)
     out = np.full(days.shape, "", dtype=object)
     ok = np.isfinite(days)
+    if not ok.any():  # every value missing (np.char.replace fails on an empty array)
+        return out
     secs = np.floor(np.round(days[ok] * 86400.0, 6)).astype(np.int64)  # round first: 0.5 day is exactly 43200 s
     text = np.datetime_as_string(_EPOCH.astype("datetime64[s]") + secs, unit="s")
     out[ok] = np.char.replace(text.astype(str), "T", sep) if sep != "T" else text

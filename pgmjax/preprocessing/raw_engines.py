@@ -13,7 +13,9 @@ schema, per column the number of values that do not fit it. The records never pa
 driver. Polars parses the fields with its own expressions (:mod:`pgmjax.preprocessing.polars_fields`), written to
 match :func:`pgmjax.data.raw_fields.column_values` and :func:`pgmjax.preprocessing.private_format.field_classes`
 exactly; Dask's workers call those very functions on their partitions. Counts are integers, so the schema, the
-ledger and every release made from the same key equal the in-memory ones.
+ledger and every release made from the same key equal the in-memory ones. The CSV itself is read by the rule of
+:mod:`pgmjax.data.raw_csv` on both engines (a faulty record is missing, never a refusal): Dask parses each block
+of whole lines with its reader, Polars parses natively and blanks what one streamed pass lists.
 
 Example:
     >>> import tempfile, os
@@ -35,8 +37,8 @@ import os
 
 import numpy as np
 
-from ..data.dataset import check_field_counts
 from ..data.engines import FrameDataset, dask_client, need_engine
+from ..data.raw_csv import REPLACEMENT, header_of, parse_block, raw_header, record_faults
 from ..data.raw_fields import column_values
 from ..data.schema_columns import NumericColumn, SchemaError, SchemaValueError, as_text
 from .polars_fields import parse
@@ -61,7 +63,8 @@ def open_raw(path: str | os.PathLike, *, engine: str = "polars", scheduler=None)
 
     Raises:
         ImportError: the engine's packages are missing.
-        DataValueError: a ragged line; SchemaError: duplicate column names.
+        SchemaError: an empty file, a header that is not UTF-8 text, duplicate column names (the words of
+            :func:`pgmjax.read_raw_csv`). No record can make the read fail (:mod:`pgmjax.data.raw_csv`).
         FileNotFoundError: no such file.
     """
     need_engine(engine)
@@ -70,25 +73,10 @@ def open_raw(path: str | os.PathLike, *, engine: str = "polars", scheduler=None)
     path = os.fspath(path)
     if scheduler is None and not os.path.exists(path):
         raise FileNotFoundError(f"data file not found: {path}")
-    if os.path.exists(path):
-        header = _header(path)
-        dup = sorted({n for n in header if header.count(n) > 1})
-        if dup:
-            raise SchemaError(f"data file {path} has duplicate column names: {dup}")
-        check_field_counts(path, blank_lines=engine == "dask")  # pandas (and Dask's blocks) skip blank lines
+    names = raw_header(path) if os.path.exists(path) else None  # else: a path only the cluster's workers read
     if engine == "polars":
-        return PolarsRaw(path)
-    return DaskRaw(path, dask_client(scheduler))
-
-
-def _header(path: str) -> list[str]:
-    import csv
-    import gzip
-
-    opener = gzip.open(path, "rt", encoding="utf-8-sig", newline="") if path.endswith(".gz") else open(
-        path, newline="", encoding="utf-8-sig")
-    with opener as f:
-        return next(csv.reader(f), [])
+        return PolarsRaw(path, names)
+    return DaskRaw(path, dask_client(scheduler), names)
 
 
 def _check_fit(schema, bad: dict) -> None:
@@ -137,12 +125,31 @@ class PolarsRaw:
 
     engine = "polars"
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, names: list[str] | None = None):
         import polars as pl
 
         self.path = path
-        self.frame = pl.scan_csv(path, infer_schema=False, empty_string_is_null=False)
-        self.names = list(self.frame.collect_schema().names())
+        self.names = raw_header(path) if names is None else list(names)
+        # Polars parses; the rule of pgmjax.data.raw_csv is applied to what it reads: bytes that are not UTF-8
+        # become U+FFFD (utf8-lossy) and their field missing; blank lines and the records the csv module reads
+        # as missing (ragged: truncate_ragged_lines keeps them as one row each) come from one streamed pass.
+        frame = pl.scan_csv(path, infer_schema=False, empty_string_is_null=False, encoding="utf8-lossy",
+                            truncate_ragged_lines=True, new_columns=self.names)
+        blank, faulty = record_faults(path, len(self.names))
+        row = "_row"
+        while row in self.names:
+            row += "_"
+        if len(blank) or len(faulty):
+            frame = frame.with_row_index(row)
+        if len(blank):
+            frame = frame.filter(~pl.col(row).is_in(blank.tolist()))
+        exprs = []
+        for n in self.names:
+            unreadable = pl.col(n).str.contains(REPLACEMENT, literal=True)
+            if len(faulty):
+                unreadable = unreadable | pl.col(row).is_in(faulty.tolist())
+            exprs.append(pl.when(unreadable).then(pl.lit("")).otherwise(pl.col(n)).alias(n))
+        self.frame = frame.select(exprs)
         self._n = None
         self._classes = None
 
@@ -281,17 +288,30 @@ class DaskRaw:
     Args:
         path: the CSV file (a path every worker can read).
         client: a ``distributed.Client``, or None for Dask's default scheduler.
+        names: the header's names (None: read from the file's first bytes).
+        blocksize: bytes per block (each a partition, parsed on a worker); a gzipped file is one block.
     """
 
     engine = "dask"
 
-    def __init__(self, path: str, client=None):
+    def __init__(self, path: str, client=None, names: list[str] | None = None, *, blocksize: int | str = "64MB"):
+        import dask
         import dask.dataframe as dd
+        import pandas as pd
+        from dask.bytes import read_bytes
 
         self.path = path
         self.client = client
-        self.frame = dd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, blocksize="64MB")
-        self.names = [str(c) for c in self.frame.columns]
+        gz = path.endswith(".gz")
+        # Whole lines per block, each parsed on its worker by the in-memory reader (pgmjax.data.raw_csv), so that
+        # Dask reads every record as pandas does; a gzipped file is one block (it cannot be split).
+        sample, blocks = read_bytes(path, delimiter=b"\n", blocksize=None if gz else blocksize,
+                                    sample="1MiB" if names is None else False, compression="gzip" if gz else None)
+        self.names = header_of(sample, path) if names is None else list(names)
+        parts = [dask.delayed(parse_block)(b, self.names, i == 0) for i, b in enumerate(blocks[0])]
+        meta = pd.DataFrame({i: pd.Series(dtype=str) for i in range(len(self.names))})
+        meta.columns = pd.Index(self.names, dtype=object)
+        self.frame = dd.from_delayed(parts, meta=meta, verify_meta=False)
         self._n = None
         self._classes = None
 
