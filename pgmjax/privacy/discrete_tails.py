@@ -177,5 +177,6 @@ def sum_threshold(family: str, scale: float, m: int, alpha: float) -> float:
     b = t / s
     p = math.exp(-1.0 / b)
     lam = np.linspace(1e-3, 0.999, 999) / b
-    log_mgf = 2.0 * math.log1p(-p) - np.log1p(-p * np.exp(lam)) - np.log1p(-p * np.exp(-lam))
+    # p e^l as exp(l - 1/b): at a tiny scale p underflows to 0 while e^l overflows, and 0 * inf is NaN.
+    log_mgf = 2.0 * math.log1p(-p) - np.log1p(-np.exp(lam - 1.0 / b)) - np.log1p(-np.exp(-lam - 1.0 / b))
     return float(np.min((m * log_mgf - math.log(alpha)) / lam))

@@ -265,6 +265,26 @@ def test_discrete_tail_matches_the_pmf_sums():
     assert tails.discrete_tail("gaussian", 2e5, k) <= 1e-9 < tails.discrete_tail("gaussian", 2e5, k - 1)
 
 
+def test_laplace_sum_threshold_is_finite_at_any_scale():
+    """At a tiny scale (epsilon 1e4) p = exp(-1/b) underflowed to 0 while e^l overflowed: 0 * inf made the Chernoff
+    bound NaN, and every `count >= threshold` test silently False. The bound still holds where it is computed: a
+    sum of m draws of the discrete Laplace exceeds it with probability at most alpha (checked by the exact tail of
+    one draw, m = 1, which it must not undercut)."""
+    import warnings
+
+    from pgmjax.privacy import discrete_tails as tails
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow on the way
+        for scale in (1e-6, 1e-4, 0.01, 0.3, 1.0, 7.5, 1e3):
+            for m in (1, 4, 100):
+                t = tails.sum_threshold("laplace", scale, m, 1e-6)
+                assert np.isfinite(t) and t > 0, (scale, m, t)
+            # One draw: P[Z >= t] <= alpha, so t is at least the exact one-sided tail threshold's lower neighbour.
+            t1 = tails.sum_threshold("laplace", scale, 1, 1e-6)
+            assert tails.discrete_tail("laplace", scale, int(np.ceil(t1))) <= 1e-6
+
+
 # ---------------------------------------------------------------------------------------------------
 # The ledger of replace-one mechanisms: the printed guarantee is the sum of correctly charged entries
 # ---------------------------------------------------------------------------------------------------
