@@ -44,7 +44,7 @@ from ..graph import size_limit
 from ..graph.junction import junction_tree, maximal_cliques
 
 __all__ = ["CHUNK_STATES", "ORACLE_COPIES", "STATE_COPIES", "PARAM_COPIES", "model_copies", "fit_peak_bytes",
-           "check_fit"]
+           "check_fit", "host_cells"]
 
 #: The compiled chunk's input and output states are live at once (no buffer donation).
 CHUNK_STATES = 2
@@ -120,7 +120,7 @@ def check_fit(domain: Domain, cliques: Iterable[Clique], method: str = "mirror_d
         >>> check_fit(pj.Domain({"a": 1000, "b": 1000}), [("a", "b")], where="demo", max_bytes=2**20)
         Traceback (most recent call last):
         ...
-        pgmjax.graph.size_limit.ModelTooLarge: demo: the mirror_descent fit's peak working set: 76.29 MB (8 float32 copies of the junction tree's 1,000,000 cells, 12 of the measured cliques' 1,000,000, 0 gathered; its largest clique ('a', 'b') has 1,000,000 cells), above the limit of 1 MB (max_bytes); ...
+        pgmjax.graph.size_limit.ModelTooLarge: demo: the mirror_descent fit's peak working set: 76.29 MB (8 float32 copies of the junction tree's 1,000,000 cells, 12 of the parameters' 1,000,000 (the measured cliques), 0 gathered; its largest clique ('a', 'b') has 1,000,000 cells), above the limit of 1 MB (max_bytes); ...
     """
     cliques = [tuple(c) for c in cliques]
     method = _method(method)
@@ -135,10 +135,25 @@ def check_fit(domain: Domain, cliques: Iterable[Clique], method: str = "mirror_d
     dt = np.dtype(dtype or np.float32)
     nbytes = fit_peak_bytes(domain, cliques, method, dt, param_cells=param_cells, gathered=gathered)
     detail = (f"{model_copies(method)} {dt.name} copies of the junction tree's {_cells(cells)} cells, "
-              f"{PARAM_COPIES[method]} of the {'marginals (a callable loss)' if callable_loss else 'measured cliques'}' "
-              f"{_cells(param_cells)}, {_cells(gathered)} gathered; its largest clique {big} has {_cells(big_cells)} cells")
+              f"{PARAM_COPIES[method]} of the parameters' {_cells(param_cells)} "
+              f"({'the marginals: a callable loss' if callable_loss else 'the measured cliques'}), {_cells(gathered)} gathered; its largest clique {big} has {_cells(big_cells)} cells")
     return size_limit.check_peak(nbytes, where, f"the {method} fit{what}'s peak working set", detail, max_bytes,
                                  cells=cells, clique=big, clique_cells=big_cells)
+
+
+def host_cells(domain: Domain, cliques: Iterable[Clique], measured: Iterable[Clique]) -> int:
+    """The cells of the model clique hosting each of ``measured`` (the smallest that holds it), summed: an upper
+    bound of :func:`pgmjax.fit.losses.gathered_cells` for one measurement with a query matrix per clique, for
+    a mechanism that counts its fit before it has measured.
+
+    Example:
+        >>> import pgmjax as pj
+        >>> host_cells(pj.Domain({"a": 2, "b": 3, "c": 4}), [("a", "b", "c")], [("a", "b"), ("b", "c")])
+        48
+    """
+    tree = junction_tree(domain, maximal_cliques(domain, [tuple(c) for c in cliques]))
+    sizes = sorted((size_limit.clique_cells(domain, c), set(c)) for c in tree.cliques)
+    return sum(next((n for n, host in sizes if set(m) <= host), 0) for m in measured)
 
 
 def _method(method) -> str:
