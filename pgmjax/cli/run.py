@@ -68,6 +68,7 @@ def _run(args) -> int:
     )
     for n in notes:
         say(f"note: {n}")
+    check_held_records(args, data.domain, schema)
     import jax
 
     keys = dict(zip(("mechanism", "sample", "decode"), jax.random.split(jax.random.key(args.seed), 3)))
@@ -218,6 +219,19 @@ def run_mechanism(args, data, workload, call, key, say):
     finally:
         progress.close()
     return result, entry
+
+
+def check_held_records(args, domain, schema) -> None:
+    """``--records`` the run holds (for the report and the evaluation) checked against the size limit before the
+    budget is spent (:func:`pgmjax.model.sampling.check_held_records`; UserError, exit 2)."""
+    from ..graph.size_limit import ModelTooLarge
+    from ..model.sampling import check_held_records as check
+
+    if args.records is not None:
+        try:
+            check(domain, args.records, "--records", decoded=schema is not None)
+        except ModelTooLarge as e:
+            raise UserError(f"{e} (nothing was run)") from None
 
 
 def synthetic_records(args, result, key):

@@ -201,6 +201,45 @@ def record_bytes(domain) -> int:
     return sum(len(str(int(domain[a]) - 1)) + 1 for a in domain.attributes)
 
 
+#: Bytes per value of records held in memory: the int32 codes and one frame of them (``Dataset.df``), or, once
+#: decoded to raw values (``Schema.decode``), a pointer and a Python object (a float or a short string) per value.
+HELD_BYTES_PER_VALUE = {"codes": 8, "decoded": 64}
+
+
+def check_held_records(domain, n: int, where: str, decoded: bool = False, max_bytes: float | None = None) -> int:
+    """Refuse, before anything is drawn (and before any budget is spent), ``n`` records a caller holds at once.
+
+    For a caller that keeps the whole table (``pgmjax run`` keeps its records for the report and the
+    evaluation); :func:`sample_chunks` and ``pgmjax sample`` stream instead.
+
+    Args:
+        domain: the model's domain.
+        n: the records.
+        where: who asks (``"--records"``).
+        decoded: the records are decoded to raw values (:data:`HELD_BYTES_PER_VALUE`).
+        max_bytes: an explicit limit (default the limit in force).
+
+    Returns:
+        The bytes counted.
+
+    Raises:
+        ModelTooLarge: (a ValueError) naming the records, the bytes and the limit.
+
+    Example:
+        >>> import pgmjax as pj
+        >>> check_held_records(pj.Domain({"a": 2, "b": 3}), 10**12, "--records")
+        Traceback (most recent call last):
+        ...
+        pgmjax.graph.size_limit.ModelTooLarge: --records: 1,000,000,000,000 records of 2 attributes held at once: 14.55 TB (8 bytes a value: the codes and a frame of them), above the limit ...
+    """
+    per = HELD_BYTES_PER_VALUE["decoded" if decoded else "codes"]
+    what = "a pointer and a Python object" if decoded else "the codes and a frame of them"
+    return check_peak(int(n) * len(domain) * per, where, f"{int(n):,} records of {len(domain)} attributes held at once",
+                      f"{per} bytes a value: {what}", max_bytes,
+                      hint="; ask for fewer records, or draw them with pgmjax sample --model DIR (it streams them to "
+                           "its output), or raise the limit (--max-model-mb)")
+
+
 def _record_dtype(domain) -> np.dtype:
     return np.dtype(np.int32 if max(domain.shape) < 2**31 else np.int64)
 
