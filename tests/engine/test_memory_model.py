@@ -37,8 +37,9 @@ def no_budget_spent(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the budget was spent before the size check")
 
-    monkeypatch.setattr(Accountant, "measure", refuse)
-    monkeypatch.setattr(Accountant, "measure_many", refuse)
+    for name in ("measure", "measure_many", "laplace", "gaussian", "exponential", "exponential_parallel",
+                 "randomized_response"):
+        monkeypatch.setattr(Accountant, name, refuse)
 
 
 @pytest.fixture
