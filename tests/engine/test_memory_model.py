@@ -99,7 +99,8 @@ def test_estimate_counts_its_method_copies_not_one_float64_copy():
 
 _PEAK = textwrap.dedent("""
     import resource, sys, numpy as np, pgmjax as pj
-        method = sys.argv[1]
+    from pgmjax.fit import memory
+    method = sys.argv[1]
     warm = pj.Domain({"a": 4, "b": 4, "c": 4})
     pj.estimate(warm, [pj.Measurement(("a", "b"), np.ones(16)), pj.Measurement(("b", "c"), np.ones(16))],
                 cliques=[("a", "b", "c")], iters=2, method=method)
