@@ -100,7 +100,7 @@ def run_case(case: str, data_dir: str) -> dict:
             estimate = memory.fit_peak_bytes(dom, pairs, "mirror_descent", np.float32,
                                              gathered=memory.host_cells(dom, pairs, pairs))
         else:
-            dualquery(data, 1.0, 1e-9, key=key, engine_iters=20, rounds=20)
+            dualquery(data, 50.0, 1e-9, key=key, engine_iters=20, rounds=5, samples=10)
             estimate = memory.fit_peak_bytes(dom, pairs, "mirror_descent", np.float32, callable_loss=True)
         note = f"Titanic without Cabin, Embarked: {dom.size():,} cells, all pairs, 20 iterations"
     elif case == "mst":
