@@ -77,15 +77,18 @@ def synthetic_data(model, n: int, key: jax.Array, method: str = "exact", chunk: 
         raise ValueError(f"synthetic_data: chunk must be a positive integer, got {chunk!r}")
     # A NaN or inconsistent model would give plausible-looking records (NaN CDFs fall through the search).
     model.check("synthetic_data")
-    if method == "low_variance":
-        return _low_variance(model, n, key)
     domain = model.domain
     dtype = _record_dtype(domain)
     # The whole table is held here: refused up front where it cannot be (sample_chunks streams instead).
-    check_peak(n * len(domain) * dtype.itemsize + sampler_peak_bytes(model, chunk), "synthetic_data",
-               f"{n:,} records of {len(domain)} attributes as {dtype.name}", "held at once; the sampler's chunks beside them",
+    # Controlled rounding holds about LOW_VARIANCE_BYTES_PER_VALUE a record and attribute in one host pass.
+    per = LOW_VARIANCE_BYTES_PER_VALUE if method == "low_variance" else dtype.itemsize
+    check_peak(n * len(domain) * per + sampler_peak_bytes(model, chunk), "synthetic_data",
+               f"{n:,} records of {len(domain)} attributes ({method})", f"{per} bytes a value, held at once; the "
+               "sampler's tables and a chunk beside them",
                hint="; draw them in chunks with pgmjax.model.sampling.sample_chunks (pgmjax sample streams them to its "
                     "output), or raise the limit: pgmjax.set_max_model_bytes(<bytes>)")
+    if method == "low_variance":
+        return _low_variance(model, n, key)
     records = np.empty((n, len(domain)), dtype=dtype)
     start = 0
     for block in sample_chunks(model, n, key, chunk):
@@ -153,6 +156,10 @@ def sample_chunks(model, n: int, key: jax.Array, chunk: int = 1 << 20):
                 columns[a] = col.astype(jnp.int32)
         yield np.stack([np.asarray(columns[a])[:m] for a in domain.attributes], axis=1).astype(dtype, copy=False)
 
+
+#: Bytes per record and attribute of ``"low_variance"`` sampling: its int64 columns, the random order of each
+#: separator group and the stacked records (the docstring's "about 24 bytes per record and attribute").
+LOW_VARIANCE_BYTES_PER_VALUE = 24
 
 #: Bytes per record and attribute of one chunk in flight: the uniforms, the separator codes, the
 #: binary search's bounds and the drawn columns as int32/float32 on the device (about 8 four-byte arrays),

@@ -146,8 +146,10 @@ def test_sample_chunks_gives_the_records_of_synthetic_data_one_chunk_at_a_time(m
 
 
 def test_a_table_too_large_to_hold_is_refused_not_left_to_numpy(model):
-    with pytest.raises(pj.ModelTooLarge, match=r"synthetic_data: 1,000,000,000,000 records of 3 attributes as int32"):
+    with pytest.raises(pj.ModelTooLarge, match=r"synthetic_data: 1,000,000,000,000 records of 3 attributes \(exact\)"):
         model.synthetic_data(10**12, jax.random.key(0))
+    with pytest.raises(pj.ModelTooLarge, match=r"records of 3 attributes \(low_variance\): .* \(24 bytes a value"):
+        model.synthetic_data(10**12, jax.random.key(0), method="low_variance")
 
 
 def test_record_bytes_bounds_a_csv_line(model):
