@@ -16,7 +16,7 @@ warm-up fit (so the runtime's own memory, JAX's and XLA's, is in the baseline), 
   :func:`pgmjax.model.sampling.sampler_peak_bytes`, which does not depend on the records (k = 22 and 25 show it).
 
 Usage:
-    python bench/memory_peak.py --data ../shared/data --out peak_memory_cpu     # bench/results/memory/
+    python -m bench memory memory_peak --data ../shared/data --out peak_memory_cpu     # bench/results/memory/
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -141,40 +140,22 @@ def main(argv=None) -> None:
     if args.case:
         print(json.dumps(run_case(args.case, args.data)))
         return
+    from bench import schema
+
     rows = []
     for case in args.cases:
-        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", case, "--data", args.data],
-                              capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-m", "bench.memory_peak", "--case", case, "--data", args.data],
+                              capture_output=True, text=True, cwd=schema.ROOT)
         if done.returncode != 0:
             rows.append({"case": case, "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"})
         else:
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(rows[-1], file=sys.stderr, flush=True)
-    page = _page(rows, argv)
-    print(page)
-    if args.out:
-        folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "memory")
-        with open(os.path.join(folder, args.out + ".md"), "w") as f:
-            f.write(page)
-        with open(os.path.join(folder, args.out + ".json"), "w") as f:
-            json.dump(rows, f, indent=1)
-
-
-def _page(rows: list[dict], argv) -> str:
-    import jax
-    import numpy
-
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    run = schema.run_meta("bench.memory_peak", argv)
     lines = [
         "# Peak resident memory against the memory model's estimate",
         "",
-        f"Machine: {cpu}, {os.cpu_count()} cores, {os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30:.1f} GiB, "
-        f"backend {jax.default_backend()}. Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Commit: {commit}. "
-        f"Versions: Python {platform.python_version()}, jax {jax.__version__}, numpy {numpy.__version__}.",
-        f"Command: `python bench/memory_peak.py {' '.join(argv or sys.argv[1:])}`.",
-        "",
+        *schema.header_lines(run),
         "Each case in a fresh process; measured = peak RSS (ru_maxrss) less the resident set after the imports, the "
         "table and a warm-up fit. Ratio = estimate / measured (the test suite asserts 0.5-2 for a mirror-descent fit). "
         "MST's model on Adult is small (20k cells): what it measures is MST's own work on 48,842 rows (marginals, "
@@ -191,7 +172,10 @@ def _page(rows: list[dict], argv) -> str:
         mib = lambda b: f"{b / 2**20:,.0f}"  # noqa: E731
         lines.append(f"| {r['case']} | {mib(r['baseline'])} | {mib(r['peak'])} | {mib(r['measured'])} | "
                      f"{mib(r['estimate'])} | {r['estimate'] / max(r['measured'], 1):.2f} | {r['seconds']} | {r['note']} |")
-    return "\n".join(lines) + "\n"
+    if args.out:
+        schema.write_result("memory", args.out, rows, run, page=lines)
+    else:
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":
