@@ -106,7 +106,9 @@ _PEAK = textwrap.dedent("""
     rng = np.random.default_rng(0)
     ms = [pj.Measurement(("a", "b"), rng.random(128 * 128) + 1), pj.Measurement(("b", "c"), rng.random(128 * 512) + 1)]
     pj.estimate(dom, ms, cliques=[("a", "b", "c")], iters=3)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # VmHWM, the high-water mark of this process's own memory: ru_maxrss would carry the forking parent's
+    # (a large pytest worker's) resident set across the exec.
+    peak = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:"))
     estimate = memory.fit_peak_bytes(dom, [("a", "b", "c")], "mirror_descent", np.float32, param_cells=128 * 128 + 128 * 512)
     json.dump({"measured": peak - base, "estimate": estimate}, open(sys.argv[1], "w"))
 """)
