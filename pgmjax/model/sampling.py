@@ -82,7 +82,7 @@ def synthetic_data(model, n: int, key: jax.Array, method: str = "exact", chunk: 
     # The whole table is held here: refused up front where it cannot be (sample_chunks streams instead).
     # Controlled rounding holds about LOW_VARIANCE_BYTES_PER_VALUE a record and attribute in one host pass.
     per = LOW_VARIANCE_BYTES_PER_VALUE if method == "low_variance" else dtype.itemsize
-    check_peak(n * len(domain) * per + sampler_peak_bytes(model, chunk), "synthetic_data",
+    check_peak(n * len(domain) * per + sampler_peak_bytes(model, min(chunk, n)), "synthetic_data",
                f"{n:,} records of {len(domain)} attributes ({method})", f"{per} bytes a value, held at once; the "
                "sampler's tables and a chunk beside them",
                hint="; draw them in chunks with pgmjax.model.sampling.sample_chunks (pgmjax sample streams them to its "
@@ -124,7 +124,8 @@ def sample_chunks(model, n: int, key: jax.Array, chunk: int = 1 << 20):
     if isinstance(chunk, (bool, np.bool_)) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"sample_chunks: chunk must be a positive integer, got {chunk!r}")
     model.check("sample_chunks")
-    check_peak(sampler_peak_bytes(model, chunk), "sample_chunks", f"the sampler's peak working set ({chunk:,} records a chunk)",
+    check_peak(sampler_peak_bytes(model, min(chunk, n)), "sample_chunks",
+               f"the sampler's peak working set ({min(chunk, n):,} records a chunk)",
                "its conditional tables and one chunk", hint="; pass a smaller chunk, or raise the limit: "
                "pgmjax.set_max_model_bytes(<bytes>)")
     tree = model.junction_tree
