@@ -57,6 +57,7 @@ def _run(args) -> int:
     t_start = time.perf_counter()
     say = (lambda *a: None) if args.quiet else (lambda msg: print(f"pgmjax run: {msg}", file=sys.stderr, flush=True))
     call, notes = check_arguments(args)
+    check_held_records(args)
     t0 = time.perf_counter()
     data, schema, extra, workload, wl_label = load_inputs(args, say)
     seconds = {"load": time.perf_counter() - t0}
@@ -68,7 +69,6 @@ def _run(args) -> int:
     )
     for n in notes:
         say(f"note: {n}")
-    check_held_records(args, data.domain, schema)
     import jax
 
     keys = dict(zip(("mechanism", "sample", "decode"), jax.random.split(jax.random.key(args.seed), 3)))
@@ -221,15 +221,16 @@ def run_mechanism(args, data, workload, call, key, say):
     return result, entry
 
 
-def check_held_records(args, domain, schema) -> None:
+def check_held_records(args) -> None:
     """``--records`` the run holds (for the report and the evaluation) checked against the size limit before the
-    budget is spent (:func:`pgmjax.model.sampling.check_held_records`; UserError, exit 2)."""
+    input is read or any budget spent (:func:`pgmjax.model.sampling.check_held_records`, one column per column of
+    ``--data``'s header, decoded where the data is raw; UserError, exit 2)."""
     from ..graph.size_limit import ModelTooLarge
     from ..model.sampling import check_held_records as check
 
     if args.records is not None:
         try:
-            check(domain, args.records, "--records", decoded=schema is not None)
+            check(len(data_header(args)), args.records, "--records", decoded=args.domain is None)
         except ModelTooLarge as e:
             raise UserError(f"{e} (nothing was run)") from None
 

@@ -214,14 +214,14 @@ def record_bytes(domain) -> int:
 HELD_BYTES_PER_VALUE = {"codes": 8, "decoded": 64}
 
 
-def check_held_records(domain, n: int, where: str, decoded: bool = False, max_bytes: float | None = None) -> int:
+def check_held_records(attributes: int, n: int, where: str, decoded: bool = False, max_bytes: float | None = None) -> int:
     """Refuse, before anything is drawn (and before any budget is spent), ``n`` records a caller holds at once.
 
     For a caller that keeps the whole table (``pgmjax run`` keeps its records for the report and the
     evaluation); :func:`sample_chunks` and ``pgmjax sample`` stream instead.
 
     Args:
-        domain: the model's domain.
+        attributes: the records' columns (the domain's attributes, or an input header's columns: a bound).
         n: the records.
         where: who asks (``"--records"``).
         decoded: the records are decoded to raw values (:data:`HELD_BYTES_PER_VALUE`).
@@ -234,15 +234,14 @@ def check_held_records(domain, n: int, where: str, decoded: bool = False, max_by
         ModelTooLarge: (a ValueError) naming the records, the bytes and the limit.
 
     Example:
-        >>> import pgmjax as pj
-        >>> check_held_records(pj.Domain({"a": 2, "b": 3}), 10**12, "--records")
+        >>> check_held_records(2, 10**12, "--records")
         Traceback (most recent call last):
         ...
         pgmjax.graph.size_limit.ModelTooLarge: --records: 1,000,000,000,000 records of 2 attributes held at once: 14.55 TB (8 bytes a value: the codes and a frame of them), above the limit ...
     """
     per = HELD_BYTES_PER_VALUE["decoded" if decoded else "codes"]
     what = "a pointer and a Python object" if decoded else "the codes and a frame of them"
-    return check_peak(int(n) * len(domain) * per, where, f"{int(n):,} records of {len(domain)} attributes held at once",
+    return check_peak(int(n) * int(attributes) * per, where, f"{int(n):,} records of {int(attributes)} attributes held at once",
                       f"{per} bytes a value: {what}", max_bytes,
                       hint="; ask for fewer records, or draw them with pgmjax sample --model DIR (it streams them to "
                            "its output), or raise the limit (--max-model-mb)")
