@@ -68,7 +68,7 @@ def model_copies(method: str) -> int:
 
 
 def fit_peak_bytes(domain: Domain, cliques: Iterable[Clique], method: str = "mirror_descent", dtype=np.float32, *,
-                   param_cells: int | None = None, gathered: int = 0, callable_loss: bool = False) -> int:
+                   param_cells: int | None = None, gathered: int = 0, callable_loss: bool = False, batch: int = 1) -> int:
     """The peak working set of a fit of a model over ``cliques``, in bytes (a Python int, exact on any domain).
 
     Args:
@@ -79,9 +79,10 @@ def fit_peak_bytes(domain: Domain, cliques: Iterable[Clique], method: str = "mir
         param_cells: the measured cliques' cells (default: those of ``cliques``).
         gathered: the cells the loss gathers at once (:func:`pgmjax.fit.losses.gathered_cells`).
         callable_loss: the loss is a callable reading the marginals (its parameters are the model's size).
+        batch: the members fitted at once (:func:`pgmjax.estimate_batch`: every table has a batch axis).
 
     Returns:
-        ``itemsize x (model_copies x T + PARAM_COPIES x P + gathered)``.
+        ``batch x itemsize x (model_copies x T + PARAM_COPIES x P + gathered)``.
     """
     cliques = [tuple(c) for c in cliques]
     tree = junction_tree(domain, maximal_cliques(domain, cliques))
@@ -91,12 +92,13 @@ def fit_peak_bytes(domain: Domain, cliques: Iterable[Clique], method: str = "mir
     elif param_cells is None:
         param_cells = sum(size_limit.clique_cells(domain, c) for c in cliques)
     itemsize = np.dtype(dtype or np.float32).itemsize
-    return itemsize * (model_copies(method) * cells + PARAM_COPIES[_method(method)] * int(param_cells) + int(gathered))
+    per_member = model_copies(method) * cells + PARAM_COPIES[_method(method)] * int(param_cells) + int(gathered)
+    return int(batch) * itemsize * per_member
 
 
 def check_fit(domain: Domain, cliques: Iterable[Clique], method: str = "mirror_descent", dtype=np.float32,
               where: str | None = None, max_bytes: float | None = None, *, param_cells: int | None = None,
-              gathered: int = 0, callable_loss: bool = False, what: str = "") -> int:
+              gathered: int = 0, callable_loss: bool = False, what: str = "", batch: int = 1) -> int:
     """Raise :class:`~pgmjax.graph.size_limit.ModelTooLarge` when :func:`fit_peak_bytes` breaks the limit.
 
     Called by :func:`pgmjax.estimate` before it allocates the potentials, and by the mechanisms before they
@@ -104,7 +106,7 @@ def check_fit(domain: Domain, cliques: Iterable[Clique], method: str = "mirror_d
     dtype and the largest clique.
 
     Args:
-        domain, cliques, method, dtype, param_cells, gathered, callable_loss: as :func:`fit_peak_bytes`.
+        domain, cliques, method, dtype, param_cells, gathered, callable_loss, batch: as :func:`fit_peak_bytes`.
         where: who asks, for the message.
         max_bytes: an explicit limit (default :func:`pgmjax.graph.size_limit.max_model_bytes`).
         what: what the fit is for, for the message (e.g. ``" of the workload's model"``).
@@ -133,8 +135,8 @@ def check_fit(domain: Domain, cliques: Iterable[Clique], method: str = "mirror_d
     elif param_cells is None:
         param_cells = sum(size_limit.clique_cells(domain, c) for c in cliques)
     dt = np.dtype(dtype or np.float32)
-    nbytes = fit_peak_bytes(domain, cliques, method, dt, param_cells=param_cells, gathered=gathered)
-    detail = (f"{model_copies(method)} {dt.name} copies of the junction tree's {_cells(cells)} cells, "
+    nbytes = fit_peak_bytes(domain, cliques, method, dt, param_cells=param_cells, gathered=gathered, batch=batch)
+    detail = (f"{f'{batch} members x ' if batch > 1 else ''}{model_copies(method)} {dt.name} copies of the junction tree's {_cells(cells)} cells, "
               f"{PARAM_COPIES[method]} of the parameters' {_cells(param_cells)} "
               f"({'the marginals: a callable loss' if callable_loss else 'the measured cliques'}), {_cells(gathered)} gathered; its largest clique {big} has {_cells(big_cells)} cells")
     return size_limit.check_peak(nbytes, where, f"the {method} fit{what}'s peak working set", detail, max_bytes,

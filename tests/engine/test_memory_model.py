@@ -196,3 +196,15 @@ def test_run_records_beyond_memory_is_refused_before_the_budget(tmp_path, no_bud
     assert code == 2, err
     assert "--records: 1,000,000,000,000 records of 2 attributes held at once" in err and "nothing was run" in err
     assert "Unable to allocate" not in err
+
+
+def test_estimate_batch_counts_every_member():
+    from pgmjax.fit.batch import BatchedMeasurement, estimate_batch
+
+    dom = pj.Domain({"a": 100, "b": 100, "c": 100})
+    batched = [BatchedMeasurement(("a", "b"), np.ones((4, 10**4))), BatchedMeasurement(("b", "c"), np.ones((4, 10**4)))]
+    single = [pj.Measurement(("a", "b"), np.ones(10**4)), pj.Measurement(("b", "c"), np.ones(10**4))]
+    with size_limit.limited(64 * 2**20):  # one member's fit (32 MB) fits; four members' (126 MB) do not
+        pj.estimate(dom, single, cliques=[("a", "b", "c")], iters=1)
+        with pytest.raises(pj.ModelTooLarge, match=r"estimate_batch: .*4 members x 8 float32 copies"):
+            estimate_batch(dom, batched, cliques=[("a", "b", "c")], iters=1)
