@@ -62,7 +62,8 @@ SUITES = {s.name: s for s in (
           "float64 references, batching, the largest model) and the oracle's loop plan",
           ("gpu", "gpu_plan"), (), ("gpu_checks", "gpu_report")),
     Suite("memory", "memory and compiled programs over thousands of mechanism calls and new structures in one "
-          "process", ("repeated_runs", "memory_loop")),
+          "process; each fit's, mechanism's and the sampler's peak against the memory model",
+          ("repeated_runs", "memory_loop", "memory_peak")),
     Suite("approximate", "the approximate marginal oracle (convex generalized BP) against mbi 2.0's and against the "
           "exact fit: all pairs of 30 attributes, a 10x10 grid, AIM past the exact size cap", ("approximate_oracle",)),
     Suite("data", "tables beyond memory: all 2-way marginals and MST on a generated Parquet table counted by Polars "

@@ -188,6 +188,7 @@ def check_run_outputs(args) -> OutputSet:
     # Every column of the header is written unless --ignore-extra-columns drops some (then at least one is).
     columns = 0 if args.out is None else 1 if args.ignore_extra_columns else len(data_header(args))
     check_records(args.records, columns, args.out)
+    check_held_records(args)  # and the records the run holds in memory
     return outs
 
 
@@ -256,6 +257,20 @@ def run_mechanism(args, data, workload, call, key, say):
         progress.close()
     checkpoints.finished(checkpoint, result.info, say)
     return result, entry
+
+
+def check_held_records(args) -> None:
+    """``--records`` the run holds (for the report and the evaluation) checked against the size limit before the
+    input is read or any budget spent (:func:`pgmjax.model.sampling.check_held_records`, one column per column of
+    ``--data``'s header, decoded where the data is raw; UserError, exit 2)."""
+    from ..graph.size_limit import ModelTooLarge
+    from ..model.sampling import check_held_records as check
+
+    if args.records is not None:
+        try:
+            check(len(data_header(args)), args.records, "--records", decoded=args.domain is None)
+        except ModelTooLarge as e:
+            raise UserError(f"{e} (nothing was run)") from None
 
 
 def synthetic_records(args, result, key):

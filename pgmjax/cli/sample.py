@@ -20,9 +20,13 @@ import sys
 from .arguments import OVERWRITE_HELP, positive_int, seed_int
 from .errors import RunFailure, UserError
 from .inputs import need_parent
+from ..graph.size_limit import ModelTooLarge
 from .outputs import check_outputs, check_records
 
-__all__ = ["add_sample_parser", "sample_cmd"]
+#: Records drawn, decoded and written per chunk by ``pgmjax sample`` (the sampler's default chunk).
+SAMPLE_CHUNK = 1 << 20
+
+__all__ = ["add_sample_parser", "sample_cmd", "SAMPLE_CHUNK"]
 
 
 def add_sample_parser(sub) -> None:
@@ -78,20 +82,49 @@ def sample_cmd(args) -> int:
         schema = Schema([replace(c, decode=args.decode) if isinstance(c, NumericColumn) else c
                          for c in schema.columns.values()], schema.provenance)
     key_sample, key_decode = jax.random.split(jax.random.key(args.seed))
-    synth = model.synthetic_data(args.records, key_sample)
-    frame = schema.decode(synth, key_decode) if schema is not None else synth.df
+    records = max(1, int(round(model.total))) if args.records is None else args.records
     try:
         if args.out is None:
-            frame.to_csv(sys.stdout, index=False)
+            written = _write_stream(model, schema, records, key_sample, key_decode, sys.stdout)
         else:
             with outs:  # placed exclusively unless --overwrite; nothing left on failure
-                outs.write_csv("--out", frame)
+                with outs.file("--out", "w", encoding="utf-8", newline="") as f:
+                    written = _write_stream(model, schema, records, key_sample, key_decode, f)
                 outs.commit()
     except OSError as e:
         raise RunFailure(f"--out: could not write {args.out}: {e}") from e
+    except ModelTooLarge as e:
+        raise UserError(f"--records: {e}") from None
     if args.out is not None:
         kind = "raw values (decoded by the stored schema)" if schema is not None else "integer codes"
-        print(f"pgmjax sample: wrote {len(frame):,} records ({kind}) to {args.out}; no privacy cost (post-processing)",
+        print(f"pgmjax sample: wrote {written:,} records ({kind}) to {args.out}; no privacy cost (post-processing)",
               file=sys.stderr)
     return 0
+
+
+def _write_stream(model, schema, records: int, key_sample, key_decode, f) -> int:
+    """Draw ``records`` records in chunks (:func:`pgmjax.model.sampling.sample_chunks`) and write each as CSV
+    to ``f`` as it comes: the memory held does not grow with the number of records.
+
+    Chunk ``i`` is decoded with ``fold_in(key_decode, i)`` (chunk 0 with ``key_decode`` itself), so up to one
+    chunk (:data:`SAMPLE_CHUNK` records) the output is the one a single draw and decode gave before; beyond
+    it the decoded values differ from that, and the same seed still gives the same file.
+
+    Returns:
+        The records written.
+    """
+    import jax
+    import pandas as pd
+
+    from ..model.sampling import sample_chunks
+
+    written = 0
+    for i, block in enumerate(sample_chunks(model, records, key_sample, SAMPLE_CHUNK)):
+        if schema is not None:
+            frame = schema.decode(block, key_decode if i == 0 else jax.random.fold_in(key_decode, i))
+        else:
+            frame = pd.DataFrame(block, columns=list(model.domain.attributes))
+        frame.to_csv(f, index=False, header=i == 0)
+        written += len(block)
+    return written
 

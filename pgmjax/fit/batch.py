@@ -89,7 +89,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import estimation, inputs
+from . import estimation, inputs, memory
+from .losses import gathered_cells
 from ..model.graphical_model import GraphicalModel
 from .estimator import Estimator
 from .batch_problem import (
@@ -419,6 +420,10 @@ def estimate_batch(
         raise ValueError(f"{caller}: chunk must be a positive integer, got {chunk!r}")
     problem = make_batch_problem(domain, measurements, loss=loss, total=total, dtype=dtype, cliques=cliques, caller=caller)
     batch = int(problem.total.shape[0])
+    # Every member's tables are held at once (a batch axis on each): the fit's peak, counted before theta exists.
+    memory.check_fit(domain, problem.plan.cliques, method, dtype, caller, batch=batch,
+                     param_cells=sum(domain.size(c) for c in _measured_cliques(measurements)),
+                     gathered=gathered_cells(problem.meas))
     if step_size is not None:
         steps = per_member(step_size, batch, "step_size", caller)
         if not all(np.isfinite(s) and s > 0 for s in steps):
@@ -445,6 +450,15 @@ def estimate_batch(
                            loss=np.asarray(losses, np.float64), step_size=steps)
     _check_fitted_members(model)
     return model
+
+
+def _measured_cliques(measurements) -> list:
+    """The measured cliques of one member (every member has the same): a BatchedMeasurement's, or the first
+    member's list's."""
+    items = list(measurements)
+    if items and isinstance(items[0], (list, tuple)):
+        items = list(items[0])
+    return [tuple(m.clique) for m in items if hasattr(m, "clique")]
 
 
 def _check_fitted_members(model: GraphicalModel) -> None:

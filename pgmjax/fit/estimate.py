@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from . import estimation, inputs, oracles, sharding
+from . import estimation, inputs, losses, memory, oracles, sharding
 from ..data.domain import Domain
 from ..graph import oracle_plan
+from ..graph.approximate_oracle import ApproximatePlan
 from ..queries.measurement import Measurement, estimate_total
 from ..model.approximate_model import ApproximateModel
 from ..model.graphical_model import GraphicalModel
@@ -108,6 +109,12 @@ def estimate(
     problem, total, lipschitz = inputs.build_problem(domain, measurements, model_cliques, loss, total, dtype,
                                                      caller="estimate", plan=plan)
     plan = problem.plan
+    # The fit's peak (every copy its method makes, in its dtype) against the limit, before the potentials exist.
+    # (The approximate oracle's region graph is bounded by its own plan, pgmjax.graph.approximate_oracle.)
+    if not isinstance(plan, ApproximatePlan):
+        memory.check_fit(domain, model_cliques, method, dtype, "estimate", callable_loss=callable(loss),
+                         param_cells=sum(domain.size(m.clique) for m in measurements),
+                         gathered=0 if callable(loss) else losses.gathered_cells(problem.meas))
     theta = plan.zeros(dtype) if warm_start is None else plan.from_tables(warm_start.potentials, dtype)
     # Mirror descent on a smooth loss hands its last step to warm starts (L1's steps are per smoothing stage).
     carries_step = method == "mirror_descent" and loss != "l1"

@@ -22,6 +22,7 @@ by its noise standard deviation):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -470,3 +471,24 @@ def lipschitz_constant(measurements: Sequence[Measurement], plan: OraclePlan | N
         key = frozenset(m.clique) if plan is None else plan.tree.containing(m.clique)
         per_host[key] = per_host.get(key, 0.0) + m.lipschitz()
     return max(per_host.values(), default=1.0)
+
+
+def gathered_cells(meas: MeasurementArrays) -> int:
+    """The cells :func:`patterns` gathers at once: a group that is neither dense nor ``"pairs"`` takes its
+    ``count`` host tables by index (``mu[key][level, slot]``) before summing them down, so XLA holds ``count``
+    copies of the host clique's table (every measurement of the group on a model of one clique gathers the
+    whole model). Counted by :mod:`pgmjax.fit.memory` in a fit's peak.
+
+    Example:
+        >>> import pgmjax as pj
+        >>> from pgmjax.fit.batch_problem import make_problem
+        >>> problem = make_problem(pj.Domain({"a": 2, "b": 3}), [pj.Measurement(("a", "b"), [1.0] * 6)])
+        >>> gathered_cells(problem.meas)
+        0
+    """
+    total = 0
+    for g in meas.groups:
+        for part in g.parts or (g,):
+            if part.pairs is None and not part.dense:
+                total += part.count * math.prod(part.host_shape)
+    return total

@@ -8,11 +8,17 @@ computes the tree's cells in Python integers first and raises :class:`ModelTooLa
 the bytes and the largest clique when they break the limit, instead of NumPy's "Unable to allocate" or
 XLA's ``RESOURCE_EXHAUSTED`` (or, on huge domains, an overflow) later.
 
-The size counted is :data:`BYTES_PER_CELL` (8) bytes per cell: one float64 copy of the tables, the
-convention of the mechanisms' ``max_model_mb``. A fit holds several copies (potentials, marginals,
-gradients, its optimiser's state): a float32 mirror-descent fit of a 2e7-cell clique peaked at about 83
-bytes per cell on the 2-core CPU (10x the counted size; L-BFGS about 80x), so the default limit is
-:data:`DEFAULT_FRACTION` of the memory the tables live in.
+Two kinds of check read the same limit, which bounds a run's **peak** working set (not one copy):
+
+* :func:`check_cliques` / :func:`check_tree` / :func:`check_table` count ``bytes_per_cell`` bytes per cell
+  (default :data:`BYTES_PER_CELL`, one float64 copy) for what holds about one copy (a loaded model, a
+  mechanism's matrices);
+* :func:`check_peak` takes a peak computed by the code that allocates it: a fit's
+  (:func:`pgmjax.fit.memory.fit_peak_bytes`: its method's copies of the junction tree's tables in its
+  dtype), a sampler's (:func:`pgmjax.model.sampling.sampler_peak_bytes`).
+
+Because the limit is on the peak, the default is :data:`DEFAULT_FRACTION` (half) of the memory the tables
+live in: the other half for the system, the data and other programs.
 
 The limit, first found of:
 
@@ -39,8 +45,9 @@ from ..data.domain import Clique, Domain
 ENV = "PGMJAX_MAX_MODEL_BYTES"
 #: Bytes counted per cell: one float64 copy of the tables.
 BYTES_PER_CELL = 8
-#: The default limit's share of the memory the tables live in (a fit holds about 10 such copies).
-DEFAULT_FRACTION = 0.1
+#: The default limit's share of the memory the tables live in: a limit on a run's peak working set (a fit
+#: counts every copy its method makes, :mod:`pgmjax.fit.memory`), leaving the rest to the system and the data.
+DEFAULT_FRACTION = 0.5
 
 _override: float | None = None
 _device_memory: int | None = None
@@ -298,3 +305,41 @@ def check_table(domain: Domain, clique: Iterable[str], where: str, what: str, ma
             cells=cells, bytes=nbytes, limit=limit, clique=clique, clique_cells=cells,
         )
     return cells
+
+
+def check_peak(nbytes: int, where: str | None, what: str, detail: str = "", max_bytes: float | None = None, *,
+               cells: int = 0, clique: Clique | None = None, clique_cells: int | None = None,
+               hint: str | None = None) -> int:
+    """Raise :class:`ModelTooLarge` when a computed peak working set ``nbytes`` breaks the limit.
+
+    Args:
+        nbytes: the peak in bytes (a Python int), counted by the code that allocates it.
+        where: who asks (``"estimate"``, ``"hdmm"``, ...; None: no prefix).
+        what: what peaks, for the message (``"the mirror_descent fit's peak working set"``).
+        detail: how it is counted, for the message (the copies, the largest clique).
+        max_bytes: an explicit limit (default :func:`max_model_bytes`).
+        cells, clique, clique_cells: carried on the error (the model's cells, its largest clique).
+        hint: what to do instead (default: smaller cliques or a higher limit).
+
+    Returns:
+        ``nbytes``.
+
+    Example:
+        >>> check_peak(3 * 2**30, "demo", "the fit's peak working set", "8 float32 copies", max_bytes=2**30)
+        Traceback (most recent call last):
+        ...
+        pgmjax.graph.size_limit.ModelTooLarge: demo: the fit's peak working set: 3 GB (8 float32 copies), above the limit of 1 GB (max_bytes); fit fewer or smaller cliques (or compress the domain), or raise the limit: PGMJAX_MAX_MODEL_BYTES=<bytes> or pgmjax.set_max_model_bytes(<bytes>)
+    """
+    limit = max_model_bytes(max_bytes)
+    if nbytes > limit:
+        raise ModelTooLarge(
+            f"{where + ': ' if where else ''}{what}: {_fmt_bytes(nbytes)}{f' ({detail})' if detail else ''}, above the "
+            f"limit of {_fmt_bytes(limit)} ({_source(max_bytes)}){_hint() if hint is None else hint}",
+            cells=cells, bytes=nbytes, limit=limit, clique=clique, clique_cells=clique_cells,
+        )
+    return nbytes
+
+
+def fmt_bytes(n: float) -> str:
+    """``n`` bytes for a message (``"1.5 GB"``; huge Python ints as a power of ten)."""
+    return _fmt_bytes(n)

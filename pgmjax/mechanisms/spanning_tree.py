@@ -44,6 +44,7 @@ import numpy as np
 from ..data.dataset import Dataset
 from ..data.domain import Clique, Domain
 from ..fit.estimate import estimate
+from ..fit.memory import check_fit
 from ..fit.mirror_descent import MirrorDescent
 from ..graph.oracle import make_plan
 from ..model.graphical_model import GraphicalModel
@@ -327,7 +328,7 @@ def largest_tree(domain: Domain) -> list[Clique]:
     return tree
 
 
-def _check_sizes(domain: Domain, where: str) -> None:
+def _check_sizes(domain: Domain, where: str, method="mirror_descent", dtype=None) -> None:
     """Refuse, before any private computation, a domain MST may not hold (:class:`pgmjax.ModelTooLarge`).
 
     MST measures every one-way marginal over the original domain, and its final model, expressed over it too
@@ -340,6 +341,8 @@ def _check_sizes(domain: Domain, where: str) -> None:
     cliques = [(a,) for a in domain.attributes] + largest_tree(domain)
     size_limit.check_cliques(domain, cliques, where, what="the largest model MST may select (its one-way tables and "
                              "the spanning tree of pairs with the most cells, over the declared domain)")
+    # Its fit, at its peak (the limit bounds the peak: pgmjax.fit.memory), measuring every table of that model.
+    check_fit(domain, cliques, method, dtype, where, what=" of the largest model MST may select")
 
 
 def mst(
@@ -447,7 +450,7 @@ def _mst(data, epsilon, delta, key, engine_iters, engine_options, select_iters, 
     synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
     options = check_fit_options(engine_options, where)
     options.setdefault("method", REFERENCE_MIRROR_DESCENT)
-    _check_sizes(domain, where)
+    _check_sizes(domain, where, options["method"], options.get("dtype"))
     budget = mst_budget(epsilon, delta, d)
     bar = Progress(progress, d + 3, "MST", where)
 

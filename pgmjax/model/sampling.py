@@ -28,7 +28,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import math
+
 from ..data.dataset import Dataset
+from ..graph.size_limit import check_peak
 from .rounding import controlled_round
 from ..compiler import jit
 
@@ -74,10 +77,60 @@ def synthetic_data(model, n: int, key: jax.Array, method: str = "exact", chunk: 
         raise ValueError(f"synthetic_data: chunk must be a positive integer, got {chunk!r}")
     # A NaN or inconsistent model would give plausible-looking records (NaN CDFs fall through the search).
     model.check("synthetic_data")
+    domain = model.domain
+    dtype = _record_dtype(domain)
+    # The whole table is held here: refused up front where it cannot be (sample_chunks streams instead).
+    # Controlled rounding holds about LOW_VARIANCE_BYTES_PER_VALUE a record and attribute in one host pass.
+    per = LOW_VARIANCE_BYTES_PER_VALUE if method == "low_variance" else dtype.itemsize
+    check_peak(n * len(domain) * per + sampler_peak_bytes(model, min(chunk, n)), "synthetic_data",
+               f"{n:,} records of {len(domain)} attributes ({method})", f"{per} bytes a value, held at once; the "
+               "sampler's tables and a chunk beside them",
+               hint="; draw them in chunks with pgmjax.model.sampling.sample_chunks (pgmjax sample streams them to its "
+                    "output), or raise the limit: pgmjax.set_max_model_bytes(<bytes>)")
     if method == "low_variance":
         return _low_variance(model, n, key)
+    records = np.empty((n, len(domain)), dtype=dtype)
+    start = 0
+    for block in sample_chunks(model, n, key, chunk):
+        records[start : start + len(block)] = block
+        start += len(block)
+    return Dataset._trusted(records, domain)
+
+
+def sample_chunks(model, n: int, key: jax.Array, chunk: int = 1 << 20):
+    """Draw ``n`` records from ``model`` as a stream of NumPy blocks of at most ``chunk`` records each.
+
+    The same records as :func:`synthetic_data` with ``method="exact"`` for the same key and ``chunk`` (it is
+    built on this), in the same order, but only one block is held at a time: the peak is
+    :func:`sampler_peak_bytes` whatever ``n`` is, so ``pgmjax sample`` writes any number of records.
+
+    Args:
+        model: a fitted :class:`~pgmjax.GraphicalModel`.
+        n: the number of records.
+        key: a ``jax.random`` key; equal keys (and chunks) give equal records.
+        chunk: records per block (and per compiled call).
+
+    Yields:
+        ``(m, len(domain))`` integer arrays, columns in the domain's order.
+
+    Example:
+        >>> import pgmjax as pj
+        >>> model = pj.estimate(pj.Domain({"a": 2, "b": 3}), [pj.Measurement(("a", "b"), [10.0, 20, 30, 40, 50, 60])], iters=50)
+        >>> [len(b) for b in sample_chunks(model, 2500, jax.random.key(0), chunk=1000)]
+        [1000, 1000, 500]
+    """
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"sample_chunks: n must be a positive integer, got {n!r}")
+    if isinstance(chunk, (bool, np.bool_)) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"sample_chunks: chunk must be a positive integer, got {chunk!r}")
+    model.check("sample_chunks")
+    check_peak(sampler_peak_bytes(model, min(chunk, n)), "sample_chunks",
+               f"the sampler's peak working set ({min(chunk, n):,} records a chunk)",
+               "its conditional tables and one chunk", hint="; pass a smaller chunk, or raise the limit: "
+               "pgmjax.set_max_model_bytes(<bytes>)")
     tree = model.junction_tree
     domain = model.domain
+    dtype = _record_dtype(domain)
     tables = model._device_marginals
     order = sorted(range(len(tree.cliques)), key=lambda c: (tree.depth[c], c))
     steps = []
@@ -89,7 +142,6 @@ def synthetic_data(model, n: int, key: jax.Array, method: str = "exact", chunk: 
         table = jnp.transpose(tables[c], [clique.index(a) for a in sep + new])
         s_cells, k_cells = domain.size(sep), domain.size(new)
         steps.append((sep, new, _conditional_cdf(table.reshape(s_cells, k_cells))))
-    records = np.empty((n, len(domain)), dtype=np.int32 if max(domain.shape) < 2**31 else np.int64)
     for i, start in enumerate(range(0, n, chunk)):
         m = min(chunk, n - start)
         # Shapes are padded to a power of two so that a new record count rarely compiles anything;
@@ -103,8 +155,100 @@ def synthetic_data(model, n: int, key: jax.Array, method: str = "exact", chunk: 
             draws = _draw(cdf, sep_codes, jax.random.fold_in(chunk_key, j))
             for a, col in zip(new, jnp.unravel_index(draws, domain.shape_of(new))):
                 columns[a] = col.astype(jnp.int32)
-        records[start : start + m] = np.stack([np.asarray(columns[a])[:m] for a in domain.attributes], axis=1)
-    return Dataset._trusted(records, domain)
+        yield np.stack([np.asarray(columns[a])[:m] for a in domain.attributes], axis=1).astype(dtype, copy=False)
+
+
+#: Bytes per record and attribute of ``"low_variance"`` sampling: its int64 columns, the random order of each
+#: separator group and the stacked records (the docstring's "about 24 bytes per record and attribute").
+LOW_VARIANCE_BYTES_PER_VALUE = 24
+
+#: Bytes per record and attribute of one chunk in flight: the uniforms, the separator codes, the
+#: binary search's bounds and the drawn columns as int32/float32 on the device (about 8 four-byte arrays),
+#: and the host block they are stacked into.
+CHUNK_BYTES_PER_VALUE = 40
+
+
+def sampler_peak_bytes(model, chunk: int = 1 << 20) -> int:
+    """The peak working set of :func:`sample_chunks` (and of :func:`synthetic_data` less its records), in bytes.
+
+    Counted from what it allocates: per clique with new attributes its conditional table, transposed and
+    its cumulative sums with a padding row (3 copies of the clique's marginal in the model's dtype), and one
+    chunk in flight (:data:`CHUNK_BYTES_PER_VALUE` per record and attribute). It does not grow with the
+    number of records.
+
+    Args:
+        model: a :class:`~pgmjax.GraphicalModel` (only its domain, cliques and dtype are read).
+        chunk: records per chunk.
+
+    Returns:
+        Bytes (a Python int).
+
+    Example:
+        >>> import pgmjax as pj
+        >>> model = pj.estimate(pj.Domain({"a": 2, "b": 3}), [pj.Measurement(("a", "b"), [10.0, 20, 30, 40, 50, 60])], iters=5)
+        >>> sampler_peak_bytes(model, chunk=1000)
+        80072
+    """
+    domain, tree = model.domain, model.junction_tree
+    itemsize = np.dtype(model.dtype).itemsize if hasattr(model, "dtype") else 4
+    tables = sum(3 * math.prod(int(domain[a]) for a in c) for c in tree.cliques)
+    return itemsize * tables + CHUNK_BYTES_PER_VALUE * int(chunk) * len(domain)
+
+
+def record_bytes(domain) -> int:
+    """Bytes of one record as CSV integer codes at most: per attribute its largest code's digits and a separator.
+
+    For a check of an output's size against free disk space before anything is drawn (decoded values
+    depend on the schema: the codes are a lower bound there).
+
+    Example:
+        >>> import pgmjax as pj
+        >>> record_bytes(pj.Domain({"a": 2, "b": 300}))
+        6
+    """
+    return sum(len(str(int(domain[a]) - 1)) + 1 for a in domain.attributes)
+
+
+#: Bytes per value of records held in memory: the int32 codes and one frame of them (``Dataset.df``), or, once
+#: decoded to raw values (``Schema.decode``), a pointer and a Python object (a float or a short string) per value.
+HELD_BYTES_PER_VALUE = {"codes": 8, "decoded": 64}
+
+
+def check_held_records(attributes: int, n: int, where: str, decoded: bool = False, max_bytes: float | None = None) -> int:
+    """Refuse, before anything is drawn (and before any budget is spent), ``n`` records a caller holds at once.
+
+    For a caller that keeps the whole table (``pgmjax run`` keeps its records for the report and the
+    evaluation); :func:`sample_chunks` and ``pgmjax sample`` stream instead.
+
+    Args:
+        attributes: the records' columns (the domain's attributes, or an input header's columns: a bound).
+        n: the records.
+        where: who asks (``"--records"``).
+        decoded: the records are decoded to raw values (:data:`HELD_BYTES_PER_VALUE`).
+        max_bytes: an explicit limit (default the limit in force).
+
+    Returns:
+        The bytes counted.
+
+    Raises:
+        ModelTooLarge: (a ValueError) naming the records, the bytes and the limit.
+
+    Example:
+        >>> check_held_records(2, 10**12, "--records")
+        Traceback (most recent call last):
+        ...
+        pgmjax.graph.size_limit.ModelTooLarge: --records: 1,000,000,000,000 records of 2 attributes held at once: 14.55 TB (8 bytes a value: the codes and a frame of them), above the limit ...
+    """
+    per = HELD_BYTES_PER_VALUE["decoded" if decoded else "codes"]
+    what = "a pointer and a Python object" if decoded else "the codes and a frame of them"
+    return check_peak(int(n) * int(attributes) * per, where, f"{int(n):,} records of {int(attributes)} attributes held at once",
+                      f"{per} bytes a value: {what}", max_bytes,
+                      hint="; ask for fewer records, or draw them with pgmjax sample --model DIR (it streams them to "
+                           "its output), or raise the limit (--max-model-mb)")
+
+
+def _record_dtype(domain) -> np.dtype:
+    return np.dtype(np.int32 if max(domain.shape) < 2**31 else np.int64)
 
 
 def _ravel(columns: dict, attrs: tuple, domain, m: int) -> jax.Array:

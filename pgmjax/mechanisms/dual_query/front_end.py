@@ -39,6 +39,7 @@ import numpy as np
 
 from ...data.dataset import Dataset
 from ...fit import estimate as api
+from ...fit.memory import check_fit
 from ...privacy import (
     Accountant,
     advanced_composition,
@@ -351,6 +352,9 @@ def _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, engi
         raise ValueError(f'{where}: dtype float64 needs jax.config.update("jax_enable_x64", True) before any computation')
     if len(data) == 0:
         raise ValueError(f"{where}: data has no records")
+    # The fit to the transcript, counted at its peak (its loss is a callable: the parameters are the marginals).
+    check_fit(data.domain, list(dict.fromkeys(workload.cliques)), method, fdtype, where, callable_loss=True,
+              what=" of the transcript")
     queries = QueryBlocks(workload, data.domain, where)
     plan = dualquery_plan(epsilon, delta, records=len(data), eta=eta, samples=samples, rounds=rounds, bound=bound)
     return dict(delta=delta, workload=workload, bound=bound, samples=samples, engine_iters=int(engine_iters), options=options,

@@ -47,6 +47,7 @@ from ...data.dataset import Dataset
 from ...data.domain import Clique, Domain
 from ...fit.estimate import estimate
 from ...fit.estimation import METHODS
+from ...fit import memory as fit_memory
 from ...privacy import Accountant
 from ...checks import check_bool as _bool
 from ...checks import check_count as _int
@@ -107,16 +108,20 @@ def _local_tables(domain: Domain, measurements: list[Measurement], cliques: list
 
 
 
-def _check_sizes(domain: Domain, cliques: list[Clique], where: str) -> None:
+def _check_sizes(domain: Domain, cliques: list[Clique], where: str, method: str = "mirror_descent", dtype=None) -> None:
     """Refuse, before the strategy is optimised, what HDMM cannot hold (:class:`pgmjax.ModelTooLarge`).
 
     Per workload attribute of ``n`` values it builds ``n x n`` matrices (the identity query, OPT_kron's
-    strategy factor); per workload clique the data vector and its noisy answers; and the model over the
-    workload's cliques.
+    strategy factor); per workload clique the data vector and its noisy answers; and the HDMM+PGM fit of
+    the model over the workload's cliques, counted at its peak (:func:`pgmjax.fit.memory.check_fit`: the
+    method's copies in its dtype, and the host tables its strategy measurements' queries gather, one per
+    workload clique at most).
     """
     check_domain_size(domain, where, cliques, what="the workload cliques' data vectors")
     check_attribute_matrices(domain, (a for c in cliques for a in c), where, "query and strategy matrices")
     size_limit.check_tree(junction_tree(domain, maximal_cliques(domain, cliques)), where)
+    fit_memory.check_fit(domain, cliques, method, dtype, where, gathered=fit_memory.host_cells(domain, cliques, cliques),
+                         what=" of HDMM+PGM")
 
 def hdmm(
     data: Dataset,
@@ -242,7 +247,7 @@ def _hdmm_arguments(data, epsilon, delta, key, workload, engine_iters, engine_op
     max_table_cells = _int(max_table_cells, "max_table_cells", where, 0)
     synthetic = _bool(synthetic, "synthetic", where)
     wl = _as_workload(workload, domain, where)
-    _check_sizes(domain, list(dict.fromkeys(wl.cliques)), where)
+    _check_sizes(domain, list(dict.fromkeys(wl.cliques)), where, method, options.get("dtype"))
     if max_model_mb is not None:
         mb = hypothetical_model_size(domain, list(dict.fromkeys(wl.cliques)))
         if mb > max_model_mb:
