@@ -210,9 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "graph: fits models past the size limit, answers are pseudo-marginals, no synthetic records "
                         "except privbayes') or auto (exact wherever the junction tree fits the size limit)")
     g.add_argument("--max-model-mb", type=positive_float, metavar="MB",
-                   help="model-size cap in MB of a float64 model, for every mechanism and every fit of the run (refused "
-                        "before any measurement where the mechanism can tell; default: 10%% of the machine's memory, "
-                        "or PGMJAX_MAX_MODEL_BYTES)")
+                   help="model-size cap in MB of a float64 model, for every mechanism and every fit of the run; the "
+                        "run's memory limit is then the peak of a fit of such a model (refused before any measurement "
+                        "where the mechanism can tell; default: a fit's peak within 50%% of the machine's memory, or "
+                        "PGMJAX_MAX_MODEL_BYTES)")
     g.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="a mechanism-specific keyword argument (repeatable)")
     g.add_argument("--seed", type=seed_int, default=0, help="random seed of the whole run: noise, selections, sampling, decoding (default 0)")
     g.add_argument("--checkpoint", metavar="DIR",

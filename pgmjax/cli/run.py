@@ -36,9 +36,10 @@ from .summary import (
 def run(args) -> int:
     """``pgmjax run``: check everything cheap, read the inputs, run the mechanism, write, report.
 
-    ``--max-model-mb MB`` is the size limit of the whole run (:func:`pgmjax.graph.size_limit.limited`): every
-    mechanism's up-front check, every fit and the intervals' refits refuse a larger model
-    (:class:`pgmjax.ModelTooLarge`, exit 2) before allocating it; without it, the limit in force
+    ``--max-model-mb MB`` caps the run's models at MB (one float64 copy) and sets the size limit of the whole run
+    (:func:`pgmjax.graph.size_limit.limited`) to the peak of a fit of such a model in the run's method and dtype
+    (:func:`pgmjax.fit.memory.capped_fit_bytes`): every mechanism's up-front check, every fit and the intervals'
+    refits refuse a larger peak (:class:`pgmjax.ModelTooLarge`, exit 2) before allocating it; without it, the limit in force
     (``PGMJAX_MAX_MODEL_BYTES`` or a share of the machine's memory). It is also passed to the front-ends that
     take ``max_model_mb`` (AIM's and MWEM's selections, PrivBayes' network, ...).
 
@@ -46,9 +47,14 @@ def run(args) -> int:
         UserError: bad command line or input (exit 2), found before the mechanism runs.
         RunFailure: the run failed (exit 1).
     """
+    from ..fit.memory import capped_fit_bytes
     from ..graph.size_limit import limited
 
-    with limited(None if args.max_model_mb is None else args.max_model_mb * 2**20):
+    limit = None
+    if args.max_model_mb is not None:  # the peak of a fit of a model that size, in the run's method and dtype
+        engine = parse_options(args.engine_option, flag="--engine-option")
+        limit = capped_fit_bytes(args.max_model_mb, engine.get("method", "mirror_descent"), engine.get("dtype"))
+    with limited(limit):
         return _run(args)
 
 

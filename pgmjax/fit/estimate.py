@@ -103,7 +103,7 @@ def estimate(
             total = estimate_total(measurements)[0] if measurements else warm_start.total
         except ValueError:
             total = warm_start.total
-    plan, oracle_info = (None, None) if oracle == "exact" else oracles.make_oracle_plan(domain, model_cliques, oracle)
+    plan, oracle_info = (None, None) if oracle == "exact" else oracles.make_oracle_plan(domain, model_cliques, oracle, dtype=dtype)
     if devices > 1:
         plan = oracle_plan.make_plan(domain, model_cliques, shards=devices)
     problem, total, lipschitz = inputs.build_problem(domain, measurements, model_cliques, loss, total, dtype,

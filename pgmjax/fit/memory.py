@@ -44,7 +44,7 @@ from ..graph import size_limit
 from ..graph.junction import junction_tree, maximal_cliques
 
 __all__ = ["CHUNK_STATES", "ORACLE_COPIES", "STATE_COPIES", "PARAM_COPIES", "model_copies", "fit_peak_bytes",
-           "check_fit", "host_cells"]
+           "check_fit", "capped_fit_bytes", "check_capped_fit", "host_cells"]
 
 #: The compiled chunk's input and output states are live at once (no buffer donation).
 CHUNK_STATES = 2
@@ -141,6 +141,64 @@ def check_fit(domain: Domain, cliques: Iterable[Clique], method: str = "mirror_d
               f"({'the marginals: a callable loss' if callable_loss else 'the measured cliques'}), {_cells(gathered)} gathered; its largest clique {big} has {_cells(big_cells)} cells")
     return size_limit.check_peak(nbytes, where, f"the {method} fit{what}'s peak working set", detail, max_bytes,
                                  cells=cells, clique=big, clique_cells=big_cells)
+
+
+def capped_fit_bytes(max_model_mb: float, method="mirror_descent", dtype=None) -> int:
+    """The peak working set of a fit of a model at a model-size cap: the limit a cap stands for.
+
+    A cap of ``max_model_mb`` (``8 * cells / 2^20``: one float64 copy of the junction tree's tables, AIM's,
+    MWEM's and MST's ``max_model_mb``, ``pgmjax run --max-model-mb``) admits models of up to
+    ``cap = max_model_mb * 2^20 / 8`` cells; their fit holds :func:`model_copies` of them in its dtype and
+    parameters of about as many (the measured cliques, counted as ``cap``).
+
+    Example:
+        >>> capped_fit_bytes(1.0)  # mirror descent, float32: (8 + 12) copies x 4 bytes x 131,072 cells
+        10485760
+    """
+    method = _method(method)
+    copies = model_copies(method) + PARAM_COPIES[method]
+    return max(1, math.ceil(np.dtype(dtype or np.float32).itemsize * copies * float(max_model_mb) * 2**20 / 8))
+
+
+def check_capped_fit(max_model_mb: float | None, method="mirror_descent", dtype=None, where: str | None = None,
+                     max_bytes: float | None = None) -> int | None:
+    """Refuse, before a mechanism spends any budget, a model-size cap whose largest fit breaks the limit.
+
+    AIM and MWEM choose their models round by round under ``max_model_mb``, so no model they may fit is known up
+    front, but its fit is bounded by :func:`capped_fit_bytes`. Without this check a cap above what the machine
+    holds is found by the fit of a late round, after most of the budget is spent.
+
+    Args:
+        max_model_mb: the mechanism's cap in MB (None: no cap, nothing to check; each fit is still checked).
+        method, dtype: the fit's (:func:`fit_peak_bytes`).
+        where: who asks, for the message.
+        max_bytes: an explicit limit (default :func:`pgmjax.graph.size_limit.max_model_bytes`).
+
+    Returns:
+        The peak in bytes, or None without a cap.
+
+    Raises:
+        ModelTooLarge: naming the cap, the copies and the limit.
+
+    Example:
+        >>> check_capped_fit(80.0, where="aim")  # the published cap: (8 + 12) float32 copies of 10.5M cells
+        838860800
+        >>> check_capped_fit(80.0, where="aim", max_bytes=2**28)
+        Traceback (most recent call last):
+        ...
+        pgmjax.graph.size_limit.ModelTooLarge: aim: the peak working set of a mirror_descent fit at max_model_mb=80: 800 MB (8 float32 copies ...
+    """
+    if max_model_mb is None:
+        return None
+    method = _method(method)
+    cap = int(float(max_model_mb) * 2**20 / 8)
+    dt = np.dtype(dtype or np.float32)
+    detail = (f"{model_copies(method)} {dt.name} copies of the cap's {_cells(cap)} cells and "
+              f"{PARAM_COPIES[method]} of as many parameters")
+    hint = "; lower max_model_mb (--max-model-mb), or raise the limit"
+    return size_limit.check_peak(capped_fit_bytes(max_model_mb, method, dt), where,
+                                 f"the peak working set of a {method} fit at max_model_mb={max_model_mb:g}",
+                                 detail, max_bytes, cells=cap, hint=hint)
 
 
 def host_cells(domain: Domain, cliques: Iterable[Clique], measured: Iterable[Clique]) -> int:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ..graph import approximate_oracle, oracle
 from ..graph.size_limit import ModelTooLarge
+from . import memory
 
 #: The oracle names :func:`pgmjax.estimate` accepts.
 ORACLES = ("exact", "approximate", "auto")
@@ -77,8 +78,12 @@ def check_oracle(value, method: str, loss, *, caller: str = "estimate"):
     return value
 
 
-def make_oracle_plan(domain, cliques, choice, *, caller: str = "estimate"):
+def make_oracle_plan(domain, cliques, choice, *, caller: str = "estimate", dtype=None):
     """The plan of the chosen oracle over ``cliques``, and the ``info`` saying which was taken.
+
+    ``"auto"`` takes the exact oracle where its fit fits the size limit at its peak (mirror descent's copies in
+    ``dtype``: :func:`pgmjax.fit.memory.check_fit`), not merely where one copy of the junction tree does: a tree
+    whose fit would then be refused is given to the approximate oracle instead.
 
     Returns:
         ``(plan, info)``: an :class:`~pgmjax.graph.oracle_plan.OraclePlan` (exact) or an
@@ -90,7 +95,9 @@ def make_oracle_plan(domain, cliques, choice, *, caller: str = "estimate"):
     reason = "oracle='approximate'"
     if choice == "auto":
         try:
-            return oracle.make_plan(domain, cliques), {"oracle": "exact", "reason": "auto: the junction tree fits the size limit"}
+            plan = oracle.make_plan(domain, cliques)
+            memory.check_fit(domain, cliques, "mirror_descent", dtype, caller)  # "auto" needs mirror descent
+            return plan, {"oracle": "exact", "reason": "auto: the junction tree's fit fits the size limit"}
         except ModelTooLarge as e:
             reason = f"auto: the junction tree is over the size limit ({e})"
             warnings.warn(f"{caller}: the exact oracle's junction tree is over the size limit; fitting with the "

@@ -48,6 +48,7 @@ from ..compiler import quick_compile
 from ..data.dataset import Dataset
 from ..data.domain import Clique, Domain
 from ..fit.estimate import estimate
+from ..fit.memory import check_capped_fit
 from ..privacy import REST, Accountant, cdp_rho
 from ..privacy import check_count as _count
 from ..privacy import check_key as _check_key
@@ -57,7 +58,7 @@ from ..queries.measurement import pool_repeats
 from ..queries.workload import Workload
 from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_options, check_model_cap, check_synthetic,
                       check_zcdp_delta)
-from .checkpoint import Checkpoint, Keeper, RunInterrupted, RunState, fingerprint
+from .checkpoint import Checkpoint, Keeper, RunState, fingerprint
 from .progress import Progress
 from .result import BudgetStep, MechanismResult, record_plan
 from .steps import (Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, oracle_of, pgm_native_result,
@@ -261,14 +262,9 @@ def aim(
             fit stops sooner once it has converged (:data:`ROUND_TOL`; ``engine_options={"tol": None}``: never).
         engine_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``dtype``,
             ``tol``, ``callback``, ``oracle``, ...; not ``iters``, ``total``, ``warm_start``). With
-            ``oracle="approximate"`` every fit uses convex generalized belief propagation on the measured
-            cliques' region graph (:mod:`pgmjax.fit.oracles`): the size limit then counts the region graph's
-            cells (the cliques and their intersections) instead of the junction tree's, so AIM can select
-            cliques whose triangulation no exact model could hold; candidates are scored on the model's
-            pseudo-marginals (those across regions inferred with zero potentials), the answers are
-            pseudo-marginals (NeurIPS 2021's relaxed problem, not a distribution's marginals) and there are no
-            synthetic records (``synthetic=False`` is required). ``oracle="auto"`` fits exactly while the
-            junction tree fits the process's size limit.
+            ``oracle="approximate"`` (:mod:`pgmjax.fit.oracles`) the size limit counts the region graph's cells,
+            candidates are scored on pseudo-marginals and ``synthetic=False`` is required; ``oracle="auto"``
+            fits exactly while the junction tree's fit fits the process's size limit.
         max_model_mb: the model-size limit in MB (``8 * cells / 2^20``) once the whole budget is
             spent (reference: 80; about 1 for quick runs); it must be a number (AIM needs a cap).
         rounds: ``T``, the nominal number of rounds (default ``16 d``); must exceed 0.9 times the
@@ -279,18 +275,12 @@ def aim(
         synthetic_method: ``"low_variance"`` (systematic sampling: the records' clique counts match
             the model's closely, like the randomised rounding of the reference code's mbi) or
             ``"exact"`` (i.i.d.); see :func:`pgmjax.model.sampling.synthetic_data`.
-        progress: True for a tqdm bar over the rounds (done out of the expected, elapsed and time left), or a
-            callable receiving each round's log entry (a dict) with ``done``, ``expected``, ``elapsed`` and
-            ``eta`` (:class:`pgmjax.mechanisms.progress.Progress`). The rounds are not known in advance: the
-            expected count is the rounds done plus those the budget left pays for at the current ``sigma``
-            and ``eps_EM`` (re-estimated every round, so annealing, which quarters the rounds left, shows); the
-            time left is the recent rounds' mean duration times the rounds left.
-        checkpoint: a folder (or a :class:`~pgmjax.mechanisms.checkpoint.Checkpoint`) that keeps the rounds:
-            written after every round (``Checkpoint(path, save="interrupt")``: only on Ctrl-C); a run given a
-            folder holding a checkpoint of the same run (data, key, budget, workload, sizes, iterations, engine
-            options) resumes from its last round, with the ledger it holds and the same key stream, so it
-            releases what the uninterrupted run would; a checkpoint of another run is refused, naming what
-            differs (:mod:`pgmjax.mechanisms.checkpoint`). Exact oracle only.
+        progress: True for a tqdm bar over the rounds, or a callable receiving each round's log entry (a dict)
+            with ``done``, ``expected`` (the rounds done plus those the budget left pays for at the current
+            noise), ``elapsed`` and ``eta`` (:class:`pgmjax.mechanisms.progress.Progress`).
+        checkpoint: a folder (or a :class:`~pgmjax.mechanisms.checkpoint.Checkpoint`) keeping the rounds: a run
+            given a checkpoint of the same run resumes from its last round and releases what the uninterrupted
+            run would; one of another run is refused (:mod:`pgmjax.mechanisms.checkpoint`). Exact oracle only.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model``, ``synthetic``,
@@ -324,11 +314,8 @@ def aim(
     keeper = _aim_keeper(data, key, checkpoint, checked)
     bar = Progress(progress, checked["budget"]["rounds"], "AIM", "aim", unit="round")
     try:
-        return _aim(data, key, bar, keeper=keeper, **checked)
-    except KeyboardInterrupt as e:  # Ctrl-C: keep the rounds completed, say how to resume
-        if isinstance(e, RunInterrupted):
-            raise
-        raise keeper.interrupted() from None
+        with keeper.interruptible():  # Ctrl-C: keep the rounds completed, say how to resume
+            return _aim(data, key, bar, keeper=keeper, **checked)
     finally:
         bar.close()
 
@@ -364,6 +351,8 @@ def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, engine_opt
     synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
     options = check_fit_options(engine_options, where)
     refuse_approximate_synthetic(options, synthetic, where)
+    if options.get("oracle", "exact") == "exact":  # the largest fit the cap allows, at its peak, before any budget
+        check_capped_fit(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"), where)
     budget = aim_budget(epsilon, delta, attributes=len(domain), rounds=rounds)
     T, k = budget["rounds"], sum(len(c) == 1 for c in candidates)
     if MEASURE_SHARE * k >= T:

@@ -40,6 +40,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -234,6 +235,17 @@ class Keeper:
         self.last = state
         if self.checkpoint is not None and self.checkpoint.save == "round":
             self._write(state)
+
+    @contextlib.contextmanager
+    def interruptible(self):
+        """Run the rounds inside: Ctrl-C (a ``KeyboardInterrupt``) becomes :meth:`interrupted`'s
+        :class:`RunInterrupted`, the rounds completed kept."""
+        try:
+            yield
+        except RunInterrupted:
+            raise
+        except KeyboardInterrupt:
+            raise self.interrupted() from None
 
     def interrupted(self) -> RunInterrupted:
         """The exception for Ctrl-C: the last completed round written (if not yet), and a message saying what the

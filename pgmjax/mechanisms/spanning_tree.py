@@ -44,7 +44,7 @@ import numpy as np
 from ..data.dataset import Dataset
 from ..data.domain import Clique, Domain
 from ..fit.estimate import estimate
-from ..fit.memory import check_fit
+from ..fit.memory import capped_fit_bytes, check_fit
 from ..fit.mirror_descent import MirrorDescent
 from ..graph.oracle import make_plan
 from ..model.graphical_model import GraphicalModel
@@ -384,8 +384,10 @@ def mst(
         engine_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``dtype``,
             ``tol``, ``callback``, ...; not ``iters``, ``total``, ``warm_start``), used by both fits. The
             default ``method`` is :data:`REFERENCE_MIRROR_DESCENT` (the reference code's plain mirror descent).
-        max_model_mb: the model-size limit in MB (``8 * cells / 2^20``) for this run: every check reads it (the
-            up-front check of the largest model MST may select, the selection's pair marginals, the fits);
+        max_model_mb: the model-size cap in MB (``8 * cells / 2^20``) for this run; the run's size limit is the
+            peak of a fit of a model that size (:func:`pgmjax.fit.memory.capped_fit_bytes`), and every check
+            reads it (the up-front check of the largest model MST may select, the selection's pair marginals,
+            the fits);
             None: the limit in force (:func:`pgmjax.set_max_model_bytes`, ``PGMJAX_MAX_MODEL_BYTES``, or a
             share of the machine's memory; :mod:`pgmjax.graph.size_limit`).
         select_iters: engine iterations of the one-way fit the selection reads (default: the
@@ -433,7 +435,10 @@ def mst(
     _check_key(key, where)
     refuse_option(workload, "workload", where, "it selects a spanning tree of pairs for no workload")
     max_model_mb = check_model_cap(max_model_mb, where)
-    with size_limit.limited(None if max_model_mb is None else max_model_mb * 2**20):
+    # The cap stands for the peak of a fit of a model of that size (the limit bounds peaks: pgmjax.fit.memory).
+    options = engine_options or {}
+    with size_limit.limited(None if max_model_mb is None else
+                            capped_fit_bytes(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"))):
         return _mst(data, epsilon, delta, key, engine_iters, engine_options, select_iters,
                     compress, synthetic, rows, synthetic_method, progress)
 

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..data.domain import CliqueLike, Domain
+from ..fit import memory
 from ..graph import size_limit
 from ..graph.junction import junction_tree, maximal_cliques
 from ..graph.region_graph import region_graph
@@ -114,8 +115,9 @@ def hypothetical_model_size(domain: Domain, cliques: Sequence[CliqueLike], oracl
     triangulation), so the number is the fitted model's size exactly. Adding a clique can enlarge
     the model super-additively through fill-in. With ``oracle="approximate"`` the model is the region
     graph of the cliques (:func:`pgmjax.graph.region_graph.region_graph`: the cliques and their
-    intersections), no triangulation; with ``"auto"``, the junction tree's where it fits the size limit
-    (:func:`pgmjax.graph.size_limit.max_model_bytes`), else the region graph's.
+    intersections), no triangulation; with ``"auto"``, the junction tree's where its fit fits the size limit
+    at its peak (:func:`pgmjax.fit.memory.fit_peak_bytes` of mirror descent in float32, as
+    :func:`pgmjax.fit.oracles.make_oracle_plan` decides), else the region graph's.
 
     Example:
         >>> dom = Domain({"a": 10, "b": 10, "c": 10})
@@ -126,7 +128,7 @@ def hypothetical_model_size(domain: Domain, cliques: Sequence[CliqueLike], oracl
         return 8.0 * region_graph(domain, cliques).cells / 2**20
     tree = junction_tree(domain, maximal_cliques(domain, cliques))
     exact = 8.0 * sum(domain.size(c) for c in tree.cliques) / 2**20
-    if oracle == "auto" and exact * 2**20 > size_limit.max_model_bytes():
+    if oracle == "auto" and memory.fit_peak_bytes(domain, tree.cliques, "mirror_descent") > size_limit.max_model_bytes():
         return 8.0 * region_graph(domain, cliques).cells / 2**20
     return exact
 

@@ -208,3 +208,43 @@ def test_estimate_batch_counts_every_member():
         pj.estimate(dom, single, cliques=[("a", "b", "c")], iters=1)
         with pytest.raises(pj.ModelTooLarge, match=r"estimate_batch: .*4 members x 8 float32 copies"):
             estimate_batch(dom, batched, cliques=[("a", "b", "c")], iters=1)
+
+
+@pytest.mark.parametrize("mechanism", ["aim", "mwem"])
+def test_a_model_cap_over_the_limit_is_refused_before_the_budget(mechanism, no_budget_spent):
+    """AIM and MWEM fit models they choose round by round under max_model_mb: a cap whose largest fit cannot be
+    held (mirror descent's 8 float32 copies and 12 of the parameters) was found by a late round's fit, after
+    most of the budget was spent; it is refused before any measurement, naming the cap."""
+    import pgmjax as pj
+
+    rng = np.random.default_rng(0)
+    domain = pj.Domain({"a": 4, "b": 5, "c": 3})
+    data = pj.Dataset(rng.integers(0, domain.shape, size=(500, 3)), domain)
+    front_end = getattr(pj.mechanisms, mechanism)
+    from pgmjax.fit.memory import check_capped_fit
+
+    # 1 GiB: a cap of 40 MB needs 20 copies x 4 bytes x 5.2M cells = 400 MiB, one of 120 MB 1,200 MiB.
+    assert check_capped_fit(40.0, max_bytes=2**30) == 20 * 4 * (40 * 2**20 // 8)
+    with size_limit.limited(2**30), pytest.raises(size_limit.ModelTooLarge, match="max_model_mb=120"):
+        front_end(data, 1.0, key=jax.random.key(0), max_model_mb=120.0, rounds=3, engine_iters=5)
+
+
+def test_auto_oracle_falls_back_where_the_exact_fit_would_not_fit():
+    """oracle="auto" took the exact oracle where one copy of the junction tree fitted the limit, and the fit's
+    own check (its 8 copies) then refused it: it now takes the approximate oracle there, and says why."""
+    import warnings
+
+    import pgmjax as pj
+    from pgmjax.mechanisms.steps import hypothetical_model_size
+
+    domain = pj.Domain({"a": 30, "b": 30, "c": 30, "d": 30})
+    cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "a")]  # a loop: the tree holds two 27,000-cell triples
+    ms = [pj.Measurement(c, np.full(900, 10.0), stddev=1.0) for c in cliques]
+    tree_bytes = 8 * 2 * 27_000  # one float64 copy of the junction tree
+    with size_limit.limited(4 * tree_bytes):  # one copy fits, the fit's peak (8 float32 copies + params) does not
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = pj.estimate(domain, ms, iters=5, oracle="auto")
+        assert model.info["oracle"] == "approximate" and "size limit" in model.info["reason"]
+        assert hypothetical_model_size(domain, cliques, "auto") == hypothetical_model_size(domain, cliques, "approximate")
+    assert hypothetical_model_size(domain, cliques, "auto") == hypothetical_model_size(domain, cliques, "exact")

@@ -46,9 +46,12 @@ def test_mst_refuses_a_huge_declared_domain_in_seconds_with_little_memory(monkey
     finally:
         tracemalloc.stop()
     msg = str(err.value)
-    # the largest tree MST may select: the star around 'id' (10^7 x (10 + 5 + 2)) and the one-way tables
-    assert err.value.cells == 10**7 * 17 + 10**7 + 17 and err.value.limit == 256 * 2**20
-    assert "'id'" in msg and "180,000,017 cells" in msg and "1.341 GB" in msg and "256 MB (set_max_model_bytes)" in msg
+    # the largest tree MST may select: the star around 'id' (10^7 x (10 + 5 + 2) cells); max_model_mb=256 stands
+    # for the peak of a fit of a 256 MB model (pgmjax.fit.memory.capped_fit_bytes), which the star's fit breaks
+    from pgmjax.fit.memory import capped_fit_bytes
+
+    assert err.value.cells == 10**7 * 17 and err.value.limit == capped_fit_bytes(256)
+    assert "'id'" in msg and "170,000,000 cells" in msg and "peak working set" in msg and "(set_max_model_bytes)" in msg
     assert seconds < 5 and peak < 20 * 2**20 and not calls
     # the limit in force where no max_model_mb is given (here the environment's), the same refusal
     monkeypatch.setenv("PGMJAX_MAX_MODEL_BYTES", str(256 * 2**20))
@@ -98,7 +101,8 @@ def test_cli_max_model_mb_refuses_before_any_measurement(tmp_path, monkeypatch, 
     code = cli.main(["run", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "1", "--quiet",
                      "--max-model-mb", "1", "--out", "s.csv", "--report", "r.json"])
     err = capsys.readouterr().err
-    assert code == 2 and "('a', 'b')" in err and "161,602 cells" in err and "1 MB" in err, err
+    # --max-model-mb 1 stands for the peak of a fit of a 1 MB model (10 MB); the largest tree's (161,602 cells) breaks it
+    assert code == 2 and "('a', 'b')" in err and "peak working set" in err and "10 MB" in err, err
     assert not (tmp_path / "s.csv").exists() and not (tmp_path / "r.json").exists()
     assert pj.graph.size_limit._override is None
 

@@ -18,6 +18,7 @@ import jax
 from ...compiler import quick_compile
 from ...data.dataset import Dataset
 from ...data.domain import Clique, Domain
+from ...fit.memory import check_capped_fit
 from ...privacy import Accountant
 from ...privacy import check_bool as _bool
 from ...privacy import check_count as _int
@@ -27,7 +28,7 @@ from ...queries.measurement import estimate_total
 from ..options import (check_choice, check_data, check_domain_size, check_engine_options, check_epsilon, check_model_cap,
                        check_positive_delta, check_pure_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
-from ..checkpoint import Checkpoint, Keeper, RunInterrupted, fingerprint
+from ..checkpoint import Checkpoint, Keeper, fingerprint
 from ..steps import hypothetical_model_size, oracle_of, refuse_approximate_synthetic, synthesize
 from .arguments import check_alpha
 from .budget import NOISES, mwem_budget
@@ -118,11 +119,9 @@ def mwem(
        (:func:`mwem_budget`); the measurement carries the true noise std;
     4. refit the +PGM arm, ``pgmjax.estimate(..., iters=engine_iters, warm_start=previous)``.
 
-    Measured cliques stay candidates, and re-measuring one never grows the model, so after round 1
-    a candidate always fits (the cap only grows); that round 1 has one is checked up front. Then the
-    original arm (multiplicative weights on a factored table, ``mw_iters`` passes per round) replays
-    the transcript if its tables fit in ``max_table_cells`` (see :mod:`pgmjax.mechanisms.multiplicative_weights`: the +PGM
-    arm drives the selection).
+    Measured cliques stay candidates and never grow the model, so after round 1 (checked up front) a candidate
+    always fits. The original arm (multiplicative weights on a factored table, ``mw_iters`` passes per round)
+    replays the transcript if its tables fit in ``max_table_cells`` (:mod:`pgmjax.mechanisms.multiplicative_weights`).
 
     Args:
         data: the private :class:`~pgmjax.Dataset`.
@@ -131,16 +130,13 @@ def mwem(
         delta: 0 (the default) with Laplace noise, which is pure DP (any other value is refused); in
             ``(0, 1)`` with Gaussian noise.
         key: a ``jax.random`` key; the whole run (selections, noise, synthetic data) follows from it.
-        workload: a :class:`~pgmjax.Workload` or a list of cliques; default all 2-way marginals. In
-            marginal mode only its cliques matter; in query mode its query matrices define the
-            candidates (``Workload.marginals`` gives the 2019 script's cell-level candidates,
-            ``Workload.benchmark`` the prefix ranges).
+        workload: a :class:`~pgmjax.Workload` or a list of cliques; default all 2-way marginals. In marginal
+            mode only its cliques matter; in query mode its query matrices are the candidates
+            (``Workload.marginals``: the 2019 script's cell-level ones, ``Workload.benchmark``: prefix ranges).
         engine_iters: engine iterations per round.
         engine_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``loss``,
             ``dtype``, ``tol``, ``callback``, ``oracle``, ...; not ``iters``, ``total`` or ``warm_start``).
-            ``oracle="approximate"`` fits the +PGM arm by convex generalized belief propagation (:mod:`pgmjax.fit.oracles`;
-            the cap counts the region graph's cells, candidates are scored on pseudo-marginals, ``synthetic=False``
-            is required); ``"auto"`` is exact wherever the junction tree fits.
+            ``oracle="approximate"`` and ``"auto"`` as in :func:`pgmjax.mechanisms.aim`.
         max_model_mb: the final model-size cap in MB (the cap at round ``i`` is ``i/T`` of it); None for no cap.
         rounds: ``T``; default the number of attributes.
         noise: ``"laplace"`` (pure DP, the paper's MWEM) or ``"gaussian"`` (zCDP, private-pgm's default).
@@ -148,19 +144,14 @@ def mwem(
             add/remove-one (``N`` private, estimated).
         alpha: the share of each round's budget spent on the measurement; default 0.9 for marginal
             selection and 0.5 for query selection (the 2019 script's ``eps/(2T)`` each).
-        selection: ``"marginal"`` or ``"query"`` (needs ``bounded=True``: one
-            counting query does not reveal the total, and the paper's MWEM takes ``N`` as public).
+        selection: ``"marginal"`` or ``"query"`` (needs ``bounded=True``: one counting query does not reveal
+            the total, and the paper's MWEM takes ``N`` as public).
         mw_iters: multiplicative-weights passes per round (over all measurements so far).
         original: run the original (MW) arm.
-        max_table_cells: the MW arm runs only if its factored table has at most this many cells in all
-            (default 2^28 = 2 GiB of float64).
+        max_table_cells: the MW arm runs only if its factored table has at most this many cells (2^28: 2 GiB).
         synthetic: draw ``round(model.total)`` synthetic records from the +PGM model.
-        checkpoint: a folder (or a :class:`~pgmjax.mechanisms.checkpoint.Checkpoint`) that keeps the +PGM arm's
-            rounds: written after every round (``save="interrupt"``: only on Ctrl-C); a folder holding a checkpoint
-            of the same run (data, key, budget, noise, selection, rounds, alpha, cap, engine settings) resumes
-            from its last round with its ledger and the same keys, releasing what the uninterrupted run would; a
-            checkpoint of another run is refused, naming what differs. Marginal selection and the exact oracle
-            only (:mod:`pgmjax.mechanisms.checkpoint`).
+        checkpoint: a folder (or a :class:`~pgmjax.mechanisms.checkpoint.Checkpoint`) keeping the +PGM arm's
+            rounds, resumed as AIM's (:func:`pgmjax.mechanisms.aim`). Marginal selection, exact oracle.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``synthetic``,
@@ -168,17 +159,15 @@ def mwem(
         the budget), ``original`` (a :class:`~pgmjax.mechanisms.estimates.FactoredTable` or None) with
         ``original_error``, ``plan`` (per round a selection and a measurement; :func:`mwem_budget` has
         the noise scale) and ``info``: ``selection``, ``noise``, ``bounded``, ``rounds``, ``alpha``,
-        ``em_sensitivity``, ``log`` (one dict per round: round,
-        clique, row, cap_mb, model_mb, candidates, excluded, noise_std), ``selected``, ``total``,
-        ``mw_components`` (component, cells), ``mw_table_cells``, ``seconds``, ``resumed_from`` (the checkpoint's
-        round the run resumed after, or None).
+        ``em_sensitivity``, ``log`` (one dict per round: round, clique, row, cap_mb, model_mb, candidates,
+        excluded, noise_std), ``selected``, ``total``, ``mw_components`` (component, cells), ``mw_table_cells``,
+        ``seconds``, ``resumed_from`` (the checkpoint's round the run resumed after, or None).
 
     Raises:
         ValueError / TypeError: bad input (epsilon <= 0, rounds < 1, unknown noise or selection,
             Gaussian noise without delta, Laplace noise with a delta, alpha outside (0, 1), query selection without bounded, a
             size cap no candidate fits in round 1, a checkpoint of another run, ...), before anything is computed.
-        pgmjax.mechanisms.checkpoint.RunInterrupted: (a ``KeyboardInterrupt``) Ctrl-C during the rounds; with a
-            checkpoint, it holds the rounds completed and the message says how to resume.
+        pgmjax.mechanisms.checkpoint.RunInterrupted: Ctrl-C during the rounds (the rounds done kept, as AIM's).
 
     Example:
         >>> import jax, numpy as np, pgmjax as pj
@@ -193,12 +182,8 @@ def mwem(
     checked = _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds, noise,
                               bounded, alpha, selection, mw_iters, original, max_table_cells, synthetic)
     keeper = _mwem_keeper(data, key, checkpoint, checked)
-    try:
+    with keeper.interruptible():  # Ctrl-C: keep the rounds completed, say how to resume
         return _mwem(data, key, keeper=keeper, **checked)
-    except KeyboardInterrupt as e:  # Ctrl-C: keep the rounds completed, say how to resume
-        if isinstance(e, RunInterrupted):
-            raise
-        raise keeper.interrupted() from None
 
 
 def _mwem_keeper(data, key, checkpoint, checked: dict) -> Keeper:
@@ -254,6 +239,8 @@ def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_op
     check_domain_size(domain, where, cliques, what="the workload's marginals (the selection scores each)")
     if max_model_mb is not None:
         _check_round_one(domain, cliques, max_model_mb, rounds, where)
+        if options.get("oracle", "exact") == "exact":  # the +PGM arm's largest fit at its peak, before any budget
+            check_capped_fit(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"), where)
     return dict(epsilon=epsilon, delta=delta, noise=noise, selection=selection, bounded=bounded, rounds=rounds, alpha=alpha,
                 max_model_mb=max_model_mb, engine_iters=engine_iters, mw_iters=mw_iters, original=original,
                 max_table_cells=max_table_cells, synthetic=synthetic, options=options, wl=wl, cliques=cliques)
