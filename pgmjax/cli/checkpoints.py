@@ -1,11 +1,12 @@
-"""``pgmjax run --checkpoint DIR``: keep a long run's rounds and resume them; what Ctrl-C does.
+"""``pgmjax run --checkpoint DIR`` / ``--resume DIR``: keep a long run's rounds and resume them; what Ctrl-C does.
 
 AIM and MWEM take a checkpoint (:mod:`pgmjax.mechanisms.checkpoint`). With ``--checkpoint DIR`` the rounds are
 written to ``DIR`` after each one, and the same command run again resumes from the last round written (same
 data, seed, budget and settings; a checkpoint of another run is refused, exit 2, naming what differs). Without
 it, a run with ``--out OUT`` keeps its rounds only if interrupted: Ctrl-C writes them to ``OUT.checkpoint`` and
 the same command run again resumes from there, then removes it. Either way Ctrl-C ends the run with exit code
-130 and a message saying what was kept and how to resume. The other mechanisms have no rounds to keep:
+130 and a message saying what was kept and how to resume. ``--resume DIR`` is ``--checkpoint DIR`` for a folder that
+must already hold a checkpoint (refused, exit 2, where it holds none). The other mechanisms have no rounds to keep:
 ``--checkpoint`` is refused for them before anything is read.
 """
 
@@ -32,6 +33,13 @@ def check(args, name: str) -> None:
     ``--option checkpoint=``, before any data is read."""
     if any(o.partition("=")[0].strip() == "checkpoint" for o in getattr(args, "option", None) or []):
         raise UserError("give the checkpoint folder as --checkpoint DIR, not --option checkpoint=")
+    resume = getattr(args, "resume", None)
+    if resume is not None:  # --checkpoint DIR that must hold a checkpoint already
+        if getattr(args, "checkpoint", None) not in (None, resume):
+            raise UserError(f"--resume {resume} and --checkpoint {args.checkpoint}: give one folder")
+        if not os.path.isfile(os.path.join(resume, STATE_FILE)):
+            raise UserError(f"--resume: {resume} holds no checkpoint to resume (nothing was run)")
+        args.checkpoint = resume
     path = getattr(args, "checkpoint", None)
     if path is None:
         return

@@ -220,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="aim, mwem: keep the rounds in this folder after each one; the same command run again (same data, "
                         "seed, budget, settings) resumes from the last round kept, spending only the rest of the budget. "
                         "Without it, Ctrl-C keeps the rounds done in OUT.checkpoint (with --out) for the same command to resume")
+    g.add_argument("--resume", metavar="DIR",
+                   help="aim, mwem: resume from the checkpoint in this folder (--checkpoint's, or OUT.checkpoint), refused "
+                        "if it holds none or one of another run; the rounds go on being kept there")
     g = r.add_argument_group("output")
     g.add_argument("--out", metavar="CSV", help="write the synthetic data here (raw values when --schema is given)")
     g.add_argument("--records", type=positive_int, metavar="N", help="number of synthetic records (default: the model's estimated total)")

@@ -227,6 +227,10 @@ def test_cli_checkpoint_resumes_and_is_refused_where_there_are_no_rounds(tmp_pat
     assert f"pgmjax run: interrupted after round 1: checkpoint {out}.checkpoint holds rounds 1..1" in err
     assert "run the same command again to resume" in err and not os.path.exists(out)
     monkeypatch.setattr(adaptive_iterative, "estimate", real)
+    # --resume DIR: refused where DIR holds no checkpoint, before anything is read
+    (tmp_path / "empty").mkdir()
+    assert cli.main([*base, "--out", out, "--resume", str(tmp_path / "empty")]) == 2
+    assert "holds no checkpoint to resume" in capsys.readouterr().err and not os.path.exists(out)
     assert cli.main([*base[:-3], "--seed", "4", "--out", out]) == 0  # without --quiet: the status lines
     assert f"resumed from checkpoint {out}.checkpoint after round 1" in capsys.readouterr().err
     assert not os.path.exists(out + ".checkpoint")
