@@ -210,7 +210,7 @@ def test_estimate_batch_counts_every_member():
             estimate_batch(dom, batched, cliques=[("a", "b", "c")], iters=1)
 
 
-@pytest.mark.parametrize("mechanism", ["aim", "mwem"])
+@pytest.mark.parametrize("mechanism", ["aim", "mwem", "privbayes"])
 def test_a_model_cap_over_the_limit_is_refused_before_the_budget(mechanism, no_budget_spent):
     """AIM and MWEM fit models they choose round by round under max_model_mb: a cap whose largest fit cannot be
     held (mirror descent's 8 float32 copies and 12 of the parameters) was found by a late round's fit, after
@@ -225,8 +225,21 @@ def test_a_model_cap_over_the_limit_is_refused_before_the_budget(mechanism, no_b
 
     # 1 GiB: a cap of 40 MB needs 20 copies x 4 bytes x 5.2M cells = 400 MiB, one of 120 MB 1,200 MiB.
     assert check_capped_fit(40.0, max_bytes=2**30) == 20 * 4 * (40 * 2**20 // 8)
+    extra = {} if mechanism == "privbayes" else {"rounds": 3}
     with size_limit.limited(2**30), pytest.raises(size_limit.ModelTooLarge, match="max_model_mb=120"):
-        front_end(data, 1.0, key=jax.random.key(0), max_model_mb=120.0, rounds=3, engine_iters=5)
+        front_end(data, 1.0, key=jax.random.key(0), max_model_mb=120.0, engine_iters=5, **extra)
+
+
+def test_mldp_counts_its_training_model_before_the_budget(no_budget_spent):
+    """MLDP's model is known up front (the training queries' cliques): its fit's peak is checked before any
+    measurement (the estimate's own check came after the budget was spent)."""
+    import pgmjax as pj
+
+    rng = np.random.default_rng(0)
+    domain = pj.Domain({"a": 30, "b": 30, "c": 30})  # a 1,800-cell model: its fit's peak is 144,000 bytes
+    data = pj.Dataset(rng.integers(0, domain.shape, size=(300, 3)), domain)
+    with size_limit.limited(2**16), pytest.raises(size_limit.ModelTooLarge, match="training queries' model"):
+        pj.mechanisms.mldp(data, 1.0, key=jax.random.key(0), workload=[("a", "b"), ("b", "c")], engine_iters=5)
 
 
 def test_auto_oracle_falls_back_where_the_exact_fit_would_not_fit():

@@ -41,6 +41,7 @@ import numpy as np
 from ...data.dataset import Dataset
 from ...data.domain import Clique
 from ...fit.estimate import estimate
+from ...fit.memory import check_capped_fit
 from ...graph.junction import maximal_cliques
 from ...privacy import REST, Accountant
 from ...privacy import check_key as _check_key
@@ -253,6 +254,8 @@ def _privbayes_arguments(data, epsilon, delta, key, workload, engine_iters, engi
     if too_big:
         raise ValueError(f"{where}: attributes {too_big} have more than max_cells={max_cells} values")
     max_model_cells = _max_model_cells(domain, max_model_mb, where)
+    if oracle_of(options) == "exact":  # the largest network's fit the cap allows, at its peak, before any budget
+        check_capped_fit(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"), where)
     return dict(eps=eps, beta=beta, theta=theta, count_fraction=count_fraction, bounded=bounded, score=score, degree=degree,
                 max_candidates=max_candidates, max_cells=max_cells, max_model_cells=max_model_cells,
                 engine_iters=engine_iters, keep_scores=bool(keep_scores), options=options)

@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 from ...data.dataset import Dataset
+from ...fit.memory import check_fit
 from ...privacy import REST, Accountant
 from ...checks import check_bool as _bool
 from ...checks import check_count as _int
@@ -23,7 +24,7 @@ from ...checks import check_key as _check_key
 from ...checks import check_positive as _positive
 from ..options import check_data, check_engine_options, check_epsilon, check_model_cap, check_pure_delta, check_workload
 from ..result import BudgetStep, MechanismResult, record_plan
-from ..steps import Timer, hypothetical_model_size, synthesize
+from ..steps import Timer, hypothetical_model_size, oracle_of, synthesize
 from .pgm_arm import RESERVED_OPTIONS, fit_pgm
 from .query_set import QuerySet, as_queries, check_domain
 from .regression import fit_regression, regression_options
@@ -216,6 +217,9 @@ def _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, engine_op
         mb = hypothetical_model_size(domain, list(training.cliques))
         if mb > max_model_mb:
             raise ValueError(f"{where}: the model over the training queries' cliques takes {mb:.4g} MB, above max_model_mb={max_model_mb:g}")
+    if oracle_of(options) == "exact":  # the model is the training queries' cliques': its fit at its peak, before any budget
+        check_fit(domain, list(training.cliques), options.get("method", "mirror_descent"), options.get("dtype"), where,
+                  what=" of the training queries' model")
     return dict(epsilon=epsilon, training=training, fresh=fresh, size=size, bounded=bounded,
                 regression=dict(model=model, ridge=ridge, width=width, centers=centers), engine_iters=engine_iters,
                 original=original, synthetic=synthetic, options=options)
