@@ -96,9 +96,12 @@ def test_loss_and_gradient_equal_the_reductions(kind, no_products):
     theta = {k: jnp.asarray(rng.normal(0, 1, t.shape)) for k, t in with_products.plan.zeros(jnp.float64).items()}
     out = []
     for problem in (with_products, reductions):
-        mu = problem.marginals(theta)
-        value, grad = jax.value_and_grad(problem.loss_of)(mu)
-        pulled = problem.pull_back(jax.grad(problem.loss_of_predictions)(problem.predict(mu)), mu)
+        def pieces(theta, problem=problem):  # jitted: one program, not op-by-op dispatch of every piece
+            mu = problem.marginals(theta)
+            value, grad = jax.value_and_grad(problem.loss_of)(mu)
+            pulled = problem.pull_back(jax.grad(problem.loss_of_predictions)(problem.predict(mu)), mu)
+            return value, grad, pulled
+        value, grad, pulled = jax.jit(pieces)(theta)
         out.append((float(value), grad, pulled))
     (v1, g1, p1), (v2, g2, p2) = out
     assert v1 > 0 and abs(v1 - v2) <= 1e-12 * v2
