@@ -280,7 +280,15 @@ def console_main() -> int:
 
     if os.environ.get(programs.FAST_COMPILE_ENV, "").strip() != "0":
         programs.fast_compile(strict=False)
-    return main()
+    code = main()
+    if code in (130, 143):
+        # Interrupted (Ctrl-C, SIGTERM), possibly while a compiled program still runs on XLA's threads: this
+        # run's outputs are already cleaned up, and the interpreter's teardown under those threads can crash
+        # (SIGSEGV instead of the exit code), so the process ends here.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def main(argv=None) -> int:
