@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
@@ -57,6 +58,21 @@ def _open_text(path: str):
     if path.endswith(".gz"):
         return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace", newline="")
     return open(path, encoding="utf-8-sig", errors="replace", newline="")
+
+
+@contextlib.contextmanager
+def _reader(path: str | os.PathLike):
+    """The file's ``csv.reader`` past its header, and the header checked (:func:`_checked_header`).
+
+    Raises:
+        FileNotFoundError: no such file. SchemaError: as :func:`_checked_header`.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"data file not found: {path}")
+    with _open_text(path) as f:
+        reader = csv.reader(f)
+        yield reader, _checked_header(_first_row(reader), path)
 
 
 def _checked_header(row: list[str] | None, path: str) -> list[str]:
@@ -91,11 +107,8 @@ def raw_header(path: str | os.PathLike) -> list[str]:
     Raises:
         FileNotFoundError: no such file. SchemaError: empty file, header not UTF-8 text, duplicate names.
     """
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"data file not found: {path}")
-    with _open_text(path) as f:
-        return _checked_header(_first_row(csv.reader(f)), path)
+    with _reader(path) as (_, names):
+        return names
 
 
 def header_of(data: bytes, path: str | os.PathLike) -> list[str]:
@@ -198,12 +211,7 @@ def read_raw_frame(path: str | os.PathLike):
     Raises:
         FileNotFoundError: no such file. SchemaError: empty file, header not UTF-8 text, duplicate names.
     """
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"data file not found: {path}")
-    with _open_text(path) as f:
-        reader = csv.reader(f)
-        names = _checked_header(_first_row(reader), path)
+    with _reader(path) as (reader, names):
         return _frame(names, _classified(reader, len(names)))
 
 
