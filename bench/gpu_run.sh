@@ -11,4 +11,4 @@ export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 if [ -d .whl/data ] && [ -z "${PGMJAX_DATA:-}" ]; then export PGMJAX_DATA=$PWD/.whl/data; fi
 mkdir -p "$OUT"
 python3 -m pgmjax info | tee "$OUT/info.txt"
-python3 -m bench gpu "$OUT" "${@:2}"
+python3 -m bench gpu gpu "$OUT" "${@:2}"
