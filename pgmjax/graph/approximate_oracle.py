@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import kernels
 from ..compiler import to_device
 from ..data.domain import Clique, Domain
 from .oracle_plan import BlockPlan
@@ -238,14 +239,6 @@ def _make_plan_cached(graph: RegionGraph, iters: int, damping: float) -> Approxi
     return ApproximatePlan(arrays, static)
 
 
-def _segment_lse(values: jax.Array, ids: jax.Array, n: int, sorted_ids: bool) -> jax.Array:
-    """``log sum exp`` of ``values`` per segment; ``-inf`` for a segment of ``-inf`` only (no NaN)."""
-    top = jax.ops.segment_max(values, ids, n, indices_are_sorted=sorted_ids)
-    top = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
-    total = jax.ops.segment_sum(jnp.exp(values - top[ids]), ids, n, indices_are_sorted=sorted_ids)
-    return jnp.log(total) + top
-
-
 def _flat_potentials(plan: ApproximatePlan, theta: dict) -> jax.Array:
     """The maximal cliques' potentials end to end (floored at :data:`FLOOR`), zeros on the other regions."""
     cells, top_cells = plan.sizes[:2]
@@ -265,7 +258,7 @@ def _messages(plan: ApproximatePlan, theta_flat: jax.Array) -> tuple[jax.Array, 
     rho = jnp.asarray(plan.damping, dt)
 
     def normalise(m):
-        return m - _segment_lse(m, a["msg_edge"], len(plan.graph.edges), True)[a["msg_edge"]]
+        return m - kernels.segment_logsumexp(m, a["msg_edge"], len(plan.graph.edges), True)[a["msg_edge"]]
 
     def body(_, carry):
         down, up = carry
@@ -273,7 +266,7 @@ def _messages(plan: ApproximatePlan, theta_flat: jax.Array) -> tuple[jax.Array, 
         in_up = jax.ops.segment_sum(up[a["ec_msg"]], a["ec_parent"], cells)
         s = theta_flat + in_up + in_down
         b = theta_flat + in_up - jax.ops.segment_sum(up, a["msg_child"], cells) if convex else s
-        new_down = normalise(_segment_lse(b[a["ec_parent"]], a["ec_msg"], nmsg, False) - up)
+        new_down = normalise(kernels.segment_logsumexp(b[a["ec_parent"]], a["ec_msg"], nmsg, False) - up)
         new_up = normalise(weight * s[a["msg_child"]] - down)
         return rho * down + (1 - rho) * new_down, rho * up + (1 - rho) * new_up
 
@@ -293,7 +286,7 @@ def _log_beliefs(plan: ApproximatePlan, theta_flat: jax.Array, down: jax.Array, 
     else:
         b = theta_flat + in_up + jax.ops.segment_sum(down, a["msg_child"], cells)
     n = len(plan.graph.regions)
-    return b - _segment_lse(b, a["region"], n, True)[a["region"]]
+    return b - kernels.segment_logsumexp(b, a["region"], n, True)[a["region"]]
 
 
 def region_beliefs(plan: ApproximatePlan, theta: dict, total) -> tuple[jax.Array, jax.Array]:

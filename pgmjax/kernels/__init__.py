@@ -16,9 +16,11 @@ Primitives:
         (XLA:CPU's one windowed reduction over a whole table is several times slower).
     marginalize(x, attrs, keep): a labelled table summed down to the labels keep,
         in keep's order (with sum_axes).
+    segment_logsumexp(values, ids, n): log(sum(exp(values))) per segment, -inf (no NaN) for an empty
+        or all -inf segment.
 """
 
-from .logspace import log_einsum, logsumexp
+from .logspace import log_einsum, logsumexp, segment_logsumexp
 from .reductions import marginalize, max_axes, sum_axes
 
-__all__ = ["logsumexp", "log_einsum", "marginalize", "max_axes", "sum_axes"]
+__all__ = ["logsumexp", "log_einsum", "marginalize", "max_axes", "segment_logsumexp", "sum_axes"]

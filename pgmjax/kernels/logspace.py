@@ -117,3 +117,28 @@ def log_einsum(subscripts: str, *log_factors: jax.Array, method: str = "stable")
     if not summed:
         return total
     return logsumexp(total, axis=tuple(range(len(output), len(full))))
+
+
+def segment_logsumexp(values: jax.Array, ids: jax.Array, num_segments: int, indices_are_sorted: bool = False) -> jax.Array:
+    """``log sum exp`` of ``values`` per segment ``ids`` (``jax.ops.segment_sum``'s convention): ``-inf`` for a
+    segment with no entry or only ``-inf`` entries, never NaN.
+
+    Each segment is shifted by its own maximum before the exponentials (no gradient flows through the shift).
+
+    Args:
+        values: ``(n,)`` log-space values.
+        ids: ``(n,)`` segment of each value, in ``[0, num_segments)``.
+        num_segments: the number of segments (static).
+        indices_are_sorted: whether ``ids`` is non-decreasing (a faster reduction where true).
+
+    Returns:
+        ``(num_segments,)``.
+
+    Example:
+        >>> segment_logsumexp(jnp.log(jnp.array([1.0, 3.0, 2.0])), jnp.array([0, 0, 2]), 3)
+        Array([1.3862944,      -inf, 0.6931472], dtype=float32)
+    """
+    top = jax.ops.segment_max(values, ids, num_segments, indices_are_sorted=indices_are_sorted)
+    top = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
+    total = jax.ops.segment_sum(jnp.exp(values - top[ids]), ids, num_segments, indices_are_sorted=indices_are_sorted)
+    return jnp.log(total) + top

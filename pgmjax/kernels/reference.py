@@ -31,3 +31,11 @@ def marginalize(x, attrs, keep):
     drop = tuple(i for i, a in enumerate(attrs) if a not in keep)
     kept = [a for a in attrs if a in keep]
     return np.transpose(sum_axes(x, drop), [kept.index(a) for a in keep])
+
+
+def segment_logsumexp(values, ids, num_segments):
+    values = np.asarray(values, dtype=np.float64)
+    out = np.full(num_segments, -np.inf)
+    for s in range(num_segments):
+        out[s] = logsumexp(values[np.asarray(ids) == s], axis=-1)
+    return out

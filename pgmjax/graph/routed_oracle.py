@@ -1,0 +1,144 @@
+"""The size-class marginal oracle: log-space sum-product over a junction tree whose routing is data.
+
+The passes read a :class:`~pgmjax.graph.routed_plan.RoutedPlan`: a level is a window of fixed width at the
+level's offset in the cell vector, messages are segment reductions of the window's beliefs onto their separator
+cells, and a parent gathers its children's messages through the plan's pairs. Nothing in the program depends on
+the junction tree beyond its :class:`~pgmjax.graph.routed_plan.SizeClass`, and the number of levels is the loop's
+trip count, read from the plan.
+
+* Upward (collect): ``belief = theta + sum of the children's messages``; ``message = logsumexp`` of the belief over
+  the cells that project on each separator cell, less the sending clique's largest entry (the shifts add up to a
+  constant of ``log Z``; they keep float32 beliefs near 0 in deep trees).
+* Downward (distribute): each clique's conditional table ``exp(belief - message)`` (the root's ``exp(belief -
+  log Z_root)``) times its separator's marginal, which its parent's marginal gives by a segment sum over the
+  pairs. Beliefs are never divided, so ``-inf`` potentials give no NaN (Shafer-Shenoy).
+
+References: Koller & Friedman (2009), Ch. 10; McKenna, Sheldon & Miklau, "Graphical-model based estimation
+and inference for differential privacy", ICML 2019, Section 3 (the marginal oracle M(theta)).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .. import kernels
+from .routed_plan import RoutedPlan
+
+
+def _window(vector: jax.Array, start, width: int) -> jax.Array:
+    return jax.lax.dynamic_slice_in_dim(vector, start, width)
+
+
+def _write(vector: jax.Array, start, values: jax.Array, keep: jax.Array) -> jax.Array:
+    """``vector`` with the window at ``start`` set to ``values`` where ``keep`` (the rest of the window unchanged)."""
+    old = _window(vector, start, values.shape[0])
+    return jax.lax.dynamic_update_slice_in_dim(vector, jnp.where(keep, values, old), start, 0)
+
+
+def _finite_or_zero(x: jax.Array) -> jax.Array:
+    return jax.lax.stop_gradient(jnp.where(jnp.isfinite(x), x, 0.0))
+
+
+def _upward(plan: RoutedPlan, theta: jax.Array):
+    """``(beliefs, raw, log_z_root, offset)``: every cell's belief, every separator cell's unshifted message, the
+    root's ``logsumexp`` and the shifts taken off the messages (``log Z = log_z_root + offset``)."""
+    a, size = plan.arrays, plan.size
+    w, pw = size.width, size.pair_width
+    dtype = theta.dtype
+
+    def body(l, carry):
+        beliefs, raw, send, offset = carry
+        lo, so, po = a["lo"][l], a["so"][l], a["po"][l]
+        valid = _window(a["level"], lo, w) == l
+        p_valid = _window(a["pair_level"], po, pw) == l
+        dst = jnp.where(p_valid, _window(a["pair_dst"], po, pw), w)
+        received = jax.ops.segment_sum(jnp.where(p_valid, send[_window(a["pair_src"], po, pw)], 0.0), dst, w + 1)[:w]
+        b = jnp.where(valid, _window(theta, lo, w) + received, -jnp.inf)
+        up = jnp.where(valid, _window(a["up"], lo, w), w)
+        msg = kernels.segment_logsumexp(b, up, w + 1)[:w]
+        s_valid = _window(a["sep_level"], so, w) == l
+        sender = jnp.where(s_valid, _window(a["sep_slot"], so, w), w)
+        top = _finite_or_zero(jax.ops.segment_max(jnp.where(s_valid, msg, -jnp.inf), sender, w + 1)[:w])
+        shifted = msg - jnp.concatenate([top, jnp.zeros((1,), dtype)])[sender]
+        return (
+            _write(beliefs, lo, b, valid),
+            _write(raw, so, msg, s_valid),
+            _write(send, so, shifted, s_valid),
+            offset + jnp.sum(top),
+        )
+
+    n = size.cells
+    init = (jnp.full(n, -jnp.inf, dtype), jnp.zeros(n, dtype), jnp.zeros(n, dtype), jnp.zeros((), dtype))
+    beliefs, raw, _, offset = jax.lax.fori_loop(0, a["num_levels"], body, init)
+    root = a["level"] == a["num_levels"] - 1
+    log_z_root = kernels.logsumexp(jnp.where(root, beliefs, -jnp.inf), axis=-1)
+    return beliefs, raw, log_z_root, offset
+
+
+def log_partition(plan: RoutedPlan, theta: dict) -> jax.Array:
+    """log Z of the model with log-potentials ``theta`` (``{"cells": vector}``)."""
+    _, _, log_z_root, offset = _upward(plan, theta["cells"])
+    return log_z_root + offset
+
+
+def _log_conditionals_window(a: dict, w: int, l, beliefs, raw, log_z_root):
+    """Level ``l``'s cells as ``log p(x_clique | x_separator)`` (the root's as ``log p(x_root)``), their validity and
+    separator cells (``w`` for the root's)."""
+    lo, so = a["lo"][l], a["so"][l]
+    valid = _window(a["level"], lo, w) == l
+    up = jnp.where(valid, _window(a["up"], lo, w), w)
+    message = jnp.concatenate([_window(raw, so, w), log_z_root[None]])[up]
+    b = _window(beliefs, lo, w)
+    return jnp.where(valid & jnp.isfinite(message), b - message, -jnp.inf), valid, up
+
+
+def marginals(plan: RoutedPlan, theta: dict, total) -> tuple[dict, jax.Array]:
+    """Clique marginals (counts summing to ``total`` in every clique; padding 0) and log Z.
+
+    Returns:
+        ``({"cells": mu}, log_z)``.
+    """
+    a, size = plan.arrays, plan.size
+    w, pw = size.width, size.pair_width
+    beliefs, raw, log_z_root, offset = _upward(plan, theta["cells"])
+    dtype = beliefs.dtype
+
+    def body(i, carry):
+        mu, sep_marginal = carry
+        l = a["num_levels"] - 1 - i
+        lo, so, po = a["lo"][l], a["so"][l], a["po"][l]
+        log_cond, valid, up = _log_conditionals_window(a, w, l, beliefs, raw, log_z_root)
+        given = jnp.concatenate([_window(sep_marginal, so, w), jnp.ones((1,), dtype)])[up]
+        m = jnp.where(valid, jnp.exp(log_cond) * given, 0.0)
+        p_valid = _window(a["pair_level"], po, pw) == l
+        src = jnp.where(p_valid, _window(a["pair_src"], po, pw), size.cells)
+        sent = jnp.where(p_valid, jnp.concatenate([m, jnp.zeros((1,), dtype)])[_window(a["pair_dst"], po, pw)], 0.0)
+        return _write(mu, lo, m, valid), sep_marginal.at[src].add(sent, mode="drop")
+
+    init = (jnp.zeros(size.cells, dtype), jnp.zeros(size.cells, dtype))
+    mu, _ = jax.lax.fori_loop(0, a["num_levels"], body, init)
+    return {"cells": total * mu}, log_z_root + offset
+
+
+def log_conditionals(plan: RoutedPlan, theta: dict) -> dict:
+    """The same distribution as ``theta`` written as log-conditionals along the junction tree: each clique's table
+    ``log p(x_clique | x_separator)``, the root's ``log p(x_root)`` (the gauge of
+    :func:`pgmjax.graph.gauge.log_conditionals`)."""
+    a, size = plan.arrays, plan.size
+    w = size.width
+    beliefs, raw, log_z_root, _ = _upward(plan, theta["cells"])
+
+    def body(l, out):
+        log_cond, valid, _ = _log_conditionals_window(a, w, l, beliefs, raw, log_z_root)
+        return _write(out, a["lo"][l], log_cond, valid)
+
+    return {"cells": jax.lax.fori_loop(0, a["num_levels"], body, jnp.zeros_like(theta["cells"]))}
+
+
+def row_tops(plan: RoutedPlan, blocks: dict) -> dict:
+    """Each clique's largest finite entry of ``blocks``, per cell (0 where a clique has none; no gradient)."""
+    cells = blocks["cells"]
+    ids = plan.arrays["clique"]
+    top = jax.ops.segment_max(jnp.where(jnp.isfinite(cells), cells, -jnp.inf), ids, plan.size.cells)
+    return {"cells": _finite_or_zero(top)[ids]}

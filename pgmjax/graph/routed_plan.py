@@ -1,0 +1,352 @@
+"""The size-class plan: a junction tree's routing as data, so one compiled program serves every structure of a size.
+
+The dense plan (:mod:`pgmjax.graph.oracle_plan`) stacks cliques of one shape into blocks and writes their shapes
+into the program: every new structure is a new program, and compiling it costs seconds where the arithmetic of a
+small model costs milliseconds. Here the structure is index arrays instead:
+
+* every clique table lies end to end in one vector of cells, deepest level first, the root last, each table in
+  its clique's own attribute order (row-major);
+* every non-root clique's separator table lies in one vector of separator cells, in the same level order;
+* ``up[i]``: the separator cell that cell ``i`` sums into (its upward message);
+* pairs ``(dst, src)``: parent cell ``dst`` receives child separator cell ``src`` (one per cell and child);
+* per level, where its cells, separator cells and pairs start (``lo``, ``so``, ``po``).
+
+A level's work is a window of fixed width (the widest level's, rounded to a size class) read from those vectors
+at the level's offset: the shapes of every array, hence the compiled program, depend only on the
+:class:`SizeClass`, whose entries grow geometrically (:func:`class_size`). The number of levels is a number, not a
+shape: the passes loop over levels with a trip count read from the plan.
+
+References: Koller & Friedman (2009), Ch. 10 (junction-tree message passing); McKenna, Sheldon & Miklau,
+"Graphical-model based estimation and inference for differential privacy", ICML 2019, Section 3.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from ..compiler import to_device
+from ..data.domain import Clique, Domain
+from . import size_limit
+from .junction import JunctionTree, junction_tree, levels, maximal_cliques
+
+#: The smallest size a class has (cells, pairs or levels).
+_MIN_CLASS = 16
+
+
+def class_size(n: int) -> int:
+    """The size class holding ``n``: the least of ``2^k`` and ``3 * 2^(k-1)`` that is at least ``n`` (at least 16).
+
+    Classes grow by a factor of at most 1.5, so padding wastes at most a third of a padded array, and a run
+    whose models grow from a thousand cells to a million meets about 18 classes of each kind.
+
+    Example:
+        >>> [class_size(n) for n in (1, 17, 25, 33, 1000)]
+        [16, 24, 32, 48, 1024]
+    """
+    n = max(int(n), _MIN_CLASS)
+    k = (n - 1).bit_length()  # 2^(k-1) < n <= 2^k
+    return 3 << (k - 2) if n <= 3 << (k - 2) else 1 << k
+
+
+class SizeClass(NamedTuple):
+    """The shapes a size-class program is compiled for (the plan's only static part).
+
+    Attributes:
+        cells: length of the vector of clique cells (and of separator cells).
+        width: cells of one level's window (cliques, separator cells and cells per level are at most this).
+        pairs: length of the vector of (parent cell, child separator cell) pairs.
+        pair_width: pairs of one level's window.
+        levels: length of the per-level offset arrays (the trip count is data).
+    """
+
+    cells: int
+    width: int
+    pairs: int
+    pair_width: int
+    levels: int
+
+
+@dataclass(frozen=True, eq=False)
+class RoutedLayout:
+    """Host-side structure of a routed plan: what the host needs to read its tables (never inside a program).
+
+    Attributes:
+        domain: the domain.
+        tree: the junction tree.
+        order: the cliques in storage order (deepest level first, the root last).
+        offsets: for each junction-tree clique, where its table starts in the cell vector.
+        used: cells the tables take (the rest of the vector is padding).
+    """
+
+    domain: Domain
+    tree: JunctionTree
+    order: tuple[int, ...]
+    offsets: tuple[int, ...]
+    used: int
+
+
+_HOST_ONLY = (
+    "a routed plan's structure ({what}) is read on the host only: inside jit, vmap or grad a routed plan carries "
+    "its index arrays and size class, not its junction tree (they would tie the program to one structure)"
+)
+
+
+@jax.tree_util.register_pytree_node_class
+class RoutedPlan:
+    """A junction tree's routing arrays (pytree leaves) and size class (static); create with :func:`make_routed_plan`.
+
+    Potentials and marginals are ``{"cells": (size.cells,)}`` (one block, padding at 0 in marginals). On the host
+    the plan also reads and writes clique tables (:meth:`tables`, :meth:`table`, :meth:`from_tables`); inside a
+    compiled program only its arrays exist, and every program that takes one is shared by all structures of its
+    size class.
+    """
+
+    def __init__(self, arrays: dict, size: SizeClass, layout: RoutedLayout | None = None):
+        self.arrays = arrays
+        self.size = size
+        self._layout = layout
+
+    def tree_flatten(self):
+        keys = tuple(sorted(self.arrays))
+        return tuple(self.arrays[k] for k in keys), (keys, self.size)
+
+    @classmethod
+    def tree_unflatten(cls, aux, leaves):
+        keys, size = aux
+        return cls(dict(zip(keys, leaves)), size)
+
+    # ---- host-side structure
+    @property
+    def host(self) -> RoutedLayout:
+        if self._layout is None:
+            raise RuntimeError(_HOST_ONLY.format(what="its cliques and their offsets"))
+        return self._layout
+
+    @property
+    def domain(self) -> Domain:
+        return self.host.domain
+
+    @property
+    def tree(self) -> JunctionTree:
+        return self.host.tree
+
+    @property
+    def cliques(self) -> tuple[Clique, ...]:
+        return self.host.tree.cliques
+
+    @property
+    def units(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """(key, shape) of every potential block: one vector of cells."""
+        return (("cells", (self.size.cells,)),)
+
+    @property
+    def cells(self) -> int:
+        """Cells of the potential vector, padding included: one model's size."""
+        return self.size.cells
+
+    @property
+    def largest_block(self) -> int:
+        return self.size.cells
+
+    @property
+    def shards(self) -> int:
+        return 1
+
+    @property
+    def slot_padded(self) -> frozenset:
+        return frozenset()
+
+    @property
+    def padded(self) -> tuple[None, ...]:
+        """No clique table is padded (the dense plan pads free singletons'; here every table is its own size)."""
+        return (None,) * len(self.cliques)
+
+    def layout(self, j: int) -> Clique:
+        """Clique ``j``'s attributes in the order its cells are stored: the clique's own."""
+        return self.cliques[j]
+
+    def _index(self, j: int) -> tuple[str, slice]:
+        off = self.host.offsets[j]
+        return "cells", slice(off, off + self.domain.size(self.cliques[j]))
+
+    def zeros(self, dtype=np.float32) -> dict:
+        """All-zero potentials (the uniform distribution)."""
+        return {"cells": to_device(np.zeros(self.size.cells, dtype))}
+
+    def table(self, blocks: dict, j: int, batch_dims: int = 0):
+        """Junction-tree clique ``j``'s table (axes in the order of ``cliques[j]``) from a cell vector."""
+        _, index = self._index(j)
+        t = blocks["cells"][(slice(None),) * batch_dims + (index,)]
+        return t.reshape(t.shape[:batch_dims] + self.domain.shape_of(self.cliques[j]))
+
+    def tables(self, blocks: dict) -> dict[Clique, object]:
+        """``{clique: table}`` from a cell vector."""
+        return {c: self.table(blocks, j) for j, c in enumerate(self.cliques)}
+
+    def with_table(self, blocks: dict, j: int, table, add: bool = False) -> dict:
+        """``blocks`` with clique ``j``'s table replaced by ``table`` (or, with ``add``, increased by it); size-1 axes
+        broadcast."""
+        import jax.numpy as jnp
+
+        _, index = self._index(j)
+        t = jnp.broadcast_to(jnp.asarray(table), self.domain.shape_of(self.cliques[j])).reshape(-1)
+        cells = blocks["cells"]
+        return {"cells": cells.at[index].add(t) if add else cells.at[index].set(t)}
+
+    def from_tables(self, tables: dict, dtype=np.float32) -> dict:
+        """A cell vector from ``{clique: table}``: each table broadcast into the smallest clique holding it and summed."""
+        cells = np.zeros(self.size.cells, np.float64)
+        for clique, table in tables.items():
+            j = self.tree.containing(clique)
+            if j is None:
+                raise ValueError(f"clique {clique} lies in no clique of this model: {self.cliques}")
+            host = self.cliques[j]
+            canon = tuple(a for a in host if a in clique)
+            t = np.transpose(np.asarray(table, np.float64), [tuple(clique).index(a) for a in canon])
+            shape = [self.domain[a] if a in clique else 1 for a in host]
+            _, index = self._index(j)
+            cells[index] += np.broadcast_to(t.reshape(shape), self.domain.shape_of(host)).reshape(-1)
+        return {"cells": to_device(cells, dtype)}
+
+
+def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None) -> RoutedPlan:
+    """Build (cached) the size-class plan of a model over ``cliques``, once its size is checked.
+
+    Args:
+        domain: the domain (attributes in no clique are modelled as uniform).
+        cliques: the cliques the model must hold.
+        max_bytes: the size limit in bytes (default :func:`pgmjax.graph.size_limit.max_model_bytes`).
+
+    Returns:
+        A :class:`RoutedPlan`.
+
+    Raises:
+        ModelTooLarge: (a ValueError) naming the cells, the bytes and the largest clique of the junction tree.
+
+    Example:
+        >>> plan = make_routed_plan(Domain({"a": 2, "b": 3, "c": 4}), [("a", "b"), ("b", "c")])
+        >>> plan.size
+        SizeClass(cells=24, width=16, pairs=16, pair_width=16, levels=16)
+    """
+    model_cliques = maximal_cliques(domain, cliques)
+    size_limit.check_tree(junction_tree(domain, model_cliques), None, max_bytes)
+    return _routed_plan_cached(domain, model_cliques)
+
+
+def _ravel(domain: Domain, clique: Clique, sub: Clique) -> np.ndarray:
+    """For every cell of ``clique``'s table (row-major), the row-major index of its projection on ``sub``."""
+    shape = domain.shape_of(clique)
+    grids = np.indices(shape, dtype=np.int64).reshape(len(shape), -1) if shape else np.zeros((0, 1), np.int64)
+    index = np.zeros(grids.shape[1], np.int64)
+    for a in sub:
+        index = index * domain[a] + grids[clique.index(a)]
+    return index
+
+
+@functools.lru_cache(maxsize=64)
+def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> RoutedPlan:
+    tree = junction_tree(domain, model_cliques)
+    sched = [sorted(int(c) for c in lev) for lev in levels(tree)]  # deepest first; the root's level last
+    order = [c for lev in sched for c in lev]
+    size = [domain.size(c) for c in tree.cliques]
+    sep_size = [domain.size(s) if tree.parent[c] >= 0 else 0 for c, s in enumerate(tree.separators)]
+    offsets, sep_offsets = [0] * len(order), [0] * len(order)
+    lo, so, po, cell_n, sep_n, pair_n = [], [], [], [], [], []
+    at = sep_at = pair_at = 0
+    children: dict[int, list[int]] = {}
+    for c, p in enumerate(tree.parent):
+        if p >= 0:
+            children.setdefault(p, []).append(c)
+    for lev in sched:
+        lo.append(at)
+        so.append(sep_at)
+        po.append(pair_at)
+        for c in lev:
+            offsets[c], sep_offsets[c] = at, sep_at
+            at += size[c]
+            sep_at += sep_size[c]
+            pair_at += size[c] * len(children.get(c, ()))
+        cell_n.append(at - lo[-1])
+        sep_n.append(sep_at - so[-1])
+        pair_n.append(pair_at - po[-1])
+    width = class_size(max(max(cell_n), max(len(lev) for lev in sched)))
+    pair_width = class_size(max(pair_n))
+    n_cells = class_size(at + width)  # a window read at the last level's offset stays inside the vector
+    n_pairs = class_size(pair_at + pair_width)
+    n_levels = class_size(len(sched))
+    sc = SizeClass(n_cells, width, n_pairs, pair_width, n_levels)
+
+    level = np.full(n_cells, -1, np.int32)  # each cell's level (-1: padding)
+    up = np.full(n_cells, width, np.int32)  # separator cell within its level's window (width: none, the root)
+    slot = np.zeros(n_cells, np.int32)  # the clique within its level (for per-clique shifts and maxima)
+    sep_level = np.full(n_cells, -1, np.int32)
+    sep_slot = np.full(n_cells, width, np.int32)  # the sending clique within its level, per separator cell
+    clique_of = np.full(n_cells, n_cells - 1, np.int32)  # each cell's clique (padding: the last segment)
+    pair_level = np.full(n_pairs, -1, np.int32)
+    pair_dst = np.full(n_pairs, width, np.int32)  # the receiving cell within its level's window
+    pair_src = np.zeros(n_pairs, np.int32)  # the child's separator cell (absolute)
+    pair_at = 0
+    for li, lev in enumerate(sched):
+        for k, c in enumerate(lev):
+            cells = slice(offsets[c], offsets[c] + size[c])
+            level[cells] = li
+            slot[cells] = k
+            clique_of[cells] = c
+            if tree.parent[c] >= 0:
+                up[cells] = sep_offsets[c] - so[li] + _ravel(domain, tree.cliques[c], tree.separators[c])
+                seps = slice(sep_offsets[c], sep_offsets[c] + sep_size[c])
+                sep_level[seps] = li
+                sep_slot[seps] = k
+            for child in children.get(c, ()):
+                n = size[c]
+                rows = slice(pair_at, pair_at + n)
+                pair_level[rows] = li
+                pair_dst[rows] = np.arange(n) + offsets[c] - lo[li]
+                pair_src[rows] = sep_offsets[child] + _ravel(domain, tree.cliques[c], tree.separators[child])
+                pair_at += n
+
+    def per_level(values):
+        out = np.zeros(n_levels, np.int32)
+        out[: len(values)] = values
+        return out
+
+    arrays = {
+        "level": level, "up": up, "slot": slot, "sep_level": sep_level, "sep_slot": sep_slot, "clique": clique_of,
+        "pair_level": pair_level, "pair_dst": pair_dst, "pair_src": pair_src,
+        "lo": per_level(lo), "so": per_level(so), "po": per_level(po),
+        "num_levels": np.asarray(len(sched), np.int32),
+    }
+    layout = RoutedLayout(domain, tree, tuple(order), tuple(offsets), at)
+    return RoutedPlan({k: to_device(v) for k, v in arrays.items()}, sc, layout)
+
+
+def plan_cells(plan: RoutedPlan) -> int:
+    """Cells the plan's tables take (no padding)."""
+    return plan.host.used
+
+
+def windows_work(domain: Domain, cliques) -> int:
+    """Cells a size-class oracle pass reads for a model over ``cliques`` (levels times the window, plus the pairs'
+    windows): against the model's own cells, what the routing costs per pass.
+
+    Example:
+        >>> windows_work(Domain({"a": 2, "b": 3}), [("a", "b")])
+        32
+    """
+    tree = junction_tree(domain, maximal_cliques(domain, cliques))
+    sched = levels(tree)
+    cells = [sum(domain.size(tree.cliques[c]) for c in lev) for lev in sched]
+    kids = [0] * len(tree.cliques)
+    for p in tree.parent:
+        if p >= 0:
+            kids[p] += 1
+    pairs = [sum(domain.size(tree.cliques[c]) * kids[c] for c in lev) for lev in sched]
+    return len(sched) * (class_size(max(cells)) + class_size(max(pairs)))
+
+
+__all__ = ["RoutedPlan", "RoutedLayout", "SizeClass", "class_size", "make_routed_plan", "windows_work"]
