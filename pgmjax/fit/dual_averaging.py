@@ -13,7 +13,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..graph.gauge import canonical
 from .estimator import Estimator
 from .problem import Problem
 from .tree_math import all_finite, axpy, tree_map
@@ -98,7 +97,7 @@ class DualAveraging(Estimator):
         # separator taken from one clique and given to its neighbour, which the distribution ignores. Left
         # in, |theta| reached 3,042 in 20,000 iterations and float32 rounding (eps |theta| per log-cell)
         # stalled the fit 2.5e-4 above its optimum; canonical tables keep only what the distribution sees.
-        gbar = canonical(problem.plan, axpy(1 - c, s.gbar, tree_map(lambda x: c * x, g)))
+        gbar = problem.canonical(axpy(1 - c, s.gbar, tree_map(lambda x: c * x, g)))
         scale = t * (t + 1.0) / (4.0 * problem.lipschitz * problem.total)
         theta = tree_map(lambda x, t0: t0 - scale * x, gbar, s.theta0)
         v = problem.marginals(theta)

@@ -34,6 +34,7 @@ def estimate(
     progress: bool = False,
     oracle="exact",
     devices: int = 1,
+    program: str = "auto",
 ) -> GraphicalModel:
     """Fit the graphical model (maximum-entropy distribution) that best explains noisy measurements.
 
@@ -79,6 +80,12 @@ def estimate(
             :class:`pgmjax.fit.oracles.ApproximateOracle` for other settings) or ``"auto"`` (exact where the
             junction tree fits the size limit, else approximate, said in ``model.info`` and a warning). The
             approximate oracle needs mirror descent and the ``"l2"``/``"l1"`` loss.
+        program: which compiled program runs the fit (:mod:`pgmjax.fit.oracles`): ``"size_class"`` (the junction
+            tree's routing as data, one program shared by every model of a size class: a new structure compiles
+            nothing once its class has run), ``"dense"`` (tables stacked by shape, one program per structure:
+            the fastest iterations, a compile per new structure) or ``"auto"`` (default: ``"size_class"`` where
+            the fit's work is small enough that compiling would dominate, the measurements are all marginals,
+            the loss is ``"l2"``/``"l1"`` and the oracle exact on one device).
 
     Returns:
         A :class:`GraphicalModel`; ``model.history`` holds the per-chunk log. With the approximate oracle, a
@@ -103,7 +110,11 @@ def estimate(
             total = estimate_total(measurements)[0] if measurements else warm_start.total
         except ValueError:
             total = warm_start.total
+    program = oracles.check_program(program, caller="estimate")
     plan, oracle_info = (None, None) if oracle == "exact" else oracles.make_oracle_plan(domain, model_cliques, oracle, dtype=dtype)
+    if oracles.uses_size_class(program, domain, model_cliques, measurements, loss, iters, method=method,
+                               oracle_choice=oracle, devices=devices):
+        plan = oracles.make_size_class_plan(domain, model_cliques)
     if devices > 1:
         plan = oracle_plan.make_plan(domain, model_cliques, shards=devices)
     problem, total, lipschitz = inputs.build_problem(domain, measurements, model_cliques, loss, total, dtype,

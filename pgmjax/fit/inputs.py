@@ -18,10 +18,11 @@ import numpy as np
 from ..compiler import to_device
 from ..data.domain import Domain
 from ..graph import oracle
+from ..graph.routed_plan import RoutedPlan
 from ..model.approximate_model import ApproximateModel
 from ..model.graphical_model import GraphicalModel, check_consistent
 from ..queries.measurement import Measurement, estimate_total, total_rule, validate_measurements
-from . import losses
+from . import losses, routed_losses
 from .dual_averaging import DualAveraging
 from .estimator import Estimator
 from .lbfgs import LBFGS
@@ -152,7 +153,10 @@ def build_problem(domain: Domain, measurements: Sequence[Measurement], model_cli
         except ValueError as e:
             raise ValueError(f"{caller}: {e}") from e
     total = check_total(total, caller)
-    meas = losses.stack_measurements(plan, measurements, dtype)
+    if isinstance(plan, RoutedPlan):  # one program per size class: the measurements are routed as data too
+        meas = routed_losses.stack_routed(plan, measurements, dtype)
+    else:
+        meas = losses.stack_measurements(plan, measurements, dtype)
     problem = Problem(plan, meas, to_device(total, dtype), to_device(lipschitz, dtype), to_device(0.0, dtype), loss)
     return problem, total, lipschitz
 

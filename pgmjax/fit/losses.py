@@ -38,6 +38,7 @@ from ..queries.linear import LinearQuery
 from ..queries.measurement import Measurement
 from . import pair_marginals
 from .pair_marginals import PairLayout
+from .routed_losses import RoutedMeasurements
 
 
 @dataclass(frozen=True)
@@ -486,6 +487,8 @@ def gathered_cells(meas: MeasurementArrays) -> int:
         >>> gathered_cells(problem.meas)
         0
     """
+    if isinstance(meas, RoutedMeasurements):  # the (cell, pattern) pairs gather one cell each
+        return meas.shape.pairs
     total = 0
     for g in meas.groups:
         for part in g.parts or (g,):

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..compiler import to_device, zeros_like
 from .estimator import Estimator
-from .problem import Problem, row_tops
+from .problem import Problem
 from .tree_math import tree_map, vdot
 
 
@@ -265,13 +265,13 @@ class MirrorDescent(Estimator):
 
     def tidy(self, problem: Problem, state: MirrorDescentState) -> MirrorDescentState:
         """``state`` with its parameters (current and best) shifted so each measured table's largest entry
-        is 0 (:meth:`Problem.center`), its base potentials so each clique's is (:func:`row_tops`), the
+        is 0 (:meth:`Problem.center`), its base potentials so each clique's is (:meth:`Problem.tops`), the
         best iterate's potentials formed from them (``state.theta``: what the fit returns), and the line
         search's rounding allowance (:meth:`slack`) refreshed.
 
         The shifts are constants per clique: the distributions are unchanged, and the velocity, a
         difference of parameters, needs none. They keep the parameters and potentials near 0 in float32
-        (see :func:`row_tops`). With the L1 loss the potentials are also put in the junction
+        (see :func:`pgmjax.fit.problem.row_tops`). With the L1 loss the potentials are also put in the junction
         tree's log-conditional gauge (:meth:`Problem.log_conditionals`): each chunk is a smoothing stage
         and the next restarts from them. At a noisy optimum the measured cliques' gradients cancel rather
         than vanish (two cliques that disagree on an attribute push a function of it up in one table and
@@ -283,7 +283,7 @@ class MirrorDescent(Estimator):
         :func:`run` calls it after every compiled chunk (a pass over every table and no oracle call; with
         the L1 loss one upward pass as well); call it between chunks when driving :meth:`step` yourself.
         """
-        base = {k: t - top for (k, t), top in zip(state.base.items(), row_tops(state.base).values())}
+        base = {k: t - top for (k, t), top in zip(state.base.items(), problem.tops(state.base).values())}
         params, best = problem.center(state.params), problem.center(state.best)
         theta = problem.expand(base, best)
         if problem.loss == "l1":  # each chunk is a smoothing stage: the next restarts from these potentials

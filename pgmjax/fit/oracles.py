@@ -18,8 +18,10 @@ import warnings
 from dataclasses import dataclass
 
 from ..graph import approximate_oracle, oracle
+from ..graph.routed_plan import make_routed_plan, windows_work
 from ..graph.size_limit import ModelTooLarge
 from . import memory
+from .routed_losses import routable
 
 #: The oracle names :func:`pgmjax.estimate` accepts.
 ORACLES = ("exact", "approximate", "auto")
@@ -107,3 +109,59 @@ def make_oracle_plan(domain, cliques, choice, *, caller: str = "estimate", dtype
     plan = approximate_oracle.make_approximate_plan(domain, cliques, choice.kind, choice.iters, choice.damping)
     return plan, {"oracle": "approximate", "kind": choice.kind, "iters": choice.iters, "damping": choice.damping,
                   "regions": len(plan.graph.regions), "reason": reason}
+
+
+#: The programs :func:`pgmjax.estimate` accepts (``program=``).
+PROGRAMS = ("auto", "dense", "size_class")
+
+#: ``program="auto"`` takes the size-class program where a fit's routed passes read at most this many cells in
+#: all (:func:`pgmjax.graph.routed_plan.windows_work` per pass, times the iterations): about what the dense
+#: program's compile (a second or more per structure on a CPU) costs in arithmetic. Measured in
+#: ``bench/results/engine/size_class_cpu.md``.
+SIZE_CLASS_WORK = 2.5e8
+
+
+def check_program(value, *, caller: str = "estimate") -> str:
+    """``value`` checked: one of :data:`PROGRAMS`.
+
+    Example:
+        >>> check_program("size_class")
+        'size_class'
+    """
+    if value not in PROGRAMS:
+        raise ValueError(f"{caller}: program must be one of {PROGRAMS}, got {value!r}")
+    return value
+
+
+def uses_size_class(program: str, domain, cliques, measurements, loss, iters: int, *, method: str = "mirror_descent",
+                    oracle_choice="exact", devices: int = 1, caller: str = "estimate") -> bool:
+    """Whether a fit runs the size-class program (:mod:`pgmjax.graph.routed_oracle`), one compiled program per size
+    class, rather than the dense one compiled per structure (:mod:`pgmjax.graph.oracle`).
+
+    ``"size_class"`` needs mirror descent or dual averaging (L-BFGS differentiates through the oracle, whose
+    size-class passes loop over a number of levels that is data), the exact oracle on one device, measurements
+    that are all marginals and the ``"l2"`` or ``"l1"`` loss (a ValueError names what is missing); ``"auto"`` takes it where those hold and the fit's routed
+    work is at most :data:`SIZE_CLASS_WORK` cells (a small model, whose dense fit would wait mostly for its
+    compile); ``"dense"`` never.
+    """
+    missing = []
+    if method not in ("mirror_descent", "dual_averaging"):
+        missing.append(f"method 'mirror_descent' or 'dual_averaging' (method={method!r})")
+    if oracle_choice != "exact":
+        missing.append(f"the exact oracle (oracle={oracle_choice!r})")
+    if devices != 1:
+        missing.append(f"one device (devices={devices})")
+    if callable(loss):
+        missing.append("the 'l2' or 'l1' loss, not a callable one")
+    if not routable(measurements):
+        missing.append("measurements that are all marginals (identity queries)")
+    if program == "size_class" and missing:
+        raise ValueError(f"{caller}: program='size_class' needs " + "; ".join(missing))
+    if program != "auto" or missing:
+        return program == "size_class"
+    return windows_work(domain, cliques) * max(int(iters), 1) <= SIZE_CLASS_WORK
+
+
+def make_size_class_plan(domain, cliques):
+    """The size-class plan over ``cliques`` (:func:`pgmjax.graph.routed_plan.make_routed_plan`)."""
+    return make_routed_plan(domain, cliques)

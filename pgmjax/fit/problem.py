@@ -16,7 +16,9 @@ import jax.numpy as jnp
 from pgmjax.kernels import marginalize
 
 from . import losses as _losses
-from ..graph import approximate_oracle, gauge, oracle
+from ..graph import approximate_oracle, gauge, oracle, routed_oracle
+from ..graph.routed_plan import RoutedPlan
+from .routed_losses import RoutedMeasurements
 from ..data.domain import as_clique
 
 
@@ -90,12 +92,12 @@ class Problem:
         if callable(self.loss):
             value = self.loss(MarginalView(self.plan, mu))
             return jnp.asarray(value, self.total.dtype).reshape(())
-        return _losses.residual_loss(mu, self.meas, self.loss, self.smoothing if self.loss == "l1" else None)
+        return self.loss_of_predictions(self.predict(mu))
 
     def exact_loss(self, mu: dict) -> jax.Array:
         """The loss itself (no smoothing)."""
         if self.loss == "l1":
-            return _losses.residual_loss(mu, self.meas, "l1")
+            return _losses.loss_of_predictions(self.predict(mu), self.meas, "l1")
         return self.loss_of(mu)
 
     def marginals(self, theta: dict) -> dict:
@@ -106,6 +108,8 @@ class Problem:
         approximate oracle, pseudo-marginals and the free energy's estimate (:mod:`pgmjax.graph.approximate_oracle`)."""
         if isinstance(self.plan, approximate_oracle.ApproximatePlan):
             return approximate_oracle.marginals(self.plan, theta, self.total)
+        if isinstance(self.plan, RoutedPlan):
+            return routed_oracle.marginals(self.plan, theta, self.total)
         return oracle.marginals(self.plan, theta, self.total)
 
     def log_conditionals(self, theta: dict) -> dict:
@@ -114,6 +118,8 @@ class Problem:
         region graph, which has no junction tree. The distribution is unchanged."""
         if isinstance(self.plan, approximate_oracle.ApproximatePlan):
             return theta
+        if isinstance(self.plan, RoutedPlan):
+            return routed_oracle.log_conditionals(self.plan, theta)
         return gauge.log_conditionals(self.plan, theta)
 
     def predict(self, mu: dict):
@@ -130,12 +136,16 @@ class Problem:
         the space in which mirror descent and L-BFGS keep their parameters."""
         if callable(self.loss):
             return mu
+        if isinstance(self.meas, RoutedMeasurements):
+            return tuple(self.meas.patterns(mu))
         return tuple(_losses.patterns(mu, self.meas))
 
     def predict_from_patterns(self, pats):
         """:meth:`predict` from :meth:`patterns`' output (the queries applied; linear)."""
         if callable(self.loss):
             return pats
+        if isinstance(self.meas, RoutedMeasurements):
+            return tuple(self.meas.predictions_from_patterns(list(pats)))
         return tuple(_losses.predictions_from_patterns(list(pats), self.meas))
 
     def expand(self, base: dict, params) -> dict:
@@ -169,8 +179,24 @@ class Problem:
         """``params`` less a constant per measured table, so each table's largest entry is 0: the model
         :meth:`expand` gives is unchanged (:func:`pgmjax.fit.losses.center_patterns`)."""
         if callable(self.loss):
-            return {k: t - v for (k, t), v in zip(params.items(), row_tops(params).values())}
+            return {k: t - v for (k, t), v in zip(params.items(), self.tops(params).values())}
+        if isinstance(self.meas, RoutedMeasurements):
+            return tuple(self.meas.center(list(params)))
         return tuple(_losses.center_patterns(list(params), self.meas))
+
+    def canonical(self, blocks: dict) -> dict:
+        """Finite tables (a gradient or a sum of gradients) in the junction tree's canonical gauge
+        (:func:`pgmjax.graph.gauge.canonical`): the same distribution, no drift along separator transfers."""
+        if isinstance(self.plan, RoutedPlan):
+            return routed_oracle.canonical(self.plan, blocks)
+        return gauge.canonical(self.plan, blocks)
+
+    def tops(self, blocks: dict) -> dict:
+        """Each junction-tree clique's largest finite entry of ``blocks`` (oracle layout), broadcastable against its
+        block (:func:`row_tops`; for a size-class plan, per cell)."""
+        if isinstance(self.plan, RoutedPlan):
+            return routed_oracle.row_tops(self.plan, blocks)
+        return row_tops(blocks)
 
     def loss_of_predictions(self, pred) -> jax.Array:
         """:meth:`loss_of` from :meth:`predict`'s output."""

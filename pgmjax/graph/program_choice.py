@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import compiler
 from .oracle_plan import BlockPlan, OraclePlan, make_plan  # noqa: F401  (make_plan: the examples)
+from .routed_plan import RoutedPlan
 
 
 def _the_model(args, kwargs):
@@ -20,11 +21,11 @@ def _the_model(args, kwargs):
     where no argument is either."""
     values = [*args, *kwargs.values()]
     for i, a in enumerate(values):
-        if isinstance(a, OraclePlan):
+        if isinstance(a, (OraclePlan, RoutedPlan)):
             after = values[i + 1] if i + 1 < len(values) else None
             return a, after if isinstance(after, dict) else None, 1
         plan = getattr(a, "plan", None)
-        if isinstance(plan, BlockPlan):
+        if isinstance(plan, (BlockPlan, RoutedPlan)):
             return plan, None, int(np.size(a.total))
     return None
 

@@ -40,9 +40,12 @@ def _finite_or_zero(x: jax.Array) -> jax.Array:
     return jax.lax.stop_gradient(jnp.where(jnp.isfinite(x), x, 0.0))
 
 
-def _upward(plan: RoutedPlan, theta: jax.Array):
+def _upward(plan: RoutedPlan, theta: jax.Array, mean: bool = False):
     """``(beliefs, raw, log_z_root, offset)``: every cell's belief, every separator cell's unshifted message, the
-    root's ``logsumexp`` and the shifts taken off the messages (``log Z = log_z_root + offset``)."""
+    root's ``logsumexp`` and the shifts taken off the messages (``log Z = log_z_root + offset``).
+
+    With ``mean``, messages are means over the cells of each separator cell instead of log-sum-exps, unshifted
+    (:func:`canonical`), and ``log_z_root`` is the root's mean."""
     a, size = plan.arrays, plan.size
     w, pw = size.width, size.pair_width
     dtype = theta.dtype
@@ -56,10 +59,15 @@ def _upward(plan: RoutedPlan, theta: jax.Array):
         received = jax.ops.segment_sum(jnp.where(p_valid, send[_window(a["pair_src"], po, pw)], 0.0), dst, w + 1)[:w]
         b = jnp.where(valid, _window(theta, lo, w) + received, -jnp.inf)
         up = jnp.where(valid, _window(a["up"], lo, w), w)
-        msg = kernels.segment_logsumexp(b, up, w + 1)[:w]
         s_valid = _window(a["sep_level"], so, w) == l
         sender = jnp.where(s_valid, _window(a["sep_slot"], so, w), w)
-        top = _finite_or_zero(jax.ops.segment_max(jnp.where(s_valid, msg, -jnp.inf), sender, w + 1)[:w])
+        if mean:
+            count = jax.ops.segment_sum(valid.astype(dtype), up, w + 1)[:w]
+            msg = jax.ops.segment_sum(jnp.where(valid, b, 0.0), up, w + 1)[:w] / jnp.maximum(count, 1.0)
+            top = jnp.zeros((w,), dtype)
+        else:
+            msg = kernels.segment_logsumexp(b, up, w + 1)[:w]
+            top = _finite_or_zero(jax.ops.segment_max(jnp.where(s_valid, msg, -jnp.inf), sender, w + 1)[:w])
         shifted = msg - jnp.concatenate([top, jnp.zeros((1,), dtype)])[sender]
         return (
             _write(beliefs, lo, b, valid),
@@ -72,6 +80,8 @@ def _upward(plan: RoutedPlan, theta: jax.Array):
     init = (jnp.full(n, -jnp.inf, dtype), jnp.zeros(n, dtype), jnp.zeros(n, dtype), jnp.zeros((), dtype))
     beliefs, raw, _, offset = jax.lax.fori_loop(0, a["num_levels"], body, init)
     root = a["level"] == a["num_levels"] - 1
+    if mean:
+        return beliefs, raw, jnp.sum(jnp.where(root, beliefs, 0.0)) / jnp.sum(root), offset
     log_z_root = kernels.logsumexp(jnp.where(root, beliefs, -jnp.inf), axis=-1)
     return beliefs, raw, log_z_root, offset
 
@@ -121,19 +131,30 @@ def marginals(plan: RoutedPlan, theta: dict, total) -> tuple[dict, jax.Array]:
     return {"cells": total * mu}, log_z_root + offset
 
 
+def _kept(plan: RoutedPlan, theta: dict, mean: bool) -> dict:
+    """Every clique's belief less its upward message (the root's less its own reduction), padding 0."""
+    a, w = plan.arrays, plan.size.width
+    beliefs, raw, root, _ = _upward(plan, theta["cells"], mean)
+
+    def body(l, out):
+        kept, valid, _ = _log_conditionals_window(a, w, l, beliefs, raw, root)
+        return _write(out, a["lo"][l], kept, valid)
+
+    return {"cells": jax.lax.fori_loop(0, a["num_levels"], body, jnp.zeros_like(theta["cells"]))}
+
+
 def log_conditionals(plan: RoutedPlan, theta: dict) -> dict:
     """The same distribution as ``theta`` written as log-conditionals along the junction tree: each clique's table
     ``log p(x_clique | x_separator)``, the root's ``log p(x_root)`` (the gauge of
-    :func:`pgmjax.graph.gauge.log_conditionals`)."""
-    a, size = plan.arrays, plan.size
-    w = size.width
-    beliefs, raw, log_z_root, _ = _upward(plan, theta["cells"])
+    :func:`pgmjax.graph.gauge.log_conditionals`; ``-inf`` cells stay ``-inf``)."""
+    return _kept(plan, theta, mean=False)
 
-    def body(l, out):
-        log_cond, valid, _ = _log_conditionals_window(a, w, l, beliefs, raw, log_z_root)
-        return _write(out, a["lo"][l], log_cond, valid)
 
-    return {"cells": jax.lax.fori_loop(0, a["num_levels"], body, jnp.zeros_like(theta["cells"]))}
+def canonical(plan: RoutedPlan, blocks: dict) -> dict:
+    """Finite tables with every function of a separator moved toward the root (:func:`pgmjax.graph.gauge.canonical`):
+    each non-root table less its mean over the cells of each separator cell, the root's less its mean. The same
+    distribution up to a constant; linear and idempotent."""
+    return _kept(plan, blocks, mean=True)
 
 
 def row_tops(plan: RoutedPlan, blocks: dict) -> dict:

@@ -12,7 +12,8 @@ import numpy as np
 from ..compiler import jit, to_device
 from ..graph.program_choice import suits_loop_emitters, suits_quick_compile
 from ..data.domain import Clique, CliqueLike, Domain, cells_text
-from ..graph import oracle
+from ..graph import oracle, routed_oracle
+from ..graph.routed_plan import RoutedPlan
 from ..queries import factors as queries_mod
 from . import batch_model, inference, sampling
 from .model_files import save_model
@@ -198,7 +199,8 @@ class GraphicalModel(ModelStructure):
     @property
     def _marginal_blocks(self) -> dict:
         if self._blocks is None:
-            object.__setattr__(self, "_blocks", _marginals_jit(self.plan, self.theta, to_device(self.total, self.dtype))[0])
+            marginals = _routed_marginals_jit if isinstance(self.plan, RoutedPlan) else _marginals_jit
+            object.__setattr__(self, "_blocks", marginals(self.plan, self.theta, to_device(self.total, self.dtype))[0])
         return self._blocks
 
     @functools.cached_property
@@ -215,7 +217,8 @@ class GraphicalModel(ModelStructure):
 
     def log_partition(self) -> float:
         self._one("GraphicalModel.log_partition")
-        return float(_log_partition_jit(self.plan, self.theta))
+        log_partition = _routed_log_partition_jit if isinstance(self.plan, RoutedPlan) else _log_partition_jit
+        return float(log_partition(self.plan, self.theta))
 
     @functools.cached_property
     def _device_marginals(self) -> dict[int, jax.Array]:
@@ -487,6 +490,9 @@ def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Cal
 
 _marginals_jit = jit(oracle.marginals, engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
 _log_partition_jit = jit(oracle.log_partition, engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
+# A size-class plan's programs are shared by every structure of its class (pgmjax.graph.routed_oracle).
+_routed_marginals_jit = jit(routed_oracle.marginals, engine=True)
+_routed_log_partition_jit = jit(routed_oracle.log_partition, engine=True)
 
 
 def _host_scalar(x):
