@@ -19,10 +19,11 @@ and inference for differential privacy", ICML 2019, Section 3 (the marginal orac
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
-from .. import kernels
 from .routed_plan import RoutedPlan
 
 
@@ -40,18 +41,34 @@ def _finite_or_zero(x: jax.Array) -> jax.Array:
     return jax.lax.stop_gradient(jnp.where(jnp.isfinite(x), x, 0.0))
 
 
-def _upward(plan: RoutedPlan, theta: jax.Array, mean: bool = False):
-    """``(beliefs, raw, log_z_root, offset)``: every cell's belief, every separator cell's unshifted message, the
-    root's ``logsumexp`` and the shifts taken off the messages (``log Z = log_z_root + offset``).
+class _Upward(NamedTuple):
+    """What the upward pass leaves: every cell's belief; per separator cell the largest belief that projects on it
+    (``top``, 0 where none is finite) and the sum of ``exp(belief - top)`` over them (``mass``); the root's
+    ``top`` and ``mass``; the shifts taken off the messages (``offset``; ``log Z = log(root_mass) + root_top +
+    offset``). A message is ``log(mass) + top``; a conditional table ``exp(belief - top) / mass``, normalised by a
+    division as the dense oracle's are: through ``exp(belief - message)`` the rounding of the logarithm scaled
+    every table's mass by up to ``eps |message|``, more than a line search's allowance for rounding."""
+
+    beliefs: jax.Array
+    top: jax.Array
+    mass: jax.Array
+    root_top: jax.Array
+    root_mass: jax.Array
+    offset: jax.Array
+
+
+def _upward(plan: RoutedPlan, theta: jax.Array, mean: bool = False) -> _Upward:
+    """The upward (collect) pass over ``theta`` (a cell vector), deepest level first.
 
     With ``mean``, messages are means over the cells of each separator cell instead of log-sum-exps, unshifted
-    (:func:`canonical`), and ``log_z_root`` is the root's mean."""
+    (:func:`canonical`): ``top`` holds the means and ``mass`` ones, the root's likewise."""
     a, size = plan.arrays, plan.size
     w, pw = size.width, size.pair_width
     dtype = theta.dtype
+    zero = jnp.zeros((1,), dtype)
 
     def body(l, carry):
-        beliefs, raw, send, offset = carry
+        beliefs, tops, masses, send, offset = carry
         lo, so, po = a["lo"][l], a["so"][l], a["po"][l]
         valid = _window(a["level"], lo, w) == l
         p_valid = _window(a["pair_level"], po, pw) == l
@@ -63,44 +80,51 @@ def _upward(plan: RoutedPlan, theta: jax.Array, mean: bool = False):
         sender = jnp.where(s_valid, _window(a["sep_slot"], so, w), w)
         if mean:
             count = jax.ops.segment_sum(valid.astype(dtype), up, w + 1)[:w]
-            msg = jax.ops.segment_sum(jnp.where(valid, b, 0.0), up, w + 1)[:w] / jnp.maximum(count, 1.0)
-            top = jnp.zeros((w,), dtype)
+            top = jax.ops.segment_sum(jnp.where(valid, b, 0.0), up, w + 1)[:w] / jnp.maximum(count, 1.0)
+            mass = jnp.ones((w,), dtype)
+            msg, shift = top, jnp.zeros((w,), dtype)
         else:
-            msg = kernels.segment_logsumexp(b, up, w + 1)[:w]
-            top = _finite_or_zero(jax.ops.segment_max(jnp.where(s_valid, msg, -jnp.inf), sender, w + 1)[:w])
-        shifted = msg - jnp.concatenate([top, jnp.zeros((1,), dtype)])[sender]
+            top = _finite_or_zero(jax.ops.segment_max(b, up, w + 1)[:w])
+            mass = jax.ops.segment_sum(jnp.exp(b - jnp.concatenate([top, zero])[up]), up, w + 1)[:w]
+            msg = jnp.log(mass) + top
+            shift = _finite_or_zero(jax.ops.segment_max(jnp.where(s_valid, msg, -jnp.inf), sender, w + 1)[:w])
+        shifted = msg - jnp.concatenate([shift, zero])[sender]
         return (
             _write(beliefs, lo, b, valid),
-            _write(raw, so, msg, s_valid),
+            _write(tops, so, top, s_valid),
+            _write(masses, so, mass, s_valid),
             _write(send, so, shifted, s_valid),
-            offset + jnp.sum(top),
+            offset + jnp.sum(shift),
         )
 
     n = size.cells
-    init = (jnp.full(n, -jnp.inf, dtype), jnp.zeros(n, dtype), jnp.zeros(n, dtype), jnp.zeros((), dtype))
-    beliefs, raw, _, offset = jax.lax.fori_loop(0, a["num_levels"], body, init)
+    init = (jnp.full(n, -jnp.inf, dtype), jnp.zeros(n, dtype), jnp.ones(n, dtype), jnp.zeros(n, dtype),
+            jnp.zeros((), dtype))
+    beliefs, tops, masses, _, offset = jax.lax.fori_loop(0, a["num_levels"], body, init)
     root = a["level"] == a["num_levels"] - 1
     if mean:
-        return beliefs, raw, jnp.sum(jnp.where(root, beliefs, 0.0)) / jnp.sum(root), offset
-    log_z_root = kernels.logsumexp(jnp.where(root, beliefs, -jnp.inf), axis=-1)
-    return beliefs, raw, log_z_root, offset
+        root_top, root_mass = jnp.sum(jnp.where(root, beliefs, 0.0)) / jnp.sum(root), jnp.ones((), dtype)
+    else:
+        root_top = _finite_or_zero(jnp.max(jnp.where(root, beliefs, -jnp.inf)))
+        root_mass = jnp.sum(jnp.where(root, jnp.exp(beliefs - root_top), 0.0))
+    return _Upward(beliefs, tops, masses, root_top, root_mass, offset)
 
 
 def log_partition(plan: RoutedPlan, theta: dict) -> jax.Array:
     """log Z of the model with log-potentials ``theta`` (``{"cells": vector}``)."""
-    _, _, log_z_root, offset = _upward(plan, theta["cells"])
-    return log_z_root + offset
+    u = _upward(plan, theta["cells"])
+    return jnp.log(u.root_mass) + u.root_top + u.offset
 
 
-def _log_conditionals_window(a: dict, w: int, l, beliefs, raw, log_z_root):
-    """Level ``l``'s cells as ``log p(x_clique | x_separator)`` (the root's as ``log p(x_root)``), their validity and
-    separator cells (``w`` for the root's)."""
+def _level(a: dict, w: int, l, u: _Upward):
+    """Level ``l``'s window: its cells' beliefs, validity and separator cells (``w`` for the root's), and each
+    cell's separator ``top`` and ``mass`` (the root's own for the root's cells)."""
     lo, so = a["lo"][l], a["so"][l]
     valid = _window(a["level"], lo, w) == l
     up = jnp.where(valid, _window(a["up"], lo, w), w)
-    message = jnp.concatenate([_window(raw, so, w), log_z_root[None]])[up]
-    b = _window(beliefs, lo, w)
-    return jnp.where(valid & jnp.isfinite(message), b - message, -jnp.inf), valid, up
+    top = jnp.concatenate([_window(u.top, so, w), u.root_top[None]])[up]
+    mass = jnp.concatenate([_window(u.mass, so, w), u.root_mass[None]])[up]
+    return _window(u.beliefs, lo, w), valid, up, top, mass
 
 
 def marginals(plan: RoutedPlan, theta: dict, total) -> tuple[dict, jax.Array]:
@@ -111,33 +135,35 @@ def marginals(plan: RoutedPlan, theta: dict, total) -> tuple[dict, jax.Array]:
     """
     a, size = plan.arrays, plan.size
     w, pw = size.width, size.pair_width
-    beliefs, raw, log_z_root, offset = _upward(plan, theta["cells"])
-    dtype = beliefs.dtype
+    u = _upward(plan, theta["cells"])
+    dtype = u.beliefs.dtype
 
     def body(i, carry):
         mu, sep_marginal = carry
         l = a["num_levels"] - 1 - i
-        lo, so, po = a["lo"][l], a["so"][l], a["po"][l]
-        log_cond, valid, up = _log_conditionals_window(a, w, l, beliefs, raw, log_z_root)
+        so, po = a["so"][l], a["po"][l]
+        b, valid, up, top, mass = _level(a, w, l, u)
         given = jnp.concatenate([_window(sep_marginal, so, w), jnp.ones((1,), dtype)])[up]
-        m = jnp.where(valid, jnp.exp(log_cond) * given, 0.0)
+        m = jnp.where(valid & (mass > 0), jnp.exp(b - top) * (given / jnp.where(mass > 0, mass, 1.0)), 0.0)
         p_valid = _window(a["pair_level"], po, pw) == l
         src = jnp.where(p_valid, _window(a["pair_src"], po, pw), size.cells)
         sent = jnp.where(p_valid, jnp.concatenate([m, jnp.zeros((1,), dtype)])[_window(a["pair_dst"], po, pw)], 0.0)
-        return _write(mu, lo, m, valid), sep_marginal.at[src].add(sent, mode="drop")
+        return _write(mu, a["lo"][l], m, valid), sep_marginal.at[src].add(sent, mode="drop")
 
     init = (jnp.zeros(size.cells, dtype), jnp.zeros(size.cells, dtype))
     mu, _ = jax.lax.fori_loop(0, a["num_levels"], body, init)
-    return {"cells": total * mu}, log_z_root + offset
+    return {"cells": total * mu}, jnp.log(u.root_mass) + u.root_top + u.offset
 
 
 def _kept(plan: RoutedPlan, theta: dict, mean: bool) -> dict:
     """Every clique's belief less its upward message (the root's less its own reduction), padding 0."""
     a, w = plan.arrays, plan.size.width
-    beliefs, raw, root, _ = _upward(plan, theta["cells"], mean)
+    u = _upward(plan, theta["cells"], mean)
 
     def body(l, out):
-        kept, valid, _ = _log_conditionals_window(a, w, l, beliefs, raw, root)
+        b, valid, _, top, mass = _level(a, w, l, u)
+        message = jnp.log(mass) + top
+        kept = jnp.where(valid & jnp.isfinite(message), b - message, -jnp.inf)
         return _write(out, a["lo"][l], kept, valid)
 
     return {"cells": jax.lax.fori_loop(0, a["num_levels"], body, jnp.zeros_like(theta["cells"]))}

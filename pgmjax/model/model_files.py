@@ -14,6 +14,8 @@ import os
 
 import numpy as np
 
+from ..graph.routed_plan import RoutedPlan
+
 FORMAT = "pgmjax-model"
 VERSION = 1
 #: The files of a saved model folder: the structure (JSON) and the tables (NumPy archive).
@@ -60,6 +62,8 @@ def save_model(model, path: str | os.PathLike, *, schema=None) -> str:
         "domain": model.domain.to_dict(),
         "cliques": [list(c) for c in model.cliques],
         "free": [c[0] for c, n in zip(model.cliques, model.plan.padded) if n is not None],
+        # the program its answers come from (pgmjax.fit.oracles): loaded with the same one, they are bit for bit
+        "program": "size_class" if isinstance(model.plan, RoutedPlan) else "dense",
         "total": model.total,
         "dtype": np.dtype(model.dtype).name,
         "loss": None if loss is None or not math.isfinite(loss) else float(loss),

@@ -11,6 +11,7 @@ holding two files.
       "domain": {"age": 85, "sex": 2, ...},          # attribute -> size, in order
       "cliques": [["age", "sex"], ...],              # junction-tree cliques (domain order)
       "free": ["fnlwgt", ...],                       # attributes in no model clique (optional; default none)
+      "program": "size_class",                       # the compiled program it was fitted with (optional; default "dense")
       "total": 48842.0,
       "dtype": "float32",
       "loss": 123.4,                                 # or null
@@ -46,6 +47,7 @@ import os
 import numpy as np
 
 from ..graph import oracle
+from ..graph.routed_plan import make_routed_plan
 from ..graph.size_limit import check_cliques
 from ..data.domain import Domain
 from .graphical_model import GraphicalModel
@@ -136,6 +138,7 @@ def load_model(path: str | os.PathLike) -> GraphicalModel:
     dtype = fields.get("dtype", _dtype)
     loss = fields.get("loss", _loss, default=None)
     history = fields.get("history", _history, default=[])
+    program = fields.get("program", _program, default="dense")
     arrays_file, digest = fields.get("arrays", _arrays)
     # The cells the fields declare, against the model-size limit, before any table is read or allocated.
     check_cliques(domain, cliques, "load_model", what=f"the model of {structure_path} (fields 'domain' and 'cliques')")
@@ -155,7 +158,10 @@ def load_model(path: str | os.PathLike) -> GraphicalModel:
     tables = _read_tables(blob, arrays_path, domain, cliques, dtype)
     # The free attributes' singletons are left to the junction tree, as when the model was fitted: the same
     # plan, padding included, hence the same arithmetic.
-    plan = oracle.make_plan(domain, [c for c in cliques if not (len(c) == 1 and c[0] in free)])
+    if program == "size_class":  # the plan the model was fitted with: the same arithmetic
+        plan = make_routed_plan(domain, cliques)
+    else:
+        plan = oracle.make_plan(domain, [c for c in cliques if not (len(c) == 1 and c[0] in free)])
     if set(plan.cliques) != set(cliques):
         raise ValueError(f"load_model: field 'cliques' of {structure_path}: not the cliques of a junction tree")
     # Each table is added to zeros in float64 and cast back: exact, so the round trip is bit for bit.
@@ -166,6 +172,12 @@ def load_model(path: str | os.PathLike) -> GraphicalModel:
     except FloatingPointError as e:
         raise ValueError(f"load_model: {path} holds a model that is not consistent ({arrays_file}, field 'total'): {e}") from e
     return model
+
+
+def _program(value) -> str:
+    if value not in ("dense", "size_class"):
+        raise ValueError(f"must be 'dense' or 'size_class', got {value!r}")
+    return value
 
 
 _REQUIRED = object()
