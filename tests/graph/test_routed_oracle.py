@@ -1,0 +1,146 @@
+"""The size-class oracle against brute force, and one compiled program per size class (counted)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import count_compiles
+from oracle_reference import _brute_log_joint, _random_problem
+
+import pgmjax as pj
+from pgmjax.graph import routed_oracle
+from pgmjax.graph.routed_plan import class_size, make_routed_plan
+
+
+KINDS = ("chain", "loopy", "disconnected", "random")
+
+
+def _tables(rng, plan, scale=2.0, zeros=False):
+    tables = {c: rng.normal(size=plan.domain.shape_of(c)) * scale for c in plan.cliques}
+    if zeros:  # a structural zero in the first clique (never all of it)
+        t = tables[plan.cliques[0]]
+        if t.size > 1:
+            t.reshape(-1)[0] = -np.inf
+    return tables
+
+
+def _brute_marginal(domain, tables, clique, total):
+    logp = _brute_log_joint(domain, tables)
+    p = np.exp(logp - logp.max())
+    p = total * p / p.sum()
+    axes = tuple(i for i, a in enumerate(domain.attributes) if a not in clique)
+    canon = [a for a in domain.attributes if a in clique]
+    return np.transpose(p.sum(axis=axes), [canon.index(a) for a in clique])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype, tol", [(jnp.float64, 1e-9), (jnp.float32, 2e-4)])
+def test_marginals_and_log_partition_match_brute_force(kind, dtype, tol):
+    rng = np.random.default_rng(7)
+    for trial in range(4):
+        dom, cliques = _random_problem(rng, kind)
+        plan = make_routed_plan(dom, cliques)
+        tables = _tables(rng, plan, zeros=trial % 2 == 1)
+        theta = plan.from_tables(tables, dtype)
+        mu, log_z = jax.jit(routed_oracle.marginals)(plan, theta, 1000.0)
+        got = plan.tables({"cells": np.asarray(mu["cells"], np.float64)})
+        for c in plan.cliques:
+            np.testing.assert_allclose(got[c], _brute_marginal(dom, tables, c, 1000.0), atol=tol * 1000.0, rtol=tol)
+        logp = _brute_log_joint(dom, tables)
+        expected = float(np.log(np.exp(logp - logp.max()).sum()) + logp.max())
+        assert float(log_z) == pytest.approx(expected, rel=tol, abs=tol)
+        assert float(routed_oracle.log_partition(plan, theta)) == pytest.approx(float(log_z), rel=tol, abs=tol)
+        assert not np.isnan(np.asarray(mu["cells"])).any()
+
+
+def test_padding_holds_no_mass_and_every_clique_sums_to_the_total():
+    rng = np.random.default_rng(3)
+    dom, cliques = _random_problem(rng, "random")
+    plan = make_routed_plan(dom, cliques)
+    mu, _ = routed_oracle.marginals(plan, plan.from_tables(_tables(rng, plan), jnp.float64), 50.0)
+    cells = np.asarray(mu["cells"])
+    assert np.all(cells[plan.host.used:] == 0.0)
+    for t in plan.tables({"cells": cells}).values():
+        assert t.sum() == pytest.approx(50.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_log_conditionals_keep_the_distribution_and_normalise_it(kind):
+    rng = np.random.default_rng(11)
+    dom, cliques = _random_problem(rng, kind)
+    plan = make_routed_plan(dom, cliques)
+    tables = _tables(rng, plan, zeros=True)
+    theta = plan.from_tables(tables, jnp.float64)
+    out = routed_oracle.log_conditionals(plan, theta)
+    assert float(routed_oracle.log_partition(plan, out)) == pytest.approx(0.0, abs=1e-12)
+    before = _brute_log_joint(dom, tables)
+    after = _brute_log_joint(dom, plan.tables({"cells": np.asarray(out["cells"])}))
+    finite = np.isfinite(before)
+    assert np.array_equal(finite, np.isfinite(after))  # structural zeros stay exactly zero
+    shift = before[finite] - after[finite]
+    np.testing.assert_allclose(shift, shift[0], atol=1e-9)
+
+
+def test_canonical_keeps_the_distribution_and_is_idempotent():
+    rng = np.random.default_rng(5)
+    dom, cliques = _random_problem(rng, "chain")
+    plan = make_routed_plan(dom, cliques)
+    tables = _tables(rng, plan)
+    blocks = plan.from_tables(tables, jnp.float64)
+    once = routed_oracle.canonical(plan, blocks)
+    twice = routed_oracle.canonical(plan, once)
+    np.testing.assert_allclose(np.asarray(twice["cells"]), np.asarray(once["cells"]), atol=1e-12)
+    diff = _brute_log_joint(dom, tables) - _brute_log_joint(dom, plan.tables({"cells": np.asarray(once["cells"])}))
+    np.testing.assert_allclose(diff, diff.reshape(-1)[0], atol=1e-9)
+
+
+def test_class_sizes_grow_geometrically():
+    sizes = [class_size(n) for n in range(1, 5000)]
+    assert sizes == sorted(sizes) and all(s >= n for s, n in zip(sizes, range(1, 5000)))
+    assert all(s <= max(16, 1.5 * n) for s, n in zip(sizes, range(1, 5000)))
+    assert len(set(sizes)) <= 18
+
+
+def _chain_in_order(seed: int):
+    dom = pj.Domain({f"a{i}": 3 for i in range(8)})
+    order = np.random.default_rng(seed).permutation(dom.attributes)
+    return dom, [tuple(sorted(p, key=dom.attributes.index)) for p in zip(order[:-1], order[1:])]
+
+
+def test_two_structures_of_one_class_run_one_compiled_program():
+    marginals = jax.jit(routed_oracle.marginals)
+    plans = [make_routed_plan(*_chain_in_order(seed)) for seed in range(3)]
+    assert len({p.cliques for p in plans}) == 3 and len({p.size for p in plans}) == 1
+    rng = np.random.default_rng(0)
+    marginals(plans[0], plans[0].from_tables(_tables(rng, plans[0])), 10.0)
+    with count_compiles() as counter:
+        for plan in plans[1:]:
+            mu, _ = marginals(plan, plan.from_tables(_tables(rng, plan)), 10.0)
+            mu["cells"].block_until_ready()
+    assert counter.count == 0
+
+
+def test_a_new_structure_of_a_fitted_class_compiles_nothing():
+    rng = np.random.default_rng(2)
+
+    def measurements(cliques, dom):
+        return [pj.Measurement(c, rng.uniform(5, 50, dom.size(c)), stddev=2.0) for c in cliques]
+
+    dom, first = _chain_in_order(10)
+    pj.estimate(dom, measurements(first, dom), iters=40, chunk=20, program="size_class").marginal(first[0])
+    dom, second = _chain_in_order(11)
+    with count_compiles() as counter:
+        model = pj.estimate(dom, measurements(second, dom), iters=40, chunk=20, program="size_class")
+        model.marginal(second[0])
+    assert counter.count == 0, counter.names
+
+
+def test_inside_a_program_a_routed_plan_has_no_structure():
+    dom, cliques = _chain_in_order(0)
+    plan = make_routed_plan(dom, cliques)
+
+    def reads_cliques(p):
+        return len(p.cliques)
+
+    with pytest.raises(RuntimeError, match="read on the host only"):
+        jax.jit(reads_cliques)(plan)
