@@ -180,6 +180,8 @@ def main(argv=None) -> None:
     p.add_argument("--engine-iters", type=int, default=None, help="iterations per fit (default: the front-end's)")
     p.add_argument("--tol", type=float, default=None, help="engine_options tol: a fit stops when a chunk of 50 "
                    "iterations changes its loss by less than this (relative)")
+    p.add_argument("--program", choices=("auto", "dense", "size_class"), default=None,
+                   help="engine_options program: the fits' compiled program (default: estimate's, 'auto')")
     p.add_argument("--out", default=None, help="result name under bench/results/mechanisms/ (or a path)")
     p.add_argument("--compare", nargs="+", default=None, metavar="JSON",
                    help="render a before/after table from pairs of result files (before1 after1 before2 after2 ...) "
@@ -202,7 +204,9 @@ def main(argv=None) -> None:
     if args.engine_iters is not None:
         options["engine_iters"] = args.engine_iters
     if args.tol is not None:
-        options["engine_options"] = {"tol": args.tol}
+        options.setdefault("engine_options", {})["tol"] = args.tol
+    if args.program is not None:
+        options.setdefault("engine_options", {})["program"] = args.program
     res = profile(args.mechanism, data, args.epsilon, args.seed, **options)
     res.update(dataset=args.dataset, records=len(data), attributes=len(data.domain), options=options)
     name = args.out or f"{args.mechanism}_profile_{args.dataset}_cpu"

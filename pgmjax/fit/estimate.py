@@ -112,8 +112,9 @@ def estimate(
             total = warm_start.total
     program = oracles.check_program(program, caller="estimate")
     plan, oracle_info = (None, None) if oracle == "exact" else oracles.make_oracle_plan(domain, model_cliques, oracle, dtype=dtype)
+    exact = oracle == "exact" or (oracle_info is not None and oracle_info["oracle"] == "exact")  # "auto" may pick it
     if oracles.uses_size_class(program, domain, model_cliques, measurements, loss, iters, method=method,
-                               oracle_choice=oracle, devices=devices):
+                               oracle_choice="exact" if exact else oracle, devices=devices):
         plan = oracles.make_size_class_plan(domain, model_cliques)
     if devices > 1:
         plan = oracle_plan.make_plan(domain, model_cliques, shards=devices)

@@ -18,6 +18,7 @@ import warnings
 from dataclasses import dataclass
 
 from ..graph import approximate_oracle, oracle
+from ..graph.junction import junction_tree, maximal_cliques
 from ..graph.routed_plan import make_routed_plan, windows_work
 from ..graph.size_limit import ModelTooLarge
 from . import memory
@@ -120,6 +121,11 @@ PROGRAMS = ("auto", "dense", "size_class")
 #: ``bench/results/engine/size_class_cpu.md``.
 SIZE_CLASS_WORK = 2.5e8
 
+#: ``program="auto"`` takes the size-class program only for models of at most this many junction-tree cells: past
+#: it a dense iteration is the faster by more than a compile is worth, and the fit's memory is what
+#: :mod:`pgmjax.fit.memory` counts for the dense program.
+SIZE_CLASS_MAX_CELLS = 2**20
+
 
 def check_program(value, *, caller: str = "estimate") -> str:
     """``value`` checked: one of :data:`PROGRAMS`.
@@ -140,9 +146,9 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
 
     ``"size_class"`` needs mirror descent or dual averaging (L-BFGS differentiates through the oracle, whose
     size-class passes loop over a number of levels that is data), the exact oracle on one device, measurements
-    that are all marginals and the ``"l2"`` or ``"l1"`` loss (a ValueError names what is missing); ``"auto"`` takes it where those hold and the fit's routed
-    work is at most :data:`SIZE_CLASS_WORK` cells (a small model, whose dense fit would wait mostly for its
-    compile); ``"dense"`` never.
+    that are all marginals and the ``"l2"`` or ``"l1"`` loss (a ValueError names what is missing); ``"auto"``
+    takes it where those hold and the fit's routed work is at most :data:`SIZE_CLASS_WORK` cells and its junction tree at most :data:`SIZE_CLASS_MAX_CELLS` (a
+    small model, whose dense fit would wait mostly for its compile); ``"dense"`` never.
     """
     missing = []
     if method not in ("mirror_descent", "dual_averaging"):
@@ -159,6 +165,8 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
         raise ValueError(f"{caller}: program='size_class' needs " + "; ".join(missing))
     if program != "auto" or missing:
         return program == "size_class"
+    if junction_tree(domain, maximal_cliques(domain, cliques)).cells > SIZE_CLASS_MAX_CELLS:
+        return False
     return windows_work(domain, cliques) * max(int(iters), 1) <= SIZE_CLASS_WORK
 
 

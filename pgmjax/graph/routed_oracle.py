@@ -144,7 +144,8 @@ def marginals(plan: RoutedPlan, theta: dict, total) -> tuple[dict, jax.Array]:
         so, po = a["so"][l], a["po"][l]
         b, valid, up, top, mass = _level(a, w, l, u)
         given = jnp.concatenate([_window(sep_marginal, so, w), jnp.ones((1,), dtype)])[up]
-        m = jnp.where(valid & (mass > 0), jnp.exp(b - top) * (given / jnp.where(mass > 0, mass, 1.0)), 0.0)
+        # a separator value with no mass gives zeros; a NaN (a NaN potential) stays NaN, for the fit's checks to see
+        m = jnp.where(valid & (mass != 0), jnp.exp(b - top) * (given / jnp.where(mass != 0, mass, 1.0)), 0.0)
         p_valid = _window(a["pair_level"], po, pw) == l
         src = jnp.where(p_valid, _window(a["pair_src"], po, pw), size.cells)
         sent = jnp.where(p_valid, jnp.concatenate([m, jnp.zeros((1,), dtype)])[_window(a["pair_dst"], po, pw)], 0.0)

@@ -198,6 +198,20 @@ class RoutedPlan:
         cells = blocks["cells"]
         return {"cells": cells.at[index].add(t) if add else cells.at[index].set(t)}
 
+    def to_dense(self, blocks: dict | None = None, batch_dims: int = 0):
+        """The dense plan of the same junction tree (:func:`pgmjax.graph.oracle_plan.make_plan`) and, given a cell
+        vector (with ``batch_dims`` leading axes), the same tables in its layout: ``(plan, blocks or None)``."""
+        from .oracle_plan import make_plan
+
+        plan = make_plan(self.domain, self.cliques)
+        if blocks is None:
+            return plan, None
+        cells = np.asarray(blocks["cells"])
+        lead = cells.shape[:batch_dims]
+        members = [plan.from_tables(self.tables({"cells": cells[i]}), cells.dtype) for i in np.ndindex(*lead)]
+        out = {k: np.stack([np.asarray(m[k]) for m in members]).reshape(lead + members[0][k].shape) for k in members[0]}
+        return plan, {k: to_device(v) for k, v in out.items()}
+
     def from_tables(self, tables: dict, dtype=np.float32) -> dict:
         """A cell vector from ``{clique: table}``: each table broadcast into the smallest clique holding it and summed."""
         cells = np.zeros(self.size.cells, np.float64)
@@ -231,7 +245,7 @@ def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None) ->
     Example:
         >>> plan = make_routed_plan(Domain({"a": 2, "b": 3, "c": 4}), [("a", "b"), ("b", "c")])
         >>> plan.size
-        SizeClass(cells=24, width=16, pairs=16, pair_width=16, levels=16)
+        SizeClass(cells=48, width=16, pairs=24, pair_width=16, levels=16)
     """
     model_cliques = maximal_cliques(domain, cliques)
     size_limit.check_tree(junction_tree(domain, model_cliques), None, max_bytes)

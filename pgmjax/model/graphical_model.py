@@ -117,6 +117,23 @@ class GraphicalModel(ModelStructure):
         plan, theta, total = fields.pop("plan"), fields.pop("theta"), fields.pop("total")
         return GraphicalModel(plan, theta, total, fields.pop("history"), **fields)
 
+    def dense(self) -> "GraphicalModel":
+        """The same model on the dense plan (:mod:`pgmjax.graph.oracle`): itself unless it was fitted with the
+        size-class program (:mod:`pgmjax.graph.routed_oracle`), whose plan has no junction-tree structure inside a
+        compiled program. What differentiates through the oracle or reads the tree inside ``jit`` (the
+        uncertainty intervals' linearisation) runs on it.
+
+        Example:
+            >>> dom = pj.Domain({"a": 2, "b": 3})
+            >>> m = pj.estimate(dom, [pj.Measurement(("a", "b"), np.arange(6.0) + 1)], iters=20, program="size_class")
+            >>> type(m.dense().plan).__name__, bool(np.allclose(m.dense().marginal("a"), m.marginal("a")))
+            ('OraclePlan', True)
+        """
+        if not isinstance(self.plan, RoutedPlan):
+            return self
+        plan, theta = self.plan.to_dense({k: np.asarray(v) for k, v in self.theta.items()}, batch_dims=0 if self.batch is None else 1)
+        return self.replace(plan=plan, theta=theta)
+
     # A pytree: the numbers (potentials, total, loss, step size) are its leaves, the plan (hashed by value) its
     # static structure, so a model passes through jit, vmap and grad and a batch of models is one model whose
     # leaves have a leading axis. The fit's per-chunk log (history) and diagnostics (info) stay on the host
@@ -199,8 +216,7 @@ class GraphicalModel(ModelStructure):
     @property
     def _marginal_blocks(self) -> dict:
         if self._blocks is None:
-            marginals = _routed_marginals_jit if isinstance(self.plan, RoutedPlan) else _marginals_jit
-            object.__setattr__(self, "_blocks", marginals(self.plan, self.theta, to_device(self.total, self.dtype))[0])
+            object.__setattr__(self, "_blocks", _marginals_jit(self.plan, self.theta, to_device(self.total, self.dtype))[0])
         return self._blocks
 
     @functools.cached_property
@@ -217,8 +233,7 @@ class GraphicalModel(ModelStructure):
 
     def log_partition(self) -> float:
         self._one("GraphicalModel.log_partition")
-        log_partition = _routed_log_partition_jit if isinstance(self.plan, RoutedPlan) else _log_partition_jit
-        return float(log_partition(self.plan, self.theta))
+        return float(_log_partition_jit(self.plan, self.theta))
 
     @functools.cached_property
     def _device_marginals(self) -> dict[int, jax.Array]:
@@ -488,11 +503,24 @@ def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Cal
             raise FloatingPointError(f"{what}: the marginal of clique {clique} sums to {s:.6g}, not the total {total:.6g}{why}")
 
 
-_marginals_jit = jit(oracle.marginals, engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
-_log_partition_jit = jit(oracle.log_partition, engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
+_dense_marginals_jit = jit(oracle.marginals, engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
+_dense_log_partition_jit = jit(oracle.log_partition, engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
 # A size-class plan's programs are shared by every structure of its class (pgmjax.graph.routed_oracle).
 _routed_marginals_jit = jit(routed_oracle.marginals, engine=True)
 _routed_log_partition_jit = jit(routed_oracle.log_partition, engine=True)
+
+
+def _marginals_jit(plan, theta: dict, total):
+    """The model's marginal blocks and log Z from its own compiled program (the plan's kind picks which)."""
+    if isinstance(plan, RoutedPlan):
+        return _routed_marginals_jit(plan, theta, total)
+    return _dense_marginals_jit(plan, theta, total)
+
+
+def _log_partition_jit(plan, theta: dict):
+    if isinstance(plan, RoutedPlan):
+        return _routed_log_partition_jit(plan, theta)
+    return _dense_log_partition_jit(plan, theta)
 
 
 def _host_scalar(x):

@@ -268,6 +268,7 @@ def refit(
         :class:`Replicates`.
     """
     start0 = time.perf_counter()
+    model = model.dense()  # the refits run batched on the dense plan (pgmjax.fit.batch)
     problem = stacked_problem(model, measurements, ys, loss=loss, total=total, dtype=dtype)
     plan = problem.plan
     dt = problem.total.dtype

@@ -109,6 +109,7 @@ def intervals(
     """
     if not isinstance(model, GraphicalModel):
         raise TypeError(f"intervals: model must be a pgmjax.GraphicalModel, got {type(model).__name__}")
+    model = model.dense()  # its refits and linearisations run batched and differentiated: the dense plan's
     level = _check_level(level)
     if method not in ("bootstrap", "linear"):
         raise ValueError(f"intervals: method must be 'bootstrap' or 'linear', got {method!r}")
@@ -206,7 +207,7 @@ def choose_fit_method(model: GraphicalModel, measurements: Sequence[Measurement]
     if loss != "l2":
         return "mirror_descent", f"the {loss.upper()} loss (the exact QP fits the L2 loss only)"
     try:
-        qp_mod.layout(model.plan, list(measurements))
+        qp_mod.layout(model.dense().plan, list(measurements))
     except ValueError as e:
         return "mirror_descent", str(e).replace("fit_method='qp': ", "no exact QP: ")
     return "qp", "L2 loss, identity measurements covering every clique of the model: exact QP refits"

@@ -31,6 +31,7 @@ from pgmjax.kernels import marginalize
 from ..bayes.errors import LinearNoise
 from ..compiler import jit
 from ..graph import oracle
+from ..graph.routed_plan import RoutedPlan
 from ..model.graphical_model import GraphicalModel
 from ..queries.measurement import Measurement, validate_measurements
 from .targets import evaluate, resolve_targets
@@ -194,6 +195,7 @@ def _split(static, value, a, resid, measurements):
 def linearize_all(model, measurements, targets, *, total_free=True, tol=1e-10, maxiter=None) -> list[Linearization]:
     """:func:`linearize` for several targets in one compiled program; a list of :class:`Linearization`."""
     measurements = _check(model, measurements, "linearize")
+    model = model.dense()  # the linearisation differentiates through the oracle: the dense plan's
     static, queries, inv_std, jmats = _prepare(model.domain, model.plan, measurements, targets, total_free, tol, maxiter)
     theta_hat = {k: jnp.asarray(v, jnp.float64) for k, v in model.theta.items()}
     value, a, resid = _weights(static, model.plan, theta_hat, queries, inv_std, jmats, jnp.asarray(model.total, jnp.float64))
@@ -204,7 +206,7 @@ def linearize_batch(plan, thetas: dict, totals, measurements, targets, *, total_
     """Linearisations of ``R`` models of one structure (one vmapped program), e.g. fits of ``R`` noise draws.
 
     Args:
-        plan: the models' oracle plan.
+        plan: the models' oracle plan (a size-class plan's potentials are laid out densely first).
         thetas: potentials ``{block: (R, ...)}``; totals: ``(R,)``.
         measurements, targets, total_free, tol, maxiter: as for :func:`linearize`.
 
@@ -214,6 +216,8 @@ def linearize_batch(plan, thetas: dict, totals, measurements, targets, *, total_
     if not jax.config.jax_enable_x64:
         raise ValueError('linearize_batch: needs float64: jax.config.update("jax_enable_x64", True) first')
     measurements = list(measurements)
+    if isinstance(plan, RoutedPlan):  # models fitted with the size-class program: the same tables, densely laid out
+        plan, thetas = plan.to_dense(thetas, batch_dims=1)
     static, queries, inv_std, jmats = _prepare(plan.domain, plan, measurements, targets, total_free, tol, maxiter)
     th = {k: jnp.asarray(v, jnp.float64) for k, v in thetas.items()}
     value, a, resid = _weights_batched(static, plan, th, queries, inv_std, jmats, jnp.asarray(totals, jnp.float64))

@@ -35,7 +35,7 @@ Example:
     >>> ms = [pj.Measurement(("a", "b"), [[30.0, -2], [10, 40]], stddev=1.0),
     ...       pj.Measurement(("b", "c"), [[35.0, 8], [20, 20]], stddev=1.0),
     ...       pj.Measurement(("b",), [41.0, 38], stddev=2.0)]
-    >>> plan = pj.estimate(dom, ms, iters=10, dtype=jnp.float64).plan
+    >>> plan = pj.graph.oracle.make_plan(dom, [("a", "b"), ("b", "c")])
     >>> ys = [np.asarray(m.y, np.float64).reshape(1, -1) for m in ms]       # one answer set
     >>> fit = solve(layout(plan, ms), plan, ys, jnp.asarray([80.2]), ms)
     >>> bool(fit.residual[0] <= fit.atol)
@@ -110,6 +110,8 @@ def layout(plan: oracle.OraclePlan, measurements: Sequence[Measurement]) -> QPLa
         ValueError: a measurement is not an identity marginal, or a junction-tree clique is not measured
             (its cells would have no term in the loss: the fit is then not this QP).
     """
+    if not isinstance(plan, oracle.OraclePlan):
+        raise TypeError(f"layout: plan must be a dense pgmjax OraclePlan (a model's model.dense().plan), got {type(plan).__name__}")
     measurements = list(measurements)
     for i, m in enumerate(measurements):
         if _diagonal(m) is None:

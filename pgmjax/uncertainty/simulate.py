@@ -123,6 +123,7 @@ def simulate_coverage(
     Returns:
         :class:`Coverage`.
     """
+    structure = structure.dense()  # its refits run batched on the dense plan (pgmjax.fit.batch)
     k_outer, k_boot = jax.random.split(key)
     ys = draw_answers(means, measurements, R, k_outer)
     t0 = time.perf_counter()

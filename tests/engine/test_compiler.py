@@ -87,7 +87,7 @@ def test_a_nan_potential_reaches_log_z_through_the_fast_max(where):
     table = np.zeros(dom.shape_of(clique), np.float32)
     table.flat[table.size // 2] = np.nan
     theta = plan.from_tables({clique: table})
-    from pgmjax.model.graphical_model import _log_partition_jit, _marginals_jit
+    from pgmjax.model.graphical_model import _log_partition_jit, _marginals_jit  # noqa: the dispatchers
 
     assert np.isnan(float(_log_partition_jit(plan, theta)))
     assert np.isnan(float(_marginals_jit(plan, theta, to_device(1.0, np.float32))[1]))

@@ -118,13 +118,13 @@ def test_free_attributes_padded_through_warm_starts_and_saving(small, tmp_path):
     records = np.concatenate([data.records, rng.integers(0, [2, 5, 7, 3, 11], size=(len(data), 5))], axis=1)
     wdata = pj.Dataset(records, wide)
     m_ab, m_d = pj.noisy_marginals(wdata, [("a", "b"), ("d",)], 1.0, jax.random.key(0))
-    first = pj.estimate(wide, [m_ab, m_d], iters=200, dtype=jnp.float64)
+    first = pj.estimate(wide, [m_ab, m_d], iters=200, dtype=jnp.float64, program="dense")  # the dense plan pads
     free = [j for j, c in enumerate(first.plan.cliques) if c[0].startswith("u")]
     assert len(free) == 5 and all(first.plan.padded[j] is not None for j in free)
     for a in ("u1", "u4"):  # free attributes: uniform, counts summing to the total
         np.testing.assert_allclose(first.marginal(a), np.full(wide[a], first.total / wide[a]), rtol=1e-9)
     # d measured before, not now: it becomes a free (padded) singleton and keeps its warm-start potentials
-    again = pj.estimate(wide, [m_ab], iters=0, warm_start=first, total=first.total, dtype=jnp.float64)
+    again = pj.estimate(wide, [m_ab], iters=0, warm_start=first, total=first.total, dtype=jnp.float64, program="dense")
     j = again.plan.cliques.index(("d",))
     assert again.plan.padded[j] == 3
     np.testing.assert_allclose(again.marginal("d"), first.marginal("d"), rtol=1e-9)

@@ -1,0 +1,132 @@
+"""A run of new structures: the dense program (one per structure) against the size-class program (one per class).
+
+What a loop over models waits for (an AIM or MWEM run, a sweep, a test suite): for each attribute count ``d`` in
+``--dims``, a fresh process per program fits ``--models`` different random trees of pairs over one generated
+domain (each attribute 2 to ``--max-size`` values; noisy pair marginals, sigma 10, 10,000 records), each
+``estimate(iters)`` from scratch, and records every fit's wall time, the XLA compile seconds inside it
+(``jax.monitoring``'s backend-compile events), its compiles and its loss. Both programs fit the same
+measurements, so their losses are compared too.
+
+Run: ``python -m bench engine size_class --dims 10 20 40 --models 8 --iters 500``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench import schema
+
+SUITE = "engine"
+
+
+def problems(d: int, models: int, max_size: int, seed: int = 0):
+    """``models`` random trees of pairs over one domain of ``d`` attributes, with noisy marginals of each."""
+    import numpy as np
+
+    import pgmjax as pj
+
+    rng = np.random.default_rng([seed, d])
+    dom = pj.Domain({f"x{i}": int(s) for i, s in enumerate(rng.integers(2, max_size + 1, size=d))})
+    names = dom.attributes
+    out = []
+    for _ in range(models):
+        order = rng.permutation(d)
+        pairs = [tuple(sorted((names[order[i]], names[order[int(rng.integers(0, i))]]), key=names.index))
+                 for i in range(1, d)]
+        ms = []
+        for c in pairs:
+            p = rng.dirichlet(np.ones(dom.size(c)))
+            ms.append(pj.Measurement(c, 10_000 * p + rng.normal(0, 10.0, p.size), stddev=10.0))
+        out.append((dom, ms))
+    return out
+
+
+def child(program: str, d: int, models: int, max_size: int, iters: int, out: str) -> None:
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", False)
+    import pgmjax as pj
+
+    compile_s = []
+
+    def listen(event, seconds, **_):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compile_s.append(seconds)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    rows = []
+    for k, (dom, ms) in enumerate(problems(d, models, max_size)):
+        before = len(compile_s)
+        t = time.perf_counter()
+        model = pj.estimate(dom, ms, iters=iters, program=program)
+        model.marginal(ms[0].clique)  # what a mechanism reads next
+        wall = time.perf_counter() - t
+        plan = model.plan
+        rows.append({"program": program, "d": d, "model": k, "wall": wall, "compiles": len(compile_s) - before,
+                     "compile_s": sum(compile_s[before:]), "loss": model.loss, "cells": plan.tree.cells,
+                     "levels": plan.tree.num_levels, "class": list(getattr(plan, "size", ()))})
+    with open(out, "w") as f:
+        json.dump(rows, f)
+
+
+def run(dims, models: int, max_size: int, iters: int) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for d in dims:
+            for program in ("dense", "size_class"):
+                out = os.path.join(tmp, f"{program}_{d}.json")
+                subprocess.run([sys.executable, "-m", "bench.size_class", "--child", program, str(d), str(models),
+                                str(max_size), str(iters), out], check=True)
+                with open(out) as f:
+                    rows.extend(json.load(f))
+    return rows
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    out = []
+    for d in sorted({r["d"] for r in rows}):
+        by = {p: [r for r in rows if r["d"] == d and r["program"] == p] for p in ("dense", "size_class")}
+        dense, routed = by["dense"], by["size_class"]
+        out.append({
+            "d": d, "models": len(dense), "cells": f"{min(r['cells'] for r in dense)}-{max(r['cells'] for r in dense)}",
+            "dense total s": sum(r["wall"] for r in dense), "size-class total s": sum(r["wall"] for r in routed),
+            "dense compiles": sum(r["compiles"] for r in dense), "size-class compiles": sum(r["compiles"] for r in routed),
+            "dense later fit s": sorted(r["wall"] for r in dense[1:])[len(dense[1:]) // 2] if len(dense) > 1 else None,
+            "size-class later fit s": sorted(r["wall"] for r in routed[1:])[len(routed[1:]) // 2] if len(routed) > 1 else None,
+            "classes": len({tuple(r["class"]) for r in routed}),
+            "loss rel diff max": max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(dense, routed)),
+        })
+    return out
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dims", type=int, nargs="+", default=[10, 20, 40])
+    p.add_argument("--models", type=int, default=8)
+    p.add_argument("--max-size", type=int, default=10)
+    p.add_argument("--iters", type=int, default=500)
+    p.add_argument("--out", default="size_class_cpu")
+    p.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        program, d, models, max_size, iters, out = args.child
+        child(program, int(d), int(models), int(max_size), int(iters), out)
+        return
+    rows = run(args.dims, args.models, args.max_size, args.iters)
+    meta = schema.run_meta("bench.size_class", argv)
+    table = summary(rows)
+    page = [*schema.header_lines(meta), "", f"Each program in a fresh process fits {args.models} new random trees of pairs "
+            f"per attribute count, estimate({args.iters}) each, then one marginal; 'later fit': the median wall of "
+            "fits 2 onwards (a structure new to the process).", "", *schema.table(table), "", "Per fit:", "",
+            *schema.table(rows, ["program", "d", "model", "wall", "compiles", "compile_s", "loss", "cells", "levels"])]
+    schema.write_result(SUITE, args.out, rows, meta, page=page, title="Dense against size-class programs", summary=table)
+
+
+if __name__ == "__main__":
+    main()
