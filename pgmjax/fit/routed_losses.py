@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compiler import to_device
-from ..graph.routed_plan import RoutedPlan, class_size
+from ..graph.routed_plan import RoutedPlan, multiple_class
 from ..queries.measurement import Measurement
 
 
@@ -88,7 +88,10 @@ def stack_routed(plan: RoutedPlan, measurements: Sequence[Measurement], dtype) -
     domain = plan.domain
     n_cells = sum(domain.size(m.clique) for m in measurements)
     n_pairs = sum(domain.size(plan.cliques[plan.tree.containing(m.clique)]) for m in measurements)
-    shape = RoutedShape(class_size(n_cells + 1), class_size(n_pairs), class_size(len(measurements) + 1))
+    # Sizes that follow the plan's class (a measured table is at most its host's size), so that the structures of
+    # one plan class mostly share a measurement class too.
+    cells = multiple_class(n_cells + 1, plan.size.cells)
+    shape = RoutedShape(cells, multiple_class(n_pairs, plan.size.cells), cells)
     cell = np.zeros(shape.pairs, np.int32)
     pattern = np.full(shape.pairs, shape.cells - 1, np.int32)  # padding pairs sum cell 0 into the last (padding) cell
     table = np.full(shape.cells, shape.tables - 1, np.int32)

@@ -53,6 +53,35 @@ def class_size(n: int) -> int:
     return 3 << (k - 2) if n <= 3 << (k - 2) else 1 << k
 
 
+def width_class(n: int) -> int:
+    """A level window's size class: the least power of 4 (at least 16) that is at least ``n``.
+
+    Coarser than :func:`class_size`: a window is read once per level, so a wider one costs little, and fewer
+    widths mean fewer programs.
+
+    Example:
+        >>> [width_class(n) for n in (1, 17, 65, 300)]
+        [16, 64, 256, 1024]
+    """
+    w = _MIN_CLASS
+    while w < n:
+        w *= 4
+    return w
+
+
+def multiple_class(n: int, base: int) -> int:
+    """``base`` times the least power of 2 that makes it at least ``n``: sizes that follow another size class.
+
+    Example:
+        >>> multiple_class(100, 48), multiple_class(20, 48)
+        (192, 48)
+    """
+    m = base
+    while m < n:
+        m *= 2
+    return m
+
+
 class SizeClass(NamedTuple):
     """The shapes a size-class program is compiled for (the plan's only static part).
 
@@ -245,7 +274,7 @@ def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None) ->
     Example:
         >>> plan = make_routed_plan(Domain({"a": 2, "b": 3, "c": 4}), [("a", "b"), ("b", "c")])
         >>> plan.size
-        SizeClass(cells=48, width=16, pairs=24, pair_width=16, levels=16)
+        SizeClass(cells=48, width=16, pairs=48, pair_width=16, levels=16)
     """
     model_cliques = maximal_cliques(domain, cliques)
     size_limit.check_tree(junction_tree(domain, model_cliques), None, max_bytes)
@@ -288,10 +317,12 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
         cell_n.append(at - lo[-1])
         sep_n.append(sep_at - so[-1])
         pair_n.append(pair_at - po[-1])
-    width = class_size(max(max(cell_n), max(len(lev) for lev in sched)))
-    pair_width = class_size(max(pair_n))
+    # Few dimensions, each on a coarse grid, so that many structures share a class: the cells on the 1.5 grid,
+    # the window on powers of 4, the pairs (and their window) as power-of-2 multiples of the cells (the window).
+    width = width_class(max(max(cell_n), max(len(lev) for lev in sched)))
     n_cells = class_size(at + width)  # a window read at the last level's offset stays inside the vector
-    n_pairs = class_size(pair_at + pair_width)
+    pair_width = multiple_class(max(pair_n), width)
+    n_pairs = multiple_class(pair_at + pair_width, n_cells)
     n_levels = class_size(len(sched))
     sc = SizeClass(n_cells, width, n_pairs, pair_width, n_levels)
 
@@ -360,7 +391,8 @@ def windows_work(domain: Domain, cliques) -> int:
         if p >= 0:
             kids[p] += 1
     pairs = [sum(domain.size(tree.cliques[c]) * kids[c] for c in lev) for lev in sched]
-    return len(sched) * (class_size(max(cells)) + class_size(max(pairs)))
+    width = width_class(max(cells))
+    return len(sched) * (width + multiple_class(max(pairs), width))
 
 
 __all__ = ["RoutedPlan", "RoutedLayout", "SizeClass", "class_size", "make_routed_plan", "windows_work"]
