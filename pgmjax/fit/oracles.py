@@ -116,10 +116,10 @@ def make_oracle_plan(domain, cliques, choice, *, caller: str = "estimate", dtype
 PROGRAMS = ("auto", "dense", "size_class")
 
 #: ``program="auto"`` takes the size-class program where a fit's routed passes read at most this many cells in
-#: all (:func:`pgmjax.graph.routed_plan.windows_work` per pass, times the iterations): about what the dense
-#: program's compile (a second or more per structure on a CPU) costs in arithmetic. Measured in
-#: ``bench/results/engine/size_class_cpu.md``.
-SIZE_CLASS_WORK = 2.5e8
+#: all (:func:`pgmjax.graph.routed_plan.windows_work` per pass, times the iterations). On the 2-core CPU a routed
+#: pass costs 23-36 ns per cell read and the dense program's compile of a 700- to 33,000-cell model 2.6-6.6 s
+#: (``bench/results/engine/size_class_cpu.md``): this much routed work takes about what such a compile does.
+SIZE_CLASS_WORK = 1.5e8
 
 #: ``program="auto"`` takes the size-class program only for models of at most this many junction-tree cells: past
 #: it a dense iteration is the faster by more than a compile is worth, and the fit's memory is what

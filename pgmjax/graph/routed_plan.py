@@ -291,10 +291,58 @@ def _ravel(domain: Domain, clique: Clique, sub: Clique) -> np.ndarray:
     return index
 
 
+#: A step of the passes costs about this many cells of window work on its own (the loop's per-trip overhead):
+#: :func:`steps` weighs a narrower window, hence more steps, against it.
+STEP_CELLS = 1024
+
+
+def steps(tree: JunctionTree) -> tuple[list[list[int]], int, int]:
+    """The passes' steps: each junction-tree level's cliques packed, whole and in order, into windows of ``width``
+    cells (and ``pair_width`` routing pairs), deepest level first, the root alone last.
+
+    A step depends only on steps before it (its cliques' children are at deeper levels), so the upward pass runs
+    the steps in order and the downward pass in reverse. The width is a power of 4 from the largest clique up,
+    the one whose steps read the fewest cells (``steps * (width + pair_width)``, plus :data:`STEP_CELLS` per
+    step): a level of many small cliques takes several narrow steps instead of one window as wide as itself.
+
+    Returns:
+        ``(steps, width, pair_width)``: the cliques of each step, and the two window sizes.
+    """
+    domain = tree.domain
+    size = [domain.size(c) for c in tree.cliques]
+    kids = [0] * len(size)
+    for p in tree.parent:
+        if p >= 0:
+            kids[p] += 1
+    sched = [sorted(int(c) for c in lev) for lev in levels(tree)]  # deepest first; the root's level last
+    best = None
+    width = width_class(max(size))
+    while True:
+        packed = []
+        for lev in sched:
+            step, cells, pairs = [], 0, 0
+            for c in lev:
+                if step and cells + size[c] > width:
+                    packed.append((step, pairs))
+                    step, cells, pairs = [], 0, 0
+                step.append(c)
+                cells += size[c]
+                pairs += size[c] * kids[c]
+            packed.append((step, pairs))
+        pair_width = multiple_class(max(p for _, p in packed), width)
+        cost = len(packed) * (width + pair_width + STEP_CELLS)
+        if best is not None and cost >= best[0]:
+            return best[1]
+        best = (cost, ([s for s, _ in packed], width, pair_width))
+        if len(packed) == len(sched):  # one step per level already: a wider window saves nothing
+            return best[1]
+        width *= 4
+
+
 @functools.lru_cache(maxsize=64)
 def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> RoutedPlan:
     tree = junction_tree(domain, model_cliques)
-    sched = [sorted(int(c) for c in lev) for lev in levels(tree)]  # deepest first; the root's level last
+    sched, width, pair_width = steps(tree)  # "levels" below are these steps
     order = [c for lev in sched for c in lev]
     size = [domain.size(c) for c in tree.cliques]
     sep_size = [domain.size(s) if tree.parent[c] >= 0 else 0 for c, s in enumerate(tree.separators)]
@@ -319,9 +367,7 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
         pair_n.append(pair_at - po[-1])
     # Few dimensions, each on a coarse grid, so that many structures share a class: the cells on the 1.5 grid,
     # the window on powers of 4, the pairs (and their window) as power-of-2 multiples of the cells (the window).
-    width = width_class(max(max(cell_n), max(len(lev) for lev in sched)))
-    n_cells = class_size(at + width)  # a window read at the last level's offset stays inside the vector
-    pair_width = multiple_class(max(pair_n), width)
+    n_cells = class_size(at + width)  # a window read at the last step's offset stays inside the vector
     n_pairs = multiple_class(pair_at + pair_width, n_cells)
     n_levels = class_size(len(sched))
     sc = SizeClass(n_cells, width, n_pairs, pair_width, n_levels)
@@ -376,23 +422,15 @@ def plan_cells(plan: RoutedPlan) -> int:
 
 
 def windows_work(domain: Domain, cliques) -> int:
-    """Cells a size-class oracle pass reads for a model over ``cliques`` (levels times the window, plus the pairs'
-    windows): against the model's own cells, what the routing costs per pass.
+    """Cells a size-class oracle pass reads for a model over ``cliques`` (its steps times the window plus the pairs'
+    window, :func:`steps`): against the model's own cells, what the routing costs per pass.
 
     Example:
         >>> windows_work(Domain({"a": 2, "b": 3}), [("a", "b")])
         32
     """
-    tree = junction_tree(domain, maximal_cliques(domain, cliques))
-    sched = levels(tree)
-    cells = [sum(domain.size(tree.cliques[c]) for c in lev) for lev in sched]
-    kids = [0] * len(tree.cliques)
-    for p in tree.parent:
-        if p >= 0:
-            kids[p] += 1
-    pairs = [sum(domain.size(tree.cliques[c]) * kids[c] for c in lev) for lev in sched]
-    width = width_class(max(cells))
-    return len(sched) * (width + multiple_class(max(pairs), width))
+    sched, width, pair_width = steps(junction_tree(domain, maximal_cliques(domain, cliques)))
+    return len(sched) * (width + pair_width)
 
 
 __all__ = ["RoutedPlan", "RoutedLayout", "SizeClass", "class_size", "make_routed_plan", "windows_work"]
