@@ -111,3 +111,31 @@ def test_lazy_subpackages_load_on_first_use():
                                   "pgmjax.preprocessing.preprocess", "True"]
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
         pj.nonexistent  # noqa: B018
+
+
+def _aim_engine_compiles(data, monkeypatch, program: str) -> tuple[int, set, set]:
+    """AIM's engine compiles (its fits' iteration chunks and marginals), and its fits' structures and classes."""
+    from conftest import count_compiles
+
+    fitted = []
+
+    def spy(*args, **kwargs):
+        model = fit(*args, **kwargs)
+        fitted.append((tuple(model.cliques), getattr(model.plan, "size", None)))
+        return model
+
+    monkeypatch.setattr(aim_module, "estimate", spy)
+    programs.release_compiled()  # nothing compiled by an earlier test counts as reused
+    with count_compiles() as counter:
+        aim_module.aim(data, 1.0, key=jax.random.key(1), workload=CHAIN, engine_iters=20, final_iters=20, delta=1e-9,
+                       engine_options={"program": program})
+    engine = [n for n in counter.names if n in ("jit(_chunk)", "jit(marginals)")]
+    return len(engine), {s for s, _ in fitted}, {c for _, c in fitted}
+
+
+def test_aim_compiles_per_size_class_not_per_structure(data, monkeypatch):
+    routed, structures, classes = _aim_engine_compiles(data, monkeypatch, "size_class")
+    dense, dense_structures, _ = _aim_engine_compiles(data, monkeypatch, "dense")
+    assert structures == dense_structures and len(classes) < len(structures), (structures, classes)
+    # two programs per class (the iteration chunk and the model's marginals), against two per structure
+    assert routed <= 2 * len(classes) < dense == 2 * len(structures), (routed, classes, dense, structures)
