@@ -8,6 +8,11 @@ domain (each attribute 2 to ``--max-size`` values; noisy pair marginals, sigma 1
 measurements, so their losses are compared too.
 
 Run: ``python -m bench engine size_class --dims 10 20 40 --models 8 --iters 500``.
+
+``--iteration D:S ...`` measures instead, in this process, one model per ``D`` attributes of up to ``S`` values:
+each program's first ``estimate(10)`` (with its compile), its milliseconds per iteration (``estimate(510)`` less
+``estimate(10)``, warm, over 500) and the routed work per pass (:func:`pgmjax.graph.routed_plan.windows_work`):
+what ``program="auto"``'s threshold (``pgmjax.fit.oracles.SIZE_CLASS_WORK``) is calibrated on.
 """
 
 from __future__ import annotations
@@ -105,15 +110,53 @@ def summary(rows: list[dict]) -> list[dict]:
     return out
 
 
+def iteration(specs) -> list[dict]:
+    """Per-iteration cost of both programs, and the routed work per pass, on one model per ``(d, max_size)``."""
+    import pgmjax as pj
+    from pgmjax.graph.junction import junction_tree, maximal_cliques
+    from pgmjax.graph.routed_plan import windows_work
+
+    rows = []
+    for d, max_size in specs:
+        dom, ms = problems(d, 1, max_size)[0]
+        cliques = [m.clique for m in ms]
+        row = {"d": d, "max size": max_size, "cells": junction_tree(dom, maximal_cliques(dom, cliques)).cells,
+               "routed work per pass": windows_work(dom, cliques)}
+        for program in ("dense", "size_class"):
+            t = time.perf_counter()
+            pj.estimate(dom, ms, iters=10, program=program)
+            row[f"{program} first s"] = time.perf_counter() - t
+            t = time.perf_counter()
+            short = pj.estimate(dom, ms, iters=10, program=program)
+            t10 = time.perf_counter() - t
+            t = time.perf_counter()
+            long = pj.estimate(dom, ms, iters=510, program=program)
+            row[f"{program} ms/it"] = (time.perf_counter() - t - t10) / 500 * 1e3
+            calls = long.history[-1]["oracle_calls"] - short.history[-1]["oracle_calls"]
+            row[f"{program} calls/it"] = calls / 500
+        row["routed ns per cell read"] = row["size_class ms/it"] * 1e6 / (row["routed work per pass"] * row["size_class calls/it"])
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dims", type=int, nargs="+", default=[10, 20, 40])
     p.add_argument("--models", type=int, default=8)
     p.add_argument("--max-size", type=int, default=10)
     p.add_argument("--iters", type=int, default=500)
-    p.add_argument("--out", default="size_class_cpu")
+    p.add_argument("--out", default=None, help="result name (default size_class_cpu, or size_class_iteration_cpu)")
+    p.add_argument("--iteration", nargs="+", metavar="D:S", help="per-iteration costs of models of D attributes of "
+                   "up to S values instead")
     p.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.iteration:
+        rows = iteration([tuple(int(x) for x in spec.split(":")) for spec in args.iteration])
+        meta = schema.run_meta("bench.size_class", argv)
+        schema.write_result(SUITE, args.out or "size_class_iteration_cpu", rows, meta,
+                            title="Per iteration: dense against size-class programs")
+        return
     if args.child:
         program, d, models, max_size, iters, out = args.child
         child(program, int(d), int(models), int(max_size), int(iters), out)
@@ -125,7 +168,7 @@ def main(argv=None) -> None:
             f"per attribute count, estimate({args.iters}) each, then one marginal; 'later fit': the median wall of "
             "fits 2 onwards (a structure new to the process).", "", *schema.table(table), "", "Per fit:", "",
             *schema.table(rows, ["program", "d", "model", "wall", "compiles", "compile_s", "loss", "cells", "levels"])]
-    schema.write_result(SUITE, args.out, rows, meta, page=page, title="Dense against size-class programs", summary=table)
+    schema.write_result(SUITE, args.out or "size_class_cpu", rows, meta, page=page, title="Dense against size-class programs", summary=table)
 
 
 if __name__ == "__main__":
