@@ -117,8 +117,9 @@ PROGRAMS = ("auto", "dense", "size_class")
 
 #: ``program="auto"`` takes the size-class program where a fit's routed passes read at most this many cells in
 #: all (:func:`pgmjax.graph.routed_plan.windows_work` per pass, times the iterations). On the 2-core CPU a routed
-#: pass costs 23-36 ns per cell read and the dense program's compile of a 700- to 33,000-cell model 2.6-6.6 s
-#: (``bench/results/engine/size_class_cpu.md``): this much routed work takes about what such a compile does.
+#: pass costs 23-52 ns per cell read and the dense program's first fit of a 360- to 33,000-cell model 1.4-6.8 s
+#: (``bench/results/engine/size_class_iteration_cpu.md``): this much routed work takes about what such a compile
+#: does.
 SIZE_CLASS_WORK = 1.5e8
 
 #: ``program="auto"`` takes the size-class program only for models of at most this many junction-tree cells: past
