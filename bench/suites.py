@@ -41,10 +41,10 @@ class Suite:
 SUITES = {s.name: s for s in (
     Suite("engine", "pgmjax against mbi 2.0 on the same noisy marginals: loss against time, per-iteration cost, "
           "inference (marginals, synthetic data), first-call compilation and its cache, batched fits, L1 fits "
-          "between two source trees",
+          "between two source trees, dense against size-class programs over runs of new structures",
           ("engine", "per_iteration", "inference", "compilation_cache", "fast_compile", "batch", "l1_cost", "size_class"),
           ("mbi_inference",)),
-    Suite("mechanisms", "MST and AIM against mbi 2.0 (accuracy and time), their time per round (selection, "
+    Suite("mechanisms", "MST and AIM against mbi 2.0 (accuracy and time), their and MWEM's time per round (selection, "
           "fits: compilation and iterations), low-variance synthetic data, private preprocessing of a raw table",
           ("mst_aim", "aim_profile", "low_variance", "private_preprocessing"),
           ("mbi_mst_aim", "mbi_lowmaps", "aim_trace_plot"), ("aim_trace",)),
