@@ -11,6 +11,7 @@ from . import estimation, inputs, losses, memory, oracles, sharding
 from ..data.domain import Domain
 from ..graph import oracle_plan
 from ..graph.approximate_oracle import ApproximatePlan
+from ..graph.routed_plan import make_routed_plan
 from ..queries.measurement import Measurement, estimate_total
 from ..model.approximate_model import ApproximateModel
 from ..model.graphical_model import GraphicalModel
@@ -115,7 +116,7 @@ def estimate(
     exact = oracle == "exact" or (oracle_info is not None and oracle_info["oracle"] == "exact")  # "auto" may pick it
     if oracles.uses_size_class(program, domain, model_cliques, measurements, loss, iters, method=method,
                                oracle_choice="exact" if exact else oracle, devices=devices):
-        plan = oracles.make_size_class_plan(domain, model_cliques)
+        plan = make_routed_plan(domain, model_cliques)
     if devices > 1:
         plan = oracle_plan.make_plan(domain, model_cliques, shards=devices)
     problem, total, lipschitz = inputs.build_problem(domain, measurements, model_cliques, loss, total, dtype,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..graph import approximate_oracle, oracle
 from ..graph.junction import junction_tree, maximal_cliques
-from ..graph.routed_plan import make_routed_plan, windows_work
+from ..graph.routed_plan import windows_work
 from ..graph.size_limit import ModelTooLarge
 from . import memory
 from .routed_losses import routable
@@ -148,8 +148,9 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     ``"size_class"`` needs mirror descent or dual averaging (L-BFGS differentiates through the oracle, whose
     size-class passes loop over a number of levels that is data), the exact oracle on one device, measurements
     that are all marginals and the ``"l2"`` or ``"l1"`` loss (a ValueError names what is missing); ``"auto"``
-    takes it where those hold and the fit's routed work is at most :data:`SIZE_CLASS_WORK` cells and its junction tree at most :data:`SIZE_CLASS_MAX_CELLS` (a
-    small model, whose dense fit would wait mostly for its compile); ``"dense"`` never.
+    takes it where those hold and the fit's routed work is at most :data:`SIZE_CLASS_WORK` cells and its junction
+    tree at most :data:`SIZE_CLASS_MAX_CELLS` (a small model, whose dense fit would wait mostly for its compile);
+    ``"dense"`` never.
     """
     missing = []
     if method not in ("mirror_descent", "dual_averaging"):
@@ -170,7 +171,3 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
         return False
     return windows_work(domain, cliques) * max(int(iters), 1) <= SIZE_CLASS_WORK
 
-
-def make_size_class_plan(domain, cliques):
-    """The size-class plan over ``cliques`` (:func:`pgmjax.graph.routed_plan.make_routed_plan`)."""
-    return make_routed_plan(domain, cliques)

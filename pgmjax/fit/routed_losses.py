@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compiler import to_device
-from ..graph.routed_plan import RoutedPlan, multiple_class
+from ..graph.routed_plan import RoutedPlan, multiple_class, ravel_projection
 from ..queries.measurement import Measurement
 
 
@@ -103,12 +103,8 @@ def stack_routed(plan: RoutedPlan, measurements: Sequence[Measurement], dtype) -
         host = plan.cliques[j]
         _, cells = plan._index(j)
         n, n_host = domain.size(m.clique), domain.size(host)
-        grids = np.indices(domain.shape_of(host)).reshape(len(host), -1)
-        index = np.zeros(n_host, np.int64)
-        for a in m.clique:
-            index = index * domain[a] + grids[host.index(a)]
         cell[pair_at:pair_at + n_host] = np.arange(cells.start, cells.stop)
-        pattern[pair_at:pair_at + n_host] = at + index
+        pattern[pair_at:pair_at + n_host] = at + ravel_projection(domain, host, m.clique)
         table[at:at + n] = t
         y[at:at + n] = np.asarray(m.y, np.float64).reshape(-1)
         inv_std[at:at + n] = 1.0 / np.broadcast_to(np.asarray(m.row_stddev(), np.float64), (n,))

@@ -43,7 +43,7 @@ import numpy as np
 from .. import kernels
 from ..compiler import to_device
 from ..data.domain import Clique, Domain
-from .oracle_plan import BlockPlan
+from .oracle_plan import BlockPlan, in_host_axes
 from .region_graph import RegionGraph, region_graph
 
 #: Potentials below this are treated as this (probability ``exp(FLOOR) == 0`` in float32 and float64).
@@ -150,11 +150,8 @@ class ApproximatePlan(BlockPlan):
             j = self.graph.containing(clique)
             if j is None:
                 raise ValueError(f"clique {clique} lies in no region of this model: {self.cliques}")
-            host = self.cliques[j]
-            canon = tuple(a for a in host if a in clique)
-            t = np.transpose(np.asarray(table, np.float64), [tuple(clique).index(a) for a in canon])
             key, level, slot = self.locations[j]
-            blocks[key][level, slot] += t.reshape([self.domain[a] if a in clique else 1 for a in host])
+            blocks[key][level, slot] += in_host_axes(self.domain, clique, table, self.cliques[j])
         return {k: to_device(v, dtype) for k, v in blocks.items()}
 
 

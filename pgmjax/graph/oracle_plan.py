@@ -259,14 +259,22 @@ class OraclePlan(BlockPlan):
             j = self.tree.containing(clique)
             if j is None:
                 raise ValueError(f"clique {clique} lies in no clique of this model: {self.cliques}")
-            host = self.layout(j)
-            canon = tuple(a for a in host if a in clique)
-            t = np.asarray(table, np.float64)
-            t = np.transpose(t, [tuple(clique).index(a) for a in canon])
-            shape = [self.domain[a] if a in clique else 1 for a in host]
             key, index = self._index(j)
-            blocks[key][index] += t.reshape(shape)
+            blocks[key][index] += in_host_axes(self.domain, clique, table, self.layout(j))
         return {k: to_device(v, dtype) for k, v in blocks.items()}
+
+
+def in_host_axes(domain: Domain, clique, table, host) -> np.ndarray:
+    """``table`` (over ``clique``, axes in its order) as a float64 array in the axis order of ``host`` (a clique
+    holding ``clique``), with size-1 axes for the host's other attributes: ready to broadcast into its table.
+
+    Example:
+        >>> in_host_axes(Domain({"a": 2, "b": 3, "c": 4}), ("b", "a"), np.ones((3, 2)), ("a", "b", "c")).shape
+        (2, 3, 1)
+    """
+    canon = [a for a in host if a in clique]
+    t = np.transpose(np.asarray(table, np.float64), [tuple(clique).index(a) for a in canon])
+    return t.reshape([domain[a] if a in clique else 1 for a in host])
 
 
 def make_plan(domain: Domain, cliques, max_bytes: float | None = None, *, shards: int = 1) -> OraclePlan:

@@ -27,12 +27,14 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..compiler import to_device
 from ..data.domain import Clique, Domain
 from . import size_limit
 from .junction import JunctionTree, junction_tree, levels, maximal_cliques
+from .oracle_plan import in_host_axes, make_plan
 
 #: The smallest size a class has (cells, pairs or levels).
 _MIN_CLASS = 16
@@ -120,8 +122,9 @@ class RoutedLayout:
 
 
 _HOST_ONLY = (
-    "a routed plan's structure ({what}) is read on the host only: inside jit, vmap or grad a routed plan carries "
-    "its index arrays and size class, not its junction tree (they would tie the program to one structure)"
+    "a routed plan's structure (its cliques and their offsets) is read on the host only: inside jit, vmap or grad "
+    "a routed plan carries its index arrays and size class, not its junction tree (they would tie the program to "
+    "one structure)"
 )
 
 
@@ -153,7 +156,7 @@ class RoutedPlan:
     @property
     def host(self) -> RoutedLayout:
         if self._layout is None:
-            raise RuntimeError(_HOST_ONLY.format(what="its cliques and their offsets"))
+            raise RuntimeError(_HOST_ONLY)
         return self._layout
 
     @property
@@ -220,8 +223,6 @@ class RoutedPlan:
     def with_table(self, blocks: dict, j: int, table, add: bool = False) -> dict:
         """``blocks`` with clique ``j``'s table replaced by ``table`` (or, with ``add``, increased by it); size-1 axes
         broadcast."""
-        import jax.numpy as jnp
-
         _, index = self._index(j)
         t = jnp.broadcast_to(jnp.asarray(table), self.domain.shape_of(self.cliques[j])).reshape(-1)
         cells = blocks["cells"]
@@ -230,8 +231,6 @@ class RoutedPlan:
     def to_dense(self, blocks: dict | None = None, batch_dims: int = 0):
         """The dense plan of the same junction tree (:func:`pgmjax.graph.oracle_plan.make_plan`) and, given a cell
         vector (with ``batch_dims`` leading axes), the same tables in its layout: ``(plan, blocks or None)``."""
-        from .oracle_plan import make_plan
-
         plan = make_plan(self.domain, self.cliques)
         if blocks is None:
             return plan, None
@@ -242,18 +241,16 @@ class RoutedPlan:
         return plan, {k: to_device(v) for k, v in out.items()}
 
     def from_tables(self, tables: dict, dtype=np.float32) -> dict:
-        """A cell vector from ``{clique: table}``: each table broadcast into the smallest clique holding it and summed."""
+        """A cell vector from ``{clique: table}``: each table broadcast into the smallest clique holding it, summed."""
         cells = np.zeros(self.size.cells, np.float64)
         for clique, table in tables.items():
             j = self.tree.containing(clique)
             if j is None:
                 raise ValueError(f"clique {clique} lies in no clique of this model: {self.cliques}")
             host = self.cliques[j]
-            canon = tuple(a for a in host if a in clique)
-            t = np.transpose(np.asarray(table, np.float64), [tuple(clique).index(a) for a in canon])
-            shape = [self.domain[a] if a in clique else 1 for a in host]
             _, index = self._index(j)
-            cells[index] += np.broadcast_to(t.reshape(shape), self.domain.shape_of(host)).reshape(-1)
+            t = in_host_axes(self.domain, clique, table, host)
+            cells[index] += np.broadcast_to(t, self.domain.shape_of(host)).reshape(-1)
         return {"cells": to_device(cells, dtype)}
 
 
@@ -281,8 +278,14 @@ def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None) ->
     return _routed_plan_cached(domain, model_cliques)
 
 
-def _ravel(domain: Domain, clique: Clique, sub: Clique) -> np.ndarray:
-    """For every cell of ``clique``'s table (row-major), the row-major index of its projection on ``sub``."""
+def ravel_projection(domain: Domain, clique: Clique, sub: Clique) -> np.ndarray:
+    """For every cell of ``clique``'s table (row-major), the row-major index of its projection on ``sub`` (a subset of
+    ``clique``, in ``sub``'s order).
+
+    Example:
+        >>> ravel_projection(Domain({"a": 2, "b": 3}), ("a", "b"), ("b",)).tolist()
+        [0, 1, 2, 0, 1, 2]
+    """
     shape = domain.shape_of(clique)
     grids = np.indices(shape, dtype=np.int64).reshape(len(shape), -1) if shape else np.zeros((0, 1), np.int64)
     index = np.zeros(grids.shape[1], np.int64)
@@ -347,7 +350,7 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
     size = [domain.size(c) for c in tree.cliques]
     sep_size = [domain.size(s) if tree.parent[c] >= 0 else 0 for c, s in enumerate(tree.separators)]
     offsets, sep_offsets = [0] * len(order), [0] * len(order)
-    lo, so, po, cell_n, sep_n, pair_n = [], [], [], [], [], []
+    lo, so, po = [], [], []
     at = sep_at = pair_at = 0
     children: dict[int, list[int]] = {}
     for c, p in enumerate(tree.parent):
@@ -362,9 +365,6 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
             at += size[c]
             sep_at += sep_size[c]
             pair_at += size[c] * len(children.get(c, ()))
-        cell_n.append(at - lo[-1])
-        sep_n.append(sep_at - so[-1])
-        pair_n.append(pair_at - po[-1])
     # Few dimensions, each on a coarse grid, so that many structures share a class: the cells on the 1.5 grid,
     # the window on powers of 4, the pairs (and their window) as power-of-2 multiples of the cells (the window).
     n_cells = class_size(at + width)  # a window read at the last step's offset stays inside the vector
@@ -389,7 +389,7 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
             slot[cells] = k
             clique_of[cells] = c
             if tree.parent[c] >= 0:
-                up[cells] = sep_offsets[c] - so[li] + _ravel(domain, tree.cliques[c], tree.separators[c])
+                up[cells] = sep_offsets[c] - so[li] + ravel_projection(domain, tree.cliques[c], tree.separators[c])
                 seps = slice(sep_offsets[c], sep_offsets[c] + sep_size[c])
                 sep_level[seps] = li
                 sep_slot[seps] = k
@@ -398,7 +398,7 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
                 rows = slice(pair_at, pair_at + n)
                 pair_level[rows] = li
                 pair_dst[rows] = np.arange(n) + offsets[c] - lo[li]
-                pair_src[rows] = sep_offsets[child] + _ravel(domain, tree.cliques[c], tree.separators[child])
+                pair_src[rows] = sep_offsets[child] + ravel_projection(domain, tree.cliques[c], tree.separators[child])
                 pair_at += n
 
     def per_level(values):
@@ -416,11 +416,6 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
     return RoutedPlan({k: to_device(v) for k, v in arrays.items()}, sc, layout)
 
 
-def plan_cells(plan: RoutedPlan) -> int:
-    """Cells the plan's tables take (no padding)."""
-    return plan.host.used
-
-
 def windows_work(domain: Domain, cliques) -> int:
     """Cells a size-class oracle pass reads for a model over ``cliques`` (its steps times the window plus the pairs'
     window, :func:`steps`): against the model's own cells, what the routing costs per pass.
@@ -433,4 +428,5 @@ def windows_work(domain: Domain, cliques) -> int:
     return len(sched) * (width + pair_width)
 
 
-__all__ = ["RoutedPlan", "RoutedLayout", "SizeClass", "class_size", "make_routed_plan", "windows_work"]
+__all__ = ["RoutedPlan", "RoutedLayout", "SizeClass", "class_size", "make_routed_plan", "ravel_projection", "steps",
+           "windows_work"]
