@@ -81,8 +81,10 @@ def recording(module):
         module.estimate = recorder.estimate
 
 
-def profile(mechanism: str, data, epsilon: float, seed: int, **options) -> dict:
-    """One run of ``mechanism`` on ``data`` with every fit and round recorded."""
+def profile(mechanism: str, data, epsilon: float, seed: int, on_step=None, **options) -> dict:
+    """One run of ``mechanism`` on ``data`` with every fit and round recorded; ``on_step(steps, fits)``, where
+    given, is called after each reported step with the steps and fits so far (``bench/gpu.py`` keeps a killed
+    run's progress this way)."""
     import importlib
     import inspect
 
@@ -105,6 +107,8 @@ def profile(mechanism: str, data, epsilon: float, seed: int, **options) -> dict:
         def step(info):
             steps.append({"at": time.perf_counter() - t0, "fits": len(rec.fits), **{k: info[k] for k in
                           ("round", "stage", "expected", "candidates", "model_mb") if k in info}})
+            if on_step is not None:
+                on_step(steps, rec.fits)
         result = run(data, epsilon, key=jax.random.key(seed), progress=step, synthetic=False, **options)
     wall = time.perf_counter() - t0
     rounds, before = [], (0.0, 0)

@@ -17,8 +17,11 @@ seconds; a section that would not fit says what it skipped and why), in this ord
    float32 fit of ``gpu_checks.ITERS_REF`` iterations against the committed CPU float64 references
    (``bench/results/gpu/gpu_references.json``): final loss within 1e-3 relative, marginals within 1e-3 L1/N.
 4. ``floor``: each problem's ms per iteration against the memory-bandwidth floor (:func:`gpu_checks.floor`).
-5. ``batch``: ``estimate_batch`` of 64 noise draws against 64 sequential ``estimate`` fits.
-6. ``largest``: chains and generated models grown until out of memory or the budget.
+5. ``invariants``: the invariant suite (``tests/integration/test_invariants.py``) in a child pytest, 4 workers.
+6. ``aim``: AIM end to end at its published defaults on the generated 30-attribute table, in a child that
+   reports every round (``bench/gpu_workloads.py``).
+7. ``batch``: ``estimate_batch`` of 64 noise draws against 64 sequential ``estimate`` fits.
+8. ``largest``: chains and generated models grown until out of memory or the budget.
 
 This process runs with ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (unless set), so the children, which keep the
 environment it was started with, get the device's memory as a user's process would.
@@ -41,6 +44,7 @@ import time  # noqa: E402
 
 from bench import gpu_checks as gc  # noqa: E402
 from bench import gpu_report, schema  # noqa: E402
+from bench import gpu_workloads as gw  # noqa: E402
 from bench.schema import ROOT  # noqa: E402
 
 REFERENCES = os.path.join(schema.RESULTS, "gpu", "gpu_references.json")
@@ -67,6 +71,9 @@ class Settings:
     budgets: dict
     total_s: float
     tree_values: tuple = (100, 1000)  # the generated models' attribute sizes (tree_structure's small, big)
+    aim: tuple = ("generated30", 100_000, 0)  # AIM's table, its rows, its rounds (0: the published 16 d)
+    invariant_workers: int = 4
+    invariant_select: str | None = None  # a pytest -k expression (smoke: one test)
 
 
 FULL = Settings(
@@ -74,14 +81,16 @@ FULL = Settings(
     batch_problems=("chain100", "adult_mst"), batch_size=64, batch_iters=200,
     chain_sizes=tuple(1000 * 2**k for k in range(8)), tree_sizes=tuple(200 * 2**k for k in range(8)),
     largest_iters=200, max_cells=2**30, copy_bytes=2**30,
-    budgets={"bandwidth": 15, "engine": 270, "batch": 75, "largest": 60}, total_s=450,
+    budgets={"bandwidth": 10, "engine": 150, "invariants": 150, "aim": 90, "batch": 30, "largest": 20}, total_s=450,
 )
 # Generous budgets: a slow shared CI machine must still run every section (they cut only what is too slow).
 SMOKE = Settings(
     engine_problems=("chain6",), iters=100, first_iters=50, repeats=1, child_cap=90.0,
     batch_problems=("chain6",), batch_size=4, batch_iters=50,
     chain_sizes=(5, 8), tree_sizes=(6,), largest_iters=50, max_cells=10**5, copy_bytes=2**22,
-    budgets={"bandwidth": 30, "engine": 180, "batch": 60, "largest": 60}, total_s=330, tree_values=(6, 20),
+    budgets={"bandwidth": 30, "engine": 180, "invariants": 120, "aim": 120, "batch": 60, "largest": 60}, total_s=570,
+    tree_values=(6, 20), aim=("generated6", 2000, 8), invariant_workers=1,
+    invariant_select="save_load and mirror_descent",
 )
 #: Smoke mode's references: these problems, this many iterations (computed in a child process first).
 SMOKE_REFERENCES = (("chain6",), 200)
@@ -131,6 +140,11 @@ def _device_record(argv) -> dict:
     }
 
 
+def child_env() -> dict:
+    """The children's environment: as this process was started, with this checkout first on the path."""
+    return dict(ENV0, PYTHONPATH=os.pathsep.join(p for p in (ROOT, ENV0.get("PYTHONPATH")) if p))
+
+
 def _section(name: str, settings: Settings, total: gc.Budget) -> gc.Budget:
     return gc.Budget(max(0.0, min(settings.budgets[name], total.left() - 5)))
 
@@ -142,7 +156,7 @@ def engine_section(s: Settings, budget: gc.Budget, refs: str | None, tmp: str) -
 
     has_mbi = _version("mbi") is not None
     out = {"rows": [], "skipped": [], "notes": [] if has_mbi else ["mbi is not installed: its columns are empty"]}
-    env = dict(ENV0, PYTHONPATH=os.pathsep.join(p for p in (ROOT, ENV0.get("PYTHONPATH")) if p))
+    env = child_env()
     for name in s.engine_problems:
         if budget.left() < 15:
             out["skipped"].append({"what": name, "why": f"engine section's time budget ({budget.seconds:.0f} s) spent"})
@@ -295,6 +309,11 @@ def run(args, argv) -> int:
         _guarded("engine", out, lambda: engine_section(s, b, refs if os.path.exists(refs) else None, tmp))
         out["correctness"] = gpu_report.correctness(out.get("engine", {}), refs)
         out["floor"] = floor_section(out.get("engine", {"rows": []}), out["bandwidth"] if "gb_per_s" in out["bandwidth"] else None)
+        env = child_env()
+        b = _section("invariants", s, total)
+        _guarded("invariants", out, lambda: gw.invariants_section(b.left(), env, s.invariant_workers, s.invariant_select))
+        b = _section("aim", s, total)
+        _guarded("aim", out, lambda: gw.aim_section(b.left(), env, tmp, *s.aim))
         b = _section("batch", s, total)
         out["batch"] = {"rows": [], "skipped": []}
         for name in s.batch_problems:
@@ -316,7 +335,7 @@ def run(args, argv) -> int:
             out["largest"]["rows"].append(out.pop("one"))
         jax.clear_caches()
     out["wall_s"] = total.seconds - total.left()
-    # the sections (bandwidth, engine, correctness, floor, batch, largest) are named sections of the result
+    # the sections (bandwidth, engine, correctness, floor, invariants, aim, batch, largest) are named sections of the result
     schema.write_result("gpu", os.path.join(os.path.abspath(args.out), "gpu"), None, out["meta"],
                         page=gpu_report.render(out), **{k: v for k, v in out.items() if k != "meta"})
     return 0

@@ -114,6 +114,7 @@ def render(out: dict) -> list[str]:
                      f"{_n(row['bytes_per_iter'] / 1e6)} | {_n(row['floor_ms'])} | {_n(row['ms_per_iter'])} | {_n(row['ratio'])} |")
     lines += [""] + _skipped(f) + [""]
 
+    lines += _workloads(out)
     b = out.get("batch", {})
     lines += ["## A batch of noise draws: `estimate_batch` against sequential `estimate`", "",
               "| problem | B | iters | batched cold s | batched warm s | sequential warm s | speedup | sequential fits run | "
@@ -141,3 +142,34 @@ def render(out: dict) -> list[str]:
         lines.append(f"- {part.get('kind')}: stopped by {part.get('stopped_by')}" if "error" not in part
                      else f"- **failed**: {part['error']}")
     return lines + [""]
+
+
+def _workloads(out: dict) -> list[str]:
+    """The invariant suite's and AIM's sections (``bench/gpu_workloads.py``)."""
+    inv = out.get("invariants", {})
+    lines = ["## The invariant suite on the device", ""]
+    if "outcome" in inv:
+        lines += [f"`tests/integration/test_invariants.py`, {inv['workers']} worker(s), budget {inv['budget_s']:.0f} s: "
+                  f"{inv['outcome']} after {inv['wall_s']:.0f} s; {inv.get('passed', 0)} passed, "
+                  f"{inv.get('failed', 0)} failed.", ""]
+        if inv.get("durations"):
+            lines += ["| slowest tests | s |", "|---|---|"]
+            lines += [f"| `{d['test'].split('::')[-1]}` | {d['seconds']:.1f} |" for d in inv["durations"]]
+    lines += [f"- **failed**: {inv['error']}"] if "error" in inv else []
+    lines += _skipped(inv) + [""]
+    aim = out.get("aim", {})
+    lines += ["## AIM end to end on the device", ""]
+    if "outcome" in aim:
+        done = f"{aim.get('rounds_done', 0)} rounds" + (f" of about {aim['expected_rounds']}" if aim.get("expected_rounds") else "")
+        lines.append(f"AIM (epsilon 1, seed 0, rounds {aim.get('rounds_option')}, models up to 80 MB) on {aim['dataset']} ({aim['records']:,} rows): "
+                     f"{aim['outcome']} after {aim['wall_s']:.0f} s (process start and table included); {done}; "
+                     f"{aim.get('fits', 0)} fits, {_n(aim.get('fit_wall'))} s, of which compiling "
+                     f"{_n(aim.get('fit_compile'))} s.")
+        if "workload_error" in aim:
+            lines.append(f"The run itself {aim['wall']:.1f} s (the front-end's timer: " + ", ".join(
+                f"{k} {v:.1f}" for k, v in aim["timer"].items()) + f"); {aim['compiling_fits']} fits compiled a new "
+                f"program; workload error {aim['workload_error']:.4f} (mean L1 / N over the workload's marginals).")
+        if aim.get("stderr_tail") and not aim["outcome"].startswith("cut"):
+            lines.append(f"- stderr: `{aim['stderr_tail'][-400:]}`")
+    lines += [f"- **failed**: {aim['error']}"] if "error" in aim else []
+    return lines + _skipped(aim) + [""]

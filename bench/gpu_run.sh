@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: bash bench/gpu_run.sh OUT_DIR}
-python3 -m pip install --quiet --no-index --no-deps --upgrade --target /tmp/site .whl/*.whl ||
-  python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in glob.glob('.whl/*.whl')]"  # no pip
+# .whl/tests/: hypothesis, pytest-xdist, execnet, sortedcontainers, for the invariant suite's section
+python3 -m pip install --quiet --no-index --no-deps --upgrade --target /tmp/site .whl/*.whl $(ls .whl/tests/*.whl 2>/dev/null) ||
+  python3 -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('/tmp/site') for w in glob.glob('.whl/*.whl') + glob.glob('.whl/tests/*.whl')]"  # no pip
 export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 if [ -d .whl/data ] && [ -z "${PGMJAX_DATA:-}" ]; then export PGMJAX_DATA=$PWD/.whl/data; fi
 mkdir -p "$OUT"
