@@ -36,8 +36,8 @@ def invariants_section(budget_s: float, env: dict, workers: int, select: str | N
     if not _has("hypothesis"):
         out["skipped"].append({"what": "invariant suite", "why": "hypothesis is not installed"})
         return out
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--durations=8",
-           "-rf", INVARIANTS]
+    cmd = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-o", "addopts=", "--durations=8",
+           "-W", "ignore", INVARIANTS]
     if workers > 1 and _has("xdist"):
         cmd += ["-n", str(workers), "--dist", "load"]
         out["workers"] = workers
@@ -61,15 +61,10 @@ def invariants_section(budget_s: float, env: dict, workers: int, select: str | N
 
 
 def _pytest_counts(text: str) -> dict:
-    """Passed and failed counts from pytest's summary line, or, for a killed run, from its progress dots."""
-    counts = {}
-    summary = re.findall(r"(\d+) (passed|failed|error|errors|skipped)", text.splitlines()[-1] if text.strip() else "")
-    if summary:
-        for n, what in summary:
-            counts[what.rstrip("s") if what == "errors" else what] = int(n)
-    else:  # no summary: the progress lines' characters (. pass, F fail, E error)
-        dots = "".join(line for line in text.splitlines() if re.fullmatch(r"[.FEsx]+( +\[ *\d+%\])?", line.strip()))
-        counts = {"passed": dots.count("."), "failed": dots.count("F") + dots.count("E")}
+    """Passed and failed tests, from ``-v``'s one line per test (``PASSED``/``FAILED``/``ERROR``, also in a killed
+    run, whose summary line never comes), and the slowest tests' call durations."""
+    verdicts = re.findall(r"\b(PASSED|FAILED|ERROR)\b", text)
+    counts = {"passed": verdicts.count("PASSED"), "failed": verdicts.count("FAILED") + verdicts.count("ERROR")}
     counts["durations"] = [{"seconds": float(s), "test": name.strip()} for s, name in
                            re.findall(r"^([\d.]+)s call +(.+)$", text, flags=re.M)]
     return counts
