@@ -9,7 +9,8 @@ measurements, so their losses are compared too.
 
 Run: ``python -m bench engine size_class --dims 10 20 40 --models 8 --iters 500``.
 
-``--iteration D:S ...`` measures instead, in this process, one model per ``D`` attributes of up to ``S`` values:
+``--iteration D:S ...`` measures instead, in this process, one model per ``D`` attributes of up to ``S`` values (or
+per engine benchmark problem named, ``bench/problems.py``):
 each program's first ``estimate(10)`` (with its compile), its milliseconds per iteration (``estimate(510)`` less
 ``estimate(10)``, warm, over 500) and the routed work per pass (:func:`pgmjax.graph.routed_plan.windows_work`):
 what ``program="auto"``'s threshold (``pgmjax.fit.oracles.SIZE_CLASS_WORK``) is calibrated on.
@@ -117,10 +118,20 @@ def iteration(specs) -> list[dict]:
     from pgmjax.graph.routed_plan import windows_work
 
     rows = []
-    for d, max_size in specs:
-        dom, ms = problems(d, 1, max_size)[0]
+    for spec in specs:
+        if isinstance(spec, str):  # an engine benchmark problem (bench/problems.py)
+            from bench import problems as ep
+
+            p = ep.make(spec)
+            dom = pj.Domain(p["domain"])
+            ms = [pj.Measurement(c, y, stddev=p["sigma"]) for c, y in zip(p["cliques"], p["noisy"])]
+            label = {"problem": spec}
+        else:
+            d, max_size = spec
+            dom, ms = problems(d, 1, max_size)[0]
+            label = {"problem": f"tree of pairs d={d}", "d": d, "max size": max_size}
         cliques = [m.clique for m in ms]
-        row = {"d": d, "max size": max_size, "cells": junction_tree(dom, maximal_cliques(dom, cliques)).cells,
+        row = {**label, "cells": junction_tree(dom, maximal_cliques(dom, cliques)).cells,
                "routed work per pass": windows_work(dom, cliques)}
         for program in ("dense", "size_class"):
             t = time.perf_counter()
@@ -148,11 +159,11 @@ def main(argv=None) -> None:
     p.add_argument("--iters", type=int, default=500)
     p.add_argument("--out", default=None, help="result name (default size_class_cpu, or size_class_iteration_cpu)")
     p.add_argument("--iteration", nargs="+", metavar="D:S", help="per-iteration costs of models of D attributes of "
-                   "up to S values instead")
+                   "up to S values (or of engine benchmark problems by name: adult_mst, nltcs_2way, ...) instead")
     p.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.iteration:
-        rows = iteration([tuple(int(x) for x in spec.split(":")) for spec in args.iteration])
+        rows = iteration([tuple(int(x) for x in spec.split(":")) if ":" in spec else spec for spec in args.iteration])
         meta = schema.run_meta("bench.size_class", argv)
         schema.write_result(SUITE, args.out or "size_class_iteration_cpu", rows, meta,
                             title="Per iteration: dense against size-class programs")

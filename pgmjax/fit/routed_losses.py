@@ -64,11 +64,12 @@ class RoutedMeasurements:
         return list(pats)  # marginals: the query is the identity
 
     def center(self, pats: list) -> list[jax.Array]:
-        """Each measured table less its largest entry (padding left as it is: its table is a segment of its own)."""
+        """Each measured table less its largest entry (padding, whose table id is past the end, left as it is)."""
         x = pats[0][0]
         table = self.index["table"]
-        top = jax.ops.segment_max(x, table, self.shape.tables)
-        return [(x - jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))[table])[None]]
+        top = jax.lax.stop_gradient(jax.ops.segment_max(x, table, self.shape.tables))
+        top = jnp.concatenate([jnp.where(jnp.isfinite(top), top, 0.0), jnp.zeros((1,), x.dtype)])
+        return [(x - top[table])[None]]
 
 
 def routable(measurements: Sequence[Measurement]) -> bool:
@@ -90,11 +91,13 @@ def stack_routed(plan: RoutedPlan, measurements: Sequence[Measurement], dtype) -
     n_pairs = sum(domain.size(plan.cliques[plan.tree.containing(m.clique)]) for m in measurements)
     # Sizes that follow the plan's class (a measured table is at most its host's size), so that the structures of
     # one plan class mostly share a measurement class too.
-    cells = multiple_class(n_cells + 1, plan.size.cells)
+    cells = multiple_class(n_cells, plan.size.cells)
     shape = RoutedShape(cells, multiple_class(n_pairs, plan.size.cells), cells)
     cell = np.zeros(shape.pairs, np.int32)
-    pattern = np.full(shape.pairs, shape.cells - 1, np.int32)  # padding pairs sum cell 0 into the last (padding) cell
-    table = np.full(shape.cells, shape.tables - 1, np.int32)
+    # Padding pairs and cells take ids past the end (dropped by the segment reductions), not one spare id whose
+    # atomic updates would queue on a GPU.
+    pattern = np.full(shape.pairs, shape.cells, np.int32)
+    table = np.full(shape.cells, shape.tables, np.int32)
     y = np.zeros(shape.cells, np.float64)
     inv_std = np.zeros(shape.cells, np.float64)
     at = pair_at = 0
