@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import jax
 import numpy as np
 
 from . import estimation, inputs, losses, memory, oracles, sharding
@@ -115,7 +116,8 @@ def estimate(
     plan, oracle_info = (None, None) if oracle == "exact" else oracles.make_oracle_plan(domain, model_cliques, oracle, dtype=dtype)
     exact = oracle == "exact" or (oracle_info is not None and oracle_info["oracle"] == "exact")  # "auto" may pick it
     if oracles.uses_size_class(program, domain, model_cliques, measurements, loss, iters, method=method,
-                               oracle_choice="exact" if exact else oracle, devices=devices):
+                               oracle_choice="exact" if exact else oracle, devices=devices,
+                               platform=jax.default_backend()):
         plan = make_routed_plan(domain, model_cliques)
     if devices > 1:
         plan = oracle_plan.make_plan(domain, model_cliques, shards=devices)

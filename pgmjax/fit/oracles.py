@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..graph import approximate_oracle, oracle
 from ..graph.junction import junction_tree, maximal_cliques
-from ..graph.routed_plan import windows_work
+from ..graph.routed_plan import steps
 from ..graph.size_limit import ModelTooLarge
 from . import memory
 from .routed_losses import routable
@@ -115,12 +116,29 @@ def make_oracle_plan(domain, cliques, choice, *, caller: str = "estimate", dtype
 #: The programs :func:`pgmjax.estimate` accepts (``program=``).
 PROGRAMS = ("auto", "dense", "size_class")
 
-#: ``program="auto"`` takes the size-class program where a fit's routed passes read at most this many cells in
-#: all (:func:`pgmjax.graph.routed_plan.windows_work` per pass, times the iterations). On the 2-core CPU a routed
-#: pass costs 23-52 ns per cell read and the dense program's first fit of a 360- to 33,000-cell model 1.4-6.8 s
-#: (``bench/results/engine/size_class_iteration_cpu.md``): this much routed work takes about what such a compile
-#: does.
-SIZE_CLASS_WORK = 1.5e8
+class RoutedCost(NamedTuple):
+    """Seconds a size-class oracle call costs on one platform: per window cell read (``cell``), per loop step
+    (``step``: a step's kernels and the loop's trip) and per measurement pair (``pair``: a cell of a measured
+    clique's host, gathered and summed into its measured cell, forward and transposed)."""
+
+    cell: float
+    step: float
+    pair: float
+
+
+#: The size-class program's cost per oracle call on each platform, measured with
+#: ``python -m bench.size_class --iteration 10:10 adult_mst nltcs_2way chain100`` (trees of pairs, the engine
+#: benchmark's problems): on the 2-core CPU 23-52 ns per window cell and 8.7 ns per pair (nltcs' 120 pairs'
+#: marginals of one 65,536-cell clique: 7.9 million pairs, 73 ms a call); on an H200 65-107 us per step whatever
+#: the window (5 to 98 steps: 0.5 to 6.7 ms per iteration) and 1 ns per pair (nltcs: 8 ms per iteration, its
+#: pairs' atomic sums into 4-cell tables). ``bench/results/engine/size_class_iteration_*``.
+ROUTED_COSTS = {"cpu": RoutedCost(cell=40e-9, step=2e-6, pair=8.7e-9), "gpu": RoutedCost(cell=0.0, step=100e-6, pair=1e-9)}
+
+#: ``program="auto"`` takes the size-class program where the fit's routed passes are expected to take at most this
+#: many seconds in all (:func:`routed_seconds` times the iterations): about what the dense program's compile of a
+#: small model costs (1.4-6.8 s for 360 to 33,000 cells on the 2-core CPU, 3-6 s on an H200), so the routed fit
+#: is the sooner to a converged answer.
+SIZE_CLASS_SECONDS = 4.0
 
 #: ``program="auto"`` takes the size-class program only for models of at most this many junction-tree cells: past
 #: it a dense iteration is the faster by more than a compile is worth, and the fit's memory is what
@@ -141,16 +159,17 @@ def check_program(value, *, caller: str = "estimate") -> str:
 
 
 def uses_size_class(program: str, domain, cliques, measurements, loss, iters: int, *, method: str = "mirror_descent",
-                    oracle_choice="exact", devices: int = 1, caller: str = "estimate") -> bool:
+                    oracle_choice="exact", devices: int = 1, platform: str = "cpu", caller: str = "estimate") -> bool:
     """Whether a fit runs the size-class program (:mod:`pgmjax.graph.routed_oracle`), one compiled program per size
     class, rather than the dense one compiled per structure (:mod:`pgmjax.graph.oracle`).
 
     ``"size_class"`` needs mirror descent or dual averaging (L-BFGS differentiates through the oracle, whose
     size-class passes loop over a number of levels that is data), the exact oracle on one device, measurements
     that are all marginals and the ``"l2"`` or ``"l1"`` loss (a ValueError names what is missing); ``"auto"``
-    takes it where those hold and the fit's routed work is at most :data:`SIZE_CLASS_WORK` cells and its junction
-    tree at most :data:`SIZE_CLASS_MAX_CELLS` (a small model, whose dense fit would wait mostly for its compile);
-    ``"dense"`` never.
+    takes it where those hold, the junction tree has at most :data:`SIZE_CLASS_MAX_CELLS` cells and the fit's
+    routed passes on ``platform`` (the fit's device's, ``jax.Device.platform``) are expected to take at most
+    :data:`SIZE_CLASS_SECONDS` (:func:`routed_seconds`): a small model, whose dense fit would wait mostly for its
+    compile; ``"dense"`` never.
     """
     missing = []
     if method not in ("mirror_descent", "dual_averaging"):
@@ -167,7 +186,27 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
         raise ValueError(f"{caller}: program='size_class' needs " + "; ".join(missing))
     if program != "auto" or missing:
         return program == "size_class"
-    if junction_tree(domain, maximal_cliques(domain, cliques)).cells > SIZE_CLASS_MAX_CELLS:
+    tree = junction_tree(domain, maximal_cliques(domain, cliques))
+    if tree.cells > SIZE_CLASS_MAX_CELLS:
         return False
-    return windows_work(domain, cliques) * max(int(iters), 1) <= SIZE_CLASS_WORK
+    return routed_seconds(domain, tree, measurements, platform) * max(int(iters), 1) <= SIZE_CLASS_SECONDS
+
+
+def routed_seconds(domain, tree, measurements, platform: str) -> float:
+    """Expected seconds of one size-class oracle call and the measurements' routing, for the junction tree
+    ``tree`` on ``platform`` (``"cpu"``, ``"gpu"``; others are costed as a GPU): :data:`ROUTED_COSTS`.
+
+    Example:
+        >>> import numpy as np
+        >>> from pgmjax import Domain, Measurement
+        >>> dom = Domain({"a": 2, "b": 3})
+        >>> m = Measurement(("a", "b"), np.ones((2, 3)), stddev=1.0)
+        >>> tree = junction_tree(dom, [("a", "b")])
+        >>> routed_seconds(dom, tree, [m], "cpu") < 1e-3
+        True
+    """
+    sched, width, pair_width = steps(tree)
+    cost = ROUTED_COSTS.get(platform, ROUTED_COSTS["gpu"])
+    pairs = sum(domain.size(tree.cliques[tree.containing(m.clique)]) for m in measurements)
+    return len(sched) * (cost.step + cost.cell * (width + pair_width)) + cost.pair * pairs
 

@@ -144,3 +144,33 @@ def test_inside_a_program_a_routed_plan_has_no_structure():
 
     with pytest.raises(RuntimeError, match="read on the host only"):
         jax.jit(reads_cliques)(plan)
+
+
+def test_auto_takes_the_size_class_program_where_its_passes_cost_less_than_a_compile():
+    """``program="auto"``'s cost model (``oracles.routed_seconds``): a small tree of pairs routes on both platforms;
+    a long chain fitted long routes on the CPU (cheap windows) but not on a GPU (a step per level costs a
+    launch); one wide clique with many small marginals (nltcs-like: pairs summed into few cells) on neither."""
+    from pgmjax.fit.oracles import uses_size_class
+
+    def choice(dom, ms, iters, platform):
+        return uses_size_class("auto", dom, [m.clique for m in ms], ms, "l2", iters, platform=platform)
+
+    rng = np.random.default_rng(0)
+    small = pj.Domain({f"x{i}": 4 for i in range(8)})
+    pairs = [pj.Measurement((f"x{i}", f"x{i + 1}"), rng.random((4, 4)), stddev=1.0) for i in range(7)]
+    assert choice(small, pairs, 1000, "cpu") and choice(small, pairs, 1000, "gpu")
+
+    chain = pj.Domain({f"x{i}": 3 for i in range(120)})
+    links = [pj.Measurement((f"x{i}", f"x{i + 1}"), rng.random((3, 3)), stddev=1.0) for i in range(119)]
+    assert choice(chain, links, 1000, "cpu") and not choice(chain, links, 1000, "gpu")
+    assert choice(chain, links, 20, "gpu")  # few iterations: the launches cost less than a compile
+
+    wide = pj.Domain({f"b{i}": 2 for i in range(16)})
+    two_way = [pj.Measurement((f"b{i}", f"b{j}"), rng.random((2, 2)), stddev=1.0)
+               for i in range(16) for j in range(i + 1, 16)]
+    everything = [pj.Measurement(tuple(wide.attributes), rng.random(wide.shape_of(wide.attributes)), stddev=1.0)]
+    model = [m.clique for m in everything]
+    for platform in ("cpu", "gpu"):
+        assert not uses_size_class("auto", wide, model, everything + two_way, "l2", 1000, platform=platform)
+    assert not uses_size_class("dense", small, [m.clique for m in pairs], pairs, "l2", 10)
+    assert uses_size_class("size_class", wide, model, everything + two_way, "l2", 1000)
