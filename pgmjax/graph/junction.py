@@ -165,8 +165,24 @@ def junction_tree(domain: Domain, cliques: Sequence[CliqueLike]) -> JunctionTree
     return _junction_tree_cached(domain, canon)
 
 
-@functools.lru_cache(maxsize=128)
-def _junction_tree_cached(domain: Domain, cliques: frozenset) -> JunctionTree:
+def triangulated_cliques(domain: Domain, cliques: Sequence[CliqueLike]) -> tuple[Clique, ...]:
+    """The cliques of the junction tree :func:`junction_tree` builds for ``cliques`` (the same triangulation),
+    without the tree: what a model's size needs, at a third of the cost (no spanning tree, no schedule), and
+    without filling :func:`junction_tree`'s cache (a mechanism sizes hundreds of candidate models a round).
+
+    Example:
+        >>> dom = Domain({"a": 2, "b": 2, "c": 2})
+        >>> triangulated_cliques(dom, [("a", "b"), ("b", "c"), ("a", "c")])
+        (('a', 'b', 'c'),)
+    """
+    canon = frozenset(domain.canonical(domain.check_clique(c)) for c in cliques)
+    attrs = domain.attributes
+    return tuple(tuple(attrs[v] for v in sorted(s)) for s in _elimination_cliques(domain, canon)[1])
+
+
+def _elimination_cliques(domain: Domain, cliques: frozenset) -> tuple[list[int], list[frozenset]]:
+    """The elimination order and the maximal elimination cliques (attribute indices) of ``cliques``' graph, in
+    a canonical order (by their attributes' positions)."""
     attrs = domain.attributes
     index = {a: i for i, a in enumerate(attrs)}
     adjacency: list[set[int]] = [set() for _ in attrs]
@@ -205,7 +221,15 @@ def _junction_tree_cached(domain: Domain, cliques: frozenset) -> JunctionTree:
     # In a canonical order (by their attributes' positions), not the elimination order: the tree is then a
     # function of the set of cliques alone, so the junction tree's own cliques (a saved model's) give back
     # the very tree, hence the same program and the same answers bit for bit, as the measured cliques did.
-    node_sets = sorted((elim_sets[k] for k in uniq), key=sorted)
+    return order, sorted((elim_sets[k] for k in uniq), key=sorted)
+
+
+@functools.lru_cache(maxsize=128)
+def _junction_tree_cached(domain: Domain, cliques: frozenset) -> JunctionTree:
+    attrs = domain.attributes
+    sizes = [int(n) for n in domain.shape]
+    cells_of = lambda c: math.prod(sizes[v] for v in c)  # noqa: E731
+    order, node_sets = _elimination_cliques(domain, cliques)
     tree_cliques = tuple(tuple(attrs[v] for v in sorted(s)) for s in node_sets)
 
     # Maximum spanning tree on separator size over cliques that share an attribute.

@@ -30,7 +30,7 @@ import numpy as np
 from ..data.domain import CliqueLike, Domain
 from ..fit import memory
 from ..graph import size_limit
-from ..graph.junction import junction_tree, maximal_cliques
+from ..graph.junction import triangulated_cliques
 from ..graph.region_graph import region_graph
 from .result import MechanismResult
 
@@ -126,9 +126,9 @@ def hypothetical_model_size(domain: Domain, cliques: Sequence[CliqueLike], oracl
     """
     if oracle == "approximate":
         return 8.0 * region_graph(domain, cliques).cells / 2**20
-    tree = junction_tree(domain, maximal_cliques(domain, cliques))
-    exact = 8.0 * sum(domain.size(c) for c in tree.cliques) / 2**20
-    if oracle == "auto" and memory.fit_peak_bytes(domain, tree.cliques, "mirror_descent") > size_limit.max_model_bytes():
+    tree_cliques = triangulated_cliques(domain, cliques)  # the junction tree's cliques, not the tree
+    exact = 8.0 * sum(domain.size(c) for c in tree_cliques) / 2**20
+    if oracle == "auto" and memory.fit_peak_bytes(domain, tree_cliques, "mirror_descent") > size_limit.max_model_bytes():
         return 8.0 * region_graph(domain, cliques).cells / 2**20
     return exact
 

@@ -152,3 +152,19 @@ def test_indexed_lookups_equal_a_scan_of_every_clique(rng):
         queries += [c for c in tree.cliques] + [c[:1] for c in tree.cliques]
         for q in queries:
             assert tree.containing(q) == _containing_by_scan(tree, q), (trial, q)
+
+
+def test_triangulated_cliques_are_the_junction_trees_without_filling_its_cache(rng):
+    """A model's size from ``triangulated_cliques`` (AIM sizes every candidate's model with it) is the fitted
+    junction tree's, and asking for it caches no tree."""
+    from pgmjax.graph import junction
+
+    for _ in range(60):
+        d = int(rng.integers(1, 14))
+        dom = pj.Domain({f"v{i}": int(rng.integers(1, 6)) for i in range(d)})
+        cliques = [tuple(dom.attributes[i] for i in rng.choice(d, int(rng.integers(1, min(3, d) + 1)), replace=False))
+                   for _ in range(int(rng.integers(1, 12)))]
+        before = junction._junction_tree_cached.cache_info().currsize
+        sized = junction.triangulated_cliques(dom, cliques)
+        assert junction._junction_tree_cached.cache_info().currsize == before
+        assert sized == pj.junction_tree(dom, cliques).cliques
