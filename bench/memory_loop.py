@@ -5,7 +5,7 @@ Every fit is a new structure (three attributes whose sizes change from fit to fi
 keep every one of them (issue 40: about 4.4 MB and 130 memory maps per structure; the kernel's limit on a
 process's maps is ``vm.max_map_count``, 65,530 by default). :func:`pgmjax.programs.bound_compiled`, called
 before every fit by :func:`pgmjax.graph.oracle_plan.make_plan`, frees them once more than
-``MAX_LIVE_PROGRAMS`` are live. ``--no-bound`` sets ``PGMJAX_MAX_LIVE_PROGRAMS=0`` (the behaviour before).
+``MAX_LIVE_PROGRAMS`` are live. ``--no-bound`` sets ``pgmjax.compiler.MAX_LIVE_PROGRAMS = 0`` (the behaviour before).
 
 Usage:
     python -m bench memory memory_loop --structures 2000 --out memory_loop_cpu     # bench/results/memory/
@@ -15,7 +15,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 
@@ -42,18 +41,18 @@ def main(argv=None) -> None:
     parser.add_argument("--structures", type=int, default=2000)
     parser.add_argument("--every", type=int, default=100, help="record every this many fits")
     parser.add_argument("--iters", type=int, default=5)
-    parser.add_argument("--no-bound", action="store_true", help="PGMJAX_MAX_LIVE_PROGRAMS=0: never free programs")
+    parser.add_argument("--no-bound", action="store_true", help="pgmjax.compiler.MAX_LIVE_PROGRAMS = 0: never free programs")
     parser.add_argument("--out", default=None, help="result name under bench/results/memory/ (or a path); without it "
                         "the page is only printed")
     args = parser.parse_args(argv)
     args.argv = argv
-    if args.no_bound:
-        os.environ["PGMJAX_MAX_LIVE_PROGRAMS"] = "0"
-
     import numpy as np
     from bench.benchutil import proc_status
 
     import pgmjax as pj
+
+    if args.no_bound:
+        pj.compiler.MAX_LIVE_PROGRAMS = 0  # what estimate passes to bound_compiled: never free
     from pgmjax import programs
 
     rng = np.random.default_rng(0)
@@ -92,7 +91,7 @@ def write(args, rows, pj, programs, status: str, quiet: bool = False) -> None:
     per_fit_mb = (last["rss_mib"] - first["rss_mib"]) * 2**20 / 1e6 / span
     per_fit_maps = (last["maps"] - first["maps"]) / span
     run = schema.run_meta("bench.memory_loop", args.argv)
-    bound = "none (PGMJAX_MAX_LIVE_PROGRAMS=0)" if args.no_bound else f"MAX_LIVE_PROGRAMS={programs.MAX_LIVE_PROGRAMS}"
+    bound = "none (MAX_LIVE_PROGRAMS = 0)" if args.no_bound else f"MAX_LIVE_PROGRAMS={programs.MAX_LIVE_PROGRAMS}"
     lines = [
         "# pgmjax.estimate in a loop over new structures: memory",
         "",

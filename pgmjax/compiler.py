@@ -39,11 +39,12 @@ larger blocks and where the measurements reduce tables into many marginals
 half the time, and most fits wait mostly for that; their reductions over a large table run slower.
 ``XLA_FLAGS`` naming the emitters wins over this choice.
 
-Inside :func:`quick_compile` (AIM's and MWEM's rounds), where a call does little work, the loop emitters' program
-is compiled at LLVM's optimisation level 0 instead (``jit(..., quick=...)``, :data:`QUICK_WORK`): a fit of a
-small model for a few hundred iterations waits about twice as long for code generation at level 1 as it would
-lose to slower loops at level 0. The work is the model's cells times the passes expected of the program,
-:func:`expected_passes`, which a fit sets to its iterations.
+Which program a call runs is a function of its arguments alone (their platform, the model's block sizes):
+no context variable, environment read or hook decides it at the call. ``XLA_FLAGS`` is read once, when a
+program is made, as JAX reads it once when its backends start.
+
+Every program made here is registered (:func:`compiled_count`, :func:`release_compiled`): the live programs
+and their release are counted here, not by a list of other modules' functions.
 
 Every pgmjax program is also traced with full-precision matrix products (``jax.default_matmul_precision
 ("highest")``): on recent NVIDIA GPUs a float32 product would otherwise run in TensorFloat-32, about three
@@ -53,10 +54,10 @@ float32 products in full either way.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
+import gc
 import os
+import weakref
 
 import jax
 import jaxlib
@@ -164,8 +165,7 @@ def scan_unroll(platform: str | None = None) -> int:
     return SCAN_UNROLL.get(platform or backend(), 1)
 
 
-def options_for(platform: str, engine: bool = False, loop_emitters: bool = False, user: dict | None = None,
-                quick: bool = False) -> dict:
+def options_for(platform: str, engine: bool = False, loop_emitters: bool = False, user: dict | None = None) -> dict:
     """Every compiler option of a pgmjax program compiled for ``platform``.
 
     Args:
@@ -173,8 +173,6 @@ def options_for(platform: str, engine: bool = False, loop_emitters: bool = False
         engine: an engine program (:func:`engine_options`).
         loop_emitters: compiled with XLA:CPU's loop emitters (:data:`LOOP_EMITTERS`; CPU only).
         user: the caller's own options (``jit(..., compiler_options=...)``), merged last on every platform.
-        quick: an engine program of little work, compiled at :data:`QUICK_OPTIONS`' level (CPU only, and not
-            where ``XLA_FLAGS`` names a level; see :data:`QUICK_WORK`).
 
     Returns:
         The options, a new dict.
@@ -185,15 +183,13 @@ def options_for(platform: str, engine: bool = False, loop_emitters: bool = False
     """
     cpu = platform == "cpu"
     engine_part = engine_options(platform) if engine else {}
-    if quick and cpu and "xla_backend_optimization_level" in engine_part:
-        engine_part.update(QUICK_OPTIONS)
     return {
         **compiler_options(platform), **engine_part,
         **(LOOP_EMITTERS if loop_emitters and cpu and has_loop_emitters() else {}), **(user or {}),
     }
 
 
-def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, quick=None, **kwargs):
+def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
     """``jax.jit`` with the compiler options of the platform each call compiles for; ``@jit``,
     ``@jit(static_argnames=...)`` or ``jit(f)``.
 
@@ -207,9 +203,6 @@ def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, quick=None, **
             a max; see the module docstring).
         loop_emitters: a predicate of a call's arguments: whether its program is compiled with XLA:CPU's
             loop emitters (:class:`BySize`; e.g. :func:`pgmjax.graph.program_choice.suits_loop_emitters`).
-        quick: with ``loop_emitters``, a predicate of a call's arguments: whether its program does so little
-            work that it is compiled at :data:`QUICK_OPTIONS`' level (:data:`QUICK_WORK`; e.g.
-            :func:`pgmjax.graph.program_choice.suits_quick_compile`).
         **kwargs: any ``jax.jit`` keyword argument; ``compiler_options`` given here are merged over
             pgmjax's own, on every platform.
 
@@ -223,7 +216,7 @@ def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, quick=None, **
     """
 
     def wrap(f):
-        return Program(f, kwargs, engine) if loop_emitters is None else BySize(f, loop_emitters, kwargs, engine, quick)
+        return Program(f, kwargs, engine) if loop_emitters is None else BySize(f, loop_emitters, kwargs, engine)
 
     return wrap if fun is None else wrap(fun)
 
@@ -244,76 +237,6 @@ LOOP_EMITTERS_MAX_REDUCTIONS = 8
 
 #: The per-program option that selects XLA:CPU's loop emitters (passed only for the CPU: :func:`options_for`).
 LOOP_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
-
-#: Inside :func:`quick_compile`, an engine program on the loop emitters whose calls do at most this much work
-#: (the model's cells times the passes over it its caller expects, :func:`expected_passes`: a fit's iterations,
-#: one for a model's answers) is compiled at :data:`QUICK_OPTIONS`' level. A first fit of a small model waits
-#: mostly for XLA:CPU's code generation, which level 0 about halves, while each iteration costs a little more
-#: per cell: level 0 pays below about 1e7 cell-iterations (the measurements are in the compilation guide,
-#: docs/compilation.md). Beyond, and on other platforms, the level of :data:`ENGINE_OPTIONS` holds.
-QUICK_WORK = 2**23
-
-#: The options of a quick program (:data:`QUICK_WORK`): LLVM's optimisation level 0 for its kernels. The
-#: arithmetic is XLA's own (its ``exp``, ``log`` and reductions), the same at every level; only how much LLVM
-#: optimises the generated loops differs.
-QUICK_OPTIONS = {"xla_backend_optimization_level": 0}
-
-_EXPECTED_PASSES: contextvars.ContextVar[int] = contextvars.ContextVar("pgmjax_expected_passes", default=1)
-
-
-@contextlib.contextmanager
-def _setting(var: contextvars.ContextVar, value):
-    """``var`` set to ``value`` within the context (usable as a decorator too)."""
-    token = var.set(value)
-    try:
-        yield
-    finally:
-        var.reset(token)
-
-
-def expected_passes(passes: int):
-    """Within this context, engine programs are compiled for about ``passes`` passes over their model each (a
-    fit's iterations): what :data:`QUICK_WORK` weighs. Outside any, one pass (a model's answers).
-
-    Example:
-        >>> with expected_passes(1000):
-        ...     passes_expected()
-        1000
-        >>> passes_expected()
-        1
-    """
-    return _setting(_EXPECTED_PASSES, max(1, int(passes)))
-
-
-def passes_expected() -> int:
-    """The passes over its model an engine program called now is expected to make (:func:`expected_passes`)."""
-    return _EXPECTED_PASSES.get()
-
-
-_QUICK_COMPILE: contextvars.ContextVar[bool] = contextvars.ContextVar("pgmjax_quick_compile", default=False)
-
-
-def quick_compile(enabled: bool = True):
-    """Within this context, engine programs of little work (:data:`QUICK_WORK`) are compiled at
-    :data:`QUICK_OPTIONS`' level: for a loop that fits many new small structures a few times each, such as AIM's
-    and MWEM's rounds, which run inside it. Outside it (the default), every program is the optimised one, so a
-    structure fitted again and again (a sweep over noise draws) or with more iterations later never pays slower
-    loops or a second compile.
-
-    Example:
-        >>> with quick_compile():
-        ...     quick_compile_enabled()
-        True
-        >>> quick_compile_enabled()
-        False
-    """
-    return _setting(_QUICK_COMPILE, bool(enabled))
-
-
-def quick_compile_enabled() -> bool:
-    """Whether engine programs called now may be quick ones (:func:`quick_compile`)."""
-    return _QUICK_COMPILE.get()
-
 
 def has_loop_emitters() -> bool:
     """Whether the installed jaxlib's XLA:CPU has the emitter switch (``xla_cpu_use_fusion_emitters``).
@@ -364,13 +287,14 @@ class Program:
         self._elsewhere: dict = {}  # platform -> jitted function, made on its first call there
         self._nested = None  # the plain jitted function, for calls inside another transformation
         functools.update_wrapper(self, fun)
+        _LIVE.add(self)
 
     def _compile(self, options: dict):
         return jax.jit(self._fun, **self._jit_kwargs, compiler_options=options)
 
     def options(self, platform: str, small: bool = False) -> dict:
         """The compiler options of the program a call compiled for ``platform`` runs (``small``: True for the loop
-        emitters', ``"quick"`` for :class:`BySize`'s quick program's)."""
+        emitters')."""
         if platform == "cpu":
             return dict(self._cpu_options[small])
         return options_for(platform, self._engine, False, self._user)
@@ -422,21 +346,22 @@ class Program:
 
 
 class BySize(Program):
-    """One function jitted by platform and, on the CPU, two or three times: with XLA:CPU's loop emitters for
-    small models (and, given a ``quick`` predicate, at :data:`QUICK_OPTIONS`' level for calls of little work),
+    """One function jitted by platform and, on the CPU, twice: with XLA:CPU's loop emitters for small models,
     its defaults otherwise.
 
     Each call asks ``loop_emitters(*args, **kwargs)`` (e.g.
     :func:`pgmjax.graph.program_choice.suits_loop_emitters`) on the host, before tracing, where the call compiles
-    for the CPU; elsewhere there is one program (no emitters to choose). Structures are static, so one model
-    structure always gets the same program: a sweep over noise or step sizes still compiles once.
+    for the CPU; elsewhere there is one program (no emitters to choose). The choice is a function of the call's
+    arguments (their static structure) alone, so one model structure always gets the same program: a sweep over
+    noise or step sizes still compiles once. Where ``XLA_FLAGS`` names the emitters when the program is made
+    (the user's or :func:`pgmjax.fast_compile`'s choice), every call runs the default program, which the flag
+    then governs.
 
     Args:
         fun: the function.
         loop_emitters: a predicate of a call's arguments: whether to run the loop emitters' program.
         kwargs: ``jax.jit`` keyword arguments (``compiler_options``: the caller's own).
         engine: an engine program (:func:`engine_options` on the CPU).
-        quick: None, or a predicate of a call's arguments: whether a loop-emitters call runs the quick program.
 
     Example:
         >>> f = BySize(lambda x: x * 2, lambda x: x.size <= 4, {})
@@ -444,34 +369,93 @@ class BySize(Program):
         2.0
     """
 
-    def __init__(self, fun, loop_emitters, kwargs, engine: bool = False, quick=None):
+    def __init__(self, fun, loop_emitters, kwargs, engine: bool = False):
         super().__init__(fun, kwargs, engine)
         self._loop_emitters = loop_emitters
-        self._quick = quick
+        self._flags_choose = emitters_chosen_by_flags()  # read once, as JAX reads XLA_FLAGS once
         self._cpu_options[True] = options_for("cpu", engine, True, self._user)
-        # the quick program's emitters: the loop emitters, unless XLA_FLAGS names them (pgmjax.fast_compile, the
-        # command line), which then hold for it as for every program
-        self._cpu_options["quick"] = options_for("cpu", engine, not emitters_chosen_by_flags(), self._user, quick=True)
         self.large = self.cpu
         self.small = self._compile(self._cpu_options[True])
-        # no quick program where its options are another's (XLA_FLAGS names a level, which then holds)
-        distinct = quick is not None and self._cpu_options["quick"] not in (self._cpu_options[True], self._cpu_options[False])
-        self.quick = self._compile(self._cpu_options["quick"]) if distinct else None
 
     def program(self, *args, **kwargs):
         """The jitted function a call with these arguments runs."""
         platform = backend()
         if platform != "cpu":
             return self.on(platform)
-        quick = self.quick is not None and self._quick(*args, **kwargs)
-        if emitters_chosen_by_flags():
-            return self.quick if quick else self.large
-        if not self._loop_emitters(*args, **kwargs):
+        if self._flags_choose or not self._loop_emitters(*args, **kwargs):
             return self.large
-        return self.quick if quick else self.small
+        return self.small
 
     def _programs(self) -> list:
-        return [self.small, *([self.quick] if self.quick is not None else []), *super()._programs()]
+        return [self.small, *super()._programs()]
+
+
+#: Every :class:`Program` made (weakly held: one that nobody holds any more is gone from it).
+_LIVE: "weakref.WeakSet[Program]" = weakref.WeakSet()
+
+#: What a fit lets pgmjax hold before freeing (:func:`bound_compiled`): a few rounds' worth of an adaptive
+#: mechanism (each fit compiles about three programs), far below where XLA:CPU runs out of memory mappings
+#: (hundreds of large programs).
+MAX_LIVE_PROGRAMS = 32
+
+
+def compiled_count() -> int:
+    """How many compiled programs pgmjax's jitted functions (every :class:`Program`) hold now.
+
+    Example:
+        >>> compiled_count() >= 0
+        True
+    """
+    return sum(p._cache_size() for p in list(_LIVE))
+
+
+def release_compiled(above: int = 0) -> bool:
+    """Free every compiled program pgmjax's jitted functions hold, if they hold more than ``above``.
+
+    Programs of JAX functions outside pgmjax are untouched (unlike ``jax.clear_caches()``). The next call for a
+    structure recompiles it. JAX's caches cannot drop single programs, so all are freed at once.
+
+    Args:
+        above: free only if :func:`compiled_count` exceeds this (0: free whatever is held).
+
+    Returns:
+        Whether programs were freed.
+
+    Example:
+        >>> _ = release_compiled()        # whatever was held is freed
+        >>> compiled_count(), release_compiled()
+        (0, False)
+    """
+    if compiled_count() <= above:
+        return False
+    for p in list(_LIVE):
+        p.clear_cache()
+    # The executables (and their memory maps) go when their Python owners do, and some owners sit in reference
+    # cycles: collect them now rather than at the collector's next full pass (the maps of a loop over new
+    # structures kept growing by about 30 per fit without this).
+    gc.collect()
+    return True
+
+
+def bound_compiled(limit: int | float = MAX_LIVE_PROGRAMS) -> bool:
+    """Free pgmjax's compiled programs once more than ``limit`` are live. :func:`pgmjax.estimate` and
+    :func:`pgmjax.estimate_batch` call it before they plan a fit, so a loop that fits thousands of new structures
+    holds at most ``limit`` (plus one fit's worth of) programs: without it each new structure left about 4.4 MB
+    and 130 memory maps behind. A process that reuses at most ``limit / 3`` structures never recompiles.
+
+    Args:
+        limit: the most live programs kept; 0 or ``math.inf`` never frees.
+
+    Returns:
+        Whether programs were freed.
+
+    Example:
+        >>> bound_compiled(10**6)
+        False
+    """
+    if not limit or limit == float("inf"):
+        return False
+    return release_compiled(above=int(limit))
 
 
 def _traced(args, kwargs) -> bool:

@@ -5,7 +5,8 @@ one alive in its jit cache for the life of the process. An adaptive mechanism (M
 structure every round, so a long run accumulates hundreds of programs it will never call again. On
 XLA:CPU each program holds its own memory mappings, and a long run can fail inside LLVM with "Cannot
 allocate memory" well before RAM is exhausted. :func:`release_compiled` frees the engine's programs, so
-only the structures still in use get recompiled.
+only the structures still in use get recompiled (the live programs are counted by :mod:`pgmjax.compiler`, where
+every pgmjax program registers itself).
 
 :func:`enable_compilation_cache` (opt-in) keeps compiled programs on disk in JAX's persistent compilation
 cache, so a *new process* fitting a structure it has fitted before loads its program instead of compiling it;
@@ -22,113 +23,11 @@ import.
 
 from __future__ import annotations
 
-import gc
 import os
 
-from .graph import oracle_plan
-
-# What an adaptive mechanism lets the engine hold before freeing: a few rounds' worth (each fit compiles
-# about three programs), far below where XLA:CPU runs out of mappings (hundreds of large programs).
-MAX_LIVE_PROGRAMS = 32
-
-
-def _engine_functions() -> tuple:
-    # Imported on first use, not when pgmjax.programs is.
-    from .fit import batch, estimation
-    from .model import graphical_model as model
-    from .model import inference, sampling
-
-    # estimate_batch's programs (one set per batched structure), those of them batch.py defines
-    batched = tuple(f for f in (getattr(batch, n, None) for n in ("_vmapped_start", "_vmapped_started", "_loss"))
-                    if hasattr(f, "_cache_size"))
-    return (
-        estimation._init,
-        estimation._chunk,
-        estimation._model_loss,
-        model._dense_marginals_jit,
-        model._dense_log_partition_jit,
-        model._routed_marginals_jit,
-        model._routed_log_partition_jit,
-        inference._answer_many_jit,
-        sampling._conditional_cdf,
-        sampling._draw,
-        *batched,
-    )
-
-
-def compiled_count() -> int:
-    """How many compiled programs the engine's jitted functions hold now."""
-    return sum(fn._cache_size() for fn in _engine_functions())
-
-
-def release_compiled(above: int = 0) -> bool:
-    """Free every compiled program the engine's own jitted functions hold, if they hold more than ``above``.
-
-    Programs of JAX functions outside the engine are untouched (unlike ``jax.clear_caches()``). The
-    next call of an engine function for a structure recompiles it. MWEM and AIM call this with a
-    threshold before each round's fit, so a long run holds a bounded number of programs while short
-    runs (and repeated runs on one structure) keep reusing theirs.
-
-    Args:
-        above: free only if :func:`compiled_count` exceeds this (0: free whatever is held).
-
-    Returns:
-        Whether programs were freed.
-
-    Example:
-        >>> import pgmjax as pj
-        >>> _ = pj.release_compiled()        # whatever was held is freed
-        >>> compiled_count(), pj.release_compiled()
-        (0, False)
-    """
-    if compiled_count() <= above:
-        return False
-    for fn in _engine_functions():
-        fn.clear_cache()
-    # The executables (and their memory maps) go when their Python owners do, and some owners sit in reference
-    # cycles: collect them now rather than at the collector's next full pass (the maps of a loop over new
-    # structures kept growing by about 30 per fit without this).
-    gc.collect()
-    return True
-
-
-#: The environment variable overriding :data:`MAX_LIVE_PROGRAMS` for :func:`bound_compiled` (read at every call;
-#: ``0`` or ``inf``: never free automatically).
-MAX_LIVE_ENV = "PGMJAX_MAX_LIVE_PROGRAMS"
-
-
-def bound_compiled(limit: int | None = None) -> bool:
-    """Free the engine's compiled programs once more than ``limit`` are live: called before every fit.
-
-    :func:`pgmjax.graph.oracle_plan.make_plan`, which every fit calls before it compiles anything, calls
-    this, so a loop that fits thousands of new structures holds at most ``limit`` (plus one fit's worth of)
-    programs with no action of its own: without it each new structure left about 4.4 MB and 130 memory
-    maps behind. JAX's caches cannot drop single programs, so all of
-    the engine's are freed at once; a process that reuses at most ``limit / 3`` structures (a fit compiles
-    about three programs) never recompiles.
-
-    Args:
-        limit: the most live programs kept (default ``$PGMJAX_MAX_LIVE_PROGRAMS``, else
-            :data:`MAX_LIVE_PROGRAMS`); 0 or ``math.inf`` never frees.
-
-    Returns:
-        Whether programs were freed.
-
-    Example:
-        >>> bound_compiled(10**6)
-        False
-    """
-    if limit is None:
-        env = os.environ.get(MAX_LIVE_ENV, "").strip().lower()
-        if env in ("0", "inf", "none"):
-            return False
-        try:
-            limit = int(env) if env else MAX_LIVE_PROGRAMS
-        except ValueError:
-            raise ValueError(f"{MAX_LIVE_ENV}={env!r}: expected a whole number of programs (0: never free)") from None
-    if not limit or limit == float("inf"):
-        return False
-    return release_compiled(above=int(limit))
+# The live programs and their release are the compiler's (every pgmjax program registers itself there); these
+# names stay the public ones.
+from .compiler import MAX_LIVE_PROGRAMS, bound_compiled, compiled_count, release_compiled  # noqa: E402,F401
 
 
 #: The environment variable naming a folder for the persistent compilation cache (read at import).
@@ -447,13 +346,6 @@ def fast_compile(strict: bool = True) -> bool:
     os.environ["XLA_FLAGS"] = f"{flags} {FAST_COMPILE_FLAG}".strip()
     return True
 
-
-def _bound_before_plan() -> None:
-    bound_compiled()
-
-
-# Every fit plans its structure through make_plan (pgmjax.graph.oracle_plan), which calls this first.
-oracle_plan.BEFORE_PLAN.append(_bound_before_plan)
 
 if os.environ.get(CACHE_ENV):
     _enable_from_environment(os.environ[CACHE_ENV])

@@ -107,8 +107,9 @@ from .batch_problem import (
     stack_problems,
     zeros,
 )
+from .. import compiler
 from ..compiler import jit, to_device
-from ..graph.program_choice import suits_loop_emitters, suits_quick_compile
+from ..graph.program_choice import suits_loop_emitters
 from ..data.domain import CliqueLike, Domain
 
 __all__ = [
@@ -241,7 +242,7 @@ def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Pr
     return jax.vmap(one, in_axes=(batch_axes(problem), 0))(problem, state)
 
 
-@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
+@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
 def _vmapped_start(estimator: Batched, problem, theta, step_size):
     return jax.vmap(estimator.estimator.start, in_axes=(batch_axes(problem), 0, 0))(problem, theta, step_size)
 
@@ -299,7 +300,7 @@ def auto_group(problem: estimation.Problem) -> int | None:
     return None if groups == 1 else -(-batch // groups)
 
 
-@jit(engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
+@jit(engine=True, loop_emitters=suits_loop_emitters)
 def _loss(problem: estimation.Problem, theta: dict):
     """Per member: the exact loss of the potentials' model."""
     def one(p, th):
@@ -418,6 +419,7 @@ def estimate_batch(
     engine, method, dtype = inputs.check_options(method, loss, iters, dtype, caller=caller)
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"{caller}: chunk must be a positive integer, got {chunk!r}")
+    compiler.bound_compiled(compiler.MAX_LIVE_PROGRAMS)  # a loop over new structures holds a bounded number
     problem = make_batch_problem(domain, measurements, loss=loss, total=total, dtype=dtype, cliques=cliques, caller=caller)
     batch = int(problem.total.shape[0])
     # Every member's tables are held at once (a batch axis on each): the fit's peak, counted before theta exists.

@@ -9,6 +9,7 @@ import jax
 import numpy as np
 
 from . import estimation, inputs, losses, memory, oracles, sharding
+from .. import compiler
 from ..data.domain import Domain
 from ..graph import oracle_plan
 from ..graph.approximate_oracle import ApproximatePlan
@@ -113,6 +114,7 @@ def estimate(
         except ValueError:
             total = warm_start.total
     program = oracles.check_program(program, caller="estimate")
+    compiler.bound_compiled(compiler.MAX_LIVE_PROGRAMS)  # a loop over new structures holds a bounded number
     plan, oracle_info = (None, None) if oracle == "exact" else oracles.make_oracle_plan(domain, model_cliques, oracle, dtype=dtype)
     exact = oracle == "exact" or (oracle_info is not None and oracle_info["oracle"] == "exact")  # "auto" may pick it
     if oracles.uses_size_class(program, domain, model_cliques, measurements, loss, iters, method=method,

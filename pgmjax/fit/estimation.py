@@ -24,8 +24,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from ..compiler import expected_passes, jit, to_device
-from ..graph.program_choice import suits_loop_emitters, suits_quick_compile
+from ..compiler import jit, to_device
+from ..graph.program_choice import suits_loop_emitters
 from .dual_averaging import DualAveraging, DualAveragingState
 from .estimator import Estimator
 from .inputs import METHODS
@@ -56,7 +56,7 @@ def estimator(method: str, problem: Problem):
 
 
 # --------------------------------------------------------------------------- driver
-@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
+@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
 def _init(estimator, problem, theta, step_size):
     return estimator.init(problem, theta, step_size)
 
@@ -67,7 +67,7 @@ def advance(estimator: Estimator, problem: Problem, state, num_steps):
     return estimator.tidy(problem, estimator.steps(problem, state, num_steps))
 
 
-@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
+@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
 def _chunk(estimator, problem, state, num_steps):
     return advance(estimator, problem, state, num_steps)
 
@@ -147,9 +147,7 @@ def run(
         the returned potentials' model; the last has ``stalled=True`` when the
         run ended early because the estimator stalled).
     """
-    # the fit's programs are compiled for its iterations (how much code generation pays: compiler.QUICK_WORK)
-    with expected_passes(iters):
-        return _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, smoothing, exact_loss)
+    return _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, smoothing, exact_loss)
 
 
 def _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, smoothing, exact_loss):
@@ -235,7 +233,7 @@ def _check_finite(loss, iteration) -> None:
                              "try float64 or a smaller step size")
 
 
-@jit(engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
+@jit(engine=True, loop_emitters=suits_loop_emitters)
 def _model_loss(problem: Problem, theta: dict) -> jax.Array:
     """The exact loss of the model with potentials ``theta`` (with the L1 loss, not its smoothing)."""
     return problem.exact_loss(problem.marginals(theta))

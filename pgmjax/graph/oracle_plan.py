@@ -32,11 +32,6 @@ from ..data.domain import Clique, Domain
 from . import size_limit
 from .junction import JunctionTree, junction_tree, levels, maximal_cliques
 
-#: Functions (no arguments) that :func:`make_plan` calls before it builds a plan. :mod:`pgmjax.programs`, a
-#: layer above this one, adds :func:`pgmjax.programs.bound_compiled` here when it is imported (which
-#: ``import pgmjax`` does): a hook rather than an import, so that the graph layer imports nothing above it.
-BEFORE_PLAN: list = []
-
 
 @dataclass(frozen=True)
 class CliqueClass:
@@ -282,8 +277,7 @@ def make_plan(domain: Domain, cliques, max_bytes: float | None = None, *, shards
 
     Every fit builds its plan here before it allocates a table, so this is where a model too large for the
     machine is refused (:func:`pgmjax.graph.size_limit.check_tree`: the junction tree's cells, in Python
-    integers, against ``max_bytes`` or the limit in force). It also bounds the engine's compiled programs
-    (:func:`pgmjax.programs.bound_compiled`), so a loop over new structures keeps its memory bounded.
+    integers, against ``max_bytes`` or the limit in force).
 
     Args:
         domain: the domain (attributes in no clique are modelled as uniform).
@@ -302,8 +296,6 @@ def make_plan(domain: Domain, cliques, max_bytes: float | None = None, *, shards
     """
     model_cliques = maximal_cliques(domain, cliques)
     size_limit.check_tree(junction_tree(domain, model_cliques), None, max_bytes)
-    for hook in BEFORE_PLAN:
-        hook()
     return _make_plan_cached(domain, model_cliques, check_count(shards, "shards", "make_plan"))
 
 

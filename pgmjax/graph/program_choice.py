@@ -1,8 +1,8 @@
 """Which compiled program an engine call runs: the model's size read from the call's arguments.
 
 :class:`pgmjax.compiler.BySize` asks these predicates on the host, before tracing, which of its CPU programs a
-call runs: XLA:CPU's loop emitters for models with small blocks (:func:`suits_loop_emitters`), and inside
-:func:`pgmjax.compiler.quick_compile` the level-0 program for calls of little work (:func:`suits_quick_compile`).
+call runs: XLA:CPU's loop emitters for models with small blocks (:func:`suits_loop_emitters`). The answer is a
+function of the arguments' static structure alone.
 """
 
 from __future__ import annotations
@@ -51,51 +51,6 @@ def block_cells(*args, **kwargs) -> int:
     if blocks is not None:
         return max((int(np.size(t)) for t in blocks.values()), default=0)
     return plan.largest_block * members
-
-
-def model_cells(*args, **kwargs) -> int:
-    """The cells of all potential tables an engine program's call works on, every member of a batch counted
-    (found in the arguments as :func:`block_cells` finds its block); 0 where the model is not a junction
-    tree's (:class:`OraclePlan`).
-
-    Example:
-        >>> from pgmjax.data.domain import Domain
-        >>> plan = make_plan(Domain({"a": 2, "b": 3, "c": 4}), [("a", "b"), ("b", "c")])
-        >>> model_cells(plan), model_cells(plan, {"x": np.zeros((4, 6)), "y": np.zeros((4, 12))})
-        (18, 72)
-    """
-    found = _the_model(args, kwargs)
-    if found is None or not isinstance(found[0], OraclePlan):
-        return 0
-    plan, blocks, members = found
-    if blocks is not None:
-        return sum(int(np.size(t)) for t in blocks.values())
-    return plan.cells * members
-
-
-def suits_quick_compile(*args, **kwargs) -> bool:
-    """Whether an engine program's call (on the loop emitters) is compiled at
-    :data:`pgmjax.compiler.QUICK_OPTIONS`' level: inside :func:`pgmjax.compiler.quick_compile`, where its
-    model's cells (:func:`model_cells`) times the passes expected of it (:func:`pgmjax.compiler.expected_passes`:
-    a fit's iterations) are at most :data:`pgmjax.compiler.QUICK_WORK`. The approximate oracle's programs (many
-    message-passing iterations per pass) never are.
-
-    Example:
-        >>> from pgmjax.data.domain import Domain
-        >>> plan = make_plan(Domain({"a": 2, "b": 3}), [("a", "b")])
-        >>> suits_quick_compile(plan)
-        False
-        >>> with compiler.quick_compile():
-        ...     suits_quick_compile(plan)
-        True
-        >>> with compiler.quick_compile(), compiler.expected_passes(10**7):
-        ...     suits_quick_compile(plan)
-        False
-    """
-    if not compiler.quick_compile_enabled():
-        return False
-    cells = model_cells(*args, **kwargs)
-    return 0 < cells * compiler.passes_expected() <= compiler.QUICK_WORK
 
 
 def suits_loop_emitters(*args, **kwargs) -> bool:

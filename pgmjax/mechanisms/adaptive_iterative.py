@@ -44,7 +44,6 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
-from ..compiler import quick_compile
 from ..data.dataset import Dataset
 from ..data.domain import Clique, Domain
 from ..fit.estimate import estimate
@@ -365,7 +364,6 @@ def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, engine_opt
                 budget=budget)
 
 
-@quick_compile()  # a new small structure most rounds, each fitted a few times (pgmjax.compiler.QUICK_WORK)
 def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, candidates, max_model_mb, engine_iters,
          final_iters, synthetic, rows, synthetic_method, options, budget) -> MechanismResult:
     """AIM's Algorithm 1 on checked arguments (module docstring): measure the one-way marginals and fit, then

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from ..compiler import jit, to_device
-from ..graph.program_choice import suits_loop_emitters, suits_quick_compile
+from ..graph.program_choice import suits_loop_emitters
 from ..data.domain import Clique, CliqueLike, Domain, cells_text
 from ..graph import oracle, routed_oracle
 from ..graph.routed_plan import RoutedPlan
@@ -503,8 +503,8 @@ def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Cal
             raise FloatingPointError(f"{what}: the marginal of clique {clique} sums to {s:.6g}, not the total {total:.6g}{why}")
 
 
-_dense_marginals_jit = jit(oracle.marginals, engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
-_dense_log_partition_jit = jit(oracle.log_partition, engine=True, loop_emitters=suits_loop_emitters, quick=suits_quick_compile)
+_dense_marginals_jit = jit(oracle.marginals, engine=True, loop_emitters=suits_loop_emitters)
+_dense_log_partition_jit = jit(oracle.log_partition, engine=True, loop_emitters=suits_loop_emitters)
 # A size-class plan's programs are shared by every structure of its class (pgmjax.graph.routed_oracle).
 _routed_marginals_jit = jit(routed_oracle.marginals, engine=True)
 _routed_log_partition_jit = jit(routed_oracle.log_partition, engine=True)

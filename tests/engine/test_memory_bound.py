@@ -1,7 +1,7 @@
 """``estimate`` in a loop over new structures keeps the engine's compiled programs bounded (issue 40, item 6).
 
-Every fit plans its structure through ``make_plan``, which calls ``pgmjax.programs.bound_compiled``: once
-more than ``MAX_LIVE_PROGRAMS`` (``PGMJAX_MAX_LIVE_PROGRAMS``) programs are live, the engine's are freed.
+``estimate`` and ``estimate_batch`` call ``pgmjax.compiler.bound_compiled(MAX_LIVE_PROGRAMS)`` before they plan
+a fit: once more than ``MAX_LIVE_PROGRAMS`` programs are live, pgmjax's are freed.
 Before, each new structure left its programs (about 4.4 MB and 130 memory maps) for the life of the process
 unless the user called ``pgmjax.release_compiled``; ``bench/memory_loop.py`` measures 2,000 structures.
 """
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax import programs
+from pgmjax import compiler, programs
 
 LIMIT = 6
 
@@ -18,7 +18,7 @@ LIMIT = 6
 @pytest.fixture
 def bounded(monkeypatch):
     pj.release_compiled()
-    monkeypatch.setenv("PGMJAX_MAX_LIVE_PROGRAMS", str(LIMIT))
+    monkeypatch.setattr(compiler, "MAX_LIVE_PROGRAMS", LIMIT)
     yield
     pj.release_compiled()
 
@@ -50,15 +50,14 @@ def test_a_loop_over_new_structures_holds_a_bounded_number_of_programs(bounded):
         assert programs.compiled_count() == held
 
 
-def test_bound_compiled_frees_only_above_its_limit(monkeypatch):
-    monkeypatch.delenv("PGMJAX_MAX_LIVE_PROGRAMS", raising=False)
+def test_bound_compiled_frees_only_above_its_limit():
     pj.release_compiled()
     _fit(3, np.random.default_rng(0))
     n = programs.compiled_count()
     assert n > 0
     assert not programs.bound_compiled(n) and programs.compiled_count() == n
-    monkeypatch.setenv("PGMJAX_MAX_LIVE_PROGRAMS", "0")  # 0: never free automatically
-    assert not programs.bound_compiled() and programs.compiled_count() == n
+    assert not programs.bound_compiled(0) and programs.compiled_count() == n  # 0: never free
+    assert not programs.bound_compiled(float("inf")) and programs.compiled_count() == n
     assert programs.bound_compiled(n - 1) and programs.compiled_count() == 0
 
 

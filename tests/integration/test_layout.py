@@ -477,3 +477,79 @@ def test_privacy_docstring_examples(name):
     module = importlib.import_module(name)
     result = doctest.testmod(module, extraglobs={"jax": jax, "np": np}, optionflags=doctest.ELLIPSIS, report=True)
     assert result.failed == 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# No hidden state in the engine's call path
+# ---------------------------------------------------------------------------------------------------
+
+#: The engine's layers: what a fit, a model's answers and the compiled programs run through.
+ENGINE_LAYERS = ("checks", "kernels", "compiler", "data", "queries", "graph", "model", "fit")
+
+#: Environment reads in the engine's layers, as ``(module, function)``; may only shrink. The compiler's two are
+#: read when a program is made (``Program``/``BySize.__init__``), as JAX reads ``XLA_FLAGS`` once: never at a
+#: call. The size limit's override (``PGMJAX_MAX_MODEL_BYTES``) is read at every check: a refusal limit the user
+#: sets for the process, which also decides ``oracle="auto"``'s exact-or-approximate choice (left for an explicit
+#: argument to replace).
+ENVIRONMENT_READS = frozenset({
+    ("pgmjax.compiler", "engine_options"),
+    ("pgmjax.compiler", "emitters_chosen_by_flags"),
+    ("pgmjax.graph.size_limit", "max_model_bytes"),
+    ("pgmjax.graph.size_limit", "_source"),
+})
+
+
+def hidden_state(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """The functions of a module that read the environment (``os.environ``, ``os.getenv``, ``environ``), and
+    every use of a context variable (``contextvars``), each named by its enclosing function (``<module>`` at
+    module level)."""
+    env, ctx = set(), set()
+
+    def visit(node, scope):
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else scope
+            if isinstance(child, ast.Attribute) and child.attr in ("environ", "getenv", "environb"):
+                env.add(scope)
+            if isinstance(child, ast.Name) and child.id in ("environ", "getenv"):
+                env.add(scope)
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in child.names] + ([child.module] if isinstance(child, ast.ImportFrom) else [])
+                if any(n and n.split(".")[0] == "contextvars" for n in names):
+                    ctx.add(scope)
+                if isinstance(child, ast.ImportFrom) and child.module == "os" and \
+                        any(a.name in ("environ", "getenv") for a in child.names):
+                    env.add(scope)
+            visit(child, inner)
+
+    visit(tree, "<module>")
+    return env, ctx
+
+
+def engine_hidden_state() -> tuple[set, set]:
+    env, ctx = set(), set()
+    for name, path in module_files().items():
+        layer = name.split(".")[1] if "." in name else "pgmjax"
+        if layer not in ENGINE_LAYERS:
+            continue
+        e, c = hidden_state(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+        env |= {(name, f) for f in e}
+        ctx |= {(name, f) for f in c}
+    return env, ctx
+
+
+def test_no_context_variable_or_environment_read_in_the_engines_call_path():
+    """Which program runs is decided by a call's arguments: no module of the engine uses a context variable, and
+    none reads the environment outside :data:`ENVIRONMENT_READS` (whose entries must still occur)."""
+    env, ctx = engine_hidden_state()
+    assert not ctx, f"context variables in the engine: {sorted(ctx)}"
+    assert env <= ENVIRONMENT_READS, f"environment reads in the engine: {sorted(env - ENVIRONMENT_READS)}"
+    assert ENVIRONMENT_READS <= env, f"gone: delete from ENVIRONMENT_READS {sorted(ENVIRONMENT_READS - env)}"
+
+
+def test_the_hidden_state_check_finds_what_it_looks_for():
+    code = ("import os, contextvars\nX = contextvars.ContextVar('x')\n"
+            "def f():\n    return os.environ.get('A')\n"
+            "def g():\n    from os import getenv\n    return getenv('B')\n"
+            "def h():\n    import contextvars\n")
+    env, ctx = hidden_state(ast.parse(code))
+    assert env == {"f", "g"} and ctx == {"<module>", "h"}

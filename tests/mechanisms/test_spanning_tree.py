@@ -463,15 +463,12 @@ def test_aim_rounds_stop_when_converged_and_never_end_worse_than_they_start(data
 def test_aim_fits_pool_a_marginal_measured_again(data, monkeypatch):
     """A marginal selected again is released as its own measurement, and the fits see it pooled with the earlier
     ones (pgmjax.queries.measurement.pool_repeats): one measurement per clique, so the round's structure is the
-    previous round's. The fits run inside pgmjax.compiler.quick_compile (small structures, a few fits each)."""
-    from pgmjax import compiler
-
-    seen, quick = [], []
+    previous round's."""
+    seen = []
     real = aim_mod.estimate
 
     def recorded(domain, measurements, iters, **kw):
         seen.append([m.clique for m in measurements])
-        quick.append(compiler.quick_compile_enabled())
         return real(domain, measurements, iters=iters, **kw)
 
     monkeypatch.setattr(aim_mod, "estimate", recorded)
@@ -480,7 +477,6 @@ def test_aim_fits_pool_a_marginal_measured_again(data, monkeypatch):
     assert len(set(released)) < len(released)  # this run measures some marginal twice
     assert all(len(set(cliques)) == len(cliques) for cliques in seen)
     assert set(seen[-1]) == set(released)
-    assert all(quick) and not compiler.quick_compile_enabled()  # only inside the mechanism
 
 
 def test_aim_release_is_unchanged_by_pooling_until_a_marginal_is_measured_again(data, monkeypatch):

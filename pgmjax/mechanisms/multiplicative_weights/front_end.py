@@ -15,7 +15,6 @@ from collections.abc import Mapping
 
 import jax
 
-from ...compiler import quick_compile
 from ...data.dataset import Dataset
 from ...data.domain import Clique, Domain
 from ...fit.memory import check_capped_fit
@@ -246,7 +245,6 @@ def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_op
                 max_table_cells=max_table_cells, synthetic=synthetic, options=options, wl=wl, cliques=cliques)
 
 
-@quick_compile()  # many small structures, each fitted a few times: code generation is most of a fit
 def _mwem(data: Dataset, key, *, keeper: Keeper, epsilon, delta, noise, selection, bounded, rounds, alpha, max_model_mb, engine_iters,
           mw_iters, original, max_table_cells, synthetic, options, wl, cliques) -> MechanismResult:
     """MWEM's Algorithm 1 on checked arguments: ``T`` rounds of select (EM), measure, refit driven by the +PGM
