@@ -399,14 +399,18 @@ _LIVE: "weakref.WeakSet[Program]" = weakref.WeakSet()
 MAX_LIVE_PROGRAMS = 32
 
 
-def compiled_count() -> int:
+def compiled_count(engine: bool = False) -> int:
     """How many compiled programs pgmjax's jitted functions (every :class:`Program`) hold now.
 
+    Args:
+        engine: count only the engine's (``jit(..., engine=True)``: a fit's loop, the marginal oracle), whose
+            programs are a model's size and number one per structure (or size class).
+
     Example:
-        >>> compiled_count() >= 0
+        >>> compiled_count() >= compiled_count(engine=True) >= 0
         True
     """
-    return sum(p._cache_size() for p in list(_LIVE))
+    return sum(p._cache_size() for p in list(_LIVE) if p._engine or not engine)
 
 
 def release_compiled(above: int = 0) -> bool:
@@ -438,7 +442,7 @@ def release_compiled(above: int = 0) -> bool:
 
 
 def bound_compiled(limit: int | float = MAX_LIVE_PROGRAMS) -> bool:
-    """Free pgmjax's compiled programs once more than ``limit`` are live. :func:`pgmjax.estimate` and
+    """Free pgmjax's compiled programs once more than ``limit`` of the engine's are live. :func:`pgmjax.estimate` and
     :func:`pgmjax.estimate_batch` call it before they plan a fit, so a loop that fits thousands of new structures
     holds at most ``limit`` (plus one fit's worth of) programs: without it each new structure left about 4.4 MB
     and 130 memory maps behind. A process that reuses at most ``limit / 3`` structures never recompiles.
@@ -453,9 +457,9 @@ def bound_compiled(limit: int | float = MAX_LIVE_PROGRAMS) -> bool:
         >>> bound_compiled(10**6)
         False
     """
-    if not limit or limit == float("inf"):
+    if not limit or limit == float("inf") or compiled_count(engine=True) <= limit:
         return False
-    return release_compiled(above=int(limit))
+    return release_compiled()
 
 
 def _traced(args, kwargs) -> bool:
