@@ -12,7 +12,7 @@ from . import estimation, inputs, losses, memory, oracles, sharding
 from .. import compiler
 from ..data.domain import Domain
 from ..graph import oracle_plan
-from ..graph.approximate_oracle import ApproximatePlan
+from ..graph import marginal_oracle
 from ..graph.routed_plan import make_routed_plan
 from ..queries.measurement import Measurement, estimate_total
 from ..model.approximate_model import ApproximateModel
@@ -128,7 +128,7 @@ def estimate(
     plan = problem.plan
     # The fit's peak (every copy its method makes, in its dtype) against the limit, before the potentials exist.
     # (The approximate oracle's region graph is bounded by its own plan, pgmjax.graph.approximate_oracle.)
-    if not isinstance(plan, ApproximatePlan):
+    if problem.oracle is not marginal_oracle.APPROXIMATE:
         memory.check_fit(domain, model_cliques, method, dtype, "estimate", callable_loss=callable(loss),
                          param_cells=sum(domain.size(m.clique) for m in measurements),
                          gathered=0 if callable(loss) else losses.gathered_cells(problem.meas))

@@ -18,7 +18,7 @@ import numpy as np
 from ..compiler import to_device
 from ..data.domain import Domain
 from ..graph import oracle
-from ..graph.routed_plan import RoutedPlan
+from ..graph.marginal_oracle import SIZE_CLASS, oracle_of
 from ..model.approximate_model import ApproximateModel
 from ..model.graphical_model import GraphicalModel, check_consistent
 from ..queries.measurement import Measurement, estimate_total, total_rule, validate_measurements
@@ -153,7 +153,7 @@ def build_problem(domain: Domain, measurements: Sequence[Measurement], model_cli
         except ValueError as e:
             raise ValueError(f"{caller}: {e}") from e
     total = check_total(total, caller)
-    if isinstance(plan, RoutedPlan):  # one program per size class: the measurements are routed as data too
+    if oracle_of(plan) is SIZE_CLASS:  # one program per size class: the measurements are routed as data too
         meas = routed_losses.stack_routed(plan, measurements, dtype)
     else:
         meas = losses.stack_measurements(plan, measurements, dtype)

@@ -271,7 +271,7 @@ class MirrorDescent(Estimator):
 
         The shifts are constants per clique: the distributions are unchanged, and the velocity, a
         difference of parameters, needs none. They keep the parameters and potentials near 0 in float32
-        (see :func:`pgmjax.fit.problem.row_tops`). With the L1 loss the potentials are also put in the junction
+        (see :func:`pgmjax.graph.marginal_oracle.row_tops`). With the L1 loss the potentials are also put in the junction
         tree's log-conditional gauge (:meth:`Problem.log_conditionals`): each chunk is a smoothing stage
         and the next restarts from them. At a noisy optimum the measured cliques' gradients cancel rather
         than vanish (two cliques that disagree on an attribute push a function of it up in one table and

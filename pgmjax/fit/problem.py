@@ -16,8 +16,8 @@ import jax.numpy as jnp
 from pgmjax.kernels import marginalize
 
 from . import losses as _losses
-from ..graph import approximate_oracle, gauge, oracle, routed_oracle
-from ..graph.routed_plan import RoutedPlan
+from ..graph import oracle
+from ..graph.marginal_oracle import oracle_of
 from .routed_losses import RoutedMeasurements
 from ..data.domain import as_clique
 
@@ -70,6 +70,7 @@ class Problem:
         self.plan, self.meas, self.total, self.lipschitz, self.smoothing, self.loss = (
             plan, meas, total, lipschitz, smoothing, loss,
         )
+        self.oracle = oracle_of(plan)  # the plan's marginal oracle, a value (pgmjax.graph.marginal_oracle)
 
     def tree_flatten(self):
         # A callable loss that is itself a pytree (e.g. DualQuery's transcript likelihood) passes its
@@ -106,21 +107,13 @@ class Problem:
     def marginals_and_log_partition(self, theta: dict) -> tuple[dict, jax.Array]:
         """The oracle's clique marginals of ``theta`` and ``log Z``: exact (junction tree), or, for a plan of the
         approximate oracle, pseudo-marginals and the free energy's estimate (:mod:`pgmjax.graph.approximate_oracle`)."""
-        if isinstance(self.plan, approximate_oracle.ApproximatePlan):
-            return approximate_oracle.marginals(self.plan, theta, self.total)
-        if isinstance(self.plan, RoutedPlan):
-            return routed_oracle.marginals(self.plan, theta, self.total)
-        return oracle.marginals(self.plan, theta, self.total)
+        return self.oracle.marginals(self.plan, theta, self.total)
 
     def log_conditionals(self, theta: dict) -> dict:
         """``theta``'s distribution as log-conditionals along the junction tree
         (:func:`pgmjax.graph.gauge.log_conditionals`), or ``theta`` itself for the approximate oracle's
         region graph, which has no junction tree. The distribution is unchanged."""
-        if isinstance(self.plan, approximate_oracle.ApproximatePlan):
-            return theta
-        if isinstance(self.plan, RoutedPlan):
-            return routed_oracle.log_conditionals(self.plan, theta)
-        return gauge.log_conditionals(self.plan, theta)
+        return self.oracle.log_conditionals(self.plan, theta)
 
     def predict(self, mu: dict):
         """What the loss reads of the marginals: each measurement group's answers ``Q mu`` (a tuple), or,
@@ -187,16 +180,12 @@ class Problem:
     def canonical(self, blocks: dict) -> dict:
         """Finite tables (a gradient or a sum of gradients) in the junction tree's canonical gauge
         (:func:`pgmjax.graph.gauge.canonical`): the same distribution, no drift along separator transfers."""
-        if isinstance(self.plan, RoutedPlan):
-            return routed_oracle.canonical(self.plan, blocks)
-        return gauge.canonical(self.plan, blocks)
+        return self.oracle.canonical(self.plan, blocks)
 
     def tops(self, blocks: dict) -> dict:
         """Each junction-tree clique's largest finite entry of ``blocks`` (oracle layout), broadcastable against its
-        block (:func:`row_tops`; for a size-class plan, per cell)."""
-        if isinstance(self.plan, RoutedPlan):
-            return routed_oracle.row_tops(self.plan, blocks)
-        return row_tops(blocks)
+        block (:func:`pgmjax.graph.marginal_oracle.row_tops`; for a size-class plan, per cell)."""
+        return self.oracle.tops(self.plan, blocks)
 
     def loss_of_predictions(self, pred) -> jax.Array:
         """:meth:`loss_of` from :meth:`predict`'s output."""
@@ -213,23 +202,4 @@ class Problem:
 
     def loss_and_grad(self, mu: dict):
         return jax.value_and_grad(self.loss_of)(mu)
-
-
-def row_tops(blocks: dict) -> dict:
-    """Each junction-tree clique's largest finite entry in ``blocks`` (0 where it has none), broadcastable
-    against its block ``(levels, slots, *table)``; no gradient flows through it.
-
-    In float32 an entry ``t`` of a table carries an absolute error of ``eps |t|``, a relative error of
-    ``eps |t|`` in its probability: potentials pushed far from 0 together cost the likely cells the
-    precision a line search needs. Subtracting these tops keeps the likely cells near 0 and leaves the
-    distribution as it is; ``-inf`` entries (structural zeros) stay ``-inf``.
-    """
-    out = {}
-    for k, t in blocks.items():
-        rows = (t.shape[0] * t.shape[1] if t.ndim >= 2 else 1, -1)
-        # a 2-D row maximum: XLA:CPU compiles it to a simpler, faster kernel than one over six trailing axes
-        top = jnp.max(jnp.where(jnp.isfinite(t), t, -jnp.inf).reshape(rows), axis=-1)
-        top = top.reshape(t.shape[:2] + (1,) * (t.ndim - 2))
-        out[k] = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
-    return out
 

@@ -12,8 +12,7 @@ import numpy as np
 from ..compiler import jit, to_device
 from ..graph.program_choice import suits_loop_emitters
 from ..data.domain import Clique, CliqueLike, Domain, cells_text
-from ..graph import oracle, routed_oracle
-from ..graph.routed_plan import RoutedPlan
+from ..graph import marginal_oracle, oracle, routed_oracle
 from ..queries import factors as queries_mod
 from . import batch_model, inference, sampling
 from .model_files import save_model
@@ -129,7 +128,7 @@ class GraphicalModel(ModelStructure):
             >>> type(m.dense().plan).__name__, bool(np.allclose(m.dense().marginal("a"), m.marginal("a")))
             ('OraclePlan', True)
         """
-        if not isinstance(self.plan, RoutedPlan):
+        if marginal_oracle.oracle_of(self.plan) is not marginal_oracle.SIZE_CLASS:
             return self
         plan, theta = self.plan.to_dense({k: np.asarray(v) for k, v in self.theta.items()}, batch_dims=0 if self.batch is None else 1)
         return self.replace(plan=plan, theta=theta)
@@ -510,17 +509,18 @@ _routed_marginals_jit = jit(routed_oracle.marginals, engine=True)
 _routed_log_partition_jit = jit(routed_oracle.log_partition, engine=True)
 
 
+#: Each oracle's compiled programs (marginals with log Z, log Z alone), picked by the plan's oracle value.
+_PROGRAMS = {marginal_oracle.EXACT: (_dense_marginals_jit, _dense_log_partition_jit),
+             marginal_oracle.SIZE_CLASS: (_routed_marginals_jit, _routed_log_partition_jit)}
+
+
 def _marginals_jit(plan, theta: dict, total):
-    """The model's marginal blocks and log Z from its own compiled program (the plan's kind picks which)."""
-    if isinstance(plan, RoutedPlan):
-        return _routed_marginals_jit(plan, theta, total)
-    return _dense_marginals_jit(plan, theta, total)
+    """The model's marginal blocks and log Z from its oracle's compiled program."""
+    return _PROGRAMS[marginal_oracle.oracle_of(plan)][0](plan, theta, total)
 
 
 def _log_partition_jit(plan, theta: dict):
-    if isinstance(plan, RoutedPlan):
-        return _routed_log_partition_jit(plan, theta)
-    return _dense_log_partition_jit(plan, theta)
+    return _PROGRAMS[marginal_oracle.oracle_of(plan)][1](plan, theta)
 
 
 def _host_scalar(x):

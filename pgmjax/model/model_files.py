@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from ..graph.routed_plan import RoutedPlan
+from ..graph.marginal_oracle import SIZE_CLASS, oracle_of
 
 FORMAT = "pgmjax-model"
 VERSION = 1
@@ -63,7 +63,7 @@ def save_model(model, path: str | os.PathLike, *, schema=None) -> str:
         "cliques": [list(c) for c in model.cliques],
         "free": [c[0] for c, n in zip(model.cliques, model.plan.padded) if n is not None],
         # the program its answers come from (pgmjax.fit.oracles): loaded with the same one, they are bit for bit
-        "program": "size_class" if isinstance(model.plan, RoutedPlan) else "dense",
+        "program": "size_class" if oracle_of(model.plan) is SIZE_CLASS else "dense",
         "total": model.total,
         "dtype": np.dtype(model.dtype).name,
         "loss": None if loss is None or not math.isfinite(loss) else float(loss),

@@ -31,7 +31,7 @@ from pgmjax.kernels import marginalize
 from ..bayes.errors import LinearNoise
 from ..compiler import jit
 from ..graph import oracle
-from ..graph.routed_plan import RoutedPlan
+from ..graph.marginal_oracle import SIZE_CLASS, oracle_of
 from ..model.graphical_model import GraphicalModel
 from ..queries.measurement import Measurement, validate_measurements
 from .targets import evaluate, resolve_targets
@@ -216,7 +216,7 @@ def linearize_batch(plan, thetas: dict, totals, measurements, targets, *, total_
     if not jax.config.jax_enable_x64:
         raise ValueError('linearize_batch: needs float64: jax.config.update("jax_enable_x64", True) first')
     measurements = list(measurements)
-    if isinstance(plan, RoutedPlan):  # models fitted with the size-class program: the same tables, densely laid out
+    if oracle_of(plan) is SIZE_CLASS:  # models fitted with the size-class program: the same tables, densely laid out
         plan, thetas = plan.to_dense(thetas, batch_dims=1)
     static, queries, inv_std, jmats = _prepare(plan.domain, plan, measurements, targets, total_free, tol, maxiter)
     th = {k: jnp.asarray(v, jnp.float64) for k, v in thetas.items()}
