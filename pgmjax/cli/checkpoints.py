@@ -13,6 +13,7 @@ must already hold a checkpoint (refused, exit 2, where it holds none). The other
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 
 from ..mechanisms import registry
@@ -21,6 +22,9 @@ from .errors import UserError
 
 #: The folder of a run's automatic checkpoint (Ctrl-C without ``--checkpoint``), next to ``--out``.
 AUTO_SUFFIX = ".checkpoint"
+
+#: The file, in a run's checkpoint folder, that keeps a drawn seed for the same command to resume with.
+SEED_FILE = "cli-seed"
 
 
 def takes_checkpoint(name: str) -> bool:
@@ -62,6 +66,49 @@ def option(args, name: str) -> Checkpoint | None:
     return None
 
 
+def run_seed(args) -> str:
+    """Resolve ``args.seed``: as given (``--seed``), else the one kept with this run's checkpoint (so the same
+    command resumes with the same noise), else drawn from the operating system's entropy (``secrets``).
+
+    A seed reproduces the run's noise: whoever knows it and the data's noisy answers can take the noise off.
+    So no output records it (the report says only how it was chosen), and a drawn one is kept only in the run's
+    checkpoint folder (mode 0700, the file 0600), beside the noisy answers that folder already holds
+    (:func:`keep_seed`).
+
+    Returns:
+        How: ``"given"``, ``"resumed"`` or ``"drawn"``.
+    """
+    if args.seed is not None:
+        return "given"
+    out = getattr(args, "out", None)
+    for folder in (getattr(args, "checkpoint", None), None if out is None else out + AUTO_SUFFIX):
+        path = None if folder is None else os.path.join(folder, SEED_FILE)
+        if path is not None and os.path.isfile(path):
+            with open(path) as f:
+                text = f.read().strip()
+            if not text.isdigit() or not 0 <= int(text) < 2**63:
+                raise UserError(f"{path}: not a seed this command wrote (expected a whole number below 2^63)")
+            args.seed = int(text)
+            return "resumed"
+    args.seed = secrets.randbits(63)
+    return "drawn"
+
+
+def keep_seed(checkpoint: Checkpoint | None, seed: int, how: str) -> None:
+    """Keep a drawn seed in ``checkpoint``'s folder (created with mode 0700 where absent; the file 0600, never
+    replaced), for :func:`run_seed` to find when the same command runs again. A given seed is not kept: the
+    command gives it again."""
+    if checkpoint is None or how == "given":
+        return
+    os.makedirs(checkpoint.path, mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(os.path.join(checkpoint.path, SEED_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{seed}\n")
+
+
 def finished(checkpoint: Checkpoint | None, info: dict, say) -> None:
     """After a run completed: say whether it resumed (``info``: the result's), and remove an automatic checkpoint
     (resumed from, or never written); one the user named is kept (run again, the same command fits and samples
@@ -72,7 +119,7 @@ def finished(checkpoint: Checkpoint | None, info: dict, say) -> None:
     if checkpoint is None or checkpoint.save != "interrupt" or not os.path.isdir(checkpoint.path):
         return
     # only what a checkpoint writes (its state, round folders, a write a second Ctrl-C cut short): nothing else
-    if all(f.startswith((STATE_FILE, "round-", "." + STATE_FILE)) for f in os.listdir(checkpoint.path)):
+    if all(f.startswith((STATE_FILE, "round-", "." + STATE_FILE, SEED_FILE)) for f in os.listdir(checkpoint.path)):
         shutil.rmtree(checkpoint.path, ignore_errors=True)
 
 

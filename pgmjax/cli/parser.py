@@ -215,7 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "where the mechanism can tell; default: a fit's peak within 50%% of the machine's memory, or "
                         "PGMJAX_MAX_MODEL_BYTES)")
     g.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="a mechanism-specific keyword argument (repeatable)")
-    g.add_argument("--seed", type=seed_int, default=0, help="random seed of the whole run: noise, selections, sampling, decoding (default 0)")
+    g.add_argument("--seed", type=seed_int, default=None,
+                   help="random seed of the whole run: noise, selections, sampling, decoding. Default: drawn from the "
+                        "operating system's entropy. A given seed makes the noise reproducible by anyone who knows it "
+                        "(for tests; keep it secret); no output records it")
     g.add_argument("--checkpoint", metavar="DIR",
                    help="aim, mwem: keep the rounds in this folder after each one; the same command run again (same data, "
                         "seed, budget, settings) resumes from the last round kept, spending only the rest of the budget. "

@@ -23,6 +23,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 import sys
 from typing import NamedTuple
 
@@ -279,7 +281,9 @@ def add_schema_arguments(parser) -> None:
     parser.add_argument("--range", action="append", dest="ranges", metavar="COLUMN=LOW:HIGH", type=public_range,
                         help="a public range of a numeric or date column (repeatable), e.g. age=0:120")
     _declaration_arguments(parser)
-    parser.add_argument("--seed", type=seed_int, default=0, help="random seed of the noise (default 0)")
+    parser.add_argument("--seed", type=seed_int, default=None,
+                        help="random seed of the noise (default: drawn from the operating system's entropy; a given "
+                             "seed reproduces the noise for anyone who knows it)")
 
 
 def _declaration_arguments(group) -> None:
@@ -357,7 +361,7 @@ def private_schema_cmd(args, outs) -> int:
     try:
         frame = S.read_raw_csv(args.data)
         acc = Accountant(epsilon=args.epsilon)
-        result = private_schema(frame, acc, jax.random.key(args.seed), bins=args.bins, delta=args.delta, min_count=args.min_count,
+        result = private_schema(frame, acc, jax.random.key(secrets.randbits(63) if args.seed is None else args.seed), bins=args.bins, delta=args.delta, min_count=args.min_count,
                                 **_declarations(args))
     except S.SchemaError as e:
         raise UserError(f"{args.data}: {guards.public_error(e, False)}") from None

@@ -68,6 +68,31 @@ def _run(args) -> int:
         return _run_checked(args, call, notes, outs, t_start, say)
 
 
+#: The report's words for how the seed was chosen (``checkpoints.run_seed``); its value is never written.
+SEED_SOURCES = {"given": "given by --seed (not recorded: it reproduces the noise)",
+                "resumed": "the one kept with the checkpoint resumed (not recorded)",
+                "drawn": "drawn from the operating system's entropy (not recorded)"}
+
+
+def without_seed(argv) -> list[str]:
+    """``argv`` with the value of ``--seed`` replaced (it reproduces the run's noise): what the report records.
+
+    Example:
+        >>> without_seed(["run", "--seed", "7", "--seed=8", "--quiet"])
+        ['run', '--seed', '<not recorded>', '--seed=<not recorded>', '--quiet']
+    """
+    out, hide = [], False
+    for a in argv:
+        if hide:
+            out.append("<not recorded>")
+        elif a.startswith("--seed="):
+            out.append("--seed=<not recorded>")
+        else:
+            out.append(a)
+        hide = a == "--seed"
+    return out
+
+
 def _run_checked(args, call, notes, outs: OutputSet, t_start: float, say) -> int:
     """:func:`_run` once everything is checked: read, run the mechanism, stage the outputs, place them
     together (:meth:`~pgmjax.cli.outputs.OutputSet.commit`), print the summary."""
@@ -168,6 +193,7 @@ def check_arguments(args) -> tuple[tuple, list]:
         args.epsilon, args.delta = args.split.epsilon, args.split.delta  # the mechanism's share
     entry, kwargs, notes = front_end_call(args, options, engine_options)
     checkpoints.check(args, entry.name)
+    args.seed_source = checkpoints.run_seed(args)  # before anything is read: the preprocessing draws noise too
     return (entry, kwargs), (first if args.private_schema else notes)
 
 
@@ -232,6 +258,8 @@ def run_mechanism(args, data, workload, call, key, say):
     checkpoint = checkpoints.option(args, entry.name)
     if checkpoint is not None:
         kwargs["checkpoint"] = checkpoint
+        if checkpoint.save == "round":
+            checkpoints.keep_seed(checkpoint, args.seed, args.seed_source)
     epsilon = kwargs.pop("epsilon")
     if entry.workload:
         kwargs["workload"] = workload
@@ -248,6 +276,8 @@ def run_mechanism(args, data, workload, call, key, say):
         result = entry.function(data, epsilon, key=key, **kwargs)
     except RunInterrupted as e:
         progress.abandon()
+        if e.held is not None:  # rounds were kept: the same command resumes them with the same seed
+            checkpoints.keep_seed(checkpoint, args.seed, args.seed_source)
         raise checkpoints.interrupted(e) from None
     except PrivacyBudgetExceeded as e:
         raise RunFailure(f"{args.mechanism}: internal accounting error: {e}") from e
@@ -334,9 +364,10 @@ def build_report(args, data, schema, extra, workload, result, spec, synth, evalu
     model = model_info(result.model)
     report = {
         "pgmjax_version": version(),
-        "command": ["pgmjax", *(args.argv or [])],
+        "command": ["pgmjax", *without_seed(args.argv or [])],
         "mechanism": args.mechanism,
-        "seed": args.seed,
+        # how the seed was chosen, never its value: it reproduces the run's noise (pgmjax.cli.checkpoints.run_seed)
+        "seed": SEED_SOURCES[args.seed_source],
         "input": {
             "data": args.data,
             ("schema" if schema is not None else "domain"): args.schema or args.domain,

@@ -91,20 +91,20 @@ def files(tmp_path_factory):
     return d, dom, raw
 
 
-RAW_RUN = ["run", "--data", "raw.csv", "--schema", "schema.json", "--allow-nonprivate-schema", "--mechanism", "privbayes", "--epsilon", "1",
+RAW_RUN = ["run", "--seed", "0", "--data", "raw.csv", "--schema", "schema.json", "--allow-nonprivate-schema", "--mechanism", "privbayes", "--epsilon", "1",
            "--out", "raw-synth.csv", "--report", "raw-report.json", "--workload", "all-2way", "--engine-iters", "20"]  # not --quiet
 BASE = ["--domain", "t-domain.json", "--mechanism", "mwem", "--epsilon", "1", "--quiet"]
 SUBPROCESS_BAD = 3  # argparse errors exit through SystemExit: through the real command
 # The bad inputs of the issue: (arguments, what the last stderr line must say). The first three run through the
 # real command (exit code and stderr of the process); the others in-process (same main(), no interpreter start).
 BAD = [
-    (["run", "--data", "t.csv", *BASE[:-3], "--epsilon", "0"], "argument --epsilon/-e: must be positive"),
-    (["run", "--data", "bad-range.csv", *BASE], "column 'x2' has a value outside [0, "),
-    (["run", "--data", "t.csv", "--domain", "t-domain.json", "-m", "nosuch", "-e", "1"], "invalid choice: 'nosuch'"),
-    (["run", "--data", "missing.csv", *BASE], "--data: file not found: missing.csv"),
-    (["run", "--data", "bad-missing.csv", *BASE], "has no column 'x3'"),
-    (["run", "--data", "bad-extra.csv", *BASE], "column 'extra' is not in the domain file"),
-    (["run", "--data", "raw-badcat.csv", "--schema", "schema-fixed.json", "-m", "mwem", "-e", "1"],
+    (["run", "--seed", "0", "--data", "t.csv", *BASE[:-3], "--epsilon", "0"], "argument --epsilon/-e: must be positive"),
+    (["run", "--seed", "0", "--data", "bad-range.csv", *BASE], "column 'x2' has a value outside [0, "),
+    (["run", "--seed", "0", "--data", "t.csv", "--domain", "t-domain.json", "-m", "nosuch", "-e", "1"], "invalid choice: 'nosuch'"),
+    (["run", "--seed", "0", "--data", "missing.csv", *BASE], "--data: file not found: missing.csv"),
+    (["run", "--seed", "0", "--data", "bad-missing.csv", *BASE], "has no column 'x3'"),
+    (["run", "--seed", "0", "--data", "bad-extra.csv", *BASE], "column 'extra' is not in the domain file"),
+    (["run", "--seed", "0", "--data", "raw-badcat.csv", "--schema", "schema-fixed.json", "-m", "mwem", "-e", "1"],
      "column 'color': a value is not one of its 3 categories"),
 ]
 
@@ -120,11 +120,11 @@ def runs(files):
     jobs = {}
     for m in AVAILABLE:
         jobs[m] = [
-            ["run", "--data", "t.csv", "--domain", "t-domain.json", "--mechanism", m, "--epsilon", "1",
+            ["run", "--seed", "0", "--data", "t.csv", "--domain", "t-domain.json", "--mechanism", m, "--epsilon", "1",
              "--out", f"synth-{m}.csv", "--report", f"report-{m}.json", "--workload", "all-2way",
              "--engine-iters", "20", "--seed", "1", "--quiet", *MECH_ARGS.get(m, [])]
         ]
-    jobs["raw"] = [["schema", "--data", "raw.csv", "--bins", "6", "--out", "schema.json"], RAW_RUN]  # in order
+    jobs["raw"] = [["schema", "--seed", "0", "--data", "raw.csv", "--bins", "6", "--out", "schema.json"], RAW_RUN]  # in order
     for i, (args, _) in enumerate(BAD[:SUBPROCESS_BAD]):
         jobs[f"bad{i}"] = [args]
 
@@ -283,7 +283,7 @@ def test_bad_inputs_in_process(files, monkeypatch, capsys, args, expected):
 
 def test_help_documents_everything(capsys):
     helps = []
-    for args in (["--help"], ["run", "--help"], ["schema", "--help"]):
+    for args in (["--help"], ["run", "--seed", "0", "--help"], ["schema", "--seed", "0", "--help"]):
         with pytest.raises(SystemExit) as e:
             cli.main(args)
         assert e.value.code == 0
@@ -317,7 +317,7 @@ def test_more_bad_inputs_in_process(files, monkeypatch, capsys, args, expected):
     d, _, _ = files
     monkeypatch.chdir(d)
     (d / "bad-workload.json").write_text(json.dumps([["x0", "zz"]]))
-    assert cli.main(["run", "--data", "t.csv", *args]) == 2
+    assert cli.main(["run", "--seed", "0", "--data", "t.csv", *args]) == 2
     err = capsys.readouterr().err
     assert expected in err.strip().splitlines()[-1] and "Traceback" not in err
 
@@ -326,7 +326,7 @@ def test_more_bad_inputs_in_process(files, monkeypatch, capsys, args, expected):
 def test_argparse_rejects_bad_numbers(files, capsys, args):
     d, _, _ = files
     with pytest.raises(SystemExit) as e:
-        cli.main(["run", "--data", str(d / "t.csv"), "--domain", str(d / "t-domain.json"), "-m", "mwem", *args])
+        cli.main(["run", "--seed", "0", "--data", str(d / "t.csv"), "--domain", str(d / "t-domain.json"), "-m", "mwem", *args])
     assert e.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("pgmjax run: error: argument") and ("must be" in last or "expected" in last)
@@ -346,7 +346,7 @@ def test_demo_still_runs(capsys):
 
 def test_runtime_failure_in_process(files, monkeypatch, capsys):
     d, _, _ = files
-    args = ["run", "--data", str(d / "t.csv"), "--domain", str(d / "t-domain.json"), "-m", "privbayes", "-e", "1", "--quiet"]
+    args = ["run", "--seed", "0", "--data", str(d / "t.csv"), "--domain", str(d / "t-domain.json"), "-m", "privbayes", "-e", "1", "--quiet"]
 
     def broken(data, epsilon, delta=0.0, *, key, workload=None, engine_iters=1000, engine_options=None, max_model_mb=None):
         raise FloatingPointError("the loss became nan")

@@ -33,9 +33,9 @@ def files(tmp_path_factory):
 
 def _run(files, data, engine, tag, *extra):
     out, report = files / f"out-{tag}.csv", files / f"report-{tag}.json"
-    args = ["run", "--data", str(files / data), "--domain", str(files / "domain.json"), "-m", "mst", "-e", "1",
+    args = ["run", "--seed", "0", "--data", str(files / data), "--domain", str(files / "domain.json"), "-m", "mst", "-e", "1",
             "--records", "200", "--out", str(out), "--report", str(report), "--overwrite", "--quiet", "--engine", engine,
-            *extra]
+            "--seed", "0", *extra]  # one seed for every engine: their releases are compared
     assert cli.main(args) == 0
     return out.read_text(), json.loads(report.read_text())
 
@@ -58,7 +58,7 @@ def test_engines_release_what_memory_releases(files):
     ("t.csv", True, ["--engine", "polars", "-m", "rr"], "rr_synthetic randomizes every record"),
 ])
 def test_engine_flags_misuse(files, capsys, data, domain, extra, expected):
-    args = ["run", "--data", str(files / data), "-m", "mst", "-e", "1", "--quiet", *extra]
+    args = ["run", "--seed", "0", "--data", str(files / data), "-m", "mst", "-e", "1", "--quiet", *extra]
     if domain:
         args += ["--domain", str(files / "domain.json")]
     assert cli.main(args) == 2
@@ -69,7 +69,7 @@ def test_bad_code_public_message(files, capsys):
     bad = pd.read_parquet(files / "t.parquet")
     bad.loc[3, "b"] = 11
     bad.to_parquet(files / "bad.parquet")
-    args = ["run", "--data", str(files / "bad.parquet"), "--domain", str(files / "domain.json"), "-m", "mst", "-e", "1",
+    args = ["run", "--seed", "0", "--data", str(files / "bad.parquet"), "--domain", str(files / "domain.json"), "-m", "mst", "-e", "1",
             "--quiet", "--engine", "polars"]
     assert cli.main(args) == 2
     err = capsys.readouterr().err
@@ -78,8 +78,8 @@ def test_bad_code_public_message(files, capsys):
 
 def _raw_run(files, engine, *extra):
     out, report = files / f"raw-out-{engine}.csv", files / f"raw-report-{engine}.json"
-    args = ["run", "--data", str(files / "raw.csv"), "-m", "mst", "-e", "2", "--records", "150", "--out", str(out),
-            "--report", str(report), "--overwrite", "--quiet", "--engine", engine, *extra]
+    args = ["run", "--seed", "0", "--data", str(files / "raw.csv"), "-m", "mst", "-e", "2", "--records", "150", "--out", str(out),
+            "--report", str(report), "--overwrite", "--quiet", "--engine", engine, "--seed", "0", *extra]
     assert cli.main(args) == 0
     return out.read_text(), json.loads(report.read_text())
 

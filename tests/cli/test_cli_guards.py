@@ -43,7 +43,7 @@ def main(args, capsys):
     return code, out.out, out.err
 
 
-BASE = ["run", "--domain", "dom.json", "-m", "mwem", "-e", "1", "--quiet"]
+BASE = ["run", "--seed", "0", "--domain", "dom.json", "-m", "mwem", "-e", "1", "--quiet"]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def test_an_output_over_an_input_is_refused_before_anything_runs(files, capsys):
 
 def test_schema_command_refuses_to_write_over_its_data(files, capsys):
     before = open("t.csv", "rb").read()
-    code, _, err = main(["schema", "--data", "t.csv", "--out", "t.csv"], capsys)
+    code, _, err = main(["schema", "--seed", "0", "--data", "t.csv", "--out", "t.csv"], capsys)
     assert code == 2 and "--out t.csv is the input file of --data" in err
     assert open("t.csv", "rb").read() == before
 
@@ -127,7 +127,7 @@ def test_raw_values_and_unparsable_files_are_not_echoed(files, capsys):
     raw = pd.read_csv("t.csv").astype(str)
     for column, secret in [("x0", "Ms Secret"), ("x1", "987654"), ("x1", "not-a-number-secret")]:
         raw.assign(**{column: raw[column].where(raw.index != 17, secret)}).to_csv("raw-bad.csv", index=False)
-        args = ["run", "--data", "raw-bad.csv", "--schema", "schema.json", "-m", "mwem", "-e", "1", "--quiet"]
+        args = ["run", "--seed", "0", "--data", "raw-bad.csv", "--schema", "schema.json", "-m", "mwem", "-e", "1", "--quiet"]
         code, _, err = main(args, capsys)
         assert code == 2 and f"column '{column}'" in err and secret not in err and "line 19" not in err, err
         code, _, err = main([*args, "--show-private"], capsys)
@@ -158,7 +158,7 @@ def test_library_errors_carry_a_public_message():
 # Runs: privacy-safe summary, epsilon as given, tiny budgets
 # ---------------------------------------------------------------------------------------------------
 
-RUN = ["run", "--data", "t.csv", "--domain", "dom.json", "-m", "mwem", "--rounds", "1", "--engine-iters", "10",
+RUN = ["run", "--seed", "0", "--data", "t.csv", "--domain", "dom.json", "-m", "mwem", "--rounds", "1", "--engine-iters", "10",
        "--records", "500", "--workload", "all-2way"]
 
 
@@ -199,7 +199,7 @@ def _tiny_total(monkeypatch, total):
 
 def test_a_tiny_estimated_total_is_refused_with_a_suggestion(files, capsys, monkeypatch):
     _tiny_total(monkeypatch, 1.0)
-    args = ["run", "--data", "t.csv", "--domain", "dom.json", "-m", "mwem", "--rounds", "1", "--engine-iters", "10",
+    args = ["run", "--seed", "0", "--data", "t.csv", "--domain", "dom.json", "-m", "mwem", "--rounds", "1", "--engine-iters", "10",
             "-e", "1e-4", "--quiet", "--out", "s.csv", "--report", "r.json", "--save-model", "m"]
     code, out, err = main(args, capsys)
     assert code == 1 and "the model estimates 1 record" in err and "--records N" in err, err

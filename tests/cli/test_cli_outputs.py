@@ -27,8 +27,8 @@ from pgmjax.mechanisms import registry
 from pgmjax.model import serialization
 
 DOMAIN = {"a": 3, "b": 2, "c": 4}
-RUN = ["run", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "1", "--quiet", "--engine-iters", "10"]
-RAW_RUN = ["run", "--data", "t.csv", "-m", "mst", "-e", "1", "--quiet"]  # a private schema: spends budget first
+RUN = ["run", "--seed", "0", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "1", "--quiet", "--engine-iters", "10"]
+RAW_RUN = ["run", "--seed", "0", "--data", "t.csv", "-m", "mst", "-e", "1", "--quiet"]  # a private schema: spends budget first
 
 
 @pytest.fixture
@@ -194,7 +194,7 @@ def test_a_stale_temporary_file_of_a_dead_run_is_removed(here, capsys):
     elsewhere = f".s.json.pgmjax-tmp.other-host.{dead.pid}.4567abcd"  # another machine's: kept
     for name in (stale, live, elsewhere):
         (here / name).write_text("partial")
-    code, _, err = main(["schema", "--data", "t.csv", "--out", "s.json"], capsys)
+    code, _, err = main(["schema", "--seed", "0", "--data", "t.csv", "--out", "s.json"], capsys)
     assert code == 0, err
     assert not os.path.exists(stale) and os.path.exists(live) and os.path.exists(elsewhere)
     assert json.loads((here / "s.json").read_text())

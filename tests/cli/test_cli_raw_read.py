@@ -13,7 +13,7 @@ ENGINES = ("memory", "polars", "dask")
 
 
 def _run(path, engine, out, *extra):
-    return cli.main(["run", "--data", str(path), "-m", "mst", "-e", "2", "--records", "60", "--out", str(out),
+    return cli.main(["run", "--seed", "0", "--data", str(path), "-m", "mst", "-e", "2", "--records", "60", "--out", str(out),
                      "--overwrite", "--quiet", "--engine", engine, "--seed", "3", *extra])
 
 
@@ -61,7 +61,7 @@ def test_a_byte_that_is_not_utf8_in_a_table_of_codes_is_refused_without_the_byte
     (tmp_path / "codes.csv").write_bytes(b"a,b\n" + b"0,1\n" * 3000 + b"1,\xff\n")
     (tmp_path / "domain.json").write_text('{"a": 2, "b": 2}')
     for engine in ENGINES:
-        assert cli.main(["run", "--data", str(tmp_path / "codes.csv"), "--domain", str(tmp_path / "domain.json"), "-m",
+        assert cli.main(["run", "--seed", "0", "--data", str(tmp_path / "codes.csv"), "--domain", str(tmp_path / "domain.json"), "-m",
                          "mst", "-e", "1", "--out", str(tmp_path / "o.csv"), "--quiet", "--engine", engine]) == 2
         err = capsys.readouterr().err
         assert "it is not UTF-8 text" in err and "0xff" not in err and "position" not in err, (engine, err)

@@ -37,7 +37,7 @@ def fitted(tmp_path_factory):
     old = os.getcwd()
     os.chdir(d)
     try:
-        code = cli.main(["run", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "1", "--quiet",
+        code = cli.main(["run", "--seed", "0", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "1", "--quiet",
                          "--engine-iters", "20", "--out", "s.csv", "--save-model", "m"])
     finally:
         os.chdir(old)
@@ -74,7 +74,7 @@ def test_sample_refuses_to_overwrite_the_raw_table(here, capsys):
                                        ("--save-model", "m")])
 def test_run_refuses_every_existing_output_before_reading(here, capsys, flag, name):
     before = (here / "s.csv").read_bytes()
-    code, _, err = main(["run", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "1", "--quiet",
+    code, _, err = main(["run", "--seed", "0", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "1", "--quiet",
                          flag, name], capsys)
     line = _only_line(err)
     assert code == 2 and f"{flag} {name}" in line and "--overwrite" in line and "nothing was run" in line, err
@@ -85,16 +85,16 @@ def test_schema_and_report_refuse_existing_outputs(here, capsys):
     (here / "page.html").write_text("keep")
     code, _, err = main(["report", "--real", "t.csv", "--synthetic", "s.csv", "--html", "page.html"], capsys)
     assert code == 2 and "--html page.html exists" in _only_line(err) and "--overwrite" in err
-    code, _, err = main(["schema", "--data", "t.csv", "--out", "page.html"], capsys)
+    code, _, err = main(["schema", "--seed", "0", "--data", "t.csv", "--out", "page.html"], capsys)
     assert code == 2 and "--out page.html exists" in _only_line(err) and "--overwrite" in err
     assert (here / "page.html").read_text() == "keep"
 
 
 @pytest.mark.parametrize("args", [
-    ["run", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "1", "--out", "./t.csv"],
-    ["schema", "--data", "t.csv", "--out", "t.csv"],
+    ["run", "--seed", "0", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "1", "--out", "./t.csv"],
+    ["schema", "--seed", "0", "--data", "t.csv", "--out", "t.csv"],
     ["report", "--real", "t.csv", "--synthetic", "s.csv", "--html", "s.csv"],
-    ["run", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "1", "--report", "dom.json"],
+    ["run", "--seed", "0", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "1", "--report", "dom.json"],
 ])
 def test_an_input_is_refused_even_with_overwrite(here, capsys, args):
     before = {p: (here / p).read_bytes() for p in ("t.csv", "s.csv", "dom.json")}
@@ -154,7 +154,7 @@ def test_integer_coded_output_keeps_the_input_column_order(here):
 # ---------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args,prog", [(["run", "--data", "x.csv"], "pgmjax run"), (["bogus"], "pgmjax"),
+@pytest.mark.parametrize("args,prog", [(["run", "--seed", "0", "--data", "x.csv"], "pgmjax run"), (["bogus"], "pgmjax"),
                                        (["sample", "--records", "0", "--model", "m"], "pgmjax sample")])
 def test_usage_errors_are_one_line(capsys, args, prog):
     with pytest.raises(SystemExit) as exit_:

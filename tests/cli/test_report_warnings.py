@@ -39,7 +39,7 @@ def _inputs(tmp_path):
         "year": {"bins": np.linspace(1980, 1981, 11).tolist(), "clip": True, "missing": True},
         "dept": {"categories": ["sales", "ops", "it"], "other": "other"}})
     (tmp_path / "schema.json").write_text(S.dumps(schema.to_dict()))
-    return ["run", "--data", str(tmp_path / "real.csv"), "--schema", str(tmp_path / "schema.json"), "-m", "mst",
+    return ["run", "--seed", "0", "--data", str(tmp_path / "real.csv"), "--schema", str(tmp_path / "schema.json"), "-m", "mst",
             "-e", "1", "--engine-iters", "20", "--out", str(tmp_path / "synth.csv"), "-q"]
 
 

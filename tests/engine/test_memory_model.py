@@ -58,7 +58,7 @@ def test_titanic_all_pairs_is_refused_before_the_budget(mechanism, limit_24gb, n
     # reached 16 GB (hdmm) and 13.6 GB (dualquery) and was killed. Its peak is refused up front, exit 2.
     csv, dom = _titanic()
     out = tmp_path / "o.csv"
-    code = cli.main(["run", "--data", csv, "--domain", dom, "-m", mechanism, "-e", "1", "--quiet", "--out", str(out)])
+    code = cli.main(["run", "--seed", "0", "--data", csv, "--domain", dom, "-m", mechanism, "-e", "1", "--quiet", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2, err
     assert "peak working set" in err and "above the limit" in err and "mirror_descent" in err, err
@@ -190,7 +190,7 @@ def test_run_records_beyond_memory_is_refused_before_the_budget(tmp_path, no_bud
     dom = {"x": 3, "y": 4}
     pd.DataFrame({"x": np.arange(200) % 3, "y": np.arange(200) % 4}).to_csv(tmp_path / "t.csv", index=False)
     (tmp_path / "d.json").write_text(json.dumps(dom))
-    code = cli.main(["run", "--data", str(tmp_path / "t.csv"), "--domain", str(tmp_path / "d.json"), "-m", "mst",
+    code = cli.main(["run", "--seed", "0", "--data", str(tmp_path / "t.csv"), "--domain", str(tmp_path / "d.json"), "-m", "mst",
                      "-e", "1", "--quiet", "--records", str(5 * 10**9)])  # under the count cap, no --out: no disk check
     err = capsys.readouterr().err
     assert code == 2, err

@@ -47,7 +47,7 @@ def test_model_size_counts_the_region_graph_with_the_approximate_oracle():
 
 def test_the_command_line_passes_the_oracle():
     ns = dict(epsilon=1.0, delta=None, engine_iters=None, max_model_mb=None, rounds=None, records=None)
-    args = cli.build_parser().parse_args(["run", "--data", "x.csv", "-m", "privbayes", "-e", "1", "--oracle", "approximate"])
+    args = cli.build_parser().parse_args(["run", "--seed", "0", "--data", "x.csv", "-m", "privbayes", "-e", "1", "--oracle", "approximate"])
     assert args.oracle == "approximate"
     _, kw, _ = front_end_call(argparse.Namespace(mechanism="privbayes", oracle="approximate", **ns), {}, {})
     assert kw["engine_options"] == {"oracle": "approximate"}
@@ -67,6 +67,6 @@ def test_pgmjax_run_with_the_approximate_oracle(tmp_path, capsys):
     np.savetxt(csv, x, fmt="%d", delimiter=",", header="a,b,c,d", comments="")
     dom.write_text('{"a": 3, "b": 3, "c": 3, "d": 3}')
     out = tmp_path / "s.csv"
-    assert cli.main(["run", "--data", str(csv), "--domain", str(dom), "-m", "privbayes", "-e", "2", "--oracle", "approximate",
+    assert cli.main(["run", "--seed", "0", "--data", str(csv), "--domain", str(dom), "-m", "privbayes", "-e", "2", "--oracle", "approximate",
                      "--engine-iters", "20", "--out", str(out)]) == 0
     assert "approximate oracle" in capsys.readouterr().out and len(out.read_text().splitlines()) > 250

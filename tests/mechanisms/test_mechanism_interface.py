@@ -59,7 +59,7 @@ COMMON_ARGS = ["--epsilon", "1", "--engine-iters", "10", "--engine-option", "tol
 @pytest.mark.parametrize("name", [*NAMES, "rr"])
 def test_the_command_line_accepts_the_same_options_for_every_mechanism(name):
     parser = cli.build_parser()
-    args = parser.parse_args(["run", "--data", "t.csv", "--domain", "d.json", "--mechanism", name, *COMMON_ARGS])
+    args = parser.parse_args(["run", "--seed", "0", "--data", "t.csv", "--domain", "d.json", "--mechanism", name, *COMMON_ARGS])
     assert (args.epsilon, args.engine_iters, args.engine_option, args.max_model_mb, args.workload) == (
         1.0, 10, ["tol=0"], 3.0, "all-2way")
     entry, kw, _ = front_end_call(args, {}, {"tol": 0})
@@ -165,7 +165,7 @@ def test_one_command_line_run_reports_its_plan(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     np.savetxt("t.csv", rec, delimiter=",", fmt="%d", header=",".join(dom), comments="")
     (tmp_path / "d.json").write_text(json.dumps(dom))
-    code = cli.main(["run", "--data", "t.csv", "--domain", "d.json", "-m", "mst", "-e", "1", "--engine-iters", "10",
+    code = cli.main(["run", "--seed", "0", "--data", "t.csv", "--domain", "d.json", "-m", "mst", "-e", "1", "--engine-iters", "10",
                      "--option", "select_iters=5", "--quiet", "--report", "r.json"])
     assert code == 0, capsys.readouterr().err
     report = json.loads((tmp_path / "r.json").read_text())

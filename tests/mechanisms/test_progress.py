@@ -98,7 +98,7 @@ def test_cli_max_model_mb_refuses_before_any_measurement(tmp_path, monkeypatch, 
     (tmp_path / "dom.json").write_text(json.dumps({"a": 400, "b": 400, "c": 2}))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(Accountant, "measure_many", lambda *a, **k: pytest.fail("measured"))
-    code = cli.main(["run", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "1", "--quiet",
+    code = cli.main(["run", "--seed", "0", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "1", "--quiet",
                      "--max-model-mb", "1", "--out", "s.csv", "--report", "r.json"])
     err = capsys.readouterr().err
     # --max-model-mb 1 stands for the peak of a fit of a 1 MB model (10 MB); the largest tree's (161,602 cells) breaks it
@@ -135,7 +135,7 @@ def test_intervals_report_is_compact_and_timed(tmp_path, monkeypatch, capsys):
                header="a,b,c", comments="")
     (tmp_path / "dom.json").write_text(json.dumps({"a": 3, "b": 2, "c": 30}))
     monkeypatch.chdir(tmp_path)
-    code = cli.main(["run", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "2", "--quiet",
+    code = cli.main(["run", "--seed", "0", "--data", "t.csv", "--domain", "dom.json", "-m", "mst", "-e", "2", "--quiet",
                      "--engine-iters", "100", "--workload", "all-2way", "--intervals", "0.9",
                      "--interval-replicates", "16", "--report", "r.json"])
     out = capsys.readouterr().out

@@ -268,7 +268,7 @@ def test_a_stored_schema_over_another_domain_is_refused(tmp_path):
 # ---------------------------------------------------------------------------------------------------
 
 DOMAIN = {"a": 2, "b": 3}
-RUN = ["run", "--domain", "dom.json", "-m", "mwem", "-e", "1", "--quiet", "--seed", "5"]
+RUN = ["run", "--seed", "0", "--domain", "dom.json", "-m", "mwem", "-e", "1", "--quiet", "--seed", "5"]
 
 
 @pytest.fixture

@@ -222,7 +222,7 @@ def test_cli_private_schema_run_end_to_end(raw, tmp_path, capsys):
     data = tmp_path / "raw.csv"
     raw.to_csv(data, index=False)
     out, rep, html, model = (tmp_path / n for n in ("synth.csv", "report.json", "report.html", "model"))
-    code = main(["run", "--data", str(data), "--preprocess-fraction", "0.2", "-m", "mst", "-e", "1",  # private schema: the default
+    code = main(["run", "--seed", "0", "--data", str(data), "--preprocess-fraction", "0.2", "-m", "mst", "-e", "1",  # private schema: the default
                  "--workload", "all-2way", "--out", str(out), "--report", str(rep), "--html", str(html),
                  "--save-model", str(model), "-q"])
     stdout = capsys.readouterr().out
@@ -256,14 +256,14 @@ def test_cli_schema_commands_private_and_flagged(raw, tmp_path, capsys):
     small = raw.iloc[:3000]
     data = tmp_path / "raw.csv"
     small.to_csv(data, index=False)
-    assert main(["schema", "--data", str(data), "--epsilon", "5", "--out", str(tmp_path / "p.json")]) == 0
+    assert main(["schema", "--seed", "0", "--data", str(data), "--epsilon", "5", "--out", str(tmp_path / "p.json")]) == 0
     spec = json.loads((tmp_path / "p.json").read_text())
     assert spec["_pgmjax"]["private"] is True and spec["city"]["other"] == "other"
     assert "private: (5, 1e-09)-DP" in capsys.readouterr().err
-    assert main(["schema", "--data", str(data), "--out", str(tmp_path / "s.json")]) == 0
+    assert main(["schema", "--seed", "0", "--data", str(data), "--out", str(tmp_path / "s.json")]) == 0
     capsys.readouterr()
     # A schema read from the data without noise is refused before anything runs ...
-    run_args = ["run", "--data", str(data), "--schema", str(tmp_path / "s.json"), "-m", "privbayes", "-e", "1", "-q",
+    run_args = ["run", "--seed", "0", "--data", str(data), "--schema", str(tmp_path / "s.json"), "-m", "privbayes", "-e", "1", "-q",
                 "--report", str(tmp_path / "r.json"), "--out", str(tmp_path / "o.csv")]
     assert main(run_args) == 2
     err = capsys.readouterr().err
@@ -275,7 +275,7 @@ def test_cli_schema_commands_private_and_flagged(raw, tmp_path, capsys):
     assert code == 0 and "WARNING: read from the data without differential privacy" in stdout
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["preprocessing"]["private"] is False and "schema (read from the data without noise)" in report["not_private"]
-    assert main(["run", "--data", str(data), "--private-schema", "--schema", str(tmp_path / "s.json"), "-m", "mst",
+    assert main(["run", "--seed", "0", "--data", str(data), "--private-schema", "--schema", str(tmp_path / "s.json"), "-m", "mst",
                  "-e", "1"]) == 2
     capsys.readouterr()
     # pgmjax report: the HTML page from two CSVs (the synthetic one has blanks and values the schema may not list).

@@ -84,7 +84,7 @@ def run_cli(frame: pd.DataFrame, d, mechanism: str = "mst", extra=()) -> tuple[i
     """``pgmjax run`` on the raw table, seed 0: exit code, the synthetic CSV as text, the report."""
     d.mkdir(exist_ok=True)
     frame.to_csv(d / "raw.csv", index=False)
-    code = main(["run", "--data", str(d / "raw.csv"), "-m", mechanism, "-e", "1", "--seed", "0", "--engine-iters", "20",
+    code = main(["run", "--seed", "0", "--data", str(d / "raw.csv"), "-m", mechanism, "-e", "1", "--seed", "0", "--engine-iters", "20",
                  "--out", str(d / "out.csv"), "--report", str(d / "report.json"), "-q", *extra])
     if code != 0:
         return code, None, None
@@ -348,7 +348,7 @@ def test_declared_kinds_and_decimals_from_the_command_line(tmp_path, capsys):
     frame = changed(base_table(), "income", "41234.56789")
     frame.to_csv(tmp_path / "raw.csv", index=False)
     out = tmp_path / "s.json"
-    assert main(["schema", "--data", str(tmp_path / "raw.csv"), "--epsilon", "1", "--kind", "income=number",
+    assert main(["schema", "--seed", "0", "--data", str(tmp_path / "raw.csv"), "--epsilon", "1", "--kind", "income=number",
                  "--decimals", "income=2", "--kind", "code=text", "--out", str(out)]) == 0
     spec = json.loads(out.read_text())
     assert spec["income"]["decimals"] == 2 and not spec["income"].get("integer", False)
@@ -358,9 +358,9 @@ def test_declared_kinds_and_decimals_from_the_command_line(tmp_path, capsys):
     for bad, expected in ((["--kind", "income=integer", "--decimals", "income=2"], "decimals apply to non-integer"),
                           (["--kind", "nope=text"], "must name a column"),
                           (["--kind", "city=number", "--kind", "city=text"], "--kind city is given twice")):
-        assert main(["schema", "--data", str(tmp_path / "raw.csv"), "--epsilon", "1", *bad]) == 2
+        assert main(["schema", "--seed", "0", "--data", str(tmp_path / "raw.csv"), "--epsilon", "1", *bad]) == 2
         assert expected in capsys.readouterr().err
-    assert main(["run", "--data", str(tmp_path / "raw.csv"), "-m", "privbayes", "-e", "1", "--option", "bounded=yes"]) == 2
+    assert main(["run", "--seed", "0", "--data", str(tmp_path / "raw.csv"), "-m", "privbayes", "-e", "1", "--option", "bounded=yes"]) == 2
     assert "bounded must be true or false" in capsys.readouterr().err
 
 
@@ -403,7 +403,7 @@ def test_cli_run_with_a_declared_schema_never_stops_on_one_field(tmp_path):
     frame.loc[0, "income"] = "n/a"
     frame.loc[1, "hired"] = "2020-02-30"
     frame.to_csv(tmp_path / "raw.csv", index=False)
-    code = main(["run", "--data", str(tmp_path / "raw.csv"), "--schema", str(_declared_schema(tmp_path)), "-m", "mst",
+    code = main(["run", "--seed", "0", "--data", str(tmp_path / "raw.csv"), "--schema", str(_declared_schema(tmp_path)), "-m", "mst",
                  "-e", "1", "--seed", "0", "--engine-iters", "20", "--out", str(tmp_path / "out.csv"), "-q"])
     assert code == 0
     assert len(pd.read_csv(tmp_path / "out.csv")) > 0
