@@ -104,3 +104,17 @@ def run_script(script: str, tmp_path) -> dict:
     proc = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text())
+
+
+def interrupted_at_fit(monkeypatch, module, fit: int) -> None:
+    """``module.estimate`` replaced by one that raises KeyboardInterrupt (Ctrl-C) at its ``fit``-th call; restore it
+    with ``monkeypatch.undo()`` or by setting it back."""
+    real, calls = module.estimate, []
+
+    def estimate(*a, **k):
+        calls.append(1)
+        if len(calls) == fit:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(module, "estimate", estimate)

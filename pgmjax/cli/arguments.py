@@ -53,6 +53,19 @@ def seed_int(text: str) -> int:
     return x
 
 
+def secret_seed(seed: int | None) -> int:
+    """``seed`` where given, else one drawn from the operating system's entropy (``secrets``): a run's seed
+    reproduces its noise, so by default nobody, the user included, knows it.
+
+    Example:
+        >>> secret_seed(7), 0 <= secret_seed(None) < 2**63
+        (7, True)
+    """
+    import secrets
+
+    return secrets.randbits(63) if seed is None else seed
+
+
 def parse_options(items, flag: str = "--option") -> dict:
     """``key=value`` strings -> dict; values are JSON when they parse (numbers, true/false, null, lists), else text.
 

@@ -13,11 +13,11 @@ must already hold a checkpoint (refused, exit 2, where it holds none). The other
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 
 from ..mechanisms import registry
 from ..mechanisms.checkpoint import STATE_FILE, Checkpoint, RunInterrupted
+from .arguments import secret_seed
 from .errors import UserError
 
 #: The folder of a run's automatic checkpoint (Ctrl-C without ``--checkpoint``), next to ``--out``.
@@ -68,7 +68,7 @@ def option(args, name: str) -> Checkpoint | None:
 
 def run_seed(args) -> str:
     """Resolve ``args.seed``: as given (``--seed``), else the one kept with this run's checkpoint (so the same
-    command resumes with the same noise), else drawn from the operating system's entropy (``secrets``).
+    command resumes with the same noise), else drawn from the operating system's entropy (:func:`~pgmjax.cli.arguments.secret_seed`).
 
     A seed reproduces the run's noise: whoever knows it and the data's noisy answers can take the noise off.
     So no output records it (the report says only how it was chosen), and a drawn one is kept only in the run's
@@ -90,7 +90,7 @@ def run_seed(args) -> str:
                 raise UserError(f"{path}: not a seed this command wrote (expected a whole number below 2^63)")
             args.seed = int(text)
             return "resumed"
-    args.seed = secrets.randbits(63)
+    args.seed = secret_seed(None)
     return "drawn"
 
 

@@ -23,13 +23,11 @@
 
 from __future__ import annotations
 
-import secrets
-
 import sys
 from typing import NamedTuple
 
 from . import guards
-from .arguments import positive_float, positive_int, seed_int, unit_interval
+from .arguments import positive_float, positive_int, secret_seed, seed_int, unit_interval
 from .errors import RunFailure, UserError
 
 __all__ = ["Split", "split_budget", "neighbouring", "check_neighbours", "declared_kind", "declared_decimals", "declared_date_format",
@@ -361,7 +359,7 @@ def private_schema_cmd(args, outs) -> int:
     try:
         frame = S.read_raw_csv(args.data)
         acc = Accountant(epsilon=args.epsilon)
-        result = private_schema(frame, acc, jax.random.key(secrets.randbits(63) if args.seed is None else args.seed), bins=args.bins, delta=args.delta, min_count=args.min_count,
+        result = private_schema(frame, acc, jax.random.key(secret_seed(args.seed)), bins=args.bins, delta=args.delta, min_count=args.min_count,
                                 **_declarations(args))
     except S.SchemaError as e:
         raise UserError(f"{args.data}: {guards.public_error(e, False)}") from None

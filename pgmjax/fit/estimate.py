@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import jax
 import numpy as np
 
 from . import estimation, inputs, losses, memory, oracles, sharding
@@ -119,7 +118,7 @@ def estimate(
     exact = oracle == "exact" or (oracle_info is not None and oracle_info["oracle"] == "exact")  # "auto" may pick it
     if oracles.uses_size_class(program, domain, model_cliques, measurements, loss, iters, method=method,
                                oracle_choice="exact" if exact else oracle, devices=devices,
-                               platform=jax.default_backend()):
+                               platform=compiler.backend()):
         plan = make_routed_plan(domain, model_cliques)
     if devices > 1:
         plan = oracle_plan.make_plan(domain, model_cliques, shards=devices)

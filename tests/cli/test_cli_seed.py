@@ -10,6 +10,8 @@ import stat
 
 import numpy as np
 
+from conftest import interrupted_at_fit
+
 import pgmjax as pj
 from pgmjax import cli
 from pgmjax.cli import checkpoints
@@ -48,15 +50,8 @@ def test_a_drawn_seed_is_kept_with_the_checkpoint_so_the_same_command_resumes(tm
     base = _files(tmp_path)
     command = [*base, "-m", "aim", "--epsilon", "1", "--rounds", "80", "--engine-iters", "30", "--max-model-mb", "1"]
     out = str(tmp_path / "resumed.csv")
-    real, fits, modes = adaptive_iterative.estimate, [], []
-
-    def estimate(*a, **k):
-        fits.append(1)
-        if len(fits) == 3:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
-    monkeypatch.setattr(adaptive_iterative, "estimate", estimate)
+    real, modes = adaptive_iterative.estimate, []
+    interrupted_at_fit(monkeypatch, adaptive_iterative, 3)
     assert cli.main([*command, "--out", out]) == 130
     seed_file = os.path.join(out + checkpoints.AUTO_SUFFIX, checkpoints.SEED_FILE)
     modes.append(stat.S_IMODE(os.stat(seed_file).st_mode))

@@ -18,6 +18,8 @@ import jax
 import numpy as np
 import pytest
 
+from conftest import interrupted_at_fit
+
 import pgmjax as pj
 from pgmjax import cli
 from pgmjax.mechanisms import aim, mwem
@@ -212,15 +214,7 @@ def test_cli_checkpoint_resumes_and_is_refused_where_there_are_no_rounds(tmp_pat
     assert "give the checkpoint folder as --checkpoint DIR" in capsys.readouterr().err
     # Ctrl-C in round 2 without --checkpoint: the rounds go to OUT.checkpoint; the same command resumes, then removes it
     real = adaptive_iterative.estimate
-    fits = []
-
-    def estimate(*a, **k):
-        fits.append(1)
-        if len(fits) == 3:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
-    monkeypatch.setattr(adaptive_iterative, "estimate", estimate)
+    interrupted_at_fit(monkeypatch, adaptive_iterative, 3)
     out = str(tmp_path / "resumed.csv")
     assert cli.main([*base, "--out", out]) == 130
     err = capsys.readouterr().err
