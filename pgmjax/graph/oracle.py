@@ -50,6 +50,7 @@ import numpy as np
 
 from pgmjax import compiler, kernels
 
+from . import path_scan
 from .oracle_plan import CliqueClass, OraclePlan, Run, make_plan  # noqa: F401  (make_plan: part of the oracle's API)
 
 
@@ -63,6 +64,11 @@ class _AllSlots:
 
 ALL_SLOTS = _AllSlots()
 jax.tree_util.register_pytree_node(_AllSlots, lambda a: ((), None), lambda aux, leaves: ALL_SLOTS)
+
+
+def _mask_or_none(real):
+    """A block's slot mask as an array, or None where all its slots hold a clique (:data:`ALL_SLOTS`)."""
+    return None if real is ALL_SLOTS else real
 
 
 def keep_real(real, m: jax.Array) -> jax.Array:
@@ -205,20 +211,6 @@ def message_shape(cl: CliqueClass) -> tuple[int, ...]:
     return tuple(cl.shape[a] for a in cl.sep_axes) + (1,) * len(cl.elim_axes)
 
 
-def _landing(cl: CliqueClass, parent: CliqueClass) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Where a message of ``cl`` lands in its parent's compute layout.
-
-    Returns ``(order, shape)``: the separator axes (domain order) permuted
-    into the order they have in the parent's compute layout, and the
-    message's broadcast shape there.
-    """
-    pperm = parent.layout
-    pos = [pperm.index(a) for a in cl.parent_sep_axes]
-    order = tuple(int(i) for i in np.argsort(pos))
-    shape = tuple(parent.shape[pperm[j]] if j in pos else 1 for j in range(len(pperm)))
-    return order, shape
-
-
 # Full float32 products in the oracle's matrix products: GPUs would otherwise use TensorFloat-32 (about three
 # significant digits) for float32 matrix products by default.
 _EXACT = jax.lax.Precision.HIGHEST
@@ -269,7 +261,7 @@ def route_messages(run: Run, parents, pairs, direct, route, raw, tops, real) -> 
     their slots."""
     out, msgs = {}, {}
     for x, y in pairs:
-        order, shape = _landing(run.classes[x], parents[y])
+        order, shape = run.classes[x].landing(parents[y])
         # Parents of different classes can take one class's message in different places: the landing
         # (order and shape) is part of the key.
         if (x, order, shape) not in msgs:
@@ -299,7 +291,7 @@ def _cotangent(P: tuple, g: jax.Array, cl: CliqueClass, parent: CliqueClass) -> 
       library matrix product on XLA:CPU, several times faster than its fused multiply-and-reduce over the
       table's leading axes), then summed over the other eliminated axes (a separator-sized table).
     """
-    order, _ = _landing(cl, parent)
+    order, _ = cl.landing(parent)
     P, h = P[0], g * P[1]
     nsep = len(parent.sep_axes)
     kept = sorted(parent.layout.index(a) for a in cl.parent_sep_axes)
@@ -387,10 +379,16 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
                                   re, tops, cond)
                     return out, (tops, cond)
 
-                rest = {p: v[1:] for p, v in routes.items()}
-                received, (ys_tops, ys_cond) = jax.lax.scan(
-                    body, received, ([p[1:-1] for p in pot], rest, [m[1:-1] for m in real]), unroll=compiler.scan_unroll()
-                )
+                xs = ([p[1:-1] for p in pot], {p: v[1:] for p, v in routes.items()}, [m[1:-1] for m in real])
+                if plan.paths and path_scan.scanned(run, static_pairs[r]):
+                    # every level's incoming message from the path scan, then the level steps all at once
+                    msgs = path_scan.upward_messages(run.classes, pot, [_mask_or_none(m) for m in real],
+                                                     [received[(x, x)] for x in range(len(run.classes))])
+                    carries = {(x, x): m for x, m in enumerate(msgs)}
+                    outs, (ys_tops, ys_cond) = jax.vmap(body)(carries, xs)
+                    received = {k: v[-1] for k, v in outs.items()}
+                else:
+                    received, (ys_tops, ys_cond) = jax.lax.scan(body, received, xs, unroll=compiler.scan_unroll())
                 parts.append(ys_tops)
                 cparts.append(ys_cond)
             beliefs = _beliefs([p[-1] for p in pot], received)
@@ -447,8 +445,14 @@ def marginals(plan: OraclePlan, theta: dict, total) -> tuple[dict, jax.Array]:
                     new[x] = contrib if new[x] is None else new[x] + contrib
                 return new, g
 
-            g0, ys = jax.lax.scan(down, g_last, ([(p[0][1:], p[1][1:]) for p in P], invs, [m[:-1] for m in real]), reverse=True,
-                                  unroll=compiler.scan_unroll())
+            xs = ([(p[0][1:], p[1][1:]) for p in P], invs, [m[:-1] for m in real])
+            if plan.paths and path_scan.scanned(run, static_pairs[r]):
+                # what every level is handed down, from the path scan, then the level steps all at once
+                ys = path_scan.downward_marginals(run.classes, P, [_mask_or_none(m) for m in real], g_last)
+                new, _ = jax.vmap(down)(ys, xs)
+                g0 = [v[0] for v in new]
+            else:
+                g0, ys = jax.lax.scan(down, g_last, xs, reverse=True, unroll=compiler.scan_unroll())
             g_all = [jnp.concatenate([a[None], b]) for a, b in zip(g0, ys)]
         else:
             g_all = [g[None] for g in g_last]

@@ -63,6 +63,19 @@ class CliqueClass:
         """The table's shape in :attr:`layout` order."""
         return tuple(self.shape[a] for a in self.layout)
 
+    def landing(self, parent: "CliqueClass") -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Where a message of this class lands in its parent's stored layout.
+
+        Returns ``(order, shape)``: the separator axes (the message's own order) permuted into the order they
+        have in the parent's layout (landed axis ``j`` is the message's axis ``order[j]``), and the message's
+        broadcast shape there.
+        """
+        pperm = parent.layout
+        pos = [pperm.index(a) for a in self.parent_sep_axes]
+        order = tuple(int(i) for i in np.argsort(pos))
+        shape = tuple(parent.shape[pperm[j]] if j in pos else 1 for j in range(len(pperm)))
+        return order, shape
+
 
 @dataclass(frozen=True)
 class Run:
@@ -141,7 +154,7 @@ class OraclePlan(BlockPlan):
     Create with :func:`make_plan`.
     """
 
-    # static = (domain, tree, runs, locations, units, pairs, padded sizes, blocks with padding slots, shards)
+    # static = (domain, tree, runs, locations, units, pairs, padded sizes, blocks with padding slots, shards, paths)
     @property
     def domain(self) -> Domain:
         return self.static[0]
@@ -200,6 +213,12 @@ class OraclePlan(BlockPlan):
     def shards(self) -> int:
         """The devices the plan's blocks are laid out to be split over (1: not split; :func:`make_plan`)."""
         return self.static[8]
+
+    @property
+    def paths(self) -> bool:
+        """Whether the oracle passes the long runs that are bundles of paths by an associative scan
+        (:mod:`pgmjax.graph.path_scan`; :func:`make_plan`'s ``paths``) rather than level by level."""
+        return self.static[9]
 
     @property
     def padded(self) -> tuple[int | None, ...]:
@@ -272,7 +291,7 @@ def in_host_axes(domain: Domain, clique, table, host) -> np.ndarray:
     return t.reshape([domain[a] if a in clique else 1 for a in host])
 
 
-def make_plan(domain: Domain, cliques, max_bytes: float | None = None, *, shards: int = 1) -> OraclePlan:
+def make_plan(domain: Domain, cliques, max_bytes: float | None = None, *, shards: int = 1, paths: bool = False) -> OraclePlan:
     """Build (cached) the oracle plan for a model over ``cliques``, once its size is checked.
 
     Every fit builds its plan here before it allocates a table, so this is where a model too large for the
@@ -287,6 +306,9 @@ def make_plan(domain: Domain, cliques, max_bytes: float | None = None, *, shards
             block; :mod:`pgmjax.fit.sharding`). With ``shards > 1`` every level is a run of its own (a block
             then holds one level, so its slot axis is the only axis to split) and each block of more than
             one slot has its slots padded (held at -inf) to a multiple of ``shards``.
+        paths: pass the runs that are long bundles of parallel paths by an associative scan
+            (:mod:`pgmjax.graph.path_scan`): kernel launches per oracle call logarithmic in the tree's depth, for
+            more arithmetic (a GPU's choice for deep trees; the same layout, another compiled program).
 
     Returns:
         An :class:`OraclePlan`.
@@ -296,7 +318,10 @@ def make_plan(domain: Domain, cliques, max_bytes: float | None = None, *, shards
     """
     model_cliques = maximal_cliques(domain, cliques)
     size_limit.check_tree(junction_tree(domain, model_cliques), None, max_bytes)
-    return _make_plan_cached(domain, model_cliques, check_count(shards, "shards", "make_plan"))
+    plan = _make_plan_cached(domain, model_cliques, check_count(shards, "shards", "make_plan"))
+    if not isinstance(paths, bool):
+        raise TypeError(f"make_plan: paths must be a bool, got {paths!r}")
+    return OraclePlan(plan.arrays, plan.static[:9] + (True,)) if paths else plan
 
 
 def sharded_slots(count: int, shards: int) -> int:
@@ -358,6 +383,9 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...], shards:
     locations: dict[int, tuple[str, int, int]] = {}
     level_slot: dict[int, dict[int, tuple[int, int]]] = {}  # level -> clique -> (class index, slot)
     units, masks, cells = [], {}, {}
+    children: dict[int, list[int]] = {}
+    for c, p in enumerate(tree.parent):
+        children.setdefault(int(p), []).append(c)
     for r, run in enumerate(runs):
         for x, (cl, n) in enumerate(zip(run.classes, run.slots)):
             key = f"r{r:03d}x{x:02d}"
@@ -365,7 +393,13 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...], shards:
             mask = np.zeros((run.num_levels, n), np.float64)
             for li in range(run.num_levels):
                 l = run.first_level + li
-                members = [c for c in sched[l] if classes[c] == cl]
+                # A clique whose child of its own class sits one level down in this block takes the slot after that
+                # child's: a path then keeps its slot up the run (its route is direct, no gather), and a run of
+                # paths is what the path scan passes (pgmjax.graph.path_scan).
+                below = {c: min(locations[k][2] for k in kids) for c in sched[l]
+                         if (kids := [k for k in children.get(c, ()) if locations.get(k, ("", -1))[:2] == (key, li - 1)])}
+                members = sorted((c for c in sched[l] if classes[c] == cl),
+                                 key=lambda c: (0, below[c], c) if c in below else (1, 0, c))
                 mask[li, len(members) :] = -np.inf
                 for k, c in enumerate(members):
                     locations[c] = (key, li, k)
@@ -459,6 +493,7 @@ def _make_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...], shards:
         tuple(domain[tcl[c][0]] if c in padded else None for c in range(len(tcl))),
         frozenset(k for k, m in masks.items() if np.isinf(m).any()),
         shards,
+        False,
     )
     return OraclePlan(arrays, static)
 
