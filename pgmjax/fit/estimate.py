@@ -87,7 +87,10 @@ def estimate(
             nothing once its class has run), ``"dense"`` (tables stacked by shape, one program per structure:
             the fastest iterations, a compile per new structure) or ``"auto"`` (default: ``"size_class"`` where
             the fit's work is small enough that compiling would dominate, the measurements are all marginals,
-            the loss is ``"l2"``/``"l1"`` and the oracle exact on one device).
+            the loss is ``"l2"``/``"l1"`` and the oracle exact on one device; on a GPU, ``"paths"`` where the
+            junction tree has long paths) or ``"paths"`` (the dense program with the tree's long paths passed by an
+            associative scan, :mod:`pgmjax.graph.path_scan`: kernel launches per iteration logarithmic in the
+            tree's depth instead of one per level, for more arithmetic; a GPU's program for deep trees).
 
     Returns:
         A :class:`GraphicalModel`; ``model.history`` holds the per-chunk log. With the approximate oracle, a
@@ -120,6 +123,9 @@ def estimate(
                                oracle_choice="exact" if exact else oracle, devices=devices,
                                platform=compiler.backend()):
         plan = make_routed_plan(domain, model_cliques)
+    elif oracles.uses_paths(program, domain, model_cliques, oracle_choice="exact" if exact else oracle, devices=devices,
+                            platform=compiler.backend()):
+        plan = oracle_plan.make_plan(domain, model_cliques, paths=True)
     if devices > 1:
         plan = oracle_plan.make_plan(domain, model_cliques, shards=devices)
     problem, total, lipschitz = inputs.build_problem(domain, measurements, model_cliques, loss, total, dtype,

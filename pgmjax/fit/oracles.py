@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..graph import approximate_oracle, oracle
+from ..graph import approximate_oracle, oracle, path_scan
 from ..graph.junction import junction_tree, maximal_cliques
 from ..graph.routed_plan import steps
 from ..graph.size_limit import ModelTooLarge
@@ -114,7 +114,7 @@ def make_oracle_plan(domain, cliques, choice, *, caller: str = "estimate", dtype
 
 
 #: The programs :func:`pgmjax.estimate` accepts (``program=``).
-PROGRAMS = ("auto", "dense", "size_class")
+PROGRAMS = ("auto", "dense", "size_class", "paths")
 
 class RoutedCost(NamedTuple):
     """Seconds a size-class oracle call costs on one platform: per window cell read (``cell``), per loop step
@@ -190,6 +190,35 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     if tree.cells > SIZE_CLASS_MAX_CELLS:
         return False
     return routed_seconds(domain, tree, measurements, platform) * max(int(iters), 1) <= SIZE_CLASS_SECONDS
+
+
+def uses_paths(program: str, domain, cliques, *, oracle_choice="exact", devices: int = 1, platform: str = "cpu",
+               caller: str = "estimate") -> bool:
+    """Whether a dense fit passes its junction tree's long paths by an associative scan
+    (:mod:`pgmjax.graph.path_scan`; :func:`pgmjax.graph.oracle.make_plan`'s ``paths``).
+
+    ``"paths"`` needs the exact oracle on one device (a ValueError names what is missing); ``"auto"`` takes it on a
+    GPU (``platform`` ``"gpu"``) where the dense plan has a run the scan passes (a chain or a bundle of paths of at
+    least :data:`pgmjax.graph.path_scan.PATH_MIN_LEVELS` levels): there the level loop waits on kernel launches, one
+    per level, and the scan launches about ``2 log2`` of the levels' count. On a CPU the loop's launches are cheap and
+    the scan's ``separator^3`` products are not: ``"auto"`` keeps the loop. ``"dense"`` and ``"size_class"``: never.
+
+    Example:
+        >>> from pgmjax import Domain
+        >>> dom = Domain({f"a{i}": 2 for i in range(40)})
+        >>> chain = [(f"a{i}", f"a{i + 1}") for i in range(39)]
+        >>> uses_paths("auto", dom, chain, platform="gpu"), uses_paths("auto", dom, chain, platform="cpu")
+        (True, False)
+    """
+    if program == "paths":
+        missing = [f"the exact oracle (oracle={oracle_choice!r})"] if oracle_choice != "exact" else []
+        missing += [f"one device (devices={devices})"] if devices != 1 else []
+        if missing:
+            raise ValueError(f"{caller}: program='paths' needs " + "; ".join(missing))
+        return True
+    if program != "auto" or oracle_choice != "exact" or devices != 1 or platform != "gpu":
+        return False
+    return bool(path_scan.scanned_runs(oracle.make_plan(domain, cliques)))
 
 
 def routed_seconds(domain, tree, measurements, platform: str) -> float:

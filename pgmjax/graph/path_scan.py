@@ -56,6 +56,19 @@ def scanned(run: Run, pairs) -> bool:
     return all(cl.sep_axes and _separator_cells(cl) <= PATH_MAX_SEPARATOR for cl in run.classes)
 
 
+def scanned_runs(plan) -> tuple[int, ...]:
+    """The runs of ``plan`` (an :class:`~pgmjax.graph.oracle_plan.OraclePlan`) the scan passes when the plan asks for it.
+
+    Example:
+        >>> from pgmjax.data.domain import Domain
+        >>> from pgmjax.graph.oracle_plan import make_plan
+        >>> dom = Domain({f"a{i}": 2 for i in range(40)})
+        >>> scanned_runs(make_plan(dom, [(f"a{i}", f"a{i + 1}") for i in range(39)]))
+        (1,)
+    """
+    return tuple(r for r, run in enumerate(plan.runs) if scanned(run, plan.static[5][r]))
+
+
 @functools.lru_cache(maxsize=256)
 def transfer_index(cl: CliqueClass) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
     """How a table of class ``cl`` (stored layout, :attr:`CliqueClass.layout`) becomes its transfer matrix.
@@ -177,13 +190,36 @@ def _by_size(classes) -> list[list[int]]:
     return list(groups.values())
 
 
-def _scan_batched(mats: list, combine, reverse: bool = False) -> list:
-    """One associative scan over the level axis of matrices ``(levels, slots_x, S, S)`` of several classes, their
-    slot axes side by side: as many launches as one class's."""
+def _scan_batched(mats: list, combine, identity, reverse: bool = False) -> list:
+    """Inclusive scan over the level axis of matrices ``(levels, slots_x, S, S)`` of several classes (their slots side
+    by side): ``out[l] = combine(out[l - 1], mats[l])`` (``reverse``: from the last level down).
+
+    Doubling (Hillis & Steele, "Data parallel algorithms", CACM 29(12), 1986): ``ceil(log2 levels)`` steps, each
+    one batched ``combine`` of every level with the level ``2^k`` before it (``identity`` before the first), in a
+    loop: one ``combine`` in the program, so the program, its compile and its launches per step are those of one
+    product whatever the depth; ``levels log2 levels`` products in all (Blelloch's scan does ``2 levels`` in
+    ``2 log2 levels`` steps, but unrolls them: a compile that grows with the depth).
+    """
     widths = [m.shape[1] for m in mats]
-    out = jax.lax.associative_scan(combine, jnp.concatenate(mats, axis=1) if len(mats) > 1 else mats[0], axis=0,
-                                   reverse=reverse)
-    return jnp.split(out, np.cumsum(widths)[:-1], axis=1) if len(mats) > 1 else [out]
+    x = jnp.concatenate(mats, axis=1) if len(mats) > 1 else mats[0]
+    n = x.shape[0]
+    if n > 1:
+        pad = jnp.broadcast_to(identity(x.shape[-1], x.dtype), (n,) + x.shape[1:])
+
+        def step(k, acc):
+            shift = jnp.left_shift(1, k)
+            if reverse:  # acc[l] covers l .. l + 2^k - 1; take on l + 2^k ..
+                other = jax.lax.dynamic_slice_in_dim(jnp.concatenate([acc, pad]), shift, n)
+            else:  # acc[l] covers l - 2^k + 1 .. l; take on .. l - 2^k
+                other = jax.lax.dynamic_slice_in_dim(jnp.concatenate([pad, acc]), n - shift, n)
+            return combine(other, acc)
+
+        x = jax.lax.fori_loop(0, int(np.ceil(np.log2(n))), step, x)
+    return jnp.split(x, np.cumsum(widths)[:-1], axis=1) if len(mats) > 1 else [x]
+
+
+def _log_identity(size: int, dtype) -> jax.Array:
+    return jnp.where(jnp.eye(size, dtype=bool), jnp.zeros((), dtype), -jnp.inf).astype(dtype)
 
 
 def upward_messages(classes, pots: list, reals: list, firsts: list) -> list:
@@ -221,7 +257,7 @@ def upward_messages(classes, pots: list, reals: list, firsts: list) -> list:
                 u = jnp.concatenate([u, jnp.zeros(u.shape[:-1] + (1,), u.dtype)], axis=-1)
             mats.append(a)
             vecs.append(u)
-        prefixes = _scan_batched(mats, lambda x, y: log_matmul(y, x))
+        prefixes = _scan_batched(mats, lambda x, y: log_matmul(y, x), _log_identity)
         for x, prefix, u in zip(group, prefixes, vecs):
             cl, real = classes[x], reals[x]
             w = _log_matvec(prefix, u[None])[..., : _separator_cells(cl)]  # (n-3, slots, S)
@@ -254,7 +290,8 @@ def downward_marginals(classes, conds: list, reals: list, tops: list) -> list:
             d = _reduced(scaled[2:] * recip[2:], cl, lambda t, axes: jnp.sum(t, axis=axes))
             # (n-2, slots, S, S): what level l + 1 hands down, from what level l + 2 did
             mats.append(jnp.swapaxes(jnp.where(jnp.asarray(transfer_index(cl)[2]), d, 0.0), -1, -2))
-        suffixes = _scan_batched(mats, lambda x, y: jnp.matmul(y, x, precision=_EXACT), reverse=True)
+        suffixes = _scan_batched(mats, lambda x, y: jnp.matmul(y, x, precision=_EXACT), lambda k, dt: jnp.eye(k, dtype=dt),
+                                 reverse=True)
         for x, suffix in zip(group, suffixes):
             top, real = tops[x], reals[x]
             g = jnp.einsum("lkcs,ks->lkc", suffix, top.reshape(top.shape[0], -1), precision=_EXACT)  # g_1 .. g_{n-2}
