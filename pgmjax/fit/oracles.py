@@ -192,6 +192,14 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     return routed_seconds(domain, tree, measurements, platform) * max(int(iters), 1) <= SIZE_CLASS_SECONDS
 
 
+#: ``program="auto"`` takes the path scan on a GPU only where the scanned runs' separators have at most this many cells.
+#: Measured on an H200 (``bench/results/engine/path_scan_h200.md``): a chain of 1,000 binary pairs (2-cell separators)
+#: 0.41 ms per iteration against the level loop's 5.6 ms; chains of triples of 10 values (100-cell separators) 1.5 and
+#: 18 ms against 0.81 and 7.2 ms (d = 100, 1,000): the scan's 100 x 100 log-semiring products, taken term by term
+#: where float32 would underflow, cost more than the launches they save.
+PATHS_AUTO_SEPARATOR = 16
+
+
 def uses_paths(program: str, domain, cliques, *, oracle_choice="exact", devices: int = 1, platform: str = "cpu",
                caller: str = "estimate") -> bool:
     """Whether a dense fit passes its junction tree's long paths by an associative scan
@@ -199,7 +207,8 @@ def uses_paths(program: str, domain, cliques, *, oracle_choice="exact", devices:
 
     ``"paths"`` needs the exact oracle on one device (a ValueError names what is missing); ``"auto"`` takes it on a
     GPU (``platform`` ``"gpu"``) where the dense plan has a run the scan passes (a chain or a bundle of paths of at
-    least :data:`pgmjax.graph.path_scan.PATH_MIN_LEVELS` levels): there the level loop waits on kernel launches, one
+    least :data:`pgmjax.graph.path_scan.PATH_MIN_LEVELS` levels) with separators of at most
+    :data:`PATHS_AUTO_SEPARATOR` cells: there the level loop waits on kernel launches, one
     per level, and the scan launches about ``2 log2`` of the levels' count. On a CPU the loop's launches are cheap and
     the scan's ``separator^3`` products are not: ``"auto"`` keeps the loop. ``"dense"`` and ``"size_class"``: never.
 
@@ -218,7 +227,9 @@ def uses_paths(program: str, domain, cliques, *, oracle_choice="exact", devices:
         return True
     if program != "auto" or oracle_choice != "exact" or devices != 1 or platform != "gpu":
         return False
-    return bool(path_scan.scanned_runs(oracle.make_plan(domain, cliques)))
+    plan = oracle.make_plan(domain, cliques)
+    scanned = path_scan.scanned_runs(plan)
+    return bool(scanned) and max(path_scan.separator_cells(cl) for r in scanned for cl in plan.runs[r].classes) <= PATHS_AUTO_SEPARATOR
 
 
 def routed_seconds(domain, tree, measurements, platform: str) -> float:

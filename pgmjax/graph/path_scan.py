@@ -53,7 +53,7 @@ def scanned(run: Run, pairs) -> bool:
     own = tuple((x, x) for x in range(len(run.classes)))
     if run.num_levels < PATH_MIN_LEVELS or inner_pairs != own or not set(own) <= set(inner_direct):
         return False
-    return all(cl.sep_axes and _separator_cells(cl) <= PATH_MAX_SEPARATOR for cl in run.classes)
+    return all(cl.sep_axes and separator_cells(cl) <= PATH_MAX_SEPARATOR for cl in run.classes)
 
 
 def scanned_runs(plan) -> tuple[int, ...]:
@@ -64,7 +64,7 @@ def scanned_runs(plan) -> tuple[int, ...]:
         >>> from pgmjax.graph.oracle_plan import make_plan
         >>> dom = Domain({f"a{i}": 2 for i in range(40)})
         >>> scanned_runs(make_plan(dom, [(f"a{i}", f"a{i + 1}") for i in range(39)]))
-        (1,)
+        (0,)
     """
     return tuple(r for r, run in enumerate(plan.runs) if scanned(run, plan.static[5][r]))
 
@@ -186,7 +186,7 @@ def _by_size(classes) -> list[list[int]]:
     """The run's classes grouped by separator size: each group is scanned as one batch (its slots side by side)."""
     groups: dict[int, list[int]] = {}
     for x, cl in enumerate(classes):
-        groups.setdefault(_separator_cells(cl), []).append(x)
+        groups.setdefault(separator_cells(cl), []).append(x)
     return list(groups.values())
 
 
@@ -260,7 +260,7 @@ def upward_messages(classes, pots: list, reals: list, firsts: list) -> list:
         prefixes = _scan_batched(mats, lambda x, y: log_matmul(y, x), _log_identity)
         for x, prefix, u in zip(group, prefixes, vecs):
             cl, real = classes[x], reals[x]
-            w = _log_matvec(prefix, u[None])[..., : _separator_cells(cl)]  # (n-3, slots, S)
+            w = _log_matvec(prefix, u[None])[..., : separator_cells(cl)]  # (n-3, slots, S)
             w = w - _finite_shift(w, -1)
             if real is not None:
                 w = jnp.where(real[1 : n - 2][..., None], w, 0.0)
@@ -301,5 +301,6 @@ def downward_marginals(classes, conds: list, reals: list, tops: list) -> list:
     return out
 
 
-def _separator_cells(cl: CliqueClass) -> int:
+def separator_cells(cl: CliqueClass) -> int:
+    """The cells of a class's upward separator (its transfer matrices are this square)."""
     return int(np.prod([cl.shape[a] for a in cl.sep_axes], dtype=np.int64))

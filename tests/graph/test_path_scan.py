@@ -141,5 +141,6 @@ def test_estimate_with_paths_fits_the_same_model_and_auto_takes_it_only_on_a_gpu
     assert oracles.uses_paths("auto", dom, cliques, platform="gpu")
     assert not oracles.uses_paths("auto", dom, cliques, platform="cpu")
     assert not oracles.uses_paths("auto", dom, cliques[:5], platform="gpu"), "a short chain has no run to scan"
+    assert not oracles.uses_paths("auto", *chain(40, k=10), platform="gpu"), "100-cell separators: the loop is faster"
     with pytest.raises(ValueError, match="program='paths' needs the exact oracle"):
         pj.estimate(dom, ms, iters=10, program="paths", oracle="approximate")
