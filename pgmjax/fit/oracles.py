@@ -126,18 +126,16 @@ class RoutedCost(NamedTuple):
     pair: float
 
 
-#: The size-class program's cost per oracle call on each platform, measured with
+#: The size-class program's cost per oracle call on each platform, calibrated with
 #: ``python -m bench.size_class --iteration 10:10 adult_mst nltcs_2way chain100`` (trees of pairs, the engine
-#: benchmark's problems): on the 2-core CPU 23-52 ns per window cell and 8.7 ns per pair (nltcs' 120 pairs'
-#: marginals of one 65,536-cell clique: 7.9 million pairs, 73 ms a call); on an H200 65-107 us per step whatever
-#: the window (5 to 98 steps: 0.5 to 6.7 ms per iteration) and 1 ns per pair (nltcs: 8 ms per iteration, its
-#: pairs' atomic sums into 4-cell tables). ``bench/results/engine/size_class_iteration_*``.
+#: benchmark's problems; ``bench/results/engine/size_class_iteration_*``): on a CPU the passes' time follows the
+#: window cells they read; on a GPU the loop's steps, whatever the window; on both, the measurement pairs.
 ROUTED_COSTS = {"cpu": RoutedCost(cell=40e-9, step=2e-6, pair=8.7e-9), "gpu": RoutedCost(cell=0.0, step=100e-6, pair=1e-9)}
 
 #: ``program="auto"`` takes the size-class program where the fit's routed passes are expected to take at most this
 #: many seconds in all (:func:`routed_seconds` times the iterations): about what the dense program's compile of a
-#: small model costs (1.4-6.8 s for 360 to 33,000 cells on the 2-core CPU, 3-6 s on an H200), so the routed fit
-#: is the sooner to a converged answer.
+#: small model costs (``bench/results/engine/size_class_iteration_*``), so the routed fit is the sooner to a
+#: converged answer.
 SIZE_CLASS_SECONDS = 4.0
 
 #: ``program="auto"`` takes the size-class program only for models of at most this many junction-tree cells: past
@@ -192,11 +190,10 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     return routed_seconds(domain, tree, measurements, platform) * max(int(iters), 1) <= SIZE_CLASS_SECONDS
 
 
-#: ``program="auto"`` takes the path scan on a GPU only where the scanned runs' separators have at most this many cells.
-#: Measured on an H200 (``bench/results/engine/path_scan_h200.md``): a chain of 1,000 binary pairs (2-cell separators)
-#: 0.41 ms per iteration against the level loop's 5.6 ms; chains of triples of 10 values (100-cell separators) 1.5 and
-#: 18 ms against 0.81 and 7.2 ms (d = 100, 1,000): the scan's 100 x 100 log-semiring products, taken term by term
-#: where float32 would underflow, cost more than the launches they save.
+#: ``program="auto"`` takes the path scan on a GPU only where the scanned runs' separators have at most this many cells:
+#: the scan's ``separator x separator`` log-semiring products (taken term by term where float32 would underflow, as
+#: fitted potentials soon make them) outgrow the launches they save on larger separators
+#: (``bench/results/engine/path_scan_*``).
 PATHS_AUTO_SEPARATOR = 16
 
 
