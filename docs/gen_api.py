@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))
 
 import pgmjax  # noqa: E402
+from griffe_roles import link  # noqa: E402  (docs/griffe_roles.py: the Sphinx roles of a docstring as links)
 
 # The mechanisms' own names are documented on their pages (docs/mechanisms/<page>.md, ::: blocks there).
 MECHANISM_PAGES = {
@@ -134,7 +135,7 @@ def index_page(mods: dict[str, types.ModuleType]) -> str:
              "## Modules", "", "| module | |", "|---|---|"]
     for page, mod in mods.items():
         alias = f"pgmjax.{page}" if getattr(pgmjax, page, None) is mod else mod.__name__
-        lines.append(f"| [`{alias}`]({page}.md) | {_first_line(mod).replace('|', '/')} |")
+        lines.append(f"| [`{alias}`]({page}.md) | {link(_first_line(mod), mod.__name__).replace('|', '/')} |")
     lines += ["", "## `pgmjax`", "", "::: pgmjax", "    options:\n      members: false\n      show_root_heading: false"
               "\n      show_root_toc_entry: false", ""]
     claimed = claims(mods)

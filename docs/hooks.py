@@ -118,3 +118,19 @@ def on_page_markdown(markdown, page, config, files):
             fence = not fence
         out.append(line if fence else _LINK.sub(sub, line))
     return "\n".join(out)
+
+
+# A Sphinx role left raw in a built page (docs/griffe_roles.py turns the docstrings' into links): as mkdocs renders
+# it, ":func:" then the target in a code span. A warning, so `mkdocs build --strict` fails on it.
+_RAW_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|data|attr|exc|obj|const|type):(?:<code>|`)")
+
+
+def on_page_content(html, page, config, files):
+    raw = _RAW_ROLE.findall(html)
+    if raw:
+        import logging
+
+        logging.getLogger("mkdocs.plugins.pgmjax").warning(
+            "%s: %d Sphinx role(s) printed raw (%s...); write them as :func:`pgmjax.x` in a docstring "
+            "(docs/griffe_roles.py links those) or as a Markdown link in a page", page.file.src_uri, len(raw), raw[0])
+    return html
