@@ -12,7 +12,7 @@ Run: ``python -m bench engine size_class --dims 10 20 40 --models 8 --iters 500`
 ``--iteration D:S ...`` measures instead, in this process, one model per ``D`` attributes of up to ``S`` values (or
 per engine benchmark problem named, ``bench/problems.py``):
 each program's first ``estimate(10)`` (with its compile), its milliseconds per iteration (``estimate(510)`` less
-``estimate(10)``, warm, over 500) and the routed work per pass (:func:`pgmjax.graph.routed_plan.windows_work`):
+``estimate(10)``, both run once before, over 500) and the routed work per pass (:func:`pgmjax.graph.routed_plan.windows_work`):
 what ``program="auto"``'s cost model (``pgmjax.fit.oracles.ROUTED_COSTS``) is calibrated on.
 """
 
@@ -111,8 +111,9 @@ def summary(rows: list[dict]) -> list[dict]:
     return out
 
 
-def iteration(specs) -> list[dict]:
-    """Per-iteration cost of both programs, and the routed work per pass, on one model per ``(d, max_size)``."""
+def iteration(specs, method: str = "mirror_descent") -> list[dict]:
+    """Per-iteration cost of both programs (fitting with ``method``), and the routed work per pass, on one model per
+    ``(d, max_size)``."""
     import pgmjax as pj
     from pgmjax.graph.junction import junction_tree, maximal_cliques
     from pgmjax.graph.routed_plan import windows_work
@@ -131,17 +132,18 @@ def iteration(specs) -> list[dict]:
             dom, ms = problems(d, 1, max_size)[0]
             label = {"problem": f"tree of pairs d={d}", "d": d, "max size": max_size}
         cliques = [m.clique for m in ms]
-        row = {**label, "cells": junction_tree(dom, maximal_cliques(dom, cliques)).cells,
+        row = {**label, "method": method, "cells": junction_tree(dom, maximal_cliques(dom, cliques)).cells,
                "routed work per pass": windows_work(dom, cliques)}
         for program in ("dense", "size_class"):
             t = time.perf_counter()
-            pj.estimate(dom, ms, iters=10, program=program)
+            pj.estimate(dom, ms, iters=10, program=program, method=method)
             row[f"{program} first s"] = time.perf_counter() - t
+            pj.estimate(dom, ms, iters=510, program=program, method=method)  # its chunks' programs compiled too
             t = time.perf_counter()
-            short = pj.estimate(dom, ms, iters=10, program=program)
+            short = pj.estimate(dom, ms, iters=10, program=program, method=method)
             t10 = time.perf_counter() - t
             t = time.perf_counter()
-            long = pj.estimate(dom, ms, iters=510, program=program)
+            long = pj.estimate(dom, ms, iters=510, program=program, method=method)
             row[f"{program} ms/it"] = (time.perf_counter() - t - t10) / 500 * 1e3
             calls = long.history[-1]["oracle_calls"] - short.history[-1]["oracle_calls"]
             row[f"{program} calls/it"] = calls / 500
@@ -160,10 +162,12 @@ def main(argv=None) -> None:
     p.add_argument("--out", default=None, help="result name (default size_class_cpu, or size_class_iteration_cpu)")
     p.add_argument("--iteration", nargs="+", metavar="D:S", help="per-iteration costs of models of D attributes of "
                    "up to S values (or of engine benchmark problems by name: adult_mst, nltcs_2way, ...) instead")
+    p.add_argument("--method", default="mirror_descent", help="the fits' method in --iteration mode")
     p.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.iteration:
-        rows = iteration([tuple(int(x) for x in spec.split(":")) if ":" in spec else spec for spec in args.iteration])
+        rows = iteration([tuple(int(x) for x in spec.split(":")) if ":" in spec else spec for spec in args.iteration],
+                         args.method)
         meta = schema.run_meta("bench.size_class", argv)
         schema.write_result(SUITE, args.out or "size_class_iteration_cpu", rows, meta,
                             title="Per iteration: dense against size-class programs")

@@ -138,6 +138,12 @@ ROUTED_COSTS = {"cpu": RoutedCost(cell=40e-9, step=2e-6, pair=8.7e-9), "gpu": Ro
 #: converged answer.
 SIZE_CLASS_SECONDS = 4.0
 
+#: An L-BFGS iteration's cost in mirror-descent iterations of the size-class program, for ``program="auto"``: the loss
+#: and its gradient through the oracle (a forward and a reverse pass over the levels) at each of its line search's
+#: evaluations (``bench/results/engine/size_class_lbfgs_cpu.md`` against
+#: ``size_class_mirror_descent_beside_lbfgs_cpu.md``).
+LBFGS_ORACLE_CALLS = 5.0
+
 #: ``program="auto"`` takes the size-class program only for models of at most this many junction-tree cells: past
 #: it a dense iteration is the faster by more than a compile is worth, and the fit's memory is what
 #: :mod:`pgmjax.fit.memory` counts for the dense program.
@@ -161,8 +167,7 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     """Whether a fit runs the size-class program (:mod:`pgmjax.graph.routed_oracle`), one compiled program per size
     class, rather than the dense one compiled per structure (:mod:`pgmjax.graph.oracle`).
 
-    ``"size_class"`` needs mirror descent or dual averaging (L-BFGS differentiates through the oracle, whose
-    size-class passes loop over a number of levels that is data), the exact oracle on one device, measurements
+    ``"size_class"`` needs the exact oracle on one device, measurements
     that are all marginals and the ``"l2"`` or ``"l1"`` loss (a ValueError names what is missing); ``"auto"``
     takes it where those hold, the junction tree has at most :data:`SIZE_CLASS_MAX_CELLS` cells and the fit's
     routed passes on ``platform`` (the fit's device's, ``jax.Device.platform``) are expected to take at most
@@ -170,8 +175,6 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     compile; ``"dense"`` never.
     """
     missing = []
-    if method not in ("mirror_descent", "dual_averaging"):
-        missing.append(f"method 'mirror_descent' or 'dual_averaging' (method={method!r})")
     if oracle_choice != "exact":
         missing.append(f"the exact oracle (oracle={oracle_choice!r})")
     if devices != 1:
@@ -187,7 +190,8 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     tree = junction_tree(domain, maximal_cliques(domain, cliques))
     if tree.cells > SIZE_CLASS_MAX_CELLS:
         return False
-    return routed_seconds(domain, tree, measurements, platform) * max(int(iters), 1) <= SIZE_CLASS_SECONDS
+    calls = LBFGS_ORACLE_CALLS if method == "lbfgs" else 1.0
+    return routed_seconds(domain, tree, measurements, platform) * calls * max(int(iters), 1) <= SIZE_CLASS_SECONDS
 
 
 #: ``program="auto"`` takes the path scan on a GPU only where the scanned runs' separators have at most this many cells:

@@ -3,8 +3,8 @@
 The passes read a :class:`~pgmjax.graph.routed_plan.RoutedPlan`: a level is a window of fixed width at the
 level's offset in the cell vector, messages are segment reductions of the window's beliefs onto their separator
 cells, and a parent gathers its children's messages through the plan's pairs. Nothing in the program depends on
-the junction tree beyond its :class:`~pgmjax.graph.routed_plan.SizeClass`, and the number of levels is the loop's
-trip count, read from the plan.
+the junction tree beyond its :class:`~pgmjax.graph.routed_plan.SizeClass`: the passes scan over the class's number
+of levels, and steps past the plan's own leave their carry as it is.
 
 * Upward (collect): ``belief = theta + sum of the children's messages``; ``message = logsumexp`` of the belief over
   the cells that project on each separator cell, less the sending clique's largest entry (the shifts add up to a
@@ -35,6 +35,20 @@ def _write(vector: jax.Array, start, values: jax.Array, keep: jax.Array) -> jax.
     """``vector`` with the window at ``start`` set to ``values`` where ``keep`` (the rest of the window unchanged)."""
     old = _window(vector, start, values.shape[0])
     return jax.lax.dynamic_update_slice_in_dim(vector, jnp.where(keep, values, old), start, 0)
+
+
+def _over_levels(plan: RoutedPlan, body, init):
+    """``body(l, carry)`` for the plan's levels ``l = 0 .. num_levels - 1`` in order: a scan over its size class's
+    ``levels`` whose steps past ``num_levels`` leave the carry as it is (:func:`jax.lax.cond`). The trip count is the
+    class's, not data, so reverse-mode autodiff goes through the passes (L-BFGS differentiates the loss through the
+    oracle), and every structure of the class still runs the one program."""
+    count = plan.arrays["num_levels"]
+
+    def step(carry, l):
+        return jax.lax.cond(l < count, lambda c: body(l, c), lambda c: c, carry), None
+
+    out, _ = jax.lax.scan(step, init, jnp.arange(plan.size.levels))
+    return out
 
 
 def _finite_or_zero(x: jax.Array) -> jax.Array:
@@ -103,7 +117,7 @@ def _upward(plan: RoutedPlan, theta: jax.Array, mean: bool = False) -> _Upward:
     n = size.cells
     init = (jnp.full(n, -jnp.inf, dtype), jnp.zeros(n, dtype), jnp.ones(n, dtype), jnp.zeros(n, dtype),
             jnp.zeros((), dtype))
-    beliefs, tops, masses, _, offset = jax.lax.fori_loop(0, a["num_levels"], body, init)
+    beliefs, tops, masses, _, offset = _over_levels(plan, body, init)
     root = a["level"] == a["num_levels"] - 1
     if mean:
         root_top, root_mass = jnp.sum(jnp.where(root, beliefs, 0.0)) / jnp.sum(root), jnp.ones((), dtype)
@@ -155,7 +169,7 @@ def marginals(plan: RoutedPlan, theta: dict, total) -> tuple[dict, jax.Array]:
         return _write(mu, a["lo"][l], m, valid), sep_marginal.at[src].add(sent, mode="drop")
 
     init = (jnp.zeros(size.cells, dtype), jnp.zeros(size.cells, dtype))
-    mu, _ = jax.lax.fori_loop(0, a["num_levels"], body, init)
+    mu, _ = _over_levels(plan, body, init)
     return {"cells": total * mu}, jnp.log(u.root_mass) + u.root_top + u.offset
 
 
@@ -170,7 +184,7 @@ def _kept(plan: RoutedPlan, theta: dict, mean: bool) -> dict:
         kept = jnp.where(valid & jnp.isfinite(message), b - message, -jnp.inf)
         return _write(out, a["lo"][l], kept, valid)
 
-    return {"cells": jax.lax.fori_loop(0, a["num_levels"], body, jnp.zeros_like(theta["cells"]))}
+    return {"cells": _over_levels(plan, body, jnp.zeros_like(theta["cells"]))}
 
 
 def log_conditionals(plan: RoutedPlan, theta: dict) -> dict:

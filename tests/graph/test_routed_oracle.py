@@ -174,3 +174,44 @@ def test_auto_takes_the_size_class_program_where_its_passes_cost_less_than_a_com
         assert not uses_size_class("auto", wide, model, everything + two_way, "l2", 1000, platform=platform)
     assert not uses_size_class("dense", small, [m.clique for m in pairs], pairs, "l2", 10)
     assert uses_size_class("size_class", wide, model, everything + two_way, "l2", 1000)
+
+
+def test_the_passes_differentiate_in_reverse_mode_as_the_dense_oracles_do():
+    """The passes scan over the class's levels (not a loop whose trip count is data), so a gradient through the
+    marginals (what L-BFGS takes) exists and equals the dense oracle's."""
+    from pgmjax.graph import oracle
+
+    dom, cliques = _chain_in_order(3)
+    routed, dense = make_routed_plan(dom, cliques), oracle.make_plan(dom, cliques)
+    tables = _tables(np.random.default_rng(4), routed)
+    weights = {c: np.random.default_rng(5).normal(size=np.shape(t)) for c, t in tables.items()}
+
+    def loss(plan, marginals_of, theta):
+        mu = plan.tables(marginals_of(plan, theta, 10.0)[0])
+        return sum(jnp.sum(jnp.asarray(weights[c]) * mu[c]) for c in weights)
+
+    def grad_tables(plan, marginals_of):
+        theta = plan.from_tables({c: jnp.asarray(t, jnp.float64) for c, t in tables.items()}, jnp.float64)
+        return plan.tables(jax.grad(lambda t: loss(plan, marginals_of, t))(theta))
+
+    g_routed, g_dense = grad_tables(routed, routed_oracle.marginals), grad_tables(dense, oracle.marginals)
+    for c in tables:
+        np.testing.assert_allclose(np.asarray(g_routed[c]), np.asarray(g_dense[c]), rtol=1e-9, atol=1e-9)
+
+
+def test_lbfgs_runs_one_program_per_class_and_reaches_mirror_descents_optimum():
+    rng = np.random.default_rng(6)
+
+    def fit(seed, method, iters):
+        dom, cliques = _chain_in_order(seed)
+        ms = [pj.Measurement(c, rng.uniform(5, 50, dom.size(c)), stddev=2.0) for c in cliques]
+        return pj.estimate(dom, ms, method=method, iters=iters, chunk=50, program="size_class", dtype=jnp.float64), dom, ms
+
+    fit(20, "lbfgs", 300)  # as many iterations: a fit that stalls finishes by mirror descent, its program too
+    rng = np.random.default_rng(7)
+    with count_compiles() as counter:
+        model, dom, ms = fit(21, "lbfgs", 300)
+    assert counter.count == 0, counter.names
+    reference = pj.estimate(dom, ms, method="mirror_descent", iters=3000, program="size_class", dtype=jnp.float64)
+    assert isinstance(model.plan, type(make_routed_plan(*_chain_in_order(0))))
+    assert model.loss == pytest.approx(reference.loss, rel=1e-7)
