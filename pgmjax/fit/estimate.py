@@ -122,7 +122,8 @@ def estimate(
     if oracles.uses_size_class(program, domain, model_cliques, measurements, loss, iters, method=method,
                                oracle_choice="exact" if exact else oracle, devices=devices,
                                platform=compiler.backend()):
-        plan = make_routed_plan(domain, model_cliques)
+        # L-BFGS differentiates its loss through the oracle: the passes must scan over the class's levels
+        plan = make_routed_plan(domain, model_cliques, differentiable=method == "lbfgs")
     elif oracles.uses_paths(program, domain, model_cliques, oracle_choice="exact" if exact else oracle, devices=devices,
                             platform=compiler.backend()):
         plan = oracle_plan.make_plan(domain, model_cliques, paths=True)

@@ -167,7 +167,8 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     """Whether a fit runs the size-class program (:mod:`pgmjax.graph.routed_oracle`), one compiled program per size
     class, rather than the dense one compiled per structure (:mod:`pgmjax.graph.oracle`).
 
-    ``"size_class"`` needs the exact oracle on one device, measurements
+    ``"size_class"`` needs one of pgmjax's methods (L-BFGS on a differentiable plan,
+    :func:`pgmjax.graph.routed_plan.make_routed_plan`), the exact oracle on one device, measurements
     that are all marginals and the ``"l2"`` or ``"l1"`` loss (a ValueError names what is missing); ``"auto"``
     takes it where those hold, the junction tree has at most :data:`SIZE_CLASS_MAX_CELLS` cells and the fit's
     routed passes on ``platform`` (the fit's device's, ``jax.Device.platform``) are expected to take at most
@@ -175,6 +176,8 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     compile; ``"dense"`` never.
     """
     missing = []
+    if method not in ("mirror_descent", "dual_averaging", "lbfgs"):  # an estimator of one's own: the dense program
+        missing.append(f"method 'mirror_descent', 'dual_averaging' or 'lbfgs' (method={method!r})")
     if oracle_choice != "exact":
         missing.append(f"the exact oracle (oracle={oracle_choice!r})")
     if devices != 1:

@@ -3,8 +3,8 @@
 The passes read a :class:`~pgmjax.graph.routed_plan.RoutedPlan`: a level is a window of fixed width at the
 level's offset in the cell vector, messages are segment reductions of the window's beliefs onto their separator
 cells, and a parent gathers its children's messages through the plan's pairs. Nothing in the program depends on
-the junction tree beyond its :class:`~pgmjax.graph.routed_plan.SizeClass`: the passes scan over the class's number
-of levels, and steps past the plan's own leave their carry as it is.
+the junction tree beyond its :class:`~pgmjax.graph.routed_plan.SizeClass`, and the number of levels is the loop's
+trip count, read from the plan (a differentiable plan's passes scan over the class's number of levels instead).
 
 * Upward (collect): ``belief = theta + sum of the children's messages``; ``message = logsumexp`` of the belief over
   the cells that project on each separator cell, less the sending clique's largest entry (the shifts add up to a
@@ -38,11 +38,16 @@ def _write(vector: jax.Array, start, values: jax.Array, keep: jax.Array) -> jax.
 
 
 def _over_levels(plan: RoutedPlan, body, init):
-    """``body(l, carry)`` for the plan's levels ``l = 0 .. num_levels - 1`` in order: a scan over its size class's
-    ``levels`` whose steps past ``num_levels`` leave the carry as it is (:func:`jax.lax.cond`). The trip count is the
-    class's, not data, so reverse-mode autodiff goes through the passes (L-BFGS differentiates the loss through the
-    oracle), and every structure of the class still runs the one program."""
+    """``body(l, carry)`` for the plan's levels ``l = 0 .. num_levels - 1`` in order.
+
+    A loop whose trip count is the plan's (data: every structure of the class runs the one program), or, for a
+    :attr:`~pgmjax.graph.routed_plan.RoutedPlan.differentiable` plan, a scan over its size class's ``levels`` whose
+    steps past ``num_levels`` leave the carry as it is (:func:`jax.lax.cond`): a static trip count, so reverse-mode
+    autodiff goes through the passes (L-BFGS differentiates the loss through the oracle), for slower forward passes
+    (the skipped steps still pass their carries)."""
     count = plan.arrays["num_levels"]
+    if not plan.differentiable:
+        return jax.lax.fori_loop(0, count, body, init)
 
     def step(carry, l):
         return jax.lax.cond(l < count, lambda c: body(l, c), lambda c: c, carry), None

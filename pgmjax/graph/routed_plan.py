@@ -138,19 +138,22 @@ class RoutedPlan:
     size class.
     """
 
-    def __init__(self, arrays: dict, size: SizeClass, layout: RoutedLayout | None = None):
+    def __init__(self, arrays: dict, size: SizeClass, layout: RoutedLayout | None = None, differentiable: bool = False):
         self.arrays = arrays
         self.size = size
         self._layout = layout
+        # The passes' loop (pgmjax.graph.routed_oracle): a scan over the class's levels that reverse-mode autodiff
+        # goes through, or (the faster forward) a loop whose trip count is the plan's own.
+        self.differentiable = differentiable
 
     def tree_flatten(self):
         keys = tuple(sorted(self.arrays))
-        return tuple(self.arrays[k] for k in keys), (keys, self.size)
+        return tuple(self.arrays[k] for k in keys), (keys, self.size, self.differentiable)
 
     @classmethod
     def tree_unflatten(cls, aux, leaves):
-        keys, size = aux
-        return cls(dict(zip(keys, leaves)), size)
+        keys, size, differentiable = aux
+        return cls(dict(zip(keys, leaves)), size, differentiable=differentiable)
 
     # ---- host-side structure
     @property
@@ -254,13 +257,16 @@ class RoutedPlan:
         return {"cells": to_device(cells, dtype)}
 
 
-def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None) -> RoutedPlan:
+def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None, *, differentiable: bool = False) -> RoutedPlan:
     """Build (cached) the size-class plan of a model over ``cliques``, once its size is checked.
 
     Args:
         domain: the domain (attributes in no clique are modelled as uniform).
         cliques: the cliques the model must hold.
         max_bytes: the size limit in bytes (default :func:`pgmjax.graph.size_limit.max_model_bytes`).
+        differentiable: the passes scan over the size class's levels, so that reverse-mode autodiff goes through
+            them (L-BFGS differentiates its loss through the oracle), instead of looping over the tree's own levels
+            (the faster forward pass, which JAX cannot reverse: its trip count is data). Another compiled program.
 
     Returns:
         A :class:`RoutedPlan`.
@@ -275,7 +281,10 @@ def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None) ->
     """
     model_cliques = maximal_cliques(domain, cliques)
     size_limit.check_tree(junction_tree(domain, model_cliques), None, max_bytes)
-    return _routed_plan_cached(domain, model_cliques)
+    plan = _routed_plan_cached(domain, model_cliques)
+    if not isinstance(differentiable, bool):
+        raise TypeError(f"make_routed_plan: differentiable must be a bool, got {differentiable!r}")
+    return RoutedPlan(plan.arrays, plan.size, plan._layout, differentiable) if differentiable else plan
 
 
 def ravel_projection(domain: Domain, clique: Clique, sub: Clique) -> np.ndarray:

@@ -177,12 +177,13 @@ def test_auto_takes_the_size_class_program_where_its_passes_cost_less_than_a_com
 
 
 def test_the_passes_differentiate_in_reverse_mode_as_the_dense_oracles_do():
-    """The passes scan over the class's levels (not a loop whose trip count is data), so a gradient through the
-    marginals (what L-BFGS takes) exists and equals the dense oracle's."""
+    """A differentiable plan's passes scan over the class's levels (not a loop whose trip count is data), so a
+    gradient through the marginals (what L-BFGS takes) exists and equals the dense oracle's; the forward passes of
+    both plans agree."""
     from pgmjax.graph import oracle
 
     dom, cliques = _chain_in_order(3)
-    routed, dense = make_routed_plan(dom, cliques), oracle.make_plan(dom, cliques)
+    routed, dense = make_routed_plan(dom, cliques, differentiable=True), oracle.make_plan(dom, cliques)
     tables = _tables(np.random.default_rng(4), routed)
     weights = {c: np.random.default_rng(5).normal(size=np.shape(t)) for c, t in tables.items()}
 
@@ -195,6 +196,11 @@ def test_the_passes_differentiate_in_reverse_mode_as_the_dense_oracles_do():
         return plan.tables(jax.grad(lambda t: loss(plan, marginals_of, t))(theta))
 
     g_routed, g_dense = grad_tables(routed, routed_oracle.marginals), grad_tables(dense, oracle.marginals)
+    looped = make_routed_plan(dom, cliques)
+    assert not looped.differentiable
+    theta = looped.from_tables({c: jnp.asarray(t) for c, t in tables.items()})
+    np.testing.assert_allclose(np.asarray(routed_oracle.marginals(looped, theta, 10.0)[0]["cells"]),
+                               np.asarray(routed_oracle.marginals(routed, theta, 10.0)[0]["cells"]), rtol=1e-6, atol=1e-6)
     for c in tables:
         np.testing.assert_allclose(np.asarray(g_routed[c]), np.asarray(g_dense[c]), rtol=1e-9, atol=1e-9)
 
@@ -213,5 +219,5 @@ def test_lbfgs_runs_one_program_per_class_and_reaches_mirror_descents_optimum():
         model, dom, ms = fit(21, "lbfgs", 300)
     assert counter.count == 0, counter.names
     reference = pj.estimate(dom, ms, method="mirror_descent", iters=3000, program="size_class", dtype=jnp.float64)
-    assert isinstance(model.plan, type(make_routed_plan(*_chain_in_order(0))))
+    assert isinstance(model.plan, type(make_routed_plan(*_chain_in_order(0)))) and model.plan.differentiable
     assert model.loss == pytest.approx(reference.loss, rel=1e-7)
