@@ -126,6 +126,9 @@ def test_a_new_structure_of_a_fitted_class_compiles_nothing():
     def measurements(cliques, dom):
         return [pj.Measurement(c, rng.uniform(5, 50, dom.size(c)), stddev=2.0) for c in cliques]
 
+    # The worker's earlier tests may hold many programs: estimate frees them all once more than MAX_LIVE_PROGRAMS are
+    # live, which between the two fits below would recompile the first one's. Start from none.
+    pj.release_compiled()
     dom, first = _chain_in_order(10)
     pj.estimate(dom, measurements(first, dom), iters=40, chunk=20, program="size_class").marginal(first[0])
     dom, second = _chain_in_order(11)
@@ -213,6 +216,7 @@ def test_lbfgs_runs_one_program_per_class_and_reaches_mirror_descents_optimum():
         ms = [pj.Measurement(c, rng.uniform(5, 50, dom.size(c)), stddev=2.0) for c in cliques]
         return pj.estimate(dom, ms, method=method, iters=iters, chunk=50, program="size_class", dtype=jnp.float64), dom, ms
 
+    pj.release_compiled()  # none of the worker's earlier programs (see the test above)
     fit(20, "lbfgs", 300)  # as many iterations: a fit that stalls finishes by mirror descent, its program too
     rng = np.random.default_rng(7)
     with count_compiles() as counter:
