@@ -22,101 +22,15 @@ import pytest
 
 jax.config.update("jax_enable_x64", True)  # float64 is opt-in per call (dtype=); float32 stays the default.
 
-# JAX's persistent compilation cache, shared by the run's xdist workers: many tests compile programs that
-# another test (or the other worker) compiled before: the same structure fitted again after pgmjax released its
-# programs, a fresh jit of the same function, the same fit in two files. A cache hit loads the executable
-# (milliseconds) instead of compiling it again. The folder is new for every run (under pytest's base temporary
-# folder, 0700, and removed with it), so nothing from an earlier run or another user is ever loaded. Compile
-# counts (count_compiles) are unchanged: JAX reports its backend-compile event for every program it has to
-# produce, read from the cache or compiled. Off with PGMJAX_TEST_XLA_CACHE=0, and left alone where the user
-# already turned a cache on ($PGMJAX_COMPILATION_CACHE, $JAX_COMPILATION_CACHE_DIR). Child processes (the
-# subprocess tests) run uncached, as before.
-XLA_CACHE_OPTION = "pgmjax_test_xla_cache"
-
-
-def _xla_cache_wanted() -> bool:
-    if os.environ.get("PGMJAX_TEST_XLA_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
-        return False
-    return not (os.environ.get("PGMJAX_COMPILATION_CACHE") or os.environ.get("JAX_COMPILATION_CACHE_DIR")
-                or jax.config.jax_compilation_cache_dir)
-
-
-def _xla_cache_folder(config) -> str:
-    """The run's cache folder: the controller's (or a lone process's) base temporary folder's ``xla-cache``."""
-    folder = config._tmp_path_factory.getbasetemp() / "xla-cache"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    return str(folder)
-
-
-def _use_xla_cache(folder: str) -> None:
-    jax.config.update("jax_compilation_cache_dir", folder)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # every program: most take 0.05-0.5 s
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)  # no size floor
-    jax.config.update("jax_enable_compilation_cache", True)
-    _atomic_cache_writes()
-
-
-def _atomic_cache_writes() -> None:
-    """JAX writes an entry in place, so a worker reading it while another writes it could load half a file (JAX
-    then warns and compiles). Write to a private temporary name and rename it into place instead."""
-    try:
-        from jax._src import lru_cache
-    except ImportError:  # another JAX: its own writes, a rare warning at worst
-        return
-    if not hasattr(lru_cache, "LRUCache") or not hasattr(lru_cache, "_CACHE_SUFFIX"):
-        return
-    plain_put = lru_cache.LRUCache.put
-
-    def put(self, key, value):
-        if getattr(self, "eviction_enabled", True) or not key:
-            return plain_put(self, key, value)
-        path = self.path / f"{key}{lru_cache._CACHE_SUFFIX}"
-        if path.exists():
-            return
-        partial = self.path / f".{key}.{os.getpid()}.partial"
-        partial.write_bytes(value)
-        os.replace(partial, path)
-
-    lru_cache.LRUCache.put = put
-
-
-@pytest.hookimpl(trylast=True)  # after pytest's tmpdir plugin made config._tmp_path_factory
-def pytest_configure(config):
-    if not _xla_cache_wanted():
-        return
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None:  # an xdist worker: the controller's folder, shared by all workers
-        folder = workerinput.get(XLA_CACHE_OPTION)
-    else:
-        folder = _xla_cache_folder(config)
-        config.stash[_XLA_CACHE_KEY] = folder
-    if folder:
-        _use_xla_cache(folder)
-
-
-_XLA_CACHE_KEY = pytest.StashKey[str]()
-
-
-@pytest.hookimpl(optionalhook=True)  # an xdist hook: absent without xdist
-def pytest_configure_node(node):
-    """xdist's controller: hand its cache folder to each worker it starts."""
-    folder = node.config.stash.get(_XLA_CACHE_KEY, None)
-    if folder:
-        node.workerinput[XLA_CACHE_OPTION] = folder
-
 DATA_DIR = os.environ.get("PGMJAX_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
 
 
 class CompileCounter:
-    """Counts XLA compilations (JAX's backend-compile events) while active.
-
-    A program JAX has to produce counts whether XLA compiles it or the suite's persistent cache (below) hands it
-    back: JAX reports the event around both. ``cache_hits`` counts the latter among them."""
+    """Counts XLA compilations (JAX's backend-compile events) while active."""
 
     def __init__(self):
         self.count = 0
         self.names = []  # the compiled functions' names, e.g. "jit(_chunk)", in order
-        self.cache_hits = 0
         self.active = False
 
     def __call__(self, event, duration, **kwargs):
@@ -124,14 +38,9 @@ class CompileCounter:
             self.count += 1
             self.names.append(kwargs.get("fun_name"))
 
-    def event(self, event, **kwargs):
-        if self.active and event == "/jax/compilation_cache/cache_hits":
-            self.cache_hits += 1
-
 
 _COUNTER = CompileCounter()
 jax.monitoring.register_event_duration_secs_listener(_COUNTER)
-jax.monitoring.register_event_listener(_COUNTER.event)
 
 
 @contextlib.contextmanager
@@ -139,7 +48,6 @@ def count_compiles():
     """``with count_compiles() as c: ...``; then ``c.count`` is the number of XLA compilations."""
     _COUNTER.count = 0
     _COUNTER.names = []
-    _COUNTER.cache_hits = 0
     _COUNTER.active = True
     try:
         yield _COUNTER

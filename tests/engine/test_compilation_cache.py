@@ -388,26 +388,3 @@ def test_a_sticky_shared_parent_is_accepted(tmp_path, jax_cache_config):
     (folder / "entry").write_bytes(b"")
     (folder / "entry").chmod(0o644)
     assert programs.check_cache_folder(folder) == str(folder)
-
-
-def test_the_suites_compile_count_includes_programs_loaded_from_its_cache():
-    """The suite runs with JAX's persistent cache in a folder of its own (tests/conftest.py). A program loaded
-    from it still counts as a compilation in ``count_compiles``, so the tests that count compilations (the jit
-    cache reused, one program per structure) mean the same with the cache as without it."""
-    from conftest import count_compiles
-
-    if not jax.config.jax_compilation_cache_dir:
-        pytest.skip("the suite's compilation cache is off (PGMJAX_TEST_XLA_CACHE=0 or a cache of the user's)")
-
-    def program():
-        def f(x):  # a program no other test compiles
-            return jax.numpy.sin(x) * 3.0625 + jax.numpy.cumsum(x) / 7.0
-
-        return jax.jit(f)
-
-    x = np.arange(13.0)
-    with count_compiles() as c:
-        first = program()(x)  # compiled, and written to the cache
-        again = program()(x)  # a new function: JAX's in-memory caches miss, the persistent cache hits
-    assert c.count == 2 and c.cache_hits == 1, (c.count, c.cache_hits, c.names)
-    np.testing.assert_array_equal(np.asarray(first), np.asarray(again))
