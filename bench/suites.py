@@ -43,7 +43,7 @@ SUITES = {s.name: s for s in (
           "inference (marginals, synthetic data), first-call compilation and its cache, batched fits, L1 fits "
           "between two source trees, dense against size-class programs over runs of new structures",
           ("engine", "per_iteration", "inference", "compilation_cache", "fast_compile", "batch", "l1_cost", "size_class",
-           "size_class_first_call", "path_scan"),
+           "size_class_first_call", "path_scan", "compile_costs"),
           ("mbi_inference",)),
     Suite("mechanisms", "MST and AIM against mbi 2.0 (accuracy and time), their and MWEM's time per round (selection, "
           "fits: compilation and iterations), low-variance synthetic data, private preprocessing of a raw table",

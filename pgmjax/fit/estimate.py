@@ -9,6 +9,7 @@ import numpy as np
 
 from . import estimation, inputs, losses, memory, oracles, sharding
 from .. import compiler
+from ..checks import check_count
 from ..data.domain import Domain
 from ..graph import oracle_plan
 from ..graph import marginal_oracle
@@ -37,6 +38,7 @@ def estimate(
     oracle="exact",
     devices: int = 1,
     program: str = "auto",
+    structures: int = 1,
 ) -> GraphicalModel:
     """Fit the graphical model (maximum-entropy distribution) that best explains noisy measurements.
 
@@ -91,6 +93,11 @@ def estimate(
             junction tree has long paths) or ``"paths"`` (the dense program with the tree's long paths passed by an
             associative scan, :mod:`pgmjax.graph.path_scan`: kernel launches per iteration logarithmic in the
             tree's depth instead of one per level, for more arithmetic; a GPU's program for deep trees).
+            ``"auto"`` weighs the two programs' compiles (:func:`pgmjax.fit.oracles.uses_size_class`).
+        structures: how many different structures of about this size the caller means to fit in this process,
+            this one included (a mechanism's rounds, a sweep over cliques): the size-class program's compile is
+            shared by them, so ``program="auto"`` counts a ``1/structures`` share of it against this fit. The
+            default, 1, makes no such promise; the choice never depends on what earlier calls compiled.
 
     Returns:
         A :class:`GraphicalModel`; ``model.history`` holds the per-chunk log. With the approximate oracle, a
@@ -116,12 +123,13 @@ def estimate(
         except ValueError:
             total = warm_start.total
     program = oracles.check_program(program, caller="estimate")
+    structures = check_count(structures, "structures", "estimate")
     compiler.bound_compiled(compiler.MAX_LIVE_PROGRAMS)  # a loop over new structures holds a bounded number
     plan, oracle_info = (None, None) if oracle == "exact" else oracles.make_oracle_plan(domain, model_cliques, oracle, dtype=dtype)
     exact = oracle == "exact" or (oracle_info is not None and oracle_info["oracle"] == "exact")  # "auto" may pick it
     if oracles.uses_size_class(program, domain, model_cliques, measurements, loss, iters, method=method,
                                oracle_choice="exact" if exact else oracle, devices=devices,
-                               platform=compiler.backend()):
+                               platform=compiler.backend(), structures=structures):
         # L-BFGS differentiates its loss through the oracle: the passes must scan over the class's levels
         plan = make_routed_plan(domain, model_cliques, differentiable=method == "lbfgs")
     elif oracles.uses_paths(program, domain, model_cliques, oracle_choice="exact" if exact else oracle, devices=devices,

@@ -132,11 +132,23 @@ class RoutedCost(NamedTuple):
 #: window cells they read; on a GPU the loop's steps, whatever the window; on both, the measurement pairs.
 ROUTED_COSTS = {"cpu": RoutedCost(cell=40e-9, step=2e-6, pair=8.7e-9), "gpu": RoutedCost(cell=0.0, step=100e-6, pair=1e-9)}
 
-#: ``program="auto"`` takes the size-class program where the fit's routed passes are expected to take at most this
-#: many seconds in all (:func:`routed_seconds` times the iterations): about what the dense program's compile of a
-#: small model costs (``bench/results/engine/size_class_iteration_*``), so the routed fit is the sooner to a
-#: converged answer.
-SIZE_CLASS_SECONDS = 4.0
+class CompileCost(NamedTuple):
+    """Seconds a process waits for a fit's programs to compile (tracing, lowering and XLA), for one method: the
+    dense program's grow with its plan's block axes (:func:`dense_axes`), ``dense_base + dense_per_axis * axes``;
+    the size-class program's do not, the routing being data (``size_class``, once per class)."""
+
+    dense_base: float
+    dense_per_axis: float
+    size_class: float
+
+
+#: Each method's compile costs, measured with ``python -m bench engine compile_costs`` (fresh processes, trees of
+#: pairs and AIM-style models; ``bench/results/engine/compile_costs_cpu.md``) on a CPU: the dense line fitted where the
+#: choice falls, the size class's the median of its points. A GPU compiles both programs more slowly; the
+#: ratio, which is what ``program="auto"`` weighs, is taken to be the CPU's.
+COMPILE_COSTS = {"mirror_descent": CompileCost(-0.16, 0.063, 1.31), "dual_averaging": CompileCost(0.25, 0.086, 1.48),
+                 "lbfgs": CompileCost(0.37, 0.18, 5.58)}
+
 
 #: An L-BFGS iteration's cost in mirror-descent iterations of the size-class program, for ``program="auto"``: the loss
 #: and its gradient through the oracle (a forward and a reverse pass over the levels) at each of its line search's
@@ -163,17 +175,32 @@ def check_program(value, *, caller: str = "estimate") -> str:
 
 
 def uses_size_class(program: str, domain, cliques, measurements, loss, iters: int, *, method: str = "mirror_descent",
-                    oracle_choice="exact", devices: int = 1, platform: str = "cpu", caller: str = "estimate") -> bool:
+                    oracle_choice="exact", devices: int = 1, platform: str = "cpu", structures: int = 1,
+                    caller: str = "estimate") -> bool:
     """Whether a fit runs the size-class program (:mod:`pgmjax.graph.routed_oracle`), one compiled program per size
     class, rather than the dense one compiled per structure (:mod:`pgmjax.graph.oracle`).
 
     ``"size_class"`` needs one of pgmjax's methods (L-BFGS on a differentiable plan,
     :func:`pgmjax.graph.routed_plan.make_routed_plan`), the exact oracle on one device, measurements
-    that are all marginals and the ``"l2"`` or ``"l1"`` loss (a ValueError names what is missing); ``"auto"``
-    takes it where those hold, the junction tree has at most :data:`SIZE_CLASS_MAX_CELLS` cells and the fit's
-    routed passes on ``platform`` (the fit's device's, ``jax.Device.platform``) are expected to take at most
-    :data:`SIZE_CLASS_SECONDS` (:func:`routed_seconds`): a small model, whose dense fit would wait mostly for its
-    compile; ``"dense"`` never.
+    that are all marginals and the ``"l2"`` or ``"l1"`` loss (a ValueError names what is missing); ``"dense"``
+    never. ``"auto"`` takes it where those hold, the junction tree has at most :data:`SIZE_CLASS_MAX_CELLS` cells
+    and the size-class fit is expected to end sooner, first call included: its compile
+    (:data:`COMPILE_COSTS`, counted as if its class were new to the process, a ``1/structures`` share of it where
+    the caller says it fits that many structures) and its routed passes on ``platform``
+    (the fit's device's, ``jax.Device.platform``; :func:`routed_seconds` times the iterations) at most the dense
+    program's compile, which grows with its plan's blocks and their axes (:func:`dense_axes`). The dense fit's own
+    iterations are not counted (they are the faster), so a close call goes to the dense program. A fit of a few
+    clique shapes therefore runs dense (its compile is the shorter), a fit of many the size class.
+
+    Example:
+        >>> from pgmjax import Domain, Measurement
+        >>> import numpy as np
+        >>> dom = Domain({f"a{i}": 2 + i % 5 for i in range(41)})
+        >>> def pairs(n):  # pairs of many shapes
+        ...     return [Measurement((f"a{i}", f"a{i + 1}"), np.ones(dom.project((f"a{i}", f"a{i + 1}")).shape)) for i in range(n)]
+        >>> [uses_size_class("auto", dom.project([f"a{i}" for i in range(n + 1)]), [m.clique for m in pairs(n)], pairs(n),
+        ...                  "l2", 1000) for n in (3, 40)]
+        [False, True]
     """
     missing = []
     if method not in ("mirror_descent", "dual_averaging", "lbfgs"):  # an estimator of one's own: the dense program
@@ -194,7 +221,26 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     if tree.cells > SIZE_CLASS_MAX_CELLS:
         return False
     calls = LBFGS_ORACLE_CALLS if method == "lbfgs" else 1.0
-    return routed_seconds(domain, tree, measurements, platform) * calls * max(int(iters), 1) <= SIZE_CLASS_SECONDS
+    cost = COMPILE_COSTS[method]
+    size_class = cost.size_class / structures + routed_seconds(domain, tree, measurements, platform) * calls * max(int(iters), 1)
+    axes = dense_axes(oracle.make_plan(domain, cliques))  # cached: the dense fit's own plan, if it runs
+    return size_class <= cost.dense_base + cost.dense_per_axis * axes
+
+
+def dense_axes(plan) -> int:
+    """The dense plan's size as its program sees it: the axes of its blocks, summed (cliques of one shape stack
+    into one block; each block's every axis is code: its passes' reductions, transposes and broadcasts). The dense
+    compile grows about linearly with it (:data:`COMPILE_COSTS`), where the number of cliques says little (a chain
+    of 1,000 pairs of one shape is a few blocks).
+
+    Example:
+        >>> from pgmjax import Domain
+        >>> from pgmjax.graph.oracle_plan import make_plan
+        >>> dom = Domain({f"a{i}": 3 for i in range(100)})
+        >>> dense_axes(make_plan(dom, [(f"a{i}", f"a{i + 1}") for i in range(99)])) < 20
+        True
+    """
+    return sum(len(shape) - 1 for _, shape in plan.units)
 
 
 #: ``program="auto"`` takes the path scan on a GPU only where the scanned runs' separators have at most this many cells:

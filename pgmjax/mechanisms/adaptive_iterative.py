@@ -383,7 +383,10 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
     weight = np.array([candidates[c] for c in cands])
     sizes = np.array([domain.size(c) for c in cands], np.float64)
     sens_unit = acc.l1_sensitivity()  # of ||mu_r(D) - v||_1
-    rounds_options = {"tol": ROUND_TOL, **options}  # the final fit runs all its iterations (unless told a tol)
+    # every fit is one of about budget["rounds"] structures: estimate's program="auto" shares the size-class
+    # program's compile among them (the caller's own engine options win)
+    fit_options = {"structures": max(1, int(budget["rounds"])), **options}
+    rounds_options = {"tol": ROUND_TOL, **fit_options}  # the final fit runs all its iterations (unless told a tol)
     # a marginal measured again pools with its earlier measurements (exact for the L2 loss): the fit's structure,
     # hence its compiled program, stays the previous round's
     fit_on = pool_repeats if options.get("loss", "l2") == "l2" else list
@@ -439,7 +442,7 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
 
     # 4. the final fit and synthetic records
     with timer("engine"):
-        model = estimate(domain, fit_on(measurements), iters=final_iters, warm_start=model, **options)
+        model = estimate(domain, fit_on(measurements), iters=final_iters, warm_start=model, **fit_options)
     synth = None
     if synthetic and getattr(model, "approximate", False):  # oracle="auto" took the approximate oracle
         warnings.warn("aim: the final model was fitted with the approximate oracle (oracle='auto', the junction tree "

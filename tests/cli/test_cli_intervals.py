@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 
 def _files(tmp_path):
@@ -34,6 +35,7 @@ def test_intervals_in_the_report(tmp_path):
         assert q["converged"] and np.isfinite(q["fit_gap"])
 
 
+@pytest.mark.slow  # a long check: python -m pytest -m slow (tests/README.md)
 def test_intervals_fit_method_override(tmp_path):
     _files(tmp_path)
     proc = _run(tmp_path, "--workload", "all-2way", "--intervals", "0.9", "--interval-replicates", "16",

@@ -121,7 +121,8 @@ ITERS = {"mirror_descent": 500, "dual_averaging": 300, "lbfgs": 200}
 TOL = {"mirror_descent": (1e-2, 1e-2), "dual_averaging": (1e-4, 1e-4), "lbfgs": (5e-2, 1e-1)}
 
 
-@pytest.mark.parametrize("method", ["mirror_descent", "dual_averaging", "lbfgs"])
+@pytest.mark.parametrize("method", ["mirror_descent", pytest.param("dual_averaging", marks=pytest.mark.slow),
+                                    pytest.param("lbfgs", marks=pytest.mark.slow)])
 def test_float32_fit_of_adult_structure_is_finite_and_matches_float64(method):
     dom = pj.Domain(SMALL_DOMAIN)
     ms = _small_measurements(np.random.default_rng(1), dom, 10.0)

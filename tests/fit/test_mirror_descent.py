@@ -237,7 +237,7 @@ def test_l1_stages_keep_float32_potentials_small_and_reach_the_float64_loss():
     assert (loss - m64.loss) / m64.loss < 1e-4, f"float32 fit {loss} against float64 {m64.loss}"
 
 
-@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("dtype", [jnp.float32, pytest.param(jnp.float64, marks=pytest.mark.slow)], ids=["float32", "float64"])
 def test_lbfgs_l1_hands_its_stalled_last_stage_to_mirror_descent_and_keeps_the_better(dtype):
     """With the L1 loss a stall ends L-BFGS's smoothing stage, and once the last stage stalls mirror descent
     runs its own stages on the remaining iterations; the fit keeps the lower exact L1 loss of the two. In

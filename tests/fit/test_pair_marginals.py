@@ -166,7 +166,7 @@ def test_loss_group_sizes_are_the_products_not_the_reductions():
     assert losses.predictions(problem.plan.zeros(jnp.float64), problem.meas)[0].shape[1] >= layout.rows
 
 
-@pytest.mark.parametrize("method", ["dual_averaging", "lbfgs"])
+@pytest.mark.parametrize("method", ["dual_averaging", pytest.param("lbfgs", marks=pytest.mark.slow)])
 def test_other_estimators_fit_the_same_model_through_the_products(method, no_products):
     domain, ms = _pairs_problem(6)
     fit = pj.estimate(domain, ms, method, iters=150, dtype=jnp.float64)

@@ -73,6 +73,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow  # a long check: python -m pytest -m slow (tests/README.md)
 def test_a_model_split_over_four_devices_answers_as_on_one(tmp_path):
     r = run_script(SCRIPT, tmp_path)
     assert r["devices"] == 4

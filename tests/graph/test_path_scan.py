@@ -102,6 +102,7 @@ def test_log_matmul_matches_brute_force_with_zeros_and_underflow():
         np.testing.assert_allclose(got[fin], want[fin], atol=1e-3 if dtype == jnp.float32 else 1e-9)
 
 
+@pytest.mark.slow  # a long check: python -m pytest -m slow (tests/README.md)
 def test_the_gradient_through_the_path_scan_is_the_level_loops():
     dense, paths = both(*chain(40, k=2, width=2))
     th = {k: jnp.asarray(v, jnp.float64) for k, v in potentials(dense, 3).items()}

@@ -8,7 +8,7 @@ from conftest import count_compiles
 from oracle_reference import _brute_log_joint, _random_problem
 
 import pgmjax as pj
-from pgmjax.graph import routed_oracle
+from pgmjax.graph import oracle_plan, routed_oracle
 from pgmjax.graph.routed_plan import class_size, make_routed_plan
 
 
@@ -149,24 +149,36 @@ def test_inside_a_program_a_routed_plan_has_no_structure():
         jax.jit(reads_cliques)(plan)
 
 
-def test_auto_takes_the_size_class_program_where_its_passes_cost_less_than_a_compile():
-    """``program="auto"``'s cost model (``oracles.routed_seconds``): a small tree of pairs routes on both platforms;
-    a long chain fitted long routes on the CPU (cheap windows) but not on a GPU (a step per level costs a
-    launch); one wide clique with many small marginals (nltcs-like: pairs summed into few cells) on neither."""
-    from pgmjax.fit.oracles import uses_size_class
+def test_auto_takes_the_size_class_program_where_it_ends_sooner_first_compile_included():
+    """``program="auto"``'s cost model (``oracles.uses_size_class``): the size-class program's compile (a share of it
+    where the caller fits many structures) and routed passes against the dense program's compile, which grows with
+    its plan's block axes (oracles.dense_axes). Few shapes: dense, unless the compile is shared by many structures; many
+    shapes: the size class on the CPU; a long chain of one shape: the size class for a short fit on the CPU, dense for a
+    long one on a GPU (a launch per level step); one wide
+    clique with many small marginals (nltcs-like: pairs summed into few cells): never."""
+    from pgmjax.fit.oracles import COMPILE_COSTS, dense_axes, uses_size_class
 
-    def choice(dom, ms, iters, platform):
-        return uses_size_class("auto", dom, [m.clique for m in ms], ms, "l2", iters, platform=platform)
+    def choice(dom, ms, iters, platform, structures=1, method="mirror_descent"):
+        return uses_size_class("auto", dom, [m.clique for m in ms], ms, "l2", iters, platform=platform,
+                               structures=structures, method=method)
 
     rng = np.random.default_rng(0)
-    small = pj.Domain({f"x{i}": 4 for i in range(8)})
+    one_shape = pj.Domain({f"x{i}": 4 for i in range(8)})
     pairs = [pj.Measurement((f"x{i}", f"x{i + 1}"), rng.random((4, 4)), stddev=1.0) for i in range(7)]
-    assert choice(small, pairs, 1000, "cpu") and choice(small, pairs, 1000, "gpu")
+    assert not choice(one_shape, pairs, 1000, "cpu") and not choice(one_shape, pairs, 1000, "gpu")
+    assert choice(one_shape, pairs, 1000, "cpu", structures=50)  # AIM's rounds share the class's compile
+
+    shapes = pj.Domain({f"x{i}": 2 + i % 7 for i in range(41)})
+    varied = [pj.Measurement((f"x{i}", f"x{i + 1}"), rng.random(shapes.project((f"x{i}", f"x{i + 1}")).shape), stddev=1.0)
+              for i in range(40)]
+    assert choice(shapes, varied, 1000, "cpu")
+    axes = dense_axes(oracle_plan.make_plan(shapes, [m.clique for m in varied]))
+    for method, cost in COMPILE_COSTS.items():  # the dense compile follows the blocks' axes; the size class's does not
+        assert cost.dense_base + cost.dense_per_axis * axes > cost.size_class, method
 
     chain = pj.Domain({f"x{i}": 3 for i in range(120)})
     links = [pj.Measurement((f"x{i}", f"x{i + 1}"), rng.random((3, 3)), stddev=1.0) for i in range(119)]
-    assert choice(chain, links, 1000, "cpu") and not choice(chain, links, 1000, "gpu")
-    assert choice(chain, links, 20, "gpu")  # few iterations: the launches cost less than a compile
+    assert choice(chain, links, 20, "cpu", structures=100) and not choice(chain, links, 1000, "gpu", structures=100)
 
     wide = pj.Domain({f"b{i}": 2 for i in range(16)})
     two_way = [pj.Measurement((f"b{i}", f"b{j}"), rng.random((2, 2)), stddev=1.0)
@@ -174,9 +186,18 @@ def test_auto_takes_the_size_class_program_where_its_passes_cost_less_than_a_com
     everything = [pj.Measurement(tuple(wide.attributes), rng.random(wide.shape_of(wide.attributes)), stddev=1.0)]
     model = [m.clique for m in everything]
     for platform in ("cpu", "gpu"):
-        assert not uses_size_class("auto", wide, model, everything + two_way, "l2", 1000, platform=platform)
-    assert not uses_size_class("dense", small, [m.clique for m in pairs], pairs, "l2", 10)
+        assert not uses_size_class("auto", wide, model, everything + two_way, "l2", 1000, platform=platform, structures=100)
+    assert not uses_size_class("dense", one_shape, [m.clique for m in pairs], pairs, "l2", 10, structures=100)
     assert uses_size_class("size_class", wide, model, everything + two_way, "l2", 1000)
+
+
+def test_estimate_checks_structures():
+    dom = pj.Domain({"a": 2, "b": 3})
+    m = pj.Measurement(("a", "b"), np.ones((2, 3)), stddev=1.0)
+    with pytest.raises(ValueError, match="estimate: structures must be at least 1"):
+        pj.estimate(dom, [m], iters=5, structures=0)
+    with pytest.raises(TypeError, match="estimate: structures must be an integer"):
+        pj.estimate(dom, [m], iters=5, structures=2.0)
 
 
 def test_the_passes_differentiate_in_reverse_mode_as_the_dense_oracles_do():

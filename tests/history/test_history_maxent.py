@@ -202,6 +202,7 @@ def test_module_docstring_examples(name):
     assert result.attempted >= 1 and result.failed == 0
 
 
+@pytest.mark.slow  # a long check: python -m pytest -m slow (tests/README.md)
 def test_h1_7b_sgd_gibbs_learner_reaches_the_exact_solution():
     # The paper's stochastic learner (section 4.2) on H1-6 with beta = (2, 2, 0.3): lr 1e-3, 2e5 sweeps,
     # 64 chains averaged per step; p_w from its final w (exact, junction tree) within 0.01 of the exact dual.

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SECTIONS = ("bandwidth", "correctness", "engine", "floor", "invariants", "aim", "batch", "largest")
 
@@ -14,6 +16,7 @@ def _finite(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+@pytest.mark.slow  # a long check: python -m pytest -m slow (tests/README.md)
 def test_gpu_smoke_writes_every_section(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PGMJAX_COMPILATION_CACHE"}
     proc = subprocess.run([sys.executable, "-m", "bench", "gpu", "--smoke", str(tmp_path)],
@@ -57,6 +60,7 @@ def test_gpu_smoke_writes_every_section(tmp_path):
     assert out["wall_s"] < 180, out["wall_s"]
 
 
+@pytest.mark.slow  # a long check: python -m pytest -m slow (tests/README.md)
 def test_gpu_plan_smoke_writes_its_table(tmp_path):
     """``python -m bench gpu gpu_plan --smoke``: every arm in a fresh process on the CPU; equal losses across arms."""
     env = {k: v for k, v in os.environ.items() if k != "PGMJAX_COMPILATION_CACHE"}

@@ -29,7 +29,13 @@ def test_there_are_notebooks():
     assert len(NOTEBOOKS) >= 5, NOTEBOOKS
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+# The quick starts run with the suite; the longer tours (every front-end, the engine's insides, batched sweeps) are
+# long checks (python -m pytest -m slow).
+LONG_NOTEBOOKS = {"03_icml_frontends_titanic.ipynb", "04_engine_under_the_hood.ipynb", "05_batched_sweeps_and_error_bars.ipynb"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.name in LONG_NOTEBOOKS else p
+                                  for p in NOTEBOOKS], ids=lambda p: p.name)
 def test_notebook_runs(path, tmp_path):
     nbclient = pytest.importorskip("nbclient", reason="nbclient not installed: pip install -e .[test]")
     nbformat = pytest.importorskip("nbformat")

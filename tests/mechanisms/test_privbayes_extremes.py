@@ -118,6 +118,7 @@ MODEL_MB = 1.28  # the model-size cap given to the run (8 bytes per cell): a fit
 GROWTH_BOUND_MB = 768  # stated bound on the peak RSS growth after import (compilation included)
 
 
+@pytest.mark.slow  # a long check: python -m pytest -m slow (tests/README.md)
 def test_huge_epsilon_runs_within_a_memory_bound():
     # 8 attributes: unbounded, the network's tree has 3.7e7 cells (about 3.6 GB at the engine's
     # ~100 bytes per cell); with max_model_mb=1.28 it is held to 1.7e5 cells.

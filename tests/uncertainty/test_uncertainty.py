@@ -295,6 +295,7 @@ def test_bad_input(toy):
         intervals(model, ms, [B0], method="linear", loss="l1")
 
 
+@pytest.mark.slow  # a long check: python -m pytest -m slow (tests/README.md)
 def test_u3_coverage_on_the_toy():
     """U3 with R = 1000 noise draws (4000 draws take minutes here); gate +-3 SE of 0.9 at R = 1000."""
     dom, _ = chain_toy()

@@ -113,7 +113,9 @@ def run_rounds(
         measurements.append(m)
         t0 = time.perf_counter()
         release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
-        model = estimate(domain, measurements, iters=engine_iters, total=total_known, warm_start=model, **options)
+        # one of `rounds` structures: program="auto" shares the size-class program's compile among them
+        model = estimate(domain, measurements, iters=engine_iters, total=total_known, warm_start=model,
+                         **{"structures": rounds, **options})
         engine_seconds += time.perf_counter() - t0
         log.append(
             {
