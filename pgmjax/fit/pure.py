@@ -86,12 +86,19 @@ def fit(
     theta = plan.zeros(dtype)
     if loss == "l1":  # Huber smoothing with continuation, stage by stage as estimation.run does it
         chunk, chunks, width = estimation.smoothing_schedule(iters, 50, estimation.SMOOTHING, True)
-        done = 0
-        for k in range(chunks):
-            n = min(chunk, iters - done)
-            stage = problem.with_smoothing(width(k))
-            state = estimation.advance(engine, stage, engine.init(stage, theta, step_size * width(k) / width(0)), n)
-            theta, done = engine.params(state), done + n
+        widths = jnp.asarray([width(k) for k in range(chunks)], total.dtype)
+
+        def stage(theta, w, n: int):
+            smoothed = problem.with_smoothing(w)
+            state = engine.init(smoothed, theta, step_size * w / width(0))
+            return engine.params(estimation.advance(engine, smoothed, state, n))
+
+        # The stages of `chunk` iterations in one scan over their widths (one copy of the step in the program,
+        # not one per stage: at least 20 of them), then the shorter last stage, if any.
+        full = iters // chunk
+        theta = jax.lax.scan(lambda t, w: (stage(t, w, chunk), None), theta, widths[:full])[0]
+        if full < chunks:
+            theta = stage(theta, widths[full], iters - full * chunk)
         return GraphicalModel(plan, theta, total, loss=problem.exact_loss(problem.marginals(theta)))
     state = estimation.advance(engine, problem, engine.init(problem, theta, step_size), iters)
     params = engine.params(state)

@@ -209,6 +209,7 @@ def test_an_untrusted_folder_from_the_environment_warns_and_fits_uncached(tmp_pa
     _same_fit(got, reference)
 
 
+@pytest.mark.slow  # a long check: python -m pytest -m slow (tests/README.md)
 def test_no_crash_after_a_cache_hit(tmp_path, reference):
     """With JAX's persistent cache on as well, the removed store serialised an executable JAX's cache had handed
     back, and every later process that loaded it died (JaxRuntimeError: NOT_FOUND: Function ... not found).

@@ -61,6 +61,7 @@ def test_bound_compiled_frees_only_above_its_limit():
     assert programs.bound_compiled(n - 1) and programs.compiled_count() == 0
 
 
+@pytest.mark.slow  # a long check: python -m pytest -m slow (tests/README.md)
 def test_a_loop_of_batched_fits_over_new_structures_is_bounded_too(bounded):
     rng = np.random.default_rng(1)
     counts = []
