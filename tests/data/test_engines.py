@@ -107,7 +107,8 @@ MECHANISMS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(MECHANISMS))
+# AIM, the longest run, is a long check (python -m pytest -m slow); the others run by default
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "aim" else n for n in sorted(MECHANISMS)])
 def test_releases_equal_in_memory(files, memory, client, name):
     """The same key and table give the same synthetic records, ledger and model on every engine."""
     key = jax.random.key(3)

@@ -54,6 +54,7 @@ def _counts_per_round(monkeypatch, module, limit, run):
     return counts
 
 
+@pytest.mark.slow  # a long check: python -m pytest -m slow (tests/README.md)
 def test_mwem_keeps_the_engine_programs_bounded(data, monkeypatch):
     wl = pj.Workload.benchmark(data.domain, CHAIN, numeric=[])
 

@@ -53,7 +53,8 @@ def _compare(domain, ms, method, iters, loss_tol, marg_tol):
         assert np.abs(a - b).sum() / m64.total <= marg_tol, m.clique
 
 
-@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
+@pytest.mark.slow  # a long check: python -m pytest -m slow (tests/README.md)
+@pytest.mark.parametrize("seed", [0, 1])
 def test_generated_irregular_problem_dual_averaging(seed):
     data, cliques = _generated(seed)
     _compare(data.domain, _measure(data, cliques, 10.0, seed), "dual_averaging", 300, 1e-3, 1e-3)
