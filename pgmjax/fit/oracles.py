@@ -193,13 +193,13 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     clique shapes therefore runs dense (its compile is the shorter), a fit of many the size class.
 
     Example:
-        >>> from pgmjax import Domain, Measurement
         >>> import numpy as np
-        >>> dom = Domain({f"a{i}": 2 + i % 5 for i in range(41)})
-        >>> def pairs(n):  # pairs of many shapes
-        ...     return [Measurement((f"a{i}", f"a{i + 1}"), np.ones(dom.project((f"a{i}", f"a{i + 1}")).shape)) for i in range(n)]
-        >>> [uses_size_class("auto", dom.project([f"a{i}" for i in range(n + 1)]), [m.clique for m in pairs(n)], pairs(n),
-        ...                  "l2", 1000) for n in (3, 40)]
+        >>> from pgmjax import Domain, Measurement
+        >>> def chain(n):  # n pairs of many shapes over n + 1 attributes
+        ...     dom = Domain({f"a{i}": 2 + i % 5 for i in range(n + 1)})
+        ...     ms = [Measurement(c, np.ones(dom.shape_of(c))) for c in zip(dom.attributes, dom.attributes[1:])]
+        ...     return dom, [m.clique for m in ms], ms
+        >>> [uses_size_class("auto", *chain(n), "l2", 1000) for n in (3, 40)]
         [False, True]
     """
     missing = []
@@ -222,9 +222,9 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
         return False
     calls = LBFGS_ORACLE_CALLS if method == "lbfgs" else 1.0
     cost = COMPILE_COSTS[method]
-    size_class = cost.size_class / structures + routed_seconds(domain, tree, measurements, platform) * calls * max(int(iters), 1)
+    passes = routed_seconds(domain, tree, measurements, platform) * calls * max(int(iters), 1)
     axes = dense_axes(oracle.make_plan(domain, cliques))  # cached: the dense fit's own plan, if it runs
-    return size_class <= cost.dense_base + cost.dense_per_axis * axes
+    return cost.size_class / structures + passes <= cost.dense_base + cost.dense_per_axis * axes
 
 
 def dense_axes(plan) -> int:
