@@ -61,10 +61,9 @@ def enable_compilation_cache(path: str | os.PathLike | None = None, min_compile_
         path: the folder (created with mode 0o700 if absent); default ``$PGMJAX_COMPILATION_CACHE`` or
             ``~/.cache/pgmjax/xla``.
         min_compile_seconds: only programs that took at least this long to compile are written to JAX's
-            cache (the many tiny programs are cheaper to compile than to read back). Loading a fit's program took 5-10% of
-            its compile time on the 2-core CPU (0.02-0.05 s for programs of 0.5 s, 0.28 s for one of 4 s); at
-            the former 0.5 s, NLTCS's fit program (0.49-0.52 s) was written in one run of two and recompiled in
-            the other.
+            cache (the many tiny programs are cheaper to compile than to read back; reading a fit's program
+            back takes a small fraction of its compile time). A threshold near a program's own compile time
+            writes it in some runs and not in others.
         programs: deprecated and ignored (pgmjax's own store of programs, which it turned on, is removed).
 
     Returns:
@@ -132,7 +131,7 @@ def fast_compile(strict: bool = True) -> bool:
     time of its MLIR fusion emitters, the default of jaxlib 0.10; the programs compute the same arithmetic.
     The engine already compiles its programs with them where the model's largest potential block has at
     most :data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells (a per-program option); this flag adds the
-    models with larger blocks (Adult's benchmark cliques then iterate 37% slower) and every other program
+    models with larger blocks (whose reductions then iterate markedly slower) and every other program
     of the process, the user's own included. The command line (``python -m pgmjax``) turns it on for its own
     process; a library user opts in, because the flag can only be set before JAX starts its CPU backend.
     GPU compilers ignore it. A jaxlib whose XLA has no such switch (0.11 and later,

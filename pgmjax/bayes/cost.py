@@ -164,7 +164,7 @@ def allocate_with_history(history: History, query, half_width: float, delta: flo
     lo = hi * 1e-6
     if excess(lo) <= 0:
         return Allocation(lo, S / lo, "laplace")
-    from scipy.optimize import brentq  # here: scipy.optimize takes 0.2 s to import
+    from scipy.optimize import brentq  # here: scipy.optimize is slow to import
 
     eps = brentq(excess, lo, hi, xtol=rtol * hi, rtol=4 * np.finfo(float).eps)
     while excess(eps) > 0:  # round up onto the side that meets the request

@@ -20,14 +20,13 @@ caller's own options). The platform is never read at import, when JAX may not ha
 The engine's own programs (a fit's loop, the marginal oracle) ask for more with ``jit(..., engine=True)``:
 XLA:CPU's fast ``max``/``min`` lowering (``xla_cpu_enable_fast_min_max``), which does not propagate NaN
 through a max. XLA's default lowering compares and selects element by element; the fast one is a vector
-max, about 2.4 times faster (a row maximum of a 265,226-cell table: 70 us against 170 us), and every
+max, several times faster, and every
 log-sum-exp of the oracle starts with a max. A NaN cannot hide there: the max is only the shift of a
 log-sum-exp, the NaN still reaches the sum of exponentials, hence log Z and the loss, whose finiteness a
 fit checks at every trial. Other programs keep NaN-propagating max and min. The engine's programs are also
 compiled at backend optimisation level 1 instead of 2 (``xla_backend_optimization_level``): a fit's program has
-hundreds of small kernels, each its own LLVM module, and at level 1 XLA:CPU compiled them 8-38% faster
-(Titanic 1.9 s to 1.5 s, Stroke 4.0 to 3.4, a generated 15-attribute problem 6.0 to 3.7) with the same
-iteration times within the noise; ``exp``, ``log`` and sums round as at level 2. A level named in the
+hundreds of small kernels, each its own LLVM module, and level 1 compiles them sooner with the same
+iteration times (``bench/NOTES.md`` has the measurements); ``exp``, ``log`` and sums round as at level 2. A level named in the
 ``XLA_FLAGS`` environment variable (``--xla_backend_optimization_level=N``) wins over that default: the
 option is then left out, so the flag applies to the engine's programs as to every other.
 
@@ -76,7 +75,7 @@ def backend() -> str:
     """The platform a pgmjax program called now compiles for: ``"cpu"``, ``"gpu"``, ``"tpu"``, ...
 
     JAX's default device where one is set (``jax.default_device``, ``jax_default_device``), else its default
-    backend. Read at every call (about 0.2 us), never at import: asking starts JAX's backends, which
+    backend. Read at every call (a cheap lookup), never at import: asking starts JAX's backends, which
     :func:`pgmjax.programs.fast_compile` must come before. A call whose arguments are committed to a device
     of another platform than this compiles with this platform's options all the same (its options are then
     ignored or harmless there, as before they depended on the platform).
@@ -224,15 +223,15 @@ def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
 #: An engine program (:func:`jit` with ``loop_emitters``) whose largest potential block (one clique class's
 #: stacked tables; every member of a batch counted) has at most this many cells is compiled with XLA:CPU's
 #: loop emitters (:data:`LOOP_EMITTERS`). They generate code in about half the time of the default MLIR
-#: fusion emitters, and most fits wait mostly for their compilation (on the 2-core CPU the first ``estimate``
-#: of the benchmark's problems took 20-45% less time with them, iterations about as fast; the changelog has
-#: the measurements). What the loop emitters do slowly is a reduction over a large table: Adult's benchmark
-#: cliques (a 2.16M-cell block) iterate about a third slower with them, hence the block-size rule.
+#: fusion emitters, and most fits wait mostly for their compilation (the first ``estimate`` is the sooner
+#: with them, iterations about as fast; the changelog has the measurements). What the loop emitters do slowly
+#: is a reduction over a large table (a block of millions of cells iterates markedly slower with them), hence
+#: the block-size rule.
 LOOP_EMITTERS_CELLS = 2**20
 
 #: ... unless its measurements reduce the junction tree's tables into more than this many marginals per
-#: clique: the loop emitters' reductions are the slower ones (NLTCS, 120 two-way marginals of one 16-axis
-#: clique: iterations 27% slower, compile 7% longer; the benchmark's other problems have at most 3.75).
+#: clique: the loop emitters' reductions are the slower ones there (NLTCS, 120 two-way marginals of one
+#: 16-axis clique, iterates and compiles more slowly with them; the benchmark's other problems have at most 3.75).
 LOOP_EMITTERS_MAX_REDUCTIONS = 8
 
 #: The per-program option that selects XLA:CPU's loop emitters (passed only for the CPU: :func:`options_for`).
@@ -242,7 +241,7 @@ def has_loop_emitters() -> bool:
     """Whether the installed jaxlib's XLA:CPU has the emitter switch (``xla_cpu_use_fusion_emitters``).
 
     jaxlib 0.10 has it; jaxlib 0.11's XLA knows no such flag, and an unknown flag in ``XLA_FLAGS`` aborts
-    the process at JAX's start ("Unknown flag in XLA_FLAGS", seen on an H200 with jax 0.11.2). Later
+    the process at JAX's start ("Unknown flag in XLA_FLAGS"). Later
     releases get XLA's default emitters: the choice was measured on 0.10 only.
 
     Example:
@@ -483,7 +482,7 @@ def to_device(x, dtype=None) -> jax.Array:
 
     ``jnp.asarray`` of a host array compiles (and caches) a small XLA program per shape and dtype on
     jaxlib 0.10 (``jit(stage)``, ``jit(convert_element_type)``): a first fit built its inputs with about
-    fifty of them (10-20 ms each). ``jax.device_put`` of a NumPy array compiles nothing.
+    fifty of them. ``jax.device_put`` of a NumPy array compiles nothing.
 
     Example:
         >>> to_device([1, 2], np.float32).dtype

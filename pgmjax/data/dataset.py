@@ -18,7 +18,7 @@ from .domain import Clique, CliqueLike, Domain
 if TYPE_CHECKING:
     import pandas as pd
 
-# pandas is imported where a table is read or built (0.18 s of a fresh process's import): a process that
+# pandas is imported where a table is read or built (a large share of a fresh process's import): a process that
 # fits models from arrays never loads it.
 
 

@@ -288,7 +288,7 @@ def auto_group(problem: estimation.Problem) -> int | None:
     """Members per vectorised group for a stacked problem on the default backend.
 
     On a CPU the fits are compute-bound, and a group's arrays (a few copies of the potentials per
-    member) fall out of cache as the group grows: on a 2-core CPU the fastest groups held 0.5 to 1 million
+    member) fall out of cache as the group grows: the fastest groups held about :data:`CPU_GROUP_CELLS`
     cells (the changelog has the measurements). So: about ``CPU_GROUP_CELLS / model cells`` members, evened
     out so the last group is nearly full. Elsewhere (GPU, TPU) None: all at once.
     """

@@ -96,7 +96,7 @@ class LBFGS(Estimator):
         return state.best_loss
 
     def _opt(self):
-        import optax  # here, as in _step: optax takes 0.12 s to import and only L-BFGS uses it
+        import optax  # here, as in _step: optax is slow to import and only L-BFGS uses it
 
         return optax.lbfgs(memory_size=self.memory_size)
 

@@ -302,8 +302,8 @@ class MirrorDescent(Estimator):
         that passes commits its iteration inside a ``lax.cond``, a trial that fails leaves the state as
         it is and the next trial tries from it. XLA cannot hand a buffer from an inner loop's carry to
         the outer loop's, so the nested form wrote every table four more times per iteration (zeros into
-        the inner carry, a copy of them in, the potentials and marginals copied out): 25% of the fit's
-        compiled kernels on Adult MST-style. Under ``jax.vmap`` each member of a batch goes through its
+        the inner carry, a copy of them in, the potentials and marginals copied out), a quarter of a fit's
+        compiled kernels. Under ``jax.vmap`` each member of a batch goes through its
         own trials and iterations (a member that has finished idles until the slowest has).
 
         Every trial reads the rounding allowance ``s.slack`` of the state it started from (:meth:`tidy`
@@ -322,8 +322,8 @@ class MirrorDescent(Estimator):
             params, loss, pred, pred_grad, ok = self.trial(problem, s, eta, beta, slack)
             accept = ok | last
             # One trial site in the program (the oracle is traced once); the commit is a branch, so a
-            # rejected trial computes no velocity. (A select of every table instead of the branch compiled
-            # 0.2-0.4 s longer on Adult MST-style and Stroke.)
+            # rejected trial computes no velocity. (A select of every table instead of the branch took
+            # longer to compile.)
             s = jax.lax.cond(accept, lambda: self.commit(s, (params, loss, pred, pred_grad), eta, k), lambda: s)
             return s, jnp.where(accept, -1, k), eta
 

@@ -17,8 +17,8 @@ the same way (weight 0 on the entries nothing measures).
 
 Why: the 2-way marginals of a loopy model's large clique (NLTCS with every pair measured: 120 marginals of
 one 65,536-cell table) were 120 reductions, each reading the whole table, and the gradient 120 more
-broadcasts; XLA:CPU compiled about 240 kernels for them and ran them in 2.4 ms per loss and gradient. As
-matrix products they are a handful of kernels, and a loss with its gradient took 0.26 ms (2-core CPU).
+broadcasts: about 240 compiled kernels. As matrix products they are a handful of kernels, and a loss with
+its gradient runs several times faster (``bench/NOTES.md`` has the measurements).
 """
 
 from __future__ import annotations

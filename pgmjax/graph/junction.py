@@ -75,7 +75,7 @@ class JunctionTree:
 
         Looks only at the cliques that hold the given attribute held by the fewest (:attr:`_holders`):
         fitting a model of a thousand cliques asks this once per measurement, and a scan of every clique
-        each time took 0.6 s of a warm fit's 0.85 s of host work (the chain of 998 triples).
+        each time was most of a warm fit's host work.
         """
         attrs = set(attrs)
         if not attrs:
@@ -127,7 +127,7 @@ def maximal_cliques(domain: Domain, cliques: Iterable[CliqueLike]) -> tuple[Cliq
             canon.append(c)
     sets = [frozenset(c) for c in canon]
     # A clique can only lie inside cliques that hold its attributes: look among those that hold its
-    # rarest one, not among all (quadratic: 0.3 s for a thousand cliques).
+    # rarest one, not among all (quadratic in the number of cliques).
     holders = _holders(canon)
     keep = []
     for i, s in enumerate(sets):

@@ -20,8 +20,8 @@ from .model_files import save_model
 
 #: :meth:`GraphicalModel.marginal` and :meth:`GraphicalModel.answers` compute on the host (float64, NumPy, nothing
 #: compiled) where the tables a query reads hold up to this many cells; larger ones go through a compiled
-#: program. On the 2-core CPU a query costs about 5 ns per cell on the host (Adult's 2.16M-cell clique times
-#: an 85 x 85 prefix matrix: 10 ms), against 60-120 ms to compile a query structure.
+#: program. Up to this size a host query takes less time than compiling a new query structure would
+#: (``bench/NOTES.md`` has the measurements).
 HOST_MARGINAL_CELLS = 2**22
 
 
@@ -205,7 +205,7 @@ class GraphicalModel(ModelStructure):
     def potentials(self) -> dict[Clique, np.ndarray]:
         """Each junction-tree clique's log-potential table (axes in the clique's order), as read-only NumPy
         arrays. Indexed on the host, one transfer per block: slicing the device blocks dispatched a small
-        computation per clique (0.32 s for the 998 tables of a chain of triples, paid by every warm start)."""
+        computation per clique, which every warm start of a model of many cliques paid."""
         self._one("GraphicalModel.potentials")
         tables = self.plan.tables({k: np.asarray(v) for k, v in self.theta.items()})
         for t in tables.values():

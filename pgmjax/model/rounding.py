@@ -150,7 +150,7 @@ def controlled_round(
 
 def _solve(free, frac, rows, need, counts, fixed, targets, families, rng, time_limit):
     """The 0/1 programme over the fractional cells; returns (x, number of families kept)."""
-    from scipy import optimize, sparse  # here: scipy.optimize takes 0.2 s to import (see pgmjax.preprocessing.private_bins)
+    from scipy import optimize, sparse  # here: scipy.optimize is slow to import (see pgmjax.preprocessing.private_bins)
 
     k = free.size
     row_ids, row_of = np.unique(rows[free], return_inverse=True)

@@ -78,7 +78,7 @@ def _iso(pre: str) -> list:
     days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + (153 * ((m + 9) % 12) + 2) // 5 + d - 1 - 719468
     secs = hh * 3600 + mm * 60 + ss
     total = days * 86400 + secs
-    # pandas' nanosecond stamps: -9223372036.854775807 s to 9223372036.854775807 s around 1970-01-01.
+    # pandas' nanosecond stamps are int64 nanoseconds around 1970-01-01: from -(2^63) to 2^63 - 1 ns.
     in_range = (((total > -9223372037) | ((total == -9223372037) & (frac >= 145224193)))
                 & ((total < 9223372036) | ((total == 9223372036) & (frac <= 854775807))))
     valid = (y.is_not_null() & m.is_between(1, 12) & (d >= 1) & (d <= dim) & (hh < 24) & (mm < 60) & (ss < 60)

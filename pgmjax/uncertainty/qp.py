@@ -219,7 +219,7 @@ def _lbfgs(lay, ys, ws, total, atol, maxiter: int, memory: int):
     Returns:
         ``(mu, iterations, largest residual)``: the primal tables at the multipliers of least residual.
     """
-    import optax  # here: optax takes 0.12 s to import and only the QP refits use it
+    import optax  # here: optax is slow to import and only the QP refits use it
 
     lam0 = [jnp.zeros(_shape(lay, keep), ys[0].dtype) for keep, _, _ in lay.constraints]
     flat0, unravel = jax.flatten_util.ravel_pytree(lam0)

@@ -19,6 +19,7 @@ functions and under ``if TYPE_CHECKING:`` alike:
   length as a ceiling;
 * the privacy package imports nothing upward (the mechanisms, the CLI, the fitting engine);
 * the privacy submodules' docstring examples run, each in its own module's namespace.
+* no comment or docstring holds a timing, a machine's name or a speed-up figure (those live in ``bench/``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import ast
 import doctest
 import importlib
 import pathlib
+import re
 
 import jax
 import numpy as np
@@ -553,3 +555,44 @@ def test_the_hidden_state_check_finds_what_it_looks_for():
             "def h():\n    import contextvars\n")
     env, ctx = hidden_state(ast.parse(code))
     assert env == {"f", "g"} and ctx == {"<module>", "h"}
+
+
+# Timings, machines and dated versions belong in bench/results/ and bench/NOTES.md, not in the library's comments
+# and docstrings: a figure measured once on one machine goes stale while the code stays (issue 58).
+MEASUREMENT = re.compile(
+    r"\b\d[\d.,]*\s?(?:ms|us|µs|seconds)\b"  # 10 ms, 0.2 us, 3 seconds
+    r"|\b\d+(?:\.\d+)?\s?s\b(?= (?:to|against|of|for|so|longer|faster|slower)\b)"  # 1.9 s to 1.5 s
+    r"|\b(?:took|takes)\s\d"  # took 0.6 s, takes 0.12 s
+    r"|\bH[12]00\b|\b2-core\b|\btwo cores\b"  # machines
+    r"|\b\d+(?:-\d+)?% (?:faster|slower|longer|shorter)\b|\b\d+(?:\.\d+)?x (?:faster|slower|longer)\b"
+    r"|\bjax \d+\.\d+\.\d+"  # a dated version observed on some machine
+)
+
+
+def measurements_in(text: str) -> list[str]:
+    """Lines of ``text`` that hold a timing, a machine's name or a speed-up figure (doctest lines excepted)."""
+    return [line.strip() for line in text.splitlines()
+            if MEASUREMENT.search(line) and not line.strip().startswith((">>>", "..."))]
+
+
+def test_no_measurements_in_library_code():
+    found = {name: hits for name, path in module_files().items()
+             if (hits := measurements_in(path.read_text(encoding="utf-8")))}
+    assert not found, f"timings or machine names in library code (move them to bench/NOTES.md): {found}"
+
+
+@pytest.mark.parametrize("line, hit", [
+    ("# a 101 x 101 x 26 table took 23 us so against 168 us", True),
+    ("Titanic 1.9 s to 1.5 s, Stroke 4.0 to 3.4", True),
+    ("8.8 ms per iteration on an H200 so", True),
+    ("on the 2-core CPU the first estimate", True),
+    ("compiled them 8-38% faster", True),
+    ("seen on an H200 with jax 0.11.2", True),
+    ("optax takes 0.12 s to import", True),
+    ("return 2 s + 1  # the sensitivity", False),
+    ("timeout=\"20s\"", False),
+    ("B: bootstrap replicates (200 for 90% intervals)", False),
+    (">>> time_it(0.5)  # 3 ms", False),
+])
+def test_the_measurement_check_finds_what_it_looks_for(line, hit):
+    assert bool(measurements_in(line)) is hit

@@ -128,7 +128,7 @@ def _marginals_objective(theta, coef, live, mult, d, l1):
 def _lbfgs(fun, x0, maxiter: int, tol):
     """Minimise ``fun`` from ``x0`` with optax L-BFGS (zoom line search) until the relative decrease of the
     objective falls below ``tol`` or ``maxiter`` iterations. Returns ``(x, f(x), iterations)``."""
-    import optax  # here: optax takes 0.12 s to import and only the L-BFGS fits use it
+    import optax  # here: optax is slow to import and only the L-BFGS fits use it
 
     opt = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(fun)

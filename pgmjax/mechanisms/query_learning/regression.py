@@ -125,7 +125,7 @@ def _ridge(design: np.ndarray, y: np.ndarray, ridge: float, free: int = 0) -> np
     if ridge > 0:
         gram = design.T @ design
         gram[np.arange(free, gram.shape[0]), np.arange(free, gram.shape[0])] += ridge
-        import scipy.linalg  # here: 0.07 s to import, for this one solve
+        import scipy.linalg  # here: a slow import, for this one solve
 
         return scipy.linalg.solve(gram, design.T @ y, assume_a="pos")
     return np.linalg.lstsq(design, y, rcond=None)[0]
