@@ -85,7 +85,7 @@ def fit_summary(result) -> dict:
                 "losses": np.array([m.loss for m in result]), "totals": np.array([m.total for m in result]),
                 "calls": np.array([m.history[-1]["oracle_calls"] for m in result])}
     cm = result.clique_marginals()
-    return {"marginals": [cm[c] for c in result.cliques], "losses": result.losses, "totals": result.total,
+    return {"marginals": [cm[c] for c in result.cliques], "losses": result.loss, "totals": result.total,
             "calls": np.asarray(result.history[-1]["oracle_calls"])}
 
 

@@ -85,12 +85,6 @@ _LAZY = {"bayes": ".bayes", "history": ".history", "mechanisms": ".mechanisms", 
 
 
 def __getattr__(name):
-    if name == "BatchedModel":  # deprecated: a batch of models is a GraphicalModel with a batch axis
-        import warnings
-
-        warnings.warn("pgmjax.BatchedModel is deprecated: estimate_batch returns a GraphicalModel whose numbers have a "
-                      "leading batch axis (len(model), model.member(i))", DeprecationWarning, stacklevel=2)
-        return GraphicalModel
     if name in _LAZY:
         import importlib
 

@@ -38,10 +38,8 @@ from .compiler.cache import (MIN_COMPILE_SECONDS, UntrustedCacheFolder, check_ca
 CACHE_ENV = "PGMJAX_COMPILATION_CACHE"
 
 
-_NO_PROGRAMS = object()  # enable_compilation_cache's deprecated keyword, not given
-
-def enable_compilation_cache(path: str | os.PathLike | None = None, min_compile_seconds: float = MIN_COMPILE_SECONDS,
-                             programs=_NO_PROGRAMS) -> str | None:
+def enable_compilation_cache(path: str | os.PathLike | None = None,
+                             min_compile_seconds: float = MIN_COMPILE_SECONDS) -> str | None:
     """Keep compiled XLA programs in a folder of your own, so later processes load them instead of compiling.
 
     An opt-in front to JAX's persistent compilation cache (``jax_compilation_cache_dir``). A fit's time
@@ -64,7 +62,6 @@ def enable_compilation_cache(path: str | os.PathLike | None = None, min_compile_
             cache (the many tiny programs are cheaper to compile than to read back; reading a fit's program
             back takes a small fraction of its compile time). A threshold near a program's own compile time
             writes it in some runs and not in others.
-        programs: deprecated and ignored (pgmjax's own store of programs, which it turned on, is removed).
 
     Returns:
         The cache folder, or None where the cache stays off (the folder cannot be created or written).
@@ -79,9 +76,6 @@ def enable_compilation_cache(path: str | os.PathLike | None = None, min_compile_
     """
     import warnings
 
-    if programs is not _NO_PROGRAMS:
-        warnings.warn("enable_compilation_cache(programs=...) is deprecated and ignored: pgmjax no longer keeps "
-                      "programs of its own, only JAX's persistent compilation cache", DeprecationWarning, stacklevel=2)
     path = os.fspath(path or os.environ.get(CACHE_ENV) or default_cache_folder())
     try:
         return use_cache_folder(path, min_compile_seconds)

@@ -128,16 +128,6 @@ __all__ = [
     "check_dtype",
 ]
 
-def __getattr__(name):
-    if name == "BatchedModel":  # deprecated name (pgmjax.BatchedModel)
-        import warnings
-
-        warnings.warn("pgmjax.fit.batch.BatchedModel is deprecated: estimate_batch returns a GraphicalModel with a "
-                      "batch axis", DeprecationWarning, stacklevel=2)
-        return GraphicalModel
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # --------------------------------------------------------------------------- the batched estimator
 @dataclass(frozen=True)
 class Batched(Estimator):

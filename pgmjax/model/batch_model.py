@@ -4,8 +4,7 @@
 as one model whose potentials, total, loss and step size carry a leading axis of size B. Its queries answer
 for every member at once (``model.marginal(clique)`` is ``(B, *shape)``), each member's answer being that
 member's own, bit for bit: :meth:`~pgmjax.GraphicalModel.member` gives member ``i`` as an ordinary model, the
-same as saved and loaded. This module holds the batch's host-side helpers; ``BatchedModel``, the former
-separate class, is now a deprecated name of :class:`~pgmjax.GraphicalModel`.
+same as saved and loaded. This module holds the batch's host-side helpers.
 """
 
 from __future__ import annotations

@@ -171,24 +171,6 @@ class GraphicalModel(ModelStructure):
             raise TypeError("GraphicalModel.member: this is one model, not a batch of models")
         return batch_model.member(self, i)
 
-    @property
-    def losses(self):
-        """Deprecated: a batch's final losses are its ``loss`` (one per member)."""
-        import warnings
-
-        warnings.warn("GraphicalModel.losses is deprecated: a batch of models' losses are model.loss", DeprecationWarning,
-                      stacklevel=2)
-        return self.loss
-
-    @property
-    def step_sizes(self):
-        """Deprecated: a batch's last step sizes are its ``step_size`` (one per member)."""
-        import warnings
-
-        warnings.warn("GraphicalModel.step_sizes is deprecated: a batch of models' steps are model.step_size",
-                      DeprecationWarning, stacklevel=2)
-        return self.step_size
-
     def _one(self, what: str) -> None:
         """Refuse a host operation of one model on a batch of models."""
         if self.batch is not None:

@@ -291,15 +291,14 @@ def test_the_folder_is_created_private(tmp_path):
     assert programs.check_cache_folder(folder) == folder  # an existing private folder passes as it is
 
 
-def test_the_programs_keyword_is_deprecated_and_ignored(tmp_path, jax_cache_config):
-    with pytest.warns(DeprecationWarning, match="programs"):
-        assert programs.enable_compilation_cache(tmp_path, programs=True) == str(tmp_path)
-    assert jax.config.jax_compilation_cache_dir == str(tmp_path)
-    assert not (tmp_path / "programs").exists()
+def test_the_cache_takes_a_folder_and_a_threshold(tmp_path, jax_cache_config):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        programs.enable_compilation_cache(tmp_path, min_compile_seconds=0.5)  # no keyword, no warning
+        assert programs.enable_compilation_cache(tmp_path, min_compile_seconds=0.5) == str(tmp_path)
+    assert jax.config.jax_compilation_cache_dir == str(tmp_path)
     assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.5
+    with pytest.raises(TypeError, match="programs"):  # the former keyword is gone
+        programs.enable_compilation_cache(tmp_path, programs=True)
 
 
 PICKLED = """

@@ -245,7 +245,8 @@ def test_auto_group_aims_at_a_million_cells_per_group_on_cpu():
 
 def test_a_batch_is_one_graphical_model_with_a_batch_axis():
     """estimate_batch returns a GraphicalModel whose numbers have a leading axis; host operations of one model
-    refuse it with a message that says how to take a member; BatchedModel is a deprecated name of the class."""
+    refuse it with a message that says how to take a member; the former names (``pj.BatchedModel``, ``losses``,
+    ``step_sizes``) are gone."""
     dom = pj.Domain({"a": 2, "b": 3})
     ys = np.array([[[10.0, 20, 30], [5, 5, 30]], [[12.0, 18, 30], [5, 5, 30]], [[9.0, 21, 30], [6, 4, 30]]])
     models = pj.estimate_batch(dom, [pj.BatchedMeasurement(("a", "b"), ys, stddev=1.0)], iters=100)
@@ -257,7 +258,4 @@ def test_a_batch_is_one_graphical_model_with_a_batch_axis():
             call()
     with pytest.raises(TypeError, match="only a batch of models"):
         len(models.member(0))
-    with pytest.warns(DeprecationWarning, match="BatchedModel is deprecated"):
-        assert pj.BatchedModel is pj.GraphicalModel
-    with pytest.warns(DeprecationWarning, match="losses are model.loss"):
-        np.testing.assert_array_equal(models.losses, models.loss)
+    assert not hasattr(pj, "BatchedModel") and not hasattr(models, "losses") and not hasattr(models, "step_sizes")

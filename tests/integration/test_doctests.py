@@ -18,7 +18,6 @@ import pgmjax.kernels
 import pytest
 
 import pgmjax as pj
-from test_layout import deprecation_shims  # same folder: pytest puts it on sys.path
 
 # Checked by their own tests for now (none at present; a module being reworked may be listed here for a while).
 OWNED_ELSEWHERE: set[str] = set()
@@ -40,9 +39,8 @@ RUN_ELSEWHERE = {
     "pgmjax.cli.guards": "cli/test_cli_guards.py",
 }
 
-# ``python -m pgmjax`` runs the command line on import; a deprecation shim warns on import and has no examples
-# (its new home's run here; tests/integration/test_deprecated_paths.py imports the shims).
-NOT_IMPORTABLE = {"pgmjax.__main__", *deprecation_shims()}
+# ``python -m pgmjax`` runs the command line on import.
+NOT_IMPORTABLE = {"pgmjax.__main__"}
 
 OPTIONS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
