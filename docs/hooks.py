@@ -90,9 +90,40 @@ def _result_files(repo: Path) -> str:
     return "\n".join(rows)
 
 
+_CLI_OPTIONS = re.compile(r"<!-- cli-options: (\w+) -->")
+
+
+def _cli_options(command: str) -> str:
+    """The options of ``pgmjax <command>`` as tables, one per argument group, read from the parser itself (so the
+    page cannot fall behind ``--help``)."""
+    import argparse
+
+    from pgmjax.cli.parser import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    out = []
+    for group in sub.choices[command]._action_groups:
+        actions = [a for a in group._group_actions if a.option_strings and a.dest != "help"]
+        if not actions:
+            continue
+        if group.title not in ("options", "optional arguments"):
+            out += [f"**{group.title.capitalize()}**", ""]
+        out += ["| option | meaning |", "|---|---|"]
+        for a in actions:
+            meta = a.metavar or ("{" + ",".join(map(str, a.choices)) + "}" if a.choices else
+                                 ("" if a.nargs == 0 else a.dest.upper()))
+            flags = ", ".join(a.option_strings) + (f" {meta}" if meta else "")
+            meaning = " ".join((a.help or "").replace("%%", "%").split()).replace("|", "\\|")
+            out.append(f"| `{flags}` | {meaning} |")
+        out.append("")
+    return "\n".join(out)
+
+
 def on_page_markdown(markdown, page, config, files):
     if "<!-- result-files -->" in markdown:
         markdown = markdown.replace("<!-- result-files -->", _result_files(_repo(config)))
+    markdown = _CLI_OPTIONS.sub(lambda m: _cli_options(m.group(1)), markdown)
     here = posixpath.dirname(page.file.src_uri)
     folders = _folders(_repo(config))
     depth = len([p for p in here.split("/") if p])

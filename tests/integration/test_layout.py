@@ -577,6 +577,12 @@ def test_no_measurements_in_library_code():
     assert not found, f"timings or machine names in library code (move them to bench/NOTES.md): {found}"
 
 
+def test_no_measurements_in_the_readme():
+    """The README says what pgmjax does and links the performance page, whose figures carry their machine and date."""
+    hits = measurements_in((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert not hits, f"timings or machine names in the README (move them to docs/performance.md): {hits}"
+
+
 @pytest.mark.parametrize("line, hit", [
     ("# a 101 x 101 x 26 table took 23 us so against 168 us", True),
     ("Titanic 1.9 s to 1.5 s, Stroke 4.0 to 3.4", True),
