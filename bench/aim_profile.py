@@ -8,7 +8,7 @@ totals of selection, the model's candidate answers ("marginals") and the fits; t
 each round's end. Nothing here changes what the mechanism computes: the fits are wrapped, not replaced.
 
 Tables: a shared dataset (``adult``, ``loans``, ...; ``PGMJAX_DATA`` or ``--data``) or a generated one
-(``generated30``, ``generated50``: a random tree-structured table, :func:`bench.mst_aim.generated_table`, with
+(``generated30``, ``generated50``: a random tree-structured table, :func:`bench.tables.generated_table`, with
 30 or 50 columns of 2 to 40 values, 100,000 rows).
 
 Run: ``python -m bench mechanisms aim_profile --dataset adult --mechanism aim --rounds 28`` (``--mechanism mwem``: the
@@ -24,22 +24,9 @@ import pathlib
 import time
 
 from bench import schema
+from bench.tables import load_table
 
 SUITE = "mechanisms"
-
-
-def load_table(name: str, data_folder=None, rows: int = 100_000, seed: int = 7):
-    """A shared dataset by name, or ``generated<d>``: ``d`` columns of 2 to 40 values, ``rows`` rows."""
-    import numpy as np
-
-    import pgmjax as pj
-    from bench.mst_aim import generated_table
-
-    if name.startswith("generated"):
-        d = int(name[len("generated"):])
-        sizes = tuple(int(s) for s in np.random.default_rng([seed, d]).integers(2, 41, size=d))
-        return generated_table(rows, sizes, alpha=0.3, seed=seed)
-    return pj.datasets.load(name, data_folder)
 
 
 class FitRecorder:

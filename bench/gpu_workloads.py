@@ -98,10 +98,11 @@ def _aim_child(status: str, dataset: str, rows: int, rounds: int) -> None:
     import jax
 
     from bench import aim_profile
+    from bench.tables import load_table
 
     jax.config.update("jax_enable_compilation_cache", False)  # the first call's compiling is part of the wait
     t0 = time.perf_counter()
-    data = aim_profile.load_table(dataset, rows=rows)
+    data = load_table(dataset, rows=rows)
 
     def write(payload):
         tmp = status + ".tmp"

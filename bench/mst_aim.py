@@ -38,7 +38,7 @@ Both sides also report the fitted model's own 2-way TVD (``tvd_model``, over the
 merged values spread uniformly), which splits the estimation error from the sampling error.
 
 ``--datasets generated30`` (or ``generated<d>``): the ``d``-column, 100,000-row table of
-``bench.aim_profile.load_table`` (columns of 2 to 40 values drawn from a random tree-structured model).
+``bench.tables.load_table`` (columns of 2 to 40 values drawn from a random tree-structured model).
 
 AIM's per-round trace (on by default; ``--no-trace`` turns it off; :mod:`bench.aim_trace`): for every round of
 both sides, the seconds since the mechanism started (the trace's own evaluation taken out, and out of ``wall_s``
@@ -68,6 +68,7 @@ import tempfile
 import time
 
 from bench import aim_trace, schema
+from bench.tables import GENERATED, generated_table, is_generated, load_table
 from bench.children import child_command
 from bench.schema import ROOT, cpu_model
 
@@ -82,37 +83,6 @@ def _jax_setup():
 
 
 # ----------------------------------------------------------------------------- problem
-GENERATED = {"rows": 136_000, "sizes": (2, 4, 7, 12, 25, 50, 100, 250, 600), "alpha": 0.15, "seed": 1007}
-
-
-def generated_table(rows: int, sizes, alpha: float, seed: int):
-    """A table drawn from a random tree-structured model: each column (in a random order) depends on one
-    earlier column through Dirichlet(``0.6 alpha``) conditionals; the first has a Dirichlet(``alpha``) marginal.
-    Small ``alpha`` gives skewed columns: many values below MST's compression threshold, many small cells."""
-    import numpy as np
-
-    import pgmjax as pj
-
-    rng = np.random.default_rng(seed)
-    d = len(sizes)
-    order = rng.permutation(d)
-    cols = [None] * d
-    for k, j in enumerate(order):
-        if k == 0:
-            cols[j] = rng.choice(sizes[j], rows, p=rng.dirichlet(np.full(sizes[j], alpha)))
-            continue
-        parent = order[rng.integers(0, k)]
-        cpt = rng.dirichlet(np.full(sizes[j], 0.6 * alpha), size=sizes[parent])
-        u = rng.random(rows)[:, None]
-        cols[j] = (u > np.cumsum(cpt[cols[parent]], axis=1)).sum(1).clip(0, sizes[j] - 1)
-    return pj.Dataset(np.stack(cols, 1), pj.Domain({f"c{j}": s for j, s in enumerate(sizes)}))
-
-
-def is_generated(name: str) -> bool:
-    """``generated<d>``: a table of ``bench.aim_profile.load_table`` (``generated`` alone is :data:`GENERATED`)."""
-    return name.startswith("generated") and name[len("generated"):].isdigit()
-
-
 def prepare(data_folder, path: str, dataset: str = "adult") -> dict:
     """Write the dataset's records and domain to ``path`` (npz) for the child processes."""
     import numpy as np
@@ -123,10 +93,9 @@ def prepare(data_folder, path: str, dataset: str = "adult") -> dict:
         data = generated_table(**GENERATED)
         meta = {"dataset": dataset, "generator": dict(GENERATED), "records": len(data), "domain": dict(data.domain)}
     elif is_generated(dataset):
-        from bench.aim_profile import load_table
 
         data = load_table(dataset)
-        meta = {"dataset": dataset, "generator": f"bench.aim_profile.load_table({dataset!r})", "records": len(data),
+        meta = {"dataset": dataset, "generator": f"bench.tables.load_table({dataset!r})", "records": len(data),
                 "domain": dict(data.domain)}
     else:
         data = pj.datasets.load(dataset, data_folder)

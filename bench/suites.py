@@ -40,24 +40,23 @@ class Suite:
 
 SUITES = {s.name: s for s in (
     Suite("engine", "pgmjax against mbi 2.0 on the same noisy marginals: loss against time, per-iteration cost, "
-          "inference (marginals, synthetic data), first-call compilation and its cache, batched fits, L1 fits "
-          "between two source trees, dense against size-class programs over runs of new structures",
-          ("engine", "per_iteration", "inference", "compilation_cache", "fast_compile", "batch", "l1_cost", "size_class",
-           "size_class_first_call", "path_scan", "compile_costs"),
+          "inference (marginals, synthetic data), first-call compilation and its cache, batched fits, dense against "
+          "size-class programs over runs of new structures, the path scan, each program's compile cost",
+          ("engine", "per_iteration", "inference", "compilation_cache", "batch", "size_class", "size_class_first_call",
+           "path_scan", "compile_costs"),
           ("mbi_inference",)),
     Suite("mechanisms", "MST and AIM against mbi 2.0 (accuracy and time), their and MWEM's time per round (selection, "
           "fits: compilation and iterations), low-variance synthetic data, private preprocessing of a raw table",
           ("mst_aim", "aim_profile", "low_variance", "private_preprocessing"),
-          ("mbi_mst_aim", "mbi_lowmaps", "aim_trace_plot"), ("aim_trace",)),
+          ("mbi_mst_aim", "mbi_lowmaps", "aim_trace_plot"), ("aim_trace", "tables")),
     Suite("agreement", "pgmjax's and mbi's fits, float32 and float64, on answers no measurement constrains",
           ("agreement",)),
     Suite("scalability", "ICML 2019 Figure 2b: time per iteration as the number of attributes grows, pgmjax "
           "against mbi 2.0", ("scalability",), ("mbi_scalability", "scalability_report")),
     Suite("papers", "the papers' experiments reproduced: ICML 2019 Figures 1 and 2a, MLDP, Bayesian inference, "
           "historical answers, randomized response, interval coverage",
-          ("figure1", "figure2a", "dualquery_convergence", "mldp", "bayes_experiments", "history_experiments",
-           "rr_experiments", "uncertainty_coverage", "uncertainty_u4", "uncertainty_u4_levels", "uncertainty_l1_lp",
-           "uncertainty_boundary"),
+          ("figure1", "figure2a", "mldp", "bayes_experiments", "history_experiments", "rr_experiments",
+           "uncertainty_coverage", "uncertainty_u4"),
           ("history_report",), ("rr_report",)),
     Suite("gpu", "the GPU check (one command on a lent H100/H200: bandwidth, engine vs mbi, correctness against "
           "float64 references, batching, the largest model) and the oracle's loop plan",
@@ -70,6 +69,35 @@ SUITES = {s.name: s for s in (
     Suite("data", "tables beyond memory: all 2-way marginals and MST on a generated Parquet table counted by Polars "
           "and Dask, against the in-memory path and a bare scan", ("data_engines",)),
 )}
+
+
+#: Each script's short run for ``python -m bench all --quick`` (its own ``--quick`` or ``--smoke``, or fewer rounds or
+#: seeds; results not meant for committing). A script not listed has no short mode and runs in full.
+QUICK = {
+    "engine": ("--quick",), "per_iteration": ("--rounds", "1"), "compilation_cache": ("--rounds", "1"),
+    "aim_profile": ("--rounds", "4"), "mst_aim": ("--mechanisms", "mst"), "private_preprocessing": ("--seeds", "1"),
+    "agreement": ("--quick",), "approximate_oracle": ("--quick",), "figure1": ("--quick",), "figure2a": ("--quick",),
+    "mldp": ("--quick",), "bayes_experiments": ("--quick",), "history_experiments": ("--quick",),
+    "rr_experiments": ("--quick",), "gpu": ("--smoke",), "gpu_plan": ("--smoke",), "data_engines": ("--smoke",),
+}
+
+#: Scripts that take their output folder as a positional argument, not ``--out``.
+OUT_POSITIONAL = frozenset({"gpu", "gpu_plan"})
+
+
+def script_command(module: str, quick: bool = False, out_dir: str | None = None) -> list[str]:
+    """The arguments after ``python -m bench.<module>`` for a run of a whole suite (:data:`QUICK`); with
+    ``out_dir``, its results go to ``out_dir/<module>`` instead of ``bench/results/<suite>/``.
+
+    Example:
+        >>> script_command("engine", quick=True, out_dir="/tmp/b")
+        ['--quick', '--out', '/tmp/b/engine']
+    """
+    args = list(QUICK.get(module, ())) if quick else []
+    if out_dir is not None:
+        target = os.path.join(out_dir, module)
+        args += [target] if module in OUT_POSITIONAL else ["--out", target]
+    return args
 
 
 def suite_of(module: str) -> str:

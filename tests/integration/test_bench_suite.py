@@ -2,9 +2,11 @@
 ``bench`` package (no ``sys.path`` edits), and the one schema writer records machine, commit, versions, date
 and command. Seconds: the imports run in one child interpreter, no benchmark runs."""
 
+import ast
 import json
 import os
-import shutil
+import pathlib
+import re
 import subprocess
 import sys
 
@@ -80,6 +82,60 @@ def test_no_file_in_bench_edits_sys_path():
                     if "sys.path" in f.read():
                         hits.append(os.path.relpath(os.path.join(folder, name), ROOT))
     assert not hits, hits
+
+
+def test_no_test_edits_sys_path():
+    """Tests import the bench package as ``bench`` and other files by location, never by editing ``sys.path``."""
+    edit = re.compile(r"sys\.path\.(?:insert|append|extend|remove)\(|sys\.path\s*=[^=]")
+    tests = os.path.join(ROOT, "tests")
+    hits = [os.path.relpath(os.path.join(folder, name), ROOT)
+            for folder, _, files in os.walk(tests) for name in files
+            if name.endswith(".py") and edit.search(open(os.path.join(folder, name), encoding="utf-8").read())]
+    assert not hits, hits
+
+
+def bench_imports() -> dict[str, set[str]]:
+    """Each bench module's imports of other bench modules (any depth: module level and inside functions)."""
+    out = {}
+    for path in pathlib.Path(BENCH).glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        deps = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "bench":
+                deps |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bench."):
+                deps.add(node.module.split(".")[1])
+            elif isinstance(node, ast.Import):
+                deps |= {a.name.split(".")[1] for a in node.names if a.name.startswith("bench.")}
+        out[path.stem] = deps - {path.stem}
+    return out
+
+
+def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A circle of imports in ``graph`` (module -> modules it imports), as a path, or None."""
+    state: dict[str, int] = {}
+
+    def visit(m, stack):
+        state[m] = 1
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                return stack + [m, d]
+            if d in graph and not state.get(d) and (found := visit(d, stack + [m])):
+                return found
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if not state.get(m) and (found := visit(m, [])):
+            return found
+    return None
+
+
+def test_bench_modules_import_no_circle():
+    assert find_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]  # the check finds one
+    assert find_circle({"a": {"b"}, "b": set()}) is None
+    circle = find_circle(bench_imports())
+    assert circle is None, f"import circle in bench: {' -> '.join(circle)}"
 
 
 def test_the_schema_writer_records_the_run(tmp_path):
@@ -215,20 +271,19 @@ def test_mst_aim_traces_aim_on_both_sides_and_stops_mbi_after_k_rounds(tmp_path)
     assert not synth.exists()
 
 
-def test_l1_cost_renders_before_and_after_and_imports_a_tree_by_location(tmp_path):
-    """bench.l1_cost's page pairs the arms per problem and method; its child imports pgmjax from the tree it is
-    given (in a fresh interpreter: this process has pgmjax already)."""
-    from bench import l1_cost, schema
+def test_all_runs_every_script_of_every_suite_with_options_it_takes():
+    """``python -m bench all --quick --out-dir DIR --dry-run`` names every suite's every script once, with its
+    short-run flags and its output folder; each flag it passes is one the script's parser declares."""
+    from bench.suites import OUT_POSITIONAL, QUICK, SUITES
 
-    meta = schema.run_meta("bench.l1_cost", [], backend=False)
-    row = dict(problem="titanic", method="mirror_descent", iters=1000, loss_n=10.0, loss_2n=9.0)
-    rows = [{**row, "arm": "before", "first_s": 5.0, "ms_per_iter": 3.0},
-            {**row, "arm": "after", "first_s": 5.5, "ms_per_iter": 3.3}]
-    page = "\n".join(l1_cost.render({"meta": meta, "rows": rows, "before": "a", "after": "b"}))
-    assert "| titanic | mirror_descent | 1000 | 5.00 / 5.50 | 3.000 / 3.300 | +10% | 10.00 / 10.00 | 9.00 / 9.00 |" in page
-    code = ("import sys; from bench.l1_cost import _import_pgmjax; pj = _import_pgmjax(sys.argv[1]); "
-            "import importlib; print(importlib.import_module('pgmjax.fit.estimation').__file__)")
-    shutil.copytree(os.path.join(ROOT, "pgmjax"), tmp_path / "pgmjax", ignore=shutil.ignore_patterns("__pycache__"))
-    proc = _run("-c", code, str(tmp_path))
+    proc = _run("-m", "bench", "all", "--quick", "--out-dir", "/tmp/x", "--dry-run")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == str(tmp_path / "pgmjax" / "fit" / "estimation.py")
+    lines = proc.stdout.strip().splitlines()
+    want = [(s.name, m) for s in SUITES.values() for m in s.scripts]
+    assert [re.match(r"\[(\w+)\] -m bench\.(\w+)", line).groups() for line in lines] == want
+    assert set(QUICK) <= {m for _, m in want} and OUT_POSITIONAL <= {m for _, m in want}
+    for (_, module), line in zip(want, lines):
+        declared = set(re.findall(r"add_argument\(\s*\"(--[\w-]+)\"", open(os.path.join(BENCH, f"{module}.py")).read()))
+        flags = {a for a in line.split()[3:] if a.startswith("--")}
+        assert flags <= declared, (module, flags - declared)
+        assert line.endswith(f"/tmp/x/{module}"), line

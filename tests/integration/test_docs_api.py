@@ -99,14 +99,13 @@ def test_the_notebook_pages_are_those_of_the_committed_notebooks():
 
 
 def _roles():
-    import sys
+    """``docs/griffe_roles.py``, imported from its file (the docs folder is not a package)."""
+    import importlib.util
 
-    sys.path.insert(0, str(DOCS))
-    try:
-        import griffe_roles
-    finally:
-        sys.path.remove(str(DOCS))
-    return griffe_roles
+    spec = importlib.util.spec_from_file_location("griffe_roles", DOCS / "griffe_roles.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_sphinx_roles_become_links_titled_as_sphinx_would():

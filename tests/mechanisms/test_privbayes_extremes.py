@@ -96,9 +96,11 @@ _SCRIPT = textwrap.dedent(
     """
     import json, resource, sys
     import numpy as np, jax
-    sys.path.insert(0, {tests!r})
-    from test_privbayes_extremes import _wide
-    import importlib
+    import importlib, importlib.util
+    spec = importlib.util.spec_from_file_location("privbayes_extremes", {here!r})
+    extremes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(extremes)  # this file, for its table maker (no sys.path edit)
+    _wide = extremes._wide
     PB = importlib.import_module("pgmjax.mechanisms.bayesian_network")
     data = _wide({sizes!r})
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -126,7 +128,7 @@ def test_huge_epsilon_runs_within_a_memory_bound():
     tests = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "--xla_backend_optimization_level=0"))
     proc = subprocess.run(
-        [sys.executable, "-c", _SCRIPT.format(tests=tests, sizes=sizes, mb=MODEL_MB)],
+        [sys.executable, "-c", _SCRIPT.format(here=os.path.abspath(__file__), sizes=sizes, mb=MODEL_MB)],
         capture_output=True, text=True, timeout=600, env=env, cwd=os.path.dirname(os.path.dirname(tests)),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -16,22 +16,18 @@ them about once in a few hundred runs:
 The full variant (R = 400, B = 200, three noise/loss configurations) is bench/uncertainty_u4.py.
 """
 
-import os
-import sys
 
 import jax
 import numpy as np
 import pytest
 from scipy import stats
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
-
 R, B, LEVEL, ALPHA = 40, 40, 0.9, 1e-3
 
 
 @pytest.mark.slow
 def test_u4_cpu_variant_gaussian_l2():
-    import uncertainty_u4 as u4
+    from bench import uncertainty_u4 as u4
 
     cov, kinds = u4.run("gauss-l2", R=R, B=B, key=jax.random.key(0), methods=("bootstrap",), draws_per_call=1)
     assert cov.iterations["converged"] == {"fits": True, "bootstrap": True}
