@@ -14,7 +14,7 @@ from .data.dataset import Dataset
 from .data.domain import Domain
 from .fit.batch import BatchedMeasurement, estimate_batch
 from .fit.estimate import estimate
-from .fit.estimation import LBFGS, DualAveraging, MirrorDescent, Problem
+from .fit.driver import LBFGS, DualAveraging, MirrorDescent, Problem
 from .fit.oracles import ApproximateOracle
 from .graph.junction import JunctionTree, junction_tree
 from .graph.size_limit import ModelTooLarge, set_max_model_bytes
@@ -27,7 +27,7 @@ from .privacy.noisy_marginals import noisy_marginals
 from .programs import fast_compile, release_compiled
 from .queries.measurement import Measurement, estimate_total
 from .queries.workload import Workload
-from .fit.estimator import Estimator
+from .fit.contract import Estimator
 from .fit.pure import fit  # the function: ``pj.fit``, where the subpackage is ``pgmjax.fit`` only to imports
 
 __all__ = [

@@ -3,7 +3,7 @@
 Many fits often share a structure and differ only in their numbers: repeated noise draws of one
 mechanism (confidence intervals, bias studies, hyper-parameter sweeps over the noise scale), or the same
 measurements of B datasets. :func:`estimate_batch` fits all B at once: the estimators' pure ``init`` /
-``step`` (:mod:`pgmjax.fit.estimation`) are mapped over a leading batch axis of the numbers (noisy answers,
+``step`` (:mod:`pgmjax.fit.driver`) are mapped over a leading batch axis of the numbers (noisy answers,
 noise scales, totals, Lipschitz constants, potentials) while the structure (junction tree, routing
 arrays, query matrices) is shared. Each member follows exactly its own sequential trajectory: its own
 step sizes and its own line search (mirror descent is advanced one line-search trial at a time, so a
@@ -38,7 +38,7 @@ Example:
     >>> models.member(3)                                 # an ordinary GraphicalModel  # doctest: +SKIP
 
 The pure pieces, to jit, vmap or differentiate a fit yourself: :func:`make_problem` builds one
-member's :class:`~pgmjax.fit.estimation.Problem`, :func:`stack_problems` stacks B of them along a
+member's :class:`~pgmjax.fit.driver.Problem`, :func:`stack_problems` stacks B of them along a
 leading axis, :func:`batch_axes` gives the ``in_axes`` of a stacked problem for ``jax.vmap``, and
 :class:`Batched` wraps an estimator into one over a stacked problem::
 
@@ -75,7 +75,7 @@ mode only)::
     g = jit(jax.grad(final_loss))(problem)   # g.meas.arrays[i]["y"]: (B, ...) like the answers
 
 :func:`run_batch` drives a :class:`Batched` estimator in compiled chunks like
-:func:`pgmjax.fit.estimation.run`; :func:`estimate_batch` is validation + :func:`make_batch_problem` +
+:func:`pgmjax.fit.driver.run`; :func:`estimate_batch` is validation + :func:`make_batch_problem` +
 :func:`run_batch` + a batch of models (a :class:`~pgmjax.GraphicalModel` with a batch axis).
 """
 
@@ -89,10 +89,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import estimation, inputs, memory
+from . import driver, inputs, memory
 from .losses import gathered_cells
 from ..model.graphical_model import GraphicalModel
-from .estimator import Estimator
+from .contract import Estimator
 from .batch_problem import (
     LOSSES,
     METHODS,
@@ -159,28 +159,28 @@ class Batched(Estimator):
     def starts_by_a_step(self) -> bool:
         return self.estimator.starts_by_a_step
 
-    def start(self, problem: estimation.Problem, theta: dict, step_size):
+    def start(self, problem: driver.Problem, theta: dict, step_size):
         """Every member's :meth:`~pgmjax.MirrorDescent.start` (where the inner estimator starts by a step)."""
         return _vmapped_start(self, problem, theta, step_size)
 
     def started(self, state, step_size):
         return _vmapped_started(self, state, step_size)
 
-    def steps(self, problem: estimation.Problem, state, num_steps):
+    def steps(self, problem: driver.Problem, state, num_steps):
         """:meth:`advance` (the driver's chunk; the inner estimator's tidying is part of it)."""
         return self.advance(problem, state, num_steps)
 
-    def init(self, problem: estimation.Problem, theta: dict, step_size=1.0):
+    def init(self, problem: driver.Problem, theta: dict, step_size=1.0):
         dt = problem.total.dtype
         step = jnp.broadcast_to(jnp.asarray(1.0 if step_size is None else step_size, dt), problem.total.shape)
         return jax.vmap(self.estimator.init, in_axes=(batch_axes(problem), 0, 0))(problem, theta, step)
 
-    def step(self, problem: estimation.Problem, state):
+    def step(self, problem: driver.Problem, state):
         """One iteration of every member, in lock step (mirror descent: a member's line search waits for
         the slowest member's; see :meth:`advance`)."""
         return jax.vmap(self.estimator.step, in_axes=(batch_axes(problem), 0))(problem, state)
 
-    def advance(self, problem: estimation.Problem, state, num_steps):
+    def advance(self, problem: driver.Problem, state, num_steps):
         """``num_steps`` iterations of every member: the same states as ``num_steps`` calls of :meth:`step`.
 
         Mirror descent (exactly :class:`~pgmjax.MirrorDescent`) is advanced one line-search trial at a time
@@ -215,14 +215,14 @@ class Batched(Estimator):
         return jax.tree_util.tree_map(lambda a: a.reshape(groups * g, *a.shape[2:])[:batch], out)
 
     def _advance(self, problem, state, num_steps):
-        if type(self.estimator) is estimation.MirrorDescent:
+        if type(self.estimator) is driver.MirrorDescent:
             return _advance_mirror_descent(self.estimator, problem, state, num_steps)
         state = jax.lax.fori_loop(0, num_steps, lambda _, s: self.step(problem, s), state)
         # L-BFGS forms its best iterate's potentials once per chunk (the others' tidy is the identity)
         return jax.vmap(self.estimator.tidy, in_axes=(batch_axes(problem), 0))(problem, state)
 
 
-def _advance_mirror_descent(md: estimation.MirrorDescent, problem: estimation.Problem, state, num_steps):
+def _advance_mirror_descent(md: driver.MirrorDescent, problem: driver.Problem, state, num_steps):
     """Mirror descent's iterations, each member on its own schedule: :meth:`~pgmjax.MirrorDescent.steps`
     (one loop over line-search trials) vectorised over the members, then each member's
     :meth:`~pgmjax.MirrorDescent.tidy`. Per member, the trials and commits are the ones it makes alone."""
@@ -242,7 +242,7 @@ def _vmapped_started(estimator: Batched, state, step_size):
     return jax.vmap(estimator.estimator.started)(state, step_size)
 
 
-def spread(problem: estimation.Problem, theta: dict, devices: int | None = None):
+def spread(problem: driver.Problem, theta: dict, devices: int | None = None):
     """A stacked problem and its potentials placed over local devices along the batch axis.
 
     Args:
@@ -274,7 +274,7 @@ def spread(problem: estimation.Problem, theta: dict, devices: int | None = None)
 CPU_GROUP_CELLS = 2**20
 
 
-def auto_group(problem: estimation.Problem) -> int | None:
+def auto_group(problem: driver.Problem) -> int | None:
     """Members per vectorised group for a stacked problem on the default backend.
 
     On a CPU the fits are compute-bound, and a group's arrays (a few copies of the potentials per
@@ -291,7 +291,7 @@ def auto_group(problem: estimation.Problem) -> int | None:
 
 
 @jit(engine=True, loop_emitters=suits_loop_emitters)
-def _loss(problem: estimation.Problem, theta: dict):
+def _loss(problem: driver.Problem, theta: dict):
     """Per member: the exact loss of the potentials' model."""
     def one(p, th):
         return p.exact_loss(p.marginals(th))
@@ -301,7 +301,7 @@ def _loss(problem: estimation.Problem, theta: dict):
 
 def run_batch(
     estimator,
-    problem: estimation.Problem,
+    problem: driver.Problem,
     theta: dict,
     iters: int,
     *,
@@ -309,10 +309,10 @@ def run_batch(
     chunk: int = 50,
     tol: float | None = None,
     callback: Callable[[dict], Any] | None = None,
-    smoothing: tuple[float, float] = estimation.SMOOTHING,
+    smoothing: tuple[float, float] = driver.SMOOTHING,
     group: int | str | None = "auto",
 ):
-    """Run an estimator on every member of a stacked problem, in compiled chunks (:func:`pgmjax.fit.estimation.run`).
+    """Run an estimator on every member of a stacked problem, in compiled chunks (:func:`pgmjax.fit.driver.run`).
 
     Args:
         estimator: an (unbatched) estimator, e.g. ``MirrorDescent()``; it is wrapped in :class:`Batched`.
@@ -324,7 +324,7 @@ def run_batch(
         tol: stop when every member's loss changes by less than ``tol`` (relative) over a chunk.
         callback: called after each chunk with a dict (iteration, loss ``(B,)``, oracle_calls ``(B,)``,
             seconds, state); returning True stops the run.
-        smoothing: the L1 loss's Huber widths, first and last chunk (as in :func:`pgmjax.fit.estimation.run`;
+        smoothing: the L1 loss's Huber widths, first and last chunk (as in :func:`pgmjax.fit.driver.run`;
             one schedule for all members).
         group: members per vectorised group (:class:`Batched`): an int, None (all at once) or ``"auto"``
             (:func:`auto_group`).
@@ -339,7 +339,7 @@ def run_batch(
         step_size = 1.0 / (np.asarray(problem.lipschitz, np.float64) * np.asarray(problem.total, np.float64))
     else:
         step_size = np.broadcast_to(np.asarray(step_size, np.float64), np.shape(problem.total))
-    return estimation.run(Batched(estimator, group), problem, theta, iters, step_size=step_size, chunk=chunk, tol=tol,
+    return driver.run(Batched(estimator, group), problem, theta, iters, step_size=step_size, chunk=chunk, tol=tol,
                           callback=callback, smoothing=smoothing, exact_loss=_loss)
 
 
@@ -406,7 +406,7 @@ def estimate_batch(
         raise ValueError(f"{caller}: unknown method {method!r}; supported: {list(METHODS)} or a pgmjax.Estimator instance")
     if callable(loss) or loss not in LOSSES:
         raise ValueError(f"{caller}: loss must be one of {list(LOSSES)} (a callable loss is not supported in a batch), got {loss!r}")
-    engine, method, dtype = inputs.check_options(method, loss, iters, dtype, caller=caller)
+    estimator, method, dtype = inputs.check_options(method, loss, iters, dtype, caller=caller)
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"{caller}: chunk must be a positive integer, got {chunk!r}")
     compiler.bound_compiled(compiler.MAX_LIVE_PROGRAMS)  # a loop over new structures holds a bounded number
@@ -427,7 +427,7 @@ def estimate_batch(
         raise ValueError(f"{caller}: devices must be a positive integer or None, got {devices!r}")
     problem, theta, shards = spread(problem, zeros(problem), devices)
     params, state, history = run_batch(
-        engine, problem, theta, int(iters), step_size=step_size, chunk=int(chunk),
+        estimator, problem, theta, int(iters), step_size=step_size, chunk=int(chunk),
         tol=tol, callback=callback, group=None if shards > 1 else group,
     )
     for h in history:

@@ -1,4 +1,4 @@
-"""Batched estimation problems: B measurement sets of one structure as one :class:`pgmjax.fit.estimation.Problem`.
+"""Batched estimation problems: B measurement sets of one structure as one :class:`pgmjax.fit.driver.Problem`.
 
 Every member's measurements are validated against one structure (same cliques, queries and shapes), built
 into a problem (:func:`make_problem`) and stacked along a leading batch axis (:func:`stack_problems`,
@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import estimation, inputs
+from . import driver, inputs
 from ..compiler import to_device
 from ..data.domain import CliqueLike, Domain
 from ..queries.measurement import Measurement, validate_measurements
@@ -49,8 +49,8 @@ def make_problem(
     total: float | None = None,
     dtype=None,
     cliques: Sequence[CliqueLike] = (),
-) -> estimation.Problem:
-    """Build the :class:`~pgmjax.fit.estimation.Problem` of one fit (validated), as :func:`pgmjax.estimate` does.
+) -> driver.Problem:
+    """Build the :class:`~pgmjax.fit.driver.Problem` of one fit (validated), as :func:`pgmjax.estimate` does.
 
     Args:
         domain: the :class:`~pgmjax.Domain`.
@@ -78,7 +78,7 @@ def make_problem(
 
 
 # --------------------------------------------------------------------------- stacking and axes
-def batched_ids(problem: estimation.Problem) -> set[int]:
+def batched_ids(problem: driver.Problem) -> set[int]:
     """ids of the leaves of ``problem`` that differ between members: answers, noise, total, Lipschitz."""
     ids = {id(problem.total), id(problem.lipschitz)}
     for group in problem.meas.arrays:
@@ -86,7 +86,7 @@ def batched_ids(problem: estimation.Problem) -> set[int]:
     return ids
 
 
-def batch_axes(problem: estimation.Problem) -> estimation.Problem:
+def batch_axes(problem: driver.Problem) -> driver.Problem:
     """The ``in_axes`` of a problem for ``jax.vmap``: 0 on the per-member leaves, None on the shared ones.
 
     Per member: the noisy answers ``y``, the inverse noise scales, ``total`` and ``lipschitz``. Shared
@@ -101,7 +101,7 @@ def batch_axes(problem: estimation.Problem) -> estimation.Problem:
     return jax.tree_util.tree_unflatten(treedef, [0 if id(a) in batched else None for a in leaves])
 
 
-def stack_problems(problems: Sequence[estimation.Problem]) -> estimation.Problem:
+def stack_problems(problems: Sequence[driver.Problem]) -> driver.Problem:
     """Stack B problems of one structure into one whose per-member leaves have a leading axis of size B.
 
     Args:
@@ -109,7 +109,7 @@ def stack_problems(problems: Sequence[estimation.Problem]) -> estimation.Problem
             query matrices, loss and dtype (the answers, noise scales and totals may differ).
 
     Returns:
-        A :class:`~pgmjax.fit.estimation.Problem`; map over it with ``jax.vmap(..., in_axes=batch_axes(p))``.
+        A :class:`~pgmjax.fit.driver.Problem`; map over it with ``jax.vmap(..., in_axes=batch_axes(p))``.
 
     Raises:
         ValueError: when the problems do not share one structure.
@@ -118,7 +118,7 @@ def stack_problems(problems: Sequence[estimation.Problem]) -> estimation.Problem
     if not problems:
         raise ValueError("stack_problems: no problems (the batch is empty)")
     for b, p in enumerate(problems):
-        if not isinstance(p, estimation.Problem):
+        if not isinstance(p, driver.Problem):
             raise TypeError(f"stack_problems: problem {b} is a {type(p).__name__}, expected a Problem")
     first_leaves, treedef = jax.tree_util.tree_flatten(problems[0])
     batched = batched_ids(problems[0])
@@ -146,7 +146,7 @@ def stack_problems(problems: Sequence[estimation.Problem]) -> estimation.Problem
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
-def zeros(problem: estimation.Problem) -> dict:
+def zeros(problem: driver.Problem) -> dict:
     """All-zero potentials (uniform models) for every member of a stacked problem: ``{block: (B, ...)}``."""
     b = int(np.shape(problem.total)[0])
     # Built on the host and transferred: jnp.zeros would compile a small program per block shape.
@@ -311,8 +311,8 @@ def make_batch_problem(
     dtype=None,
     cliques: Sequence[CliqueLike] = (),
     caller: str = "make_batch_problem",
-) -> estimation.Problem:
-    """Validate a batch of measurement sets and build its stacked :class:`~pgmjax.fit.estimation.Problem`.
+) -> driver.Problem:
+    """Validate a batch of measurement sets and build its stacked :class:`~pgmjax.fit.driver.Problem`.
 
     Args:
         domain: the :class:`~pgmjax.Domain`.

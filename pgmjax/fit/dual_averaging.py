@@ -13,7 +13,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .estimator import Estimator
+from .contract import Estimator
 from .problem import Problem
 from .tree_math import all_finite, axpy, tree_map
 
@@ -61,7 +61,7 @@ class DualAveraging(Estimator):
 
     Example:
         >>> from pgmjax.fit.batch_problem import make_problem
-        >>> from pgmjax.fit.estimation import run
+        >>> from pgmjax.fit.driver import run
         >>> problem = make_problem(pj.Domain({"a": 2, "b": 3}), [pj.Measurement(("a", "b"), [[10.0, 20, 30], [5, 15, 20]])])
         >>> theta, state, history = run(DualAveraging(), problem, problem.plan.zeros(), iters=200)
         >>> bool(history[-1]["loss"] < 1e-3)

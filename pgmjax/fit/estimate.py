@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from . import estimation, inputs, losses, memory, oracles, sharding
+from . import driver, inputs, losses, memory, oracles, sharding
 from .. import compiler
 from ..checks import check_count
 from ..data.domain import Domain
@@ -53,7 +53,7 @@ def estimate(
         method: ``"mirror_descent"`` (Algorithm 1), ``"dual_averaging"``
             (Algorithm 2) or ``"lbfgs"`` (Appendix A.3; once it stalls, the iterations left go to
             mirror descent: see :class:`pgmjax.fit.lbfgs.LBFGS`); or a configured
-            :class:`pgmjax.fit.estimation.MirrorDescent` (e.g. ``MirrorDescent(momentum=0.0, growth=1.01,
+            :class:`pgmjax.fit.driver.MirrorDescent` (e.g. ``MirrorDescent(momentum=0.0, growth=1.01,
             min_growth=1.01)``, the reference code's plain mirror descent, which MST's fits use).
         iters: maximum number of iterations.
         loss: ``"l2"`` (Gaussian noise), ``"l1"`` (Laplace noise; its
@@ -111,7 +111,7 @@ def estimate(
         array([60., 40.])
     """
     # ---- validation (before anything is compiled), then the structure (cached by value) and numbers (arrays)
-    engine, method, dtype = inputs.check_options(method, loss, iters, dtype, caller="estimate")
+    estimator, method, dtype = inputs.check_options(method, loss, iters, dtype, caller="estimate")
     oracle = oracles.check_oracle(oracle, method, loss, caller="estimate")
     devices = sharding.check_devices(devices, "estimate")
     if devices > 1 and oracle != "exact":
@@ -174,8 +174,8 @@ def estimate(
     problem, theta, on_devices = sharding.split(problem, theta, devices)
     with on_devices:  # a split model's programs are traced under its mesh (pgmjax.fit.sharding)
         try:
-            params, state, history = estimation.run(
-                engine,
+            params, state, history = driver.run(
+                estimator,
                 problem,
                 theta,
                 int(iters),
@@ -197,7 +197,7 @@ def estimate(
         elif history:  # the last chunk's entry is the exact loss of the returned potentials already
             loss, step = float(history[-1]["loss"]), None
         else:
-            loss, step = float(estimation._model_loss(problem, params)), None
+            loss, step = float(driver._model_loss(problem, params)), None
     # The model's answers are a function of its potentials and total alone, computed by its own program
     # (pgmjax.model.graphical_model): the same whether it was just fitted, saved and loaded, or a member of a batch.
     if oracle_info is not None and oracle_info["oracle"] == "approximate":
@@ -233,10 +233,10 @@ def _finish_with_mirror_descent(problem, params, history, iters, step_size, chun
         info["method"] = "mirror_descent"
         return callback(info) if callback is not None else None
 
-    finished, _, more = estimation.run(estimation.estimator("mirror_descent", problem), problem, params,
+    finished, _, more = driver.run(driver.estimator("mirror_descent", problem), problem, params,
                                        iters - done, step_size=step_size, chunk=chunk, tol=tol, callback=shifted)
     if problem.loss == "l1" and more and not more[-1]["loss"] < history[-1]["loss"]:
-        # the L1 loss of both is exact (estimation.run's history): L-BFGS's iterate stays the model
+        # the L1 loss of both is exact (driver.run's history): L-BFGS's iterate stays the model
         kept = {k: v for k, v in history[-1].items() if k not in ("state", "stalled")}
         kept.update(iteration=more[-1]["iteration"], oracle_calls=more[-1]["oracle_calls"], seconds=more[-1]["seconds"],
                     method="lbfgs", kept=True)

@@ -24,7 +24,7 @@ from ..model.graphical_model import GraphicalModel, check_consistent
 from ..queries.measurement import Measurement, estimate_total, total_rule, validate_measurements
 from . import losses, routed_losses
 from .dual_averaging import DualAveraging
-from .estimator import Estimator
+from .contract import Estimator
 from .lbfgs import LBFGS
 from .mirror_descent import MirrorDescent
 from .problem import Problem
@@ -35,7 +35,7 @@ METHODS = {"mirror_descent": MirrorDescent, "dual_averaging": DualAveraging, "lb
 
 def resolve_method(method, caller: str = "estimate") -> tuple[Estimator, str]:
     """``(estimator, name)`` for ``method``: a name in :data:`METHODS` (default settings) or an
-    :class:`~pgmjax.fit.estimator.Estimator` instance (named as the built-in one of its class, else by its class).
+    :class:`~pgmjax.fit.contract.Estimator` instance (named as the built-in one of its class, else by its class).
 
     Example:
         >>> resolve_method("lbfgs")[1], resolve_method(MirrorDescent(momentum=0.0))[1]
@@ -59,14 +59,14 @@ def check_options(method, loss, iters, dtype, *, caller: str = "estimate") -> tu
     Raises:
         ValueError: naming the bad option.
     """
-    engine, name = resolve_method(method, caller)
+    estimator, name = resolve_method(method, caller)
     if not (callable(loss) or loss in ("l2", "l1")):
         raise ValueError(f"{caller}: loss must be 'l2', 'l1' or a callable, got {loss!r}")
     if isinstance(iters, bool) or not isinstance(iters, (int, np.integer)) or iters < 0:
         raise ValueError(f"{caller}: iters must be a non-negative integer, got {iters!r}")
     if name == "dual_averaging" and loss != "l2":
         raise ValueError(f"{caller}: dual_averaging needs the smooth 'l2' loss (its step sizes come from the Lipschitz constant)")
-    return engine, name, check_dtype(dtype, caller=caller)
+    return estimator, name, check_dtype(dtype, caller=caller)
 
 
 def check_dtype(dtype, *, caller: str = "estimate") -> np.dtype:

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .estimator import Estimator
+from .contract import Estimator
 from .problem import Problem
 from .tree_math import all_finite, tree_map
 
@@ -74,7 +74,7 @@ class LBFGS(Estimator):
 
     Example:
         >>> from pgmjax.fit.batch_problem import make_problem
-        >>> from pgmjax.fit.estimation import run
+        >>> from pgmjax.fit.driver import run
         >>> problem = make_problem(pj.Domain({"a": 2, "b": 3}), [pj.Measurement(("a", "b"), [[10.0, 20, 30], [5, 15, 20]])])
         >>> theta, state, history = run(LBFGS(), problem, problem.plan.zeros(), iters=50)
         >>> bool(history[-1]["loss"] < 1e-3)

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compiler import to_device, zeros_like
-from .estimator import Estimator
+from .contract import Estimator
 from .problem import Problem
 from .tree_math import tree_map, vdot
 

@@ -19,8 +19,8 @@ import jax.numpy as jnp
 from ..data.domain import Domain
 from ..model.graphical_model import GraphicalModel
 from ..queries.measurement import Measurement
-from . import estimation, inputs
-from .estimator import Estimator
+from . import driver, inputs
+from .contract import Estimator
 
 
 def fit(
@@ -50,7 +50,7 @@ def fit(
         domain: the :class:`~pgmjax.Domain`.
         measurements: :class:`~pgmjax.Measurement` objects; their ``y`` may be traced.
         method: ``"mirror_descent"``, ``"dual_averaging"``, ``"lbfgs"`` or an
-            :class:`~pgmjax.fit.estimator.Estimator` instance (e.g. ``pj.MirrorDescent(momentum=0.0)``).
+            :class:`~pgmjax.fit.contract.Estimator` instance (e.g. ``pj.MirrorDescent(momentum=0.0)``).
         iters: the number of iterations (static).
         loss: ``"l2"``, ``"l1"`` (smoothed with continuation, as :func:`pgmjax.estimate`; at least 20 stages,
             each a loop of its own in the program) or a callable of the clique marginals.
@@ -71,9 +71,9 @@ def fit(
         >>> batch.shape, np.round(np.asarray(batch[0], np.float64))
         ((4, 2), array([60., 40.]))
     """
-    engine, name, dtype = inputs.check_options(method, loss, iters, dtype, caller="fit")
+    estimator, name, dtype = inputs.check_options(method, loss, iters, dtype, caller="fit")
     measurements, model_cliques = inputs.check_structure(domain, measurements, loss, cliques, caller="fit")
-    if not engine.differentiable and _differentiated(([m.y for m in measurements], total, step_size)):
+    if not estimator.differentiable and _differentiated(([m.y for m in measurements], total, step_size)):
         raise ValueError(
             f"fit: {name} is not differentiable in the answers (its line search accepts or rejects steps by "
             "comparisons, and jax.grad / jax.jvp through it return numbers that are not derivatives): "
@@ -84,14 +84,14 @@ def fit(
     if step_size is None:
         step_size = 1.0 / (lipschitz * total)
     theta = plan.zeros(dtype)
-    if loss == "l1":  # Huber smoothing with continuation, stage by stage as estimation.run does it
-        chunk, chunks, width = estimation.smoothing_schedule(iters, 50, estimation.SMOOTHING, True)
+    if loss == "l1":  # Huber smoothing with continuation, stage by stage as driver.run does it
+        chunk, chunks, width = driver.smoothing_schedule(iters, 50, driver.SMOOTHING, True)
         widths = jnp.asarray([width(k) for k in range(chunks)], total.dtype)
 
         def stage(theta, w, n: int):
             smoothed = problem.with_smoothing(w)
-            state = engine.init(smoothed, theta, step_size * w / width(0))
-            return engine.params(estimation.advance(engine, smoothed, state, n))
+            state = estimator.init(smoothed, theta, step_size * w / width(0))
+            return estimator.params(driver.advance(estimator, smoothed, state, n))
 
         # The stages of `chunk` iterations in one scan over their widths (one copy of the step in the program,
         # not one per stage: at least 20 of them), then the shorter last stage, if any.
@@ -100,9 +100,9 @@ def fit(
         if full < chunks:
             theta = stage(theta, widths[full], iters - full * chunk)
         return GraphicalModel(plan, theta, total, loss=problem.exact_loss(problem.marginals(theta)))
-    state = estimation.advance(engine, problem, engine.init(problem, theta, step_size), iters)
-    params = engine.params(state)
-    return GraphicalModel(plan, params, total, loss=engine.best_loss(state), step_size=_last_step(state))
+    state = driver.advance(estimator, problem, estimator.init(problem, theta, step_size), iters)
+    params = estimator.params(state)
+    return GraphicalModel(plan, params, total, loss=estimator.best_loss(state), step_size=_last_step(state))
 
 
 def _differentiated(tree) -> bool:

@@ -34,7 +34,7 @@ from .query_learning import (
     training_sensitivity,
 )
 from .spanning_tree import compress_domain, mst, mst_budget
-from .estimates import CliqueTables, FactoredTable
+from .original_estimates import CliqueTables, FactoredTable
 from .multiplicative_weights import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
 from .bayesian_network import greedy_bayes, noisy_conditionals, privbayes, sample_network
 from .result import MechanismResult

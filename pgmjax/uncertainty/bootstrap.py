@@ -31,7 +31,7 @@ import numpy as np
 
 from ..compiler import jit
 from ..fit import batch as batch_mod
-from ..fit import estimation
+from ..fit import driver
 from ..fit.losses import MeasurementArrays
 from ..graph import oracle
 from ..model.graphical_model import GraphicalModel
@@ -119,7 +119,7 @@ def stacked_problem(model, measurements, ys: Sequence[np.ndarray], *, loss="l2",
         dtype: the refit's dtype (default the model's).
 
     Returns:
-        A :class:`~pgmjax.fit.estimation.Problem` with a leading batch axis ``B`` on its answers, noise scales,
+        A :class:`~pgmjax.fit.driver.Problem` with a leading batch axis ``B`` on its answers, noise scales,
         totals and Lipschitz constants.
     """
     dtype = jnp.dtype(dtype or model.dtype)
@@ -141,10 +141,10 @@ def stacked_problem(model, measurements, ys: Sequence[np.ndarray], *, loss="l2",
     else:
         totals = np.full(b, float(total))
     lip = jnp.full((b,), float(base.lipschitz), dtype)
-    return estimation.Problem(base.plan, meas, jnp.asarray(totals, dtype), lip, jnp.zeros((), dtype), loss)
+    return driver.Problem(base.plan, meas, jnp.asarray(totals, dtype), lip, jnp.zeros((), dtype), loss)
 
 
-def _take(problem: estimation.Problem, idx: np.ndarray) -> estimation.Problem:
+def _take(problem: driver.Problem, idx: np.ndarray) -> driver.Problem:
     leaves, treedef = jax.tree_util.tree_flatten(problem)
     ids = batch_mod.batched_ids(problem)
     return jax.tree_util.tree_unflatten(treedef, [a[idx] if id(a) in ids else a for a in leaves])
@@ -292,7 +292,7 @@ def refit(
                          f"got {fit_method!r} with loss {loss!r}")
     if fit_method == "qp":
         return _refit_qp(model, measurements, ys, problem, tplan, jm, qp_tol, start0)
-    est = estimation.METHODS[fit_method]()
+    est = driver.METHODS[fit_method]()
 
     def run(prob, th, n, st):
         params, state, _ = batch_mod.run_batch(est, prob, th, n, step_size=st, chunk=chunk, group="auto")

@@ -17,7 +17,7 @@ import pytest
 
 import pgmjax as pj
 from pgmjax import compiler
-from pgmjax.fit import estimation
+from pgmjax.fit import driver
 from pgmjax.fit.batch_problem import make_problem, stack_problems
 from pgmjax.graph.oracle_plan import make_plan
 from pgmjax.graph.program_choice import block_cells, suits_loop_emitters
@@ -38,7 +38,7 @@ def test_block_cells_is_the_largest_block_and_counts_the_members_of_a_batch():
     largest = problem.plan.largest_block
     sizes = [int(np.prod(s)) for _, s in problem.plan.units]
     assert largest == max(sizes) >= 7 * 3 * 11 and largest < problem.plan.cells == sum(sizes)
-    assert block_cells(estimation.MirrorDescent(), problem, None) == largest  # the estimator (static) is skipped
+    assert block_cells(driver.MirrorDescent(), problem, None) == largest  # the estimator (static) is skipped
     plan = make_plan(domain, [("a", "b", "c"), ("c", "d")])
     theta = plan.zeros()
     assert block_cells(plan, theta, 1.0) == plan.largest_block == 7 * 3 * 11
@@ -81,28 +81,28 @@ def test_small_and_large_programs_fit_the_same_model(monkeypatch):
 
 def test_each_size_class_compiles_its_own_program_once(monkeypatch):
     domain, ms = _measurements(2)
-    estimation._chunk.clear_cache()
+    driver._chunk.clear_cache()
     pj.estimate(domain, ms, iters=20)
-    assert (estimation._chunk.small._cache_size(), estimation._chunk.large._cache_size()) == (1, 0)
+    assert (driver._chunk.small._cache_size(), driver._chunk.large._cache_size()) == (1, 0)
     pj.estimate(domain, ms, iters=40)  # same structure: nothing new
-    assert (estimation._chunk.small._cache_size(), estimation._chunk.large._cache_size()) == (1, 0)
+    assert (driver._chunk.small._cache_size(), driver._chunk.large._cache_size()) == (1, 0)
     monkeypatch.setattr(compiler, "LOOP_EMITTERS_CELLS", 0)
     pj.estimate(domain, ms, iters=20)
-    assert (estimation._chunk.small._cache_size(), estimation._chunk.large._cache_size()) == (1, 1)
-    assert estimation._chunk._cache_size() == 2
-    estimation._chunk.clear_cache()
-    assert estimation._chunk._cache_size() == 0
+    assert (driver._chunk.small._cache_size(), driver._chunk.large._cache_size()) == (1, 1)
+    assert driver._chunk._cache_size() == 2
+    driver._chunk.clear_cache()
+    assert driver._chunk._cache_size() == 0
 
 
 def test_the_block_size_picks_the_program_and_the_environment_at_the_call_does_not(monkeypatch):
     domain, ms = _measurements()
     problem = make_problem(domain, ms)
-    args = (estimation.MirrorDescent(), problem, None, None)
-    assert estimation._chunk.program(*args) is estimation._chunk.small
+    args = (driver.MirrorDescent(), problem, None, None)
+    assert driver._chunk.program(*args) is driver._chunk.small
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")  # read when the program was made
-    assert estimation._chunk.program(*args) is estimation._chunk.small
+    assert driver._chunk.program(*args) is driver._chunk.small
     monkeypatch.setattr(compiler, "LOOP_EMITTERS_CELLS", problem.plan.largest_block - 1)
-    assert estimation._chunk.program(*args) is estimation._chunk.large
+    assert driver._chunk.program(*args) is driver._chunk.large
 
 
 def test_xla_receives_the_option_for_small_models_only(tmp_path):
@@ -138,8 +138,8 @@ def test_many_marginals_of_one_clique_keep_the_fusion_emitters():
     ms = [pj.Measurement(c, rng.uniform(0, 10, 4), stddev=1.0) for c in pairs]
     many = make_problem(domain, ms)
     assert len(many.plan.cliques) == 1
-    assert not suits_loop_emitters(estimation.MirrorDescent(), many, None, None)
-    assert estimation._chunk.program(estimation.MirrorDescent(), many, None, None) is estimation._chunk.large
+    assert not suits_loop_emitters(driver.MirrorDescent(), many, None, None)
+    assert driver._chunk.program(driver.MirrorDescent(), many, None, None) is driver._chunk.large
     few = make_problem(domain, ms[:8] + [pj.Measurement(domain.attributes, rng.uniform(0, 1, 128), stddev=1.0)])
     assert len(few.plan.cliques) == 1 and suits_loop_emitters(few)  # 8 reductions of the one clique
     assert suits_loop_emitters(many.plan, many.plan.zeros())  # the model's own programs: no reductions

@@ -13,7 +13,7 @@ SCRIPT = textwrap.dedent('''
     import json, os, re, sys
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
     import jax, numpy as np, pgmjax as pj
-    from pgmjax.fit import batch, estimation
+    from pgmjax.fit import batch, driver
 
     rng = np.random.default_rng(0)
     dom = pj.Domain({"a": 3, "b": 4, "c": 5})
@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent('''
     problem = batch.make_batch_problem(dom, ms)
     p, th, shards = batch.spread(problem, batch.zeros(problem))
     est = batch.Batched(pj.MirrorDescent(), None)
-    text = estimation._chunk.lower(est, p, est.init(p, th, 1e-3), np.int32(10)).compile().as_text()
+    text = driver._chunk.lower(est, p, est.init(p, th, 1e-3), np.int32(10)).compile().as_text()
     reduces = [l for l in text.splitlines() if "all-reduce(" in l and "=" in l]
     json.dump({
         "devices": jax.local_device_count(), "shards": shards,

@@ -11,7 +11,7 @@ import pytest
 
 import pgmjax as pj
 from pgmjax.fit.batch_problem import make_problem
-from pgmjax.fit.estimation import run
+from pgmjax.fit.driver import run
 from pgmjax.fit.mirror_descent import MirrorDescent
 
 ALGORITHM_1 = dict(momentum=0.0, min_growth=1.25)  # ICML 2019's Algorithm 1: no momentum, fixed growth

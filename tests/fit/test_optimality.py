@@ -241,7 +241,7 @@ def fit(name: str, method: str, loss: str):
 
 PROBLEMS = ("chain", "loopy")
 CASES_L2 = [(p, m) for p in PROBLEMS for m in METHODS]
-# The L1 loss is minimised through Huber smoothing with continuation (pgmjax.fit.estimation.run).
+# The L1 loss is minimised through Huber smoothing with continuation (pgmjax.fit.driver.run).
 # Measured relative gaps (chain / loopy): L-BFGS 1.3e-7 / 1.5e-7 after 3000 iterations; mirror
 # descent 2.2e-4 / 0.27 after 10000 and 1.3e-7 / 1.5e-7 after 100000 (loopy's optimum has empty
 # cells, where first-order mirror descent is slow). No case is expected to fail.

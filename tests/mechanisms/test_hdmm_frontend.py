@@ -16,7 +16,7 @@ from conftest import chain_dataset
 
 import pgmjax as pj
 from pgmjax.mechanisms import matrix_mechanism as H
-from pgmjax.mechanisms.estimates import CliqueTables
+from pgmjax.mechanisms.original_estimates import CliqueTables
 
 fe = importlib.import_module("pgmjax.mechanisms.matrix_mechanism.frontend")  # pgmjax.mechanisms.hdmm is the function
 hdmm, hdmm_strategy, union_workload = fe.hdmm, fe.hdmm_strategy, fe.union_workload

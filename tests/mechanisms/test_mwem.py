@@ -16,7 +16,7 @@ from conftest import chain_dataset
 
 import pgmjax as pj
 mw = importlib.import_module("pgmjax.mechanisms.multiplicative_weights.front_end")  # where mwem reads mw_guard, mw_replay
-from pgmjax.mechanisms.estimates import FactoredTable
+from pgmjax.mechanisms.original_estimates import FactoredTable
 from pgmjax.mechanisms.multiplicative_weights import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
 
 SIZES = {"a": 4, "b": 3, "c": 5, "d": 2, "e": 3, "f": 4}

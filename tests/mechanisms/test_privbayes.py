@@ -18,7 +18,7 @@ import pytest
 
 import pgmjax as pj
 PB = importlib.import_module("pgmjax.mechanisms.bayesian_network")  # pgmjax.mechanisms.privbayes is the function
-from pgmjax.mechanisms.estimates import FactoredTable
+from pgmjax.mechanisms.original_estimates import FactoredTable
 from pgmjax.mechanisms.result import MechanismResult
 from pgmjax.privacy import Accountant
 

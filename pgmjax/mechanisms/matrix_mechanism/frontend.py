@@ -46,7 +46,7 @@ import numpy as np
 from ...data.dataset import Dataset
 from ...data.domain import Clique, Domain
 from ...fit.estimate import estimate
-from ...fit.estimation import METHODS
+from ...fit.driver import METHODS
 from ...fit import memory as fit_memory
 from ...privacy import Accountant
 from ...checks import check_bool as _bool
@@ -54,7 +54,7 @@ from ...checks import check_count as _int
 from ...checks import check_key as _check_key
 from ...checks import check_positive as _positive
 from ...queries.measurement import Measurement, estimate_total
-from ..estimates import CliqueTables
+from ..original_estimates import CliqueTables
 from ...graph import size_limit
 from ...graph.junction import junction_tree, maximal_cliques
 from ..options import (check_attribute_matrices, check_data, check_domain_size, check_engine_options, check_epsilon,
@@ -184,7 +184,7 @@ def hdmm(
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (HDMM+PGM), ``synthetic``,
         ``measurements`` (one per strategy term, carrying the Kronecker factors and the true noise std),
         ``accountant`` (one ledger entry per term, summing exactly to the budget), ``original`` (HDMM+LLS, a
-        :class:`~pgmjax.mechanisms.estimates.CliqueTables` whose ``answers`` / ``marginals`` serve
+        :class:`~pgmjax.mechanisms.original_estimates.CliqueTables` whose ``answers`` / ``marginals`` serve
         :meth:`Workload.answer` and :mod:`pgmjax.model.metrics`; None when ``original=False``, see
         ``original_error``), ``plan`` (one step: every strategy term on one noise scale) and ``info``:
 

@@ -24,7 +24,7 @@ Two arms on the same noisy measurements:
   ``bounded`` (``N`` public), else estimated from the measurements.
 * **original** (``result.original``): the MW update on a factored full table (one table per connected
   component of the measured cliques' co-occurrence graph, private-pgm's ``_cluster``), held by a
-  :class:`~pgmjax.mechanisms.estimates.FactoredTable`. After round ``t``'s measurement it runs
+  :class:`~pgmjax.mechanisms.original_estimates.FactoredTable`. After round ``t``'s measurement it runs
   ``mw_iters`` passes over measurements ``1..t``; a pass accumulates ``sum_i Q_i^T (y_i - Q_i A)``
   and multiplies the table by ``exp(update / (2 N))`` once (the paper's update, batched as in the
   reference code), warm-started from round ``t - 1``'s table.

@@ -155,7 +155,7 @@ def mwem(
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``synthetic``,
         ``measurements``, ``accountant`` (ledger: EM and measurement alternating, summing exactly to
-        the budget), ``original`` (a :class:`~pgmjax.mechanisms.estimates.FactoredTable` or None) with
+        the budget), ``original`` (a :class:`~pgmjax.mechanisms.original_estimates.FactoredTable` or None) with
         ``original_error``, ``plan`` (per round a selection and a measurement; :func:`mwem_budget` has
         the noise scale) and ``info``: ``selection``, ``noise``, ``bounded``, ``rounds``, ``alpha``,
         ``em_sensitivity``, ``log`` (one dict per round: round, clique, row, cap_mb, model_mb, candidates,

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...data.domain import Clique, Domain
 from ...queries.measurement import Measurement
-from ..estimates import FactoredTable
+from ..original_estimates import FactoredTable
 
 #: The original arm's memory guard: 2^28 float64 cells = 2 GiB of tables.
 DEFAULT_MAX_TABLE_CELLS = 2**28

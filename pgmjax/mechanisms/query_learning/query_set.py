@@ -226,7 +226,7 @@ class QuerySet:
         Args:
             source: a :class:`~pgmjax.Dataset` (true answers), a :class:`RegressionModel` (its
                 predictions), or any model with ``marginals(cliques)`` (a
-                :class:`~pgmjax.GraphicalModel`, :class:`~pgmjax.mechanisms.estimates.CliqueTables`, ...).
+                :class:`~pgmjax.GraphicalModel`, :class:`~pgmjax.mechanisms.original_estimates.CliqueTables`, ...).
 
         Returns:
             A float64 array.

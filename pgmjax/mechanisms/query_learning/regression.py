@@ -16,7 +16,7 @@ from ...checks import check_count as _int
 from ...checks import check_nonnegative as _nonnegative
 from ...checks import check_positive as _positive
 from ...queries.linear import LinearQuery
-from ..estimates import CliqueTables
+from ..original_estimates import CliqueTables
 from .query_set import QuerySet, as_queries, check_domain
 
 MODELS = ("linear", "gaussian")
@@ -30,7 +30,7 @@ class RegressionModel:
 
     * ``kind="linear"``: ``y(q) = <w_C, q>``. The weights are an estimate of the histogram of ``C``,
       so the model is also a table: :meth:`marginal`, :meth:`marginals` and factored
-      :meth:`answers` (as :class:`~pgmjax.mechanisms.estimates.CliqueTables`) work, and a
+      :meth:`answers` (as :class:`~pgmjax.mechanisms.original_estimates.CliqueTables`) work, and a
       :class:`~pgmjax.Workload` or :mod:`pgmjax.model.metrics` can evaluate it; a query on a sub-clique of
       a fitted clique is answered from the summed table.
     * ``kind="gaussian"``: ``y(q) = w_0 + sum_j w_j exp(-||q - mu_j||^2 / (2 u^2))`` (see

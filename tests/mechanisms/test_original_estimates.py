@@ -5,7 +5,7 @@ import pytest
 
 import pgmjax as pj
 from pgmjax import queries as Q
-from pgmjax.mechanisms.estimates import CliqueTables, FactoredTable
+from pgmjax.mechanisms.original_estimates import CliqueTables, FactoredTable
 
 
 def test_factored_table_equals_its_full_table(rng):

@@ -27,7 +27,7 @@ import numpy as np
 from ..compiler import jit, to_device
 from ..graph.program_choice import suits_loop_emitters
 from .dual_averaging import DualAveraging, DualAveragingState
-from .estimator import Estimator
+from .contract import Estimator
 from .inputs import METHODS
 from .lbfgs import LBFGS, LBFGSState
 from .mirror_descent import MirrorDescent, MirrorDescentState
@@ -121,7 +121,7 @@ def run(
     only in the last stage (stages past the schedule's last keep its width).
 
     Args:
-        estimator: an :class:`~pgmjax.fit.estimator.Estimator` (MirrorDescent, DualAveraging, LBFGS or one's own).
+        estimator: an :class:`~pgmjax.fit.contract.Estimator` (MirrorDescent, DualAveraging, LBFGS or one's own).
         problem: the :class:`Problem`.
         theta: initial potentials (oracle blocks).
         iters: maximum number of iterations.
