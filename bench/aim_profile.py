@@ -181,10 +181,10 @@ def main(argv=None) -> None:
                    help="AIM's or MWEM's T (default: the mechanism's; AIM's 16 d is the published one)")
     p.add_argument("--max-model-mb", type=float, default=80.0, help="AIM's model-size cap (published: 80)")
     p.add_argument("--engine-iters", type=int, default=None, help="iterations per fit (default: the front-end's)")
-    p.add_argument("--tol", type=float, default=None, help="engine_options tol: a fit stops when a chunk of 50 "
+    p.add_argument("--tol", type=float, default=None, help="FitOptions tol: a fit stops when a chunk of 50 "
                    "iterations changes its loss by less than this (relative)")
     p.add_argument("--program", choices=("auto", "dense", "size_class"), default=None,
-                   help="engine_options program: the fits' compiled program (default: estimate's, 'auto')")
+                   help="FitOptions program: the fits' compiled program (default: estimate's, 'auto')")
     p.add_argument("--out", default=None, help="result name under bench/results/mechanisms/ (or a path)")
     p.add_argument("--compare", nargs="+", default=None, metavar="JSON",
                    help="render a before/after table from pairs of result files (before1 after1 before2 after2 ...) "
@@ -197,6 +197,8 @@ def main(argv=None) -> None:
         return
     import jax
 
+    import pgmjax as pj
+
     jax.config.update("jax_enable_compilation_cache", False)  # first-call compilation is part of what users wait for
     data = load_table(args.dataset, args.data)
     options = {}
@@ -208,12 +210,11 @@ def main(argv=None) -> None:
         options["rounds"] = args.rounds
     if args.engine_iters is not None:
         options["engine_iters"] = args.engine_iters
-    if args.tol is not None:
-        options.setdefault("engine_options", {})["tol"] = args.tol
-    if args.program is not None:
-        options.setdefault("engine_options", {})["program"] = args.program
-    res = profile(args.mechanism, data, args.epsilon, args.seed, **options)
-    res.update(dataset=args.dataset, records=len(data), attributes=len(data.domain), options=options)
+    fit = {k: v for k, v in (("tol", args.tol), ("program", args.program)) if v is not None}
+    call = {**options, "fit_options": pj.FitOptions(**fit)} if fit else options
+    res = profile(args.mechanism, data, args.epsilon, args.seed, **call)
+    res.update(dataset=args.dataset, records=len(data), attributes=len(data.domain),
+               options={**options, "fit_options": fit} if fit else options)
     name = args.out or f"{args.mechanism}_profile_{args.dataset}_cpu"
     meta = schema.run_meta("bench.aim_profile", argv)
     schema.write_result(SUITE, name, res["per_round"], meta, page=[*schema.header_lines(meta), "", *_page(res, args)], title=f"{args.mechanism.upper()} per round on {args.dataset}",

@@ -174,7 +174,7 @@ def run_aim(rounds: int, engine_iters: int, seed: int = 0, max_model_mb: float =
     for oracle in ("approximate", "exact"):
         t0 = time.perf_counter()
         res = aim(data, 1.0, key=jax.random.key(seed), rounds=rounds, engine_iters=engine_iters, synthetic=False,
-                  max_model_mb=max_model_mb, engine_options={"oracle": oracle})
+                  max_model_mb=max_model_mb, fit_options=pj.FitOptions(oracle=oracle))
         est = res.model.infer_marginals(pairs) if oracle == "approximate" else res.model.marginals(pairs)
         out.append({"engine": f"AIM, oracle={oracle}", "max_model_mb": max_model_mb, "rounds": res.info["rounds_run"],
                     "engine_iters": engine_iters, "model_mb": res.info["model_mb"],

@@ -133,11 +133,11 @@ def run_one(exp: dict, eps: float, seed: int, *, m: int | None = None, index=Non
     t0 = time.perf_counter()
     if index is None:
         res = mldp(data, eps, key=key, training=published, size=m, fresh=fresh, engine_iters=pgm_iters,
-                   engine_options={"dtype": jnp.float64})
+                   fit_options=pj.FitOptions(dtype=jnp.float64))
         answers = res.info["answers"]
     else:  # a fixed training set: the published queries are answered as fresh ones
         res = mldp(data, eps, key=key, training=published.take(index), fresh=published, engine_iters=pgm_iters,
-                   engine_options={"dtype": jnp.float64})
+                   fit_options=pj.FitOptions(dtype=jnp.float64))
         answers = {"published": res.info["answers"]["fresh"]}
     seconds = time.perf_counter() - t0
     gauss = fit_regression(res.info["training"], res.info["noisy_answers"], **GAUSSIAN)

@@ -32,7 +32,7 @@ Usage::
 ``--datasets`` runs other tables than Adult (the shared ones by name, and ``generated``: a 9-column,
 136,000-row table drawn from a random tree-structured model with up to 600 values per column, many
 small cells; :func:`generated_table`). ``--libraries pgmjax_accelerated`` adds pgmjax's MST with
-the accelerated mirror descent of :func:`pgmjax.estimate` (``engine_options={"method": "mirror_descent"}``)
+the accelerated mirror descent of :func:`pgmjax.estimate` (``fit_options=pj.FitOptions(method="mirror_descent")``)
 instead of MST's default, the reference code's plain mirror descent: the ablation of issue 42 item 7.
 Both sides also report the fitted model's own 2-way TVD (``tvd_model``, over the original domain,
 merged values spread uniformly), which splits the estimation error from the sampling error.
@@ -121,6 +121,7 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
     jax = _jax_setup()
     import numpy as np
 
+    import pgmjax as pj
     from pgmjax.mechanisms.adaptive_iterative import aim
     from pgmjax.mechanisms.spanning_tree import mst
 
@@ -128,9 +129,9 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
     trace = None
     t0 = time.perf_counter()
     if mechanism == "mst":
-        options = {"method": s["engine_method"]} if s.get("engine_method") else None
+        options = pj.FitOptions(method=s["engine_method"]) if s.get("engine_method") else None
         res = mst(data, epsilon, DELTA, key=jax.random.key(seed), select_iters=s["mst_select_iters"],
-                  engine_iters=s["mst_fit_iters"], engine_options=options)
+                  engine_iters=s["mst_fit_iters"], fit_options=options)
     else:
         options = dict(rounds=s["aim_rounds"], max_model_mb=s["aim_max_model_size"], engine_iters=s["aim_max_iters"])
         if s.get("trace"):
@@ -450,7 +451,7 @@ def render(res: dict, path: str | None = None) -> str:
         "Both engines in float32 (their default); synthetic data by each library's low-variance sampler "
         "(pgmjax `low_variance`, mbi `round`). `pgmjax` is MST as shipped (its fits by the reference code's plain "
         "mirror descent, `REFERENCE_MIRROR_DESCENT`); `pgmjax_accelerated` is the same run with pgmjax's accelerated "
-        "mirror descent (`engine_options={\"method\": \"mirror_descent\"}`, MST's fit before issue 42 item 7).",
+        "mirror descent (`fit_options=pj.FitOptions(method=\"mirror_descent\")`, MST's fit before issue 42 item 7).",
         "",
         "| dataset | mechanism | eps | seed | " + " | ".join(f"{lib} TVD" for lib in libraries) + " | "
         + " | ".join(f"{lib} model TVD" for lib in libraries) + " | " + " | ".join(f"{lib} wall (s)" for lib in libraries) + " |",

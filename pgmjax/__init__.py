@@ -28,6 +28,7 @@ from .programs import fast_compile, release_compiled
 from .queries.measurement import Measurement, estimate_total
 from .queries.workload import Workload
 from .fit.contract import Estimator
+from .fit.options import FitOptions
 from .fit.pure import fit  # the function: ``pj.fit``, where the subpackage is ``pgmjax.fit`` only to imports
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "estimate",
     "fit",
     "Estimator",
+    "FitOptions",
     "estimate_batch",
     "BatchedMeasurement",
     "estimate_total",

@@ -8,8 +8,10 @@ against its signature before anything is read.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
+from ..fit.options import FitOptions
 from ..mechanisms import registry
 from ..mechanisms.options import DEFAULT_DELTA
 from .errors import UserError
@@ -23,7 +25,7 @@ COMMON_FLAGS = {
     "key": "--seed",
     "workload": "--workload",
     "engine_iters": "--engine-iters",
-    "engine_options": "--engine-option",
+    "fit_options": "--engine-option",
     "max_model_mb": "--max-model-mb",
 }
 #: Front-ends whose ``max_model_mb`` must be None (their cliques are chosen after the release): ``--max-model-mb``
@@ -55,14 +57,14 @@ def _delta(entry: registry.Mechanism, delta, options: dict, notes: list) -> dict
     return {"delta": delta}
 
 
-def front_end_call(args, options: dict, engine_options: dict) -> tuple[registry.Mechanism, dict, list[str]]:
+def front_end_call(args, options: dict, fit_options: dict) -> tuple[registry.Mechanism, dict, list[str]]:
     """The front-end and its keyword arguments (everything but ``data``, ``key`` and ``workload``), nothing run.
 
     Args:
         args: the parsed ``pgmjax run`` arguments (``mechanism``, ``epsilon``, ``delta``, ``engine_iters``,
             ``max_model_mb``, ``rounds``, ``records``).
         options: the ``--option`` values (the front-end's own options).
-        engine_options: the ``--engine-option`` values (``--oracle`` joins them as ``oracle``).
+        fit_options: the ``--engine-option`` values (``--oracle`` joins them as ``oracle``).
 
     Returns:
         ``(registry entry, keyword arguments, notes for the user)``.
@@ -92,15 +94,24 @@ def front_end_call(args, options: dict, engine_options: dict) -> tuple[registry.
         kwargs["max_model_mb"] = args.max_model_mb  # the front-end's own cap; the run's size limit too (run.run)
     oracle = getattr(args, "oracle", None)
     if oracle is not None:
-        if "oracle" in engine_options:
+        if "oracle" in fit_options:
             raise UserError("give the oracle once: --oracle or --engine-option oracle=")
-        engine_options = {**engine_options, "oracle": oracle}
-    if engine_options.get("oracle") == "approximate" and entry.name not in APPROXIMATE_SYNTHETIC:
+        fit_options = {**fit_options, "oracle": oracle}
+    if fit_options.get("oracle") == "approximate" and entry.name not in APPROXIMATE_SYNTHETIC:
         raise UserError(f"{entry.name}: --oracle approximate fits pseudo-marginals, not a distribution to draw the run's "
                         "synthetic records from; use --oracle auto (exact wherever the junction tree fits the size "
                         f"limit) or a mechanism that samples its own records ({', '.join(APPROXIMATE_SYNTHETIC)})")
-    if engine_options:
-        kwargs["engine_options"] = dict(engine_options)
+    if fit_options:
+        try:
+            kwargs["fit_options"] = FitOptions(**fit_options)
+        except TypeError as e:
+            if "unexpected keyword" not in str(e):
+                raise UserError(f"--engine-option: {e}") from None
+            known = [f.name for f in dataclasses.fields(FitOptions)]
+            raise UserError(f"--engine-option: unknown option(s) {sorted(set(fit_options) - set(known))}; "
+                            f"pgmjax.FitOptions takes {', '.join(known)}") from None
+        except ValueError as e:
+            raise UserError(f"--engine-option: {e}") from None
     if args.rounds is not None:
         if "rounds" not in own:
             raise UserError(f"{entry.name} has no rounds (it sets its own schedule): drop --rounds")
@@ -116,20 +127,19 @@ def front_end_call(args, options: dict, engine_options: dict) -> tuple[registry.
 
 
 def with_progress(entry: registry.Mechanism, kwargs: dict, engine_callback, step_callback) -> dict:
-    """``kwargs`` with the engine's per-chunk callback in ``engine_options`` and, where the front-end has a
+    """``kwargs`` with the engine's per-chunk callback in ``fit_options`` and, where the front-end has a
     ``progress`` option, the per-step callback."""
     out = dict(kwargs)
-    merged = dict(out.get("engine_options") or {})
-    user = merged.get("callback")
+    given = out.get("fit_options") or FitOptions()
+    user = given.callback
     if user is None:
-        merged["callback"] = engine_callback
+        callback = engine_callback
     else:
-        def both(info, _a=engine_callback, _b=user):
+        def callback(info, _a=engine_callback, _b=user):
             _a(info)
             return _b(info)
 
-        merged["callback"] = both
-    out["engine_options"] = merged
+    out["fit_options"] = dataclasses.replace(given, callback=callback)
     if "progress" in registry.own_options(entry.name) and "progress" not in out:
         out["progress"] = step_callback
     return out

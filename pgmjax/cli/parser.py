@@ -203,9 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--engine-iters", type=positive_int, metavar="N",
                    help="estimation iterations per model fit (engine_iters; mechanism default if omitted)")
     g.add_argument("--engine-option", action="append", metavar="KEY=VALUE",
-                   help="a keyword argument of pgmjax.estimate for every fit (engine_options; repeatable), e.g. method=lbfgs")
+                   help="a pgmjax.FitOptions field for every fit (repeatable; values are JSON), e.g. method=lbfgs or tol=1e-6")
     g.add_argument("--oracle", choices=("exact", "approximate", "auto"), default=None,
-                   help="the engine's marginal oracle for every fit (engine_options oracle=): exact (junction tree; "
+                   help="the engine's marginal oracle for every fit (FitOptions oracle=): exact (junction tree; "
                         "default), approximate (convex generalized belief propagation on the measured cliques' region "
                         "graph: fits models past the size limit, answers are pseudo-marginals, no synthetic records "
                         "except privbayes') or auto (exact wherever the junction tree fits the size limit)")

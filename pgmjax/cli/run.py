@@ -178,8 +178,8 @@ def check_arguments(args) -> tuple[tuple, list]:
     need_parent(args.report, "--report")
     need_parent(args.save_model, "--save-model")
     options = parse_options(args.option)
-    engine_options = parse_options(args.engine_option, flag="--engine-option")
-    _, kwargs, first = front_end_call(args, options, engine_options)  # the mechanism, its options and the delta, before the split
+    fit_options = parse_options(args.engine_option, flag="--engine-option")
+    _, kwargs, first = front_end_call(args, options, fit_options)  # the mechanism, its options and the delta, before the split
     if args.private_schema:
         try:
             # The preprocessing is charged under the mechanism's neighbouring relation, so the two compose; the
@@ -191,7 +191,7 @@ def check_arguments(args) -> tuple[tuple, list]:
             raise UserError(str(e)) from None
         args.epsilon_total, args.delta_total = args.epsilon, args.delta
         args.epsilon, args.delta = args.split.epsilon, args.split.delta  # the mechanism's share
-    entry, kwargs, notes = front_end_call(args, options, engine_options)
+    entry, kwargs, notes = front_end_call(args, options, fit_options)
     checkpoints.check(args, entry.name)
     args.seed_source = checkpoints.run_seed(args)  # before anything is read: the preprocessing draws noise too
     return (entry, kwargs), (first if args.private_schema else notes)

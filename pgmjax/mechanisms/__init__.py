@@ -4,7 +4,7 @@ Each front-end runs two arms on the same noisy measurements: the mechanism's
 own estimator (``result.original``) and the engine (``result.model``), and
 returns a :class:`MechanismResult` with the measurements, the privacy ledger and the budget plan.
 Every front-end has the same leading parameters,
-``(data, epsilon, delta=..., *, key, workload=..., engine_iters=..., engine_options=..., max_model_mb=...)``,
+``(data, epsilon, delta=..., *, key, workload=..., engine_iters=..., fit_options=..., max_model_mb=...)``,
 then its own keyword-only options (:mod:`pgmjax.mechanisms.options`); :mod:`~pgmjax.mechanisms.registry`
 maps names to them.
 

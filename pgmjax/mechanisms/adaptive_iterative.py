@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
+from ..fit.options import FitOptions
 from ..data.dataset import Dataset
 from ..data.domain import Clique, Domain
 from ..fit.estimate import estimate
@@ -225,7 +226,7 @@ def aim(
     key,
     workload=None,
     engine_iters: int = 1000,
-    engine_options: Mapping | None = None,
+    fit_options: FitOptions | None = None,
     max_model_mb: float = 80.0,
     rounds: int | None = None,
     final_iters: int | None = None,
@@ -258,9 +259,9 @@ def aim(
         workload: see :func:`aim_candidates` (default: every 2-way clique with at most 10,000 cells,
             weight 1).
         engine_iters: the most engine iterations per round's fit (warm-started from the previous model); a round's
-            fit stops sooner once it has converged (:data:`ROUND_TOL`; ``engine_options={"tol": None}``: never).
-        engine_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``dtype``,
-            ``tol``, ``callback``, ``oracle``, ...; not ``iters``, ``total``, ``warm_start``). With
+            fit stops sooner once it has converged (:data:`ROUND_TOL`; ``fit_options=pj.FitOptions(tol=0)``: only once its loss stops changing).
+        fit_options: a :class:`pgmjax.FitOptions` for every fit (``method``, ``dtype``, ``tol``, ``callback``,
+            ``oracle``, ...). With
             ``oracle="approximate"`` (:mod:`pgmjax.fit.oracles`) the size limit counts the region graph's cells,
             candidates are scored on pseudo-marginals and ``synthetic=False`` is required; ``oracle="auto"``
             fits exactly while the junction tree's fit fits the process's size limit.
@@ -308,7 +309,7 @@ def aim(
         >>> res.accountant.spent == res.accountant.budget, res.original is None
         (True, True)
     """
-    checked = _aim_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds,
+    checked = _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, rounds,
                              final_iters, synthetic, rows, synthetic_method)
     keeper = _aim_keeper(data, key, checkpoint, checked)
     bar = Progress(progress, checked["budget"]["rounds"], "AIM", "aim", unit="round")
@@ -324,16 +325,16 @@ def _aim_keeper(data, key, checkpoint, checked: dict) -> Keeper:
     run is everything the rounds depend on (the final fit's and the sampling's settings may change on resume)."""
     checkpoint = Checkpoint.of(checkpoint, "aim")
     if checkpoint is not None and oracle_of(checked["options"]) != "exact":
-        raise ValueError("aim: checkpoint= keeps exact models only; drop engine_options['oracle'] or the checkpoint")
+        raise ValueError("aim: checkpoint= keeps exact models only; drop the oracle from fit_options or the checkpoint")
     settings = {k: checked[k] for k in ("epsilon", "delta", "candidates", "max_model_mb", "engine_iters")}
     settings["rounds"] = checked["budget"]["rounds"]
-    settings["engine_options"] = {k: v for k, v in checked["options"].items() if k != "callback"}
+    settings["fit_options"] = {k: v for k, v in checked["options"].items() if k != "callback"}
     keeper = Keeper(checkpoint, fingerprint("aim", data, key, settings) if checkpoint is not None else {}, "aim")
     keeper.check_folder()
     return keeper
 
 
-def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds, final_iters,
+def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, rounds, final_iters,
                    synthetic, rows, synthetic_method) -> dict:
     """:func:`aim`'s arguments checked, before any private computation: the keyword arguments of :func:`_aim`."""
     where = "aim"
@@ -348,7 +349,7 @@ def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, engine_opt
     engine_iters = _count(engine_iters, "engine_iters", where, 1)
     final_iters = engine_iters if final_iters is None else _count(final_iters, "final_iters", where, 1)
     synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
-    options = check_fit_options(engine_options, where)
+    options = check_fit_options(fit_options, where)
     refuse_approximate_synthetic(options, synthetic, where)
     if options.get("oracle", "exact") == "exact":  # the largest fit the cap allows, at its peak, before any budget
         check_capped_fit(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"), where)
@@ -385,8 +386,8 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
     sens_unit = acc.l1_sensitivity()  # of ||mu_r(D) - v||_1
     # every fit is one of about budget["rounds"] structures: estimate's program="auto" shares the size-class
     # program's compile among them (the caller's own engine options win)
-    fit_options = {"structures": max(1, int(budget["rounds"])), **options}
-    rounds_options = {"tol": ROUND_TOL, **fit_options}  # the final fit runs all its iterations (unless told a tol)
+    fit_kwargs = {"structures": max(1, int(budget["rounds"])), **options}
+    rounds_options = {"tol": ROUND_TOL, **fit_kwargs}  # the final fit runs all its iterations (unless told a tol)
     # a marginal measured again pools with its earlier measurements (exact for the L2 loss): the fit's structure,
     # hence its compiled program, stays the previous round's
     fit_on = pool_repeats if options.get("loss", "l2") == "l2" else list
@@ -442,7 +443,7 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
 
     # 4. the final fit and synthetic records
     with timer("engine"):
-        model = estimate(domain, fit_on(measurements), iters=final_iters, warm_start=model, **fit_options)
+        model = estimate(domain, fit_on(measurements), iters=final_iters, warm_start=model, **fit_kwargs)
     synth = None
     if synthetic and getattr(model, "approximate", False):  # oracle="auto" took the approximate oracle
         warnings.warn("aim: the final model was fitted with the approximate oracle (oracle='auto', the junction tree "

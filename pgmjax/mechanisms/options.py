@@ -1,7 +1,7 @@
 """What every front-end shares: the common signature and the checks of its shared options.
 
 Every front-end is ``pgmjax.mechanisms.<name>(data, epsilon, delta=..., *, key, workload=...,
-engine_iters=..., engine_options=..., max_model_mb=..., <its own keyword-only options>)``
+engine_iters=..., fit_options=..., max_model_mb=..., <its own keyword-only options>)``
 (:data:`COMMON_PARAMETERS`):
 
 * ``delta``: the ``delta`` of an ``(epsilon, delta)`` guarantee (default :data:`DEFAULT_DELTA` where the
@@ -10,8 +10,8 @@ engine_iters=..., engine_options=..., max_model_mb=..., <its own keyword-only op
 * ``workload``: what the mechanism optimises for; a front-end that selects its measurements without one
   refuses it (:func:`refuse_option`);
 * ``engine_iters``: iterations of each engine fit (:func:`pgmjax.estimate`);
-* ``engine_options``: further keyword arguments of :func:`pgmjax.estimate` (``method``, ``dtype``, ``tol``,
-  ``callback``, ...; not those the front-end sets itself, :func:`check_engine_options`);
+* ``fit_options``: a :class:`pgmjax.FitOptions` (the fits' ``method``, ``loss``, ``dtype``, ``tol``, ``callback``,
+  ...; checked where it is made; :func:`check_fit_options`);
 * ``max_model_mb``: the model-size cap in MB of a float64 model (``8 * cells / 2**20`` of its junction
   tree), :func:`check_model_cap`; None for no cap where the mechanism has a default one.
 """
@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ..data.dataset import Dataset
 from ..data.domain import Domain
+from ..fit.options import FitOptions
 from ..model.sampling import METHODS as SAMPLING_METHODS
 from ..privacy import check_bool, check_count, check_delta, check_real
 from ..queries.workload import Workload
@@ -33,14 +34,15 @@ from ..queries.workload import Workload
 MAX_EPSILON = 1e9
 
 
-def check_engine_options(given: Mapping | None, reserved: Iterable[str], where: str, *, argument: str = "engine_options",
-                   hint: str | None = None) -> dict:
-    """A copy of ``given`` (None: empty), or a ValueError naming the options the front-end sets itself.
+def check_estimate_kwargs(given: Mapping | None, reserved: Iterable[str], where: str, *, argument: str = "options",
+                          hint: str | None = None) -> dict:
+    """A copy of the keyword arguments ``given`` for :func:`pgmjax.estimate` (None: empty), or a ValueError naming
+    those the caller sets itself (a front-end's internal fits).
 
     Args:
-        given: the user's keyword arguments for :func:`pgmjax.estimate`.
-        reserved: the names the front-end sets (the user may not).
-        where: the front-end's name, for the message.
+        given: keyword arguments for :func:`pgmjax.estimate`.
+        reserved: the names the caller sets (``given`` may not).
+        where: the caller's name, for the message.
         argument: the parameter's name, for the message.
         hint: what to use instead, appended to the message.
 
@@ -48,13 +50,40 @@ def check_engine_options(given: Mapping | None, reserved: Iterable[str], where: 
         A new dict.
 
     Example:
-        >>> check_engine_options({"tol": 1e-6}, ("iters", "total"), "mwem")
+        >>> check_estimate_kwargs({"tol": 1e-6}, ("iters", "total"), "fit_pgm")
         {'tol': 1e-06}
     """
     options = dict(given or {})
     bad = sorted(set(options) & set(reserved))
     if bad:
         raise ValueError(f"{where}: {argument} may not set {bad}{hint or ''}")
+    return options
+
+
+def check_fit_options(given, where: str, *, refused: Iterable[str] = ()) -> dict:
+    """A front-end's ``fit_options`` (a :class:`pgmjax.FitOptions`, or None for the defaults) as the keyword
+    arguments of :func:`pgmjax.estimate` it sets (:meth:`~pgmjax.FitOptions.given`), or an error naming what is
+    wrong: a dictionary (the former ``engine_options``) or an option in ``refused`` (one the front-end sets
+    itself).
+
+    Example:
+        >>> from pgmjax import FitOptions
+        >>> check_fit_options(FitOptions(tol=1e-6), "mst")
+        {'tol': 1e-06}
+        >>> check_fit_options(FitOptions(loss="l1"), "dualquery", refused=("loss",))
+        Traceback (most recent call last):
+        ...
+        ValueError: dualquery: fit_options may not set ['loss']; the mechanism sets it
+    """
+    if given is None:
+        return {}
+    if not isinstance(given, FitOptions):
+        raise TypeError(f"{where}: fit_options must be a pgmjax.FitOptions (e.g. pj.FitOptions(method='lbfgs')) or None, "
+                        f"got {type(given).__name__}")
+    options = given.given()
+    bad = sorted(set(options) & set(refused))
+    if bad:
+        raise ValueError(f"{where}: fit_options may not set {bad}; the mechanism sets it")
     return options
 
 
@@ -87,25 +116,6 @@ def check_epsilon(epsilon, where: str) -> float:
             f"{MAX_EPSILON:g} are already below 1e-9 of a count); pass epsilon <= {MAX_EPSILON:g} for a (nearly) noise-free run"
         )
     return eps
-
-
-#: The :func:`pgmjax.estimate` arguments a fitting front-end sets itself (refused in ``engine_options``:
-#: :func:`check_fit_options`).
-RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain", "progress")
-
-
-def check_fit_options(given: Mapping | None, where: str) -> dict:
-    """``engine_options`` as a new dict, refusing the :data:`RESERVED_OPTIONS` (:func:`check_engine_options`).
-
-    Example:
-        >>> check_fit_options({"tol": 1e-6}, "mst")
-        {'tol': 1e-06}
-        >>> check_fit_options({"iters": 5}, "mst")
-        Traceback (most recent call last):
-        ...
-        ValueError: mst: engine_options may not set ['iters']; the mechanism sets them
-    """
-    return check_engine_options(given, RESERVED_OPTIONS, where, hint="; the mechanism sets them")
 
 
 def check_data(data, where: str) -> Dataset:
@@ -186,9 +196,9 @@ def check_workload(workload, domain: Domain, where: str) -> Workload:
 
 
 #: The parameters every front-end takes, in this order: ``data, epsilon, delta`` (positional), then the
-#: keyword-only ``key, workload, engine_iters, engine_options, max_model_mb``; mechanism-specific
+#: keyword-only ``key, workload, engine_iters, fit_options, max_model_mb``; mechanism-specific
 #: keyword-only options follow.
-COMMON_PARAMETERS = ("data", "epsilon", "delta", "key", "workload", "engine_iters", "engine_options", "max_model_mb")
+COMMON_PARAMETERS = ("data", "epsilon", "delta", "key", "workload", "engine_iters", "fit_options", "max_model_mb")
 #: The delta of the ``(epsilon, delta)`` front-ends when none is given (MST's and AIM's reference default).
 DEFAULT_DELTA = 1e-9
 

@@ -28,12 +28,13 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import jax
 import networkx as nx
 import numpy as np
 
+from ..fit.options import FitOptions
 from ..data.dataset import Dataset
 from ..data.domain import CliqueLike
 from ..fit.estimate import estimate
@@ -50,14 +51,13 @@ from ..rr import (
     mse_bound,
 )
 from ..rr import release as rr_release
-from .options import (check_attribute_matrices, check_domain_size, check_engine_options, check_pure_delta, check_synthetic,
+from .options import (check_attribute_matrices, check_domain_size, check_fit_options, check_pure_delta, check_synthetic,
                       refuse_option)
 from .result import BudgetStep, MechanismResult, record_plan
 from .steps import Timer, synthesize
 
 __all__ = ["rr_synthetic", "chow_liu_cliques"]
 
-RESERVED_OPTIONS = ("iters", "total")
 #: Above this ``rmse_bound`` (fraction scale) the whole-row release carries almost no information.
 UNINFORMATIVE_RMSE = 0.5
 
@@ -113,7 +113,7 @@ def rr_synthetic(
     key,
     workload=None,
     engine_iters: int = 1000,
-    engine_options: Mapping | None = None,
+    fit_options: FitOptions | None = None,
     max_model_mb: float | None = None,
     per_attribute: bool = False,
     bounded: bool = True,
@@ -134,7 +134,7 @@ def rr_synthetic(
         workload: must be None: the release is query-set independent (give ``cliques`` to choose
             the marginals the engine fits).
         engine_iters: engine iterations of the fit.
-        engine_options: more keyword arguments for :func:`pgmjax.estimate` (not ``iters``, ``total``).
+        fit_options: a :class:`pgmjax.FitOptions` for the fit.
         max_model_mb: must be None: the model's cliques are chosen after the release (``cliques``).
         per_attribute: False: the paper's k-ary randomized response over the whole row domain (small
             domains only); True: each attribute separately with ``epsilon / d``.
@@ -169,12 +169,12 @@ def rr_synthetic(
         >>> res.ledger[0].epsilon, len(res.synthetic), res.info["cliques"]
         (2.0, 2000, [('a',), ('b',), ('a', 'b')])
     """
-    checked = _rr_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, per_attribute,
+    checked = _rr_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, per_attribute,
                             bounded, public_count, cliques, synthetic, rows, synthetic_method, accountant)
     return _rr_synthetic(data, key, **checked)
 
 
-def _rr_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, per_attribute, bounded,
+def _rr_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, per_attribute, bounded,
                   public_count, cliques, synthetic, rows, synthetic_method, accountant) -> dict:
     """:func:`rr_synthetic`'s arguments checked, before the data is read: the keyword arguments of :func:`_rr_synthetic`."""
     where = "rr_synthetic"
@@ -190,7 +190,7 @@ def _rr_arguments(data, epsilon, delta, key, workload, engine_iters, engine_opti
     public_count = _boolean(public_count, "public_count", where)
     engine_iters = _count(engine_iters, "engine_iters", where, 1)
     synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
-    options = check_engine_options(engine_options, RESERVED_OPTIONS, where, hint="; the mechanism sets them")
+    options = check_fit_options(fit_options, where)
     domain = data.domain
     if cliques is not None:
         cliques = [domain.check_clique(c, what=f"{where}: clique") for c in cliques]

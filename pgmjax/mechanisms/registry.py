@@ -2,7 +2,7 @@
 
 Every front-end has the common signature (:data:`~pgmjax.mechanisms.options.COMMON_PARAMETERS`)::
 
-    fn(data, epsilon, delta=..., *, key, workload=..., engine_iters=..., engine_options=..., max_model_mb=..., **own)
+    fn(data, epsilon, delta=..., *, key, workload=..., engine_iters=..., fit_options=..., max_model_mb=..., **own)
 
 so running one by name is calling it: :func:`run` adds nothing but the lookup. Its own keyword-only
 options (:func:`own_options`) are read from ``inspect.signature``; the command line derives its

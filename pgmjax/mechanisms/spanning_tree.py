@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
+from ..fit.options import FitOptions
 from ..data.dataset import Dataset
 from ..data.domain import Clique, Domain
 from ..fit.estimate import estimate
@@ -57,7 +58,7 @@ from ..checks import check_real as _real
 from ..privacy import discrete_noise as dn
 from ..queries.measurement import Measurement
 from ..graph import size_limit
-from .options import (DEFAULT_DELTA, RESERVED_OPTIONS, check_data, check_domain_size, check_epsilon, check_fit_options,  # noqa: F401
+from .options import (DEFAULT_DELTA, check_data, check_domain_size, check_epsilon, check_fit_options,  # noqa: F401
                       check_model_cap, check_synthetic, check_zcdp_delta, refuse_option)
 from .progress import Progress
 from .result import BudgetStep, MechanismResult, record_plan
@@ -72,8 +73,6 @@ __all__ = [
     "decompress_model",
 ]
 
-#: ``estimate`` arguments the front-ends set themselves (not accepted in ``engine_options``):
-#: :data:`pgmjax.mechanisms.options.RESERVED_OPTIONS`, imported above.
 #: The reference code's iterations of the one-way fit that MST's selection reads.
 SELECT_ITERS = 2500
 #: The fits' default method: plain mirror descent as the reference code's engine runs it (no momentum, the
@@ -81,7 +80,7 @@ SELECT_ITERS = 2500
 #: is that optimiser's 10,000-iteration iterate, started from the one-way model: it reaches the L2 optimum
 #: slowly, and the optimum fits the noise in small cells: where the two differ (many small cells), the
 #: accelerated fit's 2-way TVD was about 1% worse on every seed measured (the changelog has the figures).
-#: ``engine_options={"method": "mirror_descent"}`` restores the accelerated fit.
+#: ``fit_options=pj.FitOptions(method="mirror_descent")`` restores the accelerated fit.
 REFERENCE_MIRROR_DESCENT = MirrorDescent(momentum=0.0, growth=1.01, min_growth=1.01)
 #: Opt-in early stop of the final fit (Morozov's discrepancy principle), off by default: with ``DISCREPANCY = tau`` the
 #: fit stops once the measurements' standardised residual sum of squares ``sum_i ((Q_i mu - y_i) / sigma_i)^2 =
@@ -89,7 +88,7 @@ REFERENCE_MIRROR_DESCENT = MirrorDescent(momentum=0.0, growth=1.01, min_growth=1
 #: Only released numbers are read (post-processing). With ``tau = 1`` the model's 2-way TVD was lower on Adult and
 #: Titanic but higher on NLTCS and much higher on a generated table with strong dependencies, where the fit must run
 #: past the noise level to reach them: not a default (the changelog has the figures). ``None``: no stop,
-#: ``engine_iters`` iterations. A user ``callback`` in ``engine_options`` is called either way and may stop the fit.
+#: ``engine_iters`` iterations. A user ``callback`` in ``fit_options`` is called either way and may stop the fit.
 DISCREPANCY: float | None = None
 
 
@@ -287,7 +286,7 @@ def _discrepancy_stop(level: float, user_callback=None) -> Callable[[dict], bool
     """A callback for :func:`pgmjax.estimate` that stops the fit once ``2 L(mu) <= level`` (:data:`DISCREPANCY`).
 
     ``2 L`` is the standardised residual sum of squares of the L2 loss (``0.5 r^2`` per row); the check runs after
-    each chunk of iterations. ``user_callback`` (``engine_options["callback"]``) is called first, and stops the fit too.
+    each chunk of iterations. ``user_callback`` (``fit_options.callback``) is called first, and stops the fit too.
 
     Example:
         >>> stop = _discrepancy_stop(100.0)
@@ -353,7 +352,7 @@ def mst(
     key,
     workload=None,
     engine_iters: int = 10000,
-    engine_options: Mapping | None = None,
+    fit_options: FitOptions | None = None,
     max_model_mb: float | None = None,
     select_iters: int | None = None,
     compress: bool = True,
@@ -381,8 +380,8 @@ def mst(
         key: a ``jax.random`` key; the whole run (noise, selections, synthetic records) follows from it.
         workload: must be None: MST selects its pairs by the spanning tree, for no workload.
         engine_iters: engine iterations of the final fit (reference: 10,000; smartnoise uses 5000).
-        engine_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``dtype``,
-            ``tol``, ``callback``, ...; not ``iters``, ``total``, ``warm_start``), used by both fits. The
+        fit_options: a :class:`pgmjax.FitOptions` for both fits (``method``, ``dtype``, ``tol``, ``callback``,
+            ...). The
             default ``method`` is :data:`REFERENCE_MIRROR_DESCENT` (the reference code's plain mirror descent).
         max_model_mb: the model-size cap in MB (``8 * cells / 2^20``) for this run; the run's size limit is the
             peak of a fit of a model that size (:func:`pgmjax.fit.memory.capped_fit_bytes`), and every check
@@ -436,14 +435,14 @@ def mst(
     refuse_option(workload, "workload", where, "it selects a spanning tree of pairs for no workload")
     max_model_mb = check_model_cap(max_model_mb, where)
     # The cap stands for the peak of a fit of a model of that size (the limit bounds peaks: pgmjax.fit.memory).
-    options = engine_options or {}
+    options = check_fit_options(fit_options, where)
     with size_limit.limited(None if max_model_mb is None else
                             capped_fit_bytes(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"))):
-        return _mst(data, epsilon, delta, key, engine_iters, engine_options, select_iters,
+        return _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters,
                     compress, synthetic, rows, synthetic_method, progress)
 
 
-def _mst(data, epsilon, delta, key, engine_iters, engine_options, select_iters, compress, synthetic, rows,
+def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, compress, synthetic, rows,
          synthetic_method, progress) -> MechanismResult:
     """:func:`mst` once its cap is in force (the arguments as there, ``epsilon``/``delta``/``key`` checked):
     the paper's five steps (module docstring), every private read through one accountant."""
@@ -453,7 +452,7 @@ def _mst(data, epsilon, delta, key, engine_iters, engine_options, select_iters, 
     select_iters = min(SELECT_ITERS, engine_iters) if select_iters is None else _count(select_iters, "select_iters", where, 1)
     compress = _boolean(compress, "compress", where)
     synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
-    options = check_fit_options(engine_options, where)
+    options = check_fit_options(fit_options, where)
     options.setdefault("method", REFERENCE_MIRROR_DESCENT)
     _check_sizes(domain, where, options["method"], options.get("dtype"))
     budget = mst_budget(epsilon, delta, d)

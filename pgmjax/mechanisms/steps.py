@@ -10,7 +10,7 @@ then repeat the steps below, every private read going through the accountant:
 * keep the model under a size cap: :func:`hypothetical_model_size` before a fit, :func:`model_mb` after;
 * fit: :func:`pgmjax.estimate` (warm-started), timed by a :class:`Timer`;
 * synthesize: :func:`synthesize`;
-* the engine's oracle (``engine_options["oracle"]``, :mod:`pgmjax.fit.oracles`): :func:`oracle_of` reads it,
+* the engine's oracle (``fit_options.oracle``, :mod:`pgmjax.fit.oracles`): :func:`oracle_of` reads it,
   :func:`candidate_marginals` scores candidates on an exact or an approximate model, and
   :func:`refuse_approximate_synthetic` refuses synthetic records from the approximate oracle up front;
 * return a :class:`~pgmjax.mechanisms.result.MechanismResult` (:func:`pgm_native_result` for the
@@ -79,7 +79,7 @@ def l1_errors(truth: Sequence[np.ndarray], estimate: Sequence[np.ndarray]) -> np
 
 
 def oracle_of(options) -> str:
-    """The engine's oracle named by a front-end's ``engine_options``: ``"exact"`` (default), ``"approximate"``
+    """The engine's oracle named by a front-end's ``fit_options``: ``"exact"`` (default), ``"approximate"``
     (the name or a :class:`pgmjax.fit.oracles.ApproximateOracle`) or ``"auto"``.
 
     Example:
@@ -94,7 +94,7 @@ def refuse_approximate_synthetic(options, synthetic: bool, where: str) -> None:
     """A ValueError, before any private computation, where synthetic records are asked of a fit with the
     approximate oracle (its pseudo-marginals are not a distribution to sample from)."""
     if synthetic and oracle_of(options) == "approximate":
-        raise ValueError(f"{where}: synthetic records are not available with engine_options oracle='approximate' (an "
+        raise ValueError(f"{where}: synthetic records are not available with fit_options oracle='approximate' (an "
                          "approximate model's pseudo-marginals need not be any distribution's marginals); pass "
                          "synthetic=False, or use oracle='auto' (exact, with synthetic records, wherever the model fits)")
 

@@ -348,7 +348,7 @@ def test_runtime_failure_in_process(files, monkeypatch, capsys):
     d, _, _ = files
     args = ["run", "--seed", "0", "--data", str(d / "t.csv"), "--domain", str(d / "t-domain.json"), "-m", "privbayes", "-e", "1", "--quiet"]
 
-    def broken(data, epsilon, delta=0.0, *, key, workload=None, engine_iters=1000, engine_options=None, max_model_mb=None):
+    def broken(data, epsilon, delta=0.0, *, key, workload=None, engine_iters=1000, fit_options=None, max_model_mb=None):
         raise FloatingPointError("the loss became nan")
 
     entry = dataclasses.replace(registry.MECHANISMS["privbayes"], function=broken)
@@ -364,8 +364,8 @@ def _call(mechanism, **kw):
     from pgmjax.cli.call import front_end_call
 
     ns = dict(mechanism=mechanism, epsilon=1.0, delta=None, engine_iters=None, max_model_mb=None, rounds=None, records=None)
-    options, engine_options = kw.pop("options", {}), kw.pop("engine_options", {})
-    return front_end_call(argparse.Namespace(**(ns | kw)), options, engine_options)
+    options, fit_options = kw.pop("options", {}), kw.pop("fit_options", {})
+    return front_end_call(argparse.Namespace(**(ns | kw)), options, fit_options)
 
 
 def test_the_command_line_calls_the_front_ends_with_the_common_options():
@@ -378,8 +378,12 @@ def test_the_command_line_calls_the_front_ends_with_the_common_options():
     assert kw["delta"] == registry.DEFAULT_DELTA == 1e-9 and "1e-09" in notes[0]
     _, kw, _ = _call("hdmm", delta=1e-6, options={"noise": "gaussian"})
     assert kw["delta"] == 1e-6 and kw["original"] is False
-    _, kw, _ = _call("aim", engine_iters=7, max_model_mb=2.0, engine_options={"method": "lbfgs"})
-    assert kw["engine_iters"] == 7 and kw["max_model_mb"] == 2.0 and kw["engine_options"] == {"method": "lbfgs"}
+    _, kw, _ = _call("aim", engine_iters=7, max_model_mb=2.0, fit_options={"method": "lbfgs"})
+    assert kw["engine_iters"] == 7 and kw["max_model_mb"] == 2.0 and kw["fit_options"] == pj.FitOptions(method="lbfgs")
+    with pytest.raises(cli.UserError, match=r"--engine-option: unknown option\(s\) \['iters'\]; pgmjax.FitOptions takes method"):
+        _call("aim", fit_options={"iters": 5})
+    with pytest.raises(cli.UserError, match="--engine-option: FitOptions: tol must be a non-negative number"):
+        _call("aim", fit_options={"tol": -1})
     for mechanism, delta in [("privbayes", 1e-6), ("hdmm", 1e-6), ("mldp", 1e-9)]:  # pure DP: a delta is refused, not dropped
         with pytest.raises(cli.UserError, match="pure eps-DP"):
             _call(mechanism, delta=delta)

@@ -61,7 +61,7 @@ def test_mwem_keeps_the_engine_programs_bounded(data, monkeypatch):
     def run():
         # dense programs (one per structure) are what the bound is for; size-class ones are shared by structures
         pj.mechanisms.mwem(data, 1.0, key=jax.random.key(0), workload=wl, rounds=4, engine_iters=20, mw_iters=5,
-                           engine_options={"program": "dense"})
+                           fit_options=pj.FitOptions(program="dense"))
 
     unbounded = _counts_per_round(monkeypatch, mw, 10**6, run)
     bounded = _counts_per_round(monkeypatch, mw, 2, run)
@@ -76,7 +76,7 @@ def test_mwem_keeps_the_engine_programs_bounded(data, monkeypatch):
 def test_aim_keeps_the_engine_programs_bounded(data, monkeypatch):
     def run():
         aim_module.aim(data, 1.0, key=jax.random.key(1), workload=CHAIN, engine_iters=20, final_iters=20, delta=1e-9,
-                       engine_options={"program": "dense"})
+                       fit_options=pj.FitOptions(program="dense"))
 
     bounded = _counts_per_round(monkeypatch, aim_module, 4, run)
     assert len(bounded) >= 3
@@ -129,7 +129,7 @@ def _aim_engine_compiles(data, monkeypatch, program: str) -> tuple[int, set, set
     programs.release_compiled()  # nothing compiled by an earlier test counts as reused
     with count_compiles() as counter:
         aim_module.aim(data, 1.0, key=jax.random.key(1), workload=CHAIN, engine_iters=20, final_iters=20, delta=1e-9,
-                       engine_options={"program": program})
+                       fit_options=pj.FitOptions(program=program))
     engine = [n for n in counter.names if n in ("jit(_chunk)", "jit(marginals)")]
     return len(engine), {s for s, _ in fitted}, {c for _, c in fitted}
 

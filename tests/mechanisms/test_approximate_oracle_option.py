@@ -1,4 +1,4 @@
-"""AIM, MWEM and PrivBayes with the approximate oracle (engine_options oracle=), and ``pgmjax run --oracle``."""
+"""AIM, MWEM and PrivBayes with the approximate oracle (``fit_options=pj.FitOptions(oracle=...)``), and ``pgmjax run --oracle``."""
 
 import argparse
 
@@ -22,18 +22,18 @@ def data():
 
 def test_aim_runs_with_the_approximate_oracle_and_refuses_synthetic_records(data):
     res = aim(data, 1.0, key=jax.random.key(0), rounds=8, max_model_mb=1.0, engine_iters=30, synthetic=False,
-              engine_options={"oracle": "approximate"})
+              fit_options=pj.FitOptions(oracle="approximate"))
     assert res.model.approximate and res.info["oracle"]["oracle"] == "approximate" and res.synthetic is None
     assert res.accountant.spent == pytest.approx(res.accountant.budget)
-    with pytest.raises(ValueError, match="synthetic records are not available with engine_options oracle='approximate'"):
-        aim(data, 1.0, key=jax.random.key(0), rounds=8, engine_options={"oracle": "approximate"})
+    with pytest.raises(ValueError, match="synthetic records are not available with fit_options oracle='approximate'"):
+        aim(data, 1.0, key=jax.random.key(0), rounds=8, fit_options=pj.FitOptions(oracle="approximate"))
 
 
 def test_mwem_and_privbayes_with_the_approximate_oracle(data):
     res = mwem(data, 1.0, key=jax.random.key(1), rounds=2, engine_iters=30, synthetic=False,
-               engine_options={"oracle": "approximate"})
+               fit_options=pj.FitOptions(oracle="approximate"))
     assert res.model.approximate and len(res.info["log"]) == 2
-    res = privbayes(data, 1.0, key=jax.random.key(2), engine_iters=30, engine_options={"oracle": "approximate"})
+    res = privbayes(data, 1.0, key=jax.random.key(2), engine_iters=30, fit_options=pj.FitOptions(oracle="approximate"))
     assert res.model.approximate and len(res.synthetic) == round(res.model.total)  # sampled from the network
 
 
@@ -50,9 +50,9 @@ def test_the_command_line_passes_the_oracle():
     args = cli.build_parser().parse_args(["run", "--seed", "0", "--data", "x.csv", "-m", "privbayes", "-e", "1", "--oracle", "approximate"])
     assert args.oracle == "approximate"
     _, kw, _ = front_end_call(argparse.Namespace(mechanism="privbayes", oracle="approximate", **ns), {}, {})
-    assert kw["engine_options"] == {"oracle": "approximate"}
+    assert kw["fit_options"] == pj.FitOptions(oracle="approximate")
     _, kw, _ = front_end_call(argparse.Namespace(mechanism="aim", oracle="auto", **ns), {}, {"tol": 1e-6})
-    assert kw["engine_options"] == {"tol": 1e-6, "oracle": "auto"}
+    assert kw["fit_options"] == pj.FitOptions(tol=1e-6, oracle="auto")
     with pytest.raises(cli.UserError, match="aim: --oracle approximate fits pseudo-marginals"):
         front_end_call(argparse.Namespace(mechanism="aim", oracle="approximate", **ns), {}, {})
     with pytest.raises(cli.UserError, match="give the oracle once"):

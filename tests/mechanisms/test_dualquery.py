@@ -334,11 +334,12 @@ def test_estimate_options_reach_the_engine():
     w = _small_workload(data.domain)
     seen = []
     res = DQ.dualquery(data, 3.0, 1e-3, key=jax.random.key(1), workload=w, engine_iters=40,
-                       engine_options={"callback": lambda info: seen.append(info["iteration"]), "chunk": 10})
+                       fit_options=pj.FitOptions(callback=lambda info: seen.append(info["iteration"]), chunk=10))
     assert seen == [10, 20, 30, 40] and res.model.history[-1]["iteration"] == 40
-    for reserved in ("loss", "total", "iters", "cliques"):
-        with pytest.raises(ValueError, match=rf"engine_options may not set \['{reserved}'\]"):
-            DQ.dualquery(data, 1.0, 1e-3, key=jax.random.key(0), workload=w, engine_options={reserved: None})
+    with pytest.raises(ValueError, match=r"fit_options may not set \['loss'\]; the mechanism sets it"):
+        DQ.dualquery(data, 1.0, 1e-3, key=jax.random.key(0), workload=w, fit_options=pj.FitOptions(loss="l1"))
+    with pytest.raises(TypeError, match="fit_options must be a pgmjax.FitOptions"):  # the former dictionary
+        DQ.dualquery(data, 1.0, 1e-3, key=jax.random.key(0), workload=w, fit_options={"iters": 5})
 
 
 def test_bad_inputs_raise_clear_errors():
@@ -379,4 +380,4 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="engine_iters"):
         DQ.dualquery(data, 1.0, 1e-3, key=k, workload=w, engine_iters=-1)
     with pytest.raises(ValueError, match="method must be"):
-        DQ.dualquery(data, 1.0, 1e-3, key=k, workload=w, engine_options={"method": "dual_averaging"})
+        DQ.dualquery(data, 1.0, 1e-3, key=k, workload=w, fit_options=pj.FitOptions(method="dual_averaging"))

@@ -35,7 +35,7 @@ def test_every_front_end_has_the_common_signature(name):
     assert all(p.default is not inspect.Parameter.empty for p in head if p.name not in ("data", "epsilon", "key"))
     # delta: 0 for the pure-DP front-ends (and the Laplace default of the "noise" ones), 1e-9 for the (eps, delta) ones
     assert by_name["delta"].default == (registry.DEFAULT_DELTA if entry.privacy in ("zcdp", "advanced") else 0.0)
-    assert by_name["engine_options"].default is None
+    assert by_name["fit_options"].default is None
     assert isinstance(by_name["engine_iters"].default, int) and by_name["engine_iters"].default >= 1
     # every option after the common ones is keyword-only, and no retired name survives
     assert all(p.kind == KW for p in params[len(COMMON_PARAMETERS):])
@@ -63,7 +63,7 @@ def test_the_command_line_accepts_the_same_options_for_every_mechanism(name):
     assert (args.epsilon, args.engine_iters, args.engine_option, args.max_model_mb, args.workload) == (
         1.0, 10, ["tol=0"], 3.0, "all-2way")
     entry, kw, _ = front_end_call(args, {}, {"tol": 0})
-    assert kw["engine_iters"] == 10 and kw["engine_options"] == {"tol": 0}
+    assert kw["engine_iters"] == 10 and kw["fit_options"] == pj.FitOptions(tol=0)
     # a front-end whose cliques are chosen after the release gets --max-model-mb as the run's size limit only
     assert kw.get("max_model_mb") == (None if entry.name in LIMIT_ONLY else 3.0)
     # the keyword arguments bind to the function's signature (nothing is run)

@@ -273,7 +273,7 @@ def test_memory_guard_in_the_front_end(data, monkeypatch):
         (dict(engine_iters=0), ValueError, "engine_iters must be at least 1"),
         (dict(key=0), TypeError, "key must be one jax.random key"),
         (dict(workload=[("a", "zz")]), ValueError, "'zz' is not in the domain"),
-        (dict(engine_options={"iters": 5}), ValueError, "may not set \\['iters'\\]"),
+        (dict(fit_options={"iters": 5}), TypeError, "fit_options must be a pgmjax.FitOptions"),
     ],
 )
 def test_bad_input_raises_before_running(data, kwargs, error, match):

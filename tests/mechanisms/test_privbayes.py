@@ -481,7 +481,7 @@ def test_huge_epsilon_network_tables_and_pgm(run_huge, data6):
         ({"bounded": "yes"}, TypeError, "bounded must be True or False"),
         ({"key": 0}, TypeError, "key must be one jax.random key"),
         ({"engine_iters": -5}, ValueError, "engine_iters must be at least 0"),
-        ({"engine_options": {"iters": 5}}, ValueError, "engine_options may not set"),
+        ({"fit_options": {"iters": 5}}, TypeError, "fit_options must be a pgmjax.FitOptions"),
         ({"max_cells": 2}, ValueError, "more than max_cells"),
         ({"count_fraction": 0}, ValueError, "count_fraction must be in"),
     ],

@@ -285,7 +285,7 @@ def test_mst_progress_callback(data):
         (dict(select_iters=0), ValueError, "select_iters"),
         (dict(engine_iters=1.5), TypeError, "engine_iters"),
         (dict(progress="yes"), TypeError, "progress"),
-        (dict(engine_options={"iters": 5}), ValueError, "engine_options"),
+        (dict(fit_options={"iters": 5}), TypeError, "fit_options must be a pgmjax.FitOptions"),
         (dict(rows=0), ValueError, "rows"),
     ],
 )
@@ -412,7 +412,7 @@ def test_aim_progress_callback(data):
         (dict(max_model_mb=0.0), ValueError, "max_model_mb"),
         (dict(engine_iters=0), ValueError, "engine_iters"),
         (dict(progress=3), TypeError, "progress"),
-        (dict(engine_options={"warm_start": None}), ValueError, "engine_options"),
+        (dict(fit_options={"warm_start": None}), TypeError, "fit_options must be a pgmjax.FitOptions"),
     ],
 )
 def test_aim_bad_input(data, kwargs, error, match):

@@ -6,7 +6,7 @@ is still on its way after 10,000, started from the one-way model, and that itera
 where the optimum follows the noise in many small cells (bench/results/mechanisms/mst_accuracy_cpu.md: a 9-column,
 136,000-row table, 0.8-1.6% on the synthetic data and 1.2-1.4% on the model, every one of 5 seeds). These tests check
 the pieces directly: ``estimate`` runs a configured ``MirrorDescent``, and MST's fits get the reference one
-unless ``engine_options`` names another method.
+unless ``fit_options`` names another method.
 """
 
 import jax
@@ -45,7 +45,7 @@ def test_reference_mirror_descent_is_plain():
     assert (md.momentum, md.growth, md.min_growth) == (0.0, 1.01, 1.01)
 
 
-@pytest.mark.parametrize("options, expected", [(None, "reference"), ({"method": "mirror_descent"}, "mirror_descent")])
+@pytest.mark.parametrize("options, expected", [(None, "reference"), (pj.FitOptions(method="mirror_descent"), "mirror_descent")])
 def test_mst_fits_use_the_reference_mirror_descent(monkeypatch, options, expected):
     seen = []
     real = spanning_tree.estimate
@@ -57,7 +57,7 @@ def test_mst_fits_use_the_reference_mirror_descent(monkeypatch, options, expecte
     monkeypatch.setattr(spanning_tree, "estimate", spy)
     rng = np.random.default_rng(0)
     data = pj.Dataset(rng.integers(0, [3, 4, 2], (300, 3)), pj.Domain({"a": 3, "b": 4, "c": 2}))
-    res = pj.mechanisms.mst(data, 1.0, key=jax.random.key(0), select_iters=30, engine_iters=60, engine_options=options)
+    res = pj.mechanisms.mst(data, 1.0, key=jax.random.key(0), select_iters=30, engine_iters=60, fit_options=options)
     assert res.accountant.spent == res.accountant.budget
     want = spanning_tree.REFERENCE_MIRROR_DESCENT if expected == "reference" else expected
     assert seen == [want, want]  # the one-way fit the selection reads, and the final fit

@@ -77,12 +77,12 @@ def test_a_user_callback_is_still_called_and_may_stop_the_fit(monkeypatch):
         seen.append(info["iteration"])
         return info["iteration"] >= 100
 
-    res = _run(_skewed(), 0, engine_options={"callback": callback, "chunk": 50})
+    res = _run(_skewed(), 0, fit_options=pj.FitOptions(callback=callback, chunk=50))
     assert seen and res.info["fit_iterations"] <= 100
 
 
 def test_no_stop_for_the_l1_loss(monkeypatch):
     monkeypatch.setattr(spanning_tree, "DISCREPANCY", 1.0)
     data = _skewed(rows=3000, sizes=(4, 5, 3))
-    res = _run(data, 0, iters=200, engine_options={"loss": "l1"})
+    res = _run(data, 0, iters=200, fit_options=pj.FitOptions(loss="l1"))
     assert res.info["fit_iterations"] == 200

@@ -187,8 +187,8 @@ def test_rr_synthetic_bad_input():
         pj.mechanisms.rr_synthetic(data, -1.0, key=jax.random.key(0))
     with pytest.raises(ValueError, match="cliques is empty"):
         pj.mechanisms.rr_synthetic(data, 1.0, key=jax.random.key(0), cliques=[])
-    with pytest.raises(ValueError, match="may not set"):
-        pj.mechanisms.rr_synthetic(data, 1.0, key=jax.random.key(0), engine_options={"total": 3})
+    with pytest.raises(TypeError, match="fit_options must be a pgmjax.FitOptions"):
+        pj.mechanisms.rr_synthetic(data, 1.0, key=jax.random.key(0), fit_options={"total": 3})
     with pytest.raises(TypeError, match="Dataset"):
         pj.mechanisms.rr_synthetic(data.records, 1.0, key=jax.random.key(0))
     big = pj.Dataset(np.zeros((2, 200), dtype=int), {f"x{i}": 100 for i in range(200)})

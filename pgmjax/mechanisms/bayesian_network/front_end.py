@@ -32,12 +32,12 @@ ICML 2019 run used (``func = true``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import jax
 import numpy as np
 
+from ...fit.options import FitOptions
 from ...data.dataset import Dataset
 from ...data.domain import Clique
 from ...fit.estimate import estimate
@@ -48,7 +48,7 @@ from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.measurement import Measurement, estimate_total
-from ..options import check_engine_options, check_epsilon, check_model_cap, check_pure_delta, refuse_option
+from ..options import check_epsilon, check_fit_options, check_model_cap, check_pure_delta, refuse_option
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..steps import oracle_of
 from .conditionals import noisy_conditionals, sample_network
@@ -140,7 +140,7 @@ def privbayes(
     key,
     workload=None,
     engine_iters: int = 1000,
-    engine_options: Mapping[str, Any] | None = None,
+    fit_options: FitOptions | None = None,
     max_model_mb: float = DEFAULT_MAX_MODEL_MB,
     beta: float = 0.3,
     theta: float = 4.0,
@@ -163,8 +163,8 @@ def privbayes(
         key: a ``jax.random`` key; the run is a function of it.
         workload: must be None: the network is chosen by its score, for no workload.
         engine_iters: iterations of the engine.
-        engine_options: further keyword arguments of :func:`pgmjax.estimate` (``method``, ``loss``,
-            ``dtype``, ``tol``, ``callback``, ``oracle``, ...; not ``iters``/``total``). With
+        fit_options: a :class:`pgmjax.FitOptions` for the fit (``method``, ``loss``, ``dtype``, ``tol``,
+            ``callback``, ``oracle``, ...). With
             ``oracle="approximate"`` the +PGM arm is fitted with convex generalized belief propagation on the
             network's tables (:mod:`pgmjax.fit.oracles`), so the network is no longer kept to a junction tree of
             ``max_model_mb`` (each table stays under the usefulness cap and ``max_cells``); its synthetic records
@@ -209,12 +209,12 @@ def privbayes(
         >>> res.info["network"], res.accountant.spent
         ([('b', ()), ('a', ('b',)), ('c', ('b',))], 1.0)
     """
-    checked = _privbayes_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, beta,
+    checked = _privbayes_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, beta,
                                    theta, score, degree, bounded, count_fraction, max_candidates, max_cells, keep_scores)
     return _privbayes(data, key, **checked)
 
 
-def _privbayes_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, beta, theta, score,
+def _privbayes_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, beta, theta, score,
                          degree, bounded, count_fraction, max_candidates, max_cells, keep_scores) -> dict:
     """:func:`privbayes`'s arguments checked, before any private computation: the keyword arguments of :func:`_privbayes`."""
     where = "privbayes"
@@ -245,8 +245,7 @@ def _privbayes_arguments(data, epsilon, delta, key, workload, engine_iters, engi
     engine_iters = _integer(engine_iters, "engine_iters", where, 0)
     if not isinstance(keep_scores, (bool, np.bool_)):
         raise TypeError(f"{where}: keep_scores must be True or False, got {keep_scores!r}")
-    options = check_engine_options(engine_options, ("iters", "total", "domain", "measurements"), where,
-                                   hint=" (use engine_iters; the total is fixed by the mechanism)")
+    options = check_fit_options(fit_options, where)
     if len(data) < 2:
         raise ValueError(f"{where}: needs at least 2 records, got {len(data)}")
     domain = data.domain

@@ -31,12 +31,12 @@ the likelihood.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ...fit.options import FitOptions
 from ...data.dataset import Dataset
 from ...fit import estimate as api
 from ...fit.memory import check_fit
@@ -53,7 +53,7 @@ from ...privacy import (
 )
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.workload import Workload
-from ..options import (DEFAULT_DELTA, check_attribute_matrices, check_domain_size, check_engine_options, check_epsilon,
+from ..options import (DEFAULT_DELTA, check_attribute_matrices, check_domain_size, check_epsilon, check_fit_options,
                        check_model_cap, check_positive_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..steps import Timer, hypothetical_model_size, synthesize
@@ -64,7 +64,6 @@ __all__ = ["dualquery", "dualquery_plan", "DualQueryTranscript", "TranscriptLoss
 
 _BOUNDS = {"b2": "advanced", "heterogeneous": "advanced_heterogeneous"}
 _WHERE = "dualquery"
-_RESERVED_ESTIMATE_OPTIONS = ("iters", "loss", "total", "cliques", "measurements", "domain", "warm_start")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -242,7 +241,7 @@ def dualquery(
     key,
     workload: Workload | None = None,
     engine_iters: int = 1000,
-    engine_options: Mapping | None = None,
+    fit_options: FitOptions | None = None,
     max_model_mb: float | None = None,
     eta: float = 2.0,
     samples: int = 50,
@@ -278,10 +277,10 @@ def dualquery(
             is not better past a point: on the Stroke benchmark the workload error is lowest near 500-1000
             iterations and rises by about 10% at 4000 while the likelihood keeps improving (the performance
             pages have the measurement); a fixed budget acts as early stopping.
-        engine_options: more keyword arguments for :func:`pgmjax.estimate`: ``method``
-            (``"mirror_descent"``, the default, or ``"lbfgs"``), ``step_size`` (default ``1 / (L N)`` with
-            :meth:`DualQueryTranscript.lipschitz`; a line search adapts it), ``dtype`` (default float32),
-            ``callback``, ``tol``, ``chunk``, ...; the loss, total, cliques and iterations are set here.
+        fit_options: a :class:`pgmjax.FitOptions` for the fit: ``method`` (``"mirror_descent"``, the default,
+            or ``"lbfgs"``), ``step_size`` (default ``1 / (L N)`` with :meth:`DualQueryTranscript.lipschitz`; a
+            line search adapts it), ``dtype`` (default float32), ``callback``, ``tol``, ``chunk``, ...; not
+            ``loss`` (the transcript's likelihood is set here, as are the total, cliques and iterations).
         max_model_mb: None (default), or a cap in MB on the model over the workload's cliques, checked
             before anything is computed.
         eta: multiplicative-weights learning rate (the run may use a larger ``eta_used``, see above).
@@ -306,12 +305,12 @@ def dualquery(
         >>> res.info["rounds"], [round(e, 2) for e in errors]
         (3, [0.56, 0.24])
     """
-    checked = _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, eta,
+    checked = _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, eta,
                                    samples, rounds, bound)
     return _dualquery(data, key, epsilon=float(epsilon), **checked)
 
 
-def _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, eta, samples, rounds,
+def _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, eta, samples, rounds,
                          bound) -> dict:
     """:func:`dualquery`'s arguments checked and its plan made, before any private computation: the keyword
     arguments of :func:`_dualquery`."""
@@ -328,13 +327,13 @@ def _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, engi
         raise ValueError(f"{where}: samples must be a positive integer, got {samples!r}")
     if isinstance(engine_iters, (bool, np.bool_)) or not isinstance(engine_iters, (int, np.integer)) or engine_iters < 0:
         raise ValueError(f"{where}: engine_iters must be a non-negative integer, got {engine_iters!r}")
-    options = check_engine_options(engine_options, _RESERVED_ESTIMATE_OPTIONS, where, hint="; use engine_iters= instead")
+    options = check_fit_options(fit_options, where, refused=("loss",))
     method = options.pop("method", "mirror_descent")
     if method not in ("mirror_descent", "lbfgs"):
-        raise ValueError(f"{where}: engine_options method must be 'mirror_descent' or 'lbfgs' (dual averaging needs the L2 loss), got {method!r}")
+        raise ValueError(f"{where}: fit_options method must be 'mirror_descent' or 'lbfgs' (dual averaging needs the L2 loss), got {method!r}")
     step_size = options.pop("step_size", None)
     if step_size is not None:
-        _positive(step_size, "engine_options step_size", where)
+        _positive(step_size, "fit_options step_size", where)
     dtype = options.pop("dtype", None)
     max_model_mb = check_model_cap(max_model_mb, where)
     # Huge domains: ModelTooLarge naming the attribute or clique, before a query matrix is built.

@@ -38,11 +38,11 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 import jax
 import numpy as np
 
+from ...fit.options import FitOptions
 from ...data.dataset import Dataset
 from ...data.domain import Clique, Domain
 from ...fit.estimate import estimate
@@ -57,7 +57,7 @@ from ...queries.measurement import Measurement, estimate_total
 from ..original_estimates import CliqueTables
 from ...graph import size_limit
 from ...graph.junction import junction_tree, maximal_cliques
-from ..options import (check_attribute_matrices, check_data, check_domain_size, check_engine_options, check_epsilon,
+from ..options import (check_attribute_matrices, check_data, check_domain_size, check_epsilon, check_fit_options,
                        check_model_cap, check_positive_delta, check_pure_delta)
 from ..options import check_choice as _choice
 from ..options import check_workload as _as_workload
@@ -83,7 +83,6 @@ __all__ = ["hdmm", "DEFAULT_MAX_TABLE_CELLS"]
 #: cells (2^24 cells: LSMR keeps about six float64 tables, ~0.8 GiB).
 DEFAULT_MAX_TABLE_CELLS = 2**24
 
-_RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain")
 
 
 def _local_tables(domain: Domain, measurements: list[Measurement], cliques: list[Clique]) -> dict[Clique, np.ndarray]:
@@ -131,7 +130,7 @@ def hdmm(
     key,
     workload=None,
     engine_iters: int = 1000,
-    engine_options: Mapping | None = None,
+    fit_options: FitOptions | None = None,
     max_model_mb: float | None = None,
     strategy="opt+",
     weights: str = "opt",
@@ -158,9 +157,8 @@ def hdmm(
         workload: a :class:`~pgmjax.Workload` (e.g. ``Workload.benchmark``: Prefix on numeric attributes,
             the ICML 2019 benchmark) or a list of cliques (their marginals); default every 2-way marginal.
         engine_iters: iterations of the engine (the ICML 2019 run used 10,000).
-        engine_options: further keyword arguments of :func:`pgmjax.estimate` (``method``:
-            ``"mirror_descent"`` (default), ``"dual_averaging"`` or ``"lbfgs"``; ``loss``, ``dtype``, ``tol``,
-            ``callback``, ...; not ``iters`` or ``total``).
+        fit_options: a :class:`pgmjax.FitOptions` for the fits (``method``: ``"mirror_descent"`` (default),
+            ``"dual_averaging"`` or ``"lbfgs"``; ``loss``, ``dtype``, ``tol``, ``callback``, ...).
         max_model_mb: None (default), or a cap in MB on the model over the workload's cliques, checked
             before anything is computed.
         strategy: ``"opt+"`` (default; per-clique OPT_kron in an OPT_+ union), ``"identity"`` (each clique's
@@ -218,12 +216,12 @@ def hdmm(
         >>> res.original.marginal(("age", "sex")).shape, res.model.marginal(("age", "sex")).shape
         ((16, 2), (16, 2))
     """
-    checked = _hdmm_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, strategy,
+    checked = _hdmm_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, strategy,
                               weights, bounded, noise, restarts, original, max_table_cells, synthetic)
     return _hdmm(data, key, **checked)
 
 
-def _hdmm_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, strategy, weights,
+def _hdmm_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, strategy, weights,
                     bounded, noise, restarts, original, max_table_cells, synthetic) -> dict:
     """:func:`hdmm`'s arguments checked, before any private computation and before the strategy is optimised:
     the keyword arguments of :func:`_hdmm`."""
@@ -240,8 +238,8 @@ def _hdmm_arguments(data, epsilon, delta, key, workload, engine_iters, engine_op
     weights = _choice(weights, "weights", WEIGHTS, where)
     restarts = _int(restarts, "restarts", where, 1)
     engine_iters = _int(engine_iters, "engine_iters", where, 0)
-    options = check_engine_options(engine_options, _RESERVED_OPTIONS, where, hint="; use engine_iters= and bounded= instead")
-    method = _choice(options.pop("method", "mirror_descent"), "engine_options method", tuple(METHODS), where)
+    options = check_fit_options(fit_options, where)
+    method = _choice(options.pop("method", "mirror_descent"), "fit_options method", tuple(METHODS), where)
     max_model_mb = check_model_cap(max_model_mb, where)
     original = _bool(original, "original", where)
     max_table_cells = _int(max_table_cells, "max_table_cells", where, 0)

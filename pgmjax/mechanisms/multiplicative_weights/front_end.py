@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import Mapping
 
 import jax
 
+from ...fit.options import FitOptions
 from ...data.dataset import Dataset
 from ...data.domain import Clique, Domain
 from ...fit.memory import check_capped_fit
@@ -24,7 +24,7 @@ from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
 from ...queries.measurement import estimate_total
-from ..options import (check_choice, check_data, check_domain_size, check_engine_options, check_epsilon, check_model_cap,
+from ..options import (check_choice, check_data, check_domain_size, check_epsilon, check_fit_options, check_model_cap,
                        check_positive_delta, check_pure_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..checkpoint import Checkpoint, Keeper, fingerprint
@@ -36,7 +36,6 @@ from .query_rows import row_sensitivity
 from .rounds import run_rounds
 
 _SELECTIONS = ("marginal", "query")
-_RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain")
 
 
 def _check_round_one(domain: Domain, cliques: list[Clique], max_model_mb: float, rounds: int, where: str) -> None:
@@ -91,7 +90,7 @@ def mwem(
     key,
     workload=None,
     engine_iters: int = 1000,
-    engine_options: Mapping | None = None,
+    fit_options: FitOptions | None = None,
     max_model_mb: float | None = 25.0,
     rounds: int | None = None,
     noise: str = "laplace",
@@ -133,8 +132,8 @@ def mwem(
             mode only its cliques matter; in query mode its query matrices are the candidates
             (``Workload.marginals``: the 2019 script's cell-level ones, ``Workload.benchmark``: prefix ranges).
         engine_iters: engine iterations per round.
-        engine_options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``loss``,
-            ``dtype``, ``tol``, ``callback``, ``oracle``, ...; not ``iters``, ``total`` or ``warm_start``).
+        fit_options: a :class:`pgmjax.FitOptions` for every fit (``method``, ``loss``, ``dtype``, ``tol``,
+            ``callback``, ``oracle``, ...).
             ``oracle="approximate"`` and ``"auto"`` as in :func:`pgmjax.mechanisms.aim`.
         max_model_mb: the final model-size cap in MB (the cap at round ``i`` is ``i/T`` of it); None for no cap.
         rounds: ``T``; default the number of attributes.
@@ -178,7 +177,7 @@ def mwem(
         >>> res.model.marginal(("a", "b")).shape, res.original.marginal(("a", "b")).shape
         ((3, 4), (3, 4))
     """
-    checked = _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds, noise,
+    checked = _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, rounds, noise,
                               bounded, alpha, selection, mw_iters, original, max_table_cells, synthetic)
     keeper = _mwem_keeper(data, key, checkpoint, checked)
     with keeper.interruptible():  # Ctrl-C: keep the rounds completed, say how to resume
@@ -193,16 +192,16 @@ def _mwem_keeper(data, key, checkpoint, checked: dict) -> Keeper:
     if checkpoint is not None and checked["selection"] != "marginal":
         raise ValueError(f"{where}: checkpoint= keeps marginal measurements: use selection='marginal' or drop the checkpoint")
     if checkpoint is not None and oracle_of(checked["options"]) != "exact":
-        raise ValueError(f"{where}: checkpoint= keeps exact models only; drop engine_options['oracle'] or the checkpoint")
+        raise ValueError(f"{where}: checkpoint= keeps exact models only; drop the oracle from fit_options or the checkpoint")
     settings = {k: checked[k] for k in ("epsilon", "delta", "noise", "selection", "bounded", "rounds", "alpha",
                                         "max_model_mb", "engine_iters", "cliques")}
-    settings["engine_options"] = {k: v for k, v in checked["options"].items() if k != "callback"}
+    settings["fit_options"] = {k: v for k, v in checked["options"].items() if k != "callback"}
     keeper = Keeper(checkpoint, fingerprint(where, data, key, settings) if checkpoint is not None else {}, where)
     keeper.check_folder()
     return keeper
 
 
-def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, rounds, noise, bounded,
+def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, rounds, noise, bounded,
                     alpha, selection, mw_iters, original, max_table_cells, synthetic) -> dict:
     """:func:`mwem`'s arguments checked, everything before any private computation: the keyword arguments of :func:`_mwem`."""
     where = "mwem"
@@ -229,8 +228,7 @@ def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, engine_op
     original = _bool(original, "original", where)
     max_table_cells = _int(max_table_cells, "max_table_cells", where, 1)
     synthetic = _bool(synthetic, "synthetic", where)
-    options = check_engine_options(engine_options, _RESERVED_OPTIONS, where, argument="engine_options",
-                                   hint="; use engine_iters= and bounded= instead")
+    options = check_fit_options(fit_options, where)
     refuse_approximate_synthetic(options, synthetic, where)
     wl = check_workload(workload, domain, where)
     cliques: list[Clique] = list(dict.fromkeys(wl.cliques))  # distinct, first-seen order

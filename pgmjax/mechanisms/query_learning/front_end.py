@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import jax
 import numpy as np
 
+from ...fit.options import FitOptions
 from ...data.dataset import Dataset
 from ...fit.memory import check_fit
 from ...privacy import REST, Accountant
@@ -22,10 +23,10 @@ from ...checks import check_bool as _bool
 from ...checks import check_count as _int
 from ...checks import check_key as _check_key
 from ...checks import check_positive as _positive
-from ..options import check_data, check_engine_options, check_epsilon, check_model_cap, check_pure_delta, check_workload
+from ..options import check_data, check_epsilon, check_fit_options, check_model_cap, check_pure_delta, check_workload
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..steps import Timer, hypothetical_model_size, oracle_of, synthesize
-from .pgm_arm import RESERVED_OPTIONS, fit_pgm
+from .pgm_arm import fit_pgm
 from .query_set import QuerySet, as_queries, check_domain
 from .regression import fit_regression, regression_options
 from .selection import select_training
@@ -104,7 +105,7 @@ def mldp(
     key,
     workload=None,
     engine_iters: int = 1000,
-    engine_options: Mapping | None = None,
+    fit_options: FitOptions | None = None,
     max_model_mb: float | None = None,
     training: QuerySet | None = None,
     fresh: QuerySet | None = None,
@@ -144,8 +145,7 @@ def mldp(
             (:func:`workload_training`); used when ``training`` is None (then None means every 2-way
             marginal). Give one of ``workload`` and ``training``.
         engine_iters: engine iterations of the +PGM arm.
-        engine_options: more keyword arguments for :func:`pgmjax.estimate` (not ``iters``,
-            ``total``, ``warm_start``).
+        fit_options: a :class:`pgmjax.FitOptions` for the fit.
         max_model_mb: None (default), or a cap in MB on the model over the training queries'
             cliques, checked before anything is computed.
         training: the training queries, or (with ``size``) the published queries to choose them from.
@@ -180,12 +180,12 @@ def mldp(
         >>> res.info["sensitivity"], len(res.info["training"]), res.info["answers"]["published"]["pgm"].shape
         (1.0, 10, (1023,))
     """
-    checked = _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, training, fresh,
+    checked = _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, training, fresh,
                               size, bounded, model, ridge, width, centers, original, synthetic)
     return _mldp(data, key, **checked)
 
 
-def _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, engine_options, max_model_mb, training, fresh, size,
+def _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, training, fresh, size,
                     bounded, model, ridge, width, centers, original, synthetic) -> dict:
     """:func:`mldp`'s arguments checked, everything before the private data is read: the keyword arguments of :func:`_mldp`."""
     where = "mldp"
@@ -211,7 +211,7 @@ def _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, engine_op
     engine_iters = _int(engine_iters, "engine_iters", where)
     original = _bool(original, "original", where)
     synthetic = _bool(synthetic, "synthetic", where)
-    options = check_engine_options(engine_options, RESERVED_OPTIONS, where, hint="; use engine_iters= and bounded= instead")
+    options = check_fit_options(fit_options, where)
     max_model_mb = check_model_cap(max_model_mb, where)
     if max_model_mb is not None:
         mb = hypothetical_model_size(domain, list(training.cliques))

@@ -13,7 +13,7 @@ from ...fit.estimate import estimate
 from ...checks import check_count as _int
 from ...checks import check_positive as _positive
 from ...queries.measurement import Measurement, estimate_total
-from ..options import check_engine_options
+from ..options import check_estimate_kwargs
 from .query_set import QuerySet, as_queries, check_domain
 from .regression import check_answers, fit_regression
 
@@ -70,7 +70,7 @@ def fit_pgm(
     queries = as_queries(queries, "queries", where)
     check_domain(queries, domain, where)
     iters = _int(iters, "iters", where, 0)
-    check_engine_options(options, RESERVED_OPTIONS, where, argument="options")
+    check_estimate_kwargs(options, RESERVED_OPTIONS, where, argument="options")
     measurements = pgm_measurements(queries, answers, stddev)
     if total is not None:
         total, source = _positive(total, "total", where), "given"
