@@ -153,7 +153,7 @@ def run(
 def _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, smoothing, exact_loss):
     """:func:`run`'s loop."""
     start = time.perf_counter()
-    exact_loss = _model_loss if exact_loss is None else exact_loss
+    exact_loss = model_loss if exact_loss is None else exact_loss
     l1 = problem.loss == "l1"
     chunk, chunks, width = smoothing_schedule(iters, chunk, smoothing, l1)
     if l1:
@@ -234,6 +234,6 @@ def _check_finite(loss, iteration) -> None:
 
 
 @jit(engine=True, loop_emitters=suits_loop_emitters)
-def _model_loss(problem: Problem, theta: dict) -> jax.Array:
+def model_loss(problem: Problem, theta: dict) -> jax.Array:
     """The exact loss of the model with potentials ``theta`` (with the L1 loss, not its smoothing)."""
     return problem.exact_loss(problem.marginals(theta))

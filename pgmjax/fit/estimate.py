@@ -197,7 +197,7 @@ def estimate(
         elif history:  # the last chunk's entry is the exact loss of the returned potentials already
             loss, step = float(history[-1]["loss"]), None
         else:
-            loss, step = float(driver._model_loss(problem, params)), None
+            loss, step = float(driver.model_loss(problem, params)), None
     # The model's answers are a function of its potentials and total alone, computed by its own program
     # (pgmjax.model.graphical_model): the same whether it was just fitted, saved and loaded, or a member of a batch.
     if oracle_info is not None and oracle_info["oracle"] == "approximate":

@@ -237,11 +237,13 @@ def _sum_private_axes(spec: str, table: jax.Array) -> tuple[str, jax.Array]:
     return ",".join(ops) + "->" + out, sum_axes(table, private)
 
 
-def _answer_many_impl(plans: tuple[QueryPlan, ...], tables: dict, matrices: tuple, total) -> tuple:
+def answer_many_traced(plans: tuple[QueryPlan, ...], tables: dict, matrices: tuple, total) -> tuple:
+    """:func:`answer_many`'s arithmetic on device tables, uncompiled: for a caller that traces it inside its own
+    program (the plans static, the rest arrays)."""
     return tuple(_run_plan(p, tables, m, total) for p, m in zip(plans, matrices))
 
 
-_answer_many_jit = jit(_answer_many_impl, static_argnums=0)
+_answer_many_jit = jit(answer_many_traced, static_argnums=0)
 
 
 def answer_many(plans: tuple[QueryPlan, ...], clique_marginals: dict[int, jax.Array], matrices: tuple, total) -> tuple:

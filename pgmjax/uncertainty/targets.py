@@ -190,7 +190,7 @@ def evaluate(target_plan: TargetPlan, plan: oracle.OraclePlan, mu: dict, matrice
         A tuple of arrays, one per target, of the target's shape.
     """
     tables = {j: plan.table(mu, j) for j in target_plan.used}
-    answers = inference._answer_many_impl(target_plan.plans, tables, matrices, total)
+    answers = inference.answer_many_traced(target_plan.plans, tables, matrices, total)
     return combine(target_plan, answers, jnp)
 
 

@@ -11,6 +11,8 @@ functions and under ``if TYPE_CHECKING:`` alike:
   new module, ``from <new module> import *``, nothing else): a 0.x release moves a module outright;
 * no module imports a ``_``-prefixed name from another module (a sibling in its package included),
   apart from the imports listed in ``PRIVATE_IMPORTS``;
+* no module reads a ``_``-prefixed name of another module by attribute (``module._name``); the allow-list
+  ``PRIVATE_ATTRIBUTE_USES`` is empty;
 * the two allow-lists hold today's violations and may only shrink: a new violation fails, and so
   does an entry that no longer occurs (delete it once the code is fixed);
 * the import graph has no cycle, imports inside functions included, other than through an
@@ -75,6 +77,10 @@ CYCLE_IMPORTS: frozenset[tuple[str, str, str]] = frozenset({
 
 #: Imports of another module's ``_``-prefixed name.
 PRIVATE_IMPORTS: frozenset[tuple[str, str, str]] = frozenset({
+})
+
+#: Reads of another module's private name by attribute (``module._name``): none may be added.
+PRIVATE_ATTRIBUTE_USES: frozenset[tuple[str, str, str]] = frozenset({
 })
 
 
@@ -340,6 +346,44 @@ def private_imports(edges) -> set[tuple[str, str, str]]:
     return {(a, b, n) for a, b, n in _tuples(edges) if n.startswith("_") and not n.startswith("__")}
 
 
+def private_attribute_uses(files=None) -> set[tuple[str, str, str]]:
+    """``(user, module, name)`` for every ``module._name`` read by attribute in another module of the package:
+    ``from . import oracle`` then ``oracle._shift(...)``, ``import pgmjax.fit.driver as d`` then ``d._chunk``, or
+    ``pgmjax.fit.driver._chunk`` spelled out (inside functions too)."""
+    files = module_files() if files is None else files
+    found = set()
+    for name, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        bound: dict[str, str] = {}  # local name -> the package module it names
+        for node, _ in _imports(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname and alias.name in files:
+                        bound[alias.asname] = alias.name
+                    elif not alias.asname:
+                        top = alias.name.split(".")[0]
+                        if top in files:
+                            bound[top] = top
+                continue
+            source = _resolve(name, node, files)
+            for alias in node.names:
+                if f"{source}.{alias.name}" in files:
+                    bound[alias.asname or alias.name] = f"{source}.{alias.name}"
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")):
+                continue
+            dotted, base = [], node.value
+            while isinstance(base, ast.Attribute):
+                dotted.append(base.attr)
+                base = base.value
+            if not isinstance(base, ast.Name) or base.id not in bound:
+                continue
+            module = ".".join([bound[base.id], *reversed(dotted)])
+            if module in files and module != name:
+                found.add((name, module, node.attr))
+    return found
+
+
 def _against(found: set, allowed: frozenset, what: str, name: str) -> None:
     new, gone = sorted(found - allowed), sorted(allowed - found)
     assert not new, (f"{len(new)} new {what} (fix them; {name} may only shrink):\n"
@@ -366,6 +410,23 @@ def test_no_private_name_imported_from_another_module(edges):
     """A ``_``-prefixed name is private to its module: no other module (a sibling in its package included)
     imports it; a helper that another module needs is public in its home module, with a docstring."""
     _against(private_imports(edges), PRIVATE_IMPORTS, "imports of private names", "PRIVATE_IMPORTS")
+
+
+def test_no_private_name_read_by_attribute_from_another_module():
+    """``module._name`` is as private as ``from module import _name``: the allow-list is empty."""
+    _against(private_attribute_uses(), PRIVATE_ATTRIBUTE_USES, "reads of another module's private name by attribute",
+             "PRIVATE_ATTRIBUTE_USES")
+
+
+def test_the_private_attribute_check_finds_what_it_looks_for(tmp_path):
+    files = _made_up_package(tmp_path, {
+        "p/__init__.py": "", "p/a/__init__.py": "", "p/b/__init__.py": "",
+        "p/a/m.py": "from ..b import n\nimport p.b.n as alias\nimport p\n"
+                    "def f():\n    return n._x, alias._y, p.b.n._z, n.public, n.__doc__\n",
+        "p/b/n.py": "_x = _y = _z = public = 1\ndef g():\n    return _x\n",
+    })
+    assert private_attribute_uses(files) == {("p.a.m", "p.b.n", "_x"), ("p.a.m", "p.b.n", "_y"),
+                                             ("p.a.m", "p.b.n", "_z")}
 
 
 def test_no_cycle_even_inside_functions(edges):
