@@ -2,12 +2,13 @@
 
 * ``pgmjax run --data raw.csv [--preprocess-fraction 0.1] ...`` (no ``--domain``, no ``--schema``; or
   ``--private-schema`` explicitly): the schema is derived from the raw table with differential privacy
-  inside the run's one budget. :func:`split_budget`
+  inside the run's one budget. :func:`pgmjax.mechanisms.budget_split.split_budget`
   gives the preprocessing a fraction of it: of ``rho = cdp_rho(eps, delta)`` for the zCDP mechanisms
   (MST, AIM; the mechanism then gets ``eps' = cdp_eps((1 - f) rho, delta)``, so that the two rhos add
   up to the budget: Bun & Steinke 2016, Lemma 2.3), of ``epsilon`` for the others (basic composition,
   Dwork & Roth 2014, Theorem 3.16). Category discovery adds its ``--discovery-delta`` to the delta.
-  The preprocessing is charged under the **mechanism's neighbouring relation** (:func:`neighbouring`):
+  The preprocessing is charged under the **mechanism's neighbouring relation**
+  (:func:`pgmjax.mechanisms.budget_split.neighbouring`):
   replace-one (``bounded``) for DualQuery, for randomized response by default and wherever
   ``--option bounded=true`` is given; add/remove otherwise. Composition adds the two guarantees only when
   both hold for the same neighbours; under replace-one a histogram's sensitivity is 2, so charging the
@@ -24,73 +25,15 @@
 from __future__ import annotations
 
 import sys
-from typing import NamedTuple
 
 from . import guards
 from .arguments import positive_float, positive_int, secret_seed, seed_int, unit_interval
 from .errors import RunFailure, UserError
 
-__all__ = ["Split", "split_budget", "neighbouring", "check_neighbours", "declared_kind", "declared_decimals", "declared_date_format",
+__all__ = ["check_neighbours", "declared_kind", "declared_decimals", "declared_date_format",
            "add_run_arguments", "check_schema_privacy", "public_range", "ranges_of", "add_schema_arguments", "load_private",
            "private_schema_cmd", "summary_lines", "report_entry", "report_warnings", "raw_comparison",
            "write_html"]
-
-
-class Split(NamedTuple):
-    """How a run's budget is shared between the preprocessing and the mechanism.
-
-    Attributes:
-        accountant: the preprocessing's :class:`~pgmjax.privacy.Accountant` (its budget is its share).
-        epsilon: the mechanism's epsilon.
-        delta: the mechanism's delta (None where it takes none).
-        text: one line for the summary.
-    """
-
-    accountant: object
-    epsilon: float
-    delta: float | None
-    text: str
-
-
-#: Front-ends whose neighbouring relation is fixed rather than an option: DualQuery's accountant is replace-one.
-FIXED_NEIGHBOURS = {"dualquery": True}
-
-
-def neighbouring(mechanism: str, options: dict | None = None) -> bool:
-    """The mechanism's neighbouring relation as the run will use it: True for replace-one (``bounded``).
-
-    A front-end with a ``bounded`` option uses the value given (``--option bounded=...``), else the
-    command line's default for it (:attr:`~pgmjax.mechanisms.registry.Mechanism.cli_defaults`), else the
-    function's default (True for ``rr_synthetic``, False for the others); one without it uses its fixed
-    relation (:data:`FIXED_NEIGHBOURS`; add/remove for the rest). :func:`check_neighbours` checks the
-    result after the run.
-
-    Args:
-        mechanism: a registry name.
-        options: the front-end's keyword arguments (``--option`` values and defaults), as the run passes them.
-
-    Raises:
-        ValueError: ``bounded`` is given but is not true or false (before anything is read).
-
-    Example:
-        >>> neighbouring("rr_synthetic"), neighbouring("privbayes"), neighbouring("privbayes", {"bounded": True})
-        (True, False, True)
-        >>> neighbouring("dualquery"), neighbouring("mst")
-        (True, False)
-    """
-    import inspect
-
-    from ..mechanisms import registry
-
-    entry = registry.get(mechanism)
-    param = inspect.signature(entry.function).parameters.get("bounded")
-    if param is None:
-        return FIXED_NEIGHBOURS.get(entry.name, False)
-    options = dict(options or {})
-    value = options.get("bounded", entry.cli_defaults.get("bounded", param.default))
-    if not isinstance(value, bool):
-        raise ValueError(f"{entry.name}: --option bounded must be true or false, got {value!r}")
-    return value
 
 
 def check_neighbours(args, result) -> None:
@@ -106,47 +49,6 @@ def check_neighbours(args, result) -> None:
         raise RunFailure(f"{args.mechanism}: internal accounting error: the mechanism used "
                          f"{'replace-one' if acc.bounded else 'add/remove'} neighbours, the preprocessing was "
                          f"charged for {'replace-one' if split.accountant.bounded else 'add/remove'}; nothing was written")
-
-
-def split_budget(mechanism: str, epsilon: float, delta: float | None, fraction: float, *, bounded: bool = False) -> Split:
-    """Share ``(epsilon, delta)`` between the preprocessing (``fraction``) and the mechanism.
-
-    Args:
-        mechanism: a registry name (its ``privacy`` kind decides the currency of the split).
-        epsilon, delta: the whole run's budget as given.
-        fraction: the preprocessing's share, in (0, 1).
-        bounded: the mechanism's neighbouring relation (:func:`neighbouring`): the preprocessing's
-            accountant uses the same one, so both guarantees hold for the same neighbours and compose.
-
-    Returns:
-        A :class:`Split`.
-
-    Example:
-        >>> s = split_budget("privbayes", 1.0, None, 0.25)
-        >>> s.accountant.budget, s.epsilon, s.accountant.bounded
-        (0.25, 0.75, False)
-        >>> split_budget("rr_synthetic", 1.0, None, 0.1, bounded=True).accountant.bounded
-        True
-    """
-    from ..mechanisms import registry
-    from ..privacy import Accountant, cdp_eps, cdp_rho
-
-    if not 0.0 < fraction < 1.0:
-        raise ValueError(f"--preprocess-fraction must lie in (0, 1), got {fraction}")
-    bounded = bool(bounded)
-    neighbours = "replace-one" if bounded else "add/remove"
-    if registry.get(mechanism).privacy == "zcdp":
-        d = registry.DEFAULT_DELTA if delta is None else delta
-        rho = cdp_rho(epsilon, d)
-        eps_mech = float(cdp_eps((1 - fraction) * rho, d))
-        acc = Accountant(rho=fraction * rho, bounded=bounded)
-        text = (f"preprocessing rho={fraction * rho:.4g} ({100 * fraction:g}% of rho={rho:.4g}), "
-                f"mechanism eps={eps_mech:.4g} at delta={d:g} (the rest of rho); {neighbours} neighbours")
-        return Split(acc, eps_mech, d, text)
-    acc = Accountant(epsilon=fraction * epsilon, bounded=bounded)
-    text = (f"preprocessing eps={fraction * epsilon:.4g} ({100 * fraction:g}%), mechanism eps={(1 - fraction) * epsilon:.4g}; "
-            f"{neighbours} neighbours")
-    return Split(acc, (1 - fraction) * epsilon, delta, text)
 
 
 def declared_kind(text: str) -> tuple[str, str]:

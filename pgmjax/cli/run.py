@@ -7,6 +7,7 @@ import sys
 import time
 
 from ..data.domain import cells_text
+from ..mechanisms import budget_split
 from . import checkpoints, guards, intervals, preprocessing
 from .arguments import parse_options
 from .call import expected_iterations, front_end_call, mechanism_name, with_progress
@@ -185,8 +186,8 @@ def check_arguments(args) -> tuple[tuple, list]:
             # The preprocessing is charged under the mechanism's neighbouring relation, so the two compose; the
             # mechanism's delta is the one it will use (its default where none is given), so the total counts it.
             name = mechanism_name(args.mechanism)
-            args.split = preprocessing.split_budget(name, args.epsilon, kwargs.get("delta"), args.preprocess_fraction,
-                                                    bounded=preprocessing.neighbouring(name, kwargs))
+            args.split = budget_split.split_budget(name, args.epsilon, kwargs.get("delta"), args.preprocess_fraction,
+                                                    bounded=budget_split.neighbouring(name, kwargs))
         except ValueError as e:
             raise UserError(str(e)) from None
         args.epsilon_total, args.delta_total = args.epsilon, args.delta

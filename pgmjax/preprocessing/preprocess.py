@@ -43,7 +43,7 @@ unreadable fields           missing (``n/a`` in a number column, ``2020-02-30`` 
   into one ``other`` code.
 
 Neighbouring relation: the accountant's ``bounded`` must be the mechanism's (the command line passes
-it through :func:`pgmjax.cli.preprocessing.split_budget`). Under replace-one neighbours (``bounded=True``)
+it through :func:`pgmjax.mechanisms.budget_split.split_budget`). Under replace-one neighbours (``bounded=True``)
 a histogram's sensitivity is 2 (L2 ``sqrt 2``) and a parallel quantile round counts twice; the accountant
 calibrates every release to it, so the ledger is exactly what the noise pays for.
 

@@ -4,7 +4,7 @@ import jax
 import numpy as np
 import pandas as pd
 
-from pgmjax.cli.preprocessing import split_budget
+from pgmjax.mechanisms.budget_split import split_budget
 from pgmjax.preprocessing.preprocess import private_schema
 from pgmjax.preprocessing.private_range import block_threshold, range_blocks, range_release
 from pgmjax.privacy import Accountant

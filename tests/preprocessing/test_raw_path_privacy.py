@@ -21,6 +21,7 @@ import pytest
 
 from pgmjax.cli import main
 from pgmjax.cli import preprocessing as P
+from pgmjax.mechanisms import budget_split as B
 from pgmjax.data.schema_columns import CategoricalColumn, NumericColumn
 from pgmjax.privacy import Accountant
 from pgmjax.privacy import discrete_noise as dn
@@ -59,9 +60,7 @@ def private_raw(frame: pd.DataFrame, path, mechanism: str = "mst", seed: int = 0
     """The raw path of ``pgmjax run --data path -m mechanism -e 1 --seed seed``: the split, then load_private
     with the run's key (``fold_in(key(seed), 7)``), as :func:`pgmjax.cli.run.load_inputs` calls it."""
     frame.to_csv(path, index=False)
-    bounded = P.neighbouring(mechanism) if hasattr(P, "neighbouring") else False
-    split = (P.split_budget(mechanism, 1.0, None, 0.1, bounded=bounded) if hasattr(P, "neighbouring")
-             else P.split_budget(mechanism, 1.0, None, 0.1))
+    split = B.split_budget(mechanism, 1.0, None, 0.1, bounded=B.neighbouring(mechanism))
     args = argparse.Namespace(data=str(path), split=split, bins=10, discovery_delta=1e-9, ranges=None, kinds=None,
                               decimals=None, min_count=5, decode=None, show_private=False)
     data, schema, result = P.load_private(args, lambda msg: None, jax.random.fold_in(jax.random.key(seed), 7))
@@ -178,7 +177,7 @@ def test_a_rare_category_changes_neither_the_kind_nor_the_categories(base, tmp_p
 def test_unreadable_values_of_a_declared_kind_are_missing_and_the_vote_is_charged(tmp_path):
     frame = changed(base_table(), "income", "inf")
     frame.to_csv(tmp_path / "raw.csv", index=False)
-    split = P.split_budget("mst", 1.0, None, 0.1)
+    split = B.split_budget("mst", 1.0, None, 0.1)
     args = argparse.Namespace(data=str(tmp_path / "raw.csv"), split=split, bins=10, discovery_delta=1e-9, ranges=None,
                               kinds=[("income", "integer")], decimals=None, min_count=5, decode=None, show_private=False)
     data, schema, _ = P.load_private(args, lambda msg: None, jax.random.key(0))
@@ -329,10 +328,10 @@ def test_replace_one_mechanisms_charge_the_preprocessing_for_replace_one(tmp_pat
 
 
 def test_the_neighbouring_relation_follows_the_mechanism_and_its_options():
-    assert P.neighbouring("rr_synthetic") and P.neighbouring("dualquery") and P.neighbouring("privbayes", {"bounded": True})
-    assert not P.neighbouring("mst") and not P.neighbouring("aim") and not P.neighbouring("privbayes")
-    assert not P.neighbouring("rr_synthetic", {"bounded": False}) and not P.neighbouring("mwem")
-    split = P.split_budget("rr_synthetic", 1.0, None, 0.5, bounded=True)
+    assert B.neighbouring("rr_synthetic") and B.neighbouring("dualquery") and B.neighbouring("privbayes", {"bounded": True})
+    assert not B.neighbouring("mst") and not B.neighbouring("aim") and not B.neighbouring("privbayes")
+    assert not B.neighbouring("rr_synthetic", {"bounded": False}) and not B.neighbouring("mwem")
+    split = B.split_budget("rr_synthetic", 1.0, None, 0.5, bounded=True)
     assert split.accountant.bounded and split.accountant.budget == 0.5
 
     class Result:
