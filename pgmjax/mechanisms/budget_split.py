@@ -42,7 +42,7 @@ FIXED_NEIGHBOURS = {"dualquery": True}
 def neighbouring(mechanism: str, options: dict | None = None) -> bool:
     """The mechanism's neighbouring relation as the run will use it: True for replace-one (``bounded``).
 
-    A front-end with a ``bounded`` option uses the value given (``--option bounded=...``), else the
+    A front-end with a ``bounded`` option uses the value given (``options["bounded"]``), else the
     command line's default for it (:attr:`~pgmjax.mechanisms.registry.Mechanism.cli_defaults`), else the
     function's default (True for ``rr_synthetic``, False for the others); one without it uses its fixed
     relation (:data:`FIXED_NEIGHBOURS`; add/remove for the rest).
