@@ -147,9 +147,10 @@ def index_page(mods: dict[str, types.ModuleType]) -> str:
         if owner != f"pgmjax.{name}":
             lines += [f"## `pgmjax.{name}`", "", f"The same object as [`{owner}`][{owner}].", ""]
             continue
-        if importlib.util.find_spec(f"pgmjax.{name}") is not None:
-            # A name that is also a sub-package's (pj.fit, the function; pgmjax.fit, the package): the
-            # documentation tool reads the package there, so the object is documented at its definition.
+        if importlib.util.find_spec(f"pgmjax.{name}") is not None or name in getattr(pgmjax, "_LAZY_NAMES", {}):
+            # A name that is also a sub-package's (pj.fit, the function; pgmjax.fit, the package), or one the
+            # package imports on first use (pj.Synthesizer): the documentation tool reads the package's source,
+            # so the object is documented at its definition.
             lines += [f"## `pgmjax.{name}`", "", f"::: {obj.__module__}.{obj.__qualname__}",
                       "    options:\n      show_root_heading: false", ""]
             continue

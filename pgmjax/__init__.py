@@ -40,6 +40,8 @@ __all__ = [
     "Estimator",
     "FitOptions",
     "estimate_batch",
+    "Synthesizer",
+    "Release",
     "BatchedMeasurement",
     "estimate_total",
     "GraphicalModel",
@@ -86,7 +88,17 @@ _LAZY = {"bayes": ".bayes", "history": ".history", "mechanisms": ".mechanisms", 
          "schema": ".data.schema", "engines": ".data.engines"}
 
 
+#: Public names defined in a lazily imported module (PEP 562), by module.
+_LAZY_NAMES = {"Synthesizer": ".synthesizer", "Release": ".synthesizer"}
+
+
 def __getattr__(name):
+    if name in _LAZY_NAMES:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY_NAMES[name], __name__), name)
+        globals()[name] = value
+        return value
     if name in _LAZY:
         import importlib
 

@@ -1,0 +1,109 @@
+"""``pj.Synthesizer``: a raw DataFrame in, a private synthetic DataFrame out, under one ledger."""
+
+import math
+
+import jax
+import numpy as np
+import pandas as pd
+import pytest
+
+import pgmjax as pj
+from pgmjax.data.examples import RARE_CITIES, raw_table
+from pgmjax.privacy import cdp_rho
+
+#: Short fits; the dates' public range declared (no budget spent on it: at 2,000 records and epsilon 1 a private
+#: range of the dates is too coarse to bound them).
+FAST = dict(engine_iters=200, options={"select_iters": 100}, ranges={"joined": ("2000-01-01", "2023-12-31")})
+
+
+@pytest.fixture(scope="module")
+def people():
+    return raw_table(2_000, seed=3)
+
+
+@pytest.fixture(scope="module")
+def release(people):
+    return pj.Synthesizer("mst", epsilon=1.0, **FAST).fit(people, key=jax.random.key(0))
+
+
+def test_a_raw_table_round_trips_on_the_raw_scale(people, release):
+    synth = release.sample(1_500, key=jax.random.key(1))
+    assert list(synth.columns) == list(people.columns) and len(synth) == 1_500
+    assert set(synth["sex"].dropna()) <= {"F", "M", "other", ""}  # "": the blank category every text column has
+    kept = set(release.schema.columns["city"].categories)
+    assert set(synth["city"].dropna()) <= kept | {"other", ""} and not (set(synth["city"]) & set(RARE_CITIES))
+    joined = pd.to_datetime(synth["joined"].replace("", np.nan).dropna(), format="%Y-%m-%d")  # dates, decoded as dates
+    assert joined.min() >= pd.Timestamp("2000-01-01") and joined.max() <= pd.Timestamp("2024-01-01")  # the range
+    edges = release.schema.columns["joined"].edges  # days since 1970: the declared range, no budget spent on it
+    assert (edges[0], edges[-1]) == (10957, 19722)
+    age = pd.to_numeric(synth["age"], errors="coerce").dropna()
+    assert len(age) > 1_000 and 10 <= age.median() <= 80
+    income = pd.to_numeric(synth["income"], errors="coerce")
+    assert income.dropna().median() == pytest.approx(pd.to_numeric(people["income"], errors="coerce").median(), rel=0.5)
+
+
+def test_the_ledger_spends_the_budget_once_schema_and_mechanism_together(release):
+    rho = cdp_rho(1.0, 1e-9)
+    spent = release.schema_accountant.spent + release.mechanism_accountant.spent
+    assert spent == pytest.approx(rho, rel=1e-9) and spent <= rho * (1 + 1e-12)
+    assert release.schema_accountant.spent == pytest.approx(0.1 * rho)
+    assert release.guarantee == (1.0, 2e-9)  # the mechanism's delta and the category discovery's
+    ledger = release.ledger
+    assert set(ledger["stage"]) == {"schema", "mechanism"}
+
+
+def test_the_same_key_gives_the_same_release(people, release):
+    again = pj.Synthesizer("mst", epsilon=1.0, **FAST).fit(people, key=jax.random.key(0))
+    a, b = release.sample(200, key=jax.random.key(5)), again.sample(200, key=jax.random.key(5))
+    pd.testing.assert_frame_equal(a, b)
+    assert not a.equals(release.sample(200, key=jax.random.key(6)))
+
+
+def test_a_saved_release_samples_as_the_fitted_one(release, tmp_path):
+    release.save(tmp_path / "release")
+    loaded = pj.Release.load(tmp_path / "release")
+    a = release.sample(300, key=jax.random.key(2))
+    b = loaded.sample(300, key=jax.random.key(2))
+    pd.testing.assert_frame_equal(a, b[list(a.columns)])
+    with pytest.raises(ValueError, match="no ledger"):
+        loaded.ledger
+
+
+def test_a_pure_dp_mechanism_adds_only_the_discovery_delta(people):
+    s = pj.Synthesizer("privbayes", epsilon=1.0, engine_iters=50)
+    assert s.delta is None
+    release = s.fit(people, key=jax.random.key(0))
+    assert release.guarantee == (1.0, 1e-9)
+    assert math.isclose(release.schema_accountant.spent + release.mechanism_accountant.spent, 1.0, rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(mechanism="gan"), ValueError, "unknown mechanism 'gan'"),
+    (dict(epsilon=0.0), ValueError, "epsilon must be a positive finite number"),
+    (dict(epsilon=True), ValueError, "epsilon must be a positive finite number"),
+    (dict(preprocess_fraction=1.0), ValueError, "preprocess_fraction must lie in"),
+    (dict(mechanism="mst", delta=None), ValueError, "mst needs a delta in"),
+    (dict(mechanism="mst", options={"rounds": 3}), ValueError, r"mst has no option\(s\) \['rounds'\]"),
+    (dict(options={"epsilon": 3}), ValueError, r"has no option\(s\) \['epsilon'\]"),
+    (dict(fit_options={"tol": 1e-6}), TypeError, "fit_options must be a pgmjax.FitOptions"),
+    (dict(kinds=["age"]), TypeError, "kinds must be a mapping"),
+])
+def test_bad_settings_fail_where_they_are_made(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        pj.Synthesizer(**kwargs)
+
+
+def test_bad_inputs_fail_before_any_budget_is_spent(people):
+    s = pj.Synthesizer("mst")
+    with pytest.raises(TypeError, match="expected a pandas or Polars DataFrame"):
+        s.fit(people.to_numpy(), key=jax.random.key(0))
+    with pytest.raises(TypeError, match="key must be a jax.random key"):
+        s.fit(people, key=0)
+
+
+def test_a_polars_frame_is_read_as_the_pandas_one(people):
+    pl = pytest.importorskip("polars")
+    s = pj.Synthesizer("mst", epsilon=1.0, **FAST)
+    a = s.fit(people, key=jax.random.key(0)).sample(100, key=jax.random.key(1))
+    b = s.fit(pl.from_pandas(people), key=jax.random.key(0)).sample(100, key=jax.random.key(1))
+    pd.testing.assert_frame_equal(a, b)
