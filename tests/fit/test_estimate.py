@@ -377,4 +377,4 @@ def test_first_fit_compiles_each_program_once(rng, method):
     assert np.isfinite(model.loss)
     assert "jit(_chunk)" in counter.names
     assert len(counter.names) == len(set(counter.names)), counter.names
-    assert set(counter.names) <= {"jit(_init)", "jit(_chunk)", "jit(_model_loss)", "jit(marginals)"}, counter.names
+    assert set(counter.names) <= {"jit(_init)", "jit(_chunk)", "jit(model_loss)", "jit(marginals)"}, counter.names

@@ -50,8 +50,9 @@ def test_float32_agrees_with_float64(rng):
     dom, cliques = _random_problem(rng, "loopy")
     plan = oracle.make_plan(dom, cliques)
     tables = {c: rng.normal(size=dom.shape_of(c)) for c in cliques}
-    m64, _ = oracle.marginals(plan, plan.from_tables(tables, jnp.float64), 1.0)
-    m32, _ = oracle.marginals(plan, plan.from_tables(tables, jnp.float32), 1.0)
+    marginals = jax.jit(oracle.marginals)  # compiled: op by op, each call dispatches hundreds of small programs
+    m64, _ = marginals(plan, plan.from_tables(tables, jnp.float64), 1.0)
+    m32, _ = marginals(plan, plan.from_tables(tables, jnp.float32), 1.0)
     for k in m64:
         assert m32[k].dtype == jnp.float32
         np.testing.assert_allclose(np.asarray(m32[k]), np.asarray(m64[k]), atol=1e-6)
@@ -64,11 +65,12 @@ def test_gradient_of_marginals_matches_finite_differences(rng):
     theta = plan.from_tables({c: rng.normal(size=dom.shape_of(c)) for c in cliques}, jnp.float64)
     w = jax.tree_util.tree_map(lambda x: jnp.asarray(rng.normal(size=x.shape)), theta)
 
+    @jax.jit
     def f(th):
         mu, _ = oracle.marginals(plan, th, 1.0)
         return sum(jnp.sum(jnp.sin(mu[k]) * w[k]) for k in mu)
 
-    g = jax.grad(f)(theta)
+    g = jax.jit(jax.grad(f))(theta)
     d = jax.tree_util.tree_map(lambda x: jnp.asarray(rng.normal(size=x.shape)), theta)
     eps = 1e-6
     plus = f(jax.tree_util.tree_map(lambda a, b: a + eps * b, theta, d))
@@ -83,9 +85,10 @@ def test_vmap_over_problems(rng):
     plan = oracle.make_plan(dom, cliques)
     thetas = [plan.from_tables({c: rng.normal(size=dom.shape_of(c)) for c in cliques}, jnp.float64) for _ in range(3)]
     stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *thetas)
-    batched, log_z = jax.vmap(lambda th: oracle.marginals(plan, th, 1.0))(stacked)
+    one = jax.jit(lambda th: oracle.marginals(plan, th, 1.0))  # compiled: op by op, each call dispatches hundreds
+    batched, log_z = jax.jit(jax.vmap(one))(stacked)
     for i, th in enumerate(thetas):
-        single, lz = oracle.marginals(plan, th, 1.0)
+        single, lz = one(th)
         np.testing.assert_allclose(float(log_z[i]), float(lz), rtol=1e-12)
         for k in single:
             np.testing.assert_allclose(np.asarray(batched[k][i]), np.asarray(single[k]), rtol=1e-10, atol=1e-14)
@@ -190,7 +193,7 @@ def test_free_singletons_are_padded_into_one_class_and_match_bruteforce(rng):
         assert t.shape == dom.shape_of(c)
     mu, log_z = jax.jit(oracle.marginals)(plan, theta, 5.0)
     ref = _assert_bruteforce(dom, plan, tables, mu, log_z, 5.0)
-    np.testing.assert_allclose(float(oracle.log_partition(plan, theta)), ref, rtol=1e-12)
+    np.testing.assert_allclose(float(jax.jit(oracle.log_partition)(plan, theta)), ref, rtol=1e-12)
     key = plan.locations[free[0]][0]
     block = np.asarray(mu[key])
     for j in free:

@@ -217,14 +217,15 @@ def test_the_passes_differentiate_in_reverse_mode_as_the_dense_oracles_do():
 
     def grad_tables(plan, marginals_of):
         theta = plan.from_tables({c: jnp.asarray(t, jnp.float64) for c, t in tables.items()}, jnp.float64)
-        return plan.tables(jax.grad(lambda t: loss(plan, marginals_of, t))(theta))
+        return plan.tables(jax.jit(jax.grad(lambda t: loss(plan, marginals_of, t)))(theta))  # compiled: eager is slow
 
     g_routed, g_dense = grad_tables(routed, routed_oracle.marginals), grad_tables(dense, oracle.marginals)
     looped = make_routed_plan(dom, cliques)
     assert not looped.differentiable
     theta = looped.from_tables({c: jnp.asarray(t) for c, t in tables.items()})
-    np.testing.assert_allclose(np.asarray(routed_oracle.marginals(looped, theta, 10.0)[0]["cells"]),
-                               np.asarray(routed_oracle.marginals(routed, theta, 10.0)[0]["cells"]), rtol=1e-6, atol=1e-6)
+    marginals = jax.jit(routed_oracle.marginals)
+    np.testing.assert_allclose(np.asarray(marginals(looped, theta, 10.0)[0]["cells"]),
+                               np.asarray(marginals(routed, theta, 10.0)[0]["cells"]), rtol=1e-6, atol=1e-6)
     for c in tables:
         np.testing.assert_allclose(np.asarray(g_routed[c]), np.asarray(g_dense[c]), rtol=1e-9, atol=1e-9)
 

@@ -445,7 +445,7 @@ def test_aim_rounds_stop_when_converged_and_never_end_worse_than_they_start(data
         if warm_start is not None:
             ms, cliques = inputs.check_structure(domain, measurements, "l2", (), warm_start, caller="test")
             problem, _, _ = inputs.build_problem(domain, ms, cliques, "l2", None, jnp.float32, caller="test")
-            start = float(driver._model_loss(problem, problem.plan.from_tables(warm_start.potentials, jnp.float32)))
+            start = float(driver.model_loss(problem, problem.plan.from_tables(warm_start.potentials, jnp.float32)))
         fits.append({"iters": iters, "ran": model.history[-1]["iteration"], "tol": kw.get("tol"), "start": start,
                      "loss": float(model.loss)})
         return model
