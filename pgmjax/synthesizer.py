@@ -34,9 +34,11 @@ import jax
 import pandas as pd
 
 from .data.schema import Schema
+from .data.schema_columns import NumericColumn
 from .fit.options import FitOptions
 from .mechanisms import budget_split, registry
 from .mechanisms.options import COMMON_PARAMETERS, DEFAULT_DELTA
+from .model.conditioning import condition
 from .model.graphical_model import GraphicalModel
 from .model.serialization import load_model, load_model_schema
 from .model.model_files import save_model
@@ -182,19 +184,45 @@ class Release:
     mechanism_accountant: Any = None
     notes: tuple = ()
 
-    def sample(self, n: int | None = None, *, key) -> pd.DataFrame:
-        """``n`` synthetic records on the raw scale (default: the model's estimated total): no privacy cost.
+    def sample(self, n: int | None = None, *, key, given: Mapping | None = None) -> pd.DataFrame:
+        """``n`` synthetic records on the raw scale (default: the records the model stands for): no privacy cost.
 
         Args:
             n: number of records.
             key: a ``jax.random`` key (the draw and the decoding within bins follow from it).
+            given: only records with these raw values, ``{"sex": "F"}`` or ``{"age": [30, 40]}`` (a number selects
+                its bin, a category itself); drawn from the model conditioned on them
+                (:func:`pgmjax.model.conditioning.condition`), ``n`` defaulting to the records it gives them.
 
         Returns:
             A pandas DataFrame with the input's columns, in its order.
         """
+        model = condition(self.model, self._codes(given)) if given else self.model
         k_draw, k_decode = jax.random.split(key)
-        records = self.model.synthetic_data(n, k_draw)
+        records = model.synthetic_data(n, k_draw)
         return self.schema.decode(records, k_decode, columns=list(self.columns))
+
+    def _codes(self, given: Mapping) -> dict:
+        """Raw evidence values as the schema's codes (a category must be one the schema kept, or its "other")."""
+        if not isinstance(given, Mapping):
+            raise TypeError(f"Release.sample: given must be a mapping {{column: value or values}}, got {type(given).__name__}")
+        out = {}
+        for name, value in given.items():
+            col = self.schema.columns.get(name)
+            if col is None:
+                raise ValueError(f"Release.sample: given names {name!r}, not a column of the release: {list(self.schema.columns)}")
+            values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
+            series = pd.Series(values, dtype=object)
+            if isinstance(col, NumericColumn):
+                out[name] = [int(c) for c in col.encode(col.values(series, 0))]
+                continue
+            known = set(col.categories) | ({col.other} if col.other is not None else set())
+            unknown = [v for v in values if str(v) not in known]
+            if unknown:
+                raise ValueError(f"Release.sample: given {name}={unknown!r}: not among the column's released categories "
+                                 f"{sorted(known)} (rare values were released as {col.other!r})")
+            out[name] = [int(c) for c in col.encode(series.astype(str).to_numpy(dtype=object))]
+        return out
 
     @property
     def ledger(self) -> pd.DataFrame:

@@ -107,3 +107,19 @@ def test_a_polars_frame_is_read_as_the_pandas_one(people):
     a = s.fit(people, key=jax.random.key(0)).sample(100, key=jax.random.key(1))
     b = s.fit(pl.from_pandas(people), key=jax.random.key(0)).sample(100, key=jax.random.key(1))
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_conditional_samples_keep_only_the_given_values(release):
+    edges = release.schema.columns["age"].edges
+    inside = [(edges[2] + edges[3]) / 2, (edges[3] + edges[4]) / 2]  # ages in the third and fourth bins
+    synth = release.sample(300, key=jax.random.key(4), given={"sex": "F", "age": inside})
+    assert len(synth) == 300 and set(synth["sex"]) == {"F"}
+    age = pd.to_numeric(synth["age"])
+    assert age.between(edges[2], edges[4]).all() and age.lt(edges[3]).any()  # decoded within those bins
+    default = release.sample(key=jax.random.key(4), given={"sex": "F"})
+    share = (release.sample(20_000, key=jax.random.key(5))["sex"] == "F").mean()
+    assert len(default) == pytest.approx(share * release.model.total, rel=0.1)  # the records the model gives "F"
+    with pytest.raises(ValueError, match=r"given sex=\['X'\]: not among the column's released categories"):
+        release.sample(5, key=jax.random.key(4), given={"sex": "X"})
+    with pytest.raises(ValueError, match="given names 'height', not a column"):
+        release.sample(5, key=jax.random.key(4), given={"height": 170})
