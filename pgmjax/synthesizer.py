@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -123,6 +124,41 @@ class Synthesizer:
         if self.fit_options is not None and not isinstance(self.fit_options, FitOptions):
             raise TypeError(f"{_WHERE}: fit_options must be a pgmjax.FitOptions or None, got {type(self.fit_options).__name__}")
         put(self, "mechanism", entry.name)
+
+    @classmethod
+    def from_config(cls, config) -> "Synthesizer":
+        """A synthesizer from a configuration: a mapping, or a JSON or YAML file of one (``.json``, ``.yaml``,
+        ``.yml``), whose keys are this class's settings and ``fit_options`` a mapping of
+        :class:`pgmjax.FitOptions` fields.
+
+        Example:
+            >>> s = Synthesizer.from_config({"mechanism": "mst", "epsilon": 0.5, "fit_options": {"tol": 1e-6}})
+            >>> s.mechanism, s.epsilon, s.fit_options.given()
+            ('mst', 0.5, {'tol': 1e-06})
+
+        Raises:
+            ValueError: an unknown key (named, with the known ones), a file that is not JSON or YAML, or a bad value
+                (named by :class:`Synthesizer`'s checks).
+        """
+        where = "Synthesizer.from_config"
+        if not isinstance(config, Mapping):
+            config = read_config(config, where)
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(config) - set(known))
+        if unknown:
+            raise ValueError(f"{where}: unknown setting(s) {unknown}; the settings are {', '.join(known)}")
+        settings = dict(config)
+        fit = settings.get("fit_options")
+        if isinstance(fit, Mapping):
+            fields = [f.name for f in dataclasses.fields(FitOptions)]
+            bad = sorted(set(fit) - set(fields))
+            if bad:
+                raise ValueError(f"{where}: fit_options has unknown field(s) {bad}; pgmjax.FitOptions takes {', '.join(fields)}")
+            settings["fit_options"] = FitOptions(**fit)
+        for name in ("ranges",):  # JSON and YAML have lists, not tuples: a range is (low, high)
+            if isinstance(settings.get(name), Mapping):
+                settings[name] = {k: tuple(v) if isinstance(v, list) else v for k, v in settings[name].items()}
+        return cls(**settings)
 
     def fit(self, frame, *, key) -> "Release":
         """Release a model of ``frame`` under this synthesizer's budget.
@@ -254,6 +290,30 @@ class Release:
         if schema is None:
             raise ValueError(f"{path}: the model was saved without a schema (an integer-coded run): nothing to decode with")
         return cls(load_model(path), schema, tuple(schema.domain.attributes))
+
+
+def read_config(path, where: str = "read_config") -> Mapping:
+    """The mapping a JSON or YAML configuration file holds (ValueError naming the file where it is neither, or holds
+    something else)."""
+    import json
+    import pathlib
+
+    path = pathlib.Path(path)
+    if path.suffix.lower() not in (".json", ".yaml", ".yml"):
+        raise ValueError(f"{where}: {path} is not a .json, .yaml or .yml file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix.lower() == ".json":
+            config = json.loads(text)
+        else:
+            import yaml
+
+            config = yaml.safe_load(text)
+    except Exception as e:  # a parse error of either format, with its line
+        raise ValueError(f"{where}: {path} is not valid {path.suffix.lstrip('.').upper()}: {e}") from None
+    if not isinstance(config, Mapping):
+        raise ValueError(f"{where}: {path} holds a {type(config).__name__}, not a mapping of settings")
+    return config
 
 
 def _as_pandas(frame) -> pd.DataFrame:

@@ -9,6 +9,7 @@ import sys
 from . import info, intervals, preprocessing, report, sample
 from .arguments import OVERWRITE_HELP, positive_float, positive_int, seed_int, unit_interval
 from .commands import mechanisms_cmd, schema_cmd
+from .config import config_flags, config_path
 from .demo import demo
 from .errors import RunFailure, UserError
 from .run import run
@@ -215,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "where the mechanism can tell; default: a fit's peak within 50%% of the machine's memory, or "
                         "PGMJAX_MAX_MODEL_BYTES)")
     g.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="a mechanism-specific keyword argument (repeatable)")
+    g.add_argument("--config", metavar="FILE", help="a pgmjax.Synthesizer configuration (JSON or YAML): its settings "
+                   "(mechanism, epsilon, delta, bins, ranges, options, fit_options, ...) as flags, checked before "
+                   "anything runs; flags on the command line win over the file's")
     g.add_argument("--seed", type=seed_int, default=None,
                    help="random seed of the whole run: noise, selections, sampling, decoding. Default: drawn from the "
                         "operating system's entropy. A given seed makes the noise reproducible by anyone who knows it "
@@ -298,6 +302,12 @@ def main(argv=None) -> int:
     """Run the command line on ``argv`` (default ``sys.argv[1:]``) in this process; returns the exit code."""
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["run"] and (path := config_path(argv)) is not None:
+        try:  # the file's settings as flags, before the command line's own (which win)
+            argv = ["run", *config_flags(path), *argv[1:]]
+        except UserError as e:
+            print(f"pgmjax run: error: {e}", file=sys.stderr)
+            return 2
     args = parser.parse_args(argv)
     if args.command == "demo":
         for name in ("records", "attributes", "iters"):

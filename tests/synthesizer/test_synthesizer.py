@@ -123,3 +123,26 @@ def test_conditional_samples_keep_only_the_given_values(release):
         release.sample(5, key=jax.random.key(4), given={"sex": "X"})
     with pytest.raises(ValueError, match="given names 'height', not a column"):
         release.sample(5, key=jax.random.key(4), given={"height": 170})
+
+
+def test_a_configuration_file_makes_the_same_synthesizer(tmp_path):
+    want = pj.Synthesizer("mst", epsilon=0.5, bins=8, ranges={"age": (0, 120)}, options={"select_iters": 50},
+                          fit_options=pj.FitOptions(tol=1e-6))
+    (tmp_path / "s.yaml").write_text("mechanism: mst\nepsilon: 0.5\nbins: 8\nranges:\n  age: [0, 120]\n"
+                                     "options:\n  select_iters: 50\nfit_options:\n  tol: 1.0e-6\n")
+    (tmp_path / "s.json").write_text('{"mechanism": "mst", "epsilon": 0.5, "bins": 8, "ranges": {"age": [0, 120]}, '
+                                     '"options": {"select_iters": 50}, "fit_options": {"tol": 1e-6}}')
+    for name in ("s.yaml", "s.json"):
+        assert pj.Synthesizer.from_config(tmp_path / name) == want, name
+    (tmp_path / "bad.yaml").write_text("mechanism: mst\nepsilonn: 1\n")
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['epsilonn'\]; the settings are mechanism, epsilon"):
+        pj.Synthesizer.from_config(tmp_path / "bad.yaml")
+    (tmp_path / "bad.json").write_text('{"mechanism": "mst",')
+    with pytest.raises(ValueError, match="is not valid JSON"):
+        pj.Synthesizer.from_config(tmp_path / "bad.json")
+    with pytest.raises(ValueError, match=r"fit_options has unknown field\(s\) \['iters'\]"):
+        pj.Synthesizer.from_config({"fit_options": {"iters": 3}})
+    with pytest.raises(ValueError, match="epsilon must be a positive finite number"):
+        pj.Synthesizer.from_config({"epsilon": -1})
+    with pytest.raises(ValueError, match="not a .json, .yaml or .yml file"):
+        pj.Synthesizer.from_config(tmp_path / "s.toml")
