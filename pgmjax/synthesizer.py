@@ -17,7 +17,7 @@ Example:
     >>> import jax
     >>> from pgmjax.data.examples import raw_table
     >>> people = raw_table(2_000, seed=0)                      # floats, dates, blanks, rare categories
-    >>> release = Synthesizer("mst", epsilon=1.0).fit(people, key=jax.random.key(0))
+    >>> release = Synthesizer("mst", epsilon=1.0, engine_iters=500).fit(people, key=jax.random.key(0))
     >>> synthetic = release.sample(500, key=jax.random.key(1))
     >>> list(synthetic.columns) == list(people.columns), len(synthetic)
     (True, 500)

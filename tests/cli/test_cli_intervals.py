@@ -19,10 +19,14 @@ def _run(tmp_path, *extra):
     return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
 
 
-def test_intervals_in_the_report(tmp_path):
+def test_intervals_in_the_report(tmp_path, monkeypatch, capsys):
+    from pgmjax.cli.parser import main  # in this process: the console script's entry, without a fresh JAX
+
     _files(tmp_path)
-    proc = _run(tmp_path, "--workload", "all-2way", "--intervals", "0.9", "--interval-replicates", "16", "--report", "r.json")
-    assert proc.returncode == 0, proc.stderr
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", "--data", "t.csv", "--domain", "t-domain.json", "-m", "mst", "-e", "2", "-q", "--workload",
+                 "all-2way", "--intervals", "0.9", "--interval-replicates", "16", "--report", "r.json"])
+    assert code == 0, capsys.readouterr().err
     iv = json.loads((tmp_path / "r.json").read_text())["intervals"]
     assert iv["level"] == 0.9 and len(iv["queries"]) == 3
     # MST's measurements, L2: the refits are the exact QP by default, and the report says so

@@ -7,6 +7,7 @@ program moves no table between devices (no all-gather; its only collectives are 
 
 import textwrap
 
+import pytest
 from conftest import run_script
 
 SCRIPT = textwrap.dedent('''
@@ -38,6 +39,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow  # a long check (a fresh interpreter with four forced devices): python -m pytest -m slow
 def test_a_batch_spread_over_four_devices_equals_one_device(tmp_path):
     r = run_script(SCRIPT, tmp_path)
     assert r["devices"] == 4 and r["shards"] == 4
