@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -41,6 +42,7 @@ from .mechanisms import budget_split, registry
 from .mechanisms.options import COMMON_PARAMETERS, DEFAULT_DELTA
 from .model.conditioning import condition
 from .model.graphical_model import GraphicalModel
+from .model.metrics import marginal_tvd
 from .model.serialization import load_model, load_model_schema
 from .model.model_files import save_model
 from .preprocessing.preprocess import private_schema
@@ -259,6 +261,24 @@ class Release:
                                  f"{sorted(known)} (rare values were released as {col.other!r})")
             out[name] = [int(c) for c in col.encode(series.astype(str).to_numpy(dtype=object))]
         return out
+
+    def report(self, frame, cliques=None) -> pd.DataFrame:
+        """How far the model's marginals are from a table's: the total variation distance per marginal (0: equal,
+        1: disjoint). **Not private**: it reads ``frame`` directly; it is for the data holder, not for publication.
+
+        Args:
+            frame: a table of raw values with the release's columns (the private one, or another sample).
+            cliques: the marginals to compare (default: every one- and two-way marginal).
+
+        Returns:
+            A DataFrame with columns ``marginal`` (a tuple of columns), ``ways`` and ``tvd``, the worst first.
+        """
+        data = encode_raw(self.schema, _as_pandas(frame))
+        attrs = list(self.schema.domain.attributes)
+        cliques = ([(a,) for a in attrs] + list(itertools.combinations(attrs, 2))) if cliques is None else [tuple(c) for c in cliques]
+        _, per = marginal_tvd(data, self.model, cliques, per_clique=True)
+        out = pd.DataFrame({"marginal": cliques, "ways": [len(c) for c in cliques], "tvd": per})
+        return out.sort_values("tvd", ascending=False, ignore_index=True)
 
     @property
     def ledger(self) -> pd.DataFrame:

@@ -145,3 +145,12 @@ def test_a_configuration_file_makes_the_same_synthesizer(tmp_path):
         pj.Synthesizer.from_config({"epsilon": -1})
     with pytest.raises(ValueError, match="not a .json, .yaml or .yml file"):
         pj.Synthesizer.from_config(tmp_path / "s.toml")
+
+
+def test_the_report_compares_the_model_with_a_table(people, release):
+    report = release.report(people)
+    assert list(report.columns) == ["marginal", "ways", "tvd"] and len(report) == 5 + 10
+    assert report["tvd"].between(0, 1).all() and report["tvd"].is_monotonic_decreasing
+    assert report.loc[report["ways"] == 1, "tvd"].mean() < 0.1  # one-way marginals close at epsilon 1
+    same = release.report(release.sample(30_000, key=jax.random.key(9)), cliques=[("sex",), ("age", "sex")])
+    assert (same["tvd"] < 0.02).all()  # the model against its own samples
