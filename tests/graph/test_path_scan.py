@@ -66,7 +66,7 @@ def test_paths_give_the_level_loops_marginals_in_float64(name, make):
         assert np.array_equal(np.asarray(m1[k]) == 0, np.asarray(m0[k]) == 0), "structural zeros must be the same"
 
 
-@pytest.mark.parametrize("scale", [3.0, 30.0])
+@pytest.mark.parametrize("scale", [pytest.param(3.0, marks=pytest.mark.slow), 30.0])  # 3.0: a second parametrisation
 def test_paths_in_float32_match_a_float64_reference_with_extreme_potentials_and_zeros(scale):
     """Potentials of +-90 nats beside structural zeros: the fast product's terms underflow in float32 and the product
     is taken term by term (the level loop's float32 error is the yardstick)."""

@@ -200,7 +200,7 @@ def test_bad_queries_raise_clear_errors():
         model.answer([("a", Q.Prefix())])
 
 
-@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+@pytest.mark.parametrize("dtype", [pytest.param(jnp.float64, marks=pytest.mark.slow), jnp.float32])  # float64: a second parametrisation
 def test_marginals_are_computed_on_the_host_and_equal_the_compiled_answer(dtype, rng, monkeypatch):
     # The host sums and plans (float64) against the compiled program (forced by a host limit of 0 cells), on
     # every kind of model, subsets inside a clique and across cliques, in any order, and factored queries
