@@ -37,7 +37,7 @@ import pandas as pd
 
 from .data.schema import Schema
 from .data.schema_columns import NumericColumn
-from .fit.options import FitOptions
+from .fit.options import FIELDS, FitOptions, unknown_fields
 from .mechanisms import budget_split, registry
 from .mechanisms.options import COMMON_PARAMETERS, DEFAULT_DELTA
 from .model.conditioning import condition
@@ -114,8 +114,7 @@ class Synthesizer:
             raise ValueError(f"{_WHERE}: epsilon must be a positive finite number, got {self.epsilon!r}")
         if not (isinstance(self.preprocess_fraction, (int, float)) and 0.0 < self.preprocess_fraction < 1.0):
             raise ValueError(f"{_WHERE}: preprocess_fraction must lie in (0, 1), got {self.preprocess_fraction!r}")
-        pure = entry.privacy == "pure" or (entry.privacy == "noise" and self.options.get("noise", "laplace") != "gaussian")
-        if pure:
+        if not registry.takes_delta(entry.name, self.options):
             put(self, "delta", None)  # the mechanism takes none: the release's delta is the discovery's alone
         elif self.delta is None or not (isinstance(self.delta, (int, float)) and 0.0 < self.delta < 1.0):
             raise ValueError(f"{_WHERE}: {entry.name} needs a delta in (0, 1), got {self.delta!r}")
@@ -152,10 +151,9 @@ class Synthesizer:
         settings = dict(config)
         fit = settings.get("fit_options")
         if isinstance(fit, Mapping):
-            fields = [f.name for f in dataclasses.fields(FitOptions)]
-            bad = sorted(set(fit) - set(fields))
+            bad = unknown_fields(fit)
             if bad:
-                raise ValueError(f"{where}: fit_options has unknown field(s) {bad}; pgmjax.FitOptions takes {', '.join(fields)}")
+                raise ValueError(f"{where}: fit_options has unknown field(s) {bad}; pgmjax.FitOptions takes {', '.join(FIELDS)}")
             settings["fit_options"] = FitOptions(**fit)
         for name in ("ranges",):  # JSON and YAML have lists, not tuples: a range is (low, high)
             if isinstance(settings.get(name), Mapping):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
-from ..fit.options import FitOptions
+from ..fit.options import FIELDS, FitOptions, unknown_fields
 from ..mechanisms import registry
 from ..mechanisms.options import DEFAULT_DELTA
 from .errors import UserError
@@ -45,7 +45,7 @@ def mechanism_name(name: str) -> str:
 
 def _delta(entry: registry.Mechanism, delta, options: dict, notes: list) -> dict:
     """The ``delta`` keyword for the front-end, or a UserError when the guarantee takes none."""
-    if entry.privacy == "pure" or (entry.privacy == "noise" and options.get("noise", "laplace") != "gaussian"):
+    if not registry.takes_delta(entry.name, options):
         if delta is not None:
             how = "; add --option noise=gaussian for (eps, delta)-DP via zCDP" if entry.privacy == "noise" else ""
             raise UserError(f"{entry.name} is pure eps-DP (delta = 0) here: drop --delta{how}")
@@ -102,15 +102,12 @@ def front_end_call(args, options: dict, fit_options: dict) -> tuple[registry.Mec
                         "synthetic records from; use --oracle auto (exact wherever the junction tree fits the size "
                         f"limit) or a mechanism that samples its own records ({', '.join(APPROXIMATE_SYNTHETIC)})")
     if fit_options:
+        unknown = unknown_fields(fit_options)
+        if unknown:
+            raise UserError(f"--engine-option: unknown option(s) {unknown}; pgmjax.FitOptions takes {', '.join(FIELDS)}")
         try:
             kwargs["fit_options"] = FitOptions(**fit_options)
-        except TypeError as e:
-            if "unexpected keyword" not in str(e):
-                raise UserError(f"--engine-option: {e}") from None
-            known = [f.name for f in dataclasses.fields(FitOptions)]
-            raise UserError(f"--engine-option: unknown option(s) {sorted(set(fit_options) - set(known))}; "
-                            f"pgmjax.FitOptions takes {', '.join(known)}") from None
-        except ValueError as e:
+        except (TypeError, ValueError) as e:
             raise UserError(f"--engine-option: {e}") from None
     if args.rounds is not None:
         if "rounds" not in own:

@@ -72,9 +72,9 @@ class FitOptions:
     def __post_init__(self):
         method = "mirror_descent" if self.method is None else self.method
         loss = "l2" if self.loss is None else self.loss
-        inputs.check_options(method, loss, 0, self.dtype, caller=_WHERE)
+        _, name, _ = inputs.check_options(method, loss, 0, self.dtype, caller=_WHERE)
         if self.oracle is not None:
-            oracles.check_oracle(self.oracle, inputs.resolve_method(method, _WHERE)[1], loss, caller=_WHERE)
+            oracles.check_oracle(self.oracle, name, loss, caller=_WHERE)
         if self.program is not None:
             oracles.check_program(self.program, caller=_WHERE)
         if self.devices is not None:
@@ -99,4 +99,18 @@ class FitOptions:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
 
 
-__all__ = ["FitOptions"]
+#: The fields of :class:`FitOptions`, in order.
+FIELDS = tuple(f.name for f in dataclasses.fields(FitOptions))
+
+
+def unknown_fields(mapping) -> list[str]:
+    """The keys of ``mapping`` that are not :class:`FitOptions` fields, sorted.
+
+    Example:
+        >>> unknown_fields({"tol": 1e-6, "iters": 5})
+        ['iters']
+    """
+    return sorted(set(mapping) - set(FIELDS))
+
+
+__all__ = ["FIELDS", "FitOptions", "unknown_fields"]

@@ -136,6 +136,20 @@ def get(name: str) -> Mechanism:
     return MECHANISMS[name]
 
 
+def takes_delta(name: str, options: Mapping | None = None) -> bool:
+    """Whether the front-end ``name``, with its own ``options``, gives an ``(epsilon, delta)`` guarantee (and so
+    takes a ``delta``): not for a pure-DP one, nor for one whose noise is Laplace (``options["noise"]``, default).
+
+    Example:
+        >>> takes_delta("mst"), takes_delta("privbayes"), takes_delta("mwem"), takes_delta("mwem", {"noise": "gaussian"})
+        (True, False, False, True)
+    """
+    entry = get(name)
+    if entry.privacy == "pure":
+        return False
+    return entry.privacy != "noise" or dict(options or {}).get("noise", "laplace") == "gaussian"
+
+
 def own_options(name: str) -> dict[str, inspect.Parameter]:
     """The front-end's own keyword-only options: its parameters after the common ones.
 
