@@ -93,7 +93,7 @@ def compressed_design(data: pj.Dataset, ms, edges, sigma: float):
     """MST's domain compression (values with one-way count below 3 sigma merged) from the noiseless one-way
     counts; the pair measurements on the compressed data; ``lift`` maps a query on the original domain to
     the compressed one (``Q_a M_a``, as :func:`pgmjax.uncertainty.workload_intervals` does)."""
-    from pgmjax.mechanisms.spanning_tree import compress_data, compress_domain
+    from pgmjax.mechanisms.domain_compression import compress_data, compress_domain
 
     one = [m for m in ms if len(m.clique) == 1]
     cdom, mapping, cone = compress_domain(data.domain, one, 3.0)

@@ -33,7 +33,8 @@ from .query_learning import (
     select_training,
     training_sensitivity,
 )
-from .spanning_tree import compress_domain, mst, mst_budget
+from .domain_compression import compress_domain
+from .spanning_tree import mst, mst_budget
 from .original_estimates import CliqueTables, FactoredTable
 from .multiplicative_weights import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
 from .bayesian_network import greedy_bayes, noisy_conditionals, privbayes, sample_network

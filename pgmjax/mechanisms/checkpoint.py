@@ -56,7 +56,7 @@ import numpy as np
 from ..data.domain import Domain
 from ..model.model_files import save_model
 from ..model.serialization import load_model
-from ..queries.measurement import Measurement
+from ..queries.measurement_files import measurements_from_arrays, measurements_to_arrays
 
 __all__ = ["Checkpoint", "RunInterrupted", "RunState", "Keeper", "SAVES", "fingerprint"]
 
@@ -216,11 +216,8 @@ class Keeper:
             raise ValueError(f"{self.where}: checkpoint {self.checkpoint.path} is corrupted ({MEASUREMENTS_FILE} does "
                              f"not match {STATE_FILE})")
         with np.load(io.BytesIO(blob), allow_pickle=False) as arrays:
-            measurements = [
-                Measurement(tuple(m["clique"]), arrays[f"y_{i}"].reshape(domain.shape_of(tuple(m["clique"]))),
-                            stddev=arrays[f"stddev_{i}"], noise=m["noise"])
-                for i, m in enumerate(state["measurements"])
-            ]
+            measurements = measurements_from_arrays(arrays, state["measurements"], domain,
+                                                    f"{self.where}: checkpoint {self.checkpoint.path}")
         model = None
         if state["model"] is not None:
             model = load_model(os.path.join(folder, "model")).replace(step_size=state["model"]["step_size"])
@@ -301,12 +298,7 @@ class Keeper:
         if os.path.exists(partial):
             shutil.rmtree(partial)
         os.mkdir(partial, 0o700)
-        arrays, meta = {}, []
-        for i, m in enumerate(state.measurements):
-            if m.linear.kind != "identity":
-                raise ValueError(f"{self.where}: a checkpoint holds marginal measurements only, not a {m.linear.kind} query")
-            arrays[f"y_{i}"], arrays[f"stddev_{i}"] = np.asarray(m.y), np.asarray(m.stddev)
-            meta.append({"clique": list(m.clique), "noise": m.noise})
+        arrays, meta = measurements_to_arrays(state.measurements)
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
         blob = buffer.getvalue()

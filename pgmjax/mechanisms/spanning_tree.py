@@ -15,7 +15,7 @@ thirds, with the base ``sigma = sqrt(3 / (2 rho))``:
    below ``3 sigma sqrt(d)`` are merged into one extra "other" value. Its noisy count is the sum of
    the merged noisy counts, with noise std ``sqrt(k)`` times the others' (``k`` merged values): the
    reference code's row (count and query coefficient divided by ``sqrt(k)``, the others' std) scaled,
-   the same least-squares term, kept as an identity query of O(kept values) (:func:`compress_domain`).
+   the same least-squares term, kept as an identity query of O(kept values) (:func:`~pgmjax.mechanisms.domain_compression.compress_domain`).
 3. **Selection** (``rho/3``): the engine fits the one-way measurements; every attribute pair gets
    the weight ``w(a, b) = ||mu_ab(D) - mu_hat_ab||_1`` (on the compressed data); Kruskal's algorithm
    picks ``d - 1`` edges, each with the exponential mechanism (sensitivity 1,
@@ -25,8 +25,8 @@ thirds, with the base ``sigma = sqrt(3 / (2 rho))``:
 5. **Fit and sample**: the engine fits all measurements (total estimated), warm-started from the
    one-way model of step 3 (the reference code starts from zero; the optimum is the same),
    ``round(total)`` synthetic records are drawn and decompressed: an "other" value becomes one of
-   its merged original values, uniformly at random (:func:`decompress_data`). ``result.model`` is
-   the fitted model re-expressed over the original values (:func:`decompress_model`).
+   its merged original values, uniformly at random (:func:`~pgmjax.mechanisms.domain_compression.decompress_data`). ``result.model`` is
+   the fitted model re-expressed over the original values (:func:`~pgmjax.mechanisms.domain_compression.decompress_model`).
 
 Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``; :func:`mst_budget`): ``rho = 0.0149731``,
 ``sigma = 10.009``, one-way std 37.45, two-way std 36.09, ``eps_EM = 0.05542`` per edge.
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 
 import jax
 import numpy as np
@@ -47,19 +47,16 @@ from ..data.domain import Clique, Domain
 from ..fit.estimate import estimate
 from ..fit.memory import capped_fit_bytes, check_fit
 from ..fit.mirror_descent import MirrorDescent
-from ..graph.oracle import make_plan
 from ..model.graphical_model import GraphicalModel
 from ..privacy import REST, Accountant, cdp_rho
 from ..checks import check_bool as _boolean
 from ..checks import check_count as _count
 from ..checks import check_key as _check_key
 from ..checks import check_positive as _positive
-from ..checks import check_real as _real
-from ..privacy import discrete_noise as dn
-from ..queries.measurement import Measurement
 from ..graph import size_limit
 from .options import (DEFAULT_DELTA, check_data, check_domain_size, check_epsilon, check_fit_options,  # noqa: F401
                       check_model_cap, check_synthetic, check_zcdp_delta, refuse_option)
+from .domain_compression import compress_data, compress_domain, decompress_data, decompress_model
 from .progress import Progress
 from .result import BudgetStep, MechanismResult, record_plan
 from .steps import Timer, l1_errors, pgm_native_result, synthesize
@@ -67,10 +64,6 @@ from .steps import Timer, l1_errors, pgm_native_result, synthesize
 __all__ = [
     "mst",
     "mst_budget",
-    "compress_domain",
-    "compress_data",
-    "decompress_data",
-    "decompress_model",
 ]
 
 #: The reference code's iterations of the one-way fit that MST's selection reads.
@@ -132,156 +125,6 @@ def mst_budget(epsilon: float, delta: float, attributes: int) -> dict:
     }
 
 
-# ---------------------------------------------------------------------------------------------------
-# Domain compression (post-processing of the one-way measurements)
-# ---------------------------------------------------------------------------------------------------
-
-
-def compress_domain(
-    domain: Domain, one_way: Sequence[Measurement], threshold: float = 3.0
-) -> tuple[Domain, dict[str, np.ndarray], list[Measurement]]:
-    """Merge the rare values of each attribute into one "other" value (MST step 2).
-
-    For attribute ``a`` measured by ``y`` with noise std ``s``, the values with ``y >= threshold * s``
-    are kept (renumbered ``0..m-1`` in their original order); if any are not, they become value
-    ``m``. The one-way measurement is re-expressed on the compressed attribute as an identity query with
-    one std per row: the kept entries unchanged, the merged entry ``sum(y_merged)`` with std
-    ``sqrt(sum s_merged^2)`` (``s sqrt(k)``: the sum of ``k`` values with std ``s``). The reference code
-    writes that row divided by ``sqrt(k)`` (coefficient ``1/sqrt(k)``, std ``s``): the same term of the
-    least-squares loss, but as a dense ``(m+1) x (m+1)`` query, 1.5 GB where a 10^7-value attribute keeps
-    its ~13,500 noise-only values above the threshold; this form is O(m).
-    Only the noisy measurements are read: this is post-processing.
-
-    Args:
-        domain: the original domain.
-        one_way: one identity measurement per attribute (clique ``(a,)``).
-        threshold: keep values whose noisy count is at least ``threshold`` noise stds.
-
-    Returns:
-        ``(compressed domain, mapping, compressed measurements)``; ``mapping[a][v]`` is the
-        compressed value of original value ``v`` (only attributes that were compressed appear).
-
-    Example:
-        >>> dom = Domain({"a": 4})
-        >>> m = Measurement(("a",), [50.0, 1.0, 40.0, 2.0], stddev=5.0)
-        >>> cdom, mapping, (cm,) = compress_domain(dom, [m])
-        >>> cdom["a"], mapping["a"].tolist(), cm.y.round(3).tolist(), cm.row_stddev().round(3).tolist()
-        (3, [0, 2, 1, 2], [50.0, 40.0, 3.0], [5.0, 5.0, 7.071])
-    """
-    where = "compress_domain"
-    threshold = _real(threshold, "threshold", where)
-    sizes = dict(domain)
-    mapping: dict[str, np.ndarray] = {}
-    out: list[Measurement] = []
-    for m in one_way:
-        if not isinstance(m, Measurement) or len(m.clique) != 1 or m.kind != "identity":
-            raise ValueError(f"{where}: expected one-way identity measurements, got {m!r}")
-        a = m.clique[0]
-        m.validate(domain)
-        s = m.row_stddev()
-        keep = m.y >= threshold * s
-        if keep.all():
-            out.append(m)
-            continue
-        k = int((~keep).sum())
-        kept = np.flatnonzero(keep)
-        cmap = np.full(domain[a], kept.size, dtype=np.int64)
-        cmap[kept] = np.arange(kept.size)
-        mapping[a] = cmap
-        sizes[a] = kept.size + 1
-        y = np.append(m.y[keep], m.y[~keep].sum())
-        std = np.append(s[keep], math.sqrt(np.sum(s[~keep] ** 2)))  # s sqrt(k) when the stds are equal
-        out.append(Measurement((a,), y, std, noise=m.noise))
-    return Domain(sizes), mapping, out
-
-
-def compress_data(data: Dataset, mapping: Mapping[str, np.ndarray], compressed: Domain) -> Dataset:
-    """The records with each compressed attribute's values mapped (``mapping[a][v]``).
-
-    Example:
-        >>> data = Dataset(np.array([[0], [1], [3]]), {"a": 4})
-        >>> compress_data(data, {"a": np.array([0, 2, 1, 2])}, Domain({"a": 3})).records[:, 0].tolist()
-        [0, 2, 2]
-    """
-    return data.recode(mapping, compressed)  # lazy for a Polars or Dask table (pgmjax.data.engines)
-
-
-def _preimages(cmap: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(order, start, count)``: original values grouped by compressed value."""
-    order = np.argsort(cmap, kind="stable")
-    count = np.bincount(cmap, minlength=int(cmap.max()) + 1)
-    start = np.concatenate([[0], np.cumsum(count)[:-1]])
-    return order, start, count
-
-
-def decompress_data(data: Dataset, mapping: Mapping[str, np.ndarray], domain: Domain, key) -> Dataset:
-    """Undo :func:`compress_data`: each compressed value becomes one of its original values, uniformly.
-
-    A kept value has one preimage (itself, renumbered back); an "other" value becomes a uniformly
-    random one of the values merged into it (the reference code's ``reverse_data``). The randomness
-    comes from ``key`` (one ``jax.random.split`` per compressed attribute).
-
-    Args:
-        data: records over the compressed domain.
-        mapping: as returned by :func:`compress_domain`.
-        domain: the original domain.
-        key: a ``jax.random`` key.
-
-    Returns:
-        A :class:`~pgmjax.Dataset` over ``domain``; compressing it again gives ``data`` back.
-
-    Example:
-        >>> cdata = Dataset(np.array([[0], [2], [1]]), {"a": 3})
-        >>> out = decompress_data(cdata, {"a": np.array([0, 2, 1, 2])}, Domain({"a": 4}), jax.random.key(0))
-        >>> int(out.records[0, 0]), int(out.records[1, 0]) in (1, 3), int(out.records[2, 0])
-        (0, True, 2)
-    """
-    _check_key(key, "decompress_data")
-    records = np.array(data.records)
-    names = [a for a in domain.attributes if a in mapping]
-    keys = jax.random.split(key, max(1, len(names)))
-    for a, k in zip(names, keys):
-        j = domain.index(a)
-        order, start, count = _preimages(np.asarray(mapping[a]))
-        col = records[:, j]
-        offset = dn.generator(k).integers(0, count[col])  # exact uniform integers; the same with or without x64
-        records[:, j] = order[start[col] + offset]
-    return Dataset._trusted(records.astype(data.records.dtype, copy=False), domain)
-
-
-def decompress_model(model: GraphicalModel, mapping: Mapping[str, np.ndarray], domain: Domain) -> GraphicalModel:
-    """The compressed model as a model over the original domain (uniform within each merged value).
-
-    ``p(x) = p_c(c(x)) / prod_a k_a(c_a(x_a))`` where ``k_a(v)`` is the number of original values of
-    ``a`` merged into ``v``: every potential is gathered through the mapping and each compressed
-    attribute gets the one-way term ``-log k_a``. This is exactly the distribution of
-    :func:`decompress_data` applied to records drawn from ``model``, and its marginals answer
-    questions about the original values.
-
-    Example:
-        >>> cdom = Domain({"a": 3, "b": 2})
-        >>> m = estimate(cdom, [Measurement(("a", "b"), [[10.0, 10], [20, 20], [30, 10]])], iters=200)
-        >>> lifted = decompress_model(m, {"a": np.array([0, 2, 1, 2])}, Domain({"a": 4, "b": 2}))
-        >>> lifted.marginal("a").round().tolist()
-        [20.0, 20.0, 40.0, 20.0]
-    """
-    tables: dict[Clique, np.ndarray] = {}
-    for clique, table in model.potentials.items():
-        t = np.asarray(table, np.float64)
-        for axis, a in enumerate(clique):
-            if a in mapping:
-                t = np.take(t, np.asarray(mapping[a]), axis=axis)
-        tables[clique] = t
-    for a, cmap in mapping.items():
-        cmap = np.asarray(cmap)
-        k = np.bincount(cmap)[cmap].astype(np.float64)
-        if np.any(k > 1):
-            tables[(a,)] = tables.get((a,), 0.0) - np.log(k)
-    plan = make_plan(domain, model.cliques)
-    theta = plan.from_tables(tables, model.dtype)
-    return GraphicalModel(plan, theta, model.total, model.history, loss=model.loss)
-
-
 def _discrepancy_stop(level: float, user_callback=None) -> Callable[[dict], bool]:
     """A callback for :func:`pgmjax.estimate` that stops the fit once ``2 L(mu) <= level`` (:data:`DISCREPANCY`).
 
@@ -331,7 +174,7 @@ def _check_sizes(domain: Domain, where: str, method="mirror_descent", dtype=None
     """Refuse, before any private computation, a domain MST may not hold (:class:`pgmjax.ModelTooLarge`).
 
     MST measures every one-way marginal over the original domain, and its final model, expressed over it too
-    (:func:`decompress_model`), holds a table per selected pair: the selection is private, so the check is
+    (:func:`~pgmjax.mechanisms.domain_compression.decompress_model`), holds a table per selected pair: the selection is private, so the check is
     against the largest tree it may select (:func:`largest_tree`) with the one-way tables. A run that passes
     cannot break the limit later, after part of the budget is spent. (The pairs the selection compares, over
     the compressed domain, are known after the one-way release; they are checked then.)

@@ -103,6 +103,7 @@ from .composition import (
     advanced_composition,
     advanced_composition_hetero,
     advanced_composition_inverse,
+    compose_ledgers,
 )
 from .conversions import cdp_delta, cdp_eps, cdp_rho
 from .dualquery import dualquery_epsilon, dualquery_rounds
@@ -151,6 +152,7 @@ __all__ = [
     "advanced_composition",
     "advanced_composition_hetero",
     "advanced_composition_inverse",
+    "compose_ledgers",
     "dualquery_epsilon",
     "dualquery_rounds",
 ]

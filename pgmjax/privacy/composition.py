@@ -9,6 +9,8 @@ and :func:`advanced_composition_inverse` finds the per-step ``epsilon0`` that a 
 summation ``k epsilon0`` (basic composition) also holds and is smaller for few mechanisms; the
 :class:`~pgmjax.privacy.Accountant` takes the smaller of the two.
 
+:func:`compose_ledgers` composes whole ledgers (a release's stages, each with its own accountant).
+
 Example:
     >>> e0 = advanced_composition_inverse(1.0, 100, 1e-6)
     >>> advanced_composition(e0, 100, 1e-6) <= 1.0 < 100 * e0
@@ -22,9 +24,9 @@ import math
 import numpy as np
 
 from ..checks import check_count, check_delta, check_positive, check_values
-from .conversions import bisect_bracket
+from .conversions import bisect_bracket, cdp_eps
 
-__all__ = ["advanced_composition", "advanced_composition_hetero", "advanced_composition_inverse"]
+__all__ = ["advanced_composition", "advanced_composition_hetero", "advanced_composition_inverse", "compose_ledgers"]
 
 
 def advanced_composition(epsilon0: float, k: int, delta: float) -> float:
@@ -124,3 +126,48 @@ def advanced_composition_inverse(epsilon: float, k: int, delta: float) -> float:
         hi *= 2
     lo, _, _ = bisect_bracket(0.0, hi, lambda e: f(e) <= total)
     return lo
+
+
+def compose_ledgers(ledgers, delta: float | None = None) -> tuple[float, float]:
+    """The ``(epsilon, delta)``-DP guarantee of several accountants' spends on the same data, composed.
+
+    Where every ledger counts zCDP, their rhos add (Bun & Steinke 2016, "Concentrated differential privacy:
+    simplifications, extensions, and lower bounds", TCC, Lemma 2.3) and the sum is reported at ``delta``
+    (Canonne, Kamath & Steinke 2020, Proposition 12; :func:`pgmjax.privacy.cdp_eps`). Otherwise each ledger's own
+    guarantee (:meth:`~pgmjax.privacy.Accountant.epsilon_delta`, a zCDP one at ``delta``) is composed by basic
+    composition: the epsilons add and so do the deltas (Dwork & Roth 2014, "The algorithmic foundations of
+    differential privacy", Theorem 3.16). The composition is adaptive: a later ledger may depend on what an earlier
+    one released.
+
+    Args:
+        ledgers: accountants (:class:`~pgmjax.privacy.Accountant`), in any order.
+        delta: the delta to report zCDP spends at (default: the first zCDP ledger's own delta).
+
+    Returns:
+        ``(epsilon, delta)``.
+
+    Raises:
+        ValueError: no ledgers, or zCDP spends with no delta to report them at.
+
+    Example:
+        >>> import jax
+        >>> from pgmjax.privacy import Accountant, REST, cdp_eps
+        >>> a, b = Accountant(rho=0.1), Accountant(epsilon=1.0, delta=1e-6)
+        >>> _ = a.gaussian(jax.random.key(0), [0.0], 1.0, rho=REST)
+        >>> _ = b.gaussian(jax.random.key(1), [0.0], 1.0, rho=REST)
+        >>> eps, d = compose_ledgers([a, b])
+        >>> eps == cdp_eps(0.1 + b.budget, 1e-6), d
+        (True, 1e-06)
+    """
+    where = "compose_ledgers"
+    ledgers = list(ledgers)
+    if not ledgers:
+        raise ValueError(f"{where}: no ledgers to compose")
+    if delta is None:
+        delta = next((g.delta for g in ledgers if g.composition == "zcdp" and g.delta is not None), None)
+    if any(g.composition == "zcdp" for g in ledgers) and delta is None:
+        raise ValueError(f"{where}: zCDP spends need a delta to be reported at; pass delta=")
+    if all(g.composition == "zcdp" for g in ledgers):
+        return float(cdp_eps(math.fsum(g.spent for g in ledgers), delta)), float(delta)
+    pairs = [g.epsilon_delta(delta) if g.composition == "zcdp" else g.epsilon_delta() for g in ledgers]
+    return math.fsum(e for e, _ in pairs), math.fsum(d for _, d in pairs)

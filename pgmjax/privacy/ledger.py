@@ -111,7 +111,8 @@ def checked_entries(records, composition: str, budget: float, existing: int = 0)
     Args:
         records: dicts of the :class:`LedgerEntry` fields, in order (``Accountant.records()``; lists in
             ``target`` become tuples).
-        composition: the accountant's, ``"pure"`` or ``"zcdp"`` (additive costs).
+        composition: the accountant's: ``"pure"`` or ``"zcdp"`` (additive costs, their sum checked against the
+            budget here), or an advanced one (each draw's epsilon checked here, the composed spend by the accountant).
         budget: the accountant's budget, in its currency.
         existing: the entries the accountant holds already (refused unless 0).
 
@@ -135,8 +136,8 @@ def checked_entries(records, composition: str, budget: float, existing: int = 0)
     where = "Accountant.restore"
     if existing:
         raise ValueError(f"{where}: the ledger already has {existing} entries; restore into a fresh accountant")
-    if composition not in ("pure", "zcdp"):
-        raise ValueError(f"{where}: restores additive ledgers only (composition 'pure' or 'zcdp'), not {composition!r}")
+    if composition not in ("pure", "zcdp", "advanced", "advanced_heterogeneous"):
+        raise ValueError(f"{where}: unknown composition {composition!r}")
     zcdp, currency = composition == "zcdp", "rho" if composition == "zcdp" else "epsilon"
     fields = list(LedgerEntry.__dataclass_fields__)
     entries = []
@@ -157,6 +158,8 @@ def checked_entries(records, composition: str, budget: float, existing: int = 0)
                              f"not what its noise costs ({implied!r})")
         entries.append(e)
     spent = math.fsum(e.cost for e in entries)
+    if not zcdp and composition != "pure":
+        return entries  # an advanced composition's spend is composed: the accountant checks it (BudgetLedger.restore)
     if spent > budget * (1 + 1e-9):
         raise ValueError(f"{where}: the records spend {spent:.6g} {currency}, more than the budget {budget:.6g}")
     return entries

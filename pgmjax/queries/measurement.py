@@ -129,9 +129,10 @@ class Measurement:
         if self.kind == "dense" and self.query.shape[1] != cells:
             raise ValueError(f"{where}: the query has {self.query.shape[1]} columns but the marginal has {cells} cells")
         if self.kind == "kron":
-            for a, q in zip(self.clique, self.query):
-                if q.shape[1] != domain[a]:
-                    raise ValueError(f"{where}: the query factor of {a!r} has {q.shape[1]} columns but {a!r} has {domain[a]} values")
+            for a, q, n in zip(self.clique, self.query, self.linear.sizes):
+                columns = n if q is None else q.shape[1]  # None: the attribute's axis kept, of the query's size
+                if columns != domain[a]:
+                    raise ValueError(f"{where}: the query factor of {a!r} has {columns} columns but {a!r} has {domain[a]} values")
 
     def answer(self, marginal: np.ndarray) -> np.ndarray:
         """Apply the query to a (true or estimated) marginal, in NumPy."""

@@ -27,14 +27,13 @@ from pgmjax.mechanisms.adaptive_iterative import (  # noqa: E402
     aim_candidates,
     default_aim_workload,
 )
-from pgmjax.mechanisms.spanning_tree import (  # noqa: E402
+from pgmjax.mechanisms.domain_compression import (  # noqa: E402
     compress_data,
     compress_domain,
     decompress_data,
     decompress_model,
-    mst,
-    mst_budget,
 )
+from pgmjax.mechanisms.spanning_tree import mst, mst_budget  # noqa: E402
 
 SIZES = {"a": 3, "b": 4, "c": 12, "d": 2}
 N = 20_000

@@ -319,7 +319,7 @@ def test_workload_intervals_on_a_compressed_domain():
     """MST-style result: measurements on a compressed domain, the workload on the original one."""
     from types import SimpleNamespace
 
-    from pgmjax.mechanisms.spanning_tree import decompress_model
+    from pgmjax.mechanisms.domain_compression import decompress_model
 
     cdom = pj.Domain({"a": 3, "b": 2})
     ms = [pj.Measurement(("a", "b"), [[100.0, 80], [60, 40], [120, 100]], stddev=5.0)]

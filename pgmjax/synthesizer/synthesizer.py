@@ -26,29 +26,27 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import itertools
+import json
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
 import jax
-import pandas as pd
 
-from .data.schema import Schema
-from .data.schema_columns import NumericColumn
-from .fit.options import FIELDS, FitOptions, unknown_fields
-from .mechanisms import budget_split, registry
-from .mechanisms.options import COMMON_PARAMETERS, DEFAULT_DELTA
-from .model.conditioning import condition
-from .model.graphical_model import GraphicalModel
-from .model.metrics import marginal_tvd
-from .model.serialization import load_model, load_model_schema
-from .model.model_files import save_model
-from .preprocessing.preprocess import private_schema
-from .preprocessing.private_format import encode_raw
+from ..checks import check_key
+from ..fit.options import FIELDS, FitOptions, unknown_fields
+from ..mechanisms import budget_split, registry
+from ..mechanisms.domain_compression import decompress_measurements
+from ..mechanisms.options import COMMON_PARAMETERS, DEFAULT_DELTA
+from ..preprocessing.preprocess import private_schema
+from ..preprocessing.private_format import encode_raw
+from ..privacy import Accountant
+from . import release_files
+from .release import Release, Stage
+from .tables import as_pandas, read_config
 
-__all__ = ["Synthesizer", "Release"]
+__all__ = ["Synthesizer"]
 
 _WHERE = "Synthesizer"
 
@@ -171,9 +169,8 @@ class Synthesizer:
         Returns:
             A :class:`Release`: the model, its schema and the ledger.
         """
-        frame = _as_pandas(frame)
-        if not isinstance(key, jax.Array) or not jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-            raise TypeError(f"{_WHERE}.fit: key must be a jax.random key, e.g. jax.random.key(0)")
+        frame = as_pandas(frame, f"{_WHERE}.fit")
+        check_key(key, f"{_WHERE}.fit")
         entry = registry.get(self.mechanism)
         kwargs = {**entry.cli_defaults, **self.options}  # the command line's defaults, so a run there releases the same
         bounded = budget_split.neighbouring(entry.name, kwargs)
@@ -195,149 +192,49 @@ class Synthesizer:
         if bool(result.accountant.bounded) != bool(split.accountant.bounded):
             raise RuntimeError(f"{entry.name}: internal accounting error: the mechanism and the schema were charged "
                                "under different neighbouring relations")
-        return Release(result.model, pre.schema, tuple(frame.columns), self, split.accountant, result.accountant,
+        stages = (Stage("schema", split.accountant, self.discovery_delta), Stage("mechanism", result.accountant))
+        measurements = result.measurements
+        if result.info.get("mapping"):  # MST measured on its compressed domain: the same answers, on the model's
+            measurements = decompress_measurements(measurements, result.info["mapping"], result.model.domain)
+        return Release(result.model, pre.schema, tuple(frame.columns), self, stages, tuple(measurements),
                        tuple(pre.notes))
 
+    def to_config(self) -> dict:
+        """The settings as a JSON-friendly mapping that :meth:`from_config` reads back to an equal synthesizer.
 
-@dataclass(frozen=True, eq=False)
-class Release:
-    """A fitted synthesizer: the model and the schema a :class:`Synthesizer` released, and its ledger.
+        Example:
+            >>> s = Synthesizer("mst", epsilon=0.5, ranges={"age": (0, 120)}, fit_options=FitOptions(tol=1e-6))
+            >>> Synthesizer.from_config(s.to_config()) == s
+            True
 
-    Attributes:
-        model: the :class:`~pgmjax.GraphicalModel` (over the schema's coded domain).
-        schema: the private :class:`~pgmjax.Schema` (how codes decode to raw values).
-        columns: the input's columns, in its order (the samples keep it).
-        synthesizer: the settings that made it (None for a release loaded from a folder).
-        schema_accountant, mechanism_accountant: the two accountants (None when loaded).
-        notes: what the private schema decided, column by column.
-    """
-
-    model: GraphicalModel
-    schema: Schema
-    columns: tuple
-    synthesizer: Synthesizer | None = None
-    schema_accountant: Any = None
-    mechanism_accountant: Any = None
-    notes: tuple = ()
-
-    def sample(self, n: int | None = None, *, key, given: Mapping | None = None) -> pd.DataFrame:
-        """``n`` synthetic records on the raw scale (default: the records the model stands for): no privacy cost.
-
-        Args:
-            n: number of records.
-            key: a ``jax.random`` key (the draw and the decoding within bins follow from it).
-            given: only records with these raw values, ``{"sex": "F"}`` or ``{"age": [30, 40]}`` (a number selects
-                its bin, a category itself); drawn from the model conditioned on them
-                (:func:`pgmjax.model.conditioning.condition`), ``n`` defaulting to the records it gives them.
-
-        Returns:
-            A pandas DataFrame with the input's columns, in its order.
+        Raises:
+            TypeError: a setting JSON cannot hold (a callback or an estimator instance in ``fit_options``).
         """
-        model = condition(self.model, self._codes(given)) if given else self.model
-        k_draw, k_decode = jax.random.split(key)
-        records = model.synthetic_data(n, k_draw)
-        return self.schema.decode(records, k_decode, columns=list(self.columns))
+        config = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Mapping):
+                value = {k: list(v) if isinstance(v, tuple) else v for k, v in value.items()}
+            elif isinstance(value, FitOptions):
+                value = value.given()
+            config[f.name] = value
+        try:
+            json.dumps(config)
+        except TypeError as e:
+            raise TypeError(f"{_WHERE}.to_config: a setting is not JSON ({e}): these settings cannot be written") from None
+        return config
 
-    def _codes(self, given: Mapping) -> dict:
-        """Raw evidence values as the schema's codes (a category must be one the schema kept, or its "other")."""
-        if not isinstance(given, Mapping):
-            raise TypeError(f"Release.sample: given must be a mapping {{column: value or values}}, got {type(given).__name__}")
-        out = {}
-        for name, value in given.items():
-            col = self.schema.columns.get(name)
-            if col is None:
-                raise ValueError(f"Release.sample: given names {name!r}, not a column of the release: {list(self.schema.columns)}")
-            values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
-            series = pd.Series(values, dtype=object)
-            if isinstance(col, NumericColumn):
-                out[name] = [int(c) for c in col.encode(col.values(series, 0))]
-                continue
-            known = set(col.categories) | ({col.other} if col.other is not None else set())
-            unknown = [v for v in values if str(v) not in known]
-            if unknown:
-                raise ValueError(f"Release.sample: given {name}={unknown!r}: not among the column's released categories "
-                                 f"{sorted(known)} (rare values were released as {col.other!r})")
-            out[name] = [int(c) for c in col.encode(series.astype(str).to_numpy(dtype=object))]
-        return out
+    @staticmethod
+    def load(path) -> Release:
+        """A release :meth:`Release.save` wrote, with its whole history (it samples as the saved one did, its ledger
+        and guarantee are the saved ones, and it can :meth:`~Release.extend`); or a model folder saved with its
+        schema (``pgmjax run --save-model`` on raw data), which samples but carries no ledger.
 
-    def report(self, frame, cliques=None) -> pd.DataFrame:
-        """How far the model's marginals are from a table's: the total variation distance per marginal (0: equal,
-        1: disjoint). **Not private**: it reads ``frame`` directly; it is for the data holder, not for publication.
-
-        Args:
-            frame: a table of raw values with the release's columns (the private one, or another sample).
-            cliques: the marginals to compare (default: every one- and two-way marginal).
-
-        Returns:
-            A DataFrame with columns ``marginal`` (a tuple of columns), ``ways`` and ``tvd``, the worst first.
+        Example:
+            >>> release.save("release/")                                   # doctest: +SKIP
+            >>> Synthesizer.load("release/").sample(100, key=jax.random.key(2))  # doctest: +SKIP
         """
-        data = encode_raw(self.schema, _as_pandas(frame))
-        attrs = list(self.schema.domain.attributes)
-        cliques = ([(a,) for a in attrs] + list(itertools.combinations(attrs, 2))) if cliques is None else [tuple(c) for c in cliques]
-        _, per = marginal_tvd(data, self.model, cliques, per_clique=True)
-        out = pd.DataFrame({"marginal": cliques, "ways": [len(c) for c in cliques], "tvd": per})
-        return out.sort_values("tvd", ascending=False, ignore_index=True)
-
-    @property
-    def ledger(self) -> pd.DataFrame:
-        """Every noise addition and selection of the release, the schema's first (column ``stage``)."""
-        if self.schema_accountant is None:
-            raise ValueError("a release loaded from a folder carries no ledger (the model and schema only)")
-        parts = [acc.to_frame().assign(stage=stage) for stage, acc in
-                 (("schema", self.schema_accountant), ("mechanism", self.mechanism_accountant))]
-        return pd.concat(parts, ignore_index=True)
-
-    @property
-    def guarantee(self) -> tuple[float, float]:
-        """``(epsilon, delta)`` of the whole release: the budget given, and the mechanism's delta (0 for a pure-DP
-        one) plus the category discovery's."""
-        s = self.synthesizer
-        if s is None:
-            raise ValueError("a release loaded from a folder carries no guarantee (the model and schema only)")
-        return s.epsilon, (0.0 if s.delta is None else s.delta) + s.discovery_delta
-
-    def save(self, path) -> str:
-        """Save the model with its schema to the folder ``path`` (``pgmjax sample --model`` reads it too)."""
-        return save_model(self.model, path, schema=self.schema)
-
-    @classmethod
-    def load(cls, path) -> "Release":
-        """A release saved by :meth:`save` (or ``pgmjax run --save-model`` on raw data): it samples as the saved
-        one did."""
-        schema = load_model_schema(path)
-        if schema is None:
-            raise ValueError(f"{path}: the model was saved without a schema (an integer-coded run): nothing to decode with")
-        return cls(load_model(path), schema, tuple(schema.domain.attributes))
-
-
-def read_config(path, where: str = "read_config") -> Mapping:
-    """The mapping a JSON or YAML configuration file holds (ValueError naming the file where it is neither, or holds
-    something else)."""
-    import json
-    import pathlib
-
-    path = pathlib.Path(path)
-    if path.suffix.lower() not in (".json", ".yaml", ".yml"):
-        raise ValueError(f"{where}: {path} is not a .json, .yaml or .yml file")
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix.lower() == ".json":
-            config = json.loads(text)
-        else:
-            import yaml
-
-            config = yaml.safe_load(text)
-    except Exception as e:  # a parse error of either format, with its line
-        raise ValueError(f"{where}: {path} is not valid {path.suffix.lstrip('.').upper()}: {e}") from None
-    if not isinstance(config, Mapping):
-        raise ValueError(f"{where}: {path} holds a {type(config).__name__}, not a mapping of settings")
-    return config
-
-
-def _as_pandas(frame) -> pd.DataFrame:
-    if isinstance(frame, pd.DataFrame):
-        return frame
-    to_pandas = getattr(frame, "to_pandas", None)  # a Polars DataFrame
-    if callable(to_pandas):
-        return to_pandas()
-    raise TypeError(f"{_WHERE}.fit: expected a pandas or Polars DataFrame of raw values, got {type(frame).__name__}")
+        parts = release_files.read_release(path)
+        stages = tuple(Stage(name, Accountant.from_dict(state), delta) for name, state, delta in parts.stages)
+        settings = None if parts.settings is None else Synthesizer.from_config(parts.settings)
+        return Release(parts.model, parts.schema, parts.columns, settings, stages, parts.measurements, parts.notes)
