@@ -76,6 +76,20 @@ def claims(mods: dict[str, types.ModuleType]) -> dict[int, str]:
     return out
 
 
+def _at_definition(name: str) -> bool:
+    """Whether the index documents ``pgmjax.<name>`` at its definition: a name that is also a sub-package's (pj.fit,
+    the function; pgmjax.fit, the package), or one the package imports on first use (pj.Synthesizer)."""
+    return importlib.util.find_spec(f"pgmjax.{name}") is not None or name in getattr(pgmjax, "_LAZY_NAMES", {})
+
+
+def _anchor(owner: str, obj) -> str:
+    """The identifier the page of ``owner`` renders ``obj`` under (its definition, for :func:`_at_definition`)."""
+    top = owner.removeprefix("pgmjax.")
+    if owner.startswith("pgmjax.") and "." not in top and _at_definition(top):
+        return f"{obj.__module__}.{obj.__qualname__}"
+    return owner
+
+
 def _first_line(obj) -> str:
     doc = (getattr(obj, "__doc__", None) or "").strip()
     return doc.splitlines()[0].strip() if doc else ""
@@ -108,7 +122,7 @@ def module_page(page: str, mod: types.ModuleType, claimed: dict[int, str]) -> st
         obj = getattr(mod, name)
         owner = claimed.get(id(obj))
         if not isinstance(obj, types.ModuleType) and owner and owner != f"{path}.{name}":
-            lines += [f"## `{name}`", "", f"The same object as [`{owner}`][{owner}].", ""]
+            lines += [f"## `{name}`", "", f"The same object as [`{owner}`][{_anchor(owner, obj)}].", ""]
             continue
         if isinstance(obj, types.ModuleType):
             target = next((p for p, m in public_modules().items() if m is obj), None)
@@ -147,7 +161,7 @@ def index_page(mods: dict[str, types.ModuleType]) -> str:
         if owner != f"pgmjax.{name}":
             lines += [f"## `pgmjax.{name}`", "", f"The same object as [`{owner}`][{owner}].", ""]
             continue
-        if importlib.util.find_spec(f"pgmjax.{name}") is not None or name in getattr(pgmjax, "_LAZY_NAMES", {}):
+        if _at_definition(name):
             # A name that is also a sub-package's (pj.fit, the function; pgmjax.fit, the package), or one the
             # package imports on first use (pj.Synthesizer): the documentation tool reads the package's source,
             # so the object is documented at its definition.

@@ -7,8 +7,8 @@
 * ``release.json``: format ``pgmjax-release`` version 1: the input's ``columns``, the schema's ``notes``, the
   synthesizer's ``settings`` (:meth:`pgmjax.Synthesizer.to_config`, or null where they hold a callable), one entry
   per ``stages`` (its name, the delta it adds, its accountant's budget and ledger:
-  :meth:`pgmjax.privacy.Accountant.to_dict`), and the ``measurements``' descriptions with the digest of
-  ``measurements.npz``;
+  :meth:`pgmjax.privacy.Accountant.to_dict`), the ``measurements``' descriptions with the digest of
+  ``measurements.npz``, and the model's last ``step_size`` (so a loaded release refits as the saved one would);
 * ``measurements.npz``: every noisy answer, standard deviation and query matrix
   (:mod:`pgmjax.queries.measurement_files`).
 
@@ -79,7 +79,8 @@ def write_release(path, model, schema, *, columns, settings, stages, measurement
     doc = {"format": FORMAT, "version": VERSION, "columns": list(columns), "notes": [str(n) for n in notes],
            "settings": None if settings is None else dict(settings),
            "stages": [{"name": name, "delta": float(delta), "accountant": state} for name, state, delta in stages],
-           "measurements": meta, "measurements_sha256": hashlib.sha256(blob).hexdigest()}
+           "measurements": meta, "measurements_sha256": hashlib.sha256(blob).hexdigest(),
+           "step_size": None if model.step_size is None else float(model.step_size)}
     text = json.dumps(doc)  # before any file is written: a value JSON cannot hold fails here
     with open(os.path.join(folder, MEASUREMENTS_FILE), "wb") as f:
         f.write(blob)
@@ -113,6 +114,7 @@ def read_release(path) -> ReleaseParts:
         columns, notes, settings = tuple(doc["columns"]), tuple(doc["notes"]), doc["settings"]
         stages = tuple((s["name"], s["accountant"], float(s["delta"])) for s in doc["stages"])
         meta, digest = doc["measurements"], doc["measurements_sha256"]
+        step_size = None if doc.get("step_size") is None else float(doc["step_size"])
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{where}: {release_path} is corrupted (field {e})") from None
     if sorted(columns) != sorted(schema.domain.attributes):
@@ -122,6 +124,7 @@ def read_release(path) -> ReleaseParts:
         raise ValueError(f"{where}: {path} is corrupted ({MEASUREMENTS_FILE} does not match {RELEASE_FILE})")
     with np.load(io.BytesIO(blob), allow_pickle=False) as arrays:
         measurements = tuple(measurements_from_arrays(arrays, meta, model.domain, f"{where}: {path}"))
+    model = model if step_size is None else model.replace(step_size=step_size)  # a refit continues from it
     return ReleaseParts(model, schema, columns, settings, stages, measurements, notes)
 
 

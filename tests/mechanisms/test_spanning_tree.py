@@ -491,3 +491,23 @@ def test_aim_release_is_unchanged_by_pooling_until_a_marginal_is_measured_again(
     for a, b in zip(pooled.measurements[:first_repeat + 1], plain.measurements[:first_repeat + 1]):
         assert a.clique == b.clique and np.array_equal(a.y, b.y) and np.array_equal(a.stddev, b.stddev)
     assert pooled.accountant.spent == plain.accountant.spent == pooled.accountant.budget
+
+
+def test_decompressed_measurements_ask_the_original_marginals_what_the_compressed_ones_asked(data):
+    from pgmjax.mechanisms.domain_compression import decompress_measurements
+
+    res = run_mst(data)
+    mapping, model_c = res.info["mapping"], res.info["compressed_model"]
+    assert mapping and any(len(m.clique) == 2 and set(m.clique) & set(mapping) for m in res.measurements)
+    lifted = decompress_measurements(res.measurements, mapping, data.domain)
+    for before, after in zip(res.measurements, lifted):
+        after.validate(data.domain)
+        assert after.clique == before.clique and np.array_equal(after.y, before.y)
+        assert np.array_equal(after.row_stddev(), before.row_stddev())
+        # Q_lifted mu(original model) == mu(compressed model): the loss of res.model on the lifted measurements is
+        # the compressed model's loss on the measurements it was fitted to.
+        asked = after.linear.apply(np.asarray(res.model.marginal(after.clique), np.float64))
+        np.testing.assert_allclose(np.asarray(asked).ravel(), np.asarray(model_c.marginal(before.clique)).ravel(),
+                                   rtol=1e-4, atol=1e-3)
+    untouched = [m for m in res.measurements if not set(m.clique) & set(mapping)]
+    assert untouched and all(any(u is v for v in lifted) for u in untouched)
