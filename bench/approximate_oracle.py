@@ -46,7 +46,8 @@ def _table(rng, sizes, n):
 
 
 def problem(name: str, seed: int = 0) -> dict:
-    """A problem: ``domain`` (name -> size), ``cliques``, the data's marginals ``truth``, noisy answers ``y``."""
+    """A problem: ``domain`` (name -> size), ``cliques``, the data's marginals ``truth``, noisy answers ``y``, the
+    table itself (``records``)."""
     rng = np.random.default_rng(seed)
     if name.startswith("allpairs"):
         d = int(name[len("allpairs"):])
@@ -66,7 +67,7 @@ def problem(name: str, seed: int = 0) -> dict:
         truth.append(np.bincount(flat, minlength=k ** len(c)).reshape((k,) * len(c)).astype(float))
     ys = [t + rng.normal(0, sigma, t.shape) for t in truth]
     return {"name": name, "domain": {a: k for a in names}, "cliques": cliques, "truth": truth, "y": ys, "sigma": sigma,
-            "n": n, "exact": name in ("allpairs8", "grid4")}
+            "n": n, "exact": name in ("allpairs8", "grid4"), "records": x}
 
 
 def loss(p, marginals) -> float:

@@ -65,7 +65,8 @@ SUITES = {s.name: s for s in (
           "process; each fit's, mechanism's and the sampler's peak against the memory model",
           ("repeated_runs", "memory_loop", "memory_peak")),
     Suite("approximate", "the approximate marginal oracle (convex generalized BP) against mbi 2.0's and against the "
-          "exact fit: all pairs of 30 attributes, a 10x10 grid, AIM past the exact size cap", ("approximate_oracle",)),
+          "exact fit: all pairs of 30 attributes, a 10x10 grid, AIM past the exact size cap; synthetic records made "
+          "from its pseudo-marginals", ("approximate_oracle", "approximate_records")),
     Suite("data", "tables beyond memory: all 2-way marginals and MST on a generated Parquet table counted by Polars "
           "and Dask, against the in-memory path and a bare scan", ("data_engines",)),
 )}
@@ -76,7 +77,7 @@ SUITES = {s.name: s for s in (
 QUICK = {
     "engine": ("--quick",), "per_iteration": ("--rounds", "1"), "compilation_cache": ("--rounds", "1"),
     "aim_profile": ("--rounds", "4"), "mst_aim": ("--mechanisms", "mst"), "private_preprocessing": ("--seeds", "1"),
-    "agreement": ("--quick",), "approximate_oracle": ("--quick",), "figure1": ("--quick",), "figure2a": ("--quick",),
+    "agreement": ("--quick",), "approximate_oracle": ("--quick",), "approximate_records": ("--quick",), "figure1": ("--quick",), "figure2a": ("--quick",),
     "mldp": ("--quick",), "bayes_experiments": ("--quick",), "history_experiments": ("--quick",),
     "rr_experiments": ("--quick",), "gpu": ("--smoke",), "gpu_plan": ("--smoke",), "data_engines": ("--smoke",),
 }

@@ -31,9 +31,6 @@ COMMON_FLAGS = {
 #: Front-ends whose ``max_model_mb`` must be None (their cliques are chosen after the release): ``--max-model-mb``
 #: reaches them as the run's size limit only (:func:`pgmjax.graph.size_limit.limited`, set by ``pgmjax run``).
 LIMIT_ONLY = ("rr_synthetic",)
-#: Front-ends that draw synthetic records from a model fitted with the approximate oracle (PrivBayes: from its
-#: network's conditionals of the pseudo-marginals); ``--oracle approximate`` is refused for the others.
-APPROXIMATE_SYNTHETIC = ("privbayes",)
 #: Command-line names that stand for a registry name.
 ALIASES = {"rr": "rr_synthetic"}
 
@@ -97,10 +94,6 @@ def front_end_call(args, options: dict, fit_options: dict) -> tuple[registry.Mec
         if "oracle" in fit_options:
             raise UserError("give the oracle once: --oracle or --engine-option oracle=")
         fit_options = {**fit_options, "oracle": oracle}
-    if fit_options.get("oracle") == "approximate" and entry.name not in APPROXIMATE_SYNTHETIC:
-        raise UserError(f"{entry.name}: --oracle approximate fits pseudo-marginals, not a distribution to draw the run's "
-                        "synthetic records from; use --oracle auto (exact wherever the junction tree fits the size "
-                        f"limit) or a mechanism that samples its own records ({', '.join(APPROXIMATE_SYNTHETIC)})")
     if fit_options:
         unknown = unknown_fields(fit_options)
         if unknown:

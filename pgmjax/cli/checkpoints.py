@@ -56,14 +56,24 @@ def check(args, name: str) -> None:
 
 def option(args, name: str) -> Checkpoint | None:
     """The front-end's ``checkpoint`` option: ``--checkpoint DIR`` (written every round), else ``OUT.checkpoint``
-    written only on Ctrl-C (where there is ``--out``), else None."""
+    written only on Ctrl-C (where there is ``--out`` and the fits are exact: a checkpoint keeps exact models only),
+    else None."""
     if not takes_checkpoint(name):
         return None
     if getattr(args, "checkpoint", None) is not None:
         return Checkpoint(args.checkpoint, save="round")
-    if args.out is not None:
+    if args.out is not None and _exact_oracle(args):  # a checkpoint keeps exact models only
         return Checkpoint(args.out + AUTO_SUFFIX, save="interrupt")
     return None
+
+
+def _exact_oracle(args) -> bool:
+    """Whether the run's fits use the exact oracle (``--oracle``, or ``--engine-option oracle=...``)."""
+    if getattr(args, "oracle", None) not in (None, "exact"):
+        return False
+    given = [o.split("=", 1)[1].strip().strip('"') for o in getattr(args, "engine_option", None) or []
+             if o.split("=", 1)[0].strip() == "oracle" and "=" in o]
+    return all(g == "exact" for g in given)
 
 
 def run_seed(args) -> str:

@@ -208,8 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--oracle", choices=("exact", "approximate", "auto"), default=None,
                    help="the engine's marginal oracle for every fit (FitOptions oracle=): exact (junction tree; "
                         "default), approximate (convex generalized belief propagation on the measured cliques' region "
-                        "graph: fits models past the size limit, answers are pseudo-marginals, no synthetic records "
-                        "except privbayes') or auto (exact wherever the junction tree fits the size limit)")
+                        "graph: fits models past the size limit, answers are pseudo-marginals, synthetic records made to "
+                        "match them) or auto (exact wherever the junction tree fits the size limit)")
     g.add_argument("--max-model-mb", type=positive_float, metavar="MB",
                    help="model-size cap in MB of a float64 model, for every mechanism and every fit of the run; the "
                         "run's memory limit is then the peak of a fit of such a model (refused before any measurement "

@@ -38,7 +38,6 @@ import itertools
 import math
 import numbers
 import os
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import jax
@@ -62,7 +61,7 @@ from .checkpoint import Checkpoint, Keeper, RunState, fingerprint
 from .progress import Progress
 from .result import BudgetStep, MechanismResult, record_plan
 from .steps import (Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, oracle_of, pgm_native_result,
-                    refuse_approximate_synthetic, synthesize)
+                    synthesize)
 
 __all__ = ["aim", "aim_budget", "aim_candidates", "default_aim_workload"]
 
@@ -350,7 +349,6 @@ def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_option
     final_iters = engine_iters if final_iters is None else _count(final_iters, "final_iters", where, 1)
     synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
     options = check_fit_options(fit_options, where)
-    refuse_approximate_synthetic(options, synthetic, where)
     if options.get("oracle", "exact") == "exact":  # the largest fit the cap allows, at its peak, before any budget
         check_capped_fit(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"), where)
     budget = aim_budget(epsilon, delta, attributes=len(domain), rounds=rounds)
@@ -445,10 +443,6 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
     with timer("engine"):
         model = estimate(domain, fit_on(measurements), iters=final_iters, warm_start=model, **fit_kwargs)
     synth = None
-    if synthetic and getattr(model, "approximate", False):  # oracle="auto" took the approximate oracle
-        warnings.warn("aim: the final model was fitted with the approximate oracle (oracle='auto', the junction tree "
-                      "is over the size limit): no synthetic records", stacklevel=3)
-        synthetic = False
     if synthetic:
         with timer("synthetic"):
             synth = synthesize(model, k_synth, rows, synthetic_method)

@@ -9,10 +9,9 @@ then repeat the steps below, every private read going through the accountant:
   :func:`l1_errors` (how badly the current estimate answers each candidate);
 * keep the model under a size cap: :func:`hypothetical_model_size` before a fit, :func:`model_mb` after;
 * fit: :func:`pgmjax.estimate` (warm-started), timed by a :class:`Timer`;
-* synthesize: :func:`synthesize`;
+* synthesize: :func:`synthesize` (sampled from an exact model, made to match an approximate one's pseudo-marginals);
 * the engine's oracle (``fit_options.oracle``, :mod:`pgmjax.fit.oracles`): :func:`oracle_of` reads it,
-  :func:`candidate_marginals` scores candidates on an exact or an approximate model, and
-  :func:`refuse_approximate_synthetic` refuses synthetic records from the approximate oracle up front;
+  :func:`candidate_marginals` scores candidates on an exact or an approximate model;
 * return a :class:`~pgmjax.mechanisms.result.MechanismResult` (:func:`pgm_native_result` for the
   mechanisms built on the engine from the start, which have no separate original arm).
 
@@ -35,7 +34,7 @@ from ..graph.region_graph import region_graph
 from .result import MechanismResult
 
 __all__ = ["Timer", "candidate_marginals", "hypothetical_model_size", "l1_errors", "model_mb", "oracle_of",
-           "pgm_native_result", "refuse_approximate_synthetic", "synthesize"]
+           "pgm_native_result", "synthesize"]
 
 
 class Timer:
@@ -90,15 +89,6 @@ def oracle_of(options) -> str:
     return value if value in ("exact", "auto") else "approximate"
 
 
-def refuse_approximate_synthetic(options, synthetic: bool, where: str) -> None:
-    """A ValueError, before any private computation, where synthetic records are asked of a fit with the
-    approximate oracle (its pseudo-marginals are not a distribution to sample from)."""
-    if synthetic and oracle_of(options) == "approximate":
-        raise ValueError(f"{where}: synthetic records are not available with fit_options oracle='approximate' (an "
-                         "approximate model's pseudo-marginals need not be any distribution's marginals); pass "
-                         "synthetic=False, or use oracle='auto' (exact, with synthetic records, wherever the model fits)")
-
-
 def candidate_marginals(model, cliques: Sequence[CliqueLike]) -> list[np.ndarray]:
     """The model's estimate of each candidate's marginal: exact, or for an approximate model its
     pseudo-marginals, candidates across regions added to the region graph with zero potentials
@@ -142,7 +132,9 @@ def synthesize(model, key, rows: int | None = None, method: str = "exact"):
     """``rows`` synthetic records drawn from ``model`` (default ``round(model.total)``, at least 1).
 
     Args:
-        model: a fitted :class:`~pgmjax.GraphicalModel`.
+        model: a fitted :class:`~pgmjax.GraphicalModel`, or an approximate model (its records are updated to match
+            its pseudo-marginals: :meth:`pgmjax.model.approximate_model.ApproximateModel.synthetic_data`; ``method``
+            applies to exact models only).
         key: a ``jax.random`` key.
         rows: how many records (None: ``max(1, round(model.total))``).
         method: the sampling method (:func:`pgmjax.model.sampling.synthetic_data`).
@@ -150,10 +142,9 @@ def synthesize(model, key, rows: int | None = None, method: str = "exact"):
     Returns:
         A :class:`~pgmjax.Dataset` over the model's domain.
     """
-    if getattr(model, "approximate", False):
-        raise ValueError("synthetic records are not available from a model fitted with the approximate oracle (its "
-                         "pseudo-marginals need not be any distribution's marginals); refit with oracle='exact'")
     n = rows if rows is not None else max(1, int(round(model.total)))
+    if getattr(model, "approximate", False):  # records made to match its pseudo-marginals (no distribution to sample)
+        return model.synthetic_data(n, key)
     return model.synthetic_data(n, key, method=method)
 
 

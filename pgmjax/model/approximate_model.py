@@ -14,8 +14,9 @@ distribution. So:
   naming the query and the regions; :meth:`infer_marginals` estimates such marginals by adding their cliques
   to the region graph with zero potentials and running the oracle again (the relaxed problem's answer to
   unmeasured queries, NeurIPS 2021, Section 3.3; approximate);
-* synthetic records are refused: pseudo-marginals need not be any distribution's marginals, so there is no
-  distribution to sample from (fit with ``oracle="exact"`` for synthetic data).
+* synthetic records (:meth:`synthetic_data`) are made, not sampled: pseudo-marginals need not be any
+  distribution's marginals, so there is no distribution to sample from; records are updated gradually until their
+  marginals on the measured cliques match the pseudo-marginals (:mod:`pgmjax.model.record_updating`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..compiler import to_device
 from ..data.domain import Clique, CliqueLike
 from ..graph import approximate_oracle
 from ..queries import factors as Q
+from . import record_updating
 
 
 _beliefs_jit = jax.jit(approximate_oracle.region_beliefs)
@@ -151,11 +153,30 @@ class ApproximateModel:
                                      for r, t in approximate_oracle.region_tables(plan, flat).items()}
         return [wider.marginal(c) if c in outside else self.marginal(c) for c in cliques]
 
-    def synthetic_data(self, *args, **kwargs):
-        """Refused: pseudo-marginals need not be the marginals of any distribution, so there is nothing to
-        sample from. Fit with ``oracle="exact"`` (or keep the model under the size limit) for synthetic data."""
-        raise ValueError("synthetic data is not available from an approximate model (its pseudo-marginals need not be "
-                         "any distribution's marginals); fit with oracle='exact' to sample synthetic records")
+    def synthetic_data(self, n: int | None = None, key: jax.Array | None = None, *, rounds: int = record_updating.ROUNDS):
+        """Synthetic records whose marginals on the measured cliques match the pseudo-marginals: records updated
+        gradually (:func:`pgmjax.model.record_updating.update_records`; Zhang et al., "PrivSyn: differentially
+        private data synthesis", USENIX Security 2021, Section 5.2). The pseudo-marginals need not be any
+        distribution's marginals, so the records are not a sample of one: they keep each measured clique's table
+        as closely as records can, and its higher-order structure only as far as those tables carry it.
+
+        Args:
+            n: number of records; default ``round(total)``.
+            key: a ``jax.random`` key (required: runs are reproducible from it).
+            rounds: passes of the update over the cliques.
+
+        Returns:
+            A :class:`~pgmjax.Dataset` over the model's domain.
+        """
+        from ..data.dataset import Dataset
+
+        if key is None:
+            raise ValueError("synthetic_data: pass a jax.random key, e.g. jax.random.key(0)")
+        n = max(1, int(round(float(self.total)))) if n is None else n
+        tables = self.clique_marginals()
+        targets = {c: np.clip(np.asarray(tables[c], np.float64), 0.0, None) for c in self.cliques}
+        records = record_updating.update_records(self.domain, targets, n, key, rounds=rounds)
+        return Dataset._trusted(records, self.domain)
 
     def save(self, path) -> str:
         """Refused: the model files hold a junction tree's potentials; an approximate model is not saved (refit it

@@ -109,6 +109,8 @@ def marginal_tvd(truth, estimate, cliques: Iterable[CliqueLike], per_clique: boo
 def _marginals(source, cliques):
     if isinstance(source, Dataset):
         return source.marginals(cliques)
+    if getattr(source, "approximate", False):  # pseudo-marginals; across regions, the relaxed problem's estimate
+        return [np.asarray(m, np.float64) for m in source.infer_marginals(cliques)]
     return [np.asarray(m, np.float64) for m in source.marginals(cliques)]
 
 

@@ -45,6 +45,9 @@ def save_model(model, path: str | os.PathLike, *, schema=None) -> str:
         >>> same = pj.load_model("adult-model")       # doctest: +SKIP
     """
     path = os.fspath(path)
+    if getattr(model, "approximate", False):
+        raise ValueError(f"save: an approximate model is not saved (to {path}): the model files hold a junction tree's "
+                         "potentials, not a region graph's; fit with oracle='exact' to save the model")
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"save: {path} exists and is not a folder")
     model.check("save")

@@ -99,6 +99,9 @@ class Release:
         Returns:
             A pandas DataFrame with the input's columns, in its order.
         """
+        if given and getattr(self.model, "approximate", False):
+            raise ValueError("Release.sample: given= needs an exact model (conditioning works on a distribution; an "
+                             "approximate model holds pseudo-marginals): fit with FitOptions(oracle='exact')")
         model = condition(self.model, self._codes(given)) if given else self.model
         k_draw, k_decode = jax.random.split(key)
         records = model.synthetic_data(n, k_draw)
@@ -201,9 +204,12 @@ class Release:
         domain = self.model.domain
         fit = {} if self.synthesizer is None or self.synthesizer.fit_options is None else self.synthesizer.fit_options.given()
         grown = list(self.model.cliques) + cliques
-        check_fit(domain, grown, fit.get("method", "mirror_descent"), fit.get("dtype"), where)
+        oracle = fit.get("oracle", "exact")
+        oracle = oracle if isinstance(oracle, str) else "approximate"  # an ApproximateOracle instance
+        if oracle == "exact":  # the approximate oracle's fit is checked by estimate, on its region graph
+            check_fit(domain, grown, fit.get("method", "mirror_descent"), fit.get("dtype"), where)
         cap = None if self.synthesizer is None else self.synthesizer.max_model_mb
-        if cap is not None and (size := hypothetical_model_size(domain, grown)) > cap:
+        if cap is not None and (size := hypothetical_model_size(domain, grown, oracle)) > cap:
             raise ValueError(f"{where}: the model with {cliques} would be {size:.3g} MB, above the release's "
                              f"max_model_mb={cap:g}: measure smaller marginals")
         data = encode_raw(self.schema, as_pandas(frame, where))

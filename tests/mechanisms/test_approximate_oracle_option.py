@@ -20,19 +20,22 @@ def data():
     return pj.Dataset(rng.integers(0, 3, (1000, 5)), dom)
 
 
-def test_aim_runs_with_the_approximate_oracle_and_refuses_synthetic_records(data):
-    res = aim(data, 1.0, key=jax.random.key(0), rounds=8, max_model_mb=1.0, engine_iters=30, synthetic=False,
+def test_aim_runs_with_the_approximate_oracle_and_makes_records_of_its_pseudo_marginals(data):
+    res = aim(data, 1.0, key=jax.random.key(0), rounds=8, max_model_mb=1.0, engine_iters=30,
               fit_options=pj.FitOptions(oracle="approximate"))
-    assert res.model.approximate and res.info["oracle"]["oracle"] == "approximate" and res.synthetic is None
+    assert res.model.approximate and res.info["oracle"]["oracle"] == "approximate"
     assert res.accountant.spent == pytest.approx(res.accountant.budget)
-    with pytest.raises(ValueError, match="synthetic records are not available with fit_options oracle='approximate'"):
-        aim(data, 1.0, key=jax.random.key(0), rounds=8, fit_options=pj.FitOptions(oracle="approximate"))
+    assert len(res.synthetic) == round(res.model.total)
+    for clique in res.model.cliques:  # the records keep each measured clique's pseudo-marginal
+        pseudo = res.model.marginal(clique) / res.model.total
+        made = res.synthetic.marginal(clique) / len(res.synthetic)
+        assert 0.5 * np.abs(made - pseudo).sum() < 0.05, clique
 
 
 def test_mwem_and_privbayes_with_the_approximate_oracle(data):
-    res = mwem(data, 1.0, key=jax.random.key(1), rounds=2, engine_iters=30, synthetic=False,
+    res = mwem(data, 1.0, key=jax.random.key(1), rounds=2, engine_iters=30,
                fit_options=pj.FitOptions(oracle="approximate"))
-    assert res.model.approximate and len(res.info["log"]) == 2
+    assert res.model.approximate and len(res.info["log"]) == 2 and len(res.synthetic) == round(res.model.total)
     res = privbayes(data, 1.0, key=jax.random.key(2), engine_iters=30, fit_options=pj.FitOptions(oracle="approximate"))
     assert res.model.approximate and len(res.synthetic) == round(res.model.total)  # sampled from the network
 
@@ -53,8 +56,8 @@ def test_the_command_line_passes_the_oracle():
     assert kw["fit_options"] == pj.FitOptions(oracle="approximate")
     _, kw, _ = front_end_call(argparse.Namespace(mechanism="aim", oracle="auto", **ns), {}, {"tol": 1e-6})
     assert kw["fit_options"] == pj.FitOptions(tol=1e-6, oracle="auto")
-    with pytest.raises(cli.UserError, match="aim: --oracle approximate fits pseudo-marginals"):
-        front_end_call(argparse.Namespace(mechanism="aim", oracle="approximate", **ns), {}, {})
+    _, kw, _ = front_end_call(argparse.Namespace(mechanism="aim", oracle="approximate", **ns), {}, {})
+    assert kw["fit_options"] == pj.FitOptions(oracle="approximate")  # its records are made from the pseudo-marginals
     with pytest.raises(cli.UserError, match="give the oracle once"):
         front_end_call(argparse.Namespace(mechanism="privbayes", oracle="auto", **ns), {}, {"oracle": "exact"})
 
@@ -70,3 +73,15 @@ def test_pgmjax_run_with_the_approximate_oracle(tmp_path, capsys):
     assert cli.main(["run", "--seed", "0", "--data", str(csv), "--domain", str(dom), "-m", "privbayes", "-e", "2", "--oracle", "approximate",
                      "--engine-iters", "20", "--out", str(out)]) == 0
     assert "approximate oracle" in capsys.readouterr().out and len(out.read_text().splitlines()) > 250
+
+
+def test_an_approximate_run_keeps_no_automatic_checkpoint():
+    from pgmjax.cli import checkpoints
+
+    def args(**kw):
+        return argparse.Namespace(**({"checkpoint": None, "out": "synth.csv", "oracle": None, "engine_option": None} | kw))
+
+    assert checkpoints.option(args(), "aim").save == "interrupt"  # exact fits: kept on Ctrl-C
+    assert checkpoints.option(args(oracle="approximate"), "aim") is None  # a checkpoint holds exact models only
+    assert checkpoints.option(args(engine_option=["oracle=auto"]), "mwem") is None
+    assert checkpoints.option(args(engine_option=['oracle="exact"', "tol=1e-6"]), "aim").save == "interrupt"

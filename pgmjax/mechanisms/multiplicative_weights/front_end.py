@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 
 import jax
 
@@ -28,7 +27,7 @@ from ..options import (check_choice, check_data, check_domain_size, check_epsilo
                        check_positive_delta, check_pure_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..checkpoint import Checkpoint, Keeper, fingerprint
-from ..steps import hypothetical_model_size, oracle_of, refuse_approximate_synthetic, synthesize
+from ..steps import hypothetical_model_size, oracle_of, synthesize
 from .arguments import check_alpha
 from .budget import NOISES, mwem_budget
 from .original_arm import DEFAULT_MAX_TABLE_CELLS, mw_guard, mw_replay
@@ -229,7 +228,6 @@ def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, fit_optio
     max_table_cells = _int(max_table_cells, "max_table_cells", where, 1)
     synthetic = _bool(synthetic, "synthetic", where)
     options = check_fit_options(fit_options, where)
-    refuse_approximate_synthetic(options, synthetic, where)
     wl = check_workload(workload, domain, where)
     cliques: list[Clique] = list(dict.fromkeys(wl.cliques))  # distinct, first-seen order
     # The selection scores every workload clique's marginal: a huge domain is refused here (ModelTooLarge).
@@ -272,10 +270,6 @@ def _mwem(data: Dataset, key, *, keeper: Keeper, epsilon, delta, noise, selectio
         keeper=keeper,
     )
     pgm_seconds = time.perf_counter() - start
-    if synthetic and getattr(model, "approximate", False):  # oracle="auto" took the approximate oracle
-        warnings.warn("mwem: the final model was fitted with the approximate oracle (oracle='auto', the junction tree "
-                      "is over the size limit): no synthetic records", stacklevel=3)
-        synthetic = False
     synth = synthesize(model, keys[-1]) if synthetic else None
 
     # ---- the original arm: MW on the same transcript, if its tables fit
