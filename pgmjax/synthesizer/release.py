@@ -43,7 +43,7 @@ from ..model.metrics import marginal_tvd
 from ..preprocessing.private_format import encode_raw
 from ..privacy import REST, Accountant, compose_ledgers
 from . import release_files
-from .tables import as_pandas
+from .tables import as_pandas, coded_dataset
 
 __all__ = ["Stage", "Release"]
 
@@ -70,7 +70,8 @@ class Release:
 
     Attributes:
         model: the :class:`~pgmjax.GraphicalModel` (over the schema's coded domain).
-        schema: the private :class:`~pgmjax.Schema` (how codes decode to raw values).
+        schema: the private :class:`~pgmjax.Schema` (how codes decode to raw values); None for a release of an
+            integer-coded table (``Synthesizer.fit(frame, domain=...)``: its records are codes).
         columns: the input's columns, in its order (the samples keep it).
         synthesizer: the settings that made it (None where they could not be saved).
         stages: the :class:`Stage` of each read of the private table, in order (empty for a model saved alone).
@@ -79,7 +80,7 @@ class Release:
     """
 
     model: GraphicalModel
-    schema: Schema
+    schema: Schema | None
     columns: tuple
     synthesizer: Any = None
     stages: tuple = ()
@@ -105,6 +106,8 @@ class Release:
         model = condition(self.model, self._codes(given)) if given else self.model
         k_draw, k_decode = jax.random.split(key)
         records = model.synthetic_data(n, k_draw)
+        if self.schema is None:  # an integer-coded release: the records are its codes
+            return records.df[list(self.columns)]
         return self.schema.decode(records, k_decode, columns=list(self.columns))
 
     def _codes(self, given: Mapping) -> dict:
@@ -113,10 +116,14 @@ class Release:
             raise TypeError(f"Release.sample: given must be a mapping {{column: value or values}}, got {type(given).__name__}")
         out = {}
         for name, value in given.items():
-            col = self.schema.columns.get(name)
-            if col is None:
-                raise ValueError(f"Release.sample: given names {name!r}, not a column of the release: {list(self.schema.columns)}")
+            if name not in self.model.domain.attributes:
+                raise ValueError(f"Release.sample: given names {name!r}, not a column of the release: "
+                                 f"{list(self.model.domain.attributes)}")
             values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
+            if self.schema is None:  # codes, given as they are
+                out[name] = [int(v) for v in values]
+                continue
+            col = self.schema.columns[name]
             series = pd.Series(values, dtype=object)
             if isinstance(col, NumericColumn):
                 out[name] = [int(c) for c in col.encode(col.values(series, 0))]
@@ -140,8 +147,8 @@ class Release:
         Returns:
             A DataFrame with columns ``marginal`` (a tuple of columns), ``ways`` and ``tvd``, the worst first.
         """
-        data = encode_raw(self.schema, as_pandas(frame, "Release.report"))
-        attrs = list(self.schema.domain.attributes)
+        data = self._encode(frame, "Release.report")
+        attrs = list(self.model.domain.attributes)
         cliques = ([(a,) for a in attrs] + list(itertools.combinations(attrs, 2))) if cliques is None else [tuple(c) for c in cliques]
         _, per = marginal_tvd(data, self.model, cliques, per_clique=True)
         out = pd.DataFrame({"marginal": cliques, "ways": [len(c) for c in cliques], "tvd": per})
@@ -212,7 +219,7 @@ class Release:
         if cap is not None and (size := hypothetical_model_size(domain, grown, oracle)) > cap:
             raise ValueError(f"{where}: the model with {cliques} would be {size:.3g} MB, above the release's "
                              f"max_model_mb={cap:g}: measure smaller marginals")
-        data = encode_raw(self.schema, as_pandas(frame, where))
+        data = self._encode(frame, where)
         mechanism = next(s.accountant for s in self.stages if s.name == "mechanism")
         if mechanism.composition == "zcdp":
             accountant = Accountant(epsilon=epsilon, delta=mechanism.delta, bounded=mechanism.bounded)
@@ -226,11 +233,18 @@ class Release:
         stage = Stage(f"extension {extensions + 1}", accountant)
         return dataclasses.replace(self, model=model, stages=self.stages + (stage,), measurements=measurements)
 
+    def _encode(self, frame, where: str):
+        """``frame`` as the model's coded records: raw values through the schema, or the codes themselves."""
+        frame = as_pandas(frame, where)
+        if self.schema is not None:
+            return encode_raw(self.schema, frame)
+        return coded_dataset(frame, self.model.domain, where)
+
     def _marginals(self, marginals, where: str) -> list[tuple[str, ...]]:
         """The marginals to measure, each a tuple of the schema's columns (checked, in the domain's order)."""
         if isinstance(marginals, str) or not hasattr(marginals, "__iter__"):
             raise TypeError(f"{where}: marginals must be a list of column tuples, e.g. [('age', 'sex')], got {marginals!r}")
-        known = list(self.schema.domain.attributes)
+        known = list(self.model.domain.attributes)
         out = []
         for m in marginals:
             clique = (m,) if isinstance(m, str) else tuple(m)

@@ -94,19 +94,19 @@ def read_release(path) -> ReleaseParts:
 
     Raises:
         FileNotFoundError: no model in ``path``.
-        ValueError: a model saved without a schema, or a release file that is corrupted (naming the file and the
-            field).
+        ValueError: a model folder saved without a schema or a release file, or a release file that is corrupted
+            (naming the file and the field).
     """
     where = "Synthesizer.load"
     path = os.fspath(path)
     schema = load_model_schema(path)
-    if schema is None:
-        raise ValueError(f"{where}: {path}: the model was saved without a schema (an integer-coded run): nothing to "
-                         "decode with")
-    model = load_model(path)
     release_path = os.path.join(path, RELEASE_FILE)
     if not os.path.isfile(release_path):  # a model folder (`pgmjax run --save-model`): no history
-        return ReleaseParts(model, schema, tuple(schema.domain.attributes), None, (), (), ())
+        if schema is None:
+            raise ValueError(f"{where}: {path}: a model saved without a schema and without a release file (an "
+                             "integer-coded command-line run): load it with pgmjax.load_model")
+        return ReleaseParts(load_model(path), schema, tuple(schema.domain.attributes), None, (), (), ())
+    model = load_model(path)
     doc = read_structure(release_path, where)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
         raise ValueError(f"{where}: {release_path} is not a {FORMAT} file of version {VERSION}")
@@ -117,8 +117,8 @@ def read_release(path) -> ReleaseParts:
         step_size = None if doc.get("step_size") is None else float(doc["step_size"])
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{where}: {release_path} is corrupted (field {e})") from None
-    if sorted(columns) != sorted(schema.domain.attributes):
-        raise ValueError(f"{where}: {release_path} is corrupted: its columns {list(columns)} are not the schema's")
+    if sorted(columns) != sorted(model.domain.attributes):
+        raise ValueError(f"{where}: {release_path} is corrupted: its columns {list(columns)} are not the model's")
     blob = _read_archive(os.path.join(path, MEASUREMENTS_FILE), where)
     if hashlib.sha256(blob).hexdigest() != digest:
         raise ValueError(f"{where}: {path} is corrupted ({MEASUREMENTS_FILE} does not match {RELEASE_FILE})")

@@ -44,11 +44,19 @@ from ..preprocessing.private_format import encode_raw
 from ..privacy import Accountant
 from . import release_files
 from .release import Release, Stage
-from .tables import as_pandas, read_config
+from .tables import as_pandas, coded_dataset, read_config
 
 __all__ = ["Synthesizer"]
 
 _WHERE = "Synthesizer"
+
+
+def _measurements(result) -> tuple:
+    """The mechanism's measurements on the model's domain (MST measures on its compressed domain: the same answers,
+    re-expressed: :func:`pgmjax.mechanisms.domain_compression.decompress_measurements`)."""
+    if result.info.get("mapping"):
+        return tuple(decompress_measurements(result.measurements, result.info["mapping"], result.model.domain))
+    return tuple(result.measurements)
 
 
 def _frozen(mapping, name: str) -> Mapping:
@@ -158,19 +166,30 @@ class Synthesizer:
                 settings[name] = {k: tuple(v) if isinstance(v, list) else v for k, v in settings[name].items()}
         return cls(**settings)
 
-    def fit(self, frame, *, key) -> "Release":
+    def fit(self, frame, *, key, domain=None) -> "Release":
         """Release a model of ``frame`` under this synthesizer's budget.
 
         Args:
             frame: the private table: a pandas (or Polars) DataFrame of raw values, one column per attribute
-                (numbers, text, dates; blanks allowed).
+                (numbers, text, dates; blanks allowed); or, with ``domain``, of integer codes.
             key: a ``jax.random`` key; the whole release follows from it.
+            domain: for an integer-coded table, its :class:`~pgmjax.Domain` (or a mapping column -> size): no
+                schema is derived, the whole budget goes to the mechanism, and the records sampled are codes.
 
         Returns:
             A :class:`Release`: the model, its schema and the ledger.
+
+        Example:
+            >>> import numpy as np, pandas as pd
+            >>> codes = pd.DataFrame(np.random.default_rng(0).integers(0, 3, (500, 3)), columns=["a", "b", "c"])
+            >>> release = Synthesizer("mst", engine_iters=100).fit(codes, key=jax.random.key(0), domain={"a": 3, "b": 3, "c": 3})
+            >>> [s.name for s in release.stages], release.sample(4, key=jax.random.key(1)).shape
+            (['mechanism'], (4, 3))
         """
         frame = as_pandas(frame, f"{_WHERE}.fit")
         check_key(key, f"{_WHERE}.fit")
+        if domain is not None:
+            return self._fit_coded(coded_dataset(frame, domain, f"{_WHERE}.fit"), key)
         entry = registry.get(self.mechanism)
         kwargs = {**entry.cli_defaults, **self.options}  # the command line's defaults, so a run there releases the same
         bounded = budget_split.neighbouring(entry.name, kwargs)
@@ -180,6 +199,23 @@ class Synthesizer:
                              min_count=self.min_count, ranges=dict(self.ranges) or None, kinds=dict(self.kinds) or None,
                              decimals=dict(self.decimals) or None, date_formats=dict(self.date_formats) or None)
         data = encode_raw(pre.schema, frame)  # unreadable fields are missing: no error depends on one record
+        result = self._run(entry, kwargs, data, split.epsilon, split.delta, k_mechanism)
+        if bool(result.accountant.bounded) != bool(split.accountant.bounded):
+            raise RuntimeError(f"{entry.name}: internal accounting error: the mechanism and the schema were charged "
+                               "under different neighbouring relations")
+        stages = (Stage("schema", split.accountant, self.discovery_delta), Stage("mechanism", result.accountant))
+        return Release(result.model, pre.schema, tuple(frame.columns), self, stages, _measurements(result),
+                       tuple(pre.notes))
+
+    def _fit_coded(self, data, key) -> Release:
+        """:meth:`fit` of an integer-coded table: the mechanism alone, on the whole budget."""
+        entry = registry.get(self.mechanism)
+        result = self._run(entry, {**entry.cli_defaults, **self.options}, data, self.epsilon, self.delta, key)
+        return Release(result.model, None, tuple(data.domain.attributes), self, (Stage("mechanism", result.accountant),),
+                       _measurements(result))
+
+    def _run(self, entry, kwargs: dict, data, epsilon: float, delta, key):
+        """The mechanism on ``data`` with this synthesizer's options."""
         for name, value in (("fit_options", self.fit_options), ("engine_iters", self.engine_iters),
                             ("max_model_mb", self.max_model_mb)):
             if value is not None:
@@ -187,17 +223,8 @@ class Synthesizer:
         if entry.workload and self.workload is not None:
             kwargs["workload"] = self.workload
         if self.delta is not None:
-            kwargs["delta"] = split.delta
-        result = entry.function(data, split.epsilon, key=k_mechanism, **kwargs)
-        if bool(result.accountant.bounded) != bool(split.accountant.bounded):
-            raise RuntimeError(f"{entry.name}: internal accounting error: the mechanism and the schema were charged "
-                               "under different neighbouring relations")
-        stages = (Stage("schema", split.accountant, self.discovery_delta), Stage("mechanism", result.accountant))
-        measurements = result.measurements
-        if result.info.get("mapping"):  # MST measured on its compressed domain: the same answers, on the model's
-            measurements = decompress_measurements(measurements, result.info["mapping"], result.model.domain)
-        return Release(result.model, pre.schema, tuple(frame.columns), self, stages, tuple(measurements),
-                       tuple(pre.notes))
+            kwargs["delta"] = delta
+        return entry.function(data, epsilon, key=key, **kwargs)
 
     def to_config(self) -> dict:
         """The settings as a JSON-friendly mapping that :meth:`from_config` reads back to an equal synthesizer.

@@ -8,7 +8,7 @@ from typing import Mapping
 
 import pandas as pd
 
-__all__ = ["as_pandas", "read_config"]
+__all__ = ["as_pandas", "coded_dataset", "read_config"]
 
 
 def as_pandas(frame, where: str) -> pd.DataFrame:
@@ -24,6 +24,27 @@ def as_pandas(frame, where: str) -> pd.DataFrame:
     if callable(to_pandas):
         return to_pandas()
     raise TypeError(f"{where}: expected a pandas or Polars DataFrame of raw values, got {type(frame).__name__}")
+
+
+def coded_dataset(frame: pd.DataFrame, domain, where: str):
+    """An integer-coded table as a :class:`~pgmjax.Dataset` over ``domain`` (its columns by name, in the domain's
+    order; each checked to be integers in ``[0, size)`` by the Dataset).
+
+    Example:
+        >>> coded_dataset(pd.DataFrame({"b": [1, 0], "a": [0, 2]}), {"a": 3, "b": 2}, "demo").records.tolist()
+        [[0, 1], [2, 0]]
+    """
+    from ..data.dataset import Dataset
+    from ..data.domain import Domain
+
+    domain = domain if isinstance(domain, Domain) else Domain(dict(domain))
+    missing = [a for a in domain.attributes if a not in frame.columns]
+    if missing:
+        raise ValueError(f"{where}: the table has no column(s) {missing} of the domain {list(domain.attributes)}")
+    try:
+        return Dataset(frame[list(domain.attributes)].to_numpy(), domain)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: the table is not integer codes of the domain: {e}") from None
 
 
 def read_config(path, where: str = "read_config") -> Mapping:

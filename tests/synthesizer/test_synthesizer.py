@@ -156,3 +156,27 @@ def test_the_report_compares_the_model_with_a_table(people, release):
     assert report.loc[report["ways"] == 1, "tvd"].mean() < 0.1  # one-way marginals close at epsilon 1
     same = release.report(release.sample(30_000, key=jax.random.key(9)), cliques=[("sex",), ("age", "sex")])
     assert (same["tvd"] < 0.02).all()  # the model against its own samples
+
+
+def test_an_integer_coded_table_with_its_domain_skips_the_schema(tmp_path):
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 3, 2_000)
+    codes = pd.DataFrame({"b": np.where(rng.random(2_000) < 0.8, a % 2, 1 - a % 2), "a": a, "c": rng.integers(0, 4, 2_000)})
+    domain = {"a": 3, "b": 2, "c": 4}
+    release = pj.Synthesizer("mst", epsilon=1.0, engine_iters=200, options={"select_iters": 100}).fit(
+        codes, key=jax.random.key(0), domain=domain)
+    assert release.schema is None and [s.name for s in release.stages] == ["mechanism"]
+    assert release.guarantee == pytest.approx((1.0, 1e-9), rel=1e-9)  # the whole budget to the mechanism
+    synth = release.sample(1_000, key=jax.random.key(1))
+    assert list(synth.columns) == ["a", "b", "c"] and synth["c"].between(0, 3).all()
+    assert len(release.sample(key=jax.random.key(1), given={"a": [0, 1]}).query("a == 2")) == 0
+    assert release.report(codes)["tvd"].max() < 0.1
+    grown = release.extend(codes, [("a", "b", "c")], epsilon=0.5, key=jax.random.key(2), iters=100)
+    grown.save(tmp_path / "coded")
+    loaded = pj.Synthesizer.load(tmp_path / "coded")
+    assert loaded.schema is None and loaded.guarantee == grown.guarantee
+    pd.testing.assert_frame_equal(loaded.sample(50, key=jax.random.key(3)), grown.sample(50, key=jax.random.key(3)))
+    with pytest.raises(ValueError, match=r"Synthesizer.fit: the table has no column\(s\) \['d'\]"):
+        pj.Synthesizer("mst").fit(codes, key=jax.random.key(0), domain={**domain, "d": 2})
+    with pytest.raises(ValueError, match="Synthesizer.fit: the table is not integer codes of the domain"):
+        pj.Synthesizer("mst").fit(codes, key=jax.random.key(0), domain={"a": 3, "b": 2, "c": 3})
