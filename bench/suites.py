@@ -46,8 +46,8 @@ SUITES = {s.name: s for s in (
            "path_scan", "compile_costs"),
           ("mbi_inference",)),
     Suite("mechanisms", "MST and AIM against mbi 2.0 (accuracy and time), their and MWEM's time per round (selection, "
-          "fits: compilation and iterations), low-variance synthetic data, private preprocessing of a raw table",
-          ("mst_aim", "aim_profile", "low_variance", "private_preprocessing"),
+          "fits: compilation and iterations), low-variance synthetic data, private preprocessing of a raw table, pgmjax's Synthesizer against dpmm and smartnoise-synth",
+          ("mst_aim", "aim_profile", "low_variance", "private_preprocessing", "synthesizer_tools"),
           ("mbi_mst_aim", "mbi_lowmaps", "aim_trace_plot"), ("aim_trace", "tables")),
     Suite("agreement", "pgmjax's and mbi's fits, float32 and float64, on answers no measurement constrains",
           ("agreement",)),
@@ -77,6 +77,7 @@ SUITES = {s.name: s for s in (
 QUICK = {
     "engine": ("--quick",), "per_iteration": ("--rounds", "1"), "compilation_cache": ("--rounds", "1"),
     "aim_profile": ("--rounds", "4"), "mst_aim": ("--mechanisms", "mst"), "private_preprocessing": ("--seeds", "1"),
+    "synthesizer_tools": ("--quick",),
     "agreement": ("--quick",), "approximate_oracle": ("--quick",), "approximate_records": ("--quick",), "figure1": ("--quick",), "figure2a": ("--quick",),
     "mldp": ("--quick",), "bayes_experiments": ("--quick",), "history_experiments": ("--quick",),
     "rr_experiments": ("--quick",), "gpu": ("--smoke",), "gpu_plan": ("--smoke",), "data_engines": ("--smoke",),

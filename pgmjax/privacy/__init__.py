@@ -41,6 +41,7 @@ The package, one idea per module (imports go down this list, never up):
 * :mod:`~pgmjax.privacy.composition`: advanced composition.
 * :mod:`~pgmjax.privacy.dualquery`: DualQuery's privacy bound and round solver.
 * :mod:`~pgmjax.privacy.ledger`: the ledger's entries.
+* :mod:`~pgmjax.privacy.ledger_state`: an accountant's budget and ledger as a JSON-friendly dict, and back.
 * :mod:`~pgmjax.privacy.budget`: budget, composition, costing, the budget check, reports.
 * :mod:`~pgmjax.privacy.accountant`: the :class:`Accountant`, the mechanisms with accounting.
 
@@ -108,6 +109,7 @@ from .composition import (
 from .conversions import cdp_delta, cdp_eps, cdp_rho
 from .dualquery import dualquery_epsilon, dualquery_rounds
 from .ledger import BudgetPlan, BudgetStep, LedgerEntry
+from .ledger_state import from_ledger_state, ledger_state
 from .primitives import (
     exponential_mechanism,
     exponential_probabilities,
@@ -153,6 +155,8 @@ __all__ = [
     "advanced_composition_hetero",
     "advanced_composition_inverse",
     "compose_ledgers",
+    "ledger_state",
+    "from_ledger_state",
     "dualquery_epsilon",
     "dualquery_rounds",
 ]

@@ -52,15 +52,6 @@ _COMPOSITIONS = ("pure", "zcdp", "advanced", "advanced_heterogeneous")
 _MECHANISMS = ("laplace", "gaussian", "exponential", "randomized_response")
 
 
-def _json_record(record: dict) -> dict:
-    """A ledger record with its target's tuples as lists (JSON has no tuples; :func:`freeze_target` turns them back)."""
-
-    def thaw(value):
-        return [thaw(v) for v in value] if isinstance(value, tuple) else value
-
-    return {**record, "target": thaw(record["target"])}
-
-
 class PrivacyBudgetExceeded(ValueError):
     """A mechanism asked for more privacy budget than the accountant has left. Nothing was run."""
 
@@ -207,46 +198,10 @@ class BudgetLedger:
 
     def restore(self, records: Sequence[dict]) -> None:
         """Continue a checkpointed run from its ledger :meth:`records`, each checked (:func:`~pgmjax.privacy.ledger.checked_entries`)."""
-        entries = checked_entries(records, self._composition, self._budget, len(self._entries))
-        before, self._entries = self._entries, entries
-        if self._composition not in ("pure", "zcdp") and self.spent > self._budget * (1 + _RTOL):
-            self._entries = before  # an advanced composition's spend is composed, not summed: checked once composed
-            raise ValueError(f"Accountant.restore: the records spend {self._spent_with():.6g} epsilon, more than the "
-                             f"budget {self._budget:.6g}")
-
-    def to_dict(self) -> dict:
-        """The budget and its ledger as one JSON-friendly dict: what :meth:`from_dict` rebuilds (plans are not kept).
-
-        Example:
-            >>> b = BudgetLedger(epsilon=1.0, delta=1e-9, bounded=True)
-            >>> again = BudgetLedger.from_dict(b.to_dict())
-            >>> (again.composition, again.budget, again.delta, again.bounded) == (b.composition, b.budget, b.delta, True)
-            True
-        """
-        return {"composition": self._composition, "budget": self._budget, "delta": self._delta,
-                "bounded": self._bounded, "records": [_json_record(r) for r in self.records()]}
-
-    @classmethod
-    def from_dict(cls, state: dict):
-        """The budget and ledger :meth:`to_dict` wrote, every record checked as :meth:`restore` checks it.
-
-        Raises:
-            ValueError: a missing field, or a ledger that does not check (named by its record).
-        """
-        where = f"{cls.__name__}.from_dict"
-        try:
-            composition, budget, delta = state["composition"], state["budget"], state["delta"]
-            bounded, records = state["bounded"], state["records"]
-        except (KeyError, TypeError):
-            raise ValueError(f"{where}: expected a dict with composition, budget, delta, bounded and records") from None
-        if composition == "zcdp":
-            out = cls(rho=budget, delta=delta, bounded=bounded)
-        elif composition == "pure":
-            out = cls(epsilon=budget, bounded=bounded)
-        else:
-            out = cls(epsilon=budget, delta=delta, bounded=bounded, composition=composition)
-        out.restore(records)
-        return out
+        before, self._entries = self._entries, checked_entries(records, self._composition, self._budget, len(self._entries))
+        if (spent := self.spent) > self._budget * (1 + _RTOL):  # an advanced composition's spend, checked composed
+            self._entries = before
+            raise ValueError(f"Accountant.restore: the records spend {spent:.6g}, more than the budget {self._budget:.6g}")
 
     def _spent_with(self, extras: Sequence[dict] = ()) -> float:
         """Spent, counting also ``extras`` (resolved requests, not recorded)."""
@@ -255,8 +210,7 @@ class BudgetLedger:
         basic = math.fsum(r[0] for r in rows)
         if self._composition in ("pure", "zcdp") or not rows:
             return basic
-        eps = [r[1] for r in rows]
-        counts = [r[2] for r in rows]
+        eps, counts = [r[1] for r in rows], [r[2] for r in rows]
         if self._composition == "advanced":
             adv = advanced_composition(max(eps), int(sum(counts)), self._delta)
         else:
@@ -303,10 +257,8 @@ class BudgetLedger:
         if mechanism not in _MECHANISMS:
             raise ValueError(f"{where}: unknown mechanism {mechanism!r}; known: {_MECHANISMS}")
         if mechanism == "gaussian" and self._composition != "zcdp":
-            raise ValueError(
-                f"{where}: Gaussian noise is not pure DP; this accountant uses composition={self._composition!r}. "
-                "Build it with rho= or with epsilon= and delta= (zCDP), or use Laplace noise"
-            )
+            raise ValueError(f"{where}: Gaussian noise is not pure DP; this accountant uses composition={self._composition!r}. "
+                             "Build it with rho= or with epsilon= and delta= (zCDP), or use Laplace noise")
 
     def _resolve(
         self, mechanism: str, where: str, sensitivity, count: int, epsilon=None, rho=None, scale=None, size: int = 1, integer: bool = True

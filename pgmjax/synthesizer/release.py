@@ -41,7 +41,7 @@ from ..model.conditioning import condition
 from ..model.graphical_model import GraphicalModel
 from ..model.metrics import marginal_tvd
 from ..preprocessing.private_format import encode_raw
-from ..privacy import REST, Accountant, compose_ledgers
+from ..privacy import REST, Accountant, compose_ledgers, ledger_state
 from . import release_files
 from .tables import as_pandas, coded_dataset
 
@@ -264,6 +264,6 @@ class Release:
                 settings = self.synthesizer.to_config()
             except TypeError:  # a callback or an estimator instance: the release is saved, its settings are not
                 settings = None
-        stages = [(s.name, s.accountant.to_dict(), s.delta) for s in self.stages]
+        stages = [(s.name, ledger_state(s.accountant), s.delta) for s in self.stages]
         return release_files.write_release(path, self.model, self.schema, columns=self.columns, settings=settings,
                                            stages=stages, measurements=self.measurements, notes=self.notes)

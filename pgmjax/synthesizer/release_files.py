@@ -7,7 +7,7 @@
 * ``release.json``: format ``pgmjax-release`` version 1: the input's ``columns``, the schema's ``notes``, the
   synthesizer's ``settings`` (:meth:`pgmjax.Synthesizer.to_config`, or null where they hold a callable), one entry
   per ``stages`` (its name, the delta it adds, its accountant's budget and ledger:
-  :meth:`pgmjax.privacy.Accountant.to_dict`), the ``measurements``' descriptions with the digest of
+  :func:`pgmjax.privacy.ledger_state`), the ``measurements``' descriptions with the digest of
   ``measurements.npz``, and the model's last ``step_size`` (so a loaded release refits as the saved one would);
 * ``measurements.npz``: every noisy answer, standard deviation and query matrix
   (:mod:`pgmjax.queries.measurement_files`).
@@ -15,7 +15,7 @@
 Everything in the folder is the output of differentially private steps: it may be published. It is read back as
 untrusted input: the JSON with the model reader's caps (:mod:`pgmjax.model.safe_read`), the archive's digest checked
 and its declared size held to the model-size limit before it is read, without pickle, each ledger record checked
-(:meth:`pgmjax.privacy.Accountant.from_dict`) and each measurement checked against the domain.
+(:func:`pgmjax.privacy.from_ledger_state`) and each measurement checked against the domain.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from ..mechanisms.domain_compression import decompress_measurements
 from ..mechanisms.options import COMMON_PARAMETERS, DEFAULT_DELTA
 from ..preprocessing.preprocess import private_schema
 from ..preprocessing.private_format import encode_raw
-from ..privacy import Accountant
+from ..privacy import Accountant, from_ledger_state
 from . import release_files
 from .release import Release, Stage
 from .tables import as_pandas, coded_dataset, read_config
@@ -262,6 +262,6 @@ class Synthesizer:
             >>> Synthesizer.load("release/").sample(100, key=jax.random.key(2))  # doctest: +SKIP
         """
         parts = release_files.read_release(path)
-        stages = tuple(Stage(name, Accountant.from_dict(state), delta) for name, state, delta in parts.stages)
+        stages = tuple(Stage(name, from_ledger_state(Accountant, state), delta) for name, state, delta in parts.stages)
         settings = None if parts.settings is None else Synthesizer.from_config(parts.settings)
         return Release(parts.model, parts.schema, parts.columns, settings, stages, parts.measurements, parts.notes)

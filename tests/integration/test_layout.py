@@ -56,7 +56,7 @@ KNOWN_CYCLES: list[frozenset[str]] = []
 #: must be placed here.
 LAYERS = (
     "checks", "kernels", "compiler", "data", "queries", "graph", "datasets", "model", "fit", "programs", "privacy",
-    "preprocessing", "rr", "bayes", "uncertainty", "mechanisms", "history", "synthesizer", "pgmjax", "cli",
+    "preprocessing", "rr", "bayes", "uncertainty", "mechanisms", "history", "synthesizer", "compat", "pgmjax", "cli",
     "__main__",
 )
 

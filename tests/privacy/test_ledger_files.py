@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from pgmjax.privacy import REST, Accountant, cdp_eps, cdp_rho, compose_ledgers
+from pgmjax.privacy import REST, Accountant, cdp_eps, cdp_rho, compose_ledgers, from_ledger_state, ledger_state
 
 
 def _spent(accountant, key=0):
@@ -29,23 +29,23 @@ def _spent(accountant, key=0):
 ])
 def test_an_accountant_round_trips_through_json(make):
     acc = _spent(make())
-    again = Accountant.from_dict(json.loads(json.dumps(acc.to_dict())))
+    again = from_ledger_state(Accountant, json.loads(json.dumps(ledger_state(acc))))
     assert (again.composition, again.budget, again.delta, again.bounded) == (acc.composition, acc.budget, acc.delta, acc.bounded)
     assert again.ledger == acc.ledger and again.spent == acc.spent
 
 
 def test_a_ledger_that_does_not_add_up_is_refused():
-    state = _spent(Accountant(rho=0.2)).to_dict()
+    state = ledger_state(_spent(Accountant(rho=0.2)))
     state["records"][0]["rho"] /= 2  # an under-counted noise addition
     state["records"][0]["cost"] /= 2
     with pytest.raises(ValueError, match="record 0 .* is not what its noise costs"):
-        Accountant.from_dict(state)
-    with pytest.raises(ValueError, match="expected a dict with composition"):
-        Accountant.from_dict({"budget": 1.0})
-    over = _spent(Accountant(epsilon=1.0, delta=1e-6, composition="advanced")).to_dict()
+        from_ledger_state(Accountant, state)
+    with pytest.raises(ValueError, match="from_ledger_state: expected a dict with composition"):
+        from_ledger_state(Accountant, {"budget": 1.0})
+    over = ledger_state(_spent(Accountant(epsilon=1.0, delta=1e-6, composition="advanced")))
     over["budget"] = 0.1
     with pytest.raises(ValueError, match="more than the budget"):
-        Accountant.from_dict(over)
+        from_ledger_state(Accountant, over)
 
 
 def test_zcdp_stages_add_in_rho_others_by_basic_composition():
