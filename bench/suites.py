@@ -46,7 +46,8 @@ SUITES = {s.name: s for s in (
            "path_scan", "compile_costs"),
           ("mbi_inference",)),
     Suite("mechanisms", "MST and AIM against mbi 2.0 (accuracy and time), their and MWEM's time per round (selection, "
-          "fits: compilation and iterations), low-variance synthetic data, private preprocessing of a raw table, pgmjax's Synthesizer against dpmm and smartnoise-synth",
+          "fits: compilation and iterations), low-variance synthetic data, private preprocessing of a raw table, "
+          "pgmjax's Synthesizer against dpmm and smartnoise-synth",
           ("mst_aim", "aim_profile", "low_variance", "private_preprocessing", "synthesizer_tools"),
           ("mbi_mst_aim", "mbi_lowmaps", "aim_trace_plot"), ("aim_trace", "tables")),
     Suite("agreement", "pgmjax's and mbi's fits, float32 and float64, on answers no measurement constrains",

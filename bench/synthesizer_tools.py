@@ -214,7 +214,7 @@ def write(args, argv, rows, envs, load0, notes, quiet) -> None:
             "and 1-way (mean) marginals. Each row: the mean over the seeds run (" +
             "; ".join(f"{n}: {len(v)}" for n, v in seeds.items()) + f"). The machine has {os.cpu_count()} cores and "
             f"other jobs ran beside this one (load average at start {load0}), so times are indicative.",
-            "", *[f"* {n}" for n in notes], "", "## Summary", "",
+            "", *([f"* {n}" for n in notes] + [""] if notes else []), "## Summary", "",
             *schema.table(summ, ["dataset", "mechanism", "tool", "runs", "fit_s", "sample_s", "wall_s", "peak_mib",
                                  "tvd2_mean", "tvd2_max", "tvd1_mean"]), "", "## Settings each tool ran with", ""]
     for tool in envs:
