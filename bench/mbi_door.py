@@ -98,8 +98,9 @@ def run(python: str, library: str, mechanism: str, door: str, seed: int, table: 
                                   capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"error": f"timeout after {timeout} s"}
-        if done.returncode != 0:
-            return {"error": done.stderr.strip().splitlines()[-1][:200]}
+        if done.returncode != 0:  # the last line that says something (OpenDP's exceptions end with a lone '")')
+            said = [line.strip() for line in done.stderr.splitlines() if len(line.strip()) > 3]
+            return {"error": (said[-1] if said else f"exit {done.returncode}")[:200]}
         result = json.loads(done.stdout.strip().splitlines()[-1])
         result["tvd_2way"] = tvd2(table, pd.read_csv(out))
         return result
