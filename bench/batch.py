@@ -1,4 +1,4 @@
-"""Batched fits (``pgmjax.fit.batch.estimate_batch``, one vmapped program) vs sequential ``pgmjax.estimate`` calls.
+"""Batched fits (``pgmjax.estimation.batch.estimate_batch``, one vmapped program) vs sequential ``pgmjax.estimate`` calls.
 
 B noise draws of one measurement structure, fitted (a) by one ``estimate_batch`` call and (b) by B
 ``estimate`` calls, same method (mirror descent), iterations, chunking and dtype (float32). Problems:
@@ -66,7 +66,7 @@ def build(problem: str, batch: int, sigma: float, seed: int):
 
 def batch_fitters(domain, members, iters, chunk, dtype=None):
     import pgmjax as pj
-    from pgmjax.fit.batch import estimate_batch
+    from pgmjax.estimation.batch import estimate_batch
 
     return {
         "batched": lambda: estimate_batch(domain, members, iters=iters, chunk=chunk, dtype=dtype),
@@ -113,7 +113,7 @@ def child(kind: str, problem: str, batch: int, iters: int, sigma: float, seed: i
     jax.monitoring.register_event_duration_secs_listener(
         lambda event, secs, **_: compiles.append(secs) if event == "/jax/core/compile/backend_compile_duration" else None
     )
-    from pgmjax.fit.batch import auto_group, make_batch_problem
+    from pgmjax.estimation.batch import auto_group, make_batch_problem
 
     domain, cliques, members = build(problem, batch, sigma, seed)
     fits = batch_fitters(domain, members, iters, chunk)

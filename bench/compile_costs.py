@@ -1,7 +1,7 @@
 """What a fresh process waits for at its first fit, by program and by the size of the dense plan.
 
-``program="auto"`` (:func:`pgmjax.fit.oracles.uses_size_class`) weighs the dense program's compile, which grows with
-the dense plan's blocks and their axes (:func:`pgmjax.fit.oracles.dense_axes`: cliques of one shape stack into one
+``program="auto"`` (:func:`pgmjax.estimation.oracles.uses_size_class`) weighs the dense program's compile, which grows with
+the dense plan's blocks and their axes (:func:`pgmjax.estimation.oracles.dense_axes`: cliques of one shape stack into one
 block, and every axis of every block is code), against the size-class program's, which does not (the routing is
 data), plus the size-class passes' own time. This measures both compiles, each point in a fresh process (nothing
 compiled before it), on two families of structures (:func:`structure`), noisy marginals, ``estimate(iters=20)``
@@ -46,7 +46,7 @@ def structure(family: str, n: int, seed: int):
 
 def child(method: str, program: str, family: str, n: int, seed: int) -> dict:
     import pgmjax as pj
-    from pgmjax.fit.oracles import dense_axes
+    from pgmjax.estimation.oracles import dense_axes
     from pgmjax.graph.oracle_plan import make_plan
 
     dom, cliques = structure(family, n, seed)
@@ -112,10 +112,10 @@ def main(argv=None) -> None:
     page = [*schema.header_lines(meta), "",
             "Each point a fresh process (structure() in the script: random trees of n pairs; AIM-style models of "
             "30 one-way and n 2- or 3-way marginals), estimate(iters=20) twice; compile_s is the first call's "
-            "seconds less the second's; dense_axes is pgmjax.fit.oracles.dense_axes of the dense plan.", "",
+            "seconds less the second's; dense_axes is pgmjax.estimation.oracles.dense_axes of the dense plan.", "",
             *schema.table(rows), "",
             f"Least-squares lines over the points of at most {FIT_AXES} axes, compile_s = base + per_axis * "
-            "dense_axes, and each program's median (pgmjax.fit.oracles.COMPILE_COSTS holds the dense lines and the "
+            "dense_axes, and each program's median (pgmjax.estimation.oracles.COMPILE_COSTS holds the dense lines and the "
             "size class's medians):", "", *schema.table(fits)]
     schema.write_result(SUITE, args.out, rows, meta, page=page, title="Compile seconds by program and plan size", fits=fits)
 

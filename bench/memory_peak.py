@@ -6,7 +6,7 @@ warm-up fit (so the runtime's own memory, JAX's and XLA's, is in the baseline), 
 ``measured = peak - baseline`` is compared with the estimate the library checks against the size limit:
 
 * ``fit:<method>:<dtype>``: :func:`pgmjax.estimate` of one clique of 2^23 cells from two measured pairs;
-  estimate :func:`pgmjax.fit.memory.fit_peak_bytes`;
+  estimate :func:`pgmjax.estimation.memory.fit_peak_bytes`;
 * ``hdmm`` / ``dualquery``: the mechanism on Titanic without ``Cabin`` and ``Embarked`` (1.0e7 cells, all
   pairs as the workload), few iterations; estimate the up-front check's (the fit's peak, HDMM's gathered host
   tables, DualQuery's callable loss);
@@ -68,7 +68,7 @@ def run_case(case: str, data_dir: str) -> dict:
     import numpy as np
 
     import pgmjax as pj
-    from pgmjax.fit import memory
+    from pgmjax.estimation import memory
     from pgmjax.model import sampling
 
     method = case.split(":")[1] if case.startswith("fit:") else "mirror_descent"

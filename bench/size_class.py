@@ -13,7 +13,7 @@ Run: ``python -m bench engine size_class --dims 10 20 40 --models 8 --iters 500`
 per engine benchmark problem named, ``bench/problems.py``):
 each program's first ``estimate(10)`` (with its compile), its milliseconds per iteration (``estimate(510)`` less
 ``estimate(10)``, both run once before, over 500) and the routed work per pass (:func:`pgmjax.graph.routed_plan.windows_work`):
-what ``program="auto"``'s cost model (``pgmjax.fit.oracles.ROUTED_COSTS``) is calibrated on.
+what ``program="auto"``'s cost model (``pgmjax.estimation.oracles.ROUTED_COSTS``) is calibrated on.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def same_class(d: int, max_size: int, want: int, seed: int = 0):
     import jax.numpy as jnp
 
     from bench.size_class import problems
-    from pgmjax.fit.routed_losses import stack_routed
+    from pgmjax.estimation.routed_losses import stack_routed
     from pgmjax.graph.routed_plan import make_routed_plan
 
     def key(dom, ms):

@@ -78,7 +78,7 @@ def claims(mods: dict[str, types.ModuleType]) -> dict[int, str]:
 
 def _at_definition(name: str) -> bool:
     """Whether the index documents ``pgmjax.<name>`` at its definition: a name that is also a sub-package's (pj.fit,
-    the function; pgmjax.fit, the package), or one the package imports on first use (pj.Synthesizer)."""
+    the function, once also a package name), or one the package imports on first use (pj.Synthesizer)."""
     return importlib.util.find_spec(f"pgmjax.{name}") is not None or name in getattr(pgmjax, "_LAZY_NAMES", {})
 
 

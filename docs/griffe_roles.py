@@ -32,8 +32,8 @@ def link(text: str, module: str, exists=lambda path: True) -> str:
     object, to pick among the candidates for a name without a module).
 
     Example:
-        >>> link("see :func:`~pgmjax.fit.estimate`.", "pgmjax.model")
-        'see <autoref identifier="pgmjax.fit.estimate" optional><code>estimate</code></autoref>.'
+        >>> link("see :func:`~pgmjax.estimation.estimate`.", "pgmjax.model")
+        'see <autoref identifier="pgmjax.estimation.estimate" optional><code>estimate</code></autoref>.'
     """
 
     def one(m: re.Match) -> str:

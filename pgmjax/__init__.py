@@ -12,10 +12,10 @@ Example:
 from . import datasets, privacy, queries
 from .data.dataset import Dataset
 from .data.domain import Domain
-from .fit.batch import BatchedMeasurement, estimate_batch
-from .fit.estimate import estimate
-from .fit.driver import LBFGS, DualAveraging, MirrorDescent, Problem
-from .fit.oracles import ApproximateOracle
+from .estimation.batch import BatchedMeasurement, estimate_batch
+from .estimation.estimate import estimate
+from .estimation.driver import LBFGS, DualAveraging, MirrorDescent, Problem
+from .estimation.oracles import ApproximateOracle
 from .graph.junction import JunctionTree, junction_tree
 from .graph.size_limit import ModelTooLarge, set_max_model_bytes
 from .model import metrics
@@ -27,9 +27,9 @@ from .privacy.noisy_marginals import noisy_marginals
 from .programs import fast_compile, release_compiled
 from .queries.measurement import Measurement, estimate_total
 from .queries.workload import Workload
-from .fit.contract import Estimator
-from .fit.options import FitOptions
-from .fit.pure import fit  # the function: ``pj.fit``, where the subpackage is ``pgmjax.fit`` only to imports
+from .estimation.contract import Estimator
+from .estimation.options import FitOptions
+from .estimation.pure import fit  # the function ``pj.fit``; the package of estimators is ``pgmjax.estimation``
 
 __all__ = [
     "Domain",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
-from ..fit.options import FIELDS, FitOptions, unknown_fields
+from ..estimation.options import FIELDS, FitOptions, unknown_fields
 from ..mechanisms import registry
 from ..mechanisms.options import DEFAULT_DELTA
 from .errors import UserError

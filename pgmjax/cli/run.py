@@ -39,7 +39,7 @@ def run(args) -> int:
 
     ``--max-model-mb MB`` caps the run's models at MB (one float64 copy) and sets the size limit of the whole run
     (:func:`pgmjax.graph.size_limit.limited`) to the peak of a fit of such a model in the run's method and dtype
-    (:func:`pgmjax.fit.memory.capped_fit_bytes`): every mechanism's up-front check, every fit and the intervals'
+    (:func:`pgmjax.estimation.memory.capped_fit_bytes`): every mechanism's up-front check, every fit and the intervals'
     refits refuse a larger peak (:class:`pgmjax.ModelTooLarge`, exit 2) before allocating it; without it, the limit in force
     (``PGMJAX_MAX_MODEL_BYTES`` or a share of the machine's memory). It is also passed to the front-ends that
     take ``max_model_mb`` (AIM's and MWEM's selections, PrivBayes' network, ...).
@@ -48,7 +48,7 @@ def run(args) -> int:
         UserError: bad command line or input (exit 2), found before the mechanism runs.
         RunFailure: the run failed (exit 1).
     """
-    from ..fit.memory import capped_fit_bytes
+    from ..estimation.memory import capped_fit_bytes
     from ..graph.size_limit import limited
 
     limit = None

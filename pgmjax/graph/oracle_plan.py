@@ -303,7 +303,7 @@ def make_plan(domain: Domain, cliques, max_bytes: float | None = None, *, shards
         cliques: the cliques the model must hold.
         max_bytes: the size limit in bytes (default :func:`pgmjax.graph.size_limit.max_model_bytes`).
         shards: the devices a model's tables are to be split over along their slot axis (the cliques of a
-            block; :mod:`pgmjax.fit.sharding`). With ``shards > 1`` every level is a run of its own (a block
+            block; :mod:`pgmjax.estimation.sharding`). With ``shards > 1`` every level is a run of its own (a block
             then holds one level, so its slot axis is the only axis to split) and each block of more than
             one slot has its slots padded (held at -inf) to a multiple of ``shards``.
         paths: pass the runs that are long bundles of parallel paths by an associative scan

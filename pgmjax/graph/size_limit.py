@@ -14,7 +14,7 @@ Two kinds of check read the same limit, which bounds a run's **peak** working se
   (default :data:`BYTES_PER_CELL`, one float64 copy) for what holds about one copy (a loaded model, a
   mechanism's matrices);
 * :func:`check_peak` takes a peak computed by the code that allocates it: a fit's
-  (:func:`pgmjax.fit.memory.fit_peak_bytes`: its method's copies of the junction tree's tables in its
+  (:func:`pgmjax.estimation.memory.fit_peak_bytes`: its method's copies of the junction tree's tables in its
   dtype), a sampler's (:func:`pgmjax.model.sampling.sampler_peak_bytes`).
 
 Because the limit is on the peak, the default is :data:`DEFAULT_FRACTION` (half) of the memory the tables
@@ -46,7 +46,7 @@ ENV = "PGMJAX_MAX_MODEL_BYTES"
 #: Bytes counted per cell: one float64 copy of the tables.
 BYTES_PER_CELL = 8
 #: The default limit's share of the memory the tables live in: a limit on a run's peak working set (a fit
-#: counts every copy its method makes, :mod:`pgmjax.fit.memory`), leaving the rest to the system and the data.
+#: counts every copy its method makes, :mod:`pgmjax.estimation.memory`), leaving the rest to the system and the data.
 DEFAULT_FRACTION = 0.5
 
 _override: float | None = None

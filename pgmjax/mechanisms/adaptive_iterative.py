@@ -43,11 +43,11 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
-from ..fit.options import FitOptions
+from ..estimation.options import FitOptions
 from ..data.dataset import Dataset
 from ..data.domain import Clique, Domain
-from ..fit.estimate import estimate
-from ..fit.memory import check_capped_fit
+from ..estimation.estimate import estimate
+from ..estimation.memory import check_capped_fit
 from ..privacy import REST, Accountant, cdp_rho
 from ..privacy import check_count as _count
 from ..privacy import check_key as _check_key
@@ -261,7 +261,7 @@ def aim(
             fit stops sooner once it has converged (:data:`ROUND_TOL`; ``fit_options=pj.FitOptions(tol=0)``: only once its loss stops changing).
         fit_options: a :class:`pgmjax.FitOptions` for every fit (``method``, ``dtype``, ``tol``, ``callback``,
             ``oracle``, ...). With
-            ``oracle="approximate"`` (:mod:`pgmjax.fit.oracles`) the size limit counts the region graph's cells,
+            ``oracle="approximate"`` (:mod:`pgmjax.estimation.oracles`) the size limit counts the region graph's cells,
             candidates are scored on pseudo-marginals and ``synthetic=False`` is required; ``oracle="auto"``
             fits exactly while the junction tree's fit fits the process's size limit.
         max_model_mb: the model-size limit in MB (``8 * cells / 2^20``) once the whole budget is

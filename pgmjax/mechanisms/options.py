@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ..data.dataset import Dataset
 from ..data.domain import Domain
-from ..fit.options import FitOptions
+from ..estimation.options import FitOptions
 from ..model.sampling import METHODS as SAMPLING_METHODS
 from ..privacy import check_bool, check_count, check_delta, check_real
 from ..queries.workload import Workload

@@ -34,10 +34,10 @@ import jax
 import networkx as nx
 import numpy as np
 
-from ..fit.options import FitOptions
+from ..estimation.options import FitOptions
 from ..data.dataset import Dataset
 from ..data.domain import CliqueLike
-from ..fit.estimate import estimate
+from ..estimation.estimate import estimate
 from ..privacy import Accountant
 from ..checks import check_bool as _boolean
 from ..checks import check_count as _count

@@ -41,12 +41,12 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from ..fit.options import FitOptions
+from ..estimation.options import FitOptions
 from ..data.dataset import Dataset
 from ..data.domain import Clique, Domain
-from ..fit.estimate import estimate
-from ..fit.memory import capped_fit_bytes, check_fit
-from ..fit.mirror_descent import MirrorDescent
+from ..estimation.estimate import estimate
+from ..estimation.memory import capped_fit_bytes, check_fit
+from ..estimation.mirror_descent import MirrorDescent
 from ..model.graphical_model import GraphicalModel
 from ..privacy import REST, Accountant, cdp_rho
 from ..checks import check_bool as _boolean
@@ -183,7 +183,7 @@ def _check_sizes(domain: Domain, where: str, method="mirror_descent", dtype=None
     cliques = [(a,) for a in domain.attributes] + largest_tree(domain)
     size_limit.check_cliques(domain, cliques, where, what="the largest model MST may select (its one-way tables and "
                              "the spanning tree of pairs with the most cells, over the declared domain)")
-    # Its fit, at its peak (the limit bounds the peak: pgmjax.fit.memory), measuring every table of that model.
+    # Its fit, at its peak (the limit bounds the peak: pgmjax.estimation.memory), measuring every table of that model.
     check_fit(domain, cliques, method, dtype, where, what=" of the largest model MST may select")
 
 
@@ -227,7 +227,7 @@ def mst(
             ...). The
             default ``method`` is :data:`REFERENCE_MIRROR_DESCENT` (the reference code's plain mirror descent).
         max_model_mb: the model-size cap in MB (``8 * cells / 2^20``) for this run; the run's size limit is the
-            peak of a fit of a model that size (:func:`pgmjax.fit.memory.capped_fit_bytes`), and every check
+            peak of a fit of a model that size (:func:`pgmjax.estimation.memory.capped_fit_bytes`), and every check
             reads it (the up-front check of the largest model MST may select, the selection's pair marginals,
             the fits);
             None: the limit in force (:func:`pgmjax.set_max_model_bytes`, ``PGMJAX_MAX_MODEL_BYTES``, or a
@@ -277,7 +277,7 @@ def mst(
     _check_key(key, where)
     refuse_option(workload, "workload", where, "it selects a spanning tree of pairs for no workload")
     max_model_mb = check_model_cap(max_model_mb, where)
-    # The cap stands for the peak of a fit of a model of that size (the limit bounds peaks: pgmjax.fit.memory).
+    # The cap stands for the peak of a fit of a model of that size (the limit bounds peaks: pgmjax.estimation.memory).
     options = check_fit_options(fit_options, where)
     with size_limit.limited(None if max_model_mb is None else
                             capped_fit_bytes(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"))):

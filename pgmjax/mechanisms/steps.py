@@ -10,7 +10,7 @@ then repeat the steps below, every private read going through the accountant:
 * keep the model under a size cap: :func:`hypothetical_model_size` before a fit, :func:`model_mb` after;
 * fit: :func:`pgmjax.estimate` (warm-started), timed by a :class:`Timer`;
 * synthesize: :func:`synthesize` (sampled from an exact model, made to match an approximate one's pseudo-marginals);
-* the engine's oracle (``fit_options.oracle``, :mod:`pgmjax.fit.oracles`): :func:`oracle_of` reads it,
+* the engine's oracle (``fit_options.oracle``, :mod:`pgmjax.estimation.oracles`): :func:`oracle_of` reads it,
   :func:`candidate_marginals` scores candidates on an exact or an approximate model;
 * return a :class:`~pgmjax.mechanisms.result.MechanismResult` (:func:`pgm_native_result` for the
   mechanisms built on the engine from the start, which have no separate original arm).
@@ -27,7 +27,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..data.domain import CliqueLike, Domain
-from ..fit import memory
+from ..estimation import memory
 from ..graph import size_limit
 from ..graph.junction import triangulated_cliques
 from ..graph.region_graph import region_graph
@@ -79,7 +79,7 @@ def l1_errors(truth: Sequence[np.ndarray], estimate: Sequence[np.ndarray]) -> np
 
 def oracle_of(options) -> str:
     """The engine's oracle named by a front-end's ``fit_options``: ``"exact"`` (default), ``"approximate"``
-    (the name or a :class:`pgmjax.fit.oracles.ApproximateOracle`) or ``"auto"``.
+    (the name or a :class:`pgmjax.estimation.oracles.ApproximateOracle`) or ``"auto"``.
 
     Example:
         >>> oracle_of({}), oracle_of({"oracle": "approximate"})
@@ -106,8 +106,8 @@ def hypothetical_model_size(domain: Domain, cliques: Sequence[CliqueLike], oracl
     the model super-additively through fill-in. With ``oracle="approximate"`` the model is the region
     graph of the cliques (:func:`pgmjax.graph.region_graph.region_graph`: the cliques and their
     intersections), no triangulation; with ``"auto"``, the junction tree's where its fit fits the size limit
-    at its peak (:func:`pgmjax.fit.memory.fit_peak_bytes` of mirror descent in float32, as
-    :func:`pgmjax.fit.oracles.make_oracle_plan` decides), else the region graph's.
+    at its peak (:func:`pgmjax.estimation.memory.fit_peak_bytes` of mirror descent in float32, as
+    :func:`pgmjax.estimation.oracles.make_oracle_plan` decides), else the region graph's.
 
     Example:
         >>> dom = Domain({"a": 10, "b": 10, "c": 10})

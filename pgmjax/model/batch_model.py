@@ -1,6 +1,6 @@
 """A batch of models: one :class:`~pgmjax.GraphicalModel` whose numbers have a leading batch axis.
 
-:func:`pgmjax.estimate_batch` (and ``jax.vmap`` of :func:`pgmjax.fit`) return B fitted models of one structure
+:func:`pgmjax.estimate_batch` (and ``jax.vmap`` of :func:`pgmjax.estimation`) return B fitted models of one structure
 as one model whose potentials, total, loss and step size carry a leading axis of size B. Its queries answer
 for every member at once (``model.marginal(clique)`` is ``(B, *shape)``), each member's answer being that
 member's own, bit for bit: :meth:`~pgmjax.GraphicalModel.member` gives member ``i`` as an ordinary model, the

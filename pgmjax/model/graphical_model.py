@@ -64,7 +64,7 @@ class GraphicalModel(ModelStructure):
     The model is an immutable value and a JAX pytree (leaves: ``theta``, ``total``, ``loss``, ``step_size``;
     static: the plan): it passes through ``jax.jit``, ``jax.vmap`` and ``jax.grad``, where its answers are
     traced arrays (:attr:`traced`), and a batch of models is one model whose leaves have a leading axis
-    (``jax.vmap`` of :func:`pgmjax.fit`). :meth:`replace` gives a changed copy.
+    (``jax.vmap`` of :func:`pgmjax.estimation`). :meth:`replace` gives a changed copy.
 
     Every answer is a function of ``theta`` and ``total`` alone: the clique marginals come from one
     compiled program (the marginal oracle) on first use, whether the model was just fitted, loaded from
@@ -148,7 +148,7 @@ class GraphicalModel(ModelStructure):
     @property
     def batch(self) -> int | None:
         """The number of models in a batch of models (its numbers' leading axis: :func:`pgmjax.estimate_batch`,
-        ``jax.vmap`` of :func:`pgmjax.fit`), or None for one model."""
+        ``jax.vmap`` of :func:`pgmjax.estimation`), or None for one model."""
         return batch_model.batch_size(self)
 
     def __len__(self) -> int:

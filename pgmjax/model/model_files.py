@@ -65,7 +65,7 @@ def save_model(model, path: str | os.PathLike, *, schema=None) -> str:
         "domain": model.domain.to_dict(),
         "cliques": [list(c) for c in model.cliques],
         "free": [c[0] for c, n in zip(model.cliques, model.plan.padded) if n is not None],
-        # the program its answers come from (pgmjax.fit.oracles): loaded with the same one, they are bit for bit
+        # the program its answers come from (pgmjax.estimation.oracles): loaded with the same one, they are bit for bit
         "program": "size_class" if oracle_of(model.plan) is SIZE_CLASS else "dense",
         "total": model.total,
         "dtype": np.dtype(model.dtype).name,

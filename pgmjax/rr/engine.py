@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..data.domain import CliqueLike
-from ..fit.estimate import estimate
+from ..estimation.estimate import estimate
 from ..model.graphical_model import GraphicalModel
 from ..queries.measurement import Measurement
 from .estimators import as_release, debiased_marginal

@@ -34,8 +34,8 @@ import pandas as pd
 from ..checks import check_key
 from ..data.schema import Schema
 from ..data.schema_columns import NumericColumn
-from ..fit.estimate import estimate
-from ..fit.memory import check_fit
+from ..estimation.estimate import estimate
+from ..estimation.memory import check_fit
 from ..mechanisms.steps import hypothetical_model_size
 from ..model.conditioning import condition
 from ..model.graphical_model import GraphicalModel

@@ -35,7 +35,7 @@ from typing import Any, Mapping
 import jax
 
 from ..checks import check_key
-from ..fit.options import FIELDS, FitOptions, unknown_fields
+from ..estimation.options import FIELDS, FitOptions, unknown_fields
 from ..mechanisms import budget_split, registry
 from ..mechanisms.domain_compression import decompress_measurements
 from ..mechanisms.options import COMMON_PARAMETERS, DEFAULT_DELTA

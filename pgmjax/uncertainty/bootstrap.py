@@ -10,7 +10,7 @@ row space (the strategy's rows for HDMM-style Kronecker or dense queries), which
 correlated exactly as the mechanism's were. Re-noising uses only released values and public noise scales,
 so it is post-processing (no privacy cost).
 
-The refits run through :func:`pgmjax.fit.batch.run_batch` (mirror descent, each replicate on its own
+The refits run through :func:`pgmjax.estimation.batch.run_batch` (mirror descent, each replicate on its own
 line-search schedule, warm-started at the fitted potentials). Warm starts that stop early stay near the
 fit and make the spread too small, so :func:`refit` checks convergence: on 8 replicates, doubling the
 iteration count must change the spread of every answer by less than 2%; otherwise every replicate is
@@ -30,9 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compiler import jit
-from ..fit import batch as batch_mod
-from ..fit import driver
-from ..fit.losses import MeasurementArrays
+from ..estimation import batch as batch_mod
+from ..estimation import driver
+from ..estimation.losses import MeasurementArrays
 from ..graph import oracle
 from ..model.graphical_model import GraphicalModel
 from ..queries.measurement import Measurement, total_rule
@@ -95,7 +95,7 @@ def draw_answers(means: Sequence[np.ndarray], measurements: Sequence[Measurement
 def _row_codes(problem_plan, measurements, dtype) -> tuple:
     """Where every measurement row lands in the stacked arrays: the ``y`` leaves of a problem built from
     measurements whose answers are ``row index + 1`` (0 marks padding)."""
-    from ..fit.losses import stack_measurements
+    from ..estimation.losses import stack_measurements
 
     offsets = np.cumsum([0] + [m.rows for m in measurements])
     coded = [Measurement(m.clique, np.arange(o, o + m.rows) + 1.0, m.stddev, m.query, m.noise)
@@ -107,8 +107,8 @@ def _row_codes(problem_plan, measurements, dtype) -> tuple:
 def stacked_problem(model, measurements, ys: Sequence[np.ndarray], *, loss="l2", total=None, dtype=None):
     """The stacked problem of ``B`` replicate answer sets of ``measurements`` (one host pass, not ``B``).
 
-    Same as :func:`pgmjax.fit.batch.make_batch_problem` on ``B`` measurement lists that differ only in their
-    answers, built from one :func:`pgmjax.fit.batch.make_problem` and the rows' positions in its arrays.
+    Same as :func:`pgmjax.estimation.batch.make_batch_problem` on ``B`` measurement lists that differ only in their
+    answers, built from one :func:`pgmjax.estimation.batch.make_problem` and the rows' positions in its arrays.
 
     Args:
         model: the fitted model (its non-singleton cliques are kept as extra cliques).
@@ -119,7 +119,7 @@ def stacked_problem(model, measurements, ys: Sequence[np.ndarray], *, loss="l2",
         dtype: the refit's dtype (default the model's).
 
     Returns:
-        A :class:`~pgmjax.fit.driver.Problem` with a leading batch axis ``B`` on its answers, noise scales,
+        A :class:`~pgmjax.estimation.driver.Problem` with a leading batch axis ``B`` on its answers, noise scales,
         totals and Lipschitz constants.
     """
     dtype = jnp.dtype(dtype or model.dtype)
@@ -268,7 +268,7 @@ def refit(
         :class:`Replicates`.
     """
     start0 = time.perf_counter()
-    model = model.dense()  # the refits run batched on the dense plan (pgmjax.fit.batch)
+    model = model.dense()  # the refits run batched on the dense plan (pgmjax.estimation.batch)
     problem = stacked_problem(model, measurements, ys, loss=loss, total=total, dtype=dtype)
     plan = problem.plan
     dt = problem.total.dtype

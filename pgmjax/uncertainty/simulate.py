@@ -123,7 +123,7 @@ def simulate_coverage(
     Returns:
         :class:`Coverage`.
     """
-    structure = structure.dense()  # its refits run batched on the dense plan (pgmjax.fit.batch)
+    structure = structure.dense()  # its refits run batched on the dense plan (pgmjax.estimation.batch)
     k_outer, k_boot = jax.random.split(key)
     ys = draw_answers(means, measurements, R, k_outer)
     t0 = time.perf_counter()

@@ -17,8 +17,8 @@ import pytest
 
 import pgmjax as pj
 from pgmjax import compiler
-from pgmjax.fit import driver
-from pgmjax.fit.batch_problem import make_problem, stack_problems
+from pgmjax.estimation import driver
+from pgmjax.estimation.batch_problem import make_problem, stack_problems
 from pgmjax.graph.oracle_plan import make_plan
 from pgmjax.graph.program_choice import block_cells, suits_loop_emitters
 

@@ -76,7 +76,7 @@ def test_a_loop_of_batched_fits_over_new_structures_is_bounded_too(bounded):
 
 def _batched_programs() -> int:
     """The programs estimate_batch's own jitted functions hold (counted here, not by compiled_count)."""
-    from pgmjax.fit import batch
+    from pgmjax.estimation import batch
 
     fns = (getattr(batch, n, None) for n in ("_vmapped_start", "_advance", "_vmapped_started", "_loss"))
     return sum(f._cache_size() for f in fns if hasattr(f, "_cache_size"))

@@ -1,7 +1,7 @@
 """A memory model that is true (issue 57, item 2): every fit, mechanism and sampler counts its peak working set.
 
 The size limit bounds a run's peak (:mod:`pgmjax.graph.size_limit`); a fit counts every copy its method
-makes in its dtype (:mod:`pgmjax.fit.memory`), HDMM and DualQuery count their fit before any budget is spent,
+makes in its dtype (:mod:`pgmjax.estimation.memory`), HDMM and DualQuery count their fit before any budget is spent,
 and the sampler streams its records in chunks (:func:`pgmjax.model.sampling.sample_chunks`). Nothing here
 allocates more than a few hundred MB: the Titanic cases test the refusal, which comes before any table.
 """
@@ -67,7 +67,7 @@ def test_titanic_all_pairs_is_refused_before_the_budget(mechanism, limit_24gb, n
 
 
 def test_titanic_peaks_count_the_copies():
-    from pgmjax.fit import memory
+    from pgmjax.estimation import memory
 
     _, dom = _titanic()
     domain = pj.Domain(json.load(open(dom)))
@@ -81,7 +81,7 @@ def test_titanic_peaks_count_the_copies():
 
 
 def test_estimate_counts_its_method_copies_not_one_float64_copy():
-    from pgmjax.fit import memory
+    from pgmjax.estimation import memory
 
     dom = pj.Domain({"a": 100, "b": 100, "c": 100})  # one clique of 1e6 cells: 8 MB as float64
     ms = [pj.Measurement(("a", "b"), np.ones(10**4)), pj.Measurement(("b", "c"), np.ones(10**4))]
@@ -97,7 +97,7 @@ def test_estimate_counts_its_method_copies_not_one_float64_copy():
 
 _PEAK = textwrap.dedent("""
     import json, resource, sys, numpy as np, pgmjax as pj
-    from pgmjax.fit import memory
+    from pgmjax.estimation import memory
     warm = pj.Domain({"a": 4, "b": 4, "c": 4})
     pj.estimate(warm, [pj.Measurement(("a", "b"), np.ones(16)), pj.Measurement(("b", "c"), np.ones(16))],
                 cliques=[("a", "b", "c")], iters=2)
@@ -199,7 +199,7 @@ def test_run_records_beyond_memory_is_refused_before_the_budget(tmp_path, no_bud
 
 
 def test_estimate_batch_counts_every_member():
-    from pgmjax.fit.batch import BatchedMeasurement, estimate_batch
+    from pgmjax.estimation.batch import BatchedMeasurement, estimate_batch
 
     dom = pj.Domain({"a": 100, "b": 100, "c": 100})
     batched = [BatchedMeasurement(("a", "b"), np.ones((4, 10**4))), BatchedMeasurement(("b", "c"), np.ones((4, 10**4)))]
@@ -221,7 +221,7 @@ def test_a_model_cap_over_the_limit_is_refused_before_the_budget(mechanism, no_b
     domain = pj.Domain({"a": 4, "b": 5, "c": 3})
     data = pj.Dataset(rng.integers(0, domain.shape, size=(500, 3)), domain)
     front_end = getattr(pj.mechanisms, mechanism)
-    from pgmjax.fit.memory import check_capped_fit
+    from pgmjax.estimation.memory import check_capped_fit
 
     # 1 GiB: a cap of 40 MB needs 20 copies x 4 bytes x 5.2M cells = 400 MiB, one of 120 MB 1,200 MiB.
     assert check_capped_fit(40.0, max_bytes=2**30) == 20 * 4 * (40 * 2**20 // 8)

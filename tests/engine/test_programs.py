@@ -8,7 +8,7 @@ import pytest
 
 import pgmjax as pj
 from pgmjax import programs
-from pgmjax.fit.estimate import estimate as fit
+from pgmjax.estimation.estimate import estimate as fit
 
 mw = importlib.import_module("pgmjax.mechanisms.multiplicative_weights.rounds")  # where MWEM's rounds call the engine
 aim_module = importlib.import_module("pgmjax.mechanisms.adaptive_iterative")

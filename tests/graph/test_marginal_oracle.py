@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax.fit.inputs import build_problem
+from pgmjax.estimation.inputs import build_problem
 from pgmjax.graph import approximate_oracle, marginal_oracle, oracle
 from pgmjax.graph.routed_plan import make_routed_plan
 

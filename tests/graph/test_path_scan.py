@@ -9,7 +9,7 @@ import pytest
 
 import pgmjax as pj
 from pgmjax.data.domain import Domain
-from pgmjax.fit import oracles
+from pgmjax.estimation import oracles
 from pgmjax.graph import oracle, path_scan
 
 

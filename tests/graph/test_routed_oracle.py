@@ -156,7 +156,7 @@ def test_auto_takes_the_size_class_program_where_it_ends_sooner_first_compile_in
     shapes: the size class on the CPU; a long chain of one shape: the size class for a short fit on the CPU, dense for a
     long one on a GPU (a launch per level step); one wide
     clique with many small marginals (nltcs-like: pairs summed into few cells): never."""
-    from pgmjax.fit.oracles import COMPILE_COSTS, dense_axes, uses_size_class
+    from pgmjax.estimation.oracles import COMPILE_COSTS, dense_axes, uses_size_class
 
     def choice(dom, ms, iters, platform, structures=1, method="mirror_descent"):
         return uses_size_class("auto", dom, [m.clique for m in ms], ms, "l2", iters, platform=platform,

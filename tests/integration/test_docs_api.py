@@ -110,9 +110,9 @@ def _roles():
 
 def test_sphinx_roles_become_links_titled_as_sphinx_would():
     roles = _roles()
-    text = "Use :func:`~pgmjax.fit.estimate` or :class:`pgmjax.Domain`, :meth:`marginal()`, :py:data:`X`."
+    text = "Use :func:`~pgmjax.estimation.estimate` or :class:`pgmjax.Domain`, :meth:`marginal()`, :py:data:`X`."
     out = roles.link(text, "pgmjax.model.graphical_model", exists=lambda p: p == "pgmjax.model.graphical_model.marginal")
-    assert out == ('Use <autoref identifier="pgmjax.fit.estimate" optional><code>estimate</code></autoref> or '
+    assert out == ('Use <autoref identifier="pgmjax.estimation.estimate" optional><code>estimate</code></autoref> or '
                    '<autoref identifier="pgmjax.Domain" optional><code>pgmjax.Domain</code></autoref>, '
                    '<autoref identifier="pgmjax.model.graphical_model.marginal" optional><code>marginal()</code></autoref>, '
                    '<autoref identifier="pgmjax.model.graphical_model.X" optional><code>X</code></autoref>.')

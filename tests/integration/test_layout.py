@@ -55,7 +55,7 @@ KNOWN_CYCLES: list[frozenset[str]] = []
 #: from its own layer and the layers below, never above (docs/architecture.md, "Layers"). A new sub-package
 #: must be placed here.
 LAYERS = (
-    "checks", "kernels", "compiler", "data", "queries", "graph", "datasets", "model", "fit", "programs", "privacy",
+    "checks", "kernels", "compiler", "data", "queries", "graph", "datasets", "model", "estimation", "programs", "privacy",
     "preprocessing", "rr", "bayes", "uncertainty", "mechanisms", "history", "synthesizer", "compat", "pgmjax", "cli",
     "__main__",
 )
@@ -349,8 +349,8 @@ def private_imports(edges) -> set[tuple[str, str, str]]:
 
 def private_attribute_uses(files=None) -> set[tuple[str, str, str]]:
     """``(user, module, name)`` for every ``module._name`` read by attribute in another module of the package:
-    ``from . import oracle`` then ``oracle._shift(...)``, ``import pgmjax.fit.driver as d`` then ``d._chunk``, or
-    ``pgmjax.fit.driver._chunk`` spelled out (inside functions too)."""
+    ``from . import oracle`` then ``oracle._shift(...)``, ``import pgmjax.estimation.driver as d`` then ``d._chunk``, or
+    ``pgmjax.estimation.driver._chunk`` spelled out (inside functions too)."""
     files = module_files() if files is None else files
     found = set()
     for name, path in files.items():
@@ -544,7 +544,7 @@ def test_privacy_docstring_examples(name):
 # ---------------------------------------------------------------------------------------------------
 
 #: The engine's layers: what a fit, a model's answers and the compiled programs run through.
-ENGINE_LAYERS = ("checks", "kernels", "compiler", "data", "queries", "graph", "model", "fit")
+ENGINE_LAYERS = ("checks", "kernels", "compiler", "data", "queries", "graph", "model", "estimation")
 
 #: Environment reads in the engine's layers, as ``(module, function)``; may only shrink. The compiler's two are
 #: read when a program is made (``Program``/``BySize.__init__``), as JAX reads ``XLA_FLAGS`` once: never at a

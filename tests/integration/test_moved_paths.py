@@ -68,3 +68,23 @@ def test_the_repository_uses_the_new_paths():
         if uses:
             found[str(path.relative_to(ROOT))] = uses
     assert not found, f"removed module paths in use (import the new home): {found}"
+
+
+#: The estimators' package was ``pgmjax.fit`` until it shared its name with the function ``pj.fit``.
+ESTIMATION_MODULES = sorted(p.stem for p in (ROOT / "pgmjax" / "estimation").glob("*.py") if p.stem != "__init__")
+
+
+@pytest.mark.parametrize("name", ESTIMATION_MODULES)
+def test_the_estimation_package_was_fit(name):
+    with pytest.raises(ModuleNotFoundError, match="pgmjax.fit"):
+        importlib.import_module(f"pgmjax.fit.{name}")
+    assert importlib.import_module(f"pgmjax.estimation.{name}")
+
+
+def test_the_repository_names_pgmjax_estimation_not_pgmjax_fit():
+    old = re.compile(r"\bpgmjax\.fit\.\w|from pgmjax\.fit import|from \.+fit(?:\.| import)|\bpgmjax/fit/")
+    paths = [*ROOT.glob("pgmjax/**/*.py"), *ROOT.glob("tests/**/*.py"), *ROOT.glob("docs/**/*.md"),
+             *ROOT.glob("bench/*.py"), *ROOT.glob("notebooks/*.ipynb"), ROOT / "README.md"]
+    here = pathlib.Path(__file__).resolve()
+    found = {str(p.relative_to(ROOT)): old.findall(p.read_text(encoding="utf-8")) for p in paths if p != here}
+    assert not {k: v for k, v in found.items() if v}

@@ -47,8 +47,8 @@ def test_mst_refuses_a_huge_declared_domain_in_seconds_with_little_memory(monkey
         tracemalloc.stop()
     msg = str(err.value)
     # the largest tree MST may select: the star around 'id' (10^7 x (10 + 5 + 2) cells); max_model_mb=256 stands
-    # for the peak of a fit of a 256 MB model (pgmjax.fit.memory.capped_fit_bytes), which the star's fit breaks
-    from pgmjax.fit.memory import capped_fit_bytes
+    # for the peak of a fit of a 256 MB model (pgmjax.estimation.memory.capped_fit_bytes), which the star's fit breaks
+    from pgmjax.estimation.memory import capped_fit_bytes
 
     assert err.value.cells == 10**7 * 17 and err.value.limit == capped_fit_bytes(256)
     assert "'id'" in msg and "170,000,000 cells" in msg and "peak working set" in msg and "(set_max_model_bytes)" in msg

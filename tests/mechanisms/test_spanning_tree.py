@@ -433,7 +433,7 @@ def test_aim_rounds_stop_when_converged_and_never_end_worse_than_they_start(data
     model whose loss on the round's measurements is at most that of the model it started from."""
     import jax.numpy as jnp
 
-    from pgmjax.fit import driver, inputs
+    from pgmjax.estimation import driver, inputs
 
     fits = []
     real = aim_mod.estimate

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax.fit.driver import MirrorDescent
+from pgmjax.estimation.driver import MirrorDescent
 from pgmjax.mechanisms import spanning_tree
 from pgmjax.queries.measurement import Measurement
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax.fit import inputs
+from pgmjax.estimation import inputs
 from pgmjax.graph import oracle
 from pgmjax.model import graphical_model as model_mod
 from pgmjax.model import serialization

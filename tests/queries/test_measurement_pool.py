@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax.fit.losses import stack_measurements
+from pgmjax.estimation.losses import stack_measurements
 from pgmjax.graph.oracle import make_plan
 from pgmjax.queries.measurement import Measurement, estimate_total, pool_repeats
 

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from ...fit.estimate import estimate
+from ...estimation.estimate import estimate
 from ...queries.measurement import Measurement
 from .markov_random_field import MarkovRandomField
 from .values import CliqueVector, Domain, Factor, LinearMeasurement

@@ -37,11 +37,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from ...fit.options import FitOptions
+from ...estimation.options import FitOptions
 from ...data.dataset import Dataset
 from ...data.domain import Clique
-from ...fit.estimate import estimate
-from ...fit.memory import check_capped_fit
+from ...estimation.estimate import estimate
+from ...estimation.memory import check_capped_fit
 from ...graph.junction import maximal_cliques
 from ...privacy import REST, Accountant
 from ...privacy import check_key as _check_key
@@ -166,7 +166,7 @@ def privbayes(
         fit_options: a :class:`pgmjax.FitOptions` for the fit (``method``, ``loss``, ``dtype``, ``tol``,
             ``callback``, ``oracle``, ...). With
             ``oracle="approximate"`` the +PGM arm is fitted with convex generalized belief propagation on the
-            network's tables (:mod:`pgmjax.fit.oracles`), so the network is no longer kept to a junction tree of
+            network's tables (:mod:`pgmjax.estimation.oracles`), so the network is no longer kept to a junction tree of
             ``max_model_mb`` (each table stays under the usefulness cap and ``max_cells``); its synthetic records
             are drawn in network order from the conditionals of the fitted pseudo-marginals (a Bayesian network
             that matches them table by table, not the maximum-entropy model).

@@ -36,10 +36,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...fit.options import FitOptions
+from ...estimation.options import FitOptions
 from ...data.dataset import Dataset
-from ...fit import estimate as api
-from ...fit.memory import check_fit
+from ...estimation import estimate as api
+from ...estimation.memory import check_fit
 from ...privacy import (
     Accountant,
     advanced_composition,

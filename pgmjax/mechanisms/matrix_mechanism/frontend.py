@@ -42,12 +42,12 @@ import math
 import jax
 import numpy as np
 
-from ...fit.options import FitOptions
+from ...estimation.options import FitOptions
 from ...data.dataset import Dataset
 from ...data.domain import Clique, Domain
-from ...fit.estimate import estimate
-from ...fit.driver import METHODS
-from ...fit import memory as fit_memory
+from ...estimation.estimate import estimate
+from ...estimation.driver import METHODS
+from ...estimation import memory as fit_memory
 from ...privacy import Accountant
 from ...checks import check_bool as _bool
 from ...checks import check_count as _int
@@ -112,7 +112,7 @@ def _check_sizes(domain: Domain, cliques: list[Clique], where: str, method: str 
 
     Per workload attribute of ``n`` values it builds ``n x n`` matrices (the identity query, OPT_kron's
     strategy factor); per workload clique the data vector and its noisy answers; and the HDMM+PGM fit of
-    the model over the workload's cliques, counted at its peak (:func:`pgmjax.fit.memory.check_fit`: the
+    the model over the workload's cliques, counted at its peak (:func:`pgmjax.estimation.memory.check_fit`: the
     method's copies in its dtype, and the host tables its strategy measurements' queries gather, one per
     workload clique at most).
     """

@@ -13,10 +13,10 @@ import time
 
 import jax
 
-from ...fit.options import FitOptions
+from ...estimation.options import FitOptions
 from ...data.dataset import Dataset
 from ...data.domain import Clique, Domain
-from ...fit.memory import check_capped_fit
+from ...estimation.memory import check_capped_fit
 from ...privacy import Accountant
 from ...privacy import check_bool as _bool
 from ...privacy import check_count as _int

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...data.dataset import Dataset
 from ...data.domain import Clique, Domain
-from ...fit.estimate import estimate
+from ...estimation.estimate import estimate
 from ...privacy import REST, Accountant
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.measurement import Measurement

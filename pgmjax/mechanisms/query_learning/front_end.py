@@ -15,9 +15,9 @@ from collections.abc import Mapping
 import jax
 import numpy as np
 
-from ...fit.options import FitOptions
+from ...estimation.options import FitOptions
 from ...data.dataset import Dataset
-from ...fit.memory import check_fit
+from ...estimation.memory import check_fit
 from ...privacy import REST, Accountant
 from ...checks import check_bool as _bool
 from ...checks import check_count as _int

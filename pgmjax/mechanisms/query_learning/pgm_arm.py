@@ -9,7 +9,7 @@ inference for differential privacy", ICML 2019, Section 4).
 from __future__ import annotations
 
 from ...data.domain import Domain
-from ...fit.estimate import estimate
+from ...estimation.estimate import estimate
 from ...checks import check_count as _int
 from ...checks import check_positive as _positive
 from ...queries.measurement import Measurement, estimate_total

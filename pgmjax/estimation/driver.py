@@ -1,0 +1,239 @@
+"""Estimators by name, and the driver that runs one in compiled chunks.
+
+Each estimator is a small pure ``init`` / ``step`` pair over a NamedTuple
+state (optax style), hashed by its hyper-parameters so compiled chunks are
+reused. :func:`run` drives one in compiled chunks of iterations: the host
+sees the state only between chunks (progress, callback, early stopping).
+
+* :class:`MirrorDescent` (:mod:`pgmjax.estimation.mirror_descent`): entropic mirror descent over the marginal
+  polytope (McKenna, Sheldon & Miklau, ICML 2019, Algorithm 1), with an Armijo line search whose accepted
+  trial's marginals become the next iterate's, so an accepted step costs one oracle call.
+* :class:`DualAveraging` (:mod:`pgmjax.estimation.dual_averaging`): Nesterov's accelerated dual averaging
+  (ICML 2019, Algorithm 2), step sizes from the Lipschitz constant of the loss.
+* :class:`LBFGS` (:mod:`pgmjax.estimation.lbfgs`): direct optimisation of the potentials through the oracle
+  (ICML 2019, Appendix A.3) with optax's L-BFGS and zoom line search.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from ..compiler import jit, to_device
+from ..graph.program_choice import suits_loop_emitters
+from .dual_averaging import DualAveraging, DualAveragingState
+from .contract import Estimator
+from .inputs import METHODS
+from .lbfgs import LBFGS, LBFGSState
+from .mirror_descent import MirrorDescent, MirrorDescentState
+from .problem import Problem
+
+__all__ = [
+    "LBFGS",
+    "METHODS",
+    "DualAveraging",
+    "DualAveragingState",
+    "Estimator",
+    "LBFGSState",
+    "MirrorDescent",
+    "MirrorDescentState",
+    "Problem",
+    "estimator",
+    "run",
+    "smoothing_schedule",
+]
+
+
+
+def estimator(method: str, problem: Problem):
+    """The estimator :func:`pgmjax.estimate` runs for ``method`` on ``problem`` (default settings)."""
+    return METHODS[method]()
+
+
+# --------------------------------------------------------------------------- driver
+@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
+def _init(estimator, problem, theta, step_size):
+    return estimator.init(problem, theta, step_size)
+
+
+def advance(estimator: Estimator, problem: Problem, state, num_steps):
+    """``num_steps`` iterations and the estimator's tidying (traced: :func:`_chunk` compiles it; :func:`pgmjax.estimation`
+    runs it inside its own trace)."""
+    return estimator.tidy(problem, estimator.steps(problem, state, num_steps))
+
+
+@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
+def _chunk(estimator, problem, state, num_steps):
+    return advance(estimator, problem, state, num_steps)
+
+
+def _start(estimator, problem, theta, step_size):
+    """The initial state: by one step of the compiled chunk where the estimator allows (no program of its own)."""
+    if estimator.starts_by_a_step:
+        state = _chunk(estimator, problem, estimator.start(problem, theta, step_size), to_device(1, np.int32))
+        return estimator.started(state, step_size)
+    return _init(estimator, problem, theta, step_size)
+
+
+#: The L1 loss's Huber widths at the first and the last smoothing stage (whitened residuals), by default.
+SMOOTHING = (1.0, 1e-6)
+
+
+def smoothing_schedule(iters: int, chunk: int, smoothing: tuple[float, float], l1: bool):
+    """Chunking and Huber widths of a run: ``(chunk, chunks, width)``, ``width(k)`` the width of chunk ``k``.
+
+    With the L1 loss there are at least 20 smoothing stages however the iterations are chunked, the width
+    geometric from ``smoothing[0]`` at the first chunk to ``smoothing[1]`` at the last.
+    """
+    if l1:
+        chunk = min(chunk, max(1, iters // 20))
+    chunks = max(1, math.ceil(iters / chunk))
+    first, last = smoothing
+
+    def width(k):
+        return first * (last / first) ** (k / max(chunks - 1, 1))
+
+    return chunk, chunks, width
+
+
+def run(
+    estimator,
+    problem: Problem,
+    theta: dict,
+    iters: int,
+    *,
+    step_size=1.0,
+    chunk: int = 50,
+    tol: float | None = None,
+    callback: Callable[[dict], Any] | None = None,
+    smoothing: tuple[float, float] = SMOOTHING,
+    exact_loss=None,
+):
+    """Run an estimator for ``iters`` steps in compiled chunks.
+
+    An estimator with ``stalled(state)`` (:class:`LBFGS`) ends the run after a chunk in which it stalled; its
+    idle steps count no iteration. With the L1 loss a stall ends the chunk's smoothing stage, and the run
+    only in the last stage (stages past the schedule's last keep its width).
+
+    Args:
+        estimator: an :class:`~pgmjax.estimation.contract.Estimator` (MirrorDescent, DualAveraging, LBFGS or one's own).
+        problem: the :class:`Problem`.
+        theta: initial potentials (oracle blocks).
+        iters: maximum number of iterations.
+        step_size: initial step size (mirror descent).
+        chunk: iterations per compiled call; the host sees the state between chunks.
+        tol: stop when the loss changes by less than ``tol`` (relative) over a chunk.
+        callback: called after each chunk with a dict (iteration, loss,
+            oracle_calls, seconds, state); returning True stops the run.
+        smoothing: for the L1 loss, the Huber width at the first and the
+            last chunk (geometric in between, over at least 20 chunks; Nesterov-style smoothing with
+            continuation, so smooth methods and line searches apply). The
+            estimator restarts from its current potentials when it changes.
+        exact_loss: ``exact_loss(problem, params)``, the exact loss of the potentials' model (default: one
+            model's; :func:`pgmjax.estimation.batch.run_batch` passes its members').
+
+    A batch (:class:`pgmjax.estimation.batch.Batched` on a stacked problem) runs through the same loop: its losses
+    and oracle calls are then ``(B,)`` arrays, it stops early when every member has, and a non-finite loss
+    names the members.
+
+    Returns:
+        ``(params, state, history)``: the potentials to report, the final
+        state and the list of per-chunk dicts (``loss`` is the exact loss of
+        the returned potentials' model; the last has ``stalled=True`` when the
+        run ended early because the estimator stalled).
+    """
+    return _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, smoothing, exact_loss)
+
+
+def _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, smoothing, exact_loss):
+    """:func:`run`'s loop."""
+    start = time.perf_counter()
+    exact_loss = model_loss if exact_loss is None else exact_loss
+    l1 = problem.loss == "l1"
+    chunk, chunks, width = smoothing_schedule(iters, chunk, smoothing, l1)
+    if l1:
+        problem = problem.with_smoothing(width(0))
+    dt = problem.total.dtype
+
+    def loss_of(state):  # on the host: a float for one model, (B,) for a batch
+        return _host(exact_loss(problem, estimator.params(state)) if l1 else estimator.best_loss(state), np.float64)
+
+    state = _start(estimator, problem, theta, to_device(step_size, dt))
+    history = []
+    done, k = 0, 0
+    prev = loss_of(state)
+    _check_finite(prev, None)
+    # an estimator that can stall (one that defines stalled: L-BFGS) ends the run after the chunk it stalled in
+    stoppable = type(estimator).stalled is not Estimator.stalled
+    while done < iters:
+        n = min(chunk, iters - done)
+        started = int(state.iteration) if stoppable else 0
+        state = _chunk(estimator, problem, state, to_device(n, np.int32))
+        done, k = done + n, k + 1
+        stalled = stoppable and estimator.stalled(state)
+        if stalled:  # L-BFGS stalled inside the chunk: its idle steps count no iteration
+            done = done - n + int(state.iteration) - started
+        loss = loss_of(state)
+        info = {
+            "iteration": done,
+            "loss": loss,
+            "oracle_calls": _host(state.oracle_calls, np.int64),
+            "seconds": time.perf_counter() - start,
+            "state": state,
+        }
+        history.append(info)
+        if callback is not None and callback(info):
+            break
+        _check_finite(loss, done)  # unreachable by design (non-finite steps are rejected in the loop)
+        # With the L1 loss a stall ends its smoothing stage (the next begins); in the last stage, the run.
+        if stalled and (not l1 or k >= chunks):
+            info["stalled"] = True  # read by pgmjax.estimate (L-BFGS hands its remaining iterations on)
+            break
+        if tol is not None and np.all(np.abs(prev - loss) <= tol * np.maximum(np.abs(loss), 1e-30)) and (not l1 or k >= chunks):
+            break
+        prev = loss
+        if l1 and done < iters:
+            w = width(min(k, chunks - 1))  # past the last stage (stalled stages count fewer iterations): the last
+            problem = problem.with_smoothing(w)
+            # The smoothed loss's curvature grows as 1 / width: restart the step size at that scale.
+            step = np.asarray(step_size, np.float64) * w / width(0)
+            calls = state.oracle_calls
+            state = _start(estimator, problem, estimator.params(state), to_device(step, dt))
+            state = state._replace(oracle_calls=state.oracle_calls + calls)
+    return estimator.params(state), state, history
+
+
+def _host(x, dtype):
+    """A device scalar as a Python number, a device vector (a batch's) as a NumPy array."""
+    a = np.asarray(x, dtype)
+    return a.item() if a.ndim == 0 else a
+
+
+def _check_finite(loss, iteration) -> None:
+    """Raise where a loss (one model's, or a batch's ``(B,)``) is not finite, naming the batch members."""
+    bad = np.flatnonzero(~np.isfinite(np.atleast_1d(loss)))
+    if not bad.size:
+        return
+    if np.ndim(loss) == 0:
+        if iteration is None:
+            raise FloatingPointError(
+                f"the starting model's loss is {loss}: the starting potentials (warm start) or the measurements "
+                "hold values the loss cannot be evaluated at")
+        raise FloatingPointError(f"the loss became {loss} at iteration {iteration}")
+    if iteration is None:
+        raise FloatingPointError(
+            f"the starting model's loss of batch members {bad.tolist()} is not finite: the starting potentials "
+            "or the measurements hold values the loss cannot be evaluated at")
+    raise FloatingPointError(f"the loss of batch members {bad.tolist()} became {loss[bad[0]]} at iteration {iteration}; "
+                             "try float64 or a smaller step size")
+
+
+@jit(engine=True, loop_emitters=suits_loop_emitters)
+def model_loss(problem: Problem, theta: dict) -> jax.Array:
+    """The exact loss of the model with potentials ``theta`` (with the L1 loss, not its smoothing)."""
+    return problem.exact_loss(problem.marginals(theta))

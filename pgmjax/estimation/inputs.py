@@ -1,0 +1,172 @@
+"""A fit's inputs checked and its problem built, once for every front door.
+
+:func:`pgmjax.estimate`, :func:`pgmjax.estimation`, :func:`pgmjax.estimate_batch` and
+:func:`pgmjax.estimation.batch_problem.make_problem` check their options here (the same messages, prefixed with the
+caller's name, before anything is compiled) and build their :class:`~pgmjax.estimation.problem.Problem` with
+:func:`build_problem`: the model's junction tree and layout from the measured cliques (static, hashed by
+value) and the numbers as arrays (answers, noise scales, total, the loss's Lipschitz constant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..compiler import to_device
+from ..data.domain import Domain
+from ..graph import oracle
+from ..graph.marginal_oracle import SIZE_CLASS, oracle_of
+from ..model.approximate_model import ApproximateModel
+from ..model.graphical_model import GraphicalModel, check_consistent
+from ..queries.measurement import Measurement, estimate_total, total_rule, validate_measurements
+from . import losses, routed_losses
+from .dual_averaging import DualAveraging
+from .contract import Estimator
+from .lbfgs import LBFGS
+from .mirror_descent import MirrorDescent
+from .problem import Problem
+
+#: The estimators by name (default settings).
+METHODS = {"mirror_descent": MirrorDescent, "dual_averaging": DualAveraging, "lbfgs": LBFGS}
+
+
+def resolve_method(method, caller: str = "estimate") -> tuple[Estimator, str]:
+    """``(estimator, name)`` for ``method``: a name in :data:`METHODS` (default settings) or an
+    :class:`~pgmjax.estimation.contract.Estimator` instance (named as the built-in one of its class, else by its class).
+
+    Example:
+        >>> resolve_method("lbfgs")[1], resolve_method(MirrorDescent(momentum=0.0))[1]
+        ('lbfgs', 'mirror_descent')
+    """
+    if isinstance(method, Estimator):
+        names = {cls: name for name, cls in METHODS.items()}
+        return method, names.get(type(method), type(method).__name__)
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"{caller}: unknown method {method!r}; expected one of {sorted(METHODS)} "
+                         "or a pgmjax.Estimator instance")
+    return METHODS[method](), method
+
+
+def check_options(method, loss, iters, dtype, *, caller: str = "estimate") -> tuple[Estimator, str, np.dtype]:
+    """A fit's method, loss, iteration count and dtype, checked.
+
+    Returns:
+        ``(estimator, method name, dtype)``.
+
+    Raises:
+        ValueError: naming the bad option.
+    """
+    estimator, name = resolve_method(method, caller)
+    if not (callable(loss) or loss in ("l2", "l1")):
+        raise ValueError(f"{caller}: loss must be 'l2', 'l1' or a callable, got {loss!r}")
+    if isinstance(iters, bool) or not isinstance(iters, (int, np.integer)) or iters < 0:
+        raise ValueError(f"{caller}: iters must be a non-negative integer, got {iters!r}")
+    if name == "dual_averaging" and loss != "l2":
+        raise ValueError(f"{caller}: dual_averaging needs the smooth 'l2' loss (its step sizes come from the Lipschitz constant)")
+    return estimator, name, check_dtype(dtype, caller=caller)
+
+
+def check_dtype(dtype, *, caller: str = "estimate") -> np.dtype:
+    """None (float32), float32 or float64 (which needs x64 enabled) as a ``numpy.dtype``; ValueError otherwise."""
+    dtype = jnp.dtype(dtype or jnp.float32)
+    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+        raise ValueError(f'{caller}: float64 needs jax.config.update("jax_enable_x64", True) before any computation')
+    if dtype not in (jnp.float32, jnp.float64):
+        raise ValueError(f"{caller}: dtype must be float32 or float64, got {dtype}")
+    return dtype
+
+
+def check_total(total, caller: str) -> float:
+    """A positive finite total as a float; ValueError naming the caller otherwise."""
+    total = float(total)
+    if not np.isfinite(total) or total <= 0:
+        raise ValueError(f"{caller}: total must be positive and finite, got {total}")
+    return total
+
+
+def check_structure(domain, measurements, loss, cliques, warm_start=None, *, caller: str) -> tuple[list, list]:
+    """The domain, measurements, extra cliques and warm start checked.
+
+    Returns:
+        ``(measurements, model cliques)``: the measurements as a list, and the cliques the model must hold
+        (the measured ones, ``cliques``, and the warm start's cliques of two or more attributes).
+    """
+    if not isinstance(domain, Domain):
+        raise TypeError(f"{caller}: domain must be a pgmjax.Domain, got {type(domain).__name__}")
+    measurements = list(measurements)
+    validate_measurements(domain, measurements)
+    extra = [domain.check_clique(c, what="clique") for c in cliques]
+    if warm_start is not None:
+        if not isinstance(warm_start, (GraphicalModel, ApproximateModel)):
+            raise TypeError(f"{caller}: warm_start must be a GraphicalModel, got {type(warm_start).__name__}")
+        if warm_start.domain != domain:
+            raise ValueError(f"{caller}: warm_start has domain {warm_start.domain}, expected {domain}")
+        # Its one-attribute cliques are not imposed: an attribute the new fit does not measure stays a
+        # free singleton (a padded table, see oracle.make_plan); its potentials are loaded all the same.
+        extra += [c for c in warm_start.cliques if len(c) > 1]
+    model_cliques = [m.clique for m in measurements] + extra
+    if not model_cliques:
+        raise ValueError(f"{caller}: no measurements and no cliques: nothing to fit")
+    if not measurements and not callable(loss):
+        raise ValueError(f"{caller}: no measurements; give measurements or a callable loss")
+    return measurements, model_cliques
+
+
+def build_problem(domain: Domain, measurements: Sequence[Measurement], model_cliques, loss, total, dtype, *,
+                  caller: str, traced: bool = False, plan=None) -> tuple[Problem, object, float]:
+    """The problem of checked inputs (:func:`check_structure`, :func:`check_options`).
+
+    Args:
+        domain, measurements, model_cliques, loss, dtype: checked.
+        total: the number of records, or None: the inverse-variance estimate from the answers (ICML 2019,
+            Appendix E.1; :func:`pgmjax.estimate_total`).
+        caller: the function named in messages.
+        traced: the answers (and ``total``) may be abstract (:func:`pgmjax.estimation`): they are placed and the total
+            estimated by JAX ops, inside the caller's program; otherwise on the host.
+        plan: the oracle's plan over ``model_cliques`` (default: the exact one, :func:`pgmjax.graph.oracle.make_plan`;
+            :func:`pgmjax.estimation.oracles.make_oracle_plan` gives the approximate one).
+
+    Returns:
+        ``(problem, total, lipschitz)``: the :class:`~pgmjax.estimation.problem.Problem` (smoothing 0), and its total
+        and Lipschitz constant on the host (the total traced where ``traced``), for the first step size
+        ``1 / (L N)``.
+    """
+    if total is None and not measurements:
+        raise ValueError(f"{caller}: total is unknown; pass total= when there are no measurements")
+    if plan is None:
+        plan = oracle.make_plan(domain, model_cliques)
+    lipschitz = losses.lipschitz_constant(measurements, plan) if measurements else 1.0
+    if traced:
+        meas = losses.stack_measurements_traced(plan, measurements, dtype)
+        if total is None:
+            weights, _ = total_rule(measurements)  # raises, naming the cause, where no measurement fixes the total
+            answers = jnp.concatenate([jnp.asarray(m.y, dtype).reshape(-1) for m in measurements])
+            total = jnp.maximum(jnp.dot(jnp.asarray(weights, dtype), answers), 1.0)
+        total = jnp.asarray(total, dtype)
+        return Problem(plan, meas, total, jnp.asarray(lipschitz, dtype), jnp.zeros((), dtype), loss), total, lipschitz
+    if total is None:
+        try:
+            total, _ = estimate_total(measurements)
+        except ValueError as e:
+            raise ValueError(f"{caller}: {e}") from e
+    total = check_total(total, caller)
+    if oracle_of(plan) is SIZE_CLASS:  # one program per size class: the measurements are routed as data too
+        meas = routed_losses.stack_routed(plan, measurements, dtype)
+    else:
+        meas = losses.stack_measurements(plan, measurements, dtype)
+    problem = Problem(plan, meas, to_device(total, dtype), to_device(lipschitz, dtype), to_device(0.0, dtype), loss)
+    return problem, total, lipschitz
+
+
+def check_fitted(plan: oracle.OraclePlan, params: dict, mu, total: float, loss: float) -> None:
+    """Refuse to return a fitted model that is not one (:func:`pgmjax.estimate`, each member of
+    :func:`pgmjax.estimate_batch`): a non-finite loss, or what
+    :func:`pgmjax.model.graphical_model.check_consistent` refuses (NaN or +inf potentials, non-finite marginals, a clique
+    whose marginal does not sum to the total; ``-inf`` potentials are structural zeros, allowed). ``mu``: the
+    marginals (oracle blocks), or a function returning them."""
+    if not np.isfinite(loss):
+        raise FloatingPointError(f"estimate: the fitted model's loss is {loss}")
+    check_consistent(plan, params, mu, total, what="estimate: the fitted model")
