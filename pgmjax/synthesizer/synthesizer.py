@@ -224,6 +224,8 @@ class Synthesizer:
             kwargs["workload"] = self.workload
         if self.delta is not None:
             kwargs["delta"] = delta
+        if "synthetic" in registry.own_options(entry.name) and "synthetic" not in self.options:
+            kwargs["synthetic"] = False  # the release samples from the model: the mechanism's own draw is unused
         return entry.function(data, epsilon, key=key, **kwargs)
 
     def to_config(self) -> dict:
