@@ -17,7 +17,7 @@ import shutil
 
 from ..mechanisms import registry
 from ..mechanisms.checkpoint import STATE_FILE, Checkpoint, RunInterrupted
-from .arguments import secret_seed
+from .arguments import parse_options, secret_seed
 from .errors import UserError
 
 #: The folder of a run's automatic checkpoint (Ctrl-C without ``--checkpoint``), next to ``--out``.
@@ -71,9 +71,7 @@ def _exact_oracle(args) -> bool:
     """Whether the run's fits use the exact oracle (``--oracle``, or ``--engine-option oracle=...``)."""
     if getattr(args, "oracle", None) not in (None, "exact"):
         return False
-    given = [o.split("=", 1)[1].strip().strip('"') for o in getattr(args, "engine_option", None) or []
-             if o.split("=", 1)[0].strip() == "oracle" and "=" in o]
-    return all(g == "exact" for g in given)
+    return parse_options(getattr(args, "engine_option", None), flag="--engine-option").get("oracle", "exact") == "exact"
 
 
 def run_seed(args) -> str:

@@ -28,6 +28,7 @@ import jax
 import numpy as np
 
 from ..compiler import to_device
+from ..data.dataset import Dataset
 from ..data.domain import Clique, CliqueLike
 from ..graph import approximate_oracle
 from ..queries import factors as Q
@@ -168,8 +169,6 @@ class ApproximateModel:
         Returns:
             A :class:`~pgmjax.Dataset` over the model's domain.
         """
-        from ..data.dataset import Dataset
-
         if key is None:
             raise ValueError("synthetic_data: pass a jax.random key, e.g. jax.random.key(0)")
         n = max(1, int(round(float(self.total)))) if n is None else n

@@ -241,11 +241,11 @@ def _update(records: np.ndarray, cols: list[int], shape: tuple, target: np.ndarr
     destination = rng.permutation(np.repeat(np.arange(target.size), _rounded(deficit, moved.size)))
     # Duplicate a record of the destination cell (a uniform one among those it held before this step) where it
     # holds one and the coin says so; change the marginal's attributes otherwise.
-    order = np.argsort(cell, kind="stable")
-    start = np.concatenate([[0], np.cumsum(counts)])
     occupants = counts[destination]
     duplicate = (occupants > 0) & (rng.random(moved.size) < replace)
     if duplicate.any():
+        order = np.argsort(cell, kind="stable")  # the records grouped by cell, to draw one of a cell's
+        start = np.concatenate([[0], np.cumsum(counts)])
         pick = start[destination[duplicate]] + (rng.random(int(duplicate.sum())) * occupants[duplicate]).astype(np.int64)
         records[moved[duplicate]] = records[order[pick]]
     change = ~duplicate

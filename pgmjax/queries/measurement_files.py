@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -46,7 +47,7 @@ def measurements_to_arrays(measurements: Sequence[Measurement]) -> tuple[dict[st
     meta = []
     for i, m in enumerate(measurements):
         arrays[f"y_{i}"], arrays[f"stddev_{i}"] = np.asarray(m.y, np.float64), np.asarray(m.stddev, np.float64)
-        counter = iter(range(1 << 30))
+        counter = itertools.count()
         meta.append({"clique": list(m.clique), "noise": m.noise,
                      "query": _query_meta(m.linear, f"q_{i}", counter, arrays)})
     return arrays, meta

@@ -65,9 +65,11 @@ def test_mirror_descent_is_pgmjaxs_estimate_on_the_same_measurements(table):
     warm = door.estimation.mirror_descent(dom, ms + [door.LinearMeasurement(data.project(["a", "d"]).datavector(), ("a", "d"), 5.0)],
                                           potentials=model.potentials, iters=100)
     assert ("a", "d") in warm.cliques and warm.project(["a", "d"]).values.sum() == pytest.approx(2_000.0, rel=1e-2)
-    np.random.seed(0)
     synth = model.synthetic_data(rows=500)
     assert synth.records == 500 and synth.domain == dom
+    # No global generator: the records follow from the call's arguments (and the key, where given).
+    assert synth.df.equals(model.synthetic_data(rows=500).df)
+    assert not synth.df.equals(model.synthetic_data(rows=500, key=jax.random.key(1)).df)
 
 
 def test_what_the_door_does_not_cover_is_refused_by_name(table):

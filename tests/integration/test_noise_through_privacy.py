@@ -41,7 +41,6 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "model/rounding.py": ({"random", "uniform"}, "tie-breaks and systematic picks when rounding a fitted model's counts into records"),
     "model/record_updating.py": ({"bits", "default_rng", "permutation", "random"},
                                  "synthetic records made to match a fitted approximate model's pseudo-marginals"),
-    "compat/mbi/markov_random_field.py": ({"randint"}, "a key for sampling a fitted model, from NumPy's global generator as mbi draws"),
     "model/sampling.py": ({"default_rng", "random", "uniform", "bits"}, "synthetic records from a fitted model"),
     "data/schema_columns.py": ({"bits"}, "decodes synthetic codes to values uniformly within their bins"),
     "mechanisms/query_learning/query_set.py": ({"bits"}, "random rectangle queries over the domain (structure only)"),

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import jax
 import numpy as np
 
@@ -46,13 +48,27 @@ class MarkovRandomField:
     def supports(self, attrs) -> bool:
         return self.domain.supports(attrs)
 
-    def synthetic_data(self, rows: int | None = None, method: str = "round") -> Dataset:
+    def synthetic_data(self, rows: int | None = None, method: str = "round", key=None) -> Dataset:
         """``rows`` records (default: the total). ``method="round"`` draws them by randomized rounding of the
-        model's conditionals (pgmjax's ``"low_variance"``), ``"sample"`` independently (``"exact"``). As ``mbi``
-        draws from NumPy's global generator, so does this door: the key comes from ``np.random``."""
+        model's conditionals (pgmjax's ``"low_variance"``), ``"sample"`` independently (``"exact"``).
+
+        ``key`` (a ``jax.random`` key) fixes the draw. The libraries built on ``mbi`` pass none (``mbi`` draws from
+        NumPy's global generator); then the key follows from the model and the request alone (a digest of the
+        potentials, ``rows`` and ``method``), so a call's records depend on its arguments only: the same model asked
+        the same twice gives the same records.
+        """
         if method not in ("round", "sample"):
             raise ValueError(f"synthetic_data: method must be 'round' or 'sample', got {method!r}")
         n = max(1, int(rows or round(self.total)))
-        key = jax.random.key(int(np.random.randint(0, 2**31 - 1)))
+        key = _model_key(self.model, n, method) if key is None else key
         records = self.model.synthetic_data(n, key, method="low_variance" if method == "round" else "exact")
         return Dataset(np.asarray(records.records), self.domain)
+
+
+def _model_key(model, rows: int, method: str):
+    """A ``jax.random`` key from a digest of the model's potentials and the request."""
+    digest = hashlib.sha256(f"{rows}:{method}".encode())
+    for clique in model.cliques:
+        digest.update(repr(clique).encode())
+        digest.update(np.ascontiguousarray(model.potentials[clique]).tobytes())
+    return jax.random.key(int.from_bytes(digest.digest()[:4], "little"))
