@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 
 from ...estimation.estimate import estimate
+from ...graph.junction import maximal_cliques
 from ...queries.measurement import Measurement
 from .markov_random_field import MarkovRandomField
 from .values import CliqueVector, Domain, Factor, LinearMeasurement
@@ -59,15 +60,5 @@ def mirror_descent(domain: Domain, loss_fn, *, known_total=None, potentials=None
         warnings.simplefilter("ignore", RuntimeWarning)
         model = estimate(pgm_domain, measurements, iters=int(iters), total=None if known_total is None else float(known_total),
                          warm_start=warm)
-    cliques = _maximal([m.clique for m in loss_fn] + (list(potentials.cliques) if potentials is not None else []))
+    cliques = maximal_cliques(pgm_domain, [m.clique for m in loss_fn] + (list(potentials.cliques) if potentials is not None else []))
     return MarkovRandomField(model, domain, cliques)
-
-
-def _maximal(cliques) -> list[tuple]:
-    """The cliques not contained in another, each once, in order of first occurrence."""
-    out = []
-    for c in cliques:
-        if any(set(c) < set(d) for d in cliques) or any(set(c) == set(d) for d in out):
-            continue
-        out.append(tuple(c))
-    return out

@@ -20,7 +20,7 @@ class MarkovRandomField:
     Args:
         model: the :class:`pgmjax.GraphicalModel`.
         domain: the ``mbi``-style :class:`~pgmjax.compat.mbi.values.Domain` it is over.
-        cliques: the measured (maximal) cliques, as ``mbi`` reports them.
+        cliques: the measured maximal cliques (:func:`pgmjax.graph.junction.maximal_cliques`: attributes in the domain's order).
     """
 
     def __init__(self, model, domain: Domain, cliques):
