@@ -25,6 +25,7 @@ from .model.serialization import load_model, load_model_schema
 from .privacy import REST, Accountant, PrivacyBudgetExceeded, discrete_noise
 from .privacy.noisy_marginals import noisy_marginals
 from .programs import fast_compile, release_compiled
+from .queries.constraints import Constraint
 from .queries.measurement import Measurement, estimate_total
 from .queries.workload import Workload
 from .estimation.contract import Estimator
@@ -35,6 +36,7 @@ __all__ = [
     "Domain",
     "Dataset",
     "Measurement",
+    "Constraint",
     "estimate",
     "fit",
     "Estimator",

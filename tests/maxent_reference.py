@@ -47,7 +47,8 @@ def _expand(marginal: np.ndarray, attrs: list[str], clique) -> np.ndarray:
     return m.reshape(shape)
 
 
-def ipf(attrs: list[str], sizes: list[int], targets: dict, tol: float = 1e-12, max_sweeps: int = 20_000) -> np.ndarray:
+def ipf(attrs: list[str], sizes: list[int], targets: dict, tol: float = 1e-12, max_sweeps: int = 20_000,
+        support: np.ndarray | None = None) -> np.ndarray:
     """The maximum-entropy distribution whose clique marginals are ``targets``, by IPF in float64.
 
     Each target is normalised to sum to one first. A float32 fit's clique marginals agree on the attributes
@@ -62,6 +63,8 @@ def ipf(attrs: list[str], sizes: list[int], targets: dict, tol: float = 1e-12, m
         tol: stop when every clique marginal is within ``tol`` (max cell) of its target, or within the
             targets' own disagreement (see above).
         max_sweeps: give up after this many sweeps.
+        support: a boolean full table, the cells a record may lie on (default: all): IPF starts from the
+            uniform distribution on them, so it returns the maximum-entropy distribution supported there.
 
     Returns:
         The full probability table (float64, axes ``attrs``).
@@ -77,7 +80,7 @@ def ipf(attrs: list[str], sizes: list[int], targets: dict, tol: float = 1e-12, m
             sub = lambda cl, m: project(m, list(cl), shared)  # noqa: E731
             clash = max(clash, float(np.abs(sub(c, t) - sub(d, u)).max()))
     stop = max(tol, 10 * clash)
-    p = np.full(sizes, 1.0 / np.prod(sizes))
+    p = np.full(sizes, 1.0 / np.prod(sizes)) if support is None else support / support.sum()
     for _ in range(max_sweeps):
         worst = 0.0
         for c, t in targets.items():
@@ -189,7 +192,8 @@ def _marginal_matrix(attrs: list[str], sizes: list[int], clique) -> np.ndarray:
     return m
 
 
-def optimum(attrs: list[str], sizes: list[int], measurements, total: float, loss: str = "l2") -> tuple[float, dict]:
+def optimum(attrs: list[str], sizes: list[int], measurements, total: float, loss: str = "l2",
+            support: np.ndarray | None = None) -> tuple[float, dict]:
     """The minimum of the loss over the marginal polytope scaled by ``total`` (float64, full table).
 
     The loss depends on the distribution only through the measured cliques' marginals, and every point of the
@@ -203,7 +207,7 @@ def optimum(attrs: list[str], sizes: list[int], measurements, total: float, loss
         attrs: attribute order; sizes: their sizes.
         measurements: ``(clique, y, stddev, query)`` tuples.
         total: the record count the marginals sum to.
-        loss: ``"l2"`` or ``"l1"``.
+        loss: ``"l2"`` (with ``support``, a boolean full table: the distributions on those cells only) or ``"l1"``.
 
     Returns:
         ``(loss, marginals)``: the minimum (the exact loss of the feasible point found) and that point's
@@ -212,6 +216,7 @@ def optimum(attrs: list[str], sizes: list[int], measurements, total: float, loss
     """
     cliques = sorted({tuple(m[0]) for m in measurements}, key=str)
     if loss == "l1":
+        assert support is None, "the L1 reference has no support restriction"
         margs = {c: _marginal_matrix(attrs, sizes, c) for c in cliques}
         b = np.concatenate([_query_matrix(q, [sizes[attrs.index(a)] for a in c]) @ margs[tuple(c)]
                             / np.asarray(sd, np.float64).reshape(-1, 1) for c, y, sd, q in measurements])
@@ -230,6 +235,8 @@ def optimum(attrs: list[str], sizes: list[int], measurements, total: float, loss
         logp = np.zeros(sizes)
         for k, c in enumerate(cliques):
             logp = logp + _expand(theta[offs[k]:offs[k + 1]].reshape(shapes[k]), attrs, c)
+        if support is not None:
+            logp = np.where(support, logp, -np.inf)
         logp -= logp.max()
         p = np.exp(logp)
         return p / p.sum()

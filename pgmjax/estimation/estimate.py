@@ -14,6 +14,7 @@ from ..data.domain import Domain
 from ..graph import oracle_plan
 from ..graph import marginal_oracle
 from ..graph.routed_plan import make_routed_plan
+from ..queries.constraints import Constraint, check_constraints
 from ..queries.measurement import Measurement, estimate_total
 from ..model.approximate_model import ApproximateModel
 from ..model.graphical_model import GraphicalModel
@@ -39,6 +40,7 @@ def estimate(
     devices: int = 1,
     program: str = "auto",
     structures: int = 1,
+    constraints: Sequence[Constraint] = (),
 ) -> GraphicalModel:
     """Fit the graphical model (maximum-entropy distribution) that best explains noisy measurements.
 
@@ -98,6 +100,12 @@ def estimate(
             this one included (a mechanism's rounds, a sweep over cliques): the size-class program's compile is
             shared by them, so ``program="auto"`` counts a ``1/structures`` share of it against this fit. The
             default, 1, makes no such promise; the choice never depends on what earlier calls compiled.
+        constraints: :class:`pgmjax.Constraint` objects, combinations of values no record holds
+            (:mod:`pgmjax.queries.constraints`): each constraint's attributes become a clique of the model and its
+            forbidden cells log-potentials of ``-inf``, held there by every method, so the model is the
+            maximum-entropy distribution on the allowed cells that best explains the measurements. The noisy
+            mass the measurements put on forbidden cells is in ``model.info["forbidden_mass"]``, with a
+            warning where it is beyond the noise (:func:`pgmjax.queries.constraints.forbidden_mass`).
 
     Returns:
         A :class:`GraphicalModel`; ``model.history`` holds the per-chunk log. With the approximate oracle, a
@@ -117,6 +125,8 @@ def estimate(
     if devices > 1 and oracle != "exact":
         raise ValueError(f"estimate: devices={devices} splits the exact oracle's tables; oracle={oracle!r} runs on one device")
     measurements, model_cliques = inputs.check_structure(domain, measurements, loss, cliques, warm_start, caller="estimate")
+    constraints = check_constraints(domain, constraints, "estimate")
+    model_cliques += [c.attributes for c in constraints]
     if total is None and warm_start is not None:  # where the measurements cannot say, the warm start's total
         try:
             total = estimate_total(measurements)[0] if measurements else warm_start.total
@@ -146,7 +156,7 @@ def estimate(
         memory.check_fit(domain, model_cliques, method, dtype, "estimate", callable_loss=callable(loss),
                          param_cells=sum(domain.size(m.clique) for m in measurements),
                          gathered=0 if callable(loss) else losses.gathered_cells(problem.meas))
-    theta = plan.zeros(dtype) if warm_start is None else plan.from_tables(warm_start.potentials, dtype)
+    theta = inputs.starting_potentials(plan, warm_start, constraints, dtype)
     # Mirror descent on a smooth loss hands its last step to warm starts (L1's steps are per smoothing stage).
     carries_step = method == "mirror_descent" and loss != "l1"
     if step_size is None:
@@ -205,6 +215,9 @@ def estimate(
         if not np.isfinite(loss) or not all(np.isfinite(t).all() for t in model.clique_marginals().values()):
             raise FloatingPointError(f"estimate: the approximately fitted model's loss is {loss} or its pseudo-marginals are not finite")
         return model
+    if constraints:
+        oracle_info = dict(oracle_info or {}, forbidden_mass=inputs.report_forbidden_mass(domain, measurements,
+                                                                                           constraints, "estimate"))
     model = GraphicalModel(plan, params, total, history, loss=loss, step_size=step, info=oracle_info)
     inputs.check_fitted(plan, params, lambda: model._marginal_blocks, total, loss)
     return model

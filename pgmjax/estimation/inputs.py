@@ -21,6 +21,7 @@ from ..graph import oracle
 from ..graph.marginal_oracle import SIZE_CLASS, oracle_of
 from ..model.approximate_model import ApproximateModel
 from ..model.graphical_model import GraphicalModel, check_consistent
+from ..queries.constraints import constraint_masks, forbidden_mass
 from ..queries.measurement import Measurement, estimate_total, total_rule, validate_measurements
 from . import losses, routed_losses
 from .dual_averaging import DualAveraging
@@ -170,3 +171,29 @@ def check_fitted(plan: oracle.OraclePlan, params: dict, mu, total: float, loss: 
     if not np.isfinite(loss):
         raise FloatingPointError(f"estimate: the fitted model's loss is {loss}")
     check_consistent(plan, params, mu, total, what="estimate: the fitted model")
+
+
+def starting_potentials(plan, warm_start, constraints, dtype) -> dict:
+    """The fit's starting potentials in ``plan``'s layout: the warm start's (or zeros), plus each constraint's
+    log-mask (``-inf`` on its forbidden cells, :mod:`pgmjax.queries.constraints`). The estimators move the
+    potentials only by finite steps from these (:meth:`pgmjax.estimation.problem.Problem.expand`), so a ``-inf``
+    cell, a structural zero, stays one."""
+    theta = plan.zeros(dtype) if warm_start is None else plan.from_tables(warm_start.potentials, dtype)
+    if constraints:
+        masks = plan.from_tables(constraint_masks(plan.domain, constraints), dtype)
+        theta = {k: theta[k] + masks[k] for k in theta}
+    return theta
+
+
+def report_forbidden_mass(domain, measurements, constraints, caller: str) -> list:
+    """:func:`pgmjax.queries.constraints.forbidden_mass` of the measurements, with a warning naming each constraint
+    the measurements contradict (mass beyond four standard deviations of their noise)."""
+    import warnings
+
+    found = forbidden_mass(domain, measurements, constraints)
+    for f in found:
+        if f.contradicts:
+            warnings.warn(f"{caller}: the measurement on {f.clique} puts {f.mass:.4g} records on cells that "
+                          f"{f.constraint!r} forbids (noise alone: standard deviation {f.stddev:.3g}); the model "
+                          "holds them at zero, so its other cells absorb them", stacklevel=3)
+    return found
