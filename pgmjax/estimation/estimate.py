@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from . import driver, inputs, losses, memory, oracles, sharding
+from . import dependencies, driver, inputs, losses, memory, oracles, sharding
 from .. import compiler
 from ..checks import check_count
 from ..data.domain import Domain
@@ -103,7 +103,9 @@ def estimate(
         constraints: :class:`pgmjax.Constraint` objects, combinations of values no record holds
             (:mod:`pgmjax.queries.constraints`): each constraint's attributes become a clique of the model and its
             forbidden cells log-potentials of ``-inf``, held there by every method, so the model is the
-            maximum-entropy distribution on the allowed cells that best explains the measurements. The noisy
+            maximum-entropy distribution on the allowed cells that best explains the measurements. With the
+            exact oracle a functional dependency's target leaves the fit (:mod:`pgmjax.estimation.dependencies`):
+            its messages cost what the source's tables cost, not the product. The noisy
             mass the measurements put on forbidden cells is in ``model.info["forbidden_mass"]``, with a
             warning where it is beyond the noise (:func:`pgmjax.queries.constraints.forbidden_mass`).
 
@@ -126,6 +128,19 @@ def estimate(
         raise ValueError(f"estimate: devices={devices} splits the exact oracle's tables; oracle={oracle!r} runs on one device")
     measurements, model_cliques = inputs.check_structure(domain, measurements, loss, cliques, warm_start, caller="estimate")
     constraints = check_constraints(domain, constraints, "estimate")
+    dependency = dependencies.can_eliminate(constraints, oracle, loss, devices, program)
+    if dependency is not None:  # the determined attribute leaves the fit (pgmjax.estimation.dependencies)
+        def fit(reduced, ms, cons, cls, warm):
+            return estimate(reduced, ms, method, iters, loss=loss, total=total, tol=tol, callback=callback,
+                            warm_start=warm, cliques=cls, dtype=dtype, step_size=step_size, chunk=chunk,
+                            progress=progress, oracle=oracle, devices=devices, program=program,
+                            structures=structures, constraints=cons)
+        model = dependencies.fit_without_target(dependency, domain, measurements, constraints, list(cliques),
+                                                warm_start, fit, "estimate")
+        # what the measurements put on the cells the target's constraints forbid, which the fit without it cannot read
+        held = [c for c in constraints if dependency.attributes[1] in c.attributes]
+        found = model.info.get("forbidden_mass", []) + inputs.report_forbidden_mass(domain, measurements, held, "estimate")
+        return model.replace(info=dict(model.info, forbidden_mass=found))
     model_cliques += [c.attributes for c in constraints]
     if total is None and warm_start is not None:  # where the measurements cannot say, the warm start's total
         try:

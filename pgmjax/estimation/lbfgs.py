@@ -19,7 +19,7 @@ from .tree_math import all_finite, tree_map
 
 class LBFGSState(NamedTuple):
     theta0: dict  # starting potentials (may hold -inf: structural zeros stay zeros)
-    delta: Any  # what L-BFGS optimises: potentials = Problem.expand(theta0, delta) (always finite)
+    delta: Any  # what L-BFGS optimises: potentials = Problem.expand(theta0, Problem.project_rows(delta)) (finite)
     opt_state: Any
     loss: jax.Array  # loss of the current iterate
     best_delta: Any  # the parameters of the best iterate so far
@@ -39,11 +39,14 @@ class LBFGS(Estimator):
     zoom line search (Nocedal & Wright, *Numerical Optimization*, Algorithms 7.4 and 3.5-3.6), made safe
     for float32 and structural zeros:
 
-    * it optimises tables ``delta`` over the measured cliques (:meth:`Problem.patterns`' space), from which
-      the potentials are formed (:meth:`Problem.expand`): the distribution stays in the exponential family
-      of the measured cliques, so unmeasured answers are the maximum-entropy ones. Optimising the junction
-      tree's tables directly does not keep that: their gradient is weighted by each cell's probability, so
-      the optimum it reaches depends on the path (and float32 rounding adds to the drift);
+    * it optimises tables ``delta`` over the measured cliques (:meth:`Problem.patterns`' space), from whose
+      projection onto the queries' row spaces the potentials are formed (:meth:`Problem.project_rows`,
+      :meth:`Problem.expand`): the distribution stays in the exponential family of the measured queries, so
+      unmeasured answers are the maximum-entropy ones. Optimising the junction tree's tables directly does
+      not keep that: their gradient is weighted by each cell's probability, so the optimum it reaches depends
+      on the path (and float32 rounding adds to the drift); nor do the measured tables unprojected where a
+      query is rank-deficient (a merging Kronecker factor: the covariance-weighted gradient moves along the
+      query's null space);
     * ``-inf`` potentials of a warm start stay fixed in ``theta_0`` instead of putting ``-inf - -inf``
       into the curvature pairs;
     * a step whose loss is not finite or is above the current loss (the line search can accept one when
@@ -107,7 +110,7 @@ class LBFGS(Estimator):
         def f(delta):
             # optax's line search forms its trials with weakly typed scalars that x64 mode makes float64
             delta = tree_map(lambda d: d.astype(dt), delta)
-            return problem.loss_of(problem.marginals(problem.expand(theta0, delta)))
+            return problem.loss_of(problem.marginals(problem.expand(theta0, problem.project_rows(delta))))
 
         return f
 
@@ -131,7 +134,7 @@ class LBFGS(Estimator):
     def tidy(self, problem: Problem, s: LBFGSState) -> LBFGSState:
         """``s`` with the best iterate's potentials formed (:meth:`params`); the driver calls it after every
         compiled chunk (one pass over every table per chunk instead of a select per step)."""
-        return s._replace(best_theta=problem.expand(s.theta0, s.best_delta))
+        return s._replace(best_theta=problem.expand(s.theta0, problem.project_rows(s.best_delta)))
 
     def _step(self, problem: Problem, s: LBFGSState) -> LBFGSState:
         import optax

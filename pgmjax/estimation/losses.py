@@ -146,6 +146,10 @@ def _stack_on_host(plan: OraclePlan, measurements: Sequence[Measurement], sharde
             # one LinearQuery whose numbers are stacked along a leading axis (static: its form and shapes)
             "query": jax.tree_util.tree_map(lambda *q: np.stack(q), *[m.linear for m, _, _ in items]),
         }
+        if kind != "identity":  # the projector onto each query's row space (project_patterns)
+            group["projector"] = jax.tree_util.tree_map(
+                lambda *q: np.stack(q), *[m.linear.with_sizes(plan.domain.shape_of(m.clique)).row_projector()
+                                          for m, _, _ in items])
         if kind == "identity":  # the answers were put in the stored order: no transpose on the device
             perm = tuple(range(len(perm)))
         # When the group measures most cliques of its block, each at most once, lay its numbers
@@ -320,6 +324,15 @@ def patterns(mu: dict, meas: MeasurementArrays) -> list[jax.Array]:
 def predictions_from_patterns(pats: list, meas: MeasurementArrays) -> list[jax.Array]:
     """The groups' predictions ``Q_i mu_i`` from :func:`patterns`' output (linear)."""
     return [p if g.parts or g.kind in ("identity", "pairs") else jax.vmap(LinearQuery.apply)(arr["query"], p)
+            for p, g, arr in zip(pats, meas.groups, meas.arrays)]
+
+
+def project_patterns(pats: list, meas: MeasurementArrays) -> list[jax.Array]:
+    """:func:`patterns`-shaped parameters projected onto their queries' row spaces (``Q^+ Q`` per measured
+    table; marginals' unchanged): the part of them that moves the loss. See
+    :meth:`pgmjax.estimation.problem.Problem.project_rows`."""
+    return [p if g.parts or g.kind in ("identity", "pairs")
+            else jax.vmap(lambda q, x: q.apply(x).reshape(x.shape))(arr["projector"], p)
             for p, g, arr in zip(pats, meas.groups, meas.arrays)]
 
 

@@ -161,6 +161,21 @@ class Problem:
         spread = jax.linear_transpose(self.patterns, base)(params)[0]
         return {k: base[k] + spread[k] for k in base}
 
+    def project_rows(self, params):
+        """:meth:`patterns`-shaped parameters projected onto their queries' row spaces (``Q^+ Q`` per measured
+        table; :func:`pgmjax.estimation.losses.project_patterns`).
+
+        Where a query is rank-deficient (a Kronecker factor that merges values, fewer dense rows than cells) a
+        measured table's parameters span more than the exponential family of the queries: a direction in a
+        query's null space leaves the loss unchanged, yet an estimator that steps along the loss's gradient
+        with respect to the tables (L-BFGS: that gradient is weighted by the model's covariance, which maps the
+        row space out of itself) moves there and leaves the maximum-entropy family. Its potentials formed
+        from the projection cannot. Marginals (identity queries) and a callable loss's tables are unchanged.
+        """
+        if callable(self.loss) or isinstance(self.meas, RoutedMeasurements):  # the routed ones are marginals
+            return params
+        return tuple(_losses.project_patterns(list(params), self.meas))
+
     def pattern_grad(self, pred_grad, like):
         """The loss's gradient with respect to :meth:`patterns` from one with respect to :meth:`predict`
         (``Q^T g`` per measurement; ``like``: any value shaped like :meth:`patterns`' output)."""

@@ -48,7 +48,7 @@ class Constraint:
     :meth:`allowed` (a boolean table, True where a record may lie).
 
     Attributes:
-        attributes: the attributes the constraint is over (two or more, distinct).
+        attributes: the attributes the constraint is over (distinct; one attribute: values no record takes).
         kind: ``"forbid"``, ``"allow"`` or ``"determines"``.
         cells: for ``"forbid"``/``"allow"``, an integer array ``(k, len(attributes))`` of value codes, one
             combination per row; for ``"determines"``, the mapping, an integer array over the source's codes
@@ -61,8 +61,8 @@ class Constraint:
 
     def __post_init__(self):
         attrs = as_clique(self.attributes)
-        if len(attrs) < 2 or len(set(attrs)) != len(attrs):
-            raise ValueError(f"Constraint: attributes must be two or more distinct attributes, got {attrs}")
+        if not attrs or len(set(attrs)) != len(attrs):
+            raise ValueError(f"Constraint: attributes must be one or more distinct attributes, got {attrs}")
         if self.kind not in KINDS:
             raise ValueError(f"Constraint: kind must be one of {KINDS}, got {self.kind!r}")
         cells = np.asarray(self.cells)
@@ -90,24 +90,24 @@ class Constraint:
         """The listed combinations of values are impossible.
 
         Args:
-            attributes: the attributes (two or more).
+            attributes: the attributes.
             cells: combinations of value codes, one tuple per forbidden combination.
 
         Example:
             >>> Constraint.forbid(("age", "married"), [(0, 1)]).kind
             'forbid'
         """
-        return cls(as_clique(attributes), "forbid", np.asarray(cells).reshape(-1, len(as_clique(attributes))))
+        return cls(as_clique(attributes), "forbid", _rows(cells, attributes))
 
     @classmethod
     def allow(cls, attributes, cells) -> "Constraint":
         """Only the listed combinations of values are possible.
 
         Args:
-            attributes: the attributes (two or more).
+            attributes: the attributes.
             cells: combinations of value codes, one tuple per allowed combination.
         """
-        return cls(as_clique(attributes), "allow", np.asarray(cells).reshape(-1, len(as_clique(attributes))))
+        return cls(as_clique(attributes), "allow", _rows(cells, attributes))
 
     @classmethod
     def determines(cls, source: str, target: str, mapping) -> "Constraint":
@@ -185,6 +185,12 @@ class Constraint:
         records = np.asarray(records)
         cols = [domain.attributes.index(a) for a in self.attributes]
         return int((~self.allowed(domain)[tuple(records[:, c] for c in cols)]).sum())
+
+
+def _rows(cells, attributes) -> np.ndarray:
+    """``cells`` as one row per combination (a single combination may be given flat)."""
+    cells, n = np.asarray(cells), len(as_clique(attributes))
+    return cells.reshape(-1, n) if n and cells.size % n == 0 else cells
 
 
 def check_constraints(domain: Domain, constraints: Sequence[Constraint], caller: str) -> tuple[Constraint, ...]:

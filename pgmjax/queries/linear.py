@@ -136,6 +136,14 @@ def total_weights(matrix, row_var) -> np.ndarray | None:
     return a
 
 
+def _projector(q) -> np.ndarray:
+    """``pinv(q) @ q``, the identity matrix exactly where ``q`` has full column rank."""
+    q = np.asarray(q, dtype=np.float64)
+    if np.linalg.matrix_rank(q) == q.shape[1]:
+        return np.eye(q.shape[1])
+    return np.linalg.pinv(q) @ q
+
+
 @jax.tree_util.register_pytree_node_class
 class LinearQuery:
     """Linear queries ``Q`` on one clique's marginal table (see the module docstring for the forms).
@@ -270,6 +278,25 @@ class LinearQuery:
         y = xp.reshape(y, -1)
         bounds = np.cumsum([0] + [t.rows for t in self.terms])
         return sum(t.transpose(y[lo:hi]) for t, lo, hi in zip(self.terms, bounds[:-1], bounds[1:]))
+
+    def row_projector(self) -> "LinearQuery":
+        """The orthogonal projector ``Q^+ Q`` onto the row space of ``Q``, as a query on the same table.
+
+        What a fit's parameters on the measured table may move along without leaving the exponential family of
+        the queries (:meth:`pgmjax.estimation.problem.Problem.project_rows`). Kronecker: the factors' projectors
+        (a projector of a Kronecker product is the product of the factors'); a factor of full column rank gives
+        the identity matrix exactly, so a full-rank query's projection changes no number.
+
+        Example:
+            >>> merge = np.array([[1.0, 0, 0], [0, 1, 1]])   # values 1 and 2 merged
+            >>> LinearQuery.kron([merge]).row_projector().matrix().round(2).tolist()
+            [[1.0, 0.0, 0.0], [0.0, 0.5, 0.5], [0.0, 0.5, 0.5]]
+        """
+        if self.kind == "identity":
+            return self
+        if self.kind == "kron":
+            return LinearQuery.kron([None if q is None else _projector(q) for q in self.matrices], self.sizes)
+        return LinearQuery.from_matrix(_projector(self.matrix()), self.sizes)
 
     def matrix(self) -> np.ndarray:
         """The explicit ``(rows, cells)`` matrix (float64); for small queries only (tests, brute force)."""
