@@ -244,6 +244,32 @@ def load_engine_data(args, domain):
         raise data_error(args, e) from None
 
 
+def schema_constraints_of(args, entry_name: str, options: dict) -> tuple:
+    """The constraints of ``--schema``'s ``"_constraints"`` entry (:mod:`pgmjax.queries.schema_constraints`), checked
+    before anything is read, and whether the mechanism takes them; ``()`` without a schema.
+
+    Raises:
+        UserError: a constraint the schema cannot hold (the constraint, column and value named), constraints
+            given as ``--option``, or a mechanism that takes none.
+    """
+    from ..data import schema as S
+    from ..mechanisms import registry
+    from ..queries.schema_constraints import schema_constraints
+
+    if "constraints" in options:
+        raise UserError('--option constraints: constraints come from the schema file\'s "_constraints" entry')
+    if args.schema is None:
+        return ()
+    try:
+        constraints = schema_constraints(S.load_schema(args.schema, decode=args.decode), where=f"schema file {args.schema}")
+    except S.SchemaError as e:
+        raise UserError(str(e)) from None
+    if constraints and "constraints" not in registry.own_options(entry_name):
+        takes = [n for n in registry.MECHANISMS if "constraints" in registry.own_options(n)]
+        raise UserError(f'{entry_name} does not take the schema\'s "_constraints"; {", ".join(takes)} do')
+    return constraints
+
+
 def load_raw_data(args, say):
     """``--data`` + ``--schema``: raw values discretised by the schema."""
     from ..data import schema as S

@@ -16,6 +16,7 @@ from .inputs import (
     data_header,
     load_integer_data,
     load_raw_data,
+    schema_constraints_of,
     need_data,
     need_file,
     need_parent,
@@ -193,6 +194,9 @@ def check_arguments(args) -> tuple[tuple, list]:
         args.epsilon_total, args.delta_total = args.epsilon, args.delta
         args.epsilon, args.delta = args.split.epsilon, args.split.delta  # the mechanism's share
     entry, kwargs, notes = front_end_call(args, options, fit_options)
+    args.constraints = schema_constraints_of(args, entry.name, options)
+    if args.constraints:
+        kwargs["constraints"] = args.constraints
     checkpoints.check(args, entry.name)
     args.seed_source = checkpoints.run_seed(args)  # before anything is read: the preprocessing draws noise too
     return (entry, kwargs), (first if args.private_schema else notes)
@@ -399,6 +403,9 @@ def build_report(args, data, schema, extra, workload, result, spec, synth, evalu
         "preprocessing": jsonable(pre_entry),
         "warnings": preprocessing.report_warnings(pre_entry, raw),
     }
+    if getattr(args, "constraints", ()):
+        report["constraints"] = constraint_entry(args.constraints, data, synth)
+        report["not_private"].append("constraints.input_violations")
     if "seconds" in report["info"]:  # the mechanism's own times: as data-dependent as the run's
         report["not_private"].append("info.seconds")
     if pre_entry is not None and not pre_entry["private"]:
@@ -441,5 +448,20 @@ def summary_text(args, report, data, schema, workload, wl_label, result, synth, 
         + (f", intervals {seconds['intervals']:.2f}" if "intervals" in seconds else "") + "); "
         "NOT private: it grows with the number of records"
     )
+    if "constraints" in report:
+        c = report["constraints"]
+        broken = sum(c["synthetic_violations"])
+        lines.append(f"  constraints   {plural(len(c['declared']), 'constraint')} from the schema; the synthetic records "
+                     + (f"break them {broken:,} times" if broken else "break none")
+                     + (f"; the input breaks them {sum(c['input_violations']):,} times (NOT private)" if args.show_private else ""))
     lines[2:2] = preprocessing.summary_lines(report["preprocessing"])
     return lines
+
+
+def constraint_entry(constraints, data, synth) -> dict:
+    """The report's ``constraints``: each constraint, and how many records of the synthetic table (a release) and of
+    the input (NOT private: an exact count of private records) lie on its forbidden cells."""
+    records = data.records
+    return {"declared": [repr(c) for c in constraints],
+            "synthetic_violations": [c.violations(synth.records, synth.domain) for c in constraints],
+            "input_violations": [c.violations(records, data.domain) for c in constraints]}

@@ -88,10 +88,13 @@ __all__ = [
     "dumps",
     "DECODE_METHODS",
     "PROVENANCE_KEY",
+    "CONSTRAINTS_KEY",
 ]
 
 #: The reserved top-level key of the JSON form that records where a schema came from.
 PROVENANCE_KEY = "_pgmjax"
+#: The schema entry listing the constraints on the columns' values (:mod:`pgmjax.queries.schema_constraints`).
+CONSTRAINTS_KEY = "_constraints"
 
 # ---------------------------------------------------------------------------------------------------
 # Schema
@@ -113,7 +116,7 @@ class Schema:
         ([0.0, 25.0, 50.0, 75.0, 100.0], Domain({'age': 4}))
     """
 
-    def __init__(self, columns, provenance: Mapping | None = None):
+    def __init__(self, columns, provenance: Mapping | None = None, constraints=()):
         columns = list(columns)
         if not columns:
             raise SchemaError("schema: no columns")
@@ -125,6 +128,9 @@ class Schema:
         self.domain = Domain({c.name: c.size for c in columns})
         #: where the schema came from: ``{"private": bool, ...}`` (empty when unknown, e.g. written by hand).
         self.provenance: dict = dict(provenance or {})
+        #: the ``"_constraints"`` entry as written: combinations of values no record holds, in raw values
+        #: (read by :func:`pgmjax.queries.schema_constraints.schema_constraints`).
+        self.constraint_specs: list = list(constraints)
 
     # Construction ---------------------------------------------------------------------------
     @classmethod
@@ -149,16 +155,23 @@ class Schema:
         provenance = spec.get(PROVENANCE_KEY)
         if provenance is not None and not isinstance(provenance, Mapping):
             raise SchemaError(f"{where}: {PROVENANCE_KEY} must be an object like {{\"private\": false}}, got {provenance!r}")
-        columns = {k: v for k, v in spec.items() if k != PROVENANCE_KEY}
+        constraints = spec.get(CONSTRAINTS_KEY, [])
+        if not isinstance(constraints, list) or not all(isinstance(c, Mapping) for c in constraints):
+            raise SchemaError(f"{where}: {CONSTRAINTS_KEY} must be a list of objects like "
+                              f'{{"forbid": {{"age": [5], "marital": ["Married"]}}}}, got {constraints!r}')
+        columns = {k: v for k, v in spec.items() if k not in (PROVENANCE_KEY, CONSTRAINTS_KEY)}
         if not columns:
             raise SchemaError(f"{where}: has no columns")
-        return cls([parse_column(name, col, decode or "uniform", where) for name, col in columns.items()], provenance)
+        return cls([parse_column(name, col, decode or "uniform", where) for name, col in columns.items()], provenance,
+                   constraints)
 
     def to_dict(self) -> dict:
         """The JSON form (round-trips through :meth:`from_dict`), with the provenance entry if any."""
         out = {name: col.to_dict() for name, col in self.columns.items()}
         if self.provenance:
             out[PROVENANCE_KEY] = dict(self.provenance)
+        if self.constraint_specs:
+            out[CONSTRAINTS_KEY] = list(self.constraint_specs)
         return out
 
     @property

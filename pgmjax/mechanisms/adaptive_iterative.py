@@ -53,6 +53,7 @@ from ..privacy import check_count as _count
 from ..privacy import check_key as _check_key
 from ..privacy import check_positive as _positive
 from ..programs import MAX_LIVE_PROGRAMS, release_compiled
+from ..queries.constraints import Constraint, check_constraints, possible_cells
 from ..queries.measurement import pool_repeats
 from ..queries.workload import Workload
 from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_options, check_model_cap, check_synthetic,
@@ -234,6 +235,7 @@ def aim(
     synthetic_method: str = "low_variance",
     progress: bool | Callable[[dict], object] = False,
     checkpoint: Checkpoint | str | os.PathLike | None = None,
+    constraints: Sequence[Constraint] = (),
 ) -> MechanismResult:
     """AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022): workload-aware adaptive measurements.
 
@@ -280,6 +282,10 @@ def aim(
         checkpoint: a folder (or a :class:`~pgmjax.mechanisms.checkpoint.Checkpoint`) keeping the rounds: a run
             given a checkpoint of the same run resumes from its last round and releases what the uninterrupted
             run would; one of another run is refused (:mod:`pgmjax.mechanisms.checkpoint`). Exact oracle only.
+        constraints: :class:`pgmjax.Constraint` objects, public knowledge of combinations no record holds: every
+            fit holds their cells at zero (:func:`pgmjax.estimate`), the size limit counts their cliques, and a
+            candidate's expected measurement error counts only the cells they leave possible
+            (:func:`pgmjax.queries.constraints.possible_cells`).
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model``, ``synthetic``,
@@ -309,7 +315,7 @@ def aim(
         (True, True)
     """
     checked = _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, rounds,
-                             final_iters, synthetic, rows, synthetic_method)
+                             final_iters, synthetic, rows, synthetic_method, constraints)
     keeper = _aim_keeper(data, key, checkpoint, checked)
     bar = Progress(progress, checked["budget"]["rounds"], "AIM", "aim", unit="round")
     try:
@@ -326,6 +332,7 @@ def _aim_keeper(data, key, checkpoint, checked: dict) -> Keeper:
     if checkpoint is not None and oracle_of(checked["options"]) != "exact":
         raise ValueError("aim: checkpoint= keeps exact models only; drop the oracle from fit_options or the checkpoint")
     settings = {k: checked[k] for k in ("epsilon", "delta", "candidates", "max_model_mb", "engine_iters")}
+    settings["constraints"] = [(c.attributes, c.kind, c.cells.tolist()) for c in checked["constraints"]]
     settings["rounds"] = checked["budget"]["rounds"]
     settings["fit_options"] = {k: v for k, v in checked["options"].items() if k != "callback"}
     keeper = Keeper(checkpoint, fingerprint("aim", data, key, settings) if checkpoint is not None else {}, "aim")
@@ -334,7 +341,7 @@ def _aim_keeper(data, key, checkpoint, checked: dict) -> Keeper:
 
 
 def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, rounds, final_iters,
-                   synthetic, rows, synthetic_method) -> dict:
+                   synthetic, rows, synthetic_method, constraints=()) -> dict:
     """:func:`aim`'s arguments checked, before any private computation: the keyword arguments of :func:`_aim`."""
     where = "aim"
     domain = check_data(data, where).domain
@@ -342,6 +349,7 @@ def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_option
     delta = check_zcdp_delta(delta, where)
     _check_key(key, where)
     candidates = _candidates(workload, domain, where)
+    constraints = check_constraints(domain, constraints, where)
     if max_model_mb is None:
         raise ValueError(f"{where}: max_model_mb must be a number: AIM's candidates are limited by a model-size cap that grows with the budget spent")
     max_model_mb = check_model_cap(max_model_mb, where)
@@ -360,11 +368,11 @@ def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_option
         )
     return dict(epsilon=epsilon, delta=delta, candidates=candidates, max_model_mb=max_model_mb, engine_iters=engine_iters,
                 final_iters=final_iters, synthetic=synthetic, rows=rows, synthetic_method=synthetic_method, options=options,
-                budget=budget)
+                budget=budget, constraints=constraints)
 
 
 def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, candidates, max_model_mb, engine_iters,
-         final_iters, synthetic, rows, synthetic_method, options, budget) -> MechanismResult:
+         final_iters, synthetic, rows, synthetic_method, options, budget, constraints=()) -> MechanismResult:
     """AIM's Algorithm 1 on checked arguments (module docstring): measure the one-way marginals and fit, then
     rounds of select (exponential mechanism), measure, refit and anneal until the budget is spent; fit, sample."""
     domain = data.domain
@@ -380,11 +388,13 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
     k_init, k_loop, k_synth = jax.random.split(key, 3)
     cands = list(candidates)
     weight = np.array([candidates[c] for c in cands])
-    sizes = np.array([domain.size(c) for c in cands], np.float64)
+    # a measurement's expected error: its noise on the cells the constraints leave possible (the model holds the rest at 0)
+    sizes = np.array([possible_cells(domain, c, constraints).sum() if constraints else domain.size(c) for c in cands],
+                     np.float64)
     sens_unit = acc.l1_sensitivity()  # of ||mu_r(D) - v||_1
     # every fit is one of about budget["rounds"] structures: estimate's program="auto" shares the size-class
     # program's compile among them (the caller's own engine options win)
-    fit_kwargs = {"structures": max(1, int(budget["rounds"])), **options}
+    fit_kwargs = {"structures": max(1, int(budget["rounds"])), **options, "constraints": constraints}
     rounds_options = {"tol": ROUND_TOL, **fit_kwargs}  # the final fit runs all its iterations (unless told a tol)
     # a marginal measured again pools with its earlier measurements (exact for the L2 loss): the fit's structure,
     # hence its compiled program, stays the previous round's

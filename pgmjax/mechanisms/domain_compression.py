@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -38,7 +38,7 @@ __all__ = ["compress_domain", "compress_data", "decompress_data", "decompress_mo
 
 
 def compress_domain(
-    domain: Domain, one_way: Sequence[Measurement], threshold: float = 3.0
+    domain: Domain, one_way: Sequence[Measurement], threshold: float = 3.0, keep: Collection[str] = ()
 ) -> tuple[Domain, dict[str, np.ndarray], list[Measurement]]:
     """Merge the rare values of each attribute into one "other" value (MST step 2).
 
@@ -56,6 +56,8 @@ def compress_domain(
         domain: the original domain.
         one_way: one identity measurement per attribute (clique ``(a,)``).
         threshold: keep values whose noisy count is at least ``threshold`` noise stds.
+        keep: attributes left whole (public knowledge, no data: those a :class:`pgmjax.Constraint` names, whose
+            forbidden cells a merged value would blur, and whose decompression would spread records over them).
 
     Returns:
         ``(compressed domain, mapping, compressed measurements)``; ``mapping[a][v]`` is the
@@ -79,17 +81,17 @@ def compress_domain(
         a = m.clique[0]
         m.validate(domain)
         s = m.row_stddev()
-        keep = m.y >= threshold * s
-        if keep.all():
+        kept_values = m.y >= threshold * s
+        if a in keep or kept_values.all():
             out.append(m)
             continue
-        kept = np.flatnonzero(keep)
+        kept = np.flatnonzero(kept_values)
         cmap = np.full(domain[a], kept.size, dtype=np.int64)
         cmap[kept] = np.arange(kept.size)
         mapping[a] = cmap
         sizes[a] = kept.size + 1
-        y = np.append(m.y[keep], m.y[~keep].sum())
-        std = np.append(s[keep], math.sqrt(np.sum(s[~keep] ** 2)))  # s sqrt(k) when the stds are equal
+        y = np.append(m.y[kept_values], m.y[~kept_values].sum())
+        std = np.append(s[kept_values], math.sqrt(np.sum(s[~kept_values] ** 2)))  # s sqrt(k) when the stds are equal
         out.append(Measurement((a,), y, std, noise=m.noise))
     return Domain(sizes), mapping, out
 

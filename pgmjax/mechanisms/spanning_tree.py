@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
@@ -49,6 +49,7 @@ from ..estimation.memory import capped_fit_bytes, check_fit
 from ..estimation.mirror_descent import MirrorDescent
 from ..model.graphical_model import GraphicalModel
 from ..privacy import REST, Accountant, cdp_rho
+from ..queries.constraints import Constraint, check_constraints
 from ..checks import check_bool as _boolean
 from ..checks import check_count as _count
 from ..checks import check_key as _check_key
@@ -203,6 +204,7 @@ def mst(
     rows: int | None = None,
     synthetic_method: str = "low_variance",
     progress: bool | Callable[[dict], object] = False,
+    constraints: Sequence[Constraint] = (),
 ) -> MechanismResult:
     """MST (McKenna, Miklau & Sheldon, JPC 2021): one-way marginals, a private maximum spanning tree, fit, sample.
 
@@ -242,6 +244,11 @@ def mst(
             ``"exact"`` (i.i.d.); see :func:`pgmjax.model.sampling.synthetic_data`.
         progress: True for a tqdm bar over the steps, or a callable receiving a dict per step
             (``stage``, ``step``, ``steps``, and ``edge`` for selection steps).
+        constraints: :class:`pgmjax.Constraint` objects, public knowledge of combinations no record holds: both
+            fits hold their cells at zero (:func:`pgmjax.estimate`), so the selection's one-way model and the
+            records do; their attributes are not compressed (a merged value would blur their cells), and a pair
+            whose edge would take the model (tree so far, constraints' cliques, the pair) over the size limit is
+            not a candidate (a choice made on released edges only).
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (the fitted model expressed
@@ -279,14 +286,15 @@ def mst(
     max_model_mb = check_model_cap(max_model_mb, where)
     # The cap stands for the peak of a fit of a model of that size (the limit bounds peaks: pgmjax.estimation.memory).
     options = check_fit_options(fit_options, where)
+    constraints = check_constraints(data.domain, constraints, where)
     with size_limit.limited(None if max_model_mb is None else
                             capped_fit_bytes(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"))):
         return _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters,
-                    compress, synthetic, rows, synthetic_method, progress)
+                    compress, synthetic, rows, synthetic_method, progress, constraints)
 
 
 def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, compress, synthetic, rows,
-         synthetic_method, progress) -> MechanismResult:
+         synthetic_method, progress, constraints=()) -> MechanismResult:
     """:func:`mst` once its cap is in force (the arguments as there, ``epsilon``/``delta``/``key`` checked):
     the paper's five steps (module docstring), every private read through one accountant."""
     where, domain = "mst", data.domain
@@ -298,6 +306,9 @@ def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, com
     options = check_fit_options(fit_options, where)
     options.setdefault("method", REFERENCE_MIRROR_DESCENT)
     _check_sizes(domain, where, options["method"], options.get("dtype"))
+    if constraints:  # the constraints' cliques beside the one-way marginals: the smallest model MST fits
+        size_limit.check_cliques(domain, [c.attributes for c in constraints], where, what="the constraints' cliques")
+        options["constraints"] = constraints
     budget = mst_budget(epsilon, delta, d)
     bar = Progress(progress, d + 3, "MST", where)
 
@@ -316,13 +327,14 @@ def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, com
         bar.step({"stage": "one-way marginals", "step": 1, "steps": d + 3})
 
         # 2. domain compression (post-processing of the noisy one-way counts)
-        cdom, mapping, one_way_c = compress_domain(domain, one_way) if compress else (domain, {}, list(one_way))
+        held = {a for c in constraints for a in c.attributes}
+        cdom, mapping, one_way_c = compress_domain(domain, one_way, keep=held) if compress else (domain, {}, list(one_way))
         cdata = compress_data(data, mapping, cdom) if mapping else data
 
         # 3. selection: the one-way model, then Kruskal with the EM on the pairs' L1 errors (rho/3 over d-1 draws)
         with timer("select_fit"):
             base = estimate(cdom, one_way_c, iters=select_iters, **options)
-        edges = _select_tree(acc, k_sel, cdata, base, rho / 3.0, bar, where)
+        edges = _select_tree(acc, k_sel, cdata, base, rho / 3.0, bar, where, [c.attributes for c in constraints])
 
         # 4. two-way marginals of the tree: exactly the rest of the budget (rho/3 up to rounding)
         two_way = acc.measure_many(k_two, cdata, edges, rho=REST)
@@ -363,11 +375,12 @@ def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, com
 
 
 def _select_tree(acc: Accountant, key, cdata: Dataset, base: GraphicalModel, rho: float, bar: Progress,
-                 where: str) -> list[Clique]:
+                 where: str, held: list = ()) -> list[Clique]:
     """MST step 3: ``d - 1`` Kruskal steps, each an exponential-mechanism draw (``rho / (d - 1)``) among the
     pairs joining two components, on ``w(a, b) = ||mu_ab(D) - mu_hat_ab||_1`` of the one-way model ``base``.
 
-    Which pairs are excluded depends only on the edges already released. Returns the edges in order.
+    Which pairs are excluded depends only on the edges already released (and ``held``, the constraints' cliques:
+    a pair whose junction tree with them and the edges breaks the size limit). Returns the edges in order.
     """
     from networkx.utils import UnionFind  # the project's one union-find (networkx is a dependency already)
 
@@ -385,11 +398,23 @@ def _select_tree(acc: Accountant, key, cdata: Dataset, base: GraphicalModel, rho
     edges: list[Clique] = []
     for r in range(d - 1):
         q = np.array([w if components[a] != components[b] else -np.inf for (a, b), w in zip(pairs, weights)])
+        if held:  # a tree alone always fits (checked up front); with the constraints' cliques it may not
+            q = np.array([v if v == -np.inf or _fits(domain, list(held) + edges + [p]) else -np.inf
+                          for p, v in zip(pairs, q)])
         i = acc.exponential(edge_keys[r], q, sens, rho=rho / (d - 1), target=f"edge {r + 1}: select a pair")
         components.union(*pairs[i])
         edges.append(pairs[i])
         bar.step({"stage": "selection", "step": 3 + r, "steps": d + 3, "edge": pairs[i]})
     return edges
+
+
+def _fits(domain: Domain, cliques: list) -> bool:
+    """Whether a fit of the model over ``cliques`` (mirror descent, float32) keeps within the size limit in force."""
+    try:
+        check_fit(domain, cliques)
+    except size_limit.ModelTooLarge:
+        return False
+    return True
 
 
 def _final_options(options: dict, measured_rows: int) -> dict:

@@ -273,3 +273,32 @@ def forbidden_mass(domain: Domain, measurements, constraints: Sequence[Constrain
             var_c = np.transpose(var.sum(axis=drop), order)
             out.append(ForbiddenMass(c, m.clique, float(y_c[forbidden].sum()), float(np.sqrt(var_c[forbidden].sum()))))
     return out
+
+
+def possible_cells(domain: Domain, clique, constraints: Sequence[Constraint]) -> np.ndarray:
+    """The cells of ``clique``'s marginal that no single constraint rules out (a boolean table, axes in the clique's
+    order): a cell is ruled out where a constraint forbids every combination of its other attributes with the
+    cell's values on the attributes the two share.
+
+    What a measurement of ``clique`` can tell about: its noise on the other cells falls where the model holds
+    zero. An upper bound on the cells possible under all constraints together (their joint effect is not
+    counted).
+
+    Example:
+        >>> dom = Domain({"a": 2, "b": 2, "c": 3})
+        >>> possible_cells(dom, ("a", "c"), [Constraint.determines("c", "a", [0, 1, 1])]).tolist()
+        [[True, False, False], [False, True, True]]
+    """
+    clique = as_clique(clique)
+    table = np.ones(domain.shape_of(clique), bool)
+    for c in constraints:
+        shared = [a for a in c.attributes if a in clique]
+        if not shared:
+            continue
+        allowed = c.allowed(domain, checked=True)
+        drop = tuple(i for i, a in enumerate(c.attributes) if a not in clique)
+        some = allowed.any(axis=drop) if drop else allowed  # axes: shared, in the constraint's order
+        shape = [domain[a] if a in shared else 1 for a in clique]
+        order = sorted(range(len(shared)), key=lambda i: clique.index(shared[i]))
+        table &= np.transpose(some, order).reshape(shape)
+    return table
