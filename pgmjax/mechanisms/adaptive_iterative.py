@@ -257,17 +257,15 @@ def aim(
         data: the private :class:`~pgmjax.Dataset`.
         epsilon, delta: the privacy target (``delta`` default 1e-9).
         key: a ``jax.random`` key; the whole run follows from it.
-        workload: see :func:`aim_candidates` (default: every 2-way clique with at most 10,000 cells,
-            weight 1).
-        engine_iters: the most engine iterations per round's fit (warm-started from the previous model); a round's
-            fit stops sooner once it has converged (:data:`ROUND_TOL`; ``fit_options=pj.FitOptions(tol=0)``: only once its loss stops changing).
-        fit_options: a :class:`pgmjax.FitOptions` for every fit (``method``, ``dtype``, ``tol``, ``callback``,
-            ``oracle``, ...). With
+        workload: see :func:`aim_candidates` (default: every 2-way clique with at most 10,000 cells, weight 1).
+        engine_iters: the most engine iterations per round's fit (warm-started); a round's fit stops sooner once it
+            has converged (:data:`ROUND_TOL`; ``fit_options=pj.FitOptions(tol=0)``: once its loss stops changing).
+        fit_options: a :class:`pgmjax.FitOptions` for every fit (``method``, ``dtype``, ``tol``, ``oracle``, ...). With
             ``oracle="approximate"`` (:mod:`pgmjax.estimation.oracles`) the size limit counts the region graph's cells,
             candidates are scored on pseudo-marginals and ``synthetic=False`` is required; ``oracle="auto"``
             fits exactly while the junction tree's fit fits the process's size limit.
-        max_model_mb: the model-size limit in MB (``8 * cells / 2^20``) once the whole budget is
-            spent (reference: 80; about 1 for quick runs); it must be a number (AIM needs a cap).
+        max_model_mb: the model-size limit in MB (``8 * cells / 2^20``) once the whole budget is spent (reference:
+            80; about 1 for quick runs); a number (AIM needs a cap).
         rounds: ``T``, the nominal number of rounds (default ``16 d``); must exceed 0.9 times the
             number of one-way candidates, whose initial measurement costs ``0.9 rho k / T``.
         final_iters: iterations of the final fit (default ``engine_iters``, as the reference code).
@@ -282,22 +280,19 @@ def aim(
         checkpoint: a folder (or a :class:`~pgmjax.mechanisms.checkpoint.Checkpoint`) keeping the rounds: a run
             given a checkpoint of the same run resumes from its last round and releases what the uninterrupted
             run would; one of another run is refused (:mod:`pgmjax.mechanisms.checkpoint`). Exact oracle only.
-        constraints: :class:`pgmjax.Constraint` objects, public knowledge of combinations no record holds: every
-            fit holds their cells at zero (:func:`pgmjax.estimate`), the size limit counts their cliques, and a
-            candidate's expected measurement error counts only the cells they leave possible
-            (:func:`pgmjax.queries.constraints.possible_cells`).
+        constraints: :class:`pgmjax.Constraint` objects (public): every fit and the size limit hold them, and a
+            candidate's expected error counts the cells they leave possible (:mod:`pgmjax.queries.constraints`).
 
     Returns:
-        A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model``, ``synthetic``,
-        ``measurements`` (one-way, then one per round), ``accountant`` / ``ledger``
-        (``spent == budget == rho``), ``original=None``, ``plan`` (the one-way measurements at the
-        initial noise, then the rounds, adaptive: :func:`aim_budget` has the initial noise) and ``info``:
-        ``candidates`` (``{clique: weight}``), ``rounds`` (the nominal ``T``), ``rounds_run``,
-        ``log`` (per round: round, clique, sigma, em_epsilon, limit_mb, model_mb, candidates,
+        A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model``, ``synthetic``, ``measurements`` (one-way,
+        then one per round), ``accountant`` / ``ledger`` (``spent == budget == rho``), ``original=None``, ``plan``
+        (the one-way measurements at the initial noise, then the rounds, adaptive: :func:`aim_budget` has the
+        initial noise) and ``info``: ``candidates`` (``{clique: weight}``), ``rounds`` (the nominal ``T``),
+        ``rounds_run``, ``log`` (per round: round, clique, sigma, em_epsilon, limit_mb, model_mb, candidates,
         annealed, last, spent), ``selected``, ``annealed`` (how many times), ``total``, ``resumed_from`` (the
         checkpoint's round the run resumed after, or None), ``seconds`` (this process's; ``engine``: the fits;
-        ``marginals``: the model's answers on every candidate after each fit; ``selection``: sizes,
-        qualities, the exponential mechanism and the measurement; ``synthetic``; ``total``).
+        ``marginals``: the model's answers on every candidate after each fit; ``selection``: sizes, qualities, the
+        exponential mechanism and the measurement; ``synthetic``; ``total``).
 
     Raises:
         TypeError / ValueError: bad input (not a Dataset, epsilon <= 0, delta outside (0, 1), a bad

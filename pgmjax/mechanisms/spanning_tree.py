@@ -244,11 +244,8 @@ def mst(
             ``"exact"`` (i.i.d.); see :func:`pgmjax.model.sampling.synthetic_data`.
         progress: True for a tqdm bar over the steps, or a callable receiving a dict per step
             (``stage``, ``step``, ``steps``, and ``edge`` for selection steps).
-        constraints: :class:`pgmjax.Constraint` objects, public knowledge of combinations no record holds: both
-            fits hold their cells at zero (:func:`pgmjax.estimate`), so the selection's one-way model and the
-            records do; their attributes are not compressed (a merged value would blur their cells), and a pair
-            whose edge would take the model (tree so far, constraints' cliques, the pair) over the size limit is
-            not a candidate (a choice made on released edges only).
+        constraints: :class:`pgmjax.Constraint` objects (public): both fits hold them, their attributes stay
+            uncompressed, and no edge may take the model with their cliques over the size limit (:func:`_select_tree`).
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (the fitted model expressed

@@ -6,6 +6,9 @@
 * :mod:`~pgmjax.queries.linear`: :class:`LinearQuery`, linear queries on a clique's marginal (identity, dense,
   Kronecker, stacks) with one apply, transpose, curvature and sensitivity, in NumPy and in JAX.
 * :mod:`~pgmjax.queries.measurement`: a noisy answer ``y = Q mu_C + noise`` to linear queries of one clique.
+* :mod:`~pgmjax.queries.constraints`: :class:`Constraint`, combinations of values no record holds (forbidden,
+  allowed, functional dependencies), and what noisy measurements put on them; written in a schema file's raw
+  values, :mod:`~pgmjax.queries.schema_constraints`.
 
 Example:
     >>> import pgmjax as pj
@@ -28,6 +31,7 @@ from .factors import (
     factor_matrix,
     resolve,
 )
+from .constraints import Constraint, ForbiddenMass, forbidden_mass, possible_cells
 from .linear import LinearQuery, kron_apply
 
 __all__ = [
@@ -46,4 +50,8 @@ __all__ = [
     "resolve",
     "kron_apply",
     "LinearQuery",
+    "Constraint",
+    "ForbiddenMass",
+    "forbidden_mass",
+    "possible_cells",
 ]
