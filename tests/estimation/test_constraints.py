@@ -267,3 +267,15 @@ def test_mass_off_a_dependency_is_reported():
     with pytest.warns(UserWarning, match="puts 30 records"):
         model = pj.estimate(FD_DOM, [pj.Measurement(("s", "t"), y, 1.0)], iters=100, constraints=[FD])
     assert [f.mass for f in model.info["forbidden_mass"]] == [pytest.approx(30.0)]
+
+
+def test_the_documentation_pages_example_runs_as_written():
+    import pathlib
+    import re
+
+    page = (pathlib.Path(__file__).parents[2] / "docs" / "constraints.md").read_text()
+    namespace: dict = {}
+    exec(re.findall(r"```python\n(.*?)```", page, re.S)[0], namespace)  # noqa: S102 - the project's own page
+    model, records = namespace["model"], namespace["records"]
+    assert model.marginal(("age", "married"))[0, 1] == 0.0
+    assert [c.violations(records, namespace["dom"]) for c in namespace["constraints"]] == [0, 0]
