@@ -26,6 +26,7 @@ from .privacy import REST, Accountant, PrivacyBudgetExceeded, discrete_noise
 from .privacy.noisy_marginals import noisy_marginals
 from .programs import fast_compile, release_compiled
 from .queries.constraints import Constraint
+from .queries.public import PublicData
 from .queries.measurement import Measurement, estimate_total
 from .queries.workload import Workload
 from .estimation.contract import Estimator
@@ -37,6 +38,7 @@ __all__ = [
     "Dataset",
     "Measurement",
     "Constraint",
+    "PublicData",
     "estimate",
     "fit",
     "Estimator",

@@ -108,7 +108,7 @@ from .batch_problem import (
     zeros,
 )
 from .. import compiler
-from ..compiler import jit, to_device
+from ..compiler import jit
 from ..graph.program_choice import suits_loop_emitters
 from ..data.domain import CliqueLike, Domain
 

@@ -16,6 +16,7 @@ from ..graph import marginal_oracle
 from ..graph.routed_plan import make_routed_plan
 from ..queries.constraints import Constraint, check_constraints
 from ..queries.measurement import Measurement, estimate_total
+from ..queries.public import PublicData
 from ..model.approximate_model import ApproximateModel
 from ..model.graphical_model import GraphicalModel
 
@@ -41,6 +42,7 @@ def estimate(
     program: str = "auto",
     structures: int = 1,
     constraints: Sequence[Constraint] = (),
+    public: PublicData | None = None,
 ) -> GraphicalModel:
     """Fit the graphical model (maximum-entropy distribution) that best explains noisy measurements.
 
@@ -108,6 +110,10 @@ def estimate(
             its messages cost what the source's tables cost, not the product. The noisy
             mass the measurements put on forbidden cells is in ``model.info["forbidden_mass"]``, with a
             warning where it is beyond the noise (:func:`pgmjax.queries.constraints.forbidden_mass`).
+        public: a :class:`pgmjax.queries.public.PublicData`: its marginals on its cliques (default: the measured
+            ones) join the loss as measurements scaled to the total (estimated from the private measurements
+            alone, where not given) with its stated standard deviation, at no privacy cost; their cliques are in
+            ``model.info["public"]``.
 
     Returns:
         A :class:`GraphicalModel`; ``model.history`` holds the per-chunk log. With the approximate oracle, a
@@ -128,6 +134,11 @@ def estimate(
         raise ValueError(f"estimate: devices={devices} splits the exact oracle's tables; oracle={oracle!r} runs on one device")
     measurements, model_cliques = inputs.check_structure(domain, measurements, loss, cliques, warm_start, caller="estimate")
     constraints = check_constraints(domain, constraints, "estimate")
+    public_cliques = []
+    if public is not None:  # public marginals: measurements at the private total's scale, free
+        measurements, total, public_cliques = inputs.with_public(domain, measurements, public, total, warm_start,
+                                                                 "estimate")
+        model_cliques += public_cliques
     dependency = dependencies.can_eliminate(constraints, oracle, loss, devices, program)
     if dependency is not None:  # the determined attribute leaves the fit (pgmjax.estimation.dependencies)
         def fit(reduced, ms, cons, cls, warm):
@@ -140,7 +151,7 @@ def estimate(
         # what the measurements put on the cells the target's constraints forbid, which the fit without it cannot read
         held = [c for c in constraints if dependency.attributes[1] in c.attributes]
         found = model.info.get("forbidden_mass", []) + inputs.report_forbidden_mass(domain, measurements, held, "estimate")
-        return model.replace(info=dict(model.info, forbidden_mass=found))
+        return model.replace(info=dict(model.info, forbidden_mass=found, **({"public": public_cliques} if public else {})))
     model_cliques += [c.attributes for c in constraints]
     if total is None and warm_start is not None:  # where the measurements cannot say, the warm start's total
         try:
@@ -230,6 +241,8 @@ def estimate(
         if not np.isfinite(loss) or not all(np.isfinite(t).all() for t in model.clique_marginals().values()):
             raise FloatingPointError(f"estimate: the approximately fitted model's loss is {loss} or its pseudo-marginals are not finite")
         return model
+    if public is not None:
+        oracle_info = dict(oracle_info or {}, public=public_cliques)
     if constraints:
         oracle_info = dict(oracle_info or {}, forbidden_mass=inputs.report_forbidden_mass(domain, measurements,
                                                                                            constraints, "estimate"))

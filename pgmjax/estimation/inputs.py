@@ -173,6 +173,37 @@ def check_fitted(plan: oracle.OraclePlan, params: dict, mu, total: float, loss: 
     check_consistent(plan, params, mu, total, what="estimate: the fitted model")
 
 
+def with_public(domain, measurements, public, total, warm_start, caller: str) -> tuple[list, float, list]:
+    """The measurements with the public marginals added (:meth:`pgmjax.queries.public.PublicData.measurement`).
+
+    Returns:
+        ``(measurements, total, public cliques)``: the total is the one given, else the private measurements'
+        estimate (:func:`pgmjax.estimate_total`; the public table's own count says nothing of the private one),
+        else the warm start's.
+
+    Raises:
+        TypeError / ValueError: not a PublicData, another domain, or no total to scale the public marginals to.
+    """
+    from ..queries.public import PublicData
+
+    if not isinstance(public, PublicData):
+        raise TypeError(f"{caller}: public must be a pgmjax.queries.public.PublicData, got {type(public).__name__}")
+    if public.domain != domain:
+        raise ValueError(f"{caller}: the public data's domain {public.domain} is not the model's {domain}")
+    if total is None:
+        try:
+            total = estimate_total(measurements)[0]
+        except ValueError:
+            if warm_start is None:
+                raise ValueError(f"{caller}: the public marginals are scaled to the private total, which no private "
+                                 "measurement fixes here; pass total=") from None
+            total = warm_start.total
+    cliques = list(dict.fromkeys(public.cliques if public.cliques is not None else [m.clique for m in measurements]))
+    if not cliques:
+        raise ValueError(f"{caller}: the public data names no cliques and there are no measured ones to take from it")
+    return list(measurements) + [public.measurement(c, total) for c in cliques], check_total(total, caller), cliques
+
+
 def starting_potentials(plan, warm_start, constraints, dtype) -> dict:
     """The fit's starting potentials in ``plan``'s layout: the warm start's (or zeros), plus each constraint's
     log-mask (``-inf`` on its forbidden cells, :mod:`pgmjax.queries.constraints`). The estimators move the

@@ -55,10 +55,12 @@ from ..privacy import check_positive as _positive
 from ..programs import MAX_LIVE_PROGRAMS, release_compiled
 from ..queries.constraints import Constraint, check_constraints, possible_cells
 from ..queries.measurement import pool_repeats
+from ..queries.public import PublicData
 from ..queries.workload import Workload
 from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_options, check_model_cap, check_synthetic,
                       check_zcdp_delta)
 from .checkpoint import Checkpoint, Keeper, RunState, fingerprint
+from .public_selection import JointSelection, check_public
 from .progress import Progress
 from .result import BudgetStep, MechanismResult, record_plan
 from .steps import (Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, oracle_of, pgm_native_result,
@@ -236,6 +238,7 @@ def aim(
     progress: bool | Callable[[dict], object] = False,
     checkpoint: Checkpoint | str | os.PathLike | None = None,
     constraints: Sequence[Constraint] = (),
+    public: PublicData | None = None,
 ) -> MechanismResult:
     """AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022): workload-aware adaptive measurements.
 
@@ -282,6 +285,8 @@ def aim(
             run would; one of another run is refused (:mod:`pgmjax.mechanisms.checkpoint`). Exact oracle only.
         constraints: :class:`pgmjax.Constraint` objects (public): every fit and the size limit hold them, and a
             candidate's expected error counts the cells they leave possible (:mod:`pgmjax.queries.constraints`).
+        public: a :class:`pgmjax.queries.public.PublicData`: each round may take a marginal from it instead of
+            measuring one, paying only the selection (joint selection, :mod:`pgmjax.mechanisms.public_selection`).
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model``, ``synthetic``, ``measurements`` (one-way,
@@ -310,7 +315,7 @@ def aim(
         (True, True)
     """
     checked = _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, rounds,
-                             final_iters, synthetic, rows, synthetic_method, constraints)
+                             final_iters, synthetic, rows, synthetic_method, constraints, public, checkpoint)
     keeper = _aim_keeper(data, key, checkpoint, checked)
     bar = Progress(progress, checked["budget"]["rounds"], "AIM", "aim", unit="round")
     try:
@@ -336,7 +341,7 @@ def _aim_keeper(data, key, checkpoint, checked: dict) -> Keeper:
 
 
 def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, rounds, final_iters,
-                   synthetic, rows, synthetic_method, constraints=()) -> dict:
+                   synthetic, rows, synthetic_method, constraints=(), public=None, checkpoint=None) -> dict:
     """:func:`aim`'s arguments checked, before any private computation: the keyword arguments of :func:`_aim`."""
     where = "aim"
     domain = check_data(data, where).domain
@@ -345,6 +350,9 @@ def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_option
     _check_key(key, where)
     candidates = _candidates(workload, domain, where)
     constraints = check_constraints(domain, constraints, where)
+    public = check_public(public, domain, where)
+    if public is not None and checkpoint is not None:
+        raise ValueError(f"{where}: checkpoint= does not keep a run with public data; drop one of them")
     if max_model_mb is None:
         raise ValueError(f"{where}: max_model_mb must be a number: AIM's candidates are limited by a model-size cap that grows with the budget spent")
     max_model_mb = check_model_cap(max_model_mb, where)
@@ -363,11 +371,11 @@ def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_option
         )
     return dict(epsilon=epsilon, delta=delta, candidates=candidates, max_model_mb=max_model_mb, engine_iters=engine_iters,
                 final_iters=final_iters, synthetic=synthetic, rows=rows, synthetic_method=synthetic_method, options=options,
-                budget=budget, constraints=constraints)
+                budget=budget, constraints=constraints, public=public)
 
 
 def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, candidates, max_model_mb, engine_iters,
-         final_iters, synthetic, rows, synthetic_method, options, budget, constraints=()) -> MechanismResult:
+         final_iters, synthetic, rows, synthetic_method, options, budget, constraints=(), public=None) -> MechanismResult:
     """AIM's Algorithm 1 on checked arguments (module docstring): measure the one-way marginals and fit, then
     rounds of select (exponential mechanism), measure, refit and anneal until the budget is spent; fit, sample."""
     domain = data.domain
@@ -409,6 +417,7 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
         last = bool(log and log[-1]["last"])
         bar.resume(t)
     truth = data.marginals(cands)  # read only through the exponential mechanism below
+    joint = None if public is None else JointSelection(public, cands, "aim")  # public options beside the private
     with timer("marginals"):
         est = candidate_marginals(model, cands)  # the model's answers; refreshed after every refit
     size_cache: dict[tuple, float] = {}
@@ -419,9 +428,12 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
             last, sigma, eps_em, cost = _round_budget(acc, sigma, eps_em)
             limit = max_model_mb if last else max_model_mb * min(1.0, (acc.spent + cost) / rho)
             allowed = _allowed(domain, cands, tuple(model.cliques), limit, size_cache, oracle_of(options))
-            q = np.where(allowed, weight * (l1_errors(truth, est) - _HALF_NORMAL_MEAN * sigma * sizes), -np.inf)
-            j, measured = _select_and_measure(acc, jax.random.fold_in(k_loop, t), data, cands, q,
-                                              sens_unit * float(weight[allowed].max()), last, sigma, eps_em, t)
+            errors = l1_errors(truth, est)
+            q = np.where(allowed, weight * (errors - _HALF_NORMAL_MEAN * sigma * sizes), -np.inf)
+            q_public = None if joint is None or last else joint.qualities(truth, errors, model.total, weight, allowed)
+            j, measured, source = _select_and_measure(acc, jax.random.fold_in(k_loop, t), data, cands, q,
+                                                      sens_unit * float(weight[allowed].max()), last, sigma, eps_em, t,
+                                                      joint, q_public, model.total)
             measurements.append(measured)
 
         with timer("engine"):
@@ -436,7 +448,7 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
             annealed = float(np.abs(est[j] - old).sum()) <= _HALF_NORMAL_MEAN * sigma * sizes[j]
         log.append({"round": t, "clique": cands[j], "sigma": sigma, "em_epsilon": eps_em, "limit_mb": limit,
                     "model_mb": model_mb(model), "candidates": int(allowed.sum()), "annealed": bool(annealed),
-                    "last": last, "spent": acc.spent})
+                    "last": last, "spent": acc.spent, "source": source})
         if annealed:
             sigma /= 2.0
             eps_em *= 2.0
@@ -454,7 +466,8 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
     info = {"epsilon": epsilon, "delta": delta, "rho": rho, "candidates": candidates, "rounds": budget["rounds"],
             "rounds_run": t, "max_model_mb": max_model_mb, "engine_iters": engine_iters, "final_iters": final_iters,
             "log": log, "selected": [e["clique"] for e in log], "annealed": sum(e["annealed"] for e in log),
-            "total": model.total, "model_mb": model_mb(model), "seconds": timer.done(), "resumed_from": keeper.resumed_from}
+            "total": model.total, "model_mb": model_mb(model), "seconds": timer.done(), "resumed_from": keeper.resumed_from,
+            "public": [] if joint is None else list(joint.taken)}
     if oracle_of(options) != "exact":  # which oracle the last fit took, and why
         info["oracle"] = getattr(model, "info", None)
     return pgm_native_result("aim", "AIM", model=model, synthetic=synth, measurements=measurements, accountant=acc,
@@ -462,17 +475,24 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
 
 
 def _select_and_measure(acc: Accountant, key, data: Dataset, cands: list[Clique], q: np.ndarray, sens: float,
-                        last: bool, sigma: float, eps_em: float, t: int):
+                        last: bool, sigma: float, eps_em: float, t: int, joint=None, q_public=None, total=None):
     """Round ``t``'s exponential-mechanism draw among the candidates (qualities ``q``, sensitivity ``sens``) and
-    the measurement of the one drawn: ``(index, measurement)``. The last round's draw spends a tenth of what is
-    left and its measurement the rest (step 2)."""
+    the measurement of the one drawn: ``(index, measurement, "private")``. The last round's draw spends a tenth of
+    what is left and its measurement the rest (step 2). With public options (``q_public``, :mod:`public_selection`)
+    the draw is among both at twice the sensitivity, and a public choice is ``(index, its measurement, "public")``."""
     k_em, k_meas = jax.random.split(key)
     label = f"round {t}: select a marginal"
     if last:
         j = acc.exponential(k_em, q, sens, rho=(1.0 - MEASURE_SHARE) * acc.remaining, target=label)
-        return j, acc.measure(k_meas, data, cands[j], rho=REST)
+        return j, acc.measure(k_meas, data, cands[j], rho=REST), "private"
+    if q_public is not None:
+        j = acc.exponential(k_em, np.concatenate([q, q_public]), 2.0 * sens, epsilon=eps_em,
+                            target=f"{label}, private or public")
+        if j >= len(cands):
+            return j - len(cands), joint.take(acc, j - len(cands), total, sigma), "public"
+        return j, acc.measure(k_meas, data, cands[j], scale=sigma), "private"
     j = acc.exponential(k_em, q, sens, epsilon=eps_em, target=label)
-    return j, acc.measure(k_meas, data, cands[j], scale=sigma)
+    return j, acc.measure(k_meas, data, cands[j], scale=sigma), "private"
 
 
 def _round_budget(acc: Accountant, sigma: float, eps_em: float) -> tuple[bool, float, float, float]:

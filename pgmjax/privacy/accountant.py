@@ -43,12 +43,13 @@ from ..checks import (
 from .lattice import lattice_release
 from .ledger import describe_query
 from .primitives import exponential_mechanism
+from .public_inputs import PublicInputs
 from .sensitivity import l1_sensitivity, l2_sensitivity, parse_query
 
 __all__ = ["Accountant"]
 
 
-class Accountant(BudgetLedger):
+class Accountant(BudgetLedger, PublicInputs):
     """Privacy budget of one run: calibrates, adds and records every noise addition.
 
     Construct it from the whole run's budget:

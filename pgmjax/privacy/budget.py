@@ -205,7 +205,7 @@ class BudgetLedger:
 
     def _spent_with(self, extras: Sequence[dict] = ()) -> float:
         """Spent, counting also ``extras`` (resolved requests, not recorded)."""
-        rows = [(e.cost, e.epsilon, e.count) for e in self._entries]
+        rows = [(e.cost, e.epsilon, e.count) for e in self._entries if e.mechanism != "public"]  # public: no release
         rows += [(p["cost"], p["epsilon"], p["count"]) for p in extras]
         basic = math.fsum(r[0] for r in rows)
         if self._composition in ("pure", "zcdp") or not rows:

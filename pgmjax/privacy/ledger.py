@@ -31,7 +31,8 @@ class LedgerEntry:
 
     Attributes:
         index: position in the ledger (0, 1, ...).
-        mechanism: ``"laplace"``, ``"gaussian"`` or ``"exponential"``.
+        mechanism: ``"laplace"``, ``"gaussian"``, ``"exponential"``, ``"randomized_response"``, or ``"public"``
+            (a marginal taken from public data, at no cost: :mod:`pgmjax.privacy.public_inputs`).
         target: what was released: a clique (tuple of attributes) or a label.
         query: ``"identity"``, ``"dense RxC"``, ``"kron r1xc1 ⊗ r2xc2"`` for a measured marginal;
             ``"values"`` for raw Laplace/Gaussian, ``"selection"`` for the exponential mechanism.
@@ -146,7 +147,7 @@ def checked_entries(records, composition: str, budget: float, existing: int = 0)
             raise ValueError(f"{where}: ledger record {i} must have exactly the fields {fields}")
         e = LedgerEntry(**{**r, "target": freeze_target(r["target"])})
         unit = e.rho if zcdp else e.epsilon
-        known = ("laplace", "gaussian", "exponential", "randomized_response") if zcdp else ("laplace", "exponential", "randomized_response")
+        known = ("laplace", "gaussian", "exponential", "randomized_response", "public") if zcdp else ("laplace", "exponential", "randomized_response", "public")
         if e.index != i or e.mechanism not in known or e.count < 1 or unit is None:
             raise ValueError(f"{where}: ledger record {i} is malformed (its index, mechanism, count or {currency})")
         if not math.isclose(e.cost, e.count * unit, rel_tol=1e-9):
@@ -167,6 +168,8 @@ def checked_entries(records, composition: str, budget: float, existing: int = 0)
 
 def _noise_cost(e: LedgerEntry, zcdp: bool) -> float:
     """The ``rho`` (zCDP) or ``epsilon`` (pure) of one draw of ``e``, from its noise scale and sensitivity."""
+    if e.mechanism == "public":  # read from public data: no noise, no cost (pgmjax.privacy.public_inputs)
+        return 0.0
     if e.mechanism == "gaussian":
         return e.sensitivity**2 / (2.0 * e.scale**2)
     if e.mechanism == "randomized_response":  # no scale: its epsilon is its calibration

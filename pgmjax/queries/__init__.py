@@ -9,6 +9,8 @@
 * :mod:`~pgmjax.queries.constraints`: :class:`Constraint`, combinations of values no record holds (forbidden,
   allowed, functional dependencies), and what noisy measurements put on them; written in a schema file's raw
   values, :mod:`~pgmjax.queries.schema_constraints`.
+* :mod:`~pgmjax.queries.public`: :class:`PublicData`, a public table or its marginals, used beside the private
+  measurements at no privacy cost.
 
 Example:
     >>> import pgmjax as pj
@@ -33,6 +35,7 @@ from .factors import (
 )
 from .constraints import Constraint, ForbiddenMass, forbidden_mass, possible_cells
 from .linear import LinearQuery, kron_apply
+from .public import PublicData
 
 __all__ = [
     "QueryFactor",
@@ -54,4 +57,5 @@ __all__ = [
     "ForbiddenMass",
     "forbidden_mass",
     "possible_cells",
+    "PublicData",
 ]
