@@ -97,3 +97,15 @@ def test_aim_takes_a_public_marginal_equal_to_the_private_one_and_records_it_at_
     assert again.info["log"] == res.info["log"]
     with pytest.raises(ValueError, match="checkpoint= does not keep a run with public data"):
         aim(private, 1.0, key=jax.random.key(0), public=public, checkpoint="ckpt-never-made")
+
+
+def test_the_documentation_pages_example_runs_as_written():
+    import pathlib
+    import re
+
+    page = (pathlib.Path(__file__).parents[2] / "docs" / "public-data.md").read_text()
+    namespace: dict = {}
+    exec(re.findall(r"```python\n(.*?)```", page, re.S)[0], namespace)  # noqa: S102 - the project's own page
+    assert namespace["model"].info["public"] == [("a", "b"), ("b", "c")]
+    result = namespace["result"]
+    assert [e.target for e in result.ledger if e.mechanism == "public"] == result.info["public"]
