@@ -174,7 +174,10 @@ class ApproximateModel:
         n = max(1, int(round(float(self.total)))) if n is None else n
         tables = self.clique_marginals()
         targets = {c: np.clip(np.asarray(tables[c], np.float64), 0.0, None) for c in self.cliques}
-        records = record_updating.update_records(self.domain, targets, n, key, rounds=rounds)
+        # structural zeros (a constraint's cells, -inf potentials): no record may land on one
+        zeros = {c: ~np.isfinite(t) & (t < 0) for c, t in self.potentials.items()}
+        records = record_updating.update_records(self.domain, targets, n, key, rounds=rounds,
+                                                 zeros={c: z for c, z in zeros.items() if z.any()})
         return Dataset._trusted(records, self.domain)
 
     def save(self, path) -> str:

@@ -62,7 +62,8 @@ PATIENCE = 3
 
 
 def update_records(domain: Domain, targets: Mapping[Clique, np.ndarray], n: int, key, *, rounds: int = ROUNDS,
-                   alpha: float = ALPHA, decay: float = DECAY, replace: float = REPLACE) -> np.ndarray:
+                   alpha: float = ALPHA, decay: float = DECAY, replace: float = REPLACE,
+                   zeros: Mapping[Clique, np.ndarray] | None = None) -> np.ndarray:
     """``n`` records over ``domain`` whose marginals on ``targets``' cliques match the targets' proportions.
 
     Args:
@@ -75,6 +76,9 @@ def update_records(domain: Domain, targets: Mapping[Clique, np.ndarray], n: int,
         alpha: the share of a cell's surplus moved in the first round, in (0, 1].
         decay: ``alpha``'s factor per round, in (0, 1].
         replace: the probability a moved record is duplicated from its new cell, in [0, 1].
+        zeros: clique -> boolean table of structural zeros (cells no record may take, e.g. a constraint's): after
+            the start and after every step, each record on one is replaced by a copy of a record on none (the
+            tree start and a step that changes some attributes of a record can land it on one).
 
     Returns:
         An ``(n, len(domain))`` int array, columns in the domain's order.
@@ -94,7 +98,8 @@ def update_records(domain: Domain, targets: Mapping[Clique, np.ndarray], n: int,
     cliques, probabilities = _checked_targets(domain, targets, where)
     rng = np.random.default_rng(np.asarray(jax.random.bits(key, (4,), jnp.uint32)))
     attrs = list(domain.attributes)
-    records = _tree_start(domain, cliques, probabilities, n, rng)
+    impossible = [([attrs.index(a) for a in c], np.asarray(z, bool)) for c, z in (zeros or {}).items()]
+    records = _without_zeros(_tree_start(domain, cliques, probabilities, n, rng), impossible, rng)
     columns = [[attrs.index(a) for a in c] for c in cliques]
     shapes = [domain.shape_of(c) for c in cliques]
     tables = [p * n for p in probabilities]
@@ -103,6 +108,7 @@ def update_records(domain: Domain, targets: Mapping[Clique, np.ndarray], n: int,
         share = alpha * decay**r
         for cols, shape, target in zip(columns, shapes, tables):
             _update(records, cols, shape, target, share, replace, rng)
+            records = _without_zeros(records, impossible, rng)
         # Keep the round whose records are closest to the targets: once the records are within sampling noise of
         # them (a tree start often is), further moves only churn the records, each disturbing every other target.
         gap = _mean_gap(records, columns, shapes, tables)
@@ -215,6 +221,19 @@ def _mean_gap(records, columns, shapes, tables) -> float:
         cell = np.ravel_multi_index(tuple(records[:, j] for j in cols), shape)
         gaps.append(np.abs(np.bincount(cell, minlength=target.size) - target.reshape(-1)).sum())
     return 0.5 * float(np.mean(gaps)) / len(records)
+
+
+def _without_zeros(records: np.ndarray, impossible: list, rng: np.random.Generator) -> np.ndarray:
+    """``records`` with each one on a structural zero (``impossible``: ``(columns, boolean table)`` pairs) replaced by
+    a copy of a uniformly drawn record on none; unchanged where none is on one, or where every record is."""
+    bad = np.zeros(len(records), bool)
+    for cols, table in impossible:
+        bad |= table[tuple(records[:, j] for j in cols)]
+    if not bad.any() or bad.all():
+        return records
+    good = np.flatnonzero(~bad)
+    records[bad] = records[good[rng.integers(0, good.size, int(bad.sum()))]]
+    return records
 
 
 def _update(records: np.ndarray, cols: list[int], shape: tuple, target: np.ndarray, share: float, replace: float,
