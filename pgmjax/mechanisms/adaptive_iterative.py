@@ -242,19 +242,16 @@ def aim(
 ) -> MechanismResult:
     """AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022): workload-aware adaptive measurements.
 
-    ``(epsilon, delta)``-DP through ``rho = cdp_rho(epsilon, delta)``-zCDP, add/remove-one-record
-    neighbours (``N`` private and estimated by the engine). See the module docstring for the
-    rounds. Every noise addition goes through one :class:`~pgmjax.privacy.Accountant` (composition
-    ``"zcdp"``): ``len(one-way)`` Gaussian entries, then an exponential and a Gaussian entry per round;
-    the last round spends exactly the rest, so the ledger sums to ``rho``.
+    ``(epsilon, delta)``-DP through ``rho = cdp_rho(epsilon, delta)``-zCDP, add/remove-one-record neighbours
+    (``N`` private and estimated by the engine); the rounds are in the module docstring. Every noise addition goes
+    through one :class:`~pgmjax.privacy.Accountant` (composition ``"zcdp"``): ``len(one-way)`` Gaussian entries,
+    then an exponential and a Gaussian entry per round; the last round spends exactly the rest (ledger sum ``rho``).
 
-    Selection sees the true marginals only through the exponential mechanism; candidates excluded
-    by the size limit (which depends only on released cliques and the budget spent) get quality
-    ``-inf``. The model size is that of the junction tree :func:`pgmjax.estimate` builds for the
-    current model's cliques plus the candidate (:func:`~pgmjax.mechanisms.multiplicative_weights.hypothetical_model_size`),
-    so the fitted model never exceeds the limit except through free candidates, which do not grow it.
-
-    AIM is PGM-native (there is no separate "original" estimator): ``result.original`` is None.
+    Selection sees the true marginals only through the exponential mechanism; candidates excluded by the size
+    limit (which depends only on released cliques and the budget spent) get quality ``-inf``. The model size is
+    that of the junction tree :func:`pgmjax.estimate` builds for the current model's cliques plus the candidate
+    (:func:`~pgmjax.mechanisms.steps.hypothetical_model_size`): the fitted model never exceeds the limit except
+    through free candidates, which do not grow it. ``result.original`` is None (AIM is PGM-native).
 
     Args:
         data: the private :class:`~pgmjax.Dataset`.
