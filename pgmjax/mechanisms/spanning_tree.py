@@ -50,6 +50,7 @@ from ..estimation.mirror_descent import MirrorDescent
 from ..model.graphical_model import GraphicalModel
 from ..privacy import REST, Accountant, cdp_rho
 from ..queries.constraints import Constraint, check_constraints
+from ..queries.public import PublicData
 from ..checks import check_bool as _boolean
 from ..checks import check_count as _count
 from ..checks import check_key as _check_key
@@ -59,6 +60,7 @@ from .options import (DEFAULT_DELTA, check_data, check_domain_size, check_epsilo
                       check_model_cap, check_synthetic, check_zcdp_delta, refuse_option)
 from .domain_compression import compress_data, compress_domain, decompress_data, decompress_model
 from .progress import Progress
+from .public_selection import check_public
 from .result import BudgetStep, MechanismResult, record_plan
 from .steps import Timer, l1_errors, pgm_native_result, synthesize
 
@@ -205,19 +207,17 @@ def mst(
     synthetic_method: str = "low_variance",
     progress: bool | Callable[[dict], object] = False,
     constraints: Sequence[Constraint] = (),
+    public: PublicData | None = None,
 ) -> MechanismResult:
     """MST (McKenna, Miklau & Sheldon, JPC 2021): one-way marginals, a private maximum spanning tree, fit, sample.
 
-    ``(epsilon, delta)``-DP through ``rho = cdp_rho(epsilon, delta)``-zCDP, add/remove-one-record
-    neighbours (``N`` private and estimated). Steps (module docstring): one-way marginals with
-    ``rho/3`` (std ``sigma sqrt(d)``), domain compression (values below ``3`` noise stds merged),
-    ``d - 1`` exponential-mechanism Kruskal steps with ``rho/3`` on ``w(a, b) = ||mu_ab(D) -
-    mu_hat_ab||_1`` of the one-way model, the tree's two-way marginals with the rest (std
-    ``sigma sqrt(d - 1)``), a final fit and ``round(total)`` decompressed synthetic records. Every
-    noise addition goes through one :class:`~pgmjax.privacy.Accountant` (composition ``"zcdp"``),
-    whose ledger sums exactly to ``rho``.
-
-    MST is PGM-native (there is no separate "original" estimator): ``result.original`` is None.
+    ``(epsilon, delta)``-DP through ``rho = cdp_rho(epsilon, delta)``-zCDP, add/remove-one-record neighbours (``N``
+    private and estimated). Steps (module docstring): one-way marginals with ``rho/3`` (std ``sigma sqrt(d)``),
+    domain compression (values below ``3`` noise stds merged), ``d - 1`` exponential-mechanism Kruskal steps with
+    ``rho/3`` on ``w(a, b) = ||mu_ab(D) - mu_hat_ab||_1`` of the one-way model, the tree's two-way marginals with the
+    rest (std ``sigma sqrt(d - 1)``), a final fit and ``round(total)`` decompressed synthetic records. Every noise
+    addition goes through one :class:`~pgmjax.privacy.Accountant` (composition ``"zcdp"``), whose ledger sums
+    exactly to ``rho``. ``result.original`` is None (MST is PGM-native).
 
     Args:
         data: the private :class:`~pgmjax.Dataset` (at least 2 attributes).
@@ -225,27 +225,27 @@ def mst(
         key: a ``jax.random`` key; the whole run (noise, selections, synthetic records) follows from it.
         workload: must be None: MST selects its pairs by the spanning tree, for no workload.
         engine_iters: engine iterations of the final fit (reference: 10,000; smartnoise uses 5000).
-        fit_options: a :class:`pgmjax.FitOptions` for both fits (``method``, ``dtype``, ``tol``, ``callback``,
-            ...). The
-            default ``method`` is :data:`REFERENCE_MIRROR_DESCENT` (the reference code's plain mirror descent).
+        fit_options: a :class:`pgmjax.FitOptions` for both fits (``method``, ``dtype``, ``tol``, ``callback``, ...);
+            the default ``method`` is :data:`REFERENCE_MIRROR_DESCENT` (the reference code's plain mirror descent).
         max_model_mb: the model-size cap in MB (``8 * cells / 2^20``) for this run; the run's size limit is the
             peak of a fit of a model that size (:func:`pgmjax.estimation.memory.capped_fit_bytes`), and every check
-            reads it (the up-front check of the largest model MST may select, the selection's pair marginals,
-            the fits);
-            None: the limit in force (:func:`pgmjax.set_max_model_bytes`, ``PGMJAX_MAX_MODEL_BYTES``, or a
+            reads it (the up-front check of the largest model MST may select, the selection's pair marginals, the
+            fits); None: the limit in force (:func:`pgmjax.set_max_model_bytes`, ``PGMJAX_MAX_MODEL_BYTES``, or a
             share of the machine's memory; :mod:`pgmjax.graph.size_limit`).
-        select_iters: engine iterations of the one-way fit the selection reads (default: the
-            reference code's 2500, or ``engine_iters`` when that is smaller).
+        select_iters: engine iterations of the one-way fit the selection reads (default: the reference code's 2500,
+            or ``engine_iters`` when that is smaller).
         compress: apply the domain compression of step 2 (reference: always).
         synthetic: draw synthetic records.
         rows: how many (default ``round(model.total)``).
-        synthetic_method: ``"low_variance"`` (systematic sampling: the records' clique counts match
-            the model's closely, like the randomised rounding of the reference code's mbi) or
-            ``"exact"`` (i.i.d.); see :func:`pgmjax.model.sampling.synthetic_data`.
-        progress: True for a tqdm bar over the steps, or a callable receiving a dict per step
-            (``stage``, ``step``, ``steps``, and ``edge`` for selection steps).
+        synthetic_method: ``"low_variance"`` (systematic sampling: the records' clique counts match the model's
+            closely, like the reference code's randomised rounding) or ``"exact"`` (i.i.d.;
+            :func:`pgmjax.model.sampling.synthetic_data`).
+        progress: True for a tqdm bar over the steps, or a callable receiving a dict per step (``stage``, ``step``,
+            ``steps``, and ``edge`` for selection steps).
         constraints: :class:`pgmjax.Constraint` objects (public): both fits hold them, their attributes stay
             uncompressed, and no edge may take the model with their cliques over the size limit (:func:`_select_tree`).
+        public: a :class:`pgmjax.queries.public.PublicData`: its marginals join both fits at its stated standard
+            deviation, free (:func:`pgmjax.estimate`'s ``public=``); the ledger records each at no cost.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (the fitted model expressed
@@ -254,8 +254,7 @@ def mst(
         ``accountant`` / ``ledger`` (``d`` Gaussian, ``d - 1`` exponential, ``d - 1`` Gaussian entries;
         ``spent == budget == rho``), ``original=None``, ``plan`` (thirds of ``rho``: one-way marginals,
         the tree's selection, two-way marginals; :func:`mst_budget` has the noise scales) and ``info``: ``edges``, ``compressed_domain``, ``mapping``, ``compressed_model``, ``total``, ``fit_iterations`` (the final fit's iterations run), ``residual_rows`` (``(2 L, rows)``: the final fit's standardised residual sum of squares for the L2 loss, and the measured rows; see :data:`DISCREPANCY`), ``seconds``.
-        Everything in it is a differentially private output (the selection weights, which are not,
-        are not returned).
+        Everything in it is a differentially private output (the selection weights are not returned).
 
     Raises:
         TypeError / ValueError: bad input (not a Dataset, fewer than 2 attributes, epsilon <= 0,
@@ -284,14 +283,15 @@ def mst(
     # The cap stands for the peak of a fit of a model of that size (the limit bounds peaks: pgmjax.estimation.memory).
     options = check_fit_options(fit_options, where)
     constraints = check_constraints(data.domain, constraints, where)
+    public = check_public(public, data.domain, where)
     with size_limit.limited(None if max_model_mb is None else
                             capped_fit_bytes(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"))):
         return _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters,
-                    compress, synthetic, rows, synthetic_method, progress, constraints)
+                    compress, synthetic, rows, synthetic_method, progress, constraints, public)
 
 
 def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, compress, synthetic, rows,
-         synthetic_method, progress, constraints=()) -> MechanismResult:
+         synthetic_method, progress, constraints=(), public=None) -> MechanismResult:
     """:func:`mst` once its cap is in force (the arguments as there, ``epsilon``/``delta``/``key`` checked):
     the paper's five steps (module docstring), every private read through one accountant."""
     where, domain = "mst", data.domain
@@ -327,6 +327,8 @@ def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, com
         held = {a for c in constraints for a in c.attributes}
         cdom, mapping, one_way_c = compress_domain(domain, one_way, keep=held) if compress else (domain, {}, list(one_way))
         cdata = compress_data(data, mapping, cdom) if mapping else data
+        if public is not None:  # public marginals in both fits, over the compressed domain
+            options["public"] = public.recoded(mapping, cdom) if mapping else public
 
         # 3. selection: the one-way model, then Kruskal with the EM on the pairs' L1 errors (rho/3 over d-1 draws)
         with timer("select_fit"):
@@ -341,6 +343,8 @@ def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, com
         measured_rows = sum(m.rows for m in measurements)
         with timer("fit"):
             model_c = estimate(cdom, measurements, iters=engine_iters, warm_start=base, **_final_options(options, measured_rows))
+        for clique in (model_c.info or {}).get("public", []):  # what the fit took from the public data, free
+            acc.record_public(clique, cdom.size(clique))
         bar.step({"stage": "final fit", "step": d + 2, "steps": d + 3})
         model = decompress_model(model_c, mapping, domain) if mapping else model_c
         synth = None

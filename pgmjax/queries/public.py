@@ -121,6 +121,21 @@ class PublicData:
             sd = float(self.stddev)
         return Measurement(as_clique(clique), share * total, sd)
 
+    def recoded(self, mapping: Mapping, domain: Domain) -> "PublicData":
+        """The same public data over a coarser ``domain``: each attribute ``a`` in ``mapping`` through
+        ``mapping[a]`` (old code -> new code; MST's domain compression), the marginals summed over merged values."""
+        if self._data is not None:
+            return PublicData(self._data.recode(mapping, domain), stddev=self.stddev, cliques=self.cliques)
+        out = {}
+        for c, t in self._marginals.items():
+            for i, a in enumerate(c):
+                if a in mapping:
+                    moved = np.zeros(t.shape[:i] + (domain[a],) + t.shape[i + 1:])
+                    np.add.at(moved, (slice(None),) * i + (np.asarray(mapping[a]),), t)
+                    t = moved
+            out[c] = t
+        return PublicData(marginals=out, domain=domain, stddev=self.stddev, cliques=self.cliques)
+
     def __repr__(self):
         what = f"a table of {self.total:g} records" if self._data is not None else f"{len(self._marginals)} marginals"
         return f"PublicData({what}, stddev={self.stddev!r})"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax.mechanisms import aim
+from pgmjax.mechanisms import aim, mst
 from pgmjax.mechanisms.public_selection import JointSelection
 from pgmjax.queries.public import PublicData
 
@@ -109,3 +109,30 @@ def test_the_documentation_pages_example_runs_as_written():
     assert namespace["model"].info["public"] == [("a", "b"), ("b", "c")]
     result = namespace["result"]
     assert [e.target for e in result.ledger if e.mechanism == "public"] == result.info["public"]
+
+
+def test_mst_fits_with_public_marginals_on_its_compressed_domain_and_records_them():
+    """Public marginals (a table, or only some marginals) recoded to MST's compressed domain join both fits."""
+    rng = np.random.default_rng(0)
+    dom = pj.Domain({"a": 6, "b": 3, "c": 4})
+
+    def draw(n):
+        a = rng.integers(0, 6, n)
+        a[rng.random(n) < 0.5] = 0  # rare values of a: compressed
+        b = np.where(rng.random(n) < 0.8, a % 3, rng.integers(0, 3, n))
+        c = np.where(rng.random(n) < 0.7, b, rng.integers(0, 4, n))
+        return pj.Dataset(np.stack([a, b, c], 1), dom)
+
+    private, sample = draw(3000), draw(3000)
+    pairs = [("a", "b"), ("b", "c"), ("a", "c")]
+    err = lambda r: np.mean([np.abs(r.model.marginal(c) - private.marginal(c)).sum() / 3000 for c in pairs])  # noqa: E731
+    run = lambda public: mst(private, 0.1, key=jax.random.key(1), engine_iters=500, select_iters=200,  # noqa: E731
+                             public=public)
+    alone = run(None)
+    assert alone.info["mapping"]  # compressed: the public data is recoded to fit
+    table = run(pj.PublicData(sample, cliques=pairs, stddev=20.0))
+    marginals = run(pj.PublicData(marginals={c: sample.marginal(c) for c in pairs[:2]}, domain=dom, stddev=20.0))
+    for res, taken in ((table, pairs), (marginals, pairs[:2])):
+        assert [e.target for e in res.ledger if e.mechanism == "public"] == taken
+        assert res.accountant.spent == pytest.approx(res.accountant.budget, rel=1e-12)
+        assert err(res) < err(alone)
