@@ -39,7 +39,7 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "mechanisms/matrix_mechanism/templates.py": ({"uniform"}, "a template's random starting point"),
     "mechanisms/query_learning/selection.py": ({"permutation"}, "a random order of candidate queries (structure only)"),
     "model/rounding.py": ({"random", "uniform"}, "tie-breaks and systematic picks when rounding a fitted model's counts into records"),
-    "model/record_updating.py": ({"bits", "default_rng", "permutation", "random"},
+    "model/record_updating.py": ({"bits", "default_rng", "integers", "permutation", "random"},
                                  "synthetic records made to match a fitted approximate model's pseudo-marginals"),
     "model/sampling.py": ({"default_rng", "random", "uniform", "bits"}, "synthetic records from a fitted model"),
     "data/schema_columns.py": ({"bits"}, "decodes synthetic codes to values uniformly within their bins"),
