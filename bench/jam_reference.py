@@ -4,7 +4,9 @@ JAM (Fuentes, Mullins, McKenna, Miklau & Sheldon, "Joint selection: adaptively i
 private synthetic data", AISTATS 2024) is ``mechanisms/jam.py`` of github.com/ryan112358/private-pgm; its base class
 is ``mechanisms/mechanism.py`` (which imports ``mechanisms/cdp2adp.py``). This driver exports those files, unchanged,
 from a git mirror of the repository at a given commit (``--source``, default the local mirror; ``--commit``, default
-``HEAD``) into a temporary folder with ``git archive`` (read only), puts the folder first on ``sys.path`` and runs
+``HEAD``) into a temporary folder with ``git archive`` (read only), imports them from there as the top-level modules
+``cdp2adp``, ``mechanism`` and ``jam`` (by file location, each registered under its own name so that their
+``from mechanism import Mechanism`` finds it, as in the repository's folder) and runs
 ``JAM(epsilon, delta, prng, rounds=..., size_limit=..., optim_iters=...).run(private, public, workload)``, with
 mbi 2.0.0 (pip) as the library. ``--mechanism aim`` runs the repository's ``mechanisms/aim.py`` the same way
 (``AIM(epsilon, delta, rounds=..., max_model_size=..., max_iters=...).run(private, workload)``).
@@ -22,20 +24,26 @@ library is mbi 2.0.0, whose API differs in what ``jam.py`` calls. What this driv
    ``2 / N``, and it runs in blocks of 50 iterations), the same loss ``1/2 sum ||(mu - y) / sigma||^2``, the total
    estimated the same way from the measurements where ``known_total`` is None (as ``jam.py`` leaves it).
 3. The model that shim returns answers ``project(clique)`` (which ``jam.py`` calls for every candidate in every
-   round) through a faster exact route: the junction tree's calibrated clique marginals (mbi 2.0.0's
-   ``message_passing_stable`` over the potentials expanded to the tree's maximal cliques, as mbi's own
-   ``MarkovRandomField.synthetic_data`` does), then, for a clique no tree clique holds, the product of the
-   conditionals along the tree path (numpy ``einsum``). mbi's own ``project`` runs ``variable_elimination``, jitted per
-   (model structure, clique): it recompiles about 100 programs per round (about 13 s a round early on, more later; 30
-   rounds on Adult take about 9 minutes per run, two-thirds of it here). ``--check K`` compares ``K`` random
-   candidates per fitted model with mbi's own ``MarkovRandomField.project`` and reports the largest absolute
-   difference (counts). Everything else (``potentials``, ``cliques``, ``synthetic_data``) is mbi's model itself.
+   round) through a faster exact route (:class:`FastMarginals`, numpy float64): the junction tree's calibrated clique
+   marginals (sum-product over mbi's ``make_junction_tree`` of the model's cliques, on its potentials expanded to the
+   tree's cliques, as mbi's own ``MarkovRandomField.synthetic_data`` does with ``message_passing_stable``), then, for
+   a pair no tree clique holds, the product of the conditionals along the tree path between the two attributes.
+   mbi's own ``project`` runs ``variable_elimination``, jitted per (model structure, clique): about 100 programs
+   compiled per round (about 13 s a round early on, more later; 30 rounds on Adult take about 9 minutes per run,
+   two-thirds of it there). ``--check K`` compares up to ``K`` candidates per fitted model, chosen at random, with
+   mbi's own ``MarkovRandomField.project`` and reports the largest absolute difference (counts). Everything else
+   (``potentials``, ``synthetic_data``, ``total``) is mbi's model itself, and ``cliques`` is its potentials' cliques
+   as a list, as HEAD's model gives them (mbi 2.0.0 gives a tuple, to which ``aim.py`` cannot append a list).
 4. Seeding: ``JAM.__init__`` (and ``AIM.__init__``) call ``Mechanism.__init__(epsilon, delta, prng)``, whose third
    parameter is ``bounded``: the ``prng`` lands there and ``self.prng`` stays ``numpy.random`` (the module). The
    driver passes ``prng=numpy.random.default_rng(seed)`` as ``jam.py``'s own ``__main__`` does and seeds the global
    state with ``numpy.random.seed(seed)``, which is what the mechanism's noise, its exponential mechanism and mbi's
    ``synthetic_data`` (randomised rounding) draw from.
-5. The data: mbi 2.0.0's ``Dataset`` takes a ``{attribute: column}`` mapping (``jam.py``'s ``__main__`` reads CSVs with
+5. Not an adaptation but a condition of reproducing a run: ``jam.py``'s candidates come from
+   ``downward_closure``, which sorts a set of cliques by length only, so their order, and with it which candidate a
+   draw of the exponential mechanism lands on, follows Python's string hashing. A run is reproducible only with
+   ``PYTHONHASHSEED`` fixed (``bench.public_data`` sets it to the seed); the row records it.
+6. The data: mbi 2.0.0's ``Dataset`` takes a ``{attribute: column}`` mapping (``jam.py``'s ``__main__`` reads CSVs with
    HEAD's ``Dataset.load``, not used here); the workload (``jam.py``'s ``all_k_way(attrs, degree)``) is given by the
    caller: all 2-way marginals.
 
@@ -59,6 +67,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -93,10 +102,27 @@ def export(source: str, commit: str, folder: str) -> dict:
             "blobs": {f: _git(source, "rev-parse", f"{sha}:{f}") for f in FILES}}
 
 
+def load_reference(folder: str, names) -> dict:
+    """Import ``<folder>/mechanisms/<name>.py`` for each name, in order, as the top-level module ``name`` (registered in
+    ``sys.modules``, so a later file's ``from mechanism import Mechanism`` finds the earlier one)."""
+    import importlib.util
+
+    out = {}
+    for name in names:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(folder, "mechanisms", f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        out[name] = module
+    return out
+
+
 def _stub_matplotlib() -> bool:
     """Register an empty ``matplotlib.pyplot`` where matplotlib is not installed (cdp2adp.py imports, never uses it)."""
     try:
-        import matplotlib.pyplot  # noqa: F401
+        import importlib
+
+        importlib.import_module("matplotlib.pyplot")
         return False
     except ImportError:
         mpl = types.ModuleType("matplotlib")
@@ -134,22 +160,77 @@ class FastMarginals:
     the tree path for a clique no tree clique holds (module docstring, item 3)."""
 
     def __init__(self, model):
-        from mbi import junction_tree, marginal_oracles
+        from mbi import junction_tree
 
         domain = model.domain
         jtree, _ = junction_tree.make_junction_tree(domain, [tuple(c) for c in model.cliques])
         nodes = [tuple(c) for c in jtree.nodes]
-        potentials = model.potentials.expand(nodes)
-        calibrated = marginal_oracles.message_passing_stable(potentials, model.total)
-        self.tables = {}
-        for c in nodes:
-            f = calibrated.project(c)
-            self.tables[c] = np.asarray(f.datavector(flatten=False), np.float64)
         self.adj = {c: [tuple(n) for n in jtree.neighbors(c)] for c in nodes}
         self.nodes = nodes
         self.names = {a: chr(ord("a") + i) if i < 26 else chr(ord("A") + i - 26)
                       for i, a in enumerate(domain.attributes)}
         self.domain = domain
+        self.tables = self._calibrate(model.potentials.expand(nodes), float(model.total))
+
+    def _calibrate(self, potentials, total: float) -> dict:
+        """Each tree clique's marginal (counts summing to ``total``): sum-product on the junction tree in log space,
+        numpy float64 (what mbi's ``message_passing_stable`` computes, without compiling a program per model)."""
+        logp = {}
+        for c in self.nodes:
+            f = potentials[c]
+            own = list(f.domain.attributes)
+            logp[c] = np.transpose(np.asarray(f.datavector(flatten=False), np.float64), [own.index(a) for a in c])
+        messages = {}
+
+        def send(src, dst):  # log-message from src to dst over their separator, in src's attribute order
+            sep = tuple(x for x in src if x in dst)
+            t = logp[src].copy()
+            for n in self.adj[src]:
+                if n != dst:
+                    t = t + self._align(messages[(n, src)], src)
+            drop = tuple(i for i, x in enumerate(src) if x not in sep)
+            m = t.max(axis=drop, keepdims=True) if drop else t
+            m = np.where(np.isfinite(m), m, 0.0)
+            out = np.log(np.exp(t - m).sum(axis=drop, keepdims=True)) + m if drop else t
+            messages[(src, dst)] = (sep, np.squeeze(out, axis=drop) if drop else out)
+
+        seen = set()
+        for root in self.nodes:  # every tree of the forest
+            if root in seen:
+                continue
+            order, parent, frontier = [root], {root: None}, [root]
+            while frontier:
+                nxt = []
+                for c in frontier:
+                    for n in self.adj[c]:
+                        if n not in parent:
+                            parent[n] = c
+                            order.append(n)
+                            nxt.append(n)
+                frontier = nxt
+            seen.update(order)
+            for c in reversed(order[1:]):  # leaves up
+                send(c, parent[c])
+            for c in order:  # root down
+                for n in self.adj[c]:
+                    if parent.get(n) == c:
+                        send(c, n)
+        tables = {}
+        for c in self.nodes:
+            t = logp[c]
+            for n in self.adj[c]:
+                t = t + self._align(messages[(n, c)], c)
+            t = np.exp(t - t.max())
+            tables[c] = t * (total / t.sum())
+        return tables
+
+    @staticmethod
+    def _align(message, attrs):
+        """A message ``(sep, table)`` broadcast against a table over ``attrs``."""
+        sep, table = message
+        order = [x for x in attrs if x in sep]
+        table = np.transpose(table, [sep.index(x) for x in order])
+        return table.reshape([table.shape[order.index(x)] if x in sep else 1 for x in attrs])
 
     def _path(self, clique):
         """The shortest tree path from a clique holding ``clique[0]`` to one holding ``clique[1]`` (None if the two
@@ -237,6 +318,12 @@ class FastModel:
     def __bool__(self):
         return True
 
+    @property
+    def cliques(self) -> list:
+        """The potentials' cliques as a list, as HEAD's ``MarkovRandomField.cliques`` gives them (mbi 2.0.0: a tuple;
+        ``aim.py`` appends to it with ``model.cliques + [cl]``)."""
+        return list(self._model.cliques)
+
     def project(self, attrs):
         t = time.perf_counter()
         if self._fast is None:
@@ -288,6 +375,17 @@ def parse_rounds(text: str) -> list[dict]:
     return out
 
 
+def replay_budget(jam, mech, rounds: list[dict]) -> float:
+    """The budget JAM had used at the end (its ``rho_used``, a local of ``run``; the log prints 3 digits): replayed
+    with jam.py's own ``adaptive_split`` from the rounds' sources (a private round spends selection and measurement,
+    a public one the selection only)."""
+    used = 0.0
+    for t, r in enumerate(rounds):
+        select, measure = jam.adaptive_split(mech.rho, used, mech.rounds, t, mech.alpha)
+        used += select + (measure if r["source"] == "private" else 0.0)
+    return float(used)
+
+
 def parse_aim(text: str) -> list[dict]:
     """mbi's AIM prints ``Budget Used x / rho`` then ``Measuring Clique (...)`` per round."""
     out, used = [], None
@@ -326,14 +424,15 @@ def run(args) -> dict:
     from mbi import Dataset, Domain
 
     folder = tempfile.mkdtemp(prefix="jam_reference_")
-    source = args.jam_dir
-    if source:
-        exported = {"source": os.path.abspath(source), "commit": None, "blobs": None}
-        sys.path.insert(0, os.path.join(source, "mechanisms"))
+    if args.jam_dir:
+        exported = {"source": os.path.abspath(args.jam_dir), "commit": None, "blobs": None}
+        base = args.jam_dir
     else:
         exported = export(args.source, args.commit, folder)
-        sys.path.insert(0, os.path.join(folder, "mechanisms"))
+        base = folder
     stubbed = _stub_matplotlib()
+    reference = load_reference(base, ("cdp2adp", "mechanism", args.mechanism))
+    shutil.rmtree(folder, ignore_errors=True)
     stats = {"fit_s": 0.0, "fits": 0, "project_s": 0.0, "projects": 0, "check_max_abs": 0.0, "checks": 0}
     install(mbi, jax, stats, args.check, args.seed)
 
@@ -353,20 +452,20 @@ def run(args) -> dict:
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(_Tee(log, sys.stderr)):
         if args.mechanism == "jam":
-            import jam
-
+            jam = reference["jam"]
             public = dataset(args.public)
             mech = jam.JAM(args.epsilon, args.delta, prng=np.random.default_rng(args.seed), rounds=args.rounds,
                            size_limit=args.size_limit, optim_iters=args.iters)
             model, synth = mech.run(private, public, workload)
             rounds = parse_rounds(log.getvalue())
+            rho_used = replay_budget(jam, mech, rounds)
         else:
-            import aim
-
-            mech = aim.AIM(args.epsilon, args.delta, prng=np.random.default_rng(args.seed), rounds=args.rounds,
+            mech = reference["aim"].AIM(args.epsilon, args.delta, prng=np.random.default_rng(args.seed),
+                                        rounds=args.rounds,
                            max_model_size=args.size_limit, max_iters=args.iters)
             model, synth = mech.run(private, [(c, 1.0) for c in workload])
             rounds = parse_aim(log.getvalue())
+            rho_used = rounds[-1]["rho_used"] if rounds else None
         jax.block_until_ready(model._model if isinstance(model, FastModel) else model)
     wall = time.perf_counter() - t0
     inner = model._model if isinstance(model, FastModel) else model
@@ -385,13 +484,14 @@ def run(args) -> dict:
         "library": "mbi", "mechanism": args.mechanism, "epsilon": args.epsilon, "delta": args.delta,
         "seed": args.seed, "wall_s": wall, "rounds_nominal": args.rounds, "rounds_run": len(rounds),
         "public_taken": len(public_taken), "public_cliques": public_taken, "log": rounds,
-        "rho": float(mech.rho), "rho_used": rounds[-1]["rho_used"] if rounds else None,
+        "rho": float(mech.rho), "rho_used": rho_used,
         "total": float(inner.total), "potential_cliques": [list(c) for c in cliques],
         "model_mb": float(_model_mb(mbi, domain, cliques)), "synthetic_rows": int(arrays["records"].shape[0]),
         "fit_s": stats["fit_s"], "fits": stats["fits"], "project_s": stats["project_s"],
         "projects": stats["projects"], "check_max_abs": stats["check_max_abs"] if stats["checks"] else None,
         "checks": stats["checks"], "matplotlib_stub": stubbed, "reference": exported, "versions": versions(),
         "backend": jax.default_backend(), "arrays": args.arrays,
+        "pythonhashseed": os.environ.get("PYTHONHASHSEED"),
         "size_limit_mb": args.size_limit, "iters": args.iters,
     }
 
