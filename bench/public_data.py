@@ -682,7 +682,8 @@ def auto_notes(rows: list[dict], summary: list[dict], settings: dict) -> list[st
         checks = [r["check_max_abs"] for r in jam if r.get("check_max_abs") is not None]
         if checks:
             notes.append("JAM's candidate marginals (bench.jam_reference's exact junction-tree route) against "
-                         f"mbi's own `MarkovRandomField.project`: largest absolute difference {max(checks):.3g} counts over "
+                         f"mbi's own `MarkovRandomField.project`: largest absolute difference {max(checks):.3g} "
+                         "counts over "
                          f"{sum(r['checks'] for r in jam)} checked candidates (float32 against float64).")
         unspent = [r for r in jam if r.get("rho_used") is not None and r["rho_used"] < r["rho"] * (1 - 1e-6)]
         if unspent:
