@@ -37,7 +37,8 @@ def table(tmp_path_factory):
     return d
 
 
-@pytest.mark.parametrize("mechanism,extra", [("mst", []), ("aim", ["--rounds", "8", "--max-model-mb", "1"])])
+@pytest.mark.parametrize("mechanism,extra", [
+    ("mst", []), pytest.param("aim", ["--rounds", "8", "--max-model-mb", "1"], marks=pytest.mark.slow)])
 def test_mst_and_aim_release_records_that_keep_the_schemas_constraints(table, tmp_path, capsys, mechanism, extra):
     out, report = tmp_path / "o.csv", tmp_path / "r.json"
     code = cli.main(["run", "--seed", "0", "--data", str(table / "t.csv"), "--schema", str(table / "s.json"),

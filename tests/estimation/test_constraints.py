@@ -55,7 +55,8 @@ def joint(model) -> np.ndarray:
 
 @pytest.mark.parametrize("method,program", [
     ("mirror_descent", "dense"), ("mirror_descent", "size_class"), ("dual_averaging", "dense"), ("lbfgs", "dense"),
-    pytest.param("lbfgs", "size_class", marks=pytest.mark.slow), ("mirror_descent", "paths")])
+    pytest.param("lbfgs", "size_class", marks=pytest.mark.slow),
+    pytest.param("mirror_descent", "paths", marks=pytest.mark.slow)])
 def test_the_constrained_fit_is_the_maximum_entropy_optimum_on_the_allowed_cells(method, program):
     ms = measurements(CONSTRAINTS)
     model = pj.estimate(DOM, ms, method=method, iters=3000, constraints=CONSTRAINTS, program=program,
@@ -240,6 +241,7 @@ def test_the_eliminated_dependency_fits_what_the_masked_clique_fits():
     np.testing.assert_allclose(model.marginal(("state", "age")), masked.marginal(("state", "age")), atol=0.05)
 
 
+@pytest.mark.slow
 def test_chained_and_shared_dependencies_and_warm_starts():
     dom = pj.Domain({"a": 6, "b": 3, "c": 2, "d": 2})
     ab = pj.Constraint.determines("a", "b", [0, 0, 1, 1, 2, 2])

@@ -99,6 +99,7 @@ def test_aim_takes_a_public_marginal_equal_to_the_private_one_and_records_it_at_
         aim(private, 1.0, key=jax.random.key(0), public=public, checkpoint="ckpt-never-made")
 
 
+@pytest.mark.slow
 def test_the_documentation_pages_example_runs_as_written():
     import pathlib
     import re
@@ -111,6 +112,7 @@ def test_the_documentation_pages_example_runs_as_written():
     assert [e.target for e in result.ledger if e.mechanism == "public"] == result.info["public"]
 
 
+@pytest.mark.slow
 def test_mst_fits_with_public_marginals_on_its_compressed_domain_and_records_them():
     """Public marginals (a table, or only some marginals) recoded to MST's compressed domain join both fits."""
     rng = np.random.default_rng(0)

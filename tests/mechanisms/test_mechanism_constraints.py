@@ -51,6 +51,7 @@ def test_aims_expected_error_counts_the_cells_the_constraints_leave_possible():
     assert possible_cells(DOM, ("e",), CONSTRAINTS).sum() == 6
 
 
+@pytest.mark.slow
 def test_mst_leaves_out_a_pair_whose_loop_with_a_constraint_breaks_the_size_limit():
     """A constraint over (x, y) and a tree through z joining them make the triangle (x, y, z): 512,000 cells, a fit
     over the cap; (x, y) and one pair with z fit. z depends on both x and y, x and y on each other not, so the tree
