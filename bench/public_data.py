@@ -118,9 +118,7 @@ STATIC_NOTES = (
     "instead of mbi's variable elimination jitted per clique (about 100 compilations a round; checked against it, "
     "below), and `model.cliques` as a list as HEAD gives it; (4) seeding by `numpy.random.seed(seed)`: JAM passes "
     "its `prng` to `Mechanism.__init__` as the `bounded` parameter, so it draws from numpy's global state; (5) mbi "
-    "2.0.0's `Dataset` built from columns. JAM's draws also depend on Python's string hashing (its candidates' "
-    "order comes from a set: `downward_closure` sorts a set by length only), so each JAM process runs with "
-    "`PYTHONHASHSEED` = the seed; with the hash seed free, two runs of one seed select different marginals.",
+    "2.0.0's `Dataset` built from columns.",
     "JAM's selection uses score sensitivity 2 for every option (replace-one neighbours). For a private option (the "
     "model's L1 error less a constant) that is the bound; a public option scores the model's error less the public "
     "table's, and one replaced record (a cell +1, another -1) can raise the first by 2 while lowering the second by "
@@ -691,6 +689,16 @@ def auto_notes(rows: list[dict], summary: list[dict], settings: dict) -> list[st
                          "marginal, which spends only the selection share; the rest of that round's budget is never "
                          "used): " + "; ".join(f"{r['arm']} eps {r['epsilon']:g} seed {r['seed']}: "
                                                f"{r['rho_used'] / r['rho']:.1%} of rho" for r in unspent) + ".")
+        fixed = [r for r in jam if r.get("pythonhashseed") not in (None, "", "random")]
+        about = ("JAM's draws depend on Python's string hashing (its candidates' order comes from a set: "
+                 "`downward_closure` sorts a set by length only; with the hash seed free, two runs of one seed select "
+                 "different marginals)")
+        if len(fixed) == len(jam):
+            notes.append(about + ": every JAM process ran with `PYTHONHASHSEED` = its seed, so a run reproduces.")
+        else:
+            notes.append(about + f": {len(jam) - len(fixed)} of these {len(jam)} JAM runs ran with the hash seed "
+                         "free (written before the script fixed it per seed), so they do not reproduce seed by seed; "
+                         "each is still an independent run.")
         none = [r for r in jam if r["arm"] == "jam_none"]
         if none:
             notes.append(f"JAM's no-public arm (uniform table) took {sum(r['public_taken'] for r in none)} public "
