@@ -81,6 +81,7 @@ def test_joint_selection_scores_the_public_options_as_computed_by_hand():
     assert joint.offered(np.ones(3, bool)).tolist() == [False, True, True]  # taken once, not offered again
 
 
+@pytest.mark.slow
 def test_aim_takes_a_public_marginal_equal_to_the_private_one_and_records_it_at_no_cost():
     private = table(5000, seed=5)
     public = PublicData(private)  # the private table itself: every public score is the model's whole error
