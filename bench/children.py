@@ -45,19 +45,25 @@ def child_result(module: str, args: list[str], env: dict, label: str, timeout: f
     """Run ``python -m <module> --child *args RESULT`` in a fresh interpreter with ``env`` (from the repository
     root) and return the JSON it wrote to RESULT (its last argument); None, with its error printed under
     ``label``, when it failed or ran past ``timeout`` seconds (then killed)."""
-    import subprocess
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         result = os.path.join(tmp, "result.json")
-        try:
-            proc = subprocess.run(child_command(module, "--child", *args, result), env=env, capture_output=True,
-                                  text=True, timeout=timeout, cwd=ROOT)
-        except subprocess.TimeoutExpired:
-            print(label, f"killed after {timeout:.0f} s", flush=True)
-            return None
-        if proc.returncode:
-            print(label, "failed:", proc.stderr[-1500:], flush=True)
-            return None
-        with open(result) as f:
-            return json.load(f)
+        return json_child(child_command(module, "--child", *args, result), result, env, label, timeout)
+
+
+def json_child(cmd: list[str], result: str, env: dict, label: str, timeout: float | None = None):
+    """Run ``cmd`` (from the repository root, with ``env``) and return the JSON it wrote to ``result``; None, with its
+    error printed to stderr under ``label``, when it failed or ran past ``timeout`` seconds (then killed)."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        print(f"[{label}] killed after {timeout:.0f} s", file=sys.stderr, flush=True)
+        return None
+    if proc.returncode:
+        print(f"[{label}] failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
+        return None
+    with open(result) as f:
+        return json.load(f)

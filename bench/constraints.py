@@ -61,7 +61,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -69,7 +68,7 @@ import time
 import numpy as np
 
 from bench import schema
-from bench.children import child_command
+from bench.children import child_command, json_child
 from bench.schema import ROOT
 
 NAME = "constraints"
@@ -272,16 +271,9 @@ def score(row: dict, data, pj, problem: str) -> dict:
 def _child(cmd: list[str], label: str, env: dict, timeout: float) -> list[dict] | None:
     """Run a child that writes its rows to the JSON file after ``--result``; None (reported) if it failed."""
     t = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        print(f"[{label}] killed after {timeout:.0f} s", file=sys.stderr, flush=True)
+    rows = json_child(cmd, cmd[cmd.index("--result") + 1], env, label, timeout)
+    if rows is None:
         return None
-    if proc.returncode:
-        print(f"[{label}] failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
-        return None
-    with open(cmd[cmd.index("--result") + 1]) as f:
-        rows = json.load(f)
     wall = time.perf_counter() - t
     for r in rows:
         r["process_wall_s"] = wall

@@ -71,7 +71,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -79,7 +78,7 @@ import time
 import numpy as np
 
 from bench import schema
-from bench.children import child_command
+from bench.children import child_command, json_child
 from bench.schema import ROOT
 
 NAME = "public"
@@ -263,16 +262,9 @@ def score(row: dict, pj, domain, truth2, pairs) -> dict:
 # ----------------------------------------------------------------------------- children
 def _child(cmd: list[str], label: str, env: dict, timeout: float) -> dict | None:
     t = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        print(f"[{label}] killed after {timeout:.0f} s", file=sys.stderr, flush=True)
+    row = json_child(cmd, cmd[cmd.index("--result") + 1], env, label, timeout)
+    if row is None:
         return None
-    if proc.returncode:
-        print(f"[{label}] failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
-        return None
-    with open(cmd[cmd.index("--result") + 1]) as f:
-        row = json.load(f)
     row["process_wall_s"] = time.perf_counter() - t
     return row
 
