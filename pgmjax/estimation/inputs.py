@@ -9,6 +9,7 @@ value) and the numbers as arrays (answers, noise scales, total, the loss's Lipsc
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import jax
@@ -219,8 +220,6 @@ def starting_potentials(plan, warm_start, constraints, dtype) -> dict:
 def report_forbidden_mass(domain, measurements, constraints, caller: str) -> list:
     """:func:`pgmjax.queries.constraints.forbidden_mass` of the measurements, with a warning naming each constraint
     the measurements contradict (mass beyond four standard deviations of their noise)."""
-    import warnings
-
     found = forbidden_mass(domain, measurements, constraints)
     for f in found:
         if f.contradicts:
