@@ -43,6 +43,16 @@ def positive_int(text: str) -> int:
     return x
 
 
+def public_stddev(text: str) -> float | str:
+    """``--public-stddev``: ``"sampling"`` or a positive number of records (:class:`pgmjax.queries.public.PublicData`)."""
+    if text.strip().lower() == "sampling":
+        return "sampling"
+    try:
+        return positive_float(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected 'sampling' or a positive number of records, got {text!r}") from None
+
+
 def seed_int(text: str) -> int:
     try:
         x = int(text)

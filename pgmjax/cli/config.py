@@ -15,7 +15,8 @@ from .errors import UserError
 #: Each setting's flag (single-valued).
 FLAGS = {"mechanism": "--mechanism", "epsilon": "--epsilon", "delta": "--delta", "preprocess_fraction": "--preprocess-fraction",
          "bins": "--bins", "min_count": "--min-count", "discovery_delta": "--discovery-delta",
-         "engine_iters": "--engine-iters", "max_model_mb": "--max-model-mb", "workload": "--workload"}
+         "engine_iters": "--engine-iters", "max_model_mb": "--max-model-mb", "workload": "--workload",
+         "public_stddev": "--public-stddev"}
 #: Each mapping setting's repeatable flag and how one entry is written.
 PAIRS = {"ranges": ("--range", lambda k, v: f"{k}={v[0]}:{v[1]}"), "kinds": ("--kind", lambda k, v: f"{k}={v}"),
          "decimals": ("--decimals", lambda k, v: f"{k}={v}"), "date_formats": ("--date-format", lambda k, v: f"{k}={v}"),

@@ -294,6 +294,63 @@ def load_raw_data(args, say):
     return data, schema, extra
 
 
+def public_of(args, entry_name: str) -> None:
+    """``--public`` checked before anything is read: the file exists and the mechanism takes public data.
+
+    Raises:
+        UserError: a missing file, or a mechanism that takes none (those that do named).
+    """
+    from ..mechanisms import registry
+
+    if args.public is None:
+        return
+    need_file(args.public, "--public")
+    if "public" not in registry.own_options(entry_name):
+        takes = [n for n in registry.MECHANISMS if "public" in registry.own_options(n)]
+        raise UserError(f"--public: {entry_name} takes no public data; {', '.join(takes)} do")
+
+
+def load_public(args, schema, domain):
+    """``--public``: the public table, read as ``--data`` is (integer codes over ``domain``, or raw values through
+    ``schema``, the run's schema whether given or derived privately), as a
+    :class:`~pgmjax.queries.public.PublicData` with ``--public-stddev``; None without it.
+
+    The public table is public: its values may appear in messages. A raw value the schema does not know is coded as
+    the schema codes an unknown value of the private table.
+
+    Raises:
+        UserError: a column of the domain or schema missing from the public file, or a bad value, named.
+    """
+    import argparse
+
+    from ..data import schema as S
+    from ..queries.public import PublicData
+
+    if args.public is None:
+        return None
+    if schema is None:  # integer codes, checked as --data's are
+        public_args = argparse.Namespace(**{**vars(args), "data": args.public, "engine": "memory",
+                                            "ignore_extra_columns": True, "show_private": True})
+        data, _, _ = load_integer_data(public_args, lambda *a: None)
+    else:
+        try:
+            frame = S.read_raw_csv(args.public)
+        except (S.SchemaError, OSError, ValueError) as e:
+            raise UserError(f"--public {args.public}: {e}") from None
+        missing = [c for c in schema.columns if c not in frame.columns]
+        if missing:
+            raise UserError(f"--public {args.public}: no column(s) {missing} (the table needs --data's columns)")
+        try:
+            data = schema.encode(frame[list(schema.columns)], unreadable="missing")
+        except S.SchemaError as e:
+            raise UserError(f"--public {args.public}: {e}") from None
+    if data.domain != domain:
+        raise UserError(f"--public {args.public}: its domain {data.domain} is not the private table's {domain}")
+    if len(data) == 0:
+        raise UserError(f"--public {args.public}: the public table has no records")
+    return PublicData(data, stddev=args.public_stddev)
+
+
 def parse_workload(spec: str | None, domain):
     """``all-Kway`` or a JSON file of cliques -> (Workload, label); None -> (None, None)."""
     import os

@@ -7,7 +7,7 @@ import os
 import sys
 
 from . import info, intervals, preprocessing, report, sample
-from .arguments import OVERWRITE_HELP, positive_float, positive_int, seed_int, unit_interval
+from .arguments import OVERWRITE_HELP, positive_float, positive_int, public_stddev, seed_int, unit_interval
 from .commands import mechanisms_cmd, schema_cmd
 from .config import config_flags, config_path
 from .demo import demo
@@ -183,6 +183,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--domain", metavar="JSON", help="domain of integer-coded data: {column: number of values}")
     g.add_argument("--schema", metavar="JSON", help="public discretisation schema of raw data (see above; without --domain "
                    "and --schema a private one is derived from the data inside the budget)")
+    g.add_argument("--public", metavar="CSV", help="a public table with --data's columns, coded as --data is (integer codes "
+                   "with --domain, raw values otherwise, discretised by the same schema): its marginals join the fits of "
+                   "mst, aim (which chooses, round by round, between a private measurement and the public marginal) and "
+                   "mwem at no privacy cost; the ledger lists each (docs: public-data)")
+    g.add_argument("--public-stddev", type=public_stddev, default="sampling", metavar="SD",
+                   help="how far --public's marginals are trusted to be from the private ones: 'sampling' (default: the "
+                        "sampling error of a public sample of its size) or a standard deviation in records")
     g.add_argument("--ignore-extra-columns", action="store_true", help="drop CSV columns that are not in the domain/schema instead of failing")
     g.add_argument("--engine", choices=["memory", "polars", "dask"], default="memory",
                    help="who reads --data: memory (default: read into this process), polars (streaming, beyond "

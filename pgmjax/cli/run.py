@@ -15,7 +15,9 @@ from .errors import RunFailure, UserError
 from .inputs import (
     data_header,
     load_integer_data,
+    load_public,
     load_raw_data,
+    public_of,
     schema_constraints_of,
     need_data,
     need_file,
@@ -100,6 +102,9 @@ def _run_checked(args, call, notes, outs: OutputSet, t_start: float, say) -> int
     together (:meth:`~pgmjax.cli.outputs.OutputSet.commit`), print the summary."""
     t0 = time.perf_counter()
     data, schema, extra, workload, wl_label = load_inputs(args, say)
+    public = load_public(args, schema, data.domain)
+    if public is not None:
+        call = (call[0], {**call[1], "public": public})
     seconds = {"load": time.perf_counter() - t0}
     say(
         # The exact record count is private under add/remove neighbours: only with --show-private.
@@ -197,6 +202,7 @@ def check_arguments(args) -> tuple[tuple, list]:
     args.constraints = schema_constraints_of(args, entry.name, options)
     if args.constraints:
         kwargs["constraints"] = args.constraints
+    public_of(args, entry.name)
     checkpoints.check(args, entry.name)
     args.seed_source = checkpoints.run_seed(args)  # before anything is read: the preprocessing draws noise too
     return (entry, kwargs), (first if args.private_schema else notes)
@@ -217,7 +223,7 @@ def check_run_outputs(args) -> OutputSet:
         UserError: exit 2, nothing run.
     """
     outs = check_outputs(
-        {"--data": args.data, "--domain": args.domain, "--schema": args.schema,
+        {"--data": args.data, "--domain": args.domain, "--schema": args.schema, "--public": args.public,
          "--workload": args.workload if args.workload is not None and os.path.isfile(args.workload) else None},
         {"--out": args.out, "--report": args.report, "--save-model": args.save_model, "--html": args.html},
         args.overwrite,
@@ -403,6 +409,9 @@ def build_report(args, data, schema, extra, workload, result, spec, synth, evalu
         "preprocessing": jsonable(pre_entry),
         "warnings": preprocessing.report_warnings(pre_entry, raw),
     }
+    if getattr(args, "public", None) is not None:
+        report["input"]["public"] = args.public
+        report["public"] = [list(e.target) for e in acc.ledger if e.mechanism == "public"]  # what the release took, free
     if getattr(args, "constraints", ()):
         report["constraints"] = constraint_entry(args.constraints, data, synth)
         report["not_private"].append("constraints.input_violations")
@@ -448,6 +457,11 @@ def summary_text(args, report, data, schema, workload, wl_label, result, synth, 
         + (f", intervals {seconds['intervals']:.2f}" if "intervals" in seconds else "") + "); "
         "NOT private: it grows with the number of records"
     )
+    if "public" in report:
+        taken = report["public"]
+        lines.append(f"  public        {plural(len(taken), 'marginal')} taken from {os.path.basename(args.public)} at no "
+                     "privacy cost" + (f": {', '.join('x'.join(c) for c in taken[:6])}{', ...' if len(taken) > 6 else ''}"
+                                       if taken else ""))
     if "constraints" in report:
         c = report["constraints"]
         broken = sum(c["synthetic_violations"])

@@ -46,7 +46,8 @@ class MechanismResult:
         mechanism: the front-end's name.
         model: the +PGM arm, a :class:`~pgmjax.GraphicalModel` fitted to ``measurements``.
         synthetic: synthetic data drawn from ``model`` (``round(model.total)`` records).
-        measurements: every noisy measurement taken (the engine's input).
+        measurements: the engine's input: every noisy measurement taken, and the public marginals the model was
+            fitted to, scaled to its total (the ledger's ``"public"`` entries say which).
         ledger: the accountant's entries, one per noise addition or selection.
         accountant: the :class:`~pgmjax.privacy.Accountant` of the run (its budget and spend).
         original: the mechanism's own estimate on the same noise (a Dataset of synthetic

@@ -253,7 +253,7 @@ def mst(
         ``measurements`` (over the compressed domain: ``d`` one-way, ``d - 1`` two-way),
         ``accountant`` / ``ledger`` (``d`` Gaussian, ``d - 1`` exponential, ``d - 1`` Gaussian entries;
         ``spent == budget == rho``), ``original=None``, ``plan`` (thirds of ``rho``: one-way marginals,
-        the tree's selection, two-way marginals; :func:`mst_budget` has the noise scales) and ``info``: ``edges``, ``compressed_domain``, ``mapping``, ``compressed_model``, ``total``, ``fit_iterations`` (the final fit's iterations run), ``residual_rows`` (``(2 L, rows)``: the final fit's standardised residual sum of squares for the L2 loss, and the measured rows; see :data:`DISCREPANCY`), ``seconds``.
+        the tree's selection, two-way marginals; :func:`mst_budget` has the noise scales) and ``info``: ``edges``, ``compressed_domain``, ``mapping``, ``compressed_model``, ``total``, ``fit_iterations`` (the final fit's iterations run), ``residual_rows`` (``(2 L, rows)``: the final fit's standardised residual sum of squares for the L2 loss, and the measured rows; see :data:`DISCREPANCY`), ``seconds``, ``public`` (the cliques the final fit took from the public data, over the compressed domain).
         Everything in it is a differentially private output (the selection weights are not returned).
 
     Raises:
@@ -345,6 +345,7 @@ def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, com
             model_c = estimate(cdom, measurements, iters=engine_iters, warm_start=base, **_final_options(options, measured_rows))
         for clique in (model_c.info or {}).get("public", []):  # what the fit took from the public data, free
             acc.record_public(clique, cdom.size(clique))
+            measurements.append(options["public"].measurement(clique, float(model_c.total)))
         bar.step({"stage": "final fit", "step": d + 2, "steps": d + 3})
         model = decompress_model(model_c, mapping, domain) if mapping else model_c
         synth = None
@@ -370,6 +371,7 @@ def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, com
         "fit_iterations": int(model_c.history[-1]["iteration"]) if model_c.history else 0,
         "residual_rows": (2.0 * float(model_c.loss), measured_rows),
         "seconds": timer.done(),
+        "public": list((model_c.info or {}).get("public", [])),  # over the compressed domain, as the ledger's
     }
     return pgm_native_result("mst", "MST", model=model, synthetic=synth, measurements=measurements, accountant=acc,
                              info=info, plan=plan)

@@ -42,6 +42,7 @@ from ..mechanisms.options import COMMON_PARAMETERS, DEFAULT_DELTA
 from ..preprocessing.preprocess import private_schema
 from ..preprocessing.private_format import encode_raw
 from ..privacy import Accountant, from_ledger_state
+from ..queries.public import PublicData
 from . import release_files
 from .release import Release, Stage
 from .tables import as_pandas, coded_dataset, read_config
@@ -87,6 +88,8 @@ class Synthesizer:
         engine_iters: iterations of the mechanism's fits (None: its default).
         max_model_mb: the mechanism's model-size cap in MB (None: its default).
         workload: the cliques the mechanism optimises for, where it takes a workload (None: all pairs).
+        public_stddev: how far the public table given to :meth:`fit` is trusted to be from the private one:
+            ``"sampling"`` or a standard deviation in records (:class:`pgmjax.queries.public.PublicData`).
 
     Example:
         >>> Synthesizer("mst", epsilon=1.0).delta
@@ -109,6 +112,7 @@ class Synthesizer:
     engine_iters: int | None = None
     max_model_mb: float | None = None
     workload: Any = None
+    public_stddev: float | str = "sampling"
 
     def __post_init__(self):
         put = object.__setattr__  # frozen: normalise the mappings once
@@ -128,6 +132,10 @@ class Synthesizer:
         unknown = sorted(k for k in self.options if k not in own or k in COMMON_PARAMETERS)
         if unknown:
             raise ValueError(f"{_WHERE}: {entry.name} has no option(s) {unknown}; its own options are: {', '.join(own)}")
+        ps = self.public_stddev
+        if not (ps == "sampling" if isinstance(ps, str) else isinstance(ps, (int, float)) and not isinstance(ps, bool)
+                and math.isfinite(ps) and ps > 0):
+            raise ValueError(f"{_WHERE}: public_stddev must be 'sampling' or a positive number of records, got {ps!r}")
         if self.fit_options is not None and not isinstance(self.fit_options, FitOptions):
             raise TypeError(f"{_WHERE}: fit_options must be a pgmjax.FitOptions or None, got {type(self.fit_options).__name__}")
         put(self, "mechanism", entry.name)
@@ -166,7 +174,7 @@ class Synthesizer:
                 settings[name] = {k: tuple(v) if isinstance(v, list) else v for k, v in settings[name].items()}
         return cls(**settings)
 
-    def fit(self, frame, *, key, domain=None) -> "Release":
+    def fit(self, frame, *, key, domain=None, public=None) -> "Release":
         """Release a model of ``frame`` under this synthesizer's budget.
 
         Args:
@@ -175,6 +183,10 @@ class Synthesizer:
             key: a ``jax.random`` key; the whole release follows from it.
             domain: for an integer-coded table, its :class:`~pgmjax.Domain` (or a mapping column -> size): no
                 schema is derived, the whole budget goes to the mechanism, and the records sampled are codes.
+            public: a public table with ``frame``'s columns, coded as ``frame`` is (raw values go through the schema
+                derived from ``frame``): its marginals join the mechanism's fits at no privacy cost, at
+                :attr:`public_stddev` (``mst``, ``aim``, ``mwem``: :class:`pgmjax.queries.public.PublicData`). The
+                ledger lists what was taken; the release keeps those marginals among its measurements.
 
         Returns:
             A :class:`Release`: the model, its schema and the ledger.
@@ -188,8 +200,11 @@ class Synthesizer:
         """
         frame = as_pandas(frame, f"{_WHERE}.fit")
         check_key(key, f"{_WHERE}.fit")
+        public_frame = self._public_frame(public, frame)
         if domain is not None:
-            return self._fit_coded(coded_dataset(frame, domain, f"{_WHERE}.fit"), key)
+            data = coded_dataset(frame, domain, f"{_WHERE}.fit")
+            coded_public = None if public_frame is None else coded_dataset(public_frame, data.domain, f"{_WHERE}.fit: public")
+            return self._fit_coded(data, key, coded_public)
         entry = registry.get(self.mechanism)
         kwargs = {**entry.cli_defaults, **self.options}  # the command line's defaults, so a run there releases the same
         bounded = budget_split.neighbouring(entry.name, kwargs)
@@ -199,6 +214,8 @@ class Synthesizer:
                              min_count=self.min_count, ranges=dict(self.ranges) or None, kinds=dict(self.kinds) or None,
                              decimals=dict(self.decimals) or None, date_formats=dict(self.date_formats) or None)
         data = encode_raw(pre.schema, frame)  # unreadable fields are missing: no error depends on one record
+        if public_frame is not None:  # coded by the private schema: post-processing of its release
+            kwargs["public"] = PublicData(encode_raw(pre.schema, public_frame), stddev=self.public_stddev)
         result = self._run(entry, kwargs, data, split.epsilon, split.delta, k_mechanism)
         if bool(result.accountant.bounded) != bool(split.accountant.bounded):
             raise RuntimeError(f"{entry.name}: internal accounting error: the mechanism and the schema were charged "
@@ -207,10 +224,30 @@ class Synthesizer:
         return Release(result.model, pre.schema, tuple(frame.columns), self, stages, _measurements(result),
                        tuple(pre.notes))
 
-    def _fit_coded(self, data, key) -> Release:
+    def _public_frame(self, public, frame):
+        """``public`` as a pandas frame of ``frame``'s columns (None without it), checked before any budget: the
+        mechanism takes public data, and every column is there."""
+        where = f"{_WHERE}.fit"
+        if public is None:
+            return None
+        if "public" not in registry.own_options(self.mechanism):
+            takes = [n for n in registry.MECHANISMS if "public" in registry.own_options(n)]
+            raise ValueError(f"{where}: {self.mechanism} takes no public data; {', '.join(takes)} do")
+        public = as_pandas(public, f"{where}: public")
+        missing = [c for c in frame.columns if c not in public.columns]
+        if missing:
+            raise ValueError(f"{where}: the public table has no column(s) {missing} (it needs the private table's columns)")
+        if len(public) == 0:
+            raise ValueError(f"{where}: the public table has no records")
+        return public[list(frame.columns)]
+
+    def _fit_coded(self, data, key, public=None) -> Release:
         """:meth:`fit` of an integer-coded table: the mechanism alone, on the whole budget."""
         entry = registry.get(self.mechanism)
-        result = self._run(entry, {**entry.cli_defaults, **self.options}, data, self.epsilon, self.delta, key)
+        kwargs = {**entry.cli_defaults, **self.options}
+        if public is not None:
+            kwargs["public"] = PublicData(public, stddev=self.public_stddev)
+        result = self._run(entry, kwargs, data, self.epsilon, self.delta, key)
         return Release(result.model, None, tuple(data.domain.attributes), self, (Stage("mechanism", result.accountant),),
                        _measurements(result))
 

@@ -139,3 +139,32 @@ def test_mst_fits_with_public_marginals_on_its_compressed_domain_and_records_the
         assert [e.target for e in res.ledger if e.mechanism == "public"] == taken
         assert res.accountant.spent == pytest.approx(res.accountant.budget, rel=1e-12)
         assert err(res) < err(alone)
+
+
+def test_mwem_fits_with_public_marginals_records_them_and_scores_round_one_against_them():
+    """MWEM's +PGM fits hold the public marginals (free, in the ledger); with N public, round 1 scores the candidates
+    against the public marginals scaled to N, so a public table equal to the private one leaves nothing to choose
+    by error: every quality is ``-n_C``; the MW arm replays the private measurements only."""
+    from pgmjax.mechanisms import mwem
+    from pgmjax.mechanisms.multiplicative_weights.rounds import _estimates
+
+    private = table(2000, seed=3)
+    public = PublicData(private, stddev=10.0)
+    pairs = [("a", "b"), ("b", "c"), ("a", "c")]
+    est = _estimates(DOM, None, pairs, 2000.0, public)
+    for c in pairs:  # the public table is the private one: round 1's estimate is exact
+        np.testing.assert_allclose(est[c], private.marginal(c))
+    assert _estimates(DOM, None, pairs, None, public)[pairs[0]].sum() == 0  # N private: no scale for them
+
+    res = mwem(private, 1.0, key=jax.random.key(0), workload=pairs, rounds=3, engine_iters=100, mw_iters=20,
+               bounded=True, synthetic=False, public=public)
+    assert res.info["public"] and set(res.info["public"]) <= set(pairs)
+    public_entries = [e for e in res.accountant.ledger if e.mechanism == "public"]
+    assert [e.target for e in public_entries] == res.info["public"] and all(e.cost == 0 for e in public_entries)
+    assert res.accountant.spent == pytest.approx(res.accountant.budget, rel=1e-12)
+    assert len(res.measurements) == 3 + len(res.info["public"])  # the private transcript, then the public marginals
+    assert all(any(set(c) <= set(m) for m in res.model.cliques) for c in res.info["public"])
+    with pytest.raises(ValueError, match="checkpoint= does not keep a run with public data"):
+        mwem(private, 1.0, key=jax.random.key(0), public=public, checkpoint="ckpt-never-made")
+    with pytest.raises(ValueError, match="the public data's domain"):
+        mwem(private, 1.0, key=jax.random.key(0), public=PublicData(table(10).project(["a", "b"])))

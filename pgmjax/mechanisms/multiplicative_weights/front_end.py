@@ -23,10 +23,12 @@ from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
 from ...queries.measurement import estimate_total
+from ...queries.public import PublicData
 from ..options import (check_choice, check_data, check_domain_size, check_epsilon, check_fit_options, check_model_cap,
                        check_positive_delta, check_pure_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..checkpoint import Checkpoint, Keeper, fingerprint
+from ..public_selection import check_public
 from ..steps import hypothetical_model_size, oracle_of, synthesize
 from .arguments import check_alpha
 from .budget import NOISES, mwem_budget
@@ -37,14 +39,18 @@ from .rounds import run_rounds
 _SELECTIONS = ("marginal", "query")
 
 
-def _check_round_one(domain: Domain, cliques: list[Clique], max_model_mb: float, rounds: int, where: str) -> None:
-    """Refuse a size cap no workload clique fits in round 1 (the cap only grows, and re-measuring never grows the model)."""
-    first = {c: hypothetical_model_size(domain, [c]) for c in cliques}
+def _check_round_one(domain: Domain, cliques: list[Clique], max_model_mb: float, rounds: int, where: str,
+                     base: list[Clique] = ()) -> None:
+    """Refuse a size cap no workload clique fits in round 1 beside ``base`` (the public cliques every fit holds): the
+    cap only grows, and re-measuring never grows the model."""
+    first = {c: hypothetical_model_size(domain, list(base) + [c]) for c in cliques}
     if min(first.values()) > max_model_mb / rounds:
         c = min(first, key=first.get)
+        beside = f" beside the public cliques {list(base)}" if base else ""
         raise ValueError(
             f"{where}: no workload clique fits the round-1 model-size cap max_model_mb/rounds = "
-            f"{max_model_mb / rounds:.4g} MB (the smallest, {c}, needs {first[c]:.4g} MB); raise max_model_mb or lower rounds"
+            f"{max_model_mb / rounds:.4g} MB{beside} (the smallest, {c}, needs {first[c]:.4g} MB); raise max_model_mb or "
+            "lower rounds"
         )
 
 
@@ -101,6 +107,7 @@ def mwem(
     max_table_cells: int = DEFAULT_MAX_TABLE_CELLS,
     synthetic: bool = True,
     checkpoint: Checkpoint | str | os.PathLike | None = None,
+    public: PublicData | None = None,
 ) -> MechanismResult:
     """MWEM and MWEM+PGM on the same measurements (Hardt, Ligett & McSherry 2012; McKenna et al. 2019).
 
@@ -112,13 +119,11 @@ def mwem(
     2. EM with quality ``||mu_C(D) - mu_hat_C||_1 - n_C`` (sensitivity 1, 2 if bounded), resp.
        ``|w^T mu_C(D) - w^T mu_hat_C|`` (sensitivity of one row), where ``mu_hat`` is the +PGM arm's
        estimate (``N``-uniform before round 1 when ``bounded``, zero otherwise: ``N`` is private);
-    3. measure the selected marginal (or row) with Laplace ``b`` / Gaussian ``sigma``
-       (:func:`mwem_budget`); the measurement carries the true noise std;
+    3. measure the selected marginal (or row) with Laplace ``b`` / Gaussian ``sigma`` (:func:`mwem_budget`);
     4. refit the +PGM arm, ``pgmjax.estimate(..., iters=engine_iters, warm_start=previous)``.
 
-    Measured cliques stay candidates and never grow the model, so after round 1 (checked up front) a candidate
-    always fits. The original arm (multiplicative weights on a factored table, ``mw_iters`` passes per round)
-    replays the transcript if its tables fit in ``max_table_cells`` (:mod:`pgmjax.mechanisms.multiplicative_weights`).
+    Measured cliques stay candidates and never grow the model. The original arm (multiplicative weights on a
+    factored table) replays the transcript if its tables fit (:mod:`pgmjax.mechanisms.multiplicative_weights`).
 
     Args:
         data: the private :class:`~pgmjax.Dataset`.
@@ -149,21 +154,22 @@ def mwem(
         synthetic: draw ``round(model.total)`` synthetic records from the +PGM model.
         checkpoint: a folder (or a :class:`~pgmjax.mechanisms.checkpoint.Checkpoint`) keeping the +PGM arm's
             rounds, resumed as AIM's (:func:`pgmjax.mechanisms.aim`). Marginal selection, exact oracle.
+        public: a :class:`pgmjax.queries.public.PublicData`: its marginals join every +PGM fit, free
+            (:func:`pgmjax.estimate`'s ``public=``; with ``bounded`` round 1 scores against them scaled to ``N``);
+            the ledger records each at no cost; the MW arm replays the private measurements only. Not with ``checkpoint``.
 
     Returns:
-        A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``synthetic``,
-        ``measurements``, ``accountant`` (ledger: EM and measurement alternating, summing exactly to
-        the budget), ``original`` (a :class:`~pgmjax.mechanisms.original_estimates.FactoredTable` or None) with
-        ``original_error``, ``plan`` (per round a selection and a measurement; :func:`mwem_budget` has
-        the noise scale) and ``info``: ``selection``, ``noise``, ``bounded``, ``rounds``, ``alpha``,
-        ``em_sensitivity``, ``log`` (one dict per round: round, clique, row, cap_mb, model_mb, candidates,
-        excluded, noise_std), ``selected``, ``total``, ``mw_components`` (component, cells), ``mw_table_cells``,
-        ``seconds``, ``resumed_from`` (the checkpoint's round the run resumed after, or None).
+        A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``synthetic``, ``measurements``,
+        ``accountant`` (EM and measurement alternating, summing exactly to the budget), ``original`` (a
+        :class:`~pgmjax.mechanisms.original_estimates.FactoredTable` or None) with ``original_error``, ``plan`` and
+        ``info``: ``selection``, ``noise``, ``bounded``, ``rounds``, ``alpha``, ``em_sensitivity``, ``log`` (per round:
+        round, clique, row, cap_mb, model_mb, candidates, excluded, noise_std), ``selected``, ``total``,
+        ``mw_components``, ``mw_table_cells``, ``seconds``, ``resumed_from`` (the checkpoint's round resumed after, or
+        None), ``public`` (the cliques the final fit took from the public data).
 
     Raises:
-        ValueError / TypeError: bad input (epsilon <= 0, rounds < 1, unknown noise or selection,
-            Gaussian noise without delta, Laplace noise with a delta, alpha outside (0, 1), query selection without bounded, a
-            size cap no candidate fits in round 1, a checkpoint of another run, ...), before anything is computed.
+        ValueError / TypeError: bad input (a budget, noise, selection, alpha or size cap out of range, a checkpoint of
+            another run, ...), before anything is computed.
         pgmjax.mechanisms.checkpoint.RunInterrupted: Ctrl-C during the rounds (the rounds done kept, as AIM's).
 
     Example:
@@ -177,7 +183,7 @@ def mwem(
         ((3, 4), (3, 4))
     """
     checked = _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, rounds, noise,
-                              bounded, alpha, selection, mw_iters, original, max_table_cells, synthetic)
+                              bounded, alpha, selection, mw_iters, original, max_table_cells, synthetic, public)
     keeper = _mwem_keeper(data, key, checkpoint, checked)
     with keeper.interruptible():  # Ctrl-C: keep the rounds completed, say how to resume
         return _mwem(data, key, keeper=keeper, **checked)
@@ -192,6 +198,8 @@ def _mwem_keeper(data, key, checkpoint, checked: dict) -> Keeper:
         raise ValueError(f"{where}: checkpoint= keeps marginal measurements: use selection='marginal' or drop the checkpoint")
     if checkpoint is not None and oracle_of(checked["options"]) != "exact":
         raise ValueError(f"{where}: checkpoint= keeps exact models only; drop the oracle from fit_options or the checkpoint")
+    if checkpoint is not None and checked["public"] is not None:
+        raise ValueError(f"{where}: checkpoint= does not keep a run with public data; drop one of them")
     settings = {k: checked[k] for k in ("epsilon", "delta", "noise", "selection", "bounded", "rounds", "alpha",
                                         "max_model_mb", "engine_iters", "cliques")}
     settings["fit_options"] = {k: v for k, v in checked["options"].items() if k != "callback"}
@@ -201,7 +209,7 @@ def _mwem_keeper(data, key, checkpoint, checked: dict) -> Keeper:
 
 
 def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, rounds, noise, bounded,
-                    alpha, selection, mw_iters, original, max_table_cells, synthetic) -> dict:
+                    alpha, selection, mw_iters, original, max_table_cells, synthetic, public=None) -> dict:
     """:func:`mwem`'s arguments checked, everything before any private computation: the keyword arguments of :func:`_mwem`."""
     where = "mwem"
     domain = check_data(data, where).domain
@@ -232,17 +240,18 @@ def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, fit_optio
     cliques: list[Clique] = list(dict.fromkeys(wl.cliques))  # distinct, first-seen order
     # The selection scores every workload clique's marginal: a huge domain is refused here (ModelTooLarge).
     check_domain_size(domain, where, cliques, what="the workload's marginals (the selection scores each)")
+    public = check_public(public, domain, where)  # marginals come with their cliques; a table answers any
     if max_model_mb is not None:
-        _check_round_one(domain, cliques, max_model_mb, rounds, where)
+        _check_round_one(domain, cliques, max_model_mb, rounds, where, list(public.cliques or ()) if public else [])
         if options.get("oracle", "exact") == "exact":  # the +PGM arm's largest fit at its peak, before any budget
             check_capped_fit(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"), where)
     return dict(epsilon=epsilon, delta=delta, noise=noise, selection=selection, bounded=bounded, rounds=rounds, alpha=alpha,
                 max_model_mb=max_model_mb, engine_iters=engine_iters, mw_iters=mw_iters, original=original,
-                max_table_cells=max_table_cells, synthetic=synthetic, options=options, wl=wl, cliques=cliques)
+                max_table_cells=max_table_cells, synthetic=synthetic, options=options, wl=wl, cliques=cliques, public=public)
 
 
 def _mwem(data: Dataset, key, *, keeper: Keeper, epsilon, delta, noise, selection, bounded, rounds, alpha, max_model_mb, engine_iters,
-          mw_iters, original, max_table_cells, synthetic, options, wl, cliques) -> MechanismResult:
+          mw_iters, original, max_table_cells, synthetic, options, wl, cliques, public) -> MechanismResult:
     """MWEM's Algorithm 1 on checked arguments: ``T`` rounds of select (EM), measure, refit driven by the +PGM
     arm, then the MW arm replaying the transcript (:mod:`pgmjax.mechanisms.multiplicative_weights`)."""
     where, domain = "mwem", data.domain
@@ -267,8 +276,11 @@ def _mwem(data: Dataset, key, *, keeper: Keeper, epsilon, delta, noise, selectio
     model, measurements, log, engine_seconds = run_rounds(
         data, acc, keys, cliques, queries, rounds=rounds, max_model_mb=max_model_mb, em_sens=em_sens, meas_sens=meas_sens,
         em_spend=em_spend, meas_spend=meas_spend, noise=noise, total_known=total_known, engine_iters=engine_iters, options=options,
-        keeper=keeper,
+        keeper=keeper, public=public,
     )
+    public_cliques = list((model.info or {}).get("public", [])) if public is not None else []
+    for clique in public_cliques:  # what the fits took from the public data, free
+        acc.record_public(clique, domain.size(clique))
     pgm_seconds = time.perf_counter() - start
     synth = synthesize(model, keys[-1]) if synthetic else None
 
@@ -295,6 +307,9 @@ def _mwem(data: Dataset, key, *, keeper: Keeper, epsilon, delta, noise, selectio
         "mw_table_cells": sum(n for _, n in comps),
         "seconds": {"pgm": pgm_seconds, "engine": engine_seconds, "mw": mw_seconds},
         "resumed_from": keeper.resumed_from,
+        "public": public_cliques,
     }
+    # the engine's input, as the result states it: the private transcript and the public marginals it was fitted to
+    measurements = list(measurements) + [public.measurement(c, float(model.total)) for c in public_cliques]
     return MechanismResult(mechanism="mwem", model=model, synthetic=synth, measurements=measurements, accountant=acc,
                            original=mw_table, original_error=mw_error, info=info, plan=plan)

@@ -26,12 +26,20 @@ from ..steps import candidate_marginals, hypothetical_model_size, model_mb, orac
 from .query_rows import kron_row
 
 
-def _estimates(domain: Domain, model, cliques: Sequence[Clique], total_known: float | None) -> dict:
-    """The current estimate of every candidate marginal: the model's, or ``N``-uniform (zero if ``N`` is private) before round 1."""
+def _estimates(domain: Domain, model, cliques: Sequence[Clique], total_known: float | None, public=None) -> dict:
+    """The current estimate of every candidate marginal: the model's; before round 1 the public marginals scaled to
+    ``N`` where ``N`` is known and public data is given, else ``N``-uniform (zero if ``N`` is private)."""
     if model is not None:
         return dict(zip(cliques, candidate_marginals(model, cliques)))
     fill = total_known or 0.0
-    return {c: np.full(domain.shape_of(c), fill / domain.size(c)) for c in cliques}
+    est = {c: np.full(domain.shape_of(c), fill / domain.size(c)) for c in cliques}
+    if public is not None and total_known:
+        for c in cliques:
+            try:
+                est[c] = public.counts(c) * (total_known / public.total)
+            except ValueError:  # only some marginals are public and none holds c: uniform, as without them
+                pass
+    return est
 
 
 def _select_marginal(acc: Accountant, key, i: int, cliques, truth, est, fits, domain: Domain, em_sens, em_spend):
@@ -77,12 +85,15 @@ def run_rounds(
     engine_iters: int,
     options: Mapping,
     keeper: Keeper,
+    public=None,
 ) -> tuple:
     """The +PGM arm's ``rounds`` rounds (it drives the selection): ``(model, measurements, log, engine seconds)``.
 
     Round ``i`` uses ``keys[2i - 2]`` for the selection and ``keys[2i - 1]`` for the measurement; the
     last measurement spends what is left of the budget. ``queries`` is None in marginal mode. ``keeper``
     (:mod:`pgmjax.mechanisms.checkpoint`) resumes from a checkpoint's last round and keeps each round done.
+    ``public`` (a :class:`~pgmjax.queries.public.PublicData` or None) joins every fit, free; its own cliques count
+    towards the size cap from round 1.
     """
     domain = data.domain
     state = keeper.resume(domain, acc)  # the ledger of the rounds it holds restored into acc
@@ -97,10 +108,10 @@ def run_rounds(
     engine_seconds = 0.0
     for i in range(len(log) + 1, rounds + 1):
         cap = math.inf if max_model_mb is None else max_model_mb * i / rounds
-        base = list(model.cliques) if model is not None else []
+        base = list(model.cliques) if model is not None else list(public.cliques or ()) if public is not None else []
         fits = {c: max_model_mb is None or hypothetical_model_size(domain, base + [c], oracle_of(options)) <= cap
                 for c in cliques}
-        est = _estimates(domain, model, cliques, total_known)
+        est = _estimates(domain, model, cliques, total_known, public)
         if queries is None:
             clique, row, query, n_candidates = _select_marginal(acc, keys[2 * i - 2], i, cliques, truth, est, fits, domain, em_sens, em_spend)
         else:
@@ -115,7 +126,7 @@ def run_rounds(
         release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
         # one of `rounds` structures: program="auto" shares the size-class program's compile among them
         model = estimate(domain, measurements, iters=engine_iters, total=total_known, warm_start=model,
-                         **{"structures": rounds, **options})
+                         **{"structures": rounds, **options, **({"public": public} if public is not None else {})})
         engine_seconds += time.perf_counter() - t0
         log.append(
             {
