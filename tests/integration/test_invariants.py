@@ -30,7 +30,8 @@ on their examples until the L1 smoothing stages restarted from log-conditional p
 stalled last stage went to mirror descent (now 3.0e-5 and 1.1e-5).
 
 Every example compiles its own programs (its queries' shapes differ), so ``max_examples`` stays small; the
-iterations themselves cost microseconds on these tables. The file runs in under 2 minutes on the 2-core CPU.
+iterations themselves cost microseconds on these tables. The long fits are shared: save/load (3) is checked on
+the maximum-entropy test's fits, warm starts (5) on the loss test's converged L2 fits.
 """
 
 import itertools
@@ -210,13 +211,16 @@ def _maxent_distance(model, problem):
 @pytest.mark.parametrize("method", METHODS)
 @settings(max_examples=5, **SETTINGS)
 @given(data=st.data())
-def test_unmeasured_answers_are_maximum_entropy_at_long_runs(method, data):
+def test_unmeasured_answers_are_maximum_entropy_at_long_runs(method, data, tmp_path_factory):
+    """Invariants 1 and 3 on one long fit: its unmeasured answers are the maximum-entropy ones, and the model saved
+    and loaded answers every marginal bit for bit (:func:`_check_save_load`)."""
     problem = data.draw(problems(losses=("l2",) if method == "dual_averaging" else ("l2", "l1")))
     model = _fit(problem, method, LONG)
     dist, where = _maxent_distance(model, problem)
     print(f"maxent [{method}, {problem['loss']}, {len(problem['attrs'])} attrs, {np.prod(problem['sizes'])} cells]: "
           f"{dist:.3g} L1/N on {where}")
     assert dist < 1e-3, f"{method}, {problem['loss']}, {LONG} its: {where} is {dist:.3g} L1/N from maximum entropy"
+    _check_save_load(model, problem, method, tmp_path_factory)
 
 
 # ---------------------------------------------------------------------------------------------- 2. optimality
@@ -269,15 +273,16 @@ def test_loss_within_1e_4_of_the_float64_optimum(method, loss, data):
     assert rel < 1e-4 or rel < rel64 + 1e-4, (
         f"{method}, {problem['loss']}, {LONG} its: loss {got:.8g} against the optimum {best:.8g} ({rel:.3g} "
         f"relative; the same fit in float64: {rel64:.3g})")
+    # Invariant 5 on the same fit where it is converged (a fit of its own would double the cost); a draw the method
+    # has not converged on in any precision (rel64 above) has something left to improve.
+    if problem["loss"] == "l2" and rel < 1e-4:
+        _check_warm_start(model, problem, method, total=n)
 
 
 # ---------------------------------------------------------------------------------------------- 3. save/load
-@pytest.mark.parametrize("method", METHODS)
-@settings(max_examples=3, **SETTINGS)
-@given(data=st.data())
-def test_save_load_answers_bit_for_bit(method, data, tmp_path_factory):
-    problem = data.draw(problems(losses=("l2",) if method == "dual_averaging" else ("l2", "l1")))
-    model = _fit(problem, method, LONG)
+def _check_save_load(model, problem, method, tmp_path_factory):
+    """Save then load answers every marginal bit for bit: every measured clique, model clique and unmeasured answer.
+    Checked on the maximum-entropy test's long fits (a fit of its own per example would double their cost)."""
     loaded = pj.load_model(model.save(str(tmp_path_factory.mktemp("model") / "m")))
     assert loaded.total == model.total
     diffs = {attrs: float(np.abs(model.marginal(attrs) - loaded.marginal(attrs)).max())
@@ -336,16 +341,11 @@ WARM_ITERS = 2000
 WARM_TOL = 1e-3
 
 
-@pytest.mark.parametrize("method", ["mirror_descent", "lbfgs", "dual_averaging"])
-@settings(max_examples=2, **SETTINGS)
-@given(data=st.data())
-def test_warm_start_from_a_converged_model_changes_nothing(method, data):
+def _check_warm_start(model, problem, method, **kw):
     """From a model at the optimum (LONG iterations, an interior optimum: :data:`LOSS_REGIME`), more
     iterations have nothing to improve: the answers stay (the drift of issue 40 moved them by 0.17 L1/N) and
-    the loss does not rise."""
-    problem = data.draw(problems(losses=("l2",), **LOSS_REGIME))
-    model = _fit(problem, method, LONG)
-    again = _fit(problem, method, WARM_ITERS, warm_start=model)
+    the loss does not rise. Checked on the loss test's converged L2 fits (every method)."""
+    again = _fit(problem, method, WARM_ITERS, warm_start=model, **kw)
     n = float(model.total)
     attrs, sizes = problem["attrs"], problem["sizes"]
     before, after = (loss_value({c: n * project(distribution(m.potentials, attrs, sizes), attrs, c)
