@@ -111,6 +111,7 @@ from .. import compiler
 from ..compiler import jit
 from ..graph.program_choice import suits_loop_emitters
 from ..data.domain import CliqueLike, Domain
+from ..queries.constraints import check_constraints
 
 __all__ = [
     "BatchedMeasurement",
@@ -360,6 +361,7 @@ def estimate_batch(
     step_size=None,
     group: int | str | None = "auto",
     devices: int | None = None,
+    constraints: Sequence = (),
 ) -> GraphicalModel:
     """Fit B graphical models of one structure at once (one compiled program, ``jax.vmap`` over the batch).
 
@@ -392,6 +394,9 @@ def estimate_batch(
             device fitting its share; the compiled program is partitioned by XLA, nothing gathered onto one
             device): None, as many of ``jax.local_devices()`` as divide B evenly; 1, one device. With
             several devices the members are not grouped (``group`` is ignored).
+        constraints: :class:`pgmjax.Constraint` objects every member holds, as :func:`pgmjax.estimate` does (their
+            cliques join the model, their forbidden cells stay at log-potential ``-inf``); no dependency is
+            eliminated and no forbidden mass reported in a batch.
 
     Returns:
         A batch of models: one :class:`~pgmjax.GraphicalModel` whose numbers have a leading axis of size B
@@ -410,6 +415,8 @@ def estimate_batch(
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"{caller}: chunk must be a positive integer, got {chunk!r}")
     compiler.bound_compiled(compiler.MAX_LIVE_PROGRAMS)  # a loop over new structures holds a bounded number
+    constraints = check_constraints(domain, constraints, caller)
+    cliques = list(cliques) + [c.attributes for c in constraints]
     problem = make_batch_problem(domain, measurements, loss=loss, total=total, dtype=dtype, cliques=cliques, caller=caller)
     batch = int(problem.total.shape[0])
     # Every member's tables are held at once (a batch axis on each): the fit's peak, counted before theta exists.
@@ -425,7 +432,11 @@ def estimate_batch(
         raise ValueError(f"{caller}: group must be a positive integer, None or 'auto', got {group!r}")
     if devices is not None and (isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1):
         raise ValueError(f"{caller}: devices must be a positive integer or None, got {devices!r}")
-    problem, theta, shards = spread(problem, zeros(problem), devices)
+    theta = zeros(problem)
+    if constraints:  # every member starts from the constraints' log-masks (a leading axis of one broadcasts)
+        masks = inputs.starting_potentials(problem.plan, None, constraints, theta[next(iter(theta))].dtype)
+        theta = {k: theta[k] + masks[k][None] for k in theta}
+    problem, theta, shards = spread(problem, theta, devices)
     params, state, history = run_batch(
         estimator, problem, theta, int(iters), step_size=step_size, chunk=int(chunk),
         tol=tol, callback=callback, group=None if shards > 1 else group,

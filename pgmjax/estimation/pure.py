@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from ..data.domain import Domain
 from ..model.graphical_model import GraphicalModel
+from ..queries.constraints import check_constraints
 from ..queries.measurement import Measurement
 from . import driver, inputs
 from .contract import Estimator
@@ -34,6 +35,7 @@ def fit(
     cliques: Sequence = (),
     dtype=None,
     step_size=None,
+    constraints: Sequence = (),
 ) -> GraphicalModel:
     """Fit the graphical model that best explains the measurements, as a pure function (fixed iterations).
 
@@ -59,6 +61,9 @@ def fit(
         cliques: extra cliques the model must hold.
         dtype: ``jnp.float32`` (default) or ``jnp.float64``.
         step_size: mirror descent's initial step (default ``1 / (L N)``).
+        constraints: :class:`pgmjax.Constraint` objects: their cliques join the model and their forbidden cells
+            start (and stay) at log-potential ``-inf``, as in :func:`pgmjax.estimate` (no dependency is eliminated
+            and no forbidden mass reported here: the answers may be abstract).
 
     Returns:
         A :class:`~pgmjax.GraphicalModel` with the estimator's reported potentials (mirror descent's and
@@ -72,7 +77,9 @@ def fit(
         ((4, 2), array([60., 40.]))
     """
     estimator, name, dtype = inputs.check_options(method, loss, iters, dtype, caller="fit")
-    measurements, model_cliques = inputs.check_structure(domain, measurements, loss, cliques, caller="fit")
+    constraints = check_constraints(domain, constraints, "fit")
+    measurements, model_cliques = inputs.check_structure(domain, measurements, loss,
+                                                         list(cliques) + [c.attributes for c in constraints], caller="fit")
     if not estimator.differentiable and _differentiated(([m.y for m in measurements], total, step_size)):
         raise ValueError(
             f"fit: {name} is not differentiable in the answers (its line search accepts or rejects steps by "
@@ -83,7 +90,7 @@ def fit(
     plan = problem.plan
     if step_size is None:
         step_size = 1.0 / (lipschitz * total)
-    theta = plan.zeros(dtype)
+    theta = inputs.starting_potentials(plan, None, constraints, dtype)
     if loss == "l1":  # Huber smoothing with continuation, stage by stage as driver.run does it
         chunk, chunks, width = driver.smoothing_schedule(iters, 50, driver.SMOOTHING, True)
         widths = jnp.asarray([width(k) for k in range(chunks)], total.dtype)

@@ -286,3 +286,42 @@ def test_the_documentation_pages_example_runs_as_written():
     model, records = namespace["model"], namespace["records"]
     assert model.marginal(("age", "married"))[0, 1] == 0.0
     assert [c.violations(records, namespace["dom"]) for c in namespace["constraints"]] == [0, 0]
+
+
+@pytest.mark.parametrize("method", ["mirror_descent", "dual_averaging"])
+def test_a_batch_member_and_the_pure_fit_keep_the_zeros_and_fit_what_estimate_fits(method):
+    """estimate_batch and pj.fit take the constraints as estimate does (the dependency kept as a masked clique):
+    forbidden cells exactly zero in every member, and each member's answers those of its own estimate."""
+    ok = support(CONSTRAINTS)
+    members = [measurements(CONSTRAINTS, seed=s) for s in (2, 3)]
+    batch = pj.estimate_batch(DOM, members, method=method, iters=2000, constraints=CONSTRAINTS, total=600.0,
+                              dtype=jnp.float64)
+    for i, ms in enumerate(members):
+        table = joint(batch.member(i))
+        assert (table[~ok] == 0).all() and np.isfinite(table).all(), (method, i)
+        alone = joint(pj.estimate(DOM, ms, method=method, iters=2000, constraints=CONSTRAINTS, total=600.0,
+                                  dtype=jnp.float64, program="dense"))
+        assert l1_over_n(table, alone, 600.0) < 1e-3, (method, i)
+    pure = jax.jit(lambda ys: pj.fit(DOM, [pj.Measurement(m.clique, y, m.stddev) for m, y in zip(members[0], ys)],
+                                     method=method, iters=2000, constraints=CONSTRAINTS, total=600.0,
+                                     dtype=jnp.float64).marginal(tuple(ATTRS)))
+    table = np.asarray(pure([m.y for m in members[0]]), np.float64)
+    assert (table[~ok] == 0).all() and np.isfinite(table).all()
+    assert l1_over_n(table, joint(batch.member(0)), 600.0) < 1e-3
+
+
+def test_the_gradient_through_a_constrained_dual_averaging_fit_is_finite_and_matches_finite_differences():
+    ms = measurements(CONSTRAINTS, seed=4)
+
+    def answer(y0):
+        fitted = pj.fit(DOM, [pj.Measurement(ms[0].clique, y0, ms[0].stddev), *ms[1:]], method="dual_averaging",
+                        iters=300, constraints=CONSTRAINTS, total=600.0, dtype=jnp.float64)
+        return fitted.marginal(("a", "c"))[1, 1]
+
+    y0 = jnp.asarray(ms[0].y, jnp.float64)
+    grad = np.asarray(jax.grad(answer)(y0))
+    assert np.isfinite(grad).all()
+    e = np.zeros_like(grad)
+    e[1] = 1e-3
+    fd = (answer(y0 + e) - answer(y0 - e)) / 2e-3
+    assert grad[1] == pytest.approx(float(fd), rel=1e-4, abs=1e-8)
