@@ -93,7 +93,9 @@ def intervals(
             (MST's design); exact also for cells at zero, where warm-started mirror descent needs tens of
             thousands of iterations and under-converged refits give wrong intervals. The QP refits run in
             float64 (locally enabled when ``jax_enable_x64`` is off: float32 cannot meet its tolerance).
-            The solver used is in ``diagnostics["fit_method"]``.
+            The solver used is in ``diagnostics["fit_method"]``. A model with structural zeros (fitted with
+            :class:`pgmjax.Constraint`) takes the bootstrap with mirror-descent refits, which keep its zero cells at
+            zero: its forbidden cells' intervals are ``[0, 0]``.
 
     Returns:
         A list of :class:`Interval`, in the order of ``targets``.
@@ -123,6 +125,11 @@ def intervals(
     if not measurements:
         raise ValueError("intervals: no measurements: nothing to re-noise or linearise")
     validate_measurements(model.domain, measurements)
+    model = _holding_measured_cliques(model, measurements)
+    if _structural_zeros(model) and (method == "linear" or fit_method in ("lbfgs", "qp")):
+        what = "method='linear'" if method == "linear" else f"fit_method={fit_method!r}"
+        raise ValueError(f"intervals: {what} does not hold a constrained model's structural zeros (its -inf "
+                         "potentials); use method='bootstrap' with fit_method='auto' or 'mirror_descent'")
     for i, m in enumerate(measurements):
         if model.plan.tree.containing(m.clique) is None:
             raise ValueError(f"intervals: measurement {i} on {m.clique} lies in no clique of the model")
@@ -188,6 +195,22 @@ def intervals(
     return out
 
 
+def _holding_measured_cliques(model: GraphicalModel, measurements) -> GraphicalModel:
+    """The same distribution on a plan that holds every measured clique, where :func:`pgmjax.estimate` fitted
+    without a functional dependency's target (``model.info["eliminated"]``: a measurement on the target was fitted
+    through its source, and the target came back as a leaf clique): the refits need each measurement inside a clique.
+    The added cliques' potentials are zero, so the model's answers are unchanged; its ``-inf`` cells stay. Any other
+    model is returned as it is."""
+    missing = [m.clique for m in measurements if model.plan.tree.containing(m.clique) is None]
+    if not missing or not (model.info or {}).get("eliminated"):
+        return model
+    from ..graph.oracle import make_plan
+
+    plan = make_plan(model.domain, list(model.cliques) + list(dict.fromkeys(missing)))
+    theta = plan.from_tables(model.potentials, model.dtype)
+    return model.replace(plan=plan, theta=theta)
+
+
 def choose_fit_method(model: GraphicalModel, measurements: Sequence[Measurement], loss: str = "l2") -> tuple[str, str]:
     """The refits' solver that ``fit_method="auto"`` uses, and why: ``(fit_method, reason)``.
 
@@ -206,11 +229,18 @@ def choose_fit_method(model: GraphicalModel, measurements: Sequence[Measurement]
     """
     if loss != "l2":
         return "mirror_descent", f"the {loss.upper()} loss (the exact QP fits the L2 loss only)"
+    if _structural_zeros(model):
+        return "mirror_descent", "structural zeros (constraints): mirror descent's refits keep them, the QP's would not"
     try:
         qp_mod.layout(model.dense().plan, list(measurements))
     except ValueError as e:
         return "mirror_descent", str(e).replace("fit_method='qp': ", "no exact QP: ")
     return "qp", "L2 loss, identity measurements covering every clique of the model: exact QP refits"
+
+
+def _structural_zeros(model: GraphicalModel) -> bool:
+    """Whether the model has cells held at zero by ``-inf`` potentials (:class:`pgmjax.Constraint`)."""
+    return any(np.isneginf(np.asarray(t)).any() for t in model.potentials.values())
 
 
 def _point_values(model: GraphicalModel, targets) -> list[np.ndarray]:

@@ -325,3 +325,24 @@ def test_the_gradient_through_a_constrained_dual_averaging_fit_is_finite_and_mat
     e[1] = 1e-3
     fd = (answer(y0 + e) - answer(y0 - e)) / 2e-3
     assert grad[1] == pytest.approx(float(fd), rel=1e-4, abs=1e-8)
+
+
+def test_intervals_of_a_constrained_model_are_zero_on_forbidden_cells():
+    """The bootstrap refits a dependency-eliminated model on a plan holding every measured clique, with mirror
+    descent (the exact QP and L-BFGS would not keep the -inf cells): forbidden cells get [0, 0]; the linear method
+    and the other solvers are refused by name."""
+    ms = measurements(CONSTRAINTS, seed=0)
+    model = pj.estimate(DOM, ms, iters=1000, constraints=CONSTRAINTS, total=600.0)
+    assert model.info["eliminated"]  # the dependency's target left the fit: ("b", "c") lies in no clique of it
+    targets = [c.attributes for c in CONSTRAINTS]
+    ivs = pj.uncertainty.intervals(model, ms, targets, B=30, key=jax.random.key(0), iters=200, total=600.0)
+    ok = support(CONSTRAINTS)
+    for con, iv in zip(CONSTRAINTS, ivs):
+        banned = project(ok.astype(float), ATTRS, con.attributes) == 0  # no allowed record lands there
+        assert (~con.allowed(DOM) <= banned).all()
+        assert (iv.lo[banned] == 0).all() and (iv.hi[banned] == 0).all(), con
+        assert (iv.hi[~banned] > iv.lo[~banned]).all(), con
+        assert iv.diagnostics["fit_method"] == "mirror_descent"
+    for kwargs in (dict(method="linear"), dict(fit_method="lbfgs"), dict(fit_method="qp")):
+        with pytest.raises(ValueError, match="does not hold a constrained model's structural zeros"):
+            pj.uncertainty.intervals(model, ms, targets, B=10, key=jax.random.key(0), **kwargs)
