@@ -40,7 +40,8 @@ fitted model's own 2-way TVD (``tvd_model``, over the original domain,
 merged values spread uniformly), which splits the estimation error from the sampling error.
 
 ``--datasets generated30`` (or ``generated<d>``): the ``d``-column, 100,000-row table of
-``bench.tables.load_table`` (columns of 2 to 40 values drawn from a random tree-structured model).
+``bench.tables.load_table`` (columns of 2 to 40 values drawn from a random tree-structured model); ``wide<d>``:
+its first ``d - 3`` columns and three near-duplicate 100-value timestamp columns (``bench.tables.with_timestamps``).
 
 AIM's per-round trace (on by default; ``--no-trace`` turns it off; :mod:`bench.aim_trace`): for every round of
 both sides, the seconds since the mechanism started (the trace's own evaluation taken out, and out of ``wall_s``
