@@ -49,9 +49,9 @@ SUITES = {s.name: s for s in (
           "fits: compilation and iterations), low-variance synthetic data, private preprocessing of a raw table, "
           "pgmjax's Synthesizer against dpmm and smartnoise-synth, smartnoise-synth and OpenDP on the mbi door, "
           "fits under structural constraints against mbi 2.0 (forbidden mass, violations), public data in AIM's "
-          "rounds against JAM (unbiased and shifted public tables)",
+          "rounds against JAM and in MST's and MWEM's fits (unbiased and shifted public tables)",
           ("mst_aim", "aim_profile", "low_variance", "private_preprocessing", "synthesizer_tools", "mbi_door",
-           "constraints", "public_data"),
+           "constraints", "public_data", "public_fits"),
           ("mbi_mst_aim", "mbi_lowmaps", "aim_trace_plot", "mbi_constraints", "jam_reference"),
           ("aim_trace", "tables")),
     Suite("agreement", "pgmjax's and mbi's fits, float32 and float64, on answers no measurement constrains",
@@ -83,7 +83,7 @@ QUICK = {
     "engine": ("--quick",), "per_iteration": ("--rounds", "1"), "compilation_cache": ("--rounds", "1"),
     "aim_profile": ("--rounds", "4"), "mst_aim": ("--mechanisms", "mst"), "private_preprocessing": ("--seeds", "1"),
     "synthesizer_tools": ("--quick",), "mbi_door": ("--quick",), "constraints": ("--quick",),
-    "public_data": ("--quick",),
+    "public_data": ("--quick",), "public_fits": ("--quick",),
     "agreement": ("--quick",), "approximate_oracle": ("--quick",), "approximate_records": ("--quick",), "figure1": ("--quick",), "figure2a": ("--quick",),
     "mldp": ("--quick",), "bayes_experiments": ("--quick",), "history_experiments": ("--quick",),
     "rr_experiments": ("--quick",), "gpu": ("--smoke",), "gpu_plan": ("--smoke",), "data_engines": ("--smoke",),
