@@ -170,17 +170,29 @@ def test_ctrl_c_stops_a_long_mst_run_promptly(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "pgmjax", "run", "--data", "t.csv", "--domain", "dom.json", "-m", "mst",
                              "-e", "1", "--out", "s.csv"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    time.sleep(4.0)  # past import and reading, inside the mechanism
+    # The signal goes once the mechanism's progress bar shows (a fixed wait sent it, on a loaded machine, before
+    # the mechanism had started): stderr is read by a thread, so the pipe never fills.
+    import threading
+
+    chunks: list[str] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stderr.read(1), "")), daemon=True)
+    reader.start()
+    deadline = time.perf_counter() + 120
+    while "mst " not in "".join(chunks) and proc.poll() is None and time.perf_counter() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # inside the mechanism's first stage
     if proc.poll() is not None:
         pytest.skip(f"the run ended before the signal (exit {proc.returncode}): nothing to interrupt on this machine")
     sent = time.perf_counter()
     proc.send_signal(signal.SIGINT)
     try:
-        _, err = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         proc.kill()
         pytest.fail("SIGINT did not stop the run within 60 s")
     waited = time.perf_counter() - sent
+    reader.join(timeout=10)
+    err = "".join(chunks)
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted" in err and waited < 30, (waited, err[-500:])
     assert not (tmp_path / "s.csv").exists()
