@@ -141,7 +141,7 @@ def _jax():
     return jax
 
 
-def _tvd(p, q) -> float:
+def normalised_tvd(p, q) -> float:
     p, q = np.asarray(p, np.float64), np.asarray(q, np.float64)
     return float(0.5 * np.abs(p / p.sum() - q / q.sum()).sum())
 
@@ -190,10 +190,10 @@ def describe_tables(pj, domain, meta: dict) -> list[dict]:
     for name in ("unbiased", "shifted", "uniform"):
         rec = np.load(meta["tables"][name])
         table = pj.Dataset(rec, domain)
-        one = {a: _tvd(t, p) for a, t, p in zip(attrs, truth1, table.marginals([(a,) for a in attrs]))}
+        one = {a: normalised_tvd(t, p) for a, t, p in zip(attrs, truth1, table.marginals([(a,) for a in attrs]))}
         out.append({"table": name, "records": int(len(rec)), "distinct_records": int(len(np.unique(rec, axis=0))),
                     "tvd_1way": one, "tvd_1way_mean": float(np.mean(list(one.values()))),
-                    "tvd_2way_mean": float(np.mean([_tvd(t, p) for t, p in zip(truth2, table.marginals(pairs))])),
+                    "tvd_2way_mean": float(np.mean([normalised_tvd(t, p) for t, p in zip(truth2, table.marginals(pairs))])),
                     "income_share": float(np.mean(rec[:, i_inc] == 1)),
                     "old_share": float(np.mean(rec[:, i_age] > meta["median_age_code"]))})
     priv = np.load(meta["private"])
@@ -254,8 +254,8 @@ def score(row: dict, pj, domain, truth2, pairs) -> dict:
         model = pj.GraphicalModel(plan, plan.from_tables(tables), float(row["total"]))
         answers = [np.asarray(m, np.float64) for m in model.marginals(pairs)]
         synth = pj.Dataset(arrays["records"], domain)
-        out["tvd_synthetic"] = float(np.mean([_tvd(t, s) for t, s in zip(truth2, synth.marginals(pairs))]))
-    out["tvd"] = float(np.mean([_tvd(t, a) for t, a in zip(truth2, answers)]))
+        out["tvd_synthetic"] = float(np.mean([normalised_tvd(t, s) for t, s in zip(truth2, synth.marginals(pairs))]))
+    out["tvd"] = float(np.mean([normalised_tvd(t, a) for t, a in zip(truth2, answers)]))
     return out
 
 
@@ -270,7 +270,7 @@ def _child(cmd: list[str], label: str, env: dict, timeout: float) -> dict | None
 
 
 # ----------------------------------------------------------------------------- summaries and the page
-def _stats(xs) -> dict | None:
+def summary_stats(xs) -> dict | None:
     xs = [float(x) for x in xs if x is not None]
     if not xs:
         return None
@@ -290,7 +290,7 @@ def summarise(rows: list[dict], arms) -> list[dict]:
                 continue
             s = {"epsilon": eps, "arm": arm, "seeds": [r["seed"] for r in group]}
             for k in SUMMARY_KEYS:
-                st = _stats([r.get(k) for r in group])
+                st = summary_stats([r.get(k) for r in group])
                 if st is not None:
                     s[k] = st
             counts: dict = {}
@@ -327,7 +327,7 @@ def verdicts(summary: list[dict]) -> list[dict]:
     return out
 
 
-def _ms(st, fmt="{:.4f}") -> str:
+def format_mean_sd(st, fmt="{:.4f}") -> str:
     if not st:
         return "n/a"
     if st["n"] == 1:
@@ -335,7 +335,7 @@ def _ms(st, fmt="{:.4f}") -> str:
     return f"{fmt.format(st['mean'])} ± {fmt.format(st['sd'])}"
 
 
-def _range(st, fmt="{:.0f}") -> str:
+def format_range(st, fmt="{:.0f}") -> str:
     if not st:
         return "n/a"
     if st["min"] == st["max"]:
@@ -418,11 +418,11 @@ def render(doc: dict) -> list[str]:
             continue
         lines += [f"## epsilon = {eps:g}", ""]
         lines += schema.table([{
-            "arm": LABELS[s["arm"]], "seeds": len(s["seeds"]), "TVD": _ms(s.get("tvd")),
+            "arm": LABELS[s["arm"]], "seeds": len(s["seeds"]), "TVD": format_mean_sd(s.get("tvd")),
             "TVD range": f"{s['tvd']['min']:.4f}–{s['tvd']['max']:.4f}" if s.get("tvd") else "n/a",
-            "TVD synth": _ms(s.get("tvd_synthetic")), "public taken": _range(s.get("public_taken"), "{:.1f}"),
-            "rounds": _range(s.get("rounds_run"), "{:.1f}"), "wall s": _ms(s.get("wall_s"), "{:.1f}"),
-            "model MB": _ms(s.get("model_mb"), "{:.2f}")} for s in group])
+            "TVD synth": format_mean_sd(s.get("tvd_synthetic")), "public taken": format_range(s.get("public_taken"), "{:.1f}"),
+            "rounds": format_range(s.get("rounds_run"), "{:.1f}"), "wall s": format_mean_sd(s.get("wall_s"), "{:.1f}"),
+            "model MB": format_mean_sd(s.get("model_mb"), "{:.2f}")} for s in group])
         lines.append("")
         taken = [s for s in group if s.get("public_cliques")]
         if taken:

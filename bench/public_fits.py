@@ -59,7 +59,8 @@ import time
 import numpy as np
 
 from bench import schema
-from bench.public_data import DELTA, SHIFT, _stats, _tvd, describe_tables, prepare
+from bench.public_data import (DELTA, SHIFT, describe_tables, format_range, format_mean_sd, normalised_tvd, prepare,
+                               summary_stats)
 from bench.schema import ROOT
 
 NAME = "public"
@@ -107,7 +108,7 @@ def run_one(mech: str, arm: str, seed: int, private, tables: dict, pairs, truth2
     jax.block_until_ready(getattr(result.model, "theta", None))
     wall = time.perf_counter() - t
     answers = [np.asarray(m, np.float64) for m in result.model.marginals(pairs)]
-    tvd = float(np.mean([_tvd(a, b) for a, b in zip(truth2, answers)]))
+    tvd = float(np.mean([normalised_tvd(a, b) for a, b in zip(truth2, answers)]))
     info = result.info
     taken = [list(c) for c in (info.get("public") or [])]
     ledger = result.accountant.ledger
@@ -165,7 +166,7 @@ def summarise(rows: list[dict]) -> list[dict]:
                 continue
             s = {"mechanism": mech, "arm": arm, "seeds": [r["seed"] for r in group]}
             for k in ("tvd", "wall_s", "public_taken", "rounds_run"):
-                st = _stats([r.get(k) for r in group])
+                st = summary_stats([r.get(k) for r in group])
                 if st is not None:
                     s[k] = st
             out.append(s)
@@ -294,11 +295,11 @@ def render(doc: dict) -> list[str]:
             continue
         lines += [f"## {MECH_LABELS[mech]}", ""]
         lines += schema.table([{
-            "arm": LABELS[s["arm"]], "seeds": len(s["seeds"]), "TVD": _ms(s.get("tvd")),
+            "arm": LABELS[s["arm"]], "seeds": len(s["seeds"]), "TVD": format_mean_sd(s.get("tvd")),
             "TVD range": f"{s['tvd']['min']:.4f}–{s['tvd']['max']:.4f}" if s.get("tvd") else "n/a",
-            "public taken": _range(s.get("public_taken"), "{:.1f}"),
-            **({"rounds": _range(s.get("rounds_run"), "{:.1f}")} if mech == "mwem" else {}),
-            "wall s": _ms(s.get("wall_s"), "{:.1f}")} for s in group])
+            "public taken": format_range(s.get("public_taken"), "{:.1f}"),
+            **({"rounds": format_range(s.get("rounds_run"), "{:.1f}")} if mech == "mwem" else {}),
+            "wall s": format_mean_sd(s.get("wall_s"), "{:.1f}")} for s in group])
         lines.append("")
     lines += ["## Runs", ""]
     lines += schema.table([{
@@ -309,22 +310,6 @@ def render(doc: dict) -> list[str]:
     if doc.get("notes"):
         lines += ["## Notes", "", *[f"* {n}" for n in doc["notes"]], ""]
     return lines
-
-
-def _ms(st, fmt="{:.4f}") -> str:
-    if not st:
-        return "n/a"
-    if st["n"] == 1:
-        return fmt.format(st["mean"])
-    return f"{fmt.format(st['mean'])} ± {fmt.format(st['sd'])}"
-
-
-def _range(st, fmt="{:.0f}") -> str:
-    if not st:
-        return "n/a"
-    if st["min"] == st["max"]:
-        return fmt.format(st["min"])
-    return f"{fmt.format(st['mean'])} ({fmt.format(st['min'])}–{fmt.format(st['max'])})".replace(".0 (", " (")
 
 
 def auto_notes(rows: list[dict]) -> list[str]:
