@@ -265,7 +265,7 @@ def schema_constraints_of(args, entry_name: str, options: dict) -> tuple:
     except S.SchemaError as e:
         raise UserError(str(e)) from None
     if constraints and "constraints" not in registry.own_options(entry_name):
-        takes = [n for n in registry.MECHANISMS if "constraints" in registry.own_options(n)]
+        takes = registry.taking("constraints")
         raise UserError(f'{entry_name} does not take the schema\'s "_constraints"; {", ".join(takes)} do')
     return constraints
 
@@ -306,7 +306,7 @@ def public_of(args, entry_name: str) -> None:
         return
     need_file(args.public, "--public")
     if "public" not in registry.own_options(entry_name):
-        takes = [n for n in registry.MECHANISMS if "public" in registry.own_options(n)]
+        takes = registry.taking("public")
         raise UserError(f"--public: {entry_name} takes no public data; {', '.join(takes)} do")
 
 

@@ -38,7 +38,7 @@ from .randomized_response_synthetic import rr_synthetic
 from .result import MechanismResult
 from .spanning_tree import mst
 
-__all__ = ["Mechanism", "MECHANISMS", "COMMON_PARAMETERS", "DEFAULT_DELTA", "get", "own_options", "run"]
+__all__ = ["Mechanism", "MECHANISMS", "COMMON_PARAMETERS", "DEFAULT_DELTA", "get", "own_options", "run", "taking"]
 
 #: The privacy kinds of :attr:`Mechanism.privacy`, as the command line prints them.
 GUARANTEES = {
@@ -159,6 +159,16 @@ def own_options(name: str) -> dict[str, inspect.Parameter]:
     """
     params = inspect.signature(get(name).function).parameters
     return {k: p for k, p in params.items() if k not in COMMON_PARAMETERS}
+
+
+def taking(option: str) -> list[str]:
+    """The front-ends that have ``option`` among their own options, in the registry's order.
+
+    Example:
+        >>> taking("public")
+        ['mwem', 'mst', 'aim']
+    """
+    return [n for n in MECHANISMS if option in own_options(n)]
 
 
 def run(name: str, data, epsilon: float, delta: float | None = None, *, key, **kwargs) -> MechanismResult:

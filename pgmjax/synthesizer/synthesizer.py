@@ -231,7 +231,7 @@ class Synthesizer:
         if public is None:
             return None
         if "public" not in registry.own_options(self.mechanism):
-            takes = [n for n in registry.MECHANISMS if "public" in registry.own_options(n)]
+            takes = registry.taking("public")
             raise ValueError(f"{where}: {self.mechanism} takes no public data; {', '.join(takes)} do")
         public = as_pandas(public, f"{where}: public")
         missing = [c for c in frame.columns if c not in public.columns]
