@@ -131,7 +131,13 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
     data = _load(problem)
     trace = None
     t0 = time.perf_counter()
-    if mechanism == "mst":
+    if mechanism == "tree_aim":
+        from pgmjax.mechanisms.tree_adaptive import tree_aim
+
+        res = tree_aim(data, epsilon, DELTA, key=jax.random.key(seed), select_iters=s["mst_select_iters"],
+                       engine_iters=s["mst_fit_iters"], max_model_mb=s["tree_max_model_size"],
+                       **{k: s[f"tree_{k}"] for k in ("batches", "picks") if s.get(f"tree_{k}") is not None})
+    elif mechanism == "mst":
         options = pj.FitOptions(method=s["engine_method"]) if s.get("engine_method") else None
         res = mst(data, epsilon, DELTA, key=jax.random.key(seed), select_iters=s["mst_select_iters"],
                   engine_iters=s["mst_fit_iters"], fit_options=options)
@@ -156,10 +162,13 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
         "ledger_entries": len(res.ledger),
         "epsilon_spent": res.accountant.epsilon_delta()[0],
     }
-    if mechanism == "mst":
+    if mechanism in ("mst", "tree_aim"):
         row["edges"] = [list(e) for e in info["edges"]]
         row["compressed_domain"] = dict(info["compressed_domain"])
-    else:
+    if mechanism == "tree_aim":
+        row.update(selected=[list(c) for c in info["selected"]],
+                   model_mb=info["model_mb"])
+    elif mechanism == "aim":
         row.update(
             rounds=info["rounds"],
             rounds_run=info["rounds_run"],
@@ -265,7 +274,7 @@ def main(argv=None):
     p.add_argument("--merge", default=None, help="an earlier results JSON whose runs are kept")
     p.add_argument("--eps", type=float, nargs="+", default=[0.3, 1.0, 3.0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
-    p.add_argument("--mechanisms", nargs="+", choices=("mst", "aim"), default=["mst", "aim"])
+    p.add_argument("--mechanisms", nargs="+", choices=("mst", "aim", "tree_aim"), default=["mst", "aim"])
     p.add_argument("--libraries", nargs="+", choices=("pgmjax", "pgmjax_accelerated", "mbi"), default=["pgmjax", "mbi"])
     p.add_argument("--datasets", nargs="+", default=["adult"], help="shared dataset names, or 'generated'")
     p.add_argument("--mst-select-iters", type=int, default=2500)
@@ -273,6 +282,9 @@ def main(argv=None):
     p.add_argument("--aim-rounds", type=int, default=None, help="T (default 16 d = 224 on Adult)")
     p.add_argument("--aim-max-model-size", type=float, default=2.0, help="MB (reference 80)")
     p.add_argument("--aim-max-iters", type=int, default=200, help="per fit (reference 1000)")
+    p.add_argument("--tree-batches", type=int, default=None, help="TreeAIM's batches (default: its own)")
+    p.add_argument("--tree-picks", type=int, default=None, help="TreeAIM's picks per batch (default: its own)")
+    p.add_argument("--tree-max-model-size", type=float, default=80.0, help="TreeAIM's cap in MB (default: its own 80)")
     p.add_argument("--trace", action=argparse.BooleanOptionalAction, default=True,
                    help="AIM: a point per round on both sides (seconds, workload error); --no-trace: none")
     p.add_argument("--mbi-max-rounds", type=int, default=None, metavar="K",
@@ -311,6 +323,9 @@ def main(argv=None):
         "aim_max_model_size": args.aim_max_model_size,
         "aim_max_iters": args.aim_max_iters,
         "aim_workload": "all 2-way cliques with <= 10,000 cells, weight 1",
+        "tree_batches": args.tree_batches,
+        "tree_picks": args.tree_picks,
+        "tree_max_model_size": args.tree_max_model_size,
         "trace": args.trace,
         "mbi_max_rounds": args.mbi_max_rounds,
         "mbi_time_limit_s": args.mbi_time_limit,
@@ -363,7 +378,10 @@ def main(argv=None):
                        "--mechanism", mech, "--epsilon", repr(eps),
                        "--mst-select-iters", str(args.mst_select_iters), "--mst-fit-iters", str(args.mst_fit_iters),
                        "--aim-rounds", str(rounds), "--aim-max-model-size", repr(args.aim_max_model_size),
-                       "--aim-max-iters", str(args.aim_max_iters)]
+                       "--aim-max-iters", str(args.aim_max_iters),
+                       "--tree-max-model-size", repr(args.tree_max_model_size)]
+                cmd += [] if args.tree_batches is None else ["--tree-batches", str(args.tree_batches)]
+                cmd += [] if args.tree_picks is None else ["--tree-picks", str(args.tree_picks)]
                 if lib == "pgmjax_accelerated":
                     cmd += ["--engine-method", "mirror_descent"]
             else:

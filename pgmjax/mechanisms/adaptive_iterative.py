@@ -66,7 +66,7 @@ from .result import BudgetStep, MechanismResult, record_plan
 from .steps import (Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, oracle_of, pgm_native_result,
                     synthesize)
 
-__all__ = ["aim", "aim_budget", "aim_candidates", "default_aim_workload"]
+__all__ = ["HALF_NORMAL_MEAN", "aim", "aim_budget", "aim_candidates", "default_aim_workload"]
 
 #: The share of a round's budget spent on the measurement (the rest selects).
 MEASURE_SHARE = 0.9
@@ -77,7 +77,7 @@ MEASURE_SHARE = 0.9
 #: workload error within seed noise (the changelog has the figures).
 ROUND_TOL = 1e-4
 #: ``sqrt(2/pi)``: the expected absolute value of a standard normal.
-_HALF_NORMAL_MEAN = math.sqrt(2.0 / math.pi)
+HALF_NORMAL_MEAN = math.sqrt(2.0 / math.pi)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -426,7 +426,7 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
             limit = max_model_mb if last else max_model_mb * min(1.0, (acc.spent + cost) / rho)
             allowed = _allowed(domain, cands, tuple(model.cliques), limit, size_cache, oracle_of(options))
             errors = l1_errors(truth, est)
-            q = np.where(allowed, weight * (errors - _HALF_NORMAL_MEAN * sigma * sizes), -np.inf)
+            q = np.where(allowed, weight * (errors - HALF_NORMAL_MEAN * sigma * sizes), -np.inf)
             q_public = None if joint is None or last else joint.qualities(truth, errors, model.total, weight, allowed)
             j, measured, source = _select_and_measure(acc, jax.random.fold_in(k_loop, t), data, cands, q,
                                                       sens_unit * float(weight[allowed].max()), last, sigma, eps_em, t,
@@ -442,7 +442,7 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
         if not last:
             with timer("marginals"):
                 old, est = est[j], candidate_marginals(model, cands)
-            annealed = float(np.abs(est[j] - old).sum()) <= _HALF_NORMAL_MEAN * sigma * sizes[j]
+            annealed = float(np.abs(est[j] - old).sum()) <= HALF_NORMAL_MEAN * sigma * sizes[j]
         log.append({"round": t, "clique": cands[j], "sigma": sigma, "em_epsilon": eps_em, "limit_mb": limit,
                     "model_mb": model_mb(model), "candidates": int(allowed.sum()), "annealed": bool(annealed),
                     "last": last, "spent": acc.spent, "source": source})

@@ -65,8 +65,11 @@ from .result import BudgetStep, MechanismResult, record_plan
 from .steps import Timer, l1_errors, pgm_native_result, synthesize
 
 __all__ = [
+    "check_tree_sizes",
+    "largest_tree",
     "mst",
     "mst_budget",
+    "select_tree",
 ]
 
 #: The reference code's iterations of the one-way fit that MST's selection reads.
@@ -173,7 +176,7 @@ def largest_tree(domain: Domain) -> list[Clique]:
     return tree
 
 
-def _check_sizes(domain: Domain, where: str, method="mirror_descent", dtype=None) -> None:
+def check_tree_sizes(domain: Domain, where: str, method="mirror_descent", dtype=None) -> None:
     """Refuse, before any private computation, a domain MST may not hold (:class:`pgmjax.ModelTooLarge`).
 
     MST measures every one-way marginal over the original domain, and its final model, expressed over it too
@@ -243,7 +246,7 @@ def mst(
         progress: True for a tqdm bar over the steps, or a callable receiving a dict per step (``stage``, ``step``,
             ``steps``, and ``edge`` for selection steps).
         constraints: :class:`pgmjax.Constraint` objects (public): both fits hold them, their attributes stay
-            uncompressed, and no edge may take the model with their cliques over the size limit (:func:`_select_tree`).
+            uncompressed, and no edge may take the model with their cliques over the size limit (:func:`select_tree`).
         public: a :class:`pgmjax.queries.public.PublicData`: its marginals join both fits at its stated standard
             deviation, free (:func:`pgmjax.estimate`'s ``public=``); the ledger records each at no cost.
 
@@ -302,7 +305,7 @@ def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, com
     synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
     options = check_fit_options(fit_options, where)
     options.setdefault("method", REFERENCE_MIRROR_DESCENT)
-    _check_sizes(domain, where, options["method"], options.get("dtype"))
+    check_tree_sizes(domain, where, options["method"], options.get("dtype"))
     if constraints:  # the constraints' cliques beside the one-way marginals: the smallest model MST fits
         size_limit.check_cliques(domain, [c.attributes for c in constraints], where, what="the constraints' cliques")
         options["constraints"] = constraints
@@ -333,7 +336,7 @@ def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, com
         # 3. selection: the one-way model, then Kruskal with the EM on the pairs' L1 errors (rho/3 over d-1 draws)
         with timer("select_fit"):
             base = estimate(cdom, one_way_c, iters=select_iters, **options)
-        edges = _select_tree(acc, k_sel, cdata, base, rho / 3.0, bar, where, [c.attributes for c in constraints])
+        edges = select_tree(acc, k_sel, cdata, base, rho / 3.0, bar, where, [c.attributes for c in constraints])
 
         # 4. two-way marginals of the tree: exactly the rest of the budget (rho/3 up to rounding)
         two_way = acc.measure_many(k_two, cdata, edges, rho=REST)
@@ -377,13 +380,14 @@ def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, com
                              info=info, plan=plan)
 
 
-def _select_tree(acc: Accountant, key, cdata: Dataset, base: GraphicalModel, rho: float, bar: Progress,
-                 where: str, held: list = ()) -> list[Clique]:
+def select_tree(acc: Accountant, key, cdata: Dataset, base: GraphicalModel, rho: float, bar: Progress,
+                 where: str, held: list = (), steps: int | None = None) -> list[Clique]:
     """MST step 3: ``d - 1`` Kruskal steps, each an exponential-mechanism draw (``rho / (d - 1)``) among the
     pairs joining two components, on ``w(a, b) = ||mu_ab(D) - mu_hat_ab||_1`` of the one-way model ``base``.
 
     Which pairs are excluded depends only on the edges already released (and ``held``, the constraints' cliques:
     a pair whose junction tree with them and the edges breaks the size limit). Returns the edges in order.
+    ``steps``: the progress bar's length (default MST's ``d + 3``); the selection is its steps 2 to ``d + 1``.
     """
     from networkx.utils import UnionFind  # the project's one union-find (networkx is a dependency already)
 
@@ -394,7 +398,8 @@ def _select_tree(acc: Accountant, key, cdata: Dataset, base: GraphicalModel, rho
     # the pairs' marginals over the compressed domain, all held at once: checked before they are computed
     size_limit.check_cliques(domain, pairs, where, what="the pair marginals the selection compares")
     weights = l1_errors(cdata.marginals(pairs), base.marginals(pairs))
-    bar.step({"stage": "one-way fit", "step": 2, "steps": d + 3})
+    steps = d + 3 if steps is None else steps
+    bar.step({"stage": "one-way fit", "step": 2, "steps": steps})
     components = UnionFind(attrs)
     sens = acc.l1_sensitivity()  # of ||mu_ab(D) - v||_1
     edge_keys = jax.random.split(key, d - 1)
@@ -407,7 +412,7 @@ def _select_tree(acc: Accountant, key, cdata: Dataset, base: GraphicalModel, rho
         i = acc.exponential(edge_keys[r], q, sens, rho=rho / (d - 1), target=f"edge {r + 1}: select a pair")
         components.union(*pairs[i])
         edges.append(pairs[i])
-        bar.step({"stage": "selection", "step": 3 + r, "steps": d + 3, "edge": pairs[i]})
+        bar.step({"stage": "selection", "step": 3 + r, "steps": steps, "edge": pairs[i]})
     return edges
 
 

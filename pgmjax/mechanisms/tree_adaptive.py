@@ -1,0 +1,371 @@
+"""TreeAIM: MST's spanning tree first, then a few batched AIM rounds on what the tree answers worst (zCDP).
+
+The two mechanisms it joins: McKenna, Miklau & Sheldon, "Winning the NIST contest: a scalable and general approach
+to differentially private synthetic data", Journal of Privacy and Confidentiality 11(3), 2021 (Section 4, MST), and
+McKenna, Mullins, Sheldon & Miklau, "AIM: an adaptive and iterative mechanism for differentially private synthetic
+data", PVLDB 15(11), 2022 (Algorithm 1, Section 4). MST measures every attribute pair of a spanning tree at once,
+cheaply; AIM measures marginals one at a time where the current model errs most, at one refit per round. AIM's first
+noise scale is set for ``16 d`` rounds, so the penalty it charges a large marginal (the noise it would add,
+``sqrt(2/pi) sigma n_r``) hides strongly correlated wide pairs until annealing, when the budget is nearly spent;
+MST's tree holds them from the start. TreeAIM starts where MST ends and spends the rest of the budget as AIM does,
+in a few batches, so the model is refitted a few times, not hundreds.
+
+Budget ``rho = cdp_rho(epsilon, delta)`` (zCDP), shares of it (:func:`tree_aim_budget`):
+
+1. **One-way marginals** (:data:`ONE_WAY_SHARE`): all ``d``, equal shares (MST's step 1), then MST's domain
+   compression (values whose noisy count is below 3 noise stds merged; post-processing).
+2. **The tree** (:data:`TREE_SELECT_SHARE` to select, :data:`TREE_SHARE` to measure): MST's ``d - 1``
+   exponential-mechanism Kruskal steps on the one-way model's pair errors, then the tree's pairs, equal shares.
+3. **Batches** (the rest): ``batches`` rounds; before each, the model of everything measured so far is fitted
+   (warm-started) and every AIM candidate (the downward closure of the workload, default every pair of at most
+   10,000 cells) is scored with AIM's quality ``q_r = w_r (||mu_r(D) - mu_hat_r||_1 - sqrt(2/pi) sigma n_r)``
+   (sensitivity ``max_r w_r``); ``picks`` marginals are drawn one after another by the exponential mechanism, each
+   excluded from the rest of its batch, and measured with noise ``sigma``. Each pick costs the same:
+   a tenth of its share selects (:data:`SELECT_SHARE`), the rest measures. A candidate is drawn only if the model
+   with it and the batch's earlier picks stays within ``max_model_mb``; one that no longer fits with the batch's
+   earlier picks is not measured (the draw is spent, its measurement budget passes to the last measurement, which
+   takes exactly the rest).
+4. A final fit of every measurement (MST's reference mirror descent, ``engine_iters``), synthetic records,
+   decompression.
+
+Privacy (sketch): every access to the data is a Gaussian measurement of a sensitivity-1 marginal or an
+exponential-mechanism draw on scores of L1 sensitivity ``max w_r`` (add/remove one record), each recorded by one
+:class:`~pgmjax.privacy.Accountant`; their zCDP costs add (Bun & Steinke 2016, Lemma 2.3), which is ``rho`` in
+total, and ``rho``-zCDP gives ``(epsilon, delta)``-DP (Canonne, Kamath & Steinke 2020). What each step selects from
+depends only on earlier releases (the compressed domain, the tree, the batches' picks) and public settings, and
+the size checks on released cliques only, so adaptivity composes.
+
+Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``, 2 batches of 7; :func:`tree_aim_budget`):
+``rho = 0.0149731``, one-way std 48.35, tree std 35.22, batch pick std 38.52.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import jax
+import numpy as np
+
+from ..checks import check_bool as _boolean
+from ..checks import check_count as _count
+from ..checks import check_key as _check_key
+from ..checks import check_positive as _positive
+from ..data.dataset import Dataset
+from ..data.domain import Domain
+from ..estimation.estimate import estimate
+from ..estimation.memory import capped_fit_bytes
+from ..estimation.options import FitOptions
+from ..graph import size_limit
+from ..privacy import REST, Accountant, cdp_rho
+from ..queries.constraints import Constraint, check_constraints, possible_cells
+from ..queries.measurement import pool_repeats
+from ..queries.public import PublicData
+from .adaptive_iterative import HALF_NORMAL_MEAN, ROUND_TOL, aim_candidates, default_aim_workload
+from .domain_compression import compress_data, compress_domain, decompress_data, decompress_model
+from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_options, check_model_cap, check_synthetic,
+                      check_zcdp_delta)
+from .progress import Progress
+from .public_selection import check_public
+from .result import BudgetStep, MechanismResult, record_plan
+from .spanning_tree import REFERENCE_MIRROR_DESCENT, SELECT_ITERS, check_tree_sizes, select_tree
+from .steps import Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, pgm_native_result, synthesize
+
+__all__ = ["tree_aim", "tree_aim_budget"]
+
+#: Share of ``rho`` for the one-way marginals (MST: a third; AIM: about 6% at ``16 d`` rounds).
+ONE_WAY_SHARE = 0.2
+#: Share of ``rho`` for selecting the tree's ``d - 1`` pairs (MST: a third).
+TREE_SELECT_SHARE = 0.1
+#: Share of ``rho`` for measuring the tree's pairs (MST: a third); the batches get the rest.
+TREE_SHARE = 0.35
+#: Share of each batch pick's budget that selects it (AIM's 10%).
+SELECT_SHARE = 0.1
+#: Default number of batches (refits before a selection).
+BATCHES = 2
+
+
+def _picks(d: int, batches: int) -> int:
+    """Default picks per batch: about ``d`` extra marginals in all, at least one per batch."""
+    return max(1, math.ceil(d / batches))
+
+
+def tree_aim_budget(epsilon: float, delta: float = DEFAULT_DELTA, *, attributes: int, batches: int = BATCHES,
+                    picks: int | None = None) -> dict:
+    """TreeAIM's zCDP budget split and noise scales (module docstring).
+
+    Args:
+        epsilon, delta: the ``(epsilon, delta)``-DP target.
+        attributes: ``d`` (at least 2).
+        batches: the number of batches.
+        picks: marginals drawn per batch (default ``ceil(d / batches)``).
+
+    Returns:
+        A dict: ``rho``; ``one_way_rho``, ``tree_select_rho``, ``tree_rho``, ``batch_rho`` (the four shares);
+        ``one_way_std``, ``tree_std``, ``pick_std`` (the Gaussian noise stds); ``tree_em_epsilon`` and
+        ``pick_em_epsilon`` (per draw); ``batches``, ``picks``.
+
+    Example:
+        >>> b = tree_aim_budget(1.0, 1e-9, attributes=14)                 # Adult
+        >>> round(b["one_way_std"], 2), round(b["tree_std"], 2), round(b["pick_std"], 2), b["picks"]
+        (48.35, 35.22, 38.52, 7)
+    """
+    where = "tree_aim_budget"
+    epsilon = _positive(epsilon, "epsilon", where)
+    delta = check_zcdp_delta(delta, where)
+    d = _count(attributes, "attributes", where, 2)
+    batches = _count(batches, "batches", where, 1)
+    picks = _picks(d, batches) if picks is None else _count(picks, "picks", where, 1)
+    rho = cdp_rho(epsilon, delta)
+    one_way, tree_select, tree = ONE_WAY_SHARE * rho, TREE_SELECT_SHARE * rho, TREE_SHARE * rho
+    batch = rho - one_way - tree_select - tree
+    per_pick = batch / (batches * picks)
+    return {
+        "rho": rho, "one_way_rho": one_way, "tree_select_rho": tree_select, "tree_rho": tree, "batch_rho": batch,
+        "one_way_std": math.sqrt(d / (2.0 * one_way)),
+        "tree_std": math.sqrt((d - 1) / (2.0 * tree)),
+        "pick_std": math.sqrt(1.0 / (2.0 * (1.0 - SELECT_SHARE) * per_pick)),
+        "tree_em_epsilon": math.sqrt(8.0 * tree_select / (d - 1)),
+        "pick_em_epsilon": math.sqrt(8.0 * SELECT_SHARE * per_pick),
+        "batches": batches, "picks": picks,
+    }
+
+
+def tree_aim(
+    data: Dataset,
+    epsilon: float,
+    delta: float = DEFAULT_DELTA,
+    *,
+    key,
+    workload=None,
+    engine_iters: int = 10000,
+    fit_options: FitOptions | None = None,
+    max_model_mb: float = 80.0,
+    batches: int = BATCHES,
+    picks: int | None = None,
+    round_iters: int = 1000,
+    select_iters: int | None = None,
+    compress: bool = True,
+    synthetic: bool = True,
+    rows: int | None = None,
+    synthetic_method: str = "low_variance",
+    progress: bool | Callable[[dict], object] = False,
+    constraints: Sequence[Constraint] = (),
+    public: PublicData | None = None,
+) -> MechanismResult:
+    """TreeAIM: MST's one-way marginals and spanning tree, then ``batches`` AIM-style batches of marginals, fit, sample.
+
+    ``(epsilon, delta)``-DP through ``rho = cdp_rho(epsilon, delta)``-zCDP, add/remove-one-record neighbours; the
+    steps, budget shares and privacy argument are in the module docstring. Every noise addition goes through one
+    :class:`~pgmjax.privacy.Accountant` (composition ``"zcdp"``), whose ledger sums exactly to ``rho``.
+
+    Args:
+        data: the private :class:`~pgmjax.Dataset` (at least 2 attributes).
+        epsilon, delta: the privacy target (``delta`` default 1e-9).
+        key: a ``jax.random`` key; the whole run (noise, selections, synthetic records) follows from it.
+        workload: what the batches aim at, as in :func:`pgmjax.mechanisms.aim` (default: every pair of at most
+            10,000 cells over the declared domain, weight 1).
+        engine_iters: iterations of the final fit (MST's 10,000).
+        fit_options: a :class:`pgmjax.FitOptions` for every fit (default method: MST's reference mirror descent).
+        max_model_mb: the model-size cap in MB (``8 * cells / 2^20``): no batch pick takes the model past it (AIM's 80).
+        batches: how many batches (refits before a selection).
+        picks: marginals drawn per batch (default ``ceil(d / batches)``: about ``d`` in all).
+        round_iters: the most iterations of each batch's fit (warm-started; it stops once converged, AIM's
+            ``ROUND_TOL``).
+        select_iters: iterations of the one-way fit the tree's selection reads (MST's 2500).
+        compress: MST's domain compression.
+        synthetic, rows, synthetic_method: the synthetic records, as in :func:`pgmjax.mechanisms.mst`.
+        progress: True for a tqdm bar over the steps, or a callable receiving a dict per step.
+        constraints: :class:`pgmjax.Constraint` objects (public), held by every fit; their attributes stay uncompressed.
+        public: a :class:`pgmjax.queries.public.PublicData`: its marginals join every fit, free.
+
+    Returns:
+        A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (over the original domain), ``synthetic``,
+        ``measurements`` (over the compressed domain: one-way, tree, batch picks), ``accountant`` / ``ledger``
+        (``spent == budget == rho``), ``plan`` and ``info``: ``edges``, ``selected`` (the batch picks, in order), ``log``
+        (per batch: candidates, model MB), ``budget`` (:func:`tree_aim_budget`), ``compressed_domain``,
+        ``mapping``, ``compressed_model``, ``total``, ``model_mb``, ``seconds``, ``public``.
+
+    Raises:
+        TypeError / ValueError: bad input, before any private computation.
+        pgmjax.ModelTooLarge: the largest tree MST's step may select breaks the size limit, before any private
+            computation.
+
+    Example:
+        >>> import jax, numpy as np, pgmjax as pj
+        >>> dom = pj.Domain({"a": 3, "b": 4, "c": 2, "d": 3})
+        >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2, 3], (500, 4)), dom)
+        >>> res = tree_aim(data, 1.0, key=jax.random.key(0), select_iters=50, round_iters=50, engine_iters=100)
+        >>> res.accountant.spent == res.accountant.budget, len(res.info["edges"])
+        (True, 3)
+    """
+    where = "tree_aim"
+    data = check_data(data, where)
+    domain = data.domain
+    if len(domain) < 2:
+        raise ValueError(f"{where}: TreeAIM needs at least 2 attributes (it starts from a spanning tree of pairs); "
+                         f"the domain has {len(domain)}")
+    epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
+    delta = check_zcdp_delta(delta, where)
+    _check_key(key, where)
+    if max_model_mb is None:
+        raise ValueError(f"{where}: max_model_mb must be a number: the batches' picks are limited by a model-size cap")
+    max_model_mb = check_model_cap(max_model_mb, where)
+    workload = default_aim_workload(domain) if workload is None else workload
+    aim_candidates(workload, domain)  # checked now, over the declared domain (the batches use the compressed one)
+    engine_iters = _count(engine_iters, "engine_iters", where, 1)
+    round_iters = _count(round_iters, "round_iters", where, 1)
+    select_iters = min(SELECT_ITERS, engine_iters) if select_iters is None else _count(select_iters, "select_iters", where, 1)
+    budget = tree_aim_budget(epsilon, delta, attributes=len(domain), batches=batches, picks=picks)
+    compress = _boolean(compress, "compress", where)
+    synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
+    options = check_fit_options(fit_options, where)
+    round_options = _round_options(options)
+    options.setdefault("method", REFERENCE_MIRROR_DESCENT)
+    constraints = check_constraints(domain, constraints, where)
+    public = check_public(public, domain, where)
+    with size_limit.limited(capped_fit_bytes(max_model_mb, options["method"], options.get("dtype"))):
+        check_tree_sizes(domain, where, options["method"], options.get("dtype"))
+        if constraints:
+            size_limit.check_cliques(domain, [c.attributes for c in constraints], where, what="the constraints' cliques")
+            options["constraints"] = round_options["constraints"] = constraints
+        return _tree_aim(data, epsilon, delta, key, workload, engine_iters, round_iters, select_iters, options,
+                         round_options, max_model_mb, budget, compress, synthetic, rows, synthetic_method, progress, constraints, public)
+
+
+def _round_options(options: dict) -> dict:
+    """The batches' fits' options: the user's, else pgmjax's accelerated mirror descent on the size-class program.
+
+    A batch's fit only scores candidates and warm-starts the next; compiling a new structure's dense program costs
+    more than its iterations (seconds per structure on a CPU), where the size-class program compiles once per size
+    class. The final fit keeps MST's reference mirror descent (module docstring). A user's method, program, oracle,
+    loss or devices are kept as given (the size-class program needs pgmjax's methods, the exact oracle and one device).
+    """
+    rounds = dict(options)
+    rounds.setdefault("method", "mirror_descent")
+    plain = rounds.get("oracle", "exact") == "exact" and not callable(rounds.get("loss")) and rounds.get("devices", 1) == 1
+    if plain and rounds["method"] in ("mirror_descent", "dual_averaging", "lbfgs"):
+        rounds.setdefault("program", "size_class")
+    return rounds
+
+
+def _fits_beside(domain: Domain, cliques: list, cands: list, max_model_mb: float) -> Callable[[int], bool]:
+    """Whether candidate ``j`` may join a model over ``cliques``: it lies inside one of them (free), or the model with
+    it stays within ``max_model_mb`` (:func:`~pgmjax.mechanisms.steps.hypothetical_model_size`). Released cliques
+    only; asked about the drawn candidates only (:meth:`pgmjax.privacy.Accountant.exponential`'s ``admit``)."""
+    held = [set(c) for c in cliques]
+
+    def fits(j: int) -> bool:
+        c = cands[j]
+        return any(set(c) <= h for h in held) or hypothetical_model_size(domain, cliques + [c]) <= max_model_mb
+
+    return fits
+
+
+def _tree_aim(data, epsilon, delta, key, workload, engine_iters, round_iters, select_iters, options, round_options,
+              max_model_mb,
+              budget, compress, synthetic, rows, synthetic_method, progress, constraints, public) -> MechanismResult:
+    """:func:`tree_aim` on checked arguments, its cap in force: the four steps of the module docstring."""
+    where, domain = "tree_aim", data.domain
+    d, attrs = len(domain), list(domain.attributes)
+    batches, picks = budget["batches"], budget["picks"]
+    steps = d + 3 + batches
+    bar = Progress(progress, steps, "TreeAIM", where)
+    timer = Timer("engine", "selection")
+    acc = Accountant(epsilon=epsilon, delta=delta, composition="zcdp")
+    rho = acc.budget
+    plan = record_plan(acc, "tree_aim", [
+        BudgetStep("one-way marginals", "gaussian", budget["one_way_rho"], d, scale=budget["one_way_std"]),
+        BudgetStep("spanning tree: select pairs", "exponential", budget["tree_select_rho"], d - 1,
+                   epsilon=budget["tree_em_epsilon"]),
+        BudgetStep("two-way marginals of the tree", "gaussian", budget["tree_rho"], d - 1, scale=budget["tree_std"]),
+        BudgetStep("batches: select marginals, measure them (the last measurement spends the rest)", "adaptive", 0.0),
+    ], epsilon=epsilon, delta=delta)
+    k_one, k_sel, k_two, k_batch, k_synth, k_dec = jax.random.split(key, 6)
+    fit_kwargs = {"structures": batches + 3, **options}
+    round_kwargs = {"structures": batches + 3, "tol": ROUND_TOL, **round_options}
+    fit_on = pool_repeats if options.get("loss", "l2") == "l2" else list
+    try:
+        # 1. one-way marginals and the domain compression (MST's steps 1-2)
+        one_way = acc.measure_many(k_one, data, [(a,) for a in attrs], rho=budget["one_way_rho"])
+        bar.step({"stage": "one-way marginals", "step": 1, "steps": steps})
+        held = {a for c in constraints for a in c.attributes}
+        cdom, mapping, one_way_c = compress_domain(domain, one_way, keep=held) if compress else (domain, {}, list(one_way))
+        cdata = compress_data(data, mapping, cdom) if mapping else data
+        if public is not None:
+            fit_kwargs["public"] = round_kwargs["public"] = public.recoded(mapping, cdom) if mapping else public
+
+        # 2. the tree (MST's steps 3-4)
+        with timer("engine"):
+            model = estimate(cdom, one_way_c, iters=select_iters, **fit_kwargs)
+        with timer("selection"):
+            edges = select_tree(acc, k_sel, cdata, model, budget["tree_select_rho"], bar, where,
+                                [c.attributes for c in constraints], steps=steps)
+        measurements = list(one_way_c) + list(acc.measure_many(k_two, cdata, edges, rho=budget["tree_rho"]))
+
+        # 3. the batches: refit, score every candidate, draw and measure `picks` marginals
+        candidates = aim_candidates(workload, cdom)
+        cands = list(candidates)
+        weight = np.array([candidates[c] for c in cands])
+        sizes = np.array([possible_cells(cdom, c, constraints).sum() if constraints else cdom.size(c) for c in cands],
+                         np.float64)
+        truth = cdata.marginals(cands)  # read only through the exponential mechanism below
+        sens_unit = acc.l1_sensitivity()
+        sigma, eps_em = budget["pick_std"], budget["pick_em_epsilon"]
+        sens = sens_unit * float(weight.max())
+        selected, log = [], []
+        draws = batches * picks
+        for b in range(batches):
+            with timer("engine"):
+                model = estimate(cdom, fit_on(measurements), iters=round_iters, warm_start=model, **round_kwargs)
+            with timer("selection"):
+                base = list(model.cliques)
+                q = weight * (l1_errors(truth, candidate_marginals(model, cands)) - HALF_NORMAL_MEAN * sigma * sizes)
+                batch_keys = jax.random.split(jax.random.fold_in(k_batch, b), picks)
+                chosen: list = []
+                for p in range(picks):
+                    k_em, k_meas = jax.random.split(batch_keys[p])
+                    draws -= 1
+                    if not np.isfinite(q).any():
+                        break
+                    fits = _fits_beside(cdom, base + chosen, cands, max_model_mb)
+                    try:
+                        j = acc.exponential(k_em, q, sens, epsilon=eps_em, admit=fits,
+                                            target=f"batch {b + 1}, pick {p + 1}: select a marginal")
+                    except ValueError:  # nothing left fits beside the batch's picks (refused before any spending)
+                        break
+                    q[j] = -np.inf  # once per batch
+                    chosen.append(cands[j])
+                    measurements.append(acc.measure(k_meas, cdata, cands[j], rho=REST) if draws == 0 else
+                                        acc.measure(k_meas, cdata, cands[j], scale=sigma))
+                    selected.append(cands[j])
+            log.append({"batch": b + 1, "picked": list(chosen), "model_mb": model_mb(model)})
+            bar.step({"stage": "batch", "step": d + 1 + b, "steps": steps, "picked": len(chosen)})
+        if acc.remaining > 0:  # the last draw not made (nothing fitted): the rest re-measures the last pick (or tree pair)
+            clique = selected[-1] if selected else edges[-1]
+            measurements.append(acc.measure(jax.random.fold_in(k_batch, batches), cdata, clique, rho=REST))
+
+        # 4. the final fit, synthetic records, decompression (MST's step 5)
+        with timer("engine"):
+            model_c = estimate(cdom, fit_on(measurements), iters=engine_iters, warm_start=model, **fit_kwargs)
+        for clique in (model_c.info or {}).get("public", []):  # what the fit took from the public data, free
+            acc.record_public(clique, cdom.size(clique))
+            measurements.append(fit_kwargs["public"].measurement(clique, float(model_c.total)))
+        bar.step({"stage": "final fit", "step": steps - 1, "steps": steps})
+        model_out = decompress_model(model_c, mapping, domain) if mapping else model_c
+        synth = None
+        if synthetic:
+            with timer("synthetic"):
+                draw = synthesize(model_c, k_synth, rows, synthetic_method)
+                synth = decompress_data(draw, mapping, domain, k_dec) if mapping else draw
+        bar.step({"stage": "synthetic data", "step": steps, "steps": steps})
+    finally:
+        bar.close()
+
+    info = {
+        "epsilon": epsilon, "delta": delta, "rho": rho, "budget": budget, "edges": edges, "selected": selected, "log": log, "compressed_domain": cdom, "mapping": mapping, "compressed_model": model_c,
+        "total": model_c.total, "model_mb": model_mb(model_c), "engine_iters": engine_iters, "seconds": timer.done(),
+        "public": list((model_c.info or {}).get("public", [])),
+    }
+    return pgm_native_result("tree_aim", "TreeAIM", model=model_out, synthetic=synth, measurements=measurements,
+                             accountant=acc, info=info, plan=plan)
