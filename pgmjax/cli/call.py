@@ -154,6 +154,6 @@ def expected_iterations(entry: registry.Mechanism, kwargs: dict, domain) -> int 
     if entry.name == "mst":  # the one-way fit for the selection, then the final fit
         select = value("select_iters")
         return iters + (select if isinstance(select, int) else min(2500, iters))
-    if entry.name == "aim":  # the number of rounds depends on the annealing
+    if entry.name in ("aim", "tree_aim"):  # rounds depend on the annealing; batch fits stop once converged
         return None
     return iters  # one fit

@@ -35,6 +35,7 @@ from .query_learning import (
 )
 from .domain_compression import compress_domain
 from .spanning_tree import mst, mst_budget
+from .tree_adaptive import tree_aim, tree_aim_budget
 from .original_estimates import CliqueTables, FactoredTable
 from .multiplicative_weights import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
 from .bayesian_network import greedy_bayes, noisy_conditionals, privbayes, sample_network
@@ -77,6 +78,8 @@ __all__ = [
     "aim_budget",
     "aim_candidates",
     "default_aim_workload",
+    "tree_aim",
+    "tree_aim_budget",
     "rr_synthetic",
     "chow_liu_cliques",
     "registry",

@@ -11,7 +11,7 @@ options (:func:`own_options`) are read from ``inspect.signature``; the command l
 Example:
     >>> from pgmjax.mechanisms import registry
     >>> sorted(registry.MECHANISMS)
-    ['aim', 'dualquery', 'hdmm', 'mldp', 'mst', 'mwem', 'privbayes', 'rr_synthetic']
+    ['aim', 'dualquery', 'hdmm', 'mldp', 'mst', 'mwem', 'privbayes', 'rr_synthetic', 'tree_aim']
     >>> import jax, numpy as np, pgmjax as pj
     >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), {"a": 3, "b": 4, "c": 2})
     >>> res = registry.run("privbayes", data, 1.0, key=jax.random.key(0), engine_iters=200)
@@ -37,6 +37,7 @@ from .query_learning import mldp
 from .randomized_response_synthetic import rr_synthetic
 from .result import MechanismResult
 from .spanning_tree import mst
+from .tree_adaptive import tree_aim
 
 __all__ = ["Mechanism", "MECHANISMS", "COMMON_PARAMETERS", "DEFAULT_DELTA", "get", "own_options", "run", "taking"]
 
@@ -110,6 +111,10 @@ MECHANISMS: Mapping[str, Mechanism] = MappingProxyType({
         _entry(aim, "AIM: adaptive, workload-aware selection of marginals under a model-size cap (Gaussian, zCDP)", "zcdp", True,
                ("epsilon", "delta", "rho", "rounds", "rounds_run", "max_model_mb", "engine_iters", "final_iters", "log", "selected",
                 "annealed", "total", "model_mb", "seconds", "public")),
+        _entry(tree_aim, "TreeAIM: MST's spanning tree of pairs, then a few batches of AIM's selection where the model errs most "
+               "(Gaussian, zCDP)", "zcdp", True,
+               ("epsilon", "delta", "rho", "budget", "edges", "selected", "log", "compressed_domain", "mapping", "total",
+                "model_mb", "engine_iters", "seconds", "public")),
         _entry(mldp, "MLDP+PGM: the workload's marginal cells as training queries with Laplace noise, a model fitted to them",
                "pure", True,
                ("size", "bounded", "epsilon", "sensitivity", "sensitivity_exact", "scale", "stddev", "coverage", "total",
@@ -166,7 +171,7 @@ def taking(option: str) -> list[str]:
 
     Example:
         >>> taking("public")
-        ['mwem', 'mst', 'aim']
+        ['mwem', 'mst', 'aim', 'tree_aim']
     """
     return [n for n in MECHANISMS if option in own_options(n)]
 

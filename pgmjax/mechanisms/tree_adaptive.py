@@ -71,7 +71,7 @@ from .result import BudgetStep, MechanismResult, record_plan
 from .spanning_tree import REFERENCE_MIRROR_DESCENT, SELECT_ITERS, check_tree_sizes, select_tree
 from .steps import Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, pgm_native_result, synthesize
 
-__all__ = ["tree_aim", "tree_aim_budget"]
+__all__ = ["default_picks", "tree_aim", "tree_aim_budget"]
 
 #: Share of ``rho`` for the one-way marginals (MST: a third; AIM: about 6% at ``16 d`` rounds).
 ONE_WAY_SHARE = 0.2
@@ -85,9 +85,36 @@ SELECT_SHARE = 0.1
 BATCHES = 2
 
 
+#: The noise one batch pick of a median-sized candidate may add, in total variation distance (expected), when
+#: :func:`default_picks` sets how many marginals the batches measure.
+PICK_TVD = 0.01
+
+
 def _picks(d: int, batches: int) -> int:
-    """Default picks per batch: about ``d`` extra marginals in all, at least one per batch."""
+    """The fewest picks per batch: about ``d`` extra marginals in all, at least one per batch."""
     return max(1, math.ceil(d / batches))
+
+
+def default_picks(batch_rho: float, total: float, sizes, attributes: int, batches: int) -> int:
+    """Picks per batch where none are given: as many marginals as the batches' budget measures with at most
+    :data:`PICK_TVD` of expected noise on a median-sized candidate, between ``d`` and ``4 d`` in all.
+
+    A measurement of ``n`` cells with Gaussian noise ``sigma`` adds ``sqrt(2/pi) sigma n`` in expected L1 (AIM's
+    penalty), ``sqrt(2/pi) sigma n / (2 N)`` in TVD; ``m`` picks of ``(1 - SELECT_SHARE) batch_rho / m`` each have
+    ``sigma = sqrt(m / (2 (1 - SELECT_SHARE) batch_rho))``. Many small marginals (NLTCS's binary pairs) are cheap
+    to measure well, so the batches take many (``4 d``); large ones (Adult's, at ``epsilon = 1``) take ``d``. Reads
+    released values only: ``total`` is the one-way model's (noisy) record count, ``sizes`` the candidates' cells
+    over the compressed domain.
+
+    Example:
+        >>> default_picks(0.0052, 21_574, [4] * 120, 16, 2), default_picks(0.0052, 48_842, [150] * 91, 14, 2)
+        (32, 7)
+    """
+    d = attributes
+    n_med = max(float(np.median(sizes)), 1.0)
+    wanted = 2.0 * (1.0 - SELECT_SHARE) * batch_rho * (2.0 * max(total, 1.0) * PICK_TVD / (HALF_NORMAL_MEAN * n_med)) ** 2
+    m = min(max(int(round(wanted)), d), 4 * d)
+    return max(1, math.ceil(m / batches))
 
 
 def tree_aim_budget(epsilon: float, delta: float = DEFAULT_DELTA, *, attributes: int, batches: int = BATCHES,
@@ -169,13 +196,13 @@ def tree_aim(
         fit_options: a :class:`pgmjax.FitOptions` for every fit (default method: MST's reference mirror descent).
         max_model_mb: the model-size cap in MB (``8 * cells / 2^20``): no batch pick takes the model past it (AIM's 80).
         batches: how many batches (refits before a selection).
-        picks: marginals drawn per batch (default ``ceil(d / batches)``: about ``d`` in all).
+        picks: marginals drawn per batch (default: :func:`default_picks`, from the released record count and the
+            candidates' sizes: ``d`` to ``4 d`` in all).
         round_iters: the most iterations of each batch's fit (warm-started; it stops once converged, AIM's
             ``ROUND_TOL``).
         select_iters: iterations of the one-way fit the tree's selection reads (MST's 2500).
         compress: MST's domain compression.
-        synthetic, rows, synthetic_method: the synthetic records, as in :func:`pgmjax.mechanisms.mst`.
-        progress: True for a tqdm bar over the steps, or a callable receiving a dict per step.
+        synthetic, rows, synthetic_method, progress: as in :func:`pgmjax.mechanisms.mst`.
         constraints: :class:`pgmjax.Constraint` objects (public), held by every fit; their attributes stay uncompressed.
         public: a :class:`pgmjax.queries.public.PublicData`: its marginals join every fit, free.
 
@@ -187,9 +214,7 @@ def tree_aim(
         ``mapping``, ``compressed_model``, ``total``, ``model_mb``, ``seconds``, ``public``.
 
     Raises:
-        TypeError / ValueError: bad input, before any private computation.
-        pgmjax.ModelTooLarge: the largest tree MST's step may select breaks the size limit, before any private
-            computation.
+        TypeError / ValueError / pgmjax.ModelTooLarge: bad input, or a cap the widest tree breaks, before any spending.
 
     Example:
         >>> import jax, numpy as np, pgmjax as pj
@@ -217,6 +242,7 @@ def tree_aim(
     round_iters = _count(round_iters, "round_iters", where, 1)
     select_iters = min(SELECT_ITERS, engine_iters) if select_iters is None else _count(select_iters, "select_iters", where, 1)
     budget = tree_aim_budget(epsilon, delta, attributes=len(domain), batches=batches, picks=picks)
+    budget["picks_given"] = picks is not None
     compress = _boolean(compress, "compress", where)
     synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
     options = check_fit_options(fit_options, where)
@@ -260,6 +286,31 @@ def _fits_beside(domain: Domain, cliques: list, cands: list, max_model_mb: float
         return any(set(c) <= h for h in held) or hypothetical_model_size(domain, cliques + [c]) <= max_model_mb
 
     return fits
+
+
+def _draw_batch(acc: Accountant, key, cdata: Dataset, cands: list, q: np.ndarray, sens: float, eps_em: float,
+                sigma: float, picks: int, base: list, max_model_mb: float, draws: int, b: int, measurements: list) -> list:
+    """Batch ``b``'s picks: up to ``picks`` exponential-mechanism draws on the qualities ``q`` (each candidate once),
+    among the candidates that fit beside ``base`` and the batch's earlier picks, each measured with ``sigma`` and
+    appended to ``measurements``; the run's last draw (``draws`` counts those left, this batch's included) measures
+    with exactly what is left. Returns the cliques picked."""
+    batch_keys = jax.random.split(key, picks)
+    chosen: list = []
+    for p in range(picks):
+        k_em, k_meas = jax.random.split(batch_keys[p])
+        draws -= 1
+        if not np.isfinite(q).any():
+            break
+        fits = _fits_beside(cdata.domain, base + chosen, cands, max_model_mb)
+        try:
+            j = acc.exponential(k_em, q, sens, epsilon=eps_em, admit=fits, target=f"batch {b + 1}, pick {p + 1}: select a marginal")
+        except ValueError:  # nothing left fits beside the batch's picks (refused before any spending)
+            break
+        q[j] = -np.inf  # once per batch
+        chosen.append(cands[j])
+        measurements.append(acc.measure(k_meas, cdata, cands[j], rho=REST) if draws == 0 else
+                            acc.measure(k_meas, cdata, cands[j], scale=sigma))
+    return chosen
 
 
 def _tree_aim(data, epsilon, delta, key, workload, engine_iters, round_iters, select_iters, options, round_options,
@@ -309,6 +360,10 @@ def _tree_aim(data, epsilon, delta, key, workload, engine_iters, round_iters, se
         weight = np.array([candidates[c] for c in cands])
         sizes = np.array([possible_cells(cdom, c, constraints).sum() if constraints else cdom.size(c) for c in cands],
                          np.float64)
+        if not budget.pop("picks_given"):  # how many: from released values (the one-way model's total, the sizes)
+            multi = sizes[[len(c) > 1 for c in cands]]  # the one-way candidates are measured already
+            picks = default_picks(budget["batch_rho"], float(model.total), multi if multi.size else sizes, d, batches)
+            budget = tree_aim_budget(epsilon, delta, attributes=d, batches=batches, picks=picks)
         truth = cdata.marginals(cands)  # read only through the exponential mechanism below
         sens_unit = acc.l1_sensitivity()
         sigma, eps_em = budget["pick_std"], budget["pick_em_epsilon"]
@@ -321,24 +376,10 @@ def _tree_aim(data, epsilon, delta, key, workload, engine_iters, round_iters, se
             with timer("selection"):
                 base = list(model.cliques)
                 q = weight * (l1_errors(truth, candidate_marginals(model, cands)) - HALF_NORMAL_MEAN * sigma * sizes)
-                batch_keys = jax.random.split(jax.random.fold_in(k_batch, b), picks)
-                chosen: list = []
-                for p in range(picks):
-                    k_em, k_meas = jax.random.split(batch_keys[p])
-                    draws -= 1
-                    if not np.isfinite(q).any():
-                        break
-                    fits = _fits_beside(cdom, base + chosen, cands, max_model_mb)
-                    try:
-                        j = acc.exponential(k_em, q, sens, epsilon=eps_em, admit=fits,
-                                            target=f"batch {b + 1}, pick {p + 1}: select a marginal")
-                    except ValueError:  # nothing left fits beside the batch's picks (refused before any spending)
-                        break
-                    q[j] = -np.inf  # once per batch
-                    chosen.append(cands[j])
-                    measurements.append(acc.measure(k_meas, cdata, cands[j], rho=REST) if draws == 0 else
-                                        acc.measure(k_meas, cdata, cands[j], scale=sigma))
-                    selected.append(cands[j])
+                chosen = _draw_batch(acc, jax.random.fold_in(k_batch, b), cdata, cands, q, sens, eps_em, sigma,
+                                     picks, base, max_model_mb, draws, b, measurements)
+                draws -= picks
+                selected += chosen
             log.append({"batch": b + 1, "picked": list(chosen), "model_mb": model_mb(model)})
             bar.step({"stage": "batch", "step": d + 1 + b, "steps": steps, "picked": len(chosen)})
         if acc.remaining > 0:  # the last draw not made (nothing fitted): the rest re-measures the last pick (or tree pair)

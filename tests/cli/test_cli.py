@@ -147,7 +147,7 @@ def runs(files):
 
 
 def test_the_registry_knows_every_mechanism():
-    assert list(registry.MECHANISMS) == ["mwem", "privbayes", "dualquery", "hdmm", "mst", "aim", "mldp", "rr_synthetic"]
+    assert list(registry.MECHANISMS) == ["mwem", "privbayes", "dualquery", "hdmm", "mst", "aim", "tree_aim", "mldp", "rr_synthetic"]
     assert all(e.name == e.function.__name__ == n for n, e in registry.MECHANISMS.items())
 
 

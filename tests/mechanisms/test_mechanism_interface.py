@@ -109,6 +109,7 @@ SETTINGS = {
     "hdmm": dict(restarts=1, original=False),
     "mst": dict(select_iters=5),
     "aim": dict(rounds=6, max_model_mb=1.0),
+    "tree_aim": dict(select_iters=5, round_iters=5, max_model_mb=1.0),
     "mldp": {},
     "rr_synthetic": dict(per_attribute=True),
 }

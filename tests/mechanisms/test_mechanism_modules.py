@@ -25,6 +25,7 @@ MODULES = {
     "mwem": "pgmjax.mechanisms.multiplicative_weights",
     "privbayes": "pgmjax.mechanisms.bayesian_network",
     "rr_synthetic": "pgmjax.mechanisms.randomized_response_synthetic",
+    "tree_aim": "pgmjax.mechanisms.tree_adaptive",
 }
 # the ones that are sub-packages (a folder of modules); the others are single modules
 PACKAGES = {f: MODULES[f] for f in ("dualquery", "hdmm", "mldp", "mwem", "privbayes")}
@@ -53,7 +54,7 @@ def test_sub_package_is_a_package(function, package):
 
 def test_the_registry_names_these_modules():
     """Every registered mechanism's module is one of the above and its function is the package's export."""
-    assert set(registry.MECHANISMS) == {"aim", "dualquery", "hdmm", "mldp", "mst", "mwem", "privbayes", "rr_synthetic"}
+    assert set(registry.MECHANISMS) == {"aim", "dualquery", "hdmm", "mldp", "mst", "mwem", "privbayes", "rr_synthetic", "tree_aim"}
     for entry in registry.MECHANISMS.values():
         assert MODULES[entry.name] in (entry.function.__module__, entry.function.__module__.rpartition(".")[0]), entry.name
 

@@ -1,0 +1,149 @@
+"""TreeAIM (pgmjax.mechanisms.tree_adaptive): its ledger is its guarantee, a key fixes the release, the cap holds,
+and the exponential mechanism's ``admit`` draws from the admitted candidates only, in the mechanism's own law."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import pgmjax as pj
+from pgmjax.mechanisms import registry
+from pgmjax.mechanisms.steps import model_mb
+from pgmjax.mechanisms.tree_adaptive import tree_aim, tree_aim_budget
+from pgmjax.privacy import Accountant, cdp_rho
+from pgmjax.privacy.primitives import exponential_probabilities
+
+DOM = {"a": 3, "b": 4, "c": 2, "d": 5, "e": 3}
+QUICK = dict(select_iters=20, round_iters=20, engine_iters=60)
+
+
+def _table(n=2_000, seed=0):
+    """Correlated columns (a noisy chain a -> b -> c ..., e tied to a), so the batches have errors to find."""
+    rng = np.random.default_rng(seed)
+    sizes = list(DOM.values())
+    cols = [rng.integers(0, sizes[0], n)]
+    for k in sizes[1:-1]:
+        prev = cols[-1]
+        cols.append(np.where(rng.random(n) < 0.7, prev % k, rng.integers(0, k, n)))
+    cols.append(np.where(rng.random(n) < 0.8, cols[0] % sizes[-1], rng.integers(0, sizes[-1], n)))
+    return pj.Dataset(np.stack(cols, 1), DOM)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return _table()
+
+
+@pytest.fixture(scope="module")
+def release(data):
+    return tree_aim(data, 1.0, key=jax.random.key(0), **QUICK)
+
+
+def test_the_ledger_spends_exactly_the_printed_guarantee(release):
+    acc = release.accountant
+    assert acc.budget == pytest.approx(cdp_rho(1.0, 1e-9), rel=1e-12)
+    assert math.fsum(e.cost for e in release.ledger) == pytest.approx(acc.budget, rel=1e-9)
+    assert acc.spent == pytest.approx(acc.budget, rel=1e-9)
+    eps, delta = acc.epsilon_delta()
+    assert eps == pytest.approx(1.0, rel=1e-6) and delta == 1e-9
+    assert release.plan.total == pytest.approx(acc.budget, rel=1e-12)
+    d = len(DOM)
+    # d one-way Gaussians, d - 1 tree draws and measurements, then a draw and a measurement per batch pick
+    kinds = [e.mechanism for e in release.ledger]
+    assert kinds[:d] == ["gaussian"] * d and kinds[d:2 * d - 1] == ["exponential"] * (d - 1)
+    assert kinds[2 * d - 1:3 * d - 2] == ["gaussian"] * (d - 1)
+    picks = release.info["selected"]
+    assert len(picks) >= 1 and kinds[3 * d - 2:].count("exponential") == len(picks)
+
+
+def test_the_noise_scales_are_the_budget_s(release):
+    b = tree_aim_budget(1.0, 1e-9, attributes=len(DOM))
+    assert b["one_way_rho"] + b["tree_select_rho"] + b["tree_rho"] + b["batch_rho"] == pytest.approx(b["rho"], rel=1e-12)
+    stds = [e.scale for e in release.ledger if e.mechanism == "gaussian"]
+    assert stds[:len(DOM)] == pytest.approx([b["one_way_std"]] * len(DOM), rel=1e-9)
+    assert stds[len(DOM):2 * len(DOM) - 1] == pytest.approx([b["tree_std"]] * (len(DOM) - 1), rel=1e-9)
+    # every batch pick but the last (which takes exactly the rest) at the pick's scale
+    assert stds[2 * len(DOM) - 1:-1] == pytest.approx([b["pick_std"]] * (len(stds) - 2 * len(DOM)), rel=1e-9)
+
+
+def test_same_key_same_release(data, release):
+    again = tree_aim(data, 1.0, key=jax.random.key(0), **QUICK)
+    np.testing.assert_array_equal(np.asarray(again.synthetic.records), np.asarray(release.synthetic.records))
+    assert again.info["edges"] == release.info["edges"] and again.info["selected"] == release.info["selected"]
+    other = tree_aim(data, 1.0, key=jax.random.key(1), **QUICK)
+    assert not np.array_equal(np.asarray(other.synthetic.records), np.asarray(release.synthetic.records))
+
+
+def test_the_batches_add_pairs_the_tree_lacks_and_the_model_holds_them(release):
+    """Accuracy against MST and AIM is measured in bench/ (seeds, tables); here: the picks are pairs or one-ways of
+    the workload, some beyond the tree, each inside a clique of the fitted model."""
+    picks, edges = release.info["selected"], release.info["edges"]
+    assert set(picks) - set(edges)
+    assert all(len(c) <= 2 for c in picks)
+    cliques = [set(c) for c in release.info["compressed_model"].cliques]
+    assert all(any(set(c) <= k for k in cliques) for c in picks + edges)
+
+
+def test_the_model_stays_within_the_cap(data):
+    """A cap that holds the tree but little more: every pick is one that fits (or lies inside a clique)."""
+    cap = 8.0 * 150 / 2**20  # 150 float64 cells: the widest tree and some triangles, not the whole domain's pairs
+    res = tree_aim(data, 3.0, key=jax.random.key(2), max_model_mb=cap, compress=False, synthetic=False, **QUICK)
+    assert model_mb(res.info["compressed_model"]) <= cap
+    assert res.accountant.spent == pytest.approx(res.accountant.budget, rel=1e-9)
+
+
+def test_a_cap_below_the_widest_tree_is_refused_before_any_spending(data):
+    with pytest.raises(pj.ModelTooLarge, match="tree_aim: .*largest model MST may select"):
+        tree_aim(data, 1.0, key=jax.random.key(0), max_model_mb=8.0 * 20 / 2**20, **QUICK)
+
+
+def test_a_quick_run_through_the_registry_and_its_report_keys(data):
+    res = registry.run("tree_aim", data, 0.5, key=jax.random.key(4), **QUICK, batches=1, picks=2)
+    assert res.mechanism == "tree_aim" and len(res.info["log"]) == 1 and len(res.info["selected"]) <= 2
+    assert set(registry.get("tree_aim").report_info) <= set(res.info)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(batches=0), "batches"), (dict(picks=0), "picks"), (dict(round_iters=0), "round_iters"),
+    (dict(max_model_mb=None), "max_model_mb"), (dict(workload=[("a", "zz")]), "zz"),
+])
+def test_bad_options_are_refused_before_any_spending(data, bad, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        tree_aim(data, 1.0, key=jax.random.key(0), **{**QUICK, **bad})
+
+
+def test_one_attribute_is_refused(data):
+    with pytest.raises(ValueError, match="at least 2 attributes"):
+        tree_aim(data.project(("a",)), 1.0, key=jax.random.key(0))
+
+
+# ------------------------------------------------------------------ Accountant.exponential(admit=)
+def test_admit_draws_in_the_mechanism_s_law_on_the_admitted_set():
+    q = np.array([5.0, 3.0, 0.0, 4.0, 1.0])
+    admitted = {1, 2, 4}  # the best candidate (0) and the second best (3) refused
+    want = exponential_probabilities(np.where([i in admitted for i in range(5)], q, -np.inf), 1.0, 1.0)
+    acc = Accountant(epsilon=1e9)
+    n = 4_000
+    draws = [acc.exponential(jax.random.key(i), q, 1.0, epsilon=1.0, admit=lambda j: j in admitted) for i in range(n)]
+    counts = np.bincount(draws, minlength=5) / n
+    assert counts[0] == counts[3] == 0
+    assert np.all(np.abs(counts - want) <= 4 * np.sqrt(want * (1 - want) / n) + 1e-12), (counts, want)
+    assert acc.spent == pytest.approx(n * 1.0)  # one draw's cost each, whatever was refused
+
+
+def test_admit_asks_only_about_the_drawn_candidates():
+    asked = []
+    acc = Accountant(epsilon=10.0)
+    j = acc.exponential(jax.random.key(0), np.array([0.0, 0.0, 1e6, 0.0]), 1.0, epsilon=1.0,
+                        admit=lambda i: asked.append(i) or True)
+    assert j == 2 and asked == [2]
+
+
+def test_admit_refusing_all_spends_nothing_and_says_so():
+    acc = Accountant(epsilon=1.0)
+    with pytest.raises(ValueError, match="refused every candidate"):
+        acc.exponential(jax.random.key(0), [1.0, 2.0], 1.0, epsilon=0.5, admit=lambda j: False)
+    assert acc.spent == 0 and not acc.ledger
+    with pytest.raises(ValueError, match="num="):
+        acc.exponential(jax.random.key(0), [1.0, 2.0], 1.0, epsilon=0.5, num=2, admit=lambda j: True)
