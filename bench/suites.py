@@ -52,7 +52,7 @@ SUITES = {s.name: s for s in (
           "rounds against JAM and in MST's and MWEM's fits (unbiased and shifted public tables)",
           ("mst_aim", "aim_profile", "low_variance", "private_preprocessing", "synthesizer_tools", "mbi_door",
            "constraints", "public_data", "public_fits"),
-          ("mbi_mst_aim", "mbi_lowmaps", "aim_trace_plot", "mbi_constraints", "jam_reference"),
+          ("mbi_mst_aim", "mbi_lowmaps", "aim_trace_plot", "mbi_constraints", "jam_reference", "default_mechanism"),
           ("aim_trace", "tables")),
     Suite("agreement", "pgmjax's and mbi's fits, float32 and float64, on answers no measurement constrains",
           ("agreement",)),
