@@ -54,6 +54,10 @@ and error at its round ``K`` against mbi's (``bench.aim_trace.speed_rows``), wit
 seed and as mean ± sd over ``--seeds``. The plots of workload error against time (one PNG per dataset and
 epsilon, :mod:`bench.aim_trace_plot`) are written beside the result and linked from its page.
 
+``--mechanisms tree_aim`` runs TreeAIM (:func:`pgmjax.mechanisms.tree_aim`, pgmjax only) at its defaults with the
+MST settings' ``--mst-select-iters`` / ``--mst-fit-iters`` (``--tree-batches``, ``--tree-picks``,
+``--tree-max-model-size`` change its own); ``bench.default_mechanism`` renders the three side by side.
+
 ``--merge OLD.json`` keeps the runs of an earlier results file (new runs replace equal keys), so a
 grid can be filled in pieces; ``--render JSON`` only re-renders the Markdown next to it.
 """

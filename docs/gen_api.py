@@ -34,6 +34,7 @@ MECHANISM_PAGES = {
              "fit_regression", "fit_pgm", "laplace_baseline"],
     "mst": ["mst", "mst_budget", "compress_domain"],
     "aim": ["aim", "aim_budget", "aim_candidates", "default_aim_workload"],
+    "tree_aim": ["tree_aim", "tree_aim_budget"],
     "rr_synthetic": ["rr_synthetic", "chow_liu_cliques"],
 }
 
