@@ -100,7 +100,8 @@ def render(doc: dict) -> list[str]:
     lines = [
         "# Which mechanism by default: TreeAIM, MST and AIM on every table",
         "",
-        f"Machine: {doc['meta'].get('cpu', '?')}; runs from {', '.join(doc['runs_files'])}"
+        *(schema.header_lines(doc["meta"]) if "date" in doc["meta"] else []),
+        f"Runs from {', '.join(doc['runs_files'])}"
         + (f"; earlier AIM rows (two-way TVD only) from {', '.join(doc['earlier_files'])}" if doc["earlier_files"] else "")
         + ". Each run a fresh process (`bench.mst_aim`: compiling included in the wall time); delta 1e-9; MST and TreeAIM "
         "at their defaults (10,000 final iterations); AIM at its published defaults (T = 16 d, 80 MB, 1,000 iterations "
@@ -125,7 +126,8 @@ def render(doc: dict) -> list[str]:
                              f"{_fmt(c['tvd_3way'])} | {_fmt(c['tvd_1way'])} | {wall} |")
     lines += ["", "## Verdict: TreeAIM against the better of MST and AIM", "",
               "Wins: TreeAIM's mean at most the better mean plus twice the larger standard error. Wall: TreeAIM's mean "
-              "wall time over MST's, same result file.", "",
+              "wall time over MST's, both over the same seeds' runs (each seed's pair of runs came from one result "
+              "file, one after the other, under that file's load).", "",
               "| table | eps | AIM from | two-way: best | TreeAIM | wins | three-way: best | TreeAIM | wins | wall / MST |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for dataset in table:
@@ -140,7 +142,7 @@ def render(doc: dict) -> list[str]:
                          [f"{m['best']} {m['best_mean']:.4f}", f"{m['tree_mean']:.4f}", "yes" if m["wins"] else "**no**"])
             lines.append(f"| {dataset} | {float(eps):g} | {v['aim_from'] or 'none'} | " + " | ".join(cols)
                          + f" | {v['wall_ratio_to_mst']:.1f} |")
-    lines += ["", *[f"![{p}]({os.path.basename(p)})" for p in doc.get("plots", [])]]
+    lines += ["", *[f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in doc.get("plots", [])]]
     return lines
 
 
@@ -151,27 +153,33 @@ def plot(doc: dict, stem: str) -> list[str]:
     import matplotlib.pyplot as plt
 
     table = doc["table"]
-    names = list(table)
+    names = [d for d in table if any(c.get("tree_aim") or c.get("mst") for c in table[d].values())]
     cols = min(4, len(names))
     rows = -(-len(names) // cols)
+    styles = {"mst": ("o", "C0", "MST"), "aim": ("s", "C1", "AIM"), "aim_earlier": ("s", "C1", "AIM (earlier run)"),
+              "tree_aim": ("^", "C2", "TreeAIM")}
     paths = []
     for kind in ("epsilon", "wall"):
         fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), squeeze=False)
         for ax, dataset in zip(axes.flat, names):
-            for mech, style in (("mst", "o-"), ("aim", "s-"), ("tree_aim", "^-")):
-                pts = [(float(e), c[mech]) for e, c in table[dataset].items() if c.get(mech)]
-                pts.sort(key=lambda p: p[0])
-                if not pts:
+            for mech, (marker, color, label) in styles.items():
+                pts = sorted(((float(e), c[mech]) for e, c in table[dataset].items() if c.get(mech)), key=lambda p: p[0])
+                if not pts or (kind == "wall" and mech == "aim_earlier"):  # another day's wall times: not compared
                     continue
                 y = [c["tvd"]["mean"] for _, c in pts]
                 err = [c["tvd"]["sd"] for _, c in pts]
                 x = [e for e, _ in pts] if kind == "epsilon" else [c["wall"]["mean"] for _, c in pts]
-                ax.errorbar(x, y, yerr=err, fmt=style if kind == "epsilon" else style[0], label=NAMES[mech], capsize=2)
+                ax.errorbar(x, y, yerr=err, marker=marker, color=color, label=label, capsize=2,
+                            linestyle="-" if kind == "epsilon" and mech != "aim_earlier" else "none",
+                            mfc="none" if mech == "aim_earlier" else color)
                 if kind == "wall":
                     for (e, _), xi, yi in zip(pts, x, y):
                         ax.annotate(f"{e:g}", (xi, yi), fontsize=7, xytext=(2, 2), textcoords="offset points")
             ax.set_xscale("log")
             ax.set_yscale("log")
+            if kind == "epsilon":
+                ax.set_xticks([0.3, 1, 3], ["0.3", "1", "3"])
+                ax.minorticks_off()
             ax.set_title(dataset, fontsize=9)
             ax.set_xlabel("epsilon" if kind == "epsilon" else "wall s (labels: epsilon)", fontsize=8)
             ax.set_ylabel("two-way TVD", fontsize=8)
@@ -199,7 +207,7 @@ def main(argv=None):
            "table": {d: {str(e): c for e, c in by.items()} for d, by in summarize(rows, earlier).items()}}
     path = schema.result_path("mechanisms", args.out)
     stem = os.path.splitext(path)[0]
-    doc["plots"] = plot(doc, stem)
+    doc["plots"] = [os.path.relpath(p, os.path.dirname(stem)) for p in plot(doc, stem)]
     with open(stem + ".json", "w") as f:
         json.dump(doc, f, indent=1, default=str)
     schema.write_page(stem + ".json", render(doc))

@@ -56,7 +56,7 @@ def test_the_page_and_plots(tmp_path):
     assert all(open(p, "rb").read()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
     page = "\n".join(dm.render({**doc, "plots": paths}))
     assert "| toy | 1 | this run | AIM 0.0410 | 0.0420 | yes | AIM 0.0900 | 0.0800 | yes | 2.0 |" in page
-    assert "| toy | 3 | this run | AIM 0.0200 | 0.0255 | **no** |" in page
+    assert "| toy | 3 | this run | AIM 0.0200 | 0.0255 | **no** |" in page and "![dm_wall.png](dm_wall.png)" in page
 
 
 def test_a_real_run_of_tree_aim_beside_mst(tmp_path):
