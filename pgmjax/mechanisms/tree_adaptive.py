@@ -20,11 +20,12 @@ Budget ``rho = cdp_rho(epsilon, delta)`` (zCDP), shares of it (:func:`tree_aim_b
    (warm-started) and every AIM candidate (the downward closure of the workload, default every pair of at most
    10,000 cells) is scored with AIM's quality ``q_r = w_r (||mu_r(D) - mu_hat_r||_1 - sqrt(2/pi) sigma n_r)``
    (sensitivity ``max_r w_r``); ``picks`` marginals are drawn one after another by the exponential mechanism, each
-   excluded from the rest of its batch, and measured with noise ``sigma``. Each pick costs the same:
-   a tenth of its share selects (:data:`SELECT_SHARE`), the rest measures. A candidate is drawn only if the model
-   with it and the batch's earlier picks stays within ``max_model_mb``; one that no longer fits with the batch's
-   earlier picks is not measured (the draw is spent, its measurement budget passes to the last measurement, which
-   takes exactly the rest).
+   excluded from the rest of its batch, and measured with noise ``sigma``. Each pick costs the same: a tenth of its
+   share selects (:data:`SELECT_SHARE`), the rest measures; the run's last measurement takes exactly what is left.
+   How many picks: :func:`default_picks` (``d`` to ``4 d`` in all, from released values). A draw is among the
+   candidates whose marginal lies inside a clique of the model or keeps the model, with the batch's earlier picks,
+   within ``max_model_mb``: the size check asks only about the drawn candidate and the draw is repeated if it does not
+   fit (:meth:`pgmjax.privacy.Accountant.exponential`'s ``admit``: the exponential mechanism on the admitted set).
 4. A final fit of every measurement (MST's reference mirror descent, ``engine_iters``), synthetic records,
    decompression.
 
@@ -35,7 +36,7 @@ total, and ``rho``-zCDP gives ``(epsilon, delta)``-DP (Canonne, Kamath & Steinke
 depends only on earlier releases (the compressed domain, the tree, the batches' picks) and public settings, and
 the size checks on released cliques only, so adaptivity composes.
 
-Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``, 2 batches of 7; :func:`tree_aim_budget`):
+Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``, 2 batches of 7, its default; :func:`tree_aim_budget`):
 ``rho = 0.0149731``, one-way std 48.35, tree std 35.22, batch pick std 38.52.
 """
 

@@ -161,8 +161,7 @@ class Accountant(BudgetLedger, PublicInputs):
         self._record("gaussian", target, "values", x.size, 1, p)
         return out
 
-    def exponential(self, key, qualities, sensitivity: float, *, epsilon=None, rho=None, num: int | None = None, target=None,
-                    admit=None):
+    def exponential(self, key, qualities, sensitivity: float, *, epsilon=None, rho=None, num=None, target=None, admit=None):
         """Exponential mechanism (Gumbel-max) on private ``qualities``, recorded (McSherry & Talwar 2007).
 
         Selects ``r`` with probability ``∝ exp(eps q(r) / (2 Delta))`` (see
@@ -177,11 +176,7 @@ class Accountant(BudgetLedger, PublicInputs):
                 zCDP budget (zCDP accountants: ``eps = sqrt(8 rho)``).
             num: None for one draw; an int for that many independent draws (e.g. DualQuery's ``s``).
             target: a label for the ledger.
-            admit: None, or a predicate on an index (one draw only): a candidate drawn that it refuses is removed and
-                the draw repeated, so the result is the exponential mechanism over the candidates it admits, at one
-                draw's cost. It must depend on public or already released values only (a model-size cap on
-                released cliques), like a ``-inf`` quality; it is asked only about the candidates drawn, so a check
-                too costly to run on every candidate stays cheap. A ValueError if it admits none.
+            admit: a predicate on public values, asked about drawn indices only (:func:`exponential_mechanism`).
 
         Returns:
             The selected index (int), or an int64 array of ``num`` indices.
@@ -198,22 +193,8 @@ class Accountant(BudgetLedger, PublicInputs):
         q = check_qualities(qualities, where)
         count = 1 if num is None else check_count(num, "num", where)
         target = f"selection among {q.size}" if target is None else target
-        if admit is not None and num is not None:
-            raise ValueError(f"{where}: admit= draws one candidate; it cannot be given with num=")
         p = self._prepare(where, "exponential", target, sensitivity, count, epsilon, rho, None)
-        if admit is None:
-            choice = exponential_mechanism(key, q, p["sensitivity"], p["epsilon"], num=num)
-        else:  # rejection: P(r | admitted) is the mechanism's law on the admitted set, whatever was refused before
-            q = np.array(q, dtype=np.float64)
-            for attempt in range(q.size):
-                if not np.isfinite(q).any():
-                    raise ValueError(f"{where}: admit refused every candidate ({target})")
-                choice = exponential_mechanism(jax.random.fold_in(key, attempt), q, p["sensitivity"], p["epsilon"])
-                if admit(choice):
-                    break
-                q[choice] = -np.inf
-            else:
-                raise ValueError(f"{where}: admit refused every candidate ({target})")
+        choice = exponential_mechanism(key, q, p["sensitivity"], p["epsilon"], num=num, admit=admit)  # raises: no spend
         self._record("exponential", target, "selection", q.size, count, p)
         return choice
 

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 from . import discrete_noise as dn
@@ -136,7 +137,7 @@ def exponential_probabilities(qualities, sensitivity: float, epsilon: float) -> 
     return w / w.sum()
 
 
-def exponential_mechanism(key, qualities, sensitivity: float, epsilon: float, *, num: int | None = None):
+def exponential_mechanism(key, qualities, sensitivity: float, epsilon: float, *, num: int | None = None, admit=None):
     """Exponential mechanism, sampled exactly: ``P(r) ∝ exp(eps q(r) / (2 Delta))`` (``eps``-DP, ``eps^2/8``-zCDP).
 
     McSherry & Talwar, FOCS 2007. Draws by rejection from uniform proposals accepted with an exact
@@ -150,6 +151,8 @@ def exponential_mechanism(key, qualities, sensitivity: float, epsilon: float, *,
         sensitivity: sensitivity ``Delta > 0`` of the scores.
         epsilon: the privacy parameter of one draw.
         num: None for one draw; an int for that many independent draws (with replacement).
+        admit: None, or a predicate on an index (one draw): a drawn candidate it refuses is removed and the draw
+            repeated, which samples the mechanism's law on the admitted set; a ValueError if it admits none.
 
     Returns:
         The selected index (int), or an int64 array of ``num`` indices.
@@ -163,5 +166,17 @@ def exponential_mechanism(key, qualities, sensitivity: float, epsilon: float, *,
     q = check_qualities(qualities, where)
     logits = _em_logits(q, check_positive(sensitivity, "sensitivity", where), check_positive(epsilon, "epsilon", where))
     n = 1 if num is None else check_count(num, "num", where)
-    idx = dn.exponential_choice(dn.generator(key), -logits, n)
-    return int(idx[0]) if num is None else idx
+    if admit is None:
+        idx = dn.exponential_choice(dn.generator(key), -logits, n)
+        return int(idx[0]) if num is None else idx
+    if num is not None:
+        raise ValueError(f"{where}: admit= draws one candidate; it cannot be given with num=")
+    logits = np.array(logits, dtype=np.float64)
+    for attempt in range(logits.size):  # rejection: P(r | admitted) is the law on the admitted set
+        if not np.isfinite(logits).any():
+            break
+        choice = int(dn.exponential_choice(dn.generator(jax.random.fold_in(key, attempt)), -logits, 1)[0])
+        if admit(choice):
+            return choice
+        logits[choice] = -np.inf
+    raise ValueError(f"{where}: admit refused every candidate")

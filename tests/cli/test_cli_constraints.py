@@ -58,7 +58,7 @@ def test_mst_and_aim_release_records_that_keep_the_schemas_constraints(table, tm
 
 
 @pytest.mark.parametrize("constraints,args,expected", [
-    (SCHEMA["_constraints"], ["-m", "mwem"], "mwem does not take the schema's \"_constraints\"; mst, aim do"),
+    (SCHEMA["_constraints"], ["-m", "mwem"], "mwem does not take the schema's \"_constraints\"; mst, aim, tree_aim do"),
     ([{"forbid": {"married": "maybe"}}], ["-m", "mst"], "_constraints[0]: column 'married'"),
     ([{"determines": {"source": "zip", "target": "state", "mapping": {"a": "X"}}}], ["-m", "mst"],
      "mapping gives no 'state' value for 3 'zip' value(s)"),

@@ -60,7 +60,7 @@ def test_raw_public_values_go_through_the_runs_schema(files, tmp_path, capsys, s
 
 
 @pytest.mark.parametrize("args,message", [
-    (["-m", "privbayes", "--public", "public.csv"], "privbayes takes no public data; mwem, mst, aim do"),
+    (["-m", "privbayes", "--public", "public.csv"], "privbayes takes no public data; mwem, mst, aim, tree_aim do"),
     (["-m", "mst", "--public", "nowhere.csv"], "--public: file not found"),
     (["-m", "mst", "--public", "public.csv", "--public-stddev", "wide"], "expected 'sampling' or a positive number"),
 ])

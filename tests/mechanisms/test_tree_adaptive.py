@@ -142,7 +142,7 @@ def test_admit_asks_only_about_the_drawn_candidates():
 
 def test_admit_refusing_all_spends_nothing_and_says_so():
     acc = Accountant(epsilon=1.0)
-    with pytest.raises(ValueError, match="refused every candidate"):
+    with pytest.raises(ValueError, match="admit refused every candidate"):
         acc.exponential(jax.random.key(0), [1.0, 2.0], 1.0, epsilon=0.5, admit=lambda j: False)
     assert acc.spent == 0 and not acc.ledger
     with pytest.raises(ValueError, match="num="):

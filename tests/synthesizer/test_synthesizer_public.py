@@ -43,7 +43,7 @@ def test_coded_public_table_with_a_domain():
 
 
 @pytest.mark.parametrize("settings,public,message", [
-    (dict(mechanism="privbayes"), "same", "privbayes takes no public data; mwem, mst, aim do"),
+    (dict(mechanism="privbayes"), "same", "privbayes takes no public data; mwem, mst, aim, tree_aim do"),
     (dict(mechanism="mst"), "no_age", r"the public table has no column\(s\) \['age'\]"),
     (dict(mechanism="mst"), "empty", "the public table has no records"),
 ])
