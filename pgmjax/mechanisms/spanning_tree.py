@@ -58,11 +58,11 @@ from ..checks import check_positive as _positive
 from ..graph import size_limit
 from .options import (DEFAULT_DELTA, check_data, check_domain_size, check_epsilon, check_fit_options,  # noqa: F401
                       check_model_cap, check_synthetic, check_zcdp_delta, refuse_option)
-from .domain_compression import compress_data, compress_domain, decompress_data, decompress_model
+from .domain_compression import compress_data, compress_domain
 from .progress import Progress
 from .public_selection import check_public
 from .result import BudgetStep, MechanismResult, record_plan
-from .steps import Timer, l1_errors, pgm_native_result, synthesize
+from .steps import Timer, l1_errors, pgm_native_result, record_public_fit, release_over_original
 
 __all__ = [
     "check_tree_sizes",
@@ -252,7 +252,7 @@ def mst(
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (the fitted model expressed
-        over the original domain, :func:`decompress_model`), ``synthetic`` (original values),
+        over the original domain, :func:`~pgmjax.mechanisms.domain_compression.decompress_model`), ``synthetic`` (original values),
         ``measurements`` (over the compressed domain: ``d`` one-way, ``d - 1`` two-way),
         ``accountant`` / ``ledger`` (``d`` Gaussian, ``d - 1`` exponential, ``d - 1`` Gaussian entries;
         ``spent == budget == rho``), ``original=None``, ``plan`` (thirds of ``rho``: one-way marginals,
@@ -346,16 +346,10 @@ def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, com
         measured_rows = sum(m.rows for m in measurements)
         with timer("fit"):
             model_c = estimate(cdom, measurements, iters=engine_iters, warm_start=base, **_final_options(options, measured_rows))
-        for clique in (model_c.info or {}).get("public", []):  # what the fit took from the public data, free
-            acc.record_public(clique, cdom.size(clique))
-            measurements.append(options["public"].measurement(clique, float(model_c.total)))
+        record_public_fit(acc, model_c, cdom, options.get("public"), measurements)  # what the fit took, free
         bar.step({"stage": "final fit", "step": d + 2, "steps": d + 3})
-        model = decompress_model(model_c, mapping, domain) if mapping else model_c
-        synth = None
-        if synthetic:
-            with timer("synthetic"):
-                draw = synthesize(model_c, k_synth, rows, synthetic_method)
-                synth = decompress_data(draw, mapping, domain, k_dec) if mapping else draw
+        model, synth = release_over_original(model_c, mapping, domain, k_synth, k_dec, synthetic=synthetic, rows=rows,
+                                             method=synthetic_method, timer=timer)
         bar.step({"stage": "synthetic data", "step": d + 3, "steps": d + 3})
     finally:
         bar.close()

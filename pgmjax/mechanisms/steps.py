@@ -31,9 +31,11 @@ from ..estimation import memory
 from ..graph import size_limit
 from ..graph.junction import triangulated_cliques
 from ..graph.region_graph import region_graph
+from .domain_compression import decompress_data, decompress_model
 from .result import MechanismResult
 
 __all__ = ["Timer", "candidate_marginals", "hypothetical_model_size", "l1_errors", "model_mb", "oracle_of",
+           "record_public_fit", "release_over_original",
            "pgm_native_result", "synthesize"]
 
 
@@ -146,6 +148,28 @@ def synthesize(model, key, rows: int | None = None, method: str = "exact"):
     if getattr(model, "approximate", False):  # records made to match its pseudo-marginals (no distribution to sample)
         return model.synthetic_data(n, key)
     return model.synthetic_data(n, key, method=method)
+
+
+def record_public_fit(acc, model, domain: Domain, public, measurements: list) -> None:
+    """Record in ``acc`` (free) each public marginal the fit of ``model`` took (``model.info["public"]``), and append
+    its measurement, scaled to the model's total, to ``measurements`` (``public``: the fit's
+    :class:`~pgmjax.queries.public.PublicData`)."""
+    for clique in (model.info or {}).get("public", []):
+        acc.record_public(clique, domain.size(clique))
+        measurements.append(public.measurement(clique, float(model.total)))
+
+
+def release_over_original(model_c, mapping, domain: Domain, k_synth, k_dec, *, synthetic: bool, rows, method: str,
+                          timer: Timer):
+    """A model fitted over a compressed domain, and its synthetic records, expressed over the original ``domain``
+    (:func:`~pgmjax.mechanisms.domain_compression.decompress_model` / ``decompress_data``; ``mapping`` empty: as they
+    are). Returns ``(model, synthetic or None)``; the sampling is timed as ``"synthetic"``."""
+    model = decompress_model(model_c, mapping, domain) if mapping else model_c
+    if not synthetic:
+        return model, None
+    with timer("synthetic"):
+        draw = synthesize(model_c, k_synth, rows, method)
+        return model, decompress_data(draw, mapping, domain, k_dec) if mapping else draw
 
 
 def pgm_native_result(mechanism: str, name: str, *, model, synthetic, measurements, accountant, info: dict,

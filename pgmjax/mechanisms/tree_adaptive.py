@@ -63,14 +63,15 @@ from ..queries.constraints import Constraint, check_constraints, possible_cells
 from ..queries.measurement import pool_repeats
 from ..queries.public import PublicData
 from .adaptive_iterative import HALF_NORMAL_MEAN, ROUND_TOL, aim_candidates, default_aim_workload
-from .domain_compression import compress_data, compress_domain, decompress_data, decompress_model
+from .domain_compression import compress_data, compress_domain
 from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_options, check_model_cap, check_synthetic,
                       check_zcdp_delta)
 from .progress import Progress
 from .public_selection import check_public
 from .result import BudgetStep, MechanismResult, record_plan
 from .spanning_tree import REFERENCE_MIRROR_DESCENT, SELECT_ITERS, check_tree_sizes, select_tree
-from .steps import Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, pgm_native_result, synthesize
+from .steps import (Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, pgm_native_result,
+                    record_public_fit, release_over_original)
 
 __all__ = ["default_picks", "tree_aim", "tree_aim_budget"]
 
@@ -390,16 +391,10 @@ def _tree_aim(data, epsilon, delta, key, workload, engine_iters, round_iters, se
         # 4. the final fit, synthetic records, decompression (MST's step 5)
         with timer("engine"):
             model_c = estimate(cdom, fit_on(measurements), iters=engine_iters, warm_start=model, **fit_kwargs)
-        for clique in (model_c.info or {}).get("public", []):  # what the fit took from the public data, free
-            acc.record_public(clique, cdom.size(clique))
-            measurements.append(fit_kwargs["public"].measurement(clique, float(model_c.total)))
+        record_public_fit(acc, model_c, cdom, fit_kwargs.get("public"), measurements)  # what the fit took, free
         bar.step({"stage": "final fit", "step": steps - 1, "steps": steps})
-        model_out = decompress_model(model_c, mapping, domain) if mapping else model_c
-        synth = None
-        if synthetic:
-            with timer("synthetic"):
-                draw = synthesize(model_c, k_synth, rows, synthetic_method)
-                synth = decompress_data(draw, mapping, domain, k_dec) if mapping else draw
+        model_out, synth = release_over_original(model_c, mapping, domain, k_synth, k_dec, synthetic=synthetic,
+                                                 rows=rows, method=synthetic_method, timer=timer)
         bar.step({"stage": "synthetic data", "step": steps, "steps": steps})
     finally:
         bar.close()
