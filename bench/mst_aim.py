@@ -140,6 +140,7 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
 
         res = tree_aim(data, epsilon, DELTA, key=jax.random.key(seed), select_iters=s["mst_select_iters"],
                        engine_iters=s["mst_fit_iters"], max_model_mb=s["tree_max_model_size"],
+                       compress=s.get("tree_compress", True),
                        **{k: s[f"tree_{k}"] for k in ("batches", "picks") if s.get(f"tree_{k}") is not None})
     elif mechanism == "mst":
         options = pj.FitOptions(method=s["engine_method"]) if s.get("engine_method") else None
@@ -289,6 +290,8 @@ def main(argv=None):
     p.add_argument("--tree-batches", type=int, default=None, help="TreeAIM's batches (default: its own)")
     p.add_argument("--tree-picks", type=int, default=None, help="TreeAIM's picks per batch (default: its own)")
     p.add_argument("--tree-max-model-size", type=float, default=80.0, help="TreeAIM's cap in MB (default: its own 80)")
+    p.add_argument("--tree-compress", action=argparse.BooleanOptionalAction, default=True,
+                   help="TreeAIM's domain compression (default: on, its own)")
     p.add_argument("--trace", action=argparse.BooleanOptionalAction, default=True,
                    help="AIM: a point per round on both sides (seconds, workload error); --no-trace: none")
     p.add_argument("--mbi-max-rounds", type=int, default=None, metavar="K",
@@ -330,6 +333,7 @@ def main(argv=None):
         "tree_batches": args.tree_batches,
         "tree_picks": args.tree_picks,
         "tree_max_model_size": args.tree_max_model_size,
+        "tree_compress": args.tree_compress,
         "trace": args.trace,
         "mbi_max_rounds": args.mbi_max_rounds,
         "mbi_time_limit_s": args.mbi_time_limit,
@@ -386,6 +390,7 @@ def main(argv=None):
                        "--tree-max-model-size", repr(args.tree_max_model_size)]
                 cmd += [] if args.tree_batches is None else ["--tree-batches", str(args.tree_batches)]
                 cmd += [] if args.tree_picks is None else ["--tree-picks", str(args.tree_picks)]
+                cmd += [] if args.tree_compress else ["--no-tree-compress"]
                 if lib == "pgmjax_accelerated":
                     cmd += ["--engine-method", "mirror_descent"]
             else:

@@ -77,11 +77,13 @@ def child(program: str, d: int, models: int, max_size: int, iters: int, out: str
         rows.append({"program": program, "d": d, "model": k, "wall": wall, "compiles": len(compile_s) - before,
                      "compile_s": sum(compile_s[before:]), "loss": model.loss, "cells": plan.tree.cells,
                      "levels": plan.tree.num_levels, "class": list(getattr(plan, "size", ()))})
-    with open(out, "w") as f:
-        json.dump(rows, f)
+        print(json.dumps(rows[-1]), flush=True)  # a run cut by a device lease still shows its fits
+        with open(out, "w") as f:
+            json.dump(rows, f)
 
 
-def run(dims, models: int, max_size: int, iters: int) -> list[dict]:
+def run(dims, models: int, max_size: int, iters: int, written=lambda rows: None) -> list[dict]:
+    """Every (d, program) child in turn; ``written(rows)`` after each, so a cut run keeps what it measured."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for d in dims:
@@ -91,14 +93,18 @@ def run(dims, models: int, max_size: int, iters: int) -> list[dict]:
                                 str(max_size), str(iters), out], check=True)
                 with open(out) as f:
                     rows.extend(json.load(f))
+                written(rows)
     return rows
 
 
 def summary(rows: list[dict]) -> list[dict]:
+    """One row per attribute count both programs have run."""
     out = []
     for d in sorted({r["d"] for r in rows}):
         by = {p: [r for r in rows if r["d"] == d and r["program"] == p] for p in ("dense", "size_class")}
         dense, routed = by["dense"], by["size_class"]
+        if not dense or not routed:
+            continue
         out.append({
             "d": d, "models": len(dense), "cells": f"{min(r['cells'] for r in dense)}-{max(r['cells'] for r in dense)}",
             "dense total s": sum(r["wall"] for r in dense), "size-class total s": sum(r["wall"] for r in routed),
@@ -176,14 +182,18 @@ def main(argv=None) -> None:
         program, d, models, max_size, iters, out = args.child
         child(program, int(d), int(models), int(max_size), int(iters), out)
         return
-    rows = run(args.dims, args.models, args.max_size, args.iters)
     meta = schema.run_meta("bench.size_class", argv)
-    table = summary(rows)
-    page = [*schema.header_lines(meta), "", f"Each program in a fresh process fits {args.models} new random trees of pairs "
-            f"per attribute count, estimate({args.iters}) each, then one marginal; 'later fit': the median wall of "
-            "fits 2 onwards (a structure new to the process).", "", *schema.table(table), "", "Per fit:", "",
-            *schema.table(rows, ["program", "d", "model", "wall", "compiles", "compile_s", "loss", "cells", "levels"])]
-    schema.write_result(SUITE, args.out or "size_class_cpu", rows, meta, page=page, title="Dense against size-class programs", summary=table)
+
+    def write(rows: list[dict]) -> None:  # after every child: a run cut at its time limit keeps what it finished
+        table = summary(rows)
+        page = [*schema.header_lines(meta), "", f"Each program in a fresh process fits {args.models} new random trees of "
+                f"pairs per attribute count, estimate({args.iters}) each, then one marginal; 'later fit': the median wall "
+                "of fits 2 onwards (a structure new to the process).", "", *schema.table(table), "", "Per fit:", "",
+                *schema.table(rows, ["program", "d", "model", "wall", "compiles", "compile_s", "loss", "cells", "levels"])]
+        schema.write_result(SUITE, args.out or "size_class_cpu", rows, meta, page=page,
+                            title="Dense against size-class programs", summary=table)
+
+    run(args.dims, args.models, args.max_size, args.iters, write)
 
 
 if __name__ == "__main__":
