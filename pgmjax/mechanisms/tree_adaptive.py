@@ -24,8 +24,9 @@ Budget ``rho = cdp_rho(epsilon, delta)`` (zCDP), shares of it (:func:`tree_aim_b
    share selects (:data:`SELECT_SHARE`), the rest measures; the run's last measurement takes exactly what is left.
    How many picks: :func:`default_picks` (``d`` to ``4 d`` in all, from released values). A draw is among the
    candidates whose marginal lies inside a clique of the model or keeps the model, with the batch's earlier picks,
-   within ``max_model_mb``: the size check asks only about the drawn candidate and the draw is repeated if it does not
-   fit (:meth:`pgmjax.privacy.Accountant.exponential`'s ``admit``: the exponential mechanism on the admitted set).
+   within ``max_model_mb`` over the declared domain (the released model's): the size check asks only about the
+   drawn candidate and the draw is repeated if it does not fit (:meth:`pgmjax.privacy.Accountant.exponential`'s
+   ``admit``: the exponential mechanism on the admitted set).
 4. A final fit of every measurement (MST's reference mirror descent, ``engine_iters``), synthetic records,
    decompression.
 
@@ -196,7 +197,8 @@ def tree_aim(
             10,000 cells over the declared domain, weight 1).
         engine_iters: iterations of the final fit (MST's 10,000).
         fit_options: a :class:`pgmjax.FitOptions` for every fit (default method: MST's reference mirror descent).
-        max_model_mb: the model-size cap in MB (``8 * cells / 2^20``): no batch pick takes the model past it (AIM's 80).
+        max_model_mb: the model-size cap in MB (``8 * cells / 2^20``, over the declared domain): no batch pick takes
+            the released model past it (AIM's 80).
         batches: how many batches (refits before a selection).
         picks: marginals drawn per batch (default: :func:`default_picks`, from the released record count and the
             candidates' sizes: ``d`` to ``4 d`` in all).
@@ -280,7 +282,11 @@ def _round_options(options: dict) -> dict:
 def _fits_beside(domain: Domain, cliques: list, cands: list, max_model_mb: float) -> Callable[[int], bool]:
     """Whether candidate ``j`` may join a model over ``cliques``: it lies inside one of them (free), or the model with
     it stays within ``max_model_mb`` (:func:`~pgmjax.mechanisms.steps.hypothetical_model_size`). Released cliques
-    only; asked about the drawn candidates only (:meth:`pgmjax.privacy.Accountant.exponential`'s ``admit``)."""
+    only; asked about the drawn candidates only (:meth:`pgmjax.privacy.Accountant.exponential`'s ``admit``).
+
+    ``domain`` is the declared one, over which the model is released: a model that fits over the compressed domain
+    may not once its merged values are restored (Loans: a 6-attribute clique of 80 MB compressed, 1.2 GB declared,
+    refused by the release after the whole budget was spent)."""
     held = [set(c) for c in cliques]
 
     def fits(j: int) -> bool:
@@ -290,10 +296,12 @@ def _fits_beside(domain: Domain, cliques: list, cands: list, max_model_mb: float
     return fits
 
 
-def _draw_batch(acc: Accountant, key, cdata: Dataset, cands: list, q: np.ndarray, sens: float, eps_em: float,
-                sigma: float, picks: int, base: list, max_model_mb: float, draws: int, b: int, measurements: list) -> list:
+def _draw_batch(acc: Accountant, key, cdata: Dataset, domain: Domain, cands: list, q: np.ndarray, sens: float,
+                eps_em: float, sigma: float, picks: int, base: list, max_model_mb: float, draws: int, b: int,
+                measurements: list) -> list:
     """Batch ``b``'s picks: up to ``picks`` exponential-mechanism draws on the qualities ``q`` (each candidate once),
-    among the candidates that fit beside ``base`` and the batch's earlier picks, each measured with ``sigma`` and
+    among the candidates that fit beside ``base`` and the batch's earlier picks over the declared ``domain`` (the
+    cap is on the released model), each measured with ``sigma`` over the compressed data ``cdata`` and
     appended to ``measurements``; the run's last draw (``draws`` counts those left, this batch's included) measures
     with exactly what is left. Returns the cliques picked."""
     batch_keys = jax.random.split(key, picks)
@@ -303,7 +311,7 @@ def _draw_batch(acc: Accountant, key, cdata: Dataset, cands: list, q: np.ndarray
         draws -= 1
         if not np.isfinite(q).any():
             break
-        fits = _fits_beside(cdata.domain, base + chosen, cands, max_model_mb)
+        fits = _fits_beside(domain, base + chosen, cands, max_model_mb)
         try:
             j = acc.exponential(k_em, q, sens, epsilon=eps_em, admit=fits, target=f"batch {b + 1}, pick {p + 1}: select a marginal")
         except ValueError:  # nothing left fits beside the batch's picks (refused before any spending)
@@ -378,8 +386,8 @@ def _tree_aim(data, epsilon, delta, key, workload, engine_iters, round_iters, se
             with timer("selection"):
                 base = list(model.cliques)
                 q = weight * (l1_errors(truth, candidate_marginals(model, cands)) - HALF_NORMAL_MEAN * sigma * sizes)
-                chosen = _draw_batch(acc, jax.random.fold_in(k_batch, b), cdata, cands, q, sens, eps_em, sigma,
-                                     picks, base, max_model_mb, draws, b, measurements)
+                chosen = _draw_batch(acc, jax.random.fold_in(k_batch, b), cdata, domain, cands, q, sens, eps_em,
+                                     sigma, picks, base, max_model_mb, draws, b, measurements)
                 draws -= picks
                 selected += chosen
             log.append({"batch": b + 1, "picked": list(chosen), "model_mb": model_mb(model)})
@@ -401,7 +409,7 @@ def _tree_aim(data, epsilon, delta, key, workload, engine_iters, round_iters, se
 
     info = {
         "epsilon": epsilon, "delta": delta, "rho": rho, "budget": budget, "edges": edges, "selected": selected, "log": log, "compressed_domain": cdom, "mapping": mapping, "compressed_model": model_c,
-        "total": model_c.total, "model_mb": model_mb(model_c), "engine_iters": engine_iters, "seconds": timer.done(),
+        "total": model_c.total, "model_mb": model_mb(model_out), "engine_iters": engine_iters, "seconds": timer.done(),
         "public": list((model_c.info or {}).get("public", [])),
     }
     return pgm_native_result("tree_aim", "TreeAIM", model=model_out, synthetic=synth, measurements=measurements,

@@ -175,7 +175,10 @@ def exponential_mechanism(key, qualities, sensitivity: float, epsilon: float, *,
     for attempt in range(logits.size):  # rejection: P(r | admitted) is the law on the admitted set
         if not np.isfinite(logits).any():
             break
-        choice = int(dn.exponential_choice(dn.generator(jax.random.fold_in(key, attempt)), -logits, 1)[0])
+        # Gaps from the best candidate left: the sampler proposes uniformly and accepts with exp(-gap), so with the
+        # best ones refused the gaps must start at 0 again (the law is the same; unshifted, a run never ended).
+        gaps = np.max(logits[np.isfinite(logits)]) - logits
+        choice = int(dn.exponential_choice(dn.generator(jax.random.fold_in(key, attempt)), gaps, 1)[0])
         if admit(choice):
             return choice
         logits[choice] = -np.inf
