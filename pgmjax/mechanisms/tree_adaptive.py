@@ -285,8 +285,7 @@ def _fits_beside(domain: Domain, cliques: list, cands: list, max_model_mb: float
     only; asked about the drawn candidates only (:meth:`pgmjax.privacy.Accountant.exponential`'s ``admit``).
 
     ``domain`` is the declared one, over which the model is released: a model that fits over the compressed domain
-    may not once its merged values are restored (Loans: a 6-attribute clique of 80 MB compressed, 1.2 GB declared,
-    refused by the release after the whole budget was spent)."""
+    may not once its merged values are restored, and the release would refuse it after the whole budget is spent."""
     held = [set(c) for c in cliques]
 
     def fits(j: int) -> bool:
