@@ -59,6 +59,7 @@ import traceback
 
 
 from bench import schema
+from bench.figure1_workloads import PAPER_QUERIES
 from bench.schema import ROOT, cpu_model
 
 DATASETS = ("titanic", "adult", "loans", "stroke")
@@ -108,6 +109,7 @@ SETTINGS = {
         # backend, where its many tiny steps are cheaper than kernel launches; "default" = JAX's default device.
         "strategy_device": "cpu",
         "engine_iters": 1000,  # the 2019 run used 10,000: --set hdmm.engine_iters=10000
+        # --set hdmm.loss='"l1"' fits the +PGM arm on the L1 loss (ICML 2019, Appendix D.1); default: L2
         "max_table_cells": 2**24,
         "synthetic": False,
     },
@@ -231,12 +233,13 @@ def parse_sets(items) -> dict:
 # ----------------------------------------------------------------------------- benchmark problem
 
 
-def benchmark(name: str, data_dir: str | None):
-    """``(data, workload, cliques, numeric)`` of the ICML 2019 benchmark on one dataset."""
+def benchmark(name: str, data_dir: str | None, workload_seed: int = 0):
+    """``(data, workload, cliques, numeric)`` of the ICML 2019 benchmark on one dataset (``workload_seed``: the
+    draw of the random cliques, :func:`pgmjax.datasets.benchmark_cliques`; Adult's are published)."""
     import pgmjax as pj
 
     data = pj.datasets.load(name, data_dir)
-    cliques = pj.datasets.benchmark_cliques(name, data.domain)
+    cliques = pj.datasets.benchmark_cliques(name, data.domain, seed=workload_seed)
     numeric = [a for a in pj.datasets.NUMERIC.get(name, ()) if a in data.domain]
     return data, pj.Workload.benchmark(data.domain, cliques, numeric), cliques, numeric
 
@@ -292,6 +295,12 @@ def run_one(mech: str, data, workload, settings: dict, seed: int, epsilon: float
             rec["strategy_seconds"] = t_opt
             rec["strategy_template"] = info["template"]
             rec["strategy_loss"] = info["loss"]
+        loss = kw.pop("loss", None)  # Appendix D.1: the +PGM arm's fit on the L1 loss ("l1") instead of L2
+        if loss is not None:
+            import pgmjax as pj
+
+            kw["fit_options"] = pj.FitOptions(loss=loss)
+            rec["loss"] = loss
         res = hdmm(data, epsilon, key=key, workload=workload, **kw)
         rec["strategy_weights"] = res.info["strategy_record"].get("weights")
         rec["strategy_factor_shapes"] = res.info["strategy_record"].get("factor_shapes")
@@ -402,6 +411,11 @@ def markdown(doc: dict) -> str:
             f"| {row['dataset']} | {row['mechanism']}{fails} | {cell('original', lo)} | {cell('pgm', hi)} | "
             f"{_fmt(row.get('factor'), 3)} | {row['paper_factor']} | {_fmt(row.get('median_seconds'), 3)} |"
         )
+    sizes = [f"{ds} {d['queries']:,}" + (f" (paper {PAPER_QUERIES[ds]:,})" if ds in PAPER_QUERIES else "")
+             + (f", cliques drawn with seed {d['workload_seed']}" if d.get("workload_seed") else "")
+             for ds, d in doc["datasets"].items() if "queries" in d]
+    if sizes:
+        lines += ["", "Workload queries: " + "; ".join(sizes) + "."]
     reasons = [(r["dataset"], r["mechanism"], r["original"]["reason"]) for r in doc["summary"] if r.get("original", {}).get("status") == "infeasible"]
     if reasons:
         lines += ["", "Infeasible arms (decided before allocating):", ""]
@@ -589,6 +603,9 @@ def main(argv=None):
     p.add_argument("--delta", type=float, default=1e-3, help="DualQuery's delta")
     p.add_argument("--pgm-iters", type=int, default=None, help="engine iterations for every mechanism (default: per mechanism, 1000)")
     p.add_argument("--set", action="append", default=[], metavar="MECH.PARAM=VALUE", help="override a mechanism setting (JSON value)")
+    p.add_argument("--workload-seed", type=int, default=0,
+                   help="the draw of the random cliques (Titanic, Loans, Stroke); bench.figure1_workloads lists draws "
+                        "of the paper's sizes")
     p.add_argument("--quick", action="store_true", help="tiny settings to validate the pipeline (results are not meaningful)")
     p.add_argument("--tag", default=None, help="output name figure1_<tag> (default: the JAX backend, plus -quick)")
     p.add_argument("--out", default=None, help="output prefix (overrides --tag): PREFIX.json, .md, .png")
@@ -658,13 +675,14 @@ def main(argv=None):
     print(f"figure1: writing {prefix}.json/.md/.png; backend {jax.default_backend()}; data {data_dir}", flush=True)
     for ds in datasets:
         try:
-            data, workload, cliques, numeric = benchmark(ds, data_dir)
+            data, workload, cliques, numeric = benchmark(ds, data_dir, args.workload_seed)
         except Exception as e:  # noqa: BLE001 - record and go on
             doc["datasets"][ds] = {"status": "error", "error": f"{type(e).__name__}: {e}"}
             print(f"  {ds}: cannot load: {e}", flush=True)
             flush()
             continue
         doc["datasets"][ds] = {"records": len(data), "attributes": len(data.domain), "cliques": cliques, "numeric": numeric,
+                               "workload_seed": args.workload_seed, "queries": sum(data.domain.size(c) for c in cliques),
                                "log10_domain": sum(math.log10(n) for n in data.domain.values())}
         cache: dict = {}
         for mech in mechanisms:

@@ -131,7 +131,8 @@ MAX_BENCHMARK_MODEL_CELLS = 2**22
 
 
 def benchmark_cliques(
-    name: str, domain: Domain, count: int = 15, size: int = 3, max_model_cells: int | None = MAX_BENCHMARK_MODEL_CELLS
+    name: str, domain: Domain, count: int = 15, size: int = 3, max_model_cells: int | None = MAX_BENCHMARK_MODEL_CELLS,
+    seed: int = 0,
 ) -> tuple[Clique, ...]:
     """The benchmark workload's cliques: Adult's published 15, else ``count`` random ``size``-way cliques.
 
@@ -142,9 +143,11 @@ def benchmark_cliques(
         size: attributes per clique.
         max_model_cells: a drawn clique that would make the junction tree of the cliques so far hold more
             cells than this is skipped (the draw goes on); None draws without the cap.
+        seed: the draw's seed (the benchmark's workload is seed 0; other seeds give other workloads of the
+            same kind, e.g. to see how a result varies with the draw).
 
     Returns:
-        The cliques, each in domain order, in the order drawn (``numpy.random.default_rng(0)``).
+        The cliques, each in domain order, in the order drawn (``numpy.random.default_rng(seed)``).
 
     Example:
         >>> benchmark_cliques("toy", Domain({"a": 2, "b": 3, "c": 4, "d": 5}), count=2)
@@ -154,7 +157,7 @@ def benchmark_cliques(
         return ADULT_CLIQUES
     if count > math.comb(len(domain), size):
         raise ValueError(f"benchmark_cliques: {name!r} has {len(domain)} attributes: fewer than {count} distinct {size}-way cliques")
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     attrs = domain.attributes
     chosen: list[Clique] = []
     skipped: set[Clique] = set()

@@ -1,0 +1,68 @@
+"""ICML 2019's reproduction scripts in their quick modes: Figure 1's workload sizes and one Figure 1 cell.
+
+``python -m bench papers figure1_workloads --quick`` and ``python -m bench papers figure1 --quick`` (one mechanism,
+one run, Titanic) write their results to a temporary folder; the tests read them back. They need the shared data
+folder and skip without it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+import pgmjax as pj
+from bench.figure1_workloads import queries, smallest_possible
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def _titanic():
+    try:
+        return pj.datasets.load("titanic")
+    except FileNotFoundError as e:
+        pytest.skip(f"the shared data folder is absent ({e}); set PGMJAX_DATA to run the reproduction checks")
+
+
+def _bench(*args):
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_workload_sizes_quick_mode_counts_the_benchmark_and_its_draws(tmp_path):
+    data = _titanic()
+    _bench("bench.figure1_workloads", "--quick", "--out", str(tmp_path / "w"))
+    doc = json.loads((tmp_path / "w.json").read_text())
+    (row,) = doc["rows"]
+    cliques = pj.datasets.benchmark_cliques("titanic", data.domain)
+    workload = pj.Workload.benchmark(data.domain, cliques, pj.datasets.NUMERIC["titanic"])
+    rows = sum(math.prod(data.domain[a] if m is None else m.shape[0] for a, m in zip(q.clique, q.matrices))
+               for q in workload)  # a row per query of each clique's Prefix/identity product
+    assert row["benchmark_queries"] == queries(data.domain, cliques) == rows
+    assert row["paper_queries"] == 4851 and row["draws"] == 20
+    assert row["smallest_possible"] <= row["min"] <= row["median"] <= row["max"]
+    assert "| titanic | 20,220 | 4,851 |" in (tmp_path / "w.md").read_text()
+
+
+def test_smallest_possible_is_the_sum_of_the_smallest_cliques():
+    dom = pj.Domain({"a": 2, "b": 3, "c": 4, "d": 5})
+    assert smallest_possible(dom, count=2) == 2 * 3 * 4 + 2 * 3 * 5
+
+
+def test_figure1_quick_mode_runs_both_arms_on_a_drawn_workload(tmp_path):
+    _titanic()
+    _bench("bench.figure1", "--quick", "--runs", "1", "--datasets", "titanic", "--mechanisms", "privbayes",
+           "--workload-seed", "1448", "--out", str(tmp_path / "f"))
+    doc = json.loads((tmp_path / "f.json").read_text())
+    (run,) = doc["runs"]
+    assert run["status"] == "ok", run.get("error")
+    assert run["arms"]["original"]["status"] == run["arms"]["pgm"]["status"] == "ok"
+    assert 0 < run["arms"]["pgm"]["paper"] < 1 and 0 < run["arms"]["original"]["paper"] < 1
+    assert run["privacy_spent"] <= run["privacy_budget"] * (1 + 1e-9)
+    ds = doc["datasets"]["titanic"]
+    assert ds["workload_seed"] == 1448 and ds["queries"] < 6000  # a draw near the paper's 4,851 queries
+    assert f"titanic {ds['queries']:,} (paper 4,851), cliques drawn with seed 1448" in (tmp_path / "f.md").read_text()
