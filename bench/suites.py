@@ -57,7 +57,8 @@ SUITES = {s.name: s for s in (
     Suite("agreement", "pgmjax's and mbi's fits, float32 and float64, on answers no measurement constrains",
           ("agreement",)),
     Suite("scalability", "ICML 2019 Figure 2b: time per iteration as the number of attributes grows, pgmjax "
-          "against mbi 2.0", ("scalability",), ("mbi_scalability", "scalability_report")),
+          "against mbi 2.0 and against full-table multiplicative weights and LSMR", ("scalability", "full_table"),
+          ("mbi_scalability", "scalability_report")),
     Suite("papers", "the papers' experiments reproduced: ICML 2019 Figures 1 and 2a, MLDP, Bayesian inference, "
           "historical answers, randomized response, interval coverage",
           ("figure1", "figure1_workloads", "figure2a", "mldp", "bayes_experiments", "history_experiments", "rr_experiments",
@@ -84,7 +85,7 @@ QUICK = {
     "aim_profile": ("--rounds", "4"), "mst_aim": ("--mechanisms", "mst"), "private_preprocessing": ("--seeds", "1"),
     "synthesizer_tools": ("--quick",), "mbi_door": ("--quick",), "constraints": ("--quick",),
     "public_data": ("--quick",), "public_fits": ("--quick",),
-    "agreement": ("--quick",), "approximate_oracle": ("--quick",), "approximate_records": ("--quick",), "figure1": ("--quick",), "figure1_workloads": ("--quick",), "figure2a": ("--quick",),
+    "agreement": ("--quick",), "approximate_oracle": ("--quick",), "approximate_records": ("--quick",), "figure1": ("--quick",), "figure1_workloads": ("--quick",), "full_table": ("--quick",), "figure2a": ("--quick",),
     "mldp": ("--quick",), "bayes_experiments": ("--quick",), "history_experiments": ("--quick",),
     "rr_experiments": ("--quick",), "gpu": ("--smoke",), "gpu_plan": ("--smoke",), "data_engines": ("--smoke",),
 }
