@@ -198,7 +198,8 @@ class Accountant(BudgetLedger, PublicInputs):
         self._record("exponential", target, "selection", q.size, count, p)
         return choice
 
-    def exponential_parallel(self, key, qualities, sensitivity: float, *, epsilon=None, rho=None, target=None) -> list[int]:
+    def exponential_parallel(self, key, qualities, sensitivity: float, *, epsilon=None, rho=None, target=None,
+                             fixed_parts: bool = False):
         """One exponential-mechanism draw per quality vector, the vectors computed from disjoint parts of the data.
 
         Parallel composition (McSherry, "Privacy integrated queries", SIGMOD 2009, Theorem 4): under
@@ -206,14 +207,20 @@ class Accountant(BudgetLedger, PublicInputs):
         budget; under replace-one neighbours (``bounded``) a record may leave one part and join another:
         two draws' budget (``count`` 2 in the ledger). The parts must be fixed by public or already
         released values (e.g. intervals between released quantiles); the caller guarantees it.
+        ``fixed_parts=True`` declares parts fixed by each record's position or identity, not by its values
+        (e.g. sub-tables assigned by row index): a replaced record then stays in its part, and the draws cost
+        one draw's budget under replace-one neighbours too.
 
         Args:
             key: a ``jax.random`` key.
-            qualities: a non-empty list of 1-D score vectors, one per part.
+            qualities: a non-empty list of 1-D score vectors, one per part; or a 2-D array ``(parts,
+                candidates)``, every part's scores of one length, drawn in one vectorised pass (for many parts:
+                tens of thousands of sub-tables in milliseconds).
             sensitivity, epsilon, rho, target: as in :meth:`exponential` (the per-draw budget).
+            fixed_parts: the parts are fixed by record position or identity (see above).
 
         Returns:
-            The selected index of every part (a list of ints).
+            The selected index of every part: a list of ints (an int64 array for a 2-D ``qualities``).
 
         Example:
             >>> acc = Accountant(epsilon=1.0)
@@ -222,14 +229,34 @@ class Accountant(BudgetLedger, PublicInputs):
         """
         where = "Accountant.exponential_parallel"
         check_key(key, where)
-        if isinstance(qualities, np.ndarray) or not isinstance(qualities, Sequence) or not len(qualities):
-            raise ValueError(f"{where}: qualities must be a list of at least one score vector, got {type(qualities).__name__}")
-        qs = [check_qualities(q, where) for q in qualities]
-        count = 2 if self.bounded and len(qs) > 1 else 1
+        check_bool(fixed_parts, "fixed_parts", where)
+        rows = isinstance(qualities, np.ndarray) and qualities.ndim == 2
+        if rows:
+            q = np.asarray(qualities, dtype=np.float64)
+            if q.size and (np.isnan(q).any() or (q == np.inf).any()):
+                raise ValueError(f"{where}: qualities must be finite (or -inf to exclude a candidate); got nan or +inf")
+            empty = np.flatnonzero(~np.isfinite(q).any(axis=1)) if q.size else []
+            if len(empty) and q.shape[1]:
+                raise ValueError(f"{where}: every candidate of part {int(empty[0])} is excluded (all qualities are -inf)")
+            qs = list(q) if q.shape[1] else []
+        elif isinstance(qualities, np.ndarray) or not isinstance(qualities, Sequence):
+            raise ValueError(f"{where}: qualities must be a list of score vectors or a 2-D array (parts, candidates), "
+                             f"got {type(qualities).__name__} of shape {np.shape(qualities)}")
+        else:
+            qs = [check_qualities(q, where) for q in qualities]
+        if not qs:
+            raise ValueError(f"{where}: qualities must hold at least one part's scores")
+        count = 2 if self.bounded and len(qs) > 1 and not fixed_parts else 1
         target = f"selection in {len(qs)} disjoint parts" if target is None else target
         p = self._prepare(where, "exponential", target, sensitivity, count, epsilon, rho, None)
-        picks = [int(exponential_mechanism(k, q, p["sensitivity"], p["epsilon"])) for k, q in zip(jax.random.split(key, len(qs)), qs)]
-        self._record("exponential", target, "parallel selection", sum(q.size for q in qs), count, p)
+        if rows:
+            best = q.max(axis=1, keepdims=True)  # finite: every part has a finite score
+            gaps = np.where(np.isfinite(q), p["epsilon"] * (best - q) / (2.0 * p["sensitivity"]), np.inf)
+            picks = dn.exponential_choice_rows(dn.generator(key), gaps)
+        else:
+            picks = [int(exponential_mechanism(k, q, p["sensitivity"], p["epsilon"]))
+                     for k, q in zip(jax.random.split(key, len(qs)), qs)]
+        self._record("exponential", target, "parallel selection", sum(v.size for v in qs), count, p)
         return picks
 
     def randomized_response(

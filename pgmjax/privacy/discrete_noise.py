@@ -46,6 +46,7 @@ __all__ = [
     "lattice_spacing",
     "lattice_noise",
     "exponential_choice",
+    "exponential_choice_rows",
 ]
 
 _E1 = math.exp(-1.0)
@@ -348,3 +349,38 @@ def exponential_choice(rng: np.random.Generator, logits_gap, num: int) -> np.nda
         pending = pending[~hit]
     return out
 
+
+
+def exponential_choice_rows(rng: np.random.Generator, logits_gap) -> np.ndarray:
+    """One exact exponential-mechanism draw per row of a gap matrix, ``P(row i picks r) ∝ exp(-g_ir)``.
+
+    The draws of :func:`exponential_choice`, for many score vectors of one length at once (the parts of a
+    parallel selection): every pending row proposes candidates uniformly and keeps its first proposal accepted by
+    :func:`bernoulli_exp`; an excluded candidate (``g = +inf``) is never accepted.
+
+    Args:
+        rng: a :func:`generator`.
+        logits_gap: ``g``, shape ``(rows, candidates)``, each row ``>= 0`` with at least one finite entry.
+
+    Returns:
+        An int64 array of one index per row.
+
+    Example:
+        >>> exponential_choice_rows(generator(jax.random.key(0)), np.array([[0.0, np.inf], [np.inf, 0.0]])).tolist()
+        [0, 1]
+    """
+    g = np.asarray(logits_gap, dtype=np.float64)
+    rate = np.exp(-g).mean(axis=1).min()  # the slowest row's acceptance rate: proposals per round (not the law)
+    per = int(min(max(2.0 / max(rate, 1e-300), 1.0), max(1, (1 << 22) // max(g.shape[0], 1)), 1 << 16))
+    out = np.empty(g.shape[0], dtype=np.int64)
+    pending = np.arange(g.shape[0])
+    while pending.size:
+        prop = rng.integers(0, g.shape[1], size=(pending.size, per))
+        gaps = g[pending[:, None], prop]
+        ok = np.isfinite(gaps)
+        ok[ok] = bernoulli_exp(rng, gaps[ok])
+        hit = ok.any(axis=1)
+        first = ok.argmax(axis=1)
+        out[pending[hit]] = prop[hit, first[hit]]
+        pending = pending[~hit]
+    return out
