@@ -21,7 +21,7 @@ Example:
 """
 
 from .blue import BLUEResult, History, blue, blue_history, history_matrix
-from .convolution import bin_counts
+from .convolution import bin_counts, default_bin_width
 from .cost import Allocation, allocate, allocate_with_history, cell_cost, combined_error, per_record_cost, system_cost
 from .errors import METHODS, LinearNoise
 from .intervals import Interval, Posterior, claim_probability, confidence_interval, credible_interval, posterior
@@ -36,6 +36,7 @@ __all__ = [
     "LinearNoise",
     "METHODS",
     "bin_counts",
+    "default_bin_width",
     "posterior",
     "Posterior",
     "Interval",

@@ -18,7 +18,7 @@ from scipy.special import ndtr
 
 from .fourier import Grid
 
-__all__ = ["bin_counts", "binned_law"]
+__all__ = ["bin_counts", "binned_law", "default_bin_width"]
 
 
 def bin_counts(scales, gamma: float, bin_width: float = 1.0) -> np.ndarray:
@@ -47,6 +47,34 @@ def bin_counts(scales, gamma: float, bin_width: float = 1.0) -> np.ndarray:
     return n + (n % 2 == 0)
 
 
+def default_bin_width(scales, gaussian_variance: float = 0.0) -> float:
+    """The "pc" grid's default bin width, from the law's own scale: ``h = sd / (4 sqrt(m))``.
+
+    Rounding each of the ``m`` terms to a grid of width ``h`` adds at most about ``h^2 / 12`` of variance per term,
+    ``m h^2 / 12 = Var / 192`` in all: the 95% half-width moves by a fraction of a percent whatever ``m`` and the
+    scales. A width set by the smallest term (``min(s) / 8``, this module's former default) grows the grid with
+    the ratio of the largest scale to the smallest (``10^7`` to ``10^10`` bins on the Fig. 6 laws of Xiao & Xiong,
+    "Bayesian Inference under Differential Privacy", section 6), and the paper's unit width leaves the intervals
+    up to 74% too narrow where the terms' scales are small.
+
+    Args:
+        scales: the Laplace scales ``s_k`` of the terms.
+        gaussian_variance: the variance of a Gaussian part (counted as one more term).
+
+    Returns:
+        The width ``h``.
+
+    Example:
+        >>> round(default_bin_width([1.0, 1.0]), 6)                      # sd = 2, m = 2
+        0.353553
+    """
+    s = np.asarray(scales, dtype=np.float64).reshape(-1)
+    parts = s.size + (gaussian_variance > 0)
+    if parts == 0:
+        raise ValueError("default_bin_width: the law has no terms")
+    return math.sqrt(2.0 * float(np.sum(s * s)) + gaussian_variance) / (4.0 * math.sqrt(parts))
+
+
 def _laplace_cdf(x: np.ndarray, s: float) -> np.ndarray:
     return np.where(x < 0, 0.5 * np.exp(np.minimum(x, 0) / s), 1.0 - 0.5 * np.exp(-np.maximum(x, 0) / s))
 
@@ -62,7 +90,8 @@ def binned_law(scales, gaussian_variance: float, bin_width: float | None, gamma:
     Args:
         scales: Laplace scales of the terms.
         gaussian_variance: variance of a Gaussian part (binned like a term, truncated at the same mass).
-        bin_width: ``h``; default ``min(s) / 8`` (the paper's 1 crushes terms of scale below 1).
+        bin_width: ``h``; default :func:`default_bin_width` (the law's scale; the paper's 1 crushes terms of scale
+            below 1).
         gamma: total truncated mass.
 
     Returns:
@@ -78,8 +107,7 @@ def binned_law(scales, gaussian_variance: float, bin_width: float | None, gamma:
     parts = s.size + (gaussian_variance > 0)
     if parts == 0:
         raise ValueError("binned_law: the law has no terms")
-    scale_min = min([*s, math.sqrt(gaussian_variance)] if gaussian_variance > 0 else s)
-    h = float(bin_width) if bin_width is not None else scale_min / 8.0
+    h = float(bin_width) if bin_width is not None else default_bin_width(s, gaussian_variance)
     pmfs = []
     if s.size:
         counts = bin_counts(s, gamma * s.size / parts, h)

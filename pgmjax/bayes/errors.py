@@ -83,7 +83,8 @@ class LinearNoise:
         method: one of :data:`METHODS`.
         key: a ``jax.random`` key, required by ``method="mc"`` (and :meth:`sample` takes its own).
         samples: Monte Carlo sample size for ``"mc"``.
-        bin_width: ``"pc"`` grid width ``h`` (default ``min(s) / 8``); gamma: ``"pc"`` truncated mass.
+        bin_width: ``"pc"`` grid width ``h`` (default ``sd / (4 sqrt(m))``,
+            :func:`pgmjax.bayes.convolution.default_bin_width`); gamma: ``"pc"`` truncated mass.
 
     Example:
         >>> E = LinearNoise(weights=[0.8, 0.2], laplace_scale=[1.0, 2.0])     # [XX] two answers of one cell
