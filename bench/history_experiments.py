@@ -1,11 +1,11 @@
 """Integrating historical noisy answers: raw answers vs kernel PCA vs maximum entropy vs pgmjax's L2 estimate.
 
 Chen, Zhou & Bhowmick, "Integrating Historical Noisy Answers for Improving Data Utility under Differential
-Privacy" (EDBT 2012), section 5.1 (Experiment 1, Fig. 2 and 5), reproduced in spirit on the shared NLTCS and
-Adult tables. For every (dataset, epsilon, m):
+Privacy" (EDBT 2012), section 5.1 (Experiment 1: Fig. 2a-2d, 3 and 5), reproduced in spirit on the shared NLTCS
+and Adult tables (section 5.2, publishing, is ``bench/history_publishing.py``). For every (dataset, epsilon, m):
 
 * a history of ``m`` random 2-D queries (a random attribute pair, a random interval on each attribute: a
-  range query; or, with ``--kind counting``, a random 0/1 table on the pair), each answered once through
+  range query; or, in the counting configurations, a random 0/1 table on the pair), each answered once through
   ``pgmjax.Accountant.measure_many`` with Laplace noise, the budget ``epsilon`` split equally (``b = m /
   epsilon``, add/remove neighbours, sensitivity 1 per query), plus all one-way marginals at 0.02 for the prior
   (the ledger holds ``epsilon + 0.02``);
@@ -16,11 +16,14 @@ Adult tables. For every (dataset, epsilon, m):
   box ``beta`` in 10^{-0.5, 0, ..., 1.5}), ``pgm_l2`` (``pgmjax.estimate``, L2 loss, 1000 mirror-descent iterations);
 * RMSE over the ``m`` past queries and over 200 fresh queries of the same kind answered from the history only.
 
-Adult drops its four 100-valued columns (10 attributes, 6.5e9 cells) and its pairs are the chain of consecutive
+Adult drops its four 99/100-valued columns (10 attributes, 6.5e9 cells) and its pairs are the chain of consecutive
 attributes (9 pairs), so that the maximum-entropy model's junction tree stays small (the exact dual needs it); NLTCS uses all 36 pairs of its first 9
 attributes (the paper's 9 attributes and 36 pairs; a junction tree of one 512-cell clique). A scaling part times the dense eigen route
 against m, a cross-validation check compares the CV estimate of the RMSE with the true RMSE over alpha (the
-paper's Fig. 3), and the conjugate-gradient ridge form runs on all 91 two-way marginals of Adult (148,137 rows).
+paper's Fig. 3), an alpha sweep draws the RMSE against alpha of kernel PCA and max-ent, with and without the
+prior, over past queries and fresh queries of the same and of the other kind (the paper's Fig. 2a-2d; m = 400,
+epsilon = 1, range and counting histories), and the conjugate-gradient ridge form runs on all 91 two-way marginals
+of Adult (148,137 rows).
 
 Usage:
     nice python -m bench.history_experiments            # -> bench/results/papers/history_experiments_cpu.{md,json,png}
@@ -203,6 +206,50 @@ def cv_check(name, data, pairs, m, eps, seed=0):
     return {"dataset": name, "m": m, "eps": eps, "rows": rows, "cpu_seconds": time.process_time() - start}
 
 
+def alpha_sweep(name, data, pairs, m, eps, kind, seed=0, betas=tuple(np.logspace(-1, 2, 7))):
+    """[CZB] Fig. 2: RMSE against alpha, kernel PCA and max-ent, each with the uniform and with the noisy prior.
+
+    One history of ``m`` queries of ``kind`` (Fig. 2a: range, Fig. 2b: counting); RMSE over the past queries, over
+    200 fresh queries of the same kind (Fig. 2c) and over 200 fresh queries of the other kind (Fig. 2d: fresh
+    counting queries from a range history, or the reverse), all answered from the history only. Kernel PCA over
+    a log grid of alpha spanning its eigenvalues (one eigen-decomposition per prior); max-ent over its box
+    ``beta = alpha n / b`` (one fit per value, at most 3000 iterations, as in the CV).
+    """
+    start = time.process_time()
+    dom, n = data.domain, float(len(data))
+    other = "counting" if kind == "range" else "range"
+    rng = np.random.default_rng(seed)
+    past = random_queries(rng, dom, pairs, m, kind)
+    fresh = {"same": random_queries(rng, dom, pairs, FRESH, kind), "other": random_queries(rng, dom, pairs, FRESH, other)}
+    acc = pj.Accountant(epsilon=eps + PRIOR_EPS)
+    k1, k2 = jax.random.split(jax.random.key(seed))
+    ms = merged(acc.measure_many(k1, data, [p for p, _ in past], queries=[r[None] for _, r in past], epsilon=eps))
+    prior = history.prior_from_marginals(dom, acc.measure_many(k2, data, [(a,) for a in dom.attributes], epsilon=PRIOR_EPS))
+    rows = [(mm.clique, q) for mm in ms for q in mm.query]
+    truth = {"past": np.array([data.marginal(c).ravel() @ r for c, r in rows])}
+    truth |= {k: np.array([data.marginal(c).ravel() @ r for c, r in qs]) for k, qs in fresh.items()}
+    rmse = lambda ans, k: float(np.sqrt(np.mean((ans - truth[k]) ** 2)))  # noqa: E731
+    out = {"dataset": name, "m": m, "eps": eps, "kind": kind, "other": other, "b": m / eps, "ledger": acc.spent,
+           "raw_rmse": rmse(np.concatenate([mm.y for mm in ms]), "past"), "kpca": {}, "maxent": {}}
+    fits = {"uniform": history.kernel_pca(dom, ms, total=n), "prior": history.kernel_pca(dom, ms, total=n, prior=prior)}
+    lo = min(0.01 / math.sqrt(f.lam2[0]) for f in fits.values())
+    hi = max(100 / math.sqrt(f.lam2[-1]) for f in fits.values())
+    grid = [float(a) for a in np.logspace(math.log10(lo), math.log10(hi), 15)] + [math.inf]
+    for label, fit in fits.items():
+        out["kpca"][label] = [{"alpha": a, "past": rmse(fit.answer_past(a), "past"),
+                               **{k: rmse(kpca_answers(fit, qs, a), k) for k, qs in fresh.items()}} for a in grid]
+    for label, p in (("uniform", None), ("prior", prior)):
+        out["maxent"][label] = []
+        for beta in betas:
+            model = history.maxent(dom, ms, beta=float(beta), total=n, prior=p, iters=3000)
+            out["maxent"][label].append({"beta": float(beta), "alpha": float(beta) * (m / eps) / n,
+                                         "past": rmse(model_answers(model, rows), "past"),
+                                         **{k: rmse(model_answers(model, qs), k) for k, qs in fresh.items()},
+                                         "converged": bool(model.info["converged"])})
+    out["cpu_seconds"] = time.process_time() - start
+    return out
+
+
 def scaling(adult, max_m):
     """Dense eigen route vs m (random range queries on Adult's chain) and the CG ridge form on all 2-way marginals."""
     start = time.process_time()
@@ -259,8 +306,8 @@ def main(argv=None):
         dom = data.domain
         if name == "nltcs":  # the paper's shape: all 36 pairs of 9 attributes (their full table: 512 cells)
             pairs = list(itertools.combinations(dom.attributes[:9], 2))
-        else:  # the chain of consecutive attributes without the four 100-valued columns: a small junction tree
-            keep = [a for a in dom.attributes if dom[a] < 100]
+        else:  # the chain of consecutive attributes without the four 99/100-valued columns: a small junction tree
+            keep = [a for a in dom.attributes if dom[a] < 99]
             data = pj.Dataset(data.df[keep].to_numpy(), {a: dom[a] for a in keep})
             pairs = list(zip(keep[:-1], keep[1:]))
         sets[name] = (data, pairs)
@@ -290,16 +337,25 @@ def main(argv=None):
         if not args.quick:
             with open(parts_path, "w") as f:
                 json.dump(parts, f)
-    scale, checks = parts["scaling"], parts["cv_check"]
+    if "alpha_sweep" not in parts:
+        sweep = [("nltcs", "range")] if args.quick else [(d, k) for d in ("nltcs", "adult") for k in ("range", "counting")]
+        parts["alpha_sweep"] = [alpha_sweep(d, *sets[d], 100 if args.quick else 400, 1.0, k,
+                                            betas=(0.3, 3.0, 30.0) if args.quick else tuple(np.logspace(-1, 2, 7)))
+                                for d, k in sweep]
+        if not args.quick:
+            with open(parts_path, "w") as f:
+                json.dump(parts, f)
+    scale, checks, sweeps = parts["scaling"], parts["cv_check"], parts["alpha_sweep"]
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
 
         "python": platform.python_version(), "jax": jax.__version__, "numpy": np.__version__,
         "load_start": load0, "load_end": os.getloadavg(), "seconds": time.time() - start, "quick": args.quick,
-        "cpu_seconds": sum(r["total_seconds"] for r in results) + scale["cpu_seconds"] + sum(c["cpu_seconds"] for c in checks),
+        "cpu_seconds": sum(r["total_seconds"] for r in results) + scale["cpu_seconds"] + sum(c["cpu_seconds"] for c in checks)
+        + sum(w["cpu_seconds"] for w in sweeps),
     }
     meta = schema.run_meta("bench.history_experiments", argv, also=meta)
-    history_report.write(args.out, meta, results, scale, checks)
+    history_report.write(args.out, meta, results, scale, checks, sweeps)
     print(f"wrote {args.out}.{{json,md,png}} in {meta['seconds']:.0f}s")
 
 

@@ -61,7 +61,7 @@ SUITES = {s.name: s for s in (
           ("mbi_scalability", "scalability_report")),
     Suite("papers", "the papers' experiments reproduced: ICML 2019 Figures 1 and 2a, MLDP, Bayesian inference, "
           "historical answers, randomized response, interval coverage",
-          ("figure1", "figure1_workloads", "figure2a", "mldp", "bayes_experiments", "history_experiments", "rr_experiments",
+          ("figure1", "figure1_workloads", "figure2a", "mldp", "bayes_experiments", "history_experiments", "history_publishing", "rr_experiments",
            "uncertainty_coverage", "uncertainty_u4"),
           ("history_report",), ("rr_report",)),
     Suite("gpu", "the GPU check (one command on a lent H100/H200: bandwidth, engine vs mbi, correctness against "
@@ -86,7 +86,7 @@ QUICK = {
     "synthesizer_tools": ("--quick",), "mbi_door": ("--quick",), "constraints": ("--quick",),
     "public_data": ("--quick",), "public_fits": ("--quick",),
     "agreement": ("--quick",), "approximate_oracle": ("--quick",), "approximate_records": ("--quick",), "figure1": ("--quick",), "figure1_workloads": ("--quick",), "full_table": ("--quick",), "figure2a": ("--quick",),
-    "mldp": ("--quick",), "bayes_experiments": ("--quick",), "history_experiments": ("--quick",),
+    "mldp": ("--quick",), "bayes_experiments": ("--quick",), "history_experiments": ("--quick",), "history_publishing": ("--quick",),
     "rr_experiments": ("--quick",), "gpu": ("--smoke",), "gpu_plan": ("--smoke",), "data_engines": ("--smoke",),
 }
 
