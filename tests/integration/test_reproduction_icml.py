@@ -58,7 +58,7 @@ def test_figure1_quick_mode_runs_both_arms_on_a_drawn_workload(tmp_path):
     _bench("bench.figure1", "--quick", "--runs", "1", "--datasets", "titanic", "--mechanisms", "privbayes",
            "--workload-seed", "1448", "--out", str(tmp_path / "f"))
     doc = json.loads((tmp_path / "f.json").read_text())
-    (run,) = doc["runs"]
+    (run,) = doc["rows"]  # the runs (bench.schema stores them as rows)
     assert run["status"] == "ok", run.get("error")
     assert run["arms"]["original"]["status"] == run["arms"]["pgm"]["status"] == "ok"
     assert 0 < run["arms"]["pgm"]["paper"] < 1 and 0 < run["arms"]["original"]["paper"] < 1
