@@ -232,6 +232,33 @@ def check_qualities(qualities, where: str) -> np.ndarray:
     return q
 
 
+def check_quality_rows(qualities, where: str) -> np.ndarray:
+    """Exponential-mechanism scores of many parts: a float64 ``(parts, candidates)`` array with at least one part and
+    one candidate, finite or ``-inf`` (excluded), each part with a finite score.
+
+    Args:
+        qualities: one row of scores per part.
+        where: the function that received it, for the error message.
+
+    Returns:
+        The scores as a float64 array.
+
+    Example:
+        >>> check_quality_rows([[0.0, -np.inf], [1.0, 2.0]], "f").shape
+        (2, 2)
+    """
+    q = np.asarray(qualities, dtype=np.float64)
+    if q.ndim != 2 or 0 in q.shape:
+        raise ValueError(f"{where}: qualities must hold at least one part's scores, a 2-D array (parts, candidates); "
+                         f"got shape {q.shape}")
+    if np.isnan(q).any() or (q == np.inf).any():
+        raise ValueError(f"{where}: qualities must be finite (or -inf to exclude a candidate); got nan or +inf")
+    empty = np.flatnonzero(~np.isfinite(q).any(axis=1))
+    if empty.size:
+        raise ValueError(f"{where}: every candidate of part {int(empty[0])} is excluded (all qualities are -inf)")
+    return q
+
+
 def exactly_one(where: str, **given) -> tuple[str, Any]:
     """The one keyword argument that is not None, as ``(name, value)``; a ValueError if none or several are.
 

@@ -37,12 +37,13 @@ from ..checks import (
     check_key,
     check_positive,
     check_qualities,
+    check_quality_rows,
     check_values,
     exactly_one,
 )
 from .lattice import lattice_release
 from .ledger import describe_query
-from .primitives import exponential_mechanism
+from .primitives import exponential_mechanism, exponential_mechanism_rows
 from .public_inputs import PublicInputs
 from .sensitivity import l1_sensitivity, l2_sensitivity, parse_query
 
@@ -162,7 +163,7 @@ class Accountant(BudgetLedger, PublicInputs):
         return out
 
     def exponential(self, key, qualities, sensitivity: float, *, epsilon=None, rho=None, num=None, target=None, admit=None):
-        """Exponential mechanism (Gumbel-max) on private ``qualities``, recorded (McSherry & Talwar 2007).
+        """Exponential mechanism (sampled exactly) on private ``qualities``, recorded (McSherry & Talwar 2007).
 
         Selects ``r`` with probability ``∝ exp(eps q(r) / (2 Delta))`` (see
         :func:`exponential_probabilities`). Costs ``eps`` per draw (pure), ``eps^2/8`` (zCDP).
@@ -202,22 +203,18 @@ class Accountant(BudgetLedger, PublicInputs):
                              fixed_parts: bool = False):
         """One exponential-mechanism draw per quality vector, the vectors computed from disjoint parts of the data.
 
-        Parallel composition (McSherry, "Privacy integrated queries", SIGMOD 2009, Theorem 4): under
-        add/remove neighbours one record changes one part, so the draws together cost one draw's
-        budget; under replace-one neighbours (``bounded``) a record may leave one part and join another:
-        two draws' budget (``count`` 2 in the ledger). The parts must be fixed by public or already
-        released values (e.g. intervals between released quantiles); the caller guarantees it.
-        ``fixed_parts=True`` declares parts fixed by each record's position or identity, not by its values
-        (e.g. sub-tables assigned by row index): a replaced record then stays in its part, and the draws cost
-        one draw's budget under replace-one neighbours too.
+        Parallel composition (McSherry, "Privacy integrated queries", SIGMOD 2009, Theorem 4): under add/remove
+        neighbours one record changes one part, so the draws cost one draw's budget; under replace-one neighbours
+        (``bounded``) a record may leave one part and join another: two draws (``count`` 2 in the ledger), unless
+        ``fixed_parts`` declares the parts fixed by record position or identity (a replaced record stays in its
+        part). The parts must be fixed by public or already released values; the caller guarantees it.
 
         Args:
             key: a ``jax.random`` key.
-            qualities: a non-empty list of 1-D score vectors, one per part; or a 2-D array ``(parts,
-                candidates)``, every part's scores of one length, drawn in one vectorised pass (for many parts:
-                tens of thousands of sub-tables in milliseconds).
+            qualities: a non-empty list of 1-D score vectors, one per part; or a ``(parts, candidates)`` array,
+                drawn in one vectorised pass (tens of thousands of parts in milliseconds).
             sensitivity, epsilon, rho, target: as in :meth:`exponential` (the per-draw budget).
-            fixed_parts: the parts are fixed by record position or identity (see above).
+            fixed_parts: the parts are fixed by record position or identity.
 
         Returns:
             The selected index of every part: a list of ints (an int64 array for a 2-D ``qualities``).
@@ -230,33 +227,19 @@ class Accountant(BudgetLedger, PublicInputs):
         where = "Accountant.exponential_parallel"
         check_key(key, where)
         check_bool(fixed_parts, "fixed_parts", where)
-        rows = isinstance(qualities, np.ndarray) and qualities.ndim == 2
-        if rows:
-            q = np.asarray(qualities, dtype=np.float64)
-            if q.size and (np.isnan(q).any() or (q == np.inf).any()):
-                raise ValueError(f"{where}: qualities must be finite (or -inf to exclude a candidate); got nan or +inf")
-            empty = np.flatnonzero(~np.isfinite(q).any(axis=1)) if q.size else []
-            if len(empty) and q.shape[1]:
-                raise ValueError(f"{where}: every candidate of part {int(empty[0])} is excluded (all qualities are -inf)")
-            qs = list(q) if q.shape[1] else []
-        elif isinstance(qualities, np.ndarray) or not isinstance(qualities, Sequence):
-            raise ValueError(f"{where}: qualities must be a list of score vectors or a 2-D array (parts, candidates), "
-                             f"got {type(qualities).__name__} of shape {np.shape(qualities)}")
+        if isinstance(qualities, np.ndarray) and qualities.ndim == 2:
+            qs = check_quality_rows(qualities, where)
+        elif isinstance(qualities, np.ndarray) or not isinstance(qualities, Sequence) or not len(qualities):
+            raise ValueError(f"{where}: qualities must be a list of at least one score vector, or a 2-D array (parts, "
+                             f"candidates); got {type(qualities).__name__} of shape {np.shape(qualities)}")
         else:
             qs = [check_qualities(q, where) for q in qualities]
-        if not qs:
-            raise ValueError(f"{where}: qualities must hold at least one part's scores")
         count = 2 if self.bounded and len(qs) > 1 and not fixed_parts else 1
         target = f"selection in {len(qs)} disjoint parts" if target is None else target
         p = self._prepare(where, "exponential", target, sensitivity, count, epsilon, rho, None)
-        if rows:
-            best = q.max(axis=1, keepdims=True)  # finite: every part has a finite score
-            gaps = np.where(np.isfinite(q), p["epsilon"] * (best - q) / (2.0 * p["sensitivity"]), np.inf)
-            picks = dn.exponential_choice_rows(dn.generator(key), gaps)
-        else:
-            picks = [int(exponential_mechanism(k, q, p["sensitivity"], p["epsilon"]))
-                     for k, q in zip(jax.random.split(key, len(qs)), qs)]
-        self._record("exponential", target, "parallel selection", sum(v.size for v in qs), count, p)
+        picks = exponential_mechanism_rows(key, qs, p["sensitivity"], p["epsilon"]) if isinstance(qs, np.ndarray) else [
+            int(exponential_mechanism(k, q, p["sensitivity"], p["epsilon"])) for k, q in zip(jax.random.split(key, len(qs)), qs)]
+        self._record("exponential", target, "parallel selection", sum(np.size(q) for q in qs), count, p)
         return picks
 
     def randomized_response(
@@ -342,20 +325,8 @@ class Accountant(BudgetLedger, PublicInputs):
         rel = dn.lattice_noise(dn.generator(key), answers, family=mechanism, scale=p["scale"], gamma=p["lattice"], integer=p["integer"])
         return Measurement(probe.clique, rel.values, rel.stddev, probe.query, noise=mechanism)
 
-    def measure(
-        self,
-        key,
-        data: Dataset,
-        clique: CliqueLike,
-        *,
-        query=None,
-        mechanism: str | None = None,
-        epsilon=None,
-        rho=None,
-        scale=None,
-        sensitivity: float | None = None,
-        target=None,
-    ) -> Measurement:
+    def measure(self, key, data: Dataset, clique: CliqueLike, *, query=None, mechanism: str | None = None, epsilon=None,
+                rho=None, scale=None, sensitivity: float | None = None, target=None) -> Measurement:
         """Noisy answers ``Q mu_C(D) + noise`` to a marginal (or linear queries on it), recorded.
 
         The sensitivity follows from the convention and the query (:meth:`l1_sensitivity` for

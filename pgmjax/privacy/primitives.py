@@ -30,12 +30,14 @@ from ..checks import (
     check_key,
     check_positive,
     check_qualities,
+    check_quality_rows,
     check_values,
     exactly_one,
 )
 from .lattice import lattice_plan, lattice_release
 
-__all__ = ["laplace_mechanism", "gaussian_mechanism", "exponential_probabilities", "exponential_mechanism"]
+__all__ = ["laplace_mechanism", "gaussian_mechanism", "exponential_probabilities", "exponential_mechanism",
+           "exponential_mechanism_rows"]
 
 
 def laplace_mechanism(
@@ -183,3 +185,29 @@ def exponential_mechanism(key, qualities, sensitivity: float, epsilon: float, *,
             return choice
         logits[choice] = -np.inf
     raise ValueError(f"{where}: admit refused every candidate")
+
+
+def exponential_mechanism_rows(key, qualities, sensitivity: float, epsilon: float) -> np.ndarray:
+    """One exponential-mechanism draw per row of ``qualities``, ``P(row i picks r) ∝ exp(eps q_ir / (2 Delta))``, all
+    in one vectorised pass (:func:`pgmjax.privacy.discrete_noise.exponential_choice_rows`; exact, as
+    :func:`exponential_mechanism`). No accounting: :meth:`Accountant.exponential_parallel` records it.
+
+    Args:
+        key: a ``jax.random`` key.
+        qualities: a ``(parts, candidates)`` array of scores (``-inf`` excludes a candidate of that part).
+        sensitivity: sensitivity ``Delta > 0`` of the scores.
+        epsilon: the privacy parameter of one draw.
+
+    Returns:
+        An int64 array of one index per row.
+
+    Example:
+        >>> exponential_mechanism_rows(jax.random.key(0), [[0.0, 100.0], [100.0, -np.inf]], 1.0, 10.0).tolist()
+        [1, 0]
+    """
+    where = "exponential_mechanism_rows"
+    check_key(key, where)
+    q = check_quality_rows(qualities, where)
+    scale = check_positive(epsilon, "epsilon", where) / (2.0 * check_positive(sensitivity, "sensitivity", where))
+    gaps = np.where(np.isfinite(q), scale * (q.max(axis=1, keepdims=True) - q), np.inf)
+    return dn.exponential_choice_rows(dn.generator(key), gaps)
