@@ -13,6 +13,8 @@ Usage::
 
     python -m bench papers figure1_workloads                 # 20,000 draws per table
     python -m bench papers figure1_workloads --quick         # 20 draws, Titanic only
+    python -m bench papers figure1_workloads --factors A.json B.json --out figure1_titanic_draws_cpu
+        # the improvement factors of Figure 1 runs on several draws (``bench.figure1 --workload-seed``), side by side
 
 Writes ``bench/results/papers/figure1_workloads_cpu.{json,md}`` (``--out``).
 """
@@ -81,6 +83,54 @@ def markdown(doc: dict) -> list[str]:
     return lines
 
 
+def factors(paths: list[str]) -> list[dict]:
+    """Per draw (one ``bench.figure1`` result each) and mechanism: the workload's size, the arms' median errors and
+    the improvement factor."""
+    import json
+    import statistics
+
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        runs = [r for r in doc["rows"] if r.get("status") == "ok"]
+        for ds, info in doc["datasets"].items():
+            for mech in dict.fromkeys(r["mechanism"] for r in runs if r["dataset"] == ds):
+                mine = [r for r in runs if r["dataset"] == ds and r["mechanism"] == mech]
+                original = [r["arms"]["original"]["paper"] for r in mine if r["arms"]["original"]["status"] == "ok"]
+                pgm = statistics.median(r["arms"]["pgm"]["paper"] for r in mine)
+                orig = statistics.median(original) if original else None
+                size = info.get("queries")
+                if size is None:  # a result written before it recorded the size: count it from its cliques
+                    import pgmjax as pj
+
+                    size = queries(pj.datasets.load(ds).domain, [tuple(c) for c in info["cliques"]])
+                rows.append({"dataset": ds, "workload_seed": info.get("workload_seed", 0), "queries": size,
+                             "mechanism": mech, "runs": len(mine), "original": orig, "pgm": pgm,
+                             "factor": orig / pgm if orig is not None else None, "source": path})
+    return rows
+
+
+def factors_markdown(meta: dict, rows: list[dict]) -> list[str]:
+    lines = ["# Figure 1 (ICML 2019) on workloads of the paper's size: the improvement factors over draws", "",
+             *schema.header_lines(meta),
+             "Each draw is a workload of 15 random three-way cliques (`bench.figure1 --workload-seed`), chosen among "
+             "the draws whose size is near the paper's (`figure1_workloads_cpu.md`). Errors on the paper's scale, "
+             "medians over the runs; factor = median original / median +PGM.", "",
+             "| dataset | workload seed | queries | mechanism | runs | original | +PGM | factor |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        orig = f"{r['original']:.4g}" if r["original"] is not None else "infeasible"
+        factor = f"{r['factor']:.3g}" if r["factor"] is not None else "-"
+        lines.append(f"| {r['dataset']} | {r['workload_seed']} | {r['queries']:,} | {r['mechanism']} | {r['runs']} | {orig} | "
+                     f"{r['pgm']:.4g} | {factor} |")
+    lines += ["", "Spread of the factor over the draws:", ""]
+    for mech in dict.fromkeys(r["mechanism"] for r in rows):
+        fs = [r["factor"] for r in rows if r["mechanism"] == mech and r["factor"] is not None]
+        if fs:
+            lines.append(f"* {mech}: {min(fs):.3g} to {max(fs):.3g} over {len(fs)} draws")
+    return lines
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", default=None, help="the shared data folder (default: pgmjax.datasets.data_dir())")
@@ -88,8 +138,15 @@ def main(argv=None) -> int:
     p.add_argument("--draws", type=int, default=20_000)
     p.add_argument("--within", type=float, default=0.25, help="relative distance from the paper's count that counts as near")
     p.add_argument("--quick", action="store_true", help="20 draws, Titanic only")
+    p.add_argument("--factors", nargs="+", default=None, metavar="JSON",
+                   help="only tabulate the improvement factors of these bench.figure1 results (one draw each)")
     p.add_argument("--out", default="figure1_workloads_cpu", help="result name under bench/results/papers/ (or a path)")
     args = p.parse_args(argv)
+    if args.factors:
+        rows = factors(args.factors)
+        meta = schema.run_meta("bench.figure1_workloads", argv, backend=False)
+        schema.write_result("papers", args.out, rows, meta, page=factors_markdown(meta, rows))
+        return 0
     if args.quick:
         args.draws, args.datasets = 20, "titanic"
     rows = [study(name, args.data, args.draws, args.within) for name in args.datasets.split(",") if name]
