@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import pgmjax as pj
-from bench.figure1_workloads import queries, smallest_possible
+from bench.figure1_workloads import factors, queries, smallest_possible
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
@@ -66,3 +66,17 @@ def test_figure1_quick_mode_runs_both_arms_on_a_drawn_workload(tmp_path):
     ds = doc["datasets"]["titanic"]
     assert ds["workload_seed"] == 1448 and ds["queries"] < 6000  # a draw near the paper's 4,851 queries
     assert f"titanic {ds['queries']:,} (paper 4,851), cliques drawn with seed 1448" in (tmp_path / "f.md").read_text()
+
+
+def test_factors_over_draws_are_the_median_ratios(tmp_path):
+    def run(seed, original, pgm):
+        return {"status": "ok", "dataset": "titanic", "mechanism": "privbayes", "seed": seed,
+                "arms": {"original": {"status": "ok", "paper": original}, "pgm": {"status": "ok", "paper": pgm}}}
+
+    doc = {"rows": [run(0, 0.2, 0.1), run(1, 0.4, 0.1), run(2, 0.9, 0.3)],
+           "datasets": {"titanic": {"workload_seed": 7, "queries": 5000, "cliques": []}}}
+    path = tmp_path / "draw.json"
+    path.write_text(json.dumps(doc))
+    (row,) = factors([str(path)])
+    assert row["original"] == 0.4 and row["pgm"] == 0.1 and row["factor"] == pytest.approx(4.0)
+    assert row["workload_seed"] == 7 and row["queries"] == 5000 and row["runs"] == 3
