@@ -36,7 +36,7 @@ import sys
 
 from . import guards
 from .errors import RunFailure, UserError
-from .tempfiles import clean_stale, remove_path, tmp_path
+from .tempfiles import clean_stale, raise_if_terminated, remove_path, tmp_path
 
 __all__ = ["check_outputs", "check_records", "OutputSet", "atomic_file", "write_text", "write_csv",
            "save_model_atomic", "MAX_RECORDS", "MIN_BYTES_PER_VALUE"]
@@ -241,7 +241,9 @@ class OutputSet:
             RunFailure: an output could not be placed: it appeared meanwhile (another run writing the same
                 path, without ``--overwrite``) or the filesystem refused (leaving the ``with`` block then removes
                 the outputs this set placed).
+            Terminated: a SIGTERM arrived during the run (nothing is placed).
         """
+        raise_if_terminated()  # its exception may have been dropped (raised inside a garbage-collector callback)
         for flag, tmp in list(self._staged.items()):
             path = self.paths[flag]
             try:

@@ -21,7 +21,8 @@ import signal
 import socket
 import uuid
 
-__all__ = ["TMP_MARK", "tmp_path", "clean_stale", "remove_path", "alive", "host", "Terminated", "terminate_raises"]
+__all__ = ["TMP_MARK", "tmp_path", "clean_stale", "remove_path", "alive", "host", "Terminated", "terminate_raises",
+           "raise_if_terminated"]
 
 #: What names a temporary file of an output: ``.{name}`` + TMP_MARK + ``.{host}.{pid}.{random}``.
 TMP_MARK = ".pgmjax-tmp"
@@ -95,11 +96,28 @@ class Terminated(BaseException):
     :class:`pgmjax.cli.outputs.OutputSet` clean up."""
 
 
+# The SIGTERMs received inside terminate_raises(). Python runs a signal handler between two bytecodes of the main
+# thread, which may be inside a garbage-collector callback or a __del__ (JAX registers one): an exception raised
+# there is printed and dropped, and the run would go on to write its outputs. A signal is process-wide state, so
+# its record is too: raise_if_terminated() raises it again where outputs are placed and where progress is shown.
+_received: list[int] = []
+
+
+def raise_if_terminated() -> None:
+    """Raise :class:`Terminated` if a SIGTERM arrived inside :func:`terminate_raises`, even one whose exception was
+    dropped (raised inside a garbage-collector callback): called before outputs are placed and at each progress
+    report."""
+    if _received:
+        raise Terminated(_received[0])
+
+
 @contextlib.contextmanager
 def terminate_raises():
     """While inside, SIGTERM raises :class:`Terminated` (the previous handler is restored on exit); a no-op
-    outside the main thread, where no handler can be installed."""
+    outside the main thread, where no handler can be installed. A SIGTERM whose exception was dropped is raised
+    again on leaving (and by :func:`raise_if_terminated` before that)."""
     def handler(signum, frame):
+        _received.append(signum)
         raise Terminated(signum)
 
     try:
@@ -107,7 +125,10 @@ def terminate_raises():
     except ValueError:  # not the main thread
         yield
         return
+    _received.clear()
     try:
         yield
+        raise_if_terminated()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        _received.clear()

@@ -185,6 +185,33 @@ def test_sigterm_during_the_run_leaves_nothing(here, capsys, monkeypatch):
     assert sorted(os.listdir(here)) == ["dom.json", "t.csv"]
 
 
+def test_a_sigterm_whose_exception_python_drops_still_terminates_and_leaves_nothing(here, capsys, monkeypatch):
+    """A handler runs between two bytecodes, perhaps inside a ``__del__`` or a garbage-collector callback (JAX
+    registers one), where Python prints the exception and drops it: the run must still end as terminated, with no
+    output placed (this once let a terminated run finish and write its files, exit 0)."""
+    class KilledWhileCollected:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler raises here, inside __del__: Python drops it
+
+    dropped = []
+
+    def after(result):
+        hook = sys.unraisablehook
+        sys.unraisablehook = lambda unraisable: dropped.append(unraisable.exc_type)
+        try:
+            obj = KilledWhileCollected()
+            del obj
+        finally:
+            sys.unraisablehook = hook
+        return result
+
+    _wrap_mst(monkeypatch, after=after)
+    code, _, err = main([*RUN, "--out", "s.csv", "--save-model", "m"], capsys)
+    assert dropped and dropped[0].__name__ == "Terminated"  # the exception was indeed dropped
+    assert code == 143 and "terminated" in err, err
+    assert sorted(os.listdir(here)) == ["dom.json", "t.csv"]
+
+
 def test_a_stale_temporary_file_of_a_dead_run_is_removed(here, capsys):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # its pid is gone
