@@ -5,8 +5,9 @@ own estimator (``result.original``) and the engine (``result.model``), and
 returns a :class:`MechanismResult` with the measurements, the privacy ledger and the budget plan.
 Every front-end has the same leading parameters,
 ``(data, epsilon, delta=..., *, key, workload=..., engine_iters=..., fit_options=..., max_model_mb=...)``,
-then its own keyword-only options (:mod:`pgmjax.mechanisms.options`); :mod:`~pgmjax.mechanisms.registry`
-maps names to them.
+then its own keyword-only options, defined once as the fields of a frozen, checked dataclass
+(:mod:`pgmjax.mechanisms.own_options`; e.g. :class:`MWEMOptions`); :mod:`~pgmjax.mechanisms.registry` maps names
+to them.
 
 Example:
     >>> import jax, numpy as np, pgmjax as pj
@@ -37,7 +38,7 @@ from .domain_compression import compress_domain
 from .spanning_tree import mst, mst_budget
 from .tree_adaptive import tree_aim, tree_aim_budget
 from .original_estimates import CliqueTables, FactoredTable
-from .multiplicative_weights import DEFAULT_MAX_TABLE_CELLS, hypothetical_model_size, mw_update, mwem, mwem_budget
+from .multiplicative_weights import DEFAULT_MAX_TABLE_CELLS, MWEMOptions, hypothetical_model_size, mw_update, mwem, mwem_budget
 from .bayesian_network import greedy_bayes, noisy_conditionals, privbayes, sample_network
 from .result import MechanismResult
 from .randomized_response_synthetic import chow_liu_cliques, rr_synthetic
@@ -48,6 +49,7 @@ __all__ = [
     "FactoredTable",
     "CliqueTables",
     "mwem",
+    "MWEMOptions",
     "mwem_budget",
     "mw_update",
     "hypothetical_model_size",

@@ -51,12 +51,13 @@ The last measurement spends exactly what is left, so the ledger sums to the budg
 
 Modules, one idea each; each imports only those above it:
 
-* ``arguments``: MWEM's own checks (:func:`check_alpha`); those other front-ends share too
-  (:func:`check_choice`, :func:`check_workload`) live in :mod:`pgmjax.mechanisms.options`, re-exported here.
-* ``budget``: the per-round budget (:func:`mwem_budget`); the model size before a fit
-  (:func:`hypothetical_model_size`) lives in :mod:`pgmjax.mechanisms.steps`, re-exported here.
 * ``original_arm``: multiplicative weights on a factored table (:func:`mw_update`), its memory
   guard and the replay of the transcript.
+* ``arguments``: MWEM's own options (:class:`MWEMOptions`, checked where made) and checks (:func:`check_alpha`);
+  those other front-ends share too (:func:`check_choice`, :func:`check_workload`) live in
+  :mod:`pgmjax.mechanisms.options`, re-exported here.
+* ``budget``: the per-round budget (:func:`mwem_budget`); the model size before a fit
+  (:func:`hypothetical_model_size`) lives in :mod:`pgmjax.mechanisms.steps`, re-exported here.
 * ``query_rows``: one row of a Kronecker workload query and its sensitivity (``selection="query"``).
 * ``rounds``: the +PGM arm's rounds: select, measure, refit.
 * ``front_end``: :func:`mwem`, both arms on the same measurements.
@@ -67,13 +68,14 @@ The package is named for what it does; the front-end keeps the mechanism's name
 
 from ..options import check_choice, check_workload
 from ..steps import hypothetical_model_size, model_mb
-from .arguments import check_alpha
+from .arguments import MWEMOptions, check_alpha
 from .budget import mwem_budget
 from .front_end import mwem
 from .original_arm import DEFAULT_MAX_TABLE_CELLS, mw_update
 
 __all__ = [
     "DEFAULT_MAX_TABLE_CELLS",
+    "MWEMOptions",
     "check_alpha",
     "check_choice",
     "check_workload",

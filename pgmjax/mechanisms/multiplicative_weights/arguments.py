@@ -1,5 +1,6 @@
-"""MWEM's own argument checks; those other front-ends share (an option among choices, a workload on the data's
-domain) live in :mod:`pgmjax.mechanisms.options` and are re-exported here.
+"""MWEM's own options (:class:`MWEMOptions`, checked where made) and argument checks; those other front-ends share
+(an option among choices, a workload on the data's domain) live in :mod:`pgmjax.mechanisms.options` and are
+re-exported here.
 
 The workload is what MWEM selects from (Hardt, Ligett & McSherry, "A Simple and Practical Algorithm
 for Differentially Private Data Release", NeurIPS 2012, Algorithm 1: the query class ``Q``).
@@ -8,10 +9,23 @@ Everything is checked before any private value is read.
 
 from __future__ import annotations
 
-from ...checks import check_real as _real
-from ..options import check_choice, check_workload
+import dataclasses
+import os
 
-__all__ = ["check_alpha", "check_choice", "check_workload"]
+from ...checks import check_bool, check_count
+from ...checks import check_real as _real
+from ...queries.public import PublicData
+from ..checkpoint import Checkpoint
+from ..options import check_choice, check_workload
+from ..own_options import OwnOptions
+from .original_arm import DEFAULT_MAX_TABLE_CELLS
+
+__all__ = ["MWEMOptions", "NOISES", "SELECTIONS", "check_alpha", "check_choice", "check_workload"]
+
+#: MWEM's noises: Laplace (pure DP) and Gaussian (zCDP).
+NOISES = ("laplace", "gaussian")
+#: MWEM's selection modes.
+SELECTIONS = ("marginal", "query")
 
 
 def check_alpha(alpha, where: str) -> float:
@@ -25,3 +39,72 @@ def check_alpha(alpha, where: str) -> float:
     if not 0 < a < 1:
         raise ValueError(f"{where}: alpha (the measurement's share of each round) must be in (0, 1), got {alpha!r}")
     return a
+
+
+@dataclasses.dataclass(frozen=True)
+class MWEMOptions(OwnOptions):
+    """MWEM's own options (:func:`pgmjax.mechanisms.mwem` takes them by name), checked here: a bad one fails with
+    its name before any data is read.
+
+    Attributes:
+        rounds: ``T``; None (the default) for the number of attributes.
+        noise: ``"laplace"`` (pure DP, the paper's MWEM) or ``"gaussian"`` (zCDP, private-pgm's default).
+        bounded: replace-one neighbours (``N`` public; the engine gets ``total = N``) instead of add/remove-one
+            (``N`` private, estimated).
+        alpha: the share of each round's budget spent on the measurement; None for 0.9 with marginal selection and
+            0.5 with query selection (the 2019 script's ``eps/(2T)`` each).
+        selection: ``"marginal"`` or ``"query"`` (needs ``bounded=True``: one counting query does not reveal the
+            total, and the paper's MWEM takes ``N`` as public).
+        mw_iters: multiplicative-weights passes per round (over all measurements so far).
+        original: run the original (MW) arm.
+        max_table_cells: the MW arm runs only if its factored table has at most this many cells (2^28: 2 GiB).
+        synthetic: draw ``round(model.total)`` synthetic records from the +PGM model.
+        checkpoint: a folder (or a :class:`~pgmjax.mechanisms.checkpoint.Checkpoint`) keeping the +PGM arm's
+            rounds, resumed as AIM's (:func:`pgmjax.mechanisms.aim`). Marginal selection, exact oracle.
+        public: a :class:`pgmjax.queries.public.PublicData`: its marginals join every +PGM fit, free
+            (:func:`pgmjax.estimate`'s ``public=``; with ``bounded`` round 1 scores against them scaled to ``N``);
+            the ledger records each at no cost; the MW arm replays the private measurements only. Not with
+            ``checkpoint``.
+
+    Example:
+        >>> MWEMOptions(rounds=5, noise="gaussian").rounds
+        5
+        >>> MWEMOptions(selection="query")
+        Traceback (most recent call last):
+        ...
+        ValueError: mwem: selection='query' measures single counting queries, which do not determine the number of records; it needs the public total of the replace-one convention (bounded=True), as in the paper's MWEM
+    """
+
+    mechanism = "mwem"
+
+    rounds: int | None = None
+    noise: str = "laplace"
+    bounded: bool = False
+    alpha: float | None = None
+    selection: str = "marginal"
+    mw_iters: int = 1000
+    original: bool = True
+    max_table_cells: int = DEFAULT_MAX_TABLE_CELLS
+    synthetic: bool = True
+    checkpoint: Checkpoint | str | os.PathLike | None = None
+    public: PublicData | None = None
+
+    def __post_init__(self):
+        where = self.mechanism
+        check_choice(self.noise, "noise", NOISES, where)
+        check_choice(self.selection, "selection", SELECTIONS, where)
+        self.keep(
+            bounded=check_bool(self.bounded, "bounded", where),
+            rounds=None if self.rounds is None else check_count(self.rounds, "rounds", where, 1),
+            alpha=None if self.alpha is None else check_alpha(self.alpha, where),
+            mw_iters=check_count(self.mw_iters, "mw_iters", where, 1),
+            original=check_bool(self.original, "original", where),
+            max_table_cells=check_count(self.max_table_cells, "max_table_cells", where, 1),
+            synthetic=check_bool(self.synthetic, "synthetic", where),
+            checkpoint=Checkpoint.of(self.checkpoint, where),
+        )
+        if self.selection == "query" and not self.bounded:
+            raise ValueError(
+                f"{where}: selection='query' measures single counting queries, which do not determine the number of "
+                "records; it needs the public total of the replace-one convention (bounded=True), as in the paper's MWEM"
+            )

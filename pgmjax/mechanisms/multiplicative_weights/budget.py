@@ -18,9 +18,7 @@ from ...checks import check_positive as _positive
 from ...checks import check_real as _real
 from ..options import check_choice
 from ..steps import hypothetical_model_size, model_mb  # noqa: F401  (re-exported: the package's names)
-from .arguments import check_alpha
-
-NOISES = ("laplace", "gaussian")
+from .arguments import NOISES, check_alpha
 
 
 def mwem_budget(

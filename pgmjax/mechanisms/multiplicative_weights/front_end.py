@@ -8,8 +8,9 @@ estimation and inference for differential privacy", ICML 2019, Section 6.
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import time
+from typing import NamedTuple
 
 import jax
 
@@ -18,25 +19,22 @@ from ...data.dataset import Dataset
 from ...data.domain import Clique, Domain
 from ...estimation.memory import check_capped_fit
 from ...privacy import Accountant
-from ...privacy import check_bool as _bool
 from ...privacy import check_count as _int
 from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
 from ...queries.measurement import estimate_total
-from ...queries.public import PublicData
-from ..options import (check_choice, check_data, check_domain_size, check_epsilon, check_fit_options, check_model_cap,
+from ..options import (check_data, check_domain_size, check_epsilon, check_fit_options, check_model_cap,
                        check_positive_delta, check_pure_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
-from ..checkpoint import Checkpoint, Keeper, fingerprint
+from ..checkpoint import Keeper, fingerprint
 from ..public_selection import check_public
 from ..steps import hypothetical_model_size, oracle_of, synthesize
-from .arguments import check_alpha
-from .budget import NOISES, mwem_budget
-from .original_arm import DEFAULT_MAX_TABLE_CELLS, mw_guard, mw_replay
+from ..own_options import takes_own_options
+from .arguments import MWEMOptions
+from .budget import mwem_budget
+from .original_arm import mw_guard, mw_replay
 from .query_rows import row_sensitivity
 from .rounds import run_rounds
-
-_SELECTIONS = ("marginal", "query")
 
 
 def _check_round_one(domain: Domain, cliques: list[Clique], max_model_mb: float, rounds: int, where: str,
@@ -87,6 +85,7 @@ def _original_arm(domain: Domain, measurements, *, original: bool, max_table_cel
     return comps, mw_table, mw_error, mw_seconds
 
 
+@takes_own_options(MWEMOptions)
 def mwem(
     data: Dataset,
     epsilon: float,
@@ -97,17 +96,7 @@ def mwem(
     engine_iters: int = 1000,
     fit_options: FitOptions | None = None,
     max_model_mb: float | None = 25.0,
-    rounds: int | None = None,
-    noise: str = "laplace",
-    bounded: bool = False,
-    alpha: float | None = None,
-    selection: str = "marginal",
-    mw_iters: int = 1000,
-    original: bool = True,
-    max_table_cells: int = DEFAULT_MAX_TABLE_CELLS,
-    synthetic: bool = True,
-    checkpoint: Checkpoint | str | os.PathLike | None = None,
-    public: PublicData | None = None,
+    own: MWEMOptions,
 ) -> MechanismResult:
     """MWEM and MWEM+PGM on the same measurements (Hardt, Ligett & McSherry 2012; McKenna et al. 2019).
 
@@ -140,23 +129,9 @@ def mwem(
             ``callback``, ``oracle``, ...).
             ``oracle="approximate"`` and ``"auto"`` as in :func:`pgmjax.mechanisms.aim`.
         max_model_mb: the final model-size cap in MB (the cap at round ``i`` is ``i/T`` of it); None for no cap.
-        rounds: ``T``; default the number of attributes.
-        noise: ``"laplace"`` (pure DP, the paper's MWEM) or ``"gaussian"`` (zCDP, private-pgm's default).
-        bounded: replace-one neighbours (``N`` public; the engine gets ``total = N``) instead of
-            add/remove-one (``N`` private, estimated).
-        alpha: the share of each round's budget spent on the measurement; default 0.9 for marginal
-            selection and 0.5 for query selection (the 2019 script's ``eps/(2T)`` each).
-        selection: ``"marginal"`` or ``"query"`` (needs ``bounded=True``: one counting query does not reveal
-            the total, and the paper's MWEM takes ``N`` as public).
-        mw_iters: multiplicative-weights passes per round (over all measurements so far).
-        original: run the original (MW) arm.
-        max_table_cells: the MW arm runs only if its factored table has at most this many cells (2^28: 2 GiB).
-        synthetic: draw ``round(model.total)`` synthetic records from the +PGM model.
-        checkpoint: a folder (or a :class:`~pgmjax.mechanisms.checkpoint.Checkpoint`) keeping the +PGM arm's
-            rounds, resumed as AIM's (:func:`pgmjax.mechanisms.aim`). Marginal selection, exact oracle.
-        public: a :class:`pgmjax.queries.public.PublicData`: its marginals join every +PGM fit, free
-            (:func:`pgmjax.estimate`'s ``public=``; with ``bounded`` round 1 scores against them scaled to ``N``);
-            the ledger records each at no cost; the MW arm replays the private measurements only. Not with ``checkpoint``.
+        **own: MWEM's own options, by name: the fields of :class:`MWEMOptions` (``rounds``, ``noise``, ``bounded``,
+            ``alpha``, ``selection``, ``mw_iters``, ``original``, ``max_table_cells``, ``synthetic``, ``checkpoint``,
+            ``public``), checked before anything else.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``synthetic``, ``measurements``,
@@ -182,83 +157,86 @@ def mwem(
         >>> res.model.marginal(("a", "b")).shape, res.original.marginal(("a", "b")).shape
         ((3, 4), (3, 4))
     """
-    checked = _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, rounds, noise,
-                              bounded, alpha, selection, mw_iters, original, max_table_cells, synthetic, public)
-    keeper = _mwem_keeper(data, key, checkpoint, checked)
+    run = _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
+    keeper = _mwem_keeper(data, key, run)
     with keeper.interruptible():  # Ctrl-C: keep the rounds completed, say how to resume
-        return _mwem(data, key, keeper=keeper, **checked)
+        return _mwem(data, key, keeper, run)
 
 
-def _mwem_keeper(data, key, checkpoint, checked: dict) -> Keeper:
+class _Run(NamedTuple):
+    """:func:`mwem`'s arguments checked against the data: the common ones, the workload's cliques and the own options
+    with their data-dependent defaults filled in (``rounds``, ``alpha``)."""
+
+    epsilon: float
+    delta: float
+    engine_iters: int
+    max_model_mb: float | None
+    fit: dict  # the keyword arguments of every fit (FitOptions.given())
+    wl: object
+    cliques: list
+    own: MWEMOptions
+
+
+def _mwem_keeper(data, key, run: _Run) -> Keeper:
     """The run's checkpoint keeper, its folder checked: the run is identified by what the rounds depend on (the MW
     arm and the sampling are post-processing and may change on resume)."""
-    where = "mwem"
-    checkpoint = Checkpoint.of(checkpoint, where)
-    if checkpoint is not None and checked["selection"] != "marginal":
+    where, own = "mwem", run.own
+    checkpoint = own.checkpoint
+    if checkpoint is not None and own.selection != "marginal":
         raise ValueError(f"{where}: checkpoint= keeps marginal measurements: use selection='marginal' or drop the checkpoint")
-    if checkpoint is not None and oracle_of(checked["options"]) != "exact":
+    if checkpoint is not None and oracle_of(run.fit) != "exact":
         raise ValueError(f"{where}: checkpoint= keeps exact models only; drop the oracle from fit_options or the checkpoint")
-    if checkpoint is not None and checked["public"] is not None:
+    if checkpoint is not None and own.public is not None:
         raise ValueError(f"{where}: checkpoint= does not keep a run with public data; drop one of them")
-    settings = {k: checked[k] for k in ("epsilon", "delta", "noise", "selection", "bounded", "rounds", "alpha",
-                                        "max_model_mb", "engine_iters", "cliques")}
-    settings["fit_options"] = {k: v for k, v in checked["options"].items() if k != "callback"}
+    settings = {"epsilon": run.epsilon, "delta": run.delta, "noise": own.noise, "selection": own.selection,
+                "bounded": own.bounded, "rounds": own.rounds, "alpha": own.alpha, "max_model_mb": run.max_model_mb,
+                "engine_iters": run.engine_iters, "cliques": run.cliques}
+    settings["fit_options"] = {k: v for k, v in run.fit.items() if k != "callback"}
     keeper = Keeper(checkpoint, fingerprint(where, data, key, settings) if checkpoint is not None else {}, where)
     keeper.check_folder()
     return keeper
 
 
-def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, rounds, noise, bounded,
-                    alpha, selection, mw_iters, original, max_table_cells, synthetic, public=None) -> dict:
-    """:func:`mwem`'s arguments checked, everything before any private computation: the keyword arguments of :func:`_mwem`."""
+def _mwem_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own: MWEMOptions) -> _Run:
+    """:func:`mwem`'s arguments checked against the data (its own options were checked where made), everything
+    before any private computation."""
     where = "mwem"
     domain = check_data(data, where).domain
     epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     _check_key(key, where)
-    noise = check_choice(noise, "noise", NOISES, where)
-    selection = check_choice(selection, "selection", _SELECTIONS, where)
-    bounded = _bool(bounded, "bounded", where)
-    rounds = len(domain) if rounds is None else _int(rounds, "rounds", where, 1)
-    alpha = (0.9 if selection == "marginal" else 0.5) if alpha is None else check_alpha(alpha, where)
-    if noise == "gaussian":
+    if own.noise == "gaussian":
         delta = check_positive_delta(delta, where, "; Gaussian noise gives (epsilon, delta)-DP (e.g. delta=1e-9), or use noise='laplace'")
     else:
         delta = check_pure_delta(delta, where, " with Laplace noise; pass noise='gaussian' for (epsilon, delta)-DP through zCDP")
-    if selection == "query" and not bounded:
-        raise ValueError(
-            f"{where}: selection='query' measures single counting queries, which do not determine the number of "
-            "records; it needs the public total of the replace-one convention (bounded=True), as in the paper's MWEM"
-        )
+    own = dataclasses.replace(
+        own,
+        rounds=len(domain) if own.rounds is None else own.rounds,
+        alpha=(0.9 if own.selection == "marginal" else 0.5) if own.alpha is None else own.alpha,
+        public=check_public(own.public, domain, where),  # marginals come with their cliques; a table answers any
+    )
     max_model_mb = check_model_cap(max_model_mb, where)
     engine_iters = _int(engine_iters, "engine_iters", where, 1)
-    mw_iters = _int(mw_iters, "mw_iters", where, 1)
-    original = _bool(original, "original", where)
-    max_table_cells = _int(max_table_cells, "max_table_cells", where, 1)
-    synthetic = _bool(synthetic, "synthetic", where)
     options = check_fit_options(fit_options, where)
     wl = check_workload(workload, domain, where)
     cliques: list[Clique] = list(dict.fromkeys(wl.cliques))  # distinct, first-seen order
     # The selection scores every workload clique's marginal: a huge domain is refused here (ModelTooLarge).
     check_domain_size(domain, where, cliques, what="the workload's marginals (the selection scores each)")
-    public = check_public(public, domain, where)  # marginals come with their cliques; a table answers any
     if max_model_mb is not None:
-        _check_round_one(domain, cliques, max_model_mb, rounds, where, list(public.cliques or ()) if public else [])
+        _check_round_one(domain, cliques, max_model_mb, own.rounds, where, list(own.public.cliques or ()) if own.public else [])
         if options.get("oracle", "exact") == "exact":  # the +PGM arm's largest fit at its peak, before any budget
             check_capped_fit(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"), where)
-    return dict(epsilon=epsilon, delta=delta, noise=noise, selection=selection, bounded=bounded, rounds=rounds, alpha=alpha,
-                max_model_mb=max_model_mb, engine_iters=engine_iters, mw_iters=mw_iters, original=original,
-                max_table_cells=max_table_cells, synthetic=synthetic, options=options, wl=wl, cliques=cliques, public=public)
+    return _Run(epsilon, delta, engine_iters, max_model_mb, options, wl, cliques, own)
 
 
-def _mwem(data: Dataset, key, *, keeper: Keeper, epsilon, delta, noise, selection, bounded, rounds, alpha, max_model_mb, engine_iters,
-          mw_iters, original, max_table_cells, synthetic, options, wl, cliques, public) -> MechanismResult:
+def _mwem(data: Dataset, key, keeper: Keeper, run: _Run) -> MechanismResult:
     """MWEM's Algorithm 1 on checked arguments: ``T`` rounds of select (EM), measure, refit driven by the +PGM
     arm, then the MW arm replaying the transcript (:mod:`pgmjax.mechanisms.multiplicative_weights`)."""
-    where, domain = "mwem", data.domain
+    where, domain, own = "mwem", data.domain, run.own
+    epsilon, delta, noise, rounds, bounded = run.epsilon, run.delta, own.noise, own.rounds, own.bounded
     acc = Accountant(epsilon=epsilon, bounded=bounded) if noise == "laplace" else Accountant(epsilon=epsilon, delta=delta, bounded=bounded)
-    queries, em_sens, meas_sens = _selection_sensitivities(acc, wl, selection, domain, bounded, where)
+    queries, em_sens, meas_sens = _selection_sensitivities(acc, run.wl, own.selection, domain, bounded, where)
     budget = mwem_budget(epsilon, rounds, delta=delta if noise == "gaussian" else None, noise=noise, bounded=bounded,
-                         alpha=alpha, sensitivity=meas_sens)
+                         alpha=own.alpha, sensitivity=meas_sens)
     plan = record_plan(acc, "mwem", [
         BudgetStep("rounds: select (exponential mechanism)", "exponential",
                    rounds * budget["em_epsilon" if noise == "laplace" else "em_rho"], rounds, epsilon=budget["em_epsilon"]),
@@ -274,32 +252,32 @@ def _mwem(data: Dataset, key, *, keeper: Keeper, epsilon, delta, noise, selectio
     start = time.perf_counter()
     keys = jax.random.split(key, 2 * rounds + 1)
     model, measurements, log, engine_seconds = run_rounds(
-        data, acc, keys, cliques, queries, rounds=rounds, max_model_mb=max_model_mb, em_sens=em_sens, meas_sens=meas_sens,
-        em_spend=em_spend, meas_spend=meas_spend, noise=noise, total_known=total_known, engine_iters=engine_iters, options=options,
-        keeper=keeper, public=public,
+        data, acc, keys, run.cliques, queries, rounds=rounds, max_model_mb=run.max_model_mb, em_sens=em_sens, meas_sens=meas_sens,
+        em_spend=em_spend, meas_spend=meas_spend, noise=noise, total_known=total_known, engine_iters=run.engine_iters,
+        options=run.fit, keeper=keeper, public=own.public,
     )
-    public_cliques = list((model.info or {}).get("public", [])) if public is not None else []
+    public_cliques = list((model.info or {}).get("public", [])) if own.public is not None else []
     for clique in public_cliques:  # what the fits took from the public data, free
         acc.record_public(clique, domain.size(clique))
     pgm_seconds = time.perf_counter() - start
-    synth = synthesize(model, keys[-1]) if synthetic else None
+    synth = synthesize(model, keys[-1]) if own.synthetic else None
 
     # ---- the original arm: MW on the same transcript, if its tables fit
     comps, mw_table, mw_error, mw_seconds = _original_arm(
-        domain, measurements, original=original, max_table_cells=max_table_cells, bounded=bounded, n_records=n_records,
-        mw_iters=mw_iters,
+        domain, measurements, original=own.original, max_table_cells=own.max_table_cells, bounded=bounded,
+        n_records=n_records, mw_iters=own.mw_iters,
     )
 
     info = {
-        "selection": selection,
+        "selection": own.selection,
         "noise": noise,
         "bounded": bounded,
         "rounds": rounds,
-        "alpha": alpha,
+        "alpha": own.alpha,
         "epsilon": epsilon,
         "delta": delta if noise == "gaussian" else None,
         "em_sensitivity": em_sens,
-        "max_model_mb": max_model_mb,
+        "max_model_mb": run.max_model_mb,
         "log": log,
         "selected": [e["clique"] if e["row"] is None else (e["clique"], e["row"]) for e in log],
         "total": model.total,
@@ -310,6 +288,6 @@ def _mwem(data: Dataset, key, *, keeper: Keeper, epsilon, delta, noise, selectio
         "public": public_cliques,
     }
     # the engine's input, as the result states it: the private transcript and the public marginals it was fitted to
-    measurements = list(measurements) + [public.measurement(c, float(model.total)) for c in public_cliques]
+    measurements = list(measurements) + [own.public.measurement(c, float(model.total)) for c in public_cliques]
     return MechanismResult(mechanism="mwem", model=model, synthetic=synth, measurements=measurements, accountant=acc,
                            original=mw_table, original_error=mw_error, info=info, plan=plan)
