@@ -22,9 +22,11 @@ Example:
 
 from . import registry
 from .adaptive_iterative import aim, aim_budget, aim_candidates, default_aim_workload
-from .dual_query import DualQueryTranscript, dualquery, dualquery_plan, max_sum_ve
-from .matrix_mechanism import hdmm, hdmm_strategy, union_workload
+from .aim_options import AIMOptions
+from .dual_query import DualQueryOptions, DualQueryTranscript, dualquery, dualquery_plan, max_sum_ve
+from .matrix_mechanism import HDMMOptions, hdmm, hdmm_strategy, union_workload
 from .query_learning import (
+    MLDPOptions,
     QuerySet,
     RegressionModel,
     fit_pgm,
@@ -36,12 +38,14 @@ from .query_learning import (
 )
 from .domain_compression import compress_domain
 from .spanning_tree import mst, mst_budget
+from .spanning_tree_options import MSTOptions
 from .tree_adaptive import tree_aim, tree_aim_budget
+from .tree_aim_options import TreeAIMOptions
 from .original_estimates import CliqueTables, FactoredTable
 from .multiplicative_weights import DEFAULT_MAX_TABLE_CELLS, MWEMOptions, hypothetical_model_size, mw_update, mwem, mwem_budget
-from .bayesian_network import greedy_bayes, noisy_conditionals, privbayes, sample_network
+from .bayesian_network import PrivBayesOptions, greedy_bayes, noisy_conditionals, privbayes, sample_network
 from .result import MechanismResult
-from .randomized_response_synthetic import chow_liu_cliques, rr_synthetic
+from .randomized_response_synthetic import RRSyntheticOptions, chow_liu_cliques, rr_synthetic
 from .checkpoint import Checkpoint, RunInterrupted
 
 __all__ = [
@@ -55,17 +59,21 @@ __all__ = [
     "hypothetical_model_size",
     "DEFAULT_MAX_TABLE_CELLS",
     "privbayes",
+    "PrivBayesOptions",
     "greedy_bayes",
     "noisy_conditionals",
     "sample_network",
     "dualquery",
+    "DualQueryOptions",
     "dualquery_plan",
     "DualQueryTranscript",
     "max_sum_ve",
     "hdmm",
+    "HDMMOptions",
     "hdmm_strategy",
     "union_workload",
     "mldp",
+    "MLDPOptions",
     "QuerySet",
     "RegressionModel",
     "select_training",
@@ -74,15 +82,19 @@ __all__ = [
     "fit_pgm",
     "laplace_baseline",
     "mst",
+    "MSTOptions",
     "mst_budget",
     "compress_domain",
     "aim",
+    "AIMOptions",
     "aim_budget",
     "aim_candidates",
     "default_aim_workload",
     "tree_aim",
+    "TreeAIMOptions",
     "tree_aim_budget",
     "rr_synthetic",
+    "RRSyntheticOptions",
     "chow_liu_cliques",
     "registry",
     "Checkpoint",

@@ -34,11 +34,12 @@ Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``; :func:`aim_budget`): 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import numbers
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -53,20 +54,21 @@ from ..privacy import check_count as _count
 from ..privacy import check_key as _check_key
 from ..privacy import check_positive as _positive
 from ..programs import MAX_LIVE_PROGRAMS, release_compiled
-from ..queries.constraints import Constraint, check_constraints, possible_cells
+from ..queries.constraints import check_constraints, possible_cells
 from ..queries.measurement import pool_repeats
-from ..queries.public import PublicData
 from ..queries.workload import Workload
-from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_options, check_model_cap, check_synthetic,
+from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_options, check_model_cap,
                       check_zcdp_delta)
-from .checkpoint import Checkpoint, Keeper, RunState, fingerprint
+from .aim_options import AIMOptions
+from .checkpoint import Keeper, RunState, fingerprint
 from .public_selection import JointSelection, check_public
+from .own_options import takes_own_options
 from .progress import Progress
 from .result import BudgetStep, MechanismResult, record_plan
 from .steps import (Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, oracle_of, pgm_native_result,
                     synthesize)
 
-__all__ = ["HALF_NORMAL_MEAN", "aim", "aim_budget", "aim_candidates", "default_aim_workload"]
+__all__ = ["AIMOptions", "HALF_NORMAL_MEAN", "aim", "aim_budget", "aim_candidates", "default_aim_workload"]
 
 #: The share of a round's budget spent on the measurement (the rest selects).
 MEASURE_SHARE = 0.9
@@ -220,6 +222,7 @@ def _closure(cliques: Sequence[Clique]) -> set[Clique]:
 # ---------------------------------------------------------------------------------------------------
 
 
+@takes_own_options(AIMOptions)
 def aim(
     data: Dataset,
     epsilon: float,
@@ -230,15 +233,7 @@ def aim(
     engine_iters: int = 1000,
     fit_options: FitOptions | None = None,
     max_model_mb: float = 80.0,
-    rounds: int | None = None,
-    final_iters: int | None = None,
-    synthetic: bool = True,
-    rows: int | None = None,
-    synthetic_method: str = "low_variance",
-    progress: bool | Callable[[dict], object] = False,
-    checkpoint: Checkpoint | str | os.PathLike | None = None,
-    constraints: Sequence[Constraint] = (),
-    public: PublicData | None = None,
+    own: AIMOptions,
 ) -> MechanismResult:
     """AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022): workload-aware adaptive measurements.
 
@@ -266,24 +261,9 @@ def aim(
             fits exactly while the junction tree's fit fits the process's size limit.
         max_model_mb: the model-size limit in MB (``8 * cells / 2^20``) once the whole budget is spent (reference:
             80; about 1 for quick runs); a number (AIM needs a cap).
-        rounds: ``T``, the nominal number of rounds (default ``16 d``); must exceed 0.9 times the
-            number of one-way candidates, whose initial measurement costs ``0.9 rho k / T``.
-        final_iters: iterations of the final fit (default ``engine_iters``, as the reference code).
-        synthetic: draw synthetic records.
-        rows: how many (default ``round(model.total)``).
-        synthetic_method: ``"low_variance"`` (systematic sampling: the records' clique counts match
-            the model's closely, like the randomised rounding of the reference code's mbi) or
-            ``"exact"`` (i.i.d.); see :func:`pgmjax.model.sampling.synthetic_data`.
-        progress: True for a tqdm bar over the rounds, or a callable receiving each round's log entry (a dict)
-            with ``done``, ``expected`` (the rounds done plus those the budget left pays for at the current
-            noise), ``elapsed`` and ``eta`` (:class:`pgmjax.mechanisms.progress.Progress`).
-        checkpoint: a folder (or a :class:`~pgmjax.mechanisms.checkpoint.Checkpoint`) keeping the rounds: a run
-            given a checkpoint of the same run resumes from its last round and releases what the uninterrupted
-            run would; one of another run is refused (:mod:`pgmjax.mechanisms.checkpoint`). Exact oracle only.
-        constraints: :class:`pgmjax.Constraint` objects (public): every fit and the size limit hold them, and a
-            candidate's expected error counts the cells they leave possible (:mod:`pgmjax.queries.constraints`).
-        public: a :class:`pgmjax.queries.public.PublicData`: each round may take a marginal from it instead of
-            measuring one, paying only the selection (joint selection, :mod:`pgmjax.mechanisms.public_selection`).
+        **own: AIM's own options, by name: the fields of :class:`~pgmjax.mechanisms.aim_options.AIMOptions`
+            (``rounds``, ``final_iters``, ``synthetic``, ``rows``, ``synthetic_method``, ``progress``, ``checkpoint``,
+            ``constraints``, ``public``), checked before anything else.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model``, ``synthetic``, ``measurements`` (one-way,
@@ -311,71 +291,82 @@ def aim(
         >>> res.accountant.spent == res.accountant.budget, res.original is None
         (True, True)
     """
-    checked = _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, rounds,
-                             final_iters, synthetic, rows, synthetic_method, constraints, public, checkpoint)
-    keeper = _aim_keeper(data, key, checkpoint, checked)
-    bar = Progress(progress, checked["budget"]["rounds"], "AIM", "aim", unit="round")
+    run = _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
+    keeper = _aim_keeper(data, key, run)
+    bar = Progress(run.own.progress, run.budget["rounds"], "AIM", "aim", unit="round")
     try:
         with keeper.interruptible():  # Ctrl-C: keep the rounds completed, say how to resume
-            return _aim(data, key, bar, keeper=keeper, **checked)
+            return _aim(data, key, bar, keeper, run)
     finally:
         bar.close()
 
 
-def _aim_keeper(data, key, checkpoint, checked: dict) -> Keeper:
+class _Run(NamedTuple):
+    """:func:`aim`'s arguments checked against the data: the common ones, the candidates, the budget and the own
+    options (``final_iters``'s default filled in, ``constraints`` and ``public`` checked over the domain)."""
+
+    epsilon: float
+    delta: float
+    candidates: dict
+    max_model_mb: float
+    engine_iters: int
+    options: dict  # the keyword arguments of every fit (FitOptions.given())
+    budget: dict  # aim_budget's
+    own: AIMOptions
+
+
+def _aim_keeper(data, key, run: _Run) -> Keeper:
     """The run's checkpoint keeper (:mod:`pgmjax.mechanisms.checkpoint`), its folder checked: what identifies the
     run is everything the rounds depend on (the final fit's and the sampling's settings may change on resume)."""
-    checkpoint = Checkpoint.of(checkpoint, "aim")
-    if checkpoint is not None and oracle_of(checked["options"]) != "exact":
+    checkpoint = run.own.checkpoint
+    if checkpoint is not None and oracle_of(run.options) != "exact":
         raise ValueError("aim: checkpoint= keeps exact models only; drop the oracle from fit_options or the checkpoint")
-    settings = {k: checked[k] for k in ("epsilon", "delta", "candidates", "max_model_mb", "engine_iters")}
-    settings["constraints"] = [(c.attributes, c.kind, c.cells.tolist()) for c in checked["constraints"]]
-    settings["rounds"] = checked["budget"]["rounds"]
-    settings["fit_options"] = {k: v for k, v in checked["options"].items() if k != "callback"}
+    settings = {"epsilon": run.epsilon, "delta": run.delta, "candidates": run.candidates,
+                "max_model_mb": run.max_model_mb, "engine_iters": run.engine_iters}
+    settings["constraints"] = [(c.attributes, c.kind, c.cells.tolist()) for c in run.own.constraints]
+    settings["rounds"] = run.budget["rounds"]
+    settings["fit_options"] = {k: v for k, v in run.options.items() if k != "callback"}
     keeper = Keeper(checkpoint, fingerprint("aim", data, key, settings) if checkpoint is not None else {}, "aim")
     keeper.check_folder()
     return keeper
 
 
-def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, rounds, final_iters,
-                   synthetic, rows, synthetic_method, constraints=(), public=None, checkpoint=None) -> dict:
-    """:func:`aim`'s arguments checked, before any private computation: the keyword arguments of :func:`_aim`."""
+def _aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own: AIMOptions) -> _Run:
+    """:func:`aim`'s arguments checked against the data (its own options were checked where made), before any
+    private computation."""
     where = "aim"
     domain = check_data(data, where).domain
     epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     delta = check_zcdp_delta(delta, where)
     _check_key(key, where)
     candidates = _candidates(workload, domain, where)
-    constraints = check_constraints(domain, constraints, where)
-    public = check_public(public, domain, where)
-    if public is not None and checkpoint is not None:
-        raise ValueError(f"{where}: checkpoint= does not keep a run with public data; drop one of them")
+    own = dataclasses.replace(own, constraints=check_constraints(domain, own.constraints, where),
+                              public=check_public(own.public, domain, where))
     if max_model_mb is None:
         raise ValueError(f"{where}: max_model_mb must be a number: AIM's candidates are limited by a model-size cap that grows with the budget spent")
     max_model_mb = check_model_cap(max_model_mb, where)
     engine_iters = _count(engine_iters, "engine_iters", where, 1)
-    final_iters = engine_iters if final_iters is None else _count(final_iters, "final_iters", where, 1)
-    synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
+    if own.final_iters is None:  # the reference code's
+        own = dataclasses.replace(own, final_iters=engine_iters)
     options = check_fit_options(fit_options, where)
     if options.get("oracle", "exact") == "exact":  # the largest fit the cap allows, at its peak, before any budget
         check_capped_fit(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"), where)
-    budget = aim_budget(epsilon, delta, attributes=len(domain), rounds=rounds)
+    budget = aim_budget(epsilon, delta, attributes=len(domain), rounds=own.rounds)
     T, k = budget["rounds"], sum(len(c) == 1 for c in candidates)
     if MEASURE_SHARE * k >= T:
         raise ValueError(
             f"{where}: rounds={T} is too small: the {k} initial one-way measurements would cost "
             f"{MEASURE_SHARE * k / T:.3g} of the budget; rounds must exceed {MEASURE_SHARE * k:g}"
         )
-    return dict(epsilon=epsilon, delta=delta, candidates=candidates, max_model_mb=max_model_mb, engine_iters=engine_iters,
-                final_iters=final_iters, synthetic=synthetic, rows=rows, synthetic_method=synthetic_method, options=options,
-                budget=budget, constraints=constraints, public=public)
+    return _Run(epsilon, delta, candidates, max_model_mb, engine_iters, options, budget, own)
 
 
-def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, candidates, max_model_mb, engine_iters,
-         final_iters, synthetic, rows, synthetic_method, options, budget, constraints=(), public=None) -> MechanismResult:
+def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> MechanismResult:
     """AIM's Algorithm 1 on checked arguments (module docstring): measure the one-way marginals and fit, then
     rounds of select (exponential mechanism), measure, refit and anneal until the budget is spent; fit, sample."""
-    domain = data.domain
+    domain, own, options, budget = data.domain, run.own, run.options, run.budget
+    epsilon, delta, candidates, constraints = run.epsilon, run.delta, run.candidates, own.constraints
+    max_model_mb, engine_iters, public = run.max_model_mb, run.engine_iters, own.public
     timer = Timer("engine", "marginals", "selection")
     acc = Accountant(epsilon=epsilon, delta=delta, composition="zcdp")
     rho = acc.budget
@@ -455,13 +446,13 @@ def _aim(data: Dataset, key, bar: Progress, *, keeper: Keeper, epsilon, delta, c
 
     # 4. the final fit and synthetic records
     with timer("engine"):
-        model = estimate(domain, fit_on(measurements), iters=final_iters, warm_start=model, **fit_kwargs)
+        model = estimate(domain, fit_on(measurements), iters=own.final_iters, warm_start=model, **fit_kwargs)
     synth = None
-    if synthetic:
+    if own.synthetic:
         with timer("synthetic"):
-            synth = synthesize(model, k_synth, rows, synthetic_method)
+            synth = synthesize(model, k_synth, own.rows, own.synthetic_method)
     info = {"epsilon": epsilon, "delta": delta, "rho": rho, "candidates": candidates, "rounds": budget["rounds"],
-            "rounds_run": t, "max_model_mb": max_model_mb, "engine_iters": engine_iters, "final_iters": final_iters,
+            "rounds_run": t, "max_model_mb": max_model_mb, "engine_iters": engine_iters, "final_iters": own.final_iters,
             "log": log, "selected": [e["clique"] for e in log], "annealed": sum(e["annealed"] for e in log),
             "total": model.total, "model_mb": model_mb(model), "seconds": timer.done(), "resumed_from": keeper.resumed_from,
             "public": [] if joint is None else list(joint.taken)}

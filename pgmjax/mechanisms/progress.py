@@ -24,6 +24,23 @@ from collections.abc import Callable
 RECENT = 5
 
 
+def check_progress(progress, where: str):
+    """``progress`` if it is True, False, None or a callable taking a dict (what :class:`Progress` takes), else a
+    TypeError naming ``where``: checked where a front-end's options are made, before any bar is opened.
+
+    Example:
+        >>> check_progress(print, "aim") is print
+        True
+        >>> check_progress("yes", "mst")
+        Traceback (most recent call last):
+        ...
+        TypeError: mst: progress must be True, False or a callable taking a dict, got 'yes'
+    """
+    if progress is None or progress is True or progress is False or callable(progress):
+        return progress
+    raise TypeError(f"{where}: progress must be True, False or a callable taking a dict, got {progress!r}")
+
+
 class Progress:
     """``progress=True``: a tqdm bar (steps done out of the expected, elapsed and remaining time); a callable:
     called with a dict per step; False/None: nothing.
@@ -46,6 +63,7 @@ class Progress:
 
     def __init__(self, progress: bool | Callable[[dict], object] | None, total: int, desc: str, where: str,
                  unit: str = "step", *, clock: Callable[[], float] = time.perf_counter):
+        check_progress(progress, where)
         self.callback = None
         self.bar = None
         self.clock = clock
@@ -57,10 +75,8 @@ class Progress:
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, desc=desc, unit=unit)
-        elif callable(progress):
-            self.callback = progress
         else:
-            raise TypeError(f"{where}: progress must be True, False or a callable taking a dict, got {progress!r}")
+            self.callback = progress
 
     def step(self, info: dict, total: int | None = None) -> None:
         """One step done; ``total``: the re-estimated number of steps in all (where it is not fixed)."""

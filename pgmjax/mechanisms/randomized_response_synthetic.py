@@ -25,10 +25,12 @@ be declared public (``public_count=True``), else the run is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import warnings
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import jax
 import networkx as nx
@@ -53,10 +55,11 @@ from ..rr import (
 from ..rr import release as rr_release
 from .options import (check_attribute_matrices, check_domain_size, check_fit_options, check_pure_delta, check_synthetic,
                       refuse_option)
+from .own_options import OwnOptions, takes_own_options
 from .result import BudgetStep, MechanismResult, record_plan
 from .steps import Timer, synthesize
 
-__all__ = ["rr_synthetic", "chow_liu_cliques"]
+__all__ = ["RRSyntheticOptions", "rr_synthetic", "chow_liu_cliques"]
 
 #: Above this ``rmse_bound`` (fraction scale) the whole-row release carries almost no information.
 UNINFORMATIVE_RMSE = 0.5
@@ -105,6 +108,67 @@ def chow_liu_cliques(release: Release, max_cells: int = 10**6) -> list[tuple[str
     return [(a,) for a in attrs] + edges
 
 
+@dataclasses.dataclass(frozen=True)
+class RRSyntheticOptions(OwnOptions):
+    """RR+PGM's own options (:func:`rr_synthetic` takes them by name), checked here: a bad one fails with its name
+    before any data is read.
+
+    Attributes:
+        per_attribute: False: the paper's k-ary randomized response over the whole row domain (small
+            domains only); True: each attribute separately with ``epsilon / d``.
+        bounded: the accountant's neighbours when none is given: True (default) replace-one, the
+            paper's setting; False add/remove, which needs ``public_count=True``.
+        public_count: declare the number of records public (the release reveals it).
+        cliques: the marginals to debias and fit (free: post-processing). Default: every attribute
+            plus a Chow-Liu tree of the debiased pairs (:func:`chow_liu_cliques`).
+        synthetic: draw synthetic records from the model.
+        rows: how many (default ``n``).
+        synthetic_method: ``"low_variance"`` or ``"exact"`` (:func:`pgmjax.model.sampling.synthetic_data`).
+        accountant: an existing :class:`~pgmjax.privacy.Accountant` to spend ``epsilon`` from
+            (default a fresh pure one, ``Accountant(epsilon=epsilon, bounded=bounded)``).
+
+    Example:
+        >>> RRSyntheticOptions(per_attribute=True, cliques=[("a", "b")]).cliques
+        (('a', 'b'),)
+        >>> RRSyntheticOptions(bounded=False)
+        Traceback (most recent call last):
+        ...
+        ValueError: rr_synthetic: the release has exactly as many records as the data, so under add/remove neighbours (bounded=False) it is differentially private only if the record count is public: pass public_count=True, or use replace-one neighbours (bounded=True)
+    """
+
+    mechanism = "rr_synthetic"
+
+    per_attribute: bool = False
+    bounded: bool = True
+    public_count: bool = False
+    cliques: Sequence[CliqueLike] | None = None
+    synthetic: bool = True
+    rows: int | None = None
+    synthetic_method: str = "low_variance"
+    accountant: Accountant | None = None
+
+    def __post_init__(self):
+        where = self.mechanism
+        per_attribute = _boolean(self.per_attribute, "per_attribute", where)
+        bounded = _boolean(self.bounded, "bounded", where)
+        public_count = _boolean(self.public_count, "public_count", where)
+        synthetic, rows, synthetic_method = check_synthetic(self.synthetic, self.rows, self.synthetic_method, where)
+        cliques = None if self.cliques is None else tuple(self.cliques)  # each checked against the data's domain
+        if cliques is not None and not cliques:
+            raise ValueError(f"{where}: cliques is empty; give None for the default (attributes + a Chow-Liu tree)")
+        if self.accountant is not None and not isinstance(self.accountant, Accountant):
+            raise TypeError(f"{where}: accountant must be a pgmjax.privacy.Accountant, got {type(self.accountant).__name__}")
+        if not (self.accountant.bounded if self.accountant is not None else bounded) and not public_count:
+            raise ValueError(
+                f"{where}: the release has exactly as many records as the data, so under add/remove neighbours "
+                "(bounded=False) it is differentially private only if the record count is public: pass public_count=True, "
+                "or use replace-one neighbours (bounded=True)"
+            )
+        self.keep(per_attribute=per_attribute, bounded=bounded, public_count=public_count, cliques=cliques,
+                  synthetic=synthetic, rows=rows, synthetic_method=synthetic_method)
+
+
+@takes_own_options(RRSyntheticOptions)
 def rr_synthetic(
     data: Dataset,
     epsilon: float,
@@ -115,14 +179,7 @@ def rr_synthetic(
     engine_iters: int = 1000,
     fit_options: FitOptions | None = None,
     max_model_mb: float | None = None,
-    per_attribute: bool = False,
-    bounded: bool = True,
-    public_count: bool = False,
-    cliques: Sequence[CliqueLike] | None = None,
-    synthetic: bool = True,
-    rows: int | None = None,
-    synthetic_method: str = "low_variance",
-    accountant: Accountant | None = None,
+    own: RRSyntheticOptions,
 ) -> MechanismResult:
     """Randomized-response release + companion estimators + RR+PGM model ([WYZ] Sections III-IV).
 
@@ -136,18 +193,9 @@ def rr_synthetic(
         engine_iters: engine iterations of the fit.
         fit_options: a :class:`pgmjax.FitOptions` for the fit.
         max_model_mb: must be None: the model's cliques are chosen after the release (``cliques``).
-        per_attribute: False: the paper's k-ary randomized response over the whole row domain (small
-            domains only); True: each attribute separately with ``epsilon / d``.
-        bounded: the accountant's neighbours when none is given: True (default) replace-one, the
-            paper's setting; False add/remove, which needs ``public_count=True``.
-        public_count: declare the number of records public (the release reveals it).
-        cliques: the marginals to debias and fit (free: post-processing). Default: every attribute
-            plus a Chow-Liu tree of the debiased pairs (:func:`chow_liu_cliques`).
-        synthetic: draw synthetic records from the model.
-        rows: how many (default ``n``).
-        synthetic_method: ``"low_variance"`` or ``"exact"`` (:func:`pgmjax.model.sampling.synthetic_data`).
-        accountant: an existing :class:`~pgmjax.privacy.Accountant` to spend ``epsilon`` from
-            (default a fresh pure one, ``Accountant(epsilon=epsilon, bounded=bounded)``).
+        **own: RR+PGM's own options, by name: the fields of :class:`RRSyntheticOptions` (``per_attribute``,
+            ``bounded``, ``public_count``, ``cliques``, ``synthetic``, ``rows``, ``synthetic_method``,
+            ``accountant``), checked before anything else.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (RR+PGM), ``synthetic``,
@@ -163,20 +211,31 @@ def rr_synthetic(
             domain too large to represent, before the data is read.
 
     Example:
+        >>> import jax, numpy as np, pgmjax as pj
         >>> dom = pj.Domain({"a": 3, "b": 2})
         >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 2], (2000, 2)), dom)
         >>> res = rr_synthetic(data, 2.0, key=jax.random.key(0), engine_iters=50)
         >>> res.ledger[0].epsilon, len(res.synthetic), res.info["cliques"]
         (2.0, 2000, [('a',), ('b',), ('a', 'b')])
     """
-    checked = _rr_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, per_attribute,
-                            bounded, public_count, cliques, synthetic, rows, synthetic_method, accountant)
-    return _rr_synthetic(data, key, **checked)
+    run = _rr_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
+    return _rr_synthetic(data, key, run)
 
 
-def _rr_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, per_attribute, bounded,
-                  public_count, cliques, synthetic, rows, synthetic_method, accountant) -> dict:
-    """:func:`rr_synthetic`'s arguments checked, before the data is read: the keyword arguments of :func:`_rr_synthetic`."""
+class _Run(NamedTuple):
+    """:func:`rr_synthetic`'s arguments checked against the data: the common ones, the whole-row RMSE bound and the
+    own options with the data-dependent checks and defaults done (``cliques``, ``accountant``)."""
+
+    epsilon: float
+    engine_iters: int
+    fit: dict  # the keyword arguments of the fit (FitOptions.given())
+    rmse: float | None  # the whole-row release's RMSE bound (None per attribute)
+    own: RRSyntheticOptions
+
+
+def _rr_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb,
+                  own: RRSyntheticOptions) -> _Run:
+    """:func:`rr_synthetic`'s arguments checked (its own options were checked where made), before the data is read."""
     where = "rr_synthetic"
     if not isinstance(data, Dataset):
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
@@ -185,53 +244,38 @@ def _rr_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options
     _check_key(key, where)
     refuse_option(workload, "workload", where, "randomized response is query-set independent; give cliques= for the fit")
     refuse_option(max_model_mb, "max_model_mb", where, "its cliques are chosen after the release; give cliques=")
-    per_attribute = _boolean(per_attribute, "per_attribute", where)
-    bounded = _boolean(bounded, "bounded", where)
-    public_count = _boolean(public_count, "public_count", where)
     engine_iters = _count(engine_iters, "engine_iters", where, 1)
-    synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
     options = check_fit_options(fit_options, where)
     domain = data.domain
-    if cliques is not None:
-        cliques = [domain.check_clique(c, what=f"{where}: clique") for c in cliques]
-        if not cliques:
-            raise ValueError(f"{where}: cliques is empty; give None for the default (attributes + a Chow-Liu tree)")
-    if accountant is None:
-        accountant = Accountant(epsilon=epsilon, bounded=bounded)
-    elif not isinstance(accountant, Accountant):
-        raise TypeError(f"{where}: accountant must be a pgmjax.privacy.Accountant, got {type(accountant).__name__}")
-    if not accountant.bounded and not public_count:
-        raise ValueError(
-            f"{where}: the release has exactly as many records as the data, so under add/remove neighbours "
-            "(bounded=False) it is differentially private only if the record count is public: pass public_count=True, "
-            "or use replace-one neighbours (bounded=True)"
-        )
+    own = dataclasses.replace(
+        own,
+        cliques=None if own.cliques is None else [domain.check_clique(c, what=f"{where}: clique") for c in own.cliques],
+        accountant=Accountant(epsilon=epsilon, bounded=own.bounded) if own.accountant is None else own.accountant,
+    )
     size = domain.size()
-    if not per_attribute and size > 1e300:
+    if not own.per_attribute and size > 1e300:
         raise ValueError(f"{where}: the whole-row domain has about 10^{math.log10(size):.0f} rows; randomized response over it "
                          "carries no information: use per_attribute=True")
     # Huge attributes: ModelTooLarge naming the attribute, before the channel's n x n matrices are built.
     check_domain_size(domain, where)
     check_attribute_matrices(domain, domain.attributes, where, "channel and query matrices")
     n = len(data)
-    rmse = math.sqrt(mse_bound(size, epsilon, n)) if not per_attribute else None
+    rmse = math.sqrt(mse_bound(size, epsilon, n)) if not own.per_attribute else None
     if rmse is not None and rmse > UNINFORMATIVE_RMSE:
         warnings.warn(
             f"{where}: randomized response over the whole row domain ({float(size):.3g} rows) bounds the RMSE of a "
             f"query at {rmse:.3g} of the total (n = {n}, epsilon = {epsilon:g}); it is informative only up to about "
             f"{max_informative_size(epsilon, n, 0.05)} rows. Consider per_attribute=True.",
-            stacklevel=3,  # the caller of rr_synthetic
+            stacklevel=4,  # the caller of rr_synthetic (through takes_own_options' wrapper)
         )
-    return dict(epsilon=epsilon, per_attribute=per_attribute, public_count=public_count, engine_iters=engine_iters,
-                synthetic=synthetic, rows=rows, synthetic_method=synthetic_method, options=options, cliques=cliques,
-                accountant=accountant, rmse=rmse)
+    return _Run(epsilon, engine_iters, options, rmse, own)
 
 
-def _rr_synthetic(data: Dataset, key, *, epsilon, per_attribute, public_count, engine_iters, synthetic, rows,
-                  synthetic_method, options, cliques, accountant, rmse) -> MechanismResult:
+def _rr_synthetic(data: Dataset, key, run: _Run) -> MechanismResult:
     """[WYZ]'s release on checked arguments: randomized response on every record, the debiased marginals fitted
     by the engine, synthetic records."""
-    domain, n = data.domain, len(data)
+    domain, n, own = data.domain, len(data), run.own
+    epsilon, accountant, cliques = run.epsilon, own.accountant, own.cliques
     plan = None
     if accountant.composition == "pure":  # the plan is in epsilon; a zCDP or advanced accountant keeps its own ledger
         step = BudgetStep("randomized response on every record", "randomized_response", epsilon, 1, epsilon=epsilon)
@@ -240,33 +284,33 @@ def _rr_synthetic(data: Dataset, key, *, epsilon, per_attribute, public_count, e
     k_release, k_synth = jax.random.split(key)
     # The release (sampler and accounting in the privacy layer, the channel beside the estimators in rr).
     with timer("release"):
-        release = rr_release(k_release, data, epsilon, per_attribute=per_attribute, accountant=accountant,
-                             public_count=public_count, target="records")
+        release = rr_release(k_release, data, epsilon, per_attribute=own.per_attribute, accountant=accountant,
+                             public_count=own.public_count, target="records")
     channel, released = release.channel, release.data
 
     with timer("fit"):
         if cliques is None:
             cliques = chow_liu_cliques(release)
         ms = measurements(release, cliques)
-        model = estimate(domain, ms, iters=engine_iters, total=float(n), **options)
+        model = estimate(domain, ms, iters=run.engine_iters, total=float(n), **run.fit)
     synth = None
-    if synthetic:
+    if own.synthetic:
         with timer("synthetic"):
-            synth = synthesize(model, k_synth, rows if rows is not None else n, synthetic_method)
+            synth = synthesize(model, k_synth, own.rows if own.rows is not None else n, own.synthetic_method)
     info = {
         "epsilon": epsilon,
-        "per_attribute": per_attribute,
+        "per_attribute": own.per_attribute,
         "bounded": accountant.bounded,
-        "public_count": public_count,
+        "public_count": own.public_count,
         "epsilons": list(channel.epsilons),
         "keep": list(channel.keep),
         "domain_rows": float(domain.size()),
-        "rmse_bound": rmse,
+        "rmse_bound": run.rmse,
         "informative_rows": max_informative_size(epsilon, n, 0.05),
         "cliques": [tuple(c) for c in dict.fromkeys(cliques)],
         "release": released,
         "total": float(n),
-        "engine_iters": engine_iters,
+        "engine_iters": run.engine_iters,
         "seconds": timer.done(),
     }
     return MechanismResult(mechanism="rr_synthetic", model=model, synthetic=synth, measurements=ms, accountant=accountant,

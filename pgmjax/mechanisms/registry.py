@@ -5,7 +5,8 @@ Every front-end has the common signature (:data:`~pgmjax.mechanisms.options.COMM
     fn(data, epsilon, delta=..., *, key, workload=..., engine_iters=..., fit_options=..., max_model_mb=..., **own)
 
 so running one by name is calling it: :func:`run` adds nothing but the lookup. Its own keyword-only
-options (:func:`own_options`) are read from ``inspect.signature``; the command line derives its
+options are the fields of one frozen class (:attr:`Mechanism.options`, :mod:`pgmjax.mechanisms.own_options`), which
+the function's signature lists after the common parameters (:func:`own_options`); the command line derives its
 ``--option`` checks from them.
 
 Example:
@@ -77,6 +78,12 @@ class Mechanism:
     workload: bool
     report_info: tuple[str, ...] = ()
     cli_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def options(self) -> type:
+        """The front-end's own options: a frozen :class:`~pgmjax.mechanisms.own_options.OwnOptions` subclass whose
+        fields are the options after the common parameters."""
+        return self.function.options
 
 
 def _entry(function, description, privacy, workload, report_info, **cli_defaults) -> Mechanism:
@@ -156,7 +163,8 @@ def takes_delta(name: str, options: Mapping | None = None) -> bool:
 
 
 def own_options(name: str) -> dict[str, inspect.Parameter]:
-    """The front-end's own keyword-only options: its parameters after the common ones.
+    """The front-end's own keyword-only options: its parameters after the common ones (the fields of
+    :attr:`Mechanism.options`, with their defaults).
 
     Example:
         >>> list(own_options("mst"))

@@ -34,9 +34,11 @@ Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``; :func:`mst_budget`): 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -49,22 +51,23 @@ from ..estimation.memory import capped_fit_bytes, check_fit
 from ..estimation.mirror_descent import MirrorDescent
 from ..model.graphical_model import GraphicalModel
 from ..privacy import REST, Accountant, cdp_rho
-from ..queries.constraints import Constraint, check_constraints
-from ..queries.public import PublicData
-from ..checks import check_bool as _boolean
+from ..queries.constraints import check_constraints
 from ..checks import check_count as _count
 from ..checks import check_key as _check_key
 from ..checks import check_positive as _positive
 from ..graph import size_limit
-from .options import (DEFAULT_DELTA, check_data, check_domain_size, check_epsilon, check_fit_options,  # noqa: F401
-                      check_model_cap, check_synthetic, check_zcdp_delta, refuse_option)
+from .options import (DEFAULT_DELTA, check_data, check_domain_size, check_epsilon, check_fit_options, check_model_cap,
+                      check_zcdp_delta, refuse_option)
 from .domain_compression import compress_data, compress_domain
+from .own_options import takes_own_options
 from .progress import Progress
 from .public_selection import check_public
 from .result import BudgetStep, MechanismResult, record_plan
+from .spanning_tree_options import MSTOptions
 from .steps import Timer, l1_errors, pgm_native_result, record_public_fit, release_over_original
 
 __all__ = [
+    "MSTOptions",
     "check_tree_sizes",
     "largest_tree",
     "mst",
@@ -193,6 +196,7 @@ def check_tree_sizes(domain: Domain, where: str, method="mirror_descent", dtype=
     check_fit(domain, cliques, method, dtype, where, what=" of the largest model MST may select")
 
 
+@takes_own_options(MSTOptions)
 def mst(
     data: Dataset,
     epsilon: float,
@@ -203,14 +207,7 @@ def mst(
     engine_iters: int = 10000,
     fit_options: FitOptions | None = None,
     max_model_mb: float | None = None,
-    select_iters: int | None = None,
-    compress: bool = True,
-    synthetic: bool = True,
-    rows: int | None = None,
-    synthetic_method: str = "low_variance",
-    progress: bool | Callable[[dict], object] = False,
-    constraints: Sequence[Constraint] = (),
-    public: PublicData | None = None,
+    own: MSTOptions,
 ) -> MechanismResult:
     """MST (McKenna, Miklau & Sheldon, JPC 2021): one-way marginals, a private maximum spanning tree, fit, sample.
 
@@ -235,20 +232,9 @@ def mst(
             reads it (the up-front check of the largest model MST may select, the selection's pair marginals, the
             fits); None: the limit in force (:func:`pgmjax.set_max_model_bytes`, ``PGMJAX_MAX_MODEL_BYTES``, or a
             share of the machine's memory; :mod:`pgmjax.graph.size_limit`).
-        select_iters: engine iterations of the one-way fit the selection reads (default: the reference code's 2500,
-            or ``engine_iters`` when that is smaller).
-        compress: apply the domain compression of step 2 (reference: always).
-        synthetic: draw synthetic records.
-        rows: how many (default ``round(model.total)``).
-        synthetic_method: ``"low_variance"`` (systematic sampling: the records' clique counts match the model's
-            closely, like the reference code's randomised rounding) or ``"exact"`` (i.i.d.;
-            :func:`pgmjax.model.sampling.synthetic_data`).
-        progress: True for a tqdm bar over the steps, or a callable receiving a dict per step (``stage``, ``step``,
-            ``steps``, and ``edge`` for selection steps).
-        constraints: :class:`pgmjax.Constraint` objects (public): both fits hold them, their attributes stay
-            uncompressed, and no edge may take the model with their cliques over the size limit (:func:`select_tree`).
-        public: a :class:`pgmjax.queries.public.PublicData`: its marginals join both fits at its stated standard
-            deviation, free (:func:`pgmjax.estimate`'s ``public=``); the ledger records each at no cost.
+        **own: MST's own options, by name: the fields of :class:`MSTOptions` (``select_iters``, ``compress``,
+            ``synthetic``, ``rows``, ``synthetic_method``, ``progress``, ``constraints``, ``public``), checked before
+            anything else.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (the fitted model expressed
@@ -274,6 +260,28 @@ def mst(
         >>> res.accountant.spent == res.accountant.budget, len(res.ledger), len(res.info["edges"])
         (True, 7, 2)
     """
+    run = _mst_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
+    # The cap stands for the peak of a fit of a model of that size (the limit bounds peaks: pgmjax.estimation.memory).
+    with size_limit.limited(None if run.max_model_mb is None else
+                            capped_fit_bytes(run.max_model_mb, run.fit.get("method", "mirror_descent"), run.fit.get("dtype"))):
+        return _mst(data, key, run)
+
+
+class _Run(NamedTuple):
+    """:func:`mst`'s arguments checked against the data: the common ones and the own options with the data-dependent
+    checks and defaults done (``select_iters``, ``constraints``, ``public``)."""
+
+    epsilon: float
+    delta: float
+    engine_iters: int
+    max_model_mb: float | None
+    fit: dict  # the keyword arguments of both fits given (FitOptions.given())
+    own: MSTOptions
+
+
+def _mst_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own: MSTOptions) -> _Run:
+    """:func:`mst`'s arguments checked against the data (its own options were checked where made), before any
+    private computation."""
     where = "mst"
     data = check_data(data, where)
     if len(data.domain) < 2:
@@ -283,34 +291,31 @@ def mst(
     _check_key(key, where)
     refuse_option(workload, "workload", where, "it selects a spanning tree of pairs for no workload")
     max_model_mb = check_model_cap(max_model_mb, where)
-    # The cap stands for the peak of a fit of a model of that size (the limit bounds peaks: pgmjax.estimation.memory).
     options = check_fit_options(fit_options, where)
-    constraints = check_constraints(data.domain, constraints, where)
-    public = check_public(public, data.domain, where)
-    with size_limit.limited(None if max_model_mb is None else
-                            capped_fit_bytes(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"))):
-        return _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters,
-                    compress, synthetic, rows, synthetic_method, progress, constraints, public)
-
-
-def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, compress, synthetic, rows,
-         synthetic_method, progress, constraints=(), public=None) -> MechanismResult:
-    """:func:`mst` once its cap is in force (the arguments as there, ``epsilon``/``delta``/``key`` checked):
-    the paper's five steps (module docstring), every private read through one accountant."""
-    where, domain = "mst", data.domain
-    d, attrs = len(domain), list(domain.attributes)
     engine_iters = _count(engine_iters, "engine_iters", where, 1)
-    select_iters = min(SELECT_ITERS, engine_iters) if select_iters is None else _count(select_iters, "select_iters", where, 1)
-    compress = _boolean(compress, "compress", where)
-    synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
-    options = check_fit_options(fit_options, where)
+    own = dataclasses.replace(
+        own,
+        select_iters=min(SELECT_ITERS, engine_iters) if own.select_iters is None else own.select_iters,
+        constraints=check_constraints(data.domain, own.constraints, where),
+        public=check_public(own.public, data.domain, where),
+    )
+    return _Run(epsilon, delta, engine_iters, max_model_mb, options, own)
+
+
+def _mst(data: Dataset, key, run: _Run) -> MechanismResult:
+    """:func:`mst` once its cap is in force, on checked arguments: the paper's five steps (module docstring), every
+    private read through one accountant."""
+    where, domain, own = "mst", data.domain, run.own
+    d, attrs = len(domain), list(domain.attributes)
+    epsilon, delta, constraints = run.epsilon, run.delta, own.constraints
+    options = dict(run.fit)
     options.setdefault("method", REFERENCE_MIRROR_DESCENT)
     check_tree_sizes(domain, where, options["method"], options.get("dtype"))
     if constraints:  # the constraints' cliques beside the one-way marginals: the smallest model MST fits
         size_limit.check_cliques(domain, [c.attributes for c in constraints], where, what="the constraints' cliques")
         options["constraints"] = constraints
     budget = mst_budget(epsilon, delta, d)
-    bar = Progress(progress, d + 3, "MST", where)
+    bar = Progress(own.progress, d + 3, "MST", where)
 
     timer = Timer()
     acc = Accountant(epsilon=epsilon, delta=delta, composition="zcdp")
@@ -328,14 +333,14 @@ def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, com
 
         # 2. domain compression (post-processing of the noisy one-way counts)
         held = {a for c in constraints for a in c.attributes}
-        cdom, mapping, one_way_c = compress_domain(domain, one_way, keep=held) if compress else (domain, {}, list(one_way))
+        cdom, mapping, one_way_c = compress_domain(domain, one_way, keep=held) if own.compress else (domain, {}, list(one_way))
         cdata = compress_data(data, mapping, cdom) if mapping else data
-        if public is not None:  # public marginals in both fits, over the compressed domain
-            options["public"] = public.recoded(mapping, cdom) if mapping else public
+        if own.public is not None:  # public marginals in both fits, over the compressed domain
+            options["public"] = own.public.recoded(mapping, cdom) if mapping else own.public
 
         # 3. selection: the one-way model, then Kruskal with the EM on the pairs' L1 errors (rho/3 over d-1 draws)
         with timer("select_fit"):
-            base = estimate(cdom, one_way_c, iters=select_iters, **options)
+            base = estimate(cdom, one_way_c, iters=own.select_iters, **options)
         edges = select_tree(acc, k_sel, cdata, base, rho / 3.0, bar, where, [c.attributes for c in constraints])
 
         # 4. two-way marginals of the tree: exactly the rest of the budget (rho/3 up to rounding)
@@ -345,11 +350,11 @@ def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, com
         measurements = list(one_way_c) + list(two_way)
         measured_rows = sum(m.rows for m in measurements)
         with timer("fit"):
-            model_c = estimate(cdom, measurements, iters=engine_iters, warm_start=base, **_final_options(options, measured_rows))
+            model_c = estimate(cdom, measurements, iters=run.engine_iters, warm_start=base, **_final_options(options, measured_rows))
         record_public_fit(acc, model_c, cdom, options.get("public"), measurements)  # what the fit took, free
         bar.step({"stage": "final fit", "step": d + 2, "steps": d + 3})
-        model, synth = release_over_original(model_c, mapping, domain, k_synth, k_dec, synthetic=synthetic, rows=rows,
-                                             method=synthetic_method, timer=timer)
+        model, synth = release_over_original(model_c, mapping, domain, k_synth, k_dec, synthetic=own.synthetic,
+                                             rows=own.rows, method=own.synthetic_method, timer=timer)
         bar.step({"stage": "synthetic data", "step": d + 3, "steps": d + 3})
     finally:
         bar.close()
@@ -363,8 +368,8 @@ def _mst(data, epsilon, delta, key, engine_iters, fit_options, select_iters, com
         "mapping": mapping,
         "compressed_model": model_c,
         "total": model_c.total,
-        "select_iters": select_iters,
-        "engine_iters": engine_iters,
+        "select_iters": own.select_iters,
+        "engine_iters": run.engine_iters,
         "fit_iterations": int(model_c.history[-1]["iteration"]) if model_c.history else 0,
         "residual_rows": (2.0 * float(model_c.loss), measured_rows),
         "seconds": timer.done(),

@@ -43,13 +43,14 @@ Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``, 2 batches of 7, its d
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import numpy as np
 
-from ..checks import check_bool as _boolean
 from ..checks import check_count as _count
 from ..checks import check_key as _check_key
 from ..checks import check_positive as _positive
@@ -60,21 +61,22 @@ from ..estimation.memory import capped_fit_bytes
 from ..estimation.options import FitOptions
 from ..graph import size_limit
 from ..privacy import REST, Accountant, cdp_rho
-from ..queries.constraints import Constraint, check_constraints, possible_cells
+from ..queries.constraints import check_constraints, possible_cells
 from ..queries.measurement import pool_repeats
-from ..queries.public import PublicData
 from .adaptive_iterative import HALF_NORMAL_MEAN, ROUND_TOL, aim_candidates, default_aim_workload
 from .domain_compression import compress_data, compress_domain
-from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_options, check_model_cap, check_synthetic,
+from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_options, check_model_cap,
                       check_zcdp_delta)
+from .own_options import takes_own_options
 from .progress import Progress
 from .public_selection import check_public
 from .result import BudgetStep, MechanismResult, record_plan
 from .spanning_tree import REFERENCE_MIRROR_DESCENT, SELECT_ITERS, check_tree_sizes, select_tree
-from .steps import (Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, pgm_native_result,
-                    record_public_fit, release_over_original)
+from .steps import (Timer, candidate_marginals, l1_errors, model_mb, pgm_native_result,
+                    record_public_fit, release_over_original, released_model_size)
+from .tree_aim_options import BATCHES, TreeAIMOptions
 
-__all__ = ["default_picks", "tree_aim", "tree_aim_budget"]
+__all__ = ["TreeAIMOptions", "default_picks", "tree_aim", "tree_aim_budget"]
 
 #: Share of ``rho`` for the one-way marginals (MST: a third; AIM: about 6% at ``16 d`` rounds).
 ONE_WAY_SHARE = 0.2
@@ -84,8 +86,6 @@ TREE_SELECT_SHARE = 0.1
 TREE_SHARE = 0.35
 #: Share of each batch pick's budget that selects it (AIM's 10%).
 SELECT_SHARE = 0.1
-#: Default number of batches (refits before a selection).
-BATCHES = 2
 
 
 #: The noise one batch pick of a median-sized candidate may add, in total variation distance (expected), when
@@ -161,6 +161,7 @@ def tree_aim_budget(epsilon: float, delta: float = DEFAULT_DELTA, *, attributes:
     }
 
 
+@takes_own_options(TreeAIMOptions)
 def tree_aim(
     data: Dataset,
     epsilon: float,
@@ -171,17 +172,7 @@ def tree_aim(
     engine_iters: int = 10000,
     fit_options: FitOptions | None = None,
     max_model_mb: float = 80.0,
-    batches: int = BATCHES,
-    picks: int | None = None,
-    round_iters: int = 1000,
-    select_iters: int | None = None,
-    compress: bool = True,
-    synthetic: bool = True,
-    rows: int | None = None,
-    synthetic_method: str = "low_variance",
-    progress: bool | Callable[[dict], object] = False,
-    constraints: Sequence[Constraint] = (),
-    public: PublicData | None = None,
+    own: TreeAIMOptions,
 ) -> MechanismResult:
     """TreeAIM: MST's one-way marginals and spanning tree, then ``batches`` AIM-style batches of marginals, fit, sample.
 
@@ -199,16 +190,10 @@ def tree_aim(
         fit_options: a :class:`pgmjax.FitOptions` for every fit (default method: MST's reference mirror descent).
         max_model_mb: the model-size cap in MB (``8 * cells / 2^20``, over the declared domain): no batch pick takes
             the released model past it (AIM's 80).
-        batches: how many batches (refits before a selection).
-        picks: marginals drawn per batch (default: :func:`default_picks`, from the released record count and the
-            candidates' sizes: ``d`` to ``4 d`` in all).
-        round_iters: the most iterations of each batch's fit (warm-started; it stops once converged, AIM's
-            ``ROUND_TOL``).
-        select_iters: iterations of the one-way fit the tree's selection reads (MST's 2500).
-        compress: MST's domain compression.
-        synthetic, rows, synthetic_method, progress: as in :func:`pgmjax.mechanisms.mst`.
-        constraints: :class:`pgmjax.Constraint` objects (public), held by every fit; their attributes stay uncompressed.
-        public: a :class:`pgmjax.queries.public.PublicData`: its marginals join every fit, free.
+        **own: TreeAIM's own options, by name: the fields of
+            :class:`~pgmjax.mechanisms.tree_aim_options.TreeAIMOptions` (``batches``, ``picks``, ``round_iters``,
+            ``select_iters``, ``compress``, ``synthetic``, ``rows``, ``synthetic_method``, ``progress``,
+            ``constraints``, ``public``), checked before anything else.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (over the original domain), ``synthetic``,
@@ -228,6 +213,35 @@ def tree_aim(
         >>> res.accountant.spent == res.accountant.budget, len(res.info["edges"])
         (True, 3)
     """
+    run = _tree_aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
+    with size_limit.limited(capped_fit_bytes(run.max_model_mb, run.options["method"], run.options.get("dtype"))):
+        check_tree_sizes(data.domain, "tree_aim", run.options["method"], run.options.get("dtype"))
+        if run.own.constraints:
+            size_limit.check_cliques(data.domain, [c.attributes for c in run.own.constraints], "tree_aim",
+                                     what="the constraints' cliques")
+            run.options["constraints"] = run.round_options["constraints"] = run.own.constraints
+        return _tree_aim(data, key, run)
+
+
+class _Run(NamedTuple):
+    """:func:`tree_aim`'s arguments checked against the data: the common ones, the budget, the fits' options and the
+    own options (``select_iters``'s default filled in, ``constraints`` and ``public`` checked over the domain)."""
+
+    epsilon: float
+    delta: float
+    workload: object
+    engine_iters: int
+    max_model_mb: float
+    options: dict  # the final fit's keyword arguments (MST's reference mirror descent unless told)
+    round_options: dict  # the batches' fits' (:func:`_round_options`)
+    budget: dict  # tree_aim_budget's, with picks_given
+    own: TreeAIMOptions
+
+
+def _tree_aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb,
+                        own: TreeAIMOptions) -> _Run:
+    """:func:`tree_aim`'s arguments checked against the data (its own options were checked where made), before any
+    private computation."""
     where = "tree_aim"
     data = check_data(data, where)
     domain = data.domain
@@ -243,24 +257,16 @@ def tree_aim(
     workload = default_aim_workload(domain) if workload is None else workload
     aim_candidates(workload, domain)  # checked now, over the declared domain (the batches use the compressed one)
     engine_iters = _count(engine_iters, "engine_iters", where, 1)
-    round_iters = _count(round_iters, "round_iters", where, 1)
-    select_iters = min(SELECT_ITERS, engine_iters) if select_iters is None else _count(select_iters, "select_iters", where, 1)
-    budget = tree_aim_budget(epsilon, delta, attributes=len(domain), batches=batches, picks=picks)
-    budget["picks_given"] = picks is not None
-    compress = _boolean(compress, "compress", where)
-    synthetic, rows, synthetic_method = check_synthetic(synthetic, rows, synthetic_method, where)
+    if own.select_iters is None:  # MST's, at most the final fit's
+        own = dataclasses.replace(own, select_iters=min(SELECT_ITERS, engine_iters))
+    budget = tree_aim_budget(epsilon, delta, attributes=len(domain), batches=own.batches, picks=own.picks)
+    budget["picks_given"] = own.picks is not None
     options = check_fit_options(fit_options, where)
     round_options = _round_options(options)
     options.setdefault("method", REFERENCE_MIRROR_DESCENT)
-    constraints = check_constraints(domain, constraints, where)
-    public = check_public(public, domain, where)
-    with size_limit.limited(capped_fit_bytes(max_model_mb, options["method"], options.get("dtype"))):
-        check_tree_sizes(domain, where, options["method"], options.get("dtype"))
-        if constraints:
-            size_limit.check_cliques(domain, [c.attributes for c in constraints], where, what="the constraints' cliques")
-            options["constraints"] = round_options["constraints"] = constraints
-        return _tree_aim(data, epsilon, delta, key, workload, engine_iters, round_iters, select_iters, options,
-                         round_options, max_model_mb, budget, compress, synthetic, rows, synthetic_method, progress, constraints, public)
+    own = dataclasses.replace(own, constraints=check_constraints(domain, own.constraints, where),
+                              public=check_public(own.public, domain, where))
+    return _Run(epsilon, delta, workload, engine_iters, max_model_mb, options, round_options, budget, own)
 
 
 def _round_options(options: dict) -> dict:
@@ -279,18 +285,20 @@ def _round_options(options: dict) -> dict:
     return rounds
 
 
-def _fits_beside(domain: Domain, cliques: list, cands: list, max_model_mb: float) -> Callable[[int], bool]:
+def _fits_beside(cdom: Domain, domain: Domain, cliques: list, cands: list, max_model_mb: float) -> Callable[[int], bool]:
     """Whether candidate ``j`` may join a model over ``cliques``: it lies inside one of them (free), or the model with
-    it stays within ``max_model_mb`` (:func:`~pgmjax.mechanisms.steps.hypothetical_model_size`). Released cliques
-    only; asked about the drawn candidates only (:meth:`pgmjax.privacy.Accountant.exponential`'s ``admit``).
+    it, fitted over the compressed ``cdom`` and released over the declared ``domain``, stays within ``max_model_mb``
+    (:func:`~pgmjax.mechanisms.steps.released_model_size`). Released cliques only; asked about the drawn candidates
+    only (:meth:`pgmjax.privacy.Accountant.exponential`'s ``admit``).
 
-    ``domain`` is the declared one, over which the model is released: a model that fits over the compressed domain
-    may not once its merged values are restored, and the release would refuse it after the whole budget is spent."""
+    The size is the released model's: a model that fits over the compressed domain may not once its merged values
+    are restored (its junction tree is triangulated for the compressed sizes), and the release would refuse it
+    after the whole budget is spent."""
     held = [set(c) for c in cliques]
 
     def fits(j: int) -> bool:
         c = cands[j]
-        return any(set(c) <= h for h in held) or hypothetical_model_size(domain, cliques + [c]) <= max_model_mb
+        return any(set(c) <= h for h in held) or released_model_size(cdom, domain, cliques + [c]) <= max_model_mb
 
     return fits
 
@@ -310,7 +318,7 @@ def _draw_batch(acc: Accountant, key, cdata: Dataset, domain: Domain, cands: lis
         draws -= 1
         if not np.isfinite(q).any():
             break
-        fits = _fits_beside(domain, base + chosen, cands, max_model_mb)
+        fits = _fits_beside(cdata.domain, domain, base + chosen, cands, max_model_mb)
         try:
             j = acc.exponential(k_em, q, sens, epsilon=eps_em, admit=fits, target=f"batch {b + 1}, pick {p + 1}: select a marginal")
         except ValueError:  # nothing left fits beside the batch's picks (refused before any spending)
@@ -322,15 +330,14 @@ def _draw_batch(acc: Accountant, key, cdata: Dataset, domain: Domain, cands: lis
     return chosen
 
 
-def _tree_aim(data, epsilon, delta, key, workload, engine_iters, round_iters, select_iters, options, round_options,
-              max_model_mb,
-              budget, compress, synthetic, rows, synthetic_method, progress, constraints, public) -> MechanismResult:
+def _tree_aim(data, key, run: _Run) -> MechanismResult:
     """:func:`tree_aim` on checked arguments, its cap in force: the four steps of the module docstring."""
-    where, domain = "tree_aim", data.domain
+    where, domain, own, budget = "tree_aim", data.domain, run.own, run.budget
+    epsilon, delta, max_model_mb, constraints, public = run.epsilon, run.delta, run.max_model_mb, own.constraints, own.public
     d, attrs = len(domain), list(domain.attributes)
     batches, picks = budget["batches"], budget["picks"]
     steps = d + 3 + batches
-    bar = Progress(progress, steps, "TreeAIM", where)
+    bar = Progress(own.progress, steps, "TreeAIM", where)
     timer = Timer("engine", "selection")
     acc = Accountant(epsilon=epsilon, delta=delta, composition="zcdp")
     rho = acc.budget
@@ -342,29 +349,29 @@ def _tree_aim(data, epsilon, delta, key, workload, engine_iters, round_iters, se
         BudgetStep("batches: select marginals, measure them (the last measurement spends the rest)", "adaptive", 0.0),
     ], epsilon=epsilon, delta=delta)
     k_one, k_sel, k_two, k_batch, k_synth, k_dec = jax.random.split(key, 6)
-    fit_kwargs = {"structures": batches + 3, **options}
-    round_kwargs = {"structures": batches + 3, "tol": ROUND_TOL, **round_options}
-    fit_on = pool_repeats if options.get("loss", "l2") == "l2" else list
+    fit_kwargs = {"structures": batches + 3, **run.options}
+    round_kwargs = {"structures": batches + 3, "tol": ROUND_TOL, **run.round_options}
+    fit_on = pool_repeats if run.options.get("loss", "l2") == "l2" else list
     try:
         # 1. one-way marginals and the domain compression (MST's steps 1-2)
         one_way = acc.measure_many(k_one, data, [(a,) for a in attrs], rho=budget["one_way_rho"])
         bar.step({"stage": "one-way marginals", "step": 1, "steps": steps})
         held = {a for c in constraints for a in c.attributes}
-        cdom, mapping, one_way_c = compress_domain(domain, one_way, keep=held) if compress else (domain, {}, list(one_way))
+        cdom, mapping, one_way_c = compress_domain(domain, one_way, keep=held) if own.compress else (domain, {}, list(one_way))
         cdata = compress_data(data, mapping, cdom) if mapping else data
         if public is not None:
             fit_kwargs["public"] = round_kwargs["public"] = public.recoded(mapping, cdom) if mapping else public
 
         # 2. the tree (MST's steps 3-4)
         with timer("engine"):
-            model = estimate(cdom, one_way_c, iters=select_iters, **fit_kwargs)
+            model = estimate(cdom, one_way_c, iters=own.select_iters, **fit_kwargs)
         with timer("selection"):
             edges = select_tree(acc, k_sel, cdata, model, budget["tree_select_rho"], bar, where,
                                 [c.attributes for c in constraints], steps=steps)
         measurements = list(one_way_c) + list(acc.measure_many(k_two, cdata, edges, rho=budget["tree_rho"]))
 
         # 3. the batches: refit, score every candidate, draw and measure `picks` marginals
-        candidates = aim_candidates(workload, cdom)
+        candidates = aim_candidates(run.workload, cdom)
         cands = list(candidates)
         weight = np.array([candidates[c] for c in cands])
         sizes = np.array([possible_cells(cdom, c, constraints).sum() if constraints else cdom.size(c) for c in cands],
@@ -381,7 +388,7 @@ def _tree_aim(data, epsilon, delta, key, workload, engine_iters, round_iters, se
         draws = batches * picks
         for b in range(batches):
             with timer("engine"):
-                model = estimate(cdom, fit_on(measurements), iters=round_iters, warm_start=model, **round_kwargs)
+                model = estimate(cdom, fit_on(measurements), iters=own.round_iters, warm_start=model, **round_kwargs)
             with timer("selection"):
                 base = list(model.cliques)
                 q = weight * (l1_errors(truth, candidate_marginals(model, cands)) - HALF_NORMAL_MEAN * sigma * sizes)
@@ -397,18 +404,18 @@ def _tree_aim(data, epsilon, delta, key, workload, engine_iters, round_iters, se
 
         # 4. the final fit, synthetic records, decompression (MST's step 5)
         with timer("engine"):
-            model_c = estimate(cdom, fit_on(measurements), iters=engine_iters, warm_start=model, **fit_kwargs)
+            model_c = estimate(cdom, fit_on(measurements), iters=run.engine_iters, warm_start=model, **fit_kwargs)
         record_public_fit(acc, model_c, cdom, fit_kwargs.get("public"), measurements)  # what the fit took, free
         bar.step({"stage": "final fit", "step": steps - 1, "steps": steps})
-        model_out, synth = release_over_original(model_c, mapping, domain, k_synth, k_dec, synthetic=synthetic,
-                                                 rows=rows, method=synthetic_method, timer=timer)
+        model_out, synth = release_over_original(model_c, mapping, domain, k_synth, k_dec, synthetic=own.synthetic,
+                                                 rows=own.rows, method=own.synthetic_method, timer=timer)
         bar.step({"stage": "synthetic data", "step": steps, "steps": steps})
     finally:
         bar.close()
 
     info = {
         "epsilon": epsilon, "delta": delta, "rho": rho, "budget": budget, "edges": edges, "selected": selected, "log": log, "compressed_domain": cdom, "mapping": mapping, "compressed_model": model_c,
-        "total": model_c.total, "model_mb": model_mb(model_out), "engine_iters": engine_iters, "seconds": timer.done(),
+        "total": model_c.total, "model_mb": model_mb(model_out), "engine_iters": run.engine_iters, "seconds": timer.done(),
         "public": list((model_c.info or {}).get("public", [])),
     }
     return pgm_native_result("tree_aim", "TreeAIM", model=model_out, synthetic=synth, measurements=measurements,

@@ -516,4 +516,4 @@ def test_module_docstring_examples():
         result = doctest.testmod(module, extraglobs=globs, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0, name
         attempted += result.attempted
-    assert len(names) == 7 and attempted > 25
+    assert len(names) == 8 and attempted > 25

@@ -174,3 +174,21 @@ def test_admit_refusing_all_spends_nothing_and_says_so():
     assert acc.spent == 0 and not acc.ledger
     with pytest.raises(ValueError, match="num="):
         acc.exponential(jax.random.key(0), [1.0, 2.0], 1.0, epsilon=0.5, num=2, admit=lambda j: True)
+
+
+def test_the_size_check_is_the_released_model_s_after_compression():
+    """A 4-cycle over two wide attributes that compress to 2 values: the fit over the compressed domain adds the
+    chord between them, and the release keeps that junction tree over the original sizes (20x the cells a
+    triangulation for the original sizes would take). The picks' check must count the release (once, on Stroke,
+    a model of 2.6 GB passed a check of 80 MB and was refused only after the whole budget was spent)."""
+    from pgmjax.mechanisms.domain_compression import decompress_model
+    from pgmjax.mechanisms.steps import hypothetical_model_size, released_model_size
+
+    dom, cdom = pj.Domain({"a": 200, "b": 10, "c": 200, "d": 10}), pj.Domain({"a": 2, "b": 10, "c": 2, "d": 10})
+    mapping = {"a": np.arange(200) % 2, "c": np.arange(200) // 100}
+    cycle = [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")]
+    rng = np.random.default_rng(0)
+    ms = [pj.Measurement(c, rng.uniform(1, 5, cdom.size(c)).reshape(cdom.project(c).shape)) for c in cycle]
+    released = decompress_model(pj.estimate(cdom, ms, iters=5), mapping, dom)
+    assert model_mb(released) == pytest.approx(released_model_size(cdom, dom, cycle))
+    assert released_model_size(cdom, dom, cycle) >= 20 * hypothetical_model_size(dom, cycle)

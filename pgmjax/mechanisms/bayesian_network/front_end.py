@@ -32,7 +32,7 @@ ICML 2019 run used (``func = true``).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -44,17 +44,19 @@ from ...estimation.estimate import estimate
 from ...estimation.memory import check_capped_fit
 from ...graph.junction import maximal_cliques
 from ...privacy import REST, Accountant
+from ...privacy import check_count
 from ...privacy import check_key as _check_key
 from ...privacy import check_positive as _positive
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.measurement import Measurement, estimate_total
 from ..options import check_epsilon, check_fit_options, check_model_cap, check_pure_delta, refuse_option
 from ..result import BudgetStep, MechanismResult, record_plan
+from ..own_options import takes_own_options
 from ..steps import oracle_of
 from .conditionals import noisy_conditionals, sample_network
 from .network_search import check_binary, model_cells, greedy_bayes
 from .parent_sets import usefulness_tau
-from .scores import MI_UNBOUNDED, SCORES
+from .privbayes_options import PrivBayesOptions
 
 # Peak memory of a fit per cell of the model's junction tree, float32 (potentials, marginals, gradients,
 # line-search trials, messages, sampling): 89 bytes measured for 8M cells with mirror descent and
@@ -63,23 +65,6 @@ from .scores import MI_UNBOUNDED, SCORES
 ENGINE_BYTES_PER_CELL = 100
 #: PrivBayes's default model-size cap (MB of a float64 model, 8 bytes per cell): 21M cells, a fit of about 2 GiB.
 DEFAULT_MAX_MODEL_MB = 160.0
-
-
-def _fraction(value, name: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{where}: {name} must be a number, got {value!r}")
-    x = float(value)
-    if not 0.0 < x < 1.0:
-        raise ValueError(f"{where}: {name} must be in (0, 1), got {value!r}")
-    return x
-
-
-def _integer(value, name: str, where: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{where}: {name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{where}: {name} must be at least {minimum}, got {value}")
-    return int(value)
 
 
 def _max_model_cells(domain, max_model_mb: float, where: str) -> int:
@@ -108,30 +93,31 @@ def _estimated_total(measurements, noisy_count: float | None, eps_count: float) 
     return max(float(total), 1.0)
 
 
-def _record_count(acc: Accountant, key, n: int, eps: float, *, bounded: bool, needed: bool, count_fraction: float):
+def _record_count(acc: Accountant, key, n: int, eps: float, own: PrivBayesOptions, *, needed: bool):
     """Step 1: ``(eps_count, noisy_count, records)``, the ``N`` the usefulness rule reads.
 
-    Public ``N`` under replace-one; under add/remove a Laplace count with ``count_fraction * eps`` when
-    the rule needs it (``degree`` None and more than one attribute), else nothing is spent and
-    ``records`` is None.
+    Public ``N`` under replace-one (``own.bounded``); under add/remove a Laplace count with
+    ``own.count_fraction * eps`` when the rule needs it (``degree`` None and more than one attribute), else
+    nothing is spent and ``records`` is None.
     """
-    if bounded:
+    if own.bounded:
         return 0.0, None, float(n)
     if needed:
-        eps_count = count_fraction * eps
+        eps_count = own.count_fraction * eps
         noisy_count = float(acc.laplace(key, np.array([float(n)]), 1.0, epsilon=eps_count, target="record count")[0])
         return eps_count, noisy_count, max(noisy_count, 1.0)
     return 0.0, None, None
 
 
-def _table_cap(records, eps_tables: float, d: int, theta: float, degree, max_cells: int, max_model_cells: int):
+def _table_cap(records, eps_tables: float, d: int, own: PrivBayesOptions, max_model_cells: int):
     """``(tau, cap)``: the largest table GreedyBayes may choose (TODS Section 4.4), ``tau`` None for a fixed degree."""
-    if degree is None and records is not None:
-        tau = usefulness_tau(records, eps_tables, d, theta)
-        return tau, int(math.floor(min(tau, max_cells, max_model_cells)))  # min first: tau may be inf at eps ~ 1e308
-    return None, min(max_cells, max_model_cells)
+    if own.degree is None and records is not None:
+        tau = usefulness_tau(records, eps_tables, d, own.theta)
+        return tau, int(math.floor(min(tau, own.max_cells, max_model_cells)))  # min first: tau may be inf at eps ~ 1e308
+    return None, min(own.max_cells, max_model_cells)
 
 
+@takes_own_options(PrivBayesOptions)
 def privbayes(
     data: Dataset,
     epsilon: float,
@@ -142,15 +128,7 @@ def privbayes(
     engine_iters: int = 1000,
     fit_options: FitOptions | None = None,
     max_model_mb: float = DEFAULT_MAX_MODEL_MB,
-    beta: float = 0.3,
-    theta: float = 4.0,
-    score: str = "R",
-    degree: int | None = None,
-    bounded: bool = False,
-    count_fraction: float = 0.01,
-    max_candidates: int = 10_000,
-    max_cells: int = 10**7,
-    keep_scores: bool = False,
+    own: PrivBayesOptions,
 ) -> MechanismResult:
     """PrivBayes and PrivBayes+PGM on the same noisy tables (pure ``epsilon``-DP; Zhang et al., ACM TODS 2017).
 
@@ -177,19 +155,9 @@ def privbayes(
             whose network can triangulate into cliques of billions of cells; this is the bound that stops
             it. A fit's peak memory is about :data:`ENGINE_BYTES_PER_CELL` bytes per cell in float32
             (about 2 GiB at the default; twice that in float64): raise it on a machine with more memory.
-        beta: share of the budget for the structure, in (0, 1).
-        theta: usefulness ``theta > 0`` (ignored when ``degree`` is given).
-        score: ``"R"`` (default), ``"I"`` (mutual information; needs ``bounded=True``) or ``"F"``
-            (binary attributes only).
-        degree: None for the tau rule, or a fixed number ``k >= 0`` of parents.
-        bounded: False for add/remove-one neighbours (default), True for replace-one (``N`` public,
-            the paper's convention).
-        count_fraction: share of the budget for the record count (step 1), in (0, 1).
-        max_candidates: the most candidates one structure step may score; beyond it the step's cap
-            is halved (data-independent).
-        max_cells: the largest table ``n_X prod n_Pi`` any candidate may have.
-        keep_scores: put every candidate's exact quality in ``info["steps"]``. These are NOT
-            private: for analysis and tests only, strip them before releasing ``info``.
+        **own: PrivBayes's own options, by name: the fields of :class:`PrivBayesOptions` (``beta``, ``theta``,
+            ``score``, ``degree``, ``bounded``, ``count_fraction``, ``max_candidates``, ``max_cells``,
+            ``keep_scores``), checked before anything else.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` the +PGM arm, ``synthetic``
@@ -209,14 +177,24 @@ def privbayes(
         >>> res.info["network"], res.accountant.spent
         ([('b', ()), ('a', ('b',)), ('c', ('b',))], 1.0)
     """
-    checked = _privbayes_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, beta,
-                                   theta, score, degree, bounded, count_fraction, max_candidates, max_cells, keep_scores)
-    return _privbayes(data, key, **checked)
+    run = _privbayes_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
+    return _privbayes(data, key, run)
 
 
-def _privbayes_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, beta, theta, score,
-                         degree, bounded, count_fraction, max_candidates, max_cells, keep_scores) -> dict:
-    """:func:`privbayes`'s arguments checked, before any private computation: the keyword arguments of :func:`_privbayes`."""
+class _Run(NamedTuple):
+    """:func:`privbayes`'s arguments checked against the data: the common ones and the own options."""
+
+    eps: float
+    engine_iters: int
+    options: dict  # the keyword arguments of the fit (FitOptions.given())
+    max_model_cells: int
+    own: PrivBayesOptions
+
+
+def _privbayes_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb,
+                         own: PrivBayesOptions) -> _Run:
+    """:func:`privbayes`'s arguments checked against the data (its own options were checked where made), before any
+    private computation."""
     where = "privbayes"
     if not isinstance(data, Dataset):
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
@@ -224,50 +202,33 @@ def _privbayes_arguments(data, epsilon, delta, key, workload, engine_iters, fit_
     check_pure_delta(delta, where)
     _check_key(key, where)
     refuse_option(workload, "workload", where, "its network is chosen by its score, for no workload")
-    beta = _fraction(beta, "beta", where)
-    theta = _positive(theta, "theta", where)
-    count_fraction = _fraction(count_fraction, "count_fraction", where)
-    if not isinstance(bounded, (bool, np.bool_)):
-        raise TypeError(f"{where}: bounded must be True or False, got {bounded!r}")
-    bounded = bool(bounded)
-    if score not in SCORES:
-        raise ValueError(f"{where}: score must be one of {SCORES}, got {score!r}")
-    if score == "I" and not bounded:
-        raise ValueError(f"{where}: {MI_UNBOUNDED}")
-    check_binary(data.domain, score, where)
-    if degree is not None:
-        degree = _integer(degree, "degree", where, 0)
-    max_candidates = _integer(max_candidates, "max_candidates", where, 1)
-    max_cells = _integer(max_cells, "max_cells", where, 1)
+    check_binary(data.domain, own.score, where)
     if max_model_mb is None:
         raise ValueError(f"{where}: max_model_mb must be a number: it bounds the network's model (default {DEFAULT_MAX_MODEL_MB:g})")
     max_model_mb = check_model_cap(max_model_mb, where)
-    engine_iters = _integer(engine_iters, "engine_iters", where, 0)
-    if not isinstance(keep_scores, (bool, np.bool_)):
-        raise TypeError(f"{where}: keep_scores must be True or False, got {keep_scores!r}")
+    engine_iters = check_count(engine_iters, "engine_iters", where, 0)
     options = check_fit_options(fit_options, where)
     if len(data) < 2:
         raise ValueError(f"{where}: needs at least 2 records, got {len(data)}")
     domain = data.domain
-    too_big = [a for a in domain.attributes if domain[a] > max_cells]
+    too_big = [a for a in domain.attributes if domain[a] > own.max_cells]
     if too_big:
-        raise ValueError(f"{where}: attributes {too_big} have more than max_cells={max_cells} values")
+        raise ValueError(f"{where}: attributes {too_big} have more than max_cells={own.max_cells} values")
     max_model_cells = _max_model_cells(domain, max_model_mb, where)
     if oracle_of(options) == "exact":  # the largest network's fit the cap allows, at its peak, before any budget
         check_capped_fit(max_model_mb, options.get("method", "mirror_descent"), options.get("dtype"), where)
-    return dict(eps=eps, beta=beta, theta=theta, count_fraction=count_fraction, bounded=bounded, score=score, degree=degree,
-                max_candidates=max_candidates, max_cells=max_cells, max_model_cells=max_model_cells,
-                engine_iters=engine_iters, keep_scores=bool(keep_scores), options=options)
+    return _Run(eps, engine_iters, options, max_model_cells, own)
 
 
-def _privbayes(data: Dataset, key, *, eps, beta, theta, count_fraction, bounded, score, degree, max_candidates, max_cells,
-               max_model_cells, engine_iters, keep_scores, options) -> MechanismResult:
+def _privbayes(data: Dataset, key, run: _Run) -> MechanismResult:
     """PrivBayes's Algorithm 1 on checked arguments (module docstring): count, network, noisy tables, both arms."""
+    eps, options, max_model_cells, own = run.eps, run.options, run.max_model_cells, run.own
+    beta, bounded, score, degree = own.beta, own.bounded, own.score, own.degree
     n, domain = len(data), data.domain
     d = len(domain)
     acc = Accountant(epsilon=eps, bounded=bounded)
     counted = not bounded and degree is None and d > 1  # step 1 runs (see _record_count)
-    plan_count = count_fraction * eps if counted else 0.0
+    plan_count = own.count_fraction * eps if counted else 0.0
     plan = record_plan(acc, "privbayes", [
         BudgetStep("record count", "laplace", plan_count, int(counted), epsilon=plan_count if counted else None),
         BudgetStep("network: select parents", "exponential", beta * (eps - plan_count) if d > 1 else 0.0, max(d - 1, 0),
@@ -277,17 +238,15 @@ def _privbayes(data: Dataset, key, *, eps, beta, theta, count_fraction, bounded,
     k_count, k_struct, k_tables, k_orig, k_pgm = jax.random.split(key, 5)
 
     # 1. The record count, when the usefulness rule needs it and N is private.
-    eps_count, noisy_count, records = _record_count(
-        acc, k_count, n, eps, bounded=bounded, needed=degree is None and d > 1, count_fraction=count_fraction
-    )
+    eps_count, noisy_count, records = _record_count(acc, k_count, n, eps, own, needed=degree is None and d > 1)
     eps_struct = beta * (eps - eps_count) if d > 1 else 0.0
     eps_tables = eps - eps_count - eps_struct  # what the tables will get (spent as REST)
 
     # 2. The network.
-    tau, cap = _table_cap(records, eps_tables, d, theta, degree, max_cells, max_model_cells)
+    tau, cap = _table_cap(records, eps_tables, d, own, max_model_cells)
     network, steps = greedy_bayes(
-        data, acc, k_struct, eps_struct, score=score, cap=cap, degree=degree, max_candidates=max_candidates,
-        keep_scores=keep_scores, max_model_cells=None if oracle_of(options) == "approximate" else max_model_cells,
+        data, acc, k_struct, eps_struct, score=score, cap=cap, degree=degree, max_candidates=own.max_candidates,
+        keep_scores=own.keep_scores, max_model_cells=None if oracle_of(options) == "approximate" else max_model_cells,
     )
 
     # 3. The noisy tables: only the maximal cliques, each with eps2 / m.
@@ -306,7 +265,7 @@ def _privbayes(data: Dataset, key, *, eps, beta, theta, count_fraction, bounded,
 
     # 4b. +PGM arm on the same measurements.
     release_compiled(above=MAX_LIVE_PROGRAMS)  # a sweep over many structures: free the dead ones, keep a bounded number
-    model = estimate(domain, measurements, iters=engine_iters, total=total, **options)
+    model = estimate(domain, measurements, iters=run.engine_iters, total=total, **options)
     if getattr(model, "approximate", False):
         # An approximate model's pseudo-marginals are locally consistent: each network table's conditional read
         # from them defines a Bayesian network, sampled in network order like the original arm.
@@ -323,7 +282,7 @@ def _privbayes(data: Dataset, key, *, eps, beta, theta, count_fraction, bounded,
         "quality": (score if bounded else f"N*{score}"),
         "bounded": bounded,
         "beta": beta,
-        "theta": theta,
+        "theta": own.theta,
         "degree": degree,
         "epsilon": eps,
         "epsilon_count": eps_count,
@@ -340,7 +299,7 @@ def _privbayes(data: Dataset, key, *, eps, beta, theta, count_fraction, bounded,
         "noisy_count": noisy_count,
         "total": total,
         "conditionals": conditionals,
-        "engine_iters": engine_iters,
+        "engine_iters": run.engine_iters,
     }
     return MechanismResult(mechanism="privbayes", model=model, synthetic=synthetic, measurements=measurements, accountant=acc,
                            original=original, info=info, plan=plan)

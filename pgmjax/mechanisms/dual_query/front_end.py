@@ -31,6 +31,7 @@ the likelihood.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -56,13 +57,15 @@ from ...queries.workload import Workload
 from ..options import (DEFAULT_DELTA, check_attribute_matrices, check_domain_size, check_epsilon, check_fit_options,
                        check_model_cap, check_positive_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
+from ..own_options import takes_own_options
 from ..steps import Timer, hypothetical_model_size, synthesize
+from .dualquery_options import BOUNDS as _BOUNDS
+from .dualquery_options import DualQueryOptions
 from .queries import QueryBlocks, kron_np, max_sum_ve  # noqa: F401  (kron_np: used by the tests through this module)
 from .transcript import DualQueryTranscript, TranscriptLoss
 
 __all__ = ["dualquery", "dualquery_plan", "DualQueryTranscript", "TranscriptLoss", "max_sum_ve", "simulate"]
 
-_BOUNDS = {"b2": "advanced", "heterogeneous": "advanced_heterogeneous"}
 _WHERE = "dualquery"
 
 
@@ -233,6 +236,7 @@ def simulate(workload: Workload, answers, *, key, eta: float, samples: int, roun
 # ---------------------------------------------------------------------------------------------------
 
 
+@takes_own_options(DualQueryOptions)
 def dualquery(
     data: Dataset,
     epsilon: float,
@@ -243,10 +247,7 @@ def dualquery(
     engine_iters: int = 1000,
     fit_options: FitOptions | None = None,
     max_model_mb: float | None = None,
-    eta: float = 2.0,
-    samples: int = 50,
-    rounds: int | None = None,
-    bound: str = "b2",
+    own: DualQueryOptions,
 ) -> MechanismResult:
     """DualQuery and DualQuery+PGM on the same transcript (Gaboardi et al., ICML 2014; +PGM: McKenna, Sheldon & Miklau, ICML 2019).
 
@@ -283,10 +284,8 @@ def dualquery(
             ``loss`` (the transcript's likelihood is set here, as are the total, cliques and iterations).
         max_model_mb: None (default), or a cap in MB on the model over the workload's cliques, checked
             before anything is computed.
-        eta: multiplicative-weights learning rate (the run may use a larger ``eta_used``, see above).
-        samples: ``s``, queries drawn per round.
-        rounds: ``T``; None solves the largest ``T`` with ``eps(T) <= epsilon`` at ``eta``.
-        bound: ``"b2"`` (default, as the 2019 experiments) or ``"heterogeneous"`` (tighter).
+        **own: DualQuery's own options, by name: the fields of :class:`DualQueryOptions` (``eta``, ``samples``,
+            ``rounds``, ``bound``), checked before anything else.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``synthetic`` (``N``
@@ -305,15 +304,30 @@ def dualquery(
         >>> res.info["rounds"], [round(e, 2) for e in errors]
         (3, [0.56, 0.24])
     """
-    checked = _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, eta,
-                                   samples, rounds, bound)
-    return _dualquery(data, key, epsilon=float(epsilon), **checked)
+    run = _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
+    return _dualquery(data, key, run)
 
 
-def _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, eta, samples, rounds,
-                         bound) -> dict:
-    """:func:`dualquery`'s arguments checked and its plan made, before any private computation: the keyword
-    arguments of :func:`_dualquery`."""
+class _Run(NamedTuple):
+    """:func:`dualquery`'s arguments checked against the data, its fit's settings and its plan."""
+
+    epsilon: float
+    delta: float
+    workload: Workload
+    engine_iters: int
+    options: dict  # the fit's other keyword arguments (FitOptions.given() less method, step_size, dtype)
+    method: str
+    step_size: float | None
+    dtype: object
+    queries: QueryBlocks
+    plan: dict  # dualquery_plan's
+    own: DualQueryOptions
+
+
+def _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb,
+                         own: DualQueryOptions) -> _Run:
+    """:func:`dualquery`'s arguments checked against the data (its own options were checked where made) and its plan
+    made, before any private computation."""
     where = _WHERE
     if not isinstance(data, Dataset):
         raise TypeError(f"{where}: data must be a pgmjax.Dataset, got {type(data).__name__}")
@@ -321,10 +335,6 @@ def _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, fit_
     delta = check_positive_delta(delta, where)
     _check_key(key, where)
     workload = check_workload(workload, data.domain, where)
-    if bound not in _BOUNDS:
-        raise ValueError(f"{where}: bound must be 'b2' or 'heterogeneous', got {bound!r}")
-    if isinstance(samples, (bool, np.bool_)) or not isinstance(samples, (int, np.integer)) or samples < 1:
-        raise ValueError(f"{where}: samples must be a positive integer, got {samples!r}")
     if isinstance(engine_iters, (bool, np.bool_)) or not isinstance(engine_iters, (int, np.integer)) or engine_iters < 0:
         raise ValueError(f"{where}: engine_iters must be a non-negative integer, got {engine_iters!r}")
     options = check_fit_options(fit_options, where, refused=("loss",))
@@ -355,15 +365,16 @@ def _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, fit_
     check_fit(data.domain, list(dict.fromkeys(workload.cliques)), method, fdtype, where, callable_loss=True,
               what=" of the transcript")
     queries = QueryBlocks(workload, data.domain, where)
-    plan = dualquery_plan(epsilon, delta, records=len(data), eta=eta, samples=samples, rounds=rounds, bound=bound)
-    return dict(delta=delta, workload=workload, bound=bound, samples=samples, engine_iters=int(engine_iters), options=options,
-                method=method, step_size=step_size, dtype=dtype, queries=queries, plan=plan)
+    plan = dualquery_plan(epsilon, delta, records=len(data), eta=own.eta, samples=own.samples, rounds=own.rounds,
+                          bound=own.bound)
+    return _Run(float(epsilon), delta, workload, int(engine_iters), options, method, step_size, dtype, queries, plan, own)
 
 
-def _dualquery(data: Dataset, key, *, epsilon, delta, workload, bound, samples, engine_iters, options, method, step_size,
-               dtype, queries, plan) -> MechanismResult:
+def _dualquery(data: Dataset, key, run: _Run) -> MechanismResult:
     """DualQuery's Algorithm 1 on checked arguments: the game between the query and the record player (the
     private draws through the accountant), then the engine fitted to the transcript."""
+    epsilon, delta, queries, plan, own = run.epsilon, run.delta, run.queries, run.plan, run.own
+    samples, bound, step_size = own.samples, own.bound, run.step_size
     timer, N, M = Timer(), len(data), queries.size
     T, eta_used = plan["rounds"], plan["eta_used"]
     acc = Accountant(epsilon=epsilon, delta=float(delta), bounded=True, composition=_BOUNDS[bound])
@@ -390,8 +401,9 @@ def _dualquery(data: Dataset, key, *, epsilon, delta, workload, bound, samples, 
         if step_size is None:
             step_size = 1.0 / (transcript.lipschitz() * N)
         release_compiled(above=MAX_LIVE_PROGRAMS)  # a sweep over many structures: free the dead ones, keep a bounded number
-        model = api.estimate(data.domain, [], method=method, iters=engine_iters, loss=transcript.loss(), total=N,
-                             cliques=list(dict.fromkeys(workload.cliques)), dtype=dtype, step_size=step_size, **options)
+        model = api.estimate(data.domain, [], method=run.method, iters=run.engine_iters, loss=transcript.loss(), total=N,
+                             cliques=list(dict.fromkeys(run.workload.cliques)), dtype=run.dtype, step_size=step_size,
+                             **run.options)
     synthetic = synthesize(model, k_synth)
     info = {
         "rounds": T,
@@ -405,7 +417,7 @@ def _dualquery(data: Dataset, key, *, epsilon, delta, workload, bound, samples, 
         "queries": M,
         "satisfied": values,
         "transcript": transcript,
-        "engine_iters": engine_iters,
+        "engine_iters": run.engine_iters,
         "seconds": timer.done(),
     }
     return MechanismResult(mechanism="dualquery", model=model, synthetic=synthetic, measurements=[], accountant=acc,

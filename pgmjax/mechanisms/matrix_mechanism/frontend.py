@@ -38,6 +38,7 @@ Example:
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -49,7 +50,6 @@ from ...estimation.estimate import estimate
 from ...estimation.driver import METHODS
 from ...estimation import memory as fit_memory
 from ...privacy import Accountant
-from ...checks import check_bool as _bool
 from ...checks import check_count as _int
 from ...checks import check_key as _check_key
 from ...checks import check_positive as _positive
@@ -63,26 +63,14 @@ from ..options import check_choice as _choice
 from ..options import check_workload as _as_workload
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..steps import Timer, hypothetical_model_size, synthesize
+from ..own_options import takes_own_options
 from .error import expected_error
+from .hdmm_options import DEFAULT_MAX_TABLE_CELLS, HDMMOptions
 from .least_squares import global_least_squares, least_squares_marginal
 from .measure import equal_column_norms, measure_strategy
-from .planning import (
-    MAX_MARGINAL_ATTRIBUTES,
-    NOISES,
-    STRATEGIES,
-    WEIGHTS,
-    check_strategy,
-    hdmm_strategy,
-    strategy_record,
-    union_workload,
-)
+from .planning import MAX_MARGINAL_ATTRIBUTES, check_strategy, hdmm_strategy, strategy_record, union_workload
 
-__all__ = ["hdmm", "DEFAULT_MAX_TABLE_CELLS"]
-
-#: Global least squares runs only when the full table over the workload's attributes has at most this many
-#: cells (2^24 cells: LSMR keeps about six float64 tables, ~0.8 GiB).
-DEFAULT_MAX_TABLE_CELLS = 2**24
-
+__all__ = ["hdmm", "HDMMOptions", "DEFAULT_MAX_TABLE_CELLS"]
 
 
 def _local_tables(domain: Domain, measurements: list[Measurement], cliques: list[Clique]) -> dict[Clique, np.ndarray]:
@@ -122,6 +110,7 @@ def _check_sizes(domain: Domain, cliques: list[Clique], where: str, method: str 
     fit_memory.check_fit(domain, cliques, method, dtype, where, gathered=fit_memory.host_cells(domain, cliques, cliques),
                          what=" of HDMM+PGM")
 
+@takes_own_options(HDMMOptions)
 def hdmm(
     data: Dataset,
     epsilon: float,
@@ -132,14 +121,7 @@ def hdmm(
     engine_iters: int = 1000,
     fit_options: FitOptions | None = None,
     max_model_mb: float | None = None,
-    strategy="opt+",
-    weights: str = "opt",
-    bounded: bool = False,
-    noise: str = "laplace",
-    restarts: int = 8,
-    original: bool = True,
-    max_table_cells: int = DEFAULT_MAX_TABLE_CELLS,
-    synthetic: bool = True,
+    own: HDMMOptions,
 ) -> MechanismResult:
     """HDMM with its local least squares (HDMM+LLS), the engine (HDMM+PGM) and, when it fits, global least squares.
 
@@ -161,22 +143,9 @@ def hdmm(
             ``"dual_averaging"`` or ``"lbfgs"``; ``loss``, ``dtype``, ``tol``, ``callback``, ...).
         max_model_mb: None (default), or a cap in MB on the model over the workload's cliques, checked
             before anything is computed.
-        strategy: ``"opt+"`` (default; per-clique OPT_kron in an OPT_+ union), ``"identity"`` (each clique's
-            marginal), ``"marginals"`` (OPT_M, at most 16 workload attributes), or a prebuilt
-            :mod:`pgmjax.mechanisms.matrix_mechanism` ``KronStrategy`` / ``UnionStrategy`` / ``MarginalsStrategy`` (used as given,
-            e.g. from :func:`hdmm_strategy` once for many runs; its term weights are the relative row
-            scalings, normalised away by the calibration).
-        weights: ``"opt"`` (OPT_+ ``alpha_j ∝ e_j^(1/3)``) or ``"equal"`` (the ICML 2019 script), for the
-            union strategies built here.
-        bounded: replace-one neighbours (``N`` public; sensitivities doubled, L2 times ``sqrt 2``; the engine
-            gets ``total = N``) instead of add/remove-one (``N`` private, estimated from the measurements).
-            The ICML 2019 experiments ran bounded.
-        noise: ``"laplace"`` (pure DP, the paper's) or ``"gaussian"`` (zCDP; needs ``delta``).
-        restarts: L-BFGS restarts of the strategy optimisation.
-        original: run the LLS arm.
-        max_table_cells: run global least squares only when the full table over the workload's attributes
-            has at most this many cells (0: never).
-        synthetic: draw ``round(model.total)`` synthetic records from the engine's model.
+        **own: HDMM's own options, by name: the fields of :class:`HDMMOptions` (``strategy``, ``weights``,
+            ``bounded``, ``noise``, ``restarts``, ``original``, ``max_table_cells``, ``synthetic``), checked before
+            anything else.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (HDMM+PGM), ``synthetic``,
@@ -216,34 +185,40 @@ def hdmm(
         >>> res.original.marginal(("age", "sex")).shape, res.model.marginal(("age", "sex")).shape
         ((16, 2), (16, 2))
     """
-    checked = _hdmm_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, strategy,
-                              weights, bounded, noise, restarts, original, max_table_cells, synthetic)
-    return _hdmm(data, key, **checked)
+    run = _hdmm_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
+    return _hdmm(data, key, run)
 
 
-def _hdmm_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, strategy, weights,
-                    bounded, noise, restarts, original, max_table_cells, synthetic) -> dict:
-    """:func:`hdmm`'s arguments checked, before any private computation and before the strategy is optimised:
-    the keyword arguments of :func:`_hdmm`."""
+class _Run(NamedTuple):
+    """:func:`hdmm`'s arguments checked against the data: the common ones, the fit's method and options, the
+    workload (as given and as a union of Kronecker products) and the own options (``strategy`` checked against
+    the workload)."""
+
+    epsilon: float
+    delta: float
+    engine_iters: int
+    options: dict  # the keyword arguments of the fit (FitOptions.given()), less the method
+    method: str
+    wl: object
+    W: object
+    own: HDMMOptions
+
+
+def _hdmm_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own: HDMMOptions) -> _Run:
+    """:func:`hdmm`'s arguments checked against the data (its own options were checked where made), before any
+    private computation and before the strategy is optimised."""
     where = "hdmm"
     domain = check_data(data, where).domain
     epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     _check_key(key, where)
-    noise = _choice(noise, "noise", NOISES, where)
-    if noise == "gaussian":
+    if own.noise == "gaussian":
         delta = check_positive_delta(delta, where, "; Gaussian noise gives (epsilon, delta)-DP (e.g. delta=1e-9), or use noise='laplace'")
     else:
         delta = check_pure_delta(delta, where, " with Laplace noise; pass noise='gaussian' for (epsilon, delta)-DP through zCDP")
-    bounded = _bool(bounded, "bounded", where)
-    weights = _choice(weights, "weights", WEIGHTS, where)
-    restarts = _int(restarts, "restarts", where, 1)
     engine_iters = _int(engine_iters, "engine_iters", where, 0)
     options = check_fit_options(fit_options, where)
     method = _choice(options.pop("method", "mirror_descent"), "fit_options method", tuple(METHODS), where)
     max_model_mb = check_model_cap(max_model_mb, where)
-    original = _bool(original, "original", where)
-    max_table_cells = _int(max_table_cells, "max_table_cells", where, 0)
-    synthetic = _bool(synthetic, "synthetic", where)
     wl = _as_workload(workload, domain, where)
     _check_sizes(domain, list(dict.fromkeys(wl.cliques)), where, method, options.get("dtype"))
     if max_model_mb is not None:
@@ -251,32 +226,30 @@ def _hdmm_arguments(data, epsilon, delta, key, workload, engine_iters, fit_optio
         if mb > max_model_mb:
             raise ValueError(f"{where}: the model over the workload's cliques takes {mb:.4g} MB, above max_model_mb={max_model_mb:g}")
     W = union_workload(wl)
-    if isinstance(strategy, str):
-        strategy = _choice(strategy, "strategy", STRATEGIES, where)
-        if strategy == "marginals" and len(W.attributes) > MAX_MARGINAL_ATTRIBUTES:
+    if isinstance(own.strategy, str):
+        if own.strategy == "marginals" and len(W.attributes) > MAX_MARGINAL_ATTRIBUTES:
             raise ValueError(
                 f"{where}: strategy='marginals' (OPT_M) weighs all 2^d marginals of the workload's "
                 f"{len(W.attributes)} attributes; at most {MAX_MARGINAL_ATTRIBUTES} are supported"
             )
     else:
-        check_strategy(strategy, domain, W, noise, where)
-    return dict(epsilon=epsilon, delta=delta, noise=noise, bounded=bounded, weights=weights, restarts=restarts,
-                engine_iters=engine_iters, options=options, method=method, original=original,
-                max_table_cells=max_table_cells, synthetic=synthetic, wl=wl, W=W, strategy=strategy)
+        check_strategy(own.strategy, domain, W, own.noise, where)
+    return _Run(epsilon, delta, engine_iters, options, method, wl, W, own)
 
 
-def _hdmm(data: Dataset, key, *, epsilon, delta, noise, bounded, weights, restarts, engine_iters, options, method, original,
-          max_table_cells, synthetic, wl, W, strategy) -> MechanismResult:
+def _hdmm(data: Dataset, key, run: _Run) -> MechanismResult:
     """HDMM on checked arguments (module docstring): the strategy, its measurement, the arms on the same noise."""
-    domain, timer = data.domain, Timer()
+    domain, timer, own = data.domain, Timer(), run.own
+    epsilon, delta, noise, bounded, wl, W = run.epsilon, run.delta, own.noise, own.bounded, run.wl, run.W
     k_strategy, k_measure, k_synth = jax.random.split(key, 3)
 
     # ---- 1. the strategy (data-independent)
     with timer("strategy"):
-        if isinstance(strategy, str):
-            S, s_info = hdmm_strategy(wl, k_strategy, strategy=strategy, weights=weights, noise=noise, restarts=restarts)
+        if isinstance(own.strategy, str):
+            S, s_info = hdmm_strategy(wl, k_strategy, strategy=own.strategy, weights=own.weights, noise=noise,
+                                      restarts=own.restarts)
         else:
-            S, s_info = strategy, {"template": "given"}
+            S, s_info = own.strategy, {"template": "given"}
 
     # ---- 2. the measurements: one accountant entry per block, every row on the same noise scale
     with timer("measure"):
@@ -294,7 +267,7 @@ def _hdmm(data: Dataset, key, *, epsilon, delta, noise, bounded, weights, restar
     # ---- 3a. HDMM+LLS
     lls, lls_error = None, None
     with timer("lls"):
-        if original:
+        if own.original:
             cliques = list(dict.fromkeys(wl.cliques))
             lls = CliqueTables(domain, _local_tables(domain, measurements, cliques), total if total is not None else float("nan"))
         else:
@@ -302,13 +275,14 @@ def _hdmm(data: Dataset, key, *, epsilon, delta, noise, bounded, weights, restar
 
     # ---- 3b. HDMM+PGM
     with timer("pgm"):
-        model = estimate(domain, measurements, method=method, iters=engine_iters, total=float(len(data)) if bounded else None, **options)
+        model = estimate(domain, measurements, method=run.method, iters=run.engine_iters,
+                         total=float(len(data)) if bounded else None, **run.options)
     with timer("synthetic"):
-        synth = synthesize(model, k_synth) if synthetic else None
+        synth = synthesize(model, k_synth) if own.synthetic else None
 
     # ---- 3c. global least squares, decided from the sizes before anything is allocated
     with timer("global"):
-        global_ls, global_error, cells = _global_arm(domain, W, measurements, max_table_cells)
+        global_ls, global_error, cells = _global_arm(domain, W, measurements, own.max_table_cells)
 
     info = {
         "strategy": S,
@@ -328,8 +302,8 @@ def _hdmm(data: Dataset, key, *, epsilon, delta, noise, bounded, weights, restar
         "workload_rows": W.rows,
         "terms": len(measurements),
         "total": total,
-        "engine_iters": engine_iters,
-        "engine_method": method,
+        "engine_iters": run.engine_iters,
+        "engine_method": run.method,
         "global_least_squares": global_ls,
         "global_least_squares_error": global_error,
         "global_table_cells": cells,

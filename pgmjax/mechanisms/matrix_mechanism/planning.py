@@ -143,19 +143,33 @@ def hdmm_strategy(
     return S, info
 
 
-def check_strategy(S, domain: Domain, W: UnionWorkload, noise: str, where: str) -> None:
-    """Refuse a prebuilt strategy that is of no known kind, does not fit the domain or does not support ``W``."""
-    if isinstance(S, KronStrategy):
-        S = UnionStrategy([S])
-    if isinstance(S, UnionStrategy):
-        parts = [(t.clique, t.sizes) for t in S.terms]
-    elif isinstance(S, MarginalsStrategy):
-        parts = [(S.attributes, S.sizes)]
-    else:
+def check_strategy_kind(S, where: str):
+    """``S`` if it is one of :data:`STRATEGIES` or a prebuilt strategy (of a known kind), else a ValueError (an
+    unknown name) or a TypeError naming ``where``; checks that need the workload are :func:`check_strategy`'s.
+
+    Example:
+        >>> check_strategy_kind("identity", "hdmm")
+        'identity'
+    """
+    if isinstance(S, str):
+        return _choice(S, "strategy", STRATEGIES, where)
+    if not isinstance(S, (KronStrategy, UnionStrategy, MarginalsStrategy)):
         raise TypeError(
             f"{where}: strategy must be one of {STRATEGIES} or a matrix_mechanism KronStrategy / UnionStrategy / "
             f"MarginalsStrategy, got {type(S).__name__}"
         )
+    return S
+
+
+def check_strategy(S, domain: Domain, W: UnionWorkload, noise: str, where: str) -> None:
+    """Refuse a prebuilt strategy that is of no known kind, does not fit the domain or does not support ``W``."""
+    check_strategy_kind(S, where)
+    if isinstance(S, KronStrategy):
+        S = UnionStrategy([S])
+    if isinstance(S, UnionStrategy):
+        parts = [(t.clique, t.sizes) for t in S.terms]
+    else:
+        parts = [(S.attributes, S.sizes)]
     for clique, sizes in parts:
         for a, n in zip(clique, sizes):
             if a not in domain or domain[a] != n:

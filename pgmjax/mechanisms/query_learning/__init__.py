@@ -30,6 +30,7 @@ Pieces (each usable on its own), one module each; each imports only those above 
   ridge) or the Gaussian-basis model.
 * ``pgm_arm``: :func:`fit_pgm`, the +PGM arm: the same noisy answers as linear measurements, one
   :func:`pgmjax.estimate`.
+* ``mldp_options``: MLDP's own options (:class:`MLDPOptions`), checked where made.
 * ``front_end``: :func:`mldp`, Algorithm 1 with both arms on the same noise, returning a
   :class:`~pgmjax.mechanisms.result.MechanismResult`; :func:`laplace_baseline`, the paper's
   baseline, every published query answered with Laplace noise calibrated to the whole published
@@ -51,6 +52,7 @@ Example:
 """
 
 from .front_end import laplace_baseline, mldp
+from .mldp_options import MLDPOptions
 from .pgm_arm import fit_pgm, pgm_measurements
 from .query_set import QuerySet
 from .regression import MODELS, RegressionModel, fit_regression
@@ -62,6 +64,7 @@ __all__ = [
     "RegressionModel",
     "MODELS",
     "mldp",
+    "MLDPOptions",
     "select_training",
     "training_sensitivity",
     "sensitivity_is_exact",

@@ -8,9 +8,11 @@ Laplace noise); the +PGM arm after McKenna, Sheldon & Miklau, ICML 2019.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -26,9 +28,11 @@ from ...checks import check_positive as _positive
 from ..options import check_data, check_epsilon, check_fit_options, check_model_cap, check_pure_delta, check_workload
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..steps import Timer, hypothetical_model_size, oracle_of, synthesize
+from ..own_options import takes_own_options
+from .mldp_options import MLDPOptions
 from .pgm_arm import fit_pgm
 from .query_set import QuerySet, as_queries, check_domain
-from .regression import fit_regression, regression_options
+from .regression import fit_regression
 from .selection import select_training
 from .sensitivity import sensitivity_is_exact, training_sensitivity
 
@@ -97,6 +101,7 @@ def _answer_arms(query_sets: Mapping[str, QuerySet | None], pgm, reg) -> dict:
     return answers
 
 
+@takes_own_options(MLDPOptions)
 def mldp(
     data: Dataset,
     epsilon: float,
@@ -107,16 +112,7 @@ def mldp(
     engine_iters: int = 1000,
     fit_options: FitOptions | None = None,
     max_model_mb: float | None = None,
-    training: QuerySet | None = None,
-    fresh: QuerySet | None = None,
-    size: int | None = None,
-    bounded: bool = False,
-    model: str = "linear",
-    ridge: float = 0.0,
-    width: float | None = None,
-    centers: int | None = None,
-    original: bool = True,
-    synthetic: bool = False,
+    own: MLDPOptions,
 ) -> MechanismResult:
     """MLDP and MLDP+PGM on the same noisy training answers (Zhu et al. 2017, Algorithm 1).
 
@@ -148,14 +144,9 @@ def mldp(
         fit_options: a :class:`pgmjax.FitOptions` for the fit.
         max_model_mb: None (default), or a cap in MB on the model over the training queries'
             cliques, checked before anything is computed.
-        training: the training queries, or (with ``size``) the published queries to choose them from.
-        fresh: queries to answer besides the published ones (never measured).
-        size: ``m``; None measures every query of ``training``.
-        bounded: replace-one neighbours (``N`` public, sensitivity doubled) instead of add/remove-one.
-        model: the regression model, ``"linear"`` (default) or ``"gaussian"``.
-        ridge, width, centers: regression options (see :func:`fit_regression`).
-        original: run the regression arm.
-        synthetic: draw ``round(model.total)`` synthetic records from the +PGM model.
+        **own: MLDP's own options, by name: the fields of :class:`MLDPOptions` (``training``, ``fresh``, ``size``,
+            ``bounded``, ``model``, ``ridge``, ``width``, ``centers``, ``original``, ``synthetic``), checked before
+            anything else.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``original``
@@ -180,39 +171,39 @@ def mldp(
         >>> res.info["sensitivity"], len(res.info["training"]), res.info["answers"]["published"]["pgm"].shape
         (1.0, 10, (1023,))
     """
-    checked = _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, training, fresh,
-                              size, bounded, model, ridge, width, centers, original, synthetic)
-    return _mldp(data, key, **checked)
+    run = _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
+    return _mldp(data, key, run)
 
 
-def _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, training, fresh, size,
-                    bounded, model, ridge, width, centers, original, synthetic) -> dict:
-    """:func:`mldp`'s arguments checked, everything before the private data is read: the keyword arguments of :func:`_mldp`."""
+class _Run(NamedTuple):
+    """:func:`mldp`'s arguments checked against the data: the common ones and the own options with the training
+    queries filled in (from the workload when none were given)."""
+
+    epsilon: float
+    engine_iters: int
+    options: dict  # the keyword arguments of the fit (FitOptions.given())
+    own: MLDPOptions
+
+
+def _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own: MLDPOptions) -> _Run:
+    """:func:`mldp`'s arguments checked against the data (its own options were checked where made), everything
+    before the private data is read."""
     where = "mldp"
     domain = check_data(data, where).domain
     epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     check_pure_delta(delta, where)
     _check_key(key, where)
-    if training is None:
-        training = workload_training(workload, domain, where)
+    if own.training is None:  # the size is checked against it where the options are made again
+        own = dataclasses.replace(own, training=workload_training(workload, domain, where))
     elif workload is not None:
         raise ValueError(f"{where}: give the training queries as workload= (every cell of its marginals) or as training=, not both")
-    training = as_queries(training, "training", where)
-    check_domain(training, domain, where)
-    if fresh is not None:
-        fresh = as_queries(fresh, "fresh", where)
-        check_domain(fresh, domain, where)
-    if size is not None:
-        size = _int(size, "size", where)
-        if size > len(training):
-            raise ValueError(f"{where}: size={size} exceeds the {len(training)} queries of training")
-    bounded = _bool(bounded, "bounded", where)
-    model, ridge, width, centers = regression_options(model, ridge, width, centers, where)
+    check_domain(own.training, domain, where)
+    if own.fresh is not None:
+        check_domain(own.fresh, domain, where)
     engine_iters = _int(engine_iters, "engine_iters", where)
-    original = _bool(original, "original", where)
-    synthetic = _bool(synthetic, "synthetic", where)
     options = check_fit_options(fit_options, where)
     max_model_mb = check_model_cap(max_model_mb, where)
+    training = own.training
     if max_model_mb is not None:
         mb = hypothetical_model_size(domain, list(training.cliques))
         if mb > max_model_mb:
@@ -220,14 +211,12 @@ def _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, fit_optio
     if oracle_of(options) == "exact":  # the model is the training queries' cliques': its fit at its peak, before any budget
         check_fit(domain, list(training.cliques), options.get("method", "mirror_descent"), options.get("dtype"), where,
                   what=" of the training queries' model")
-    return dict(epsilon=epsilon, training=training, fresh=fresh, size=size, bounded=bounded,
-                regression=dict(model=model, ridge=ridge, width=width, centers=centers), engine_iters=engine_iters,
-                original=original, synthetic=synthetic, options=options)
+    return _Run(epsilon, engine_iters, options, own)
 
 
-def _mldp(data: Dataset, key, *, epsilon, training, fresh, size, bounded, regression, engine_iters, original, synthetic,
-          options) -> MechanismResult:
+def _mldp(data: Dataset, key, run: _Run) -> MechanismResult:
     """MLDP's Algorithm 1 on checked arguments: select the training set, one Laplace release, both arms, answers."""
+    own, epsilon, bounded, training, size = run.own, run.epsilon, run.own.bounded, run.own.training, run.own.size
     where = "mldp"
     timer = Timer()
     k_select, k_noise, k_synth = jax.random.split(key, 3)
@@ -253,17 +242,19 @@ def _mldp(data: Dataset, key, *, epsilon, training, fresh, size, bounded, regres
 
     # ---- 3. the original arm: the regression model
     with timer("regression"):
-        reg = fit_regression(training, y, **regression) if original else None
+        regression = dict(model=own.model, ridge=own.ridge, width=own.width, centers=own.centers)
+        reg = fit_regression(training, y, **regression) if own.original else None
 
     # ---- 4. the +PGM arm: the same answers as measurements
     with timer("pgm"):
         pgm, measurements, total_source = fit_pgm(
-            data.domain, training, y, stddev, total=float(len(data)) if bounded else None, iters=engine_iters, **options
+            data.domain, training, y, stddev, total=float(len(data)) if bounded else None, iters=run.engine_iters,
+            **run.options
         )
-    synth = synthesize(pgm, k_synth) if synthetic else None
+    synth = synthesize(pgm, k_synth) if own.synthetic else None
 
     # ---- 5. both arms answer the published and the fresh queries (post-processing)
-    answers = _answer_arms({"published": published, "fresh": fresh}, pgm, reg)
+    answers = _answer_arms({"published": published, "fresh": own.fresh}, pgm, reg)
     info = {
         "training": training,
         "training_index": index,
@@ -277,7 +268,7 @@ def _mldp(data: Dataset, key, *, epsilon, training, fresh, size, bounded, regres
         "stddev": stddev,
         "noisy_answers": y,
         "coverage": _coverage(training),
-        "model": regression["model"],
+        "model": own.model,
         "weights": None if reg is None else reg.params,
         "total": pgm.total,
         "total_source": "bounded: N" if bounded else total_source,
@@ -285,7 +276,7 @@ def _mldp(data: Dataset, key, *, epsilon, training, fresh, size, bounded, regres
         "seconds": {**timer.seconds, "all": time.perf_counter() - timer.start},
     }
     return MechanismResult(mechanism="mldp", model=pgm, synthetic=synth, measurements=measurements, accountant=acc,
-                           original=reg, original_error=None if original else "not run (original=False)", info=info,
+                           original=reg, original_error=None if own.original else "not run (original=False)", info=info,
                            plan=plan)
 
 

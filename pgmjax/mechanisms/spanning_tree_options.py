@@ -1,0 +1,75 @@
+"""MST's own options (:class:`MSTOptions`), checked where they are made: a bad one fails with its name before any
+data is read. The checks that need the data (the constraints and the public data against its domain, the default
+``select_iters`` from ``engine_iters``) stay with the front-end (:func:`pgmjax.mechanisms.mst`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from ..checks import check_bool, check_count
+from ..queries.constraints import Constraint
+from ..queries.public import PublicData
+from .options import check_synthetic
+from .own_options import OwnOptions
+from .progress import check_progress
+
+__all__ = ["MSTOptions"]
+
+
+@dataclasses.dataclass(frozen=True)
+class MSTOptions(OwnOptions):
+    """MST's own options (:func:`pgmjax.mechanisms.mst` takes them by name), checked here.
+
+    Attributes:
+        select_iters: engine iterations of the one-way fit the selection reads (default: the reference code's 2500,
+            or ``engine_iters`` when that is smaller).
+        compress: apply the domain compression of step 2 (reference: always).
+        synthetic: draw synthetic records.
+        rows: how many (default ``round(model.total)``).
+        synthetic_method: ``"low_variance"`` (systematic sampling: the records' clique counts match the model's
+            closely, like the reference code's randomised rounding) or ``"exact"`` (i.i.d.;
+            :func:`pgmjax.model.sampling.synthetic_data`).
+        progress: True for a tqdm bar over the steps, or a callable receiving a dict per step (``stage``, ``step``,
+            ``steps``, and ``edge`` for selection steps).
+        constraints: :class:`pgmjax.Constraint` objects (public): both fits hold them, their attributes stay
+            uncompressed, and no edge may take the model with their cliques over the size limit
+            (:func:`~pgmjax.mechanisms.spanning_tree.select_tree`). One constraint alone is taken as a tuple of one.
+        public: a :class:`pgmjax.queries.public.PublicData`: its marginals join both fits at its stated standard
+            deviation, free (:func:`pgmjax.estimate`'s ``public=``); the ledger records each at no cost.
+
+    Example:
+        >>> MSTOptions(select_iters=50, compress=False).select_iters
+        50
+        >>> MSTOptions(synthetic_method="fast")
+        Traceback (most recent call last):
+        ...
+        ValueError: mst: synthetic_method must be one of ('exact', 'low_variance'), got 'fast'
+    """
+
+    mechanism = "mst"
+
+    select_iters: int | None = None
+    compress: bool = True
+    synthetic: bool = True
+    rows: int | None = None
+    synthetic_method: str = "low_variance"
+    progress: bool | Callable[[dict], object] = False
+    constraints: Sequence[Constraint] = ()
+    public: PublicData | None = None
+
+    def __post_init__(self):
+        where = self.mechanism
+        select_iters = None if self.select_iters is None else check_count(self.select_iters, "select_iters", where, 1)
+        compress = check_bool(self.compress, "compress", where)
+        synthetic, rows, synthetic_method = check_synthetic(self.synthetic, self.rows, self.synthetic_method, where)
+        check_progress(self.progress, where)
+        constraints = (self.constraints,) if isinstance(self.constraints, Constraint) else tuple(self.constraints)
+        for i, c in enumerate(constraints):  # their domain is the data's: checked by the front-end
+            if not isinstance(c, Constraint):
+                raise TypeError(f"{where}: constraints[{i}] must be a pgmjax.Constraint, got {type(c).__name__}")
+        if self.public is not None and not isinstance(self.public, PublicData):
+            raise TypeError(f"{where}: public must be a pgmjax.queries.public.PublicData, got {type(self.public).__name__}")
+        self.keep(select_iters=select_iters, compress=compress, synthetic=synthetic, rows=rows,
+                  synthetic_method=synthetic_method, constraints=constraints)

@@ -1,0 +1,80 @@
+"""TreeAIM's own options (:class:`TreeAIMOptions`), checked where made: a bad one fails with its name before any
+data is read. The checks that need the data (the constraints and the public data against the domain) and the
+default that needs a common argument (``select_iters``) stay with :func:`pgmjax.mechanisms.tree_aim`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from ..checks import check_bool, check_count
+from ..queries.constraints import Constraint
+from ..queries.public import PublicData
+from .options import check_synthetic
+from .own_options import OwnOptions
+from .progress import check_progress
+
+__all__ = ["BATCHES", "TreeAIMOptions"]
+
+#: Default number of batches (refits before a selection).
+BATCHES = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeAIMOptions(OwnOptions):
+    """TreeAIM's own options (:func:`pgmjax.mechanisms.tree_aim` takes them by name), checked here: a bad one fails
+    with its name before any data is read.
+
+    Attributes:
+        batches: how many batches (refits before a selection).
+        picks: marginals drawn per batch (default: :func:`~pgmjax.mechanisms.tree_adaptive.default_picks`, from the
+            released record count and the candidates' sizes: ``d`` to ``4 d`` in all).
+        round_iters: the most iterations of each batch's fit (warm-started; it stops once converged, AIM's
+            ``ROUND_TOL``).
+        select_iters: iterations of the one-way fit the tree's selection reads (MST's 2500; at most
+            ``engine_iters`` by default).
+        compress: MST's domain compression.
+        synthetic: draw synthetic records, as in :func:`pgmjax.mechanisms.mst`.
+        rows: how many (default ``round(model.total)``).
+        synthetic_method: ``"low_variance"`` or ``"exact"``, as in :func:`pgmjax.mechanisms.mst`.
+        progress: True for a tqdm bar over the steps, or a callable receiving each step's dict, as in
+            :func:`pgmjax.mechanisms.mst`.
+        constraints: :class:`pgmjax.Constraint` objects (public), held by every fit; their attributes stay uncompressed.
+        public: a :class:`pgmjax.queries.public.PublicData`: its marginals join every fit, free.
+
+    Example:
+        >>> TreeAIMOptions(batches=3, picks=4).picks
+        4
+        >>> TreeAIMOptions(compress=1)
+        Traceback (most recent call last):
+        ...
+        TypeError: tree_aim: compress must be True or False, got 1
+    """
+
+    mechanism = "tree_aim"
+
+    batches: int = BATCHES
+    picks: int | None = None
+    round_iters: int = 1000
+    select_iters: int | None = None
+    compress: bool = True
+    synthetic: bool = True
+    rows: int | None = None
+    synthetic_method: str = "low_variance"
+    progress: bool | Callable[[dict], object] = False
+    constraints: Sequence[Constraint] = ()
+    public: PublicData | None = None
+
+    def __post_init__(self):
+        where = self.mechanism
+        round_iters = check_count(self.round_iters, "round_iters", where, 1)
+        select_iters = None if self.select_iters is None else check_count(self.select_iters, "select_iters", where, 1)
+        # named as tree_aim_budget names them (it takes batches= and picks= too), as before
+        batches = check_count(self.batches, "batches", "tree_aim_budget", 1)
+        picks = None if self.picks is None else check_count(self.picks, "picks", "tree_aim_budget", 1)
+        compress = check_bool(self.compress, "compress", where)
+        synthetic, rows, synthetic_method = check_synthetic(self.synthetic, self.rows, self.synthetic_method, where)
+        self.keep(batches=batches, picks=picks, round_iters=round_iters, select_iters=select_iters, compress=compress,
+                  synthetic=synthetic, rows=rows, synthetic_method=synthetic_method,
+                  progress=check_progress(self.progress, where))
