@@ -12,7 +12,7 @@
   staged; :meth:`OutputSet.commit` moves them all into place at the end. Without ``--overwrite`` each one is
   created exclusively (:func:`os.link`, :func:`os.mkdir`: they fail if the name exists), so a concurrent run
   with the same outputs fails (exit 1) instead of replacing them; a run that fails at any point, or is
-  interrupted (Ctrl-C, SIGTERM: :func:`pgmjax.cli.tempfiles.terminate_raises`), leaves none of its outputs
+  interrupted (Ctrl-C, SIGTERM: :func:`pgmjax.cli.tempfiles.stop_signals_raise`), leaves none of its outputs
   and no temporary file.
 * Temporary files (:mod:`pgmjax.cli.tempfiles`) carry this host and process in their names: one left by a killed
   run is removed by the next command writing the same output.
@@ -36,7 +36,7 @@ import sys
 
 from . import guards
 from .errors import RunFailure, UserError
-from .tempfiles import clean_stale, raise_if_terminated, remove_path, tmp_path
+from .tempfiles import clean_stale, raise_if_stopped, remove_path, tmp_path
 
 __all__ = ["check_outputs", "check_records", "OutputSet", "atomic_file", "write_text", "write_csv",
            "save_model_atomic", "MAX_RECORDS", "MIN_BYTES_PER_VALUE"]
@@ -243,7 +243,7 @@ class OutputSet:
                 the outputs this set placed).
             Terminated: a SIGTERM arrived during the run (nothing is placed).
         """
-        raise_if_terminated()  # its exception may have been dropped (raised inside a garbage-collector callback)
+        raise_if_stopped()  # its exception may have been dropped (raised inside a garbage-collector callback)
         for flag, tmp in list(self._staged.items()):
             path = self.paths[flag]
             try:

@@ -13,7 +13,7 @@ from .config import config_flags, config_path
 from .demo import demo
 from .errors import RunFailure, UserError
 from .run import run
-from .tempfiles import Terminated, terminate_raises
+from .tempfiles import Terminated, stop_signals_raise
 
 
 _MAIN_EPILOG = """\
@@ -327,7 +327,7 @@ def main(argv=None) -> int:
         return args.func(args)
     args.argv = argv
     try:
-        with terminate_raises():  # SIGTERM unwinds like Ctrl-C: every output's cleanup runs
+        with stop_signals_raise():  # SIGTERM unwinds like Ctrl-C, neither lost: every output's cleanup runs
             return args.func(args)
     except UserError as e:
         print(f"pgmjax {args.command}: error: {e}", file=sys.stderr)

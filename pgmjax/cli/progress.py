@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .tempfiles import raise_if_terminated
+from .tempfiles import raise_if_stopped
 
 
 class Progress:
@@ -28,7 +28,7 @@ class Progress:
 
     def step(self, info: dict):
         """A front-end's per-round / per-step report (AIM: the round's log entry; MST: stage, step, steps)."""
-        raise_if_terminated()  # a SIGTERM whose exception was dropped stops the run here
+        raise_if_stopped()  # a SIGTERM or Ctrl-C whose exception was dropped stops the run here
         if "round" in info:
             where = f"round {info['round']}" + (f"/~{info['expected']}" if "expected" in info else "")
             if info.get("eta") is not None:  # AIM: the rounds' own clock (the bar counts engine iterations)
@@ -43,7 +43,7 @@ class Progress:
         return None
 
     def engine(self, info: dict):
-        raise_if_terminated()
+        raise_if_stopped()
         it = int(info["iteration"])
         if self.fits == 0 or it <= self.last:
             self.fits += 1

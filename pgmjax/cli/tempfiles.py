@@ -3,8 +3,9 @@
 A temporary file (or folder) of an output ``DIR/name`` is ``DIR/.name.pgmjax-tmp.{host}.{pid}.{random}``. A
 run that is killed (SIGKILL, a power cut) cannot remove its own: :func:`clean_stale`, called by the next
 command writing the same output, removes those of a process that is gone, on this host, owned by this user
-(another host's process cannot be asked, and a live process's file is in use). :func:`terminate_raises`
-turns SIGTERM into an exception, so that a terminated run cleans up like an interrupted one.
+(another host's process cannot be asked, and a live process's file is in use). :func:`stop_signals_raise`
+turns SIGTERM into an exception, so that a terminated run cleans up like an interrupted one, and keeps a SIGTERM
+or Ctrl-C whose exception Python dropped (:func:`raise_if_stopped`).
 
 Example::
 
@@ -21,8 +22,8 @@ import signal
 import socket
 import uuid
 
-__all__ = ["TMP_MARK", "tmp_path", "clean_stale", "remove_path", "alive", "host", "Terminated", "terminate_raises",
-           "raise_if_terminated"]
+__all__ = ["TMP_MARK", "tmp_path", "clean_stale", "remove_path", "alive", "host", "Terminated", "stop_signals_raise",
+           "raise_if_stopped"]
 
 #: What names a temporary file of an output: ``.{name}`` + TMP_MARK + ``.{host}.{pid}.{random}``.
 TMP_MARK = ".pgmjax-tmp"
@@ -96,39 +97,52 @@ class Terminated(BaseException):
     :class:`pgmjax.cli.outputs.OutputSet` clean up."""
 
 
-# The SIGTERMs received inside terminate_raises(). Python runs a signal handler between two bytecodes of the main
-# thread, which may be inside a garbage-collector callback or a __del__ (JAX registers one): an exception raised
-# there is printed and dropped, and the run would go on to write its outputs. A signal is process-wide state, so
-# its record is too: raise_if_terminated() raises it again where outputs are placed and where progress is shown.
+# The stopping signals received inside stop_signals_raise(). Python runs a signal handler between two bytecodes of
+# the main thread, which may be inside a garbage-collector callback or a __del__ (JAX registers one): an exception
+# raised there is printed and dropped, and the run would go on to write its outputs. A signal is process-wide
+# state, so its record is too: raise_if_stopped() raises it again where outputs are placed and where progress is
+# shown.
 _received: list[int] = []
 
 
-def raise_if_terminated() -> None:
-    """Raise :class:`Terminated` if a SIGTERM arrived inside :func:`terminate_raises`, even one whose exception was
-    dropped (raised inside a garbage-collector callback): called before outputs are placed and at each progress
-    report."""
+def raise_if_stopped() -> None:
+    """Raise what a stopping signal received inside :func:`stop_signals_raise` raises (:class:`Terminated` for
+    SIGTERM, KeyboardInterrupt for Ctrl-C), even one whose exception was dropped (raised inside a garbage-collector
+    callback): called before outputs are placed and at each progress report."""
     if _received:
+        if _received[0] == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Terminated(_received[0])
 
 
 @contextlib.contextmanager
-def terminate_raises():
-    """While inside, SIGTERM raises :class:`Terminated` (the previous handler is restored on exit); a no-op
-    outside the main thread, where no handler can be installed. A SIGTERM whose exception was dropped is raised
-    again on leaving (and by :func:`raise_if_terminated` before that)."""
-    def handler(signum, frame):
+def stop_signals_raise():
+    """While inside, SIGTERM raises :class:`Terminated` and Ctrl-C (SIGINT, where Python's own handler is in place)
+    KeyboardInterrupt, each also recorded: one whose exception was dropped is raised again on leaving (and by
+    :func:`raise_if_stopped` before that). The previous handlers are restored on exit; a no-op outside the main
+    thread, where no handler can be installed."""
+    def on_term(signum, frame):
         _received.append(signum)
         raise Terminated(signum)
 
+    def on_int(signum, frame):
+        _received.append(signum)
+        raise KeyboardInterrupt
+
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        previous = signal.signal(signal.SIGTERM, on_term)
     except ValueError:  # not the main thread
         yield
         return
+    previous_int = signal.getsignal(signal.SIGINT)
+    if previous_int is signal.default_int_handler:  # a caller's own Ctrl-C handler is left alone
+        signal.signal(signal.SIGINT, on_int)
     _received.clear()
     try:
         yield
-        raise_if_terminated()
+        raise_if_stopped()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if previous_int is signal.default_int_handler:
+            signal.signal(signal.SIGINT, previous_int)
         _received.clear()

@@ -212,6 +212,37 @@ def test_a_sigterm_whose_exception_python_drops_still_terminates_and_leaves_noth
     assert sorted(os.listdir(here)) == ["dom.json", "t.csv"]
 
 
+def test_a_ctrl_c_whose_exception_python_drops_still_interrupts_and_leaves_nothing(here, capsys, monkeypatch):
+    """Ctrl-C likewise: its KeyboardInterrupt raised inside a ``__del__`` is dropped, and the run still ends as
+    interrupted (exit 130) with no output placed."""
+    class InterruptedWhileCollected:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    dropped = []
+
+    def after(result):
+        hook = sys.unraisablehook
+        sys.unraisablehook = lambda unraisable: dropped.append(unraisable.exc_type)
+        try:
+            obj = InterruptedWhileCollected()
+            del obj
+        finally:
+            sys.unraisablehook = hook
+        return result
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, as in a plain process
+    try:
+        _wrap_mst(monkeypatch, after=after)
+        code, _, err = main([*RUN, "--out", "s.csv", "--save-model", "m"], capsys)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert dropped and dropped[0] is KeyboardInterrupt
+    assert code == 130 and "interrupted" in err, err
+    assert sorted(os.listdir(here)) == ["dom.json", "t.csv"]
+
+
 def test_a_stale_temporary_file_of_a_dead_run_is_removed(here, capsys):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # its pid is gone
