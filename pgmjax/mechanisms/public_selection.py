@@ -40,12 +40,18 @@ from .steps import l1_errors
 SOURCES = ("private", "public")
 
 
+def check_public_type(public, where: str) -> PublicData | None:
+    """``public`` if it is None or a :class:`~pgmjax.queries.public.PublicData`, else a TypeError naming ``where``
+    (its domain is checked by :func:`check_public`, where the data's is known)."""
+    if public is not None and not isinstance(public, PublicData):
+        raise TypeError(f"{where}: public must be a pgmjax.queries.public.PublicData, got {type(public).__name__}")
+    return public
+
+
 def check_public(public, domain: Domain, where: str) -> PublicData | None:
     """``public`` (None, or a :class:`~pgmjax.queries.public.PublicData` over ``domain``) checked before any budget."""
-    if public is None:
+    if check_public_type(public, where) is None:
         return None
-    if not isinstance(public, PublicData):
-        raise TypeError(f"{where}: public must be a pgmjax.queries.public.PublicData, got {type(public).__name__}")
     if public.domain != domain:
         raise ValueError(f"{where}: the public data's domain {public.domain} is not the private table's {domain}")
     return public

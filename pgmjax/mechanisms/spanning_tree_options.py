@@ -9,10 +9,11 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from ..checks import check_bool, check_count
-from ..queries.constraints import Constraint
+from ..queries.constraints import Constraint, constraint_tuple
 from ..queries.public import PublicData
 from .options import check_synthetic
 from .own_options import OwnOptions
+from .public_selection import check_public_type
 from .progress import check_progress
 
 __all__ = ["MSTOptions"]
@@ -65,11 +66,7 @@ class MSTOptions(OwnOptions):
         compress = check_bool(self.compress, "compress", where)
         synthetic, rows, synthetic_method = check_synthetic(self.synthetic, self.rows, self.synthetic_method, where)
         check_progress(self.progress, where)
-        constraints = (self.constraints,) if isinstance(self.constraints, Constraint) else tuple(self.constraints)
-        for i, c in enumerate(constraints):  # their domain is the data's: checked by the front-end
-            if not isinstance(c, Constraint):
-                raise TypeError(f"{where}: constraints[{i}] must be a pgmjax.Constraint, got {type(c).__name__}")
-        if self.public is not None and not isinstance(self.public, PublicData):
-            raise TypeError(f"{where}: public must be a pgmjax.queries.public.PublicData, got {type(self.public).__name__}")
+        constraints = constraint_tuple(self.constraints, where)  # their domain and the public data's: the front-end's
+        check_public_type(self.public, where)
         self.keep(select_iters=select_iters, compress=compress, synthetic=synthetic, rows=rows,
                   synthetic_method=synthetic_method, constraints=constraints)

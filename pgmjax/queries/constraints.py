@@ -200,14 +200,24 @@ def check_constraints(domain: Domain, constraints: Sequence[Constraint], caller:
         TypeError: an entry that is not a :class:`Constraint`.
         ValueError: from :meth:`Constraint.check`, naming the caller and the constraint's index.
     """
+    return tuple(c.check(domain, what=f"{caller}: constraints[{i}]")
+                 for i, c in enumerate(constraint_tuple(constraints, caller)))
+
+
+def constraint_tuple(constraints, caller: str) -> tuple[Constraint, ...]:
+    """``constraints`` (one :class:`Constraint` or a sequence of them) as a tuple, each entry's type checked; their
+    domain is checked by :func:`check_constraints`, where the data's is known.
+
+    Raises:
+        TypeError: an entry that is not a :class:`Constraint`.
+    """
     if isinstance(constraints, Constraint):
-        constraints = (constraints,)
-    out = []
-    for i, c in enumerate(constraints):
+        return (constraints,)
+    out = tuple(constraints)
+    for i, c in enumerate(out):
         if not isinstance(c, Constraint):
             raise TypeError(f"{caller}: constraints[{i}] must be a pgmjax.Constraint, got {type(c).__name__}")
-        out.append(c.check(domain, what=f"{caller}: constraints[{i}]"))
-    return tuple(out)
+    return out
 
 
 def constraint_masks(domain: Domain, constraints: Sequence[Constraint]) -> dict:

@@ -185,27 +185,32 @@ def test_sigterm_during_the_run_leaves_nothing(here, capsys, monkeypatch):
     assert sorted(os.listdir(here)) == ["dom.json", "t.csv"]
 
 
-def test_a_sigterm_whose_exception_python_drops_still_terminates_and_leaves_nothing(here, capsys, monkeypatch):
-    """A handler runs between two bytecodes, perhaps inside a ``__del__`` or a garbage-collector callback (JAX
-    registers one), where Python prints the exception and drops it: the run must still end as terminated, with no
-    output placed (this once let a terminated run finish and write its files, exit 0)."""
-    class KilledWhileCollected:
+def _signal_inside_del(signum, dropped: list):
+    """An ``after`` hook for :func:`_wrap_mst` that sends ``signum`` to this process from inside a ``__del__``, where
+    Python prints the handler's exception and drops it; the dropped exceptions' types are appended to ``dropped``."""
+    class SignalledWhileCollected:
         def __del__(self):
-            os.kill(os.getpid(), signal.SIGTERM)  # the handler raises here, inside __del__: Python drops it
-
-    dropped = []
+            os.kill(os.getpid(), signum)  # the handler raises here, inside __del__: Python drops it
 
     def after(result):
         hook = sys.unraisablehook
         sys.unraisablehook = lambda unraisable: dropped.append(unraisable.exc_type)
         try:
-            obj = KilledWhileCollected()
+            obj = SignalledWhileCollected()
             del obj
         finally:
             sys.unraisablehook = hook
         return result
 
-    _wrap_mst(monkeypatch, after=after)
+    return after
+
+
+def test_a_sigterm_whose_exception_python_drops_still_terminates_and_leaves_nothing(here, capsys, monkeypatch):
+    """A handler runs between two bytecodes, perhaps inside a ``__del__`` or a garbage-collector callback (JAX
+    registers one), where Python prints the exception and drops it: the run must still end as terminated, with no
+    output placed (this once let a terminated run finish and write its files, exit 0)."""
+    dropped = []
+    _wrap_mst(monkeypatch, after=_signal_inside_del(signal.SIGTERM, dropped))
     code, _, err = main([*RUN, "--out", "s.csv", "--save-model", "m"], capsys)
     assert dropped and dropped[0].__name__ == "Terminated"  # the exception was indeed dropped
     assert code == 143 and "terminated" in err, err
@@ -215,25 +220,10 @@ def test_a_sigterm_whose_exception_python_drops_still_terminates_and_leaves_noth
 def test_a_ctrl_c_whose_exception_python_drops_still_interrupts_and_leaves_nothing(here, capsys, monkeypatch):
     """Ctrl-C likewise: its KeyboardInterrupt raised inside a ``__del__`` is dropped, and the run still ends as
     interrupted (exit 130) with no output placed."""
-    class InterruptedWhileCollected:
-        def __del__(self):
-            os.kill(os.getpid(), signal.SIGINT)
-
     dropped = []
-
-    def after(result):
-        hook = sys.unraisablehook
-        sys.unraisablehook = lambda unraisable: dropped.append(unraisable.exc_type)
-        try:
-            obj = InterruptedWhileCollected()
-            del obj
-        finally:
-            sys.unraisablehook = hook
-        return result
-
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, as in a plain process
     try:
-        _wrap_mst(monkeypatch, after=after)
+        _wrap_mst(monkeypatch, after=_signal_inside_del(signal.SIGINT, dropped))
         code, _, err = main([*RUN, "--out", "s.csv", "--save-model", "m"], capsys)
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
     finally:
