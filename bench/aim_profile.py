@@ -111,7 +111,7 @@ def profile(mechanism: str, data, epsilon: float, seed: int, on_step=None, **opt
         rounds.append({"stage": "after the last step", "seconds": wall - before[0], "fit_wall": sum(f["wall"] for f in fits),
                        "fit_compile": sum(f["compile"] for f in fits), "iterations": sum(f["iterations"] for f in fits),
                        "first_loss": fits[0]["first_loss"], "loss": fits[-1]["loss"], "cells": fits[-1]["cells"]})
-    seconds = result.info.get("seconds", {})
+    seconds = result.info.seconds
     fits = rec.fits
     return {
         "mechanism": mechanism, "epsilon": epsilon, "seed": seed, "wall": wall, "rounds": len(steps),
@@ -125,7 +125,7 @@ def _workload_error(result, data) -> float:
     """Mean over the workload's marginals of ``||model - data||_1 / N`` (AIM's and MST's error measure)."""
     import numpy as np
 
-    cliques = result.info.get("candidates") or [c for c in result.model.cliques]
+    cliques = getattr(result.info, "candidates", None) or [c for c in result.model.cliques]  # AIM's workload
     cliques = [c for c in cliques if len(c) >= 2] or list(cliques)
     truth = data.marginals(cliques)
     est = result.model.marginals(cliques)

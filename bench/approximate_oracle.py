@@ -177,10 +177,10 @@ def run_aim(rounds: int, engine_iters: int, seed: int = 0, max_model_mb: float =
         res = aim(data, 1.0, key=jax.random.key(seed), rounds=rounds, engine_iters=engine_iters, synthetic=False,
                   max_model_mb=max_model_mb, fit_options=pj.FitOptions(oracle=oracle))
         est = res.model.infer_marginals(pairs) if oracle == "approximate" else res.model.marginals(pairs)
-        out.append({"engine": f"AIM, oracle={oracle}", "max_model_mb": max_model_mb, "rounds": res.info["rounds_run"],
-                    "engine_iters": engine_iters, "model_mb": res.info["model_mb"],
+        out.append({"engine": f"AIM, oracle={oracle}", "max_model_mb": max_model_mb, "rounds": res.info.rounds_run,
+                    "engine_iters": engine_iters, "model_mb": res.info.model_mb,
                     "workload_error": float(np.mean([np.abs(e - t).sum() / len(data) for e, t in zip(est, truth)])),
-                    "model_cliques": len(res.model.cliques), "selected_pairs": sum(len(c) == 2 for c in res.info["selected"]),
+                    "model_cliques": len(res.model.cliques), "selected_pairs": sum(len(c) == 2 for c in res.info.selected),
                     "seconds": time.perf_counter() - t0})
     return out
 

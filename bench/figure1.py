@@ -272,14 +272,14 @@ def run_one(mech: str, data, workload, settings: dict, seed: int, epsilon: float
             kw["max_table_cells"] = max(1, min(2**28, int(limit / (rounds * kw.get("mw_iters", 1000)))))
         rec["mw_max_table_cells"] = kw.get("max_table_cells")
         res = mwem(data, epsilon, key=key, workload=workload, **kw)
-        rec["rounds"] = res.info["rounds"]
-        rec["selected"] = res.info["selected"]
-        rec["mw_table_cells"] = res.info["mw_table_cells"]
-        rec["model_mb"] = res.info["log"][-1]["model_mb"] if res.info["log"] else None
+        rec["rounds"] = res.info.rounds
+        rec["selected"] = res.info.selected
+        rec["mw_table_cells"] = res.info.mw_table_cells
+        rec["model_mb"] = res.info.log[-1]["model_mb"] if res.info.log else None
     elif mech == "privbayes":
         res = privbayes(data, epsilon, key=key, **kw)
-        rec["network"] = res.info["network"]
-        rec["cliques"] = res.info["cliques"]
+        rec["network"] = res.info.network
+        rec["cliques"] = res.info.cliques
     elif mech == "hdmm":
         device = kw.pop("strategy_device", "cpu")
         if isinstance(kw.get("strategy"), str):
@@ -302,19 +302,19 @@ def run_one(mech: str, data, workload, settings: dict, seed: int, epsilon: float
             kw["fit_options"] = pj.FitOptions(loss=loss)
             rec["loss"] = loss
         res = hdmm(data, epsilon, key=key, workload=workload, **kw)
-        rec["strategy_weights"] = res.info["strategy_record"].get("weights")
-        rec["strategy_factor_shapes"] = res.info["strategy_record"].get("factor_shapes")
-        rec["noise_scale"] = res.info["noise_scale"]
-        rec["expected_error_per_query"] = res.info["expected_error_per_query"]
-        rec["global_least_squares_error"] = res.info["global_least_squares_error"]
+        rec["strategy_weights"] = res.info.strategy_record.get("weights")
+        rec["strategy_factor_shapes"] = res.info.strategy_record.get("factor_shapes")
+        rec["noise_scale"] = res.info.noise_scale
+        rec["expected_error_per_query"] = res.info.expected_error_per_query
+        rec["global_least_squares_error"] = res.info.global_least_squares_error
     elif mech == "dualquery":
         res = dualquery(data, epsilon, delta, key=key, workload=workload, **kw)
-        rec["rounds"] = res.info["rounds"]
-        rec["eta_used"] = res.info["eta_used"]
+        rec["rounds"] = res.info.rounds
+        rec["eta_used"] = res.info.eta_used
     else:
         raise ValueError(f"unknown mechanism {mech!r}")
     rec["seconds"] = time.perf_counter() - t0
-    rec["mechanism_seconds"] = res.info.get("seconds")
+    rec["mechanism_seconds"] = getattr(res.info, "seconds", None)  # PrivBayes keeps no timer
     rec["privacy_spent"] = res.accountant.spent
     rec["privacy_budget"] = res.accountant.budget
     rec["ledger_entries"] = len(res.ledger)
@@ -325,8 +325,8 @@ def run_one(mech: str, data, workload, settings: dict, seed: int, epsilon: float
         arms["original"] = {"status": "ok", **errors(workload, data, res.original)}
     else:
         arms["original"] = {"status": "infeasible", "reason": res.original_error}
-    if mech == "hdmm" and res.info.get("global_least_squares") is not None:
-        arms["global"] = {"status": "ok", **errors(workload, data, res.info["global_least_squares"])}
+    if mech == "hdmm" and res.info.global_least_squares is not None:
+        arms["global"] = {"status": "ok", **errors(workload, data, res.info.global_least_squares)}
     rec["evaluation_seconds"] = time.perf_counter() - t1
     rec["arms"] = arms
     return rec

@@ -261,18 +261,18 @@ def run_one(s: dict, eps: float, seed: int, *, m: int | None = None, index=None,
     assert res.accountant.spent == eps
     row = {
         "seed": seed,
-        "m": len(res.info["training"]),
-        "sensitivity": res.info["sensitivity"],
-        "sensitivity_exact": res.info["sensitivity_exact"],
-        "laplace_scale": res.info["scale"],
-        "coverage": res.info["coverage"],
-        "total_source": res.info["total_source"],
+        "m": len(res.info.training),
+        "sensitivity": res.info.sensitivity,
+        "sensitivity_exact": res.info.sensitivity_exact,
+        "laplace_scale": res.info.scale,
+        "coverage": res.info.coverage,
+        "total_source": res.info.total_source,
         "seconds": seconds,
     }
     _score(row, s, "linear", res.original.predict)
     _score(row, s, "pgm", lambda qs: qs.answer(res.model))
     if gaussian:
-        gauss = fit_regression(res.info["training"], res.info["noisy_answers"], **GAUSSIAN)
+        gauss = fit_regression(res.info.training, res.info.noisy_answers, **GAUSSIAN)
         _score(row, s, "gaussian", gauss.predict)
     return row
 
@@ -293,8 +293,8 @@ def run_baselines(s: dict, eps: float, seed: int, workload: pj.Workload, strateg
         assert abs(res.accountant.spent - eps) <= 1e-9 * eps, (res.mechanism, res.accountant.spent)
     if mw.original is None:
         raise RuntimeError(f"MWEM's multiplicative-weights table did not run: {mw.original_error}")
-    row = {"seed": seed, "seconds_mwem": t1 - t0, "seconds_hdmm": t2 - t1, "hdmm_noise_scale": hd.info["noise_scale"],
-           "hdmm_expected_mae_bound": float(np.sqrt(hd.info["expected_error_per_query"]))}
+    row = {"seed": seed, "seconds_mwem": t1 - t0, "seconds_hdmm": t2 - t1, "hdmm_noise_scale": hd.info.noise_scale,
+           "hdmm_expected_mae_bound": float(np.sqrt(hd.info.expected_error_per_query))}
     for arm, source in (("mwem", mw.original), ("mwem_pgm", mw.model), ("hdmm", hd.original), ("hdmm_pgm", hd.model)):
         _score(row, s, arm, lambda qs, src=source: qs.answer(src))
     return row

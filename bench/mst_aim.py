@@ -160,27 +160,27 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
     info = res.info
     row = {
         "wall_s": wall,
-        "seconds": info["seconds"],
-        "total": info["total"],
+        "seconds": info.seconds,
+        "total": info.total,
         "rho": res.accountant.budget,
         "rho_spent": res.accountant.spent,
         "ledger_entries": len(res.ledger),
         "epsilon_spent": res.accountant.epsilon_delta()[0],
     }
     if mechanism in ("mst", "tree_aim"):
-        row["edges"] = [list(e) for e in info["edges"]]
-        row["compressed_domain"] = dict(info["compressed_domain"])
+        row["edges"] = [list(e) for e in info.edges]
+        row["compressed_domain"] = dict(info.compressed_domain)
     if mechanism == "tree_aim":
-        row.update(selected=[list(c) for c in info["selected"]],
-                   model_mb=info["model_mb"])
+        row.update(selected=[list(c) for c in info.selected],
+                   model_mb=info.model_mb)
     elif mechanism == "aim":
         row.update(
-            rounds=info["rounds"],
-            rounds_run=info["rounds_run"],
-            annealed=info["annealed"],
-            selected=[list(c) for c in info["selected"]],
-            model_mb=info["model_mb"],
-            log=[{k: (list(v) if k == "clique" else v) for k, v in e.items()} for e in info["log"]],
+            rounds=info.rounds,
+            rounds_run=info.rounds_run,
+            annealed=info.annealed,
+            selected=[list(c) for c in info.selected],
+            model_mb=info.model_mb,
+            log=[{k: (list(v) if k == "clique" else v) for k, v in e.items()} for e in info.log],
         )
         if trace is not None:
             row.update(trace=trace, trace_eval_s=sum(p["eval_s"] for p in trace))

@@ -224,19 +224,19 @@ def run_pgmjax(args) -> dict:
     info = result.info
     log = [{"round": e.get("round"), "clique": list(e["clique"]), "source": e.get("source", "private"),
             "sigma": e.get("sigma"), "em_epsilon": e.get("em_epsilon"), "model_mb": e.get("model_mb"),
-            "annealed": e.get("annealed"), "last": e.get("last")} for e in info["log"]]
+            "annealed": e.get("annealed"), "last": e.get("last")} for e in info.log]
     ledger = result.ledger
     public_entries = [e for e in ledger if e.mechanism == "public"]
     em = sorted({float(e.sensitivity) for e in ledger if e.mechanism == "exponential"})
     return {"library": "pgmjax", "mechanism": "aim", "epsilon": args.epsilon, "delta": DELTA, "seed": args.seed,
-            "wall_s": wall, "rounds_nominal": info["rounds"], "rounds_run": info["rounds_run"],
-            "public_taken": len(info.get("public") or []),
-            "public_cliques": [list(c) for c in info.get("public") or []],
+            "wall_s": wall, "rounds_nominal": info.rounds, "rounds_run": info.rounds_run,
+            "public_taken": len(info.public or []),
+            "public_cliques": [list(c) for c in info.public or []],
             "log": log, "ledger_public_entries": len(public_entries),
             "ledger_public_cost": float(sum(e.cost for e in public_entries)),
             "ledger_spent": float(result.accountant.spent), "rho": float(result.accountant.budget),
-            "em_sensitivities": em, "annealed": info.get("annealed"), "total": float(result.model.total),
-            "model_mb": log[-1]["model_mb"] if log else None, "seconds": info.get("seconds"),
+            "em_sensitivities": em, "annealed": info.annealed, "total": float(result.model.total),
+            "model_mb": log[-1]["model_mb"] if log else None, "seconds": info.seconds,
             "model_cliques": [list(c) for c in result.model.cliques], "arrays": args.arrays,
             "backend": jax.default_backend()}
 

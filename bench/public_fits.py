@@ -25,7 +25,7 @@ mechanism in the process (its compilations) falls on a different arm each seed.
 Per run: ``tvd``, the mean total variation distance over the 91 two-way marginals between the final model's
 marginals (``result.model.marginals``) and the private part's, both normalised (:func:`bench.public_data._tvd`); the
 mechanism call's wall time (``time.perf_counter``, the model's arrays waited for); the public cliques taken
-(``result.info["public"]``) and the ledger's ``public`` entries. Mean and sd over the seeds; per mechanism each
+(``result.info.public``) and the ledger's ``public`` entries. Mean and sd over the seeds; per mechanism each
 public arm's mean TVD less the no-public arm's against twice the standard error of the difference
 (``sqrt(sd_a^2 / n + sd_b^2 / n)``), as :func:`bench.public_data.verdicts`.
 
@@ -110,7 +110,7 @@ def run_one(mech: str, arm: str, seed: int, private, tables: dict, pairs, truth2
     answers = [np.asarray(m, np.float64) for m in result.model.marginals(pairs)]
     tvd = float(np.mean([normalised_tvd(a, b) for a, b in zip(truth2, answers)]))
     info = result.info
-    taken = [list(c) for c in (info.get("public") or [])]
+    taken = [list(c) for c in (info.public or [])]
     ledger = result.accountant.ledger
     public_entries = [e for e in ledger if e.mechanism == "public"]
     return {"mechanism": mech, "arm": arm, "table": table, "stddev": stddev, "epsilon": EPSILON, "seed": seed,
@@ -118,9 +118,9 @@ def run_one(mech: str, arm: str, seed: int, private, tables: dict, pairs, truth2
             "ledger_public_entries": len(public_entries),
             "ledger_public_cost": float(sum(float(e.cost) for e in public_entries)),
             "ledger_spent": float(result.accountant.spent), "budget": float(result.accountant.budget),
-            "rounds_run": len(info.get("log") or []) if mech == "mwem" else None,
+            "rounds_run": len(info.log or []) if mech == "mwem" else None,
             "measured": len(result.measurements) - len(taken), "total": float(result.model.total),
-            "seconds": info.get("seconds")}
+            "seconds": info.seconds}
 
 
 def weight_check(pj, table, attrs, total: float, threshold: float = 100.0) -> dict:
@@ -286,7 +286,7 @@ def render(doc: dict) -> list[str]:
               "(the model scored)." + (f" {settings['rounds_note']}" if settings.get("rounds_note") else ""), "",
               "Columns: `TVD` the mean total variation distance of the final model's 91 two-way marginals from the "
               "private part's (both normalised, exact model marginals); `public taken` the cliques the final fit took "
-              "from the public table (`result.info[\"public\"]`); `wall s` the mechanism call (data loading apart; "
+              "from the public table (`result.info.public`); `wall s` the mechanism call (data loading apart; "
               "the first call of each mechanism in the process includes its compilations). Mean ± sd over the seeds; "
               "counts as mean (min–max).", ""]
     for mech in MECHANISMS:

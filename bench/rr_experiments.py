@@ -334,7 +334,7 @@ def rr_pgm(name, data, epsilons, cliques, iters, seed=5):
         naive = dict(zip(pairs, rel.data.marginals(pairs)))
         raw = dict(zip(pairs, rel.marginals(pairs)))
         model = dict(zip(pairs, res.model.marginals(pairs)))
-        row = {"dataset": name, "epsilon": eps, "epsilon_per_attribute": eps / len(data.domain), "cliques": len(res.info["cliques"]),
+        row = {"dataset": name, "epsilon": eps, "epsilon_per_attribute": eps / len(data.domain), "cliques": len(res.info.cliques),
                "naive": float(np.mean([tvd(naive[p], true[p], n) for p in pairs])),
                "raw": float(np.mean([tvd(raw[p], true[p], n) for p in pairs])),
                "raw_clipped": float(np.mean([tvd(np.maximum(raw[p], 0) * n / max(np.maximum(raw[p], 0).sum(), 1e-9), true[p], n)

@@ -26,16 +26,16 @@ from griffe_roles import link  # noqa: E402  (docs/griffe_roles.py: the Sphinx r
 
 # The mechanisms' own names are documented on their pages (docs/mechanisms/<page>.md, ::: blocks there).
 MECHANISM_PAGES = {
-    "mwem": ["mwem", "MWEMOptions", "mwem_budget", "mw_update"],
-    "hdmm": ["hdmm", "HDMMOptions", "hdmm_strategy", "union_workload"],
-    "privbayes": ["privbayes", "PrivBayesOptions", "greedy_bayes", "noisy_conditionals", "sample_network"],
-    "dualquery": ["dualquery", "DualQueryOptions", "dualquery_plan", "DualQueryTranscript", "max_sum_ve"],
-    "mldp": ["mldp", "MLDPOptions", "QuerySet", "RegressionModel", "select_training", "training_sensitivity",
+    "mwem": ["mwem", "MWEMOptions", "MWEMInfo", "mwem_budget", "mw_update"],
+    "hdmm": ["hdmm", "HDMMOptions", "HDMMInfo", "hdmm_strategy", "union_workload"],
+    "privbayes": ["privbayes", "PrivBayesOptions", "PrivBayesInfo", "greedy_bayes", "noisy_conditionals", "sample_network"],
+    "dualquery": ["dualquery", "DualQueryOptions", "DualQueryInfo", "dualquery_plan", "DualQueryTranscript", "max_sum_ve"],
+    "mldp": ["mldp", "MLDPOptions", "MLDPInfo", "QuerySet", "RegressionModel", "select_training", "training_sensitivity",
              "fit_regression", "fit_pgm", "laplace_baseline"],
-    "mst": ["mst", "MSTOptions", "mst_budget", "compress_domain"],
-    "aim": ["aim", "AIMOptions", "aim_budget", "aim_candidates", "default_aim_workload"],
-    "tree_aim": ["tree_aim", "TreeAIMOptions", "tree_aim_budget"],
-    "rr_synthetic": ["rr_synthetic", "RRSyntheticOptions", "chow_liu_cliques"],
+    "mst": ["mst", "MSTOptions", "MSTInfo", "mst_budget", "compress_domain"],
+    "aim": ["aim", "AIMOptions", "AIMInfo", "aim_budget", "aim_candidates", "default_aim_workload"],
+    "tree_aim": ["tree_aim", "TreeAIMOptions", "TreeAIMInfo", "tree_aim_budget"],
+    "rr_synthetic": ["rr_synthetic", "RRSyntheticOptions", "RRSyntheticInfo", "chow_liu_cliques"],
 }
 
 

@@ -17,6 +17,7 @@ import shutil
 
 from ..mechanisms import registry
 from ..mechanisms.checkpoint import STATE_FILE, Checkpoint, RunInterrupted
+from ..mechanisms.run_info import ResumableRunInfo
 from .arguments import parse_options, secret_seed
 from .errors import UserError
 
@@ -117,12 +118,13 @@ def keep_seed(checkpoint: Checkpoint | None, seed: int, how: str) -> None:
         f.write(f"{seed}\n")
 
 
-def finished(checkpoint: Checkpoint | None, info: dict, say) -> None:
+def finished(checkpoint: Checkpoint | None, info, say) -> None:
     """After a run completed: say whether it resumed (``info``: the result's), and remove an automatic checkpoint
     (resumed from, or never written); one the user named is kept (run again, the same command fits and samples
     from it without spending anything)."""
-    if checkpoint is not None and info.get("resumed_from") is not None:
-        say(f"resumed from checkpoint {checkpoint.path} after round {info['resumed_from']}: those rounds were not "
+    resumed_from = info.resumed_from if isinstance(info, ResumableRunInfo) else None
+    if checkpoint is not None and resumed_from is not None:
+        say(f"resumed from checkpoint {checkpoint.path} after round {resumed_from}: those rounds were not "
             "measured again")
     if checkpoint is None or checkpoint.save != "interrupt" or not os.path.isdir(checkpoint.path):
         return

@@ -400,10 +400,10 @@ def build_report(args, data, schema, extra, workload, result, spec, synth, evalu
         "seconds": seconds,
         "notes": notes,
         "original_error": result.original_error,
-        # Only what is safe to publish (settings, noisy releases, selections): some info entries are
-        # computed from the data without noise (see registry.Mechanism.report_info).
-        "info": jsonable({k: v for k, v in result.info.items() if k in spec.report_info}, max_items=1000),
-        "info_omitted": sorted(k for k in result.info if k not in spec.report_info),
+        # Only what is safe to publish (settings, noisy releases, selections): some info fields are
+        # computed from the data without noise (see pgmjax.mechanisms.run_info.published).
+        "info": jsonable(result.info.published_values(), max_items=1000),
+        "info_omitted": sorted(result.info.private_names()),
         "ledger": jsonable(acc.records()),
         "plan": jsonable(result.plan.to_dict()) if result.plan is not None else None,
         "preprocessing": jsonable(pre_entry),

@@ -6,8 +6,9 @@ returns a :class:`MechanismResult` with the measurements, the privacy ledger and
 Every front-end has the same leading parameters,
 ``(data, epsilon, delta=..., *, key, workload=..., engine_iters=..., fit_options=..., max_model_mb=...)``,
 then its own keyword-only options, defined once as the fields of a frozen, checked dataclass
-(:mod:`pgmjax.mechanisms.own_options`; e.g. :class:`MWEMOptions`); :mod:`~pgmjax.mechanisms.registry` maps names
-to them.
+(:mod:`pgmjax.mechanisms.own_options`; e.g. :class:`MWEMOptions`). What a run reports about itself,
+``result.info``, is likewise one frozen value of the front-end's own class (:mod:`pgmjax.mechanisms.run_info`; e.g.
+:class:`MSTInfo`). :mod:`~pgmjax.mechanisms.registry` maps names to the front-ends.
 
 Example:
     >>> import jax, numpy as np, pgmjax as pj
@@ -22,10 +23,11 @@ Example:
 
 from . import registry
 from .adaptive_iterative import aim, aim_budget, aim_candidates, default_aim_workload
-from .aim_options import AIMOptions
-from .dual_query import DualQueryOptions, DualQueryTranscript, dualquery, dualquery_plan, max_sum_ve
-from .matrix_mechanism import HDMMOptions, hdmm, hdmm_strategy, union_workload
+from .aim_options import AIMInfo, AIMOptions
+from .dual_query import DualQueryInfo, DualQueryOptions, DualQueryTranscript, dualquery, dualquery_plan, max_sum_ve
+from .matrix_mechanism import HDMMInfo, HDMMOptions, hdmm, hdmm_strategy, union_workload
 from .query_learning import (
+    MLDPInfo,
     MLDPOptions,
     QuerySet,
     RegressionModel,
@@ -38,14 +40,14 @@ from .query_learning import (
 )
 from .domain_compression import compress_domain
 from .spanning_tree import mst, mst_budget
-from .spanning_tree_options import MSTOptions
+from .spanning_tree_options import MSTInfo, MSTOptions
 from .tree_adaptive import tree_aim, tree_aim_budget
-from .tree_aim_options import TreeAIMOptions
+from .tree_aim_options import TreeAIMInfo, TreeAIMOptions
 from .original_estimates import CliqueTables, FactoredTable
-from .multiplicative_weights import DEFAULT_MAX_TABLE_CELLS, MWEMOptions, hypothetical_model_size, mw_update, mwem, mwem_budget
-from .bayesian_network import PrivBayesOptions, greedy_bayes, noisy_conditionals, privbayes, sample_network
+from .multiplicative_weights import DEFAULT_MAX_TABLE_CELLS, MWEMInfo, MWEMOptions, hypothetical_model_size, mw_update, mwem, mwem_budget
+from .bayesian_network import PrivBayesInfo, PrivBayesOptions, greedy_bayes, noisy_conditionals, privbayes, sample_network
 from .result import MechanismResult
-from .randomized_response_synthetic import RRSyntheticOptions, chow_liu_cliques, rr_synthetic
+from .randomized_response_synthetic import RRSyntheticInfo, RRSyntheticOptions, chow_liu_cliques, rr_synthetic
 from .checkpoint import Checkpoint, RunInterrupted
 
 __all__ = [
@@ -54,26 +56,31 @@ __all__ = [
     "CliqueTables",
     "mwem",
     "MWEMOptions",
+    "MWEMInfo",
     "mwem_budget",
     "mw_update",
     "hypothetical_model_size",
     "DEFAULT_MAX_TABLE_CELLS",
     "privbayes",
     "PrivBayesOptions",
+    "PrivBayesInfo",
     "greedy_bayes",
     "noisy_conditionals",
     "sample_network",
     "dualquery",
     "DualQueryOptions",
+    "DualQueryInfo",
     "dualquery_plan",
     "DualQueryTranscript",
     "max_sum_ve",
     "hdmm",
     "HDMMOptions",
+    "HDMMInfo",
     "hdmm_strategy",
     "union_workload",
     "mldp",
     "MLDPOptions",
+    "MLDPInfo",
     "QuerySet",
     "RegressionModel",
     "select_training",
@@ -83,18 +90,22 @@ __all__ = [
     "laplace_baseline",
     "mst",
     "MSTOptions",
+    "MSTInfo",
     "mst_budget",
     "compress_domain",
     "aim",
     "AIMOptions",
+    "AIMInfo",
     "aim_budget",
     "aim_candidates",
     "default_aim_workload",
     "tree_aim",
     "TreeAIMOptions",
+    "TreeAIMInfo",
     "tree_aim_budget",
     "rr_synthetic",
     "RRSyntheticOptions",
+    "RRSyntheticInfo",
     "chow_liu_cliques",
     "registry",
     "Checkpoint",

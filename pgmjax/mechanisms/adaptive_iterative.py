@@ -59,12 +59,13 @@ from ..queries.measurement import pool_repeats
 from ..queries.workload import Workload
 from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_options, check_model_cap,
                       check_zcdp_delta)
-from .aim_options import AIMOptions
+from .aim_options import AIMInfo, AIMOptions
 from .checkpoint import Keeper, RunState, fingerprint
 from .public_selection import JointSelection, check_public
 from .own_options import takes_own_options
 from .progress import Progress
 from .result import BudgetStep, MechanismResult, record_plan
+from .run_info import reports
 from .steps import (Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, oracle_of, pgm_native_result,
                     synthesize)
 
@@ -222,6 +223,7 @@ def _closure(cliques: Sequence[Clique]) -> set[Clique]:
 # ---------------------------------------------------------------------------------------------------
 
 
+@reports(AIMInfo)
 @takes_own_options(AIMOptions)
 def aim(
     data: Dataset,
@@ -269,7 +271,8 @@ def aim(
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model``, ``synthetic``, ``measurements`` (one-way,
         then one per round), ``accountant`` / ``ledger`` (``spent == budget == rho``), ``original=None``, ``plan``
         (the one-way measurements at the initial noise, then the rounds, adaptive: :func:`aim_budget` has the
-        initial noise) and ``info``: ``candidates`` (``{clique: weight}``), ``rounds`` (the nominal ``T``),
+        initial noise) and ``info``, an :class:`~pgmjax.mechanisms.aim_options.AIMInfo`: ``candidates``
+        (``{clique: weight}``), ``rounds`` (the nominal ``T``),
         ``rounds_run``, ``log`` (per round: round, clique, sigma, em_epsilon, limit_mb, model_mb, candidates,
         annealed, last, spent), ``selected``, ``annealed`` (how many times), ``total``, ``resumed_from`` (the
         checkpoint's round the run resumed after, or None), ``seconds`` (this process's; ``engine``: the fits;
@@ -451,13 +454,13 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
     if own.synthetic:
         with timer("synthetic"):
             synth = synthesize(model, k_synth, own.rows, own.synthetic_method)
-    info = {"epsilon": epsilon, "delta": delta, "rho": rho, "candidates": candidates, "rounds": budget["rounds"],
-            "rounds_run": t, "max_model_mb": max_model_mb, "engine_iters": engine_iters, "final_iters": own.final_iters,
-            "log": log, "selected": [e["clique"] for e in log], "annealed": sum(e["annealed"] for e in log),
-            "total": model.total, "model_mb": model_mb(model), "seconds": timer.done(), "resumed_from": keeper.resumed_from,
-            "public": [] if joint is None else list(joint.taken)}
-    if oracle_of(options) != "exact":  # which oracle the last fit took, and why
-        info["oracle"] = getattr(model, "info", None)
+    info = AIMInfo(
+        epsilon=epsilon, delta=delta, rho=rho, candidates=candidates, rounds=budget["rounds"], rounds_run=t,
+        max_model_mb=max_model_mb, engine_iters=engine_iters, final_iters=own.final_iters, log=log,
+        selected=[e["clique"] for e in log], annealed=sum(e["annealed"] for e in log), total=model.total,
+        model_mb=model_mb(model), seconds=timer.done(), resumed_from=keeper.resumed_from,
+        public=[] if joint is None else list(joint.taken),
+        oracle=getattr(model, "info", None) if oracle_of(options) != "exact" else None)  # which oracle, and why
     return pgm_native_result("aim", "AIM", model=model, synthetic=synth, measurements=measurements, accountant=acc,
                              info=info, plan=plan)
 

@@ -1,5 +1,6 @@
-"""AIM's own options (:class:`AIMOptions`), checked where made: a bad one fails with its name before any data is
-read. The checks that need the data (the constraints and the public data against the domain, ``rounds`` against
+"""AIM's own options (:class:`AIMOptions`), checked where made, and what its run reports (:class:`AIMInfo`).
+
+A bad option fails with its name before any data is read. The checks that need the data (the constraints and the public data against the domain, ``rounds`` against
 the number of one-way candidates) and the default that needs a common argument (``final_iters``) stay with
 :func:`pgmjax.mechanisms.aim`.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..checks import check_count
 from ..queries.constraints import Constraint
@@ -17,8 +19,9 @@ from .checkpoint import Checkpoint
 from .options import check_synthetic
 from .own_options import OwnOptions
 from .progress import check_progress
+from .run_info import ResumableRunInfo, published
 
-__all__ = ["AIMOptions"]
+__all__ = ["AIMInfo", "AIMOptions"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,3 +84,53 @@ class AIMOptions(OwnOptions):
             checkpoint=Checkpoint.of(self.checkpoint, where),
             progress=check_progress(self.progress, where),
         )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class AIMInfo(ResumableRunInfo):
+    """What an AIM run reports (``result.info``). The report of ``pgmjax run`` prints the published fields.
+
+    Attributes:
+        epsilon: the run's epsilon.
+        delta: its delta.
+        rho: the zCDP budget it spent (:func:`~pgmjax.mechanisms.adaptive_iterative.aim_budget`).
+        candidates: the candidates and their weights, ``{clique: weight}``
+            (:func:`~pgmjax.mechanisms.adaptive_iterative.aim_candidates`; private: kept with the data holder).
+        rounds: the nominal number of rounds ``T``.
+        rounds_run: the rounds the run took.
+        max_model_mb: the model-size cap in MB once the whole budget is spent.
+        engine_iters: the most engine iterations of each round's fit.
+        final_iters: iterations of the final fit.
+        log: per round, a dict: ``round``, ``clique``, ``sigma``, ``em_epsilon``, ``limit_mb``, ``model_mb``,
+            ``candidates``, ``annealed``, ``last``, ``spent``, ``source`` (``"private"`` or ``"public"``).
+        selected: the cliques the rounds selected, in order.
+        annealed: how many times the noise was halved.
+        total: the model's total (its estimate of the number of records).
+        model_mb: the final model's size in MB.
+        seconds: the seconds each stage took (this process's; ``engine``: the fits; ``marginals``: the model's
+            answers on every candidate after each fit; ``selection``: sizes, qualities, the exponential mechanism
+            and the measurement; ``synthetic``; ``total``).
+        resumed_from: the checkpoint's round the run resumed after, or None
+            (:class:`~pgmjax.mechanisms.run_info.ResumableRunInfo`).
+        public: the public marginals the rounds took (``public=``), in order.
+        oracle: with an oracle other than ``"exact"``, which oracle the last fit took and why (the model's
+            ``info``); None with the exact oracle (private: an internal object).
+    """
+
+    epsilon: float = published()
+    delta: float = published()
+    rho: float = published()
+    candidates: dict
+    rounds: int = published()
+    rounds_run: int = published()
+    max_model_mb: float = published()
+    engine_iters: int = published()
+    final_iters: int = published()
+    log: list = published()
+    selected: list = published()
+    annealed: int = published()
+    total: float = published()
+    model_mb: float = published()
+    seconds: dict = published()
+    public: list = published()
+    oracle: Any = None

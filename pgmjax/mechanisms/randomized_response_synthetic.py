@@ -13,7 +13,7 @@ Both arms of a :class:`~pgmjax.mechanisms.result.MechanismResult` run on the sam
 
 Over the whole row domain (the paper's mechanism, ``per_attribute=False``) the squared error of a query
 is about ``((e^eps + K - 1) / (e^eps - 1))^2 / (4 n)`` on the fraction scale, ``K`` the number of rows of the
-domain: informative only for domains of a few dozen rows (``info["rmse_bound"]`` says how bad it is; a
+domain: informative only for domains of a few dozen rows (``info.rmse_bound`` says how bad it is; a
 warning is raised above 0.5). ``per_attribute=True`` randomises each attribute separately with
 ``epsilon / d`` (sequential composition; not in the paper), the usable variant on real tables.
 
@@ -21,6 +21,8 @@ Privacy: pure ``epsilon`` (``rho = epsilon^2 / 2`` under a zCDP accountant), all
 :meth:`pgmjax.privacy.Accountant.randomized_response`. The release has exactly ``n`` rows: it is DP under
 replace-one neighbours (``bounded=True``, the default here); under add/remove neighbours the count must
 be declared public (``public_count=True``), else the run is refused.
+
+The front-end's own options are :class:`RRSyntheticOptions`; what its run reports is :class:`RRSyntheticInfo`.
 """
 
 from __future__ import annotations
@@ -57,9 +59,10 @@ from .options import (check_attribute_matrices, check_domain_size, check_fit_opt
                       refuse_option)
 from .own_options import OwnOptions, takes_own_options
 from .result import BudgetStep, MechanismResult, record_plan
+from .run_info import RunInfo, published, reports
 from .steps import Timer, synthesize
 
-__all__ = ["RRSyntheticOptions", "rr_synthetic", "chow_liu_cliques"]
+__all__ = ["RRSyntheticInfo", "RRSyntheticOptions", "rr_synthetic", "chow_liu_cliques"]
 
 #: Above this ``rmse_bound`` (fraction scale) the whole-row release carries almost no information.
 UNINFORMATIVE_RMSE = 0.5
@@ -168,6 +171,45 @@ class RRSyntheticOptions(OwnOptions):
                   synthetic=synthetic, rows=rows, synthetic_method=synthetic_method)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class RRSyntheticInfo(RunInfo):
+    """What an RR+PGM run reports (``result.info``). The report of ``pgmjax run`` prints the published fields; the
+    released table stays out of it.
+
+    Attributes:
+        epsilon: the release's epsilon.
+        per_attribute: each attribute randomised separately (True) or the whole row (False).
+        bounded: the accountant's neighbours (True: replace-one).
+        public_count: the record count declared public.
+        epsilons: the epsilon of each randomised group (one per attribute, or one for the whole row).
+        keep: each group's probability of reporting the true value.
+        domain_rows: ``K``, the number of rows of the whole domain.
+        rmse_bound: the whole-row release's fraction-scale RMSE bound of a query (None per attribute).
+        informative_rows: the largest ``K`` with an RMSE bound of 0.05.
+        cliques: the marginals debiased and fitted.
+        release: the released (randomised) :class:`~pgmjax.Dataset`.
+        total: the number of records, the model's total.
+        engine_iters: engine iterations of the fit.
+        seconds: the seconds each stage took.
+    """
+
+    epsilon: float = published()
+    per_attribute: bool = published()
+    bounded: bool = published()
+    public_count: bool = published()
+    epsilons: list = published()
+    keep: list = published()
+    domain_rows: float = published()
+    rmse_bound: float | None = published()
+    informative_rows: int = published()
+    cliques: list = published()
+    release: Dataset
+    total: float = published()
+    engine_iters: int = published()
+    seconds: dict = published()
+
+
+@reports(RRSyntheticInfo)
 @takes_own_options(RRSyntheticOptions)
 def rr_synthetic(
     data: Dataset,
@@ -201,8 +243,8 @@ def rr_synthetic(
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (RR+PGM), ``synthetic``,
         ``measurements`` (the debiased marginals), ``accountant`` (one ledger entry, pure ``epsilon``), ``plan`` (the release),
         ``original`` (the :class:`pgmjax.rr.Release`: the released table and its companion estimators),
-        ``info``: ``epsilon``, ``per_attribute``, ``bounded``, ``public_count``, ``epsilons`` and ``keep``
-        (per group), ``domain_rows`` (``K``), ``rmse_bound`` (whole row: the fraction-scale RMSE bound of a
+        ``info``, an :class:`RRSyntheticInfo`: ``epsilon``, ``per_attribute``, ``bounded``, ``public_count``,
+        ``epsilons`` and ``keep`` (per group), ``domain_rows`` (``K``), ``rmse_bound`` (whole row: the fraction-scale RMSE bound of a
         query), ``informative_rows`` (the largest ``K`` with an RMSE bound of 0.05), ``cliques``,
         ``release`` (the released Dataset), ``total``, ``engine_iters``, ``seconds``.
 
@@ -215,7 +257,7 @@ def rr_synthetic(
         >>> dom = pj.Domain({"a": 3, "b": 2})
         >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 2], (2000, 2)), dom)
         >>> res = rr_synthetic(data, 2.0, key=jax.random.key(0), engine_iters=50)
-        >>> res.ledger[0].epsilon, len(res.synthetic), res.info["cliques"]
+        >>> res.ledger[0].epsilon, len(res.synthetic), res.info.cliques
         (2.0, 2000, [('a',), ('b',), ('a', 'b')])
     """
     run = _rr_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
@@ -297,21 +339,21 @@ def _rr_synthetic(data: Dataset, key, run: _Run) -> MechanismResult:
     if own.synthetic:
         with timer("synthetic"):
             synth = synthesize(model, k_synth, own.rows if own.rows is not None else n, own.synthetic_method)
-    info = {
-        "epsilon": epsilon,
-        "per_attribute": own.per_attribute,
-        "bounded": accountant.bounded,
-        "public_count": own.public_count,
-        "epsilons": list(channel.epsilons),
-        "keep": list(channel.keep),
-        "domain_rows": float(domain.size()),
-        "rmse_bound": run.rmse,
-        "informative_rows": max_informative_size(epsilon, n, 0.05),
-        "cliques": [tuple(c) for c in dict.fromkeys(cliques)],
-        "release": released,
-        "total": float(n),
-        "engine_iters": run.engine_iters,
-        "seconds": timer.done(),
-    }
+    info = RRSyntheticInfo(
+        epsilon=epsilon,
+        per_attribute=own.per_attribute,
+        bounded=accountant.bounded,
+        public_count=own.public_count,
+        epsilons=list(channel.epsilons),
+        keep=list(channel.keep),
+        domain_rows=float(domain.size()),
+        rmse_bound=run.rmse,
+        informative_rows=max_informative_size(epsilon, n, 0.05),
+        cliques=[tuple(c) for c in dict.fromkeys(cliques)],
+        release=released,
+        total=float(n),
+        engine_iters=run.engine_iters,
+        seconds=timer.done(),
+    )
     return MechanismResult(mechanism="rr_synthetic", model=model, synthetic=synth, measurements=ms, accountant=accountant,
                            original=release, info=info, plan=plan)

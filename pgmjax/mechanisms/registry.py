@@ -7,7 +7,8 @@ Every front-end has the common signature (:data:`~pgmjax.mechanisms.options.COMM
 so running one by name is calling it: :func:`run` adds nothing but the lookup. Its own keyword-only
 options are the fields of one frozen class (:attr:`Mechanism.options`, :mod:`pgmjax.mechanisms.own_options`), which
 the function's signature lists after the common parameters (:func:`own_options`); the command line derives its
-``--option`` checks from them.
+``--option`` checks from them. Its results' ``info`` is one frozen value of another (:attr:`Mechanism.info`,
+:mod:`pgmjax.mechanisms.run_info`), whose published fields the run report prints.
 
 Example:
     >>> from pgmjax.mechanisms import registry
@@ -16,7 +17,7 @@ Example:
     >>> import jax, numpy as np, pgmjax as pj
     >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), {"a": 3, "b": 4, "c": 2})
     >>> res = registry.run("privbayes", data, 1.0, key=jax.random.key(0), engine_iters=200)
-    >>> res.info["network"], res.plan.total == res.accountant.budget
+    >>> res.info.network, res.plan.total == res.accountant.budget
     ([('b', ()), ('a', ('b',)), ('c', ('b',))], True)
 """
 
@@ -63,10 +64,6 @@ class Mechanism:
             through zCDP), ``"advanced"`` ((epsilon, delta) by advanced composition) or ``"noise"``
             (pure with Laplace noise, zCDP with ``noise="gaussian"``); see :data:`GUARANTEES`.
         workload: whether it takes a workload (the others refuse one).
-        report_info: the keys of ``result.info`` that are safe to publish in a run report: settings,
-            released (noisy) values and what was selected. The others are left out: some are
-            computed from the data without noise (e.g. MST's selection weights, PrivBayes's scores),
-            others are internal objects.
         cli_defaults: the command line's values for some of its own options (e.g. skipping a comparison
             arm that synthetic data does not need); ``--option`` overrides them.
     """
@@ -76,7 +73,6 @@ class Mechanism:
     description: str
     privacy: str
     workload: bool
-    report_info: tuple[str, ...] = ()
     cli_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
@@ -85,10 +81,18 @@ class Mechanism:
         fields are the options after the common parameters."""
         return self.function.options
 
+    @property
+    def info(self) -> type:
+        """The class of its results' ``info``: a frozen :class:`~pgmjax.mechanisms.run_info.RunInfo` subclass whose
+        published fields (:meth:`~pgmjax.mechanisms.run_info.RunInfo.published_names`) a run report may print:
+        settings, released (noisy) values and what was selected. The others stay with the data holder: some are
+        computed from the data without noise (e.g. MST's selection weights, PrivBayes's scores), others are internal
+        objects."""
+        return self.function.info
 
-def _entry(function, description, privacy, workload, report_info, **cli_defaults) -> Mechanism:
-    return Mechanism(function.__name__, function, description, privacy, workload, tuple(report_info),
-                     MappingProxyType(dict(cli_defaults)))
+
+def _entry(function, description, privacy, workload, **cli_defaults) -> Mechanism:
+    return Mechanism(function.__name__, function, description, privacy, workload, MappingProxyType(dict(cli_defaults)))
 
 
 #: Every front-end, by name, in the order the command line lists them.
@@ -97,40 +101,22 @@ MECHANISMS: Mapping[str, Mechanism] = MappingProxyType({
     for m in [
         _entry(mwem, "MWEM+PGM: exponential-mechanism selection of badly answered marginals, Laplace (or Gaussian) measurements",
                "noise", True,
-               ("selection", "noise", "bounded", "rounds", "alpha", "epsilon", "delta", "em_sensitivity", "max_model_mb", "log",
-                "selected", "total", "seconds", "public"),
                original=False),  # the multiplicative-weights comparison arm is not needed for synthetic data
-        _entry(privbayes, "PrivBayes+PGM: a private Bayesian network (GreedyBayes) and its noisy conditional tables", "pure", False,
-               ("network", "order", "score", "bounded", "beta", "theta", "degree", "epsilon", "epsilon_count", "epsilon_structure",
-                "epsilon_step", "epsilon_tables", "cliques", "laplace_scale", "noisy_count", "total", "engine_iters")),
+        _entry(privbayes, "PrivBayes+PGM: a private Bayesian network (GreedyBayes) and its noisy conditional tables", "pure", False),
         _entry(dualquery, "DualQuery+PGM: a private game between a query player and a record player, model fitted to its transcript",
-               "advanced", True,
-               ("rounds", "eta", "eta_used", "samples", "bound", "delta", "epsilon_at_eta", "epsilon_spent", "queries",
-                "engine_iters", "seconds")),
+               "advanced", True),
         _entry(hdmm, "HDMM+PGM: a measurement strategy optimised for the workload, Laplace (or Gaussian) noise", "noise", True,
-               ("strategy_info", "noise", "bounded", "epsilon", "delta", "rho", "sensitivity", "sensitivity_exact", "noise_scale",
-                "noise_std", "expected_error", "workload_rows", "terms", "total", "engine_iters", "engine_method", "seconds"),
                original=False, max_table_cells=0),  # the least-squares comparison arms are not needed for synthetic data
         _entry(mst, "MST: one-way marginals plus a private maximum spanning tree of two-way marginals (Gaussian, zCDP)", "zcdp",
-               False,
-               ("epsilon", "delta", "rho", "edges", "compressed_domain", "mapping", "total", "select_iters", "engine_iters",
-                "seconds", "public")),
-        _entry(aim, "AIM: adaptive, workload-aware selection of marginals under a model-size cap (Gaussian, zCDP)", "zcdp", True,
-               ("epsilon", "delta", "rho", "rounds", "rounds_run", "max_model_mb", "engine_iters", "final_iters", "log", "selected",
-                "annealed", "total", "model_mb", "seconds", "public")),
+               False),
+        _entry(aim, "AIM: adaptive, workload-aware selection of marginals under a model-size cap (Gaussian, zCDP)", "zcdp", True),
         _entry(tree_aim, "TreeAIM: MST's spanning tree of pairs, then a few batches of AIM's selection where the model errs most "
-               "(Gaussian, zCDP)", "zcdp", True,
-               ("epsilon", "delta", "rho", "budget", "edges", "selected", "log", "compressed_domain", "mapping", "total",
-                "model_mb", "engine_iters", "seconds", "public")),
+               "(Gaussian, zCDP)", "zcdp", True),
         _entry(mldp, "MLDP+PGM: the workload's marginal cells as training queries with Laplace noise, a model fitted to them",
                "pure", True,
-               ("size", "bounded", "epsilon", "sensitivity", "sensitivity_exact", "scale", "stddev", "coverage", "total",
-                "total_source", "seconds"),
                original=False, synthetic=True),  # the regression arm is not needed; the command line wants records
         _entry(rr_synthetic, "RR+PGM: randomized response on every record (query-set independent), debiased marginals fitted by the engine",
                "pure", False,
-               ("epsilon", "per_attribute", "bounded", "public_count", "epsilons", "keep", "domain_rows", "rmse_bound",
-                "informative_rows", "cliques", "total", "engine_iters", "seconds"),
                per_attribute=True),  # the whole-row release is uninformative beyond a few dozen rows
     ]
 })

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..data.dataset import Dataset
 from ..privacy.ledger import BudgetPlan, BudgetStep
 from ..queries.measurement import Measurement
+from .run_info import RunInfo
 
 __all__ = ["MechanismResult", "BudgetPlan", "BudgetStep", "record_plan"]
 
@@ -54,7 +55,9 @@ class MechanismResult:
             records, or an object with ``answers``/``marginals`` like the model), or None
             when it could not run (see ``original_error``).
         original_error: why the original arm did not run (e.g. its table would not fit in memory).
-        info: mechanism-specific details (selected cliques, network, rounds, timings, ...).
+        info: what the run reports about itself (selected cliques, network, rounds, timings, ...): a frozen
+            :class:`~pgmjax.mechanisms.run_info.RunInfo` of the front-end's own class (``fn.info``, e.g.
+            :class:`~pgmjax.mechanisms.MSTInfo`), whose published fields a run report prints.
         plan: the :class:`~pgmjax.privacy.BudgetPlan` the run followed (also in ``accountant.plans``):
             its steps and their costs, summing to the budget.
     """
@@ -66,7 +69,7 @@ class MechanismResult:
     accountant: Any
     original: Any = None
     original_error: str | None = None
-    info: dict = field(default_factory=dict)
+    info: RunInfo | None = None
     plan: BudgetPlan | None = None
 
     @property

@@ -63,7 +63,8 @@ from .own_options import takes_own_options
 from .progress import Progress
 from .public_selection import check_public
 from .result import BudgetStep, MechanismResult, record_plan
-from .spanning_tree_options import MSTOptions
+from .run_info import reports
+from .spanning_tree_options import MSTInfo, MSTOptions
 from .steps import Timer, l1_errors, pgm_native_result, record_public_fit, release_over_original
 
 __all__ = [
@@ -196,6 +197,7 @@ def check_tree_sizes(domain: Domain, where: str, method="mirror_descent", dtype=
     check_fit(domain, cliques, method, dtype, where, what=" of the largest model MST may select")
 
 
+@reports(MSTInfo)
 @takes_own_options(MSTOptions)
 def mst(
     data: Dataset,
@@ -257,7 +259,7 @@ def mst(
         >>> dom = pj.Domain({"a": 3, "b": 4, "c": 2})
         >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), dom)
         >>> res = mst(data, 1.0, key=jax.random.key(0), select_iters=50, engine_iters=100)
-        >>> res.accountant.spent == res.accountant.budget, len(res.ledger), len(res.info["edges"])
+        >>> res.accountant.spent == res.accountant.budget, len(res.ledger), len(res.info.edges)
         (True, 7, 2)
     """
     run = _mst_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
@@ -359,22 +361,22 @@ def _mst(data: Dataset, key, run: _Run) -> MechanismResult:
     finally:
         bar.close()
 
-    info = {
-        "epsilon": epsilon,
-        "delta": delta,
-        "rho": rho,
-        "edges": edges,
-        "compressed_domain": cdom,
-        "mapping": mapping,
-        "compressed_model": model_c,
-        "total": model_c.total,
-        "select_iters": own.select_iters,
-        "engine_iters": run.engine_iters,
-        "fit_iterations": int(model_c.history[-1]["iteration"]) if model_c.history else 0,
-        "residual_rows": (2.0 * float(model_c.loss), measured_rows),
-        "seconds": timer.done(),
-        "public": list((model_c.info or {}).get("public", [])),  # over the compressed domain, as the ledger's
-    }
+    info = MSTInfo(
+        epsilon=epsilon,
+        delta=delta,
+        rho=rho,
+        edges=edges,
+        compressed_domain=cdom,
+        mapping=mapping,
+        compressed_model=model_c,
+        total=model_c.total,
+        select_iters=own.select_iters,
+        engine_iters=run.engine_iters,
+        fit_iterations=int(model_c.history[-1]["iteration"]) if model_c.history else 0,
+        residual_rows=(2.0 * float(model_c.loss), measured_rows),
+        seconds=timer.done(),
+        public=list((model_c.info or {}).get("public", [])),  # over the compressed domain, as the ledger's
+    )
     return pgm_native_result("mst", "MST", model=model, synthetic=synth, measurements=measurements, accountant=acc,
                              info=info, plan=plan)
 

@@ -1,6 +1,8 @@
-"""MST's own options (:class:`MSTOptions`), checked where they are made: a bad one fails with its name before any
-data is read. The checks that need the data (the constraints and the public data against its domain, the default
-``select_iters`` from ``engine_iters``) stay with the front-end (:func:`pgmjax.mechanisms.mst`).
+"""MST's own options (:class:`MSTOptions`), checked where they are made, and what its run reports (:class:`MSTInfo`).
+
+A bad option fails with its name before any data is read. The checks that need the data (the constraints and the
+public data against its domain, the default ``select_iters`` from ``engine_iters``) stay with the front-end
+(:func:`pgmjax.mechanisms.mst`).
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from ..queries.constraints import Constraint, constraint_tuple
 from ..queries.public import PublicData
 from .options import check_synthetic
 from .own_options import OwnOptions
+from .run_info import CompressedRunInfo, published
 from .public_selection import check_public_type
 from .progress import check_progress
 
-__all__ = ["MSTOptions"]
+__all__ = ["MSTInfo", "MSTOptions"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,3 +73,37 @@ class MSTOptions(OwnOptions):
         check_public_type(self.public, where)
         self.keep(select_iters=select_iters, compress=compress, synthetic=synthetic, rows=rows,
                   synthetic_method=synthetic_method, constraints=constraints)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class MSTInfo(CompressedRunInfo):
+    """What an MST run reports (``result.info``). The report of ``pgmjax run`` prints the published fields.
+
+    Attributes:
+        epsilon: the run's epsilon.
+        delta: its delta.
+        rho: the zCDP budget it spent (:func:`~pgmjax.mechanisms.spanning_tree.mst_budget`).
+        edges: the selected pairs, in the order the selection drew them.
+        compressed_domain, mapping, compressed_model: step 2's compression of rare values
+            (:class:`~pgmjax.mechanisms.run_info.CompressedRunInfo`).
+        total: the model's total (its estimate of the number of records).
+        select_iters: engine iterations of the one-way fit the selection read.
+        engine_iters: engine iterations of the final fit.
+        fit_iterations: the iterations the final fit ran (private: its stopping point depends on the data).
+        residual_rows: ``(2 * final loss, measured rows)``, the fit's squared residual against its measurements
+            (private: computed from the noisy answers and the model; kept for the discrepancy stop's study).
+        seconds: the seconds each stage took.
+        public: the public marginals the fits took, over the compressed domain.
+    """
+
+    epsilon: float = published()
+    delta: float = published()
+    rho: float = published()
+    edges: list = published()
+    total: float = published()
+    select_iters: int = published()
+    engine_iters: int = published()
+    fit_iterations: int = 0
+    residual_rows: tuple = ()
+    seconds: dict = published()
+    public: list = published()

@@ -71,10 +71,11 @@ from .own_options import takes_own_options
 from .progress import Progress
 from .public_selection import check_public
 from .result import BudgetStep, MechanismResult, record_plan
+from .run_info import reports
 from .spanning_tree import REFERENCE_MIRROR_DESCENT, SELECT_ITERS, check_tree_sizes, select_tree
 from .steps import (Timer, candidate_marginals, l1_errors, model_mb, pgm_native_result,
                     record_public_fit, release_over_original, released_model_size)
-from .tree_aim_options import BATCHES, TreeAIMOptions
+from .tree_aim_options import BATCHES, TreeAIMInfo, TreeAIMOptions
 
 __all__ = ["TreeAIMOptions", "default_picks", "tree_aim", "tree_aim_budget"]
 
@@ -161,6 +162,7 @@ def tree_aim_budget(epsilon: float, delta: float = DEFAULT_DELTA, *, attributes:
     }
 
 
+@reports(TreeAIMInfo)
 @takes_own_options(TreeAIMOptions)
 def tree_aim(
     data: Dataset,
@@ -198,7 +200,7 @@ def tree_aim(
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (over the original domain), ``synthetic``,
         ``measurements`` (over the compressed domain: one-way, tree, batch picks), ``accountant`` / ``ledger``
-        (``spent == budget == rho``), ``plan`` and ``info``: ``edges``, ``selected`` (the batch picks, in order), ``log``
+        (``spent == budget == rho``), ``plan`` and ``info``, a :class:`~pgmjax.mechanisms.tree_aim_options.TreeAIMInfo`: ``edges``, ``selected`` (the batch picks, in order), ``log``
         (per batch: candidates, model MB), ``budget`` (:func:`tree_aim_budget`), ``compressed_domain``,
         ``mapping``, ``compressed_model``, ``total``, ``model_mb``, ``seconds``, ``public``.
 
@@ -210,7 +212,7 @@ def tree_aim(
         >>> dom = pj.Domain({"a": 3, "b": 4, "c": 2, "d": 3})
         >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2, 3], (500, 4)), dom)
         >>> res = tree_aim(data, 1.0, key=jax.random.key(0), select_iters=50, round_iters=50, engine_iters=100)
-        >>> res.accountant.spent == res.accountant.budget, len(res.info["edges"])
+        >>> res.accountant.spent == res.accountant.budget, len(res.info.edges)
         (True, 3)
     """
     run = _tree_aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
@@ -413,10 +415,11 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
     finally:
         bar.close()
 
-    info = {
-        "epsilon": epsilon, "delta": delta, "rho": rho, "budget": budget, "edges": edges, "selected": selected, "log": log, "compressed_domain": cdom, "mapping": mapping, "compressed_model": model_c,
-        "total": model_c.total, "model_mb": model_mb(model_out), "engine_iters": run.engine_iters, "seconds": timer.done(),
-        "public": list((model_c.info or {}).get("public", [])),
-    }
+    info = TreeAIMInfo(
+        epsilon=epsilon, delta=delta, rho=rho, budget=budget, edges=edges, selected=selected, log=log,
+        compressed_domain=cdom, mapping=mapping, compressed_model=model_c, total=model_c.total,
+        model_mb=model_mb(model_out), engine_iters=run.engine_iters, seconds=timer.done(),
+        public=list((model_c.info or {}).get("public", [])),
+    )
     return pgm_native_result("tree_aim", "TreeAIM", model=model_out, synthetic=synth, measurements=measurements,
                              accountant=acc, info=info, plan=plan)

@@ -1,5 +1,7 @@
-"""TreeAIM's own options (:class:`TreeAIMOptions`), checked where made: a bad one fails with its name before any
-data is read. The checks that need the data (the constraints and the public data against the domain) and the
+"""TreeAIM's own options (:class:`TreeAIMOptions`), checked where made, and what its run reports
+(:class:`TreeAIMInfo`).
+
+A bad option fails with its name before any data is read. The checks that need the data (the constraints and the public data against the domain) and the
 default that needs a common argument (``select_iters``) stay with :func:`pgmjax.mechanisms.tree_aim`.
 """
 
@@ -14,8 +16,9 @@ from ..queries.public import PublicData
 from .options import check_synthetic
 from .own_options import OwnOptions
 from .progress import check_progress
+from .run_info import CompressedRunInfo, published
 
-__all__ = ["BATCHES", "TreeAIMOptions"]
+__all__ = ["BATCHES", "TreeAIMInfo", "TreeAIMOptions"]
 
 #: Default number of batches (refits before a selection).
 BATCHES = 2
@@ -78,3 +81,40 @@ class TreeAIMOptions(OwnOptions):
         self.keep(batches=batches, picks=picks, round_iters=round_iters, select_iters=select_iters, compress=compress,
                   synthetic=synthetic, rows=rows, synthetic_method=synthetic_method,
                   progress=check_progress(self.progress, where))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class TreeAIMInfo(CompressedRunInfo):
+    """What a TreeAIM run reports (``result.info``). The report of ``pgmjax run`` prints the published fields.
+
+    Attributes:
+        epsilon: the run's epsilon.
+        delta: its delta.
+        rho: the zCDP budget it spent.
+        budget: the budget split and noise scales (:func:`~pgmjax.mechanisms.tree_adaptive.tree_aim_budget`'s dict,
+            with the picks the batches drew).
+        edges: the tree's pairs, in the order the selection drew them (over the compressed domain).
+        selected: the batches' picks, in order.
+        log: per batch, a dict: ``batch`` (from 1), ``picked`` (its cliques), ``model_mb`` (the size of the model
+            its selection read).
+        compressed_domain, mapping, compressed_model: MST's compression of rare values
+            (:class:`~pgmjax.mechanisms.run_info.CompressedRunInfo`).
+        total: the model's total (its estimate of the number of records).
+        model_mb: the released model's size in MB (over the original domain).
+        engine_iters: iterations of the final fit.
+        seconds: the seconds each stage took.
+        public: the public marginals the final fit took, over the compressed domain.
+    """
+
+    epsilon: float = published()
+    delta: float = published()
+    rho: float = published()
+    budget: dict = published()
+    edges: list = published()
+    selected: list = published()
+    log: list = published()
+    total: float = published()
+    model_mb: float = published()
+    engine_iters: int = published()
+    seconds: dict = published()
+    public: list = published()

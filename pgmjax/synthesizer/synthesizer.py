@@ -39,6 +39,7 @@ from ..estimation.options import FIELDS, FitOptions, unknown_fields
 from ..mechanisms import budget_split, registry
 from ..mechanisms.domain_compression import decompress_measurements
 from ..mechanisms.options import COMMON_PARAMETERS, DEFAULT_DELTA
+from ..mechanisms.run_info import CompressedRunInfo
 from ..preprocessing.preprocess import private_schema
 from ..preprocessing.private_format import encode_raw
 from ..privacy import Accountant, from_ledger_state
@@ -55,8 +56,8 @@ _WHERE = "Synthesizer"
 def _measurements(result) -> tuple:
     """The mechanism's measurements on the model's domain (MST measures on its compressed domain: the same answers,
     re-expressed: :func:`pgmjax.mechanisms.domain_compression.decompress_measurements`)."""
-    if result.info.get("mapping"):
-        return tuple(decompress_measurements(result.measurements, result.info["mapping"], result.model.domain))
+    if isinstance(result.info, CompressedRunInfo) and result.info.mapping:
+        return tuple(decompress_measurements(result.measurements, result.info.mapping, result.model.domain))
     return tuple(result.measurements)
 
 

@@ -288,8 +288,8 @@ def workload_intervals(result, workload, *, level: float = 0.9, key=None, method
         level, key, method, B, iters, fit_method: as for :func:`intervals` (the default ``fit_method="auto"``
             refits MST's design, compressed or not, exactly by the QP, anything else by mirror descent; the
             solver used is in each interval's ``diagnostics["fit_method"]``).
-        loss: the fit's loss (default ``result.info.get("loss", "l2")``).
-        total: the public total if the fit used one (default ``result.info.get("public_total")``).
+        loss: the fit's loss (default ``"l2"``).
+        total: the public total if the fit used one.
 
     Returns:
         One :class:`Interval` per workload query (the shape of ``model.answer`` of that query).
@@ -298,11 +298,13 @@ def workload_intervals(result, workload, *, level: float = 0.9, key=None, method
         >>> res = pj.mechanisms.mst(data, epsilon=1.0, key=jax.random.key(0))           # doctest: +SKIP
         >>> ivs = workload_intervals(res, workload, level=0.9, key=jax.random.key(1))   # doctest: +SKIP
     """
-    info = getattr(result, "info", None) or {}
+    info = getattr(result, "info", None)
     model = result.model
     mapping: Mapping = {}
-    if info.get("mapping") and info.get("compressed_model") is not None:
-        model, mapping = info["compressed_model"], info["mapping"]
+    # a mechanism that fitted over a compressed domain says so in its info (pgmjax.mechanisms.run_info's
+    # CompressedRunInfo, a layer above: read by name)
+    if getattr(info, "mapping", None) and getattr(info, "compressed_model", None) is not None:
+        model, mapping = info.compressed_model, info.mapping
     targets = []
     for wq in workload.queries:
         q = {}
@@ -316,7 +318,6 @@ def workload_intervals(result, workload, *, level: float = 0.9, key=None, method
             else:
                 q[a] = _identity() if m is None else m
         targets.append(q)
-    loss = loss or info.get("loss", "l2")
-    total = total if total is not None else info.get("public_total")
+    loss = loss or "l2"
     return intervals(model, result.measurements, targets, level=level, method=method, B=B, key=key,
                      iters=iters, loss=loss, total=total, fit_method=fit_method)

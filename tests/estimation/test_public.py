@@ -88,14 +88,14 @@ def test_aim_takes_a_public_marginal_equal_to_the_private_one_and_records_it_at_
     run = lambda: aim(private, 20.0, key=jax.random.key(0), rounds=6, max_model_mb=1.0, engine_iters=100,  # noqa: E731
                       synthetic=False, public=public)
     res = run()
-    first = res.info["log"][0]
+    first = res.info.log[0]
     assert first["source"] == "public"
     public_entries = [e for e in res.accountant.ledger if e.mechanism == "public"]
-    assert [e.target for e in public_entries] == res.info["public"] and all(e.cost == 0 for e in public_entries)
+    assert [e.target for e in public_entries] == res.info.public and all(e.cost == 0 for e in public_entries)
     assert res.accountant.spent == pytest.approx(res.accountant.budget, rel=1e-12)
-    assert res.info["log"][-1]["source"] == "private"  # the last round spends the rest
+    assert res.info.log[-1]["source"] == "private"  # the last round spends the rest
     again = run()
-    assert again.info["log"] == res.info["log"]
+    assert again.info.log == res.info.log
     with pytest.raises(ValueError, match="checkpoint= does not keep a run with public data"):
         aim(private, 1.0, key=jax.random.key(0), public=public, checkpoint="ckpt-never-made")
 
@@ -110,7 +110,7 @@ def test_the_documentation_pages_example_runs_as_written():
     exec(re.findall(r"```python\n(.*?)```", page, re.S)[0], namespace)  # noqa: S102 - the project's own page
     assert namespace["model"].info["public"] == [("a", "b"), ("b", "c")]
     result = namespace["result"]
-    assert [e.target for e in result.ledger if e.mechanism == "public"] == result.info["public"]
+    assert [e.target for e in result.ledger if e.mechanism == "public"] == result.info.public
 
 
 @pytest.mark.slow
@@ -132,7 +132,7 @@ def test_mst_fits_with_public_marginals_on_its_compressed_domain_and_records_the
     run = lambda public: mst(private, 0.1, key=jax.random.key(1), engine_iters=500, select_iters=200,  # noqa: E731
                              public=public)
     alone = run(None)
-    assert alone.info["mapping"]  # compressed: the public data is recoded to fit
+    assert alone.info.mapping  # compressed: the public data is recoded to fit
     table = run(pj.PublicData(sample, cliques=pairs, stddev=20.0))
     marginals = run(pj.PublicData(marginals={c: sample.marginal(c) for c in pairs[:2]}, domain=dom, stddev=20.0))
     for res, taken in ((table, pairs), (marginals, pairs[:2])):
@@ -158,12 +158,12 @@ def test_mwem_fits_with_public_marginals_records_them_and_scores_round_one_again
 
     res = mwem(private, 1.0, key=jax.random.key(0), workload=pairs, rounds=3, engine_iters=100, mw_iters=20,
                bounded=True, synthetic=False, public=public)
-    assert res.info["public"] and set(res.info["public"]) <= set(pairs)
+    assert res.info.public and set(res.info.public) <= set(pairs)
     public_entries = [e for e in res.accountant.ledger if e.mechanism == "public"]
-    assert [e.target for e in public_entries] == res.info["public"] and all(e.cost == 0 for e in public_entries)
+    assert [e.target for e in public_entries] == res.info.public and all(e.cost == 0 for e in public_entries)
     assert res.accountant.spent == pytest.approx(res.accountant.budget, rel=1e-12)
-    assert len(res.measurements) == 3 + len(res.info["public"])  # the private transcript, then the public marginals
-    assert all(any(set(c) <= set(m) for m in res.model.cliques) for c in res.info["public"])
+    assert len(res.measurements) == 3 + len(res.info.public)  # the private transcript, then the public marginals
+    assert all(any(set(c) <= set(m) for m in res.model.cliques) for c in res.info.public)
     with pytest.raises(ValueError, match="checkpoint= does not keep a run with public data"):
         mwem(private, 1.0, key=jax.random.key(0), public=public, checkpoint="ckpt-never-made")
     with pytest.raises(ValueError, match="the public data's domain"):

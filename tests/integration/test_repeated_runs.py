@@ -59,7 +59,7 @@ def test_dualquery_second_and_third_calls_compile_nothing(tiny):
     for eps, seed in [(2.0, 1), (3.0, 2)]:
         n, res = _compiles(lambda: run(eps, seed))
         assert n == 0, f"epsilon {eps}: {n} programs compiled"
-        assert res.info["rounds"] == rounds[int(eps) - 1]
+        assert res.info.rounds == rounds[int(eps) - 1]
         assert np.isfinite(res.model.loss)
     # a structurally equal workload built again is the same structure
     w2 = pj.Workload.benchmark(tiny.domain, [("a", "b"), ("b", "c")], numeric=["a"])
@@ -71,7 +71,7 @@ def test_dualquery_padded_loss_equals_the_unpadded_likelihood(tiny):
     # The padded rounds must add nothing: the loss equals nll(answers(mu)) at any marginals.
     w = pj.Workload.benchmark(tiny.domain, [("a", "b"), ("b", "c")], numeric=["a"])
     res = dualquery(tiny, 3.0, 1e-3, key=jax.random.key(0), workload=w, samples=20, engine_iters=0)
-    tr = res.info["transcript"]
+    tr = res.info.transcript
     loss = tr.loss()
     assert loss.numbers[2].shape[0] == 16 > tr.rounds  # records padded to the bucket
     rng = np.random.default_rng(0)
@@ -104,7 +104,7 @@ def test_privbayes_same_structure_compiles_nothing_and_dead_programs_are_freed(t
     release_compiled()
     first = run(0)
     n, again = _compiles(lambda: run(0))
-    assert n == 0 and again.info["network"] == first.info["network"]
+    assert n == 0 and again.info.network == first.info.network
     # With the threshold at 0 every fit starts by freeing the engine's programs: what is held after a run
     # is that run's own, not the sum over the networks seen (4 networks, ~3-6 engine programs each).
     monkeypatch.setattr(PB, "MAX_LIVE_PROGRAMS", 0)

@@ -2,15 +2,18 @@
 and a bad option is refused with its name before any data is read."""
 
 import dataclasses
+import json
 
 import jax
 import numpy as np
 import pytest
 
+from pgmjax.cli.summary import jsonable
+from pgmjax.data.dataset import Dataset
 from pgmjax.data.domain import Domain
 from pgmjax.mechanisms import registry
 from pgmjax.mechanisms.adaptive_iterative import aim
-from pgmjax.mechanisms.aim_options import AIMOptions
+from pgmjax.mechanisms.aim_options import AIMInfo, AIMOptions
 from pgmjax.mechanisms.checkpoint import Checkpoint
 from pgmjax.queries.public import PublicData
 
@@ -59,3 +62,17 @@ def test_an_unknown_option_is_refused_by_name():
         aim(None, 1.0, key=jax.random.key(0), round=5)
     with pytest.raises(TypeError, match=r"unknown option\(s\) \['round'\]"):
         AIMOptions.of({"round": 5})
+
+
+def test_the_result_s_info_is_the_registry_s_class_and_publishes_the_old_report_keys():
+    data = Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (300, 3)), Domain({"a": 3, "b": 4, "c": 2}))
+    res = aim(data, 1.0, key=jax.random.key(0), rounds=4, max_model_mb=1.0, engine_iters=20)
+    assert registry.get("aim").info is aim.info is AIMInfo and isinstance(res.info, AIMInfo)
+    old = ("epsilon", "delta", "rho", "rounds", "rounds_run", "max_model_mb", "engine_iters", "final_iters", "log",
+           "selected", "annealed", "total", "model_mb", "seconds", "public")
+    assert sorted(AIMInfo.published_names()) == sorted(old) and len(AIMInfo.published_names()) == len(old)
+    assert set(AIMInfo.private_names()) == {"candidates", "resumed_from", "oracle"}
+    assert res.info.resumed_from is None and res.info.oracle is None and res.info.rounds_run == len(res.info.log)
+    json.dumps(jsonable(res.info.published_values(), max_items=1000))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.info.rounds = 3

@@ -23,7 +23,7 @@ def data():
 def test_aim_runs_with_the_approximate_oracle_and_makes_records_of_its_pseudo_marginals(data):
     res = aim(data, 1.0, key=jax.random.key(0), rounds=8, max_model_mb=1.0, engine_iters=30,
               fit_options=pj.FitOptions(oracle="approximate"))
-    assert res.model.approximate and res.info["oracle"]["oracle"] == "approximate"
+    assert res.model.approximate and res.info.oracle["oracle"] == "approximate"
     assert res.accountant.spent == pytest.approx(res.accountant.budget)
     assert len(res.synthetic) == round(res.model.total)
     for clique in res.model.cliques:  # the records keep each measured clique's pseudo-marginal
@@ -35,7 +35,7 @@ def test_aim_runs_with_the_approximate_oracle_and_makes_records_of_its_pseudo_ma
 def test_mwem_and_privbayes_with_the_approximate_oracle(data):
     res = mwem(data, 1.0, key=jax.random.key(1), rounds=2, engine_iters=30,
                fit_options=pj.FitOptions(oracle="approximate"))
-    assert res.model.approximate and len(res.info["log"]) == 2 and len(res.synthetic) == round(res.model.total)
+    assert res.model.approximate and len(res.info.log) == 2 and len(res.synthetic) == round(res.model.total)
     res = privbayes(data, 1.0, key=jax.random.key(2), engine_iters=30, fit_options=pj.FitOptions(oracle="approximate"))
     assert res.model.approximate and len(res.synthetic) == round(res.model.total)  # sampled from the network
 

@@ -284,19 +284,19 @@ def run():
 def test_end_to_end_both_arms(run):
     data, w, res = run
     N = len(data)
-    T = res.info["rounds"]
+    T = res.info.rounds
     assert T == DQ.dualquery_plan(3.0, 1e-3, records=N)["rounds"] and T >= 10
     assert res.mechanism == "dualquery"
     # the original arm: the T best responses
     assert isinstance(res.original, pj.Dataset) and len(res.original) == T
-    tr = res.info["transcript"]
+    tr = res.info.transcript
     np.testing.assert_array_equal(res.original.records, tr.records)
-    assert tr.draws.shape == (T, 50) and tr.eta == res.info["eta_used"]
+    assert tr.draws.shape == (T, 50) and tr.eta == res.info.eta_used
     # each record is a best response to its round's draws
     for t in [0, T // 2, T - 1]:
         hist = np.bincount(tr.draws[t], minlength=tr.size)
         sat = tr.satisfied()[t]
-        assert float(sat @ hist) == pytest.approx(res.info["satisfied"][t], abs=1e-9)
+        assert float(sat @ hist) == pytest.approx(res.info.satisfied[t], abs=1e-9)
     # the +PGM arm
     assert res.model.total == N and len(res.synthetic) == N
     assert all(res.model.junction_tree.containing(c) is not None for c in w.cliques)
@@ -317,16 +317,16 @@ def test_end_to_end_both_arms(run):
 def test_end_to_end_ledger(run):
     data, _, res = run
     N = len(data)
-    T, eta = res.info["rounds"], res.info["eta_used"]
+    T, eta = res.info.rounds, res.info.eta_used
     acc = res.accountant
     ledger = res.ledger
     assert len(ledger) == T - 1  # round 1 reads no data
-    assert all(e.mechanism == "exponential" and e.count == 50 and e.size == res.info["queries"] for e in ledger)
+    assert all(e.mechanism == "exponential" and e.count == 50 and e.size == res.info.queries for e in ledger)
     np.testing.assert_allclose([e.epsilon for e in ledger], [2 * eta * (t - 1) / N for t in range(2, T + 1)], rtol=0)
     np.testing.assert_allclose([e.sensitivity for e in ledger], [(t - 1) / N for t in range(2, T + 1)], rtol=0)
     assert acc.spent <= 3.0 and acc.spent == pytest.approx(3.0, rel=1e-13)
     assert acc.epsilon_delta() == (acc.spent, 1e-3)
-    assert res.info["epsilon_spent"] == acc.spent
+    assert res.info.epsilon_spent == acc.spent
 
 
 def test_estimate_options_reach_the_engine():

@@ -48,3 +48,26 @@ def test_an_unknown_option_is_refused_by_name():
         dualquery(None, 1.0, key=jax.random.key(0), sample=5)
     with pytest.raises(TypeError, match=r"unknown option\(s\) \['sample'\]"):
         DualQueryOptions.of({"sample": 5})
+
+
+def test_the_result_s_info_is_one_frozen_dualquery_info():
+    import json
+
+    import pgmjax as pj
+    from pgmjax.cli.summary import jsonable
+    from pgmjax.mechanisms import DualQueryInfo
+    from pgmjax.mechanisms.dual_query import DualQueryTranscript
+
+    dom = pj.Domain({"a": 3, "b": 4, "c": 2})
+    data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (300, 3)), dom)
+    res = dualquery(data, 1.0, 1e-3, key=jax.random.key(0), workload=[("a", "b"), ("b", "c")], engine_iters=20)
+    assert isinstance(res.info, registry.get("dualquery").info) and dualquery.info is DualQueryInfo
+    assert DualQueryInfo.published_names() == ("rounds", "eta", "eta_used", "samples", "bound", "delta", "epsilon_at_eta",
+                                               "epsilon_spent", "queries", "engine_iters", "seconds")
+    assert DualQueryInfo.private_names() == ("satisfied", "transcript")
+    assert isinstance(res.info.transcript, DualQueryTranscript) and len(res.info.satisfied) == res.info.rounds
+    assert res.info.epsilon_spent == res.accountant.spent and res.info.samples == 50 and res.info.bound == "b2"
+    published = json.loads(json.dumps(jsonable(res.info.published_values(), max_items=1000)))
+    assert list(published) == list(DualQueryInfo.published_names()) and published["rounds"] == res.info.rounds
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.info.rounds = 3

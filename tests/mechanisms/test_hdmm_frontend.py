@@ -94,32 +94,32 @@ def test_ledger_sums_exactly_to_the_budget_with_one_noise_scale(data, name):
     budget = pj.privacy.cdp_rho(1.0, 1e-6) if gaussian else 1.0
     assert acc.budget == budget
     assert acc.spent == acc.budget  # exactly, not approximately
-    assert len(res.ledger) == len(res.measurements) == res.info["terms"]
+    assert len(res.ledger) == len(res.measurements) == res.info.terms
     assert all(e.mechanism == ("gaussian" if gaussian else "laplace") for e in res.ledger)
     # every row of the stacked strategy has the same noise: b = c ||A||_1 / eps, sigma = c ||A||_{1->2} / sqrt(2 rho)
-    S = res.info["strategy"]
+    S = res.info.strategy
     norm = S.sensitivity("gaussian" if gaussian else "laplace")
     c = (math.sqrt(2.0) if gaussian else 2.0) if bounded else 1.0
     scale = c * norm / (math.sqrt(2 * budget) if gaussian else 1.0)
-    assert res.info["sensitivity"] == pytest.approx(c * norm, rel=1e-12)
-    assert res.info["noise_scale"] == pytest.approx(scale, rel=1e-12)
-    assert res.info["sensitivity_exact"]
+    assert res.info.sensitivity == pytest.approx(c * norm, rel=1e-12)
+    assert res.info.noise_scale == pytest.approx(scale, rel=1e-12)
+    assert res.info.sensitivity_exact
     if isinstance(S, H.MarginalsStrategy):
         return  # OPT_M releases marginal a with scale b / theta_a: see the next test
     for e, m in zip(res.ledger, res.measurements):
         # Real-valued strategy rows are released on a fine lattice; the ledger charges what rounding adds
         # to the sensitivity (at most 2^-10 of it), so each term's scale is a hair above the common one.
         assert scale <= e.scale <= scale * (1 + 2**-10) and e.sensitivity <= c * norm * (1 + 2**-10)
-        np.testing.assert_allclose(m.row_stddev(), res.info["noise_std"], rtol=2**-9)
+        np.testing.assert_allclose(m.row_stddev(), res.info.noise_std, rtol=2**-9)
         assert m.kind == "kron" and e.query.startswith("kron")
 
 
 def test_marginals_strategy_scales_each_marginal_by_its_weight(data):
     res = run(data, strategy="marginals")
-    S = res.info["strategy"]
+    S = res.info.strategy
     assert isinstance(S, H.MarginalsStrategy) and S.sensitivity() == pytest.approx(1.0)
-    assert res.info["sensitivity_exact"] and res.info["strategy_info"] == {"template": "given"}
-    b = res.info["noise_scale"]
+    assert res.info.sensitivity_exact and res.info.strategy_info == {"template": "given"}
+    b = res.info.noise_scale
     thetas = dict(S.marginals())
     assert [m.clique for m in res.measurements] == list(thetas)
     for e, m in zip(res.ledger, res.measurements):
@@ -159,9 +159,9 @@ def test_opt_plus_weights_and_strategy_record(data):
     assert H.expected_error(W, S) == pytest.approx(info["loss"])
     # the result records the strategy
     res = run(data)
-    rec = res.info["strategy_record"]
-    assert rec["kind"] == "union" and rec["cliques"] == [t.clique for t in res.info["strategy"].terms]
-    np.testing.assert_allclose(rec["weights"], res.info["strategy"].weights)
+    rec = res.info.strategy_record
+    assert rec["kind"] == "union" and rec["cliques"] == [t.clique for t in res.info.strategy.terms]
+    np.testing.assert_allclose(rec["weights"], res.info.strategy.weights)
 
 
 @pytest.mark.parametrize("bounded", [False, True])
@@ -171,10 +171,10 @@ def test_identity_strategy_closed_form_error(data, bounded):
     res = hdmm(data, eps, key=jax.random.key(0), workload=w, strategy="identity", bounded=bounded, engine_iters=0, synthetic=False)
     factor = 4.0 if bounded else 1.0  # replace-one doubles the L1 sensitivity
     # the matrix mechanism's error (VLDB 2018): Err(Prefix(n), I) = (2 / eps^2) ||Prefix(n)||_F^2 = (2 / eps^2) n (n + 1) / 2
-    assert res.info["expected_error"] == pytest.approx(factor * 2 / eps**2 * n * (n + 1) / 2, rel=1e-12)
-    assert res.info["noise_scale"] == pytest.approx((2.0 if bounded else 1.0) / eps)
+    assert res.info.expected_error == pytest.approx(factor * 2 / eps**2 * n * (n + 1) / 2, rel=1e-12)
+    assert res.info.noise_scale == pytest.approx((2.0 if bounded else 1.0) / eps)
     A = np.eye(n)
-    assert res.info["expected_error"] == pytest.approx(factor * H.dense_expected_error(H.prefix(n), A, eps=eps), rel=1e-12)
+    assert res.info.expected_error == pytest.approx(factor * H.dense_expected_error(H.prefix(n), A, eps=eps), rel=1e-12)
     assert res.measurements[0].kind == "kron" and len(res.ledger) == 1
 
 
@@ -189,7 +189,7 @@ def test_identity_strategy_monte_carlo_matches_expected_error():
         res = hdmm(small, 1.0, key=jax.random.key(seed), workload=w, strategy="identity", engine_iters=0, synthetic=False, max_table_cells=0)
         errs.append(np.sum((w.answer(res.original)[0] - truth) ** 2))
     expected = 2.0 * (16 * 17 / 2) * 32  # (2 / eps^2) trace(W^T W), W = Prefix(16) (x) I_32
-    assert res.info["expected_error"] == pytest.approx(expected)
+    assert res.info.expected_error == pytest.approx(expected)
     # one run's squared error has relative std ~0.22 here, so the 40-run mean ~3.5%: allow 5 standard errors
     assert np.mean(errs) == pytest.approx(expected, rel=0.18)
 
@@ -201,7 +201,7 @@ def test_huge_epsilon_every_arm_recovers_the_workload(data, strategy):
     err = {name: pj.metrics.workload_error(w, data, arm) for name, arm in res.arms().items()}
     assert err["original"] < 1e-6  # least squares of (almost) exact answers
     assert err["pgm"] < 1e-3  # float32 engine, 1000 iterations
-    g = res.info["global_least_squares"]
+    g = res.info.global_least_squares
     assert g is not None and pj.metrics.workload_error(w, data, g) < 1e-6
     # the engine reproduces the measured (strategy) answers themselves
     for m in res.measurements:
@@ -225,20 +225,20 @@ def test_both_arms_end_to_end_on_the_same_noise(data):
     assert err_script["pgm"] == pytest.approx(2 * err["pgm"])
     assert err["pgm"] <= err["original"]  # the engine's consistency never hurts much on a chain; here it helps
     # the global least-squares arm on the same y (the 384-cell table fits)
-    g = res.info["global_least_squares"]
-    assert res.info["global_table_cells"] == 16 * 3 * 4 * 2 and res.info["global_least_squares_error"] is None
+    g = res.info.global_least_squares
+    assert res.info.global_table_cells == 16 * 3 * 4 * 2 and res.info.global_least_squares_error is None
     assert 0 < pj.metrics.workload_error(w, data, g) < 1
     # synthetic data from the model, the total estimated (add/remove neighbours)
     assert len(res.synthetic) == round(res.model.total)
-    assert res.info["total"] == pytest.approx(len(data), rel=0.1)
-    assert res.info["expected_error"] > 0 and res.info["workload_rows"] == 16 * 3 + 3 * 4 + 16 * 4 * 2
+    assert res.info.total == pytest.approx(len(data), rel=0.1)
+    assert res.info.expected_error > 0 and res.info.workload_rows == 16 * 3 + 3 * 4 + 16 * 4 * 2
     for k in ("strategy", "measure", "lls", "pgm", "global", "total"):
-        assert res.info["seconds"][k] >= 0
+        assert res.info.seconds[k] >= 0
 
 
 def test_bounded_gives_the_engine_the_true_total(data):
     res = run(data, bounded=True)
-    assert res.model.total == len(data) and res.info["total"] == len(data)
+    assert res.model.total == len(data) and res.info.total == len(data)
 
 
 def test_global_least_squares_refused_before_allocating(data, monkeypatch):
@@ -247,8 +247,8 @@ def test_global_least_squares_refused_before_allocating(data, monkeypatch):
 
     monkeypatch.setattr(H, "global_least_squares", boom)
     res = hdmm(data, 1.0, key=jax.random.key(0), workload=workload(data.domain), max_table_cells=383, engine_iters=10, restarts=4)
-    assert res.info["global_least_squares"] is None
-    msg = res.info["global_least_squares_error"]
+    assert res.info.global_least_squares is None
+    msg = res.info.global_least_squares_error
     assert "384 cells" in msg and "max_table_cells=383" in msg
 
 
@@ -256,8 +256,8 @@ def test_reproducible_from_the_key(data):
     """The same key gives the same strategy (its restarts), noise, estimates and synthetic data."""
     w = workload(data.domain)
     a, b = (hdmm(data, 1.0, key=jax.random.key(5), workload=w, restarts=4, engine_iters=50) for _ in range(2))
-    assert a.info["strategy_info"]["template"].startswith("OPT_kron")
-    for ta, tb in zip(a.info["strategy"].terms, b.info["strategy"].terms):
+    assert a.info.strategy_info["template"].startswith("OPT_kron")
+    for ta, tb in zip(a.info.strategy.terms, b.info.strategy.terms):
         assert ta.weight == tb.weight and all(np.array_equal(x, y) for x, y in zip(ta.factors, tb.factors))
     for ma, mb in zip(a.measurements, b.measurements):
         np.testing.assert_array_equal(ma.y, mb.y)
@@ -265,7 +265,7 @@ def test_reproducible_from_the_key(data):
         np.testing.assert_array_equal(a.original.marginal(c), b.original.marginal(c))
         np.testing.assert_array_equal(a.model.marginal(c), b.model.marginal(c))
     np.testing.assert_array_equal(a.synthetic.records, b.synthetic.records)
-    c = hdmm(data, 1.0, key=jax.random.key(6), workload=w, strategy=a.info["strategy"], engine_iters=50)
+    c = hdmm(data, 1.0, key=jax.random.key(6), workload=w, strategy=a.info.strategy, engine_iters=50)
     assert not np.array_equal(a.measurements[0].y, c.measurements[0].y)
 
 
@@ -273,7 +273,7 @@ def test_prebuilt_strategy_is_used_as_given(data):
     w = workload(data.domain)
     S, _ = hdmm_strategy(w, jax.random.key(9), restarts=4)
     res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, strategy=S, engine_iters=10)
-    assert res.info["strategy"] is S and res.info["strategy_info"] == {"template": "given"}
+    assert res.info.strategy is S and res.info.strategy_info == {"template": "given"}
     assert [m.clique for m in res.measurements] == [t.clique for t in S.terms]
     for m, t in zip(res.measurements, S.terms):
         np.testing.assert_allclose(m.query[0], t.weight * t.factors[0])
@@ -281,8 +281,8 @@ def test_prebuilt_strategy_is_used_as_given(data):
 
 def test_default_workload_is_every_two_way_marginal(data):
     res = hdmm(data, 1.0, key=jax.random.key(0), engine_iters=0, restarts=4, synthetic=False)
-    assert res.info["strategy_info"]["template"].startswith("OPT_kron")
-    assert all(np.array_equal(f, np.eye(f.shape[1])) for t in res.info["strategy"].terms for f in t.factors)  # marginals: identity
+    assert res.info.strategy_info["template"].startswith("OPT_kron")
+    assert all(np.array_equal(f, np.eye(f.shape[1])) for t in res.info.strategy.terms for f in t.factors)  # marginals: identity
     assert sorted(res.original.tables) == sorted(pj.Workload.all_kway(data.domain, 2).cliques)
     assert res.accountant.spent == 1.0
 
@@ -361,4 +361,4 @@ def test_signed_prebuilt_strategy_keeps_one_noise_scale(data):
     assert [e.sensitivity for e in res.ledger] == pytest.approx([0.5 * math.sqrt(2), 0.5 * 2 * math.sqrt(2)], rel=2**-10)
     sigma = math.hypot(0.5 * math.sqrt(2), 0.5 * 2 * math.sqrt(2)) / math.sqrt(2 * acc.budget)
     assert [e.scale for e in res.ledger] == pytest.approx([sigma, sigma], rel=2**-10)  # plus the lattice's share
-    assert res.info["noise_scale"] == pytest.approx(sigma) and not res.info["sensitivity_exact"]
+    assert res.info.noise_scale == pytest.approx(sigma) and not res.info.sensitivity_exact

@@ -43,3 +43,30 @@ def test_an_unknown_option_is_refused_by_name():
         hdmm(None, 1.0, key=jax.random.key(0), restart=2)
     with pytest.raises(TypeError, match=r"unknown option\(s\) \['restart'\]"):
         HDMMOptions.of({"restart": 2})
+
+
+def test_the_result_s_info_is_one_frozen_hdmm_info():
+    import json
+
+    import numpy as np
+
+    import pgmjax as pj
+    from pgmjax.cli.summary import jsonable
+    from pgmjax.mechanisms import HDMMInfo
+
+    dom = pj.Domain({"a": 8, "b": 2, "c": 3})
+    data = pj.Dataset(np.random.default_rng(0).integers(0, [8, 2, 3], (300, 3)), dom)
+    w = pj.Workload.benchmark(dom, [("a", "b"), ("b", "c")], numeric=["a"])
+    res = hdmm(data, 1.0, key=jax.random.key(0), workload=w, restarts=1, engine_iters=20)
+    assert isinstance(res.info, registry.get("hdmm").info) and hdmm.info is HDMMInfo
+    assert HDMMInfo.published_names() == ("strategy_info", "noise", "bounded", "epsilon", "delta", "rho", "sensitivity",
+                                          "sensitivity_exact", "noise_scale", "noise_std", "expected_error",
+                                          "workload_rows", "terms", "total", "engine_iters", "engine_method", "seconds")
+    assert HDMMInfo.private_names() == ("strategy", "strategy_record", "expected_error_per_query", "global_least_squares",
+                                        "global_least_squares_error", "global_table_cells")
+    assert res.info.terms == len(res.ledger) == 2 and res.info.rho is None and res.info.noise == "laplace"
+    assert res.info.strategy_info["template"].startswith("OPT_kron") and res.info.global_least_squares is not None
+    published = json.loads(json.dumps(jsonable(res.info.published_values(), max_items=1000)))
+    assert list(published) == list(HDMMInfo.published_names()) and published["terms"] == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.info.terms = 3

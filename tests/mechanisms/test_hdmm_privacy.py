@@ -117,7 +117,7 @@ def test_the_front_end_reads_the_data_only_through_the_accountant(data, monkeypa
     monkeypatch.setattr(pj.Accountant, "measure", spy)
     w = pj.Workload.benchmark(DOM, [("a", "b"), ("b", "c")], numeric=["a"])
     res = pj.mechanisms.hdmm(data, 1.0, key=jax.random.key(0), workload=w, restarts=4, engine_iters=10, synthetic=False)
-    assert len(calls) == len(res.ledger) == len(res.measurements) == res.info["terms"]
+    assert len(calls) == len(res.ledger) == len(res.measurements) == res.info.terms
     assert res.accountant.spent == 1.0
     assert calls == [e.target for e in res.ledger]
 

@@ -41,7 +41,7 @@ def test_the_release_keeps_the_constraints_and_its_ledger(name):
         assert c.violations(first.synthetic.records, DOM) == 0, c
         assert np.asarray(first.model.marginal(c.attributes))[~c.allowed(DOM)].max() == 0
     if name == "mst":  # e is compressed, the constrained attributes never are
-        assert set(first.info["mapping"]) == {"e"}
+        assert set(first.info.mapping) == {"e"}
 
 
 def test_aims_expected_error_counts_the_cells_the_constraints_leave_possible():
@@ -66,6 +66,6 @@ def test_mst_leaves_out_a_pair_whose_loop_with_a_constraint_breaks_the_size_limi
     for seed in range(3):
         res = mst(pj.Dataset(records, dom), 1.0, key=jax.random.key(seed), engine_iters=50, select_iters=20,
                   max_model_mb=1.0, constraints=[forbid])
-        edges = {frozenset(e) for e in res.info["edges"]}
-        assert not {frozenset(("x", "z")), frozenset(("y", "z"))} <= edges, res.info["edges"]
+        edges = {frozenset(e) for e in res.info.edges}
+        assert not {frozenset(("x", "z")), frozenset(("y", "z"))} <= edges, res.info.edges
         assert forbid.violations(res.synthetic.records, dom) == 0

@@ -145,8 +145,8 @@ def test_plans_name_their_steps_and_match_the_ledger_where_fixed(results):
     assert all(e.epsilon == pytest.approx(mst.plan.steps[1].epsilon, rel=1e-12) for e in ledger if e.mechanism == "exponential")
     pb = results["privbayes"]
     count, network, tables = pb.plan.steps
-    assert count.cost == pytest.approx(pb.info["epsilon_count"]) and network.cost == pytest.approx(pb.info["epsilon_structure"])
-    assert tables.cost == pytest.approx(pb.info["epsilon_tables"])
+    assert count.cost == pytest.approx(pb.info.epsilon_count) and network.cost == pytest.approx(pb.info.epsilon_structure)
+    assert tables.cost == pytest.approx(pb.info.epsilon_tables)
 
 
 def test_record_plan_refuses_a_plan_of_another_currency_or_too_large():

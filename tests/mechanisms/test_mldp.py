@@ -72,8 +72,8 @@ def test_selector_picks_the_single_bins(grades, seed):
     picked = select_training(f, 4, key=jax.random.key(seed))
     assert sorted(picked.tolist()) == [6, 7, 8, 9]
     res = mldp(grades, 1.0, key=jax.random.key(seed), training=f, size=4, engine_iters=50)
-    assert res.info["sensitivity"] == 1.0 and res.ledger[0].scale == 1.0
-    assert sorted(res.info["training_index"].tolist()) == [6, 7, 8, 9]
+    assert res.info.sensitivity == 1.0 and res.ledger[0].scale == 1.0
+    assert sorted(res.info.training_index.tolist()) == [6, 7, 8, 9]
 
 
 def test_subset_sum_anchors():
@@ -262,13 +262,13 @@ def test_mldp_recovers_with_negligible_noise(small):
     train = QuerySet.subset_sums(dom, "a")
     fresh = QuerySet.ranges(dom, "a")
     res = mldp(small, 1e9, key=jax.random.key(0), training=train, size=6, fresh=fresh, engine_iters=300, fit_options=F64)
-    assert res.info["sensitivity"] == 1.0 and res.info["coverage"] == 1.0
+    assert res.info.sensitivity == 1.0 and res.info.coverage == 1.0
     truth = small.marginal("a")
     np.testing.assert_allclose(res.original.marginal("a"), truth, atol=1e-6)
     np.testing.assert_allclose(res.model.marginal("a"), truth, atol=1e-5)
     for part, qs in (("published", train), ("fresh", fresh)):
         for arm in ("original", "pgm"):
-            np.testing.assert_allclose(res.info["answers"][part][arm], qs.answer(small), atol=1e-4)
+            np.testing.assert_allclose(res.info.answers[part][arm], qs.answer(small), atol=1e-4)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -287,10 +287,10 @@ def test_ledger_sums_exactly_to_the_budget(small, bounded):
     assert entry.mechanism == "laplace" and entry.size == 21 and entry.sensitivity == s
     assert entry.scale == pytest.approx(s / eps) and entry.epsilon == pytest.approx(eps)
     assert res.accountant.spent == eps and res.accountant.budget == eps
-    assert res.info["stddev"] == pytest.approx(math.sqrt(2) * s / eps)
+    assert res.info.stddev == pytest.approx(math.sqrt(2) * s / eps)
     assert all(m.stddev == pytest.approx(math.sqrt(2) * s / eps) for m in res.measurements)
     if bounded:
-        assert res.info["total_source"] == "bounded: N" and res.model.total == len(small)
+        assert res.info.total_source == "bounded: N" and res.model.total == len(small)
     y, acc = laplace_baseline(small, eps, train, key=jax.random.key(1), bounded=bounded)
     assert acc.spent == eps and acc.ledger[0].sensitivity == s and y.shape == (21,)
 
@@ -302,14 +302,14 @@ def test_result_contents_and_fresh_queries(small):
     res = mldp(small, 1.0, key=jax.random.key(2), training=published, size=15, fresh=fresh, engine_iters=100)
     info = res.info
     assert res.mechanism == "mldp" and isinstance(res.original, RegressionModel) and res.synthetic is None
-    assert len(info["training"]) == 15 == info["size"] and info["published"] is published
-    np.testing.assert_array_equal(info["training"].blocks[0][1], published.blocks[0][1][info["training_index"]])
-    assert info["sensitivity"] == training_sensitivity(info["training"])
+    assert len(info.training) == 15 == info.size and info.published is published
+    np.testing.assert_array_equal(info.training.blocks[0][1], published.blocks[0][1][info.training_index])
+    assert info.sensitivity == training_sensitivity(info.training)
     # both arms answer the published queries; ("c",) has no training query: only the +PGM arm answers it
-    assert info["answers"]["published"]["original"].shape == (60,) == info["answers"]["published"]["pgm"].shape
-    assert info["answers"]["fresh"]["pgm"].shape == (20 + 10,)
-    assert info["answers"]["fresh"]["original"] is None and "('c',)" in info["answers"]["fresh"]["original_error"]
-    np.testing.assert_allclose(info["answers"]["fresh"]["pgm"], fresh.answer(res.model))
+    assert info.answers["published"]["original"].shape == (60,) == info.answers["published"]["pgm"].shape
+    assert info.answers["fresh"]["pgm"].shape == (20 + 10,)
+    assert info.answers["fresh"]["original"] is None and "('c',)" in info.answers["fresh"]["original_error"]
+    np.testing.assert_allclose(info.answers["fresh"]["pgm"], fresh.answer(res.model))
     with pytest.raises(ValueError, match="no training query on"):
         res.original.predict(fresh)
     # the linear model is a table: it answers fresh queries on its clique and works with Workload
@@ -318,9 +318,9 @@ def test_result_contents_and_fresh_queries(small):
     w = pj.Workload.marginals(dom, [("a", "b"), ("a",)])
     table = res.original.marginal(("a", "b"))
     np.testing.assert_allclose(w.answer(res.original)[1], table.sum(axis=1))
-    np.testing.assert_allclose(info["weights"][("a", "b")]["weights"], table)
+    np.testing.assert_allclose(info.weights[("a", "b")]["weights"], table)
     # noisy answers are what both arms were fitted to
-    np.testing.assert_allclose(np.concatenate([m.y for m in res.measurements]), info["noisy_answers"])
+    np.testing.assert_allclose(np.concatenate([m.y for m in res.measurements]), info.noisy_answers)
     syn = mldp(small, 1.0, key=jax.random.key(2), training=published, size=15, engine_iters=100, synthetic=True).synthetic
     assert isinstance(syn, pj.Dataset) and len(syn) == round(res.model.total)
 
@@ -329,11 +329,11 @@ def test_reproducible_from_the_key(small):
     train = QuerySet.rectangles(small.domain, ("a",), 15, key=jax.random.key(4))  # 15 of the 21 ranges
     run = lambda seed: mldp(small, 1.0, key=jax.random.key(seed), training=train, size=6, engine_iters=50, fit_options=F64)
     a, b, c = run(5), run(5), run(6)
-    np.testing.assert_array_equal(a.info["training_index"], b.info["training_index"])
-    np.testing.assert_array_equal(a.info["noisy_answers"], b.info["noisy_answers"])
-    np.testing.assert_array_equal(a.info["answers"]["published"]["pgm"], b.info["answers"]["published"]["pgm"])
-    np.testing.assert_array_equal(a.info["answers"]["published"]["original"], b.info["answers"]["published"]["original"])
-    assert not np.array_equal(a.info["noisy_answers"], c.info["noisy_answers"])
+    np.testing.assert_array_equal(a.info.training_index, b.info.training_index)
+    np.testing.assert_array_equal(a.info.noisy_answers, b.info.noisy_answers)
+    np.testing.assert_array_equal(a.info.answers["published"]["pgm"], b.info.answers["published"]["pgm"])
+    np.testing.assert_array_equal(a.info.answers["published"]["original"], b.info.answers["published"]["original"])
+    assert not np.array_equal(a.info.noisy_answers, c.info.noisy_answers)
     np.testing.assert_array_equal(
         QuerySet.rectangles(small.domain, ("a",), 15, key=jax.random.key(4)).blocks[0][1], train.blocks[0][1]
     )
@@ -348,9 +348,9 @@ def test_mldp_beats_the_laplace_baseline_on_subset_sums(small):
     errors = {"mldp": [], "pgm": [], "laplace": []}
     for seed in range(3):
         res = mldp(small, 1.0, key=jax.random.key(seed), training=subsets, size=6, engine_iters=300, fit_options=F64)
-        assert res.info["sensitivity"] == 1.0
-        errors["mldp"].append(np.abs(res.info["answers"]["published"]["original"] - truth).mean())
-        errors["pgm"].append(np.abs(res.info["answers"]["published"]["pgm"] - truth).mean())
+        assert res.info.sensitivity == 1.0
+        errors["mldp"].append(np.abs(res.info.answers["published"]["original"] - truth).mean())
+        errors["pgm"].append(np.abs(res.info.answers["published"]["pgm"] - truth).mean())
         y, _ = laplace_baseline(small, 1.0, subsets, key=jax.random.key(seed))
         errors["laplace"].append(np.abs(y - truth).mean())
     # Laplace: E|Lap(32)| = 32; MLDP: sums of at most 6 Lap(1) values, mean |error| about 2
@@ -407,7 +407,7 @@ def dist_matrix(a, b):
 def test_mldp_with_the_gaussian_model(grades):
     f = paper_ranges(grades.domain)
     res = mldp(grades, 1.0, key=jax.random.key(0), training=f, size=4, model="gaussian", ridge=1.0, centers=3, engine_iters=50)
-    assert res.original.kind == "gaussian" and res.info["answers"]["published"]["original"].shape == (10,)
+    assert res.original.kind == "gaussian" and res.info.answers["published"]["original"].shape == (10,)
     assert res.original.params[("grade",)]["centers"].shape == (3, 4)
     assert res.accountant.spent == 1.0
 
@@ -417,8 +417,8 @@ def test_total_fallback_when_not_identified():
     data = pj.Dataset(np.repeat(np.arange(4), [5, 6, 7, 8])[:, None], dom)
     train = QuerySet(dom, [(("a",), [[1.0, 1.0, 0.0, 0.0]])])  # the total is not in the row space
     res = mldp(data, 1e9, key=jax.random.key(0), training=train, engine_iters=50)
-    assert res.info["total_source"] == "least_squares" and res.model.total == pytest.approx(11.0)
-    assert res.info["coverage"] == 0.5
+    assert res.info.total_source == "least_squares" and res.model.total == pytest.approx(11.0)
+    assert res.info.coverage == 0.5
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -58,3 +58,24 @@ def test_an_unknown_option_is_refused_by_name():
         mldp(None, 1.0, key=jax.random.key(0), sizes=2)
     with pytest.raises(TypeError, match=r"unknown option\(s\) \['sizes'\]"):
         MLDPOptions.of({"sizes": 2})
+
+
+def test_the_result_s_info_is_one_frozen_mldp_info():
+    import json
+
+    from pgmjax.cli.summary import jsonable
+    from pgmjax.mechanisms import MLDPInfo
+
+    data = pj.Dataset(np.random.default_rng(0).integers(0, [6, 2], (300, 2)), pj.Domain({"a": 6, "b": 2}))
+    res = mldp(data, 1.0, key=jax.random.key(0), training=TRAIN, size=5, engine_iters=20)
+    assert isinstance(res.info, registry.get("mldp").info) and mldp.info is MLDPInfo
+    assert MLDPInfo.published_names() == ("size", "bounded", "epsilon", "sensitivity", "sensitivity_exact", "scale",
+                                          "stddev", "coverage", "total", "total_source", "seconds")
+    assert set(MLDPInfo.private_names()) == {"training", "training_index", "published", "noisy_answers", "model",
+                                             "weights", "answers"}
+    assert res.info.size == 5 == len(res.info.training) and res.info.published is TRAIN
+    published = jsonable(res.info.published_values(), max_items=1000)
+    assert list(published) == list(MLDPInfo.published_names())
+    json.dumps(published)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.info.size = 3

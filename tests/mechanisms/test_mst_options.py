@@ -58,3 +58,16 @@ def test_the_data_dependent_checks_stay_with_the_front_end():
     data = pj.Dataset(np.zeros((10, 2), dtype=int), pj.Domain({"a": 2, "b": 2}))
     with pytest.raises(ValueError, match=r"mst: constraints\[0\]"):  # an attribute the data lacks
         mst(data, 1.0, key=jax.random.key(0), constraints=[pj.Constraint.forbid(("a", "z"), [[0, 0]])])
+
+
+def test_the_result_s_info_is_one_frozen_mst_info():
+    from pgmjax.cli.summary import jsonable
+    from pgmjax.mechanisms import MSTInfo
+
+    data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (300, 3)), {"a": 3, "b": 4, "c": 2})
+    res = mst(data, 1.0, key=jax.random.key(0), engine_iters=50, select_iters=50)
+    assert isinstance(res.info, MSTInfo) and registry.get("mst").info is MSTInfo
+    assert MSTInfo.published_names() == ("compressed_domain", "mapping", "epsilon", "delta", "rho", "edges", "total",
+                                         "select_iters", "engine_iters", "seconds", "public")
+    assert len(res.info.edges) == 2 and res.info.compressed_model is not None
+    assert set(jsonable(res.info.published_values())) == set(MSTInfo.published_names())

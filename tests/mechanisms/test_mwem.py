@@ -87,7 +87,7 @@ def test_ledger_spends_exactly_the_budget(data, name):
     assert [e.mechanism for e in ledger] == ["exponential", CONFIGS[name]["noise"]] * T
     for e in ledger[0::2]:  # every EM draw at eps_EM, scoring with the right sensitivity
         assert e.epsilon == pytest.approx(b["em_epsilon"], rel=1e-12)
-        assert e.sensitivity == res.info["em_sensitivity"]
+        assert e.sensitivity == res.info.em_sensitivity
     for e, m in zip(ledger[1::2], res.measurements):  # the last one spends the rest: equal up to rounding
         assert e.scale == pytest.approx(b["scale"], rel=1e-9)
         want_std = e.scale * (math.sqrt(2) if CONFIGS[name]["noise"] == "laplace" else 1.0)
@@ -95,16 +95,16 @@ def test_ledger_spends_exactly_the_budget(data, name):
         np.testing.assert_allclose(m.stddev, want_std, rtol=2**-20)
         assert m.stddev >= want_std * (1 - 1e-12)
     if CONFIGS[name]["selection"] == "marginal":
-        assert res.info["em_sensitivity"] == 1.0  # ||mu_C(D) - v||_1, add/remove one record
+        assert res.info.em_sensitivity == 1.0  # ||mu_C(D) - v||_1, add/remove one record
     else:
-        assert res.info["em_sensitivity"] == 1.0  # one 0/1 counting query, in both neighbour conventions
+        assert res.info.em_sensitivity == 1.0  # one 0/1 counting query, in both neighbour conventions
         assert ledger[1].sensitivity == 1.0
 
 
 def test_query_selection_measures_one_workload_row(data):
     res = run(data, "laplace-query")
     w = {q.clique: q for q in workload(data.domain)}
-    for m, entry in zip(res.measurements, res.info["log"]):
+    for m, entry in zip(res.measurements, res.info.log):
         assert m.rows == 1 and m.kind == "kron"  # one row, kept factored (one 1 x n_a matrix per attribute)
         wq = w[m.clique]
         rows = tuple(data.domain[a] if mat is None else mat.shape[0] for a, mat in zip(wq.clique, wq.matrices))
@@ -123,7 +123,7 @@ def test_query_selection_measures_one_workload_row(data):
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_model_size_cap_never_exceeded(data, name):
     res = run(data, name)
-    log = res.info["log"]
+    log = res.info.log
     assert log[0]["excluded"] == [ABC]  # the cap is active: the 3-way clique cannot enter in round 1
     # EM candidates in round 1: the two 2-way marginals, or their workload rows (AB: 4 x 3 cells, BC: 3 x 5 prefixes)
     assert log[0]["candidates"] == (2 if CONFIGS[name]["selection"] == "marginal" else 12 + 15)
@@ -137,7 +137,7 @@ def test_model_size_cap_never_exceeded(data, name):
 def test_huge_epsilon_argmax_selection_and_exact_marginals(data):
     res = mwem(data, 1e6, key=jax.random.key(3), workload=workload(data.domain), rounds=T, max_model_mb=CAP_MB,
                engine_iters=1000, mw_iters=5)
-    sel = res.info["selected"]
+    sel = res.info.selected
     # Round 1: the estimate is empty, quality N - n_C: the smaller fitting marginal wins. Round 2: AB is
     # known up to noise (quality ~ -12), BC is not, ABC does not fit yet: BC.
     assert sel[:2] == [AB, BC]
@@ -176,7 +176,7 @@ def test_original_arm_fits_the_same_measurements(data):
     mw_table = res.original
     assert isinstance(mw_table, FactoredTable) and res.original_error is None
     comps = {g for g in mw_table.tables if len(g) > 1}
-    assert comps == {c for c, _ in res.info["mw_components"]}
+    assert comps == {c for c, _ in res.info.mw_components}
     uniform = FactoredTable(data.domain, {}, mw_table.total)
     for m in res.measurements:  # MW moved every measured marginal toward its noisy answer
         fit, flat = m.answer(mw_table.marginal(m.clique)), m.answer(uniform.marginal(m.clique))
@@ -188,18 +188,18 @@ def test_both_arms_end_to_end(data):
     assert isinstance(res.model, pj.GraphicalModel) and isinstance(res.original, FactoredTable)
     assert len(res.synthetic) == round(res.model.total)
     assert set(res.arms()) == {"pgm", "original"}
-    measured = pj.Workload.marginals(data.domain, sorted(set(res.info["selected"])))
+    measured = pj.Workload.marginals(data.domain, sorted(set(res.info.selected)))
     uniform = pj.metrics.workload_error(measured, data, FactoredTable(data.domain, {}, len(data)))
     for arm in res.arms().values():
         assert pj.metrics.workload_error(measured, data, arm) < 0.5 * uniform
-    assert res.info["seconds"]["mw"] < 5.0
+    assert res.info.seconds["mw"] < 5.0
 
 
 def test_reproducible_from_the_key(data):
     first = run(data, "gaussian-marginal")
     again = mwem(data, 1.0, key=jax.random.key(0), workload=workload(data.domain), rounds=T, max_model_mb=CAP_MB,
                  engine_iters=100, mw_iters=30, **CONFIGS["gaussian-marginal"])
-    assert again.info["selected"] == first.info["selected"]
+    assert again.info.selected == first.info.selected
     for m1, m2 in zip(first.measurements, again.measurements):
         np.testing.assert_array_equal(m1.y, m2.y)
     assert again.ledger == first.ledger
@@ -242,7 +242,7 @@ def test_memory_guard_in_the_front_end(data, monkeypatch):
     monkeypatch.setattr(mw, "mw_replay", fail)
     res = run(data, "laplace-marginal", max_table_cells=10)
     assert res.original is None and "MWEM infeasible without the engine" in res.original_error
-    big, cells = max(res.info["mw_components"], key=lambda x: x[1])
+    big, cells = max(res.info.mw_components, key=lambda x: x[1])
     assert f"component {big}" in res.original_error and f"{cells:,} cells" in res.original_error
     assert res.model is not None and res.accountant.spent == res.accountant.budget  # the +PGM arm is unaffected
     assert set(res.arms()) == {"pgm"}
@@ -292,4 +292,19 @@ def test_hypothetical_model_size_matches_the_fitted_model(data):
     res = run(data, "laplace-marginal")
     sizes = [hypothetical_model_size(data.domain, [c]) for c in (AB, BC, ABC)]
     assert [round(s * 2**20 / 8) for s in sizes] == [26, 28, 69]  # clique cells + the other attributes' singletons
-    assert hypothetical_model_size(data.domain, res.model.cliques) == res.info["log"][-1]["model_mb"]
+    assert hypothetical_model_size(data.domain, res.model.cliques) == res.info.log[-1]["model_mb"]
+
+
+def test_the_result_s_info_is_one_frozen_mwem_info():
+    from pgmjax.cli.summary import jsonable
+    from pgmjax.mechanisms import MWEMInfo, registry
+
+    data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (300, 3)), {"a": 3, "b": 4, "c": 2})
+    res = mwem(data, 1.0, key=jax.random.key(0), engine_iters=20, mw_iters=5)
+    assert isinstance(res.info, MWEMInfo) and registry.get("mwem").info is MWEMInfo
+    assert MWEMInfo.published_names() == ("selection", "noise", "bounded", "rounds", "alpha", "epsilon", "delta",
+                                          "em_sensitivity", "max_model_mb", "log", "selected", "total", "seconds",
+                                          "public")
+    assert set(MWEMInfo.private_names()) == {"resumed_from", "mw_components", "mw_table_cells"}
+    assert res.info.resumed_from is None and len(res.info.selected) == res.info.rounds == 3
+    assert set(jsonable(res.info.published_values())) == set(MWEMInfo.published_names())

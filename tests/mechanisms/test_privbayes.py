@@ -377,28 +377,28 @@ def run_huge(data6):
 def _check_ledger(res, data, bounded, count):
     acc, info = res.accountant, res.info
     d = len(data.domain)
-    assert acc.spent == acc.budget == info["epsilon"]  # exactly the budget
+    assert acc.spent == acc.budget == info.epsilon  # exactly the budget
     led = list(acc.ledger)
     if count:
         e = led.pop(0)
-        assert e.mechanism == "laplace" and e.target == "record count" and e.epsilon == pytest.approx(info["epsilon_count"])
+        assert e.mechanism == "laplace" and e.target == "record count" and e.epsilon == pytest.approx(info.epsilon_count)
     em, tables = led[: d - 1], led[d - 1 :]
     assert [e.mechanism for e in em] == ["exponential"] * (d - 1)
-    assert all(e.epsilon == pytest.approx(info["epsilon_structure"] / (d - 1), rel=1e-12) for e in em)
-    assert info["epsilon_structure"] == pytest.approx(info["beta"] * (info["epsilon"] - info["epsilon_count"]))
-    m = len(info["cliques"])
+    assert all(e.epsilon == pytest.approx(info.epsilon_structure / (d - 1), rel=1e-12) for e in em)
+    assert info.epsilon_structure == pytest.approx(info.beta * (info.epsilon - info.epsilon_count))
+    m = len(info.cliques)
     assert [e.mechanism for e in tables] == ["laplace"] * m and m == len(res.measurements)
     delta1 = 2.0 if bounded else 1.0
-    b = delta1 * m / info["epsilon_tables"]
+    b = delta1 * m / info.epsilon_tables
     for e, meas in zip(tables, res.measurements):
         assert e.sensitivity == delta1 and e.scale == pytest.approx(b, rel=1e-9)
         # the realised discrete-Laplace scale is b rounded up to a rational, within 2^-20
         assert math.sqrt(2) * b * (1 - 1e-12) <= float(meas.stddev) <= math.sqrt(2) * b * (1 + 2**-20)
-    assert math.fsum(e.cost for e in acc.ledger) == pytest.approx(info["epsilon"], rel=1e-15)
+    assert math.fsum(e.cost for e in acc.ledger) == pytest.approx(info.epsilon, rel=1e-15)
 
 
 def _check_cliques(res, domain):
-    net, cliques = res.info["network"], [set(c) for c in res.info["cliques"]]
+    net, cliques = res.info.network, [set(c) for c in res.info.cliques]
     assert sorted(x for x, _ in net) == sorted(domain.attributes)
     placed = []
     for x, parents in net:
@@ -416,20 +416,20 @@ def test_end_to_end_add_remove(run_unbounded, data6):
     _check_cliques(res, dom)
     info = res.info
     # tau rule: every family fits the step's cap, and no placed attribute could be added
-    assert info["tau"] == pytest.approx(PB.usefulness_tau(max(info["noisy_count"], 1.0), info["epsilon_tables"], 6, 4.0))
-    assert info["cap"] == math.floor(info["tau"])
-    placed = [info["network"][0][0]]
-    for (x, parents), step in zip(info["network"][1:], info["steps"]):
+    assert info.tau == pytest.approx(PB.usefulness_tau(max(info.noisy_count, 1.0), info.epsilon_tables, 6, 4.0))
+    assert info.cap == math.floor(info.tau)
+    placed = [info.network[0][0]]
+    for (x, parents), step in zip(info.network[1:], info.steps):
         size = dom.size((x, *parents))
         assert size <= step["cap"]
         assert all(size * dom[y] > step["cap"] for y in placed if y not in parents)
         placed.append(x)
     # both arms: records, totals, and better 2-way marginals than independent attributes
-    size = round(info["total"])
-    assert abs(info["total"] - len(data6)) < 100
+    size = round(info.total)
+    assert abs(info.total - len(data6)) < 100
     assert len(res.original) == size and len(res.synthetic) == size
     assert res.original.domain == dom and res.synthetic.domain == dom
-    assert res.model.total == pytest.approx(info["total"])
+    assert res.model.total == pytest.approx(info.total)
     w = pj.Workload.all_kway(dom, 2)
     independent = FactoredTable(dom, {(a,): data6.marginal(a) for a in dom}, len(data6))
     err = {k: pj.metrics.workload_error(w, data6, v) for k, v in [("pgm", res.model), ("original", res.original), ("independent", independent)]}
@@ -439,7 +439,7 @@ def test_end_to_end_add_remove(run_unbounded, data6):
 
 def test_same_key_same_run(run_unbounded, data6):
     again = PB.privbayes(data6, 1.0, key=jax.random.key(0), engine_iters=300)
-    assert again.info["network"] == run_unbounded.info["network"]
+    assert again.info.network == run_unbounded.info.network
     for m1, m2 in zip(again.measurements, run_unbounded.measurements):
         np.testing.assert_array_equal(m1.y, m2.y)
     np.testing.assert_array_equal(again.original.records, run_unbounded.original.records)
@@ -449,11 +449,11 @@ def test_huge_epsilon_network_tables_and_pgm(run_huge, data6):
     res = run_huge
     _check_ledger(res, data6, bounded=True, count=False)
     _check_cliques(res, data6.domain)
-    _assert_greedy_argmax(data6, res.info["network"], "I", 2)
-    assert res.info["total"] == len(data6) and len(res.original) == len(data6)
-    for c in res.info["cliques"]:  # the engine recovers the (almost noiseless) measured marginals
+    _assert_greedy_argmax(data6, res.info.network, "I", 2)
+    assert res.info.total == len(data6) and len(res.original) == len(data6)
+    for c in res.info.cliques:  # the engine recovers the (almost noiseless) measured marginals
         np.testing.assert_allclose(res.model.marginal(c), data6.marginal(c), atol=1e-3 * len(data6))
-    for (x, parents), cond in zip(res.info["network"], res.info["conditionals"]):
+    for (x, parents), cond in zip(res.info.network, res.info.conditionals):
         joint = data6.marginal((*parents, x))
         mass = joint.sum(-1, keepdims=True)
         seen = np.broadcast_to(mass > 0, cond.shape)  # parent configurations absent from the data

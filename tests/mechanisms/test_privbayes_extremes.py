@@ -108,7 +108,7 @@ _SCRIPT = textwrap.dedent(
     for eps in (1e6, 100.0):
         res = PB.privbayes(data, eps, key=jax.random.key(1), max_model_mb={mb!r}, engine_iters=5)
         sums = [float(res.model.marginal((a,)).sum()) for a in data.domain.attributes]
-        out[str(eps)] = {{"model_cells": res.info["model_cells"], "max_model_cells": res.info["max_model_cells"],
+        out[str(eps)] = {{"model_cells": res.info.model_cells, "max_model_cells": res.info.max_model_cells,
                           "total": float(res.model.total), "sums": sums, "rows": len(res.original)}}
     out["base_mb"] = base / 1024
     out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -7,6 +7,7 @@ import jax
 import numpy as np
 import pytest
 
+import pgmjax as pj
 from pgmjax.mechanisms import registry
 from pgmjax.mechanisms.bayesian_network import PrivBayesOptions, privbayes
 
@@ -52,3 +53,20 @@ def test_an_unknown_option_is_refused_by_name():
         privbayes(None, 1.0, key=jax.random.key(0), betta=0.5)
     with pytest.raises(TypeError, match=r"unknown option\(s\) \['betta'\]"):
         PrivBayesOptions.of({"betta": 0.5})
+
+
+def test_the_result_s_info_is_one_frozen_privbayes_info():
+    from pgmjax.cli.summary import jsonable
+    from pgmjax.mechanisms import PrivBayesInfo
+
+    data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (300, 3)), {"a": 3, "b": 4, "c": 2})
+    res = privbayes(data, 1.0, key=jax.random.key(0), engine_iters=20)
+    assert isinstance(res.info, PrivBayesInfo) and registry.get("privbayes").info is PrivBayesInfo
+    assert PrivBayesInfo.published_names() == (
+        "network", "order", "score", "bounded", "beta", "theta", "degree", "epsilon", "epsilon_count",
+        "epsilon_structure", "epsilon_step", "epsilon_tables", "cliques", "laplace_scale", "noisy_count", "total",
+        "engine_iters")
+    assert set(PrivBayesInfo.private_names()) == {"steps", "quality", "tau", "cap", "max_model_cells", "model_cells",
+                                                  "tables", "conditionals"}
+    assert len(res.info.network) == 3 and len(res.info.conditionals) == 3 and res.info.noisy_count is not None
+    assert set(jsonable(res.info.published_values())) == set(PrivBayesInfo.published_names())

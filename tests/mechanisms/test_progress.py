@@ -116,10 +116,10 @@ def test_aim_progress_carries_the_expected_rounds_and_time_left():
     seen = []
     res = aim(_aim_data(), 1.0, key=jax.random.key(0), rounds=12, engine_iters=30, max_model_mb=1.0,
               synthetic=False, progress=seen.append)
-    assert [s["done"] for s in seen] == list(range(1, res.info["rounds_run"] + 1))
+    assert [s["done"] for s in seen] == list(range(1, res.info.rounds_run + 1))
     assert all(s["expected"] >= s["done"] and s["eta"] >= 0 and s["elapsed"] > 0 for s in seen)
-    assert seen[-1]["expected"] == res.info["rounds_run"] and seen[-1]["eta"] == 0
-    assert "elapsed" not in res.info["log"][0]  # the log (in the report) holds no times
+    assert seen[-1]["expected"] == res.info.rounds_run and seen[-1]["eta"] == 0
+    assert "elapsed" not in res.info.log[0]  # the log (in the report) holds no times
     bar = CliProgress(True, "aim", None)
     bar.engine({"iteration": 30, "loss": 1.0})
     bar.step(seen[0])

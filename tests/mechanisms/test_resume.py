@@ -53,7 +53,7 @@ def _same_release(res, full):
     assert [m.clique for m in res.measurements] == [m.clique for m in full.measurements]
     assert all(np.array_equal(a.y, b.y) and np.array_equal(a.stddev, b.stddev) for a, b in zip(res.measurements, full.measurements))
     assert res.ledger == full.ledger and res.accountant.spent == full.accountant.spent == res.accountant.budget
-    assert res.info["log"] == full.info["log"]
+    assert res.info.log == full.info.log
     for c in [("a", "b"), ("c", "d"), ("a", "d")]:
         assert np.array_equal(res.model.marginal(c), full.model.marginal(c))
     assert res.synthetic.df.equals(full.synthetic.df)
@@ -67,7 +67,7 @@ def _stop_at(round_: int):
 
 
 def test_aim_interrupted_and_resumed_equals_the_uninterrupted_run(data, aim_full, tmp_path):
-    assert aim_full.info["rounds_run"] >= 5
+    assert aim_full.info.rounds_run >= 5
     folder = tmp_path / "aim.ckpt"
     with pytest.raises(RunInterrupted) as err:
         aim(data, 1.0, key=jax.random.key(1), progress=_stop_at(3), checkpoint=str(folder), **AIM)
@@ -80,7 +80,7 @@ def test_aim_interrupted_and_resumed_equals_the_uninterrupted_run(data, aim_full
     assert all(stat.S_IMODE(os.stat(r).st_mode) == 0o700 for r, _, _ in os.walk(folder))
     res = aim(data, 1.0, key=jax.random.key(1), checkpoint=str(folder), **AIM)
     _same_release(res, aim_full)
-    assert res.info["resumed_from"] == 3 and aim_full.info["resumed_from"] is None
+    assert res.info.resumed_from == 3 and aim_full.info.resumed_from is None
     # run again: every round is in the checkpoint, nothing is measured or spent again
     again = aim(data, 1.0, key=jax.random.key(1), checkpoint=Checkpoint(str(folder)), **AIM)
     assert again.ledger == aim_full.ledger and again.accountant.spent == again.accountant.budget

@@ -62,3 +62,24 @@ def test_the_data_dependent_checks_stay_with_the_front_end():
     with pytest.warns(UserWarning, match="informative only up to") as seen:  # the caller's line
         rr_synthetic(data, 0.1, key=jax.random.key(0), engine_iters=2, synthetic=False)
     assert seen[0].filename == __file__
+
+
+def test_the_result_s_info_is_one_frozen_rr_synthetic_info():
+    import json
+
+    from pgmjax.cli.summary import jsonable
+    from pgmjax.mechanisms import RRSyntheticInfo
+
+    data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 2, 2], (300, 3)), pj.Domain({"a": 3, "b": 2, "c": 2}))
+    res = rr_synthetic(data, 2.0, key=jax.random.key(0), per_attribute=True, engine_iters=20)
+    assert isinstance(res.info, registry.get("rr_synthetic").info) and rr_synthetic.info is RRSyntheticInfo
+    assert RRSyntheticInfo.published_names() == (
+        "epsilon", "per_attribute", "bounded", "public_count", "epsilons", "keep", "domain_rows", "rmse_bound",
+        "informative_rows", "cliques", "total", "engine_iters", "seconds")
+    assert RRSyntheticInfo.private_names() == ("release",)
+    assert len(res.info.release) == 300 and res.info.rmse_bound is None and len(res.info.epsilons) == 3
+    published = jsonable(res.info.published_values(), max_items=1000)
+    assert list(published) == list(RRSyntheticInfo.published_names())
+    json.dumps(published)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.info.epsilon = 3.0

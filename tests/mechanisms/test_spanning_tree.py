@@ -131,7 +131,7 @@ def test_mst_ledger_spends_exactly_rho(data):
     assert math.fsum(e.cost for e in acc.ledger) == pytest.approx(acc.budget, rel=1e-15)
     # Measurements carry their true std; edges form a spanning tree; result.original is None.
     assert [float(m.stddev) for m in res.measurements[d:]] == pytest.approx([b["two_way_std"]] * (d - 1))
-    assert nx.is_tree(nx.Graph(res.info["edges"])) and set(nx.Graph(res.info["edges"]).nodes) == set(SIZES)
+    assert nx.is_tree(nx.Graph(res.info.edges)) and set(nx.Graph(res.info.edges).nodes) == set(SIZES)
     assert res.original is None and res.mechanism == "mst"
     assert res.accountant.epsilon_delta()[0] == pytest.approx(1.0, rel=1e-6)
 
@@ -140,14 +140,14 @@ def test_mst_huge_epsilon_picks_the_maximum_spanning_tree(data):
     # With eps = 1e4 the one-way model is the data's independence model (nothing is compressed) and
     # the EM is an argmax: the edges are the maximum spanning tree of w(a, b) = ||mu_ab - mu_a mu_b / N||_1.
     res = run_mst(data, eps=1e4)
-    assert res.info["mapping"] == {}
+    assert res.info.mapping == {}
     g = nx.Graph()
     for a, b in PAIRS:
         joint = data.marginal((a, b))
         w = np.abs(joint - np.outer(joint.sum(1), joint.sum(0)) / N).sum()
         g.add_edge(a, b, weight=w)
     best = {frozenset(e) for e in nx.maximum_spanning_tree(g).edges}
-    assert {frozenset(e) for e in res.info["edges"]} == best
+    assert {frozenset(e) for e in res.info.edges} == best
     assert best == {frozenset(p) for p in [("a", "b"), ("b", "c"), ("c", "d")]}  # the chain
 
 
@@ -172,7 +172,7 @@ def _independent(data):
 
 def test_mst_compresses_rare_values(data):
     res = run_mst(data)
-    cdom, mapping = res.info["compressed_domain"], res.info["mapping"]
+    cdom, mapping = res.info.compressed_domain, res.info.mapping
     # c's 9 rare values (about 200 records over 9 values, ~22 each) are mostly below 3 * 20.02 = 60.
     std = mst_budget(1.0, 1e-9, 4)["one_way_std"]
     assert round(3 * std, 2) == 60.05 and "c" in mapping and cdom["c"] < SIZES["c"]
@@ -212,7 +212,7 @@ def test_compress_domain_formulas():
 
 def test_compression_round_trip(data):
     res = run_mst(data)
-    cdom, mapping = res.info["compressed_domain"], res.info["mapping"]
+    cdom, mapping = res.info.compressed_domain, res.info.mapping
     cdata = compress_data(data, mapping, cdom)
     back = decompress_data(cdata, mapping, data.domain, jax.random.key(5))
     # compress(decompress(x)) == x exactly; kept values come back unchanged.
@@ -238,7 +238,7 @@ def test_compression_round_trip(data):
 
 def test_decompressed_model_matches_the_compressed_one(data):
     res = run_mst(data)
-    model, cmodel, mapping = res.model, res.info["compressed_model"], res.info["mapping"]
+    model, cmodel, mapping = res.model, res.info.compressed_model, res.info.mapping
     cmap = mapping["c"]
     k = np.bincount(cmap)
     for pair in [("b", "c"), ("c", "d"), ("a", "c")]:
@@ -256,7 +256,7 @@ def test_decompressed_model_matches_the_compressed_one(data):
 def test_mst_reproducible_from_the_key(data):
     r1, r2 = run_mst(data, seed=0), mst(data, 1.0, key=jax.random.key(0), select_iters=100, engine_iters=300)
     assert np.array_equal(r1.synthetic.records, r2.synthetic.records)
-    assert r1.info["edges"] == r2.info["edges"]
+    assert r1.info.edges == r2.info.edges
     assert all(np.array_equal(a.y, b.y) for a, b in zip(r1.measurements, r2.measurements))
     # Another key: other noise (same structure, so only the first measurement is redrawn here).
     acc = pj.privacy.Accountant(epsilon=1.0, delta=1e-9)
@@ -268,7 +268,7 @@ def test_mst_reproducible_from_the_key(data):
 def test_mst_progress_callback(data):
     seen = []
     res = mst(data, 1.0, key=jax.random.key(0), select_iters=100, engine_iters=300, synthetic=False, progress=seen.append)
-    assert res.synthetic is None and res.info["edges"] == run_mst(data).info["edges"]
+    assert res.synthetic is None and res.info.edges == run_mst(data).info.edges
     assert [s["stage"] for s in seen][:2] == ["one-way marginals", "one-way fit"]
     assert sum(s["stage"] == "selection" for s in seen) == len(SIZES) - 1 and seen[-1]["step"] == seen[-1]["steps"]
 
@@ -311,22 +311,22 @@ def test_aim_ledger_spends_exactly_rho(data):
     acc = res.accountant
     b = aim_budget(1.0, 1e-9, rounds=8)
     assert acc.composition == "zcdp" and acc.spent == acc.budget  # exactly
-    one_way = [c for c in res.info["candidates"] if len(c) == 1]
+    one_way = [c for c in res.info.candidates if len(c) == 1]
     ledger = acc.ledger
     k = len(one_way)
     assert [e.mechanism for e in ledger[:k]] == ["gaussian"] * k
     assert all(e.scale == pytest.approx(b["sigma"], rel=1e-12) for e in ledger[:k])
     rounds = ledger[k:]
-    assert len(rounds) == 2 * res.info["rounds_run"]
-    assert [e.mechanism for e in rounds] == ["exponential", "gaussian"] * res.info["rounds_run"]
-    log = res.info["log"]
+    assert len(rounds) == 2 * res.info.rounds_run
+    assert [e.mechanism for e in rounds] == ["exponential", "gaussian"] * res.info.rounds_run
+    log = res.info.log
     assert [e["last"] for e in log] == [False] * (len(log) - 1) + [True]
     for t, entry in enumerate(log):
         em, g = rounds[2 * t], rounds[2 * t + 1]
         assert g.scale == pytest.approx(entry["sigma"], rel=1e-9) and g.target == entry["clique"]
         assert em.epsilon == pytest.approx(entry["em_epsilon"], rel=1e-9)
         # EM sensitivity: the largest weight among the candidates.
-        assert em.sensitivity == max(res.info["candidates"].values())
+        assert em.sensitivity == max(res.info.candidates.values())
     # The last round: 10% / 90% of what was left before it.
     before = math.fsum(e.cost for e in ledger[:-2])
     left = acc.budget - before
@@ -351,16 +351,16 @@ def test_aim_size_limit_never_exceeded(data):
     cap = 60 * 8 / 2**20
     res = run_aim(data, eps=5.0, rounds=6, max_model_mb=cap)
     rho = res.accountant.budget
-    for e in res.info["log"]:
+    for e in res.info.log:
         assert e["limit_mb"] <= cap * (1 + 1e-12)
         assert e["model_mb"] <= e["limit_mb"] * (1 + 1e-12)
-    first = res.info["log"][0]
+    first = res.info.log[0]
     assert first["limit_mb"] == pytest.approx(cap * first["spent"] / rho)
-    assert res.info["log"][-1]["limit_mb"] == cap
-    assert first["candidates"] < len(res.info["candidates"])  # it binds
+    assert res.info.log[-1]["limit_mb"] == cap
+    assert first["candidates"] < len(res.info.candidates)  # it binds
     assert hypothetical_model_size(data.domain, [("a",), ("d",), ("b", "c")]) > first["limit_mb"]
     # The model size is what hypothetical_model_size predicts for the fitted cliques.
-    assert res.info["model_mb"] == pytest.approx(hypothetical_model_size(data.domain, res.model.cliques))
+    assert res.info.model_mb == pytest.approx(hypothetical_model_size(data.domain, res.model.cliques))
 
 
 def test_aim_end_to_end_large_epsilon_close_to_truth(data):
@@ -376,13 +376,13 @@ def test_aim_end_to_end_large_epsilon_close_to_truth(data):
     # sample's own departures from a Markov chain (e.g. (a, c): about 50 records in L1) exceed the noise
     # penalty of the selection score, so measuring them is what AIM should do.
     chain = {frozenset(p) for p in [("a", "b"), ("b", "c"), ("c", "d")]}
-    assert {frozenset(c) for c in res.info["selected"][:3]} == chain
+    assert {frozenset(c) for c in res.info.selected[:3]} == chain
 
 
 def test_aim_reproducible_from_the_key(data):
     r1 = run_aim(data)
     r2 = aim(data, 1.0, key=jax.random.key(0), rounds=8, engine_iters=60, max_model_mb=1.0)
-    assert r1.info["selected"] == r2.info["selected"]
+    assert r1.info.selected == r2.info.selected
     assert np.array_equal(r1.synthetic.records, r2.synthetic.records)
     assert [e.rho for e in r1.ledger] == [e.rho for e in r2.ledger]
 
@@ -391,8 +391,8 @@ def test_aim_progress_callback(data):
     seen = []
     res = aim(data, 1.0, key=jax.random.key(0), rounds=8, engine_iters=60, max_model_mb=1.0, synthetic=False,
               progress=seen.append)
-    assert res.info["selected"] == run_aim(data).info["selected"]
-    assert [s["round"] for s in seen] == list(range(1, res.info["rounds_run"] + 1)) and seen[-1]["last"]
+    assert res.info.selected == run_aim(data).info.selected
+    assert [s["round"] for s in seen] == list(range(1, res.info.rounds_run + 1)) and seen[-1]["last"]
     assert res.synthetic is None
 
 
@@ -497,7 +497,7 @@ def test_decompressed_measurements_ask_the_original_marginals_what_the_compresse
     from pgmjax.mechanisms.domain_compression import decompress_measurements
 
     res = run_mst(data)
-    mapping, model_c = res.info["mapping"], res.info["compressed_model"]
+    mapping, model_c = res.info.mapping, res.info.compressed_model
     assert mapping and any(len(m.clique) == 2 and set(m.clique) & set(mapping) for m in res.measurements)
     lifted = decompress_measurements(res.measurements, mapping, data.domain)
     for before, after in zip(res.measurements, lifted):

@@ -39,11 +39,11 @@ def _run(data, seed, iters=3000, **kw):
 def test_by_default_the_final_fit_runs_all_its_iterations():
     assert spanning_tree.DISCREPANCY is None
     res = _run(_skewed(), 0)
-    two_l, rows = res.info["residual_rows"]
-    assert res.info["fit_iterations"] == res.info["engine_iters"] == 3000
+    two_l, rows = res.info.residual_rows
+    assert res.info.fit_iterations == res.info.engine_iters == 3000
     assert rows == sum(m.rows for m in res.measurements)
     assert two_l < 0.7 * rows  # past the noise level: the L2 optimum fits part of the noise
-    assert two_l == 2.0 * res.info["compressed_model"].loss
+    assert two_l == 2.0 * res.info.compressed_model.loss
 
 
 def test_the_opt_in_stop_ends_the_fit_at_the_noise_level(monkeypatch):
@@ -51,9 +51,9 @@ def test_the_opt_in_stop_ends_the_fit_at_the_noise_level(monkeypatch):
     full = _run(data, 0)
     monkeypatch.setattr(spanning_tree, "DISCREPANCY", 1.0)
     res = _run(data, 0)
-    two_l, rows = res.info["residual_rows"]
-    assert two_l <= rows and res.info["fit_iterations"] < 3000 and res.info["fit_iterations"] % 50 == 0
-    assert res.info["edges"] == full.info["edges"]  # the same releases: only the fit (post-processing) differs
+    two_l, rows = res.info.residual_rows
+    assert two_l <= rows and res.info.fit_iterations < 3000 and res.info.fit_iterations % 50 == 0
+    assert res.info.edges == full.info.edges  # the same releases: only the fit (post-processing) differs
     for m, n in zip(res.measurements, full.measurements):
         np.testing.assert_array_equal(m.y, n.y)
     assert res.accountant.spent == res.accountant.budget and len(res.ledger) == len(full.ledger)
@@ -78,11 +78,11 @@ def test_a_user_callback_is_still_called_and_may_stop_the_fit(monkeypatch):
         return info["iteration"] >= 100
 
     res = _run(_skewed(), 0, fit_options=pj.FitOptions(callback=callback, chunk=50))
-    assert seen and res.info["fit_iterations"] <= 100
+    assert seen and res.info.fit_iterations <= 100
 
 
 def test_no_stop_for_the_l1_loss(monkeypatch):
     monkeypatch.setattr(spanning_tree, "DISCREPANCY", 1.0)
     data = _skewed(rows=3000, sizes=(4, 5, 3))
     res = _run(data, 0, iters=200, fit_options=pj.FitOptions(loss="l1"))
-    assert res.info["fit_iterations"] == 200
+    assert res.info.fit_iterations == 200

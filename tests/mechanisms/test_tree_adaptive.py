@@ -53,7 +53,7 @@ def test_the_ledger_spends_exactly_the_printed_guarantee(release):
     kinds = [e.mechanism for e in release.ledger]
     assert kinds[:d] == ["gaussian"] * d and kinds[d:2 * d - 1] == ["exponential"] * (d - 1)
     assert kinds[2 * d - 1:3 * d - 2] == ["gaussian"] * (d - 1)
-    picks = release.info["selected"]
+    picks = release.info.selected
     assert len(picks) >= 1 and kinds[3 * d - 2:].count("exponential") == len(picks)
 
 
@@ -70,7 +70,7 @@ def test_the_noise_scales_are_the_budget_s(release):
 def test_same_key_same_release(data, release):
     again = tree_aim(data, 1.0, key=jax.random.key(0), **QUICK)
     np.testing.assert_array_equal(np.asarray(again.synthetic.records), np.asarray(release.synthetic.records))
-    assert again.info["edges"] == release.info["edges"] and again.info["selected"] == release.info["selected"]
+    assert again.info.edges == release.info.edges and again.info.selected == release.info.selected
     other = tree_aim(data, 1.0, key=jax.random.key(1), **QUICK)
     assert not np.array_equal(np.asarray(other.synthetic.records), np.asarray(release.synthetic.records))
 
@@ -78,10 +78,10 @@ def test_same_key_same_release(data, release):
 def test_the_batches_add_pairs_the_tree_lacks_and_the_model_holds_them(release):
     """Accuracy against MST and AIM is measured in bench/ (seeds, tables); here: the picks are pairs or one-ways of
     the workload, some beyond the tree, each inside a clique of the fitted model."""
-    picks, edges = release.info["selected"], release.info["edges"]
+    picks, edges = release.info.selected, release.info.edges
     assert set(picks) - set(edges)
     assert all(len(c) <= 2 for c in picks)
-    cliques = [set(c) for c in release.info["compressed_model"].cliques]
+    cliques = [set(c) for c in release.info.compressed_model.cliques]
     assert all(any(set(c) <= k for k in cliques) for c in picks + edges)
 
 
@@ -89,7 +89,7 @@ def test_the_model_stays_within_the_cap(data):
     """A cap that holds the tree but little more: every pick is one that fits (or lies inside a clique)."""
     cap = 8.0 * 150 / 2**20  # 150 float64 cells: the widest tree and some triangles, not the whole domain's pairs
     res = tree_aim(data, 3.0, key=jax.random.key(2), max_model_mb=cap, compress=False, synthetic=False, **QUICK)
-    assert model_mb(res.info["compressed_model"]) <= cap
+    assert model_mb(res.info.compressed_model) <= cap
     assert res.accountant.spent == pytest.approx(res.accountant.budget, rel=1e-9)
 
 
@@ -105,8 +105,8 @@ def test_the_cap_holds_over_the_declared_domain_the_model_is_released_on():
     data = pj.Dataset(np.stack(cols, 1), {"a": 40, "b": 40, "c": 40, "d": 40})
     cap = 8.0 * 10_000 / 2**20  # the widest tree (4,800 cells and 160 one-way) fits; a triangle (64,000) does not
     res = tree_aim(data, 3.0, key=jax.random.key(1), max_model_mb=cap, synthetic=False, **QUICK)
-    assert dict(res.info["compressed_domain"]) != dict(data.domain)  # compressed
-    assert model_mb(res.model) <= cap and res.info["model_mb"] == model_mb(res.model)
+    assert dict(res.info.compressed_domain) != dict(data.domain)  # compressed
+    assert model_mb(res.model) <= cap and res.info.model_mb == model_mb(res.model)
     assert res.accountant.spent == pytest.approx(res.accountant.budget, rel=1e-9)
 
 
@@ -117,8 +117,8 @@ def test_a_cap_below_the_widest_tree_is_refused_before_any_spending(data):
 
 def test_a_quick_run_through_the_registry_and_its_report_keys(data):
     res = registry.run("tree_aim", data, 0.5, key=jax.random.key(4), **QUICK, batches=1, picks=2)
-    assert res.mechanism == "tree_aim" and len(res.info["log"]) == 1 and len(res.info["selected"]) <= 2
-    assert set(registry.get("tree_aim").report_info) <= set(res.info)
+    assert res.mechanism == "tree_aim" and len(res.info.log) == 1 and len(res.info.selected) <= 2
+    assert isinstance(res.info, registry.get("tree_aim").info) and res.info.budget["batches"] == 1
 
 
 @pytest.mark.parametrize("bad, match", [

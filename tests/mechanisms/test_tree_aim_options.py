@@ -2,14 +2,19 @@
 its fields, and a bad option is refused with its name before any data is read."""
 
 import dataclasses
+import json
 
 import jax
 import numpy as np
 import pytest
 
+from pgmjax.cli.summary import jsonable
+from pgmjax.data.dataset import Dataset
+from pgmjax.data.domain import Domain
 from pgmjax.mechanisms import registry
 from pgmjax.mechanisms.tree_adaptive import tree_aim
-from pgmjax.mechanisms.tree_aim_options import TreeAIMOptions
+from pgmjax.mechanisms.run_info import CompressedRunInfo
+from pgmjax.mechanisms.tree_aim_options import TreeAIMInfo, TreeAIMOptions
 
 
 def test_the_fields_are_the_front_end_s_own_options():
@@ -50,3 +55,18 @@ def test_an_unknown_option_is_refused_by_name():
         tree_aim(None, 1.0, key=jax.random.key(0), pick=5)
     with pytest.raises(TypeError, match=r"unknown option\(s\) \['pick'\]"):
         TreeAIMOptions.of({"pick": 5})
+
+
+def test_the_result_s_info_is_the_registry_s_class_and_publishes_the_old_report_keys():
+    data = Dataset(np.random.default_rng(0).integers(0, [3, 4, 2, 3], (300, 4)), Domain({"a": 3, "b": 4, "c": 2, "d": 3}))
+    res = tree_aim(data, 1.0, key=jax.random.key(0), select_iters=20, round_iters=20, engine_iters=40)
+    assert registry.get("tree_aim").info is tree_aim.info is TreeAIMInfo and isinstance(res.info, TreeAIMInfo)
+    assert isinstance(res.info, CompressedRunInfo)
+    old = ("epsilon", "delta", "rho", "budget", "edges", "selected", "log", "compressed_domain", "mapping", "total",
+           "model_mb", "engine_iters", "seconds", "public")
+    assert sorted(TreeAIMInfo.published_names()) == sorted(old) and len(TreeAIMInfo.published_names()) == len(old)
+    assert TreeAIMInfo.private_names() == ("compressed_model",)
+    assert res.info.compressed_model.domain == res.info.compressed_domain and len(res.info.edges) == 3
+    json.dumps(jsonable(res.info.published_values(), max_items=1000))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.info.edges = []

@@ -227,10 +227,10 @@ def test_same_key_same_release_with_and_without_x64():
         rr = acc.randomized_response(jax.random.key(3), data, epsilon=1.0)
         print(m.y.tolist(), list(map(int, i)), rr.records.sum(axis=0).tolist())
         pb = pj.mechanisms.privbayes(data, 1.0, key=jax.random.key(4), engine_iters=5)
-        print(pb.info["network"], pb.original.records.sum(axis=0).tolist())
+        print(pb.info.network, pb.original.records.sum(axis=0).tolist())
         wide = pj.Dataset(np.random.default_rng(1).integers(0, 40, size=(60, 2)), {"a": 40, "b": 40})
         ms = pj.mechanisms.mst(wide, 0.5, key=jax.random.key(5), select_iters=5, engine_iters=5)
-        print(ms.info.get("compressed"), ms.synthetic.records.sum(axis=0).tolist())
+        print(ms.info.mapping, ms.synthetic.records.sum(axis=0).tolist())
         """
     )
     outs = [subprocess.run([sys.executable, "-c", code, flag], capture_output=True, text=True, check=True).stdout for flag in "01"]

@@ -161,20 +161,20 @@ def test_rr_synthetic_result():
     res = pj.mechanisms.rr_synthetic(data, 4.0, key=jax.random.key(1), per_attribute=True, engine_iters=200)
     assert res.mechanism == "rr_synthetic" and isinstance(res.original, rr.Release)
     assert len(res.ledger) == 1 and res.ledger[0].epsilon == pytest.approx(4.0) and res.accountant.spent == pytest.approx(4.0)
-    assert res.info["epsilons"] == pytest.approx([4 / 3] * 3) and res.info["per_attribute"] and res.info["bounded"]
-    assert ("a", "b") in res.info["cliques"]  # the strongest dependence is found in the release
+    assert res.info.epsilons == pytest.approx([4 / 3] * 3) and res.info.per_attribute and res.info.bounded
+    assert ("a", "b") in res.info.cliques  # the strongest dependence is found in the release
     assert len(res.synthetic) == 3000 and res.model.total == 3000.0
-    assert len(res.info["release"]) == 3000 and res.info["release"].domain == dom
+    assert len(res.info.release) == 3000 and res.info.release.domain == dom
     # the fitted model is closer to the truth than the released table read as if it were real
     true = data.marginal(("a", "b"))
-    assert np.abs(res.model.marginal(("a", "b")) - true).sum() < np.abs(res.info["release"].marginal(("a", "b")) - true).sum()
+    assert np.abs(res.model.marginal(("a", "b")) - true).sum() < np.abs(res.info.release.marginal(("a", "b")) - true).sum()
 
 
 def test_rr_synthetic_whole_row_warns_when_uninformative():
     data = pj.Dataset(np.random.default_rng(1).integers(0, 10, size=(500, 3)), {"a": 10, "b": 10, "c": 10})
     with pytest.warns(UserWarning, match="informative only up to"):
         res = pj.mechanisms.rr_synthetic(data, 1.0, key=jax.random.key(0), engine_iters=20, synthetic=False)
-    assert res.info["rmse_bound"] == pytest.approx(math.sqrt(rr.mse_bound(1000, 1.0, 500)))
+    assert res.info.rmse_bound == pytest.approx(math.sqrt(rr.mse_bound(1000, 1.0, 500)))
     small = pj.Dataset(np.random.default_rng(1).integers(0, 2, size=(20000, 2)), {"a": 2, "b": 2})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -201,7 +201,7 @@ def test_registry_runs_rr_per_attribute():
     entry = registry.MECHANISMS["rr_synthetic"]
     assert entry.privacy == "pure" and entry.cli_defaults["per_attribute"] is True  # the command line's variant
     res = registry.run("rr_synthetic", data, 2.0, key=jax.random.key(0), engine_iters=30, rows=77, **entry.cli_defaults)
-    assert res.info["per_attribute"] and res.info["engine_iters"] == 30 and len(res.synthetic) == 77
+    assert res.info.per_attribute and res.info.engine_iters == 30 and len(res.synthetic) == 77
     with pytest.raises(ValueError, match="pure epsilon-DP"):  # a delta is refused, not dropped
         registry.run("rr_synthetic", data, 1.0, 1e-6, key=jax.random.key(0))
 
@@ -238,5 +238,5 @@ def test_rr_synthetic_releases_through_rr_release():
     acc = Accountant(epsilon=2.0, bounded=True)
     rel = rr.release(jax.random.split(key)[0], data, 2.0, per_attribute=True, accountant=acc, target="records")
     np.testing.assert_array_equal(res.original.data.records, rel.data.records)
-    assert res.original.channel == rel.channel and list(res.original.channel.keep) == res.info["keep"]
+    assert res.original.channel == rel.channel and list(res.original.channel.keep) == res.info.keep
     assert res.ledger[0].target == acc.ledger[0].target == "records"

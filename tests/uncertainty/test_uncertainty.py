@@ -320,6 +320,7 @@ def test_workload_intervals_on_a_compressed_domain():
     from types import SimpleNamespace
 
     from pgmjax.mechanisms.domain_compression import decompress_model
+    from pgmjax.mechanisms.run_info import CompressedRunInfo
 
     cdom = pj.Domain({"a": 3, "b": 2})
     ms = [pj.Measurement(("a", "b"), [[100.0, 80], [60, 40], [120, 100]], stddev=5.0)]
@@ -327,7 +328,8 @@ def test_workload_intervals_on_a_compressed_domain():
     mapping = {"a": np.array([0, 2, 1, 2])}  # original value 1 and 3 merged into 2
     dom = pj.Domain({"a": 4, "b": 2})
     lifted = decompress_model(model_c, mapping, dom)
-    result = SimpleNamespace(model=lifted, measurements=ms, info={"mapping": mapping, "compressed_model": model_c})
+    result = SimpleNamespace(model=lifted, measurements=ms,
+                             info=CompressedRunInfo(compressed_domain=cdom, mapping=mapping, compressed_model=model_c))
     w = pj.Workload(dom, [(("a", "b"), None), (("a",), [pj.queries.Prefix()])])
     ivs = pj.uncertainty.workload_intervals(result, w, level=0.9, method="linear")
     np.testing.assert_allclose(ivs[0].value, lifted.marginal(("a", "b")), rtol=1e-9)

@@ -33,7 +33,8 @@ Modules, one idea each; each imports only those above it:
 * ``network_search``: the private network (:func:`greedy_bayes`; TODS Algorithm 4).
 * ``conditionals``: the original estimator (:func:`noisy_conditionals`, :func:`sample_network`;
   TODS Algorithm 1).
-* ``privbayes_options``: the front-end's own options (:class:`PrivBayesOptions`), checked where made.
+* ``privbayes_options``: the front-end's own options (:class:`PrivBayesOptions`), checked where made, and what
+  its run reports (:class:`PrivBayesInfo`).
 * ``front_end``: :func:`privbayes`, both arms on the same noisy tables.
 
 The package is named for what it builds; the front-end keeps the mechanism's name
@@ -44,13 +45,14 @@ from .conditionals import noisy_conditionals, sample_network
 from .front_end import ENGINE_BYTES_PER_CELL, privbayes
 from .network_search import greedy_bayes
 from .parent_sets import Network, binary_degree, maximal_parent_sets, usefulness_tau
-from .privbayes_options import PrivBayesOptions
+from .privbayes_options import PrivBayesInfo, PrivBayesOptions
 from .scores import SCORES, f_score, mutual_information, r_score, score_quality
 from .sensitivity import mutual_information_sensitivity, score_sensitivity
 
 __all__ = [
     "privbayes",
     "PrivBayesOptions",
+    "PrivBayesInfo",
     "ENGINE_BYTES_PER_CELL",
     "SCORES",
     "Network",

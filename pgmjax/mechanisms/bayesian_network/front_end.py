@@ -52,11 +52,12 @@ from ...queries.measurement import Measurement, estimate_total
 from ..options import check_epsilon, check_fit_options, check_model_cap, check_pure_delta, refuse_option
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..own_options import takes_own_options
+from ..run_info import reports
 from ..steps import oracle_of
 from .conditionals import noisy_conditionals, sample_network
 from .network_search import check_binary, model_cells, greedy_bayes
 from .parent_sets import usefulness_tau
-from .privbayes_options import PrivBayesOptions
+from .privbayes_options import PrivBayesInfo, PrivBayesOptions
 
 # Peak memory of a fit per cell of the model's junction tree, float32 (potentials, marginals, gradients,
 # line-search trials, messages, sampling): 89 bytes measured for 8M cells with mirror descent and
@@ -117,6 +118,7 @@ def _table_cap(records, eps_tables: float, d: int, own: PrivBayesOptions, max_mo
     return None, min(own.max_cells, max_model_cells)
 
 
+@reports(PrivBayesInfo)
 @takes_own_options(PrivBayesOptions)
 def privbayes(
     data: Dataset,
@@ -163,7 +165,7 @@ def privbayes(
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` the +PGM arm, ``synthetic``
         drawn from it, ``original`` the original arm's synthetic :class:`~pgmjax.Dataset`,
         ``measurements`` the noisy tables, ``accountant`` the ledger, ``plan`` (record count, structure,
-        tables) and ``info`` with ``network``
+        tables) and ``info``, a :class:`~pgmjax.mechanisms.bayesian_network.PrivBayesInfo`, with ``network``
         (``[(child, parents)]`` in placement order), ``steps`` (per selection: candidates, cap,
         sensitivity, epsilon), ``epsilon_count``, ``epsilon_structure``, ``epsilon_step``,
         ``epsilon_tables``, ``tau``, ``cap``, ``cliques`` (measured), ``laplace_scale``,
@@ -174,7 +176,7 @@ def privbayes(
     Example:
         >>> data = Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (500, 3)), {"a": 3, "b": 4, "c": 2})
         >>> res = privbayes(data, 1.0, key=jax.random.key(0), engine_iters=200)
-        >>> res.info["network"], res.accountant.spent
+        >>> res.info.network, res.accountant.spent
         ([('b', ()), ('a', ('b',)), ('c', ('b',))], 1.0)
     """
     run = _privbayes_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
@@ -274,32 +276,32 @@ def _privbayes(data: Dataset, key, run: _Run) -> MechanismResult:
     else:
         synthetic = model.synthetic_data(size, k_pgm)
 
-    info = {
-        "network": network,
-        "order": [x for x, _ in network],
-        "steps": steps,
-        "score": score,
-        "quality": (score if bounded else f"N*{score}"),
-        "bounded": bounded,
-        "beta": beta,
-        "theta": own.theta,
-        "degree": degree,
-        "epsilon": eps,
-        "epsilon_count": eps_count,
-        "epsilon_structure": eps_struct,
-        "epsilon_step": eps_struct / (d - 1) if d > 1 else 0.0,
-        "epsilon_tables": eps_tables,
-        "tau": tau,
-        "cap": cap,
-        "max_model_cells": max_model_cells,
-        "model_cells": model_cells(domain, network),
-        "cliques": cliques,
-        "tables": m,
-        "laplace_scale": scale,
-        "noisy_count": noisy_count,
-        "total": total,
-        "conditionals": conditionals,
-        "engine_iters": run.engine_iters,
-    }
+    info = PrivBayesInfo(
+        network=network,
+        order=[x for x, _ in network],
+        steps=steps,
+        score=score,
+        quality=(score if bounded else f"N*{score}"),
+        bounded=bounded,
+        beta=beta,
+        theta=own.theta,
+        degree=degree,
+        epsilon=eps,
+        epsilon_count=eps_count,
+        epsilon_structure=eps_struct,
+        epsilon_step=eps_struct / (d - 1) if d > 1 else 0.0,
+        epsilon_tables=eps_tables,
+        tau=tau,
+        cap=cap,
+        max_model_cells=max_model_cells,
+        model_cells=model_cells(domain, network),
+        cliques=cliques,
+        tables=m,
+        laplace_scale=scale,
+        noisy_count=noisy_count,
+        total=total,
+        conditionals=conditionals,
+        engine_iters=run.engine_iters,
+    )
     return MechanismResult(mechanism="privbayes", model=model, synthetic=synthetic, measurements=measurements, accountant=acc,
                            original=original, info=info, plan=plan)

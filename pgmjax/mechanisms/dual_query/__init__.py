@@ -10,7 +10,8 @@ Modules, one idea each; each imports only those above it:
   best response, solved exactly by max-sum variable elimination (:func:`max_sum_ve`).
 * ``transcript``: what DualQuery releases (:class:`DualQueryTranscript`) and its negative
   log-likelihood as a loss of the marginals (:class:`TranscriptLoss`).
-* ``dualquery_options``: the front-end's own options (:class:`DualQueryOptions`), checked where made.
+* ``dualquery_options``: the front-end's own options (:class:`DualQueryOptions`), checked where made, and what
+  its run reports (:class:`DualQueryInfo`).
 * ``front_end``: the privacy plan (:func:`dualquery_plan`), the game (:func:`simulate`) and
   :func:`dualquery`, both arms on the same transcript.
 
@@ -18,9 +19,9 @@ The package is named for what it does; the front-end keeps the mechanism's name
 (``pgmjax.mechanisms.dualquery`` is the function).
 """
 
-from .dualquery_options import DualQueryOptions
+from .dualquery_options import DualQueryInfo, DualQueryOptions
 from .front_end import dualquery, dualquery_plan, simulate
 from .queries import max_sum_ve
 from .transcript import DualQueryTranscript, TranscriptLoss
 
-__all__ = ["dualquery", "DualQueryOptions", "dualquery_plan", "DualQueryTranscript", "TranscriptLoss", "max_sum_ve", "simulate"]
+__all__ = ["dualquery", "DualQueryOptions", "DualQueryInfo", "dualquery_plan", "DualQueryTranscript", "TranscriptLoss", "max_sum_ve", "simulate"]

@@ -1,6 +1,8 @@
-"""DualQuery's own options (:class:`DualQueryOptions`), checked where made: a bad one fails with its name before any
-data is read. What needs the data (the rounds' cost at ``N`` records, the plan of
-:func:`~pgmjax.mechanisms.dual_query.front_end.dualquery_plan`) stays with the front-end
+"""DualQuery's own options (:class:`DualQueryOptions`), checked where made, and what its run reports
+(:class:`DualQueryInfo`).
+
+A bad option fails with its name before any data is read. What needs the data (the rounds' cost at ``N`` records,
+the plan of :func:`~pgmjax.mechanisms.dual_query.front_end.dualquery_plan`) stays with the front-end
 (:func:`pgmjax.mechanisms.dualquery`).
 
 Gaboardi, Gallego Arias, Hsu, Roth & Wu, "Dual Query: Practical Private Query Release for High Dimensional Data",
@@ -10,13 +12,15 @@ ICML 2014, Algorithm 1: the learning rate ``eta``, ``s`` samples per round, ``T`
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
 from ...checks import check_positive
 from ..own_options import OwnOptions
+from ..run_info import RunInfo, published
 
-__all__ = ["BOUNDS", "DualQueryOptions"]
+__all__ = ["BOUNDS", "DualQueryInfo", "DualQueryOptions"]
 
 #: The advanced-composition bounds, by option value -> the Accountant's composition.
 BOUNDS = {"b2": "advanced", "heterogeneous": "advanced_heterogeneous"}
@@ -67,3 +71,40 @@ class DualQueryOptions(OwnOptions):
             samples=int(samples),
             rounds=None if rounds is None else int(rounds),
         )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class DualQueryInfo(RunInfo):
+    """What a DualQuery run reports (``result.info``). The report of ``pgmjax run`` prints the published fields.
+
+    Attributes:
+        rounds: ``T``, the rounds played (:func:`~pgmjax.mechanisms.dual_query.dualquery_plan`).
+        eta: the learning rate asked for (the option ``eta``).
+        eta_used: the learning rate the game used, ``>= eta``: the largest at which the ``T`` rounds cost ``epsilon``.
+        samples: ``s``, queries drawn per round.
+        bound: the advanced-composition bound, ``"b2"`` or ``"heterogeneous"``.
+        delta: the run's delta.
+        epsilon_at_eta: what the ``T`` rounds would have cost at ``eta``.
+        epsilon_spent: what the accountant spent (at ``eta_used``).
+        queries: ``M = 2R``, the size of the query class (the workload's rows and their negations).
+        satisfied: per round, the number of sampled queries the round's record satisfies (private: the transcript
+            with the data player's values, an internal array).
+        transcript: the :class:`~pgmjax.mechanisms.dual_query.DualQueryTranscript`, the engine's input (private: an
+            internal object).
+        engine_iters: iterations of the engine.
+        seconds: the seconds each stage took (``game``, ``fit``, ``total``).
+    """
+
+    rounds: int = published()
+    eta: float = published()
+    eta_used: float = published()
+    samples: int = published()
+    bound: str = published()
+    delta: float = published()
+    epsilon_at_eta: float = published()
+    epsilon_spent: float = published()
+    queries: int = published()
+    satisfied: np.ndarray
+    transcript: Any
+    engine_iters: int = published()
+    seconds: dict = published()

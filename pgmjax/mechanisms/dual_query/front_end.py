@@ -58,9 +58,10 @@ from ..options import (DEFAULT_DELTA, check_attribute_matrices, check_domain_siz
                        check_model_cap, check_positive_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..own_options import takes_own_options
+from ..run_info import reports
 from ..steps import Timer, hypothetical_model_size, synthesize
 from .dualquery_options import BOUNDS as _BOUNDS
-from .dualquery_options import DualQueryOptions
+from .dualquery_options import DualQueryInfo, DualQueryOptions
 from .queries import QueryBlocks, kron_np, max_sum_ve  # noqa: F401  (kron_np: used by the tests through this module)
 from .transcript import DualQueryTranscript, TranscriptLoss
 
@@ -236,6 +237,7 @@ def simulate(workload: Workload, answers, *, key, eta: float, samples: int, roun
 # ---------------------------------------------------------------------------------------------------
 
 
+@reports(DualQueryInfo)
 @takes_own_options(DualQueryOptions)
 def dualquery(
     data: Dataset,
@@ -290,8 +292,8 @@ def dualquery(
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``synthetic`` (``N``
         records from it), ``measurements=[]`` (the engine's input is the transcript,
-        ``info["transcript"]``), ``original`` (the ``T`` records), ``accountant``, ``plan`` (rounds ``2..T``, composed; round 1 is
-        free) and ``info``
+        ``info.transcript``), ``original`` (the ``T`` records), ``accountant``, ``plan`` (rounds ``2..T``, composed; round 1 is
+        free) and ``info``, a :class:`DualQueryInfo`
         (rounds, eta, eta_used, samples, bound, queries ``M``, per-round satisfied counts, seconds).
 
     Example:
@@ -301,7 +303,7 @@ def dualquery(
         >>> w = pj.Workload.benchmark(dom, [("a", "b"), ("b", "c")], numeric=["a"])
         >>> res = dualquery(data, 1.0, 1e-3, key=jax.random.key(0), workload=w, engine_iters=100)
         >>> errors = pj.metrics.workload_error(w, data, res.original), pj.metrics.workload_error(w, data, res.model)
-        >>> res.info["rounds"], [round(e, 2) for e in errors]
+        >>> res.info.rounds, [round(e, 2) for e in errors]
         (3, [0.56, 0.24])
     """
     run = _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
@@ -405,20 +407,20 @@ def _dualquery(data: Dataset, key, run: _Run) -> MechanismResult:
                              cliques=list(dict.fromkeys(run.workload.cliques)), dtype=run.dtype, step_size=step_size,
                              **run.options)
     synthetic = synthesize(model, k_synth)
-    info = {
-        "rounds": T,
-        "eta": plan["eta"],
-        "eta_used": eta_used,
-        "samples": samples,
-        "bound": bound,
-        "delta": float(delta),
-        "epsilon_at_eta": plan["epsilon_at_eta"],
-        "epsilon_spent": acc.spent,
-        "queries": M,
-        "satisfied": values,
-        "transcript": transcript,
-        "engine_iters": run.engine_iters,
-        "seconds": timer.done(),
-    }
+    info = DualQueryInfo(
+        rounds=T,
+        eta=plan["eta"],
+        eta_used=eta_used,
+        samples=samples,
+        bound=bound,
+        delta=float(delta),
+        epsilon_at_eta=plan["epsilon_at_eta"],
+        epsilon_spent=acc.spent,
+        queries=M,
+        satisfied=values,
+        transcript=transcript,
+        engine_iters=run.engine_iters,
+        seconds=timer.done(),
+    )
     return MechanismResult(mechanism="dualquery", model=model, synthetic=synthetic, measurements=[], accountant=acc,
                            original=original, original_error=None, info=info, plan=budget_plan)

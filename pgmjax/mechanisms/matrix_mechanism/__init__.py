@@ -19,7 +19,8 @@ those listed before it:
 * :mod:`.planning`: the strategy for a :class:`pgmjax.Workload` (:func:`hdmm_strategy`);
 * :mod:`.measure`: the measurement, drawn and recorded by the :class:`~pgmjax.privacy.Accountant`
   (:func:`measure_strategy`), the only module that reads private data;
-* :mod:`.hdmm_options`: HDMM's own options (:class:`HDMMOptions`), checked where made;
+* :mod:`.hdmm_options`: HDMM's own options (:class:`HDMMOptions`), checked where made, and what its run reports
+  (:class:`HDMMInfo`);
 * :mod:`.frontend`: the mechanism :func:`hdmm` (HDMM+LLS, HDMM+PGM, global least squares).
 
 Use float64 (``jax.config.update("jax_enable_x64", True)``) for results that match the NumPy error
@@ -46,7 +47,7 @@ from .factors import (
     width_k_range,
 )
 from .frontend import DEFAULT_MAX_TABLE_CELLS, hdmm
-from .hdmm_options import HDMMOptions
+from .hdmm_options import HDMMInfo, HDMMOptions
 from .least_squares import (
     TableTooLargeError,
     global_least_squares,
@@ -116,5 +117,6 @@ __all__ = [
     "equal_column_norms",
     "hdmm",
     "HDMMOptions",
+    "HDMMInfo",
     "DEFAULT_MAX_TABLE_CELLS",
 ]

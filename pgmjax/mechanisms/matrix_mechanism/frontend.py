@@ -18,7 +18,7 @@ noise calibrated to the sensitivity of ``A``, then answers ``W`` from an estimat
   neighbouring relation: replace-one doubles L1); the ledger, one entry per block, sums to the budget;
 * three **arms on the same noisy** ``y``: ``result.original``, HDMM+LLS (each workload clique solved by
   least squares from its own measurements, :func:`.least_squares_marginal`); ``result.model``, HDMM+PGM (all
-  measurements in one :func:`pgmjax.estimate`); ``result.info["global_least_squares"]``, HDMM's ``A^+ y`` on
+  measurements in one :func:`pgmjax.estimate`); ``result.info.global_least_squares``, HDMM's ``A^+ y`` on
   the full table over the workload's attributes when it has at most ``max_table_cells`` cells (decided from
   the sizes before anything is allocated: Adult's table has ~6.4e17 cells).
 
@@ -64,8 +64,9 @@ from ..options import check_workload as _as_workload
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..steps import Timer, hypothetical_model_size, synthesize
 from ..own_options import takes_own_options
+from ..run_info import reports
 from .error import expected_error
-from .hdmm_options import DEFAULT_MAX_TABLE_CELLS, HDMMOptions
+from .hdmm_options import DEFAULT_MAX_TABLE_CELLS, HDMMInfo, HDMMOptions
 from .least_squares import global_least_squares, least_squares_marginal
 from .measure import equal_column_norms, measure_strategy
 from .planning import MAX_MARGINAL_ATTRIBUTES, check_strategy, hdmm_strategy, strategy_record, union_workload
@@ -110,6 +111,7 @@ def _check_sizes(domain: Domain, cliques: list[Clique], where: str, method: str 
     fit_memory.check_fit(domain, cliques, method, dtype, where, gathered=fit_memory.host_cells(domain, cliques, cliques),
                          what=" of HDMM+PGM")
 
+@reports(HDMMInfo)
 @takes_own_options(HDMMOptions)
 def hdmm(
     data: Dataset,
@@ -127,7 +129,7 @@ def hdmm(
 
     The steps (module docstring): the strategy (:func:`hdmm_strategy`, or the one given), its measurement
     (:func:`.measure_strategy`, every row on one noise scale), the arms on the same noise: HDMM+LLS (``original``),
-    HDMM+PGM (``model``), global least squares (``info["global_least_squares"]``, up to ``max_table_cells``).
+    HDMM+PGM (``model``), global least squares (``info.global_least_squares``, up to ``max_table_cells``).
 
     Args:
         data: the private :class:`~pgmjax.Dataset`.
@@ -153,7 +155,8 @@ def hdmm(
         ``accountant`` (one ledger entry per term, summing exactly to the budget), ``original`` (HDMM+LLS, a
         :class:`~pgmjax.mechanisms.original_estimates.CliqueTables` whose ``answers`` / ``marginals`` serve
         :meth:`Workload.answer` and :mod:`pgmjax.model.metrics`; None when ``original=False``, see
-        ``original_error``), ``plan`` (one step: every strategy term on one noise scale) and ``info``:
+        ``original_error``), ``plan`` (one step: every strategy term on one noise scale) and ``info``, an
+        :class:`HDMMInfo`:
 
         * ``strategy`` (the :mod:`pgmjax.mechanisms.matrix_mechanism` object), ``strategy_info`` (:func:`hdmm_strategy`'s dict, or
           ``{"template": "given"}``), ``strategy_record`` (cliques, weights, factor matrices / theta);
@@ -284,31 +287,31 @@ def _hdmm(data: Dataset, key, run: _Run) -> MechanismResult:
     with timer("global"):
         global_ls, global_error, cells = _global_arm(domain, W, measurements, own.max_table_cells)
 
-    info = {
-        "strategy": S,
-        "strategy_info": s_info,
-        "strategy_record": strategy_record(S),
-        "noise": noise,
-        "bounded": bounded,
-        "epsilon": epsilon,
-        "delta": delta,
-        "rho": None if noise == "laplace" else acc.budget,
-        "sensitivity": release.sensitivity,
-        "sensitivity_exact": equal_column_norms(S, noise),
-        "noise_scale": scale,
-        "noise_std": release.noise_std,
-        "expected_error": expected,
-        "expected_error_per_query": expected / W.rows,
-        "workload_rows": W.rows,
-        "terms": len(measurements),
-        "total": total,
-        "engine_iters": run.engine_iters,
-        "engine_method": run.method,
-        "global_least_squares": global_ls,
-        "global_least_squares_error": global_error,
-        "global_table_cells": cells,
-        "seconds": timer.done(),
-    }
+    info = HDMMInfo(
+        strategy=S,
+        strategy_info=s_info,
+        strategy_record=strategy_record(S),
+        noise=noise,
+        bounded=bounded,
+        epsilon=epsilon,
+        delta=delta,
+        rho=None if noise == "laplace" else acc.budget,
+        sensitivity=release.sensitivity,
+        sensitivity_exact=equal_column_norms(S, noise),
+        noise_scale=scale,
+        noise_std=release.noise_std,
+        expected_error=expected,
+        expected_error_per_query=expected / W.rows,
+        workload_rows=W.rows,
+        terms=len(measurements),
+        total=total,
+        engine_iters=run.engine_iters,
+        engine_method=run.method,
+        global_least_squares=global_ls,
+        global_least_squares_error=global_error,
+        global_table_cells=cells,
+        seconds=timer.done(),
+    )
     return MechanismResult(mechanism="hdmm", model=model, synthetic=synth, measurements=measurements, accountant=acc,
                            original=lls, original_error=lls_error, info=info, plan=plan)
 

@@ -53,7 +53,8 @@ Modules, one idea each; each imports only those above it:
 
 * ``original_arm``: multiplicative weights on a factored table (:func:`mw_update`), its memory
   guard and the replay of the transcript.
-* ``arguments``: MWEM's own options (:class:`MWEMOptions`, checked where made) and checks (:func:`check_alpha`);
+* ``arguments``: MWEM's own options (:class:`MWEMOptions`, checked where made), what its run reports
+  (:class:`MWEMInfo`) and checks (:func:`check_alpha`);
   those other front-ends share too (:func:`check_choice`, :func:`check_workload`) live in
   :mod:`pgmjax.mechanisms.options`, re-exported here.
 * ``budget``: the per-round budget (:func:`mwem_budget`); the model size before a fit
@@ -68,13 +69,14 @@ The package is named for what it does; the front-end keeps the mechanism's name
 
 from ..options import check_choice, check_workload
 from ..steps import hypothetical_model_size, model_mb
-from .arguments import MWEMOptions, check_alpha
+from .arguments import MWEMInfo, MWEMOptions, check_alpha
 from .budget import mwem_budget
 from .front_end import mwem
 from .original_arm import DEFAULT_MAX_TABLE_CELLS, mw_update
 
 __all__ = [
     "DEFAULT_MAX_TABLE_CELLS",
+    "MWEMInfo",
     "MWEMOptions",
     "check_alpha",
     "check_choice",

@@ -1,6 +1,6 @@
-"""MWEM's own options (:class:`MWEMOptions`, checked where made) and argument checks; those other front-ends share
-(an option among choices, a workload on the data's domain) live in :mod:`pgmjax.mechanisms.options` and are
-re-exported here.
+"""MWEM's own options (:class:`MWEMOptions`, checked where made), what its run reports (:class:`MWEMInfo`) and
+argument checks; those other front-ends share (an option among choices, a workload on the data's domain) live in
+:mod:`pgmjax.mechanisms.options` and are re-exported here.
 
 The workload is what MWEM selects from (Hardt, Ligett & McSherry, "A Simple and Practical Algorithm
 for Differentially Private Data Release", NeurIPS 2012, Algorithm 1: the query class ``Q``).
@@ -18,9 +18,10 @@ from ...queries.public import PublicData
 from ..checkpoint import Checkpoint
 from ..options import check_choice, check_workload
 from ..own_options import OwnOptions
+from ..run_info import ResumableRunInfo, published
 from .original_arm import DEFAULT_MAX_TABLE_CELLS
 
-__all__ = ["MWEMOptions", "NOISES", "SELECTIONS", "check_alpha", "check_choice", "check_workload"]
+__all__ = ["MWEMInfo", "MWEMOptions", "NOISES", "SELECTIONS", "check_alpha", "check_choice", "check_workload"]
 
 #: MWEM's noises: Laplace (pure DP) and Gaussian (zCDP).
 NOISES = ("laplace", "gaussian")
@@ -108,3 +109,48 @@ class MWEMOptions(OwnOptions):
                 f"{where}: selection='query' measures single counting queries, which do not determine the number of "
                 "records; it needs the public total of the replace-one convention (bounded=True), as in the paper's MWEM"
             )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class MWEMInfo(ResumableRunInfo):
+    """What an MWEM run reports (``result.info``). The report of ``pgmjax run`` prints the published fields.
+
+    Attributes:
+        resumed_from: the checkpoint's round the run resumed after, or None
+            (:class:`~pgmjax.mechanisms.run_info.ResumableRunInfo`).
+        selection: the selection mode, ``"marginal"`` or ``"query"``.
+        noise: the measurements' noise, ``"laplace"`` or ``"gaussian"``.
+        bounded: replace-one neighbours (``N`` public).
+        rounds: ``T``, the number of rounds.
+        alpha: the measurement's share of each round's budget.
+        epsilon: the run's epsilon.
+        delta: its delta with Gaussian noise; None with Laplace noise (pure DP).
+        em_sensitivity: the sensitivity of the exponential mechanism's quality.
+        max_model_mb: the final model-size cap in MB (None: no cap).
+        log: per round, a dict: ``round``, ``clique``, ``row`` (None in marginal mode), ``cap_mb``, ``model_mb``,
+            ``candidates``, ``excluded``, ``noise_std``.
+        selected: the selections in round order: a clique, or ``(clique, row)`` in query mode.
+        total: the +PGM model's total (its estimate of the number of records, or ``N`` when bounded).
+        mw_components: the multiplicative-weights arm's factored table, ``[(component, cells)]`` (private: an
+            internal layout).
+        mw_table_cells: the cells of that table in all.
+        seconds: the seconds each stage took (``pgm``, ``engine``, ``mw``).
+        public: the cliques the final fit took from the public data.
+    """
+
+    selection: str = published()
+    noise: str = published()
+    bounded: bool = published()
+    rounds: int = published()
+    alpha: float = published()
+    epsilon: float = published()
+    delta: float | None = published()
+    em_sensitivity: float = published()
+    max_model_mb: float | None = published()
+    log: list = published()
+    selected: list = published()
+    total: float = published()
+    mw_components: list
+    mw_table_cells: int
+    seconds: dict = published()
+    public: list = published()

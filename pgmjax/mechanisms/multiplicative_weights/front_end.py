@@ -30,7 +30,8 @@ from ..checkpoint import Keeper, fingerprint
 from ..public_selection import check_public
 from ..steps import hypothetical_model_size, oracle_of, synthesize
 from ..own_options import takes_own_options
-from .arguments import MWEMOptions
+from ..run_info import reports
+from .arguments import MWEMInfo, MWEMOptions
 from .budget import mwem_budget
 from .original_arm import mw_guard, mw_replay
 from .query_rows import row_sensitivity
@@ -85,6 +86,7 @@ def _original_arm(domain: Domain, measurements, *, original: bool, max_table_cel
     return comps, mw_table, mw_error, mw_seconds
 
 
+@reports(MWEMInfo)
 @takes_own_options(MWEMOptions)
 def mwem(
     data: Dataset,
@@ -137,10 +139,11 @@ def mwem(
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``synthetic``, ``measurements``,
         ``accountant`` (EM and measurement alternating, summing exactly to the budget), ``original`` (a
         :class:`~pgmjax.mechanisms.original_estimates.FactoredTable` or None) with ``original_error``, ``plan`` and
-        ``info``: ``selection``, ``noise``, ``bounded``, ``rounds``, ``alpha``, ``em_sensitivity``, ``log`` (per round:
-        round, clique, row, cap_mb, model_mb, candidates, excluded, noise_std), ``selected``, ``total``,
-        ``mw_components``, ``mw_table_cells``, ``seconds``, ``resumed_from`` (the checkpoint's round resumed after, or
-        None), ``public`` (the cliques the final fit took from the public data).
+        ``info``, an :class:`~pgmjax.mechanisms.multiplicative_weights.MWEMInfo`: ``selection``, ``noise``,
+        ``bounded``, ``rounds``, ``alpha``, ``em_sensitivity``, ``log`` (per round: round, clique, row, cap_mb,
+        model_mb, candidates, excluded, noise_std), ``selected``, ``total``, ``mw_components``, ``mw_table_cells``,
+        ``seconds``, ``resumed_from`` (the checkpoint's round resumed after, or None), ``public`` (the cliques the
+        final fit took from the public data).
 
     Raises:
         ValueError / TypeError: bad input (a budget, noise, selection, alpha or size cap out of range, a checkpoint of
@@ -268,25 +271,25 @@ def _mwem(data: Dataset, key, keeper: Keeper, run: _Run) -> MechanismResult:
         n_records=n_records, mw_iters=own.mw_iters,
     )
 
-    info = {
-        "selection": own.selection,
-        "noise": noise,
-        "bounded": bounded,
-        "rounds": rounds,
-        "alpha": own.alpha,
-        "epsilon": epsilon,
-        "delta": delta if noise == "gaussian" else None,
-        "em_sensitivity": em_sens,
-        "max_model_mb": run.max_model_mb,
-        "log": log,
-        "selected": [e["clique"] if e["row"] is None else (e["clique"], e["row"]) for e in log],
-        "total": model.total,
-        "mw_components": comps,
-        "mw_table_cells": sum(n for _, n in comps),
-        "seconds": {"pgm": pgm_seconds, "engine": engine_seconds, "mw": mw_seconds},
-        "resumed_from": keeper.resumed_from,
-        "public": public_cliques,
-    }
+    info = MWEMInfo(
+        selection=own.selection,
+        noise=noise,
+        bounded=bounded,
+        rounds=rounds,
+        alpha=own.alpha,
+        epsilon=epsilon,
+        delta=delta if noise == "gaussian" else None,
+        em_sensitivity=em_sens,
+        max_model_mb=run.max_model_mb,
+        log=log,
+        selected=[e["clique"] if e["row"] is None else (e["clique"], e["row"]) for e in log],
+        total=model.total,
+        mw_components=comps,
+        mw_table_cells=sum(n for _, n in comps),
+        seconds={"pgm": pgm_seconds, "engine": engine_seconds, "mw": mw_seconds},
+        resumed_from=keeper.resumed_from,
+        public=public_cliques,
+    )
     # the engine's input, as the result states it: the private transcript and the public marginals it was fitted to
     measurements = list(measurements) + [own.public.measurement(c, float(model.total)) for c in public_cliques]
     return MechanismResult(mechanism="mwem", model=model, synthetic=synth, measurements=measurements, accountant=acc,

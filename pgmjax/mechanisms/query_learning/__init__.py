@@ -30,7 +30,8 @@ Pieces (each usable on its own), one module each; each imports only those above 
   ridge) or the Gaussian-basis model.
 * ``pgm_arm``: :func:`fit_pgm`, the +PGM arm: the same noisy answers as linear measurements, one
   :func:`pgmjax.estimate`.
-* ``mldp_options``: MLDP's own options (:class:`MLDPOptions`), checked where made.
+* ``mldp_options``: MLDP's own options (:class:`MLDPOptions`), checked where made, and what its run reports
+  (:class:`MLDPInfo`).
 * ``front_end``: :func:`mldp`, Algorithm 1 with both arms on the same noise, returning a
   :class:`~pgmjax.mechanisms.result.MechanismResult`; :func:`laplace_baseline`, the paper's
   baseline, every published query answered with Laplace noise calibrated to the whole published
@@ -47,12 +48,12 @@ Example:
     >>> training_sensitivity(ranges), training_sensitivity(QuerySet.cells(dom, "grade"))
     (6.0, 1.0)
     >>> res = mldp(data, 1.0, key=jax.random.key(0), training=ranges, size=4, engine_iters=200)
-    >>> res.info["sensitivity"], res.accountant.spent == 1.0
+    >>> res.info.sensitivity, res.accountant.spent == 1.0
     (1.0, True)
 """
 
 from .front_end import laplace_baseline, mldp
-from .mldp_options import MLDPOptions
+from .mldp_options import MLDPInfo, MLDPOptions
 from .pgm_arm import fit_pgm, pgm_measurements
 from .query_set import QuerySet
 from .regression import MODELS, RegressionModel, fit_regression
@@ -65,6 +66,7 @@ __all__ = [
     "MODELS",
     "mldp",
     "MLDPOptions",
+    "MLDPInfo",
     "select_training",
     "training_sensitivity",
     "sensitivity_is_exact",

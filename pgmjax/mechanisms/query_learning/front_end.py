@@ -29,7 +29,8 @@ from ..options import check_data, check_epsilon, check_fit_options, check_model_
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..steps import Timer, hypothetical_model_size, oracle_of, synthesize
 from ..own_options import takes_own_options
-from .mldp_options import MLDPOptions
+from ..run_info import reports
+from .mldp_options import MLDPInfo, MLDPOptions
 from .pgm_arm import fit_pgm
 from .query_set import QuerySet, as_queries, check_domain
 from .regression import fit_regression
@@ -101,6 +102,7 @@ def _answer_arms(query_sets: Mapping[str, QuerySet | None], pgm, reg) -> dict:
     return answers
 
 
+@reports(MLDPInfo)
 @takes_own_options(MLDPOptions)
 def mldp(
     data: Dataset,
@@ -151,9 +153,9 @@ def mldp(
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (+PGM), ``original``
         (:class:`RegressionModel`), ``measurements`` (one per clique), ``accountant`` (one Laplace
-        entry, ``spent == epsilon``), ``synthetic`` (or None), ``plan`` (one step) and ``info``: ``training`` (the
-        QuerySet), ``training_index`` (positions in ``training`` when selected, else None),
-        ``published`` (the QuerySet answered as published), ``size``, ``sensitivity`` (``S_Fx``),
+        entry, ``spent == epsilon``), ``synthetic`` (or None), ``plan`` (one step) and ``info``, an
+        :class:`MLDPInfo`: ``training`` (the QuerySet), ``training_index`` (positions in ``training`` when
+        selected, else None), ``published`` (the QuerySet answered as published), ``size``, ``sensitivity`` (``S_Fx``),
         ``sensitivity_exact`` (False only for the upper bound of :func:`training_sensitivity`),
         ``scale`` (Laplace ``b``), ``stddev``, ``noisy_answers``, ``coverage`` (share of cells
         touched), ``weights`` (the regression parameters), ``total`` and ``total_source`` (+PGM),
@@ -168,7 +170,7 @@ def mldp(
         >>> dom = pj.Domain({"a": 10, "b": 3})
         >>> data = pj.Dataset(np.random.default_rng(0).integers(0, [10, 3], (1000, 2)), dom)
         >>> res = mldp(data, 1.0, key=jax.random.key(0), training=QuerySet.subset_sums(dom, "a"), size=10, engine_iters=200)
-        >>> res.info["sensitivity"], len(res.info["training"]), res.info["answers"]["published"]["pgm"].shape
+        >>> res.info.sensitivity, len(res.info.training), res.info.answers["published"]["pgm"].shape
         (1.0, 10, (1023,))
     """
     run = _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
@@ -255,26 +257,26 @@ def _mldp(data: Dataset, key, run: _Run) -> MechanismResult:
 
     # ---- 5. both arms answer the published and the fresh queries (post-processing)
     answers = _answer_arms({"published": published, "fresh": own.fresh}, pgm, reg)
-    info = {
-        "training": training,
-        "training_index": index,
-        "published": published,
-        "size": len(training),
-        "bounded": bounded,
-        "epsilon": epsilon,
-        "sensitivity": sens,
-        "sensitivity_exact": sensitivity_is_exact(training),
-        "scale": scale,
-        "stddev": stddev,
-        "noisy_answers": y,
-        "coverage": _coverage(training),
-        "model": own.model,
-        "weights": None if reg is None else reg.params,
-        "total": pgm.total,
-        "total_source": "bounded: N" if bounded else total_source,
-        "answers": answers,
-        "seconds": {**timer.seconds, "all": time.perf_counter() - timer.start},
-    }
+    info = MLDPInfo(
+        training=training,
+        training_index=index,
+        published=published,
+        size=len(training),
+        bounded=bounded,
+        epsilon=epsilon,
+        sensitivity=sens,
+        sensitivity_exact=sensitivity_is_exact(training),
+        scale=scale,
+        stddev=stddev,
+        noisy_answers=y,
+        coverage=_coverage(training),
+        model=own.model,
+        weights=None if reg is None else reg.params,
+        total=pgm.total,
+        total_source="bounded: N" if bounded else total_source,
+        answers=answers,
+        seconds={**timer.seconds, "all": time.perf_counter() - timer.start},
+    )
     return MechanismResult(mechanism="mldp", model=pgm, synthetic=synth, measurements=measurements, accountant=acc,
                            original=reg, original_error=None if own.original else "not run (original=False)", info=info,
                            plan=plan)
