@@ -149,7 +149,8 @@ def compare(pairs: list[tuple[str, str]], out: str, argv) -> None:
     rows = []
     for before, after in pairs:
         b, a = (json.loads(pathlib.Path(x).read_text()) for x in (before, after))
-        row = {"mechanism": a["mechanism"].upper(), "dataset": a["dataset"], "rounds": f"{b['rounds']} / {a['rounds']}"}
+        row = {"mechanism": a["mechanism"].upper(), "dataset": a["dataset"], "seed": a["seed"],
+               "rounds": f"{b['rounds']} / {a['rounds']}"}
         for key, name in (("wall", "wall s"), ("fit_compile", "compiling s"), ("fit_wall", "fits s")):
             row[name] = f"{b[key]:.1f} / {a[key]:.1f} ({b[key] / a[key]:.2f}x)"
         compiles = [sum(f["compile"] > 0.3 for f in r["per_fit"]) for r in (b, a)]
@@ -159,10 +160,10 @@ def compare(pairs: list[tuple[str, str]], out: str, argv) -> None:
         row["before"], row["after"] = before, after
         rows.append(row)
     meta = schema.run_meta("bench.aim_profile", argv)
-    cols = ["mechanism", "dataset", "rounds", "wall s", "fits s", "compiling s", "fits compiling / all", "iterations",
-            "workload error"]
-    page = [*schema.header_lines(meta), "", "Each cell: before / after (the ratio before / after). One run each, seed 0, "
-            "epsilon 1, the published defaults; a different engine selects different marginals, so the rounds differ. "
+    cols = ["mechanism", "dataset", "seed", "rounds", "wall s", "fits s", "compiling s", "fits compiling / all",
+            "iterations", "workload error"]
+    page = [*schema.header_lines(meta), "", "Each cell: before / after (the ratio before / after). One run each per "
+            "seed, epsilon 1, the published defaults; a different engine selects different marginals, so the rounds differ. "
             "Each pair ran back to back (before, then after) while other benchmarks ran beside them on the 2-core "
             "machine: compare within a row. Each profile, round by round, with its commit, is in the files the "
             "JSON's rows name. "

@@ -41,6 +41,8 @@ def estimate(
     devices: int = 1,
     program: str = "auto",
     structures: int = 1,
+    repeats: int = 1,
+    expected_iters: int | None = None,
     constraints: Sequence[Constraint] = (),
     public: PublicData | None = None,
 ) -> GraphicalModel:
@@ -102,6 +104,12 @@ def estimate(
             this one included (a mechanism's rounds, a sweep over cliques): the size-class program's compile is
             shared by them, so ``program="auto"`` counts a ``1/structures`` share of it against this fit. The
             default, 1, makes no such promise; the choice never depends on what earlier calls compiled.
+        repeats: how many times the caller means to fit this same structure (the same cliques measured), this one
+            included (a mechanism's rounds that measure a clique again): the dense program's compile is shared by
+            them, so ``program="auto"`` counts a ``1/repeats`` share of it against this fit.
+        expected_iters: how many iterations the caller expects the fit to run before ``tol`` stops it (a
+            mechanism's last fit of about this structure), at most ``iters`` (default ``iters``):
+            ``program="auto"`` weighs the size-class program's passes over this many.
         constraints: :class:`pgmjax.Constraint` objects, combinations of values no record holds
             (:mod:`pgmjax.queries.constraints`): each constraint's attributes become a clique of the model and its
             forbidden cells log-potentials of ``-inf``, held there by every method, so the model is the
@@ -145,7 +153,7 @@ def estimate(
             return estimate(reduced, ms, method, iters, loss=loss, total=total, tol=tol, callback=callback,
                             warm_start=warm, cliques=cls, dtype=dtype, step_size=step_size, chunk=chunk,
                             progress=progress, oracle=oracle, devices=devices, program=program,
-                            structures=structures, constraints=cons)
+                            structures=structures, repeats=repeats, expected_iters=expected_iters, constraints=cons)
         model = dependencies.fit_without_target(dependency, domain, measurements, constraints, list(cliques),
                                                 warm_start, fit, "estimate")
         # what the measurements put on the cells the target's constraints forbid, which the fit without it cannot read
@@ -160,12 +168,14 @@ def estimate(
             total = warm_start.total
     program = oracles.check_program(program, caller="estimate")
     structures = check_count(structures, "structures", "estimate")
+    repeats = check_count(repeats, "repeats", "estimate")
+    expected_iters = iters if expected_iters is None else min(check_count(expected_iters, "expected_iters", "estimate"), iters)
     compiler.bound_compiled(compiler.MAX_LIVE_PROGRAMS)  # a loop over new structures holds a bounded number
     plan, oracle_info = (None, None) if oracle == "exact" else oracles.make_oracle_plan(domain, model_cliques, oracle, dtype=dtype)
     exact = oracle == "exact" or (oracle_info is not None and oracle_info["oracle"] == "exact")  # "auto" may pick it
-    if oracles.uses_size_class(program, domain, model_cliques, measurements, loss, iters, method=method,
+    if oracles.uses_size_class(program, domain, model_cliques, measurements, loss, expected_iters, method=method,
                                oracle_choice="exact" if exact else oracle, devices=devices,
-                               platform=compiler.backend(), structures=structures):
+                               platform=compiler.backend(), structures=structures, repeats=repeats):
         # L-BFGS differentiates its loss through the oracle: the passes must scan over the class's levels
         plan = make_routed_plan(domain, model_cliques, differentiable=method == "lbfgs")
     elif oracles.uses_paths(program, domain, model_cliques, oracle_choice="exact" if exact else oracle, devices=devices,

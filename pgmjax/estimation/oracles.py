@@ -176,7 +176,7 @@ def check_program(value, *, caller: str = "estimate") -> str:
 
 def uses_size_class(program: str, domain, cliques, measurements, loss, iters: int, *, method: str = "mirror_descent",
                     oracle_choice="exact", devices: int = 1, platform: str = "cpu", structures: int = 1,
-                    caller: str = "estimate") -> bool:
+                    repeats: int = 1, caller: str = "estimate") -> bool:
     """Whether a fit runs the size-class program (:mod:`pgmjax.graph.routed_oracle`), one compiled program per size
     class, rather than the dense one compiled per structure (:mod:`pgmjax.graph.oracle`).
 
@@ -187,9 +187,12 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     and the size-class fit is expected to end sooner, first call included: its compile
     (:data:`COMPILE_COSTS`, counted as if its class were new to the process, a ``1/structures`` share of it where
     the caller says it fits that many structures) and its routed passes on ``platform``
-    (the fit's device's, ``jax.Device.platform``; :func:`routed_seconds` times the iterations) at most the dense
-    program's compile, which grows with its plan's blocks and their axes (:func:`dense_axes`). The dense fit's own
-    iterations are not counted (they are the faster), so a close call goes to the dense program. A fit of a few
+    (the fit's device's, ``jax.Device.platform``; :func:`routed_seconds` times ``iters``, the iterations the fit is
+    expected to run) at most the dense program's compile, which grows with its plan's blocks and their axes
+    (:func:`dense_axes`; a ``1/repeats`` share of it where the caller says it fits this structure that many
+    times: a structure fitted again and again goes dense, a new one each time, of few iterations, the size class).
+    The dense fit's own iterations are not counted (they are the faster), so a close call goes to the dense
+    program. A fit of a few
     clique shapes therefore runs dense (its compile is the shorter), a fit of many the size class.
 
     Example:
@@ -224,7 +227,7 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     cost = COMPILE_COSTS[method]
     passes = routed_seconds(domain, tree, measurements, platform) * calls * max(int(iters), 1)
     axes = dense_axes(oracle.make_plan(domain, cliques))  # cached: the dense fit's own plan, if it runs
-    return cost.size_class / structures + passes <= cost.dense_base + cost.dense_per_axis * axes
+    return cost.size_class / structures + passes <= (cost.dense_base + cost.dense_per_axis * axes) / repeats
 
 
 def dense_axes(plan) -> int:

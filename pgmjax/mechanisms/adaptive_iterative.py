@@ -67,7 +67,7 @@ from .progress import Progress
 from .result import BudgetStep, MechanismResult, record_plan
 from .run_info import reports
 from .steps import (Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, oracle_of, pgm_native_result,
-                    synthesize)
+                    refit_hints, synthesize)
 
 __all__ = ["AIMOptions", "HALF_NORMAL_MEAN", "aim", "aim_budget", "aim_candidates", "default_aim_workload"]
 
@@ -402,9 +402,10 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
             model = estimate(domain, fit_on(measurements), iters=engine_iters, **rounds_options)
         t, last, log = 0, False, []
         keeper.round_done(RunState(0, list(measurements), model, acc.records(), [], {"sigma": sigma, "em_epsilon": eps_em}))
+        repeats = 1  # fits of the last fit's structure so far (estimate's program="auto" weighs them: refit_hints)
     else:  # the rounds the checkpoint holds: their measurements, model, ledger (restored) and noise
         measurements, model, log, t = state.measurements, state.model, state.log, state.round
-        sigma, eps_em = state.extra["sigma"], state.extra["em_epsilon"]
+        sigma, eps_em, repeats = state.extra["sigma"], state.extra["em_epsilon"], state.extra.get("repeats", 1)
         last = bool(log and log[-1]["last"])
         bar.resume(t)
     truth = data.marginals(cands)  # read only through the exponential mechanism below
@@ -429,7 +430,9 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
 
         with timer("engine"):
             release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
-            model = estimate(domain, fit_on(measurements), iters=engine_iters, warm_start=model, **rounds_options)
+            hints = refit_hints(model, measurements, repeats)
+            model, repeats = estimate(domain, fit_on(measurements), iters=engine_iters, warm_start=model, **hints,
+                                      **rounds_options), hints["repeats"]
         # 3. annealing: the refit barely moved the selected marginal; one compiled program answers the test
         # and the next selection
         annealed = False
@@ -444,25 +447,33 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
             sigma /= 2.0
             eps_em *= 2.0
         left = 0 if last else max(1, int(acc.remaining // _round_cost(acc, sigma, eps_em)))
-        keeper.round_done(RunState(t, list(measurements), model, acc.records(), list(log), {"sigma": sigma, "em_epsilon": eps_em}))
+        keeper.round_done(RunState(t, list(measurements), model, acc.records(), list(log),
+                                   {"sigma": sigma, "em_epsilon": eps_em, "repeats": repeats}))
         bar.step(log[-1], total=t + left)
 
     # 4. the final fit and synthetic records
     with timer("engine"):
-        model = estimate(domain, fit_on(measurements), iters=own.final_iters, warm_start=model, **fit_kwargs)
+        model = estimate(domain, fit_on(measurements), iters=own.final_iters, warm_start=model, repeats=repeats + 1,
+                         **fit_kwargs)
     synth = None
     if own.synthetic:
         with timer("synthetic"):
             synth = synthesize(model, k_synth, own.rows, own.synthetic_method)
-    info = AIMInfo(
-        epsilon=epsilon, delta=delta, rho=rho, candidates=candidates, rounds=budget["rounds"], rounds_run=t,
-        max_model_mb=max_model_mb, engine_iters=engine_iters, final_iters=own.final_iters, log=log,
-        selected=[e["clique"] for e in log], annealed=sum(e["annealed"] for e in log), total=model.total,
-        model_mb=model_mb(model), seconds=timer.done(), resumed_from=keeper.resumed_from,
-        public=[] if joint is None else list(joint.taken),
-        oracle=getattr(model, "info", None) if oracle_of(options) != "exact" else None)  # which oracle, and why
+    info = _aim_info(run, acc, model, log, t, timer.done(), keeper, joint)
     return pgm_native_result("aim", "AIM", model=model, synthetic=synth, measurements=measurements, accountant=acc,
                              info=info, plan=plan)
+
+
+def _aim_info(run: _Run, acc: Accountant, model, log: list, rounds_run: int, seconds: dict, keeper: Keeper,
+              joint) -> AIMInfo:
+    """The run's :class:`AIMInfo`."""
+    return AIMInfo(
+        epsilon=run.epsilon, delta=run.delta, rho=acc.budget, candidates=run.candidates, rounds=run.budget["rounds"],
+        rounds_run=rounds_run, max_model_mb=run.max_model_mb, engine_iters=run.engine_iters,
+        final_iters=run.own.final_iters, log=log, selected=[e["clique"] for e in log],
+        annealed=sum(e["annealed"] for e in log), total=model.total, model_mb=model_mb(model), seconds=seconds,
+        resumed_from=keeper.resumed_from, public=[] if joint is None else list(joint.taken),
+        oracle=getattr(model, "info", None) if oracle_of(run.options) != "exact" else None)  # which oracle, and why
 
 
 def _select_and_measure(acc: Accountant, key, data: Dataset, cands: list[Clique], q: np.ndarray, sens: float,

@@ -198,6 +198,32 @@ def test_estimate_checks_structures():
         pj.estimate(dom, [m], iters=5, structures=0)
     with pytest.raises(TypeError, match="estimate: structures must be an integer"):
         pj.estimate(dom, [m], iters=5, structures=2.0)
+    with pytest.raises(ValueError, match="estimate: repeats must be at least 1"):
+        pj.estimate(dom, [m], iters=5, repeats=0)
+    with pytest.raises(ValueError, match="estimate: expected_iters must be at least 1"):
+        pj.estimate(dom, [m], iters=5, expected_iters=0)
+
+
+def test_auto_weighs_a_structure_fitted_again_and_the_iterations_a_fit_is_expected_to_run():
+    """A structure the caller fits ``repeats`` times shares the dense compile among the fits; a fit expected to stop
+    early (``expected_iters``) runs fewer routed passes. On many shapes (the size class for one short fit), many
+    repeats of a long fit go dense; through ``estimate`` the expected iterations, not ``iters``, are weighed."""
+    from pgmjax.estimation.oracles import uses_size_class
+
+    rng = np.random.default_rng(0)
+    dom = pj.Domain({f"x{i}": 2 + i % 7 for i in range(41)})
+    ms = [pj.Measurement((f"x{i}", f"x{i + 1}"), rng.random(dom.project((f"x{i}", f"x{i + 1}")).shape), stddev=1.0)
+          for i in range(40)]
+    cliques = [m.clique for m in ms]
+    assert uses_size_class("auto", dom, cliques, ms, "l2", 1000, structures=50)
+    assert not uses_size_class("auto", dom, cliques, ms, "l2", 1000, structures=50, repeats=50)
+    long_fit = next(n for n in (1000, 3000, 10_000, 30_000, 100_000) if not uses_size_class("auto", dom, cliques, ms, "l2", n))
+    assert uses_size_class("auto", dom, cliques, ms, "l2", 100)  # ... and a short one the size class
+    kinds = {}
+    for expected in (None, 100):
+        model = pj.estimate(dom, ms, iters=long_fit, expected_iters=expected, tol=1e-3)
+        kinds[expected] = type(model.plan).__name__
+    assert kinds == {None: "OraclePlan", 100: "RoutedPlan"}, kinds
 
 
 def test_the_passes_differentiate_in_reverse_mode_as_the_dense_oracles_do():

@@ -511,3 +511,33 @@ def test_decompressed_measurements_ask_the_original_marginals_what_the_compresse
                                    rtol=1e-4, atol=1e-3)
     untouched = [m for m in res.measurements if not set(m.clique) & set(mapping)]
     assert untouched and all(any(u is v for v in lifted) for u in untouched)
+
+
+def test_aim_tells_each_refit_how_often_its_structure_was_fitted_and_how_long_the_last_fit_ran(data, monkeypatch):
+    """Each round's refit passes ``estimate`` its ``repeats`` (a clique measured again pools: the previous fit's
+    structure once more) and ``expected_iters`` (the previous fit's iterations), so that ``program="auto"`` weighs a
+    structure fitted again and again (dense) against new ones of short fits (the size class); the final fit counts one
+    repeat more. The hints come from the run's own history only, so a rerun takes the same programs and releases the
+    same."""
+    from pgmjax.mechanisms import adaptive_iterative
+
+    calls, real = [], adaptive_iterative.estimate
+
+    def recording(domain, measurements, **kw):
+        model = real(domain, measurements, **kw)
+        calls.append((kw.get("repeats"), kw.get("expected_iters"), sorted({m.clique for m in measurements}),
+                      int(model.history[-1]["iteration"])))
+        return model
+
+    monkeypatch.setattr(adaptive_iterative, "estimate", recording)
+    res = aim(data, 1.0, key=jax.random.key(0), rounds=30, engine_iters=60, max_model_mb=0.001)
+    assert calls[0][:2] == (None, None) and len(calls) == res.info.rounds_run + 2
+    repeats = 1
+    for (_, _, before, iters_before), (given, expected, after, _), entry in zip(calls, calls[1:], res.info.log):
+        repeats = repeats + 1 if after == before and entry["clique"] in before else 1
+        assert (given, expected) == (repeats, iters_before), entry
+    assert any(r > 1 for r, *_ in calls[1:-1]), "the cap should make AIM measure a clique again"
+    assert calls[-1][0] == repeats + 1 and calls[-1][1] is None
+    monkeypatch.undo()
+    again = aim(data, 1.0, key=jax.random.key(0), rounds=30, engine_iters=60, max_model_mb=0.001)
+    assert again.info.log == res.info.log
