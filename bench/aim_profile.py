@@ -164,8 +164,8 @@ def compare(pairs: list[tuple[str, str]], out: str, argv) -> None:
             "iterations", "workload error"]
     page = [*schema.header_lines(meta), "", "Each cell: before / after (the ratio before / after). One run each per "
             "seed, epsilon 1, the published defaults; a different engine selects different marginals, so the rounds differ. "
-            "Each pair ran back to back (before, then after) while other benchmarks ran beside them on the 2-core "
-            "machine: compare within a row. Each profile, round by round, with its commit, is in the files the "
+            "Each pair ran back to back (before, then after) on the 2-core machine: compare within a row; "
+            "one seed's path of selections, once it differs, differs in size and time, so compare over the seeds. Each profile, round by round, with its commit, is in the files the "
             "JSON's rows name. "
             "A fit counts as compiling (a new program) where JAX's compile events took over 0.3 s in it (a reused program's fit compiles a few small helpers, under 0.15 s).", "", *schema.table(rows, cols)]
     schema.write_result(SUITE, out, rows, meta, page=page, title="AIM and MST per round: before and after")
