@@ -66,7 +66,7 @@ SUITES = {s.name: s for s in (
           ("history_report",), ("rr_report",)),
     Suite("gpu", "the GPU check (one command on a lent H100/H200: bandwidth, engine vs mbi, correctness against "
           "float64 references, batching, the largest model) and the oracle's loop plan",
-          ("gpu", "gpu_plan"), (), ("gpu_checks", "gpu_report")),
+          ("gpu", "gpu_plan"), (), ("gpu_checks", "gpu_report", "gpu_workloads")),
     Suite("memory", "memory and compiled programs over thousands of mechanism calls and new structures in one "
           "process; each fit's, mechanism's and the sampler's peak against the memory model",
           ("repeated_runs", "memory_loop", "memory_peak")),

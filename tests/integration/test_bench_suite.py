@@ -63,6 +63,19 @@ RETIRED = ("ab_commits", "ab_full", "ab_oracle", "compile_options", "fit_compile
            "scalability_problem")
 
 
+#: Modules of ``bench`` that are the runner and the shared code, in no suite.
+SHARED = ("__init__", "__main__", "suites", "schema", "benchutil", "children", "problems")
+
+
+def test_every_bench_module_is_in_a_suite_or_shared():
+    """A module in no suite is neither listed nor imported by the tests that import every suite's modules."""
+    from bench.suites import SUITES
+
+    listed = {m for s in SUITES.values() for m in s.modules}
+    loose = sorted(f[:-3] for f in os.listdir(BENCH) if f.endswith(".py") and f[:-3] not in listed | set(SHARED))
+    assert not loose, f"bench modules in no suite (add them to bench/suites.py as a script, helper or part): {loose}"
+
+
 def test_the_retired_scripts_and_flat_results_are_gone():
     from bench.suites import SUITES
 
@@ -287,3 +300,16 @@ def test_all_runs_every_script_of_every_suite_with_options_it_takes():
         flags = {a for a in line.split()[3:] if a.startswith("--")}
         assert flags <= declared, (module, flags - declared)
         assert line.endswith(f"/tmp/x/{module}"), line
+
+
+def test_the_bench_readme_lists_every_suite_with_its_scripts_and_helpers():
+    """bench/README.md's suite table is the registry's (``bench.suites.SUITES``), row for row."""
+    from bench.suites import SUITES
+
+    text = open(os.path.join(BENCH, "README.md"), encoding="utf-8").read()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    listed = {}
+    for line in rows:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        listed[cells[0].strip("`")] = re.findall(r"`([a-z0-9_]+)`", cells[1])
+    assert listed == {s.name: list(s.scripts + s.helpers) for s in SUITES.values()}

@@ -94,3 +94,24 @@ def test_a_command_names_a_suite_and_script_that_exist():
     assert _script("python -m bench.rr_experiments --quick") == "rr_experiments"
     with pytest.raises(AssertionError, match="no such suite"):
         _script("python -m bench nosuch figure1")
+
+
+def test_every_bench_command_the_docs_quote_runs_a_script_of_a_suite():
+    """Beyond the reproduction pages: a ``python -m bench ...`` command quoted anywhere in the documentation, the
+    README or the bench README names a suite and script that exist (a reader copies it)."""
+    scripts = {m for s in SUITES.values() for m in s.commands}
+    pages = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md", ROOT / "bench" / "README.md"]
+    wrong = []
+    for path in pages:
+        for command in re.findall(r"`(python -m bench[ .][^`]*)`", path.read_text(encoding="utf-8")):
+            if "SUITE" in command or "SCRIPT" in command or "<" in command:  # a pattern, not a command
+                continue
+            if shlex.split(command)[3:4] in (["--list"], ["all"]):  # the runner's own commands
+                continue
+            try:
+                ok = _script(command) in scripts
+            except AssertionError:
+                ok = False
+            if not ok:
+                wrong.append(f"{path.relative_to(ROOT)}: {command}")
+    assert not wrong, wrong
