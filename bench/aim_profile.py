@@ -24,6 +24,7 @@ import pathlib
 import time
 
 from bench import schema
+from bench.benchutil import CompileEvents
 from bench.tables import load_table
 
 SUITE = "mechanisms"
@@ -33,16 +34,13 @@ class FitRecorder:
     """Wraps the front-end's ``estimate``: one record per fit (wall, compile seconds, iterations, losses)."""
 
     def __init__(self, estimate):
-        import jax
-
         self.estimate = estimate
         self.fits: list[dict] = []
-        self.compiling = 0.0
-        jax.monitoring.register_event_duration_secs_listener(self._listen)
+        self.events = CompileEvents(active=True).install()  # its ``total``: every compile event's seconds
 
-    def _listen(self, name, seconds, **_):
-        if name.startswith("/jax/core/compile/"):
-            self.compiling += seconds
+    @property
+    def compiling(self) -> float:
+        return self.events.total
 
     def __call__(self, *args, **kwargs):
         c0, t0 = self.compiling, time.perf_counter()

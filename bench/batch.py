@@ -26,13 +26,12 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
-import time
 
 from bench import schema
-from bench.benchutil import timed
-from bench.schema import ROOT, cpu_model
+from bench.benchutil import CompileEvents, timed
+from bench.children import json_line
+from bench.schema import cpu_model
 
 PROBLEMS = ("adult-mst", "chain-100")
 MODES = ("batched", "sequential")
@@ -109,10 +108,7 @@ def child(kind: str, problem: str, batch: int, iters: int, sigma: float, seed: i
     import jax
     import numpy as np
 
-    compiles = []
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda event, secs, **_: compiles.append(secs) if event == "/jax/core/compile/backend_compile_duration" else None
-    )
+    compiles = CompileEvents(active=True).install().xla
     from pgmjax.estimation.batch import auto_group, make_batch_problem
 
     domain, cliques, members = build(problem, batch, sigma, seed)
@@ -165,14 +161,12 @@ def environment() -> dict:
     import jax
     import jaxlib
 
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "pgmjax", "bench/batch.py"], capture_output=True,
-                           text=True, cwd=ROOT).stdout.strip()
+    # (date and commit come from schema.run_meta, which this record extends)
+    dirty = schema.git("status", "--porcelain", "--", "pgmjax", "bench/batch.py")
     return {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "cpu": cpu_model(), "cores": os.cpu_count(), "backend": jax.default_backend(),
         "python": platform.python_version(), "jax": jax.__version__, "jaxlib": jaxlib.__version__,
-        "commit": commit, "dirty": bool(dirty),
+        "dirty": bool(dirty),
     }
 
 
@@ -241,11 +235,7 @@ def render(res: dict) -> str:
 def _run_child(args, kind: str, prob: str) -> dict:
     cmd = [sys.executable, "-m", "bench.batch", "--child", kind, prob, str(args.batch), str(args.iters), str(args.sigma),
            str(args.seed), str(args.chunk), str(args.repeats)]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, JAX_PLATFORMS="cpu"), cwd=ROOT)
-    if out.returncode:
-        sys.stderr.write(out.stderr)
-        raise SystemExit(f"child {kind} {prob} failed")
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r = json_line(cmd, f"child {kind} {prob}", env=dict(os.environ, JAX_PLATFORMS="cpu"), tail=None)
     print(json.dumps(r), flush=True)
     return r
 

@@ -30,3 +30,48 @@ def proc_status(*fields: str) -> dict:
     except OSError:
         pass
     return out
+
+
+class CompileEvents:
+    """JAX's compilation events (``jax.monitoring``'s duration events), summed while ``active``: seconds and count
+    per event, the backend (XLA) compiles' durations in order (``xla``), and the running total of every
+    ``/jax/core/compile/`` event's seconds (``total``). jax is imported only by :meth:`install`."""
+
+    XLA = "/jax/core/compile/backend_compile_duration"
+    LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+    TRACE = "/jax/core/compile/jaxpr_trace_duration"
+    PREFIX = "/jax/core/compile/"
+
+    def __init__(self, active: bool = False):
+        self.active = active
+        self.seconds: dict = {}
+        self.counts: dict = {}
+        self.xla: list = []
+        self.total = 0.0
+
+    def __call__(self, event, duration, **_):
+        if self.active:
+            self.seconds[event] = self.seconds.get(event, 0.0) + duration
+            self.counts[event] = self.counts.get(event, 0) + 1
+            if event == self.XLA:
+                self.xla.append(duration)
+            if event.startswith(self.PREFIX):
+                self.total += duration
+
+    def install(self):
+        """Register with ``jax.monitoring``; returns self."""
+        import jax.monitoring
+
+        jax.monitoring.register_event_duration_secs_listener(self)
+        return self
+
+    def reset(self) -> None:
+        """Forget everything recorded so far."""
+        self.seconds.clear()
+        self.counts.clear()
+        self.xla.clear()
+        self.total = 0.0
+
+    def summary(self) -> dict:
+        return {"xla_compile_s": self.seconds.get(self.XLA, 0.0), "mlir_lowering_s": self.seconds.get(self.LOWER, 0.0),
+                "xla_compilations": self.counts.get(self.XLA, 0)}

@@ -67,3 +67,33 @@ def json_child(cmd: list[str], result: str, env: dict, label: str, timeout: floa
         return None
     with open(result) as f:
         return json.load(f)
+
+
+class ChildFailed(RuntimeError):
+    """A child process that exited non-zero or ran past its timeout (its stderr's tail already printed)."""
+
+
+def last_json(text: str):
+    """The JSON value on the last line of a child's output."""
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def json_line(cmd: list[str], label: str, env: dict | None = None, timeout: float | None = None,
+              tail: int | None = 3000, capture_stderr: bool = True):
+    """Run ``cmd`` from the repository root (with ``env``, default the parent's) and return the JSON value on the
+    last line of its stdout. When it exits non-zero, the last ``tail`` characters of its stderr (None: all) are
+    printed and :class:`ChildFailed` is raised under ``label``; so too when it runs past ``timeout`` seconds (then
+    killed). ``capture_stderr=False``: the child's stderr goes straight to the parent's (its progress shows live)."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE if capture_stderr else None,
+                              text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        raise ChildFailed(f"[{label}] killed after {timeout:.0f} s") from None
+    if proc.returncode:
+        if proc.stderr:
+            sys.stderr.write(proc.stderr[-tail:] if tail else proc.stderr)
+            sys.stderr.flush()
+        raise ChildFailed(f"[{label}] failed (exit {proc.returncode})")
+    return last_json(proc.stdout)

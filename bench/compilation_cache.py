@@ -54,7 +54,7 @@ def child(problem_file: str, mode: str, cache: str, result_file: str) -> None:
     else:
         pgmjax.programs.enable_compilation_cache(cache)
     from bench import problems as ep
-    from bench.engine import CompileEvents
+    from bench.benchutil import CompileEvents
 
     timed = ep.timed_fits(problem_file)
     events = CompileEvents().install()

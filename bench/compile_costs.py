@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 
 import numpy as np
 
 from bench import schema
+from bench.children import child_command, json_line
 
 SUITE = "engine"
 METHODS = ("mirror_descent", "dual_averaging", "lbfgs")
@@ -97,9 +96,8 @@ def main(argv=None) -> None:
     for method in args.methods.split(","):
         for program in ("dense", "size_class"):
             for family, n in points:
-                out = subprocess.run([sys.executable, "-m", "bench.compile_costs", "--child", method, program, family,
-                                      str(n), "0"], capture_output=True, text=True, check=True)
-                rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+                rows.append(json_line(child_command("bench.compile_costs", "--child", method, program, family, n, 0),
+                                      f"{method} {program} {family} {n}"))
                 print(rows[-1], flush=True)
     fits = []
     for method in args.methods.split(","):

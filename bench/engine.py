@@ -58,7 +58,7 @@ import tempfile
 import time
 
 from bench import schema
-from bench.benchutil import proc_status
+from bench.benchutil import CompileEvents, proc_status
 from bench.schema import ROOT, cpu_model
 
 YNN_OFF = "--xla_cpu_experimental_ynn_fusion_type="
@@ -85,33 +85,6 @@ class _Status:
         with open(tmp, "w") as f:
             json.dump(self.data, f)
         os.replace(tmp, self.path)
-
-
-class CompileEvents:
-    """Sums JAX's compilation events (``jax.monitoring``) while ``active``: XLA compile seconds and count."""
-
-    XLA = "/jax/core/compile/backend_compile_duration"
-    LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-
-    def __init__(self):
-        self.active = False
-        self.seconds: dict = {}
-        self.counts: dict = {}
-
-    def __call__(self, event, duration, **_):
-        if self.active:
-            self.seconds[event] = self.seconds.get(event, 0.0) + duration
-            self.counts[event] = self.counts.get(event, 0) + 1
-
-    def install(self):
-        import jax.monitoring
-
-        jax.monitoring.register_event_duration_secs_listener(self)
-        return self
-
-    def summary(self) -> dict:
-        return {"xla_compile_s": self.seconds.get(self.XLA, 0.0), "mlir_lowering_s": self.seconds.get(self.LOWER, 0.0),
-                "xla_compilations": self.counts.get(self.XLA, 0)}
 
 
 def _source_sha(package_dir: str) -> str:
@@ -421,28 +394,13 @@ def derive(row: dict) -> None:
 
 
 def environment() -> dict:
-    import importlib.metadata as md
-
-    def version(pkg):
-        try:
-            return md.version(pkg)
-        except md.PackageNotFoundError:
-            return None
-
-    def git(*a):
-        try:
-            return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return None
-
+    """What the result's ``meta`` (:func:`bench.schema.run_meta`, with the date and versions) records beside."""
     return {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "python": platform.python_version(),
-        "versions": {p: version(p) for p in ("jax", "jaxlib", "mbi", "numpy", "optax", "networkx")},
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
-        "git_commit": git("rev-parse", "HEAD"),
-        "pgmjax_tree_dirty": bool(git("status", "--porcelain", "--", "pgmjax")),
+        "git_commit": schema.git("rev-parse", "HEAD") or None,
+        "pgmjax_tree_dirty": bool(schema.git("status", "--porcelain", "--", "pgmjax")),
         "loadavg_start": os.getloadavg(),
         "XLA_FLAGS": os.environ.get("XLA_FLAGS"),
     }

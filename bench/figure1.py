@@ -53,7 +53,6 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import time
 import traceback
 
@@ -127,13 +126,6 @@ QUICK = {  # --quick: tiny settings to validate the pipeline end to end (not res
 # ----------------------------------------------------------------------------- environment and files
 
 
-def _git(*args) -> str:
-    try:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
-    except Exception:  # noqa: BLE001 - best effort
-        return ""
-
-
 def machine() -> dict:
     """Host, devices, versions and load, for the record."""
     import jax
@@ -162,8 +154,8 @@ def machine() -> dict:
             "scipy": scipy.__version__,
             "pgmjax": getattr(pgmjax, "__version__", ""),
         },
-        "git_commit": _git("rev-parse", "HEAD"),
-        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "git_commit": schema.git("rev-parse", "HEAD"),
+        "git_dirty": bool(schema.git("status", "--porcelain", "--untracked-files=no")),
         "load_average_start": load,
     }
 

@@ -38,7 +38,6 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # before JAX st
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import json  # noqa: E402
-import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
@@ -96,15 +95,6 @@ SMOKE = Settings(
 SMOKE_REFERENCES = (("chain6",), 200)
 
 
-def _version(dist: str) -> str | None:
-    import importlib.metadata as md
-
-    try:
-        return md.version(dist)
-    except md.PackageNotFoundError:
-        return None
-
-
 def run_record(argv) -> dict:
     """The result's ``meta`` (:func:`bench.schema.run_meta`) with the device: its kind, backend, devices and
     CUDA plugin."""
@@ -112,10 +102,8 @@ def run_record(argv) -> dict:
 
 
 def _device_record(argv) -> dict:
-    """Device, versions, date and commit (``$PGMJAX_COMMIT`` where set, else ``git``: a device machine's copy
-    of the tree may have no git, or a stale one)."""
-    import datetime
-
+    """Device and versions (the modules' own: a device machine's copy of the tree may not be installed); the date,
+    commit and command are :func:`bench.schema.run_meta`'s."""
     import jax
     import jaxlib
     import numpy as np
@@ -123,20 +111,12 @@ def _device_record(argv) -> dict:
     import pgmjax
     from pgmjax.cli.info import device_info
 
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT,
-                                timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
     info = device_info()
     return {
         "device": info["devices"][0]["kind"], "backend": info["backend"], "devices": info["devices"],
         "cuda_plugin": info["cuda_plugin"], "cpu": schema.cpu_model(), "cores": os.cpu_count(),
         "versions": {"pgmjax": pgmjax.__version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
-                     "mbi": _version("mbi"), "numpy": np.__version__, "python": sys.version.split()[0]},
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": os.environ.get("PGMJAX_COMMIT") or commit or "unknown",
-        "command": "python3 -m bench.gpu " + " ".join(argv),
+                     "mbi": schema.version("mbi"), "numpy": np.__version__, "python": sys.version.split()[0]},
     }
 
 
@@ -154,7 +134,7 @@ def engine_section(s: Settings, budget: gc.Budget, refs: str | None, tmp: str) -
     from bench import engine
     from bench import problems as ep
 
-    has_mbi = _version("mbi") is not None
+    has_mbi = schema.version("mbi") is not None
     out = {"rows": [], "skipped": [], "notes": [] if has_mbi else ["mbi is not installed: its columns are empty"]}
     env = child_env()
     for name in s.engine_problems:

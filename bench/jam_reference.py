@@ -54,8 +54,8 @@ records (``final_model.synthetic_data(rows=N)``, mbi's randomised rounding) to a
 the round log, the check) to ``--result``.
 
 Runs in an interpreter with ``mbi==2.0.0`` (``/tmp/v_mbi2/bin/python``; pgmjax need not be installed): this module
-imports only the standard library, numpy, jax and mbi (the exported reference files import scipy, as they do in the
-repository). Started by ``bench.public_data`` from the repository root as ``python -m bench.jam_reference``.
+imports only the standard library, numpy, jax, mbi and the standard-library-only :mod:`bench.schema` (the exported
+reference files import scipy, as they do in the repository). Started by ``bench.public_data`` from the repository root as ``python -m bench.jam_reference``.
 """
 
 from __future__ import annotations
@@ -77,6 +77,8 @@ import types
 import warnings
 
 import numpy as np
+
+from bench import schema
 
 MIRROR = "/work/.mirror/ryan112358+private-pgm/repo"
 #: The reference files exported from the repository (unchanged).
@@ -132,16 +134,10 @@ def _stub_matplotlib() -> bool:
 
 
 def versions() -> dict:
-    import importlib.metadata
     import platform
 
-    out = {"python": platform.python_version()}
-    for name in ("mbi", "jax", "jaxlib", "numpy", "scipy"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+    return {"python": platform.python_version(),
+            **{name: schema.version(name) for name in ("mbi", "jax", "jaxlib", "numpy", "scipy")}}
 
 
 # ----------------------------------------------------------------------------- exact marginals, faster

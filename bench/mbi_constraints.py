@@ -1,7 +1,8 @@
 """The mbi 2.0 half of the constraints benchmark: fits under structural constraints; started by ``bench.constraints``.
 
 Runs in an interpreter with ``mbi==2.0.0`` (``--mbi-python`` of ``bench.constraints``; pgmjax need not be installed
-there: this module imports only the standard library, numpy, jax and mbi), in a fresh process per (arm, epsilon),
+there: this module imports only the standard library, numpy, jax, mbi and the standard-library-only
+:mod:`bench.schema`), in a fresh process per (arm, epsilon),
 from the repository root as ``python -m bench.mbi_constraints``. It reads the problem that ``bench.constraints``
 wrote: ``meta.json`` (the domain, the measured cliques, the constraints, the number of records, the iterations)
 and one ``.npz`` per seed (the noisy answers and their standard deviation), and for each seed, in the order given:
@@ -37,6 +38,8 @@ import warnings
 
 import numpy as np
 
+from bench import schema
+
 
 def _setup():
     import jax
@@ -49,16 +52,10 @@ def _setup():
 
 
 def versions() -> dict:
-    import importlib.metadata
     import platform
 
-    out = {"python": platform.python_version()}
-    for name in ("mbi", "jax", "jaxlib", "numpy"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+    return {"python": platform.python_version(),
+            **{name: schema.version(name) for name in ("mbi", "jax", "jaxlib", "numpy")}}
 
 
 def constraints_of(mbi, domain, meta) -> list:

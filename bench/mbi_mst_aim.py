@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import itertools
 import json
 import math
@@ -66,6 +65,7 @@ import warnings
 
 import numpy as np
 
+from bench import schema
 from bench.aim_trace import Clock, Scorer, Trace
 
 
@@ -80,16 +80,10 @@ def _setup():
 
 
 def environment(jax) -> dict:
-    def version(pkg):
-        try:
-            return importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            return None
-
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "python": platform.python_version(),
-        "versions": {p: version(p) for p in ("mbi", "jax", "jaxlib", "numpy")},
+        "versions": {p: schema.version(p) for p in ("mbi", "jax", "jaxlib", "numpy")},
         "jax_backend": jax.default_backend(),
         "jax_enable_x64": bool(jax.config.jax_enable_x64),
     }

@@ -86,47 +86,20 @@ model, core count, JAX settings and the date.
 from __future__ import annotations
 
 import argparse
-import collections
 import datetime
-import importlib.metadata
 import json
 import math
 import os
 import platform
 import resource
 import statistics
-import subprocess
 import time
 import warnings
 
-from bench.children import child_command
+from bench import schema
+from bench.benchutil import CompileEvents
+from bench.children import child_command, json_line
 from bench.problems import markov_chain_problem
-from bench.schema import ROOT
-
-# JAX compilation events, as recorded by ``jax.monitoring``.
-_XLA_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-_LOWERING_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-_TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
-
-
-class CompileEvents:
-    """Accumulates JAX compilation event durations while ``active``."""
-
-    def __init__(self) -> None:
-        self.active = False
-        self.seconds: dict[str, float] = collections.defaultdict(float)
-        self.counts: collections.Counter = collections.Counter()
-
-    def __call__(self, event: str, duration: float, **_: object) -> None:
-        if self.active:
-            self.seconds[event] += duration
-            self.counts[event] += 1
-
-    def reset(self) -> None:
-        """Forget everything recorded so far."""
-        self.seconds.clear()
-        self.counts.clear()
-
 
 _EVENTS = CompileEvents()
 _JAX_CONFIGURED: bool | None = None  # the x64 flag JAX was configured with
@@ -164,35 +137,16 @@ def _median(values: list[float]) -> float:
     return float(statistics.median(values))
 
 
-def _cpu_model() -> str:
-    """CPU model name from /proc/cpuinfo (falls back to ``platform``)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def environment(x64: bool = False) -> dict:
     """Versions, hardware and JAX settings to store next to the timings."""
     jax, _ = _setup_jax(x64)
-
-    def version(pkg: str) -> str | None:
-        try:
-            return importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            return None
-
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="seconds"),
         "python": platform.python_version(),
-        "versions": {pkg: version(pkg) for pkg in
+        "versions": {pkg: schema.version(pkg) for pkg in
                      ("jax", "jaxlib", "mbi", "numpy", "networkx", "optax")},
-        "cpu_model": _cpu_model(),
+        "cpu_model": schema.cpu_model() or platform.machine(),
         "cpu_count": os.cpu_count(),
         "cpu_affinity": len(os.sched_getaffinity(0)),
         "platform": platform.platform(),
@@ -342,10 +296,10 @@ def run_mbi(d: int, iters: int = 50, seed: int = 0, repeats: int = 3,
         "compile_s": first_call_s - warm_call_s,
         "compile_excl_jt_s": (first_call_s - warm_call_s - jt_build_s
                               - jt_message_order_s),
-        "xla_compile_s": cold_events[0].get(_XLA_COMPILE_EVENT, 0.0),
-        "mlir_lowering_s": cold_events[0].get(_LOWERING_EVENT, 0.0),
-        "jaxpr_trace_s_nested": cold_events[0].get(_TRACE_EVENT, 0.0),
-        "n_compilations": cold_events[1].get(_XLA_COMPILE_EVENT, 0),
+        "xla_compile_s": cold_events[0].get(CompileEvents.XLA, 0.0),
+        "mlir_lowering_s": cold_events[0].get(CompileEvents.LOWER, 0.0),
+        "jaxpr_trace_s_nested": cold_events[0].get(CompileEvents.TRACE, 0.0),
+        "n_compilations": cold_events[1].get(CompileEvents.XLA, 0),
         "warm_compilations": warm_compilations,
         "warm_fixed_s": warm_fixed_s,
         "warm_fixed_samples_s": fixed,
@@ -373,9 +327,7 @@ def _run_in_fresh_process(args: argparse.Namespace, d: int) -> dict:
                "--seed", str(args.seed), "--repeats", str(args.repeats)]
     if args.x64:
         command.append("--x64")
-    completed = subprocess.run(command, check=True, stdout=subprocess.PIPE,
-                               text=True, cwd=ROOT)
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return json_line(command, f"mbi d={d}", capture_stderr=False)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -63,7 +63,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import platform
@@ -348,7 +347,6 @@ def main(argv=None):
     start = time.perf_counter()
     load_start = os.getloadavg()
     meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "cpu": schema.cpu_model(),
         "cores": os.cpu_count(),
         "backend": jax.default_backend(),

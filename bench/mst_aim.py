@@ -69,15 +69,14 @@ import itertools
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 from bench import aim_trace, schema
 from bench.tables import GENERATED, generated_table, is_generated, load_table
-from bench.children import child_command
-from bench.schema import ROOT, cpu_model
+from bench.children import child_command, json_line
+from bench.schema import cpu_model
 
 DELTA = 1e-9
 
@@ -193,51 +192,26 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
 
 # ----------------------------------------------------------------------------- driver
 def environment() -> dict:
-    import importlib.metadata
+    """What the result's ``meta`` (:func:`bench.schema.run_meta`, with the date and commit) records beside."""
     import platform
-
-    def version(pkg):
-        try:
-            return importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            return None
 
     jax = _jax_setup()
     return {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "python": platform.python_version(),
-        "pgmjax": version("pgmjax"),
-        "jax": version("jax"),
-        "jaxlib": version("jaxlib"),
-        "numpy": version("numpy"),
+        **{p: schema.version(p) for p in ("pgmjax", "jax", "jaxlib", "numpy")},
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "cpu_affinity": len(os.sched_getaffinity(0)),
         "platform": platform.platform(),
         "backend": jax.default_backend(),
         "devices": [str(d) for d in jax.devices()],
-        "commit": _commit(),
     }
-
-
-def _commit():
-    try:
-        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "pgmjax", "bench"], capture_output=True,
-                               text=True).stdout.strip()
-        return head + ("+local changes" if dirty else "") if head else None
-    except OSError:
-        return None
 
 
 def _child(cmd: list[str], label: str) -> dict:
     t = time.perf_counter()
     load0 = os.getloadavg()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr[-5000:])
-        raise RuntimeError(f"{label} failed (exit {proc.returncode})")
-    row = json.loads(proc.stdout.strip().splitlines()[-1])
+    row = json_line(cmd, label, tail=5000)
     row["process_wall_s"] = time.perf_counter() - t
     row["load_start"], row["load_end"] = list(load0), list(os.getloadavg())
     print(f"[{label}] done in {row['process_wall_s']:.1f} s", file=sys.stderr, flush=True)

@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from bench import schema
+from bench.benchutil import CompileEvents
 
 EPSILONS = (0.5, 1.0, 2.0, 3.0)
 # (mechanism, calls) of the committed run: DualQuery, the case, 2,000 times; the others a few hundred.
@@ -47,14 +48,6 @@ def _rss_mb() -> float:
 def _maps() -> int:
     with open("/proc/self/maps") as f:
         return sum(1 for _ in f)
-
-
-class _Compiles:
-    count = 0
-
-    def __call__(self, event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            _Compiles.count += 1
 
 
 def _table(n=500, seed=0):
@@ -89,11 +82,9 @@ def _runner(name: str, data):
 
 
 def run_one(name: str, calls: int, every: int) -> dict:
-    import jax
-
     from pgmjax.programs import compiled_count
 
-    jax.monitoring.register_event_duration_secs_listener(_Compiles())
+    compiles = CompileEvents(active=True).install().xla
     data = _table()
     call = _runner(name, data)
     rows = []
@@ -101,7 +92,7 @@ def run_one(name: str, calls: int, every: int) -> dict:
 
     def record(i):
         rows.append({"calls": i, "rss_mb": _rss_mb(), "maps": _maps(), "engine_programs": compiled_count(),
-                     "compiles": _Compiles.count, "seconds": time.perf_counter() - start})
+                     "compiles": len(compiles), "seconds": time.perf_counter() - start})
         r = rows[-1]
         print(f"{name} {i:5d} calls: rss {r['rss_mb']:.1f} MB, maps {r['maps']}, engine programs {r['engine_programs']}, "
               f"compiles {r['compiles']}, {r['seconds']:.1f} s", flush=True)

@@ -28,7 +28,7 @@ import subprocess
 import time
 
 from bench import schema
-from bench.children import child_command
+from bench.children import child_command, json_line
 from bench.schema import ROOT
 from bench.schema import cpu_model
 
@@ -105,7 +105,6 @@ def environment() -> dict:
 
     cpu = cpu_model()
     return {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "python": platform.python_version(),
         "jax": jax.__version__,
         "jaxlib": jaxlib.__version__,
@@ -135,11 +134,8 @@ def main(argv=None):
     results = []
     meta = schema.run_meta("bench.scalability", argv, extra=("optax", "mbi"), also=environment())
     for d in args.d:
-        proc = subprocess.run(
-            child_command("bench.scalability", "--child", d, "--iters", args.iters, "--repeats", args.repeats),
-            capture_output=True, text=True, check=True, cwd=ROOT,
-        )
-        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        row = json_line(child_command("bench.scalability", "--child", d, "--iters", args.iters, "--repeats", args.repeats),
+                        f"pgmjax d={d}")
         print(json.dumps(row), flush=True)
         results.append(row)
         if args.mbi_python:

@@ -65,22 +65,31 @@ def machine(backend: bool = True) -> dict:
     return out
 
 
+def git(*args) -> str:
+    """``git *args``' output in the repository root, stripped ("" where git fails or is missing)."""
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def commit() -> str:
     """The commit measured: ``$PGMJAX_COMMIT`` where set (a device machine's copy of the tree may have no git),
     else git's short hash, marked where the package or bench/ differ from it."""
     if os.environ.get("PGMJAX_COMMIT"):
         return os.environ["PGMJAX_COMMIT"]
-
-    def git(*args):
-        try:
-            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
     head = git("rev-parse", "--short", "HEAD")
     if head and git("status", "--porcelain", "--", "pgmjax", "bench"):
         head += " (+ uncommitted changes)"
     return head
+
+
+def version(package: str) -> str | None:
+    """An installed package's version (None where it is not installed)."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def versions(extra=(), **given) -> dict:

@@ -27,6 +27,7 @@ import tempfile
 import time
 
 from bench import schema
+from bench.benchutil import CompileEvents
 
 SUITE = "engine"
 
@@ -59,13 +60,7 @@ def child(program: str, d: int, models: int, max_size: int, iters: int, out: str
     jax.config.update("jax_enable_compilation_cache", False)
     import pgmjax as pj
 
-    compile_s = []
-
-    def listen(event, seconds, **_):
-        if event == "/jax/core/compile/backend_compile_duration":
-            compile_s.append(seconds)
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
+    compile_s = CompileEvents(active=True).install().xla
     rows = []
     for k, (dom, ms) in enumerate(problems(d, models, max_size)):
         before = len(compile_s)

@@ -28,6 +28,7 @@ import time
 T0 = time.perf_counter()  # this process's start, as near as Python lets it be measured
 
 from bench import schema  # noqa: E402
+from bench.benchutil import CompileEvents  # noqa: E402
 
 SUITE = "engine"
 
@@ -54,13 +55,9 @@ def same_class(d: int, max_size: int, want: int, seed: int = 0):
 
 
 def in_process(d: int, max_size: int, iters: int, structures: int) -> list[dict]:
-    import jax
-
     import pgmjax as pj
 
-    compiles = []
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda e, s, **_: compiles.append(s) if e == "/jax/core/compile/backend_compile_duration" else None)
+    compiles = CompileEvents(active=True).install().xla
     rows = []
     for k, (dom, ms) in enumerate(same_class(d, max_size, structures)):
         c0, t = len(compiles), time.perf_counter()
