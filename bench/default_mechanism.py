@@ -151,6 +151,7 @@ def plot(doc: dict, stem: str) -> list[str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     table = doc["table"]
     names = [d for d in table if any(c.get("tree_aim") or c.get("mst") for c in table[d].values())]
@@ -180,6 +181,10 @@ def plot(doc: dict, stem: str) -> list[str]:
             if kind == "epsilon":
                 ax.set_xticks([0.3, 1, 3], ["0.3", "1", "3"])
                 ax.minorticks_off()
+            # labels at 1, 2 and 5 times each power of ten: a panel within one decade still reads its values
+            ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.3g"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             ax.set_title(dataset, fontsize=9)
             ax.set_xlabel("epsilon" if kind == "epsilon" else "wall s (labels: epsilon)", fontsize=8)
             ax.set_ylabel("two-way TVD", fontsize=8)
