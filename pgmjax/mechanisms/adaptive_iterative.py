@@ -431,8 +431,8 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
         with timer("engine"):
             release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
             hints = refit_hints(model, measurements, repeats)
-            model, repeats = estimate(domain, fit_on(measurements), iters=engine_iters, warm_start=model, **hints,
-                                      **rounds_options), hints["repeats"]
+            repeats = hints["repeats"]
+            model = estimate(domain, fit_on(measurements), iters=engine_iters, warm_start=model, **hints, **rounds_options)
         # 3. annealing: the refit barely moved the selected marginal; one compiled program answers the test
         # and the next selection
         annealed = False

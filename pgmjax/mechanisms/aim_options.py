@@ -1,8 +1,8 @@
 """AIM's own options (:class:`AIMOptions`), checked where made, and what its run reports (:class:`AIMInfo`).
 
-A bad option fails with its name before any data is read. The checks that need the data (the constraints and the public data against the domain, ``rounds`` against
-the number of one-way candidates) and the default that needs a common argument (``final_iters``) stay with
-:func:`pgmjax.mechanisms.aim`.
+A bad option fails with its name before any data is read. The checks that need the data (the constraints and the
+public data against the domain, ``rounds`` against the number of one-way candidates) and the default that needs a
+common argument (``final_iters``) stay with :func:`pgmjax.mechanisms.aim`.
 """
 
 from __future__ import annotations

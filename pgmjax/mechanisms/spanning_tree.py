@@ -65,7 +65,7 @@ from .public_selection import check_public
 from .result import BudgetStep, MechanismResult, record_plan
 from .run_info import reports
 from .spanning_tree_options import MSTInfo, MSTOptions
-from .steps import Timer, l1_errors, pgm_native_result, record_public_fit, release_over_original
+from .steps import Timer, l1_errors, pgm_native_result, public_cliques, record_public_fit, release_over_original
 
 __all__ = [
     "MSTOptions",
@@ -375,7 +375,7 @@ def _mst(data: Dataset, key, run: _Run) -> MechanismResult:
         fit_iterations=int(model_c.history[-1]["iteration"]) if model_c.history else 0,
         residual_rows=(2.0 * float(model_c.loss), measured_rows),
         seconds=timer.done(),
-        public=list((model_c.info or {}).get("public", [])),  # over the compressed domain, as the ledger's
+        public=public_cliques(model_c),  # over the compressed domain, as the ledger's
     )
     return pgm_native_result("mst", "MST", model=model, synthetic=synth, measurements=measurements, accountant=acc,
                              info=info, plan=plan)

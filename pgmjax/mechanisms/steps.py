@@ -200,11 +200,17 @@ def synthesize(model, key, rows: int | None = None, method: str = "exact"):
     return model.synthetic_data(n, key, method=method)
 
 
+def public_cliques(model) -> list:
+    """The public marginals a fit took (:func:`pgmjax.estimate`'s ``public=``; ``model.info["public"]``), in order;
+    empty where it took none."""
+    return list((model.info or {}).get("public", []))
+
+
 def record_public_fit(acc, model, domain: Domain, public, measurements: list) -> None:
     """Record in ``acc`` (free) each public marginal the fit of ``model`` took (``model.info["public"]``), and append
     its measurement, scaled to the model's total, to ``measurements`` (``public``: the fit's
     :class:`~pgmjax.queries.public.PublicData`)."""
-    for clique in (model.info or {}).get("public", []):
+    for clique in public_cliques(model):
         acc.record_public(clique, domain.size(clique))
         measurements.append(public.measurement(clique, float(model.total)))
 

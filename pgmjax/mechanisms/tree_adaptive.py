@@ -73,7 +73,7 @@ from .public_selection import check_public
 from .result import BudgetStep, MechanismResult, record_plan
 from .run_info import reports
 from .spanning_tree import REFERENCE_MIRROR_DESCENT, SELECT_ITERS, check_tree_sizes, select_tree
-from .steps import (Timer, candidate_marginals, l1_errors, model_mb, pgm_native_result,
+from .steps import (Timer, candidate_marginals, l1_errors, model_mb, pgm_native_result, public_cliques,
                     record_public_fit, release_over_original, released_model_size)
 from .tree_aim_options import BATCHES, TreeAIMInfo, TreeAIMOptions
 
@@ -200,7 +200,8 @@ def tree_aim(
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (over the original domain), ``synthetic``,
         ``measurements`` (over the compressed domain: one-way, tree, batch picks), ``accountant`` / ``ledger``
-        (``spent == budget == rho``), ``plan`` and ``info``, a :class:`~pgmjax.mechanisms.tree_aim_options.TreeAIMInfo`: ``edges``, ``selected`` (the batch picks, in order), ``log``
+        (``spent == budget == rho``), ``plan`` and ``info``, a :class:`~pgmjax.mechanisms.tree_aim_options.TreeAIMInfo`:
+        ``edges``, ``selected`` (the batch picks, in order), ``log``
         (per batch: candidates, model MB), ``budget`` (:func:`tree_aim_budget`), ``compressed_domain``,
         ``mapping``, ``compressed_model``, ``total``, ``model_mb``, ``seconds``, ``public``.
 
@@ -419,7 +420,7 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         epsilon=epsilon, delta=delta, rho=rho, budget=budget, edges=edges, selected=selected, log=log,
         compressed_domain=cdom, mapping=mapping, compressed_model=model_c, total=model_c.total,
         model_mb=model_mb(model_out), engine_iters=run.engine_iters, seconds=timer.done(),
-        public=list((model_c.info or {}).get("public", [])),
+        public=public_cliques(model_c),
     )
     return pgm_native_result("tree_aim", "TreeAIM", model=model_out, synthetic=synth, measurements=measurements,
                              accountant=acc, info=info, plan=plan)

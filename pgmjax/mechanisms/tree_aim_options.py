@@ -1,8 +1,9 @@
 """TreeAIM's own options (:class:`TreeAIMOptions`), checked where made, and what its run reports
 (:class:`TreeAIMInfo`).
 
-A bad option fails with its name before any data is read. The checks that need the data (the constraints and the public data against the domain) and the
-default that needs a common argument (``select_iters``) stay with :func:`pgmjax.mechanisms.tree_aim`.
+A bad option fails with its name before any data is read. The checks that need the data (the constraints and the
+public data against the domain) and the default that needs a common argument (``select_iters``) stay with
+:func:`pgmjax.mechanisms.tree_aim`.
 """
 
 from __future__ import annotations

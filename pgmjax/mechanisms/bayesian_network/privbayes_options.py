@@ -1,8 +1,8 @@
 """PrivBayes's own options (:class:`PrivBayesOptions`), checked where made, and what its run reports
 (:class:`PrivBayesInfo`).
 
-A bad option fails with its name before any data is read. The checks that need the data (``score="F"`` on binary attributes, an attribute larger than
-``max_cells``) stay with the front-end (:func:`pgmjax.mechanisms.privbayes`).
+A bad option fails with its name before any data is read. The checks that need the data (``score="F"`` on binary
+attributes, an attribute larger than ``max_cells``) stay with the front-end (:func:`pgmjax.mechanisms.privbayes`).
 
 Zhang, Cormode, Procopiuc, Srivastava & Xiao, "PrivBayes: Private Data Release via Bayesian Networks", ACM TODS
 42(4) 2017: ``beta`` (Algorithm 1's budget split), ``theta`` (Section 4.4's usefulness), the scores ``I``, ``R``,

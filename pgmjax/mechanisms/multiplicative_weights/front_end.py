@@ -28,7 +28,7 @@ from ..options import (check_data, check_domain_size, check_epsilon, check_fit_o
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..checkpoint import Keeper, fingerprint
 from ..public_selection import check_public
-from ..steps import hypothetical_model_size, oracle_of, synthesize
+from ..steps import hypothetical_model_size, oracle_of, public_cliques, synthesize
 from ..own_options import takes_own_options
 from ..run_info import reports
 from .arguments import MWEMInfo, MWEMOptions
@@ -259,8 +259,8 @@ def _mwem(data: Dataset, key, keeper: Keeper, run: _Run) -> MechanismResult:
         em_spend=em_spend, meas_spend=meas_spend, noise=noise, total_known=total_known, engine_iters=run.engine_iters,
         options=run.fit, keeper=keeper, public=own.public,
     )
-    public_cliques = list((model.info or {}).get("public", [])) if own.public is not None else []
-    for clique in public_cliques:  # what the fits took from the public data, free
+    taken = public_cliques(model) if own.public is not None else []
+    for clique in taken:  # what the fits took from the public data, free
         acc.record_public(clique, domain.size(clique))
     pgm_seconds = time.perf_counter() - start
     synth = synthesize(model, keys[-1]) if own.synthetic else None
@@ -288,9 +288,9 @@ def _mwem(data: Dataset, key, keeper: Keeper, run: _Run) -> MechanismResult:
         mw_table_cells=sum(n for _, n in comps),
         seconds={"pgm": pgm_seconds, "engine": engine_seconds, "mw": mw_seconds},
         resumed_from=keeper.resumed_from,
-        public=public_cliques,
+        public=taken,
     )
     # the engine's input, as the result states it: the private transcript and the public marginals it was fitted to
-    measurements = list(measurements) + [own.public.measurement(c, float(model.total)) for c in public_cliques]
+    measurements = list(measurements) + [own.public.measurement(c, float(model.total)) for c in taken]
     return MechanismResult(mechanism="mwem", model=model, synthetic=synth, measurements=measurements, accountant=acc,
                            original=mw_table, original_error=mw_error, info=info, plan=plan)
