@@ -402,10 +402,9 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
             model = estimate(domain, fit_on(measurements), iters=engine_iters, **rounds_options)
         t, last, log = 0, False, []
         keeper.round_done(RunState(0, list(measurements), model, acc.records(), [], {"sigma": sigma, "em_epsilon": eps_em}))
-        repeats = 1  # fits of the last fit's structure so far (estimate's program="auto" weighs them: refit_hints)
     else:  # the rounds the checkpoint holds: their measurements, model, ledger (restored) and noise
         measurements, model, log, t = state.measurements, state.model, state.log, state.round
-        sigma, eps_em, repeats = state.extra["sigma"], state.extra["em_epsilon"], state.extra.get("repeats", 1)
+        sigma, eps_em = state.extra["sigma"], state.extra["em_epsilon"]
         last = bool(log and log[-1]["last"])
         bar.resume(t)
     truth = data.marginals(cands)  # read only through the exponential mechanism below
@@ -430,9 +429,9 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
 
         with timer("engine"):
             release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
-            hints = refit_hints(model, measurements, repeats)
-            repeats = hints["repeats"]
-            model = estimate(domain, fit_on(measurements), iters=engine_iters, warm_start=model, **hints, **rounds_options)
+            # what estimate's program="auto" weighs: how often this structure was fitted, how long the last fit ran
+            model = estimate(domain, fit_on(measurements), iters=engine_iters, warm_start=model,
+                             **refit_hints(model, measurements), **rounds_options)
         # 3. annealing: the refit barely moved the selected marginal; one compiled program answers the test
         # and the next selection
         annealed = False
@@ -448,13 +447,13 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
             eps_em *= 2.0
         left = 0 if last else max(1, int(acc.remaining // _round_cost(acc, sigma, eps_em)))
         keeper.round_done(RunState(t, list(measurements), model, acc.records(), list(log),
-                                   {"sigma": sigma, "em_epsilon": eps_em, "repeats": repeats}))
+                                   {"sigma": sigma, "em_epsilon": eps_em}))
         bar.step(log[-1], total=t + left)
 
     # 4. the final fit and synthetic records
     with timer("engine"):
-        model = estimate(domain, fit_on(measurements), iters=own.final_iters, warm_start=model, repeats=repeats + 1,
-                         **fit_kwargs)
+        model = estimate(domain, fit_on(measurements), iters=own.final_iters, warm_start=model,
+                         repeats=refit_hints(model, measurements)["repeats"] + 1, **fit_kwargs)
     synth = None
     if own.synthetic:
         with timer("synthetic"):

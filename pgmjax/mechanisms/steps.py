@@ -143,19 +143,18 @@ def released_model_size(fit_domain: Domain, domain: Domain, cliques: Sequence[Cl
     return 8.0 * sum(domain.size(c) for c in triangulated_cliques(domain, fitted)) / 2**20
 
 
-def refit_hints(model, measurements: Sequence, repeats: int) -> dict:
+def refit_hints(model, measurements: Sequence) -> dict:
     """What a round's refit tells :func:`pgmjax.estimate`'s ``program="auto"`` (``repeats``, ``expected_iters``),
-    from the run's own history only, so that a run and its resumed rerun choose alike.
+    derived from the run's measurements and its previous fit, so that a run and its resumed rerun choose alike.
 
-    The new measurement (the last of ``measurements``) on a clique measured before pools with the earlier ones: the
-    fit's structure is the previous fit's, fitted once more (``repeats`` of them so far, the previous fit included,
-    counting this one makes ``repeats + 1``), and the dense program's compile is shared by the refits; a new
-    clique starts a new structure (1). The fit is expected to run as many iterations as the previous fit did.
+    A measurement on a clique measured before pools with the earlier ones: the fit's structure is the previous
+    fit's, fitted once more. ``repeats`` counts the fits of the refit's structure: 1, plus one for each measurement,
+    from the last back, that measured again a clique measured before it (the dense program's compile is shared by
+    them); a new clique starts a new structure. The fit is expected to run as many iterations as the previous one.
 
     Args:
         model: the previous fit.
-        measurements: the measurements of the refit, the new one last.
-        repeats: the previous fit's own ``repeats``.
+        measurements: the measurements of the refit, in the order taken, the new one last.
 
     Returns:
         ``{"repeats": ..., "expected_iters": ...}`` (``expected_iters`` None where the model has no history).
@@ -165,14 +164,16 @@ def refit_hints(model, measurements: Sequence, repeats: int) -> dict:
         >>> dom = pj.Domain({"a": 2, "b": 3})
         >>> ms = [pj.Measurement(("a", "b"), np.ones((2, 3)), 1.0)]
         >>> model = pj.estimate(dom, ms, iters=100)
-        >>> refit_hints(model, ms + ms[:1], repeats=1)["repeats"], refit_hints(model, ms + ms[:1], 1)["expected_iters"]
-        (2, 100)
+        >>> refit_hints(model, ms + ms[:1]), refit_hints(model, ms + ms[:1] + ms[:1])["repeats"]
+        ({'repeats': 2, 'expected_iters': 100}, 3)
     """
-    new = measurements[-1].clique
-    again = any(m.clique == new for m in measurements[:-1])
+    repeats = 1
+    for k in range(len(measurements) - 1, 0, -1):
+        if not any(m.clique == measurements[k].clique for m in measurements[:k]):
+            break
+        repeats += 1
     history = getattr(model, "history", None)
-    return {"repeats": repeats + 1 if again else 1,
-            "expected_iters": int(history[-1]["iteration"]) if history else None}
+    return {"repeats": repeats, "expected_iters": int(history[-1]["iteration"]) if history else None}
 
 
 def model_mb(model) -> float:
