@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from ..graph import approximate_oracle, oracle, path_scan
 from ..graph.junction import junction_tree, maximal_cliques
-from ..graph.routed_plan import steps
+from ..graph.routed_plan import pair_width, steps
 from ..graph.size_limit import ModelTooLarge
 from . import memory
 from .routed_losses import routable
@@ -298,8 +298,9 @@ def routed_seconds(domain, tree, measurements, platform: str) -> float:
         >>> routed_seconds(dom, tree, [m], "cpu") < 1e-3
         True
     """
-    sched, width, pair_width = steps(tree)
+    sched, width, chunks = steps(tree)
     cost = ROUTED_COSTS.get(platform, ROUTED_COSTS["gpu"])
     pairs = sum(domain.size(tree.cliques[tree.containing(m.clique)]) for m in measurements)
-    return len(sched) * (cost.step + cost.cell * (width + pair_width)) + cost.pair * pairs
+    windows = len(sched) * (cost.step + cost.cell * width) + sum(chunks) * (cost.step + cost.cell * pair_width(width))
+    return windows + cost.pair * pairs
 

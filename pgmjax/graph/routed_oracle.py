@@ -2,7 +2,7 @@
 
 The passes read a :class:`~pgmjax.graph.routed_plan.RoutedPlan`: a level is a window of fixed width at the
 level's offset in the cell vector, messages are segment reductions of the window's beliefs onto their separator
-cells, and a parent gathers its children's messages through the plan's pairs. Nothing in the program depends on
+cells, and a parent gathers its children's messages through the plan's pairs, window by window. Nothing in the program depends on
 the junction tree beyond its :class:`~pgmjax.graph.routed_plan.SizeClass`, and the number of levels is the loop's
 trip count, read from the plan (a differentiable plan's passes scan over the class's number of levels instead).
 
@@ -56,6 +56,23 @@ def _over_levels(plan: RoutedPlan, body, init):
     return out
 
 
+def _over_pairs(plan: RoutedPlan, l, body, init):
+    """``body(start, carry)`` for each window of level ``l``'s pairs, ``start`` where the window begins in the pair
+    vector: as many windows as the level's pairs fill (none for a level of leaves), so a clique with many children
+    costs its own pairs only. A differentiable plan scans over its class's ``chunks`` windows, the ones past the
+    level's own leaving the carry as it is (as :func:`_over_levels`)."""
+    a, pw = plan.arrays, plan.size.pair_width
+    start, count = a["po"][l], a["pc"][l]
+    if not plan.differentiable:
+        return jax.lax.fori_loop(0, count, lambda k, c: body(start + k * pw, c), init)
+
+    def step(carry, k):
+        return jax.lax.cond(k < count, lambda c: body(start + k * pw, c), lambda c: c, carry), None
+
+    out, _ = jax.lax.scan(step, init, jnp.arange(plan.size.chunks))
+    return out
+
+
 def _finite_or_zero(x: jax.Array) -> jax.Array:
     return jax.lax.stop_gradient(jnp.where(jnp.isfinite(x), x, 0.0))
 
@@ -88,11 +105,15 @@ def _upward(plan: RoutedPlan, theta: jax.Array, mean: bool = False) -> _Upward:
 
     def body(l, carry):
         beliefs, tops, masses, send, offset = carry
-        lo, so, po = a["lo"][l], a["so"][l], a["po"][l]
+        lo, so = a["lo"][l], a["so"][l]
         valid = _window(a["level"], lo, w) == l
-        p_valid = _window(a["pair_level"], po, pw) == l
-        dst = jnp.where(p_valid, _window(a["pair_dst"], po, pw), w)
-        received = jax.ops.segment_sum(jnp.where(p_valid, send[_window(a["pair_src"], po, pw)], 0.0), dst, w)
+
+        def receive(po, received):
+            p_valid = _window(a["pair_level"], po, pw) == l
+            dst = jnp.where(p_valid, _window(a["pair_dst"], po, pw), w)
+            return received + jax.ops.segment_sum(jnp.where(p_valid, send[_window(a["pair_src"], po, pw)], 0.0), dst, w)
+
+        received = _over_pairs(plan, l, receive, jnp.zeros((w,), dtype))
         b = jnp.where(valid, _window(theta, lo, w) + received, -jnp.inf)
         # Cells outside the level (and the root's, which send nothing) take segment w, past the end: dropped, not
         # summed into one spare segment, where a GPU's atomic updates of one address would queue (a model of
@@ -163,15 +184,20 @@ def marginals(plan: RoutedPlan, theta: dict, total) -> tuple[dict, jax.Array]:
     def body(i, carry):
         mu, sep_marginal = carry
         l = a["num_levels"] - 1 - i
-        so, po = a["so"][l], a["po"][l]
+        so = a["so"][l]
         b, valid, up, top, mass = _level(a, w, l, u)
         given = jnp.concatenate([_window(sep_marginal, so, w), jnp.ones((1,), dtype)])[up]
         # a separator value with no mass gives zeros; a NaN (a NaN potential) stays NaN, for the fit's checks to see
         m = jnp.where(valid & (mass != 0), jnp.exp(b - top) * (given / jnp.where(mass != 0, mass, 1.0)), 0.0)
-        p_valid = _window(a["pair_level"], po, pw) == l
-        src = jnp.where(p_valid, _window(a["pair_src"], po, pw), size.cells)
-        sent = jnp.where(p_valid, jnp.concatenate([m, jnp.zeros((1,), dtype)])[_window(a["pair_dst"], po, pw)], 0.0)
-        return _write(mu, a["lo"][l], m, valid), sep_marginal.at[src].add(sent, mode="drop")
+        m_padded = jnp.concatenate([m, jnp.zeros((1,), dtype)])
+
+        def send(po, sep_marginal):
+            p_valid = _window(a["pair_level"], po, pw) == l
+            src = jnp.where(p_valid, _window(a["pair_src"], po, pw), size.cells)
+            sent = jnp.where(p_valid, m_padded[_window(a["pair_dst"], po, pw)], 0.0)
+            return sep_marginal.at[src].add(sent, mode="drop")
+
+        return _write(mu, a["lo"][l], m, valid), _over_pairs(plan, l, send, sep_marginal)
 
     init = (jnp.zeros(size.cells, dtype), jnp.zeros(size.cells, dtype))
     mu, _ = _over_levels(plan, body, init)

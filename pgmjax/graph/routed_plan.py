@@ -9,12 +9,15 @@ small model costs milliseconds. Here the structure is index arrays instead:
 * every non-root clique's separator table lies in one vector of separator cells, in the same level order;
 * ``up[i]``: the separator cell that cell ``i`` sums into (its upward message);
 * pairs ``(dst, src)``: parent cell ``dst`` receives child separator cell ``src`` (one per cell and child);
-* per level, where its cells, separator cells and pairs start (``lo``, ``so``, ``po``).
+* per level, where its cells, separator cells and pairs start (``lo``, ``so``, ``po``), and how many windows of
+  pairs it takes (``pc``).
 
-A level's work is a window of fixed width (the widest level's, rounded to a size class) read from those vectors
-at the level's offset: the shapes of every array, hence the compiled program, depend only on the
-:class:`SizeClass`, whose entries grow geometrically (:func:`class_size`). The number of levels is a number, not a
-shape: the passes loop over levels with a trip count read from the plan.
+A level's cells are a window of fixed width (the widest clique's, rounded to a size class) read from those vectors
+at the level's offset, its pairs as many windows of that width as they fill: the shapes of every array, hence the
+compiled program, depend only on the :class:`SizeClass`, two sizes on coarse grids (:func:`class_size`,
+:func:`width_class`). The number of levels and of a level's pair windows are numbers, not shapes: the passes loop
+over them with trip counts read from the plan, so a clique with many children costs its own pairs, not a wider
+window for every level.
 
 References: Koller & Friedman (2009), Ch. 10 (junction-tree message passing); McKenna, Sheldon & Miklau,
 "Graphical-model based estimation and inference for differential privacy", ICML 2019, Section 3.
@@ -87,12 +90,19 @@ def multiple_class(n: int, base: int) -> int:
 class SizeClass(NamedTuple):
     """The shapes a size-class program is compiled for (the plan's only static part).
 
+    Two numbers choose the class, the cell vector and the window; the others follow from them (or are a
+    differentiable plan's own).
+
     Attributes:
         cells: length of the vector of clique cells (and of separator cells).
         width: cells of one level's window (cliques, separator cells and cells per level are at most this).
-        pairs: length of the vector of (parent cell, child separator cell) pairs.
-        pair_width: pairs of one level's window.
-        levels: length of the per-level offset arrays (the trip count is data).
+        pairs: length of the vector of (parent cell, child separator cell) pairs, :data:`PAIRS_PER_CELL` times
+            ``cells``.
+        pair_width: pairs of one window of pairs (a level reads as many as its pairs fill), :func:`pair_width`
+            of ``width``.
+        levels: length of the per-level arrays (the trip count is data).
+        chunks: a differentiable plan's most windows of pairs in one level, rounded up to a power of 2 (its scan's
+            static trip count); 0 for a plan that loops over each level's own count.
     """
 
     cells: int
@@ -100,6 +110,7 @@ class SizeClass(NamedTuple):
     pairs: int
     pair_width: int
     levels: int
+    chunks: int = 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -277,14 +288,17 @@ def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None, *,
     Example:
         >>> plan = make_routed_plan(Domain({"a": 2, "b": 3, "c": 4}), [("a", "b"), ("b", "c")])
         >>> plan.size
-        SizeClass(cells=48, width=16, pairs=48, pair_width=16, levels=16)
+        SizeClass(cells=48, width=16, pairs=192, pair_width=16, levels=16, chunks=0)
     """
     model_cliques = maximal_cliques(domain, cliques)
     size_limit.check_tree(junction_tree(domain, model_cliques), None, max_bytes)
     plan = _routed_plan_cached(domain, model_cliques)
     if not isinstance(differentiable, bool):
         raise TypeError(f"make_routed_plan: differentiable must be a bool, got {differentiable!r}")
-    return RoutedPlan(plan.arrays, plan.size, plan._layout, differentiable) if differentiable else plan
+    if differentiable:  # its scans' static trip counts (levels, and pair windows per level) are part of its class
+        return RoutedPlan(plan.arrays, plan.size, plan._layout, True)
+    # a loop reads each level's own count of pair windows: the bound is not the program's
+    return RoutedPlan(plan.arrays, plan.size._replace(chunks=0), plan._layout)
 
 
 def ravel_projection(domain: Domain, clique: Clique, sub: Clique) -> np.ndarray:
@@ -307,18 +321,40 @@ def ravel_projection(domain: Domain, clique: Clique, sub: Clique) -> np.ndarray:
 #: :func:`steps` weighs a narrower window, hence more steps, against it.
 STEP_CELLS = 1024
 
+#: The vector of routing pairs is at least this many times the vector of cells (a tree whose cliques have more
+#: children takes a longer cell vector): read in windows only, its length costs memory, not time, and following
+#: the cells it adds no dimension to a size class.
+PAIRS_PER_CELL = 4
 
-def steps(tree: JunctionTree) -> tuple[list[list[int]], int, int]:
+
+#: A window of routing pairs holds the cell window's width of pairs, at most this many: a level's pairs fill
+#: windows rounded up, so narrower windows waste less where the cells' window is wide (one large clique).
+PAIR_WINDOW_MAX = 4096
+
+
+def pair_width(width: int) -> int:
+    """The pairs a window of pairs holds, for a cell window of ``width``: a function of the window, no dimension
+    of its own in a size class.
+
+    Example:
+        >>> pair_width(1024), pair_width(16384)
+        (1024, 4096)
+    """
+    return min(width, PAIR_WINDOW_MAX)
+
+
+def steps(tree: JunctionTree) -> tuple[list[list[int]], int, list[int]]:
     """The passes' steps: each junction-tree level's cliques packed, whole and in order, into windows of ``width``
-    cells (and ``pair_width`` routing pairs), deepest level first, the root alone last.
+    cells, deepest level first, the root alone last, and the windows of routing pairs (:func:`pair_width` each)
+    each step fills.
 
     A step depends only on steps before it (its cliques' children are at deeper levels), so the upward pass runs
     the steps in order and the downward pass in reverse. The width is a power of 4 from the largest clique up,
-    the one whose steps read the fewest cells (``steps * (width + pair_width)``, plus :data:`STEP_CELLS` per
-    step): a level of many small cliques takes several narrow steps instead of one window as wide as itself.
+    the one whose windows read the fewest cells and pairs (plus :data:`STEP_CELLS` per window): a level of many
+    small cliques takes several narrow steps instead of one window as wide as itself.
 
     Returns:
-        ``(steps, width, pair_width)``: the cliques of each step, and the two window sizes.
+        ``(steps, width, chunks)``: the cliques of each step, the window size, and each step's windows of pairs.
     """
     domain = tree.domain
     size = [domain.size(c) for c in tree.cliques]
@@ -330,22 +366,23 @@ def steps(tree: JunctionTree) -> tuple[list[list[int]], int, int]:
     best = None
     width = width_class(max(size))
     while True:
-        packed = []
+        packed, chunks, pw = [], [], pair_width(width)
         for lev in sched:
             step, cells, pairs = [], 0, 0
             for c in lev:
                 if step and cells + size[c] > width:
-                    packed.append((step, pairs))
+                    packed.append(step)
+                    chunks.append(-(-pairs // pw))
                     step, cells, pairs = [], 0, 0
                 step.append(c)
                 cells += size[c]
                 pairs += size[c] * kids[c]
-            packed.append((step, pairs))
-        pair_width = multiple_class(max(p for _, p in packed), width)
-        cost = len(packed) * (width + pair_width + STEP_CELLS)
+            packed.append(step)
+            chunks.append(-(-pairs // pw))
+        cost = len(packed) * (width + STEP_CELLS) + sum(chunks) * (pw + STEP_CELLS)
         if best is not None and cost >= best[0]:
             return best[1]
-        best = (cost, ([s for s, _ in packed], width, pair_width))
+        best = (cost, (packed, width, chunks))
         if len(packed) == len(sched):  # one step per level already: a wider window saves nothing
             return best[1]
         width *= 4
@@ -354,7 +391,7 @@ def steps(tree: JunctionTree) -> tuple[list[list[int]], int, int]:
 @functools.lru_cache(maxsize=64)
 def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> RoutedPlan:
     tree = junction_tree(domain, model_cliques)
-    sched, width, pair_width = steps(tree)  # "levels" below are these steps
+    sched, width, chunks = steps(tree)  # "levels" below are these steps
     order = [c for lev in sched for c in lev]
     size = [domain.size(c) for c in tree.cliques]
     sep_size = [domain.size(s) if tree.parent[c] >= 0 else 0 for c, s in enumerate(tree.separators)]
@@ -374,12 +411,13 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
             at += size[c]
             sep_at += sep_size[c]
             pair_at += size[c] * len(children.get(c, ()))
-    # Few dimensions, each on a coarse grid, so that many structures share a class: the cells on the 1.5 grid,
-    # the window on powers of 4, the pairs (and their window) as power-of-2 multiples of the cells (the window).
-    n_cells = class_size(at + width)  # a window read at the last step's offset stays inside the vector
-    n_pairs = multiple_class(pair_at + pair_width, n_cells)
+    # Two dimensions, each on a coarse grid, so that many structures share a class: the cell vector on the 1.5 grid,
+    # the window on powers of 4; the pairs follow them. A window read at the last step's offset stays inside its
+    # vector.
+    n_cells = class_size(max(at + width, -(-(pair_at + pair_width(width)) // PAIRS_PER_CELL)))
+    n_pairs = PAIRS_PER_CELL * n_cells
     n_levels = class_size(len(sched))
-    sc = SizeClass(n_cells, width, n_pairs, pair_width, n_levels)
+    sc = SizeClass(n_cells, width, n_pairs, pair_width(width), n_levels, 1 << (max(chunks) - 1).bit_length() if max(chunks) else 0)
 
     level = np.full(n_cells, -1, np.int32)  # each cell's level (-1: padding)
     up = np.full(n_cells, width, np.int32)  # separator cell within its level's window (width: none, the root)
@@ -418,7 +456,7 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
     arrays = {
         "level": level, "up": up, "slot": slot, "sep_level": sep_level, "sep_slot": sep_slot, "clique": clique_of,
         "pair_level": pair_level, "pair_dst": pair_dst, "pair_src": pair_src,
-        "lo": per_level(lo), "so": per_level(so), "po": per_level(po),
+        "lo": per_level(lo), "so": per_level(so), "po": per_level(po), "pc": per_level(chunks),
         "num_levels": np.asarray(len(sched), np.int32),
     }
     layout = RoutedLayout(domain, tree, tuple(order), tuple(offsets), at)
@@ -426,16 +464,16 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
 
 
 def windows_work(domain: Domain, cliques) -> int:
-    """Cells a size-class oracle pass reads for a model over ``cliques`` (its steps times the window plus the pairs'
-    window, :func:`steps`): against the model's own cells, what the routing costs per pass.
+    """Cells a size-class oracle pass reads for a model over ``cliques`` (its steps times the window plus its windows
+    of pairs, :func:`steps`): against the model's own cells, what the routing costs per pass.
 
     Example:
-        >>> windows_work(Domain({"a": 2, "b": 3}), [("a", "b")])
-        32
+        >>> windows_work(Domain({"a": 2, "b": 3}), [("a", "b")])  # one step, no pairs (one clique)
+        16
     """
-    sched, width, pair_width = steps(junction_tree(domain, maximal_cliques(domain, cliques)))
-    return len(sched) * (width + pair_width)
+    sched, width, chunks = steps(junction_tree(domain, maximal_cliques(domain, cliques)))
+    return len(sched) * width + sum(chunks) * pair_width(width)
 
 
-__all__ = ["RoutedPlan", "RoutedLayout", "SizeClass", "class_size", "make_routed_plan", "ravel_projection", "steps",
-           "windows_work"]
+__all__ = ["RoutedPlan", "RoutedLayout", "SizeClass", "class_size", "make_routed_plan", "pair_width", "ravel_projection",
+           "steps", "windows_work"]

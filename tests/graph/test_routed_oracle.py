@@ -273,3 +273,41 @@ def test_lbfgs_runs_one_program_per_class_and_reaches_mirror_descents_optimum():
     reference = pj.estimate(dom, ms, method="mirror_descent", iters=3000, program="size_class", dtype=jnp.float64)
     assert isinstance(model.plan, type(make_routed_plan(*_chain_in_order(0)))) and model.plan.differentiable
     assert model.loss == pytest.approx(reference.loss, rel=1e-7)
+
+
+def _star():
+    """A clique of 16 cells with six children: its 96 routing pairs fill two windows of the plan's 64."""
+    dom = pj.Domain({"h1": 4, "h2": 4, **{f"l{i}": 2 for i in range(6)}})
+    return dom, [("h1", "h2")] + [("h2", f"l{i}") for i in range(6)]
+
+
+def test_a_clique_with_many_children_reads_its_pairs_window_by_window():
+    dom, cliques = _star()
+    looped, scanned = make_routed_plan(dom, cliques), make_routed_plan(dom, cliques, differentiable=True)
+    assert max(np.asarray(looped.arrays["pc"])) == 2 and looped.size.pair_width == looped.size.width == 64
+    assert looped.size.chunks == 0 and scanned.size.chunks == 2  # the scan's static bound: the most windows
+    tables = _tables(np.random.default_rng(8), looped, zeros=True)
+    for plan in (looped, scanned):
+        theta = plan.from_tables(tables, jnp.float64)
+        mu, log_z = jax.jit(routed_oracle.marginals)(plan, theta, 100.0)
+        got = plan.tables({"cells": np.asarray(mu["cells"])})
+        for c in plan.cliques:
+            np.testing.assert_allclose(got[c], _brute_marginal(dom, tables, c, 100.0), rtol=1e-9, atol=1e-9)
+        logp = _brute_log_joint(dom, tables)
+        assert float(log_z) == pytest.approx(float(np.log(np.exp(logp - logp.max()).sum()) + logp.max()), rel=1e-9)
+
+
+def test_the_routing_pairs_add_no_dimension_to_a_size_class():
+    """A clique with six children (96 routing pairs) and one with a single child of the same cells (16 pairs) run
+    one program: the pairs' vector and window follow the cells and the window."""
+    star_dom, star = _star()
+    pair_dom = pj.Domain({"h1": 4, "h2": 4, "m": 12})
+    plans = [make_routed_plan(star_dom, star), make_routed_plan(pair_dom, [("h1", "h2"), ("h2", "m")])]
+    pairs = [int(np.sum(np.asarray(p.arrays["pair_level"]) >= 0)) for p in plans]
+    assert pairs == [96, 16] and len({p.size for p in plans}) == 1, (pairs, [p.size for p in plans])
+    marginals = jax.jit(routed_oracle.marginals)
+    rng = np.random.default_rng(9)
+    marginals(plans[0], plans[0].from_tables(_tables(rng, plans[0])), 10.0)
+    with count_compiles() as counter:
+        marginals(plans[1], plans[1].from_tables(_tables(rng, plans[1])), 10.0)[0]["cells"].block_until_ready()
+    assert counter.count == 0
