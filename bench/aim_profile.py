@@ -33,8 +33,9 @@ SUITE = "mechanisms"
 class FitRecorder:
     """Wraps the front-end's ``estimate``: one record per fit (wall, compile seconds, iterations, losses)."""
 
-    def __init__(self, estimate):
+    def __init__(self, estimate, structures: bool = False):
         self.estimate = estimate
+        self.structures = structures  # also record each fit's model cliques and measured cliques
         self.fits: list[dict] = []
         self.events = CompileEvents(active=True).install()  # its ``total``: every compile event's seconds
 
@@ -52,13 +53,16 @@ class FitRecorder:
             "first_loss": hist[0]["loss"] if hist else None, "loss": float(model.loss),
             "warm": kwargs.get("warm_start") is not None, "cells": int(model.plan.cells),
         })
+        if self.structures:
+            measurements = args[1] if len(args) > 1 else kwargs["measurements"]
+            self.fits[-1].update(model=[list(c) for c in model.cliques], measured=[list(m.clique) for m in measurements])
         return model
 
 
 @contextlib.contextmanager
-def recording(module):
+def recording(module, structures: bool = False):
     """``module.estimate`` replaced by a :class:`FitRecorder` for the duration."""
-    recorder = FitRecorder(module.estimate)
+    recorder = FitRecorder(module.estimate, structures)
     module.estimate = recorder
     try:
         yield recorder
@@ -66,7 +70,7 @@ def recording(module):
         module.estimate = recorder.estimate
 
 
-def profile(mechanism: str, data, epsilon: float, seed: int, on_step=None, **options) -> dict:
+def profile(mechanism: str, data, epsilon: float, seed: int, on_step=None, structures: bool = False, **options) -> dict:
     """One run of ``mechanism`` on ``data`` with every fit and round recorded; ``on_step(steps, fits)``, where
     given, is called after each reported step with the steps and fits so far (``bench/gpu.py`` keeps a killed
     run's progress this way)."""
@@ -88,7 +92,7 @@ def profile(mechanism: str, data, epsilon: float, seed: int, on_step=None, **opt
             return plain(*args, **kwargs)
     steps: list[dict] = []
     t0 = time.perf_counter()
-    with recording(module) as rec:
+    with recording(module, structures) as rec:
         def step(info):
             steps.append({"at": time.perf_counter() - t0, "fits": len(rec.fits), **{k: info[k] for k in
                           ("round", "stage", "expected", "candidates", "model_mb") if k in info}})
@@ -185,6 +189,8 @@ def main(argv=None) -> None:
     p.add_argument("--program", choices=("auto", "dense", "size_class"), default=None,
                    help="FitOptions program: the fits' compiled program (default: estimate's, 'auto')")
     p.add_argument("--out", default=None, help="result name under bench/results/mechanisms/ (or a path)")
+    p.add_argument("--structures", action="store_true", help="record each fit's model cliques and measured cliques "
+                   "(what `python -m bench.size_class --iteration PROFILE.json:FIT` times)")
     p.add_argument("--compare", nargs="+", default=None, metavar="JSON",
                    help="render a before/after table from pairs of result files (before1 after1 before2 after2 ...) "
                         "into --out instead of running")
@@ -211,7 +217,9 @@ def main(argv=None) -> None:
         options["engine_iters"] = args.engine_iters
     fit = {k: v for k, v in (("tol", args.tol), ("program", args.program)) if v is not None}
     call = {**options, "fit_options": pj.FitOptions(**fit)} if fit else options
-    res = profile(args.mechanism, data, args.epsilon, args.seed, **call)
+    res = profile(args.mechanism, data, args.epsilon, args.seed, structures=args.structures, **call)
+    if args.structures:
+        res["domain"] = {a: int(data.domain[a]) for a in data.domain.attributes}
     res.update(dataset=args.dataset, records=len(data), attributes=len(data.domain),
                options={**options, "fit_options": fit} if fit else options)
     name = args.out or f"{args.mechanism}_profile_{args.dataset}_cpu"

@@ -10,7 +10,8 @@ measurements, so their losses are compared too.
 Run: ``python -m bench engine size_class --dims 10 20 40 --models 8 --iters 500``.
 
 ``--iteration D:S ...`` measures instead, in this process, one model per ``D`` attributes of up to ``S`` values (or
-per engine benchmark problem named, ``bench/problems.py``):
+per engine benchmark problem named, ``bench/problems.py``, or per ``PROFILE.json:FIT``, a fit an AIM profile recorded
+with ``--structures``):
 each program's first ``estimate(10)`` (with its compile), its milliseconds per iteration (``estimate(510)`` less
 ``estimate(10)``, both run once before, over 500) and the routed work per pass (:func:`pgmjax.graph.routed_plan.windows_work`):
 what ``program="auto"``'s cost model (``pgmjax.estimation.oracles.ROUTED_COSTS``) is calibrated on.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import tempfile
@@ -112,6 +114,22 @@ def summary(rows: list[dict]) -> list[dict]:
     return out
 
 
+def profiled_fit(path: str, index: str):
+    """Fit ``index`` of an AIM profile recorded with ``--structures`` (``python -m bench.aim_profile``): its domain, its
+    measured cliques with random counts (sigma 10; the counts change no shape, hence no cost) and its model's
+    cliques."""
+    import numpy as np
+
+    import pgmjax as pj
+
+    res = json.loads(pathlib.Path(path).read_text())
+    fit = res["per_fit"][int(index)]
+    dom = pj.Domain(res["domain"])
+    rng = np.random.default_rng(int(index))
+    ms = [pj.Measurement(tuple(c), rng.random(dom.shape_of(tuple(c))) * 100 + 1, stddev=10.0) for c in fit["measured"]]
+    return dom, ms, [tuple(c) for c in fit["model"]]
+
+
 def iteration(specs, method: str = "mirror_descent") -> list[dict]:
     """Per-iteration cost of both programs (fitting with ``method``), and the routed work per pass, on one model per
     ``(d, max_size)``."""
@@ -121,7 +139,11 @@ def iteration(specs, method: str = "mirror_descent") -> list[dict]:
 
     rows = []
     for spec in specs:
-        if isinstance(spec, str):  # an engine benchmark problem (bench/problems.py)
+        model = []  # cliques the model holds beyond the measured ones
+        if isinstance(spec, str) and ".json:" in spec:  # a fit an AIM profile recorded (aim_profile --structures)
+            dom, ms, model = profiled_fit(*spec.rsplit(":", 1))
+            label = {"problem": f"{pathlib.Path(spec.rsplit(':', 1)[0]).stem} fit {spec.rsplit(':', 1)[1]}"}
+        elif isinstance(spec, str):  # an engine benchmark problem (bench/problems.py)
             from bench import problems as ep
 
             p = ep.make(spec)
@@ -132,19 +154,19 @@ def iteration(specs, method: str = "mirror_descent") -> list[dict]:
             d, max_size = spec
             dom, ms = problems(d, 1, max_size)[0]
             label = {"problem": f"tree of pairs d={d}", "d": d, "max size": max_size}
-        cliques = [m.clique for m in ms]
+        cliques = [m.clique for m in ms] + model
         row = {**label, "method": method, "cells": junction_tree(dom, maximal_cliques(dom, cliques)).cells,
                "routed work per pass": windows_work(dom, cliques)}
         for program in ("dense", "size_class"):
             t = time.perf_counter()
-            pj.estimate(dom, ms, iters=10, program=program, method=method)
+            pj.estimate(dom, ms, iters=10, program=program, method=method, cliques=model)
             row[f"{program} first s"] = time.perf_counter() - t
-            pj.estimate(dom, ms, iters=510, program=program, method=method)  # its chunks' programs compiled too
+            pj.estimate(dom, ms, iters=510, program=program, method=method, cliques=model)  # its chunks' programs too
             t = time.perf_counter()
-            short = pj.estimate(dom, ms, iters=10, program=program, method=method)
+            short = pj.estimate(dom, ms, iters=10, program=program, method=method, cliques=model)
             t10 = time.perf_counter() - t
             t = time.perf_counter()
-            long = pj.estimate(dom, ms, iters=510, program=program, method=method)
+            long = pj.estimate(dom, ms, iters=510, program=program, method=method, cliques=model)
             row[f"{program} ms/it"] = (time.perf_counter() - t - t10) / 500 * 1e3
             calls = long.history[-1]["oracle_calls"] - short.history[-1]["oracle_calls"]
             row[f"{program} calls/it"] = calls / 500
@@ -162,12 +184,14 @@ def main(argv=None) -> None:
     p.add_argument("--iters", type=int, default=500)
     p.add_argument("--out", default=None, help="result name (default size_class_cpu, or size_class_iteration_cpu)")
     p.add_argument("--iteration", nargs="+", metavar="D:S", help="per-iteration costs of models of D attributes of "
-                   "up to S values (or of engine benchmark problems by name: adult_mst, nltcs_2way, ...) instead")
+                   "up to S values (or of engine benchmark problems by name: adult_mst, nltcs_2way, ...; or PROFILE.json:FIT, "
+                   "a fit an AIM profile recorded with --structures) instead")
     p.add_argument("--method", default="mirror_descent", help="the fits' method in --iteration mode")
     p.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.iteration:
-        rows = iteration([tuple(int(x) for x in spec.split(":")) if ":" in spec else spec for spec in args.iteration],
+        rows = iteration([tuple(int(x) for x in spec.split(":")) if ":" in spec and ".json:" not in spec else spec
+                          for spec in args.iteration],
                          args.method)
         meta = schema.run_meta("bench.size_class", argv)
         schema.write_result(SUITE, args.out or "size_class_iteration_cpu", rows, meta,

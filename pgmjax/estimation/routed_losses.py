@@ -89,10 +89,11 @@ def stack_routed(plan: RoutedPlan, measurements: Sequence[Measurement], dtype) -
     domain = plan.domain
     n_cells = sum(domain.size(m.clique) for m in measurements)
     n_pairs = sum(domain.size(plan.cliques[plan.tree.containing(m.clique)]) for m in measurements)
-    # Sizes that follow the plan's class (a measured table is at most its host's size, and most hosts hold a few
-    # measured tables), so that the structures of one plan class mostly share a measurement class too.
+    # Sizes that follow the plan's cell vector (a measured table is at most its host's size), so that the structures
+    # of one plan class mostly share a measurement class too. The pairs are summed whole every iteration, so they are
+    # padded to a power-of-2 multiple of the cells, not to the plan's longer vector of routing pairs.
     cells = multiple_class(n_cells, plan.size.cells)
-    shape = RoutedShape(cells, multiple_class(n_pairs, plan.size.pairs), cells)
+    shape = RoutedShape(cells, multiple_class(n_pairs, plan.size.cells), cells)
     cell = np.zeros(shape.pairs, np.int32)
     # Padding pairs and cells take ids past the end (dropped by the segment reductions), not one spare id whose
     # atomic updates would queue on a GPU.
