@@ -8,7 +8,9 @@ trip count, read from the plan (a differentiable plan's passes scan over the cla
 
 * Upward (collect): ``belief = theta + sum of the children's messages``; ``message = logsumexp`` of the belief over
   the cells that project on each separator cell, less the sending clique's largest entry (the shifts add up to a
-  constant of ``log Z``; they keep float32 beliefs near 0 in deep trees).
+  constant of ``log Z``; they keep float32 beliefs near 0 in deep trees). A clique split over several steps keeps
+  each separator cell's running maximum and its sum of exponentials rescaled to it, and sends once its last
+  step is in.
 * Downward (distribute): each clique's conditional table ``exp(belief - message)`` (the root's ``exp(belief -
   log Z_root)``) times its separator's marginal, which its parent's marginal gives by a segment sum over the
   pairs. Beliefs are never divided, so ``-inf`` potentials give no NaN (Shafer-Shenoy).
@@ -104,8 +106,9 @@ def _upward(plan: RoutedPlan, theta: jax.Array, mean: bool = False) -> _Upward:
     zero = jnp.zeros((1,), dtype)
 
     def body(l, carry):
-        beliefs, tops, masses, send, offset = carry
+        beliefs, tops, masses, send, offset, run_top, run_mass = carry
         lo, so = a["lo"][l], a["so"][l]
+        first, last = a["first"][l] != 0, a["last"][l] != 0
         valid = _window(a["level"], lo, w) == l
 
         def receive(po, received):
@@ -119,32 +122,45 @@ def _upward(plan: RoutedPlan, theta: jax.Array, mean: bool = False) -> _Upward:
         # summed into one spare segment, where a GPU's atomic updates of one address would queue (a model of
         # one large clique spent most of its iteration there).
         up = jnp.where(valid, _window(a["up"], lo, w), w)
-        s_valid = _window(a["sep_level"], so, w) == l
+        # This step's separator cells: those of its cliques (a clique split over several steps has them in each).
+        s_step = (_window(a["sep_first"], so, w) <= l) & (_window(a["sep_last"], so, w) >= l)
+        s_valid = s_step & last  # the cliques that end here send their messages
         sender = jnp.where(s_valid, _window(a["sep_slot"], so, w), w)
-        if mean:
-            count = jax.ops.segment_sum(valid.astype(dtype), up, w)
-            top = jax.ops.segment_sum(jnp.where(valid, b, 0.0), up, w) / jnp.maximum(count, 1.0)
-            mass = jnp.ones((w,), dtype)
+        # A clique split over steps merges each step's reduction into its earlier steps' (``run_top``, ``run_mass``:
+        # the same separator window, carried from step to step; a clique's steps are consecutive).
+        run_mass = jnp.where(first, 0.0, run_mass)
+        if mean:  # running sums and counts
+            total = jax.ops.segment_sum(jnp.where(valid, b, 0.0), up, w) + jnp.where(first, 0.0, run_top)
+            count = jax.ops.segment_sum(valid.astype(dtype), up, w) + run_mass
+            run_top, run_mass = total, count
+            top = jnp.where(last, total / jnp.maximum(count, 1.0), total)  # the mean once every cell is in
+            mass = jnp.where(last, jnp.ones((w,), dtype), count)
             msg, shift = top, jnp.zeros((w,), dtype)
-        else:
-            top = _finite_or_zero(jax.ops.segment_max(b, up, w))
-            mass = jax.ops.segment_sum(jnp.exp(b - jnp.concatenate([top, zero])[up]), up, w)
+        else:  # a running maximum and the sum of exponentials rescaled to it
+            had = run_mass > 0
+            top = _finite_or_zero(jnp.maximum(jnp.where(had, run_top, -jnp.inf), jax.ops.segment_max(b, up, w)))
+            # run_top <= top where it had mass; elsewhere the running top is a placeholder, not read
+            carried = jnp.where(had, run_mass * jnp.exp(jnp.where(had, run_top - top, 0.0)), 0.0)
+            mass = carried + jax.ops.segment_sum(jnp.exp(b - jnp.concatenate([top, zero])[up]), up, w)
+            run_top, run_mass = top, mass
             msg = jnp.log(mass) + top
             shift = _finite_or_zero(jax.ops.segment_max(jnp.where(s_valid, msg, -jnp.inf), sender, w))
         shifted = msg - jnp.concatenate([shift, zero])[sender]
         return (
             _write(beliefs, lo, b, valid),
-            _write(tops, so, top, s_valid),
-            _write(masses, so, mass, s_valid),
+            _write(tops, so, top, s_step),
+            _write(masses, so, mass, s_step),
             _write(send, so, shifted, s_valid),
             offset + jnp.sum(shift),
+            run_top,
+            run_mass,
         )
 
     n = size.cells
     init = (jnp.full(n, -jnp.inf, dtype), jnp.zeros(n, dtype), jnp.ones(n, dtype), jnp.zeros(n, dtype),
-            jnp.zeros((), dtype))
-    beliefs, tops, masses, _, offset = _over_levels(plan, body, init)
-    root = a["level"] == a["num_levels"] - 1
+            jnp.zeros((), dtype), jnp.zeros((w,), dtype), jnp.zeros((w,), dtype))
+    beliefs, tops, masses, _, offset, _, _ = _over_levels(plan, body, init)
+    root = a["level"] >= a["root_from"]  # the root's cells (its steps are the last)
     if mean:
         root_top, root_mass = jnp.sum(jnp.where(root, beliefs, 0.0)) / jnp.sum(root), jnp.ones((), dtype)
     else:

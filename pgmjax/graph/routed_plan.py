@@ -9,15 +9,18 @@ small model costs milliseconds. Here the structure is index arrays instead:
 * every non-root clique's separator table lies in one vector of separator cells, in the same level order;
 * ``up[i]``: the separator cell that cell ``i`` sums into (its upward message);
 * pairs ``(dst, src)``: parent cell ``dst`` receives child separator cell ``src`` (one per cell and child);
-* per level, where its cells, separator cells and pairs start (``lo``, ``so``, ``po``), and how many windows of
-  pairs it takes (``pc``).
+* per step (:func:`steps`), where its cells, separator cells and pairs start (``lo``, ``so``, ``po``), how many
+  windows of pairs it takes (``pc``), and whether it is the first and the last step of its cliques (``first``,
+  ``last``).
 
-A level's cells are a window of fixed width (the widest clique's, rounded to a size class) read from those vectors
-at the level's offset, its pairs as many windows of that width as they fill: the shapes of every array, hence the
-compiled program, depend only on the :class:`SizeClass`, two sizes on coarse grids (:func:`class_size`,
-:func:`width_class`). The number of levels and of a level's pair windows are numbers, not shapes: the passes loop
-over them with trip counts read from the plan, so a clique with many children costs its own pairs, not a wider
-window for every level.
+A step's cells are a window of fixed width read from those vectors at the step's offset, its pairs as many
+windows as they fill: the shapes of every array, hence the compiled program, depend only on the
+:class:`SizeClass`, two sizes on coarse grids (:func:`class_size`, :func:`width_class`). The number of steps and of
+a step's pair windows are numbers, not shapes: the passes loop over them with trip counts read from the plan, so a
+clique with many children costs its own pairs, not a wider window for every step. A clique wider than the window
+takes steps of its own, one per window of its cells, whose reductions onto its separator are merged as a running
+maximum and a rescaled sum (the log-sum-exp of a split sum), so one large clique does not make every step as
+wide as itself.
 
 References: Koller & Friedman (2009), Ch. 10 (junction-tree message passing); McKenna, Sheldon & Miklau,
 "Graphical-model based estimation and inference for differential privacy", ICML 2019, Section 3.
@@ -95,12 +98,14 @@ class SizeClass(NamedTuple):
 
     Attributes:
         cells: length of the vector of clique cells (and of separator cells).
-        width: cells of one level's window (cliques, separator cells and cells per level are at most this).
+        width: cells of one step's window (a step's cells and separator cells are at most this; a larger clique is
+            split over steps of its own).
         pairs: length of the vector of (parent cell, child separator cell) pairs, :data:`PAIRS_PER_CELL` times
             ``cells``.
         pair_width: pairs of one window of pairs (a level reads as many as its pairs fill), :func:`pair_width`
             of ``width``.
-        levels: length of the per-level arrays (the trip count is data).
+        levels: length of the per-step arrays, a power of 2 at least :data:`LEVELS_MIN` (the trip count is
+            data).
         chunks: a differentiable plan's most windows of pairs in one level, rounded up to a power of 2 (its scan's
             static trip count); 0 for a plan that loops over each level's own count.
     """
@@ -288,7 +293,7 @@ def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None, *,
     Example:
         >>> plan = make_routed_plan(Domain({"a": 2, "b": 3, "c": 4}), [("a", "b"), ("b", "c")])
         >>> plan.size
-        SizeClass(cells=48, width=16, pairs=192, pair_width=16, levels=16, chunks=0)
+        SizeClass(cells=48, width=16, pairs=192, pair_width=16, levels=32, chunks=0)
     """
     model_cliques = maximal_cliques(domain, cliques)
     size_limit.check_tree(junction_tree(domain, model_cliques), None, max_bytes)
@@ -327,6 +332,10 @@ STEP_CELLS = 1024
 PAIRS_PER_CELL = 4
 
 
+#: The per-step arrays hold at least this many steps (their length, a power of 2, is part of a size class; the
+#: number of steps is data): few models of a mechanism's run take more.
+LEVELS_MIN = 32
+
 #: A window of routing pairs holds the cell window's width of pairs, at most this many: a level's pairs fill
 #: windows rounded up, so narrower windows waste less where the cells' window is wide (one large clique).
 PAIR_WINDOW_MAX = 4096
@@ -343,18 +352,22 @@ def pair_width(width: int) -> int:
     return min(width, PAIR_WINDOW_MAX)
 
 
-def steps(tree: JunctionTree) -> tuple[list[list[int]], int, list[int]]:
+def steps(tree: JunctionTree) -> tuple[list[tuple[list[int], int, int]], int, list[int]]:
     """The passes' steps: each junction-tree level's cliques packed, whole and in order, into windows of ``width``
-    cells, deepest level first, the root alone last, and the windows of routing pairs (:func:`pair_width` each)
-    each step fills.
+    cells, deepest level first, the root's level last; a clique larger than the window takes windows of its own,
+    one per ``width`` of its cells (its messages merged across them). Also the windows of routing pairs
+    (:func:`pair_width` each) each step fills.
 
     A step depends only on steps before it (its cliques' children are at deeper levels), so the upward pass runs
-    the steps in order and the downward pass in reverse. The width is a power of 4 from the largest clique up,
+    the steps in order and the downward pass in reverse. The width is a power of 4 at least the largest separator,
     the one whose windows read the fewest cells and pairs (plus :data:`STEP_CELLS` per window): a level of many
-    small cliques takes several narrow steps instead of one window as wide as itself.
+    small cliques takes several narrow steps instead of one window as wide as itself, and one large clique no
+    longer makes every level's window as wide as itself.
 
     Returns:
-        ``(steps, width, chunks)``: the cliques of each step, the window size, and each step's windows of pairs.
+        ``(steps, width, chunks)``: each step as ``(cliques, part, parts)`` (a whole step ``(cliques, 0, 1)``; part
+        ``k`` of a clique split into ``parts`` windows ``([clique], k, parts)``), the window size, and each step's
+        windows of pairs.
     """
     domain = tree.domain
     size = [domain.size(c) for c in tree.cliques]
@@ -362,28 +375,35 @@ def steps(tree: JunctionTree) -> tuple[list[list[int]], int, list[int]]:
     for p in tree.parent:
         if p >= 0:
             kids[p] += 1
+    seps = [domain.size(s) for c, s in enumerate(tree.separators) if tree.parent[c] >= 0]
     sched = [sorted(int(c) for c in lev) for lev in levels(tree)]  # deepest first; the root's level last
     best = None
-    width = width_class(max(size))
+    width = width_class(max(seps, default=1))
     while True:
         packed, chunks, pw = [], [], pair_width(width)
         for lev in sched:
             step, cells, pairs = [], 0, 0
             for c in lev:
-                if step and cells + size[c] > width:
-                    packed.append(step)
+                if step and (cells + size[c] > width or size[c] > width):
+                    packed.append((step, 0, 1))
                     chunks.append(-(-pairs // pw))
                     step, cells, pairs = [], 0, 0
+                if size[c] > width:  # windows of its own, each of ``width`` of its cells
+                    parts = -(-size[c] // width)
+                    for k in range(parts):
+                        packed.append(([c], k, parts))
+                        chunks.append(-(-min(width, size[c] - k * width) * kids[c] // pw))
+                    continue
                 step.append(c)
                 cells += size[c]
                 pairs += size[c] * kids[c]
-            packed.append(step)
-            chunks.append(-(-pairs // pw))
+            if step:
+                packed.append((step, 0, 1))
+                chunks.append(-(-pairs // pw))
         cost = len(packed) * (width + STEP_CELLS) + sum(chunks) * (pw + STEP_CELLS)
-        if best is not None and cost >= best[0]:
-            return best[1]
-        best = (cost, (packed, width, chunks))
-        if len(packed) == len(sched):  # one step per level already: a wider window saves nothing
+        if best is None or cost < best[0]:
+            best = (cost, (packed, width, chunks))
+        if width >= max(size) and len(packed) == len(sched):  # one whole step per level: wider saves nothing
             return best[1]
         width *= 4
 
@@ -392,61 +412,74 @@ def steps(tree: JunctionTree) -> tuple[list[list[int]], int, list[int]]:
 def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> RoutedPlan:
     tree = junction_tree(domain, model_cliques)
     sched, width, chunks = steps(tree)  # "levels" below are these steps
-    order = [c for lev in sched for c in lev]
+    pw = pair_width(width)
     size = [domain.size(c) for c in tree.cliques]
     sep_size = [domain.size(s) if tree.parent[c] >= 0 else 0 for c, s in enumerate(tree.separators)]
-    offsets, sep_offsets = [0] * len(order), [0] * len(order)
-    lo, so, po = [], [], []
+    n_cliques = len(size)
+    offsets, sep_offsets = [0] * n_cliques, [0] * n_cliques
+    first_step, last_step = [0] * n_cliques, [0] * n_cliques
+    lo, so, po, first, last = [], [], [], [], []
     at = sep_at = pair_at = 0
     children: dict[int, list[int]] = {}
     for c, p in enumerate(tree.parent):
         if p >= 0:
             children.setdefault(p, []).append(c)
-    for lev in sched:
-        lo.append(at)
-        so.append(sep_at)
+    order = []
+    for li, (cliques, part, parts) in enumerate(sched):
+        if part == 0:  # a whole step's cliques, or the first window of a split clique, take their place
+            lo.append(at)
+            so.append(sep_at)
+            for c in cliques:
+                order.append(c)
+                offsets[c], sep_offsets[c], first_step[c] = at, sep_at, li
+                at += size[c]
+                sep_at += sep_size[c]
+        else:  # the next window of a split clique, at its next ``width`` cells; its separator's window the same
+            c = cliques[0]
+            lo.append(offsets[c] + part * width)
+            so.append(sep_offsets[c])
+        for c in cliques:
+            last_step[c] = li
         po.append(pair_at)
-        for c in lev:
-            offsets[c], sep_offsets[c] = at, sep_at
-            at += size[c]
-            sep_at += sep_size[c]
-            pair_at += size[c] * len(children.get(c, ()))
+        first.append(part == 0)
+        last.append(part == parts - 1)
+        cells = sum(size[c] for c in cliques) if parts == 1 else min(width, size[cliques[0]] - part * width)
+        pair_at += sum(len(children.get(c, ())) for c in cliques) * cells if parts > 1 else \
+            sum(size[c] * len(children.get(c, ())) for c in cliques)
     # Two dimensions, each on a coarse grid, so that many structures share a class: the cell vector on the 1.5 grid,
     # the window on powers of 4; the pairs follow them. A window read at the last step's offset stays inside its
     # vector.
-    n_cells = class_size(max(at + width, -(-(pair_at + pair_width(width)) // PAIRS_PER_CELL)))
+    n_cells = class_size(max(at + width, -(-(pair_at + pw) // PAIRS_PER_CELL)))
     n_pairs = PAIRS_PER_CELL * n_cells
-    n_levels = class_size(len(sched))
-    sc = SizeClass(n_cells, width, n_pairs, pair_width(width), n_levels, 1 << (max(chunks) - 1).bit_length() if max(chunks) else 0)
+    n_levels = max(LEVELS_MIN, 1 << (len(sched) - 1).bit_length())  # the steps: data, on a coarse grid
+    sc = SizeClass(n_cells, width, n_pairs, pw, n_levels, 1 << (max(chunks) - 1).bit_length() if max(chunks) else 0)
 
-    level = np.full(n_cells, -1, np.int32)  # each cell's level (-1: padding)
-    up = np.full(n_cells, width, np.int32)  # separator cell within its level's window (width: none, the root)
-    slot = np.zeros(n_cells, np.int32)  # the clique within its level (for per-clique shifts and maxima)
-    sep_level = np.full(n_cells, -1, np.int32)
-    sep_slot = np.full(n_cells, width, np.int32)  # the sending clique within its level, per separator cell
+    level = np.full(n_cells, -1, np.int32)  # each cell's step (-1: padding)
+    up = np.full(n_cells, width, np.int32)  # separator cell within its step's window (width: none, the root)
+    sep_first = np.full(n_cells, n_levels, np.int32)  # per separator cell, the first and last steps of its clique
+    sep_last = np.full(n_cells, -1, np.int32)
+    sep_slot = np.full(n_cells, width, np.int32)  # the sending clique within its step, per separator cell
     clique_of = np.full(n_cells, n_cells - 1, np.int32)  # each cell's clique (padding: the last segment)
     pair_level = np.full(n_pairs, -1, np.int32)
-    pair_dst = np.full(n_pairs, width, np.int32)  # the receiving cell within its level's window
+    pair_dst = np.full(n_pairs, width, np.int32)  # the receiving cell within its step's window
     pair_src = np.zeros(n_pairs, np.int32)  # the child's separator cell (absolute)
     pair_at = 0
-    for li, lev in enumerate(sched):
-        for k, c in enumerate(lev):
-            cells = slice(offsets[c], offsets[c] + size[c])
+    for li, (cliques, part, parts) in enumerate(sched):
+        for k, c in enumerate(cliques):
+            a, b = (0, size[c]) if parts == 1 else (part * width, min(size[c], (part + 1) * width))
+            cells = slice(offsets[c] + a, offsets[c] + b)
             level[cells] = li
-            slot[cells] = k
             clique_of[cells] = c
             if tree.parent[c] >= 0:
-                up[cells] = sep_offsets[c] - so[li] + ravel_projection(domain, tree.cliques[c], tree.separators[c])
+                up[cells] = sep_offsets[c] - so[li] + ravel_projection(domain, tree.cliques[c], tree.separators[c])[a:b]
                 seps = slice(sep_offsets[c], sep_offsets[c] + sep_size[c])
-                sep_level[seps] = li
-                sep_slot[seps] = k
+                sep_first[seps], sep_last[seps], sep_slot[seps] = first_step[c], last_step[c], k
             for child in children.get(c, ()):
-                n = size[c]
-                rows = slice(pair_at, pair_at + n)
+                rows = slice(pair_at, pair_at + b - a)
                 pair_level[rows] = li
-                pair_dst[rows] = np.arange(n) + offsets[c] - lo[li]
-                pair_src[rows] = sep_offsets[child] + ravel_projection(domain, tree.cliques[c], tree.separators[child])
-                pair_at += n
+                pair_dst[rows] = np.arange(a, b) + offsets[c] - lo[li]
+                pair_src[rows] = sep_offsets[child] + ravel_projection(domain, tree.cliques[c], tree.separators[child])[a:b]
+                pair_at += b - a
 
     def per_level(values):
         out = np.zeros(n_levels, np.int32)
@@ -454,10 +487,11 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
         return out
 
     arrays = {
-        "level": level, "up": up, "slot": slot, "sep_level": sep_level, "sep_slot": sep_slot, "clique": clique_of,
-        "pair_level": pair_level, "pair_dst": pair_dst, "pair_src": pair_src,
+        "level": level, "up": up, "sep_first": sep_first, "sep_last": sep_last, "sep_slot": sep_slot,
+        "clique": clique_of, "pair_level": pair_level, "pair_dst": pair_dst, "pair_src": pair_src,
         "lo": per_level(lo), "so": per_level(so), "po": per_level(po), "pc": per_level(chunks),
-        "num_levels": np.asarray(len(sched), np.int32),
+        "first": per_level(first), "last": per_level(last),
+        "num_levels": np.asarray(len(sched), np.int32), "root_from": np.asarray(first_step[order[-1]], np.int32),
     }
     layout = RoutedLayout(domain, tree, tuple(order), tuple(offsets), at)
     return RoutedPlan({k: to_device(v) for k, v in arrays.items()}, sc, layout)
