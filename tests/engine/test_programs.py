@@ -118,11 +118,15 @@ def _aim_engine_compiles(data, monkeypatch, program: str) -> tuple[int, set, set
     """AIM's engine compiles (its fits' iteration chunks and marginals), and its fits' structures and classes."""
     from conftest import count_compiles
 
+    from pgmjax.estimation.routed_losses import stack_routed
+
     fitted = []
 
     def spy(*args, **kwargs):
         model = fit(*args, **kwargs)
-        fitted.append((tuple(model.cliques), getattr(model.plan, "size", None)))
+        # a size-class program's class: its plan's and its measurements' shapes (pgmjax.estimation.routed_losses)
+        size = getattr(model.plan, "size", None)
+        fitted.append((tuple(model.cliques), size and (size, stack_routed(model.plan, args[1], np.float32).shape)))
         return model
 
     monkeypatch.setattr(aim_module, "estimate", spy)
