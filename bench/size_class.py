@@ -141,8 +141,9 @@ def iteration(specs, method: str = "mirror_descent") -> list[dict]:
     for spec in specs:
         model = []  # cliques the model holds beyond the measured ones
         if isinstance(spec, str) and ".json:" in spec:  # a fit an AIM profile recorded (aim_profile --structures)
-            dom, ms, model = profiled_fit(*spec.rsplit(":", 1))
-            label = {"problem": f"{pathlib.Path(spec.rsplit(':', 1)[0]).stem} fit {spec.rsplit(':', 1)[1]}"}
+            path, index = spec.rsplit(":", 1)
+            dom, ms, model = profiled_fit(path, index)
+            label = {"problem": f"{pathlib.Path(path).stem} fit {index}"}
         elif isinstance(spec, str):  # an engine benchmark problem (bench/problems.py)
             from bench import problems as ep
 

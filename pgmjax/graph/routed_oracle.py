@@ -2,9 +2,10 @@
 
 The passes read a :class:`~pgmjax.graph.routed_plan.RoutedPlan`: a level is a window of fixed width at the
 level's offset in the cell vector, messages are segment reductions of the window's beliefs onto their separator
-cells, and a parent gathers its children's messages through the plan's pairs, window by window. Nothing in the program depends on
-the junction tree beyond its :class:`~pgmjax.graph.routed_plan.SizeClass`, and the number of levels is the loop's
-trip count, read from the plan (a differentiable plan's passes scan over the class's number of levels instead).
+cells, and a parent gathers its children's messages through the plan's pairs, window by window. Nothing in the
+program depends on the junction tree beyond its :class:`~pgmjax.graph.routed_plan.SizeClass`, and the number of
+levels is the loop's trip count, read from the plan (a differentiable plan's passes scan over the class's number
+of levels instead).
 
 * Upward (collect): ``belief = theta + sum of the children's messages``; ``message = logsumexp`` of the belief over
   the cells that project on each separator cell, less the sending clique's largest entry (the shifts add up to a
@@ -39,40 +40,37 @@ def _write(vector: jax.Array, start, values: jax.Array, keep: jax.Array) -> jax.
     return jax.lax.dynamic_update_slice_in_dim(vector, jnp.where(keep, values, old), start, 0)
 
 
-def _over_levels(plan: RoutedPlan, body, init):
-    """``body(l, carry)`` for the plan's levels ``l = 0 .. num_levels - 1`` in order.
+def _counted(count, bound: int, differentiable: bool, body, init):
+    """``body(k, carry)`` for ``k = 0 .. count - 1`` in order, ``count`` data.
 
-    A loop whose trip count is the plan's (data: every structure of the class runs the one program), or, for a
-    :attr:`~pgmjax.graph.routed_plan.RoutedPlan.differentiable` plan, a scan over its size class's ``levels`` whose
-    steps past ``num_levels`` leave the carry as it is (:func:`jax.lax.cond`): a static trip count, so reverse-mode
-    autodiff goes through the passes (L-BFGS differentiates the loss through the oracle), for slower forward passes
-    (the skipped steps still pass their carries)."""
-    count = plan.arrays["num_levels"]
-    if not plan.differentiable:
+    A loop whose trip count is data (every structure of the class runs the one program), or, where
+    ``differentiable``, a scan over ``bound`` (static) whose steps past ``count`` leave the carry as it is
+    (:func:`jax.lax.cond`): a static trip count, so reverse-mode autodiff goes through the passes (L-BFGS
+    differentiates the loss through the oracle), for slower forward passes (the skipped steps still pass their
+    carries)."""
+    if not differentiable:
         return jax.lax.fori_loop(0, count, body, init)
 
-    def step(carry, l):
-        return jax.lax.cond(l < count, lambda c: body(l, c), lambda c: c, carry), None
+    def step(carry, k):
+        return jax.lax.cond(k < count, lambda c: body(k, c), lambda c: c, carry), None
 
-    out, _ = jax.lax.scan(step, init, jnp.arange(plan.size.levels))
+    out, _ = jax.lax.scan(step, init, jnp.arange(bound))
     return out
+
+
+def _over_levels(plan: RoutedPlan, body, init):
+    """``body(l, carry)`` for the plan's levels (steps) ``l = 0 .. num_levels - 1`` in order; a
+    :attr:`~pgmjax.graph.routed_plan.RoutedPlan.differentiable` plan scans over its size class's ``levels``."""
+    return _counted(plan.arrays["num_levels"], plan.size.levels, plan.differentiable, body, init)
 
 
 def _over_pairs(plan: RoutedPlan, l, body, init):
     """``body(start, carry)`` for each window of level ``l``'s pairs, ``start`` where the window begins in the pair
     vector: as many windows as the level's pairs fill (none for a level of leaves), so a clique with many children
-    costs its own pairs only. A differentiable plan scans over its class's ``chunks`` windows, the ones past the
-    level's own leaving the carry as it is (as :func:`_over_levels`)."""
-    a, pw = plan.arrays, plan.size.pair_width
-    start, count = a["po"][l], a["pc"][l]
-    if not plan.differentiable:
-        return jax.lax.fori_loop(0, count, lambda k, c: body(start + k * pw, c), init)
-
-    def step(carry, k):
-        return jax.lax.cond(k < count, lambda c: body(start + k * pw, c), lambda c: c, carry), None
-
-    out, _ = jax.lax.scan(step, init, jnp.arange(plan.size.chunks))
-    return out
+    costs its own pairs only; a differentiable plan scans over its class's ``chunks`` windows."""
+    start, pw = plan.arrays["po"][l], plan.size.pair_width
+    return _counted(plan.arrays["pc"][l], plan.size.chunks, plan.differentiable,
+                    lambda k, c: body(start + k * pw, c), init)
 
 
 def _finite_or_zero(x: jax.Array) -> jax.Array:

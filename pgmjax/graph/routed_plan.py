@@ -419,7 +419,7 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
     offsets, sep_offsets = [0] * n_cliques, [0] * n_cliques
     first_step, last_step = [0] * n_cliques, [0] * n_cliques
     lo, so, po, first, last = [], [], [], [], []
-    at = sep_at = pair_at = 0
+    at = sep_at = 0
     children: dict[int, list[int]] = {}
     for c, p in enumerate(tree.parent):
         if p >= 0:
@@ -440,16 +440,13 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
             so.append(sep_offsets[c])
         for c in cliques:
             last_step[c] = li
-        po.append(pair_at)
         first.append(part == 0)
         last.append(part == parts - 1)
-        cells = sum(size[c] for c in cliques) if parts == 1 else min(width, size[cliques[0]] - part * width)
-        pair_at += sum(len(children.get(c, ())) for c in cliques) * cells if parts > 1 else \
-            sum(size[c] * len(children.get(c, ())) for c in cliques)
+    pair_total = sum(size[c] * len(kids) for c, kids in children.items())  # one pair per parent cell and child
     # Two dimensions, each on a coarse grid, so that many structures share a class: the cell vector on the 1.5 grid,
     # the window on powers of 4; the pairs follow them. A window read at the last step's offset stays inside its
     # vector.
-    n_cells = class_size(max(at + width, -(-(pair_at + pw) // PAIRS_PER_CELL)))
+    n_cells = class_size(max(at + width, -(-(pair_total + pw) // PAIRS_PER_CELL)))
     n_pairs = PAIRS_PER_CELL * n_cells
     n_levels = max(LEVELS_MIN, 1 << (len(sched) - 1).bit_length())  # the steps: data, on a coarse grid
     sc = SizeClass(n_cells, width, n_pairs, pw, n_levels, 1 << (max(chunks) - 1).bit_length() if max(chunks) else 0)
@@ -465,6 +462,7 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
     pair_src = np.zeros(n_pairs, np.int32)  # the child's separator cell (absolute)
     pair_at = 0
     for li, (cliques, part, parts) in enumerate(sched):
+        po.append(pair_at)  # the step's pairs: each of its cells' pairs per child, cell by cell
         for k, c in enumerate(cliques):
             a, b = (0, size[c]) if parts == 1 else (part * width, min(size[c], (part + 1) * width))
             cells = slice(offsets[c] + a, offsets[c] + b)
@@ -478,7 +476,8 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
                 rows = slice(pair_at, pair_at + b - a)
                 pair_level[rows] = li
                 pair_dst[rows] = np.arange(a, b) + offsets[c] - lo[li]
-                pair_src[rows] = sep_offsets[child] + ravel_projection(domain, tree.cliques[c], tree.separators[child])[a:b]
+                projection = ravel_projection(domain, tree.cliques[c], tree.separators[child])
+                pair_src[rows] = sep_offsets[child] + projection[a:b]
                 pair_at += b - a
 
     def per_level(values):
@@ -509,5 +508,5 @@ def windows_work(domain: Domain, cliques) -> int:
     return len(sched) * width + sum(chunks) * pair_width(width)
 
 
-__all__ = ["RoutedPlan", "RoutedLayout", "SizeClass", "class_size", "make_routed_plan", "pair_width", "ravel_projection",
-           "steps", "windows_work"]
+__all__ = ["RoutedPlan", "RoutedLayout", "SizeClass", "class_size", "make_routed_plan", "pair_width",
+           "ravel_projection", "steps", "windows_work"]
