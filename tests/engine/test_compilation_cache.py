@@ -162,7 +162,9 @@ def test_planted_files_are_never_executed(tmp_path, reference):
     planted = [p for p in folder.rglob("*") if p.is_file()]
     for p in planted:
         p.write_bytes(payload)
-    assert len(planted) >= 5, _files(folder)
+    # the three planted names and at least one of JAX's own entries (how many JAX writes depends on the
+    # machine's compile times, as entries under its minimum compile time are not written)
+    assert len(planted) >= 4 and any(p.name.endswith("-cache") for p in planted), _files(folder)
     later = _fit("env", PGMJAX_COMPILATION_CACHE=folder)
     assert not marker.exists(), "a planted file ran"
     assert later["losses"] == first["losses"] and later["theta"] == first["theta"]
