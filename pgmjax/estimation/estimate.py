@@ -177,7 +177,7 @@ def estimate(
                                oracle_choice="exact" if exact else oracle, devices=devices,
                                platform=compiler.backend(), structures=structures, repeats=repeats):
         # L-BFGS differentiates its loss through the oracle: the passes must scan over the class's levels
-        plan = make_routed_plan(domain, model_cliques, differentiable=method == "lbfgs")
+        plan = make_routed_plan(domain, model_cliques, differentiable=method == "lbfgs", platform=compiler.backend())
     elif oracles.uses_paths(program, domain, model_cliques, oracle_choice="exact" if exact else oracle, devices=devices,
                             platform=compiler.backend()):
         plan = oracle_plan.make_plan(domain, model_cliques, paths=True)

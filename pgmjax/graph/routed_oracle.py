@@ -67,10 +67,19 @@ def _over_levels(plan: RoutedPlan, body, init):
 def _over_pairs(plan: RoutedPlan, l, body, init):
     """``body(start, carry)`` for each window of level ``l``'s pairs, ``start`` where the window begins in the pair
     vector: as many windows as the level's pairs fill (none for a level of leaves), so a clique with many children
-    costs its own pairs only; a differentiable plan scans over its class's ``chunks`` windows."""
-    start, pw = plan.arrays["po"][l], plan.size.pair_width
-    return _counted(plan.arrays["pc"][l], plan.size.chunks, plan.differentiable,
-                    lambda k, c: body(start + k * pw, c), init)
+    costs its own pairs only; a differentiable plan scans over its class's ``chunks`` windows.
+
+    A plan shaped for a GPU (``chunks`` set, not differentiable) reads its class's ``chunks`` windows unrolled, in
+    the level's own trip (a loop's trip costs a GPU tens of microseconds). Windows past the level's count hold
+    later levels' pairs, or (a window clamped to the vector's end) padding: every body masks pairs of other levels.
+    """
+    start, pw, count = plan.arrays["po"][l], plan.size.pair_width, plan.arrays["pc"][l]
+    if plan.size.chunks and not plan.differentiable:
+        carry = init
+        for k in range(plan.size.chunks):
+            carry = body(start + k * pw, carry)
+        return carry
+    return _counted(count, plan.size.chunks, plan.differentiable, lambda k, c: body(start + k * pw, c), init)
 
 
 def _finite_or_zero(x: jax.Array) -> jax.Array:

@@ -22,6 +22,12 @@ takes steps of its own, one per window of its cells, whose reductions onto its s
 maximum and a rescaled sum (the log-sum-exp of a split sum), so one large clique does not make every step as
 wide as itself.
 
+How a plan trades window width for steps is the platform's (:data:`WINDOW_COSTS`, chosen by
+:func:`make_routed_plan`'s ``platform``): on a CPU a step costs little beyond the cells it reads, so windows are
+narrow and a step loops over its own windows of pairs; on a GPU each trip of a loop costs tens of microseconds
+whatever its width, so windows are wide, steps few, and a step reads its class's number of pair windows without
+a loop of its own.
+
 References: Koller & Friedman (2009), Ch. 10 (junction-tree message passing); McKenna, Sheldon & Miklau,
 "Graphical-model based estimation and inference for differential privacy", ICML 2019, Section 3.
 """
@@ -106,8 +112,9 @@ class SizeClass(NamedTuple):
             of ``width``.
         levels: length of the per-step arrays, a power of 2 at least :data:`LEVELS_MIN` (the trip count is
             data).
-        chunks: a differentiable plan's most windows of pairs in one level, rounded up to a power of 2 (its scan's
-            static trip count); 0 for a plan that loops over each level's own count.
+        chunks: the most windows of pairs in one step, rounded up to a power of 2: a differentiable plan's scan's
+            static trip count, or the windows each step of a plan shaped for a GPU reads unrolled; 0 for a plan
+            that loops over each step's own count.
     """
 
     cells: int
@@ -128,6 +135,7 @@ class RoutedLayout:
         order: the cliques in storage order (deepest level first, the root last).
         offsets: for each junction-tree clique, where its table starts in the cell vector.
         used: cells the tables take (the rest of the vector is padding).
+        platform: the platform whose :data:`WINDOW_COSTS` shaped the steps (``"cpu"``, ``"gpu"``).
     """
 
     domain: Domain
@@ -135,6 +143,7 @@ class RoutedLayout:
     order: tuple[int, ...]
     offsets: tuple[int, ...]
     used: int
+    platform: str = "cpu"
 
 
 _HOST_ONLY = (
@@ -273,7 +282,8 @@ class RoutedPlan:
         return {"cells": to_device(cells, dtype)}
 
 
-def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None, *, differentiable: bool = False) -> RoutedPlan:
+def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None, *, differentiable: bool = False,
+                     platform: str = "cpu") -> RoutedPlan:
     """Build (cached) the size-class plan of a model over ``cliques``, once its size is checked.
 
     Args:
@@ -283,6 +293,9 @@ def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None, *,
         differentiable: the passes scan over the size class's levels, so that reverse-mode autodiff goes through
             them (L-BFGS differentiates its loss through the oracle), instead of looping over the tree's own levels
             (the faster forward pass, which JAX cannot reverse: its trip count is data). Another compiled program.
+        platform: the platform the plan's programs run on (``jax.Device.platform``: ``"cpu"``, ``"gpu"``; others
+            are shaped as for a GPU): how its steps trade window width for their count (:data:`WINDOW_COSTS`).
+            A plan shaped for one platform runs on any, with the same answers.
 
     Returns:
         A :class:`RoutedPlan`.
@@ -295,13 +308,18 @@ def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None, *,
         >>> plan.size
         SizeClass(cells=48, width=16, pairs=192, pair_width=16, levels=32, chunks=0)
     """
-    model_cliques = maximal_cliques(domain, cliques)
-    size_limit.check_tree(junction_tree(domain, model_cliques), None, max_bytes)
-    plan = _routed_plan_cached(domain, model_cliques)
     if not isinstance(differentiable, bool):
         raise TypeError(f"make_routed_plan: differentiable must be a bool, got {differentiable!r}")
+    if not isinstance(platform, str):
+        raise TypeError(f"make_routed_plan: platform must be a platform's name such as 'cpu' or 'gpu', got {platform!r}")
+    model_cliques = maximal_cliques(domain, cliques)
+    size_limit.check_tree(junction_tree(domain, model_cliques), None, max_bytes)
+    platform = platform if platform in WINDOW_COSTS else "gpu"
+    plan = _routed_plan_cached(domain, model_cliques, platform)
     if differentiable:  # its scans' static trip counts (levels, and pair windows per level) are part of its class
         return RoutedPlan(plan.arrays, plan.size, plan._layout, True)
+    if not WINDOW_COSTS[platform].pairs_looped:  # each step reads the class's windows of pairs, unrolled
+        return plan
     # a loop reads each level's own count of pair windows: the bound is not the program's
     return RoutedPlan(plan.arrays, plan.size._replace(chunks=0), plan._layout)
 
@@ -322,9 +340,35 @@ def ravel_projection(domain: Domain, clique: Clique, sub: Clique) -> np.ndarray:
     return index
 
 
-#: A step of the passes costs about this many cells of window work on its own (the loop's per-trip overhead):
-#: :func:`steps` weighs a narrower window, hence more steps, against it.
-STEP_CELLS = 1024
+class WindowCosts(NamedTuple):
+    """How a platform's passes weigh their loop's steps against the cells their windows read (:func:`steps`).
+
+    Attributes:
+        step_cells: a step's own cost (its loop trip and kernels), in cells of window work: :func:`steps` weighs
+            a narrower window, hence more steps, against it.
+        pair_window_ratio: pairs in a window of pairs per cell of the cell window (:func:`pair_width`).
+        pair_window_max: the most routing pairs one window of pairs holds.
+        pairs_looped: a step loops over its own count of pair windows, one trip each (none for a step of
+            leaves); otherwise every step reads its class's number of windows (:attr:`SizeClass.chunks`),
+            unrolled, masked where they hold none of its pairs.
+    """
+
+    step_cells: int
+    pair_window_ratio: int
+    pair_window_max: int
+    pairs_looped: bool
+
+
+#: Each platform's :class:`WindowCosts`, measured with ``python -m bench.size_class --iteration`` on the engine
+#: benchmark's problems: on a CPU a step costs about a thousand cells beyond the cells it reads; on an H200 each
+#: trip of a loop costs 35 to 50 microseconds whatever its width (``bench/results/engine/size_class_iteration_*``),
+#: some thirty thousand cells of window work, and a step's own loop over its pair windows as much again. A GPU's
+#: window of pairs holds four per window cell (as the pair vector does per cell): a step rarely needs two, and
+#: the windows a step reads (a dimension of its class there) seldom differ from model to model.
+WINDOW_COSTS = {"cpu": WindowCosts(1024, 1, 4096, True), "gpu": WindowCosts(32768, 4, 1 << 24, False)}
+
+#: A CPU step's own cost in cells (:data:`WINDOW_COSTS`).
+STEP_CELLS = WINDOW_COSTS["cpu"].step_cells
 
 #: The vector of routing pairs is at least this many times the vector of cells (a tree whose cliques have more
 #: children takes a longer cell vector): read in windows only, its length costs memory, not time, and following
@@ -336,23 +380,24 @@ PAIRS_PER_CELL = 4
 #: number of steps is data): few models of a mechanism's run take more.
 LEVELS_MIN = 32
 
-#: A window of routing pairs holds the cell window's width of pairs, at most this many: a level's pairs fill
-#: windows rounded up, so narrower windows waste less where the cells' window is wide (one large clique).
-PAIR_WINDOW_MAX = 4096
+#: A window of routing pairs on a CPU holds the cell window's width of pairs, at most this many: a level's pairs
+#: fill windows rounded up, so narrower windows waste less where the cells' window is wide (one large clique).
+PAIR_WINDOW_MAX = WINDOW_COSTS["cpu"].pair_window_max
 
 
-def pair_width(width: int) -> int:
-    """The pairs a window of pairs holds, for a cell window of ``width``: a function of the window, no dimension
-    of its own in a size class.
+def pair_width(width: int, platform: str = "cpu") -> int:
+    """The pairs a window of pairs holds, for a cell window of ``width`` on ``platform``: a function of the
+    window, no dimension of its own in a size class.
 
     Example:
-        >>> pair_width(1024), pair_width(16384)
-        (1024, 4096)
+        >>> pair_width(1024), pair_width(16384), pair_width(16384, "gpu")
+        (1024, 4096, 65536)
     """
-    return min(width, PAIR_WINDOW_MAX)
+    costs = WINDOW_COSTS.get(platform, WINDOW_COSTS["gpu"])
+    return min(width * costs.pair_window_ratio, costs.pair_window_max)
 
 
-def steps(tree: JunctionTree) -> tuple[list[tuple[list[int], int, int]], int, list[int]]:
+def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[int], int, int]], int, list[int]]:
     """The passes' steps: each junction-tree level's cliques packed, whole and in order, into windows of ``width``
     cells, deepest level first, the root's level last; a clique larger than the window takes windows of its own,
     one per ``width`` of its cells (its messages merged across them). Also the windows of routing pairs
@@ -360,9 +405,10 @@ def steps(tree: JunctionTree) -> tuple[list[tuple[list[int], int, int]], int, li
 
     A step depends only on steps before it (its cliques' children are at deeper levels), so the upward pass runs
     the steps in order and the downward pass in reverse. The width is a power of 4 at least the largest separator,
-    the one whose windows read the fewest cells and pairs (plus :data:`STEP_CELLS` per window): a level of many
-    small cliques takes several narrow steps instead of one window as wide as itself, and one large clique no
-    longer makes every level's window as wide as itself.
+    the one whose windows read the fewest cells and pairs, each loop trip costing ``platform``'s
+    :attr:`WindowCosts.step_cells` (:data:`WINDOW_COSTS`): on a CPU a level of many small cliques takes several
+    narrow steps instead of one window as wide as itself, and one large clique does not make every level's window
+    as wide as itself; on a GPU, where a trip costs more than tens of thousands of cells, the steps are few.
 
     Returns:
         ``(steps, width, chunks)``: each step as ``(cliques, part, parts)`` (a whole step ``(cliques, 0, 1)``; part
@@ -370,6 +416,7 @@ def steps(tree: JunctionTree) -> tuple[list[tuple[list[int], int, int]], int, li
         windows of pairs.
     """
     domain = tree.domain
+    costs = WINDOW_COSTS.get(platform, WINDOW_COSTS["gpu"])
     size = [domain.size(c) for c in tree.cliques]
     kids = [0] * len(size)
     for p in tree.parent:
@@ -380,7 +427,7 @@ def steps(tree: JunctionTree) -> tuple[list[tuple[list[int], int, int]], int, li
     best = None
     width = width_class(max(seps, default=1))
     while True:
-        packed, chunks, pw = [], [], pair_width(width)
+        packed, chunks, pw = [], [], pair_width(width, platform)
         for lev in sched:
             step, cells, pairs = [], 0, 0
             for c in lev:
@@ -400,7 +447,10 @@ def steps(tree: JunctionTree) -> tuple[list[tuple[list[int], int, int]], int, li
             if step:
                 packed.append((step, 0, 1))
                 chunks.append(-(-pairs // pw))
-        cost = len(packed) * (width + STEP_CELLS) + sum(chunks) * (pw + STEP_CELLS)
+        if costs.pairs_looped:  # a trip per window of pairs
+            cost = len(packed) * (width + costs.step_cells) + sum(chunks) * (pw + costs.step_cells)
+        else:  # every step reads the most windows any step takes, in the step's own trip
+            cost = len(packed) * (width + costs.step_cells) + pair_windows(chunks, platform) * pw
         if best is None or cost < best[0]:
             best = (cost, (packed, width, chunks))
         if width >= max(size) and len(packed) == len(sched):  # one whole step per level: wider saves nothing
@@ -408,11 +458,16 @@ def steps(tree: JunctionTree) -> tuple[list[tuple[list[int], int, int]], int, li
         width *= 4
 
 
+def _pow2(n: int) -> int:
+    """The least power of 2 at least ``n``; 0 for 0."""
+    return 1 << (n - 1).bit_length() if n else 0
+
+
 @functools.lru_cache(maxsize=64)
-def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> RoutedPlan:
+def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...], platform: str) -> RoutedPlan:
     tree = junction_tree(domain, model_cliques)
-    sched, width, chunks = steps(tree)  # "levels" below are these steps
-    pw = pair_width(width)
+    sched, width, chunks = steps(tree, platform)  # "levels" below are these steps
+    pw = pair_width(width, platform)
     size = [domain.size(c) for c in tree.cliques]
     sep_size = [domain.size(s) if tree.parent[c] >= 0 else 0 for c, s in enumerate(tree.separators)]
     n_cliques = len(size)
@@ -449,7 +504,7 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
     n_cells = class_size(max(at + width, -(-(pair_total + pw) // PAIRS_PER_CELL)))
     n_pairs = PAIRS_PER_CELL * n_cells
     n_levels = max(LEVELS_MIN, 1 << (len(sched) - 1).bit_length())  # the steps: data, on a coarse grid
-    sc = SizeClass(n_cells, width, n_pairs, pw, n_levels, 1 << (max(chunks) - 1).bit_length() if max(chunks) else 0)
+    sc = SizeClass(n_cells, width, n_pairs, pw, n_levels, _pow2(max(chunks)))
 
     level = np.full(n_cells, -1, np.int32)  # each cell's step (-1: padding)
     up = np.full(n_cells, width, np.int32)  # separator cell within its step's window (width: none, the root)
@@ -492,21 +547,34 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...]) -> Ro
         "first": per_level(first), "last": per_level(last),
         "num_levels": np.asarray(len(sched), np.int32), "root_from": np.asarray(first_step[order[-1]], np.int32),
     }
-    layout = RoutedLayout(domain, tree, tuple(order), tuple(offsets), at)
+    layout = RoutedLayout(domain, tree, tuple(order), tuple(offsets), at, platform)
     return RoutedPlan({k: to_device(v) for k, v in arrays.items()}, sc, layout)
 
 
-def windows_work(domain: Domain, cliques) -> int:
-    """Cells a size-class oracle pass reads for a model over ``cliques`` (its steps times the window plus its windows
-    of pairs, :func:`steps`): against the model's own cells, what the routing costs per pass.
+def windows_work(domain: Domain, cliques, platform: str = "cpu") -> int:
+    """Cells a size-class oracle pass reads for a model over ``cliques`` on ``platform`` (its steps times the
+    window plus its windows of pairs, :func:`steps`): against the model's own cells, what the routing costs per pass.
 
     Example:
         >>> windows_work(Domain({"a": 2, "b": 3}), [("a", "b")])  # one step, no pairs (one clique)
         16
     """
-    sched, width, chunks = steps(junction_tree(domain, maximal_cliques(domain, cliques)))
-    return len(sched) * width + sum(chunks) * pair_width(width)
+    sched, width, chunks = steps(junction_tree(domain, maximal_cliques(domain, cliques)), platform)
+    return len(sched) * width + pair_windows(chunks, platform) * pair_width(width, platform)
 
 
-__all__ = ["RoutedPlan", "RoutedLayout", "SizeClass", "class_size", "make_routed_plan", "pair_width",
-           "ravel_projection", "steps", "windows_work"]
+def pair_windows(chunks: list[int], platform: str = "cpu") -> int:
+    """Windows of pairs a pass reads, given each step's (:func:`steps`): on a CPU each step's own, on a GPU
+    every step its class's number (:attr:`SizeClass.chunks`, read unrolled).
+
+    Example:
+        >>> pair_windows([0, 1, 3]), pair_windows([0, 1, 3], "gpu")
+        (4, 12)
+    """
+    if WINDOW_COSTS.get(platform, WINDOW_COSTS["gpu"]).pairs_looped:
+        return sum(chunks)
+    return len(chunks) * _pow2(max(chunks, default=0))
+
+
+__all__ = ["RoutedPlan", "RoutedLayout", "SizeClass", "WINDOW_COSTS", "WindowCosts", "class_size", "make_routed_plan",
+           "pair_width", "pair_windows", "ravel_projection", "steps", "windows_work"]

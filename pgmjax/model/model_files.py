@@ -67,6 +67,8 @@ def save_model(model, path: str | os.PathLike, *, schema=None) -> str:
         "free": [c[0] for c, n in zip(model.cliques, model.plan.padded) if n is not None],
         # the program its answers come from (pgmjax.estimation.oracles): loaded with the same one, they are bit for bit
         "program": "size_class" if oracle_of(model.plan) is SIZE_CLASS else "dense",
+        # a size-class plan's steps are shaped for the platform it was fitted on (its windows, hence its sums' order)
+        **({"platform": model.plan.host.platform} if oracle_of(model.plan) is SIZE_CLASS else {}),
         "total": model.total,
         "dtype": np.dtype(model.dtype).name,
         "loss": None if loss is None or not math.isfinite(loss) else float(loss),

@@ -12,6 +12,7 @@ holding two files.
       "cliques": [["age", "sex"], ...],              # junction-tree cliques (domain order)
       "free": ["fnlwgt", ...],                       # attributes in no model clique (optional; default none)
       "program": "size_class",                       # the compiled program it was fitted with (optional; default "dense")
+      "platform": "gpu",                             # size class: the platform its steps were shaped for (optional; default "cpu")
       "total": 48842.0,
       "dtype": "float32",
       "loss": 123.4,                                 # or null
@@ -47,7 +48,7 @@ import os
 import numpy as np
 
 from ..graph import oracle
-from ..graph.routed_plan import make_routed_plan
+from ..graph.routed_plan import WINDOW_COSTS, make_routed_plan
 from ..graph.size_limit import check_cliques
 from ..data.domain import Domain
 from .graphical_model import GraphicalModel
@@ -139,6 +140,7 @@ def load_model(path: str | os.PathLike) -> GraphicalModel:
     loss = fields.get("loss", _loss, default=None)
     history = fields.get("history", _history, default=[])
     program = fields.get("program", _program, default="dense")
+    platform = fields.get("platform", _platform, default="cpu")
     arrays_file, digest = fields.get("arrays", _arrays)
     # The cells the fields declare, against the model-size limit, before any table is read or allocated.
     check_cliques(domain, cliques, "load_model", what=f"the model of {structure_path} (fields 'domain' and 'cliques')")
@@ -159,7 +161,7 @@ def load_model(path: str | os.PathLike) -> GraphicalModel:
     # The free attributes' singletons are left to the junction tree, as when the model was fitted: the same
     # plan, padding included, hence the same arithmetic.
     if program == "size_class":  # the plan the model was fitted with: the same arithmetic
-        plan = make_routed_plan(domain, cliques)
+        plan = make_routed_plan(domain, cliques, platform=platform)
     else:
         plan = oracle.make_plan(domain, [c for c in cliques if not (len(c) == 1 and c[0] in free)])
     if set(plan.cliques) != set(cliques):
@@ -177,6 +179,12 @@ def load_model(path: str | os.PathLike) -> GraphicalModel:
 def _program(value) -> str:
     if value not in ("dense", "size_class"):
         raise ValueError(f"must be 'dense' or 'size_class', got {value!r}")
+    return value
+
+
+def _platform(value) -> str:
+    if value not in WINDOW_COSTS:
+        raise ValueError(f"must be one of {tuple(WINDOW_COSTS)}, got {value!r}")
     return value
 
 

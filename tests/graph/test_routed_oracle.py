@@ -1,6 +1,7 @@
 """The size-class oracle against brute force, and one compiled program per size class (counted)."""
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -393,3 +394,68 @@ def test_a_clique_wider_than_the_window_is_split_and_gives_the_dense_oracles_ans
         scanned.from_tables(tables, jnp.float64)))
     for c in tables:
         np.testing.assert_allclose(np.asarray(grad[c]), np.asarray(grad_d[c]), rtol=1e-9, atol=1e-9)
+
+
+def _loops(jaxpr) -> list[int]:
+    """The nesting depth of every ``while`` in ``jaxpr`` (a loop of data trip count, each trip a loop iteration)."""
+    depths = []
+
+    def walk(j, depth):
+        for eqn in j.eqns:
+            inner = depth + (eqn.primitive.name == "while")
+            if eqn.primitive.name == "while":
+                depths.append(inner)
+            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                walk(sub, inner)
+
+    walk(jaxpr.jaxpr, 0)
+    return depths
+
+
+def _hub():
+    """A clique of 1,024 cells with ten children: its 10,240 routing pairs fill three of a GPU plan's windows."""
+    dom = pj.Domain({**{f"b{i}": 4 for i in range(5)}, **{f"l{i}": 2 for i in range(10)}})
+    return dom, [tuple(f"b{i}" for i in range(5))] + [(f"b{i % 5}", f"l{i}") for i in range(10)]
+
+
+def test_a_plan_shaped_for_a_gpu_reads_its_pairs_unrolled_in_fewer_steps():
+    """On a GPU each trip of a loop costs tens of microseconds whatever its width: the plan for ``platform="gpu"``
+    takes wider windows (no clique split, fewer steps) and reads each step's windows of pairs unrolled, the class's
+    number of them, so its passes are one loop each; the CPU's plan loops over a step's pair windows inside the
+    step's trip. Both give the dense oracle's answers; a saved GPU-shaped model loads as the same plan."""
+    from pgmjax.graph import oracle
+
+    for (dom, cliques), windows in ((_split_problem(False), 1), (_split_problem(True), 1), (_hub(), 4)):
+        cpu, gpu = make_routed_plan(dom, cliques), make_routed_plan(dom, cliques, platform="gpu")
+        assert gpu.host.platform == "gpu" and not gpu.differentiable
+        n_cpu, n_gpu = int(cpu.arrays["num_levels"]), int(gpu.arrays["num_levels"])
+        assert n_gpu <= n_cpu and gpu.size.width >= cpu.size.width
+        assert np.asarray(gpu.arrays["first"])[:n_gpu].all()  # no clique split
+        # the class's windows of pairs: the most a step takes, rounded up to a power of 2 (the hub's 3 to 4)
+        assert gpu.size.chunks == windows >= max(np.asarray(gpu.arrays["pc"]))
+        theta_c, theta_g = (p.from_tables(_tables(np.random.default_rng(11), cpu, zeros=True), jnp.float64)
+                            for p in (cpu, gpu))
+        assert max(_loops(jax.make_jaxpr(routed_oracle.log_partition)(gpu, theta_g))) == 1
+        assert max(_loops(jax.make_jaxpr(routed_oracle.log_partition)(cpu, theta_c))) == 2
+        dense = oracle.make_plan(dom, cliques)
+        tables = _tables(np.random.default_rng(11), cpu, zeros=True)
+        mu_d, log_z_d = jax.jit(oracle.marginals)(dense, dense.from_tables(tables, jnp.float64), 100.0)
+        want = dense.tables({k: np.asarray(v) for k, v in mu_d.items()})
+        mu, log_z = jax.jit(routed_oracle.marginals)(gpu, gpu.from_tables(tables, jnp.float64), 100.0)
+        got = gpu.tables({"cells": np.asarray(mu["cells"])})
+        for c in gpu.cliques:
+            np.testing.assert_allclose(got[c], want[c], rtol=1e-9, atol=1e-9)
+        assert float(log_z) == pytest.approx(float(log_z_d), rel=1e-12)
+    dom, cliques = _split_problem(False)
+    assert int(make_routed_plan(dom, cliques, platform="gpu").arrays["num_levels"]) < int(
+        make_routed_plan(dom, cliques).arrays["num_levels"])  # the split clique's windows are steps no more
+
+
+def test_a_gpu_shaped_size_class_model_saves_and_loads_as_the_same_plan(tmp_path):
+    dom, cliques = _hub()
+    plan = make_routed_plan(dom, cliques, platform="gpu")
+    model = pj.GraphicalModel(plan, plan.from_tables(_tables(np.random.default_rng(4), plan), jnp.float64), 50.0)
+    back = pj.load_model(model.save(tmp_path / "m"))
+    assert back.plan.host.platform == "gpu" and back.plan.size == plan.size
+    np.testing.assert_array_equal(np.asarray(back.plan.arrays["pc"]), np.asarray(plan.arrays["pc"]))
+    np.testing.assert_array_equal(back.marginal(("b3", "l3")), model.marginal(("b3", "l3")))
