@@ -13,7 +13,7 @@ Run: ``python -m bench engine size_class --dims 10 20 40 --models 8 --iters 500`
 per engine benchmark problem named, ``bench/problems.py``, or per ``PROFILE.json:FIT``, a fit an AIM profile recorded
 with ``--structures``):
 each program's first ``estimate(10)`` (with its compile), its milliseconds per iteration (``estimate(510)`` less
-``estimate(10)``, both run once before, over 500) and the routed work per pass (:func:`pgmjax.graph.routed_plan.windows_work`):
+``estimate(10)``, both run once before, over 500) and the routed work per pass (:func:`pgmjax.graph.routed_steps.windows_work`):
 what ``program="auto"``'s cost model (``pgmjax.estimation.oracles.ROUTED_COSTS``) is calibrated on.
 """
 
@@ -135,7 +135,7 @@ def iteration(specs, method: str = "mirror_descent") -> list[dict]:
     ``(d, max_size)``."""
     import pgmjax as pj
     from pgmjax.graph.junction import junction_tree, maximal_cliques
-    from pgmjax.graph.routed_plan import windows_work
+    from pgmjax.graph.routed_steps import windows_work
 
     rows = []
     for spec in specs:

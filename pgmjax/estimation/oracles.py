@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from ..graph import approximate_oracle, oracle, path_scan
 from ..graph.junction import junction_tree, maximal_cliques
-from ..graph.routed_plan import WINDOW_COSTS, pair_width, pair_windows, steps
+from ..graph.routed_steps import WINDOW_COSTS, pair_width, pair_windows, steps
 from ..graph.size_limit import ModelTooLarge
 from . import memory
 from .routed_losses import routable

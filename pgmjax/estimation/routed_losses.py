@@ -25,7 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compiler import to_device
-from ..graph.routed_plan import RoutedPlan, multiple_class, ravel_projection
+from ..graph.routed_plan import RoutedPlan, ravel_projection
+from ..graph.routed_steps import multiple_class
 from ..queries.measurement import Measurement
 
 

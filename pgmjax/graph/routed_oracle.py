@@ -3,7 +3,7 @@
 The passes read a :class:`~pgmjax.graph.routed_plan.RoutedPlan`: a level is a window of fixed width at the
 level's offset in the cell vector, messages are segment reductions of the window's beliefs onto their separator
 cells, and a parent gathers its children's messages through the plan's pairs, window by window. Nothing in the
-program depends on the junction tree beyond its :class:`~pgmjax.graph.routed_plan.SizeClass`, and the number of
+program depends on the junction tree beyond its :class:`~pgmjax.graph.routed_steps.SizeClass`, and the number of
 levels is the loop's trip count, read from the plan (a differentiable plan's passes scan over the class's number
 of levels instead).
 

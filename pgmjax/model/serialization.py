@@ -48,7 +48,8 @@ import os
 import numpy as np
 
 from ..graph import oracle
-from ..graph.routed_plan import WINDOW_COSTS, make_routed_plan
+from ..graph.routed_plan import make_routed_plan
+from ..graph.routed_steps import WINDOW_COSTS
 from ..graph.size_limit import check_cliques
 from ..data.domain import Domain
 from .graphical_model import GraphicalModel

@@ -10,7 +10,8 @@ from oracle_reference import _brute_log_joint, _random_problem
 
 import pgmjax as pj
 from pgmjax.graph import oracle_plan, routed_oracle
-from pgmjax.graph.routed_plan import class_size, make_routed_plan
+from pgmjax.graph.routed_plan import make_routed_plan
+from pgmjax.graph.routed_steps import class_size
 
 
 KINDS = ("chain", "loopy", "disconnected", "random")
