@@ -47,7 +47,7 @@ from . import size_limit
 from .junction import JunctionTree, junction_tree, maximal_cliques
 from .oracle_plan import in_host_axes, make_plan
 from .routed_steps import (PAIRS_PER_CELL, LEVELS_MIN, WINDOW_COSTS, SizeClass, class_size, pair_width, pow2,
-                           steps)
+                           steps, width_class)
 
 
 @dataclass(frozen=True, eq=False)
@@ -265,6 +265,49 @@ def ravel_projection(domain: Domain, clique: Clique, sub: Clique) -> np.ndarray:
     return index
 
 
+#: The plan's arrays as long as its cell vector, and as long as its pair vector (:func:`_padding` fills them).
+_CELL_ARRAYS = ("level", "up", "sep_first", "sep_last", "sep_slot", "clique")
+_PAIR_ARRAYS = ("pair_level", "pair_dst", "pair_src")
+
+
+def _padding(size: SizeClass) -> dict[str, int]:
+    """What each array holds where it is padding: no step (-1), no separator cell or sender (the window's width),
+    no clique (the last segment), no pair."""
+    return {
+        "level": -1,  # each cell's step
+        "up": size.width,  # the separator cell within its step's window that a cell sums into (none: the root's)
+        "sep_first": size.levels, "sep_last": -1,  # per separator cell, the first and last steps of its clique
+        "sep_slot": size.width,  # the sending clique within its step, per separator cell
+        "clique": size.cells - 1,  # each cell's clique
+        "pair_level": -1, "pair_dst": size.width,  # a pair's step, and its receiving cell within the step's window
+        "pair_src": 0,  # the child's separator cell (absolute)
+    }
+
+
+def widened(plan: RoutedPlan) -> RoutedPlan:
+    """``plan`` with its cell and pair vectors padded to the next power of 4 (:func:`~pgmjax.graph.routed_steps.width_class`
+    of its cells): the same steps, windows and answers, in a class that plans of up to four times fewer cells
+    share. A growing model's answers (:mod:`pgmjax.model`: marginals, log Z) run in it, so a run whose models
+    grow through ten cell classes compiles its answering program for three or four of them.
+
+    Example:
+        >>> plan = make_routed_plan(Domain({"a": 2, "b": 3, "c": 4}), [("a", "b"), ("b", "c")])
+        >>> widened(plan).size.cells, plan.size.cells
+        (64, 48)
+    """
+    cells = width_class(plan.size.cells)
+    if cells == plan.size.cells:
+        return plan
+    size = plan.size._replace(cells=cells, pairs=PAIRS_PER_CELL * cells)
+    fill = _padding(size)
+    arrays = {k: np.asarray(v) for k, v in plan.arrays.items()}
+    arrays["clique"] = np.where(arrays["level"] < 0, fill["clique"], arrays["clique"])
+    for keys, n in ((_CELL_ARRAYS, cells), (_PAIR_ARRAYS, size.pairs)):
+        for k in keys:
+            arrays[k] = np.concatenate([arrays[k], np.full(n - len(arrays[k]), fill[k], arrays[k].dtype)])
+    return RoutedPlan({k: to_device(v) for k, v in arrays.items()}, size, plan._layout, plan.differentiable)
+
+
 @functools.lru_cache(maxsize=64)
 def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...], platform: str) -> RoutedPlan:
     tree = junction_tree(domain, model_cliques)
@@ -308,15 +351,9 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...], platf
     n_levels = max(LEVELS_MIN, 1 << (len(sched) - 1).bit_length())  # the steps: data, on a coarse grid
     sc = SizeClass(n_cells, width, n_pairs, pw, n_levels, pow2(max(chunks)))
 
-    level = np.full(n_cells, -1, np.int32)  # each cell's step (-1: padding)
-    up = np.full(n_cells, width, np.int32)  # separator cell within its step's window (width: none, the root)
-    sep_first = np.full(n_cells, n_levels, np.int32)  # per separator cell, the first and last steps of its clique
-    sep_last = np.full(n_cells, -1, np.int32)
-    sep_slot = np.full(n_cells, width, np.int32)  # the sending clique within its step, per separator cell
-    clique_of = np.full(n_cells, n_cells - 1, np.int32)  # each cell's clique (padding: the last segment)
-    pair_level = np.full(n_pairs, -1, np.int32)
-    pair_dst = np.full(n_pairs, width, np.int32)  # the receiving cell within its step's window
-    pair_src = np.zeros(n_pairs, np.int32)  # the child's separator cell (absolute)
+    fill = _padding(sc)
+    level, up, sep_first, sep_last, sep_slot, clique_of = (np.full(n_cells, fill[k], np.int32) for k in _CELL_ARRAYS)
+    pair_level, pair_dst, pair_src = (np.full(n_pairs, fill[k], np.int32) for k in _PAIR_ARRAYS)
     pair_at = 0
     for li, (cliques, part, parts) in enumerate(sched):
         po.append(pair_at)  # the step's pairs: each of its cells' pairs per child, cell by cell
@@ -353,4 +390,4 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...], platf
     return RoutedPlan({k: to_device(v) for k, v in arrays.items()}, sc, layout)
 
 
-__all__ = ["RoutedPlan", "RoutedLayout", "make_routed_plan", "ravel_projection"]
+__all__ = ["RoutedPlan", "RoutedLayout", "make_routed_plan", "ravel_projection", "widened"]

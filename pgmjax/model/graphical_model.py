@@ -12,7 +12,7 @@ import numpy as np
 from ..compiler import jit, to_device
 from ..graph.program_choice import suits_loop_emitters
 from ..data.domain import Clique, CliqueLike, Domain, cells_text
-from ..graph import marginal_oracle, oracle, routed_oracle
+from ..graph import marginal_oracle, oracle, routed_oracle, routed_plan
 from ..queries import factors as queries_mod
 from . import batch_model, inference, sampling
 from .model_files import save_model
@@ -497,12 +497,36 @@ _PROGRAMS = {marginal_oracle.EXACT: (_dense_marginals_jit, _dense_log_partition_
 
 
 def _marginals_jit(plan, theta: dict, total):
-    """The model's marginal blocks and log Z from its oracle's compiled program."""
-    return _PROGRAMS[marginal_oracle.oracle_of(plan)][0](plan, theta, total)
+    """The model's marginal blocks and log Z from its oracle's compiled program (a size-class model's in its plan
+    widened to the next power of 4: :func:`_answering`)."""
+    wide, theta = _answering(plan, theta)
+    blocks, log_z = _PROGRAMS[marginal_oracle.oracle_of(plan)][0](wide, theta, total)
+    if wide is not plan:
+        blocks = {"cells": to_device(np.asarray(blocks["cells"])[: plan.size.cells])}
+    return blocks, log_z
 
 
 def _log_partition_jit(plan, theta: dict):
-    return _PROGRAMS[marginal_oracle.oracle_of(plan)][1](plan, theta)
+    wide, theta = _answering(plan, theta)
+    return _PROGRAMS[marginal_oracle.oracle_of(plan)][1](wide, theta)
+
+
+def _answering(plan, theta: dict):
+    """The plan and potentials a model's answers are computed with: a size-class model's on its plan widened to
+    the next power of 4 of cells (:func:`pgmjax.graph.routed_plan.widened`; its potentials padded with zeros), so
+    that a run's growing models share an answering program per power of 4 rather than one per cell class; a
+    traced or batched model's (inside a transformation, or several at once) as they are."""
+    if marginal_oracle.oracle_of(plan) is not marginal_oracle.SIZE_CLASS:
+        return plan, theta
+    cells = theta["cells"]
+    if isinstance(cells, jax.core.Tracer) or np.ndim(cells) != 1:
+        return plan, theta
+    wide = routed_plan.widened(plan)
+    if wide is plan:
+        return plan, theta
+    padded = np.zeros(wide.size.cells, np.asarray(cells).dtype)
+    padded[: plan.size.cells] = np.asarray(cells)
+    return wide, {"cells": to_device(padded)}
 
 
 def _host_scalar(x):

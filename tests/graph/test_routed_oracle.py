@@ -460,3 +460,50 @@ def test_a_gpu_shaped_size_class_model_saves_and_loads_as_the_same_plan(tmp_path
     assert back.plan.host.platform == "gpu" and back.plan.size == plan.size
     np.testing.assert_array_equal(np.asarray(back.plan.arrays["pc"]), np.asarray(plan.arrays["pc"]))
     np.testing.assert_array_equal(back.marginal(("b3", "l3")), model.marginal(("b3", "l3")))
+
+
+def test_a_widened_plan_is_the_plan_built_at_the_wider_size_and_answers_alike(monkeypatch):
+    """widened(plan) pads the vectors to the next power of 4 exactly as the builder would lay them out at that
+    size, and its marginals and log Z are the narrow plan's."""
+    import pgmjax.graph.routed_plan as rp
+    from pgmjax.graph.routed_steps import width_class
+
+    dom, cliques = _hub()
+    narrow = make_routed_plan(dom, cliques)
+    wide = rp.widened(narrow)
+    assert wide.size.cells == width_class(narrow.size.cells) > narrow.size.cells
+    monkeypatch.setattr(rp, "class_size", lambda n, _c=rp.class_size: width_class(_c(n)))
+    rp._routed_plan_cached.cache_clear()
+    built = make_routed_plan(dom, cliques)
+    rp._routed_plan_cached.cache_clear()
+    assert built.size == wide.size
+    for k in built.arrays:
+        np.testing.assert_array_equal(np.asarray(wide.arrays[k]), np.asarray(built.arrays[k]), err_msg=k)
+    tables = _tables(np.random.default_rng(5), narrow, zeros=True)
+    mu_n, z_n = jax.jit(routed_oracle.marginals)(narrow, narrow.from_tables(tables, jnp.float64), 100.0)
+    mu_w, z_w = jax.jit(routed_oracle.marginals)(wide, wide.from_tables(tables, jnp.float64), 100.0)
+    np.testing.assert_allclose(np.asarray(mu_w["cells"])[: narrow.size.cells], np.asarray(mu_n["cells"]), rtol=1e-13, atol=1e-12)
+    assert float(z_w) == pytest.approx(float(z_n), rel=1e-14)
+
+
+def test_models_of_several_fit_classes_share_one_answering_program():
+    """Two size-class models whose fits are of different classes (1,536 and 3,072 cells) answer with one compiled
+    program: their plans widened to 4,096 cells (counted), with the answers of their own plans."""
+    from pgmjax.model.graphical_model import GraphicalModel
+
+    rng = np.random.default_rng(6)
+    models = []
+    for n in (14, 30):  # chains of n 4x4x4 cliques over 4-valued attributes: about 64 n cells
+        dom = pj.Domain({f"a{i}": 4 for i in range(n + 2)})
+        cliques = [(f"a{i}", f"a{i + 1}", f"a{i + 2}") for i in range(n)]
+        plan = make_routed_plan(dom, cliques)
+        models.append(GraphicalModel(plan, plan.from_tables(_tables(rng, plan), jnp.float64), 100.0))
+    sizes = [m.plan.size.cells for m in models]
+    assert len(set(sizes)) == 2 and all(1024 < n < 4096 for n in sizes), sizes
+    models[0].clique_marginals()
+    with count_compiles() as counter:
+        got = models[1].clique_marginals()
+    assert counter.count == 0, sizes
+    want = models[1].plan.tables({"cells": np.asarray(routed_oracle.marginals(models[1].plan, models[1].theta, 100.0)[0]["cells"])})
+    for c in got:
+        np.testing.assert_allclose(got[c], want[c], rtol=1e-12, atol=1e-12)
