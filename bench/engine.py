@@ -586,8 +586,8 @@ def render_lines(out: dict, base: str) -> list[str]:
     L.append(f"Machine: {meta['cpu']}, {meta['cores']} cores, CPU backend. Date: {meta['date']}. "
              f"Load average at start {', '.join(f'{x:.2f}' for x in meta['loadavg_start'])}, at end "
              f"{', '.join(f'{x:.2f}' for x in meta.get('loadavg_end', []))} (the machine is shared: timings are noisy).")
-    L.append(f"Versions: Python {meta['python']}, jax {v['jax']}, jaxlib {v['jaxlib']}, mbi {v['mbi']}, numpy {v['numpy']}, "
-             f"optax {v['optax']}. pgmjax commit {str(meta['git_commit'])[:12]}"
+    L.append(f"Versions: Python {meta['python']}, jax {v['jax']}, jaxlib {v['jaxlib']}, mbi {v.get('mbi', 'not installed')}, "
+             f"numpy {v['numpy']}, optax {v.get('optax', 'not installed')}. pgmjax commit {str(meta['git_commit'])[:12]}"
              f"{' (pgmjax/ had uncommitted changes)' if meta.get('pgmjax_tree_dirty') else ''}. "
              f"Whole suite: {meta.get('suite_wall_s', 0) / 60:.1f} min.")
     for rr in meta.get("reruns", []):
@@ -745,7 +745,7 @@ def plot(out: dict, path: str) -> None:
     for ax in list(axes.flat)[len(rows):]:
         ax.axis("off")
     meta = out["meta"]
-    fig.suptitle(f"pgmjax vs mbi {meta['versions']['mbi']}: loss after every 50 iterations vs wall time of a warm "
+    fig.suptitle(f"pgmjax vs mbi {meta['versions'].get('mbi', '(not installed)')}: loss after every 50 iterations vs wall time of a warm "
                  f"call ({meta['cpu']}, {meta['cores']} cores); dotted: mbi's final loss", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
