@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from ..graph import approximate_oracle, oracle, path_scan
 from ..graph.junction import junction_tree, maximal_cliques
-from ..graph.routed_steps import WINDOW_COSTS, pair_width, pair_windows, steps
+from ..graph.routed_steps import pass_work, steps
 from ..graph.size_limit import ModelTooLarge
 from . import memory
 from .routed_losses import routable
@@ -301,10 +301,9 @@ def routed_seconds(domain, tree, measurements, platform: str) -> float:
         >>> routed_seconds(dom, tree, [m], "cpu") < 1e-3
         True
     """
-    sched, width, chunks = steps(tree, platform)
+    _, width, chunks = steps(tree, platform)
     cost = ROUTED_COSTS.get(platform, ROUTED_COSTS["gpu"])
     pairs = sum(domain.size(tree.cliques[tree.containing(m.clique)]) for m in measurements)
-    trips = len(sched) + (sum(chunks) if WINDOW_COSTS.get(platform, WINDOW_COSTS["gpu"]).pairs_looped else 0)
-    cells = len(sched) * width + pair_windows(chunks, platform) * pair_width(width, platform)
+    trips, cells = pass_work(width, chunks, platform)
     return trips * cost.step + cost.cell * cells + cost.pair * pairs
 

@@ -47,7 +47,7 @@ from . import size_limit
 from .junction import JunctionTree, junction_tree, maximal_cliques
 from .oracle_plan import in_host_axes, make_plan
 from .routed_steps import (PAIRS_PER_CELL, LEVELS_MIN, WINDOW_COSTS, SizeClass, class_size, pair_width, pow2,
-                           steps, width_class)
+                           steps, width_class, window_platform)
 
 
 @dataclass(frozen=True, eq=False)
@@ -239,7 +239,7 @@ def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None, *,
         raise TypeError(f"make_routed_plan: platform must be a platform's name such as 'cpu' or 'gpu', got {platform!r}")
     model_cliques = maximal_cliques(domain, cliques)
     size_limit.check_tree(junction_tree(domain, model_cliques), None, max_bytes)
-    platform = platform if platform in WINDOW_COSTS else "gpu"
+    platform = window_platform(platform)
     plan = _routed_plan_cached(domain, model_cliques, platform)
     if differentiable:  # its scans' static trip counts (levels, and pair windows per level) are part of its class
         return RoutedPlan(plan.arrays, plan.size, plan._layout, True)

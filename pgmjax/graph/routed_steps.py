@@ -122,6 +122,17 @@ class WindowCosts(NamedTuple):
 #: the windows a step reads (a dimension of its class there) seldom differ from model to model.
 WINDOW_COSTS = {"cpu": WindowCosts(1024, 1, 4096, True), "gpu": WindowCosts(32768, 4, 1 << 24, False)}
 
+def window_platform(platform: str) -> str:
+    """The platform whose :data:`WINDOW_COSTS` shape a plan for ``platform`` (``jax.Device.platform``): itself
+    where it has its own, a GPU's for any other accelerator.
+
+    Example:
+        >>> window_platform("cpu"), window_platform("tpu")
+        ('cpu', 'gpu')
+    """
+    return platform if platform in WINDOW_COSTS else "gpu"
+
+
 #: A CPU step's own cost in cells (:data:`WINDOW_COSTS`).
 STEP_CELLS = WINDOW_COSTS["cpu"].step_cells
 
@@ -148,7 +159,7 @@ def pair_width(width: int, platform: str = "cpu") -> int:
         >>> pair_width(1024), pair_width(16384), pair_width(16384, "gpu")
         (1024, 4096, 65536)
     """
-    costs = WINDOW_COSTS.get(platform, WINDOW_COSTS["gpu"])
+    costs = WINDOW_COSTS[window_platform(platform)]
     return min(width * costs.pair_window_ratio, costs.pair_window_max)
 
 
@@ -171,7 +182,7 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
         windows of pairs.
     """
     domain = tree.domain
-    costs = WINDOW_COSTS.get(platform, WINDOW_COSTS["gpu"])
+    step_cells = WINDOW_COSTS[window_platform(platform)].step_cells
     size = [domain.size(c) for c in tree.cliques]
     kids = [0] * len(size)
     for p in tree.parent:
@@ -202,10 +213,8 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
             if step:
                 packed.append((step, 0, 1))
                 chunks.append(-(-pairs // pw))
-        if costs.pairs_looped:  # a trip per window of pairs
-            cost = len(packed) * (width + costs.step_cells) + sum(chunks) * (pw + costs.step_cells)
-        else:  # every step reads the most windows any step takes, in the step's own trip
-            cost = len(packed) * (width + costs.step_cells) + pair_windows(chunks, platform) * pw
+        trips, cells = pass_work(width, chunks, platform)
+        cost = trips * step_cells + cells
         if best is None or cost < best[0]:
             best = (cost, (packed, width, chunks))
         if width >= max(size) and len(packed) == len(sched):  # one whole step per level: wider saves nothing
@@ -231,8 +240,22 @@ def windows_work(domain: Domain, cliques, platform: str = "cpu") -> int:
         >>> windows_work(Domain({"a": 2, "b": 3}), [("a", "b")])  # one step, no pairs (one clique)
         16
     """
-    sched, width, chunks = steps(junction_tree(domain, maximal_cliques(domain, cliques)), platform)
-    return len(sched) * width + pair_windows(chunks, platform) * pair_width(width, platform)
+    _, width, chunks = steps(junction_tree(domain, maximal_cliques(domain, cliques)), platform)
+    return pass_work(width, chunks, platform)[1]
+
+
+def pass_work(width: int, chunks: list[int], platform: str = "cpu") -> tuple[int, int]:
+    """A pass's loop trips and the window cells it reads, for steps of ``width`` whose windows of pairs are
+    ``chunks`` (one count per step, :func:`steps`): a trip per step, and on a platform whose steps loop over
+    their pair windows (a CPU) one per pair window too.
+
+    Example:
+        >>> pass_work(64, [0, 1, 3]), pass_work(64, [0, 1, 3], "gpu")
+        ((7, 448), (3, 3264))
+    """
+    looped = WINDOW_COSTS[window_platform(platform)].pairs_looped
+    trips = len(chunks) + (sum(chunks) if looped else 0)
+    return trips, len(chunks) * width + pair_windows(chunks, platform) * pair_width(width, platform)
 
 
 def pair_windows(chunks: list[int], platform: str = "cpu") -> int:
@@ -243,10 +266,11 @@ def pair_windows(chunks: list[int], platform: str = "cpu") -> int:
         >>> pair_windows([0, 1, 3]), pair_windows([0, 1, 3], "gpu")
         (4, 12)
     """
-    if WINDOW_COSTS.get(platform, WINDOW_COSTS["gpu"]).pairs_looped:
+    if WINDOW_COSTS[window_platform(platform)].pairs_looped:
         return sum(chunks)
     return len(chunks) * pow2(max(chunks, default=0))
 
 
 __all__ = ["LEVELS_MIN", "PAIRS_PER_CELL", "PAIR_WINDOW_MAX", "STEP_CELLS", "SizeClass", "WINDOW_COSTS", "WindowCosts",
-           "class_size", "multiple_class", "pair_width", "pair_windows", "pow2", "steps", "width_class", "windows_work"]
+           "class_size", "multiple_class", "pair_width", "pair_windows", "pass_work", "pow2", "steps", "width_class",
+           "window_platform", "windows_work"]

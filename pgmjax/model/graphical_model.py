@@ -524,9 +524,8 @@ def _answering(plan, theta: dict):
     wide = routed_plan.widened(plan)
     if wide is plan:
         return plan, theta
-    padded = np.zeros(wide.size.cells, np.asarray(cells).dtype)
-    padded[: plan.size.cells] = np.asarray(cells)
-    return wide, {"cells": to_device(padded)}
+    cells = np.asarray(cells)
+    return wide, {"cells": to_device(np.pad(cells, (0, wide.size.cells - cells.size)))}
 
 
 def _host_scalar(x):
