@@ -66,7 +66,7 @@ from .own_options import takes_own_options
 from .progress import Progress
 from .result import BudgetStep, MechanismResult, record_plan
 from .run_info import reports
-from .steps import (Timer, candidate_marginals, hypothetical_model_size, l1_errors, model_mb, oracle_of, pgm_native_result,
+from .steps import (Timer, candidate_marginals, candidate_model_sizes, l1_errors, model_mb, oracle_of, pgm_native_result,
                     refit_hints, synthesize)
 
 __all__ = ["AIMOptions", "HALF_NORMAL_MEAN", "aim", "aim_budget", "aim_candidates", "default_aim_workload"]
@@ -518,13 +518,6 @@ def _allowed(domain: Domain, cands: list[Clique], base: tuple, limit: float, siz
     Depends only on released cliques and the budget spent. ``size_cache`` keeps the sizes across rounds; ``oracle``
     says which model's size (:func:`~pgmjax.mechanisms.steps.hypothetical_model_size`)."""
     free = _closure(base)
-    allowed = np.zeros(len(cands), bool)
-    for j, c in enumerate(cands):
-        if c in free:
-            allowed[j] = True
-            continue
-        mb = size_cache.get((base, c))
-        if mb is None:
-            mb = size_cache[(base, c)] = hypothetical_model_size(domain, list(base) + [c], oracle)
-        allowed[j] = mb <= limit
-    return allowed
+    sized = [c for c in cands if c not in free and (base, c) not in size_cache]
+    size_cache.update(zip(((base, c) for c in sized), candidate_model_sizes(domain, base, sized, oracle)))
+    return np.array([c in free or size_cache[(base, c)] <= limit for c in cands], bool)

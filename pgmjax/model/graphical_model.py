@@ -316,11 +316,15 @@ class GraphicalModel(ModelStructure):
         # A query whose tables are small runs its plan in NumPy (float64): a new model structure's queries
         # then compile nothing (AIM scores its candidates on every round's new model).
         out = [None] * len(plans)
+        cells = [math.prod(self.domain.shape_of(c)) for c in self.cliques]
+        tables, conditionals = {}, {}  # each clique's table and conditional, shared by the queries that pass it
         for i, (plan, matrices) in enumerate(zip(plans, mats)):
             rows = math.prod(self.domain[a] if m is None else len(m) for a, m in zip(plan.attrs, matrices))
-            if sum(self.domain.size(self.cliques[c]) for c in plan.cliques) + rows <= HOST_MARGINAL_CELLS:
-                tables = {c: self._host_table(c) for c in plan.cliques}
-                out[i] = inference.run_plan_on_host(plan, tables, matrices, self.total)
+            if sum(cells[c] for c in plan.cliques) + rows <= HOST_MARGINAL_CELLS:
+                for c in plan.cliques:
+                    if c not in tables:
+                        tables[c] = self._host_table(c)
+                out[i] = inference.run_plan_on_host(plan, tables, matrices, self.total, conditionals)
         rest = [i for i, o in enumerate(out) if o is None]
         if rest:
             compiled = inference.answer_many(tuple(plans[i] for i in rest), self._device_marginals,

@@ -195,7 +195,8 @@ def _run_plan(plan: QueryPlan, tables: dict[int, jax.Array], matrices, total) ->
     return outputs[-1] * total
 
 
-def run_plan_on_host(plan: QueryPlan, tables: dict[int, np.ndarray], matrices: tuple, total: float) -> np.ndarray:
+def run_plan_on_host(plan: QueryPlan, tables: dict[int, np.ndarray], matrices: tuple, total: float,
+                     conditionals: dict | None = None) -> np.ndarray:
     """A query's plan run in NumPy, float64: the arithmetic of the compiled program without compiling one (a
     model answers a new structure's queries at once).
 
@@ -204,23 +205,36 @@ def run_plan_on_host(plan: QueryPlan, tables: dict[int, np.ndarray], matrices: t
         tables: ``{clique index: marginal counts}`` for every clique of the plan (axes in the clique's order).
         matrices: one per queried attribute, ``None`` where it is kept (as for :func:`answer_many`).
         total: the number of records of the model.
+        conditionals: where given, a dict that keeps each clique's conditional table (given its separator)
+            for the next query on the same tables (many queries of one model pass through the same cliques).
 
     Returns:
         The answer, float64, shaped as :func:`answer_many`'s.
     """
     matrices = tuple(None if m is None else np.asarray(m, np.float64) for m in matrices)
     tree, outputs = plan.tree, []
+    conditionals = {} if conditionals is None else conditionals
     for step in plan.contractions:
-        table = np.asarray(tables[step.clique], np.float64) / total
-        if step.conditional:
-            clique = tree.cliques[step.clique]
-            sep = table.sum(axis=tuple(i for i, a in enumerate(clique) if a not in tree.separators[step.clique]),
-                            keepdims=True)
-            # p(sep) = 0 only where the clique's cells are 0: the conditional is 0 there, not NaN.
-            table = np.divide(table, sep, out=np.zeros_like(table), where=sep > 0)
+        if step.conditional and step.clique in conditionals:
+            table = conditionals[step.clique]
+        else:
+            table = np.asarray(tables[step.clique], np.float64) / total
+            if step.conditional:
+                clique = tree.cliques[step.clique]
+                sep = table.sum(axis=tuple(i for i, a in enumerate(clique) if a not in tree.separators[step.clique]),
+                                keepdims=True)
+                # p(sep) = 0 only where the clique's cells are 0: the conditional is 0 there, not NaN.
+                table = conditionals[step.clique] = np.divide(table, sep, out=np.zeros_like(table), where=sep > 0)
         args = [table] + [outputs[i] for i in step.children] + [matrices[i] for i in step.matrices]
-        outputs.append(np.einsum(step.spec, *args, optimize=True))  # True: BLAS for a table times a matrix
+        outputs.append(np.einsum(step.spec, *args, optimize=_einsum_path(step.spec, tuple(a.shape for a in args))))
     return outputs[-1] * total
+
+
+@functools.lru_cache(maxsize=16384)
+def _einsum_path(spec: str, shapes: tuple) -> list:
+    """NumPy's greedy contraction order (``optimize=True``: BLAS for a table times a matrix) for ``spec`` on
+    operands of these shapes, found once: finding it costs more than most of the host's small contractions."""
+    return np.einsum_path(spec, *(np.broadcast_to(np.float64(0), s) for s in shapes), optimize="greedy")[0]
 
 
 def _sum_private_axes(spec: str, table: jax.Array) -> tuple[str, jax.Array]:

@@ -317,24 +317,25 @@ def test_the_routing_pairs_add_no_dimension_to_a_size_class():
 
 def test_a_model_that_grows_clique_by_clique_meets_few_classes():
     """As an AIM run's models do: 40 models over 24 attributes, each the last plus a measured pair or triple, from a
-    few hundred cells to 60,000, meet 10 classes (plan and measurements together; the window is each model's
-    cheapest, 256 to 16,384 cells); with the pairs a dimension of their own (a window of pairs as wide as a level's
-    most) the same models met 16."""
+    few hundred cells to 60,000, meet 12 classes (plan and measurements together; the window is each model's
+    cheapest, 256 to 16,384 cells), in each of two draws; with the pairs a dimension of their own (a window of
+    pairs as wide as a level's most) the first draw's models met 16."""
     from pgmjax.estimation.routed_losses import stack_routed
     from pgmjax.graph.junction import junction_tree, maximal_cliques
 
-    rng = np.random.default_rng(0)
-    dom = pj.Domain({f"x{i}": int(rng.integers(2, 13)) for i in range(24)})
-    measured, classes, models = [(a,) for a in dom.attributes], set(), 0
-    while models < 40:
-        c = tuple(sorted(rng.choice(dom.attributes, int(rng.integers(2, 4)), replace=False), key=dom.attributes.index))
-        if junction_tree(dom, maximal_cliques(dom, measured + [c])).cells > 60_000:
-            continue
-        measured, models = measured + [c], models + 1
-        plan = make_routed_plan(dom, measured)
-        ms = [pj.Measurement(m, np.ones(dom.shape_of(m)), stddev=1.0) for m in measured]
-        classes.add((plan.size, stack_routed(plan, ms, np.float32).shape))
-    assert len(classes) <= 10, sorted(classes)
+    for seed in (0, 1):
+        rng = np.random.default_rng(seed)
+        dom = pj.Domain({f"x{i}": int(rng.integers(2, 13)) for i in range(24)})
+        measured, classes, models = [(a,) for a in dom.attributes], set(), 0
+        while models < 40:
+            c = tuple(sorted(rng.choice(dom.attributes, int(rng.integers(2, 4)), replace=False), key=dom.attributes.index))
+            if junction_tree(dom, maximal_cliques(dom, measured + [c])).cells > 60_000:
+                continue
+            measured, models = measured + [c], models + 1
+            plan = make_routed_plan(dom, measured)
+            ms = [pj.Measurement(m, np.ones(dom.shape_of(m)), stddev=1.0) for m in measured]
+            classes.add((plan.size, stack_routed(plan, ms, np.float32).shape))
+        assert len(classes) <= 12, (seed, sorted(classes))
 
 
 def _split_problem(root: bool):

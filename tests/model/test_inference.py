@@ -238,6 +238,18 @@ def test_marginals_are_computed_on_the_host_and_equal_the_compiled_answer(dtype,
             np.testing.assert_allclose(h, d, rtol=tol, atol=tol * TOTAL)
 
 
+@pytest.mark.parametrize("kind", ["chain", "random"])
+def test_host_answers_in_one_call_equal_answers_one_by_one(kind, rng):
+    """Queries answered together share each clique's table and conditional and each contraction's order: the
+    very numbers, bit for bit, of the same queries asked one at a time (each with its own tables and conditionals)."""
+    model, _ = _random_model(rng, kind)
+    names = model.domain.attributes
+    queries = [s for k in (1, 2, 3) for s in itertools.combinations(names, k)][:60]
+    together = model.marginals(queries)
+    for attrs, got in zip(queries, together):
+        np.testing.assert_array_equal(got, model.marginal(attrs))
+
+
 def test_marginal_of_a_large_clique_goes_through_the_compiled_program(monkeypatch, rng):
     import pgmjax.model.graphical_model as gm
 

@@ -22,7 +22,7 @@ from ...privacy import REST, Accountant
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.measurement import Measurement
 from ..checkpoint import Keeper, RunState
-from ..steps import candidate_marginals, hypothetical_model_size, model_mb, oracle_of
+from ..steps import candidate_marginals, candidate_model_sizes, model_mb, oracle_of
 from .query_rows import kron_row
 
 
@@ -109,8 +109,9 @@ def run_rounds(
     for i in range(len(log) + 1, rounds + 1):
         cap = math.inf if max_model_mb is None else max_model_mb * i / rounds
         base = list(model.cliques) if model is not None else list(public.cliques or ()) if public is not None else []
-        fits = {c: max_model_mb is None or hypothetical_model_size(domain, base + [c], oracle_of(options)) <= cap
-                for c in cliques}
+        sizes = (np.zeros(len(cliques)) if max_model_mb is None
+                 else candidate_model_sizes(domain, base, cliques, oracle_of(options)))
+        fits = {c: bool(mb <= cap) for c, mb in zip(cliques, sizes)}
         est = _estimates(domain, model, cliques, total_known, public)
         if queries is None:
             clique, row, query, n_candidates = _select_marginal(acc, keys[2 * i - 2], i, cliques, truth, est, fits, domain, em_sens, em_spend)

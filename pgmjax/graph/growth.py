@@ -1,0 +1,131 @@
+"""A junction tree grown by one clique: the model a candidate measurement would make, without triangulating it all.
+
+An adaptive mechanism (AIM, MWEM with a model) asks, every round and for each of hundreds of candidate
+cliques, how large the model would be if it measured that candidate next. The model's cliques ``H`` are already
+chordal (a junction tree's); adding a clique ``c`` makes a graph that only the part of the tree between ``c``'s
+attributes needs re-triangulating. :class:`Growth` holds ``H``'s tree and, for a candidate, takes the smallest
+subtree whose cliques hold every attribute of ``c`` (its Steiner subtree), triangulates the union ``U`` of
+those cliques together with ``c`` (the same greedy elimination as :func:`~pgmjax.graph.junction.junction_tree`,
+over ``U`` only), and puts the result in the subtree's place. The other cliques meet ``U`` only in their
+separators, which stay complete, so the result is chordal, holds ``H`` and ``c``, and is a function of ``H``
+and ``c`` alone (Flores, Gamez & Olesen, "Incremental compilation of Bayesian networks", UAI 2003, Section 3:
+only the maximal prime subgraphs a new link touches are re-triangulated).
+
+The grown cliques are chordal, so :func:`~pgmjax.graph.junction.junction_tree` gives them back as they are: a
+caller that fits on them (``estimate(..., cliques=grown)``) fits a model of exactly the size it checked.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Sequence
+
+from ..data.domain import Clique, CliqueLike, Domain
+from .junction import junction_tree, triangulated_cliques
+
+
+class Growth:
+    """The junction tree of a chordal model's cliques, ready to be grown by one candidate clique at a time.
+
+    Args:
+        domain: the model's domain.
+        cliques: the model's cliques (a fitted model's ``cliques``: chordal, so the tree holds them as they are).
+
+    Example:
+        >>> dom = Domain({"a": 2, "b": 3, "c": 4, "d": 5})
+        >>> g = Growth(dom, [("a", "b"), ("b", "c"), ("c", "d")])
+        >>> g.grown(("a", "d"))  # the path a-b-c-d closed into a cycle: the three cliques re-triangulated
+        (('a', 'b', 'c'), ('a', 'c', 'd'))
+        >>> g.cells(("a", "d")), g.cells(("b", "c"))  # ("b", "c") is inside a clique: the model unchanged
+        (64, 38)
+    """
+
+    def __init__(self, domain: Domain, cliques: Sequence[CliqueLike]):
+        tree = junction_tree(domain, cliques)
+        self.domain = domain
+        self.cliques: tuple[Clique, ...] = tree.cliques
+        edges = {pair for c in cliques for pair in itertools.combinations(domain.canonical(c), 2)}
+        #: whether ``cliques`` are chordal (their tree adds no fill edge): only then is :meth:`grown` the
+        #: triangulation of ``cliques`` and the new clique taken whole (otherwise it grows the triangulated model)
+        self.chordal = all(pair in edges for c in tree.cliques for pair in itertools.combinations(c, 2))
+        self.base_cells = tree.cells
+        self._cells = [domain.size(c) for c in tree.cliques]
+        self._neighbours: list[list[int]] = [[] for _ in tree.cliques]
+        for parent, child in tree.edges:
+            self._neighbours[parent].append(child)
+            self._neighbours[child].append(parent)
+        self._holders: dict[str, list[int]] = {}
+        for i, c in enumerate(tree.cliques):
+            for a in c:
+                self._holders.setdefault(a, []).append(i)
+        self._sets = [frozenset(c) for c in tree.cliques]
+
+    def _subtree(self, attrs: Clique) -> list[int] | None:
+        """The smallest subtree whose cliques hold every attribute of ``attrs`` (clique indices, ascending), or
+        None where one clique holds them all (the model does not grow). Found by pruning, from the whole tree,
+        leaves that no attribute needs: the cliques holding one attribute form a subtree, so the subtree left
+        is the unique smallest one."""
+        holders = [self._holders[a] for a in attrs]
+        want = frozenset(attrs)
+        if any(want <= self._sets[i] for i in min(holders, key=len)):
+            return None
+        count = {a: len(h) for a, h in zip(attrs, holders)}  # holders of each attribute still in the subtree
+        alive = [True] * len(self.cliques)
+        degree = [len(n) for n in self._neighbours]
+        leaves = [i for i, d in enumerate(degree) if d <= 1]
+        while leaves:
+            i = leaves.pop()
+            if not alive[i] or any(count[a] == 1 for a in attrs if a in self._sets[i]):
+                continue  # the last holder of one of the attributes stays
+            alive[i] = False
+            for a in attrs:
+                if a in self._sets[i]:
+                    count[a] -= 1
+            for j in self._neighbours[i]:
+                if alive[j]:
+                    degree[j] -= 1
+                    if degree[j] <= 1:
+                        leaves.append(j)
+        return [i for i, keep in enumerate(alive) if keep]
+
+    def _local(self, attrs: Clique, subtree: list[int]) -> tuple[Clique, ...]:
+        """The subtree's cliques and ``attrs`` triangulated over the attributes they hold."""
+        return _retriangulated(self.domain, tuple(self.cliques[i] for i in subtree), attrs)
+
+    def grown(self, clique: CliqueLike) -> tuple[Clique, ...]:
+        """The model's cliques with ``clique`` added: the subtree between its attributes re-triangulated.
+
+        Returns:
+            The grown model's maximal cliques, each in domain order, sorted: chordal, a superset (as a graph) of
+            the model's and ``clique``'s.
+        """
+        attrs = self.domain.canonical(self.domain.check_clique(clique))
+        subtree = self._subtree(attrs)
+        if subtree is None:
+            return tuple(sorted(self.cliques))
+        inside = set(subtree)
+        kept = [c for i, c in enumerate(self.cliques) if i not in inside]
+        return tuple(sorted(kept + list(self._local(attrs, subtree))))
+
+    def cells(self, clique: CliqueLike) -> int:
+        """Cells of :meth:`grown`'s tables (a Python int), computed from the re-triangulated part only."""
+        attrs = self.domain.canonical(self.domain.check_clique(clique))
+        subtree = self._subtree(attrs)
+        if subtree is None:
+            return self.base_cells
+        removed = sum(self._cells[i] for i in subtree)
+        return self.base_cells - removed + _retriangulated_cells(self.domain, tuple(self.cliques[i] for i in subtree), attrs)
+
+
+def _retriangulated(domain: Domain, cliques: tuple[Clique, ...], attrs: Clique) -> tuple[Clique, ...]:
+    """``cliques`` (a subtree's) and ``attrs`` triangulated over the attributes they hold."""
+    union = domain.canonical(set(attrs).union(*cliques))
+    return triangulated_cliques(domain.project(union), list(cliques) + [attrs])
+
+
+# A round changes the model in one place: most candidates' subtrees, hence their re-triangulations, are the
+# previous round's. Keyed by value (the subtree's cliques, the clique, the domain), so it never goes stale.
+@functools.lru_cache(maxsize=16384)
+def _retriangulated_cells(domain: Domain, cliques: tuple[Clique, ...], attrs: Clique) -> int:
+    return sum(domain.size(c) for c in _retriangulated(domain, cliques, attrs))
