@@ -67,6 +67,10 @@ def summarize(runs, datasets, mechanisms, epsilons) -> list[dict]:
                             "q25": _quantile(v, 0.25), "q75": _quantile(v, 0.75), "n": len(v),
                             "median_script": statistics.median(r["arms"][arm]["script"] for r in ok),
                         }
+                        measured = [r["arms"][arm]["measured_paper"] for r in ok if "measured_paper" in r["arms"][arm]]
+                        if measured:  # the error on the measured queries (runs made before it was recorded lack it)
+                            row[arm]["measured"] = {"median": statistics.median(measured), "min": min(measured),
+                                                    "max": max(measured), "n": len(measured)}
                     else:
                         why = [r["arms"][arm].get("reason") for r in rs if r.get("status") == "ok" and arm in r["arms"]]
                         if why:
@@ -109,6 +113,23 @@ def markdown(doc) -> str:
             f"| {row['dataset']} | {row['mechanism']}{fails} | {row['epsilon']:g} | {cell('original', lo)} | {cell('pgm', hi)} | "
             f"{F._fmt(row.get('factor'), 3)} | {F._fmt(row.get('median_seconds'), 3)} |"
         )
+    measured = [row for row in doc["summary"] if any("measured" in row.get(arm, {}) for arm in ("original", "pgm"))]
+    if measured:
+        lines += [
+            "",
+            "The error on the measurements: the same error over the queries the mechanism measured (its strategy's), "
+            "against their true answers; median [min-max] over runs.",
+            "",
+            "| dataset | mechanism | epsilon | original arm | +PGM arm | original / +PGM |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in measured:
+            lo, hi = F.LABELS[row["mechanism"]]
+            o, g = (row.get(arm, {}).get("measured") for arm in ("original", "pgm"))
+            cells = [f"{label}: {F._fmt(a['median'])} [{F._fmt(a['min'], 3)}-{F._fmt(a['max'], 3)}]" if a else f"{label}: n/a"
+                     for a, label in ((o, lo), (g, hi))]
+            ratio = F._fmt(o["median"] / g["median"], 3) if o and g and g["median"] > 0 else "n/a"
+            lines.append(f"| {row['dataset']} | {row['mechanism']} | {row['epsilon']:g} | {cells[0]} | {cells[1]} | {ratio} |")
     lines += [
         "",
         "Reference (McKenna, Pradhan, Sheldon & Miklau, NeurIPS 2021: private-pgm experiments/neurips/results/hdmm.csv, "
@@ -138,26 +159,33 @@ def plot(doc, path):
     datasets = [d for d in doc["settings"]["datasets"] if any(r["dataset"] == d for r in rows)]
     if not datasets:
         return "nothing to plot yet"
-    fig, axes = plt.subplots(1, len(datasets), figsize=(max(6.0, 5.2 * len(datasets)), 4.4), squeeze=False)
+    # a second row of panels where the runs recorded the error on the measured queries (as the paper plots)
+    panels = [("workload error (paper scale)", lambda a: a)]
+    if any("measured" in r.get(arm, {}) for r in rows for arm in ("original", "pgm")):
+        panels.append(("error on the measurements", lambda a: a.get("measured")))
+    fig, axes = plt.subplots(len(panels), len(datasets), figsize=(max(6.0, 5.2 * len(datasets)), 4.4 * len(panels)),
+                             squeeze=False)
     styles = {"original": "--", "pgm": "-"}
-    for ax, ds in zip(axes[0], datasets):
-        for mech in doc["settings"]["mechanisms_order"]:
-            for arm in ("original", "pgm"):
-                pts = [(r["epsilon"], r[arm]) for r in rows if r["dataset"] == ds and r["mechanism"] == mech and "median" in r.get(arm, {})]
-                if not pts:
-                    continue
-                pts.sort()
-                eps = [p[0] for p in pts]
-                label = F.LABELS[mech][0 if arm == "original" else 1]
-                line, = ax.plot(eps, [p[1]["median"] for p in pts], styles[arm], marker="o", label=label)
-                ax.fill_between(eps, [p[1]["min"] for p in pts], [p[1]["max"] for p in pts], color=line.get_color(), alpha=0.15)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("epsilon")
-        ax.set_ylabel("workload error (paper scale)")
-        ax.set_title(ds)
-        ax.grid(which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+    for (ylabel, pick), ax_row in zip(panels, axes):
+        for ax, ds in zip(ax_row, datasets):
+            for mech in doc["settings"]["mechanisms_order"]:
+                for arm in ("original", "pgm"):
+                    pts = [(r["epsilon"], pick(r[arm])) for r in rows if r["dataset"] == ds and r["mechanism"] == mech
+                           and "median" in r.get(arm, {}) and pick(r[arm])]
+                    if not pts:
+                        continue
+                    pts.sort(key=lambda p: p[0])
+                    eps = [p[0] for p in pts]
+                    label = F.LABELS[mech][0 if arm == "original" else 1]
+                    line, = ax.plot(eps, [p[1]["median"] for p in pts], styles[arm], marker="o", label=label)
+                    ax.fill_between(eps, [p[1]["min"] for p in pts], [p[1]["max"] for p in pts], color=line.get_color(), alpha=0.15)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("epsilon")
+            ax.set_ylabel(ylabel)
+            ax.set_title(ds)
+            ax.grid(which="both", alpha=0.3)
+            ax.legend(fontsize=8)
     quick = " - QUICK MODE (not results)" if doc["settings"]["quick"] else ""
     fig.suptitle(f"ICML 2019 Figure 2a: original vs +PGM arm over epsilon\nmedian of {doc['settings']['runs']} runs, band min-max{quick}", fontsize=10)
     fig.tight_layout()

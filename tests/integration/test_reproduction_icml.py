@@ -80,3 +80,40 @@ def test_factors_over_draws_are_the_median_ratios(tmp_path):
     (row,) = factors([str(path)])
     assert row["original"] == 0.4 and row["pgm"] == 0.1 and row["factor"] == pytest.approx(4.0)
     assert row["workload_seed"] == 7 and row["queries"] == 5000 and row["runs"] == 3
+
+
+def test_figure2a_reports_the_error_on_the_measurements(tmp_path):
+    """Figure 2a's second panel (the paper plots it beside the workload error): HDMM's run records each arm's
+    error on the strategy's measured queries, and the summary, its table and its plot carry it. A tiny table
+    (no shared data, a few seconds); the error is checked against the metric computed here on the same queries."""
+    import jax
+    import numpy as np
+
+    from bench import figure1 as F
+    from bench import figure2a
+
+    rng = np.random.default_rng(0)
+    dom = pj.Domain({"a": 6, "b": 4, "c": 3})
+    data = pj.Dataset(rng.integers(0, dom.shape, size=(2_000, 3)), dom)
+    workload = pj.Workload(dom, [(("a", "b"), [pj.queries.Prefix(), None]), (("b", "c"), None)])
+    settings = {**F.SETTINGS["hdmm"], **F.QUICK["hdmm"]}
+    runs, cache = [], {}  # the strategy optimised once, as a sweep does
+    for eps in (1.0, 10.0):
+        rec = F.run_one("hdmm", data, workload, settings, 0, eps, 1e-3, cache)
+        runs.append({"dataset": "tiny", "mechanism": "hdmm", "epsilon": eps, "seed": 0, "status": "ok", **rec})
+    (strategy, _, _), = cache.values()
+    own = {k: v for k, v in settings.items() if k not in ("strategy_device", "strategy")}
+    res = pj.mechanisms.hdmm(data, 1.0, key=jax.random.key(0), workload=workload, strategy=strategy, **own)
+    measured = F.measured_queries(dom, res.measurements)
+    assert len(measured) == len(res.measurements)
+    for arm in ("original", "pgm"):
+        got = runs[0]["arms"][arm]["measured_paper"]
+        assert got == pytest.approx(pj.metrics.workload_error(measured, data, res.model if arm == "pgm" else res.original))
+        assert 0 < got < 1
+    rows = figure2a.summarize(runs, ["tiny"], ["hdmm"], [1.0, 10.0])
+    assert all(row[arm]["measured"]["n"] == 1 for row in rows for arm in ("original", "pgm"))
+    doc = {"machine": F.machine(), "settings": {"runs": 1, "seeds": [0], "quick": True, "datasets": ["tiny"],
+                                                "mechanisms_order": ["hdmm"], "mechanisms": {"hdmm": settings}},
+           "summary": rows, "runs": runs, "meta": {}, "started": F.now()}
+    assert "The error on the measurements" in figure2a.markdown(doc)
+    assert figure2a.plot(doc, str(tmp_path / "f.png")) is None and (tmp_path / "f.png").stat().st_size > 0
