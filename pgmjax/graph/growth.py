@@ -50,15 +50,12 @@ class Growth:
         #: triangulation of ``cliques`` and the new clique taken whole (otherwise it grows the triangulated model)
         self.chordal = all(pair in edges for c in tree.cliques for pair in itertools.combinations(c, 2))
         self.base_cells = tree.cells
-        self._cells = [domain.size(c) for c in tree.cliques]
+        self._cells = dict(zip(tree.cliques, tree.clique_cells))
+        self._holders = tree.holders
         self._neighbours: list[list[int]] = [[] for _ in tree.cliques]
         for parent, child in tree.edges:
             self._neighbours[parent].append(child)
             self._neighbours[child].append(parent)
-        self._holders: dict[str, list[int]] = {}
-        for i, c in enumerate(tree.cliques):
-            for a in c:
-                self._holders.setdefault(a, []).append(i)
         self._sets = [frozenset(c) for c in tree.cliques]
 
     def _subtree(self, attrs: Clique) -> list[int] | None:
@@ -89,9 +86,11 @@ class Growth:
                         leaves.append(j)
         return [i for i, keep in enumerate(alive) if keep]
 
-    def _local(self, attrs: Clique, subtree: list[int]) -> tuple[Clique, ...]:
-        """The subtree's cliques and ``attrs`` triangulated over the attributes they hold."""
-        return _retriangulated(self.domain, tuple(self.cliques[i] for i in subtree), attrs)
+    def _part(self, clique: CliqueLike) -> tuple[Clique, tuple[Clique, ...] | None]:
+        """``clique`` in domain order and the cliques of its subtree (None where one clique holds it)."""
+        attrs = self.domain.canonical(self.domain.check_clique(clique))
+        subtree = self._subtree(attrs)
+        return attrs, None if subtree is None else tuple(self.cliques[i] for i in subtree)
 
     def grown(self, clique: CliqueLike) -> tuple[Clique, ...]:
         """The model's cliques with ``clique`` added: the subtree between its attributes re-triangulated.
@@ -100,22 +99,19 @@ class Growth:
             The grown model's maximal cliques, each in domain order, sorted: chordal, a superset (as a graph) of
             the model's and ``clique``'s.
         """
-        attrs = self.domain.canonical(self.domain.check_clique(clique))
-        subtree = self._subtree(attrs)
-        if subtree is None:
+        attrs, part = self._part(clique)
+        if part is None:
             return tuple(sorted(self.cliques))
-        inside = set(subtree)
-        kept = [c for i, c in enumerate(self.cliques) if i not in inside]
-        return tuple(sorted(kept + list(self._local(attrs, subtree))))
+        kept = [c for c in self.cliques if c not in part]
+        return tuple(sorted(kept + list(_retriangulated(self.domain, part, attrs))))
 
     def cells(self, clique: CliqueLike) -> int:
         """Cells of :meth:`grown`'s tables (a Python int), computed from the re-triangulated part only."""
-        attrs = self.domain.canonical(self.domain.check_clique(clique))
-        subtree = self._subtree(attrs)
-        if subtree is None:
+        attrs, part = self._part(clique)
+        if part is None:
             return self.base_cells
-        removed = sum(self._cells[i] for i in subtree)
-        return self.base_cells - removed + _retriangulated_cells(self.domain, tuple(self.cliques[i] for i in subtree), attrs)
+        removed = sum(self._cells[c] for c in part)
+        return self.base_cells - removed + _retriangulated_cells(self.domain, part, attrs)
 
 
 def _retriangulated(domain: Domain, cliques: tuple[Clique, ...], attrs: Clique) -> tuple[Clique, ...]:

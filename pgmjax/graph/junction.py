@@ -75,7 +75,7 @@ class JunctionTree:
     def containing(self, attrs: Iterable[str]) -> int | None:
         """Index of the smallest clique that holds all of ``attrs`` (the first such on ties), or None.
 
-        Looks only at the cliques that hold the given attribute held by the fewest (:attr:`_holders`):
+        Looks only at the cliques that hold the given attribute held by the fewest (:attr:`holders`):
         fitting a model of a thousand cliques asks this once per measurement, and a scan of every clique
         each time was most of a warm fit's host work.
         """
@@ -83,27 +83,29 @@ class JunctionTree:
         if not attrs:
             candidates = range(len(self.cliques))
         else:
-            holders = self._holders
+            holders = self.holders
             if not attrs <= holders.keys():
                 return None
             candidates = min((holders[a] for a in attrs), key=len)
         best = None
         for i in candidates:
-            if attrs.issubset(self.cliques[i]) and (best is None or self._cells[i] < self._cells[best]):
+            if attrs.issubset(self.cliques[i]) and (best is None or self.clique_cells[i] < self.clique_cells[best]):
                 best = i
         return best
 
     @property
     def cells(self) -> int:
         """Cells of all the tables of the tree, a Python int (exact for any domain)."""
-        return sum(self._cells)
+        return sum(self.clique_cells)
 
     @functools.cached_property
-    def _holders(self) -> dict[str, list[int]]:
+    def holders(self) -> dict[str, list[int]]:
+        """For each attribute, the indices of the cliques that hold it, ascending."""
         return _holders(self.cliques)
 
     @functools.cached_property
-    def _cells(self) -> tuple[int, ...]:
+    def clique_cells(self) -> tuple[int, ...]:
+        """Cells of each clique's table (Python ints), in the order of :attr:`cliques`."""
         return tuple(self.domain.size(c) for c in self.cliques)
 
     def to_networkx(self) -> nx.Graph:
