@@ -126,7 +126,8 @@ def fast_compile(strict: bool = True) -> bool:
     The engine already compiles its programs with them where the model's largest potential block has at
     most :data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells (a per-program option); this flag adds the
     models with larger blocks (whose reductions then iterate markedly slower) and every other program
-    of the process, the user's own included. The command line (``python -m pgmjax``) turns it on for its own
+    of the process, the user's own included, except the size-class programs, which keep the fusion emitters
+    by their own option (:func:`pgmjax.graph.program_choice.emitters_for`). The command line (``python -m pgmjax``) turns it on for its own
     process; a library user opts in, because the flag can only be set before JAX starts its CPU backend.
     GPU compilers ignore it. A jaxlib whose XLA has no such switch (0.11 and later,
     :func:`pgmjax.compiler.has_loop_emitters`) gets nothing: XLA aborts at start on a flag it does not know.

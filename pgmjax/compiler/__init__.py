@@ -30,13 +30,15 @@ iteration times (``bench/NOTES.md`` has the measurements); ``exp``, ``log`` and 
 ``XLA_FLAGS`` environment variable (``--xla_backend_optimization_level=N``) wins over that default: the
 option is then left out, so the flag applies to the engine's programs as to every other.
 
-The engine's programs choose XLA:CPU's emitters by the model they fit (``jit(..., loop_emitters=...)``,
+The engine's programs choose XLA:CPU's emitters by the model they fit (``jit(..., emitters=...)``,
 :class:`BySize`): its loop emitters (``xla_cpu_use_fusion_emitters=false``) where the model's largest
 potential block has at most :data:`LOOP_EMITTERS_CELLS` cells, XLA's default MLIR fusion emitters for
 larger blocks and where the measurements reduce tables into many marginals
 (:data:`LOOP_EMITTERS_MAX_REDUCTIONS`). The loop emitters generate a fit's few hundred kernels in about
 half the time, and most fits wait mostly for that; their reductions over a large table run slower.
-``XLA_FLAGS`` naming the emitters wins over this choice.
+``XLA_FLAGS`` naming the emitters wins over this choice, except for a program that asks for the fusion
+emitters whatever the flags say (:attr:`Emitters.FUSION`: the size-class programs, whose gathers the loop
+emitters write without vector code).
 
 Which program a call runs is a function of its arguments alone (their platform, the model's block sizes):
 no context variable, environment read or hook decides it at the call. ``XLA_FLAGS`` is read once, when a
@@ -53,6 +55,7 @@ float32 products in full either way.
 
 from __future__ import annotations
 
+import enum
 import functools
 import gc
 import os
@@ -164,7 +167,8 @@ def scan_unroll(platform: str | None = None) -> int:
     return SCAN_UNROLL.get(platform or backend(), 1)
 
 
-def options_for(platform: str, engine: bool = False, loop_emitters: bool = False, user: dict | None = None) -> dict:
+def options_for(platform: str, engine: bool = False, loop_emitters: bool = False, user: dict | None = None,
+                fusion_emitters: bool = False) -> dict:
     """Every compiler option of a pgmjax program compiled for ``platform``.
 
     Args:
@@ -172,6 +176,8 @@ def options_for(platform: str, engine: bool = False, loop_emitters: bool = False
         engine: an engine program (:func:`engine_options`).
         loop_emitters: compiled with XLA:CPU's loop emitters (:data:`LOOP_EMITTERS`; CPU only).
         user: the caller's own options (``jit(..., compiler_options=...)``), merged last on every platform.
+        fusion_emitters: compiled with XLA:CPU's fusion emitters whatever ``XLA_FLAGS`` say
+            (:data:`FUSION_EMITTERS`; CPU only; ``loop_emitters`` wins over it).
 
     Returns:
         The options, a new dict.
@@ -184,11 +190,12 @@ def options_for(platform: str, engine: bool = False, loop_emitters: bool = False
     engine_part = engine_options(platform) if engine else {}
     return {
         **compiler_options(platform), **engine_part,
+        **(FUSION_EMITTERS if fusion_emitters and cpu and has_loop_emitters() else {}),
         **(LOOP_EMITTERS if loop_emitters and cpu and has_loop_emitters() else {}), **(user or {}),
     }
 
 
-def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
+def jit(fun=None, /, *, engine: bool = False, emitters=None, **kwargs):
     """``jax.jit`` with the compiler options of the platform each call compiles for; ``@jit``,
     ``@jit(static_argnames=...)`` or ``jit(f)``.
 
@@ -200,8 +207,9 @@ def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
         engine: also compile with :func:`engine_options` (fast max and min, backend optimisation level 1
             unless ``XLA_FLAGS`` names a level: for the engine's own programs, whose NaN checks do not read
             a max; see the module docstring).
-        loop_emitters: a predicate of a call's arguments: whether its program is compiled with XLA:CPU's
-            loop emitters (:class:`BySize`; e.g. :func:`pgmjax.graph.program_choice.suits_loop_emitters`).
+        emitters: a predicate of a call's arguments: which XLA:CPU emitters its program is compiled
+            with, an :class:`Emitters` (or a bool: the loop emitters or not; :class:`BySize`; e.g.
+            :func:`pgmjax.graph.program_choice.emitters_for`).
         **kwargs: any ``jax.jit`` keyword argument; ``compiler_options`` given here are merged over
             pgmjax's own, on every platform.
 
@@ -215,12 +223,12 @@ def jit(fun=None, /, *, engine: bool = False, loop_emitters=None, **kwargs):
     """
 
     def wrap(f):
-        return Program(f, kwargs, engine) if loop_emitters is None else BySize(f, loop_emitters, kwargs, engine)
+        return Program(f, kwargs, engine) if emitters is None else BySize(f, emitters, kwargs, engine)
 
     return wrap if fun is None else wrap(fun)
 
 
-#: An engine program (:func:`jit` with ``loop_emitters``) whose largest potential block (one clique class's
+#: An engine program (:func:`jit` with ``emitters``) whose largest potential block (one clique class's
 #: stacked tables; every member of a batch counted) has at most this many cells is compiled with XLA:CPU's
 #: loop emitters (:data:`LOOP_EMITTERS`). They generate code in about half the time of the default MLIR
 #: fusion emitters, and most fits wait mostly for their compilation (the first ``estimate`` is the sooner
@@ -236,6 +244,25 @@ LOOP_EMITTERS_MAX_REDUCTIONS = 8
 
 #: The per-program option that selects XLA:CPU's loop emitters (passed only for the CPU: :func:`options_for`).
 LOOP_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
+
+#: The per-program option that keeps XLA:CPU's fusion emitters where ``XLA_FLAGS`` (or
+#: :func:`pgmjax.fast_compile`) name the loop emitters: a per-program option wins over the flag.
+FUSION_EMITTERS = {"xla_cpu_use_fusion_emitters": True}
+
+
+class Emitters(enum.Enum):
+    """Which XLA:CPU emitters a call's program compiles with (:class:`BySize`).
+
+    Attributes:
+        DEFAULT: XLA's own, or those ``XLA_FLAGS`` name.
+        LOOP: the loop emitters (:data:`LOOP_EMITTERS`), unless ``XLA_FLAGS`` name the emitters.
+        FUSION: the fusion emitters, whatever ``XLA_FLAGS`` name (:data:`FUSION_EMITTERS`): for programs whose
+            fused kernels read through gathers, which the loop emitters write element by element.
+    """
+
+    DEFAULT = "default"
+    LOOP = "loop"
+    FUSION = "fusion"
 
 def has_loop_emitters() -> bool:
     """Whether the installed jaxlib's XLA:CPU has the emitter switch (``xla_cpu_use_fusion_emitters``).
@@ -291,9 +318,9 @@ class Program:
     def _compile(self, options: dict):
         return jax.jit(self._fun, **self._jit_kwargs, compiler_options=options)
 
-    def options(self, platform: str, small: bool = False) -> dict:
+    def options(self, platform: str, small=False) -> dict:
         """The compiler options of the program a call compiled for ``platform`` runs (``small``: True for the loop
-        emitters')."""
+        emitters', :attr:`Emitters.FUSION` for the fusion emitters' of a :class:`BySize`)."""
         if platform == "cpu":
             return dict(self._cpu_options[small])
         return options_for(platform, self._engine, False, self._user)
@@ -345,20 +372,21 @@ class Program:
 
 
 class BySize(Program):
-    """One function jitted by platform and, on the CPU, twice: with XLA:CPU's loop emitters for small models,
-    its defaults otherwise.
+    """One function jitted by platform and, on the CPU, three times: with XLA:CPU's loop emitters for small
+    models, with its fusion emitters for the size-class programs, its defaults otherwise.
 
-    Each call asks ``loop_emitters(*args, **kwargs)`` (e.g.
-    :func:`pgmjax.graph.program_choice.suits_loop_emitters`) on the host, before tracing, where the call compiles
-    for the CPU; elsewhere there is one program (no emitters to choose). The choice is a function of the call's
-    arguments (their static structure) alone, so one model structure always gets the same program: a sweep over
-    noise or step sizes still compiles once. Where ``XLA_FLAGS`` names the emitters when the program is made
-    (the user's or :func:`pgmjax.fast_compile`'s choice), every call runs the default program, which the flag
-    then governs.
+    Each call asks ``emitters(*args, **kwargs)`` (e.g. :func:`pgmjax.graph.program_choice.emitters_for`)
+    on the host, before tracing, where the call compiles for the CPU; elsewhere there is one program (no
+    emitters to choose). The choice is a function of the call's arguments (their static structure) alone, so
+    one model structure always gets the same program: a sweep over noise or step sizes still compiles once.
+    Where ``XLA_FLAGS`` names the emitters when the program is made (the user's or
+    :func:`pgmjax.fast_compile`'s choice), every call runs the default program, which the flag then governs,
+    except a call the predicate gives :attr:`Emitters.FUSION`.
 
     Args:
         fun: the function.
-        loop_emitters: a predicate of a call's arguments: whether to run the loop emitters' program.
+        emitters: a predicate of a call's arguments: the :class:`Emitters` of its program (or a bool:
+            True for the loop emitters, False for the defaults).
         kwargs: ``jax.jit`` keyword arguments (``compiler_options``: the caller's own).
         engine: an engine program (:func:`engine_options` on the CPU).
 
@@ -368,25 +396,30 @@ class BySize(Program):
         2.0
     """
 
-    def __init__(self, fun, loop_emitters, kwargs, engine: bool = False):
+    def __init__(self, fun, emitters, kwargs, engine: bool = False):
         super().__init__(fun, kwargs, engine)
-        self._loop_emitters = loop_emitters
+        self._emitters = emitters
         self._flags_choose = emitters_chosen_by_flags()  # read once, as JAX reads XLA_FLAGS once
         self._cpu_options[True] = options_for("cpu", engine, True, self._user)
+        self._cpu_options[Emitters.FUSION] = options_for("cpu", engine, False, self._user, fusion_emitters=True)
         self.large = self.cpu
         self.small = self._compile(self._cpu_options[True])
+        self.vector = self._compile(self._cpu_options[Emitters.FUSION])
 
     def program(self, *args, **kwargs):
         """The jitted function a call with these arguments runs."""
         platform = backend()
         if platform != "cpu":
             return self.on(platform)
-        if self._flags_choose or not self._loop_emitters(*args, **kwargs):
+        choice = self._emitters(*args, **kwargs)
+        if choice is Emitters.FUSION:
+            return self.vector
+        if self._flags_choose or choice in (False, Emitters.DEFAULT):
             return self.large
         return self.small
 
     def _programs(self) -> list:
-        return [self.small, *super()._programs()]
+        return [self.small, self.vector, *super()._programs()]
 
 
 #: Every :class:`Program` made (weakly held: one that nobody holds any more is gone from it).

@@ -109,7 +109,7 @@ from .batch_problem import (
 )
 from .. import compiler
 from ..compiler import jit
-from ..graph.program_choice import suits_loop_emitters
+from ..graph.program_choice import emitters_for
 from ..data.domain import CliqueLike, Domain
 from ..queries.constraints import check_constraints
 
@@ -233,7 +233,7 @@ def _advance_mirror_descent(md: driver.MirrorDescent, problem: driver.Problem, s
     return jax.vmap(one, in_axes=(batch_axes(problem), 0))(problem, state)
 
 
-@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
+@jit(static_argnames=("estimator",), engine=True, emitters=emitters_for)
 def _vmapped_start(estimator: Batched, problem, theta, step_size):
     return jax.vmap(estimator.estimator.start, in_axes=(batch_axes(problem), 0, 0))(problem, theta, step_size)
 
@@ -291,7 +291,7 @@ def auto_group(problem: driver.Problem) -> int | None:
     return None if groups == 1 else -(-batch // groups)
 
 
-@jit(engine=True, loop_emitters=suits_loop_emitters)
+@jit(engine=True, emitters=emitters_for)
 def _loss(problem: driver.Problem, theta: dict):
     """Per member: the exact loss of the potentials' model."""
     def one(p, th):

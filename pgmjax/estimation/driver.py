@@ -25,7 +25,7 @@ import jax
 import numpy as np
 
 from ..compiler import jit, to_device
-from ..graph.program_choice import suits_loop_emitters
+from ..graph.program_choice import emitters_for
 from .dual_averaging import DualAveraging, DualAveragingState
 from .contract import Estimator
 from .inputs import METHODS
@@ -56,7 +56,7 @@ def estimator(method: str, problem: Problem):
 
 
 # --------------------------------------------------------------------------- driver
-@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
+@jit(static_argnames=("estimator",), engine=True, emitters=emitters_for)
 def _init(estimator, problem, theta, step_size):
     return estimator.init(problem, theta, step_size)
 
@@ -67,7 +67,7 @@ def advance(estimator: Estimator, problem: Problem, state, num_steps):
     return estimator.tidy(problem, estimator.steps(problem, state, num_steps))
 
 
-@jit(static_argnames=("estimator",), engine=True, loop_emitters=suits_loop_emitters)
+@jit(static_argnames=("estimator",), engine=True, emitters=emitters_for)
 def _chunk(estimator, problem, state, num_steps):
     return advance(estimator, problem, state, num_steps)
 
@@ -233,7 +233,7 @@ def _check_finite(loss, iteration) -> None:
                              "try float64 or a smaller step size")
 
 
-@jit(engine=True, loop_emitters=suits_loop_emitters)
+@jit(engine=True, emitters=emitters_for)
 def model_loss(problem: Problem, theta: dict) -> jax.Array:
     """The exact loss of the model with potentials ``theta`` (with the L1 loss, not its smoothing)."""
     return problem.exact_loss(problem.marginals(theta))

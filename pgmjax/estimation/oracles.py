@@ -130,10 +130,13 @@ class RoutedCost(NamedTuple):
 #: ``python -m bench.size_class --iteration 10:10 adult_mst nltcs_2way chain100`` (trees of pairs, the engine
 #: benchmark's problems; ``bench/results/engine/size_class_iteration_*``): on a CPU the passes' time follows the
 #: window cells they read; on a GPU the loop's steps, whatever the window; on both, the measurement pairs. The CPU's
-#: were fitted before a level's pairs were read window by window, and overstate the present passes; a refit
-#: to them moved one of AIM's fits to the size class and left its run's time as it was, so they are kept
-#: (``bench/NOTES.md``).
-ROUTED_COSTS = {"cpu": RoutedCost(cell=40e-9, step=2e-6, pair=8.7e-9), "gpu": RoutedCost(cell=0.0, step=100e-6, pair=1e-9)}
+#: were fitted before a level's pairs were read window by window, and overstate those passes; a refit
+#: to them moved one of AIM's fits to the size class and left its run's time as it was, so they were kept
+#: (``bench/NOTES.md``). Since the size-class programs compile with the fusion emitters and read padded
+#: windows by a masked gather, their passes take 0.50 of the time per window cell, 0.86 per step and 0.59 per
+#: pair (least squares over the same problems and six of AIM's models, before and after, on one machine), and
+#: the CPU's constants were scaled by those ratios.
+ROUTED_COSTS = {"cpu": RoutedCost(cell=20e-9, step=1.7e-6, pair=5.1e-9), "gpu": RoutedCost(cell=0.0, step=100e-6, pair=1e-9)}
 
 class CompileCost(NamedTuple):
     """Seconds a process waits for a fit's programs to compile (tracing, lowering and XLA), for one method: the
@@ -149,15 +152,20 @@ class CompileCost(NamedTuple):
 #: pairs and AIM-style models; ``bench/results/engine/compile_costs_cpu.md``) on a CPU: the dense line fitted where the
 #: choice falls, the size class's the median of its points. A GPU compiles both programs more slowly; the
 #: ratio, which is what ``program="auto"`` weighs, is taken to be the CPU's.
-COMPILE_COSTS = {"mirror_descent": CompileCost(-0.16, 0.063, 1.31), "dual_averaging": CompileCost(0.25, 0.086, 1.48),
-                 "lbfgs": CompileCost(0.37, 0.18, 5.58)}
+#: The size class's were scaled when its programs took the fusion emitters, by the ratio of their first calls
+#: before and after on one machine (mirror descent 1.29, dual averaging 1.13, L-BFGS 0.89; the medians over the
+#: problems of ``bench/results/engine/size_class_iteration_fusion_*``).
+COMPILE_COSTS = {"mirror_descent": CompileCost(-0.16, 0.063, 1.69), "dual_averaging": CompileCost(0.25, 0.086, 1.67),
+                 "lbfgs": CompileCost(0.37, 0.18, 4.97)}
 
 
 #: An L-BFGS iteration's cost in mirror-descent iterations of the size-class program, for ``program="auto"``: the loss
 #: and its gradient through the oracle (a forward and a reverse pass over the levels) at each of its line search's
 #: evaluations (``bench/results/engine/size_class_lbfgs_cpu.md`` against
-#: ``size_class_mirror_descent_beside_lbfgs_cpu.md``).
-LBFGS_ORACLE_CALLS = 5.0
+#: ``size_class_mirror_descent_beside_lbfgs_cpu.md``). Raised from 5 to 7 when the fusion emitters made a
+#: mirror-descent iteration 1.9 to 2.1 times faster and an L-BFGS one 1.2 to 1.3 times (the ratio of the two
+#: from 7.5 to 10.3 on the same problems, ``size_class_iteration_fusion_*``).
+LBFGS_ORACLE_CALLS = 7.0
 
 #: ``program="auto"`` takes the size-class program only for models of at most this many junction-tree cells: past
 #: it a dense iteration is the faster by more than a compile is worth, and the fit's memory is what

@@ -1,8 +1,9 @@
 """Which compiled program an engine call runs: the model's size read from the call's arguments.
 
 :class:`pgmjax.compiler.BySize` asks these predicates on the host, before tracing, which of its CPU programs a
-call runs: XLA:CPU's loop emitters for models with small blocks (:func:`suits_loop_emitters`). The answer is a
-function of the arguments' static structure alone.
+call runs: XLA:CPU's loop emitters for models with small blocks (:func:`suits_loop_emitters`), its fusion
+emitters for the size-class programs (:func:`emitters_for`). The answer is a function of the arguments' static
+structure alone.
 """
 
 from __future__ import annotations
@@ -53,19 +54,44 @@ def block_cells(*args, **kwargs) -> int:
     return plan.largest_block * members
 
 
+def emitters_for(*args, **kwargs) -> compiler.Emitters:
+    """The XLA:CPU emitters an engine program's call is compiled with (:class:`pgmjax.compiler.BySize`).
+
+    The fusion emitters for a size-class plan (:class:`~pgmjax.graph.routed_plan.RoutedPlan`), whatever
+    ``XLA_FLAGS`` name: its passes read through gathers, which the loop emitters write element by element,
+    without vector code, so its iterations took about twice as long for a compile that the loop emitters
+    shorten little (its kernels are few). Otherwise the loop emitters where :func:`suits_loop_emitters`, XLA's
+    defaults elsewhere.
+
+    Example:
+        >>> from pgmjax.data.domain import Domain
+        >>> from pgmjax.graph.routed_plan import make_routed_plan
+        >>> dom = Domain({"a": 2, "b": 3})
+        >>> emitters_for(make_plan(dom, [("a", "b")])).name, emitters_for(make_routed_plan(dom, [("a", "b")])).name
+        ('LOOP', 'FUSION')
+    """
+    found = _the_model(args, kwargs)
+    if found is not None and isinstance(found[0], RoutedPlan):
+        return compiler.Emitters.FUSION
+    return compiler.Emitters.LOOP if suits_loop_emitters(*args, **kwargs) else compiler.Emitters.DEFAULT
+
+
 def suits_loop_emitters(*args, **kwargs) -> bool:
     """Whether an engine program's call is compiled with XLA:CPU's loop emitters (:class:`pgmjax.compiler.BySize`).
 
     Yes where its largest potential block has at most :data:`pgmjax.compiler.LOOP_EMITTERS_CELLS` cells
     (:func:`block_cells`, every member of a batch counted) and, for a fitting problem, its measurements
     reduce the junction tree's tables into at most :data:`pgmjax.compiler.LOOP_EMITTERS_MAX_REDUCTIONS`
-    marginals per clique.
+    marginals per clique. Never for a size-class plan (:func:`emitters_for`).
 
     Example:
         >>> from pgmjax.data.domain import Domain
         >>> suits_loop_emitters(make_plan(Domain({"a": 2, "b": 3}), [("a", "b")]))
         True
     """
+    found = _the_model(args, kwargs)
+    if found is not None and isinstance(found[0], RoutedPlan):  # the fusion emitters (emitters_for)
+        return False
     if block_cells(*args, **kwargs) > compiler.LOOP_EMITTERS_CELLS:
         return False
     for a in (*args, *kwargs.values()):

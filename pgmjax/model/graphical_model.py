@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from ..compiler import jit, to_device
-from ..graph.program_choice import suits_loop_emitters
+from ..graph.program_choice import emitters_for
 from ..data.domain import Clique, CliqueLike, Domain, cells_text
 from ..graph import marginal_oracle, oracle, routed_oracle, routed_plan
 from ..queries import factors as queries_mod
@@ -488,11 +488,11 @@ def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Cal
             raise FloatingPointError(f"{what}: the marginal of clique {clique} sums to {s:.6g}, not the total {total:.6g}{why}")
 
 
-_dense_marginals_jit = jit(oracle.marginals, engine=True, loop_emitters=suits_loop_emitters)
-_dense_log_partition_jit = jit(oracle.log_partition, engine=True, loop_emitters=suits_loop_emitters)
+_dense_marginals_jit = jit(oracle.marginals, engine=True, emitters=emitters_for)
+_dense_log_partition_jit = jit(oracle.log_partition, engine=True, emitters=emitters_for)
 # A size-class plan's programs are shared by every structure of its class (pgmjax.graph.routed_oracle).
-_routed_marginals_jit = jit(routed_oracle.marginals, engine=True)
-_routed_log_partition_jit = jit(routed_oracle.log_partition, engine=True)
+_routed_marginals_jit = jit(routed_oracle.marginals, engine=True, emitters=emitters_for)
+_routed_log_partition_jit = jit(routed_oracle.log_partition, engine=True, emitters=emitters_for)
 
 
 #: Each oracle's compiled programs (marginals with log Z, log Z alone), picked by the plan's oracle value.

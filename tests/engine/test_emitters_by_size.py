@@ -143,3 +143,36 @@ def test_many_marginals_of_one_clique_keep_the_fusion_emitters():
     few = make_problem(domain, ms[:8] + [pj.Measurement(domain.attributes, rng.uniform(0, 1, 128), stddev=1.0)])
     assert len(few.plan.cliques) == 1 and suits_loop_emitters(few)  # 8 reductions of the one clique
     assert suits_loop_emitters(many.plan, many.plan.zeros())  # the model's own programs: no reductions
+
+
+def test_a_size_class_fit_keeps_the_fusion_emitters():
+    # The size-class passes read through gathers, which the loop emitters write element by element: a routed
+    # problem and its plan get the fusion emitters at any size, where the same model's dense problem gets the
+    # loop emitters (its blocks are small).
+    from pgmjax.estimation import inputs
+    from pgmjax.graph.program_choice import emitters_for
+    from pgmjax.graph.routed_plan import make_routed_plan
+
+    domain, ms = _measurements()
+    cliques = [m.clique for m in ms]
+    dense = make_problem(domain, ms)
+    routed, _, _ = inputs.build_problem(domain, ms, cliques, "l2", None, np.float32, caller="test",
+                                        plan=make_routed_plan(domain, cliques))
+    assert suits_loop_emitters(dense) and not suits_loop_emitters(routed)
+    assert emitters_for(dense) is compiler.Emitters.LOOP
+    assert emitters_for(routed) is emitters_for(routed.plan, routed.plan.zeros()) is compiler.Emitters.FUSION
+    assert driver._chunk.program(driver.MirrorDescent(), routed, None, None) is driver._chunk.vector
+    assert driver._chunk.program(driver.MirrorDescent(), dense, None, None) is driver._chunk.small
+
+
+def test_the_fusion_emitters_hold_where_the_flags_name_the_loop_emitters(monkeypatch):
+    # pgmjax.fast_compile() (the command line's) names the loop emitters for the whole process; a program the
+    # predicate gives the fusion emitters keeps them by its own option, which wins over the flag.
+    monkeypatch.setattr(compiler, "emitters_chosen_by_flags", lambda: True)
+    f = compiler.BySize(lambda x: x * 2, lambda x: compiler.Emitters.FUSION if x.size > 4 else True, {})
+    wide, narrow = jnp.ones(8), jnp.ones(3)
+    assert f.program(wide) is f.vector and f.program(narrow) is f.large  # the flags govern the others
+    assert float(f(wide)[0]) == 2.0
+    if compiler.has_loop_emitters():
+        assert f.options("cpu", compiler.Emitters.FUSION)["xla_cpu_use_fusion_emitters"] is True
+        assert f.options("cpu", True)["xla_cpu_use_fusion_emitters"] is False
