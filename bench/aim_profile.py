@@ -52,6 +52,7 @@ class FitRecorder:
             "wall": wall, "compile": self.compiling - c0, "iterations": hist[-1]["iteration"] if hist else 0,
             "first_loss": hist[0]["loss"] if hist else None, "loss": float(model.loss),
             "warm": kwargs.get("warm_start") is not None, "cells": int(model.plan.cells),
+            "oracle_calls": hist[-1].get("oracle_calls") if hist else None,
         })
         if self.structures:
             measurements = args[1] if len(args) > 1 else kwargs["measurements"]
