@@ -31,6 +31,12 @@ def _the_model(args, kwargs):
     return None
 
 
+def _size_class(args, kwargs) -> bool:
+    """Whether the call's model is a size-class plan (:class:`~pgmjax.graph.routed_plan.RoutedPlan`)."""
+    found = _the_model(args, kwargs)
+    return found is not None and isinstance(found[0], RoutedPlan)
+
+
 def block_cells(*args, **kwargs) -> int:
     """The cells of the largest potential block an engine program's call works on, every member of a batch
     counted: the size of its largest single pass (a block stacks the tables of one clique class).
@@ -70,8 +76,7 @@ def emitters_for(*args, **kwargs) -> compiler.Emitters:
         >>> emitters_for(make_plan(dom, [("a", "b")])).name, emitters_for(make_routed_plan(dom, [("a", "b")])).name
         ('LOOP', 'FUSION')
     """
-    found = _the_model(args, kwargs)
-    if found is not None and isinstance(found[0], RoutedPlan):
+    if _size_class(args, kwargs):
         return compiler.Emitters.FUSION
     return compiler.Emitters.LOOP if suits_loop_emitters(*args, **kwargs) else compiler.Emitters.DEFAULT
 
@@ -89,8 +94,7 @@ def suits_loop_emitters(*args, **kwargs) -> bool:
         >>> suits_loop_emitters(make_plan(Domain({"a": 2, "b": 3}), [("a", "b")]))
         True
     """
-    found = _the_model(args, kwargs)
-    if found is not None and isinstance(found[0], RoutedPlan):  # the fusion emitters (emitters_for)
+    if _size_class(args, kwargs):  # the fusion emitters (emitters_for)
         return False
     if block_cells(*args, **kwargs) > compiler.LOOP_EMITTERS_CELLS:
         return False
