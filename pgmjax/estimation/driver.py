@@ -116,8 +116,8 @@ def run(
 ):
     """Run an estimator for ``iters`` steps in compiled chunks.
 
-    An estimator with ``stalled(state)`` (:class:`LBFGS`) ends the run after a chunk in which it stalled; its
-    idle steps count no iteration. With the L1 loss a stall ends the chunk's smoothing stage, and the run
+    An estimator with ``stalled(state)`` (:class:`MirrorDescent`, :class:`LBFGS`) ends the run after a chunk in
+    which it stalled; a chunk it ended early (or idled in) counts only the iterations it made. With the L1 loss a stall ends the chunk's smoothing stage, and the run
     only in the last stage (stages past the schedule's last keep its width).
 
     Args:
@@ -168,7 +168,7 @@ def _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, sm
     done, k = 0, 0
     prev = loss_of(state)
     _check_finite(prev, None)
-    # an estimator that can stall (one that defines stalled: L-BFGS) ends the run after the chunk it stalled in
+    # an estimator that can stall (one that defines stalled) ends the run after the chunk it stalled in
     stoppable = type(estimator).stalled is not Estimator.stalled
     while done < iters:
         n = min(chunk, iters - done)
@@ -176,7 +176,7 @@ def _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, sm
         state = _chunk(estimator, problem, state, to_device(n, np.int32))
         done, k = done + n, k + 1
         stalled = stoppable and estimator.stalled(state)
-        if stalled:  # L-BFGS stalled inside the chunk: its idle steps count no iteration
+        if stoppable:  # a chunk ended early (mirror descent's failed line search) or idled (stalled L-BFGS)
             done = done - n + int(state.iteration) - started
         loss = loss_of(state)
         info = {

@@ -253,3 +253,85 @@ def test_lbfgs_l1_hands_its_stalled_last_stage_to_mirror_descent_and_keeps_the_b
     assert model.loss <= lbfgs_best and model.loss == model.history[-1]["loss"]
     reference = pj.estimate(dom, ms, iters=20_000, loss="l1", total=2800.0, chunk=1000, dtype=jnp.float64).loss
     assert (model.loss - reference) / reference < 1e-4, (model.loss, reference)
+
+
+# ------------------------------------------------------------------------------------------------------
+# Each chunk's base in the log-conditional gauge; a run whose line search finds no step ends
+# ------------------------------------------------------------------------------------------------------
+
+
+def _chain_measurements():
+    rng = np.random.default_rng(3)
+    dom = pj.Domain({"a": 3, "b": 4, "c": 3})
+    truth = rng.dirichlet(np.ones(36)).reshape(3, 4, 3) * 5_000
+    ms = [pj.Measurement(("a", "b"), truth.sum(2) + rng.normal(0, 2.0, (3, 4)), stddev=2.0),
+          pj.Measurement(("b", "c"), truth.sum(0) + rng.normal(0, 2.0, (4, 3)), stddev=2.0)]
+    return dom, ms
+
+
+def test_a_warm_start_whose_tables_conflict_is_refitted_in_float32_as_in_float64():
+    # A float64 optimum's potentials with a function of b of range 5,000 added to one table and taken from the
+    # other: the same distribution, but each table's top is where the other's is lowest, so once each is
+    # shifted to top 0 the likely cells sit near -5,000 (log Z about -5,000) and float32 rounds them to
+    # eps * 5,000. Each chunk folds the best iterate into the base as log-conditionals: the float32 refit's
+    # model has log Z = 0, its float32 marginals are those of its own potentials evaluated in float64, and
+    # their float64 loss is the float64 optimum's.
+    dom, ms = _chain_measurements()
+    m64 = pj.estimate(dom, ms, iters=1_000, dtype=jnp.float64)
+    h = np.array([2_500.0, -2_500.0, 900.0, -400.0])
+    pot = {c: np.asarray(t, np.float64) for c, t in m64.potentials.items()}
+    (c1, t1), (c2, t2) = pot.items()
+    shape = lambda c: [4 if x == "b" else 1 for x in c]  # h along b's axis of either table
+    pot[c1], pot[c2] = t1 + h.reshape(shape(c1)), t2 - h.reshape(shape(c2))
+    warm = pj.GraphicalModel(m64.plan, m64.plan.from_tables(pot, jnp.float64), m64.total)
+    np.testing.assert_allclose(warm.marginal(("a", "b", "c")), m64.marginal(("a", "b", "c")), rtol=1e-9)
+
+    m32 = pj.estimate(dom, ms, iters=200, dtype=jnp.float32, warm_start=warm)
+    assert abs(m32.log_partition()) < 1e-4
+    as64 = pj.GraphicalModel(m32.plan, {k: jnp.asarray(v, jnp.float64) for k, v in m32.theta.items()}, m32.total)
+    for cl in [("a", "b"), ("b", "c")]:
+        np.testing.assert_allclose(np.asarray(m32.marginal(cl), np.float64), as64.marginal(cl), rtol=1e-5)
+    p64 = make_problem(dom, ms, dtype=jnp.float64)
+    loss = float(p64.loss_of(p64.marginals(p64.plan.from_tables(dict(m32.potentials), jnp.float64))))
+    assert loss == pytest.approx(m64.loss, rel=1e-6)
+
+
+def test_a_failed_line_search_ends_the_chunk_and_a_second_the_run():
+    # A state whose loss and lowest loss no step can reach (below 0, a sum of squares' least): every halving fails and the iteration takes the
+    # zero step. The compiled loop stops there, one iteration into the 50 asked for; a second
+    # failed search, with no lower loss in between, makes the run stalled.
+    _, ms = _chain_measurements()
+    problem = make_problem(pj.Domain({"a": 3, "b": 4, "c": 3}), ms, dtype=jnp.float64)
+    md = MirrorDescent()
+    state = jax.jit(md.steps)(problem, md.init(problem, problem.plan.zeros(jnp.float64),
+                                                1.0 / float(problem.lipschitz * problem.total)), jnp.int32(5))
+    unreachable = state._replace(loss=jnp.full_like(state.loss, -1.0), lowest=jnp.full_like(state.lowest, -1.0))
+    once = jax.jit(md.steps)(problem, unreachable, jnp.int32(50))
+    assert int(once.iteration) == int(state.iteration) + 1
+    # the momentum trial (state.coast), the plain one, its halvings, the zero step
+    assert int(once.oracle_calls) == int(state.oracle_calls) + int(state.coast) + md.max_backtracks + 1
+    assert int(once.stuck) == 1 and not md.stalled(once)
+    np.testing.assert_array_equal(np.asarray(once.params[0]), np.asarray(state.params[0]))  # the zero step
+    twice = jax.jit(md.steps)(problem, once, jnp.int32(50))
+    assert int(twice.iteration) == int(state.iteration) + 2 and md.stalled(twice)
+    # A step that lowers the lowest loss clears the count.
+    assert int(jax.jit(md.steps)(problem, state, jnp.int32(5)).stuck) == 0
+
+
+def test_a_float32_fit_that_stalls_ends_where_the_full_run_ends():
+    # Measurements precise to 2 records in 5,000: within about 50 iterations the float32 loss stops telling
+    # steps apart (its rounding, a few eps of every count times each residual, exceeds what is left of the
+    # descent), and every later line search fails: 31 oracle calls per iteration for nothing. The run ends
+    # there, marked stalled, with the model the whole run returns (its float64 loss, not the float32 one).
+    dom, ms = _chain_measurements()
+    p64 = make_problem(dom, ms, dtype=jnp.float64)
+
+    def exact_loss(model):
+        return float(p64.loss_of(p64.marginals(p64.plan.from_tables(dict(model.potentials), jnp.float64))))
+
+    stopped = pj.estimate(dom, ms, iters=2_000, dtype=jnp.float32)
+    full = pj.estimate(dom, ms, iters=2_000, dtype=jnp.float32, method=MirrorDescent(patience=10**9))
+    last = stopped.history[-1]
+    assert last.get("stalled") and last["iteration"] < 200 and full.history[-1]["iteration"] == 2_000
+    assert last["oracle_calls"] < full.history[-1]["oracle_calls"] / 10
+    assert exact_loss(stopped) == pytest.approx(exact_loss(full), rel=1e-6)
