@@ -281,34 +281,31 @@ class MirrorDescent(Estimator):
         )
 
     def tidy(self, problem: Problem, state: MirrorDescentState) -> MirrorDescentState:
-        """``state`` with its best iterate folded into the base potentials, in the junction tree's
-        log-conditional gauge (:meth:`Problem.log_conditionals`), and the line search's rounding allowance
-        (:meth:`slack`) refreshed.
+        """``state`` with its parameters (current and best) shifted so each measured table's largest entry
+        is 0 (:meth:`Problem.center`), its base potentials so each clique's is (:meth:`Problem.tops`), the
+        best iterate's potentials formed from them (``state.theta``: what the fit returns), and the line
+        search's rounding allowance (:meth:`slack`) refreshed.
 
-        The best iterate's potentials ``expand(base, best)`` become the new base (and ``state.theta``, what
-        the fit returns) as log-conditionals; the parameters become differences from the best one (the best
-        is then 0, the current iterate ``params - best``, each measured table shifted so its largest entry is
-        0, :meth:`Problem.center`), so every iterate's distribution is unchanged and the velocity, a
-        difference of parameters, needs nothing. The reparameterisation is one upward pass per chunk.
+        The shifts are constants per clique: the distributions are unchanged, and the velocity, a
+        difference of parameters, needs none. They keep the parameters and potentials near 0 in float32
+        (see :func:`pgmjax.graph.marginal_oracle.row_tops`). With the L1 loss the potentials are also put in the junction
+        tree's log-conditional gauge (:meth:`Problem.log_conditionals`): each chunk is a smoothing stage
+        and the next restarts from them. At a noisy optimum the measured cliques' gradients cancel rather
+        than vanish (two cliques that disagree on an attribute push a function of it up in one table and
+        down in the other, which the distribution ignores), and each stage's steps along such directions
+        were folded into the potentials: in 20,000 float32 iterations they reached -1,900 where the same
+        distribution's log-conditionals stay within 3, their rounding (``eps |theta|`` per log-cell) put
+        the marginals 250 to 1,600 eps off, and the fit stalled 7e-4 above its optimum (3e-5 now).
 
-        Why: the sum of the junction tree's tables is ``log p + log Z``, and nothing else fixes ``log Z``.
-        Warm starts carried through a mechanism's rounds (each adding cliques whose tops conflict) reached
-        ``log Z = -5,338`` on a 44-clique Loans model: float32 then rounds every likely cell's log-potential
-        to ``eps * 5,338``, the marginals were 1e-4 to 7e-4 off, the loss 0.08 off at 3,522, above the line
-        search's allowance, and the fit stopped descending after 250 iterations where float64 went on from
-        3,522 to 3,434. In the log-conditional gauge every likely cell is near 0 and the same model's
-        marginals were 1.6e-6 off. With the L1 loss each chunk is also a smoothing stage, and the next
-        restarts from these potentials (the gauge also stops the drift of separator transfers an L1 fit
-        makes at a noisy optimum, where the measured cliques' gradients cancel rather than vanish: in
-        20,000 float32 iterations the potentials reached -1,900 and the fit stalled 7e-4 above its optimum).
-
-        :func:`run` calls it after every compiled chunk (an upward pass over every table, no oracle call);
-        call it between chunks when driving :meth:`step` yourself.
+        :func:`run` calls it after every compiled chunk (a pass over every table and no oracle call; with
+        the L1 loss one upward pass as well); call it between chunks when driving :meth:`step` yourself.
         """
-        theta = problem.log_conditionals(problem.expand(state.base, state.best))
-        params = problem.center(tree_map(jnp.subtract, state.params, state.best))
-        return state._replace(theta=theta, base=theta, params=params, best=tree_map(jnp.zeros_like, state.best),
-                              slack=self.slack(state))
+        base = {k: t - top for (k, t), top in zip(state.base.items(), problem.tops(state.base).values())}
+        params, best = problem.center(state.params), problem.center(state.best)
+        theta = problem.expand(base, best)
+        if problem.loss == "l1":  # each chunk is a smoothing stage: the next restarts from these potentials
+            theta = problem.log_conditionals(theta)
+        return state._replace(theta=theta, base=base, params=params, best=best, slack=self.slack(state))
 
     def step(self, problem: Problem, s: MirrorDescentState) -> MirrorDescentState:
         """One iteration: line-search trials (:meth:`schedule`, :meth:`trial`) until one is accepted, then

@@ -111,8 +111,8 @@ class Problem:
 
     def log_conditionals(self, theta: dict) -> dict:
         """``theta``'s distribution as log-conditionals along the junction tree
-        (:func:`pgmjax.graph.gauge.log_conditionals`); for the approximate oracle's region graph, which has no
-        junction tree, each region's table shifted to top 0. The distribution is unchanged."""
+        (:func:`pgmjax.graph.gauge.log_conditionals`), or ``theta`` itself for the approximate oracle's
+        region graph, which has no junction tree. The distribution is unchanged."""
         return self.oracle.log_conditionals(self.plan, theta)
 
     def predict(self, mu: dict):

@@ -23,6 +23,8 @@ becomes its clique's log-conditional given its upward separator and the root its
 upward pass of clique-tree calibration, Koller & Friedman, Section 10.2). It is the gauge for potentials
 rather than gradients: a mean mixes a nearly impossible cell (``-1e4``) into every likely cell of its
 slice, a log-sum-exp does not, and ``-inf`` cells (structural zeros) stay ``-inf``.
+:func:`log_conditional_tables` is the same on the host, in float64, for tables keyed by a junction tree's
+cliques: what a warm start's potentials become before they reach the device.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ from __future__ import annotations
 import functools
 
 import jax.numpy as jnp
+import numpy as np
 
 from pgmjax import kernels
 
+from .junction import JunctionTree
 from .oracle import block_potentials, keep_real, message_shape, route_messages, upward_pass
 from .oracle_plan import OraclePlan
 
@@ -133,3 +137,50 @@ def log_conditionals(plan: OraclePlan, theta: dict) -> dict:
     # the cells a padded table does not have go back to their input (the oracle masks them at -inf itself)
     return {k: v if (cells := plan.arrays.get(f"{k}_cells")) is None else jnp.where(cells == 0, v, theta[k])
             for k, v in out.items()}
+
+
+def log_conditional_tables(tree: JunctionTree, tables: dict) -> dict:
+    """:func:`log_conditionals` on the host, in float64: tables keyed by ``tree``'s cliques, as log-conditionals.
+
+    Each non-root clique's table becomes ``log p(x_C | x_S)`` of its separator ``S`` with its parent (what it
+    takes off is added to its parent's table, deepest cliques first), the root's ``log p(x_root)``: the same
+    distribution, every likely cell near 0. A chain of warm starts (a mechanism's rounds, each fit starting
+    from the last model) can pile up potentials whose tables' tops conflict, so that ``log Z`` is far from 0
+    and float32 rounds every likely cell's potential to ``eps |log Z|``; from these it cannot.
+
+    Args:
+        tree: the junction tree.
+        tables: ``{clique: table}`` for some of ``tree.cliques`` (axes in the clique's order; a missing clique's
+            table is 0); ``-inf`` entries are structural zeros and stay ``-inf``.
+
+    Returns:
+        ``{clique: table}`` for every clique of ``tree``, float64.
+
+    Example:
+        >>> from pgmjax.data.domain import Domain
+        >>> from pgmjax.graph.junction import junction_tree
+        >>> tree = junction_tree(Domain({"a": 2, "b": 3}), [("a", "b")])
+        >>> out = log_conditional_tables(tree, {("a", "b"): np.full((2, 3), 7.0)})
+        >>> round(float(np.exp(out[("a", "b")]).sum()), 12)
+        1.0
+    """
+    out = {c: np.zeros(tree.domain.shape_of(c)) for c in tree.cliques}
+    for c, t in tables.items():
+        out[c] = out[c] + np.asarray(t, np.float64)
+    for j in sorted(range(len(tree.cliques)), key=lambda j: -tree.depth[j]):
+        clique, table = tree.cliques[j], out[tree.cliques[j]]
+        p = tree.parent[j]
+        axes = tuple(i for i, a in enumerate(clique) if p < 0 or a not in tree.separators[j])
+        top = np.max(table, axis=axes, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0.0)
+        with np.errstate(divide="ignore"):  # a slice of -inf cells (a separator value excluded) sends -inf
+            sent = np.log(np.sum(np.exp(table - top), axis=axes, keepdims=True)) + top
+        out[clique] = table - np.where(np.isfinite(sent), sent, 0.0)
+        if p >= 0:
+            parent = tree.cliques[p]
+            kept = [a for a in clique if a not in [clique[i] for i in axes]]
+            sep = np.squeeze(sent, axis=axes)
+            canon = [a for a in parent if a in kept]  # the separator's axes in the parent's order
+            sep = np.transpose(sep, [kept.index(a) for a in canon])
+            out[parent] = out[parent] + sep.reshape([tree.domain[a] if a in kept else 1 for a in parent])
+    return out

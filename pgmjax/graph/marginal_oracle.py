@@ -53,10 +53,8 @@ def row_tops(plan, blocks: dict) -> dict:
     return out
 
 
-def _shifted_to_tops(plan, theta: dict) -> dict:
-    """The approximate oracle's stand-in for log-conditionals (its region graph has no junction tree): each
-    region's table less its largest entry, the same distribution with the likely cells near 0."""
-    return {k: t - top for (k, t), top in zip(theta.items(), row_tops(plan, theta).values())}
+def _unchanged(plan, theta: dict) -> dict:
+    return theta
 
 
 def _no_gauge(plan, blocks: dict) -> dict:
@@ -71,7 +69,7 @@ class MarginalOracle(NamedTuple):
         marginals: ``(plan, theta, total) -> (marginals, log Z)``.
         log_partition: ``(plan, theta) -> log Z`` (None where the oracle has none of its own).
         log_conditionals: ``(plan, theta) -> theta'``, the same distribution as log-conditionals along the
-            junction tree (the approximate oracle: each region's table shifted to top 0).
+            junction tree (the approximate oracle: ``theta`` unchanged).
         canonical: ``(plan, blocks) -> blocks'``, finite tables in the junction tree's canonical gauge.
         tops: ``(plan, blocks) -> tops``, each clique's largest finite entry, broadcastable against its block.
     """
@@ -88,7 +86,7 @@ EXACT = MarginalOracle("exact", oracle.marginals, oracle.log_partition, gauge.lo
                        row_tops)
 SIZE_CLASS = MarginalOracle("size_class", routed_oracle.marginals, routed_oracle.log_partition,
                             routed_oracle.log_conditionals, routed_oracle.canonical, routed_oracle.row_tops)
-APPROXIMATE = MarginalOracle("approximate", approximate_oracle.marginals, None, _shifted_to_tops, _no_gauge, row_tops)
+APPROXIMATE = MarginalOracle("approximate", approximate_oracle.marginals, None, _unchanged, _no_gauge, row_tops)
 
 
 def oracle_of(plan) -> MarginalOracle:

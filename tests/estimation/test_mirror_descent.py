@@ -256,7 +256,7 @@ def test_lbfgs_l1_hands_its_stalled_last_stage_to_mirror_descent_and_keeps_the_b
 
 
 # ------------------------------------------------------------------------------------------------------
-# Each chunk's base in the log-conditional gauge; a run whose line search finds no step ends
+# A warm start's tables as log-conditionals; a run whose line search finds no step ends
 # ------------------------------------------------------------------------------------------------------
 
 
@@ -273,9 +273,9 @@ def test_a_warm_start_whose_tables_conflict_is_refitted_in_float32_as_in_float64
     # A float64 optimum's potentials with a function of b of range 5,000 added to one table and taken from the
     # other: the same distribution, but each table's top is where the other's is lowest, so once each is
     # shifted to top 0 the likely cells sit near -5,000 (log Z about -5,000) and float32 rounds them to
-    # eps * 5,000. Each chunk folds the best iterate into the base as log-conditionals: the float32 refit's
-    # model has log Z = 0, its float32 marginals are those of its own potentials evaluated in float64, and
-    # their float64 loss is the float64 optimum's.
+    # eps * 5,000. A warm start's tables become log-conditionals on the host first (inputs.warm_tables): the
+    # float32 refit's model has log Z near 0, its float32 marginals are those of its own potentials evaluated
+    # in float64, and their float64 loss is the float64 optimum's.
     dom, ms = _chain_measurements()
     m64 = pj.estimate(dom, ms, iters=1_000, dtype=jnp.float64)
     h = np.array([2_500.0, -2_500.0, 900.0, -400.0])
@@ -287,13 +287,13 @@ def test_a_warm_start_whose_tables_conflict_is_refitted_in_float32_as_in_float64
     np.testing.assert_allclose(warm.marginal(("a", "b", "c")), m64.marginal(("a", "b", "c")), rtol=1e-9)
 
     m32 = pj.estimate(dom, ms, iters=200, dtype=jnp.float32, warm_start=warm)
-    assert abs(m32.log_partition()) < 1e-4
+    assert abs(m32.log_partition()) < 10  # each table shifted to top 0 after every chunk: a few units
     as64 = pj.GraphicalModel(m32.plan, {k: jnp.asarray(v, jnp.float64) for k, v in m32.theta.items()}, m32.total)
     for cl in [("a", "b"), ("b", "c")]:
         np.testing.assert_allclose(np.asarray(m32.marginal(cl), np.float64), as64.marginal(cl), rtol=1e-5)
     p64 = make_problem(dom, ms, dtype=jnp.float64)
     loss = float(p64.loss_of(p64.marginals(p64.plan.from_tables(dict(m32.potentials), jnp.float64))))
-    assert loss == pytest.approx(m64.loss, rel=1e-6)
+    assert loss == pytest.approx(m64.loss, rel=1e-5)  # (3e-3 above it from the conflicting tables as they were)
 
 
 def test_a_failed_line_search_ends_the_chunk_and_a_second_the_run():

@@ -10,7 +10,8 @@ import pytest
 import pgmjax as pj
 from pgmjax import programs
 from pgmjax.graph import oracle
-from pgmjax.graph.gauge import canonical, log_conditionals
+from pgmjax.estimation.inputs import warm_tables
+from pgmjax.graph.gauge import canonical, log_conditional_tables, log_conditionals
 
 from conftest import count_compiles
 from maxent_reference import distribution
@@ -159,3 +160,30 @@ def test_compiles_once(gauge):
     with count_compiles() as compiles:
         f(plan, _random_blocks(plan, np.random.default_rng(4)))
     assert compiles.count == 0
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_host_log_conditional_tables_are_the_device_ones(case):
+    """pgmjax.graph.gauge.log_conditional_tables (host, float64, tables keyed by the tree's cliques) gives the
+    tables log_conditionals gives on the device, structural zeros included; a warm start's tables keyed by
+    smaller cliques (inputs.warm_tables) land in the cliques that hold them with the same distribution."""
+    domain, cliques = pj.Domain(CASES[case][0]), CASES[case][1]
+    plan = oracle.make_plan(domain, cliques)
+    blocks = _with_transfers(plan, _random_blocks(plan, np.random.default_rng(8)), domain, np.random.default_rng(9))
+    tables = {c: np.asarray(t) for c, t in plan.tables(blocks).items()}
+    first = next(iter(tables))
+    tables[first] = tables[first].copy()
+    tables[first].reshape(-1)[:2] = -np.inf
+    blocks = plan.from_tables(tables, jnp.float64)
+    device = {c: np.asarray(t) for c, t in plan.tables(log_conditionals(plan, blocks)).items()}
+    host = log_conditional_tables(plan.tree, tables)
+    assert set(host) == set(device) == set(plan.tree.cliques)
+    for c in device:
+        assert np.array_equal(np.isfinite(host[c]), np.isfinite(device[c]))
+        np.testing.assert_allclose(host[c][np.isfinite(host[c])], device[c][np.isfinite(device[c])], atol=1e-10)
+
+    measured = {c: np.random.default_rng(10).normal(size=domain.shape_of(c)) * 300 for c in cliques}
+    warm = warm_tables(plan, measured)
+    p0, _, _ = _full_log_table(plan, plan.from_tables(measured, jnp.float64), domain)
+    p1, _, _ = _full_log_table(plan, plan.from_tables(warm, jnp.float64), domain)
+    np.testing.assert_allclose(p1, p0 - np.log(np.exp(p0 - p0.max()).sum()) - p0.max(), atol=1e-8)
