@@ -46,6 +46,8 @@ class MirrorDescentState(NamedTuple):
     coast: jax.Array  # whether the next iteration's first trial carries momentum (the last was accepted at once)
     best_step: jax.Array  # the step size after the last iteration that lowered the loss (for warm starts)
     stuck: jax.Array  # failed line searches (a zero step accepted) since the lowest loss last fell
+    best_pred: Any  # pred at the best iterate: a failed line search goes back there (MirrorDescent.commit)
+    best_pred_grad: Any  # pred_grad at the best iterate
 
 
 @dataclass(frozen=True)
@@ -88,10 +90,9 @@ class MirrorDescent(Estimator):
             marginal and counting queries). Without it float32 fits stall short of the
             optimum: the step size collapses once the loss decrease falls below the loss's rounding error.
         patience: failed line searches (every halving rejected, the zero step taken) since the lowest loss
-            last fell after which the run is *stalled* (:meth:`stalled`) and :func:`run` ends it at the
-            lowest-loss iterate. A compiled chunk stops at its first failed search (from the same state
-            every later search would try the same halvings again, 31 oracle calls each); the next chunk
-            retries from a refreshed rounding allowance (:meth:`tidy`).
+            last fell after which the run is *stalled* (:meth:`stalled`): the compiled chunk stops there and
+            :func:`run` ends the run at the lowest-loss iterate. A failed search sends the iterate back to the
+            best one (:meth:`commit`), so the second failure is one from the best iterate itself.
 
     Example (the pure pieces, driven by hand; :func:`pgmjax.estimate` does this in compiled chunks):
         >>> from pgmjax.estimation.batch_problem import make_problem
@@ -150,7 +151,7 @@ class MirrorDescent(Estimator):
         state = MirrorDescentState(
             theta, theta, params, params, loss, loss, pred, pred_grad, jnp.asarray(step_size, dt),
             jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32), jnp.zeros((), dt), params, jnp.asarray(self.growth, dt),
-            jnp.zeros((), bool), jnp.asarray(step_size, dt), jnp.zeros((), jnp.int32),
+            jnp.zeros((), bool), jnp.asarray(step_size, dt), jnp.zeros((), jnp.int32), pred, pred_grad,
         )
         return state._replace(slack=self.slack(state))
 
@@ -170,7 +171,7 @@ class MirrorDescent(Estimator):
         return MirrorDescentState(
             theta, theta, params, params, inf, inf, pred, pred, to_device(step_size, dt), to_device(-1, np.int32),
             to_device(0, np.int32), to_device(0.0, dt), params, to_device(self.growth, dt), to_device(False, bool),
-            to_device(step_size, dt), to_device(0, np.int32),
+            to_device(step_size, dt), to_device(0, np.int32), pred, pred,
         )
 
     def started(self, state: MirrorDescentState, step_size) -> MirrorDescentState:
@@ -272,12 +273,21 @@ class MirrorDescent(Estimator):
         # At the optimum no step lowers the loss and the step size halves away: a warm start continues from
         # the step of the last progress instead.
         best_step = jnp.where(loss < s.lowest, next_eta, s.best_step)
-        # A zero step is the last trial of a line search that found no step (MirrorDescent.stalled).
-        stuck = jnp.where(better, 0, s.stuck + (eta == 0).astype(s.stuck.dtype))
+        best_pred, best_pred_grad = (tree_map(lambda a, b: jnp.where(better, a, b), new, old)
+                                     for new, old in ((pred, s.best_pred), (pred_grad, s.best_pred_grad)))
+        # A zero step is the last trial of a line search that found no step: the iterate goes back to the best
+        # one, without momentum, at the step of the last progress. Momentum steps may rise by the rounding
+        # allowance, which is larger early in a fit; once tidy has shrunk it, an iterate left that far above
+        # the lowest loss failed every later search (float32: a 3-attribute chain stayed 1.6e-3 above its
+        # optimum with 31 oracle calls a step, where a step from the best iterate still descends).
+        failed = eta == 0
+        stuck = jnp.where(better, 0, s.stuck + failed.astype(s.stuck.dtype))
+        back = lambda here, there: tree_map(lambda a, b: jnp.where(failed, b, a), here, there)
         return MirrorDescentState(
-            s.theta, s.base, params, best, loss, jnp.minimum(s.lowest, loss), pred, pred_grad, next_eta,
-            s.iteration + 1, s.oracle_calls + 1 + k, s.slack, velocity, growth, (k == 0) & (self.momentum > 0),
-            best_step, stuck,
+            s.theta, s.base, back(params, best), best, jnp.where(failed, s.lowest, loss), jnp.minimum(s.lowest, loss),
+            back(pred, best_pred), back(pred_grad, best_pred_grad), jnp.where(failed, best_step, next_eta),
+            s.iteration + 1, s.oracle_calls + 1 + k, s.slack, back(velocity, tree_map(jnp.zeros_like, velocity)),
+            growth, (k == 0) & (self.momentum > 0), best_step, stuck, best_pred, best_pred_grad,
         )
 
     def tidy(self, problem: Problem, state: MirrorDescentState) -> MirrorDescentState:
@@ -324,18 +334,16 @@ class MirrorDescent(Estimator):
         own trials and iterations (a member that has finished idles until the slowest has).
 
         Every trial reads the rounding allowance ``s.slack`` of the state it started from (:meth:`tidy`
-        refreshes it between chunks). The loop ends early, with fewer iterations done, after its first
-        failed line search (:attr:`patience`): with the same allowance every later search would try the
-        same halvings from the same iterate. At a float32 optimum, where the iterate sat above the
-        lowest loss by more than the refreshed allowance, fits spent 31 oracle calls on every remaining
-        iteration.
+        refreshes it between chunks). The loop ends early, with fewer iterations done, once the run is
+        stalled (:attr:`patience` failed line searches, each of them sending the iterate back to the best
+        one, with no lower loss between): every later search would try the same halvings from the same
+        iterate, 31 oracle calls each.
         """
         slack = s.slack
         target = s.iteration + num_steps
-        failed = s.stuck
 
         def cond(c):
-            return (c[0].iteration < target) & (c[0].stuck <= failed)
+            return (c[0].iteration < target) & (c[0].stuck < self.patience)
 
         def body(c):
             s, k, previous_eta = c
