@@ -234,7 +234,7 @@ def warm_tables(plan, tables: dict) -> dict:
     ``log Z = -5,338``, so float32 rounded every likely cell's potential to ``eps * 5,338``. Its marginals were
     up to 7e-4 off, its loss 0.08 off, more than the line search's rounding allowance, and the final fit
     stopped descending at 3,522 where float64 went on to 3,434. From the same tables as log-conditionals the
-    marginals were 1.6e-6 off and the float32 fit reached 3,429. The approximate oracle's region graph has no
+    marginals were 1.6e-6 off and the float32 fit reached 3,427. The approximate oracle's region graph has no
     junction tree: its tables pass unchanged, as does a table no clique of the tree holds (``from_tables``
     names it).
 

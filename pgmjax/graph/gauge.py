@@ -38,7 +38,7 @@ from pgmjax import kernels
 
 from .junction import JunctionTree
 from .oracle import block_potentials, keep_real, message_shape, route_messages, upward_pass
-from .oracle_plan import OraclePlan
+from .oracle_plan import OraclePlan, in_host_axes
 
 
 def _mean(b, axes):
@@ -178,9 +178,6 @@ def log_conditional_tables(tree: JunctionTree, tables: dict) -> dict:
         out[clique] = table - np.where(np.isfinite(sent), sent, 0.0)
         if p >= 0:
             parent = tree.cliques[p]
-            kept = [a for a in clique if a not in [clique[i] for i in axes]]
-            sep = np.squeeze(sent, axis=axes)
-            canon = [a for a in parent if a in kept]  # the separator's axes in the parent's order
-            sep = np.transpose(sep, [kept.index(a) for a in canon])
-            out[parent] = out[parent] + sep.reshape([tree.domain[a] if a in kept else 1 for a in parent])
+            kept = tuple(a for i, a in enumerate(clique) if i not in axes)
+            out[parent] = out[parent] + in_host_axes(tree.domain, kept, np.squeeze(sent, axis=axes), parent)
     return out
