@@ -95,6 +95,49 @@ def _pad(a: np.ndarray, extra: int) -> np.ndarray:
     return np.concatenate([a, np.repeat(a[:1], extra, axis=0)])
 
 
+def _signature(plan: OraclePlan, m: Measurement) -> tuple[tuple, int, int]:
+    """What a measurement's reduction looks like in the dense program, ``(signature, level, slot)``: measurements of
+    one signature (the host's block and shape, the axes summed out, the answer's axis order, the query's form) stack
+    into one group, read by one piece of code; level and slot locate its host table in the block."""
+    host = plan.tree.containing(m.clique)
+    host_clique = plan.layout(host)  # the order the host's table is stored in
+    # a measured clique is a model clique, so its host's table is never padded (see oracle.make_plan)
+    assert plan.padded[host] is None, (m.clique, host_clique)
+    key, level, slot = plan.locations[host]
+    kept = [a for a in host_clique if a in m.clique]
+    sig = (
+        key,
+        plan.domain.shape_of(host_clique),
+        tuple(i for i, a in enumerate(host_clique) if a not in m.clique),
+        tuple(kept.index(a) for a in m.clique),
+        m.kind,
+        m.rows,
+        jax.tree_util.tree_structure(m.linear),
+        tuple(np.shape(q) for q in jax.tree_util.tree_leaves(m.linear)),
+    )
+    return sig, level, slot
+
+
+def reduction_groups(plan: OraclePlan, measurements: Sequence[Measurement]) -> int:
+    """How many groups of measurements the dense program reads, each by its own code (:func:`_stack_on_host`):
+    measurements of one signature (:func:`_signature`) stack into one group, and the one- and two-way marginals
+    of one table into one ``"pairs"`` group. The dense compile grows with it
+    (:data:`pgmjax.estimation.oracles.COMPILE_COSTS`): a chain of a hundred pairs of one shape is a few groups,
+    an AIM model's marginals of many shapes about one each.
+
+    Example:
+        >>> import numpy as np
+        >>> from pgmjax import Domain, Measurement
+        >>> from pgmjax.graph.oracle_plan import make_plan
+        >>> dom = Domain({f"x{i}": 3 for i in range(10)})
+        >>> ms = [Measurement((f"x{i}", f"x{i + 1}"), np.ones((3, 3)), 1.0) for i in range(9)]
+        >>> reduction_groups(make_plan(dom, [m.clique for m in ms]), ms) <= 3
+        True
+    """
+    _, groups = _stack_on_host(plan, measurements)
+    return sum(len(g.parts) or 1 for g in groups)
+
+
 def _stack_on_host(plan: OraclePlan, measurements: Sequence[Measurement], sharded: bool = False) -> tuple[list, list]:
     """The measurements grouped and stacked on the host: ``(arrays, groups)``, NumPy arrays per group.
 
@@ -106,22 +149,7 @@ def _stack_on_host(plan: OraclePlan, measurements: Sequence[Measurement], sharde
     groups, arrays, measurements = ([], [], list(measurements)) if sharded else _pair_groups(plan, measurements)
     by_sig: dict[tuple, list[tuple[Measurement, int, int]]] = {}
     for m in measurements:
-        host = plan.tree.containing(m.clique)
-        host_clique = plan.layout(host)  # the order the host's table is stored in
-        # a measured clique is a model clique, so its host's table is never padded (see oracle.make_plan)
-        assert plan.padded[host] is None, (m.clique, host_clique)
-        key, level, slot = plan.locations[host]
-        kept = [a for a in host_clique if a in m.clique]
-        sig = (
-            key,
-            plan.domain.shape_of(host_clique),
-            tuple(i for i, a in enumerate(host_clique) if a not in m.clique),
-            tuple(kept.index(a) for a in m.clique),
-            m.kind,
-            m.rows,
-            jax.tree_util.tree_structure(m.linear),
-            tuple(np.shape(q) for q in jax.tree_util.tree_leaves(m.linear)),
-        )
+        sig, level, slot = _signature(plan, m)
         by_sig.setdefault(sig, []).append((m, level, slot))
     stacks = []
     for sig in sorted(by_sig, key=repr):

@@ -22,7 +22,7 @@ from ..graph import approximate_oracle, oracle, path_scan
 from ..graph.junction import junction_tree, maximal_cliques
 from ..graph.routed_steps import pass_work, steps
 from ..graph.size_limit import ModelTooLarge
-from . import memory
+from . import losses, memory
 from .routed_losses import routable
 
 #: The oracle names :func:`pgmjax.estimate` accepts.
@@ -140,23 +140,37 @@ ROUTED_COSTS = {"cpu": RoutedCost(cell=20e-9, step=1.7e-6, pair=5.1e-9), "gpu": 
 
 class CompileCost(NamedTuple):
     """Seconds a process waits for a fit's programs to compile (tracing, lowering and XLA), for one method: the
-    dense program's grow with its plan's block axes (:func:`dense_axes`), ``dense_base + dense_per_axis * axes``;
-    the size-class program's do not, the routing being data (``size_class``, once per class)."""
+    dense program's grow with its plan's block axes (:func:`dense_axes`) and with its groups of measurements
+    (:func:`pgmjax.estimation.losses.reduction_groups`: each a reduction of a table, written into the program),
+    ``dense_base + dense_per_axis * axes + dense_per_group * groups`` (:meth:`dense`); the size-class program's do
+    not, the routing being data (``size_class``, once per class)."""
 
     dense_base: float
     dense_per_axis: float
+    dense_per_group: float
     size_class: float
 
+    def dense(self, axes: int, groups: int) -> float:
+        """The dense program's expected compile, in seconds, for a plan of ``axes`` block axes whose measurements
+        form ``groups`` groups.
 
-#: Each method's compile costs, measured with ``python -m bench engine compile_costs`` (fresh processes, trees of
-#: pairs and AIM-style models; ``bench/results/engine/compile_costs_cpu.md``) on a CPU: the dense line fitted where the
-#: choice falls, the size class's the median of its points. A GPU compiles both programs more slowly; the
-#: ratio, which is what ``program="auto"`` weighs, is taken to be the CPU's.
-#: The size class's were scaled when its programs took the fusion emitters, by the ratio of their first calls
-#: before and after on one machine (mirror descent 1.29, dual averaging 1.13, L-BFGS 0.89; the medians over the
-#: problems of ``bench/results/engine/size_class_iteration_fusion_*``).
-COMPILE_COSTS = {"mirror_descent": CompileCost(-0.16, 0.063, 1.69), "dual_averaging": CompileCost(0.25, 0.086, 1.67),
-                 "lbfgs": CompileCost(0.37, 0.18, 4.97)}
+        Example:
+            >>> CompileCost(0.5, 0.1, 0.05, 2.0).dense(axes=10, groups=20)
+            2.5
+        """
+        return self.dense_base + self.dense_per_axis * axes + self.dense_per_group * groups
+
+
+#: Each method's compile costs, measured with ``python -m bench engine compile_costs`` (fresh processes: trees of
+#: pairs, AIM-style models and the models of an AIM run; ``bench/results/engine/compile_costs_cpu.md``) on a CPU:
+#: the dense plane fitted by least squares where the choice falls, the size class's the median of its points. A
+#: GPU compiles both programs more slowly; the ratio, which is what ``program="auto"`` weighs, is taken to be the
+#: CPU's. The dense compile of an AIM model grows mostly with its groups of measurements: fitted to the block axes
+#: alone (the trees of pairs, where the two grow together), it had been put at 5 s for the last models of an AIM
+#: run that took 7.5 to 10 s, and two or three such runs compiled a dense program for a structure fitted once more.
+COMPILE_COSTS = {"mirror_descent": CompileCost(0.515, 0.0049, 0.0983, 1.68),
+                 "dual_averaging": CompileCost(0.533, 0.0372, 0.1327, 2.50),
+                 "lbfgs": CompileCost(-0.523, 0.132, 0.2196, 9.07)}
 
 
 #: An L-BFGS iteration's cost in mirror-descent iterations of the size-class program, for ``program="auto"``: the loss
@@ -200,7 +214,8 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     the caller says it fits that many structures) and its routed passes on ``platform``
     (the fit's device's, ``jax.Device.platform``; :func:`routed_seconds` times ``iters``, the iterations the fit is
     expected to run) at most the dense program's compile, which grows with its plan's blocks and their axes
-    (:func:`dense_axes`; a ``1/repeats`` share of it where the caller says it fits this structure that many
+    (:func:`dense_axes`) and its groups of measurements (:meth:`CompileCost.dense`; a ``1/repeats`` share of it where
+    the caller says it fits this structure that many
     times: a structure fitted again and again goes dense, a new one each time, of few iterations, the size class).
     The dense fit's own iterations are not counted (they are the faster), so a close call goes to the dense
     program. A fit of a few
@@ -237,8 +252,9 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     calls = LBFGS_ORACLE_CALLS if method == "lbfgs" else 1.0
     cost = COMPILE_COSTS[method]
     passes = routed_seconds(domain, tree, measurements, platform) * calls * max(int(iters), 1)
-    axes = dense_axes(oracle.make_plan(domain, cliques))  # cached: the dense fit's own plan, if it runs
-    return cost.size_class / structures + passes <= (cost.dense_base + cost.dense_per_axis * axes) / repeats
+    dense_plan = oracle.make_plan(domain, cliques)  # cached: the dense fit's own plan, if it runs
+    groups = losses.reduction_groups(dense_plan, measurements)
+    return cost.size_class / structures + passes <= cost.dense(dense_axes(dense_plan), groups) / repeats
 
 
 def dense_axes(plan) -> int:

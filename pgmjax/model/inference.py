@@ -20,6 +20,7 @@ many queries are answered by one compiled program (:func:`answer_many`).
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import jax
@@ -231,10 +232,21 @@ def run_plan_on_host(plan: QueryPlan, tables: dict[int, np.ndarray], matrices: t
 
 
 @functools.lru_cache(maxsize=16384)
-def _einsum_path(spec: str, shapes: tuple) -> list:
+def _einsum_path(spec: str, shapes: tuple) -> list | bool:
     """NumPy's greedy contraction order (``optimize=True``: BLAS for a table times a matrix) for ``spec`` on
-    operands of these shapes, found once: finding it costs more than most of the host's small contractions."""
+    operands of these shapes, found once: finding it costs more than most of the host's small contractions.
+    False (NumPy's own loop, no path) for a contraction of at most two operands over at most
+    :data:`_LOOP_EINSUM_CELLS` index values: a path given to ``np.einsum`` is checked again at every call, which
+    cost a mechanism's candidate marginals (hundreds of small contractions per round) more than their arithmetic."""
+    sizes = {v: n for op, shape in zip(spec.split("->")[0].split(","), shapes) for v, n in zip(op, shape)}
+    if len(shapes) <= 2 and math.prod(sizes.values()) <= _LOOP_EINSUM_CELLS:
+        return False
     return np.einsum_path(spec, *(np.broadcast_to(np.float64(0), s) for s in shapes), optimize="greedy")[0]
+
+
+#: The largest index space (the product of every index's size) whose two-operand contraction the host runs by
+#: NumPy's own loop rather than a path (BLAS): below it the loop's work is microseconds.
+_LOOP_EINSUM_CELLS = 1 << 16
 
 
 def _sum_private_axes(spec: str, table: jax.Array) -> tuple[str, jax.Array]:

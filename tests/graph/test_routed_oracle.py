@@ -176,7 +176,7 @@ def test_auto_takes_the_size_class_program_where_it_ends_sooner_first_compile_in
     assert choice(shapes, varied, 1000, "cpu")
     axes = dense_axes(oracle_plan.make_plan(shapes, [m.clique for m in varied]))
     for method, cost in COMPILE_COSTS.items():  # the dense compile follows the blocks' axes; the size class's does not
-        assert cost.dense_base + cost.dense_per_axis * axes > cost.size_class, method
+        assert cost.dense(axes, len(varied)) > cost.size_class, method
 
     chain = pj.Domain({f"x{i}": 3 for i in range(120)})
     links = [pj.Measurement((f"x{i}", f"x{i + 1}"), rng.random((3, 3)), stddev=1.0) for i in range(119)]

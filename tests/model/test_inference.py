@@ -263,3 +263,26 @@ def test_marginal_of_a_large_clique_goes_through_the_compiled_program(monkeypatc
     monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 2**24)
     np.testing.assert_allclose(model.marginal(attrs), got, rtol=1e-12)
     assert model._host_blocks  # and below the limit, the host sum
+
+
+
+def test_host_contractions_by_loop_and_by_path_agree(rng, monkeypatch):
+    """Small host contractions run by NumPy's own loop (no path to check at each call), larger ones by the greedy
+    path: both give the same answers (float64 rounding), across cliques and with matrices."""
+    from pgmjax.model import inference
+
+    model, _ = _random_model(rng, "chain")
+    names = model.domain.attributes
+    queries = [{x: Q.Identity() for x in s} for k in (1, 2, 3) for s in itertools.combinations(names, k)][:40]
+    queries.append({names[0]: rng.normal(size=(3, model.domain[names[0]])), names[-1]: Q.Prefix()})
+    answers, orders, small = {}, {}, inference._LOOP_EINSUM_CELLS
+    order = inference._einsum_path.__wrapped__  # uncached: every contraction asks it
+    for limit in (small, 0):
+        seen = orders[limit] = []
+        monkeypatch.setattr(inference, "_LOOP_EINSUM_CELLS", limit)
+        monkeypatch.setattr(inference, "_einsum_path", lambda spec, shapes, seen=seen: seen.append(order(spec, shapes)) or seen[-1])
+        answers[limit] = model.answers(queries)
+    assert any(p is False for p in orders[small])  # this model's contractions are small
+    assert orders[0] and all(p is not False for p in orders[0])
+    for a, b in zip(*answers.values()):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-9)
