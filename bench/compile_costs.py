@@ -4,13 +4,14 @@
 the dense plan's blocks and their axes (:func:`pgmjax.estimation.oracles.dense_axes`: cliques of one shape stack into one
 block, and every axis of every block is code), against the size-class program's, which does not (the routing is
 data), plus the size-class passes' own time. This measures both compiles, each point in a fresh process (nothing
-compiled before it), on two families of structures (:func:`structure`) and on the models of an AIM run
+compiled before it), on two families of structures (:func:`structure`) and on the models of an AIM and an MWEM run
 (``--profiles``: fits recorded by ``python -m bench.aim_profile --structures``), noisy marginals,
 ``estimate(iters=20)`` twice; the first call's seconds less the second's is the wait for compiling (tracing,
 lowering and XLA). The dense compile is fitted to the dense plan's block axes and its groups of measurements.
 
-Run: ``python -m bench engine compile_costs --profiles bench/results/engine/aim_generated30_structures.json:5,15,25,34,43``
-(about 10 minutes on a 2-core CPU).
+Run (about 14 minutes on a 2-core CPU): ``python -m bench engine compile_costs --profiles
+bench/results/engine/aim_generated30_structures.json:5,15,25,34,43
+bench/results/engine/mwem_generated30_structures.json:10,20,23,26,29``.
 """
 
 from __future__ import annotations

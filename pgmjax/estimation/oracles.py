@@ -162,15 +162,17 @@ class CompileCost(NamedTuple):
 
 
 #: Each method's compile costs, measured with ``python -m bench engine compile_costs`` (fresh processes: trees of
-#: pairs, AIM-style models and the models of an AIM run; ``bench/results/engine/compile_costs_cpu.md``) on a CPU:
+#: pairs, AIM-style models and the models of an AIM and an MWEM run; ``bench/results/engine/compile_costs_cpu.md``) on a CPU:
 #: the dense plane fitted by least squares where the choice falls, the size class's the median of its points. A
 #: GPU compiles both programs more slowly; the ratio, which is what ``program="auto"`` weighs, is taken to be the
-#: CPU's. The dense compile of an AIM model grows mostly with its groups of measurements: fitted to the block axes
-#: alone (the trees of pairs, where the two grow together), it had been put at 5 s for the last models of an AIM
-#: run that took 7.5 to 10 s, and two or three such runs compiled a dense program for a structure fitted once more.
-COMPILE_COSTS = {"mirror_descent": CompileCost(0.515, 0.0049, 0.0983, 1.68),
-                 "dual_averaging": CompileCost(0.533, 0.0372, 0.1327, 2.50),
-                 "lbfgs": CompileCost(-0.523, 0.132, 0.2196, 9.07)}
+#: CPU's. The groups of measurements count beside the block axes: fitted to the axes alone (the trees of pairs,
+#: where the two grow together), the dense compile of an AIM run's last models (80 axes, 67 groups) had been put at
+#: 4.9 s against 7.2 s measured, and some runs compiled a dense program for a structure they fitted once more.
+#: Fitted to AIM's models alone, whose groups grow with their axes, it undercounted the axes instead (an MWEM
+#: model of 89 axes and 30 groups: 3.9 s against 7.3 s), so the points include five of an MWEM run.
+COMPILE_COSTS = {"mirror_descent": CompileCost(0.277, 0.0555, 0.0348, 1.86),
+                 "dual_averaging": CompileCost(0.163, 0.1314, 0.0528, 3.23),
+                 "lbfgs": CompileCost(-1.894, 0.264, 0.1279, 8.82)}
 
 
 #: An L-BFGS iteration's cost in mirror-descent iterations of the size-class program, for ``program="auto"``: the loss
