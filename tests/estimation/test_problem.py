@@ -164,3 +164,23 @@ def test_sum_all_in_rows_of_32_is_the_sum(sizes):
     want = sum(float(np.sum(a.astype(np.float64))) for a in arrays)
     scale = sum(float(np.sum(np.abs(a.astype(np.float64)))) for a in arrays)
     assert abs(got - want) <= 1e-6 * scale
+
+
+def test_reduction_groups_counts_the_dense_programs_groups_of_measurements():
+    """What ``program="auto"`` weighs the dense compile by: measurements of one shape and placement share one group
+    (their code), one- and two-way marginals of one table one ``"pairs"`` group; every other shape its own."""
+    from pgmjax.estimation.losses import reduction_groups
+
+    rng = np.random.default_rng(0)
+    one = pj.Domain({f"x{i}": 3 for i in range(12)})
+    same = [pj.Measurement((f"x{i}", f"x{i + 1}"), rng.random((3, 3)), stddev=1.0) for i in range(11)]
+    varied_dom = pj.Domain({f"x{i}": 2 + i for i in range(12)})
+    varied = [pj.Measurement((f"x{i}", f"x{i + 1}"), rng.random(varied_dom.shape_of((f"x{i}", f"x{i + 1}"))), stddev=1.0)
+              for i in range(11)]
+    wide = pj.Domain({f"b{i}": 2 for i in range(8)})
+    pairs = [pj.Measurement(tuple(wide.attributes), rng.random(wide.shape_of(wide.attributes)), stddev=1.0)]
+    pairs += [pj.Measurement((f"b{i}", f"b{j}"), rng.random((2, 2)), stddev=1.0) for i in range(8) for j in range(i + 1, 8)]
+    counts = {}
+    for name, (dom, ms) in {"same": (one, same), "varied": (varied_dom, varied), "pairs": (wide, pairs)}.items():
+        counts[name] = reduction_groups(oracle.make_plan(dom, [m.clique for m in ms]), ms)
+    assert counts["same"] <= 3 and counts["varied"] == 11 and counts["pairs"] <= 2
