@@ -166,10 +166,9 @@ class CompileCost(NamedTuple):
 #: the dense plane fitted by least squares where the choice falls, the size class's the median of its points. A
 #: GPU compiles both programs more slowly; the ratio, which is what ``program="auto"`` weighs, is taken to be the
 #: CPU's. The groups of measurements count beside the block axes: fitted to the axes alone (the trees of pairs,
-#: where the two grow together), the dense compile of an AIM run's last models (80 axes, 67 groups) had been put at
-#: 4.9 s against 7.2 s measured, and some runs compiled a dense program for a structure they fitted once more.
-#: Fitted to AIM's models alone, whose groups grow with their axes, it undercounted the axes instead (an MWEM
-#: model of 89 axes and 30 groups: 3.9 s against 7.3 s), so the points include five of an MWEM run.
+#: where the two grow together), the dense compile of an AIM run's last models had been underestimated, and
+#: fitted to AIM's models alone, whose groups grow with their axes, the axes were undercounted instead, so the
+#: points include models of an MWEM run (``bench/NOTES.md`` has the figures).
 COMPILE_COSTS = {"mirror_descent": CompileCost(0.277, 0.0555, 0.0348, 1.86),
                  "dual_averaging": CompileCost(0.163, 0.1314, 0.0528, 3.23),
                  "lbfgs": CompileCost(-1.894, 0.264, 0.1279, 8.82)}
