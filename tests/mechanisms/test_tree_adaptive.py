@@ -85,6 +85,29 @@ def test_the_batches_add_pairs_the_tree_lacks_and_the_model_holds_them(release):
     assert all(any(set(c) <= k for k in cliques) for c in picks + edges)
 
 
+def test_the_final_fit_is_accelerated_and_stops_once_converged_unless_told(data, monkeypatch):
+    """The final fit (the last ``estimate``) runs pgmjax's mirror descent with FINAL_TOL from the last batch's model;
+    a method given in ``fit_options`` is every fit's, with the tol given there (none here)."""
+    from pgmjax.mechanisms import tree_adaptive
+
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return pj.estimate(*args, **kwargs)
+
+    monkeypatch.setattr(tree_adaptive, "estimate", spy)
+    tree_aim(data, 1.0, key=jax.random.key(0), synthetic=False, **QUICK)
+    first, final = calls[0], calls[-1]
+    assert final["method"] == "mirror_descent" and final["tol"] == tree_adaptive.FINAL_TOL
+    assert final["iters"] == QUICK["engine_iters"] and final["warm_start"] is not None
+    assert first["method"] is tree_adaptive.REFERENCE_MIRROR_DESCENT and "tol" not in first  # the tree's one-way fit
+    calls.clear()
+    tree_aim(data, 1.0, key=jax.random.key(0), synthetic=False, fit_options=pj.FitOptions(method="dual_averaging"),
+             **QUICK)
+    assert {c["method"] for c in calls} == {"dual_averaging"} and "tol" not in calls[-1]
+
+
 def test_the_model_stays_within_the_cap(data):
     """A cap that holds the tree but little more: every pick is one that fits (or lies inside a clique)."""
     cap = 8.0 * 150 / 2**20  # 150 float64 cells: the widest tree and some triangles, not the whole domain's pairs
