@@ -1,6 +1,7 @@
 """Which mechanism by default: TreeAIM against MST and AIM on every table, from ``bench.mst_aim`` result files.
 
-Reads one or more ``bench.mst_aim`` results (``--runs``; pgmjax rows, mechanisms ``mst``, ``aim``, ``tree_aim``) and
+Reads one or more ``bench.mst_aim`` results (``--runs``; pgmjax rows, mechanisms ``mst``, ``aim``, ``tree_aim``;
+``FILE:mst,aim`` takes only those mechanisms' rows, where a change made the file's other rows stale) and
 earlier AIM results that scored only two-way marginals (``--earlier``; their rows are kept as "earlier", and their
 wall times, from another day, are not compared), and writes ``bench/results/mechanisms/<out>.json`` / ``.md`` and
 two plots per result: error against epsilon, and error against wall time, one panel per table.
@@ -34,11 +35,18 @@ NAMES = {"mst": "MST", "aim": "AIM", "tree_aim": "TreeAIM"}
 METRICS = ("tvd", "tvd_3way", "tvd_1way")
 
 
-def _rows(path: str) -> list[dict]:
+def rows_of(spec: str) -> list[dict]:
+    """The scored pgmjax rows of a result file; ``FILE:mst,aim`` keeps only those mechanisms' rows (a file whose
+    other rows an engine or mechanism change has made stale)."""
+    path, _, only = spec.partition(":") if not os.path.exists(spec) else (spec, "", "")
+    keep = set(only.split(",")) if only else set(MECHANISMS)
+    unknown = keep - set(MECHANISMS)
+    if unknown:
+        raise SystemExit(f"default_mechanism: {spec}: unknown mechanism(s) {sorted(unknown)}; expected some of {MECHANISMS}")
     with open(path) as f:
         doc = json.load(f)
     return [dict(r, source=os.path.basename(path)) for r in doc.get("rows", doc.get("runs", []))
-            if r.get("library") == "pgmjax" and r.get("mechanism") in MECHANISMS and r.get("tvd") is not None]
+            if r.get("library") == "pgmjax" and r.get("mechanism") in keep and r.get("tvd") is not None]
 
 
 def _stat(values: list[float]) -> dict | None:
@@ -61,9 +69,11 @@ def summarize(rows: list[dict], earlier: list[dict]) -> dict:
     for dataset, by_eps in groups.items():
         for eps, by_mech in by_eps.items():
             cell = {}
-            for mech, rs in by_mech.items():
+            for mech, runs in by_mech.items():
+                rs = list({r["seed"]: r for r in reversed(runs)}.values())  # a seed once: the first file's run
                 cell[mech] = {m: _stat([r.get(m) for r in rs]) for m in METRICS}
                 cell[mech]["wall"] = _stat([r["wall_s"] for r in rs])
+                cell[mech]["walls"] = [(r["source"], r["seed"], r["wall_s"]) for r in runs]  # every run, for pairing
                 cell[mech]["seeds"] = sorted(r["seed"] for r in rs)
                 cell[mech]["source"] = sorted({r["source"] for r in rs})
             cell["verdict"] = _verdict(cell)
@@ -86,7 +96,14 @@ def _verdict(cell: dict) -> dict:
         slack = 2.0 * max(best["se"], tree[metric]["se"])
         out[metric] = {"best": NAMES.get(name, "AIM (earlier)"), "best_mean": best["mean"], "tree_mean": tree[metric]["mean"],
                        "slack": slack, "wins": tree[metric]["mean"] <= best["mean"] + slack}
-    out["wall_ratio_to_mst"] = tree["wall"]["mean"] / cell["mst"]["wall"]["mean"]
+    # wall times compared under one load: MST's runs of the same result files and seeds as TreeAIM's
+    both = {(src, seed) for src, seed, _ in tree["walls"]} & {(src, seed) for src, seed, _ in cell["mst"]["walls"]}
+    mst_walls = [w for src, seed, w in cell["mst"]["walls"] if (src, seed) in both]
+    tree_walls = [w for src, seed, w in tree["walls"] if (src, seed) in both]
+    if both:
+        out["wall_ratio_to_mst"] = statistics.fmean(tree_walls) / statistics.fmean(mst_walls)
+    else:  # no MST run beside TreeAIM's: the means of whatever runs there are
+        out["wall_ratio_to_mst"] = tree["wall"]["mean"] / cell["mst"]["wall"]["mean"]
     return out
 
 
@@ -104,10 +121,11 @@ def render(doc: dict) -> list[str]:
         f"Runs from {', '.join(doc['runs_files'])}"
         + (f"; earlier AIM rows (two-way TVD only) from {', '.join(doc['earlier_files'])}" if doc["earlier_files"] else "")
         + ". Each run a fresh process (`bench.mst_aim`: compiling included in the wall time); delta 1e-9; MST and TreeAIM "
-        "at their defaults (10,000 final iterations); AIM at its published defaults (T = 16 d, 80 MB, 1,000 iterations "
-        "per fit). Synthetic records scored against the real table: mean TVD over every two-way marginal, up to 500 "
-        "evenly spread three-way ones, and every one-way one; mean ± sample sd over seeds (n). Wall times are from a "
-        "shared 2-core machine with other runs beside them (the JSON has each run's load): compare them within a row.",
+        "at their defaults at the runs' commits (MST's final fit 10,000 iterations; TreeAIM's as its docstring says); "
+        "AIM at its published defaults (T = 16 d, 80 MB, 1,000 iterations per fit). Synthetic records scored against "
+        "the real table: mean TVD over every two-way marginal, up to 500 evenly spread three-way ones, and every "
+        "one-way one; mean ± sample sd over seeds (n, each seed once). Wall times are from a shared 2-core machine "
+        "with other runs beside them (the JSON has each run's load): compare them within a row.",
         "",
         "| table | eps | mechanism | seeds | two-way TVD | three-way TVD | one-way TVD | wall s |",
         "|---|---|---|---|---|---|---|---|",
@@ -126,8 +144,8 @@ def render(doc: dict) -> list[str]:
                              f"{_fmt(c['tvd_3way'])} | {_fmt(c['tvd_1way'])} | {wall} |")
     lines += ["", "## Verdict: TreeAIM against the better of MST and AIM", "",
               "Wins: TreeAIM's mean at most the better mean plus twice the larger standard error. Wall: TreeAIM's mean "
-              "wall time over MST's, both over the same seeds' runs (each seed's pair of runs came from one result "
-              "file, one after the other, under that file's load).", "",
+              "wall time over MST's, over the runs of the seeds both have in one result file (each such pair ran one "
+              "after the other, under that file's load).", "",
               "| table | eps | AIM from | two-way: best | TreeAIM | wins | three-way: best | TreeAIM | wins | wall / MST |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for dataset in table:
@@ -201,12 +219,13 @@ def plot(doc: dict, stem: str) -> list[str]:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--runs", nargs="+", required=True, help="bench.mst_aim result JSON files")
+    p.add_argument("--runs", nargs="+", required=True,
+                   help="bench.mst_aim result JSON files; FILE:mst,aim takes only those mechanisms' rows from FILE")
     p.add_argument("--earlier", nargs="*", default=[], help="earlier bench.mst_aim results (AIM, two-way TVD)")
     p.add_argument("--out", default="default_mechanism_cpu", help="result name under bench/results/mechanisms/")
     args = p.parse_args(argv)
-    rows = [r for f in args.runs for r in _rows(f)]
-    earlier = [r for f in args.earlier for r in _rows(f) if r["mechanism"] == "aim"]
+    rows = [r for f in args.runs for r in rows_of(f)]
+    earlier = [r for f in args.earlier for r in rows_of(f) if r["mechanism"] == "aim"]
     doc = {"meta": schema.run_meta("bench.default_mechanism", argv, backend=False),
            "runs_files": [os.path.basename(f) for f in args.runs], "earlier_files": [os.path.basename(f) for f in args.earlier],
            "table": {d: {str(e): c for e, c in by.items()} for d, by in summarize(rows, earlier).items()}}

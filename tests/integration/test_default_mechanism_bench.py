@@ -48,6 +48,22 @@ def test_earlier_aim_rows_count_only_where_the_run_has_none():
     assert v["tvd_3way"]["best"] == "MST"  # the earlier rows have no three-way score
 
 
+def test_the_wall_ratio_pairs_runs_of_one_file_and_a_file_can_give_some_mechanisms_only(tmp_path):
+    # MST's runs from another file (another load, another seed) count in its accuracy, not in the wall ratio
+    # (and a seed run in two files counts once, the first file's run)
+    other = [dict(_row("mst", 1.0, s, 0.051, 0.10, 90.0), source="older.json") for s in (0, 2, 3)]
+    v = dm.summarize(_rows() + other, [])["toy"][1.0]
+    assert v["mst"]["tvd"]["n"] == 4 and v["mst"]["seeds"] == [0, 1, 2, 3]
+    assert v["mst"]["tvd"]["mean"] == pytest.approx((0.050 + 0.052 + 0.051 + 0.051) / 4)
+    assert v["verdict"]["wall_ratio_to_mst"] == pytest.approx(2.0)
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps({"rows": _rows()}))
+    assert {r["mechanism"] for r in dm.rows_of(f"{path}:mst,aim")} == {"mst", "aim"}
+    assert {r["mechanism"] for r in dm.rows_of(str(path))} == {"mst", "aim", "tree_aim"}
+    with pytest.raises(SystemExit, match="unknown mechanism"):
+        dm.rows_of(f"{path}:mwem")
+
+
 def test_the_page_and_plots(tmp_path):
     doc = {"meta": {"cpu": "c"}, "runs_files": ["runs.json"], "earlier_files": [],
            "table": {d: {str(e): c for e, c in by.items()} for d, by in dm.summarize(_rows(), []).items()}}
