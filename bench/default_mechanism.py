@@ -13,6 +13,9 @@ of AIM and MST within seed noise": its mean two-way (and three-way) TVD at most 
 larger of the two standard errors (``sd / sqrt(n)``; with one seed, a standard error of 0: the comparison is
 then strict), and the ratio of its mean wall time to MST's, from the same result file (the same load).
 
+``--before FILES`` renders, instead, TreeAIM's runs in FILES against the same table, epsilon and seed in ``--runs``
+(``before_after``): what a change to TreeAIM did, run by run.
+
 Usage::
 
     python -m bench mechanisms default_mechanism --runs A.json B.json --earlier mst_aim_issue46_adult_cpu.json \\
@@ -217,13 +220,82 @@ def plot(doc: dict, stem: str) -> list[str]:
     return paths
 
 
+def before_after(before: list[dict], after: list[dict], mechanism: str = "tree_aim") -> dict:
+    """``mechanism``'s runs of one (table, epsilon, seed) in both sets, side by side: the same key makes the same
+    selections and measurements, so a change after them (the final fit) shows alone. Returns ``{"rows": [...],
+    "mean_change": {metric: mean relative change}, "n": pairs}``."""
+    def index(rows):
+        return {(r["dataset"], r["epsilon"], r["seed"]): r for r in rows if r["mechanism"] == mechanism}
+
+    old, new = index(before), index(after)
+    pairs = [(k, old[k], new[k]) for k in sorted(set(old) & set(new), key=lambda k: (k[0], float(k[1]), k[2]))]
+    keys = (*METRICS, "tvd_model", "wall_s")
+    rows = [{"dataset": k[0], "epsilon": k[1], "seed": k[2], "same_picks": o.get("selected") == n.get("selected"),
+             **{f"{m}_before": o.get(m) for m in keys}, **{f"{m}_after": n.get(m) for m in keys}}
+            for k, o, n in pairs]
+
+    def change(m, rs):
+        rs = [r for r in rs if r[f"{m}_before"] and r[f"{m}_after"] is not None]
+        return statistics.fmean(r[f"{m}_after"] / r[f"{m}_before"] - 1 for r in rs) if rs else None
+
+    same = [r for r in rows if r["same_picks"]]
+    return {"rows": rows, "n": len(rows), "same_picks": len(same),
+            "mean_change": {m: change(m, rows) for m in ("tvd", "tvd_3way", "tvd_model", "wall_s")},
+            "mean_change_same_picks": {m: change(m, same) for m in ("tvd", "tvd_3way", "tvd_model")}}
+
+
+def render_before_after(doc: dict) -> list[str]:
+    ba = doc["before_after"]
+    lines = ["# TreeAIM before and after, run by run", "",
+             *(schema.header_lines(doc["meta"]) if "date" in doc["meta"] else []),
+             f"Before: {', '.join(doc['before_files'])}. After: {', '.join(doc['runs_files'])}. The same table, epsilon "
+             "and seed (the same key); \"same picks\": the batches selected the same marginals in the same order, so "
+             "the runs differ after the selections only (where the engine changed between the two commits, a batch's "
+             "fit, and so its picks, may differ). Two-way and three-way TVD of the synthetic records, the model's "
+             "two-way TVD, wall seconds (each set under its own load).", ""]
+
+    def pct(x):
+        return "n/a" if x is None else f"{100 * x:+.2f}%"
+
+    c, cs = ba["mean_change"], ba["mean_change_same_picks"]
+    lines += [f"Mean relative change over {ba['n']} runs: two-way TVD {pct(c['tvd'])}, three-way {pct(c['tvd_3way'])}, "
+              f"the model's two-way {pct(c['tvd_model'])}, wall time {pct(c['wall_s'])}. Over the {ba['same_picks']} "
+              f"runs with the same picks: two-way {pct(cs['tvd'])}, three-way {pct(cs['tvd_3way'])}, the model's "
+              f"{pct(cs['tvd_model'])}.", "",
+              "| table | eps | seed | same picks | two-way before | after | three-way before | after | model before | after "
+              "| wall s before | after |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def num(x, digits=5):
+        return "n/a" if x is None else f"{x:.{digits}f}"
+
+    for r in ba["rows"]:
+        lines.append(f"| {r['dataset']} | {float(r['epsilon']):g} | {r['seed']} | {'yes' if r['same_picks'] else 'no'} | "
+                     f"{num(r['tvd_before'])} | {num(r['tvd_after'])} | {num(r['tvd_3way_before'])} | "
+                     f"{num(r['tvd_3way_after'])} | {num(r['tvd_model_before'])} | {num(r['tvd_model_after'])} | "
+                     f"{num(r['wall_s_before'], 0)} | {num(r['wall_s_after'], 0)} |")
+    return lines
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", nargs="+", required=True,
                    help="bench.mst_aim result JSON files; FILE:mst,aim takes only those mechanisms' rows from FILE")
     p.add_argument("--earlier", nargs="*", default=[], help="earlier bench.mst_aim results (AIM, two-way TVD)")
     p.add_argument("--out", default="default_mechanism_cpu", help="result name under bench/results/mechanisms/")
+    p.add_argument("--before", nargs="*", default=[],
+                   help="instead of the verdict: TreeAIM's runs in these files against the same runs in --runs")
     args = p.parse_args(argv)
+    if args.before:
+        doc = {"meta": schema.run_meta("bench.default_mechanism", argv, backend=False),
+               "runs_files": [os.path.basename(f) for f in args.runs], "before_files": [os.path.basename(f) for f in args.before],
+               "before_after": before_after([r for f in args.before for r in rows_of(f)], [r for f in args.runs for r in rows_of(f)])}
+        stem = os.path.splitext(schema.result_path("mechanisms", args.out))[0]
+        with open(stem + ".json", "w") as f:
+            json.dump(doc, f, indent=1, default=str)
+        schema.write_page(stem + ".json", render_before_after(doc))
+        print(f"wrote {stem}.json and .md")
+        return
     rows = [r for f in args.runs for r in rows_of(f)]
     earlier = [r for f in args.earlier for r in rows_of(f) if r["mechanism"] == "aim"]
     doc = {"meta": schema.run_meta("bench.default_mechanism", argv, backend=False),

@@ -64,6 +64,19 @@ def test_the_wall_ratio_pairs_runs_of_one_file_and_a_file_can_give_some_mechanis
         dm.rows_of(f"{path}:mwem")
 
 
+def test_before_and_after_pairs_a_mechanism_s_runs_by_table_epsilon_and_seed():
+    before = [dict(r, selected=[["a", "b"]], tvd_model=r["tvd"]) for r in _rows()]
+    after = [dict(r, tvd=r["tvd"] * 1.1, tvd_model=r["tvd"], wall_s=r["wall_s"] / 2,
+                  selected=[["a", "b"]] if r["seed"] == 0 else [["b", "c"]]) for r in _rows()]
+    ba = dm.before_after(before, after + [_row("tree_aim", 9.0, 0, 0.1, 0.1, 1.0)])  # a run with no before: left out
+    assert ba["n"] == 4 and ba["same_picks"] == 2 and [r["seed"] for r in ba["rows"]] == [0, 1, 0, 1]
+    assert ba["mean_change"]["tvd"] == pytest.approx(0.1) and ba["mean_change"]["wall_s"] == pytest.approx(-0.5)
+    assert ba["mean_change"]["tvd_model"] == pytest.approx(0.0) and ba["mean_change_same_picks"]["tvd"] == pytest.approx(0.1)
+    page = "\n".join(dm.render_before_after({"meta": {"cpu": "c"}, "before_files": ["b.json"], "runs_files": ["a.json"],
+                                              "before_after": ba}))
+    assert "Mean relative change over 4 runs: two-way TVD +10.00%" in page and "| toy | 3 | 1 | no |" in page
+
+
 def test_the_page_and_plots(tmp_path):
     doc = {"meta": {"cpu": "c"}, "runs_files": ["runs.json"], "earlier_files": [],
            "table": {d: {str(e): c for e, c in by.items()} for d, by in dm.summarize(_rows(), []).items()}}
