@@ -62,13 +62,15 @@ def _folders(repo: Path) -> dict:
 
 def on_files(files, config):
     repo = _repo(config)
-    for folder in (*COPIED, *(p.relative_to(repo).as_posix() for p in _suites(repo))):
-        for path in sorted((repo / folder).glob("*")):
-            if path.is_file() and path.suffix in SUFFIXES:
-                rel = path.relative_to(repo).as_posix()
-                f = _Copy(rel, str(repo), config["site_dir"], config["use_directory_urls"])
-                f.dest_uri = rel
-                files.append(f)
+    # the copied folders' top-level files; a suite's results with its folders of parts (a grid run cell by cell)
+    found = [path for folder in COPIED for path in (repo / folder).glob("*")]
+    found += [path for suite in _suites(repo) for path in suite.rglob("*")]
+    for path in sorted(found):
+        if path.is_file() and path.suffix in SUFFIXES:
+            rel = path.relative_to(repo).as_posix()
+            f = _Copy(rel, str(repo), config["site_dir"], config["use_directory_urls"])
+            f.dest_uri = rel
+            files.append(f)
     return files
 
 

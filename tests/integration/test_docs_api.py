@@ -133,3 +133,19 @@ def test_every_role_in_the_package_docstrings_is_one_the_extension_links():
                 doc = ast.get_docstring(node, clean=False) or ""
                 missed += [(path.name, m) for m in any_role.findall(roles.link(doc, "pgmjax"))]
     assert not missed, f"roles the documentation site would print raw: {missed[:10]}"
+
+
+def test_the_site_carries_each_suite_s_results_with_their_folders_of_parts(tmp_path):
+    """docs/hooks.py copies every suite's result files into the site, those in sub-folders too (a grid run cell by
+    cell, which the reproduction pages link), and each file once."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pgmjax_docs_hooks", DOCS / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    files = hooks.on_files([], {"docs_dir": str(DOCS), "site_dir": str(tmp_path), "use_directory_urls": True})
+    uris = [f.dest_uri for f in files]
+    assert len(uris) == len(set(uris))
+    parts = [u for u in uris if u.startswith("bench/results/") and u.count("/") >= 4]
+    assert any(u.startswith("bench/results/papers/figure1_current_parts/") for u in parts), parts[:5]
+    assert "bench/results/mechanisms/default_mechanism_cpu.md" in uris and "bench/NOTES.md" in uris
