@@ -14,8 +14,10 @@ Budget ``rho = cdp_rho(epsilon, delta)`` (zCDP), shares of it (:func:`tree_aim_b
 
 1. **One-way marginals** (:data:`ONE_WAY_SHARE`): all ``d``, equal shares (MST's step 1), then MST's domain
    compression (values whose noisy count is below 3 noise stds merged; post-processing).
-2. **The tree** (:data:`TREE_SELECT_SHARE` to select, :data:`TREE_SHARE` to measure): MST's ``d - 1``
-   exponential-mechanism Kruskal steps on the one-way model's pair errors, then the tree's pairs, equal shares.
+2. **The tree** (:data:`TREE_SELECT_SHARE` to select, :data:`TREE_SHARE_MIN` to :data:`TREE_SHARE` to measure,
+   :func:`tree_share_for`: less where its pairs are measured well with less, from the one-way model's released
+   total): MST's ``d - 1`` exponential-mechanism Kruskal steps on the one-way model's pair errors, then the tree's
+   pairs, equal shares.
 3. **Batches** (the rest): ``batches`` rounds; before each, the model of everything measured so far is fitted
    (warm-started) and every AIM candidate (the downward closure of the workload, default every pair of at most
    10,000 cells) is scored with AIM's quality ``q_r = w_r (||mu_r(D) - mu_hat_r||_1 - sqrt(2/pi) sigma n_r)``
@@ -35,8 +37,8 @@ Privacy (sketch): every access to the data is a Gaussian measurement of a sensit
 exponential-mechanism draw on scores of L1 sensitivity ``max w_r`` (add/remove one record), each recorded by one
 :class:`~pgmjax.privacy.Accountant`; their zCDP costs add (Bun & Steinke 2016, Lemma 2.3), which is ``rho`` in
 total, and ``rho``-zCDP gives ``(epsilon, delta)``-DP (Canonne, Kamath & Steinke 2020). What each step selects from
-depends only on earlier releases (the compressed domain, the tree, the batches' picks) and public settings, and
-the size checks on released cliques only, so adaptivity composes.
+(and the tree's share) depends only on earlier releases (the compressed domain, the one-way model's total, the tree,
+the batches' picks) and public settings, and the size checks on released cliques only, so adaptivity composes.
 
 Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``, 2 batches of 7, its default; :func:`tree_aim_budget`):
 ``rho = 0.0149731``, one-way std 48.35, tree std 35.22, batch pick std 38.52.
@@ -45,6 +47,7 @@ Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``, 2 batches of 7, its d
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable
 from typing import NamedTuple
@@ -84,8 +87,14 @@ __all__ = ["TreeAIMOptions", "default_picks", "tree_aim", "tree_aim_budget"]
 ONE_WAY_SHARE = 0.2
 #: Share of ``rho`` for selecting the tree's ``d - 1`` pairs (MST: a third).
 TREE_SELECT_SHARE = 0.1
-#: Share of ``rho`` for measuring the tree's pairs (MST: a third); the batches get the rest.
+#: Share of ``rho`` for measuring the tree's pairs (MST: a third) where they are noisy; the batches get the rest.
 TREE_SHARE = 0.35
+#: The least share of ``rho`` for measuring the tree's pairs (:func:`tree_share_for`).
+TREE_SHARE_MIN = 0.15
+#: The expected noise, in total variation distance, of a median-sized tree pair measured at :data:`TREE_SHARE`
+#: below which the tree's share shrinks (:func:`tree_share_for`): pairs of few cells over many records (NLTCS's binary
+#: ones) are measured well with less, and the batches' picks put the rest to better use.
+TREE_TVD = 0.02
 #: Share of each batch pick's budget that selects it (AIM's 10%).
 SELECT_SHARE = 0.1
 #: The final fit stops once a compiled chunk (50 iterations) changes its loss by less than this, relatively
@@ -99,6 +108,8 @@ FINAL_TOL = 1e-6
 #: The noise one batch pick of a median-sized candidate may add, in total variation distance (expected), when
 #: :func:`default_picks` sets how many marginals the batches measure.
 PICK_TVD = 0.01
+#: The most batches :func:`default_batches` sets.
+MAX_BATCHES = 8
 
 
 def _picks(d: int, batches: int) -> int:
@@ -107,8 +118,34 @@ def _picks(d: int, batches: int) -> int:
 
 
 def default_picks(batch_rho: float, total: float, sizes, attributes: int, batches: int) -> int:
-    """Picks per batch where none are given: as many marginals as the batches' budget measures with at most
-    :data:`PICK_TVD` of expected noise on a median-sized candidate, between ``d`` and ``4 d`` in all.
+    """Picks per batch where none are given: :func:`default_pick_count`'s marginals over ``batches`` batches.
+
+    Example:
+        >>> default_picks(0.0052, 21_574, [4] * 120, 16, 2), default_picks(0.0052, 48_842, [150] * 91, 14, 2)
+        (32, 7)
+    """
+    return max(1, math.ceil(default_pick_count(batch_rho, total, sizes, attributes) / batches))
+
+
+def default_batches(picks: int, attributes: int) -> int:
+    """Batches where none are given: about ``d / 2`` picks per batch at most, between :data:`BATCHES` and
+    :data:`MAX_BATCHES`.
+
+    A batch's picks are drawn from one fit: after a few picks the model they will make is not the one scored. Where
+    the budget measures many marginals well (NLTCS's binary pairs: ``4 d`` picks), more refits let each batch see
+    what the earlier ones fixed, as AIM's rounds do; where it measures ``d`` (Adult's, Titanic's large pairs), two
+    batches do as well and fit fewer times.
+
+    Example:
+        >>> default_batches(64, 16), default_batches(28, 16), default_batches(14, 14)
+        (8, 4, 2)
+    """
+    return min(MAX_BATCHES, max(BATCHES, math.ceil(picks / math.ceil(attributes / 2))))
+
+
+def default_pick_count(batch_rho: float, total: float, sizes, attributes: int) -> int:
+    """How many marginals the batches measure where no ``picks`` are given: as many as their budget measures with
+    at most :data:`PICK_TVD` of expected noise on a median-sized candidate, between ``d`` and ``4 d``.
 
     A measurement of ``n`` cells with Gaussian noise ``sigma`` adds ``sqrt(2/pi) sigma n`` in expected L1 (AIM's
     penalty), ``sqrt(2/pi) sigma n / (2 N)`` in TVD; ``m`` picks of ``(1 - SELECT_SHARE) batch_rho / m`` each have
@@ -118,18 +155,38 @@ def default_picks(batch_rho: float, total: float, sizes, attributes: int, batche
     over the compressed domain.
 
     Example:
-        >>> default_picks(0.0052, 21_574, [4] * 120, 16, 2), default_picks(0.0052, 48_842, [150] * 91, 14, 2)
-        (32, 7)
+        >>> default_pick_count(0.0052, 21_574, [4] * 120, 16), default_pick_count(0.0052, 48_842, [150] * 91, 14)
+        (64, 14)
     """
     d = attributes
     n_med = max(float(np.median(sizes)), 1.0)
     wanted = 2.0 * (1.0 - SELECT_SHARE) * batch_rho * (2.0 * max(total, 1.0) * PICK_TVD / (HALF_NORMAL_MEAN * n_med)) ** 2
-    m = min(max(int(round(wanted)), d), 4 * d)
-    return max(1, math.ceil(m / batches))
+    return min(max(int(round(wanted)), d), 4 * d)
+
+
+def tree_share_for(rho: float, attributes: int, total: float, pair_cells: float) -> float:
+    """The share of ``rho`` that measures the tree's ``d - 1`` pairs: :data:`TREE_SHARE`, or less (down to
+    :data:`TREE_SHARE_MIN`) where a median-sized pair measured at :data:`TREE_SHARE` would carry less than
+    :data:`TREE_TVD` of expected noise, so that it carries :data:`TREE_TVD`.
+
+    A pair of ``n`` cells with Gaussian noise ``sigma`` adds ``sqrt(2/pi) sigma n / (2 N)`` in expected TVD (AIM's
+    penalty over twice the record count), and ``d - 1`` pairs on a share ``s`` of ``rho`` have
+    ``sigma = sqrt((d - 1) / (2 s rho))``; the noise scales as ``1 / sqrt(s)``. Reads released values only:
+    ``total`` is the one-way model's (noisy) record count, ``pair_cells`` the median pair's cells over the
+    compressed domain.
+
+    Example:
+        >>> round(tree_share_for(0.0118, 16, 21_574, 4), 3), tree_share_for(0.0118, 9, 1_304, 45)   # NLTCS, Titanic
+        (0.15, 0.35)
+    """
+    d = attributes
+    sigma = math.sqrt((d - 1) / (2.0 * TREE_SHARE * rho))
+    noise = HALF_NORMAL_MEAN * sigma * pair_cells / (2.0 * max(total, 1.0))
+    return min(TREE_SHARE, max(TREE_SHARE_MIN, TREE_SHARE * (noise / TREE_TVD) ** 2))
 
 
 def tree_aim_budget(epsilon: float, delta: float = DEFAULT_DELTA, *, attributes: int, batches: int = BATCHES,
-                    picks: int | None = None) -> dict:
+                    picks: int | None = None, tree_share: float = TREE_SHARE) -> dict:
     """TreeAIM's zCDP budget split and noise scales (module docstring).
 
     Args:
@@ -137,11 +194,13 @@ def tree_aim_budget(epsilon: float, delta: float = DEFAULT_DELTA, *, attributes:
         attributes: ``d`` (at least 2).
         batches: the number of batches.
         picks: marginals drawn per batch (default ``ceil(d / batches)``).
+        tree_share: the share of ``rho`` that measures the tree (:func:`tree_share_for`; between :data:`TREE_SHARE_MIN` and
+            :data:`TREE_SHARE`).
 
     Returns:
         A dict: ``rho``; ``one_way_rho``, ``tree_select_rho``, ``tree_rho``, ``batch_rho`` (the four shares);
         ``one_way_std``, ``tree_std``, ``pick_std`` (the Gaussian noise stds); ``tree_em_epsilon`` and
-        ``pick_em_epsilon`` (per draw); ``batches``, ``picks``.
+        ``pick_em_epsilon`` (per draw); ``tree_share``, ``batches``, ``picks``.
 
     Example:
         >>> b = tree_aim_budget(1.0, 1e-9, attributes=14)                 # Adult
@@ -154,8 +213,11 @@ def tree_aim_budget(epsilon: float, delta: float = DEFAULT_DELTA, *, attributes:
     d = _count(attributes, "attributes", where, 2)
     batches = _count(batches, "batches", where, 1)
     picks = _picks(d, batches) if picks is None else _count(picks, "picks", where, 1)
+    share = float(tree_share)
+    if not TREE_SHARE_MIN <= share <= TREE_SHARE:
+        raise ValueError(f"{where}: tree_share must be between {TREE_SHARE_MIN} and {TREE_SHARE}, got {tree_share!r}")
     rho = cdp_rho(epsilon, delta)
-    one_way, tree_select, tree = ONE_WAY_SHARE * rho, TREE_SELECT_SHARE * rho, TREE_SHARE * rho
+    one_way, tree_select, tree = ONE_WAY_SHARE * rho, TREE_SELECT_SHARE * rho, share * rho
     batch = rho - one_way - tree_select - tree
     per_pick = batch / (batches * picks)
     return {
@@ -165,7 +227,7 @@ def tree_aim_budget(epsilon: float, delta: float = DEFAULT_DELTA, *, attributes:
         "pick_std": math.sqrt(1.0 / (2.0 * (1.0 - SELECT_SHARE) * per_pick)),
         "tree_em_epsilon": math.sqrt(8.0 * tree_select / (d - 1)),
         "pick_em_epsilon": math.sqrt(8.0 * SELECT_SHARE * per_pick),
-        "batches": batches, "picks": picks,
+        "tree_share": share, "batches": batches, "picks": picks,
     }
 
 
@@ -248,7 +310,7 @@ class _Run(NamedTuple):
     options: dict  # the one-way fit's keyword arguments (MST's reference mirror descent unless told)
     round_options: dict  # the batches' fits' (:func:`_round_options`)
     final_options: dict  # the final fit's (:func:`_final_options`)
-    budget: dict  # tree_aim_budget's, with picks_given
+    budget: dict  # tree_aim_budget's, with picks_given, tree_share_given and batches_given
     own: TreeAIMOptions
 
 
@@ -273,8 +335,10 @@ def _tree_aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_o
     engine_iters = _count(engine_iters, "engine_iters", where, 1)
     if own.select_iters is None:  # MST's, at most the final fit's
         own = dataclasses.replace(own, select_iters=min(SELECT_ITERS, engine_iters))
-    budget = tree_aim_budget(epsilon, delta, attributes=len(domain), batches=own.batches, picks=own.picks)
-    budget["picks_given"] = own.picks is not None
+    budget = tree_aim_budget(epsilon, delta, attributes=len(domain), batches=own.batches or BATCHES, picks=own.picks,
+                             **({} if own.tree_share is None else {"tree_share": own.tree_share}))
+    budget["picks_given"], budget["tree_share_given"] = own.picks is not None, own.tree_share is not None
+    budget["batches_given"] = own.batches is not None
     options = check_fit_options(fit_options, where)
     round_options = _round_options(options)
     final_options = _final_options(options)
@@ -370,8 +434,9 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         BudgetStep("one-way marginals", "gaussian", budget["one_way_rho"], d, scale=budget["one_way_std"]),
         BudgetStep("spanning tree: select pairs", "exponential", budget["tree_select_rho"], d - 1,
                    epsilon=budget["tree_em_epsilon"]),
-        BudgetStep("two-way marginals of the tree", "gaussian", budget["tree_rho"], d - 1, scale=budget["tree_std"]),
-        BudgetStep("batches: select marginals, measure them (the last measurement spends the rest)", "adaptive", 0.0),
+        BudgetStep(f"two-way marginals of the tree ({TREE_SHARE_MIN:g} to {TREE_SHARE:g} of the budget, set from the "
+                   "one-way model's total), then the batches: select marginals, measure them (the last measurement "
+                   "spends the rest)", "adaptive", 0.0),
     ], epsilon=epsilon, delta=delta)
     k_one, k_sel, k_two, k_batch, k_synth, k_dec = jax.random.split(key, 6)
     fit_kwargs = {"structures": batches + 3, **run.options}
@@ -392,6 +457,11 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         # 2. the tree (MST's steps 3-4)
         with timer("engine"):
             model = estimate(cdom, one_way_c, iters=own.select_iters, **fit_kwargs)
+        if not budget["tree_share_given"]:  # the tree's share: from released values (the one-way model's total)
+            pair_cells = float(np.median([cdom.size(c) for c in itertools.combinations(cdom.attributes, 2)]))
+            share = tree_share_for(rho, d, float(model.total), pair_cells)
+            budget = {**tree_aim_budget(epsilon, delta, attributes=d, batches=batches, picks=own.picks, tree_share=share),
+                      **{k: budget[k] for k in ("picks_given", "tree_share_given", "batches_given")}}
         with timer("selection"):
             edges = select_tree(acc, k_sel, cdata, model, budget["tree_select_rho"], bar, where,
                                 [c.attributes for c in constraints], steps=steps)
@@ -403,10 +473,16 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         weight = np.array([candidates[c] for c in cands])
         sizes = np.array([possible_cells(cdom, c, constraints).sum() if constraints else cdom.size(c) for c in cands],
                          np.float64)
-        if not budget.pop("picks_given"):  # how many: from released values (the one-way model's total, the sizes)
+        if not budget["picks_given"]:  # how many, in how many batches: from released values (the total, the sizes)
             multi = sizes[[len(c) > 1 for c in cands]]  # the one-way candidates are measured already
-            picks = default_picks(budget["batch_rho"], float(model.total), multi if multi.size else sizes, d, batches)
-            budget = tree_aim_budget(epsilon, delta, attributes=d, batches=batches, picks=picks)
+            count = default_pick_count(budget["batch_rho"], float(model.total), multi if multi.size else sizes, d)
+            batches = batches if budget["batches_given"] else default_batches(count, d)
+            picks = max(1, math.ceil(count / batches))
+            budget = tree_aim_budget(epsilon, delta, attributes=d, batches=batches, picks=picks,
+                                     tree_share=budget["tree_share"])
+            round_kwargs["structures"] = final_kwargs["structures"] = batches + 3
+        for given in ("picks_given", "tree_share_given", "batches_given"):
+            budget.pop(given, None)
         truth = cdata.marginals(cands)  # read only through the exponential mechanism below
         sens_unit = acc.l1_sensitivity()
         sigma, eps_em = budget["pick_std"], budget["pick_em_epsilon"]
@@ -424,7 +500,8 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
                 draws -= picks
                 selected += chosen
             log.append({"batch": b + 1, "picked": list(chosen), "model_mb": model_mb(model)})
-            bar.step({"stage": "batch", "step": d + 1 + b, "steps": steps, "picked": len(chosen)})
+            steps = d + 3 + batches
+            bar.step({"stage": "batch", "step": d + 1 + b, "steps": steps, "picked": len(chosen)}, total=steps)
         if acc.remaining > 0:  # the last draw not made (nothing fitted): the rest re-measures the last pick (or tree pair)
             clique = selected[-1] if selected else edges[-1]
             measurements.append(acc.measure(jax.random.fold_in(k_batch, batches), cdata, clique, rho=REST))

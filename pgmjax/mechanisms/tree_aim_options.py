@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from ..checks import check_bool, check_count
+from ..checks import check_bool, check_count, check_positive
 from ..queries.constraints import Constraint
 from ..queries.public import PublicData
 from .options import check_synthetic
@@ -21,7 +21,8 @@ from .run_info import CompressedRunInfo, published
 
 __all__ = ["BATCHES", "TreeAIMInfo", "TreeAIMOptions"]
 
-#: Default number of batches (refits before a selection).
+#: The fewest batches (refits before a selection) where none are given
+#: (:func:`~pgmjax.mechanisms.tree_adaptive.default_batches`), and the number where only ``picks`` are given.
 BATCHES = 2
 
 
@@ -31,9 +32,14 @@ class TreeAIMOptions(OwnOptions):
     with its name before any data is read.
 
     Attributes:
-        batches: how many batches (refits before a selection).
+        batches: how many batches (refits before a selection); default
+            :func:`~pgmjax.mechanisms.tree_adaptive.default_batches` (2 to 8, from how many marginals the batches
+            measure), or 2 where ``picks`` are given.
         picks: marginals drawn per batch (default: :func:`~pgmjax.mechanisms.tree_adaptive.default_picks`, from the
             released record count and the candidates' sizes: ``d`` to ``4 d`` in all).
+        tree_share: the share of the budget that measures the tree's pairs, from 0.15 to 0.35 (default:
+            :func:`~pgmjax.mechanisms.tree_adaptive.tree_share_for`, from the released record count and the pairs'
+            sizes).
         round_iters: the most iterations of each batch's fit (warm-started; it stops once converged, AIM's
             ``ROUND_TOL``).
         select_iters: iterations of the one-way fit the tree's selection reads (MST's 2500; at most
@@ -58,8 +64,9 @@ class TreeAIMOptions(OwnOptions):
 
     mechanism = "tree_aim"
 
-    batches: int = BATCHES
+    batches: int | None = None
     picks: int | None = None
+    tree_share: float | None = None
     round_iters: int = 1000
     select_iters: int | None = None
     compress: bool = True
@@ -75,11 +82,12 @@ class TreeAIMOptions(OwnOptions):
         round_iters = check_count(self.round_iters, "round_iters", where, 1)
         select_iters = None if self.select_iters is None else check_count(self.select_iters, "select_iters", where, 1)
         # named as tree_aim_budget names them (it takes batches= and picks= too), as before
-        batches = check_count(self.batches, "batches", "tree_aim_budget", 1)
+        batches = None if self.batches is None else check_count(self.batches, "batches", "tree_aim_budget", 1)
         picks = None if self.picks is None else check_count(self.picks, "picks", "tree_aim_budget", 1)
+        share = None if self.tree_share is None else check_positive(self.tree_share, "tree_share", where)
         compress = check_bool(self.compress, "compress", where)
         synthetic, rows, synthetic_method = check_synthetic(self.synthetic, self.rows, self.synthetic_method, where)
-        self.keep(batches=batches, picks=picks, round_iters=round_iters, select_iters=select_iters, compress=compress,
+        self.keep(batches=batches, picks=picks, tree_share=share, round_iters=round_iters, select_iters=select_iters, compress=compress,
                   synthetic=synthetic, rows=rows, synthetic_method=synthetic_method,
                   progress=check_progress(self.progress, where))
 

@@ -10,7 +10,8 @@ import pytest
 import pgmjax as pj
 from pgmjax.mechanisms import registry
 from pgmjax.mechanisms.steps import model_mb
-from pgmjax.mechanisms.tree_adaptive import tree_aim, tree_aim_budget
+from pgmjax.mechanisms import tree_adaptive
+from pgmjax.mechanisms.tree_adaptive import tree_aim, tree_aim_budget, tree_share_for
 from pgmjax.privacy import Accountant, cdp_rho
 from pgmjax.privacy.primitives import exponential_probabilities
 
@@ -58,7 +59,7 @@ def test_the_ledger_spends_exactly_the_printed_guarantee(release):
 
 
 def test_the_noise_scales_are_the_budget_s(release):
-    b = tree_aim_budget(1.0, 1e-9, attributes=len(DOM))
+    b = release.info.budget
     assert b["one_way_rho"] + b["tree_select_rho"] + b["tree_rho"] + b["batch_rho"] == pytest.approx(b["rho"], rel=1e-12)
     stds = [e.scale for e in release.ledger if e.mechanism == "gaussian"]
     assert stds[:len(DOM)] == pytest.approx([b["one_way_std"]] * len(DOM), rel=1e-9)
@@ -147,6 +148,7 @@ def test_a_quick_run_through_the_registry_and_its_report_keys(data):
 @pytest.mark.parametrize("bad, match", [
     (dict(batches=0), "batches"), (dict(picks=0), "picks"), (dict(round_iters=0), "round_iters"),
     (dict(max_model_mb=None), "max_model_mb"), (dict(workload=[("a", "zz")]), "zz"),
+    (dict(tree_share=0.5), "tree_share"), (dict(tree_share=0.0), "tree_share"),
 ])
 def test_bad_options_are_refused_before_any_spending(data, bad, match):
     with pytest.raises((ValueError, TypeError), match=match):
@@ -215,3 +217,42 @@ def test_the_size_check_is_the_released_model_s_after_compression():
     released = decompress_model(pj.estimate(cdom, ms, iters=5), mapping, dom)
     assert model_mb(released) == pytest.approx(released_model_size(cdom, dom, cycle))
     assert released_model_size(cdom, dom, cycle) >= 20 * hypothetical_model_size(dom, cycle)
+
+
+def test_the_tree_share_gives_a_median_pair_the_target_noise_within_its_bounds():
+    """Brute force on the formula: at the returned share a median pair's expected TVD noise is TREE_TVD, unless a
+    bound holds it; more records (or smaller pairs) never take more."""
+    rho, d = cdp_rho(1.0, 1e-9), 16
+
+    def noise(share, total, cells):
+        sigma = math.sqrt((d - 1) / (2.0 * share * rho))
+        return math.sqrt(2.0 / math.pi) * sigma * cells / (2.0 * total)
+
+    shares = [tree_share_for(rho, d, total, 4) for total in (500, 2_000, 3_500, 4_000, 200_000)]
+    assert shares == sorted(shares, reverse=True)
+    assert shares[0] == tree_adaptive.TREE_SHARE and shares[-1] == tree_adaptive.TREE_SHARE_MIN
+    inner = [(t, s) for t, s in zip((500, 2_000, 3_500, 4_000, 200_000), shares)
+             if tree_adaptive.TREE_SHARE_MIN < s < tree_adaptive.TREE_SHARE]
+    assert inner and all(noise(s, t, 4) == pytest.approx(tree_adaptive.TREE_TVD, rel=1e-12) for t, s in inner)
+
+
+def test_a_table_of_many_records_and_small_pairs_gives_the_tree_less_and_the_batches_more():
+    """20,000 records of binary columns: the tree's pairs are measured well at the least share; the ledger's tree
+    stds are that share's and the batches get the rest (the whole budget is still spent), in more batches. A share
+    and a batch count given by name are kept."""
+    rng = np.random.default_rng(5)
+    n = 20_000
+    u = rng.integers(0, 2, n)
+    cols = [np.where(rng.random(n) < 0.8, u, rng.integers(0, 2, n)) for _ in range(6)]
+    data = pj.Dataset(np.stack(cols, 1), {k: 2 for k in "abcdef"})
+    res = tree_aim(data, 3.0, key=jax.random.key(0), synthetic=False, **QUICK)
+    b = res.info.budget
+    assert b["tree_share"] < tree_adaptive.TREE_SHARE and b["tree_rho"] == pytest.approx(b["tree_share"] * b["rho"])
+    assert b["batch_rho"] > tree_aim_budget(3.0, 1e-9, attributes=6)["batch_rho"]
+    stds = [e.scale for e in res.ledger if e.mechanism == "gaussian"]
+    assert stds[6:11] == pytest.approx([b["tree_std"]] * 5, rel=1e-9)
+    assert res.accountant.spent == pytest.approx(res.accountant.budget, rel=1e-9)
+    # many cheap picks: more batches (refits), each of at most d / 2 picks
+    assert b["batches"] == len(res.info.log) > tree_adaptive.BATCHES and b["picks"] <= 3
+    given = tree_aim(data, 3.0, key=jax.random.key(0), synthetic=False, tree_share=0.35, batches=2, **QUICK)
+    assert given.info.budget["tree_share"] == 0.35 and len(given.info.log) == 2
