@@ -171,7 +171,8 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
         row["compressed_domain"] = dict(info.compressed_domain)
     if mechanism == "tree_aim":
         row.update(selected=[list(c) for c in info.selected],
-                   model_mb=info.model_mb)
+                   model_mb=info.model_mb,
+                   **{k: info.budget.get(k) for k in ("tree_share", "batches", "picks")})
     elif mechanism == "aim":
         row.update(
             rounds=info.rounds,

@@ -14,9 +14,9 @@ Budget ``rho = cdp_rho(epsilon, delta)`` (zCDP), shares of it (:func:`tree_aim_b
 
 1. **One-way marginals** (:data:`ONE_WAY_SHARE`): all ``d``, equal shares (MST's step 1), then MST's domain
    compression (values whose noisy count is below 3 noise stds merged; post-processing).
-2. **The tree** (:data:`TREE_SELECT_SHARE` to select, :data:`TREE_SHARE_MIN` to :data:`TREE_SHARE` to measure,
-   :func:`tree_share_for`: less where its pairs are measured well with less, from the one-way model's released
-   total): MST's ``d - 1`` exponential-mechanism Kruskal steps on the one-way model's pair errors, then the tree's
+2. **The tree** (:data:`TREE_SELECT_SHARE` to select, :data:`TREE_SHARE_MIN` to :data:`TREE_SHARE` to measure:
+   :func:`tree_share_for`, less where its pairs are measured well with less and the batches would measure more
+   than ``d`` marginals well, from the one-way model's released total): MST's ``d - 1`` exponential-mechanism Kruskal steps on the one-way model's pair errors, then the tree's
    pairs, equal shares.
 3. **Batches** (the rest): ``batches`` rounds; before each, the model of everything measured so far is fitted
    (warm-started) and every AIM candidate (the downward closure of the workload, default every pair of at most
@@ -24,7 +24,8 @@ Budget ``rho = cdp_rho(epsilon, delta)`` (zCDP), shares of it (:func:`tree_aim_b
    (sensitivity ``max_r w_r``); ``picks`` marginals are drawn one after another by the exponential mechanism, each
    excluded from the rest of its batch, and measured with noise ``sigma``. Each pick costs the same: a tenth of its
    share selects (:data:`SELECT_SHARE`), the rest measures; the run's last measurement takes exactly what is left.
-   How many picks: :func:`default_picks` (``d`` to ``4 d`` in all, from released values). A draw is among the
+   How many picks: :func:`default_pick_count` (``d`` to ``4 d`` in all, from released values), in how many batches:
+   :func:`default_batches` (2 to 8, at most about ``d / 2`` picks each). A draw is among the
    candidates whose marginal lies inside a clique of the model or keeps the model, with the batch's earlier picks,
    within ``max_model_mb`` over the declared domain (the released model's): the size check asks only about the
    drawn candidate and the draw is repeated if it does not fit (:meth:`pgmjax.privacy.Accountant.exponential`'s
@@ -169,6 +170,11 @@ def tree_share_for(rho: float, attributes: int, total: float, pair_cells: float)
     :data:`TREE_SHARE_MIN`) where a median-sized pair measured at :data:`TREE_SHARE` would carry less than
     :data:`TREE_TVD` of expected noise, so that it carries :data:`TREE_TVD`.
 
+    :func:`tree_aim` asks only where the batches, at :data:`TREE_SHARE`, would measure more than ``d`` marginals
+    (:func:`default_pick_count`): there the budget the tree gives up buys more picks (NLTCS's binary pairs). Where
+    they measure ``d`` (Adult's and the generated tables' at ``epsilon = 3``), a smaller tree share only made the
+    tree noisier and the same picks sharper, and the synthetic data worse (``bench/results/mechanisms``).
+
     A pair of ``n`` cells with Gaussian noise ``sigma`` adds ``sqrt(2/pi) sigma n / (2 N)`` in expected TVD (AIM's
     penalty over twice the record count), and ``d - 1`` pairs on a share ``s`` of ``rho`` have
     ``sigma = sqrt((d - 1) / (2 s rho))``; the noise scales as ``1 / sqrt(s)``. Reads released values only:
@@ -264,7 +270,7 @@ def tree_aim(
         max_model_mb: the model-size cap in MB (``8 * cells / 2^20``, over the declared domain): no batch pick takes
             the released model past it (AIM's 80).
         **own: TreeAIM's own options, by name: the fields of
-            :class:`~pgmjax.mechanisms.tree_aim_options.TreeAIMOptions` (``batches``, ``picks``, ``round_iters``,
+            :class:`~pgmjax.mechanisms.tree_aim_options.TreeAIMOptions` (``batches``, ``picks``, ``tree_share``, ``round_iters``,
             ``select_iters``, ``compress``, ``synthetic``, ``rows``, ``synthetic_method``, ``progress``,
             ``constraints``, ``public``), checked before anything else.
 
@@ -457,9 +463,17 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         # 2. the tree (MST's steps 3-4)
         with timer("engine"):
             model = estimate(cdom, one_way_c, iters=own.select_iters, **fit_kwargs)
-        if not budget["tree_share_given"]:  # the tree's share: from released values (the one-way model's total)
+        candidates = aim_candidates(run.workload, cdom)  # the batches' (step 3), over the released compressed domain
+        cands = list(candidates)
+        sizes = np.array([possible_cells(cdom, c, constraints).sum() if constraints else cdom.size(c) for c in cands],
+                         np.float64)
+        multi = sizes[[len(c) > 1 for c in cands]]  # the one-way candidates are measured already
+        multi = multi if multi.size else sizes
+        total = float(model.total)  # released: the one-way model's
+        if not budget["tree_share_given"] and default_pick_count(budget["batch_rho"], total, multi, d) > d:
+            # the batches measure more marginals well than the tree holds: the tree's share from released values
             pair_cells = float(np.median([cdom.size(c) for c in itertools.combinations(cdom.attributes, 2)]))
-            share = tree_share_for(rho, d, float(model.total), pair_cells)
+            share = tree_share_for(rho, d, total, pair_cells)
             budget = {**tree_aim_budget(epsilon, delta, attributes=d, batches=batches, picks=own.picks, tree_share=share),
                       **{k: budget[k] for k in ("picks_given", "tree_share_given", "batches_given")}}
         with timer("selection"):
@@ -468,14 +482,9 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         measurements = list(one_way_c) + list(acc.measure_many(k_two, cdata, edges, rho=budget["tree_rho"]))
 
         # 3. the batches: refit, score every candidate, draw and measure `picks` marginals
-        candidates = aim_candidates(run.workload, cdom)
-        cands = list(candidates)
         weight = np.array([candidates[c] for c in cands])
-        sizes = np.array([possible_cells(cdom, c, constraints).sum() if constraints else cdom.size(c) for c in cands],
-                         np.float64)
         if not budget["picks_given"]:  # how many, in how many batches: from released values (the total, the sizes)
-            multi = sizes[[len(c) > 1 for c in cands]]  # the one-way candidates are measured already
-            count = default_pick_count(budget["batch_rho"], float(model.total), multi if multi.size else sizes, d)
+            count = default_pick_count(budget["batch_rho"], total, multi, d)
             batches = batches if budget["batches_given"] else default_batches(count, d)
             picks = max(1, math.ceil(count / batches))
             budget = tree_aim_budget(epsilon, delta, attributes=d, batches=batches, picks=picks,

@@ -236,15 +236,19 @@ def test_the_tree_share_gives_a_median_pair_the_target_noise_within_its_bounds()
     assert inner and all(noise(s, t, 4) == pytest.approx(tree_adaptive.TREE_TVD, rel=1e-12) for t, s in inner)
 
 
+def _binary_table(n=20_000, seed=5):
+    """Six binary copies of one hidden bit (80% each): many records, pairs of 4 cells, every pair informative."""
+    rng = np.random.default_rng(seed)
+    u = rng.integers(0, 2, n)
+    cols = [np.where(rng.random(n) < 0.8, u, rng.integers(0, 2, n)) for _ in range(6)]
+    return pj.Dataset(np.stack(cols, 1), {k: 2 for k in "abcdef"})
+
+
 def test_a_table_of_many_records_and_small_pairs_gives_the_tree_less_and_the_batches_more():
     """20,000 records of binary columns: the tree's pairs are measured well at the least share; the ledger's tree
     stds are that share's and the batches get the rest (the whole budget is still spent), in more batches. A share
     and a batch count given by name are kept."""
-    rng = np.random.default_rng(5)
-    n = 20_000
-    u = rng.integers(0, 2, n)
-    cols = [np.where(rng.random(n) < 0.8, u, rng.integers(0, 2, n)) for _ in range(6)]
-    data = pj.Dataset(np.stack(cols, 1), {k: 2 for k in "abcdef"})
+    data = _binary_table()
     res = tree_aim(data, 3.0, key=jax.random.key(0), synthetic=False, **QUICK)
     b = res.info.budget
     assert b["tree_share"] < tree_adaptive.TREE_SHARE and b["tree_rho"] == pytest.approx(b["tree_share"] * b["rho"])
@@ -256,3 +260,12 @@ def test_a_table_of_many_records_and_small_pairs_gives_the_tree_less_and_the_bat
     assert b["batches"] == len(res.info.log) > tree_adaptive.BATCHES and b["picks"] <= 3
     given = tree_aim(data, 3.0, key=jax.random.key(0), synthetic=False, tree_share=0.35, batches=2, **QUICK)
     assert given.info.budget["tree_share"] == 0.35 and len(given.info.log) == 2
+
+
+def test_the_tree_keeps_its_share_where_the_batches_measure_no_more_than_d_marginals(monkeypatch):
+    """The same binary table, but the batches' budget measuring only ``d`` marginals well: the tree's share stays
+    TREE_SHARE (a smaller one would only make the tree noisier and the same picks sharper)."""
+    data = _binary_table()
+    monkeypatch.setattr(tree_adaptive, "default_pick_count", lambda batch_rho, total, sizes, attributes: attributes)
+    res = tree_aim(data, 3.0, key=jax.random.key(0), synthetic=False, **QUICK)
+    assert res.info.budget["tree_share"] == tree_adaptive.TREE_SHARE and res.info.budget["batches"] == 2
