@@ -37,6 +37,8 @@ class TreeAIMOptions(OwnOptions):
             measure), or 2 where ``picks`` are given.
         picks: marginals drawn per batch (default: :func:`~pgmjax.mechanisms.tree_adaptive.default_picks`, from the
             released record count and the candidates' sizes: ``d`` to ``4 d`` in all).
+        one_way_share: the share of the budget that measures the one-way marginals, from 0.2 to 1/3 (default:
+            :func:`~pgmjax.mechanisms.tree_adaptive.one_way_share_for`, from the declared domain).
         tree_share: the share of the budget that measures the tree's pairs, from 0.15 to 0.35 (default:
             :func:`~pgmjax.mechanisms.tree_adaptive.tree_share_for`, from the released record count and the pairs'
             sizes).
@@ -66,6 +68,7 @@ class TreeAIMOptions(OwnOptions):
 
     batches: int | None = None
     picks: int | None = None
+    one_way_share: float | None = None
     tree_share: float | None = None
     round_iters: int = 1000
     select_iters: int | None = None
@@ -85,9 +88,10 @@ class TreeAIMOptions(OwnOptions):
         batches = None if self.batches is None else check_count(self.batches, "batches", "tree_aim_budget", 1)
         picks = None if self.picks is None else check_count(self.picks, "picks", "tree_aim_budget", 1)
         share = None if self.tree_share is None else check_positive(self.tree_share, "tree_share", where)
+        one_way = None if self.one_way_share is None else check_positive(self.one_way_share, "one_way_share", where)
         compress = check_bool(self.compress, "compress", where)
         synthetic, rows, synthetic_method = check_synthetic(self.synthetic, self.rows, self.synthetic_method, where)
-        self.keep(batches=batches, picks=picks, tree_share=share, round_iters=round_iters, select_iters=select_iters, compress=compress,
+        self.keep(batches=batches, picks=picks, one_way_share=one_way, tree_share=share, round_iters=round_iters, select_iters=select_iters, compress=compress,
                   synthetic=synthetic, rows=rows, synthetic_method=synthetic_method,
                   progress=check_progress(self.progress, where))
 

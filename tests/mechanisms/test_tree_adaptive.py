@@ -149,6 +149,7 @@ def test_a_quick_run_through_the_registry_and_its_report_keys(data):
     (dict(batches=0), "batches"), (dict(picks=0), "picks"), (dict(round_iters=0), "round_iters"),
     (dict(max_model_mb=None), "max_model_mb"), (dict(workload=[("a", "zz")]), "zz"),
     (dict(tree_share=0.5), "tree_share"), (dict(tree_share=0.0), "tree_share"),
+    (dict(one_way_share=0.5), "one_way_share"), (dict(one_way_share=-1), "one_way_share"),
 ])
 def test_bad_options_are_refused_before_any_spending(data, bad, match):
     with pytest.raises((ValueError, TypeError), match=match):
@@ -269,3 +270,25 @@ def test_the_tree_keeps_its_share_where_the_batches_measure_no_more_than_d_margi
     monkeypatch.setattr(tree_adaptive, "default_pick_count", lambda batch_rho, total, sizes, attributes: attributes)
     res = tree_aim(data, 3.0, key=jax.random.key(0), synthetic=False, **QUICK)
     assert res.info.budget["tree_share"] == tree_adaptive.TREE_SHARE and res.info.budget["batches"] == 2
+
+
+def test_the_one_way_share_grows_with_the_cells_in_many_valued_attributes():
+    """From the declared domain alone: a fifth where no attribute has over MANY_VALUES values, a third where all
+    cells lie in such attributes, in proportion between; the ledger's one-way stds are the share's."""
+    few = pj.Domain({"a": 2, "b": 3, "c": tree_adaptive.MANY_VALUES})
+    many = pj.Domain({"a": 60, "b": 80})
+    mixed = pj.Domain({"a": 2, "b": 3, "c": 95})
+    assert tree_adaptive.one_way_share_for(few) == tree_adaptive.ONE_WAY_SHARE
+    assert tree_adaptive.one_way_share_for(many) == pytest.approx(tree_adaptive.ONE_WAY_SHARE_MAX)
+    assert tree_adaptive.one_way_share_for(mixed) == pytest.approx(
+        tree_adaptive.ONE_WAY_SHARE + (tree_adaptive.ONE_WAY_SHARE_MAX - tree_adaptive.ONE_WAY_SHARE) * 95 / 100)
+    rng = np.random.default_rng(2)
+    data = pj.Dataset(rng.integers(0, [2, 3, 95], (3_000, 3)), mixed)
+    res = tree_aim(data, 1.0, key=jax.random.key(0), synthetic=False, **QUICK)
+    b = res.info.budget
+    assert b["one_way_share"] == pytest.approx(tree_adaptive.one_way_share_for(mixed))
+    assert b["one_way_std"] == pytest.approx(math.sqrt(3 / (2.0 * b["one_way_share"] * b["rho"])))
+    stds = [e.scale for e in res.ledger if e.mechanism == "gaussian"]
+    assert stds[:3] == pytest.approx([b["one_way_std"]] * 3, rel=1e-9)
+    assert res.plan.steps[0].cost == pytest.approx(b["one_way_rho"], rel=1e-12)
+    assert res.accountant.spent == pytest.approx(res.accountant.budget, rel=1e-9)
