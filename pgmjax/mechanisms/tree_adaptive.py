@@ -10,7 +10,8 @@ noise scale is set for ``16 d`` rounds, so the penalty it charges a large margin
 MST's tree holds them from the start. TreeAIM starts where MST ends and spends the rest of the budget as AIM does,
 in a few batches, so the model is refitted a few times, not hundreds.
 
-Budget ``rho = cdp_rho(epsilon, delta)`` (zCDP), shares of it (:func:`tree_aim_budget`):
+Budget ``rho = cdp_rho(epsilon, delta)`` (zCDP), shares of it (:func:`tree_aim_budget`; the rules that set them are
+:mod:`pgmjax.mechanisms.tree_aim_shares`'):
 
 1. **One-way marginals** (:data:`ONE_WAY_SHARE` to :data:`ONE_WAY_SHARE_MAX`, more where the values lie in
    many-valued attributes: :func:`one_way_share_for`, public): all ``d``, equal shares (MST's step 1), then MST's domain
@@ -42,7 +43,8 @@ total, and ``rho``-zCDP gives ``(epsilon, delta)``-DP (Canonne, Kamath & Steinke
 (and the tree's share) depends only on earlier releases (the compressed domain, the one-way model's total, the tree,
 the batches' picks) and public settings, and the size checks on released cliques only, so adaptivity composes.
 
-Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``, 2 batches of 7, its default; :func:`tree_aim_budget`):
+Anchors (:func:`tree_aim_budget` at its default shares, a fifth for the one-way marginals and 35% for the tree, for
+``d = 14`` as Adult's, ``eps = 1``, ``delta = 1e-9``, 2 batches of 7):
 ``rho = 0.0149731``, one-way std 48.35, tree std 35.22, batch pick std 38.52.
 """
 
@@ -66,7 +68,7 @@ from ..estimation.estimate import estimate
 from ..estimation.memory import capped_fit_bytes
 from ..estimation.options import FitOptions
 from ..graph import size_limit
-from ..privacy import REST, Accountant, cdp_rho
+from ..privacy import REST, Accountant
 from ..queries.constraints import check_constraints, possible_cells
 from ..queries.measurement import pool_repeats
 from .adaptive_iterative import HALF_NORMAL_MEAN, ROUND_TOL, aim_candidates, default_aim_workload
@@ -82,193 +84,17 @@ from .spanning_tree import REFERENCE_MIRROR_DESCENT, SELECT_ITERS, check_tree_si
 from .steps import (Timer, candidate_marginals, l1_errors, model_mb, pgm_native_result, public_cliques,
                     record_public_fit, release_over_original, released_model_size)
 from .tree_aim_options import BATCHES, TreeAIMInfo, TreeAIMOptions
+from .tree_aim_shares import (TREE_SHARE, TREE_SHARE_MIN, default_batches, default_pick_count, one_way_share_for,
+                              tree_aim_budget, tree_share_for)
 
-__all__ = ["TreeAIMOptions", "default_picks", "tree_aim", "tree_aim_budget"]
+__all__ = ["TreeAIMOptions", "tree_aim", "tree_aim_budget"]
 
-#: Least share of ``rho`` for the one-way marginals (MST: a third; AIM: about 6% at ``16 d`` rounds): a table of
-#: attributes of few values (:func:`one_way_share_for`).
-ONE_WAY_SHARE = 0.2
-#: Most share of ``rho`` for the one-way marginals (MST's third): a table whose values lie in many-valued attributes.
-ONE_WAY_SHARE_MAX = 1.0 / 3.0
-#: An attribute of more values than this is many-valued (:func:`one_way_share_for`): a finely binned number (an age,
-#: an amount, a timestamp), whose rare values the domain compression merges unless their counts are measured well.
-MANY_VALUES = 50
-#: Share of ``rho`` for selecting the tree's ``d - 1`` pairs (MST: a third).
-TREE_SELECT_SHARE = 0.1
-#: Share of ``rho`` for measuring the tree's pairs (MST: a third) where they are noisy; the batches get the rest.
-TREE_SHARE = 0.35
-#: The least share of ``rho`` for measuring the tree's pairs (:func:`tree_share_for`).
-TREE_SHARE_MIN = 0.15
-#: The expected noise, in total variation distance, of a median-sized tree pair measured at :data:`TREE_SHARE`
-#: below which the tree's share shrinks (:func:`tree_share_for`): pairs of few cells over many records (NLTCS's binary
-#: ones) are measured well with less, and the batches' picks put the rest to better use.
-TREE_TVD = 0.02
-#: Share of each batch pick's budget that selects it (AIM's 10%).
-SELECT_SHARE = 0.1
 #: The final fit stops once a compiled chunk (50 iterations) changes its loss by less than this, relatively
 #: (``estimate``'s ``tol``). It starts from the last batch's fit, which has converged on all but the last batch's
 #: picks, so pgmjax's accelerated mirror descent gets there in hundreds of iterations. MST's final fit (10,000
 #: iterations of the reference code's plain mirror descent, from the one-way model) took most of TreeAIM's time on
 #: models of many cells and gave the model the same two-way errors to four digits (the changelog has the figures).
 FINAL_TOL = 1e-6
-
-
-#: The noise one batch pick of a median-sized candidate may add, in total variation distance (expected), when
-#: :func:`default_picks` sets how many marginals the batches measure.
-PICK_TVD = 0.01
-#: The most batches :func:`default_batches` sets.
-MAX_BATCHES = 8
-
-
-def _picks(d: int, batches: int) -> int:
-    """The fewest picks per batch: about ``d`` extra marginals in all, at least one per batch."""
-    return max(1, math.ceil(d / batches))
-
-
-def default_picks(batch_rho: float, total: float, sizes, attributes: int, batches: int) -> int:
-    """Picks per batch where none are given: :func:`default_pick_count`'s marginals over ``batches`` batches.
-
-    Example:
-        >>> default_picks(0.0052, 21_574, [4] * 120, 16, 2), default_picks(0.0052, 48_842, [150] * 91, 14, 2)
-        (32, 7)
-    """
-    return max(1, math.ceil(default_pick_count(batch_rho, total, sizes, attributes) / batches))
-
-
-def default_batches(picks: int, attributes: int) -> int:
-    """Batches where none are given: about ``d / 2`` picks per batch at most, between :data:`BATCHES` and
-    :data:`MAX_BATCHES`.
-
-    A batch's picks are drawn from one fit: after a few picks the model they will make is not the one scored. Where
-    the budget measures many marginals well (NLTCS's binary pairs: ``4 d`` picks), more refits let each batch see
-    what the earlier ones fixed, as AIM's rounds do; where it measures ``d`` (Adult's, Titanic's large pairs), two
-    batches do as well and fit fewer times.
-
-    Example:
-        >>> default_batches(64, 16), default_batches(28, 16), default_batches(14, 14)
-        (8, 4, 2)
-    """
-    return min(MAX_BATCHES, max(BATCHES, math.ceil(picks / math.ceil(attributes / 2))))
-
-
-def default_pick_count(batch_rho: float, total: float, sizes, attributes: int) -> int:
-    """How many marginals the batches measure where no ``picks`` are given: as many as their budget measures with
-    at most :data:`PICK_TVD` of expected noise on a median-sized candidate, between ``d`` and ``4 d``.
-
-    A measurement of ``n`` cells with Gaussian noise ``sigma`` adds ``sqrt(2/pi) sigma n`` in expected L1 (AIM's
-    penalty), ``sqrt(2/pi) sigma n / (2 N)`` in TVD; ``m`` picks of ``(1 - SELECT_SHARE) batch_rho / m`` each have
-    ``sigma = sqrt(m / (2 (1 - SELECT_SHARE) batch_rho))``. Many small marginals (NLTCS's binary pairs) are cheap
-    to measure well, so the batches take many (``4 d``); large ones (Adult's, at ``epsilon = 1``) take ``d``. Reads
-    released values only: ``total`` is the one-way model's (noisy) record count, ``sizes`` the candidates' cells
-    over the compressed domain.
-
-    Example:
-        >>> default_pick_count(0.0052, 21_574, [4] * 120, 16), default_pick_count(0.0052, 48_842, [150] * 91, 14)
-        (64, 14)
-    """
-    d = attributes
-    n_med = max(float(np.median(sizes)), 1.0)
-    wanted = 2.0 * (1.0 - SELECT_SHARE) * batch_rho * (2.0 * max(total, 1.0) * PICK_TVD / (HALF_NORMAL_MEAN * n_med)) ** 2
-    return min(max(int(round(wanted)), d), 4 * d)
-
-
-def one_way_share_for(domain: Domain) -> float:
-    """The share of ``rho`` that measures the one-way marginals: from :data:`ONE_WAY_SHARE` to
-    :data:`ONE_WAY_SHARE_MAX` in proportion to the one-way cells that lie in many-valued attributes (more than
-    :data:`MANY_VALUES`). Public: the declared domain only.
-
-    Their one-way marginals carry most of a release's one-way error, and what the domain compression merges of them
-    (values whose noisy counts are below three noise stds) is lost to every later measurement. Measured with a
-    fifth of the budget, Titanic's and Adult's (91- and 100-value ages, fares and amounts) gave less accurate
-    synthetic data than with a third; tables of few values each (NLTCS's binary columns, the generated ones of 2 to
-    40 values) do better with a fifth, the rest going to the pairs (the figures: ``bench/results/mechanisms``).
-
-    Example:
-        >>> round(one_way_share_for(Domain({"a": 2, "b": 100, "c": 98})), 3), one_way_share_for(Domain({"a": 2, "b": 40}))
-        (0.332, 0.2)
-    """
-    sizes = np.array([domain.size(a) for a in domain.attributes], np.float64)
-    many = float(sizes[sizes > MANY_VALUES].sum() / sizes.sum())
-    return ONE_WAY_SHARE + (ONE_WAY_SHARE_MAX - ONE_WAY_SHARE) * many
-
-
-def tree_share_for(rho: float, attributes: int, total: float, pair_cells: float) -> float:
-    """The share of ``rho`` that measures the tree's ``d - 1`` pairs: :data:`TREE_SHARE`, or less (down to
-    :data:`TREE_SHARE_MIN`) where a median-sized pair measured at :data:`TREE_SHARE` would carry less than
-    :data:`TREE_TVD` of expected noise, so that it carries :data:`TREE_TVD`.
-
-    :func:`tree_aim` asks only where the batches, at :data:`TREE_SHARE`, would measure more than ``d`` marginals
-    (:func:`default_pick_count`): there the budget the tree gives up buys more picks (NLTCS's binary pairs). Where
-    they measure ``d`` (Adult's and the generated tables' at ``epsilon = 3``), a smaller tree share only made the
-    tree noisier and the same picks sharper, and the synthetic data worse (``bench/results/mechanisms``).
-
-    A pair of ``n`` cells with Gaussian noise ``sigma`` adds ``sqrt(2/pi) sigma n / (2 N)`` in expected TVD (AIM's
-    penalty over twice the record count), and ``d - 1`` pairs on a share ``s`` of ``rho`` have
-    ``sigma = sqrt((d - 1) / (2 s rho))``; the noise scales as ``1 / sqrt(s)``. Reads released values only:
-    ``total`` is the one-way model's (noisy) record count, ``pair_cells`` the median pair's cells over the
-    compressed domain.
-
-    Example:
-        >>> round(tree_share_for(0.0118, 16, 21_574, 4), 3), tree_share_for(0.0118, 9, 1_304, 45)   # NLTCS, Titanic
-        (0.15, 0.35)
-    """
-    d = attributes
-    sigma = math.sqrt((d - 1) / (2.0 * TREE_SHARE * rho))
-    noise = HALF_NORMAL_MEAN * sigma * pair_cells / (2.0 * max(total, 1.0))
-    return min(TREE_SHARE, max(TREE_SHARE_MIN, TREE_SHARE * (noise / TREE_TVD) ** 2))
-
-
-def tree_aim_budget(epsilon: float, delta: float = DEFAULT_DELTA, *, attributes: int, batches: int = BATCHES,
-                    picks: int | None = None, tree_share: float = TREE_SHARE,
-                    one_way_share: float = ONE_WAY_SHARE) -> dict:
-    """TreeAIM's zCDP budget split and noise scales (module docstring).
-
-    Args:
-        epsilon, delta: the ``(epsilon, delta)``-DP target.
-        attributes: ``d`` (at least 2).
-        batches: the number of batches.
-        picks: marginals drawn per batch (default ``ceil(d / batches)``).
-        tree_share: the share of ``rho`` that measures the tree (:func:`tree_share_for`; between :data:`TREE_SHARE_MIN` and
-            :data:`TREE_SHARE`).
-        one_way_share: the share of ``rho`` that measures the one-way marginals (:func:`one_way_share_for`; between
-            :data:`ONE_WAY_SHARE` and :data:`ONE_WAY_SHARE_MAX`).
-
-    Returns:
-        A dict: ``rho``; ``one_way_rho``, ``tree_select_rho``, ``tree_rho``, ``batch_rho`` (the four shares);
-        ``one_way_std``, ``tree_std``, ``pick_std`` (the Gaussian noise stds); ``tree_em_epsilon`` and
-        ``pick_em_epsilon`` (per draw); ``one_way_share``, ``tree_share``, ``batches``, ``picks``.
-
-    Example:
-        >>> b = tree_aim_budget(1.0, 1e-9, attributes=14)                 # Adult
-        >>> round(b["one_way_std"], 2), round(b["tree_std"], 2), round(b["pick_std"], 2), b["picks"]
-        (48.35, 35.22, 38.52, 7)
-    """
-    where = "tree_aim_budget"
-    epsilon = _positive(epsilon, "epsilon", where)
-    delta = check_zcdp_delta(delta, where)
-    d = _count(attributes, "attributes", where, 2)
-    batches = _count(batches, "batches", where, 1)
-    picks = _picks(d, batches) if picks is None else _count(picks, "picks", where, 1)
-    share = float(tree_share)
-    if not TREE_SHARE_MIN <= share <= TREE_SHARE:
-        raise ValueError(f"{where}: tree_share must be between {TREE_SHARE_MIN} and {TREE_SHARE}, got {tree_share!r}")
-    one_way_share = float(one_way_share)
-    if not ONE_WAY_SHARE <= one_way_share <= ONE_WAY_SHARE_MAX:
-        raise ValueError(f"{where}: one_way_share must be between {ONE_WAY_SHARE} and {ONE_WAY_SHARE_MAX:.4f}, "
-                         f"got {one_way_share!r}")
-    rho = cdp_rho(epsilon, delta)
-    one_way, tree_select, tree = one_way_share * rho, TREE_SELECT_SHARE * rho, share * rho
-    batch = rho - one_way - tree_select - tree
-    per_pick = batch / (batches * picks)
-    return {
-        "rho": rho, "one_way_rho": one_way, "tree_select_rho": tree_select, "tree_rho": tree, "batch_rho": batch,
-        "one_way_std": math.sqrt(d / (2.0 * one_way)),
-        "tree_std": math.sqrt((d - 1) / (2.0 * tree)),
-        "pick_std": math.sqrt(1.0 / (2.0 * (1.0 - SELECT_SHARE) * per_pick)),
-        "tree_em_epsilon": math.sqrt(8.0 * tree_select / (d - 1)),
-        "pick_em_epsilon": math.sqrt(8.0 * SELECT_SHARE * per_pick),
-        "one_way_share": one_way_share, "tree_share": share, "batches": batches, "picks": picks,
-    }
 
 
 @reports(TreeAIMInfo)
@@ -461,6 +287,42 @@ def _draw_batch(acc: Accountant, key, cdata: Dataset, domain: Domain, cands: lis
     return chosen
 
 
+#: The flags :func:`_tree_aim_arguments` leaves in the budget: which of its numbers the user gave.
+_GIVEN = ("picks_given", "tree_share_given", "batches_given")
+
+
+def _pair_sizes(sizes: np.ndarray, cands: list) -> np.ndarray:
+    """The candidates' sizes but the one-way ones' (measured already), or all where there are only those."""
+    multi = sizes[[len(c) > 1 for c in cands]]
+    return multi if multi.size else sizes
+
+
+def _tree_budget(run: _Run, budget: dict, cdom: Domain, total: float, sizes: np.ndarray, cands: list) -> dict:
+    """The budget with the tree's share set from released values (:func:`tree_share_for`: the one-way model's
+    ``total``, the compressed domain) where none was given and the batches would measure more than ``d`` marginals
+    well at :data:`TREE_SHARE` (:func:`default_pick_count`); otherwise ``budget``."""
+    d = len(cdom)
+    if budget["tree_share_given"] or default_pick_count(budget["batch_rho"], total, _pair_sizes(sizes, cands), d) <= d:
+        return budget
+    pair_cells = float(np.median([cdom.size(c) for c in itertools.combinations(cdom.attributes, 2)]))
+    share = tree_share_for(budget["rho"], d, total, pair_cells)
+    return {**tree_aim_budget(run.epsilon, run.delta, attributes=d, batches=budget["batches"], picks=run.own.picks,
+                              tree_share=share, one_way_share=budget["one_way_share"]),
+            **{k: budget[k] for k in _GIVEN}}
+
+
+def _batch_budget(run: _Run, budget: dict, d: int, total: float, sizes: np.ndarray, cands: list) -> dict:
+    """The budget with the picks and the batches set from released values (:func:`default_pick_count`,
+    :func:`default_batches`) where not given, without the flags of what was given."""
+    if not budget["picks_given"]:
+        count = default_pick_count(budget["batch_rho"], total, _pair_sizes(sizes, cands), d)
+        batches = budget["batches"] if budget["batches_given"] else default_batches(count, d)
+        budget = {**tree_aim_budget(run.epsilon, run.delta, attributes=d, batches=batches,
+                                    picks=max(1, math.ceil(count / batches)), tree_share=budget["tree_share"],
+                                    one_way_share=budget["one_way_share"]), **{k: budget[k] for k in _GIVEN}}
+    return {k: v for k, v in budget.items() if k not in _GIVEN}
+
+
 def _tree_aim(data, key, run: _Run) -> MechanismResult:
     """:func:`tree_aim` on checked arguments, its cap in force: the four steps of the module docstring."""
     where, domain, own, budget = "tree_aim", data.domain, run.own, run.budget
@@ -503,16 +365,8 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         cands = list(candidates)
         sizes = np.array([possible_cells(cdom, c, constraints).sum() if constraints else cdom.size(c) for c in cands],
                          np.float64)
-        multi = sizes[[len(c) > 1 for c in cands]]  # the one-way candidates are measured already
-        multi = multi if multi.size else sizes
         total = float(model.total)  # released: the one-way model's
-        if not budget["tree_share_given"] and default_pick_count(budget["batch_rho"], total, multi, d) > d:
-            # the batches measure more marginals well than the tree holds: the tree's share from released values
-            pair_cells = float(np.median([cdom.size(c) for c in itertools.combinations(cdom.attributes, 2)]))
-            share = tree_share_for(rho, d, total, pair_cells)
-            budget = {**tree_aim_budget(epsilon, delta, attributes=d, batches=batches, picks=own.picks, tree_share=share,
-                                        one_way_share=budget["one_way_share"]),
-                      **{k: budget[k] for k in ("picks_given", "tree_share_given", "batches_given")}}
+        budget = _tree_budget(run, budget, cdom, total, sizes, cands)
         with timer("selection"):
             edges = select_tree(acc, k_sel, cdata, model, budget["tree_select_rho"], bar, where,
                                 [c.attributes for c in constraints], steps=steps)
@@ -520,15 +374,9 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
 
         # 3. the batches: refit, score every candidate, draw and measure `picks` marginals
         weight = np.array([candidates[c] for c in cands])
-        if not budget["picks_given"]:  # how many, in how many batches: from released values (the total, the sizes)
-            count = default_pick_count(budget["batch_rho"], total, multi, d)
-            batches = batches if budget["batches_given"] else default_batches(count, d)
-            picks = max(1, math.ceil(count / batches))
-            budget = tree_aim_budget(epsilon, delta, attributes=d, batches=batches, picks=picks,
-                                     tree_share=budget["tree_share"], one_way_share=budget["one_way_share"])
-            round_kwargs["structures"] = final_kwargs["structures"] = batches + 3
-        for given in ("picks_given", "tree_share_given", "batches_given"):
-            budget.pop(given, None)
+        budget = _batch_budget(run, budget, d, total, sizes, cands)
+        batches, picks = budget["batches"], budget["picks"]
+        round_kwargs["structures"] = final_kwargs["structures"] = batches + 3
         truth = cdata.marginals(cands)  # read only through the exponential mechanism below
         sens_unit = acc.l1_sensitivity()
         sigma, eps_em = budget["pick_std"], budget["pick_em_epsilon"]

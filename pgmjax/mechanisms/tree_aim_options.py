@@ -22,7 +22,7 @@ from .run_info import CompressedRunInfo, published
 __all__ = ["BATCHES", "TreeAIMInfo", "TreeAIMOptions"]
 
 #: The fewest batches (refits before a selection) where none are given
-#: (:func:`~pgmjax.mechanisms.tree_adaptive.default_batches`), and the number where only ``picks`` are given.
+#: (:func:`~pgmjax.mechanisms.tree_aim_shares.default_batches`), and the number where only ``picks`` are given.
 BATCHES = 2
 
 
@@ -33,14 +33,14 @@ class TreeAIMOptions(OwnOptions):
 
     Attributes:
         batches: how many batches (refits before a selection); default
-            :func:`~pgmjax.mechanisms.tree_adaptive.default_batches` (2 to 8, from how many marginals the batches
+            :func:`~pgmjax.mechanisms.tree_aim_shares.default_batches` (2 to 8, from how many marginals the batches
             measure), or 2 where ``picks`` are given.
-        picks: marginals drawn per batch (default: :func:`~pgmjax.mechanisms.tree_adaptive.default_picks`, from the
+        picks: marginals drawn per batch (default: :func:`~pgmjax.mechanisms.tree_aim_shares.default_picks`, from the
             released record count and the candidates' sizes: ``d`` to ``4 d`` in all).
         one_way_share: the share of the budget that measures the one-way marginals, from 0.2 to 1/3 (default:
-            :func:`~pgmjax.mechanisms.tree_adaptive.one_way_share_for`, from the declared domain).
+            :func:`~pgmjax.mechanisms.tree_aim_shares.one_way_share_for`, from the declared domain).
         tree_share: the share of the budget that measures the tree's pairs, from 0.15 to 0.35 (default:
-            :func:`~pgmjax.mechanisms.tree_adaptive.tree_share_for`, from the released record count and the pairs'
+            :func:`~pgmjax.mechanisms.tree_aim_shares.tree_share_for`, from the released record count and the pairs'
             sizes).
         round_iters: the most iterations of each batch's fit (warm-started; it stops once converged, AIM's
             ``ROUND_TOL``).

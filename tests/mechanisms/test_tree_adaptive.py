@@ -11,6 +11,7 @@ import pgmjax as pj
 from pgmjax.mechanisms import registry
 from pgmjax.mechanisms.steps import model_mb
 from pgmjax.mechanisms import tree_adaptive
+from pgmjax.mechanisms import tree_aim_shares as shares
 from pgmjax.mechanisms.tree_adaptive import tree_aim, tree_aim_budget, tree_share_for
 from pgmjax.privacy import Accountant, cdp_rho
 from pgmjax.privacy.primitives import exponential_probabilities
@@ -89,8 +90,6 @@ def test_the_batches_add_pairs_the_tree_lacks_and_the_model_holds_them(release):
 def test_the_final_fit_is_accelerated_and_stops_once_converged_unless_told(data, monkeypatch):
     """The final fit (the last ``estimate``) runs pgmjax's mirror descent with FINAL_TOL from the last batch's model;
     a method given in ``fit_options`` is every fit's, with the tol given there (none here)."""
-    from pgmjax.mechanisms import tree_adaptive
-
     calls = []
 
     def spy(*args, **kwargs):
@@ -229,12 +228,12 @@ def test_the_tree_share_gives_a_median_pair_the_target_noise_within_its_bounds()
         sigma = math.sqrt((d - 1) / (2.0 * share * rho))
         return math.sqrt(2.0 / math.pi) * sigma * cells / (2.0 * total)
 
-    shares = [tree_share_for(rho, d, total, 4) for total in (500, 2_000, 3_500, 4_000, 200_000)]
-    assert shares == sorted(shares, reverse=True)
-    assert shares[0] == tree_adaptive.TREE_SHARE and shares[-1] == tree_adaptive.TREE_SHARE_MIN
-    inner = [(t, s) for t, s in zip((500, 2_000, 3_500, 4_000, 200_000), shares)
-             if tree_adaptive.TREE_SHARE_MIN < s < tree_adaptive.TREE_SHARE]
-    assert inner and all(noise(s, t, 4) == pytest.approx(tree_adaptive.TREE_TVD, rel=1e-12) for t, s in inner)
+    got = [tree_share_for(rho, d, total, 4) for total in (500, 2_000, 3_500, 4_000, 200_000)]
+    assert got == sorted(got, reverse=True)
+    assert got[0] == shares.TREE_SHARE and got[-1] == shares.TREE_SHARE_MIN
+    inner = [(t, s) for t, s in zip((500, 2_000, 3_500, 4_000, 200_000), got)
+             if shares.TREE_SHARE_MIN < s < shares.TREE_SHARE]
+    assert inner and all(noise(s, t, 4) == pytest.approx(shares.TREE_TVD, rel=1e-12) for t, s in inner)
 
 
 def _binary_table(n=20_000, seed=5):
@@ -252,13 +251,13 @@ def test_a_table_of_many_records_and_small_pairs_gives_the_tree_less_and_the_bat
     data = _binary_table()
     res = tree_aim(data, 3.0, key=jax.random.key(0), synthetic=False, **QUICK)
     b = res.info.budget
-    assert b["tree_share"] < tree_adaptive.TREE_SHARE and b["tree_rho"] == pytest.approx(b["tree_share"] * b["rho"])
+    assert b["tree_share"] < shares.TREE_SHARE and b["tree_rho"] == pytest.approx(b["tree_share"] * b["rho"])
     assert b["batch_rho"] > tree_aim_budget(3.0, 1e-9, attributes=6)["batch_rho"]
     stds = [e.scale for e in res.ledger if e.mechanism == "gaussian"]
     assert stds[6:11] == pytest.approx([b["tree_std"]] * 5, rel=1e-9)
     assert res.accountant.spent == pytest.approx(res.accountant.budget, rel=1e-9)
     # many cheap picks: more batches (refits), each of at most d / 2 picks
-    assert b["batches"] == len(res.info.log) > tree_adaptive.BATCHES and b["picks"] <= 3
+    assert b["batches"] == len(res.info.log) > shares.BATCHES and b["picks"] <= 3
     given = tree_aim(data, 3.0, key=jax.random.key(0), synthetic=False, tree_share=0.35, batches=2, **QUICK)
     assert given.info.budget["tree_share"] == 0.35 and len(given.info.log) == 2
 
@@ -269,24 +268,24 @@ def test_the_tree_keeps_its_share_where_the_batches_measure_no_more_than_d_margi
     data = _binary_table()
     monkeypatch.setattr(tree_adaptive, "default_pick_count", lambda batch_rho, total, sizes, attributes: attributes)
     res = tree_aim(data, 3.0, key=jax.random.key(0), synthetic=False, **QUICK)
-    assert res.info.budget["tree_share"] == tree_adaptive.TREE_SHARE and res.info.budget["batches"] == 2
+    assert res.info.budget["tree_share"] == shares.TREE_SHARE and res.info.budget["batches"] == 2
 
 
 def test_the_one_way_share_grows_with_the_cells_in_many_valued_attributes():
     """From the declared domain alone: a fifth where no attribute has over MANY_VALUES values, a third where all
     cells lie in such attributes, in proportion between; the ledger's one-way stds are the share's."""
-    few = pj.Domain({"a": 2, "b": 3, "c": tree_adaptive.MANY_VALUES})
+    few = pj.Domain({"a": 2, "b": 3, "c": shares.MANY_VALUES})
     many = pj.Domain({"a": 60, "b": 80})
     mixed = pj.Domain({"a": 2, "b": 3, "c": 95})
-    assert tree_adaptive.one_way_share_for(few) == tree_adaptive.ONE_WAY_SHARE
-    assert tree_adaptive.one_way_share_for(many) == pytest.approx(tree_adaptive.ONE_WAY_SHARE_MAX)
-    assert tree_adaptive.one_way_share_for(mixed) == pytest.approx(
-        tree_adaptive.ONE_WAY_SHARE + (tree_adaptive.ONE_WAY_SHARE_MAX - tree_adaptive.ONE_WAY_SHARE) * 95 / 100)
+    assert shares.one_way_share_for(few) == shares.ONE_WAY_SHARE
+    assert shares.one_way_share_for(many) == pytest.approx(shares.ONE_WAY_SHARE_MAX)
+    assert shares.one_way_share_for(mixed) == pytest.approx(
+        shares.ONE_WAY_SHARE + (shares.ONE_WAY_SHARE_MAX - shares.ONE_WAY_SHARE) * 95 / 100)
     rng = np.random.default_rng(2)
     data = pj.Dataset(rng.integers(0, [2, 3, 95], (3_000, 3)), mixed)
     res = tree_aim(data, 1.0, key=jax.random.key(0), synthetic=False, **QUICK)
     b = res.info.budget
-    assert b["one_way_share"] == pytest.approx(tree_adaptive.one_way_share_for(mixed))
+    assert b["one_way_share"] == pytest.approx(shares.one_way_share_for(mixed))
     assert b["one_way_std"] == pytest.approx(math.sqrt(3 / (2.0 * b["one_way_share"] * b["rho"])))
     stds = [e.scale for e in res.ledger if e.mechanism == "gaussian"]
     assert stds[:3] == pytest.approx([b["one_way_std"]] * 3, rel=1e-9)
