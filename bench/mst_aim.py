@@ -187,7 +187,10 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
     pairs = list(itertools.combinations(data.domain.attributes, 2))
     from pgmjax.model.metrics import marginal_tvd
 
-    row["tvd_model"] = marginal_tvd(data, res.model, pairs)
+    try:  # the model's pair marginals across its cliques can outgrow memory (the child's is capped: CHILD_MEMORY)
+        row["tvd_model"] = marginal_tvd(data, res.model, pairs)
+    except (MemoryError, jax.errors.JaxRuntimeError) as e:
+        row["tvd_model"], row["tvd_model_error"] = None, f"{type(e).__name__}: {str(e)[:300]}"
     return row
 
 
@@ -218,6 +221,11 @@ def _child(cmd: list[str], label: str) -> dict:
     print(f"[{label}] done in {row['process_wall_s']:.1f} s", file=sys.stderr, flush=True)
     return row
 
+
+#: A child's address space is capped at this fraction of the machine's memory: an allocation past it fails
+#: (a model's marginals across its cliques have asked for more than the machine has), where the kernel's
+#: out-of-memory killer would end the child with nothing recorded.
+CHILD_MEMORY = 0.75
 
 #: At most this many 3-way marginals are scored (every ``k``-th triple in the domain's order, ``k`` fixed by the count).
 MAX_TRIPLES = 500
@@ -314,6 +322,10 @@ def main(argv=None):
         "mbi_time_limit_s": args.mbi_time_limit,
     }
     if args.child:
+        import resource
+
+        cap = int(CHILD_MEMORY * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))  # a blow-up fails in the child, not the machine
         settings["aim_rounds"] = args.aim_rounds
         settings["engine_method"] = args.engine_method
         row = run_pgmjax(args.problem, args.synth_out, args.mechanism, args.epsilon, args.seed, settings)
