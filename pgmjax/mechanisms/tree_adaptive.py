@@ -176,7 +176,7 @@ class _Run(NamedTuple):
     options: dict  # the one-way fit's keyword arguments (MST's reference mirror descent unless told)
     round_options: dict  # the batches' fits' (:func:`_round_options`)
     final_options: dict  # the final fit's (:func:`_final_options`)
-    budget: dict  # tree_aim_budget's, with picks_given, tree_share_given and batches_given
+    budget: dict  # tree_aim_budget's at the given values (the rules fill in the others from released ones)
     own: TreeAIMOptions
 
 
@@ -205,8 +205,6 @@ def _tree_aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_o
     budget = tree_aim_budget(epsilon, delta, attributes=len(domain), batches=own.batches or BATCHES, picks=own.picks,
                              one_way_share=one_way_share,
                              **({} if own.tree_share is None else {"tree_share": own.tree_share}))
-    budget["picks_given"], budget["tree_share_given"] = own.picks is not None, own.tree_share is not None
-    budget["batches_given"] = own.batches is not None
     options = check_fit_options(fit_options, where)
     round_options = _round_options(options)
     final_options = _final_options(options)
@@ -287,10 +285,6 @@ def _draw_batch(acc: Accountant, key, cdata: Dataset, domain: Domain, cands: lis
     return chosen
 
 
-#: The flags :func:`_tree_aim_arguments` leaves in the budget: which of its numbers the user gave.
-_GIVEN = ("picks_given", "tree_share_given", "batches_given")
-
-
 def _pair_sizes(sizes: np.ndarray, cands: list) -> np.ndarray:
     """The candidates' sizes but the one-way ones' (measured already), or all where there are only those."""
     multi = sizes[[len(c) > 1 for c in cands]]
@@ -302,25 +296,24 @@ def _tree_budget(run: _Run, budget: dict, cdom: Domain, total: float, sizes: np.
     ``total``, the compressed domain) where none was given and the batches would measure more than ``d`` marginals
     well at :data:`TREE_SHARE` (:func:`default_pick_count`); otherwise ``budget``."""
     d = len(cdom)
-    if budget["tree_share_given"] or default_pick_count(budget["batch_rho"], total, _pair_sizes(sizes, cands), d) <= d:
+    if run.own.tree_share is not None or default_pick_count(budget["batch_rho"], total, _pair_sizes(sizes, cands), d) <= d:
         return budget
     pair_cells = float(np.median([cdom.size(c) for c in itertools.combinations(cdom.attributes, 2)]))
     share = tree_share_for(budget["rho"], d, total, pair_cells)
-    return {**tree_aim_budget(run.epsilon, run.delta, attributes=d, batches=budget["batches"], picks=run.own.picks,
-                              tree_share=share, one_way_share=budget["one_way_share"]),
-            **{k: budget[k] for k in _GIVEN}}
+    return tree_aim_budget(run.epsilon, run.delta, attributes=d, batches=budget["batches"], picks=run.own.picks,
+                           tree_share=share, one_way_share=budget["one_way_share"])
 
 
 def _batch_budget(run: _Run, budget: dict, d: int, total: float, sizes: np.ndarray, cands: list) -> dict:
     """The budget with the picks and the batches set from released values (:func:`default_pick_count`,
-    :func:`default_batches`) where not given, without the flags of what was given."""
-    if not budget["picks_given"]:
+    :func:`default_batches`) where not given."""
+    if run.own.picks is None:
         count = default_pick_count(budget["batch_rho"], total, _pair_sizes(sizes, cands), d)
-        batches = budget["batches"] if budget["batches_given"] else default_batches(count, d)
-        budget = {**tree_aim_budget(run.epsilon, run.delta, attributes=d, batches=batches,
-                                    picks=max(1, math.ceil(count / batches)), tree_share=budget["tree_share"],
-                                    one_way_share=budget["one_way_share"]), **{k: budget[k] for k in _GIVEN}}
-    return {k: v for k, v in budget.items() if k not in _GIVEN}
+        batches = default_batches(count, d) if run.own.batches is None else budget["batches"]
+        budget = tree_aim_budget(run.epsilon, run.delta, attributes=d, batches=batches,
+                                 picks=max(1, math.ceil(count / batches)), tree_share=budget["tree_share"],
+                                 one_way_share=budget["one_way_share"])
+    return budget
 
 
 def _tree_aim(data, key, run: _Run) -> MechanismResult:
