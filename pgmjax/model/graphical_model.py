@@ -14,7 +14,7 @@ from ..graph.program_choice import emitters_for
 from ..data.domain import Clique, CliqueLike, Domain, cells_text
 from ..graph import marginal_oracle, oracle, routed_oracle, routed_plan
 from ..queries import factors as queries_mod
-from . import batch_model, inference, sampling
+from . import answering, batch_model, inference, query_plan, sampling
 from .model_files import save_model
 
 
@@ -300,38 +300,27 @@ class GraphicalModel(ModelStructure):
 
     def answers(self, queries: Sequence[Mapping[str, object]]) -> list[np.ndarray]:
         """Answer several factored queries (see :meth:`answer`): on the host in float64 where a query's tables
-        hold at most :data:`HOST_MARGINAL_CELLS` cells (nothing compiled), the others in one compiled program;
-        inside a JAX transformation (:attr:`traced`), all of them traced, as JAX arrays of the model's dtype."""
+        hold at most :data:`HOST_MARGINAL_CELLS` cells (nothing compiled), the others compiled; inside a JAX
+        transformation (:attr:`traced`), all of them traced, as JAX arrays of the model's dtype.
+
+        Each query's working set is counted before it runs (:func:`pgmjax.model.query_plan.peak_cells`); one that
+        would hold more than a share of the memory limit is answered in slices of its rows
+        (:mod:`pgmjax.model.answering`), and one no slicing fits raises
+        :class:`~pgmjax.graph.size_limit.ModelTooLarge` before allocating."""
         if self.batch is not None:  # every member's own answers (each plans its queries), stacked: (B, ...) each
             if self.traced:  # a batch passed whole into a transformation
                 return list(jax.vmap(lambda m: tuple(m.answers(queries)))(self))
             return batch_model.stacked(batch_model.each(self, lambda m: m.answers(queries)))
-        plans, mats = [], []
-        for q in queries:
-            attrs, matrices = queries_mod.resolve(self.domain, q)
-            plans.append(inference.plan_query(self.junction_tree, attrs, tuple(m is None for m in matrices)))
-            mats.append(matrices)
+        resolved = [queries_mod.resolve(self.domain, q) for q in queries]
         if self.traced:  # inside jit / vmap / grad: the compiled path, traced, answers as JAX arrays
-            return list(inference.answer_many(tuple(plans), self._device_marginals, tuple(mats), self.total))
+            plans = [query_plan.plan_query(self.junction_tree, attrs, tuple(m is None for m in matrices))
+                     for attrs, matrices in resolved]
+            return list(inference.answer_many(tuple(plans), self._device_marginals,
+                                              tuple(m for _, m in resolved), self.total))
         # A query whose tables are small runs its plan in NumPy (float64): a new model structure's queries
         # then compile nothing (AIM scores its candidates on every round's new model).
-        out = [None] * len(plans)
-        cells = [math.prod(self.domain.shape_of(c)) for c in self.cliques]
-        tables, conditionals = {}, {}  # each clique's table and conditional, shared by the queries that pass it
-        for i, (plan, matrices) in enumerate(zip(plans, mats)):
-            rows = math.prod(self.domain[a] if m is None else len(m) for a, m in zip(plan.attrs, matrices))
-            if sum(cells[c] for c in plan.cliques) + rows <= HOST_MARGINAL_CELLS:
-                for c in plan.cliques:
-                    if c not in tables:
-                        tables[c] = self._host_table(c)
-                out[i] = inference.run_plan_on_host(plan, tables, matrices, self.total, conditionals)
-        rest = [i for i, o in enumerate(out) if o is None]
-        if rest:
-            compiled = inference.answer_many(tuple(plans[i] for i in rest), self._device_marginals,
-                                             tuple(mats[i] for i in rest), self.total)
-            for i, o in zip(rest, compiled):
-                out[i] = np.asarray(o, np.float64)
-        return out
+        return answering.answer_untraced(self.junction_tree, resolved, self._host_table, lambda: self._device_marginals,
+                                         self.total, np.dtype(self.dtype).itemsize, HOST_MARGINAL_CELLS)
 
     def synthetic_data(self, n: int | None = None, key: jax.Array | None = None, method: str = "exact", chunk: int = 1 << 20):
         """Draw synthetic records (see :func:`pgmjax.model.sampling.synthetic_data`).

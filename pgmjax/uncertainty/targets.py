@@ -23,7 +23,7 @@ import numpy as np
 
 from ..data.domain import Domain
 from ..graph import oracle
-from ..model import inference
+from ..model import inference, query_plan
 from ..queries import factors as queries_mod
 from ..queries.measurement import Measurement
 
@@ -150,7 +150,7 @@ def resolve_targets(domain: Domain, tree, targets: Sequence) -> tuple[TargetPlan
             raise type(e)(f"target {index} ({what}): {e}") from e
         if len(set(attrs)) != len(attrs):
             raise ValueError(f"target {index} ({what}): an attribute appears twice")
-        plans.append(inference.plan_query(tree, attrs, tuple(m is None for m in matrices)))
+        plans.append(query_plan.plan_query(tree, attrs, tuple(m is None for m in matrices)))
         mats.append(tuple(None if m is None else np.asarray(m, np.float64) for m in matrices))
         shape = tuple(domain[a] if m is None else m.shape[0] for a, m in zip(attrs, matrices))
         return len(plans) - 1, shape, frozenset(attrs), matrices

@@ -269,18 +269,18 @@ def test_marginal_of_a_large_clique_goes_through_the_compiled_program(monkeypatc
 def test_host_contractions_by_loop_and_by_path_agree(rng, monkeypatch):
     """Small host contractions run by NumPy's own loop (no path to check at each call), larger ones by the greedy
     path: both give the same answers (float64 rounding), across cliques and with matrices."""
-    from pgmjax.model import inference
+    from pgmjax.model import inference, query_plan
 
     model, _ = _random_model(rng, "chain")
     names = model.domain.attributes
     queries = [{x: Q.Identity() for x in s} for k in (1, 2, 3) for s in itertools.combinations(names, k)][:40]
     queries.append({names[0]: rng.normal(size=(3, model.domain[names[0]])), names[-1]: Q.Prefix()})
-    answers, orders, small = {}, {}, inference._LOOP_EINSUM_CELLS
-    order = inference._einsum_path.__wrapped__  # uncached: every contraction asks it
+    answers, orders, small = {}, {}, query_plan._LOOP_EINSUM_CELLS
+    order = query_plan.einsum_path.__wrapped__  # uncached: every contraction asks it
     for limit in (small, 0):
         seen = orders[limit] = []
-        monkeypatch.setattr(inference, "_LOOP_EINSUM_CELLS", limit)
-        monkeypatch.setattr(inference, "_einsum_path", lambda spec, shapes, seen=seen: seen.append(order(spec, shapes)) or seen[-1])
+        monkeypatch.setattr(query_plan, "_LOOP_EINSUM_CELLS", limit)
+        monkeypatch.setattr(inference, "einsum_path", lambda spec, shapes, seen=seen: seen.append(order(spec, shapes)) or seen[-1])
         answers[limit] = model.answers(queries)
     assert any(p is False for p in orders[small])  # this model's contractions are small
     assert orders[0] and all(p is not False for p in orders[0])

@@ -1,0 +1,133 @@
+"""A model's answers to many factored queries: each run on the host or compiled, and in slices of its rows
+where its run would outgrow its share of the memory limit.
+
+A query whose attributes lie in different cliques is answered by messages along the junction tree
+(:mod:`pgmjax.model.query_plan`), and a message carries, besides its separator, the queried attributes of
+the side it comes from. Between two large cliques that product can reach hundreds of millions of cells.
+Answering ``Q_1 ⊗ ... ⊗ Q_k`` is linear in each ``Q_j``, so the rows of the largest factor (an identity where
+the attribute is kept) can be answered a slice at a time and the slices' answers stacked
+(McKenna, Sheldon & Miklau, ICML 2019, Section 3.3: each query matrix meets its attribute once). Each
+query's peak is counted (:func:`pgmjax.model.query_plan.peak_cells`) before anything is allocated; one that
+no slicing brings under the limit raises :class:`~pgmjax.graph.size_limit.ModelTooLarge`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..graph import size_limit
+from ..graph.junction import JunctionTree
+from . import inference
+from .query_plan import QueryPlan, peak_cells, plan_query
+
+#: The share of the model-size limit (:func:`pgmjax.graph.size_limit.max_model_bytes`) that one query's run, or
+#: one compiled group of queries, may hold at once: the model's own tables (on the host and the device) and the
+#: caller's arrays share the rest.
+ANSWER_SHARE = 0.25
+
+
+def answer_untraced(tree: JunctionTree, queries: Sequence[tuple], host_table: Callable[[int], np.ndarray],
+                    device_marginals: Callable[[], dict], total, itemsize: int, host_cells: int,
+                    max_bytes: float | None = None) -> list[np.ndarray]:
+    """Answer resolved factored queries, each on the host or compiled, sliced where its run would outgrow
+    :data:`ANSWER_SHARE` of the limit.
+
+    Args:
+        tree: the model's junction tree.
+        queries: ``(attrs, matrices)`` per query (:func:`pgmjax.queries.factors.resolve`).
+        host_table: clique index -> its marginal counts on the host.
+        device_marginals: returns ``{clique index: marginal counts}`` on the device (called only if a query
+            runs compiled).
+        total: the model's number of records.
+        itemsize: bytes per cell of the compiled runs (the model's dtype); the host runs in float64.
+        host_cells: a query whose tables and answer hold at most this many cells runs on the host (float64,
+            nothing compiled); larger ones run compiled.
+        max_bytes: an explicit limit (default :func:`pgmjax.graph.size_limit.max_model_bytes`).
+
+    Returns:
+        One float64 array per query, axes in its attributes' order.
+
+    Raises:
+        ModelTooLarge: a query whose run, sliced to one row of each queried attribute, still breaks the limit
+            (before anything of it is allocated).
+    """
+    limit = size_limit.max_model_bytes(max_bytes)
+    target = ANSWER_SHARE * limit
+    tables, conditionals = {}, {}  # each clique's table and conditional, shared by the queries that pass it
+
+    def on_host(plan, matrices):
+        for c in plan.cliques:
+            if c not in tables:
+                tables[c] = host_table(c)
+        return inference.run_plan_on_host(plan, tables, matrices, total, conditionals)
+
+    def compiled(plans, matrices):
+        answers = inference.answer_many(tuple(plans), device_marginals(), tuple(matrices), total)
+        return [np.asarray(a, np.float64) for a in answers]
+
+    out: list = [None] * len(queries)
+    group, group_bytes, groups = [], 0, []  # compiled queries, grouped so a group's peaks fit the target
+    for i, (attrs, matrices) in enumerate(queries):
+        rows = _rows(tree, attrs, matrices)
+        plan = plan_query(tree, attrs, tuple(m is None for m in matrices), rows)
+        host = sum(tree.clique_cells[c] for c in plan.cliques) + math.prod(rows) <= host_cells
+        nbytes = peak_cells(plan, rows) * (8 if host else itemsize)
+        if nbytes > target:
+            run = on_host if host else (lambda p, m: compiled([p], [m])[0])
+            out[i] = _sliced(tree, attrs, matrices, run, 8 if host else itemsize, target, max_bytes)
+        elif host:
+            out[i] = on_host(plan, matrices)
+        else:
+            if group and group_bytes + nbytes > target:
+                groups.append(group)
+                group, group_bytes = [], 0
+            group.append((i, plan, matrices))
+            group_bytes += nbytes
+    for g in groups + ([group] if group else []):
+        for (i, _, _), answer in zip(g, compiled([p for _, p, _ in g], [m for _, _, m in g])):
+            out[i] = answer
+    return out
+
+
+def _rows(tree: JunctionTree, attrs, matrices) -> tuple[int, ...]:
+    return tuple(tree.domain[a] if m is None else len(m) for a, m in zip(attrs, matrices))
+
+
+def _sliced(tree: JunctionTree, attrs, matrices, run: Callable[[QueryPlan, tuple], np.ndarray], itemsize: int,
+            target: float, max_bytes: float | None, sliced: frozenset = frozenset()) -> np.ndarray:
+    """One query answered in slices of its largest attribute's rows, each slice's peak within ``target``
+    (slicing the next attribute where a single row is still too large)."""
+    rows = _rows(tree, attrs, matrices)
+
+    def peak(m):
+        r = _rows(tree, attrs, m)
+        return peak_cells(plan_query(tree, attrs, tuple(x is None for x in m), r), r) * itemsize
+
+    free = [i for i in range(len(attrs)) if i not in sliced and rows[i] > 1]
+    whole = peak(matrices)
+    if whole <= target or not free:
+        size_limit.check_peak(whole, "answers", f"the answer to a query over {attrs}",
+                              "its tables, conditionals and largest messages, sliced to one row per attribute",
+                              max_bytes, hint="; ask for fewer attributes at once, or raise the limit")
+        r = _rows(tree, attrs, matrices)
+        return run(plan_query(tree, attrs, tuple(x is None for x in matrices), r), matrices)
+    j = max(free, key=lambda i: (rows[i], -i))
+    n, values = rows[j], tree.domain[attrs[j]]
+
+    def rows_of(lo, step):  # rows lo..lo+step of factor j (an identity's made on the fly), zero-padded to step
+        part = np.eye(step, values, k=lo) if matrices[j] is None else np.asarray(matrices[j])[lo:lo + step]
+        if len(part) < step:
+            part = np.concatenate([part, np.zeros((step - len(part), values), part.dtype)])
+        return matrices[:j] + (part,) + matrices[j + 1:]
+
+    lo, hi = 1, n  # the largest slice whose peak fits (a peak grows with its rows)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if peak(rows_of(0, mid)) <= target else (lo, mid - 1)
+    step = lo
+    parts = [_sliced(tree, attrs, rows_of(start, step), run, itemsize, target, max_bytes, sliced | {j})
+             for start in range(0, n, step)]
+    return np.concatenate(parts, axis=j)[(slice(None),) * j + (slice(0, n),)]
