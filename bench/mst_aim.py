@@ -542,6 +542,9 @@ def render(res: dict, path: str | None = None) -> str:
     ]
     if res.get("merged_from"):
         lines += ["", f"Some runs come from an earlier file ({res['merged_from']['file']}); each run's settings are in the JSON."]
+    for r in runs:  # a model's TVD scored after the run (its own scoring failed), with how
+        if r.get("tvd_model_note"):
+            lines += ["", f"{r['dataset']} {r['mechanism']} eps {r['epsilon']:g} seed {r['seed']}: {r['tvd_model_note']}"]
     lines += aim_trace.render(res, _plots_beside(path))
     return "\n".join(lines) + "\n"
 
