@@ -8,7 +8,9 @@ Answering ``Q_1 ⊗ ... ⊗ Q_k`` is linear in each ``Q_j``, so the rows of the 
 the attribute is kept) can be answered a slice at a time and the slices' answers stacked
 (McKenna, Sheldon & Miklau, ICML 2019, Section 3.3: each query matrix meets its attribute once). Each
 query's peak is counted (:func:`pgmjax.model.query_plan.peak_cells`) before anything is allocated; one that
-no slicing brings under the limit raises :class:`~pgmjax.graph.size_limit.ModelTooLarge`.
+no slicing brings under the limit raises :class:`~pgmjax.graph.size_limit.ModelTooLarge`. The compiled queries
+run together in one program where XLA's own count of its memory (compiled, before it runs) fits the share, else
+in as many parts as that count asks for, each checked again: a program per query would cost a compile each.
 """
 
 from __future__ import annotations
@@ -24,16 +26,16 @@ from . import inference
 from .query_plan import QueryPlan, peak_cells, plan_query
 
 #: The share of the model-size limit (:func:`pgmjax.graph.size_limit.max_model_bytes`) that one query's run, or
-#: one compiled group of queries, may hold at once: the model's own tables (on the host and the device) and the
-#: caller's arrays share the rest.
-ANSWER_SHARE = 0.25
+#: one compiled group of queries, may hold at once: the limit bounds a run's peak, and the model's own tables (on
+#: the host and the device) and the caller's arrays hold the rest.
+ANSWER_SHARE = 0.5
 
 
 def answer_untraced(tree: JunctionTree, queries: Sequence[tuple], host_table: Callable[[int], np.ndarray],
                     device_marginals: Callable[[], dict], total, itemsize: int, host_cells: int,
                     max_bytes: float | None = None) -> list[np.ndarray]:
     """Answer resolved factored queries, each on the host or compiled, sliced where its run would outgrow
-    :data:`ANSWER_SHARE` of the limit.
+    :data:`ANSWER_SHARE` of the limit; the compiled ones in as few programs as that share allows.
 
     Args:
         tree: the model's junction tree.
@@ -69,25 +71,28 @@ def answer_untraced(tree: JunctionTree, queries: Sequence[tuple], host_table: Ca
         return [np.asarray(a, np.float64) for a in answers]
 
     out: list = [None] * len(queries)
-    group, group_bytes, groups = [], 0, []  # compiled queries, grouped so a group's peaks fit the target
+    together = []  # the compiled queries, run in as few programs as XLA's own count of their memory allows
     for i, (attrs, matrices) in enumerate(queries):
         rows = _rows(tree, attrs, matrices)
         plan = plan_query(tree, attrs, tuple(m is None for m in matrices), rows)
         host = sum(tree.clique_cells[c] for c in plan.cliques) + math.prod(rows) <= host_cells
-        nbytes = peak_cells(plan, rows) * (8 if host else itemsize)
-        if nbytes > target:
+        if peak_cells(plan, rows) * (8 if host else itemsize) > target:
             run = on_host if host else (lambda p, m: compiled([p], [m])[0])
             out[i] = _sliced(tree, attrs, matrices, run, 8 if host else itemsize, target, max_bytes)
         elif host:
             out[i] = on_host(plan, matrices)
         else:
-            if group and group_bytes + nbytes > target:
-                groups.append(group)
-                group, group_bytes = [], 0
-            group.append((i, plan, matrices))
-            group_bytes += nbytes
-    for g in groups + ([group] if group else []):
-        for (i, _, _), answer in zip(g, compiled([p for _, p, _ in g], [m for _, _, m in g])):
+            together.append((i, plan, matrices))
+    groups = [together] if together else []
+    while groups:
+        group = groups.pop()
+        plans, matrices = [p for _, p, _ in group], [m for _, _, m in group]
+        nbytes = inference.answer_many_bytes(tuple(plans), device_marginals(), tuple(matrices), total)
+        if nbytes is not None and nbytes > target and len(group) > 1:  # XLA holds several queries' messages at once
+            parts = min(len(group), max(2, math.ceil(nbytes / target)))  # in proportion, each part checked again
+            groups += [group[k * len(group) // parts:(k + 1) * len(group) // parts] for k in range(parts)]
+            continue
+        for (i, _, _), answer in zip(group, compiled(plans, matrices)):
             out[i] = answer
     return out
 

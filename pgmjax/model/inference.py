@@ -124,11 +124,29 @@ def answer_many(plans: tuple[QueryPlan, ...], clique_marginals: dict[int, jax.Ar
         attribute contributes its values, a matrix its rows), scaled to
         ``total``.
     """
+    return _answer_many_jit(*_arguments(plans, clique_marginals, matrices, total))
+
+
+def answer_many_bytes(plans: tuple[QueryPlan, ...], clique_marginals: dict[int, jax.Array], matrices: tuple,
+                      total) -> int | None:
+    """The memory :func:`answer_many`'s program for these arguments allocates when it runs (its temporaries and
+    its answers; the tables it reads exist already), as XLA's compiler counts it, before anything is allocated.
+
+    The program is compiled here (and kept: the call that follows compiles nothing). None where the backend does
+    not report it.
+    """
+    stats = _answer_many_jit.lower(*_arguments(plans, clique_marginals, matrices, total)).compile().memory_analysis()
+    if stats is None:
+        return None
+    return int(stats.temp_size_in_bytes) + int(stats.output_size_in_bytes)
+
+
+def _arguments(plans, clique_marginals, matrices, total) -> tuple:
     used = sorted({c for p in plans for c in p.cliques})
     tables = {c: clique_marginals[c] for c in used}
     dtype = next(iter(tables.values())).dtype
     mats = tuple(tuple(None if q is None else jnp.asarray(q, dtype) for q in m) for m in matrices)
-    return _answer_many_jit(tuple(plans), tables, mats, jnp.asarray(total, dtype))
+    return tuple(plans), tables, mats, jnp.asarray(total, dtype)
 
 
 def domain_sizes(domain: Domain, attrs: Clique) -> tuple[int, ...]:

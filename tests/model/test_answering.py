@@ -13,7 +13,7 @@ from oracle_reference import _brute_log_joint
 import pgmjax as pj
 from pgmjax import queries as Q
 from pgmjax.graph import oracle, size_limit
-from pgmjax.model import inference
+from pgmjax.model import answering, inference
 from pgmjax.model.query_plan import peak_cells, plan_query
 
 TOTAL = 777.0
@@ -135,7 +135,7 @@ def test_a_query_over_the_limit_share_is_answered_in_slices(rng, monkeypatch, co
     for name in ("run_plan_on_host", "answer_many"):  # count the runs: slices, not one run per query
         real = getattr(inference, name)
         monkeypatch.setattr(inference, name, lambda *a, real=real, **k: runs.append(1) or real(*a, **k))
-    with size_limit.limited(peak * 1.5):  # the share (a quarter) is below the whole run's peak
+    with size_limit.limited(0.75 * peak / answering.ANSWER_SHARE):  # the share is below the whole run's peak
         with count_compiles() as c:
             sliced = model.answers(queries)
     assert len(runs) > len(queries) + 2
@@ -153,3 +153,30 @@ def test_a_query_no_slicing_fits_is_refused_before_it_runs(rng):
     with size_limit.limited(1000.0):  # below even the tables the query reads
         with pytest.raises(size_limit.ModelTooLarge, match=r"answers: the answer to a query over \('a0', 'a4'\)"):
             model.marginal(("a0", "a4"))
+
+
+def test_compiled_queries_run_in_as_few_programs_as_their_counted_memory_allows(rng, monkeypatch):
+    """The compiled queries run in one program where XLA's count of its memory fits the share; under a limit that
+    one program breaks but each query fits, in several, with the same answers."""
+    import pgmjax.model.graphical_model as gm
+
+    model, _ = _chain_model(rng, (40, 12, 12, 12, 40), joint=False)
+    monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 0)
+    queries = [s for k in (2, 3) for s in itertools.combinations(model.domain.attributes, k)]
+    tree = model.junction_tree
+    plans = [plan_query(tree, q, (True,) * len(q)) for q in queries]
+    mats = [(None,) * len(q) for q in queries]
+    marginals = model._device_marginals
+    one = max(max(inference.answer_many_bytes((p,), marginals, (m,), TOTAL) for p, m in zip(plans, mats)),
+              max(8 * peak_cells(p, model.domain.shape_of(p.attrs)) for p in plans))
+    together = inference.answer_many_bytes(tuple(plans), marginals, tuple(mats), TOTAL)
+    assert together > 1.5 * one  # the answers of twenty queries are live at once at the program's end
+    whole = model.marginals(queries)
+    programs = []
+    real = inference.answer_many
+    monkeypatch.setattr(inference, "answer_many", lambda p, *a: programs.append(len(p)) or real(p, *a))
+    with size_limit.limited(1.2 * one / answering.ANSWER_SHARE):  # the share fits any one query, not all twenty
+        split = model.marginals(queries)
+    assert len(programs) > 1 and sum(programs) == len(queries) and max(programs) < len(queries)
+    for a, b in zip(whole, split):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-9)
