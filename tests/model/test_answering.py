@@ -180,3 +180,17 @@ def test_compiled_queries_run_in_as_few_programs_as_their_counted_memory_allows(
     assert len(programs) > 1 and sum(programs) == len(queries) and max(programs) < len(queries)
     for a, b in zip(whole, split):
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-9)
+
+
+def test_a_compiled_query_xla_counts_over_the_limit_is_refused_before_it_runs(rng, monkeypatch):
+    """Where the compiler's count of a lone query's program is over the limit, the query is refused, not run."""
+    import pgmjax.model.graphical_model as gm
+
+    model, _ = _chain_model(rng, (6, 5, 4), joint=False)
+    monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 0)
+    monkeypatch.setattr(inference, "answer_many_bytes", lambda *a: 10**15)
+    ran = []
+    monkeypatch.setattr(inference, "answer_many", lambda *a: ran.append(1))
+    with pytest.raises(size_limit.ModelTooLarge, match=r"the compiled program's temporaries and answer"):
+        model.marginal(("a0", "a2"))
+    assert not ran
