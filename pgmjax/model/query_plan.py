@@ -230,10 +230,12 @@ def peak_cells(plan: QueryPlan, rows: tuple[int, ...]) -> int:
     Example:
         >>> import pgmjax as pj
         >>> from pgmjax.graph.junction import junction_tree
-        >>> tree = junction_tree(pj.Domain({"a": 10, "b": 20, "c": 30}), [("a", "b"), ("b", "c")])
-        >>> plan = plan_query(tree, ("a", "c"), (True, True))  # carries a (10 values) to (b, c), not c to (a, b)
-        >>> peak_cells(plan, (10, 30))  # 2 x 800 held; at most: the answer (300) and its copy scaled to the total
-        2200
+        >>> tree = junction_tree(pj.Domain({"a": 2, "b": 300, "c": 1000}), [("a", "b"), ("b", "c")])
+        >>> plan = plan_query(tree, ("a", "c"), (True, True))
+        >>> [step.out_vars for step in plan.contractions]  # a (2 values) rides to (b, c): 600 cells, not 300,000
+        [('x:b', 'x:a'), ('x:a', 'x:c')]
+        >>> peak_cells(plan, (2, 1000))  # 2 x 300,600 held; then copies of the operands, the message, the answer
+        904400
     """
     domain = plan.tree.domain
     held = 2 * sum(plan.tree.clique_cells[c] for c in plan.cliques)
