@@ -194,3 +194,16 @@ def test_a_compiled_query_xla_counts_over_the_limit_is_refused_before_it_runs(rn
     with pytest.raises(size_limit.ModelTooLarge, match=r"the compiled program's temporaries and answer"):
         model.marginal(("a0", "a2"))
     assert not ran
+
+
+def test_counting_a_compiled_program_compiles_it_once(rng, monkeypatch):
+    """XLA's count is read from the program the call then runs: one compile of the answering program, not two."""
+    import pgmjax.model.graphical_model as gm
+
+    model, _ = _chain_model(rng, (9, 7, 5, 3), joint=False)
+    monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 0)
+    model._device_marginals  # the model's own marginals: compiled apart
+    queries = [s for k in (2, 3) for s in itertools.combinations(model.domain.attributes, k)]
+    with count_compiles() as c:
+        model.marginals(queries)
+    assert [n for n in c.names if "answer_many" in n] == ["jit(answer_many_traced)"], c.names
