@@ -109,20 +109,22 @@ def _sliced(tree: JunctionTree, attrs, matrices, run: Callable[[QueryPlan, tuple
             target: float, max_bytes: float | None, sliced: frozenset = frozenset()) -> np.ndarray:
     """One query answered in slices of its largest attribute's rows, each slice's peak within ``target``
     (slicing the next attribute where a single row is still too large)."""
-    rows = _rows(tree, attrs, matrices)
+    def plan_of(m):
+        r = _rows(tree, attrs, m)
+        return plan_query(tree, attrs, tuple(x is None for x in m), r), r
 
     def peak(m):
-        r = _rows(tree, attrs, m)
-        return peak_cells(plan_query(tree, attrs, tuple(x is None for x in m), r), r) * itemsize
+        plan, r = plan_of(m)
+        return peak_cells(plan, r) * itemsize
 
+    rows = _rows(tree, attrs, matrices)
     free = [i for i in range(len(attrs)) if i not in sliced and rows[i] > 1]
     whole = peak(matrices)
     if whole <= target or not free:
         size_limit.check_peak(whole, "answers", f"the answer to a query over {attrs}",
                               "its tables, conditionals and largest messages, sliced to one row per attribute",
                               max_bytes, hint="; ask for fewer attributes at once, or raise the limit")
-        r = _rows(tree, attrs, matrices)
-        return run(plan_query(tree, attrs, tuple(x is None for x in matrices), r), matrices)
+        return run(plan_of(matrices)[0], matrices)
     j = max(free, key=lambda i: (rows[i], -i))
     n, values = rows[j], tree.domain[attrs[j]]
 

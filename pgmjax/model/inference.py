@@ -12,9 +12,10 @@ factors are conditional probabilities, bounded by one, so the contraction
 runs in linear space and query matrices may have negative entries.
 
 Structure (which cliques, which einsum) is a
-:class:`~pgmjax.model.query_plan.QueryPlan` built once on the host and hashed by value; the numbers (clique marginals, query matrices)
-are arrays, so a second query of the same structure never recompiles, and
-many queries are answered by one compiled program (:func:`answer_many`).
+:class:`~pgmjax.model.query_plan.QueryPlan` built once on the host and
+hashed by value; the numbers (clique marginals, query matrices) are arrays,
+so a second query of the same structure never recompiles, and many queries
+are answered by one compiled program (:func:`answer_many`).
 """
 
 from __future__ import annotations

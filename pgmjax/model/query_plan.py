@@ -204,9 +204,14 @@ def _rooted(tree: JunctionTree, keep: set[int], top: int) -> tuple[dict[int, int
     return parent, separator, depth
 
 
+def _shape(domain: Domain, rows: tuple[int, ...], variables: tuple[str, ...]) -> tuple[int, ...]:
+    """The shape of an array over a plan's ``variables`` (``x:<attribute>`` its values, ``r:<i>`` query ``i``'s
+    rows)."""
+    return tuple(domain[v[2:]] if v.startswith("x:") else rows[int(v[2:])] for v in variables)
+
+
 def _cells(domain: Domain, rows: tuple[int, ...], variables: tuple[str, ...]) -> int:
-    """Cells of an array over a plan's ``variables`` (``x:<attribute>`` its values, ``r:<i>`` query ``i``'s rows)."""
-    return math.prod(domain[v[2:]] if v.startswith("x:") else rows[int(v[2:])] for v in variables)
+    return math.prod(_shape(domain, rows, variables))
 
 
 @functools.lru_cache(maxsize=16384)
@@ -255,9 +260,8 @@ def peak_cells(plan: QueryPlan, rows: tuple[int, ...]) -> int:
 def _operand_shapes(plan: QueryPlan, step: Contraction, rows: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     """The shapes of ``step``'s operands: the clique's table, the children's messages, the matrices."""
     domain = plan.tree.domain
-    size = lambda v: domain[v[2:]] if v.startswith("x:") else rows[int(v[2:])]  # noqa: E731
     shapes = [tuple(domain[a] for a in plan.tree.cliques[step.clique])]
-    shapes += [tuple(size(v) for v in plan.contractions[i].out_vars) for i in step.children]
+    shapes += [_shape(domain, rows, plan.contractions[i].out_vars) for i in step.children]
     shapes += [(rows[i], domain[plan.attrs[i]]) for i in step.matrices]
     return tuple(shapes)
 
