@@ -33,6 +33,7 @@ from .contract import Estimator
 from .lbfgs import LBFGS
 from .mirror_descent import MirrorDescent
 from .problem import Problem
+from .warm_structure import marginal_tables, warm_cliques
 
 #: The estimators by name (default settings).
 METHODS = {"mirror_descent": MirrorDescent, "dual_averaging": DualAveraging, "lbfgs": LBFGS}
@@ -97,7 +98,8 @@ def check_structure(domain, measurements, loss, cliques, warm_start=None, *, cal
 
     Returns:
         ``(measurements, model cliques)``: the measurements as a list, and the cliques the model must hold
-        (the measured ones, ``cliques``, and the warm start's cliques of two or more attributes).
+        (the measured ones, ``cliques``, and the warm start's cliques of two or more attributes unless a fresh
+        triangulation is much smaller: :func:`pgmjax.estimation.warm_structure.warm_cliques`).
     """
     if not isinstance(domain, Domain):
         raise TypeError(f"{caller}: domain must be a pgmjax.Domain, got {type(domain).__name__}")
@@ -109,10 +111,10 @@ def check_structure(domain, measurements, loss, cliques, warm_start=None, *, cal
             raise TypeError(f"{caller}: warm_start must be a GraphicalModel, got {type(warm_start).__name__}")
         if warm_start.domain != domain:
             raise ValueError(f"{caller}: warm_start has domain {warm_start.domain}, expected {domain}")
-        # Its one-attribute cliques are not imposed: an attribute the new fit does not measure stays a
-        # free singleton (a padded table, see oracle.make_plan); its potentials are loaded all the same.
-        extra += [c for c in warm_start.cliques if len(c) > 1]
     model_cliques = [m.clique for m in measurements] + extra
+    # Its one-attribute cliques are never imposed (an attribute the new fit does not measure stays a free singleton,
+    # a padded table, see oracle.make_plan), its others unless a fresh tree is much smaller (warm_structure).
+    model_cliques += warm_cliques(domain, model_cliques, warm_start) if warm_start is not None else []
     if not model_cliques:
         raise ValueError(f"{caller}: no measurements and no cliques: nothing to fit")
     if not measurements and not callable(loss):
@@ -216,12 +218,21 @@ def starting_potentials(plan, warm_start, constraints, dtype) -> dict:
 
     A warm start's tables are first put, on the host in float64, into log-conditionals along ``plan``'s junction
     tree (:func:`warm_tables`)."""
-    theta = plan.zeros(dtype) if warm_start is None else plan.from_tables(warm_tables(plan, warm_start.potentials),
+    theta = plan.zeros(dtype) if warm_start is None else plan.from_tables(warm_tables(plan, _warm_potentials(plan, warm_start)),
                                                                           dtype)
     if constraints:
         masks = plan.from_tables(constraint_masks(plan.domain, constraints), dtype)
         theta = {k: theta[k] + masks[k] for k in theta}
     return theta
+
+
+def _warm_potentials(plan, warm_start) -> dict:
+    """The warm model's tables for ``plan``: its potentials where ``plan``'s tree holds its cliques, else its
+    marginals on the tree (:func:`pgmjax.estimation.warm_structure.marginal_tables`)."""
+    tree = getattr(plan, "tree", None)
+    if isinstance(tree, JunctionTree) and any(tree.containing(c) is None for c in warm_start.cliques):
+        return marginal_tables(tree, warm_start)
+    return warm_start.potentials
 
 
 def warm_tables(plan, tables: dict) -> dict:
