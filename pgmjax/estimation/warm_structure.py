@@ -10,8 +10,8 @@ the difference).
 Where a fresh triangulation of the new fit's own cliques (measured ones, ``cliques=``, constraints) is much
 smaller (at most :data:`FRESH_SHARE` of the imposed tree's cells), the fit takes it, and the warm model enters
 as its marginals on the fresh tree's cliques: the potentials ``log mu_K`` on each clique ``K`` less
-``log mu_S`` on each separator ``S``, the junction-tree factorization (Lauritzen, *Graphical Models*, 1996,
-Section 3.2.1; Koller & Friedman, *Probabilistic Graphical Models*, 2009, Section 10.3). The warm model was fitted
+``log mu_S`` on each separator ``S``, the clique tree measure of a calibrated tree (Koller & Friedman,
+*Probabilistic Graphical Models*, 2009, Section 10.3, the clique tree invariant). The warm model was fitted
 to cliques the fresh tree covers, so its distribution factorizes over the fresh tree and these potentials give
 that same distribution; for any other warm model they give the fresh tree's maximum-entropy distribution with
 the warm model's marginals on its cliques, still a starting point the fit moves from. A warm model with
