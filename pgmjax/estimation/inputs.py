@@ -114,7 +114,7 @@ def check_structure(domain, measurements, loss, cliques, warm_start=None, *, cal
     model_cliques = [m.clique for m in measurements] + extra
     # Its one-attribute cliques are never imposed (an attribute the new fit does not measure stays a free singleton,
     # a padded table, see oracle.make_plan), its others unless a fresh tree is much smaller (warm_structure).
-    model_cliques += warm_cliques(domain, model_cliques, warm_start) if warm_start is not None else []
+    model_cliques += warm_cliques(domain, model_cliques, warm_start)
     if not model_cliques:
         raise ValueError(f"{caller}: no measurements and no cliques: nothing to fit")
     if not measurements and not callable(loss):

@@ -60,20 +60,16 @@ def warm_cliques(domain: Domain, cliques: list, warm_start) -> list:
     if warm_start is None:
         return []
     imposed = [c for c in warm_start.cliques if len(c) > 1]
-    if not imposed or not _fresh_allowed(warm_start):
+    # one exact model on the host only (a batch or a traced model loads as it is), checked before any tree is built
+    if not imposed or not cliques or type(warm_start) is not GraphicalModel or warm_start.batch is not None \
+            or warm_start.traced:
         return imposed
-    fresh = junction_tree(domain, maximal_cliques(domain, list(cliques))) if cliques else None
-    if fresh is None:
-        return imposed
+    fresh = junction_tree(domain, maximal_cliques(domain, list(cliques)))
     whole = junction_tree(domain, maximal_cliques(domain, list(cliques) + imposed))
-    return [] if fresh.cells <= FRESH_SHARE * whole.cells else imposed
-
-
-def _fresh_allowed(warm_start) -> bool:
-    """Whether a warm model may enter a fresh tree by its marginals: one exact model, no structural zeros."""
-    if type(warm_start) is not GraphicalModel or warm_start.batch is not None or warm_start.traced:
-        return False
-    return not any(np.isneginf(t).any() for t in warm_start.potentials.values())
+    if fresh.cells > FRESH_SHARE * whole.cells:
+        return imposed
+    # structural zeros (-inf potentials) would be floored by the marginals: such a model keeps its cliques
+    return imposed if any(np.isneginf(t).any() for t in warm_start.potentials.values()) else []
 
 
 def marginal_tables(tree: JunctionTree, warm_start: GraphicalModel) -> dict:
@@ -91,10 +87,10 @@ def marginal_tables(tree: JunctionTree, warm_start: GraphicalModel) -> dict:
         [('a', 'b'), ('b',), ('b', 'c')]
     """
     separators = [s for s, parent in zip(tree.separators, tree.parent) if parent >= 0 and s]
-    wanted = list(tree.cliques) + separators
     floor = FLOOR * max(float(warm_start.total), 1.0)
-    tables: dict = {}
-    for clique, mu, sign in zip(wanted, warm_start.marginals(wanted),
-                                [1.0] * len(tree.cliques) + [-1.0] * len(separators)):
-        tables[clique] = tables.get(clique, 0.0) + sign * np.log(np.maximum(np.asarray(mu, np.float64), floor))
+    logs = [np.log(np.maximum(np.asarray(mu, np.float64), floor))
+            for mu in warm_start.marginals(list(tree.cliques) + separators)]
+    tables = dict(zip(tree.cliques, logs))
+    for s, log_mu in zip(separators, logs[len(tree.cliques):]):  # a separator shared by several children: each
+        tables[s] = tables.get(s, 0.0) - log_mu
     return tables

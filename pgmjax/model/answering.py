@@ -117,14 +117,14 @@ def _sliced(tree: JunctionTree, attrs, matrices, run: Callable[[QueryPlan, tuple
         plan, r = plan_of(m)
         return peak_cells(plan, r) * itemsize
 
-    rows = _rows(tree, attrs, matrices)
+    whole_plan, rows = plan_of(matrices)
     free = [i for i in range(len(attrs)) if i not in sliced and rows[i] > 1]
-    whole = peak(matrices)
+    whole = peak_cells(whole_plan, rows) * itemsize
     if whole <= target or not free:
         size_limit.check_peak(whole, "answers", f"the answer to a query over {attrs}",
                               "its tables, conditionals and largest messages, sliced to one row per attribute",
                               max_bytes, hint="; ask for fewer attributes at once, or raise the limit")
-        return run(plan_of(matrices)[0], matrices)
+        return run(whole_plan, matrices)
     j = max(free, key=lambda i: (rows[i], -i))
     n, values = rows[j], tree.domain[attrs[j]]
 
