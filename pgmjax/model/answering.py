@@ -22,7 +22,7 @@ import numpy as np
 
 from ..graph import size_limit
 from ..graph.junction import JunctionTree
-from . import inference
+from . import inference, pair_sweep
 from .query_plan import QueryPlan, peak_cells, plan_query
 
 #: The share of the model-size limit (:func:`pgmjax.graph.size_limit.max_model_bytes`) that one query's run, or
@@ -71,8 +71,20 @@ def answer_untraced(tree: JunctionTree, queries: Sequence[tuple], host_table: Ca
         return [np.asarray(a, np.float64) for a in answers]
 
     out: list = [None] * len(queries)
+    marginals = [i for i, (attrs, matrices) in enumerate(queries) if len(attrs) <= 2 and all(m is None for m in matrices)]
+    if marginals and tree.cells <= host_cells:  # one- and two-way marginals of a small model: a sweep per attribute
+        def table(c):
+            if c not in tables:
+                tables[c] = host_table(c)
+            return tables[c]
+        swept = pair_sweep.pair_marginals(tree, [queries[i][0] for i in marginals], table,
+                                          min(host_cells, int(target // 8)))  # float64 cells, one run's share
+        for i, answer in zip(marginals, swept):
+            out[i] = answer
     together = []  # the compiled queries, run in as few programs as XLA's own count of their memory allows
     for i, (attrs, matrices) in enumerate(queries):
+        if out[i] is not None:
+            continue
         rows = _rows(tree, attrs, matrices)
         plan = plan_query(tree, attrs, tuple(m is None for m in matrices), rows)
         host = sum(tree.clique_cells[c] for c in plan.cliques) + math.prod(rows) <= host_cells
