@@ -156,6 +156,9 @@ def compare(pairs: list[tuple[str, str]], out: str, argv) -> None:
                "rounds": f"{b['rounds']} / {a['rounds']}"}
         for key, name in (("wall", "wall s"), ("fit_compile", "compiling s"), ("fit_wall", "fits s")):
             row[name] = f"{b[key]:.1f} / {a[key]:.1f} ({b[key] / a[key]:.2f}x)"
+        if all("marginals" in r["timer"] for r in (b, a)):  # the front-end's own timer: scoring candidates
+            tb, ta = b["timer"]["marginals"], a["timer"]["marginals"]
+            row["candidate marginals s"] = f"{tb:.1f} / {ta:.1f} ({tb / ta:.2f}x)"
         compiles = [sum(f["compile"] > 0.3 for f in r["per_fit"]) for r in (b, a)]
         row["fits compiling / all"] = f"{compiles[0]}/{b['fits']} / {compiles[1]}/{a['fits']}"
         row["iterations"] = f"{b['fit_iterations']} / {a['fit_iterations']}"
@@ -164,7 +167,8 @@ def compare(pairs: list[tuple[str, str]], out: str, argv) -> None:
         rows.append(row)
     meta = schema.run_meta("bench.aim_profile", argv)
     cols = ["mechanism", "dataset", "seed", "rounds", "wall s", "fits s", "compiling s", "fits compiling / all",
-            "iterations", "workload error"]
+            "candidate marginals s", "iterations", "workload error"]
+    cols = [c for c in cols if any(c in r for r in rows)]
     page = [*schema.header_lines(meta), "", "Each cell: before / after (the ratio before / after). One run each per "
             "seed, epsilon 1, the published defaults; a different engine selects different marginals, so the rounds differ. "
             "Each pair ran back to back (before, then after) on the 2-core machine: compare within a row; "

@@ -35,7 +35,9 @@ def answer_untraced(tree: JunctionTree, queries: Sequence[tuple], host_table: Ca
                     device_marginals: Callable[[], dict], total, itemsize: int, host_cells: int,
                     max_bytes: float | None = None) -> list[np.ndarray]:
     """Answer resolved factored queries, each on the host or compiled, sliced where its run would outgrow
-    :data:`ANSWER_SHARE` of the limit; the compiled ones in as few programs as that share allows.
+    :data:`ANSWER_SHARE` of the limit; the compiled ones in as few programs as that share allows. Where the
+    model's tables fit ``host_cells``, its one- and two-way marginals are answered together first
+    (:func:`pgmjax.model.pair_sweep.pair_marginals`, within the same share); the per-query path takes the rest.
 
     Args:
         tree: the model's junction tree.

@@ -247,7 +247,8 @@ class GraphicalModel(ModelStructure):
 
     def marginals(self, cliques: Sequence[CliqueLike], given: Mapping | None = None) -> list[np.ndarray]:
         """Many marginals (optionally under the same evidence): where the tables are small, computed on the
-        host (no compilation, see :meth:`answers`); the others from one compiled program.
+        host (no compilation, see :meth:`answers`; one- and two-way ones without evidence share their messages,
+        :mod:`pgmjax.model.pair_sweep`); the others from one compiled program.
 
         Args:
             cliques: attribute tuples, each as in :meth:`marginal`.
