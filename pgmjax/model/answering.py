@@ -35,9 +35,10 @@ def answer_untraced(tree: JunctionTree, queries: Sequence[tuple], host_table: Ca
                     device_marginals: Callable[[], dict], total, itemsize: int, host_cells: int,
                     max_bytes: float | None = None) -> list[np.ndarray]:
     """Answer resolved factored queries, each on the host or compiled, sliced where its run would outgrow
-    :data:`ANSWER_SHARE` of the limit; the compiled ones in as few programs as that share allows. Where the
-    model's tables fit ``host_cells``, its one- and two-way marginals are answered together first
-    (:func:`pgmjax.model.pair_sweep.pair_marginals`, within the same share); the per-query path takes the rest.
+    :data:`ANSWER_SHARE` of the limit; the compiled ones in as few programs as that share allows. The one-
+    and two-way marginals are answered together first, on the host (:func:`pgmjax.model.pair_sweep.pair_marginals`,
+    within the same share): every pair across cliques, and those inside a clique of at most ``host_cells``; the
+    per-query path takes the rest.
 
     Args:
         tree: the model's junction tree.
@@ -73,14 +74,16 @@ def answer_untraced(tree: JunctionTree, queries: Sequence[tuple], host_table: Ca
         return [np.asarray(a, np.float64) for a in answers]
 
     out: list = [None] * len(queries)
-    marginals = [i for i, (attrs, matrices) in enumerate(queries) if len(attrs) <= 2 and all(m is None for m in matrices)]
-    if marginals and tree.cells <= host_cells:  # one- and two-way marginals of a small model: a sweep per attribute
+    marginals = [i for i, (attrs, matrices) in enumerate(queries) if len(attrs) <= 2 and all(m is None for m in matrices)
+                 and _sweeps(tree, attrs, host_cells)]
+    if marginals:  # one- and two-way marginals: a sweep of the tree per carried attribute, on the host
         def table(c):
             if c not in tables:
                 tables[c] = host_table(c)
             return tables[c]
-        swept = pair_sweep.pair_marginals(tree, [queries[i][0] for i in marginals], table,
-                                          min(host_cells, int(target // 8)))  # float64 cells, one run's share
+        # float64 cells, one run's share: the sweep's tables are the model's, its messages a pair's few rows, so even
+        # where the tables are large (past host_cells) it beats a compiled program per pair
+        swept = pair_sweep.pair_marginals(tree, [queries[i][0] for i in marginals], table, int(target // 8))
         for i, answer in zip(marginals, swept):
             out[i] = answer
     together = []  # the compiled queries, run in as few programs as XLA's own count of their memory allows
@@ -113,6 +116,14 @@ def answer_untraced(tree: JunctionTree, queries: Sequence[tuple], host_table: Ca
         for (i, _, _), answer in zip(group, compiled(plans, matrices)):
             out[i] = answer
     return out
+
+
+def _sweeps(tree: JunctionTree, attrs, host_cells: int) -> bool:
+    """Whether the pair sweep answers a one- or two-way marginal: always across cliques (the sweep shares the
+    messages a plan per pair would compile or run alone), inside a clique where the clique's table is the host's
+    (a larger one is summed where it lies, compiled, not copied to the host)."""
+    home = tree.containing(attrs)
+    return home is None or tree.clique_cells[home] <= host_cells
 
 
 def _rows(tree: JunctionTree, attrs, matrices) -> tuple[int, ...]:

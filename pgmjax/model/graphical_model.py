@@ -301,8 +301,10 @@ class GraphicalModel(ModelStructure):
 
     def answers(self, queries: Sequence[Mapping[str, object]]) -> list[np.ndarray]:
         """Answer several factored queries (see :meth:`answer`): on the host in float64 where a query's tables
-        hold at most :data:`HOST_MARGINAL_CELLS` cells (nothing compiled), the others compiled; inside a JAX
-        transformation (:attr:`traced`), all of them traced, as JAX arrays of the model's dtype.
+        hold at most :data:`HOST_MARGINAL_CELLS` cells (nothing compiled), the others compiled; one- and two-way
+        marginals (identity factors only) across cliques on the host whatever their tables' size, together
+        (:mod:`pgmjax.model.pair_sweep`); inside a JAX transformation (:attr:`traced`), all of them traced, as JAX
+        arrays of the model's dtype.
 
         Each query's working set is counted before it runs (:func:`pgmjax.model.query_plan.peak_cells`); one that
         would hold more than a share of the memory limit is answered in slices of its rows

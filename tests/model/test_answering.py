@@ -33,6 +33,12 @@ def _chain_model(rng, sizes, dtype=jnp.float64, joint=True):
     return model, TOTAL * np.exp(logp - logsumexp(logp))
 
 
+def _per_query_only(monkeypatch):
+    """Every query through its own plan: the pair sweep (tests/model/test_pair_sweep.py) would answer the pairs
+    on the host, whatever ``HOST_MARGINAL_CELLS``."""
+    monkeypatch.setattr(pair_sweep, "pair_marginals", lambda tree, queries, table, cells: [None] * len(queries))
+
+
 def _brute(domain, joint, attrs):
     names = list(domain.attributes)
     out = joint.sum(axis=tuple(i for i, a in enumerate(names) if a not in attrs))
@@ -125,8 +131,7 @@ def test_a_query_over_the_limit_share_is_answered_in_slices(rng, monkeypatch, co
     model, joint = _chain_model(rng, (40, 12, 12, 12, 40))
     if compiled:
         monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 0)
-    # every query through its own plan: the pair sweep (tests/model/test_pair_sweep.py) would answer the first
-    monkeypatch.setattr(pair_sweep, "pair_marginals", lambda tree, queries, table, cells: [None] * len(queries))
+    _per_query_only(monkeypatch)
     queries = [{"a0": Q.Identity(), "a4": Q.Identity()}, {"a0": Q.Prefix(), "a2": Q.Identity(), "a4": Q.Value(3)},
                {"a0": rng.normal(size=(70, 40)), "a4": Q.Identity()}]
     whole = model.answers(queries)
@@ -164,6 +169,7 @@ def test_compiled_queries_run_in_as_few_programs_as_their_counted_memory_allows(
 
     model, _ = _chain_model(rng, (40, 12, 12, 12, 40), joint=False)
     monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 0)
+    _per_query_only(monkeypatch)
     queries = [s for k in (2, 3) for s in itertools.combinations(model.domain.attributes, k)]
     tree = model.junction_tree
     plans = [plan_query(tree, q, (True,) * len(q)) for q in queries]
@@ -190,6 +196,7 @@ def test_a_compiled_query_xla_counts_over_the_limit_is_refused_before_it_runs(rn
 
     model, _ = _chain_model(rng, (6, 5, 4), joint=False)
     monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 0)
+    _per_query_only(monkeypatch)
     monkeypatch.setattr(inference, "answer_many_bytes", lambda *a: 10**15)
     ran = []
     monkeypatch.setattr(inference, "answer_many", lambda *a: ran.append(1))
@@ -204,6 +211,7 @@ def test_counting_a_compiled_program_compiles_it_once(rng, monkeypatch):
 
     model, _ = _chain_model(rng, (9, 7, 5, 3), joint=False)
     monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 0)
+    _per_query_only(monkeypatch)
     model._device_marginals  # the model's own marginals: compiled apart
     queries = [s for k in (2, 3) for s in itertools.combinations(model.domain.attributes, k)]
     with count_compiles() as c:

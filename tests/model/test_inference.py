@@ -12,6 +12,7 @@ from oracle_reference import _brute_log_joint, _random_problem
 import pgmjax as pj
 from pgmjax import queries as Q
 from pgmjax.graph import oracle
+from pgmjax.model import pair_sweep
 
 TOTAL = 1234.5
 
@@ -225,6 +226,8 @@ def test_marginals_are_computed_on_the_host_and_equal_the_compiled_answer(dtype,
             host_given = model.marginal((a,), given={b: 0})
         assert c.count == 0, c.names
         monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 0)
+        # the pair sweep answers pairs across cliques on the host whatever the limit: here, every query compiled
+        monkeypatch.setattr(pair_sweep, "pair_marginals", lambda tree, qs, table, cells: [None] * len(qs))
         compiled = model.answers([{x: Q.Identity() for x in attrs} for attrs in queries])
         compiled_factored = model.answers(factored)
         compiled_given = model.marginal((a,), given={b: 0})

@@ -151,7 +151,7 @@ def test_the_sweep_holds_at_most_its_share_of_the_memory_limit(rng, monkeypatch)
 
 
 def test_answers_of_larger_queries_are_not_swept(rng, monkeypatch):
-    """Triples, queries with matrices and models past the host's cells keep the per-query path."""
+    """Triples and queries with matrices keep the per-query path."""
     sizes, cliques = STRUCTURES["triples"]
     model, joint = _model(rng, sizes, cliques)
     seen = []
@@ -166,7 +166,26 @@ def test_answers_of_larger_queries_are_not_swept(rng, monkeypatch):
     assert seen == [[("a", "f")]]
     np.testing.assert_allclose(answers[0], _brute(model.domain, joint, ("a", "e", "f")), rtol=1e-10)
     np.testing.assert_allclose(answers[2], _brute(model.domain, joint, ("a", "f")), rtol=1e-10)
-    seen.clear()
-    answering.answer_untraced(model.junction_tree, resolved[2:], _host_tables(model), _device_tables(model), TOTAL, 8,
-                              model.junction_tree.cells - 1)
-    assert seen == []  # the model's tables past the host's cells: nothing swept
+
+
+def test_a_model_past_the_host_cells_is_swept_in_float64(rng, monkeypatch):
+    """A float32 model whose tables are past ``host_cells`` (its other queries run compiled): its pairs are swept on
+    the host in float64, the compiled per-query answers' numbers to float32 rounding."""
+    sizes, cliques = STRUCTURES["triples"]
+    dom = pj.Domain(sizes)
+    plan = oracle.make_plan(dom, cliques)
+    model = pj.GraphicalModel(plan, plan.from_tables({c: rng.normal(size=dom.shape_of(c)) for c in cliques},
+                                                     jnp.float32), TOTAL)
+    tree = model.junction_tree
+    pairs = [("a", "e"), ("f", "d"), ("a", "f")]  # each across cliques
+    resolved = [pj.queries.resolve(dom, {v: pj.queries.Identity() for v in q}) for q in pairs]
+    answered, real = [], pair_sweep.pair_marginals
+    monkeypatch.setattr(pair_sweep, "pair_marginals",
+                        lambda *a: answered.extend(x is not None for x in real(*a)) or real(*a))
+    swept = answering.answer_untraced(tree, resolved, _host_tables(model), _device_tables(model), TOTAL, 4, 1)
+    compiled = [inference.answer_many((plan_query(tree, q, (True, True)),), _device_tables(model)(), ((None, None),),
+                                      TOTAL)[0] for q in pairs]
+    assert answered == [True] * len(pairs)
+    for q, a, b in zip(pairs, swept, compiled):
+        assert a.dtype == np.float64
+        np.testing.assert_allclose(a, np.asarray(b, np.float64), rtol=2e-5, atol=1e-4, err_msg=str(q))
