@@ -118,11 +118,13 @@ class _Sweep:
         key = (j, towards, new)
         if key not in self.kernels:
             clique, sep = self.tree.cliques[j], self.separator(j, towards)
-            self.hold(2 * self.tree.domain.size((*sep, *new)))  # the sum and its conditional; the sum is freed
-            joint = _sum_to(self.table(j), clique, (*sep, *new))
+            # the sum, laid out in (S, new) order (a matrix product reads it as a matrix) and its conditional; the
+            # sum and its copy are freed
+            self.hold(3 * self.tree.domain.size((*sep, *new)))
+            joint = np.ascontiguousarray(_sum_to(self.table(j), clique, (*sep, *new)))
             ps = joint.sum(axis=tuple(range(len(sep), len(sep) + len(new))), keepdims=True)
             self.kernels[key] = np.divide(joint, ps, out=np.zeros_like(joint), where=ps > 0)
-            self.held -= joint.size
+            self.held -= 2 * joint.size
         return self.kernels[key]
 
     def carry(self, a: str, others: list[str]) -> dict[str, np.ndarray]:
