@@ -211,29 +211,59 @@ class Dataset:
         """Marginals of many cliques; a clique inside an already counted one is summed from it.
 
         Counting is one pass over the records per *maximal* clique; smaller
-        cliques are projections of those tables when that is cheaper.
+        cliques are projections of those tables when that is cheaper. The
+        counted cliques share one pass over the records, in blocks of rows
+        whose columns are copied contiguous first: a column of a row-major
+        table is a strided read, the most of a count's time on a wide table.
+
+        Example:
+            >>> data = Dataset(np.array([[0, 1], [1, 2], [1, 2]]), {"a": 2, "b": 3})
+            >>> [t.tolist() for t in data.marginals([("b",), ("a", "b")])]
+            [[0.0, 1.0, 2.0], [[0.0, 1.0, 0.0], [0.0, 0.0, 2.0]]]
         """
         cliques = [self.domain.check_clique(c) for c in cliques]
         order = sorted(range(len(cliques)), key=lambda i: -self.domain.size(cliques[i]))
-        done: dict[Clique, np.ndarray] = {}
-        out: list[np.ndarray | None] = [None] * len(cliques)
+        source: dict[Clique, Clique | None] = {}  # each distinct clique: the table it is summed from, or None: counted
+        holders: dict[str, list[Clique]] = {}  # attribute -> the planned cliques that hold it, largest first
         for i in order:
             c = cliques[i]
-            if c in done:
-                out[i] = done[c]
+            if c in source:
                 continue
-            source = min(
-                (s for s in done if set(c) <= set(s) and self.domain.size(s) < len(self)),
-                key=self.domain.size,
-                default=None,
-            )
-            if source is None:
-                table = self.marginal(c)
-            else:
-                table = project_table(done[source], source, c)
-            done[c] = table
-            out[i] = table
-        return out  # type: ignore[return-value]
+            held = holders.get(c[0], []) if c else list(source)
+            source[c] = min((s for s in held if set(c) <= set(s) and self.domain.size(s) < len(self)),
+                            key=self.domain.size, default=None)
+            for a in c:
+                holders.setdefault(a, []).append(c)
+        tables = self._count([c for c, s in source.items() if s is None])
+        for c, s in source.items():  # in planning order: a source is planned, hence made, before what it sums to
+            if s is not None:
+                tables[c] = project_table(tables[s], s, c)
+        return [tables[c] for c in cliques]
+
+    def _count(self, cliques: list[Clique]) -> dict[Clique, np.ndarray]:
+        """The counts of ``cliques`` (float64 tables), in one pass over blocks of rows (:data:`COUNT_BLOCK` cells
+        of the columns they read, copied contiguous)."""
+        cols = sorted({self.domain.index(a) for c in cliques for a in c})
+        where = {j: k for k, j in enumerate(cols)}
+        rows = max(1, COUNT_BLOCK // max(len(cols), 1))
+        # a table with more cells than a block has rows would be added up once per block: counted alone, at once
+        alone = {c: self.marginal(c) for c in cliques if self.domain.size(c) > rows}
+        out = {c: np.zeros(self.domain.shape_of(c)) for c in cliques if c not in alone}
+        for lo in range(0, len(self) if out else 0, rows):
+            block = np.asfortranarray(self._records[lo:lo + rows, cols], dtype=np.intp)  # columns contiguous
+            for c, table in out.items():
+                if not c:
+                    table += block.shape[0]
+                    continue
+                flat = block[:, where[self.domain.index(c[0])]]
+                for a in c[1:]:
+                    flat = flat * self.domain[a] + block[:, where[self.domain.index(a)]]
+                table.reshape(-1)[:] += np.bincount(flat, minlength=table.size)
+        return out | alone
+
+
+#: Cells of the records' columns :meth:`Dataset.marginals` copies at once (a block of rows, its columns contiguous).
+COUNT_BLOCK = 1 << 23
 
 
 def project_table(table: np.ndarray, clique: Clique, target: Clique) -> np.ndarray:

@@ -60,6 +60,26 @@ def test_marginal_counts_match_bruteforce(rng):
     np.testing.assert_array_equal(many[3], np.bincount(X[:, 1], minlength=4))
 
 
+@pytest.mark.parametrize("block", [1 << 23, 40, 7])
+def test_many_marginals_in_blocks_of_rows_equal_brute_force(rng, monkeypatch, block):
+    """``marginals`` counts its cliques together in blocks of rows (here also blocks of a few rows, and tables with
+    more cells than a block has rows, counted alone): every table equals its brute-force count, whatever the
+    order, duplicates, sub-cliques summed from larger ones and the empty clique."""
+    from pgmjax.data import dataset
+
+    monkeypatch.setattr(dataset, "COUNT_BLOCK", block)
+    dom = pj.Domain({"a": 3, "b": 4, "c": 2, "d": 5})
+    X = rng.integers(0, [3, 4, 2, 5], size=(301, 4))
+    data = pj.Dataset(X, dom)
+    cliques = [("d", "a"), ("a",), ("a", "b", "c", "d"), ("c", "a"), ("d", "a"), (), ("b", "d"), ("d",), ("c", "b")]
+    for c, got in zip(cliques, data.marginals(cliques)):
+        ref = np.zeros(dom.shape_of(c))
+        for row in X:
+            ref[tuple(row[dom.attributes.index(v)] for v in c)] += 1
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, ref, err_msg=str(c))
+
+
 def test_dataframe_input_ignores_extra_columns():
     dom = pj.Domain({"a": 2, "b": 3})
     df = pd.DataFrame({"b": [0, 2, 1], "a": [1, 1, 0], "extra": ["x", "y", "z"]})
