@@ -57,6 +57,7 @@ class Growth:
             self._neighbours[parent].append(child)
             self._neighbours[child].append(parent)
         self._sets = [frozenset(c) for c in tree.cliques]
+        self._parent, self._depth = tree.parent, tree.depth
 
     def _subtree(self, attrs: Clique) -> list[int] | None:
         """The smallest subtree whose cliques hold every attribute of ``attrs`` (clique indices, ascending), or
@@ -67,6 +68,11 @@ class Growth:
         want = frozenset(attrs)
         if any(want <= self._sets[i] for i in min(holders, key=len)):
             return None
+        return self._between(*attrs) if len(attrs) == 2 else self._pruned(attrs)
+
+    def _pruned(self, attrs: Clique) -> list[int]:
+        """:meth:`_subtree` of attributes no clique holds together, by pruning leaves (any number of them)."""
+        holders = [self._holders[a] for a in attrs]
         count = {a: len(h) for a, h in zip(attrs, holders)}  # holders of each attribute still in the subtree
         alive = [True] * len(self.cliques)
         degree = [len(n) for n in self._neighbours]
@@ -85,6 +91,28 @@ class Growth:
                     if degree[j] <= 1:
                         leaves.append(j)
         return [i for i, keep in enumerate(alive) if keep]
+
+    def _between(self, a: str, b: str) -> list[int]:
+        """The smallest subtree holding ``a`` and ``b`` where no clique holds both: the tree path from a clique
+        holding ``a`` to one holding ``b``, cut to its part from the last clique holding ``a`` to the first holding
+        ``b`` (each attribute's cliques form a subtree, so the path leaves the one and enters the other once)."""
+        x, y = self._holders[a][0], self._holders[b][0]
+        up, down = [], []  # x's side of the path upward, y's side upward (reversed later)
+        parent, depth = self._parent, self._depth
+        while depth[x] > depth[y]:
+            up.append(x)
+            x = parent[x]
+        while depth[y] > depth[x]:
+            down.append(y)
+            y = parent[y]
+        while x != y:
+            up.append(x)
+            down.append(y)
+            x, y = parent[x], parent[y]
+        path = up + [x] + down[::-1]
+        first = max(k for k, i in enumerate(path) if a in self._sets[i])
+        last = min(k for k, i in enumerate(path) if b in self._sets[i])
+        return sorted(path[first:last + 1])
 
     def _part(self, clique: CliqueLike) -> tuple[Clique, tuple[Clique, ...] | None]:
         """``clique`` in domain order and the cliques of its subtree (None where one clique holds it)."""

@@ -34,6 +34,7 @@ Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``; :func:`aim_budget`): 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import math
@@ -207,7 +208,16 @@ def _candidates(workload, domain: Domain, where: str) -> dict[Clique, float]:
         for k in range(1, len(c) + 1):
             closure.update(itertools.combinations(c, k))  # c is in domain order, so are its subsets
     order = sorted(closure, key=lambda c: (len(c), [domain.index(a) for a in c]))
-    return {r: math.fsum(w * len(set(r) & set(s)) for s, w in items) for r in order}
+    holding: dict[str, list[int]] = {}  # attribute -> the workload entries whose clique holds it
+    for k, (s, _) in enumerate(items):
+        for a in set(s):
+            holding.setdefault(a, []).append(k)
+
+    def weight(r: Clique) -> float:  # |r ∩ s| counted from r's attributes: the entries r meets, not every entry
+        meets = collections.Counter(k for a in r for k in holding.get(a, ()))
+        return math.fsum(items[k][1] * n for k, n in meets.items())
+
+    return {r: weight(r) for r in order}
 
 
 def _closure(cliques: Sequence[Clique]) -> set[Clique]:

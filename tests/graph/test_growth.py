@@ -46,6 +46,22 @@ def test_grown_is_the_whole_triangulation(seed):
     assert checked == 25 * 12
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_a_pairs_subtree_is_the_path_between_its_attributes(seed):
+    """For two attributes no clique holds together, the subtree found along the tree path between them is the one
+    pruning the whole tree finds (the smallest subtree holding both)."""
+    rng = np.random.default_rng(seed)
+    pairs = 0
+    for _ in range(10):
+        dom, measured = _random_problem(rng, int(rng.integers(4, 25)), int(rng.integers(0, 8)), 5)
+        growth = Growth(dom, triangulated_cliques(dom, measured))
+        for a, b in itertools.combinations(dom.attributes, 2):
+            if growth._subtree((a, b)) is not None:
+                assert growth._subtree((a, b)) == growth._pruned((a, b)), (a, b)
+                pairs += 1
+    assert pairs > 100
+
+
 def test_grown_model_is_chordal_and_holds_both():
     """The grown cliques are their own junction tree (a fit on them builds exactly them) and hold the old
     model's cliques and the new one."""

@@ -109,6 +109,25 @@ def test_aim_candidates_downward_closure_and_weights():
     assert aim_candidates([("a", "b")], dom) == {("a",): 1.0, ("b",): 1.0, ("a", "b"): 2.0}
 
 
+def test_aim_candidate_weights_are_the_exactly_rounded_sums(rng):
+    """Weights of awkward size (0.1, thirds) over a workload of pairs and triples, repeats included (their weights
+    added): each candidate's weight is exactly ``fsum(c_s |r ∩ s|)`` over the whole workload, bit for bit (AIM's
+    qualities read them)."""
+    import math
+
+    dom = pj.Domain({f"x{i}": 2 for i in range(9)})
+    names = dom.attributes
+    wl = [(tuple(sorted(rng.choice(names, size=int(rng.integers(2, 4)), replace=False), key=dom.index)),
+           float(rng.choice([0.1, 1 / 3, 0.7, 2.0 / 3.0, 1e-3]))) for _ in range(40)]
+    wl += wl[:5]  # a clique listed again adds its weight
+    merged = {}
+    for c, w in wl:
+        merged[c] = merged.get(c, 0.0) + w
+    cands = aim_candidates(wl, dom)
+    for r, w in cands.items():
+        assert w == math.fsum(cs * len(set(r) & set(s)) for s, cs in merged.items()), r
+
+
 # --------------------------------------------------------------------------------------------------
 # MST
 # --------------------------------------------------------------------------------------------------
