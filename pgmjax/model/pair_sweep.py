@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..data.dataset import project_table
 from ..graph.junction import JunctionTree
 
 
@@ -60,7 +61,7 @@ def pair_marginals(tree: JunctionTree, queries: Sequence[tuple[str, ...]], table
         if home is not None:
             try:
                 sweep.hold(tree.domain.size(attrs))
-                out[i] = _sum_to(sweep.table(home), tree.cliques[home], tuple(attrs))
+                out[i] = project_table(sweep.table(home), tree.cliques[home], tuple(attrs))
             except _Full:
                 pass
             continue
@@ -121,7 +122,7 @@ class _Sweep:
             # the sum, laid out in (S, new) order (a matrix product reads it as a matrix) and its conditional; the
             # sum and its copy are freed
             self.hold(3 * self.tree.domain.size((*sep, *new)))
-            joint = np.ascontiguousarray(_sum_to(self.table(j), clique, (*sep, *new)))
+            joint = np.ascontiguousarray(project_table(self.table(j), clique, (*sep, *new)))
             ps = joint.sum(axis=tuple(range(len(sep), len(sep) + len(new))), keepdims=True)
             self.kernels[key] = np.divide(joint, ps, out=np.zeros_like(joint), where=ps > 0)
             self.held -= 2 * joint.size
@@ -179,7 +180,7 @@ class _Sweep:
         """``p(a, x_keep)`` (axes ``(a, *keep)``) at clique ``j``, reached from ``p``: its own table summed where
         it holds ``a``, else the incoming ``p(a, x_S)`` times ``p(x_new | x_S)``, ``S`` summed out."""
         if incoming is None:  # a is in the clique
-            return _sum_to(self.table(j), self.tree.cliques[j], (a, *keep))
+            return project_table(self.table(j), self.tree.cliques[j], (a, *keep))
         m, sep = incoming
         new = tuple(v for v in keep if v not in sep)
         kern = self.kernel(j, p, new)
@@ -189,14 +190,6 @@ class _Sweep:
         label = {v: i for i, v in enumerate((a, *sep, *new))}
         return np.einsum(m, [label[v] for v in (a, *sep)], kern, [label[v] for v in (*sep, *new)],
                          [label[a], *(label[v] for v in keep)])
-
-
-def _sum_to(t: np.ndarray, axes: tuple[str, ...], keep: tuple[str, ...]) -> np.ndarray:
-    """``t`` (axes named ``axes``) summed to the axes ``keep``, in that order."""
-    drop = tuple(i for i, v in enumerate(axes) if v not in keep)
-    kept = [v for v in axes if v in keep]
-    t = t.sum(axis=drop) if drop else t
-    return t.transpose([kept.index(v) for v in keep])
 
 
 __all__ = ["pair_marginals"]
