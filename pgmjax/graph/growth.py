@@ -52,10 +52,7 @@ class Growth:
         self.base_cells = tree.cells
         self._cells = dict(zip(tree.cliques, tree.clique_cells))
         self._holders = tree.holders
-        self._neighbours: list[list[int]] = [[] for _ in tree.cliques]
-        for parent, child in tree.edges:
-            self._neighbours[parent].append(child)
-            self._neighbours[child].append(parent)
+        self._neighbours = tree.neighbours
         self._sets = [frozenset(c) for c in tree.cliques]
         self._parent, self._depth = tree.parent, tree.depth
 

@@ -104,6 +104,15 @@ class JunctionTree:
         return _holders(self.cliques)
 
     @functools.cached_property
+    def neighbours(self) -> tuple[tuple[int, ...], ...]:
+        """For each clique, the indices of the cliques it shares a tree edge with (its parent and children)."""
+        out: list[list[int]] = [[] for _ in self.cliques]
+        for p, c in self.edges:
+            out[p].append(c)
+            out[c].append(p)
+        return tuple(map(tuple, out))
+
+    @functools.cached_property
     def clique_cells(self) -> tuple[int, ...]:
         """Cells of each clique's table (Python ints), in the order of :attr:`cliques`."""
         return tuple(self.domain.size(c) for c in self.cliques)

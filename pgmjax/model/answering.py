@@ -63,10 +63,14 @@ def answer_untraced(tree: JunctionTree, queries: Sequence[tuple], host_table: Ca
     target = ANSWER_SHARE * limit
     tables, conditionals = {}, {}  # each clique's table and conditional, shared by the queries that pass it
 
+    def table(c):  # each clique's host table fetched once, for the sweep and the plans alike
+        if c not in tables:
+            tables[c] = host_table(c)
+        return tables[c]
+
     def on_host(plan, matrices):
         for c in plan.cliques:
-            if c not in tables:
-                tables[c] = host_table(c)
+            table(c)
         return inference.run_plan_on_host(plan, tables, matrices, total, conditionals)
 
     def compiled(plans, matrices):
@@ -77,10 +81,6 @@ def answer_untraced(tree: JunctionTree, queries: Sequence[tuple], host_table: Ca
     marginals = [i for i, (attrs, matrices) in enumerate(queries) if len(attrs) <= 2 and all(m is None for m in matrices)
                  and _sweeps(tree, attrs, host_cells)]
     if marginals:  # one- and two-way marginals: a sweep of the tree per carried attribute, on the host
-        def table(c):
-            if c not in tables:
-                tables[c] = host_table(c)
-            return tables[c]
         # float64 cells, one run's share: the sweep's tables are the model's, its messages a pair's few rows, so even
         # where the tables are large (past host_cells) it beats a compiled program per pair
         swept = pair_sweep.pair_marginals(tree, [queries[i][0] for i in marginals], table, int(target // 8))

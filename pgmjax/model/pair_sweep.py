@@ -91,10 +91,7 @@ class _Sweep:
         self.held, self.max_cells = 0, max_cells
         self.tables: dict[int, np.ndarray] = {}
         self.kernels: dict[tuple[int, int, tuple[str, ...]], np.ndarray] = {}
-        self.neighbours: list[list[int]] = [[] for _ in tree.cliques]
-        for p, c in tree.edges:
-            self.neighbours[p].append(c)
-            self.neighbours[c].append(p)
+        self.neighbours = tree.neighbours
 
     def hold(self, cells: int) -> None:
         """Count ``cells`` more held, or raise :class:`_Full` (nothing allocated) where that is past the limit."""
@@ -109,8 +106,8 @@ class _Sweep:
         return self.tables[j]
 
     def separator(self, j: int, k: int) -> tuple[str, ...]:
-        """The attributes cliques ``j`` and ``k`` share, in domain order."""
-        return tuple(v for v in self.tree.cliques[j] if v in self.tree.cliques[k])
+        """The attributes neighbouring cliques ``j`` and ``k`` share, in domain order (the child's separator)."""
+        return self.tree.separators[k if self.tree.parent[k] == j else j]
 
     def kernel(self, j: int, towards: int, new: tuple[str, ...]) -> np.ndarray:
         """``p(x_new | x_S)`` from clique ``j``, ``S`` its separator with neighbour ``towards`` and ``new`` some
