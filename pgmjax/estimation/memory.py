@@ -42,6 +42,7 @@ import numpy as np
 from ..data.domain import Clique, Domain
 from ..graph import size_limit
 from ..graph.junction import junction_tree, maximal_cliques
+from ..graph.routed_steps import WINDOW_COSTS
 
 __all__ = ["CHUNK_STATES", "ORACLE_COPIES", "STATE_COPIES", "PARAM_COPIES", "model_copies", "fit_peak_bytes",
            "check_fit", "capped_fit_bytes", "check_capped_fit", "host_cells"]
@@ -54,6 +55,10 @@ ORACLE_COPIES = 4
 STATE_COPIES = {"mirror_descent": (2, 0), "dual_averaging": (6, 2), "lbfgs": (2, 3)}
 #: Copies of the parameters' space (the measured cliques' tables), per method (module docstring).
 PARAM_COPIES = {"mirror_descent": 12, "dual_averaging": 0, "lbfgs": 88}
+
+#: The measurement cells a size-class fit gathers at least, on any platform: its vector of routing pairs is a
+#: multiple of the class's cell vector, at least the platform's smallest (``WINDOW_COSTS[...].smallest_cells``).
+ROUTED_FLOOR_CELLS = max(costs.smallest_cells for costs in WINDOW_COSTS.values())
 
 
 def model_copies(method: str) -> int:
@@ -149,15 +154,18 @@ def capped_fit_bytes(max_model_mb: float, method="mirror_descent", dtype=None) -
     A cap of ``max_model_mb`` (``8 * cells / 2^20``: one float64 copy of the junction tree's tables, AIM's,
     MWEM's and MST's ``max_model_mb``, ``pgmjax run --max-model-mb``) admits models of up to
     ``cap = max_model_mb * 2^20 / 8`` cells; their fit holds :func:`model_copies` of them in its dtype and
-    parameters of about as many (the measured cliques, counted as ``cap``).
+    parameters of about as many (the measured cliques, counted as ``cap``), and a size-class fit gathers its
+    measurements' cells from vectors of at least the smallest class (:data:`ROUTED_FLOOR_CELLS`), whatever the
+    model's size: a cap that admits a model admits that floor too.
 
     Example:
-        >>> capped_fit_bytes(1.0)  # mirror descent, float32: (8 + 12) copies x 4 bytes x 131,072 cells
-        10485760
+        >>> capped_fit_bytes(1.0)  # mirror descent, float32: 4 bytes x ((8 + 12) copies x 131,072 cells + 65,536)
+        10747904
     """
     method = _method(method)
     copies = model_copies(method) + PARAM_COPIES[method]
-    return max(1, math.ceil(np.dtype(dtype or np.float32).itemsize * copies * float(max_model_mb) * 2**20 / 8))
+    cells = copies * float(max_model_mb) * 2**20 / 8 + ROUTED_FLOOR_CELLS
+    return max(1, math.ceil(np.dtype(dtype or np.float32).itemsize * cells))
 
 
 def check_capped_fit(max_model_mb: float | None, method="mirror_descent", dtype=None, where: str | None = None,
@@ -181,20 +189,21 @@ def check_capped_fit(max_model_mb: float | None, method="mirror_descent", dtype=
         ModelTooLarge: naming the cap, the copies and the limit.
 
     Example:
-        >>> check_capped_fit(80.0, where="aim")  # the published cap: (8 + 12) float32 copies of 10.5M cells
-        838860800
+        >>> check_capped_fit(80.0, where="aim")  # the published cap: (8 + 12) float32 copies of 10.5M cells, and more
+        839122944
         >>> check_capped_fit(80.0, where="aim", max_bytes=2**28)
         Traceback (most recent call last):
         ...
-        pgmjax.graph.size_limit.ModelTooLarge: aim: the peak working set of a mirror_descent fit at max_model_mb=80: 800 MB (8 float32 copies ...
+        pgmjax.graph.size_limit.ModelTooLarge: aim: the peak working set of a mirror_descent fit at max_model_mb=80: 800.2 MB (8 float32 copies ...
     """
     if max_model_mb is None:
         return None
     method = _method(method)
     cap = int(float(max_model_mb) * 2**20 / 8)
     dt = np.dtype(dtype or np.float32)
-    detail = (f"{model_copies(method)} {dt.name} copies of the cap's {_cells(cap)} cells and "
-              f"{PARAM_COPIES[method]} of as many parameters")
+    detail = (f"{model_copies(method)} {dt.name} copies of the cap's {_cells(cap)} cells, "
+              f"{PARAM_COPIES[method]} of as many parameters and a size class's smallest {_cells(ROUTED_FLOOR_CELLS)} "
+              "gathered")
     hint = "; lower max_model_mb (--max-model-mb), or raise the limit"
     return size_limit.check_peak(capped_fit_bytes(max_model_mb, method, dt), where,
                                  f"the peak working set of a {method} fit at max_model_mb={max_model_mb:g}",

@@ -230,8 +230,8 @@ def make_routed_plan(domain: Domain, cliques, max_bytes: float | None = None, *,
 
     Example:
         >>> plan = make_routed_plan(Domain({"a": 2, "b": 3, "c": 4}), [("a", "b"), ("b", "c")])
-        >>> plan.size
-        SizeClass(cells=48, width=16, pairs=192, pair_width=16, levels=32, chunks=0)
+        >>> plan.size  # a small, shallow model: the platform's smallest class and shallow window
+        SizeClass(cells=4096, width=1024, pairs=16384, pair_width=1024, levels=32, chunks=0)
     """
     if not isinstance(differentiable, bool):
         raise TypeError(f"make_routed_plan: differentiable must be a bool, got {differentiable!r}")
@@ -291,9 +291,9 @@ def widened(plan: RoutedPlan) -> RoutedPlan:
     grow through ten cell classes compiles its answering program for three or four of them.
 
     Example:
-        >>> plan = make_routed_plan(Domain({"a": 2, "b": 3, "c": 4}), [("a", "b"), ("b", "c")])
+        >>> plan = make_routed_plan(Domain({"a": 40, "b": 50, "c": 60}), [("a", "b"), ("b", "c")])
         >>> widened(plan).size.cells, plan.size.cells
-        (64, 48)
+        (16384, 6144)
     """
     cells = width_class(plan.size.cells)
     if cells == plan.size.cells:
@@ -343,10 +343,11 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...], platf
         first.append(part == 0)
         last.append(part == parts - 1)
     pair_total = sum(size[c] * len(kids) for c, kids in children.items())  # one pair per parent cell and child
-    # Two dimensions, each on a coarse grid, so that many structures share a class: the cell vector on the 1.5 grid,
-    # the window on powers of 4; the pairs follow them. A window read at the last step's offset stays inside its
+    # Two dimensions, each on a coarse grid, so that many structures share a class: the cell vector on the 1.5 grid
+    # (at least the platform's smallest class), the window on powers of 4; the pairs follow them. A window read at the last step's offset stays inside its
     # vector.
-    n_cells = class_size(max(at + width, -(-(pair_total + pw) // PAIRS_PER_CELL)))
+    n_cells = class_size(max(at + width, -(-(pair_total + pw) // PAIRS_PER_CELL),
+                             WINDOW_COSTS[window_platform(platform)].smallest_cells))
     n_pairs = PAIRS_PER_CELL * n_cells
     n_levels = max(LEVELS_MIN, 1 << (len(sched) - 1).bit_length())  # the steps: data, on a coarse grid
     sc = SizeClass(n_cells, width, n_pairs, pw, n_levels, pow2(max(chunks)))

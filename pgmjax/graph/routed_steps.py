@@ -106,12 +106,20 @@ class WindowCosts(NamedTuple):
         pairs_looped: a step loops over its own count of pair windows, one trip each (none for a step of
             leaves); otherwise every step reads its class's number of windows (:attr:`SizeClass.chunks`),
             unrolled, masked where they hold none of its pairs.
+        shallow_width: the narrowest window of a tree of at most :data:`LEVELS_MIN` levels (:func:`steps`): the
+            largest power of 4 at most ``step_cells``, so a step reads at most its own cost again, and the small,
+            shallow models a mechanism's run grows through share one window instead of four.
+        smallest_cells: the shortest cell vector of a size class (:func:`~pgmjax.graph.routed_plan.make_routed_plan`):
+            four shallow windows, so models of up to that many cells share one class; the padding costs a few
+            elementwise passes over a vector that short, a new class a compile (seconds).
     """
 
     step_cells: int
     pair_window_ratio: int
     pair_window_max: int
     pairs_looped: bool
+    shallow_width: int
+    smallest_cells: int
 
 
 #: Each platform's :class:`WindowCosts`, measured with ``python -m bench.size_class --iteration`` on the engine
@@ -120,7 +128,8 @@ class WindowCosts(NamedTuple):
 #: cells of window work whatever its width, and a step's own loop over its pair windows as much again. A GPU's
 #: window of pairs holds four per window cell (as the pair vector does per cell): a step rarely needs two, and
 #: the windows a step reads (a dimension of its class there) seldom differ from model to model.
-WINDOW_COSTS = {"cpu": WindowCosts(1024, 1, 4096, True), "gpu": WindowCosts(32768, 4, 1 << 24, False)}
+WINDOW_COSTS = {"cpu": WindowCosts(1024, 1, 4096, True, 1024, 4096),
+                "gpu": WindowCosts(32768, 4, 1 << 24, False, 16384, 65536)}
 
 def window_platform(platform: str) -> str:
     """The platform whose :data:`WINDOW_COSTS` shape a plan for ``platform`` (``jax.Device.platform``): itself
@@ -174,7 +183,9 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
     the one whose windows read the fewest cells and pairs, each loop trip costing ``platform``'s
     :attr:`WindowCosts.step_cells` (:data:`WINDOW_COSTS`): on a CPU a level of many small cliques takes several
     narrow steps instead of one window as wide as itself, and one large clique does not make every level's window
-    as wide as itself; on a GPU, where a trip costs more than tens of thousands of cells, the steps are few.
+    as wide as itself; on a GPU, where a trip costs more than tens of thousands of cells, the steps are few. A tree
+    of at most :data:`LEVELS_MIN` levels takes a window of at least :attr:`WindowCosts.shallow_width`: its passes
+    cost little at any width, and one width for all of them is one program less to compile per width it spared.
 
     Returns:
         ``(steps, width, chunks)``: each step as ``(cliques, part, parts)`` (a whole step ``(cliques, 0, 1)``; part
@@ -192,6 +203,8 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
     sched = [sorted(int(c) for c in lev) for lev in levels(tree)]  # deepest first; the root's level last
     best = None
     width = width_class(max(seps, default=1))
+    if len(sched) <= LEVELS_MIN:
+        width = max(width, WINDOW_COSTS[window_platform(platform)].shallow_width)
     while True:
         packed, chunks, pw = [], [], pair_width(width, platform)
         for lev in sched:
@@ -237,8 +250,8 @@ def windows_work(domain: Domain, cliques, platform: str = "cpu") -> int:
     window plus its windows of pairs, :func:`steps`): against the model's own cells, what the routing costs per pass.
 
     Example:
-        >>> windows_work(Domain({"a": 2, "b": 3}), [("a", "b")])  # one step, no pairs (one clique)
-        16
+        >>> windows_work(Domain({"a": 2, "b": 3}), [("a", "b")])  # one step of the shallow window, no pairs
+        1024
     """
     _, width, chunks = steps(junction_tree(domain, maximal_cliques(domain, cliques)), platform)
     return pass_work(width, chunks, platform)[1]

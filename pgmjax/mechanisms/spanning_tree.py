@@ -180,21 +180,32 @@ def largest_tree(domain: Domain) -> list[Clique]:
     return tree
 
 
-def check_tree_sizes(domain: Domain, where: str, method="mirror_descent", dtype=None) -> None:
+def check_tree_sizes(domain: Domain, where: str, method="mirror_descent", dtype=None,
+                     max_model_mb: float | None = None) -> None:
     """Refuse, before any private computation, a domain MST may not hold (:class:`pgmjax.ModelTooLarge`).
 
     MST measures every one-way marginal over the original domain, and its final model, expressed over it too
     (:func:`~pgmjax.mechanisms.domain_compression.decompress_model`), holds a table per selected pair: the selection is private, so the check is
-    against the largest tree it may select (:func:`largest_tree`) with the one-way tables. A run that passes
+    against the largest tree it may select (:func:`largest_tree`) with the one-way tables, under the memory limit
+    and, given one, the model-size cap ``max_model_mb`` (``8 * cells / 2^20``). A run that passes
     cannot break the limit later, after part of the budget is spent. (The pairs the selection compares, over
     the compressed domain, are known after the one-way release; they are checked then.)
     """
     check_domain_size(domain, where)
     cliques = [(a,) for a in domain.attributes] + largest_tree(domain)
-    size_limit.check_cliques(domain, cliques, where, what="the largest model MST may select (its one-way tables and "
-                             "the spanning tree of pairs with the most cells, over the declared domain)")
+    what = ("the largest model MST may select (its one-way tables and the spanning tree of pairs with the most cells, "
+            "over the declared domain)")
+    size_limit.check_cliques(domain, cliques, where, what=what)
     # Its fit, at its peak (the limit bounds the peak: pgmjax.estimation.memory), measuring every table of that model.
     check_fit(domain, cliques, method, dtype, where, what=" of the largest model MST may select")
+    cells = [domain.size(c) for c in cliques]
+    if max_model_mb is not None and 8 * sum(cells) / 2**20 > max_model_mb:  # the cap's own unit, beside the peak's
+        big = max(range(len(cliques)), key=cells.__getitem__)
+        raise size_limit.ModelTooLarge(
+            f"{where}: {what}: {sum(cells):,} cells ({8 * sum(cells) / 2**20:.4g} MB as float64 tables), above "
+            f"max_model_mb={max_model_mb:g}; its largest clique {cliques[big]} has {cells[big]:,} cells: raise "
+            "max_model_mb or compress the domain", cells=sum(cells), bytes=8 * sum(cells), limit=max_model_mb * 2**20,
+            clique=cliques[big], clique_cells=cells[big])
 
 
 @reports(MSTInfo)
@@ -312,7 +323,7 @@ def _mst(data: Dataset, key, run: _Run) -> MechanismResult:
     epsilon, delta, constraints = run.epsilon, run.delta, own.constraints
     options = dict(run.fit)
     options.setdefault("method", REFERENCE_MIRROR_DESCENT)
-    check_tree_sizes(domain, where, options["method"], options.get("dtype"))
+    check_tree_sizes(domain, where, options["method"], options.get("dtype"), run.max_model_mb)
     if constraints:  # the constraints' cliques beside the one-way marginals: the smallest model MST fits
         size_limit.check_cliques(domain, [c.attributes for c in constraints], where, what="the constraints' cliques")
         options["constraints"] = constraints

@@ -155,7 +155,7 @@ def tree_aim(
     """
     run = _tree_aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own)
     with size_limit.limited(capped_fit_bytes(run.max_model_mb, run.options["method"], run.options.get("dtype"))):
-        check_tree_sizes(data.domain, "tree_aim", run.options["method"], run.options.get("dtype"))
+        check_tree_sizes(data.domain, "tree_aim", run.options["method"], run.options.get("dtype"), run.max_model_mb)
         if run.own.constraints:
             size_limit.check_cliques(data.domain, [c.attributes for c in run.own.constraints], "tree_aim",
                                      what="the constraints' cliques")

@@ -140,6 +140,64 @@ def test_a_new_structure_of_a_fitted_class_compiles_nothing():
     assert counter.count == 0, counter.names
 
 
+def _growing_models():
+    """The models a mechanism's run grows through on a table of 16 binary attributes (as NLTCS): one-way marginals,
+    then pairs and triples added: three classes of 96 to 192 cells without the floors."""
+    dom = pj.Domain({f"b{i}": 2 for i in range(16)})
+    a = dom.attributes
+    ones = [(x,) for x in a]
+    return dom, [ones, ones + [(a[0], a[1])], ones + [(a[i], a[i + 1]) for i in range(8)],
+                 ones + [(a[0], a[1], a[2]), (a[2], a[5]), (a[5], a[9], a[12])],
+                 ones + [(a[i], a[j]) for i in range(6) for j in range(i + 1, 6)]]
+
+
+def test_small_shallow_models_share_one_size_class_and_one_fit_program():
+    """A shallow tree's window is at least the platform's shallow width and every class at least its smallest
+    cells: the small models a run grows through are one class (three without the floors), and after the
+    first fit the others compile nothing (counted), with the dense program's answers."""
+    from pgmjax.graph.routed_steps import WINDOW_COSTS
+
+    dom, structures = _growing_models()
+    for platform in ("cpu", "gpu"):
+        sizes = {make_routed_plan(dom, cliques, platform=platform).size for cliques in structures}
+        assert len(sizes) == 1, sizes
+        (size,) = sizes
+        assert size.width == WINDOW_COSTS[platform].shallow_width and size.cells == WINDOW_COSTS[platform].smallest_cells
+    rng = np.random.default_rng(3)
+
+    def measurements(cliques):
+        return [pj.Measurement(c, rng.uniform(5, 50, dom.size(c)), stddev=2.0) for c in cliques]
+
+    pj.release_compiled()
+    pj.estimate(dom, measurements(structures[0]), iters=40, chunk=20, program="size_class",
+                dtype=jnp.float64).marginal(("b0",))
+    for cliques in structures[1:]:
+        ms = measurements(cliques)
+        with count_compiles() as counter:
+            model = pj.estimate(dom, ms, iters=40, chunk=20, program="size_class", dtype=jnp.float64)
+        assert counter.count == 0, (cliques, counter.names)
+        dense = pj.estimate(dom, ms, iters=40, chunk=20, program="dense", dtype=jnp.float64)
+        for c in cliques:
+            np.testing.assert_allclose(model.marginal(c), dense.marginal(c), rtol=1e-7, atol=1e-7)
+
+
+def test_without_the_floors_the_small_models_are_classes_of_their_own(narrow_windows):
+    dom, structures = _growing_models()
+    assert len({make_routed_plan(dom, cliques).size for cliques in structures}) == 3
+
+
+def test_a_deep_tree_keeps_its_cost_chosen_window():
+    """Past ``LEVELS_MIN`` levels a step's window is the cheapest one, not the shallow floor: a chain of 100 binary
+    pairs (50 levels from its centre) steps through windows of 16 cells, as many trips as levels, each reading
+    little."""
+    from pgmjax.graph.routed_steps import LEVELS_MIN, WINDOW_COSTS
+
+    dom = pj.Domain({f"a{i}": 2 for i in range(101)})
+    plan = make_routed_plan(dom, [(f"a{i}", f"a{i + 1}") for i in range(100)])
+    assert int(plan.arrays["num_levels"]) > LEVELS_MIN
+    assert plan.size.width == 16 < WINDOW_COSTS["cpu"].shallow_width
+
+
 def test_inside_a_program_a_routed_plan_has_no_structure():
     dom, cliques = _chain_in_order(0)
     plan = make_routed_plan(dom, cliques)
@@ -277,13 +335,28 @@ def test_lbfgs_runs_one_program_per_class_and_reaches_mirror_descents_optimum():
     assert model.loss == pytest.approx(reference.loss, rel=1e-7)
 
 
+@pytest.fixture
+def narrow_windows(monkeypatch):
+    """The windows' machinery on small problems: no shallow-tree window floor and no smallest class (each problem's
+    own cost-chosen window and cell vector, as deep trees get them), so a few cells exercise split cliques and
+    windows of pairs."""
+    from pgmjax.graph import routed_plan, routed_steps
+
+    costs = {k: c._replace(shallow_width=16, smallest_cells=16) for k, c in routed_steps.WINDOW_COSTS.items()}
+    monkeypatch.setattr(routed_steps, "WINDOW_COSTS", costs)
+    monkeypatch.setattr(routed_plan, "WINDOW_COSTS", costs)
+    routed_plan._routed_plan_cached.cache_clear()
+    yield
+    routed_plan._routed_plan_cached.cache_clear()
+
+
 def _star():
     """A clique of 16 cells with six children: its 96 routing pairs fill two windows of the plan's 64."""
     dom = pj.Domain({"h1": 4, "h2": 4, **{f"l{i}": 2 for i in range(6)}})
     return dom, [("h1", "h2")] + [("h2", f"l{i}") for i in range(6)]
 
 
-def test_a_clique_with_many_children_reads_its_pairs_window_by_window():
+def test_a_clique_with_many_children_reads_its_pairs_window_by_window(narrow_windows):
     dom, cliques = _star()
     looped, scanned = make_routed_plan(dom, cliques), make_routed_plan(dom, cliques, differentiable=True)
     assert max(np.asarray(looped.arrays["pc"])) == 2 and looped.size.pair_width == looped.size.width == 64
@@ -351,7 +424,7 @@ def _split_problem(root: bool):
 
 
 @pytest.mark.parametrize("root", [False, True], ids=["inner clique split", "root split"])
-def test_a_clique_wider_than_the_window_is_split_and_gives_the_dense_oracles_answers(root):
+def test_a_clique_wider_than_the_window_is_split_and_gives_the_dense_oracles_answers(narrow_windows, root):
     """The dense oracle (itself tested against brute force) is the reference: marginals, log Z, log-conditionals,
     the canonical gauge, and (through a differentiable plan's scans) gradients, with structural zeros."""
     from pgmjax.graph import gauge, oracle
@@ -420,7 +493,7 @@ def _hub():
     return dom, [tuple(f"b{i}" for i in range(5))] + [(f"b{i % 5}", f"l{i}") for i in range(10)]
 
 
-def test_a_plan_shaped_for_a_gpu_reads_its_pairs_unrolled_in_fewer_steps():
+def test_a_plan_shaped_for_a_gpu_reads_its_pairs_unrolled_in_fewer_steps(narrow_windows):
     """On a GPU each trip of a loop costs tens of microseconds whatever its width: the plan for ``platform="gpu"``
     takes wider windows (no clique split, fewer steps) and reads each step's windows of pairs unrolled, the class's
     number of them, so its passes are one loop each; the CPU's plan loops over a step's pair windows inside the
@@ -463,7 +536,7 @@ def test_a_gpu_shaped_size_class_model_saves_and_loads_as_the_same_plan(tmp_path
     np.testing.assert_array_equal(back.marginal(("b3", "l3")), model.marginal(("b3", "l3")))
 
 
-def test_a_widened_plan_is_the_plan_built_at_the_wider_size_and_answers_alike(monkeypatch):
+def test_a_widened_plan_is_the_plan_built_at_the_wider_size_and_answers_alike(narrow_windows, monkeypatch):
     """widened(plan) pads the vectors to the next power of 4 exactly as the builder would lay them out at that
     size, and its marginals and log Z are the narrow plan's."""
     import pgmjax.graph.routed_plan as rp
@@ -488,19 +561,19 @@ def test_a_widened_plan_is_the_plan_built_at_the_wider_size_and_answers_alike(mo
 
 
 def test_models_of_several_fit_classes_share_one_answering_program():
-    """Two size-class models whose fits are of different classes (1,536 and 3,072 cells) answer with one compiled
-    program: their plans widened to 4,096 cells (counted), with the answers of their own plans."""
+    """Two size-class models whose fits are of different classes (6,144 and 8,192 cells) answer with one compiled
+    program: their plans widened to 16,384 cells (counted), with the answers of their own plans."""
     from pgmjax.model.graphical_model import GraphicalModel
 
     rng = np.random.default_rng(6)
     models = []
-    for n in (14, 30):  # chains of n 4x4x4 cliques over 4-valued attributes: about 64 n cells
+    for n in (70, 100):  # chains of n 4x4x4 cliques over 4-valued attributes: about 64 n cells
         dom = pj.Domain({f"a{i}": 4 for i in range(n + 2)})
         cliques = [(f"a{i}", f"a{i + 1}", f"a{i + 2}") for i in range(n)]
         plan = make_routed_plan(dom, cliques)
         models.append(GraphicalModel(plan, plan.from_tables(_tables(rng, plan), jnp.float64), 100.0))
     sizes = [m.plan.size.cells for m in models]
-    assert len(set(sizes)) == 2 and all(1024 < n < 4096 for n in sizes), sizes
+    assert len(set(sizes)) == 2 and all(4096 < n < 16384 for n in sizes), sizes
     models[0].clique_marginals()
     with count_compiles() as counter:
         got = models[1].clique_marginals()
