@@ -152,7 +152,7 @@ def compare(pairs: list[tuple[str, str]], out: str, argv) -> None:
     rows = []
     for before, after in pairs:
         b, a = (json.loads(pathlib.Path(x).read_text()) for x in (before, after))
-        row = {"mechanism": a["mechanism"].upper(), "dataset": a["dataset"], "seed": a["seed"],
+        row = {"mechanism": a["mechanism"].upper(), "dataset": a["dataset"], "epsilon": a["epsilon"], "seed": a["seed"],
                "rounds": f"{b['rounds']} / {a['rounds']}"}
         for key, name in (("wall", "wall s"), ("fit_compile", "compiling s"), ("fit_wall", "fits s")):
             row[name] = f"{b[key]:.1f} / {a[key]:.1f} ({b[key] / a[key]:.2f}x)"
@@ -166,11 +166,11 @@ def compare(pairs: list[tuple[str, str]], out: str, argv) -> None:
         row["before"], row["after"] = before, after
         rows.append(row)
     meta = schema.run_meta("bench.aim_profile", argv)
-    cols = ["mechanism", "dataset", "seed", "rounds", "wall s", "fits s", "compiling s", "fits compiling / all",
+    cols = ["mechanism", "dataset", "epsilon", "seed", "rounds", "wall s", "fits s", "compiling s", "fits compiling / all",
             "candidate marginals s", "iterations", "workload error"]
     cols = [c for c in cols if any(c in r for r in rows)]
     page = [*schema.header_lines(meta), "", "Each cell: before / after (the ratio before / after). One run each per "
-            "seed, epsilon 1, the published defaults; a different engine selects different marginals, so the rounds differ. "
+            "seed, the published defaults; a different engine selects different marginals, so the rounds differ. "
             "Each pair ran back to back (before, then after) on the 2-core machine: compare within a row; "
             "one seed's path of selections, once it differs, differs in size and time, so compare over the seeds. Each profile, round by round, with its commit, is in the files the "
             "JSON's rows name. "

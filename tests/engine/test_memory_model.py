@@ -223,8 +223,11 @@ def test_a_model_cap_over_the_limit_is_refused_before_the_budget(mechanism, no_b
     front_end = getattr(pj.mechanisms, mechanism)
     from pgmjax.estimation.memory import check_capped_fit
 
-    # 1 GiB: a cap of 40 MB needs 20 copies x 4 bytes x 5.2M cells = 400 MiB, one of 120 MB 1,200 MiB.
-    assert check_capped_fit(40.0, max_bytes=2**30) == 20 * 4 * (40 * 2**20 // 8)
+    from pgmjax.estimation.memory import ROUTED_FLOOR_CELLS
+
+    # 1 GiB: a cap of 40 MB needs 20 copies x 4 bytes x 5.2M cells = 400 MiB (and a size class's smallest gathered
+    # vector), one of 120 MB 1,200 MiB.
+    assert check_capped_fit(40.0, max_bytes=2**30) == 4 * (20 * (40 * 2**20 // 8) + ROUTED_FLOOR_CELLS)
     extra = {} if mechanism == "privbayes" else {"rounds": 3}
     with size_limit.limited(2**30), pytest.raises(size_limit.ModelTooLarge, match="max_model_mb=120"):
         front_end(data, 1.0, key=jax.random.key(0), max_model_mb=120.0, engine_iters=5, **extra)
