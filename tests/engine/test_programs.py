@@ -114,7 +114,7 @@ def test_lazy_subpackages_load_on_first_use():
         pj.nonexistent  # noqa: B018
 
 
-def _aim_engine_compiles(data, monkeypatch, program: str) -> tuple[int, set, set]:
+def _aim_engine_compiles(data, monkeypatch, program: str, workload=CHAIN, rounds=None) -> tuple[int, set, set]:
     """AIM's engine compiles (its fits' iteration chunks and marginals), and its fits' structures and classes."""
     from conftest import count_compiles
 
@@ -132,8 +132,8 @@ def _aim_engine_compiles(data, monkeypatch, program: str) -> tuple[int, set, set
     monkeypatch.setattr(aim_module, "estimate", spy)
     programs.release_compiled()  # nothing compiled by an earlier test counts as reused
     with count_compiles() as counter:
-        aim_module.aim(data, 1.0, key=jax.random.key(1), workload=CHAIN, engine_iters=20, final_iters=20, delta=1e-9,
-                       fit_options=pj.FitOptions(program=program))
+        aim_module.aim(data, 1.0, key=jax.random.key(1), workload=workload, engine_iters=20, final_iters=20, delta=1e-9,
+                       fit_options=pj.FitOptions(program=program), **({} if rounds is None else {"rounds": rounds}))
     engine = [n for n in counter.names if n in ("jit(_chunk)", "jit(marginals)")]
     return len(engine), {s for s, _ in fitted}, {c for _, c in fitted}
 
@@ -144,3 +144,17 @@ def test_aim_compiles_per_size_class_not_per_structure(data, monkeypatch):
     assert structures == dense_structures and len(classes) < len(structures), (structures, classes)
     # two programs per class (the iteration chunk and the model's marginals), against two per structure
     assert routed <= 2 * len(classes) < dense == 2 * len(structures), (routed, classes, dense, structures)
+
+
+def test_an_aim_run_on_a_generated_table_of_small_attributes_compiles_at_most_four_engine_programs(monkeypatch):
+    """A generated table of 16 binary attributes (NLTCS's shape): every model AIM grows through is small and
+    shallow, so all its size-class fits share the smallest class (:data:`pgmjax.graph.routed_steps.WINDOW_COSTS`):
+    at most two classes (their measurements' vectors may double), two programs each (the iteration chunk and the
+    model's marginals), however many structures its rounds fit."""
+    rng = np.random.default_rng(5)
+    hidden = rng.integers(0, 2, 800)
+    cols = [np.where(rng.random(800) < 0.6, hidden, rng.integers(0, 2, 800)) for _ in range(16)]
+    table = pj.Dataset(np.stack(cols, axis=1), pj.Domain({f"b{i}": 2 for i in range(16)}))
+    routed, structures, classes = _aim_engine_compiles(table, monkeypatch, "size_class", workload=None, rounds=40)
+    assert len(structures) >= 10 and len(classes) <= 2, (len(structures), classes)
+    assert routed <= 4, (routed, classes)
