@@ -538,6 +538,8 @@ def merge(paths: list[str], prefix: str) -> dict:
     ``prefix.json``, ``.md`` and ``.png``.
     """
     doc = merge_docs(paths, ("dataset", "mechanism", "seed"))
+    seeds = sorted({r["seed"] for r in doc["runs"]})  # the header names the seeds the merged runs hold
+    doc["settings"]["seeds"], doc["settings"]["runs"] = seeds, len(seeds)
     order = [m for m in MECHANISMS if m in doc["settings"]["mechanisms_order"]]
     doc["settings"]["mechanisms_order"] = order
     doc["summary"] = summarize(doc["runs"], doc["settings"]["datasets"], order)
