@@ -344,8 +344,8 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...], platf
         last.append(part == parts - 1)
     pair_total = sum(size[c] * len(kids) for c, kids in children.items())  # one pair per parent cell and child
     # Two dimensions, each on a coarse grid, so that many structures share a class: the cell vector on the 1.5 grid
-    # (at least the platform's smallest class), the window on powers of 4; the pairs follow them. A window read at the last step's offset stays inside its
-    # vector.
+    # (at least the platform's smallest class), the window on powers of 4; the pairs follow them. A window read at
+    # the last step's offset stays inside its vector.
     n_cells = class_size(max(at + width, -(-(pair_total + pw) // PAIRS_PER_CELL),
                              WINDOW_COSTS[window_platform(platform)].smallest_cells))
     n_pairs = PAIRS_PER_CELL * n_cells

@@ -193,7 +193,8 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
         windows of pairs.
     """
     domain = tree.domain
-    step_cells = WINDOW_COSTS[window_platform(platform)].step_cells
+    costs = WINDOW_COSTS[window_platform(platform)]
+    step_cells = costs.step_cells
     size = [domain.size(c) for c in tree.cliques]
     kids = [0] * len(size)
     for p in tree.parent:
@@ -204,7 +205,7 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
     best = None
     width = width_class(max(seps, default=1))
     if len(sched) <= LEVELS_MIN:
-        width = max(width, WINDOW_COSTS[window_platform(platform)].shallow_width)
+        width = max(width, costs.shallow_width)
     while True:
         packed, chunks, pw = [], [], pair_width(width, platform)
         for lev in sched:

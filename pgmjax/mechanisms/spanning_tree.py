@@ -198,8 +198,10 @@ def check_tree_sizes(domain: Domain, where: str, method="mirror_descent", dtype=
     size_limit.check_cliques(domain, cliques, where, what=what)
     # Its fit, at its peak (the limit bounds the peak: pgmjax.estimation.memory), measuring every table of that model.
     check_fit(domain, cliques, method, dtype, where, what=" of the largest model MST may select")
+    if max_model_mb is None:
+        return
     cells = [domain.size(c) for c in cliques]
-    if max_model_mb is not None and 8 * sum(cells) / 2**20 > max_model_mb:  # the cap's own unit, beside the peak's
+    if 8 * sum(cells) / 2**20 > max_model_mb:  # the cap's own unit, beside the peak's
         big = max(range(len(cliques)), key=cells.__getitem__)
         raise size_limit.ModelTooLarge(
             f"{where}: {what}: {sum(cells):,} cells ({8 * sum(cells) / 2**20:.4g} MB as float64 tables), above "
