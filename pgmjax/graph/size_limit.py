@@ -213,8 +213,8 @@ def _fmt_cells(n: int) -> str:
 
 
 def _hint() -> str:
-    return (f"; fit fewer or smaller cliques (or compress the domain), or raise the limit: "
-            f"PGMJAX_MAX_MODEL_BYTES=<bytes> or pgmjax.set_max_model_bytes(<bytes>)")
+    return ("; fit fewer or smaller cliques (or compress the domain), or raise the limit: "
+            "PGMJAX_MAX_MODEL_BYTES=<bytes> or pgmjax.set_max_model_bytes(<bytes>)")
 
 
 def clique_cells(domain: Domain, clique: Iterable[str]) -> int:
@@ -223,7 +223,7 @@ def clique_cells(domain: Domain, clique: Iterable[str]) -> int:
 
 
 def check_cliques(domain: Domain, cliques: Iterable[Clique], where: str | None = None, max_bytes: float | None = None,
-                  what: str = "the model's junction tree") -> int:
+                  what: str = "the model's junction tree", source: str | None = None, hint: str | None = None) -> int:
     """Raise :class:`ModelTooLarge` when tables over ``cliques`` (together) break the limit.
 
     Args:
@@ -232,6 +232,10 @@ def check_cliques(domain: Domain, cliques: Iterable[Clique], where: str | None =
         where: who asks, for the message (``"hdmm"``, ...; None: no prefix).
         max_bytes: an explicit limit (default :func:`max_model_bytes`).
         what: what the tables are, for the message.
+        source: where an explicit limit comes from, for the message (default ``"max_bytes"``; a mechanism's
+            model-size cap names itself, e.g. ``"max_model_mb=80"``).
+        hint: what to do about it, for the message (default: fewer or smaller cliques, or a higher limit and how
+            to set it).
 
     Returns:
         The total cells (a Python int).
@@ -254,8 +258,8 @@ def check_cliques(domain: Domain, cliques: Iterable[Clique], where: str | None =
         big_cells, big = max(sizes, key=lambda s: s[0])
         raise ModelTooLarge(
             f"{where + ': ' if where else ''}{what}: {_fmt_cells(cells)} cells ({_fmt_bytes(nbytes)} as float64 tables), above the "
-            f"limit of {_fmt_bytes(limit)} ({_source(max_bytes)}); its largest clique {big} has "
-            f"{_fmt_cells(big_cells)} cells ({_fmt_bytes(big_cells * BYTES_PER_CELL)}){_hint()}",
+            f"limit of {_fmt_bytes(limit)} ({source or _source(max_bytes)}); its largest clique {big} has "
+            f"{_fmt_cells(big_cells)} cells ({_fmt_bytes(big_cells * BYTES_PER_CELL)}){'; ' + hint if hint else _hint()}",
             cells=cells, bytes=nbytes, limit=limit, clique=big, clique_cells=big_cells,
         )
     return cells

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from ..data.dataset import Dataset
 from ..data.domain import Domain
 from ..estimation.options import FitOptions
+from ..graph import size_limit
+from ..graph.junction import triangulated_cliques
 from ..model.sampling import METHODS as SAMPLING_METHODS
 from ..privacy import check_bool, check_count, check_delta, check_real
 from ..queries.workload import Workload
@@ -282,6 +284,28 @@ def check_model_cap(max_model_mb, where: str) -> float | None:
     if not (x > 0 and math.isfinite(x)):
         raise ValueError(f"{where}: max_model_mb must be positive and finite (or None for no cap), got {max_model_mb!r}")
     return x
+
+
+def check_cliques_within_cap(domain: Domain, cliques: Sequence, max_model_mb: float | None, where: str, what: str) -> None:
+    """Refuse, before any computation, a model over ``cliques`` above the model-size cap ``max_model_mb``.
+
+    The model is the junction tree :func:`pgmjax.estimate` builds for the cliques (its triangulation's cliques),
+    measured as the cap is: ``8 * cells / 2^20`` MB.
+
+    Raises:
+        ModelTooLarge: naming ``where``, ``what``, the cells and MB, the cap and the largest clique.
+
+    Example:
+        >>> check_cliques_within_cap(Domain({"a": 1000, "b": 1000}), [("a", "b")], 1.0, "hdmm", "the workload's model")
+        Traceback (most recent call last):
+        ...
+        pgmjax.graph.size_limit.ModelTooLarge: hdmm: the workload's model: 1,000,000 cells (7.629 MB as float64 tables), above the limit of 1 MB (max_model_mb=1); its largest clique ('a', 'b') has 1,000,000 cells (7.629 MB); raise max_model_mb, or measure fewer or smaller cliques
+    """
+    if max_model_mb is None:
+        return
+    size_limit.check_cliques(domain, triangulated_cliques(domain, list(dict.fromkeys(cliques))), where,
+                             max_bytes=max_model_mb * 2**20, what=what, source=f"max_model_mb={max_model_mb:g}",
+                             hint="raise max_model_mb, or measure fewer or smaller cliques")
 
 
 def check_domain_size(domain, where: str, cliques: Iterable = (), what: str = "the workload's marginals") -> None:

@@ -198,16 +198,9 @@ def check_tree_sizes(domain: Domain, where: str, method="mirror_descent", dtype=
     size_limit.check_cliques(domain, cliques, where, what=what)
     # Its fit, at its peak (the limit bounds the peak: pgmjax.estimation.memory), measuring every table of that model.
     check_fit(domain, cliques, method, dtype, where, what=" of the largest model MST may select")
-    if max_model_mb is None:
-        return
-    cells = [domain.size(c) for c in cliques]
-    if 8 * sum(cells) / 2**20 > max_model_mb:  # the cap's own unit, beside the peak's
-        big = max(range(len(cliques)), key=cells.__getitem__)
-        raise size_limit.ModelTooLarge(
-            f"{where}: {what}: {sum(cells):,} cells ({8 * sum(cells) / 2**20:.4g} MB as float64 tables), above "
-            f"max_model_mb={max_model_mb:g}; its largest clique {cliques[big]} has {cells[big]:,} cells: raise "
-            "max_model_mb or compress the domain", cells=sum(cells), bytes=8 * sum(cells), limit=max_model_mb * 2**20,
-            clique=cliques[big], clique_cells=cells[big])
+    if max_model_mb is not None:  # the cap's own unit (float64 tables), beside the peak's
+        size_limit.check_cliques(domain, cliques, where, max_bytes=max_model_mb * 2**20, what=what,
+                                 source=f"max_model_mb={max_model_mb:g}", hint="raise max_model_mb or compress the domain")
 
 
 @reports(MSTInfo)

@@ -55,11 +55,11 @@ from ...privacy import (
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.workload import Workload
 from ..options import (DEFAULT_DELTA, check_attribute_matrices, check_domain_size, check_epsilon, check_fit_options,
-                       check_model_cap, check_positive_delta, check_workload)
+                       check_cliques_within_cap, check_model_cap, check_positive_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
 from ..own_options import takes_own_options
 from ..run_info import reports
-from ..steps import Timer, hypothetical_model_size, synthesize
+from ..steps import Timer, synthesize
 from .dualquery_options import BOUNDS as _BOUNDS
 from .dualquery_options import DualQueryInfo, DualQueryOptions
 from .queries import QueryBlocks, kron_np, max_sum_ve  # noqa: F401  (kron_np: used by the tests through this module)
@@ -352,10 +352,7 @@ def _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, fit_
     check_domain_size(data.domain, where, list(dict.fromkeys(workload.cliques)), what="the workload cliques' query blocks")
     check_attribute_matrices(data.domain, (a for q in workload.queries for a, m in zip(q.clique, q.matrices) if m is None),
                              where, "identity query matrices")
-    if max_model_mb is not None:
-        mb = hypothetical_model_size(data.domain, list(dict.fromkeys(workload.cliques)))
-        if mb > max_model_mb:
-            raise ValueError(f"{where}: the model over the workload's cliques takes {mb:.4g} MB, above max_model_mb={max_model_mb:g}")
+    check_cliques_within_cap(data.domain, workload.cliques, max_model_mb, where, "the model over the workload's cliques")
     fdtype = jnp.dtype(dtype or jnp.float32)
     if fdtype not in (jnp.float32, jnp.float64):
         raise ValueError(f"{where}: dtype must be float32 or float64, got {fdtype}")

@@ -58,11 +58,11 @@ from ..original_estimates import CliqueTables
 from ...graph import size_limit
 from ...graph.junction import junction_tree, maximal_cliques
 from ..options import (check_attribute_matrices, check_data, check_domain_size, check_epsilon, check_fit_options,
-                       check_model_cap, check_positive_delta, check_pure_delta)
+                       check_cliques_within_cap, check_model_cap, check_positive_delta, check_pure_delta)
 from ..options import check_choice as _choice
 from ..options import check_workload as _as_workload
 from ..result import BudgetStep, MechanismResult, record_plan
-from ..steps import Timer, hypothetical_model_size, synthesize
+from ..steps import Timer, synthesize
 from ..own_options import takes_own_options
 from ..run_info import reports
 from .error import expected_error
@@ -224,10 +224,7 @@ def _hdmm_arguments(data, epsilon, delta, key, workload, engine_iters, fit_optio
     max_model_mb = check_model_cap(max_model_mb, where)
     wl = _as_workload(workload, domain, where)
     _check_sizes(domain, list(dict.fromkeys(wl.cliques)), where, method, options.get("dtype"))
-    if max_model_mb is not None:
-        mb = hypothetical_model_size(domain, list(dict.fromkeys(wl.cliques)))
-        if mb > max_model_mb:
-            raise ValueError(f"{where}: the model over the workload's cliques takes {mb:.4g} MB, above max_model_mb={max_model_mb:g}")
+    check_cliques_within_cap(domain, wl.cliques, max_model_mb, where, "the model over the workload's cliques")
     W = union_workload(wl)
     if isinstance(own.strategy, str):
         if own.strategy == "marginals" and len(W.attributes) > MAX_MARGINAL_ATTRIBUTES:

@@ -25,9 +25,10 @@ from ...checks import check_bool as _bool
 from ...checks import check_count as _int
 from ...checks import check_key as _check_key
 from ...checks import check_positive as _positive
-from ..options import check_data, check_epsilon, check_fit_options, check_model_cap, check_pure_delta, check_workload
+from ..options import (check_cliques_within_cap, check_data, check_epsilon, check_fit_options, check_model_cap,
+                       check_pure_delta, check_workload)
 from ..result import BudgetStep, MechanismResult, record_plan
-from ..steps import Timer, hypothetical_model_size, oracle_of, synthesize
+from ..steps import Timer, oracle_of, synthesize
 from ..own_options import takes_own_options
 from ..run_info import reports
 from .mldp_options import MLDPInfo, MLDPOptions
@@ -206,10 +207,7 @@ def _mldp_arguments(data, epsilon, delta, key, workload, engine_iters, fit_optio
     options = check_fit_options(fit_options, where)
     max_model_mb = check_model_cap(max_model_mb, where)
     training = own.training
-    if max_model_mb is not None:
-        mb = hypothetical_model_size(domain, list(training.cliques))
-        if mb > max_model_mb:
-            raise ValueError(f"{where}: the model over the training queries' cliques takes {mb:.4g} MB, above max_model_mb={max_model_mb:g}")
+    check_cliques_within_cap(domain, training.cliques, max_model_mb, where, "the model over the training queries' cliques")
     if oracle_of(options) == "exact":  # the model is the training queries' cliques': its fit at its peak, before any budget
         check_fit(domain, list(training.cliques), options.get("method", "mirror_descent"), options.get("dtype"), where,
                   what=" of the training queries' model")
