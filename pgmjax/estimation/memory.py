@@ -56,9 +56,10 @@ STATE_COPIES = {"mirror_descent": (2, 0), "dual_averaging": (6, 2), "lbfgs": (2,
 #: Copies of the parameters' space (the measured cliques' tables), per method (module docstring).
 PARAM_COPIES = {"mirror_descent": 12, "dual_averaging": 0, "lbfgs": 88}
 
-#: The measurement cells a size-class fit gathers at least, on any platform: its vector of routing pairs is a
-#: multiple of the class's cell vector, at least the platform's smallest (``WINDOW_COSTS[...].smallest_cells``).
-ROUTED_FLOOR_CELLS = max(costs.smallest_cells for costs in WINDOW_COSTS.values())
+#: The measurement cells a size-class fit gathers at least, on any platform: its vector of routing pairs is at
+#: least twice the class's cell vector (:func:`pgmjax.estimation.routed_losses.stack_routed`), whose length is at
+#: least the platform's smallest (``WINDOW_COSTS[...].smallest_cells``).
+ROUTED_FLOOR_CELLS = 2 * max(costs.smallest_cells for costs in WINDOW_COSTS.values())
 
 
 def model_copies(method: str) -> int:
@@ -159,8 +160,8 @@ def capped_fit_bytes(max_model_mb: float, method="mirror_descent", dtype=None) -
     model's size: a cap that admits a model admits that floor too.
 
     Example:
-        >>> capped_fit_bytes(1.0)  # mirror descent, float32: 4 bytes x ((8 + 12) copies x 131,072 cells + 65,536)
-        10747904
+        >>> capped_fit_bytes(1.0)  # mirror descent, float32: 4 bytes x ((8 + 12) copies x 131,072 cells + 131,072)
+        11010048
     """
     method = _method(method)
     copies = model_copies(method) + PARAM_COPIES[method]
@@ -190,11 +191,11 @@ def check_capped_fit(max_model_mb: float | None, method="mirror_descent", dtype=
 
     Example:
         >>> check_capped_fit(80.0, where="aim")  # the published cap: (8 + 12) float32 copies of 10.5M cells, and more
-        839122944
+        839385088
         >>> check_capped_fit(80.0, where="aim", max_bytes=2**28)
         Traceback (most recent call last):
         ...
-        pgmjax.graph.size_limit.ModelTooLarge: aim: the peak working set of a mirror_descent fit at max_model_mb=80: 800.2 MB (8 float32 copies ...
+        pgmjax.graph.size_limit.ModelTooLarge: aim: the peak working set of a mirror_descent fit at max_model_mb=80: 800.5 MB (8 float32 copies ...
     """
     if max_model_mb is None:
         return None

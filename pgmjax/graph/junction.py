@@ -259,18 +259,22 @@ def _junction_tree_cached(domain: Domain, cliques: frozenset) -> JunctionTree:
                 if not g.has_edge(i, j):
                     g.add_edge(i, j, weight=len(node_sets[i] & node_sets[j]))
     tree = nx.maximum_spanning_tree(g, algorithm="kruskal")
-    # Separate components hang by empty separators off the centre of the one with the most cliques, each by
+    # Separate components hang by empty separators off one clique of the one with the most cliques, each by
     # its own centre. A star keeps the schedule shallow (unmeasured attributes all sit one level below the
     # hub, where equal shapes stack into one class); a chain of components would add a level per component.
     components = sorted(sorted(c) for c in nx.connected_components(tree))
     if len(components) > 1:
         cells = [cells_of(s) for s in node_sets]
-        hub = max(components, key=lambda c: (len(c), sum(cells[k] for k in c), -c[0]))  # the deepest part
+        # The deepest part, and of those the one with the fewest cells. The others hang off its smallest clique
+        # (its centre on ties): a parent takes a routing pair per cell and child (pgmjax.graph.routed_plan), so a
+        # dozen components hung off a large table made the size-class program's vectors several times the model.
+        hub = max(components, key=lambda c: (len(c), -sum(cells[k] for k in c), -c[0]))
         centre = lambda c: _tree_centre(tree.subgraph(c)) if len(c) > 2 else c[0]  # noqa: E731
         hub_centre = centre(hub)
+        attach = min(hub, key=lambda k: (cells[k], k != hub_centre, k))
         for comp in components:
             if comp is not hub:
-                tree.add_edge(hub_centre, centre(comp), weight=0)
+                tree.add_edge(attach, centre(comp), weight=0)
 
     root = _tree_centre(tree)
     parent = [-1] * len(node_sets)

@@ -181,7 +181,8 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
     A step depends only on steps before it (its cliques' children are at deeper levels), so the upward pass runs
     the steps in order and the downward pass in reverse. The width is a power of 4 at least the largest separator,
     the one whose windows read the fewest cells and pairs, each loop trip costing ``platform``'s
-    :attr:`WindowCosts.step_cells` (:data:`WINDOW_COSTS`): on a CPU a level of many small cliques takes several
+    :attr:`WindowCosts.step_cells` (:data:`WINDOW_COSTS`), and the cell vector's class (the tables and one window
+    past them, :func:`class_size`) counted once more, as every iteration's elementwise work reads it: on a CPU a level of many small cliques takes several
     narrow steps instead of one window as wide as itself, and one large clique does not make every level's window
     as wide as itself; on a GPU, where a trip costs more than tens of thousands of cells, the steps are few. A tree
     of at most :data:`LEVELS_MIN` levels takes a window of at least :attr:`WindowCosts.shallow_width`: its passes
@@ -201,6 +202,7 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
         if p >= 0:
             kids[p] += 1
     seps = [domain.size(s) for c, s in enumerate(tree.separators) if tree.parent[c] >= 0]
+    total = sum(size)
     sched = [sorted(int(c) for c in lev) for lev in levels(tree)]  # deepest first; the root's level last
     best = None
     width = width_class(max(seps, default=1))
@@ -228,7 +230,10 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
                 packed.append((step, 0, 1))
                 chunks.append(-(-pairs // pw))
         trips, cells = pass_work(width, chunks, platform)
-        cost = trips * step_cells + cells
+        # The plan's cell vector holds the tables and one window past them; its class is a compiled program's
+        # size, and every iteration's elementwise work reads it whole: a wider window that pushes it into a larger
+        # class costs that class's cells.
+        cost = trips * step_cells + cells + class_size(max(total + width, costs.smallest_cells))
         if best is None or cost < best[0]:
             best = (cost, (packed, width, chunks))
         if width >= max(size) and len(packed) == len(sched):  # one whole step per level: wider saves nothing

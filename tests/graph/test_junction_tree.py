@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
+from pgmjax.graph.routed_plan import make_routed_plan
 
 
 def _check_valid(tree, cliques):
@@ -117,6 +118,25 @@ def test_separate_components_hang_off_the_largest_as_a_star():
     two = pj.junction_tree(pj.Domain({f"x{i}": 2 for i in range(10)}),
                            [(f"x{i}", f"x{i+1}") for i in range(4)] + [(f"x{i}", f"x{i+1}") for i in range(5, 9)])
     assert two.num_levels <= 4
+
+
+
+def test_separate_components_hang_off_the_smallest_clique_of_the_largest_part():
+    # A parent takes a size-class routing pair per cell and child: one-way tables only (AIM's first fit) hang off
+    # the smallest table, not the largest; a part whose centre is large hangs the others off its smallest clique.
+    dom = pj.Domain({"big": 1000, "b": 2, "c": 50, "d": 7, "e": 300})
+    tree = pj.junction_tree(dom, [(a,) for a in dom.attributes])
+    hub = tree.cliques.index(("b",))
+    assert all(tree.parent[i] == hub for i in range(len(tree.cliques)) if i != hub)
+    plan = make_routed_plan(dom, [(a,) for a in dom.attributes])
+    assert plan.size.cells == 4096  # the smallest class: 1,359 cells and 4 x 2 routing pairs
+    # a chain whose centre holds 40 x 2 cells and whose end 2 x 3: 30 singletons hang off the end, not the centre
+    dom = pj.Domain({"x": 1000, "y": 40, "z": 2, "w": 3} | {f"u{i}": 5 for i in range(30)})
+    chain = [("x", "y"), ("y", "z"), ("z", "w")]
+    tree = pj.junction_tree(dom, chain)
+    _check_valid(tree, chain)
+    singletons = [i for i, c in enumerate(tree.cliques) if c[0].startswith("u")]
+    assert {tree.cliques[tree.parent[i]] for i in singletons} == {("z", "w")}
 
 
 def _containing_by_scan(tree, attrs):

@@ -140,6 +140,32 @@ def test_a_new_structure_of_a_fitted_class_compiles_nothing():
     assert counter.count == 0, counter.names
 
 
+
+def test_measurements_hosted_by_larger_cliques_add_no_program_within_a_class():
+    """A fit's routed measurements hold a pair per measured cell's host cell (the smallest model clique holding it):
+    one-way marginals of a model's few-valued attributes, hosted by its large pairs, took the routing past the cells
+    and a second program of the class (an AIM round that measured them, after rounds that measured only pairs). The
+    pairs are padded to at least twice the cells, so both fits run one program."""
+    rng = np.random.default_rng(3)
+    dom = pj.Domain({"a": 2, "b": 1000, "c": 2, "d": 1000, "e": 2, "f": 1000})
+    pairs = [("a", "b"), ("c", "d"), ("e", "f")]
+    plan = make_routed_plan(dom, pairs)
+    from pgmjax.estimation.routed_losses import stack_routed
+
+    def measurements(cliques):
+        return [pj.Measurement(c, rng.uniform(5, 50, dom.size(c)), stddev=2.0) for c in cliques]
+
+    ones = [("a",), ("c",), ("e",)]  # 6 measured cells, 6,000 host cells
+    shapes = {stack_routed(plan, measurements(cs), np.float32).shape for cs in (pairs, pairs + ones)}
+    assert len(shapes) == 1 and shapes.pop().pairs == 2 * plan.size.cells, shapes
+    pj.release_compiled()
+    pj.estimate(dom, measurements(pairs), iters=40, chunk=20, program="size_class").marginal(("a", "b"))
+    with count_compiles() as counter:
+        model = pj.estimate(dom, measurements(pairs + ones), iters=40, chunk=20, program="size_class")
+        model.marginal(("a", "b"))
+    assert counter.count == 0, counter.names
+
+
 def _growing_models():
     """The models a mechanism's run grows through on a table of 16 binary attributes (as NLTCS): one-way marginals,
     then pairs and triples added: three classes of 96 to 192 cells without the floors."""
@@ -184,6 +210,24 @@ def test_small_shallow_models_share_one_size_class_and_one_fit_program():
 def test_without_the_floors_the_small_models_are_classes_of_their_own(narrow_windows):
     dom, structures = _growing_models()
     assert len({make_routed_plan(dom, cliques).size for cliques in structures}) == 3
+
+
+
+def test_a_window_that_would_push_the_cells_into_a_larger_class_is_charged_for_it():
+    """A random tree of pairs over 20 attributes (6,812 cells): windows of 4,096 cells read 46,080 cell-units per
+    pass and 1,024-cell windows 47,104, but the wider window's vector (the tables and one window past them) is a
+    12,288-cell class and the narrower one's an 8,192-cell class, which every iteration's elementwise work reads:
+    the plan takes the narrower window and the smaller class."""
+    from pgmjax.graph.junction import junction_tree, maximal_cliques
+    from pgmjax.graph.routed_steps import steps
+
+    rng = np.random.default_rng(66)
+    dom = pj.Domain({f"x{i}": int(rng.integers(2, 30)) for i in range(20)})
+    a = dom.attributes
+    cliques = [tuple(sorted((a[i], a[int(rng.integers(0, i))]), key=a.index)) for i in range(1, 20)]
+    tree = junction_tree(dom, maximal_cliques(dom, cliques))
+    assert tree.cells == 6812 and steps(tree)[1] == 1024
+    assert make_routed_plan(dom, cliques).size.cells == 8192
 
 
 def test_a_deep_tree_keeps_its_cost_chosen_window():

@@ -103,7 +103,7 @@ def test_cli_max_model_mb_refuses_before_any_measurement(tmp_path, monkeypatch, 
     err = capsys.readouterr().err
     # --max-model-mb 1 stands for the peak of a fit of a 1 MB model (10 MB, and the size-class programs' smallest
     # vectors); the largest tree's (161,602 cells) breaks it
-    assert code == 2 and "('a', 'b')" in err and "peak working set" in err and "10.25 MB" in err, err
+    assert code == 2 and "('a', 'b')" in err and "peak working set" in err and "10.5 MB" in err, err
     assert not (tmp_path / "s.csv").exists() and not (tmp_path / "r.json").exists()
     assert pj.graph.size_limit._override is None
 
