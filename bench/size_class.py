@@ -15,6 +15,12 @@ with ``--structures``):
 each program's first ``estimate(10)`` (with its compile), its milliseconds per iteration (``estimate(510)`` less
 ``estimate(10)``, both run once before, over 500) and the routed work per pass (:func:`pgmjax.graph.routed_steps.windows_work`):
 what ``program="auto"``'s cost model (``pgmjax.estimation.oracles.ROUTED_COSTS``) is calibrated on.
+
+``--replay PROFILE.json ...`` runs instead, in this process, every fit an AIM profile recorded with ``--structures``
+(its domain, its measured and model cliques, random counts), in order, through ``program="size_class"`` for
+``--iters`` iterations each: the size-class programs a run's sequence of structures compiles, free of the path noise
+of a whole mechanism run (a changed plan changes a run's rounds). Each profile starts from no compiled program
+(``pgmjax.release_compiled``). Reports each fit that compiled, with its class.
 """
 
 from __future__ import annotations
@@ -177,6 +183,32 @@ def iteration(specs, method: str = "mirror_descent") -> list[dict]:
     return rows
 
 
+def replay(paths, iters: int) -> list[dict]:
+    """Each profile's fits through ``program="size_class"``, in order: XLA compiles, their seconds, wall, classes."""
+    import pgmjax as pj
+
+    events = CompileEvents(active=True).install()
+    rows = []
+    for path in paths:
+        pj.release_compiled()  # each profile from no compiled program, as a fresh process
+        events.reset()
+        fits = json.loads(pathlib.Path(path).read_text())["per_fit"]
+        compiled, t0, sizes = [], time.perf_counter(), set()
+        for i in range(len(fits)):
+            dom, ms, model = profiled_fit(path, i)
+            before = len(events.xla)
+            fitted = pj.estimate(dom, ms, cliques=model, iters=iters, program="size_class")
+            float(fitted.loss)
+            sizes.add(fitted.plan.size)
+            if len(events.xla) > before:
+                compiled.append(f"{i}: {fitted.plan.size.cells}/{fitted.plan.size.width} ({len(events.xla) - before})")
+        rows.append({"profile": pathlib.Path(path).name, "fits": len(fits), "wall_s": time.perf_counter() - t0,
+                     "xla_compiles": len(events.xla), "xla_s": sum(events.xla), "plan_classes": len(sizes),
+                     "compiled_at (fit: cells/width (compiles))": "; ".join(compiled)})
+        print(rows[-1], flush=True)
+    return rows
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dims", type=int, nargs="+", default=[10, 20, 40])
@@ -188,8 +220,15 @@ def main(argv=None) -> None:
                    "up to S values (or of engine benchmark problems by name: adult_mst, nltcs_2way, ...; or PROFILE.json:FIT, "
                    "a fit an AIM profile recorded with --structures) instead")
     p.add_argument("--method", default="mirror_descent", help="the fits' method in --iteration mode")
+    p.add_argument("--replay", nargs="+", metavar="PROFILE.json", help="replay the fits of AIM profiles recorded with "
+                   "--structures through the size-class program (--iters each) instead")
     p.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.replay:
+        rows = replay(args.replay, args.iters)
+        schema.write_result(SUITE, args.out or "size_class_replay_cpu", rows, schema.run_meta("bench.size_class", argv),
+                            title="A run's structures replayed through the size-class program")
+        return
     if args.iteration:
         rows = iteration([tuple(int(x) for x in spec.split(":")) if ":" in spec and ".json:" not in spec else spec
                           for spec in args.iteration],
