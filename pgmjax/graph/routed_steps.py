@@ -112,6 +112,10 @@ class WindowCosts(NamedTuple):
         smallest_cells: the shortest cell vector of a size class (:func:`~pgmjax.graph.routed_plan.make_routed_plan`):
             four shallow windows, so models of up to that many cells share one class; the padding costs a few
             elementwise passes over a vector that short, a new class a compile (seconds).
+        cells_per_window: a tree of at most :data:`LEVELS_MIN` levels takes the window its cell vector's class sets
+            (:func:`window_of_class`: the largest power of 4 at most the class over this, wider only where a
+            separator needs it), not the cheapest of each structure: near ties between two widths flipped a growing
+            model's window from round to round, each width a program of its own; 0: the cheapest.
     """
 
     step_cells: int
@@ -120,6 +124,7 @@ class WindowCosts(NamedTuple):
     pairs_looped: bool
     shallow_width: int
     smallest_cells: int
+    cells_per_window: int = 0
 
 
 #: Each platform's :class:`WindowCosts`, measured with ``python -m bench.size_class --iteration`` on the engine
@@ -128,8 +133,8 @@ class WindowCosts(NamedTuple):
 #: cells of window work whatever its width, and a step's own loop over its pair windows as much again. A GPU's
 #: window of pairs holds four per window cell (as the pair vector does per cell): a step rarely needs two, and
 #: the windows a step reads (a dimension of its class there) seldom differ from model to model.
-WINDOW_COSTS = {"cpu": WindowCosts(1024, 1, 4096, True, 1024, 4096),
-                "gpu": WindowCosts(32768, 4, 1 << 24, False, 16384, 65536)}
+WINDOW_COSTS = {"cpu": WindowCosts(1024, 1, 4096, True, 1024, 4096, 4),
+                "gpu": WindowCosts(32768, 4, 1 << 24, False, 16384, 65536, 4)}
 
 def window_platform(platform: str) -> str:
     """The platform whose :data:`WINDOW_COSTS` shape a plan for ``platform`` (``jax.Device.platform``): itself
@@ -204,11 +209,8 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
     seps = [domain.size(s) for c, s in enumerate(tree.separators) if tree.parent[c] >= 0]
     total = sum(size)
     sched = [sorted(int(c) for c in lev) for lev in levels(tree)]  # deepest first; the root's level last
-    best = None
-    width = width_class(max(seps, default=1))
-    if len(sched) <= LEVELS_MIN:
-        width = max(width, costs.shallow_width)
-    while True:
+
+    def pack(width):
         packed, chunks, pw = [], [], pair_width(width, platform)
         for lev in sched:
             step, cells, pairs = [], 0, 0
@@ -229,6 +231,19 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
             if step:
                 packed.append((step, 0, 1))
                 chunks.append(-(-pairs // pw))
+        return packed, width, chunks
+
+    width = width_class(max(seps, default=1))
+    if len(sched) <= LEVELS_MIN:
+        width = max(width, costs.shallow_width)
+        if costs.cells_per_window:  # the class's window: see WindowCosts.cells_per_window
+            while (wider := max(width, window_of_class(class_size(max(total + width, costs.smallest_cells)),
+                                                       costs))) > width:
+                width = wider
+            return pack(width)
+    best = None
+    while True:
+        packed, _, chunks = pack(width)
         trips, cells = pass_work(width, chunks, platform)
         # The plan's cell vector holds the tables and one window past them; its class is a compiled program's
         # size, and every iteration's elementwise work reads it whole: a wider window that pushes it into a larger
@@ -239,6 +254,20 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
         if width >= max(size) and len(packed) == len(sched):  # one whole step per level: wider saves nothing
             return best[1]
         width *= 4
+
+
+def window_of_class(cells: int, costs: WindowCosts) -> int:
+    """The window of a shallow tree's size class of ``cells`` (:attr:`WindowCosts.cells_per_window`): the largest
+    power of 4 at most ``cells / cells_per_window``, at least the platform's ``shallow_width``.
+
+    Example:
+        >>> [window_of_class(n, WINDOW_COSTS["cpu"]) for n in (4096, 12288, 16384, 49152, 65536)]
+        [1024, 1024, 4096, 4096, 16384]
+    """
+    w = costs.shallow_width
+    while w * 4 * costs.cells_per_window <= cells:
+        w *= 4
+    return w
 
 
 def pow2(n: int) -> int:
@@ -292,4 +321,4 @@ def pair_windows(chunks: list[int], platform: str = "cpu") -> int:
 
 __all__ = ["LEVELS_MIN", "PAIRS_PER_CELL", "PAIR_WINDOW_MAX", "STEP_CELLS", "SizeClass", "WINDOW_COSTS", "WindowCosts",
            "class_size", "multiple_class", "pair_width", "pair_windows", "pass_work", "pow2", "steps", "width_class",
-           "window_platform", "windows_work"]
+           "window_of_class", "window_platform", "windows_work"]

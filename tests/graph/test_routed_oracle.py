@@ -213,11 +213,12 @@ def test_without_the_floors_the_small_models_are_classes_of_their_own(narrow_win
 
 
 
-def test_a_window_that_would_push_the_cells_into_a_larger_class_is_charged_for_it():
+def test_a_shallow_trees_window_is_its_size_classs():
     """A random tree of pairs over 20 attributes (6,812 cells): windows of 4,096 cells read 46,080 cell-units per
-    pass and 1,024-cell windows 47,104, but the wider window's vector (the tables and one window past them) is a
-    12,288-cell class and the narrower one's an 8,192-cell class, which every iteration's elementwise work reads:
-    the plan takes the narrower window and the smaller class."""
+    pass and 1,024-cell windows 47,104, a near tie that the cheapest-window rule gave to the wider window, whose
+    vector (the tables and one window past them) is a 12,288-cell class. A shallow tree takes its class's window
+    (``window_of_class``): 1,024 cells and the 8,192-cell class; and every shallow model of a class the same one, so
+    a growing model's window no longer flips between near ties, each width a program of its own."""
     from pgmjax.graph.junction import junction_tree, maximal_cliques
     from pgmjax.graph.routed_steps import steps
 
@@ -228,6 +229,15 @@ def test_a_window_that_would_push_the_cells_into_a_larger_class_is_charged_for_i
     tree = junction_tree(dom, maximal_cliques(dom, cliques))
     assert tree.cells == 6812 and steps(tree)[1] == 1024
     assert make_routed_plan(dom, cliques).size.cells == 8192
+    from pgmjax.graph.routed_steps import WINDOW_COSTS, window_of_class
+
+    for seed in range(40):  # shallow random trees of 6 to 60 attributes: each plan's window is its class's
+        rng = np.random.default_rng(seed)
+        n = int(rng.integers(6, 60))
+        dom = pj.Domain({f"x{i}": int(rng.integers(2, 30)) for i in range(n)})
+        a = dom.attributes
+        plan = make_routed_plan(dom, [tuple(sorted((a[i], a[int(rng.integers(0, i))]), key=a.index)) for i in range(1, n)])
+        assert plan.size.width == window_of_class(plan.size.cells, WINDOW_COSTS["cpu"]), (seed, plan.size)
 
 
 def test_a_deep_tree_keeps_its_cost_chosen_window():
@@ -386,7 +396,7 @@ def narrow_windows(monkeypatch):
     windows of pairs."""
     from pgmjax.graph import routed_plan, routed_steps
 
-    costs = {k: c._replace(shallow_width=16, smallest_cells=16) for k, c in routed_steps.WINDOW_COSTS.items()}
+    costs = {k: c._replace(shallow_width=16, smallest_cells=16, cells_per_window=0) for k, c in routed_steps.WINDOW_COSTS.items()}
     monkeypatch.setattr(routed_steps, "WINDOW_COSTS", costs)
     monkeypatch.setattr(routed_plan, "WINDOW_COSTS", costs)
     routed_plan._routed_plan_cached.cache_clear()
