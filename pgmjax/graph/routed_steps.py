@@ -115,7 +115,8 @@ class WindowCosts(NamedTuple):
         cells_per_window: a tree of at most :data:`LEVELS_MIN` levels takes the window its cell vector's class sets
             (:func:`window_of_class`: the largest power of 4 at most the class over this, wider only where a
             separator needs it), not the cheapest of each structure: near ties between two widths flipped a growing
-            model's window from round to round, each width a program of its own; 0: the cheapest.
+            model's window from round to round, each width a program of its own; 0: the cheapest (a GPU's, whose
+            loop trips cost far more than its cells: not yet timed there).
     """
 
     step_cells: int
@@ -134,7 +135,7 @@ class WindowCosts(NamedTuple):
 #: window of pairs holds four per window cell (as the pair vector does per cell): a step rarely needs two, and
 #: the windows a step reads (a dimension of its class there) seldom differ from model to model.
 WINDOW_COSTS = {"cpu": WindowCosts(1024, 1, 4096, True, 1024, 4096, 4),
-                "gpu": WindowCosts(32768, 4, 1 << 24, False, 16384, 65536, 4)}
+                "gpu": WindowCosts(32768, 4, 1 << 24, False, 16384, 65536, 0)}
 
 def window_platform(platform: str) -> str:
     """The platform whose :data:`WINDOW_COSTS` shape a plan for ``platform`` (``jax.Device.platform``): itself
