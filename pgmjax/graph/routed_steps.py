@@ -188,11 +188,12 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
     the steps in order and the downward pass in reverse. The width is a power of 4 at least the largest separator,
     the one whose windows read the fewest cells and pairs, each loop trip costing ``platform``'s
     :attr:`WindowCosts.step_cells` (:data:`WINDOW_COSTS`), and the cell vector's class (the tables and one window
-    past them, :func:`class_size`) counted once more, as every iteration's elementwise work reads it: on a CPU a level of many small cliques takes several
-    narrow steps instead of one window as wide as itself, and one large clique does not make every level's window
-    as wide as itself; on a GPU, where a trip costs more than tens of thousands of cells, the steps are few. A tree
-    of at most :data:`LEVELS_MIN` levels takes a window of at least :attr:`WindowCosts.shallow_width`: its passes
-    cost little at any width, and one width for all of them is one program less to compile per width it spared.
+    past them, :func:`class_size`) counted once more, as every iteration's elementwise work reads it: on a CPU a
+    level of many small cliques takes several narrow steps instead of one window as wide as itself, and one large
+    clique does not make every level's window as wide as itself; on a GPU, where a trip costs more than tens of
+    thousands of cells, the steps are few. A tree of at most :data:`LEVELS_MIN` levels takes a window of at least
+    :attr:`WindowCosts.shallow_width` (its passes cost little at any width, and one width for all of them is one
+    program less to compile per width it spared), on a CPU its class's (:func:`window_of_class`).
 
     Returns:
         ``(steps, width, chunks)``: each step as ``(cliques, part, parts)`` (a whole step ``(cliques, 0, 1)``; part
@@ -210,6 +211,9 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
     seps = [domain.size(s) for c, s in enumerate(tree.separators) if tree.parent[c] >= 0]
     total = sum(size)
     sched = [sorted(int(c) for c in lev) for lev in levels(tree)]  # deepest first; the root's level last
+
+    def vector_class(width):  # the plan's cell vector: the tables and one window past them
+        return class_size(max(total + width, costs.smallest_cells))
 
     def pack(width):
         packed, chunks, pw = [], [], pair_width(width, platform)
@@ -238,18 +242,16 @@ def steps(tree: JunctionTree, platform: str = "cpu") -> tuple[list[tuple[list[in
     if len(sched) <= LEVELS_MIN:
         width = max(width, costs.shallow_width)
         if costs.cells_per_window:  # the class's window: see WindowCosts.cells_per_window
-            while (wider := max(width, window_of_class(class_size(max(total + width, costs.smallest_cells)),
-                                                       costs))) > width:
+            while (wider := max(width, window_of_class(vector_class(width), costs))) > width:
                 width = wider
             return pack(width)
     best = None
     while True:
         packed, _, chunks = pack(width)
         trips, cells = pass_work(width, chunks, platform)
-        # The plan's cell vector holds the tables and one window past them; its class is a compiled program's
-        # size, and every iteration's elementwise work reads it whole: a wider window that pushes it into a larger
-        # class costs that class's cells.
-        cost = trips * step_cells + cells + class_size(max(total + width, costs.smallest_cells))
+        # The vector's class is a compiled program's size, and every iteration's elementwise work reads it whole: a
+        # wider window that pushes it into a larger class costs that class's cells.
+        cost = trips * step_cells + cells + vector_class(width)
         if best is None or cost < best[0]:
             best = (cost, (packed, width, chunks))
         if width >= max(size) and len(packed) == len(sched):  # one whole step per level: wider saves nothing
