@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import json
 import pathlib
+import statistics
 import time
 
 from bench import schema
@@ -149,9 +150,10 @@ def _page(res: dict, args) -> list[str]:
 
 def compare(pairs: list[tuple[str, str]], out: str, argv) -> None:
     """One table of profiles before and after a change: ``pairs`` of result JSONs (before, after), one row each."""
-    rows = []
+    rows, runs = [], []
     for before, after in pairs:
         b, a = (json.loads(pathlib.Path(x).read_text()) for x in (before, after))
+        runs.append((b, a))
         row = {"mechanism": a["mechanism"].upper(), "dataset": a["dataset"], "epsilon": a["epsilon"], "seed": a["seed"],
                "rounds": f"{b['rounds']} / {a['rounds']}"}
         for key, name in (("wall", "wall s"), ("fit_compile", "compiling s"), ("fit_wall", "fits s")):
@@ -175,7 +177,40 @@ def compare(pairs: list[tuple[str, str]], out: str, argv) -> None:
             "one seed's path of selections, once it differs, differs in size and time, so compare over the seeds. Each profile, round by round, with its commit, is in the files the "
             "JSON's rows name. "
             "A fit counts as compiling (a new program) where JAX's compile events took over 0.3 s in it (a reused program's fit compiles a few small helpers, under 0.15 s).", "", *schema.table(rows, cols)]
-    schema.write_result(SUITE, out, rows, meta, page=page, title="AIM and MST per round: before and after")
+    summary = _summary(runs)
+    if summary:
+        page += ["", "Over the seeds (before / after): wall and compiling means and medians; workload error mean ± sample "
+                 "sd, and the after-minus-before difference within each seed (mean ± sd).", "",
+                 *schema.table(summary, list(summary[0]))]
+    schema.write_result(SUITE, out, rows, meta, page=page, title="AIM and MST per round: before and after",
+                        summary=summary)
+
+
+def _summary(runs: list[tuple[dict, dict]]) -> list[dict]:
+    """Per mechanism, dataset and epsilon with at least two seeds: the before and after arms over their seeds."""
+    groups: dict[tuple, list[tuple[dict, dict]]] = {}
+    for b, a in runs:
+        groups.setdefault((a["mechanism"].upper(), a["dataset"], a["epsilon"]), []).append((b, a))
+    out = []
+    for (mechanism, dataset, epsilon), pairs in groups.items():
+        if len(pairs) < 2:
+            continue
+        arms = list(zip(*pairs))  # (befores, afters)
+
+        def two(key, f, digits=1):
+            return " / ".join(f"{f([r[key] for r in arm]):.{digits}f}" for arm in arms)
+
+        errors = [[r["workload_error"] for r in arm] for arm in arms]
+        diff = [x - y for x, y in zip(errors[1], errors[0])]
+        out.append({"mechanism": mechanism, "dataset": dataset, "epsilon": epsilon, "seeds": len(pairs),
+                    "wall s, mean": two("wall", statistics.mean), "wall s, median": two("wall", statistics.median),
+                    "compiling s, mean": two("fit_compile", statistics.mean),
+                    "compiling share": " / ".join(f"{sum(r['fit_compile'] for r in arm) / sum(r['wall'] for r in arm):.0%}"
+                                                  for arm in arms),
+                    "iterations, mean": two("fit_iterations", statistics.mean, 0),
+                    "workload error": " / ".join(f"{statistics.mean(e):.4f} ± {statistics.stdev(e):.4f}" for e in errors),
+                    "after - before": f"{statistics.mean(diff):+.4f} ± {statistics.stdev(diff):.4f}"})
+    return out
 
 
 def main(argv=None) -> None:

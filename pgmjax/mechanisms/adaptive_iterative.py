@@ -77,9 +77,10 @@ MEASURE_SHARE = 0.9
 #: A round's fit stops once a compiled chunk (50 iterations) changes its loss by less than this, relatively
 #: (``estimate``'s ``tol``): warm-started from the last round's model it has usually converged long before
 #: ``engine_iters``. Mirror descent never accepts a step that raises the loss, so the fit ends no worse than it
-#: started. On Adult (T = 40, 3 seeds) the rounds ran 11,000 iterations instead of 29,000, with the same
-#: workload error within seed noise (the changelog has the figures).
-ROUND_TOL = 1e-4
+#: started. A round's model only scores the candidates and tests the annealing; the release is the final fit's,
+#: which runs all its iterations. The changelog compares this with 1e-4 (iterations, time and workload error
+#: over seeds).
+ROUND_TOL = 1e-3
 #: ``sqrt(2/pi)``: the expected absolute value of a standard normal.
 HALF_NORMAL_MEAN = math.sqrt(2.0 / math.pi)
 

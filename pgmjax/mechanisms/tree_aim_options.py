@@ -42,8 +42,8 @@ class TreeAIMOptions(OwnOptions):
         tree_share: the share of the budget that measures the tree's pairs, from 0.15 to 0.35 (default:
             :func:`~pgmjax.mechanisms.tree_aim_shares.tree_share_for`, from the released record count and the pairs'
             sizes).
-        round_iters: the most iterations of each batch's fit (warm-started; it stops once converged, AIM's
-            ``ROUND_TOL``).
+        round_iters: the most iterations of each batch's fit (warm-started; it stops once converged:
+            ``BATCH_TOL`` of :mod:`pgmjax.mechanisms.tree_adaptive`).
         select_iters: iterations of the one-way fit the tree's selection reads (MST's 2500; at most
             ``engine_iters`` by default).
         compress: MST's domain compression.

@@ -10,7 +10,7 @@ import pytest
 import pgmjax as pj
 from pgmjax.mechanisms import registry
 from pgmjax.mechanisms.steps import model_mb
-from pgmjax.mechanisms import tree_adaptive
+from pgmjax.mechanisms import adaptive_iterative, tree_adaptive
 from pgmjax.mechanisms import tree_aim_shares as shares
 from pgmjax.mechanisms.tree_adaptive import tree_aim, tree_aim_budget, tree_share_for
 from pgmjax.privacy import Accountant, cdp_rho
@@ -102,6 +102,8 @@ def test_the_final_fit_is_accelerated_and_stops_once_converged_unless_told(data,
     assert final["method"] == "mirror_descent" and final["tol"] == tree_adaptive.FINAL_TOL
     assert final["iters"] == QUICK["engine_iters"] and final["warm_start"] is not None
     assert first["method"] is tree_adaptive.REFERENCE_MIRROR_DESCENT and "tol" not in first  # the tree's one-way fit
+    batch_tols = [c["tol"] for c in calls[1:-1] if "tol" in c]  # the batches' fits: their own tolerance, not AIM's
+    assert batch_tols and set(batch_tols) == {tree_adaptive.BATCH_TOL} != {adaptive_iterative.ROUND_TOL}
     calls.clear()
     tree_aim(data, 1.0, key=jax.random.key(0), synthetic=False, fit_options=pj.FitOptions(method="dual_averaging"),
              **QUICK)
