@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import pathlib
 import statistics
@@ -46,6 +47,7 @@ class FitRecorder:
 
     def __call__(self, *args, **kwargs):
         c0, t0 = self.compiling, time.perf_counter()
+        self.last_call = (args, kwargs)  # the final fit's, once the run is over (--refit)
         model = self.estimate(*args, **kwargs)
         wall = time.perf_counter() - t0
         hist = model.history
@@ -72,10 +74,12 @@ def recording(module, structures: bool = False):
         module.estimate = recorder.estimate
 
 
-def profile(mechanism: str, data, epsilon: float, seed: int, on_step=None, structures: bool = False, **options) -> dict:
+def profile(mechanism: str, data, epsilon: float, seed: int, on_step=None, structures: bool = False,
+            refits: tuple = (), **options) -> dict:
     """One run of ``mechanism`` on ``data`` with every fit and round recorded; ``on_step(steps, fits)``, where
     given, is called after each reported step with the steps and fits so far (``bench/gpu.py`` keeps a killed
-    run's progress this way)."""
+    run's progress this way). ``refits``: iteration counts the run's final fit is run again with, from the same
+    warm start, each scored as the run is (``refits`` in the result: how far the final fit was from converged)."""
     import importlib
     import inspect
 
@@ -117,11 +121,19 @@ def profile(mechanism: str, data, epsilon: float, seed: int, on_step=None, struc
                        "first_loss": fits[0]["first_loss"], "loss": fits[-1]["loss"], "cells": fits[-1]["cells"]})
     seconds = result.info.seconds
     fits = rec.fits
+    final_args, final_kwargs = rec.last_call
+    refitted = []
+    for iters in refits:
+        t1 = time.perf_counter()
+        model = rec.estimate(*final_args, **{**final_kwargs, "iters": iters})
+        refitted.append({"iters": iters, "seconds": time.perf_counter() - t1, "loss": float(model.loss),
+                         "workload_error": _workload_error(dataclasses.replace(result, model=model), data)})
     return {
         "mechanism": mechanism, "epsilon": epsilon, "seed": seed, "wall": wall, "rounds": len(steps),
         "fits": len(fits), "fit_wall": sum(f["wall"] for f in fits), "fit_compile": sum(f["compile"] for f in fits),
         "fit_iterations": sum(f["iterations"] for f in fits), "timer": seconds, "per_round": rounds, "per_fit": fits,
-        "workload_error": _workload_error(result, data),
+        "workload_error": _workload_error(result, data), "final_iters": final_kwargs.get("iters"),
+        "final_loss": float(result.model.loss), "refits": refitted,
     }
 
 
@@ -142,6 +154,10 @@ def _page(res: dict, args) -> list[str]:
              f"({res['fit_wall']:.1f} s, of which compiling {res['fit_compile']:.1f} s; {res['fit_iterations']} "
              f"iterations). Workload error (mean L1 / N over the workload's marginals): {res['workload_error']:.4f}.",
              "", "The front-end's timer (seconds): " + ", ".join(f"{k} {v:.1f}" for k, v in res["timer"].items()), ""]
+    if res.get("refits"):
+        lines += [f"The final fit ({res['final_iters']} iterations: loss {res['final_loss']:.1f}, workload error "
+                  f"{res['workload_error']:.4f}) run again from the same warm start:", "",
+                  *schema.table(res["refits"], ["iters", "seconds", "loss", "workload_error"]), ""]
     cols = [c for c in ("round", "stage", "seconds", "fit_wall", "fit_compile", "iterations", "first_loss", "loss",
                         "cells", "candidates", "model_mb", "expected") if any(c in r for r in res["per_round"])]
     lines += schema.table(res["per_round"], cols)
@@ -231,6 +247,9 @@ def main(argv=None) -> None:
     p.add_argument("--out", default=None, help="result name under bench/results/mechanisms/ (or a path)")
     p.add_argument("--structures", action="store_true", help="record each fit's model cliques and measured cliques "
                    "(what `python -m bench.size_class --iteration PROFILE.json:FIT` times)")
+    p.add_argument("--refit", nargs="+", type=int, default=(), metavar="ITERS",
+                   help="after the run, fit its final fit's measurements again from the same warm start with each of "
+                        "these iteration counts, and score each as the run (how far the final fit was from converged)")
     p.add_argument("--compare", nargs="+", default=None, metavar="JSON",
                    help="render a before/after table from pairs of result files (before1 after1 before2 after2 ...) "
                         "into --out instead of running")
@@ -257,7 +276,7 @@ def main(argv=None) -> None:
         options["engine_iters"] = args.engine_iters
     fit = {k: v for k, v in (("tol", args.tol), ("program", args.program)) if v is not None}
     call = {**options, "fit_options": pj.FitOptions(**fit)} if fit else options
-    res = profile(args.mechanism, data, args.epsilon, args.seed, structures=args.structures, **call)
+    res = profile(args.mechanism, data, args.epsilon, args.seed, structures=args.structures, refits=args.refit, **call)
     if args.structures:
         res["domain"] = {a: int(data.domain[a]) for a in data.domain.attributes}
     res.update(dataset=args.dataset, records=len(data), attributes=len(data.domain),
