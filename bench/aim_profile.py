@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import pathlib
 import statistics
@@ -39,6 +38,7 @@ class FitRecorder:
         self.estimate = estimate
         self.structures = structures  # also record each fit's model cliques and measured cliques
         self.fits: list[dict] = []
+        self.last_call: tuple | None = None  # the last fit's (args, kwargs): the final fit's once the run is over
         self.events = CompileEvents(active=True).install()  # its ``total``: every compile event's seconds
 
     @property
@@ -47,7 +47,7 @@ class FitRecorder:
 
     def __call__(self, *args, **kwargs):
         c0, t0 = self.compiling, time.perf_counter()
-        self.last_call = (args, kwargs)  # the final fit's, once the run is over (--refit)
+        self.last_call = (args, kwargs)
         model = self.estimate(*args, **kwargs)
         wall = time.perf_counter() - t0
         hist = model.history
@@ -122,30 +122,33 @@ def profile(mechanism: str, data, epsilon: float, seed: int, on_step=None, struc
     seconds = result.info.seconds
     fits = rec.fits
     final_args, final_kwargs = rec.last_call
-    refitted = []
+    refitted, models = [], []
     for iters in refits:
         t1 = time.perf_counter()
-        model = rec.estimate(*final_args, **{**final_kwargs, "iters": iters})
-        refitted.append({"iters": iters, "seconds": time.perf_counter() - t1, "loss": float(model.loss),
-                         "workload_error": _workload_error(dataclasses.replace(result, model=model), data)})
+        models.append(rec.estimate(*final_args, **{**final_kwargs, "iters": iters}))
+        refitted.append({"iters": iters, "seconds": time.perf_counter() - t1, "loss": float(models[-1].loss)})
+    error, *refit_errors = _workload_errors(result, data, [result.model, *models])
+    for r, e in zip(refitted, refit_errors):
+        r["workload_error"] = e
     return {
         "mechanism": mechanism, "epsilon": epsilon, "seed": seed, "wall": wall, "rounds": len(steps),
         "fits": len(fits), "fit_wall": sum(f["wall"] for f in fits), "fit_compile": sum(f["compile"] for f in fits),
         "fit_iterations": sum(f["iterations"] for f in fits), "timer": seconds, "per_round": rounds, "per_fit": fits,
-        "workload_error": _workload_error(result, data), "final_iters": final_kwargs.get("iters"),
+        "workload_error": error, "final_iters": final_kwargs.get("iters"),
         "final_loss": float(result.model.loss), "refits": refitted,
     }
 
 
-def _workload_error(result, data) -> float:
-    """Mean over the workload's marginals of ``||model - data||_1 / N`` (AIM's and MST's error measure)."""
+def _workload_errors(result, data, models) -> list[float]:
+    """Each of ``models``' mean over the run's workload marginals of ``||model - data||_1 / N`` (AIM's and MST's
+    error measure), the data's marginals computed once."""
     import numpy as np
 
     cliques = getattr(result.info, "candidates", None) or [c for c in result.model.cliques]  # AIM's workload
     cliques = [c for c in cliques if len(c) >= 2] or list(cliques)
     truth = data.marginals(cliques)
-    est = result.model.marginals(cliques)
-    return float(np.mean([np.abs(t - e).sum() for t, e in zip(truth, est)]) / len(data))
+    return [float(np.mean([np.abs(t - e).sum() for t, e in zip(truth, model.marginals(cliques))]) / len(data))
+            for model in models]
 
 
 def _page(res: dict, args) -> list[str]:
