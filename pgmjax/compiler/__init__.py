@@ -26,7 +26,10 @@ log-sum-exp, the NaN still reaches the sum of exponentials, hence log Z and the 
 fit checks at every trial. Other programs keep NaN-propagating max and min. The engine's programs are also
 compiled at backend optimisation level 1 instead of 2 (``xla_backend_optimization_level``): a fit's program has
 hundreds of small kernels, each its own LLVM module, and level 1 compiles them sooner with the same
-iteration times (``bench/NOTES.md`` has the measurements); ``exp``, ``log`` and sums round as at level 2. A level named in the
+iteration times (``bench/NOTES.md`` has the measurements); ``exp``, ``log`` and sums round as at level 2. A program
+that runs once per model rather than once per iteration (a dense model's marginals, :data:`ONCE_PER_MODEL_LEVEL`)
+asks for level 0 (``jit(..., level=0)``): it compiles in a third to a half of the time and runs a few times
+slower, a millisecond or two once per model; its answers differ from level 1's in the last bits. A level named in the
 ``XLA_FLAGS`` environment variable (``--xla_backend_optimization_level=N``) wins over that default: the
 option is then left out, so the flag applies to the engine's programs as to every other.
 
@@ -119,9 +122,17 @@ def compiler_options(platform: str = "cpu") -> dict[str, str]:
 #: XLA:CPU, so programs compiled for another platform get neither (:func:`engine_options`).
 ENGINE_OPTIONS = {"xla_cpu_enable_fast_min_max": True, "xla_backend_optimization_level": 1}
 
+#: The backend optimisation level of an engine program that runs once per model, not once per iteration
+#: (``jit(..., engine=True, level=ONCE_PER_MODEL_LEVEL)``: a dense model's marginals and log Z). A fit waits for
+#: its compile at every new structure, while the extra run time at level 0 is paid once per model
+#: (``bench/NOTES.md`` has the measurements). The size-class answering programs keep level 1: shared by a whole
+#: class, they compile once per run and run many times slower at level 0.
+ONCE_PER_MODEL_LEVEL = 0
 
-def engine_options(platform: str = "cpu") -> dict:
-    """:data:`ENGINE_OPTIONS` on the CPU, less the level when ``XLA_FLAGS`` names one; ``{}`` elsewhere.
+
+def engine_options(platform: str = "cpu", level: int | None = None) -> dict:
+    """:data:`ENGINE_OPTIONS` on the CPU (its level replaced by ``level`` where given), less the level when
+    ``XLA_FLAGS`` names one; ``{}`` elsewhere.
 
     A per-program compiler option overrides ``XLA_FLAGS``; a user (or a test suite) who sets
     ``--xla_backend_optimization_level`` there means it for every program, the engine's included. The level
@@ -130,6 +141,7 @@ def engine_options(platform: str = "cpu") -> dict:
 
     Args:
         platform: the platform the program compiles for (:func:`backend`).
+        level: the backend optimisation level (default: :data:`ENGINE_OPTIONS`'s, 1).
 
     Example:
         >>> engine_options()["xla_cpu_enable_fast_min_max"], engine_options("gpu")
@@ -139,6 +151,10 @@ def engine_options(platform: str = "cpu") -> dict:
         return {}
     if "xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", ""):
         return {k: v for k, v in ENGINE_OPTIONS.items() if k != "xla_backend_optimization_level"}
+    if level is not None:
+        if level not in (0, 1, 2, 3):
+            raise ValueError(f"engine_options: level must be an XLA backend optimisation level 0 to 3, got {level!r}")
+        return {**ENGINE_OPTIONS, "xla_backend_optimization_level": level}
     return dict(ENGINE_OPTIONS)
 
 
@@ -168,7 +184,7 @@ def scan_unroll(platform: str | None = None) -> int:
 
 
 def options_for(platform: str, engine: bool = False, loop_emitters: bool = False, user: dict | None = None,
-                fusion_emitters: bool = False) -> dict:
+                fusion_emitters: bool = False, level: int | None = None) -> dict:
     """Every compiler option of a pgmjax program compiled for ``platform``.
 
     Args:
@@ -178,6 +194,7 @@ def options_for(platform: str, engine: bool = False, loop_emitters: bool = False
         user: the caller's own options (``jit(..., compiler_options=...)``), merged last on every platform.
         fusion_emitters: compiled with XLA:CPU's fusion emitters whatever ``XLA_FLAGS`` say
             (:data:`FUSION_EMITTERS`; CPU only; ``loop_emitters`` wins over it).
+        level: an engine program's backend optimisation level (:func:`engine_options`; default 1).
 
     Returns:
         The options, a new dict.
@@ -187,7 +204,7 @@ def options_for(platform: str, engine: bool = False, loop_emitters: bool = False
         {'a': 1}
     """
     cpu = platform == "cpu"
-    engine_part = engine_options(platform) if engine else {}
+    engine_part = engine_options(platform, level) if engine else {}
     return {
         **compiler_options(platform), **engine_part,
         **(FUSION_EMITTERS if fusion_emitters and cpu and has_loop_emitters() else {}),
@@ -195,7 +212,7 @@ def options_for(platform: str, engine: bool = False, loop_emitters: bool = False
     }
 
 
-def jit(fun=None, /, *, engine: bool = False, emitters=None, **kwargs):
+def jit(fun=None, /, *, engine: bool = False, emitters=None, level: int | None = None, **kwargs):
     """``jax.jit`` with the compiler options of the platform each call compiles for; ``@jit``,
     ``@jit(static_argnames=...)`` or ``jit(f)``.
 
@@ -210,6 +227,8 @@ def jit(fun=None, /, *, engine: bool = False, emitters=None, **kwargs):
         emitters: a predicate of a call's arguments: which XLA:CPU emitters its program is compiled
             with, an :class:`Emitters` (or a bool: the loop emitters or not; :class:`BySize`; e.g.
             :func:`pgmjax.graph.program_choice.emitters_for`).
+        level: an engine program's backend optimisation level on the CPU (default 1; :data:`ONCE_PER_MODEL_LEVEL`
+            for a program run once per model), unless ``XLA_FLAGS`` names one.
         **kwargs: any ``jax.jit`` keyword argument; ``compiler_options`` given here are merged over
             pgmjax's own, on every platform.
 
@@ -223,7 +242,9 @@ def jit(fun=None, /, *, engine: bool = False, emitters=None, **kwargs):
     """
 
     def wrap(f):
-        return Program(f, kwargs, engine) if emitters is None else BySize(f, emitters, kwargs, engine)
+        if level is not None and not engine:
+            raise ValueError("jit: level= sets an engine program's optimisation level; pass engine=True with it")
+        return Program(f, kwargs, engine, level) if emitters is None else BySize(f, emitters, kwargs, engine, level)
 
     return wrap if fun is None else wrap(fun)
 
@@ -296,6 +317,7 @@ class Program:
         kwargs: ``jax.jit`` keyword arguments; their ``compiler_options`` are the caller's own, kept on every
             platform.
         engine: an engine program (:func:`engine_options` on the CPU).
+        level: the engine program's backend optimisation level on the CPU (default: :func:`engine_options`').
 
     Example:
         >>> f = Program(lambda x: x * 2, {}, engine=True)
@@ -303,12 +325,13 @@ class Program:
         (2.0, {})
     """
 
-    def __init__(self, fun, kwargs, engine: bool = False):
+    def __init__(self, fun, kwargs, engine: bool = False, level: int | None = None):
         self._fun = _full_precision(fun)
         self._user = dict(kwargs.get("compiler_options") or {})
         self._engine = engine
+        self._level = level
         self._jit_kwargs = {k: v for k, v in kwargs.items() if k != "compiler_options"}
-        self._cpu_options = {False: options_for("cpu", engine, False, self._user)}
+        self._cpu_options = {False: options_for("cpu", engine, False, self._user, level=level)}
         self.cpu = self._compile(self._cpu_options[False])
         self._elsewhere: dict = {}  # platform -> jitted function, made on its first call there
         self._nested = None  # the plain jitted function, for calls inside another transformation
@@ -318,12 +341,17 @@ class Program:
     def _compile(self, options: dict):
         return jax.jit(self._fun, **self._jit_kwargs, compiler_options=options)
 
+    @property
+    def level(self) -> int | None:
+        """The backend optimisation level this engine program asked for (None: :func:`engine_options`' default)."""
+        return self._level
+
     def options(self, platform: str, small=False) -> dict:
         """The compiler options of the program a call compiled for ``platform`` runs (``small``: True for the loop
         emitters', :attr:`Emitters.FUSION` for the fusion emitters' of a :class:`BySize`)."""
         if platform == "cpu":
             return dict(self._cpu_options[small])
-        return options_for(platform, self._engine, False, self._user)
+        return options_for(platform, self._engine, False, self._user, level=self._level)
 
     def on(self, platform: str):
         """The jitted function for ``platform``."""
@@ -389,6 +417,7 @@ class BySize(Program):
             True for the loop emitters, False for the defaults).
         kwargs: ``jax.jit`` keyword arguments (``compiler_options``: the caller's own).
         engine: an engine program (:func:`engine_options` on the CPU).
+        level: the engine program's backend optimisation level on the CPU (default: :func:`engine_options`').
 
     Example:
         >>> f = BySize(lambda x: x * 2, lambda x: x.size <= 4, {})
@@ -396,12 +425,13 @@ class BySize(Program):
         2.0
     """
 
-    def __init__(self, fun, emitters, kwargs, engine: bool = False):
-        super().__init__(fun, kwargs, engine)
+    def __init__(self, fun, emitters, kwargs, engine: bool = False, level: int | None = None):
+        super().__init__(fun, kwargs, engine, level)
         self._emitters = emitters
         self._flags_choose = emitters_chosen_by_flags()  # read once, as JAX reads XLA_FLAGS once
-        self._cpu_options[True] = options_for("cpu", engine, True, self._user)
-        self._cpu_options[Emitters.FUSION] = options_for("cpu", engine, False, self._user, fusion_emitters=True)
+        self._cpu_options[True] = options_for("cpu", engine, True, self._user, level=level)
+        self._cpu_options[Emitters.FUSION] = options_for("cpu", engine, False, self._user, fusion_emitters=True,
+                                                         level=level)
         self.large = self.cpu
         self.small = self._compile(self._cpu_options[True])
         self.vector = self._compile(self._cpu_options[Emitters.FUSION])

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import jax
 import numpy as np
 
-from ..compiler import jit, to_device
+from ..compiler import ONCE_PER_MODEL_LEVEL, jit, to_device
 from ..graph.program_choice import emitters_for
 from ..data.domain import Clique, CliqueLike, Domain, cells_text
 from ..graph import marginal_oracle, oracle, routed_oracle, routed_plan
@@ -480,8 +480,9 @@ def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Cal
             raise FloatingPointError(f"{what}: the marginal of clique {clique} sums to {s:.6g}, not the total {total:.6g}{why}")
 
 
-_dense_marginals_jit = jit(oracle.marginals, engine=True, emitters=emitters_for)
-_dense_log_partition_jit = jit(oracle.log_partition, engine=True, emitters=emitters_for)
+# Run once per model (its answers are cached), compiled at every new structure: level 0 (compiler.ONCE_PER_MODEL_LEVEL).
+_dense_marginals_jit = jit(oracle.marginals, engine=True, emitters=emitters_for, level=ONCE_PER_MODEL_LEVEL)
+_dense_log_partition_jit = jit(oracle.log_partition, engine=True, emitters=emitters_for, level=ONCE_PER_MODEL_LEVEL)
 # A size-class plan's programs are shared by every structure of its class (pgmjax.graph.routed_oracle).
 _routed_marginals_jit = jit(routed_oracle.marginals, engine=True, emitters=emitters_for)
 _routed_log_partition_jit = jit(routed_oracle.log_partition, engine=True, emitters=emitters_for)

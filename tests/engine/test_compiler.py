@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax.compiler import ENGINE_OPTIONS, compiler_options, jit, to_device
+from pgmjax.compiler import ENGINE_OPTIONS, compiler_options, engine_options, jit, to_device
 from pgmjax.graph import oracle
 
 # The smallest estimation problem found that reproduced the float32 failure on the Adult benchmark
@@ -74,6 +74,34 @@ def test_a_level_in_xla_flags_wins_over_the_engine_level(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "")
     jit(lambda x: x, engine=True)
     assert seen[1]["xla_backend_optimization_level"] == 1
+
+
+def test_a_program_run_once_per_model_asks_for_its_own_level(monkeypatch):
+    # A dense model's marginals run once per model but compile at every new structure: level 0 there, while a
+    # level in XLA_FLAGS still wins for every program.
+    from pgmjax.compiler import ONCE_PER_MODEL_LEVEL
+    from pgmjax.graph import marginal_oracle
+    from pgmjax.model import graphical_model
+
+    seen = []
+    monkeypatch.setattr(jax, "jit", lambda f, **kw: seen.append(kw["compiler_options"]) or f)
+    monkeypatch.setenv("XLA_FLAGS", "")
+    jit(lambda x: x, engine=True, level=0)
+    jit(lambda x: x, engine=True, emitters=lambda x: True, level=0)
+    assert seen[0]["xla_backend_optimization_level"] == 0 and seen[0]["xla_cpu_enable_fast_min_max"] is True
+    assert all(o["xla_backend_optimization_level"] == 0 for o in seen[1:])  # every emitter's program
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
+    jit(lambda x: x, engine=True, level=0)
+    assert "xla_backend_optimization_level" not in seen[-1]
+    with pytest.raises(ValueError, match="engine=True"):
+        jit(lambda x: x, level=0)
+    monkeypatch.setenv("XLA_FLAGS", "")
+    with pytest.raises(ValueError, match="level must be"):
+        engine_options(level=7)
+    assert ONCE_PER_MODEL_LEVEL == 0
+    dense, size_class = (graphical_model._PROGRAMS[o] for o in (marginal_oracle.EXACT, marginal_oracle.SIZE_CLASS))
+    assert [p.level for p in dense] == [ONCE_PER_MODEL_LEVEL] * 2
+    assert [p.level for p in size_class] == [None] * 2  # shared by a class and run often: the engine's level 1
 
 
 @pytest.mark.parametrize("where", ["root", "leaf"])
