@@ -67,20 +67,13 @@ from .own_options import takes_own_options
 from .progress import Progress
 from .result import BudgetStep, MechanismResult, record_plan
 from .run_info import reports
-from .steps import (Timer, candidate_marginals, candidate_model_sizes, l1_errors, model_mb, oracle_of, pgm_native_result,
-                    refit_hints, synthesize)
+from .steps import (ROUND_TOL, Timer, candidate_marginals, candidate_model_sizes, l1_errors, model_mb, oracle_of,
+                    pgm_native_result, refit_hints, synthesize)
 
 __all__ = ["AIMOptions", "HALF_NORMAL_MEAN", "aim", "aim_budget", "aim_candidates", "default_aim_workload"]
 
 #: The share of a round's budget spent on the measurement (the rest selects).
 MEASURE_SHARE = 0.9
-#: A round's fit stops once a compiled chunk (50 iterations) changes its loss by less than this, relatively
-#: (``estimate``'s ``tol``): warm-started from the last round's model it has usually converged long before
-#: ``engine_iters``. Mirror descent never accepts a step that raises the loss, so the fit ends no worse than it
-#: started. A round's model only scores the candidates and tests the annealing; the release is the final fit's,
-#: which runs all its iterations. The changelog compares this with 1e-4 (iterations, time and workload error
-#: over seeds).
-ROUND_TOL = 1e-3
 #: ``sqrt(2/pi)``: the expected absolute value of a standard normal.
 HALF_NORMAL_MEAN = math.sqrt(2.0 / math.pi)
 
@@ -267,7 +260,7 @@ def aim(
         key: a ``jax.random`` key; the whole run follows from it.
         workload: see :func:`aim_candidates` (default: every 2-way clique with at most 10,000 cells, weight 1).
         engine_iters: the most engine iterations per round's fit (warm-started); a round's fit stops sooner once it
-            has converged (:data:`ROUND_TOL`; ``fit_options=pj.FitOptions(tol=0)``: once its loss stops changing).
+            has converged (:data:`~pgmjax.mechanisms.steps.ROUND_TOL`; ``fit_options=pj.FitOptions(tol=0)``: once its loss stops changing).
         fit_options: a :class:`pgmjax.FitOptions` for every fit (``method``, ``dtype``, ``tol``, ``oracle``, ...). With
             ``oracle="approximate"`` (:mod:`pgmjax.estimation.oracles`) the size limit counts the region graph's cells,
             candidates are scored on pseudo-marginals and ``synthetic=False`` is required; ``oracle="auto"``

@@ -96,7 +96,7 @@ __all__ = ["TreeAIMOptions", "tree_aim", "tree_aim_budget"]
 #: models of many cells and gave the model the same two-way errors to four digits (the changelog has the figures).
 FINAL_TOL = 1e-6
 #: A batch's fit stops once a compiled chunk changes its loss by less than this, relatively. Tighter than AIM's
-#: rounds (:data:`~pgmjax.mechanisms.adaptive_iterative.ROUND_TOL`): TreeAIM runs a few batches, so their fits
+#: rounds (:data:`~pgmjax.mechanisms.steps.ROUND_TOL`): TreeAIM runs a few batches, so their fits
 #: cost little of its time, and at AIM's tolerance the synthetic data's two-way error rose on NLTCS at epsilon 3
 #: (the changelog has the figures).
 BATCH_TOL = 1e-4

@@ -308,3 +308,30 @@ def test_the_result_s_info_is_one_frozen_mwem_info():
     assert set(MWEMInfo.private_names()) == {"resumed_from", "mw_components", "mw_table_cells"}
     assert res.info.resumed_from is None and len(res.info.selected) == res.info.rounds == 3
     assert set(jsonable(res.info.published_values())) == set(MWEMInfo.published_names())
+
+
+def test_rounds_before_the_last_stop_when_converged_and_the_last_runs_all_its_iterations(data, monkeypatch):
+    """A round before the last stops once converged (ROUND_TOL: its model only scores the next selection); the last
+    round's fit, the release's model, runs all engine_iters; a tol the caller gives holds for every round."""
+    rounds_mod = importlib.import_module("pgmjax.mechanisms.multiplicative_weights.rounds")
+    from pgmjax.mechanisms.steps import ROUND_TOL
+
+    fits = []
+    real = rounds_mod.estimate
+
+    def recorded(domain, measurements, iters, **kw):
+        model = real(domain, measurements, iters=iters, **kw)
+        fits.append({"iters": iters, "ran": model.history[-1]["iteration"], "tol": kw.get("tol")})
+        return model
+
+    monkeypatch.setattr(rounds_mod, "estimate", recorded)
+    kw = dict(CONFIGS["gaussian-marginal"], rounds=T, max_model_mb=CAP_MB, engine_iters=1000, mw_iters=5,
+              original=False, synthetic=False)
+    mwem(data, 1.0, key=jax.random.key(1), workload=workload(data.domain), **kw)
+    assert len(fits) == T
+    assert [f["tol"] for f in fits] == [ROUND_TOL] * (T - 1) + [None]
+    assert any(f["ran"] < f["iters"] for f in fits[:-1])  # converged rounds stop early
+    assert fits[-1]["ran"] == fits[-1]["iters"]  # the release's fit runs all its iterations
+    fits.clear()
+    mwem(data, 1.0, key=jax.random.key(1), workload=workload(data.domain), fit_options=pj.FitOptions(tol=1e-2), **kw)
+    assert [f["tol"] for f in fits] == [1e-2] * T

@@ -111,7 +111,9 @@ def mwem(
        ``|w^T mu_C(D) - w^T mu_hat_C|`` (sensitivity of one row), where ``mu_hat`` is the +PGM arm's
        estimate (``N``-uniform before round 1 when ``bounded``, zero otherwise: ``N`` is private);
     3. measure the selected marginal (or row) with Laplace ``b`` / Gaussian ``sigma`` (:func:`mwem_budget`);
-    4. refit the +PGM arm, ``pgmjax.estimate(..., iters=engine_iters, warm_start=previous)``.
+    4. refit the +PGM arm, ``pgmjax.estimate(..., iters=engine_iters, warm_start=previous)``; a round before the
+       last stops once converged (:data:`~pgmjax.mechanisms.steps.ROUND_TOL`: its model only scores the next
+       selection), the last round's fit, the release's model, runs all ``engine_iters``.
 
     Measured cliques stay candidates and never grow the model. The original arm (multiplicative weights on a
     factored table) replays the transcript if its tables fit (:mod:`pgmjax.mechanisms.multiplicative_weights`).
@@ -126,8 +128,9 @@ def mwem(
         workload: a :class:`~pgmjax.Workload` or a list of cliques; default all 2-way marginals. In marginal
             mode only its cliques matter; in query mode its query matrices are the candidates
             (``Workload.marginals``: the 2019 script's cell-level ones, ``Workload.benchmark``: prefix ranges).
-        engine_iters: engine iterations per round.
-        fit_options: a :class:`pgmjax.FitOptions` for every fit (``method``, ``loss``, ``dtype``, ``tol``,
+        engine_iters: engine iterations per round (at most, before the last round: see step 4).
+        fit_options: a :class:`pgmjax.FitOptions` for every fit (``method``, ``loss``, ``dtype``, ``tol`` (for
+            every round, the last included),
             ``callback``, ``oracle``, ...).
             ``oracle="approximate"`` and ``"auto"`` as in :func:`pgmjax.mechanisms.aim`.
         max_model_mb: the final model-size cap in MB (the cap at round ``i`` is ``i/T`` of it); None for no cap.

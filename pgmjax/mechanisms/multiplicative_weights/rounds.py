@@ -22,7 +22,7 @@ from ...privacy import REST, Accountant
 from ...programs import MAX_LIVE_PROGRAMS, release_compiled
 from ...queries.measurement import Measurement
 from ..checkpoint import Keeper, RunState
-from ..steps import candidate_marginals, candidate_model_sizes, model_mb, oracle_of
+from ..steps import ROUND_TOL, candidate_marginals, candidate_model_sizes, model_mb, oracle_of
 from .query_rows import kron_row
 
 
@@ -125,9 +125,12 @@ def run_rounds(
         measurements.append(m)
         t0 = time.perf_counter()
         release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
-        # one of `rounds` structures: program="auto" shares the size-class program's compile among them
+        # one of `rounds` structures: program="auto" shares the size-class program's compile among them. A round
+        # before the last stops once converged (its model only scores the next selection); the last, the release's
+        # model, runs all its iterations (the caller's own tol wins in both)
+        until = {"tol": ROUND_TOL} if i < rounds else {}
         model = estimate(domain, measurements, iters=engine_iters, total=total_known, warm_start=model,
-                         **{"structures": rounds, **options, **({"public": public} if public is not None else {})})
+                         **{"structures": rounds, **until, **options, **({"public": public} if public is not None else {})})
         engine_seconds += time.perf_counter() - t0
         log.append(
             {
