@@ -169,9 +169,9 @@ class CompileCost(NamedTuple):
 #: where the two grow together), the dense compile of an AIM run's last models had been underestimated, and
 #: fitted to AIM's models alone, whose groups grow with their axes, the axes were undercounted instead, so the
 #: points include models of an MWEM run (``bench/NOTES.md`` has the figures).
-COMPILE_COSTS = {"mirror_descent": CompileCost(0.277, 0.0555, 0.0348, 1.86),
-                 "dual_averaging": CompileCost(0.163, 0.1314, 0.0528, 3.23),
-                 "lbfgs": CompileCost(-1.894, 0.264, 0.1279, 8.82)}
+COMPILE_COSTS = {"mirror_descent": CompileCost(0.075, 0.0506, 0.0398, 2.06),
+                 "dual_averaging": CompileCost(-0.159, 0.1043, 0.0532, 2.57),
+                 "lbfgs": CompileCost(0.324, 0.1477, 0.1805, 8.06)}
 
 
 #: An L-BFGS iteration's cost in mirror-descent iterations of the size-class program, for ``program="auto"``: the loss
