@@ -260,7 +260,8 @@ def aim(
         key: a ``jax.random`` key; the whole run follows from it.
         workload: see :func:`aim_candidates` (default: every 2-way clique with at most 10,000 cells, weight 1).
         engine_iters: the most engine iterations per round's fit (warm-started); a round's fit stops sooner once it
-            has converged (:data:`~pgmjax.mechanisms.steps.ROUND_TOL`; ``fit_options=pj.FitOptions(tol=0)``: once its loss stops changing).
+            has converged (:data:`~pgmjax.mechanisms.steps.ROUND_TOL`; ``fit_options=pj.FitOptions(tol=0)``: once
+            its loss stops changing).
         fit_options: a :class:`pgmjax.FitOptions` for every fit (``method``, ``dtype``, ``tol``, ``oracle``, ...). With
             ``oracle="approximate"`` (:mod:`pgmjax.estimation.oracles`) the size limit counts the region graph's cells,
             candidates are scored on pseudo-marginals and ``synthetic=False`` is required; ``oracle="auto"``

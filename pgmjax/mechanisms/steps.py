@@ -45,7 +45,8 @@ from .result import MechanismResult
 #: error over seeds).
 ROUND_TOL = 1e-3
 
-__all__ = ["ROUND_TOL", "Timer", "candidate_marginals", "candidate_model_sizes", "hypothetical_model_size", "l1_errors", "model_mb", "oracle_of",
+__all__ = ["ROUND_TOL", "Timer",
+           "candidate_marginals", "candidate_model_sizes", "hypothetical_model_size", "l1_errors", "model_mb", "oracle_of",
            "record_public_fit", "release_over_original",
            "pgm_native_result", "synthesize"]
 

@@ -129,9 +129,8 @@ def mwem(
             mode only its cliques matter; in query mode its query matrices are the candidates
             (``Workload.marginals``: the 2019 script's cell-level ones, ``Workload.benchmark``: prefix ranges).
         engine_iters: engine iterations per round (at most, before the last round: see step 4).
-        fit_options: a :class:`pgmjax.FitOptions` for every fit (``method``, ``loss``, ``dtype``, ``tol`` (for
-            every round, the last included),
-            ``callback``, ``oracle``, ...).
+        fit_options: a :class:`pgmjax.FitOptions` for every fit (``method``, ``loss``, ``dtype``, ``tol`` (then for
+            every round, the last included), ``callback``, ``oracle``, ...).
             ``oracle="approximate"`` and ``"auto"`` as in :func:`pgmjax.mechanisms.aim`.
         max_model_mb: the final model-size cap in MB (the cap at round ``i`` is ``i/T`` of it); None for no cap.
         **own: MWEM's own options, by name: the fields of :class:`MWEMOptions` (``rounds``, ``noise``, ``bounded``,
