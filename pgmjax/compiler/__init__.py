@@ -147,15 +147,13 @@ def engine_options(platform: str = "cpu", level: int | None = None) -> dict:
         >>> engine_options()["xla_cpu_enable_fast_min_max"], engine_options("gpu")
         (True, {})
     """
+    if level is not None and level not in (0, 1, 2, 3):  # refused on every platform, whatever XLA_FLAGS say
+        raise ValueError(f"engine_options: level must be an XLA backend optimisation level 0 to 3, got {level!r}")
     if platform != "cpu":
         return {}
     if "xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", ""):
         return {k: v for k, v in ENGINE_OPTIONS.items() if k != "xla_backend_optimization_level"}
-    if level is not None:
-        if level not in (0, 1, 2, 3):
-            raise ValueError(f"engine_options: level must be an XLA backend optimisation level 0 to 3, got {level!r}")
-        return {**ENGINE_OPTIONS, "xla_backend_optimization_level": level}
-    return dict(ENGINE_OPTIONS)
+    return {**ENGINE_OPTIONS, **({} if level is None else {"xla_backend_optimization_level": level})}
 
 
 #: Levels each trip of the marginal oracle's level loops runs (``lax.scan``'s ``unroll``), by platform

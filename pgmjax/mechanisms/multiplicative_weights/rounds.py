@@ -129,9 +129,9 @@ def run_rounds(
         # before the last stops once converged (its model only scores the next selection); the last, the release's
         # model, runs all its iterations (the caller's own tol wins in both)
         until = {"tol": ROUND_TOL} if i < rounds else {}
-        free = {"public": public} if public is not None else {}
+        with_public = {"public": public} if public is not None else {}
         model = estimate(domain, measurements, iters=engine_iters, total=total_known, warm_start=model,
-                         **{"structures": rounds, **until, **options, **free})
+                         **{"structures": rounds, **until, **options, **with_public})
         engine_seconds += time.perf_counter() - t0
         log.append(
             {
