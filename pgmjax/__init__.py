@@ -29,7 +29,7 @@ from .queries.constraints import Constraint
 from .queries.public import PublicData
 from .queries.measurement import Measurement, estimate_total
 from .queries.workload import Workload
-from .estimation.contract import Estimator
+from .estimation.contract import Estimator, StepInfo
 from .estimation.options import FitOptions
 from .estimation.pure import fit  # the function ``pj.fit``; the package of estimators is ``pgmjax.estimation``
 
@@ -42,6 +42,7 @@ __all__ = [
     "estimate",
     "fit",
     "Estimator",
+    "StepInfo",
     "FitOptions",
     "estimate_batch",
     "Synthesizer",

@@ -52,10 +52,9 @@ leading axis, :func:`batch_axes` gives the ``in_axes`` of a stacked problem for 
 
     @jit
     def fit(problem, theta):
-        def one(p, th):                 # one member: an ordinary, unbatched fit
-            s = est.init(p, th, 1.0 / (p.lipschitz * p.total))
-            s = est.tidy(p, jax.lax.fori_loop(0, 100, lambda _, s: est.step(p, s), s))
-            return est.params(s), est.best_loss(s)
+        def one(p, th):                 # one member: an ordinary, unbatched fit of 100 iterations
+            s, info = est.advance(p, *est.init(p, th, 1.0 / (p.lipschitz * p.total)), 100)
+            return s.params, info.loss
         return jax.vmap(one, in_axes=(batch_axes(problem), 0))(problem, theta)
 
     theta, loss = fit(problem, zeros(problem))   # theta: {block: (B, ...)}, loss: (B,)
@@ -68,8 +67,8 @@ mode only)::
     da = Batched(pj.DualAveraging())
 
     def final_loss(problem):
-        s = da.init(problem, zeros(problem))
-        s = jax.lax.fori_loop(0, 20, lambda _, s: da.step(problem, s), s)
+        s, _ = da.init(problem, zeros(problem))
+        s, _ = jax.lax.fori_loop(0, 20, lambda _, c: da.step(problem, c[0]), (s, _))
         return s.averaged_loss.sum()
 
     g = jit(jax.grad(final_loss))(problem)   # g.meas.arrays[i]["y"]: (B, ...) like the answers
@@ -136,7 +135,7 @@ class Batched(Estimator):
 
     Args:
         estimator: a :class:`~pgmjax.MirrorDescent`, :class:`~pgmjax.DualAveraging` or
-            :class:`~pgmjax.LBFGS` (any hashable estimator with pure ``init`` / ``step`` / ``params``).
+            :class:`~pgmjax.LBFGS` (any hashable estimator with pure ``init`` / ``step``).
 
         group: members per vectorised group in :meth:`advance` (None: all B at once). Groups run one after
             the other inside the compiled program (``lax.map``); the last is padded with copies of the last
@@ -144,32 +143,15 @@ class Batched(Estimator):
             batch (see :func:`estimate_batch`'s ``group``).
 
     ``init(problem, theta, step_size)`` takes potentials ``{block: (B, ...)}`` and step sizes ``(B,)`` (or a
-    scalar); the state is the inner estimator's with a leading batch axis on every leaf.
+    scalar); the state and the info are the inner estimator's with a leading batch axis on every leaf.
     """
 
     estimator: Any
     group: int | None = None
 
-    def params(self, state) -> dict:
-        return self.estimator.params(state)
-
-    def best_loss(self, state):
-        return self.estimator.best_loss(state)
-
     @property
-    def starts_by_a_step(self) -> bool:
-        return self.estimator.starts_by_a_step
-
-    def start(self, problem: driver.Problem, theta: dict, step_size):
-        """Every member's :meth:`~pgmjax.MirrorDescent.start` (where the inner estimator starts by a step)."""
-        return _vmapped_start(self, problem, theta, step_size)
-
-    def started(self, state, step_size):
-        return _vmapped_started(self, state, step_size)
-
-    def steps(self, problem: driver.Problem, state, num_steps):
-        """:meth:`advance` (the driver's chunk; the inner estimator's tidying is part of it)."""
-        return self.advance(problem, state, num_steps)
+    def differentiable(self) -> bool:
+        return self.estimator.differentiable
 
     def init(self, problem: driver.Problem, theta: dict, step_size=1.0):
         dt = problem.total.dtype
@@ -177,22 +159,24 @@ class Batched(Estimator):
         return jax.vmap(self.estimator.init, in_axes=(batch_axes(problem), 0, 0))(problem, theta, step)
 
     def step(self, problem: driver.Problem, state):
-        """One iteration of every member, in lock step (mirror descent: a member's line search waits for
-        the slowest member's; see :meth:`advance`)."""
+        """One step of every member, in lock step (mirror descent: one line-search trial each)."""
         return jax.vmap(self.estimator.step, in_axes=(batch_axes(problem), 0))(problem, state)
 
-    def advance(self, problem: driver.Problem, state, num_steps):
-        """``num_steps`` iterations of every member: the same states as ``num_steps`` calls of :meth:`step`.
+    def tidy(self, problem: driver.Problem, state):
+        return jax.vmap(self.estimator.tidy, in_axes=(batch_axes(problem), 0))(problem, state)
 
-        Mirror descent (exactly :class:`~pgmjax.MirrorDescent`) is advanced one line-search trial at a time
-        instead: in a lock-step batch every member pays for the backtracks of whichever member backtracks
-        (about two oracle calls per iteration at B = 16 where one member alone averages 1.25), while here a
-        member that has accepted its step goes on with its next iteration. Each member still evaluates the
-        same trials in the same order as alone; only the members that have finished the chunk idle.
+    def advance(self, problem: driver.Problem, state, info, num_steps):
+        """``num_steps`` iterations of every member, each on its own schedule: the inner estimator's
+        :meth:`~pgmjax.Estimator.advance` mapped over the members (its ``while_loop`` runs until the slowest
+        member is done; a member that has finished, or stalled, idles).
+
+        A member makes the trials and commits it makes alone: in a lock-step loop every member would pay
+        for the backtracks of whichever member backtracks (mirror descent: about two oracle calls per
+        iteration at B = 16, where one member alone averages 1.25).
         """
         batch = int(np.shape(problem.total)[0])
         if self.group is None or self.group >= batch:
-            return self._advance(problem, state, num_steps)
+            return self._advance(problem, state, info, num_steps)
         g = int(self.group)
         groups = -(-batch // g)
         pad = groups * g - batch
@@ -210,37 +194,16 @@ class Batched(Estimator):
         def one(xs):
             it = iter(xs[0])
             sub = jax.tree_util.tree_unflatten(treedef, [next(it) if f else a for a, f in zip(leaves, flags)])
-            return self._advance(sub, xs[1], num_steps)
+            return self._advance(sub, xs[1], xs[2], num_steps)
 
-        out = jax.lax.map(one, (mapped, jax.tree_util.tree_map(split, state)))
+        out = jax.lax.map(one, (mapped, jax.tree_util.tree_map(split, state), jax.tree_util.tree_map(split, info)))
         return jax.tree_util.tree_map(lambda a: a.reshape(groups * g, *a.shape[2:])[:batch], out)
 
-    def _advance(self, problem, state, num_steps):
-        if type(self.estimator) is driver.MirrorDescent:
-            return _advance_mirror_descent(self.estimator, problem, state, num_steps)
-        state = jax.lax.fori_loop(0, num_steps, lambda _, s: self.step(problem, s), state)
-        # L-BFGS forms its best iterate's potentials once per chunk (the others' tidy is the identity)
-        return jax.vmap(self.estimator.tidy, in_axes=(batch_axes(problem), 0))(problem, state)
+    def _advance(self, problem, state, info, num_steps):
+        def one(p, s, i):
+            return self.estimator.advance(p, s, i, num_steps)
 
-
-def _advance_mirror_descent(md: driver.MirrorDescent, problem: driver.Problem, state, num_steps):
-    """Mirror descent's iterations, each member on its own schedule: :meth:`~pgmjax.MirrorDescent.steps`
-    (one loop over line-search trials) vectorised over the members, then each member's
-    :meth:`~pgmjax.MirrorDescent.tidy`. Per member, the trials and commits are the ones it makes alone."""
-    def one(p, s):
-        return md.tidy(p, md.steps(p, s, num_steps))
-
-    return jax.vmap(one, in_axes=(batch_axes(problem), 0))(problem, state)
-
-
-@jit(static_argnames=("estimator",), engine=True, emitters=emitters_for)
-def _vmapped_start(estimator: Batched, problem, theta, step_size):
-    return jax.vmap(estimator.estimator.start, in_axes=(batch_axes(problem), 0, 0))(problem, theta, step_size)
-
-
-@jit(static_argnames=("estimator",), engine=True)
-def _vmapped_started(estimator: Batched, state, step_size):
-    return jax.vmap(estimator.estimator.started)(state, step_size)
+        return jax.vmap(one, in_axes=(batch_axes(problem), 0, 0))(problem, state, info)
 
 
 def spread(problem: driver.Problem, theta: dict, devices: int | None = None):
@@ -441,14 +404,9 @@ def estimate_batch(
         estimator, problem, theta, int(iters), step_size=step_size, chunk=int(chunk),
         tol=tol, callback=callback, group=None if shards > 1 else group,
     )
-    for h in history:
-        h.pop("state", None)
-    if method == "mirror_descent" and loss != "l1":  # the state holds the returned potentials' exact loss
-        losses, steps = state.lowest, np.asarray(state.best_step, np.float64)
-    elif history:  # the last chunk's entry is the exact loss of each member's returned potentials already
-        losses, steps = history[-1]["loss"], None
-    else:
-        losses, steps = _loss(problem, params), None
+    losses, steps = driver.reported(history, loss)
+    if losses is None:
+        losses = _loss(problem, params)
     model = GraphicalModel(problem.plan, params, np.asarray(problem.total, np.float64), history,
                            loss=np.asarray(losses, np.float64), step_size=steps)
     _check_fitted_members(model)

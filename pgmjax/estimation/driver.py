@@ -27,7 +27,7 @@ import numpy as np
 from ..compiler import jit, to_device
 from ..graph.program_choice import emitters_for
 from .dual_averaging import DualAveraging, DualAveragingState
-from .contract import Estimator
+from .contract import Estimator, StepInfo
 from .inputs import METHODS
 from .lbfgs import LBFGS, LBFGSState
 from .mirror_descent import MirrorDescent, MirrorDescentState
@@ -43,16 +43,11 @@ __all__ = [
     "MirrorDescent",
     "MirrorDescentState",
     "Problem",
-    "estimator",
+    "StepInfo",
     "run",
     "smoothing_schedule",
 ]
 
-
-
-def estimator(method: str, problem: Problem):
-    """The estimator :func:`pgmjax.estimate` runs for ``method`` on ``problem`` (default settings)."""
-    return METHODS[method]()
 
 
 # --------------------------------------------------------------------------- driver
@@ -61,23 +56,21 @@ def _init(estimator, problem, theta, step_size):
     return estimator.init(problem, theta, step_size)
 
 
-def advance(estimator: Estimator, problem: Problem, state, num_steps):
-    """``num_steps`` iterations and the estimator's tidying (traced: :func:`_chunk` compiles it; :func:`pgmjax.estimation`
-    runs it inside its own trace)."""
-    return estimator.tidy(problem, estimator.steps(problem, state, num_steps))
-
-
 @jit(static_argnames=("estimator",), engine=True, emitters=emitters_for)
-def _chunk(estimator, problem, state, num_steps):
-    return advance(estimator, problem, state, num_steps)
+def _chunk(estimator, problem, state, info, num_steps):
+    return estimator.advance(problem, state, info, num_steps)
 
 
 def _start(estimator, problem, theta, step_size):
-    """The initial state: by one step of the compiled chunk where the estimator allows (no program of its own)."""
-    if estimator.starts_by_a_step:
-        state = _chunk(estimator, problem, estimator.start(problem, theta, step_size), to_device(1, np.int32))
-        return estimator.started(state, step_size)
-    return _init(estimator, problem, theta, step_size)
+    """The initial state and its info, evaluated: an ``init`` that runs on the host (no program of its own)
+    leaves a state at iteration -1, which the compiled chunk evaluates with zero iterations."""
+    if estimator.init_on_host:
+        state, info = estimator.init(problem, theta, step_size)
+    else:
+        state, info = _init(estimator, problem, theta, step_size)
+    if np.any(np.asarray(state.iteration) < 0):
+        state, info = _chunk(estimator, problem, state, info, to_device(0, np.int32))
+    return state, info
 
 
 #: The L1 loss's Huber widths at the first and the last smoothing stage (whitened residuals), by default.
@@ -116,9 +109,9 @@ def run(
 ):
     """Run an estimator for ``iters`` steps in compiled chunks.
 
-    An estimator with ``stalled(state)`` (:class:`MirrorDescent`, :class:`LBFGS`) ends the run after a chunk in
-    which it stalled; a chunk it ended early (or idled in) counts only the iterations it made. With the L1 loss a stall ends the chunk's smoothing stage, and the run
-    only in the last stage (stages past the schedule's last keep its width).
+    A step whose info is ``stalled`` (:class:`MirrorDescent`, :class:`LBFGS`) ends its chunk, and the run after
+    it; a chunk it ended early counts only the iterations it made. With the L1 loss a stall ends the chunk's
+    smoothing stage, and the run only in the last stage (stages past the schedule's last keep its width).
 
     Args:
         estimator: an :class:`~pgmjax.estimation.contract.Estimator` (MirrorDescent, DualAveraging, LBFGS or one's own).
@@ -129,7 +122,8 @@ def run(
         chunk: iterations per compiled call; the host sees the state between chunks.
         tol: stop when the loss changes by less than ``tol`` (relative) over a chunk.
         callback: called after each chunk with a dict (iteration, loss,
-            oracle_calls, seconds, state); returning True stops the run.
+            oracle_calls, seconds, state, info: the last step's :class:`~pgmjax.StepInfo`); returning True
+            stops the run.
         smoothing: for the L1 loss, the Huber width at the first and the
             last chunk (geometric in between, over at least 20 chunks; Nesterov-style smoothing with
             continuation, so smooth methods and line searches apply). The
@@ -138,8 +132,8 @@ def run(
             model's; :func:`pgmjax.estimation.batch.run_batch` passes its members').
 
     A batch (:class:`pgmjax.estimation.batch.Batched` on a stacked problem) runs through the same loop: its losses
-    and oracle calls are then ``(B,)`` arrays, it stops early when every member has, and a non-finite loss
-    names the members.
+    and oracle calls are then ``(B,)`` arrays, it stops early when every member has stalled, and a non-finite
+    loss names the members.
 
     Returns:
         ``(params, state, history)``: the potentials to report, the final
@@ -160,39 +154,39 @@ def _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, sm
         problem = problem.with_smoothing(width(0))
     dt = problem.total.dtype
 
-    def loss_of(state):  # on the host: a float for one model, (B,) for a batch
-        return _host(exact_loss(problem, estimator.params(state)) if l1 else estimator.best_loss(state), np.float64)
+    def loss_of(state, info):  # on the host: a float for one model, (B,) for a batch
+        return _host(exact_loss(problem, state.params) if l1 else info.loss, np.float64)
 
-    state = _start(estimator, problem, theta, to_device(step_size, dt))
+    state, info = _start(estimator, problem, theta, to_device(step_size, dt))
     history = []
     done, k = 0, 0
-    prev = loss_of(state)
+    prev = loss_of(state, info)
     _check_finite(prev, None)
-    # an estimator that can stall (one that defines stalled) ends the run after the chunk it stalled in
-    stoppable = type(estimator).stalled is not Estimator.stalled
     while done < iters:
         n = min(chunk, iters - done)
-        started = int(state.iteration) if stoppable else 0
-        state = _chunk(estimator, problem, state, to_device(n, np.int32))
-        done, k = done + n, k + 1
-        stalled = stoppable and estimator.stalled(state)
-        if stoppable:  # a chunk ended early (mirror descent's failed line search) or idled (stalled L-BFGS)
-            done = done - n + int(state.iteration) - started
-        loss = loss_of(state)
-        info = {
+        started = np.asarray(state.iteration)
+        state, info = _chunk(estimator, problem, state, info, to_device(n, np.int32))
+        k += 1
+        # a chunk a stall ended early (mirror descent's failed line searches, L-BFGS's steps without progress)
+        # counts the iterations made (a batch's: its furthest member's)
+        done += int(np.max(np.asarray(state.iteration) - started))
+        stalled = bool(np.all(np.asarray(info.stalled)))
+        loss = loss_of(state, info)
+        entry = {
             "iteration": done,
             "loss": loss,
             "oracle_calls": _host(state.oracle_calls, np.int64),
             "seconds": time.perf_counter() - start,
             "state": state,
+            "info": info,
         }
-        history.append(info)
-        if callback is not None and callback(info):
+        history.append(entry)
+        if callback is not None and callback(entry):
             break
         _check_finite(loss, done)  # unreachable by design (non-finite steps are rejected in the loop)
         # With the L1 loss a stall ends its smoothing stage (the next begins); in the last stage, the run.
         if stalled and (not l1 or k >= chunks):
-            info["stalled"] = True  # read by pgmjax.estimate (L-BFGS hands its remaining iterations on)
+            entry["stalled"] = True  # read by pgmjax.estimate (L-BFGS hands its remaining iterations on)
             break
         if tol is not None and np.all(np.abs(prev - loss) <= tol * np.maximum(np.abs(loss), 1e-30)) and (not l1 or k >= chunks):
             break
@@ -203,9 +197,24 @@ def _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, sm
             # The smoothed loss's curvature grows as 1 / width: restart the step size at that scale.
             step = np.asarray(step_size, np.float64) * w / width(0)
             calls = state.oracle_calls
-            state = _start(estimator, problem, estimator.params(state), to_device(step, dt))
+            state, info = _start(estimator, problem, state.params, to_device(step, dt))
             state = state._replace(oracle_calls=state.oracle_calls + calls)
-    return estimator.params(state), state, history
+    return state.params, state, history
+
+
+def reported(history: list, loss) -> tuple:
+    """What a fitted model reports of its run, from :func:`run`'s history (whose entries lose their device
+    ``state`` and ``info`` here): the exact loss of the returned potentials (a float, or ``(B,)`` for a batch)
+    and the step size a warm start continues from (None where the estimator has none, and with the L1 loss,
+    whose steps are per smoothing stage). A run of no iterations: ``(None, None)``."""
+    if not history:
+        return None, None
+    info = history[-1]["info"]
+    for h in history:
+        h.pop("state", None)
+        h.pop("info", None)
+    step = None if loss == "l1" or info.step_size is None else _host(info.step_size, np.float64)
+    return history[-1]["loss"], step
 
 
 def _host(x, dtype):

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .contract import Estimator
+from .contract import Estimator, StepInfo, Traits
 from .problem import Problem
 from .tree_math import all_finite, axpy, tree_map
 
@@ -24,7 +24,7 @@ class DualAveragingState(NamedTuple):
     w: dict  # averaged marginals (the sequence the convergence rate is about)
     v: dict
     gbar: dict
-    best_theta: dict  # potentials of the best v so far: what the run returns
+    params: dict  # potentials of the best v so far: what the run returns
     loss: jax.Array  # loss of best_theta's marginals
     lowest: jax.Array  # the lowest loss of any v so far (loss is within DualAveraging.tie of it)
     averaged_loss: jax.Array  # loss of w
@@ -70,24 +70,23 @@ class DualAveraging(Estimator):
 
     tie: float = 1e-5
 
-    @staticmethod
-    def params(state: DualAveragingState) -> dict:
-        return state.best_theta
+    traits = Traits(smooth_loss_only=True, size_class=True)  # (not a field)
 
     @staticmethod
-    def best_loss(state: DualAveragingState) -> jax.Array:
-        """The loss of :meth:`params`' model."""
-        return state.loss
+    def info(state: DualAveragingState) -> StepInfo:
+        """The loss of ``params``' model; never stalled; no step size (its steps come from the Lipschitz constant)."""
+        return StepInfo(state.loss, jnp.zeros((), bool), None)
 
-    def init(self, problem: Problem, theta: dict, step_size=None) -> DualAveragingState:
+    def init(self, problem: Problem, theta: dict, step_size=None) -> tuple[DualAveragingState, StepInfo]:
         mu = problem.marginals(theta)
         loss, _ = problem.loss_and_grad(mu)
         zeros = tree_map(jnp.zeros_like, mu)
-        return DualAveragingState(
+        state = DualAveragingState(
             theta, theta, mu, mu, zeros, theta, loss, loss, loss, loss, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32)
         )
+        return state, self.info(state)
 
-    def step(self, problem: Problem, s: DualAveragingState) -> DualAveragingState:
+    def step(self, problem: Problem, s: DualAveragingState) -> tuple[DualAveragingState, StepInfo]:
         t = (s.iteration + 1).astype(problem.total.dtype)
         c = 2.0 / (t + 1.0)
         u = axpy(1 - c, s.w, tree_map(lambda v: c * v, s.v))
@@ -111,9 +110,10 @@ class DualAveraging(Estimator):
         # one that does not beat it: otherwise a warm start from a converged model returned an iterate up
         # to ``tie`` above it (a 4-cycle at its optimum: loss 3.7506112 -> 3.750664, answers moved 3e-4 L1/N).
         better = ok & (loss_v <= s.lowest + self.tie * jnp.abs(s.lowest)) & (loss_v < s.origin)
-        best = tree_map(lambda a, b: jnp.where(better, a, b), theta, s.best_theta)
-        return DualAveragingState(
+        best = tree_map(lambda a, b: jnp.where(better, a, b), theta, s.params)
+        state = DualAveragingState(
             theta, s.theta0, w, v, gbar, best, jnp.where(better, loss_v, s.loss),
             jnp.where(ok, jnp.minimum(s.lowest, loss_v), s.lowest), problem.loss_of(w), s.origin, s.iteration + 1,
             s.oracle_calls + 1,
         )
+        return state, self.info(state)

@@ -136,7 +136,7 @@ def estimate(
     """
     # ---- validation (before anything is compiled), then the structure (cached by value) and numbers (arrays)
     estimator, method, dtype = inputs.check_options(method, loss, iters, dtype, caller="estimate")
-    oracle = oracles.check_oracle(oracle, method, loss, caller="estimate")
+    oracle = oracles.check_oracle(oracle, estimator, loss, caller="estimate")
     devices = sharding.check_devices(devices, "estimate")
     if devices > 1 and oracle != "exact":
         raise ValueError(f"estimate: devices={devices} splits the exact oracle's tables; oracle={oracle!r} runs on one device")
@@ -150,7 +150,7 @@ def estimate(
     dependency = dependencies.can_eliminate(constraints, oracle, loss, devices, program)
     if dependency is not None:  # the determined attribute leaves the fit (pgmjax.estimation.dependencies)
         def fit(reduced, ms, cons, cls, warm):
-            return estimate(reduced, ms, method, iters, loss=loss, total=total, tol=tol, callback=callback,
+            return estimate(reduced, ms, estimator, iters, loss=loss, total=total, tol=tol, callback=callback,
                             warm_start=warm, cliques=cls, dtype=dtype, step_size=step_size, chunk=chunk,
                             progress=progress, oracle=oracle, devices=devices, program=program,
                             structures=structures, repeats=repeats, expected_iters=expected_iters, constraints=cons)
@@ -173,11 +173,12 @@ def estimate(
     compiler.bound_compiled(compiler.MAX_LIVE_PROGRAMS)  # a loop over new structures holds a bounded number
     plan, oracle_info = (None, None) if oracle == "exact" else oracles.make_oracle_plan(domain, model_cliques, oracle, dtype=dtype)
     exact = oracle == "exact" or (oracle_info is not None and oracle_info["oracle"] == "exact")  # "auto" may pick it
-    if oracles.uses_size_class(program, domain, model_cliques, measurements, loss, expected_iters, method=method,
+    if oracles.uses_size_class(program, domain, model_cliques, measurements, loss, expected_iters, method=estimator,
                                oracle_choice="exact" if exact else oracle, devices=devices,
                                platform=compiler.backend(), structures=structures, repeats=repeats):
-        # L-BFGS differentiates its loss through the oracle: the passes must scan over the class's levels
-        plan = make_routed_plan(domain, model_cliques, differentiable=method == "lbfgs", platform=compiler.backend())
+        # an estimator that differentiates its loss through the oracle (L-BFGS): the passes scan over the class's levels
+        plan = make_routed_plan(domain, model_cliques, differentiable=estimator.traits.gradient_through_oracle,
+                                platform=compiler.backend())
     elif oracles.uses_paths(program, domain, model_cliques, oracle_choice="exact" if exact else oracle, devices=devices,
                             platform=compiler.backend()):
         plan = oracle_plan.make_plan(domain, model_cliques, paths=True)
@@ -193,11 +194,11 @@ def estimate(
                          param_cells=sum(domain.size(m.clique) for m in measurements),
                          gathered=0 if callable(loss) else losses.gathered_cells(problem.meas))
     theta = inputs.starting_potentials(plan, warm_start, constraints, dtype)
-    # Mirror descent on a smooth loss hands its last step to warm starts (L1's steps are per smoothing stage).
-    carries_step = method == "mirror_descent" and loss != "l1"
+    # A model fitted by an estimator with a step size (mirror descent) hands its last one to warm starts, on a
+    # smooth loss (L1's steps are per smoothing stage); estimators without one ignore it.
     if step_size is None:
         step_size = 1.0 / (lipschitz * total)
-        if carries_step and warm_start is not None and warm_start.step_size is not None:
+        if loss != "l1" and warm_start is not None and warm_start.step_size is not None:
             # Continue from the step the warm model's line search ended at: from 1 / (L N) it takes
             # the line search ~50 iterations of growth to get back there (an MWEM round's whole budget
             # of 100, and a refit that never catches up with the new measurement). Too large a step
@@ -230,20 +231,15 @@ def estimate(
                 tol=tol,
                 callback=callback,
             )
-            if method == "lbfgs" and history and history[-1].get("stalled") and history[-1]["iteration"] < iters:
-                params, history = _finish_with_mirror_descent(problem, params, history, int(iters), step_size, chunk,
-                                                              tol, callback)
+            finisher = estimator.traits.finish_with
+            if finisher is not None and history and history[-1].get("stalled") and history[-1]["iteration"] < iters:
+                params, history = _finish_with(finisher, method, problem, params, history, int(iters), step_size, chunk,
+                                               tol, callback)
         finally:
             if bar is not None:
                 bar.close()
-        for h in history:
-            h.pop("state", None)
-        if carries_step:  # the state holds the (exact) loss of the returned potentials
-            loss, step = float(state.lowest), float(state.best_step)
-        elif history:  # the last chunk's entry is the exact loss of the returned potentials already
-            loss, step = float(history[-1]["loss"]), None
-        else:
-            loss, step = float(driver.model_loss(problem, params)), None
+        loss, step = driver.reported(history, loss)
+        loss = float(driver.model_loss(problem, params) if loss is None else loss)
     # The model's answers are a function of its potentials and total alone, computed by its own program
     # (pgmjax.model.graphical_model): the same whether it was just fitted, saved and loaded, or a member of a batch.
     if oracle_info is not None and oracle_info["oracle"] == "approximate":
@@ -261,8 +257,9 @@ def estimate(
     return model
 
 
-def _finish_with_mirror_descent(problem, params, history, iters, step_size, chunk, tol, callback):
-    """L-BFGS's remaining iterations, run by mirror descent from its best iterate.
+def _finish_with(finisher, method: str, problem, params, history, iters, step_size, chunk, tol, callback):
+    """The remaining iterations of a run that stalled (``method``, L-BFGS), run by ``finisher`` (its
+    :attr:`~pgmjax.estimation.contract.Traits.finish_with`: mirror descent) from its best iterate.
 
     L-BFGS stops early when it stalls (:class:`pgmjax.estimation.lbfgs.LBFGS`): in float64 it is then optimal to
     first order, and mirror descent's line search accepts no step that raises the loss, so this costs
@@ -281,15 +278,16 @@ def _finish_with_mirror_descent(problem, params, history, iters, step_size, chun
     def shifted(info):
         info["iteration"] += done
         info["oracle_calls"] += calls
-        info["method"] = "mirror_descent"
+        info["method"] = name
         return callback(info) if callback is not None else None
 
-    finished, _, more = driver.run(driver.estimator("mirror_descent", problem), problem, params,
-                                       iters - done, step_size=step_size, chunk=chunk, tol=tol, callback=shifted)
+    name = inputs.resolve_method(finisher)[1]
+    finished, _, more = driver.run(finisher, problem, params, iters - done, step_size=step_size, chunk=chunk, tol=tol,
+                                   callback=shifted)
     if problem.loss == "l1" and more and not more[-1]["loss"] < history[-1]["loss"]:
         # the L1 loss of both is exact (driver.run's history): L-BFGS's iterate stays the model
         kept = {k: v for k, v in history[-1].items() if k not in ("state", "stalled")}
         kept.update(iteration=more[-1]["iteration"], oracle_calls=more[-1]["oracle_calls"], seconds=more[-1]["seconds"],
-                    method="lbfgs", kept=True)
+                    method=method, kept=True)
         return params, history + more + [kept]
     return finished, history + more

@@ -70,8 +70,8 @@ def check_options(method, loss, iters, dtype, *, caller: str = "estimate") -> tu
         raise ValueError(f"{caller}: loss must be 'l2', 'l1' or a callable, got {loss!r}")
     if isinstance(iters, bool) or not isinstance(iters, (int, np.integer)) or iters < 0:
         raise ValueError(f"{caller}: iters must be a non-negative integer, got {iters!r}")
-    if name == "dual_averaging" and loss != "l2":
-        raise ValueError(f"{caller}: dual_averaging needs the smooth 'l2' loss (its step sizes come from the Lipschitz constant)")
+    if estimator.traits.smooth_loss_only and loss != "l2":
+        raise ValueError(f"{caller}: {name} needs the smooth 'l2' loss (its steps come from the loss's Lipschitz constant)")
     return estimator, name, check_dtype(dtype, caller=caller)
 
 

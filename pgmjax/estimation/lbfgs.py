@@ -12,9 +12,17 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .contract import Estimator
+from .contract import Estimator, StepInfo, Traits
+from .mirror_descent import MirrorDescent
 from .problem import Problem
 from .tree_math import all_finite, tree_map
+
+
+#: An L-BFGS iteration's cost in mirror-descent iterations of the size-class program, for ``program="auto"``
+#: (:attr:`pgmjax.estimation.contract.Traits.oracle_calls`): the loss and its gradient through the oracle (a forward and a reverse pass over the
+#: levels) at each of its line search's evaluations. Measured: ``bench/results/engine/size_class_lbfgs_cpu.md``
+#: against ``size_class_mirror_descent_beside_lbfgs_cpu.md`` and ``size_class_iteration_fusion_*``.
+ORACLE_CALLS = 7.0
 
 
 class LBFGSState(NamedTuple):
@@ -23,7 +31,7 @@ class LBFGSState(NamedTuple):
     opt_state: Any
     loss: jax.Array  # loss of the current iterate
     best_delta: Any  # the parameters of the best iterate so far
-    best_theta: dict  # the best iterate's potentials as of the last tidy: what the run returns
+    params: dict  # the best iterate's potentials as of the last tidy: what the run returns
     best_loss: jax.Array
     iteration: jax.Array
     oracle_calls: jax.Array
@@ -55,7 +63,7 @@ class LBFGS(Estimator):
     * the run returns the best iterate seen, and reports its loss; it never returns a model worse than
       its start;
     * after :attr:`patience` steps in a row that do not lower the best loss, it is *stalled*: the
-      remaining steps of the compiled chunk do nothing (and count no iteration), the run ends there, and
+      compiled chunk stops there (the rest of its iterations are not run), the run ends, and
       :func:`pgmjax.estimate` gives the remaining iterations to mirror descent from the best iterate. In
       float32 the line search stops where the loss's decrease falls below the loss's rounding, while
       mirror descent's multiplicative steps, with their rounding allowance, keep going. With the L1 loss a
@@ -88,15 +96,12 @@ class LBFGS(Estimator):
     patience: int = 10
 
     differentiable = False  # (not a field) its zoom line search decides by comparisons: no derivative through it
+    # (not a field) mirror descent finishes a run it stalls in (the class docstring)
+    traits = Traits(size_class=True, gradient_through_oracle=True, oracle_calls=ORACLE_CALLS, finish_with=MirrorDescent())
 
-    @staticmethod
-    def params(state: LBFGSState) -> dict:
-        return state.best_theta
-
-    @staticmethod
-    def best_loss(state: LBFGSState) -> jax.Array:
-        """The loss of :meth:`params`' model."""
-        return state.best_loss
+    def info(self, state: LBFGSState) -> StepInfo:
+        """The best iterate's loss; stalled after :attr:`patience` steps without progress; no step size."""
+        return StepInfo(state.best_loss, state.stuck >= self.patience, None)
 
     def _opt(self):
         import optax  # here, as in _step: optax is slow to import and only L-BFGS uses it
@@ -121,22 +126,16 @@ class LBFGS(Estimator):
         # state after a chunk would differ in type from the initial one and the chunk compile a second time.
         opt_state = tree_map(lambda x: jnp.asarray(x, x.dtype), self._opt().init(delta))
         zero = jnp.zeros((), jnp.int32)
-        return LBFGSState(theta, delta, opt_state, loss, delta, theta, loss, zero, jnp.ones((), jnp.int32), zero)
-
-    def stalled(self, state: LBFGSState) -> bool:
-        """Whether the run is stalled (:attr:`patience` steps without progress): the driver then ends it."""
-        return bool(state.stuck >= self.patience)
-
-    def step(self, problem: Problem, s: LBFGSState) -> LBFGSState:
-        # A stalled run stays put for the rest of its chunk, at no cost (the host ends it).
-        return jax.lax.cond(s.stuck >= self.patience, lambda s: s, lambda s: self._step(problem, s), s)
+        state = LBFGSState(theta, delta, opt_state, loss, delta, theta, loss, zero, jnp.ones((), jnp.int32), zero)
+        return state, self.info(state)
 
     def tidy(self, problem: Problem, s: LBFGSState) -> LBFGSState:
-        """``s`` with the best iterate's potentials formed (:meth:`params`); the driver calls it after every
+        """``s`` with the best iterate's potentials formed (``params``); the driver calls it after every
         compiled chunk (one pass over every table per chunk instead of a select per step)."""
-        return s._replace(best_theta=problem.expand(s.theta0, problem.project_rows(s.best_delta)))
+        return s._replace(params=problem.expand(s.theta0, problem.project_rows(s.best_delta)))
 
-    def _step(self, problem: Problem, s: LBFGSState) -> LBFGSState:
+    def step(self, problem: Problem, s: LBFGSState) -> tuple[LBFGSState, StepInfo]:
+        """One L-BFGS step; the driver's loop stops at a stalled one (the rest of the chunk is not run)."""
         import optax
 
         f = self._objective(problem, s.theta0)
@@ -156,7 +155,8 @@ class LBFGS(Estimator):
         loss = jnp.where(ok, loss, s.loss)
         better = loss < s.best_loss
         best = tree_map(lambda a, b: jnp.where(better, a, b), delta, s.best_delta)
-        return LBFGSState(
-            s.theta0, delta, opt_state, loss, best, s.best_theta, jnp.minimum(loss, s.best_loss), s.iteration + 1,
+        state = LBFGSState(
+            s.theta0, delta, opt_state, loss, best, s.params, jnp.minimum(loss, s.best_loss), s.iteration + 1,
             s.oracle_calls + 1 + evals, jnp.where(better, 0, s.stuck + 1),
         )
+        return state, self.info(state)

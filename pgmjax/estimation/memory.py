@@ -43,6 +43,7 @@ from ..data.domain import Clique, Domain
 from ..graph import size_limit
 from ..graph.junction import junction_tree, maximal_cliques
 from ..graph.routed_steps import WINDOW_COSTS
+from .inputs import resolve_method
 
 __all__ = ["CHUNK_STATES", "ORACLE_COPIES", "STATE_COPIES", "PARAM_COPIES", "model_copies", "fit_peak_bytes",
            "check_fit", "capped_fit_bytes", "check_capped_fit", "host_cells"]
@@ -227,8 +228,7 @@ def host_cells(domain: Domain, cliques: Iterable[Clique], measured: Iterable[Cli
 
 
 def _method(method) -> str:
-    name = method if isinstance(method, str) else {"MirrorDescent": "mirror_descent", "DualAveraging": "dual_averaging",
-                                                    "LBFGS": "lbfgs"}.get(type(method).__name__, "")
+    name = method if isinstance(method, str) else resolve_method(method)[1]
     if name not in STATE_COPIES:  # a user's own estimator: counted as the costliest built-in
         return "dual_averaging"
     return name

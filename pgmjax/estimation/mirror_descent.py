@@ -23,16 +23,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compiler import to_device, zeros_like
-from .contract import Estimator
+from .contract import Estimator, StepInfo, Traits
 from .problem import Problem
 from .tree_math import tree_map, vdot
 
 
 class MirrorDescentState(NamedTuple):
-    theta: dict  # the potentials of the best iterate, as of the last tidy: what the fit returns
+    params: dict  # the potentials of the best iterate, as of the last tidy: what the fit returns
     base: dict  # the starting potentials (zeros, or a warm start's), shifted by each clique's top at each tidy
-    params: Any  # the current iterate's parameters, in Problem.patterns' space (the measured cliques' tables)
-    best: Any  # the parameters of the iterate with the lowest loss so far
+    phi: Any  # the current iterate's parameters, in Problem.patterns' space (the measured cliques' tables)
+    best_phi: Any  # the parameters of the iterate with the lowest loss so far
     loss: jax.Array  # the current iterate's loss
     lowest: jax.Array  # the lowest loss so far (best's): no trial may rise more than the slack above it
     pred: Any  # what the loss reads of the current iterate's marginals (Problem.predict)
@@ -48,6 +48,8 @@ class MirrorDescentState(NamedTuple):
     stuck: jax.Array  # failed line searches (a zero step accepted) since the lowest loss last fell
     best_pred: Any  # pred at the best iterate: a failed line search goes back there (MirrorDescent.commit)
     best_pred_grad: Any  # pred_grad at the best iterate
+    trial: jax.Array  # the index of the iteration's last trial so far (-1: the next step starts an iteration)
+    trial_eta: jax.Array  # that trial's step size (a halving halves it)
 
 
 @dataclass(frozen=True)
@@ -90,21 +92,21 @@ class MirrorDescent(Estimator):
             marginal and counting queries). Without it float32 fits stall short of the
             optimum: the step size collapses once the loss decrease falls below the loss's rounding error.
         patience: failed line searches (every halving rejected, the zero step taken) since the lowest loss
-            last fell after which the run is *stalled* (:meth:`stalled`): the compiled chunk stops there and
-            :func:`run` ends the run at the lowest-loss iterate. A failed search sends the iterate back to the
+            last fell after which the run is *stalled* (:meth:`info`): the compiled chunk stops there and
+            :func:`pgmjax.estimation.driver.run` ends the run at the lowest-loss iterate. A failed search sends the iterate back to the
             best one (:meth:`commit`), so the second failure is one from the best iterate itself.
 
     Example (the pure pieces, driven by hand; :func:`pgmjax.estimate` does this in compiled chunks):
         >>> from pgmjax.estimation.batch_problem import make_problem
         >>> problem = make_problem(pj.Domain({"a": 2, "b": 3}), [pj.Measurement(("a", "b"), [[10.0, 20, 30], [5, 15, 20]])])
         >>> md = MirrorDescent()
-        >>> state = md.init(problem, problem.plan.zeros(), 1.0 / (problem.lipschitz * problem.total))
+        >>> state, info = md.init(problem, problem.plan.zeros(), 1.0 / (problem.lipschitz * problem.total))
         >>> step = jax.jit(md.step)
-        >>> for _ in range(100):
-        ...     state = step(problem, state)
-        >>> bool(md.best_loss(state) < 1e-3)
+        >>> while int(state.iteration) < 100:   # a step is one line-search trial
+        ...     state, info = step(problem, state)
+        >>> bool(info.loss < 1e-3)
         True
-        >>> theta = md.params(md.tidy(problem, state))  # the best iterate's potentials, formed by tidy
+        >>> theta = md.tidy(problem, state).params  # the best iterate's potentials, formed by tidy
     """
 
     armijo: float = 0.5
@@ -115,7 +117,8 @@ class MirrorDescent(Estimator):
     rounding: float = 16.0
     patience: int = 2
 
-    starts_by_a_step = True  # (not a field) run starts with start(), one step of the chunk, started()
+    init_on_host = True  # (not a field) init builds zeros on the host; the first step evaluates the start
+    traits = Traits(approximate_oracle=True, size_class=True)  # (not a field)
     differentiable = False  # (not a field) its Armijo line search decides by comparisons: no derivative through it
 
     def __post_init__(self):
@@ -126,60 +129,34 @@ class MirrorDescent(Estimator):
         if not 1.0 <= self.min_growth <= self.growth:
             raise ValueError(f"MirrorDescent: need 1 <= min_growth <= growth, got min_growth={self.min_growth}, growth={self.growth}")
 
-    @staticmethod
-    def params(state: MirrorDescentState) -> dict:
-        """The potentials of the lowest-loss iterate, as of the last :meth:`tidy` (oracle blocks)."""
-        return state.theta
+    def info(self, s: MirrorDescentState) -> StepInfo:
+        """What the driver reads of ``s``: the lowest loss so far (that of ``params`` once :meth:`tidy` has run),
+        whether :attr:`patience` line searches have failed since it last fell (the iterate can no longer be
+        moved at a loss the rounding can tell apart: the run ends at the lowest-loss iterate), and the step
+        size after the last iteration that lowered the loss (a warm start continues from it)."""
+        return StepInfo(s.lowest, s.stuck >= self.patience, s.best_step)
 
-    @staticmethod
-    def best_loss(state: MirrorDescentState) -> jax.Array:
-        """The loss of :meth:`params`' model (the lowest so far)."""
-        return state.lowest
+    def init(self, problem: Problem, theta: dict, step_size) -> tuple[MirrorDescentState, StepInfo]:
+        """A state not evaluated yet (``iteration`` -1) at potentials ``theta``: no oracle call here.
 
-    def stalled(self, state: MirrorDescentState) -> bool:
-        """Whether :attr:`patience` line searches have failed since the lowest loss last fell: the
-        iterate can no longer be moved at a loss the float32 (or float64) rounding can tell apart, and
-        :func:`run` ends the run at the lowest-loss iterate."""
-        return bool(state.stuck >= self.patience)
-
-    def init(self, problem: Problem, theta: dict, step_size) -> MirrorDescentState:
-        mu = problem.marginals(theta)
-        pred = problem.predict(mu)
-        loss, pred_grad = jax.value_and_grad(problem.loss_of_predictions)(pred)
-        dt = problem.total.dtype
-        params = tree_map(jnp.zeros_like, problem.patterns(mu))
-        state = MirrorDescentState(
-            theta, theta, params, params, loss, loss, pred, pred_grad, jnp.asarray(step_size, dt),
-            jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32), jnp.zeros((), dt), params, jnp.asarray(self.growth, dt),
-            jnp.zeros((), bool), jnp.asarray(step_size, dt), jnp.zeros((), jnp.int32), pred, pred_grad,
-        )
-        return state._replace(slack=self.slack(state))
-
-    def start(self, problem: Problem, theta: dict, step_size) -> MirrorDescentState:
-        """A state whose next :meth:`step` is :meth:`init`: no oracle call here.
-
-        Its loss is +inf and its gradient 0, so the step's first trial (the potentials themselves) is
-        accepted. :func:`run` initialises with one step of its compiled chunk, so a fit compiles no
-        separate ``init`` program (the oracle is the bulk of every program). :meth:`started` fixes the
-        counters afterwards.
+        Its loss is +inf and its gradient 0, so the first step's first trial (the potentials themselves) is
+        accepted: that step evaluates the start, and :meth:`commit` leaves it as an evaluated state at
+        iteration 0 with step size ``step_size``. Built on the host (:attr:`init_on_host`: no eager op and no
+        compiled program of its own; the oracle is the bulk of every program, and a fit's only one is then
+        its chunk).
         """
         dt = problem.total.dtype
         # Shapes only (no eager op: a fit compiles no small programs of its own), zeros built on the host.
         shapes = jax.eval_shape(lambda t: (problem.predict(t), problem.patterns(t)), zeros_like(theta))
-        pred, params = tree_map(lambda a: to_device(np.zeros(a.shape, a.dtype)), shapes)
+        pred, phi = tree_map(lambda a: to_device(np.zeros(a.shape, a.dtype)), shapes)
         inf = to_device(np.inf, dt)
-        return MirrorDescentState(
-            theta, theta, params, params, inf, inf, pred, pred, to_device(step_size, dt), to_device(-1, np.int32),
-            to_device(0, np.int32), to_device(0.0, dt), params, to_device(self.growth, dt), to_device(False, bool),
-            to_device(step_size, dt), to_device(0, np.int32), pred, pred,
+        step = to_device(step_size, dt)
+        state = MirrorDescentState(
+            theta, theta, phi, phi, inf, inf, pred, pred, step, to_device(-1, np.int32),
+            to_device(0, np.int32), to_device(0.0, dt), phi, to_device(self.growth, dt), to_device(False, bool),
+            step, to_device(0, np.int32), pred, pred, to_device(-1, np.int32), step,
         )
-
-    def started(self, state: MirrorDescentState, step_size) -> MirrorDescentState:
-        """The state after ``step(start(...))``, as :meth:`init` returns it (iteration 0, the given step, no
-        momentum). That step accepted the potentials themselves at its first trial: its velocity is 0 and
-        its growth the initial one already."""
-        step = to_device(step_size, state.step_size.dtype)
-        return state._replace(step_size=step, iteration=to_device(0, np.int32), coast=to_device(False, bool), best_step=step)
+        return state, StepInfo(inf, to_device(False, bool), step)
 
     def slack(self, s: MirrorDescentState) -> jax.Array:
         """The Armijo test's allowance for rounding at state ``s`` (the same for every trial from ``s``).
@@ -227,17 +204,17 @@ class MirrorDescent(Estimator):
             slack: the allowance for rounding (default ``s.slack``, :meth:`slack` as of the last :meth:`tidy`).
 
         Returns:
-            ``(params, loss, pred, pred_grad, ok)``: the trial's parameters, loss, predictions and the
+            ``(phi, loss, pred, pred_grad, ok)``: the trial's parameters, loss, predictions and the
             loss's gradient with respect to them, and whether the test accepts it.
         """
         if slack is None:
             slack = s.slack
         # The step moves the parameters (the measured cliques' tables), and the potentials are formed from
         # them afresh: rounding never leaves the exponential family of the measured cliques (Problem.expand).
-        params = tree_map(lambda p, g: p - eta * g, s.params, problem.pattern_grad(s.pred_grad, s.params))
+        phi = tree_map(lambda p, g: p - eta * g, s.phi, problem.pattern_grad(s.pred_grad, s.phi))
         if self.momentum > 0:
-            params = tree_map(lambda p, v: p + beta * v, params, s.velocity)
-        mu, log_z = problem.marginals_and_log_partition(problem.expand(s.base, params))
+            phi = tree_map(lambda p, v: p + beta * v, phi, s.velocity)
+        mu, log_z = problem.marginals_and_log_partition(problem.expand(s.base, phi))
         pred = problem.predict(mu)
         loss, pred_grad = jax.value_and_grad(problem.loss_of_predictions)(pred)
         decrease = vdot(s.pred_grad, tree_map(jnp.subtract, s.pred, pred))
@@ -250,16 +227,22 @@ class MirrorDescent(Estimator):
         # 10.7012 after 50 iterations, 10.709 after 20,000; optimum 10.7010).
         ok = (jnp.isfinite(loss) & jnp.isfinite(log_z) & (loss <= s.loss - self.armijo * decrease + slack)
               & (loss <= s.lowest + slack))
-        return params, loss, pred, pred_grad, ok
+        return phi, loss, pred, pred_grad, ok
 
     def commit(self, s: MirrorDescentState, accepted, eta, k) -> MirrorDescentState:
         """The state after the iteration from ``s`` accepted trial ``k`` (``accepted``: :meth:`trial`'s first
-        four outputs) at step ``eta``."""
-        params, loss, pred, pred_grad = accepted
+        four outputs) at step ``eta``.
+
+        From a state not evaluated yet (``iteration`` -1, :meth:`init`) the accepted trial is the start
+        itself: the state it leaves is the start's, at iteration 0 with the step size it was given, no
+        momentum, and its rounding allowance (:meth:`slack`) computed.
+        """
+        phi, loss, pred, pred_grad = accepted
+        fresh = s.iteration < 0
         halved = k > self._plain_trial(s, k)
         velocity = s.velocity
         if self.momentum > 0:
-            velocity = tree_map(jnp.subtract, params, s.params)
+            velocity = tree_map(jnp.subtract, phi, s.phi)
         next_eta = jnp.where(~halved, eta * s.growth, jnp.where(eta > 0, eta, s.step_size * 0.5))
         # A loss no step can change accepts every step: without a cap the step size overflows to inf.
         next_eta = jnp.minimum(next_eta, jnp.finfo(next_eta.dtype).max * 1e-8)
@@ -269,10 +252,10 @@ class MirrorDescent(Estimator):
         # returned wherever that walk ended (a 9-attribute model at its optimum moved 1.5e-4 L1/N in 2,000
         # iterations at an equal loss). A select over the measured cells, not over the junction tree.
         better = loss < s.lowest
-        best = tree_map(lambda a, b: jnp.where(better, a, b), params, s.best)
+        best = tree_map(lambda a, b: jnp.where(better, a, b), phi, s.best_phi)
         # At the optimum no step lowers the loss and the step size halves away: a warm start continues from
         # the step of the last progress instead.
-        best_step = jnp.where(loss < s.lowest, next_eta, s.best_step)
+        best_step = jnp.where(fresh, s.step_size, jnp.where(loss < s.lowest, next_eta, s.best_step))
         best_pred, best_pred_grad = (tree_map(lambda a, b: jnp.where(better, a, b), new, old)
                                      for new, old in ((pred, s.best_pred), (pred_grad, s.best_pred_grad)))
         # A zero step is the last trial of a line search that found no step: the iterate goes back to the best
@@ -283,17 +266,21 @@ class MirrorDescent(Estimator):
         failed = eta == 0
         stuck = jnp.where(better, 0, s.stuck + failed.astype(s.stuck.dtype))
         back = lambda here, there: tree_map(lambda a, b: jnp.where(failed, b, a), here, there)
-        return MirrorDescentState(
-            s.theta, s.base, back(params, best), best, jnp.where(failed, s.lowest, loss), jnp.minimum(s.lowest, loss),
-            back(pred, best_pred), back(pred_grad, best_pred_grad), jnp.where(failed, best_step, next_eta),
-            s.iteration + 1, s.oracle_calls + 1 + k, s.slack, back(velocity, tree_map(jnp.zeros_like, velocity)),
-            growth, (k == 0) & (self.momentum > 0), best_step, stuck, best_pred, best_pred_grad,
+        # The start keeps the step size it was given (the first trial's, unhalved: no growth).
+        step = jnp.where(fresh, s.step_size, jnp.where(failed, best_step, next_eta))
+        new = MirrorDescentState(
+            s.params, s.base, back(phi, best), best, jnp.where(failed, s.lowest, loss), jnp.minimum(s.lowest, loss),
+            back(pred, best_pred), back(pred_grad, best_pred_grad), step, s.iteration + 1, s.oracle_calls + 1 + k,
+            s.slack, back(velocity, tree_map(jnp.zeros_like, velocity)), growth,
+            (k == 0) & (self.momentum > 0) & ~fresh, best_step, stuck, best_pred, best_pred_grad, s.trial, s.trial_eta,
         )
+        # The start's allowance, as tidy would compute it (a branch: later iterations pay nothing for it).
+        return new._replace(slack=jax.lax.cond(fresh, lambda: self.slack(new), lambda: s.slack))
 
     def tidy(self, problem: Problem, state: MirrorDescentState) -> MirrorDescentState:
         """``state`` with its parameters (current and best) shifted so each measured table's largest entry
         is 0 (:meth:`Problem.center`), its base potentials so each clique's is (:meth:`Problem.tops`), the
-        best iterate's potentials formed from them (``state.theta``: what the fit returns), and the line
+        best iterate's potentials formed from them (``state.params``: what the fit returns), and the line
         search's rounding allowance (:meth:`slack`) refreshed.
 
         The shifts are constants per clique: the distributions are unchanged, and the velocity, a
@@ -311,51 +298,34 @@ class MirrorDescent(Estimator):
         the L1 loss one upward pass as well); call it between chunks when driving :meth:`step` yourself.
         """
         base = {k: t - top for (k, t), top in zip(state.base.items(), problem.tops(state.base).values())}
-        params, best = problem.center(state.params), problem.center(state.best)
+        phi, best = problem.center(state.phi), problem.center(state.best_phi)
         theta = problem.expand(base, best)
         if problem.loss == "l1":  # each chunk is a smoothing stage: the next restarts from these potentials
             theta = problem.log_conditionals(theta)
-        return state._replace(theta=theta, base=base, params=params, best=best, slack=self.slack(state))
+        return state._replace(params=theta, base=base, phi=phi, best_phi=best, slack=self.slack(state))
 
-    def step(self, problem: Problem, s: MirrorDescentState) -> MirrorDescentState:
-        """One iteration: line-search trials (:meth:`schedule`, :meth:`trial`) until one is accepted, then
-        :meth:`commit`. The same as ``steps(problem, s, 1)``."""
-        return self.steps(problem, s, 1)
+    def step(self, problem: Problem, s: MirrorDescentState) -> tuple[MirrorDescentState, StepInfo]:
+        """One line-search trial (:meth:`schedule`, :meth:`trial`); an accepted one commits its iteration
+        (:meth:`commit`), a rejected one leaves the state as it was, but for the trial's index and step.
 
-    def steps(self, problem: Problem, s: MirrorDescentState, num_steps) -> MirrorDescentState:
-        """``num_steps`` iterations (an int or an int32 array: a new count compiles nothing).
+        A step is a trial, not an iteration with a loop of trials inside: the driver's loop over steps is
+        then one loop over trials, where a trial that passes commits its iteration inside a ``lax.cond``.
+        XLA cannot hand a buffer from an inner loop's carry to the outer loop's, so the nested form wrote
+        every table four more times per iteration (zeros into the inner carry, a copy of them in, the
+        potentials and marginals copied out), a quarter of a fit's compiled kernels. Under ``jax.vmap``
+        each member of a batch goes through its own trials and iterations.
 
-        One loop over line-search trials, not a loop of iterations each with a loop of trials: a trial
-        that passes commits its iteration inside a ``lax.cond``, a trial that fails leaves the state as
-        it is and the next trial tries from it. XLA cannot hand a buffer from an inner loop's carry to
-        the outer loop's, so the nested form wrote every table four more times per iteration (zeros into
-        the inner carry, a copy of them in, the potentials and marginals copied out), a quarter of a fit's
-        compiled kernels. Under ``jax.vmap`` each member of a batch goes through its
-        own trials and iterations (a member that has finished idles until the slowest has).
-
-        Every trial reads the rounding allowance ``s.slack`` of the state it started from (:meth:`tidy`
-        refreshes it between chunks). The loop ends early, with fewer iterations done, once the run is
-        stalled (:attr:`patience` failed line searches, each of them sending the iterate back to the best
-        one, with no lower loss between): every later search would try the same halvings from the same
-        iterate, 31 oracle calls each.
+        Every trial reads the rounding allowance ``s.slack`` (:meth:`tidy` refreshes it between chunks). The
+        info is stalled once :attr:`patience` line searches have failed (each of them sending the iterate
+        back to the best one, with no lower loss between): every later search would try the same halvings
+        from the same iterate, 31 oracle calls each.
         """
-        slack = s.slack
-        target = s.iteration + num_steps
-
-        def cond(c):
-            return (c[0].iteration < target) & (c[0].stuck < self.patience)
-
-        def body(c):
-            s, k, previous_eta = c
-            k = k + 1
-            eta, beta, last = self.schedule(s, k, previous_eta)
-            params, loss, pred, pred_grad, ok = self.trial(problem, s, eta, beta, slack)
-            accept = ok | last
-            # One trial site in the program (the oracle is traced once); the commit is a branch, so a
-            # rejected trial computes no velocity. (A select of every table instead of the branch took
-            # longer to compile.)
-            s = jax.lax.cond(accept, lambda: self.commit(s, (params, loss, pred, pred_grad), eta, k), lambda: s)
-            return s, jnp.where(accept, -1, k), eta
-
-        s, _, _ = jax.lax.while_loop(cond, body, (s, -jnp.ones((), jnp.int32), s.step_size))
-        return s
+        k = s.trial + 1
+        eta, beta, last = self.schedule(s, k, s.trial_eta)
+        phi, loss, pred, pred_grad, ok = self.trial(problem, s, eta, beta)
+        accept = ok | last
+        # One trial site in the program (the oracle is traced once); the commit is a branch, so a rejected
+        # trial computes no velocity. (A select of every table instead of the branch took longer to compile.)
+        s = jax.lax.cond(accept, lambda: self.commit(s, (phi, loss, pred, pred_grad), eta, k), lambda: s)
+        s = s._replace(trial=jnp.where(accept, -1, k), trial_eta=eta)
+        return s, self.info(s)

@@ -72,9 +72,9 @@ class FitOptions:
     def __post_init__(self):
         method = "mirror_descent" if self.method is None else self.method
         loss = "l2" if self.loss is None else self.loss
-        _, name, _ = inputs.check_options(method, loss, 0, self.dtype, caller=_WHERE)
+        estimator, _, _ = inputs.check_options(method, loss, 0, self.dtype, caller=_WHERE)
         if self.oracle is not None:
-            oracles.check_oracle(self.oracle, name, loss, caller=_WHERE)
+            oracles.check_oracle(self.oracle, estimator, loss, caller=_WHERE)
         if self.program is not None:
             oracles.check_program(self.program, caller=_WHERE)
         if self.devices is not None:

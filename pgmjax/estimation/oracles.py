@@ -23,6 +23,7 @@ from ..graph.junction import junction_tree, maximal_cliques
 from ..graph.routed_steps import pass_work, steps
 from ..graph.size_limit import ModelTooLarge
 from . import losses, memory
+from .inputs import resolve_method
 from .routed_losses import routable
 
 #: The oracle names :func:`pgmjax.estimate` accepts.
@@ -61,12 +62,13 @@ class ApproximateOracle:
             raise ValueError(f"ApproximateOracle: damping must be in [0, 1), got {self.damping!r}")
 
 
-def check_oracle(value, method: str, loss, *, caller: str = "estimate"):
+def check_oracle(value, estimator, loss, *, caller: str = "estimate"):
     """``value`` checked: ``"exact"``, ``"auto"`` or an :class:`ApproximateOracle` (``"approximate"`` gives the
-    default one). The approximate oracle needs mirror descent and the ``"l2"`` or ``"l1"`` loss.
+    default one). The approximate oracle needs an estimator that runs on it (mirror descent:
+    :attr:`pgmjax.estimation.contract.Traits.approximate_oracle`) and the ``"l2"`` or ``"l1"`` loss.
 
     Example:
-        >>> check_oracle("approximate", "mirror_descent", "l2")
+        >>> check_oracle("approximate", pj.MirrorDescent(), "l2")
         ApproximateOracle(kind='convex', iters=100, damping=0.5)
     """
     if value == "approximate":
@@ -74,8 +76,8 @@ def check_oracle(value, method: str, loss, *, caller: str = "estimate"):
     if not (value in ("exact", "auto") or isinstance(value, ApproximateOracle)):
         raise ValueError(f"{caller}: oracle must be one of {ORACLES} or a pgmjax ApproximateOracle, got {value!r}")
     if value != "exact":
-        if method != "mirror_descent":
-            raise ValueError(f"{caller}: oracle={value!r} needs method='mirror_descent' (got {method!r}): the other "
+        if not estimator.traits.approximate_oracle:
+            raise ValueError(f"{caller}: oracle={value!r} needs method='mirror_descent' (got {resolve_method(estimator)[1]!r}): the other "
                              "estimators differentiate the exact oracle")
         if callable(loss):
             raise ValueError(f"{caller}: oracle={value!r} needs the 'l2' or 'l1' loss, not a callable one")
@@ -174,14 +176,6 @@ COMPILE_COSTS = {"mirror_descent": CompileCost(0.075, 0.0506, 0.0398, 2.06),
                  "lbfgs": CompileCost(0.324, 0.1477, 0.1805, 8.06)}
 
 
-#: An L-BFGS iteration's cost in mirror-descent iterations of the size-class program, for ``program="auto"``: the loss
-#: and its gradient through the oracle (a forward and a reverse pass over the levels) at each of its line search's
-#: evaluations (``bench/results/engine/size_class_lbfgs_cpu.md`` against
-#: ``size_class_mirror_descent_beside_lbfgs_cpu.md``). Raised from 5 to 7 when the fusion emitters made a
-#: mirror-descent iteration 1.9 to 2.1 times faster and an L-BFGS one 1.2 to 1.3 times (the ratio of the two
-#: from 7.5 to 10.3 on the same problems, ``size_class_iteration_fusion_*``).
-LBFGS_ORACLE_CALLS = 7.0
-
 #: ``program="auto"`` takes the size-class program only for models of at most this many junction-tree cells: past
 #: it a dense iteration is the faster by more than a compile is worth, and the fit's memory is what
 #: :mod:`pgmjax.estimation.memory` counts for the dense program.
@@ -200,14 +194,15 @@ def check_program(value, *, caller: str = "estimate") -> str:
     return value
 
 
-def uses_size_class(program: str, domain, cliques, measurements, loss, iters: int, *, method: str = "mirror_descent",
+def uses_size_class(program: str, domain, cliques, measurements, loss, iters: int, *, method="mirror_descent",
                     oracle_choice="exact", devices: int = 1, platform: str = "cpu", structures: int = 1,
                     repeats: int = 1, caller: str = "estimate") -> bool:
     """Whether a fit runs the size-class program (:mod:`pgmjax.graph.routed_oracle`), one compiled program per size
     class, rather than the dense one compiled per structure (:mod:`pgmjax.graph.oracle`).
 
-    ``"size_class"`` needs one of pgmjax's methods (L-BFGS on a differentiable plan,
-    :func:`pgmjax.graph.routed_plan.make_routed_plan`), the exact oracle on one device, measurements
+    ``method`` is a name or an :class:`~pgmjax.Estimator`, whose :class:`~pgmjax.estimation.contract.Traits` say
+    whether it runs the size class and what its iteration costs. ``"size_class"`` needs one of pgmjax's methods
+    (L-BFGS on a differentiable plan, :func:`pgmjax.graph.routed_plan.make_routed_plan`), the exact oracle on one device, measurements
     that are all marginals and the ``"l2"`` or ``"l1"`` loss (a ValueError names what is missing); ``"dense"``
     never. ``"auto"`` takes it where those hold, the junction tree has at most :data:`SIZE_CLASS_MAX_CELLS` cells
     and the size-class fit is expected to end sooner, first call included: its compile
@@ -232,9 +227,10 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
         >>> [uses_size_class("auto", *chain(n), "l2", 1000) for n in (3, 40)]
         [False, True]
     """
+    estimator, name = resolve_method(method, caller)
     missing = []
-    if method not in ("mirror_descent", "dual_averaging", "lbfgs"):  # an estimator of one's own: the dense program
-        missing.append(f"method 'mirror_descent', 'dual_averaging' or 'lbfgs' (method={method!r})")
+    if not estimator.traits.size_class:  # an estimator of one's own: the dense program
+        missing.append(f"method 'mirror_descent', 'dual_averaging' or 'lbfgs' (method={name!r})")
     if oracle_choice != "exact":
         missing.append(f"the exact oracle (oracle={oracle_choice!r})")
     if devices != 1:
@@ -250,9 +246,8 @@ def uses_size_class(program: str, domain, cliques, measurements, loss, iters: in
     tree = junction_tree(domain, maximal_cliques(domain, cliques))
     if tree.cells > SIZE_CLASS_MAX_CELLS:
         return False
-    calls = LBFGS_ORACLE_CALLS if method == "lbfgs" else 1.0
-    cost = COMPILE_COSTS[method]
-    passes = routed_seconds(domain, tree, measurements, platform) * calls * max(int(iters), 1)
+    cost = COMPILE_COSTS[name]
+    passes = routed_seconds(domain, tree, measurements, platform) * estimator.traits.oracle_calls * max(int(iters), 1)
     dense_plan = oracle.make_plan(domain, cliques)  # cached: the dense fit's own plan, if it runs
     groups = losses.reduction_groups(dense_plan, measurements)
     return cost.size_class / structures + passes <= cost.dense(dense_axes(dense_plan), groups) / repeats

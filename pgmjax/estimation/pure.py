@@ -97,8 +97,8 @@ def fit(
 
         def stage(theta, w, n: int):
             smoothed = problem.with_smoothing(w)
-            state = estimator.init(smoothed, theta, step_size * w / width(0))
-            return estimator.params(driver.advance(estimator, smoothed, state, n))
+            state, info = estimator.init(smoothed, theta, step_size * w / width(0))
+            return estimator.advance(smoothed, state, info, n)[0].params
 
         # The stages of `chunk` iterations in one scan over their widths (one copy of the step in the program,
         # not one per stage: at least 20 of them), then the shorter last stage, if any.
@@ -107,9 +107,8 @@ def fit(
         if full < chunks:
             theta = stage(theta, widths[full], iters - full * chunk)
         return GraphicalModel(plan, theta, total, loss=problem.exact_loss(problem.marginals(theta)))
-    state = driver.advance(estimator, problem, estimator.init(problem, theta, step_size), iters)
-    params = estimator.params(state)
-    return GraphicalModel(plan, params, total, loss=estimator.best_loss(state), step_size=_last_step(state))
+    state, info = estimator.advance(problem, *estimator.init(problem, theta, step_size), iters)
+    return GraphicalModel(plan, state.params, total, loss=info.loss, step_size=info.step_size)
 
 
 def _differentiated(tree) -> bool:
@@ -125,9 +124,3 @@ def _differentiated(tree) -> bool:
                 return True
             x = getattr(x, "val", getattr(x, "primal", None))
     return False
-
-
-def _last_step(state):
-    """Mirror descent's step at its best iterate (for a warm start), where the state has one."""
-    return getattr(state, "best_step", None)
-

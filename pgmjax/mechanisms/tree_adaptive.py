@@ -65,6 +65,7 @@ from ..checks import check_positive as _positive
 from ..data.dataset import Dataset
 from ..data.domain import Domain
 from ..estimation.estimate import estimate
+from ..estimation.inputs import resolve_method
 from ..estimation.memory import capped_fit_bytes
 from ..estimation.options import FitOptions
 from ..graph import size_limit
@@ -230,7 +231,7 @@ def _round_options(options: dict) -> dict:
     rounds = dict(options)
     rounds.setdefault("method", "mirror_descent")
     plain = rounds.get("oracle", "exact") == "exact" and not callable(rounds.get("loss")) and rounds.get("devices", 1) == 1
-    if plain and rounds["method"] in ("mirror_descent", "dual_averaging", "lbfgs"):
+    if plain and resolve_method(rounds["method"], "tree_aim")[0].traits.size_class:
         rounds.setdefault("program", "size_class")
     return rounds
 

@@ -295,9 +295,9 @@ def refit(
     est = driver.METHODS[fit_method]()
 
     def run(prob, th, n, st):
-        params, state, _ = batch_mod.run_batch(est, prob, th, n, step_size=st, chunk=chunk, group="auto")
-        keep = loss != "l1" and fit_method == "mirror_descent"
-        return params, (np.asarray(state.best_step, np.float64) if keep else st)
+        params, _, history = batch_mod.run_batch(est, prob, th, n, step_size=st, chunk=chunk, group="auto")
+        step = history[-1]["info"].step_size  # where the estimator has one (mirror descent), the step to go on from
+        return params, (np.asarray(step, np.float64) if loss != "l1" and step is not None else st)
 
     def read(prob, th):
         return tuple(np.asarray(v, np.float64) for v in target_values(tplan, plan, th, jm, prob.total))

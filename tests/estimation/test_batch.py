@@ -151,9 +151,8 @@ def test_pure_pieces_vmap_by_hand(setup):
     @jit
     def fit(problem, theta):
         def one(p, th):
-            s = est.init(p, th, 1.0 / (p.lipschitz * p.total))
-            s = jax.lax.fori_loop(0, ITERS, lambda _, s: est.step(p, s), s)
-            return s.loss
+            s, info = est.advance(p, *est.init(p, th, 1.0 / (p.lipschitz * p.total)), ITERS)
+            return info.loss
 
         return jax.vmap(one, in_axes=(batch.batch_axes(problem), 0))(problem, theta)
 

@@ -27,7 +27,7 @@ SCRIPT = textwrap.dedent('''
     problem = batch.make_batch_problem(dom, ms)
     p, th, shards = batch.spread(problem, batch.zeros(problem))
     est = batch.Batched(pj.MirrorDescent(), None)
-    text = driver._chunk.lower(est, p, est.init(p, th, 1e-3), np.int32(10)).compile().as_text()
+    text = driver._chunk.lower(est, p, *est.init(p, th, 1e-3), np.int32(10)).compile().as_text()
     reduces = [l for l in text.splitlines() if "all-reduce(" in l and "=" in l]
     json.dump({
         "devices": jax.local_device_count(), "shards": shards,

@@ -39,6 +39,23 @@ def _fit(estimator, problem, iters, theta=None):
     return run(estimator, problem, theta, iters, step_size=step)
 
 
+def _started(md, problem, theta, step_size):
+    """The state at ``theta``, evaluated: ``init`` (iteration -1, nothing computed) and the step that evaluates it."""
+    state, _ = md.init(problem, theta, step_size)
+    state, _ = jax.jit(md.step)(problem, state)
+    assert int(state.iteration) == 0
+    return state
+
+
+def _iteration(md, problem, state):
+    """One iteration: steps (line-search trials) until one is accepted."""
+    step = jax.jit(md.step)
+    start = int(state.iteration)
+    while int(state.iteration) == start:
+        state, _ = step(problem, state)
+    return state
+
+
 @pytest.fixture(scope="module")
 def rare():
     _, ms, problem = _rare_cells_problem()
@@ -78,10 +95,9 @@ def test_momentum_zero_and_fixed_growth_is_algorithm_1(rare):
     # out by hand with the same pieces.
     _, problem, _ = rare
     md = MirrorDescent(**ALGORITHM_1)
-    state = md.init(problem, problem.plan.zeros(jnp.float64), 1.0 / float(problem.lipschitz * problem.total))
+    state = _started(md, problem, problem.plan.zeros(jnp.float64), 1.0 / float(problem.lipschitz * problem.total))
     # Jitted, as _nested_reference's trial (one compile each instead of op-by-op dispatch of every piece).
     trial = jax.jit(lambda s, eta: md.trial(problem, s, eta))
-    step = jax.jit(lambda s: md.step(problem, s))
     for _ in range(20):
         eta = state.step_size
         while True:
@@ -90,7 +106,7 @@ def test_momentum_zero_and_fixed_growth_is_algorithm_1(rare):
                 break
             eta = eta * 0.5
         expected_next = eta * 1.25 if eta == state.step_size else eta
-        state = step(state)
+        state = _iteration(md, problem, state)
         assert float(state.loss) == pytest.approx(float(loss), rel=1e-12)
         assert float(state.step_size) == pytest.approx(float(expected_next), rel=1e-12)
         assert not bool(state.coast) and float(state.growth) == 1.25
@@ -99,15 +115,16 @@ def test_momentum_zero_and_fixed_growth_is_algorithm_1(rare):
 def test_a_halving_moves_the_growth_halfway_to_its_floor(rare):
     _, problem, _ = rare
     md = MirrorDescent()
-    state = md.init(problem, problem.plan.zeros(jnp.float64), 1e3)  # far too large: the first step halves
-    state = md.step(problem, state)
+    state = _started(md, problem, problem.plan.zeros(jnp.float64), 1e3)  # far too large: the first step halves
+    state = _iteration(md, problem, state)
     assert float(state.growth) == pytest.approx(1.01 + (1.25 - 1.01) / 2)
     assert int(state.oracle_calls) > 2 and not bool(state.coast)
 
 
 def _nested_reference(md, problem, state, iterations):
     """Iterations as Algorithm 1 states them: per iteration, trials until one passes, then the commit (a host
-    loop over the estimator's own pieces; :meth:`MirrorDescent.steps` runs the same as one trial loop)."""
+    loop over the estimator's own pieces; the driver's loop of :meth:`MirrorDescent.step` runs the same as one
+    trial loop)."""
     trial = jax.jit(lambda s, eta, beta: md.trial(problem, s, eta, beta))
     for _ in range(iterations):
         k, previous = 0, state.step_size
@@ -125,15 +142,18 @@ def test_steps_is_the_nested_line_search(rare):
     _, problem, _ = rare
     md = MirrorDescent()
     # A first step far too large, so iterations backtrack (and momentum trials get rejected) as well as pass.
-    start = md.init(problem, problem.plan.zeros(jnp.float64), 30.0 / float(problem.lipschitz * problem.total))
+    start = _started(md, problem, problem.plan.zeros(jnp.float64), 30.0 / float(problem.lipschitz * problem.total))
     expected = _nested_reference(md, problem, start, 25)
-    got = jax.jit(md.steps)(problem, start, jnp.int32(25))
+    got, info = jax.jit(lambda s, n: md.advance(problem, s, md.info(s), n))(start, jnp.int32(25))
     assert int(got.iteration) == 25
     assert int(got.oracle_calls) == int(expected.oracle_calls) > 30  # the same trials, backtracks included
-    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(expected)):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
-    # step() is one iteration of the same loop.
-    one = jax.jit(md.step)(problem, start)
+    expected = md.tidy(problem, expected)
+    for name in ("params", "phi", "best_phi", "loss", "lowest", "step_size", "growth", "velocity", "best_step", "stuck"):
+        for a, b in zip(jax.tree_util.tree_leaves(getattr(got, name)), jax.tree_util.tree_leaves(getattr(expected, name))):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12, err_msg=name)
+    assert float(info.loss) == float(got.lowest) and not bool(info.stalled) and float(info.step_size) == float(got.best_step)
+    # An iteration by hand (steps until one is accepted) is one iteration of the same loop.
+    one = _iteration(md, problem, start)
     assert int(one.iteration) == 1
     np.testing.assert_allclose(float(one.loss), float(_nested_reference(md, problem, start, 1).loss), rtol=1e-12)
 
@@ -180,15 +200,15 @@ def test_float32_and_float64_agree_after_a_default_fit():
 def test_dual_averaging_returns_a_model_within_tie_of_the_lowest_loss(rare):
     _, problem, _ = rare
     da = pj.DualAveraging()
-    state = da.init(problem, problem.plan.zeros(jnp.float64))
+    state, info = da.init(problem, problem.plan.zeros(jnp.float64))
     step = jax.jit(da.step)
-    lowest = float(state.loss)
+    lowest = float(info.loss)
     for _ in range(300):
-        state = step(problem, state)
+        state, info = step(problem, state)
         lowest = min(lowest, float(problem.loss_of(state.v)))
     assert float(state.lowest) == pytest.approx(lowest, rel=1e-12)
-    returned = float(problem.loss_of(problem.marginals(da.params(state))))
-    assert returned == pytest.approx(float(state.loss), rel=1e-10)
+    returned = float(problem.loss_of(problem.marginals(state.params)))
+    assert returned == pytest.approx(float(info.loss), rel=1e-10) and float(info.loss) == float(state.loss)
     assert lowest <= returned <= lowest * (1 + da.tie)
 
 
@@ -306,23 +326,26 @@ def test_a_failed_line_search_goes_back_to_the_best_iterate_and_a_second_stalls_
     _, ms = _chain_measurements()
     problem = make_problem(pj.Domain({"a": 3, "b": 4, "c": 3}), ms, dtype=jnp.float64)
     md = MirrorDescent()
-    steps = jax.jit(md.steps)
-    state = steps(problem, md.init(problem, problem.plan.zeros(jnp.float64),
-                                   1.0 / float(problem.lipschitz * problem.total)), jnp.int32(5))
+    # (no tidy between iterations here: the comparisons below are with the untidied state's best iterate)
+    loop = jax.jit(lambda s, n: jax.lax.while_loop(
+        lambda c: (c[0].iteration < c[2]) & ~c[1].stalled, lambda c: (*md.step(problem, c[0]), c[2]),
+        (s, md.info(s), s.iteration + n))[:2])
+    state, _ = loop(_started(md, problem, problem.plan.zeros(jnp.float64), 1.0 / float(problem.lipschitz * problem.total)),
+                    jnp.int32(5))
     unreachable = state._replace(loss=jnp.full_like(state.loss, -1.0), lowest=jnp.full_like(state.lowest, -1.0))
-    once = steps(problem, unreachable, jnp.int32(1))
+    once, info = loop(unreachable, jnp.int32(1))
     # the momentum trial (state.coast), the plain one, its halvings, the zero step
     assert int(once.oracle_calls) == int(state.oracle_calls) + int(state.coast) + md.max_backtracks + 1
-    assert int(once.stuck) == 1 and not md.stalled(once)
-    for here, best in zip(jax.tree_util.tree_leaves((once.params, once.pred, once.pred_grad)),
-                          jax.tree_util.tree_leaves((state.best, once.best_pred, once.best_pred_grad))):
+    assert int(once.stuck) == 1 and not bool(info.stalled)
+    for here, best in zip(jax.tree_util.tree_leaves((once.phi, once.pred, once.pred_grad)),
+                          jax.tree_util.tree_leaves((state.best_phi, once.best_pred, once.best_pred_grad))):
         np.testing.assert_array_equal(np.asarray(here), np.asarray(best))
     assert all(not np.asarray(v).any() for v in jax.tree_util.tree_leaves(once.velocity))
     assert float(once.step_size) == float(state.best_step) and float(once.loss) == -1.0
-    twice = steps(problem, unreachable, jnp.int32(50))
-    assert int(twice.iteration) == int(state.iteration) + 2 and md.stalled(twice)
+    twice, info = loop(unreachable, jnp.int32(50))
+    assert int(twice.iteration) == int(state.iteration) + 2 and bool(info.stalled)
     # A step that lowers the lowest loss clears the count.
-    assert int(steps(problem, state, jnp.int32(5)).stuck) == 0
+    assert int(loop(state, jnp.int32(5))[0].stuck) == 0
 
 
 @dataclass(frozen=True)

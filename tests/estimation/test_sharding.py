@@ -51,11 +51,11 @@ SCRIPT = textwrap.dedent('''
     problem, total, lipschitz = inputs.build_problem(dom, measurements, model_cliques, "l2", None, jnp.float64, caller="t", plan=plan)
     mesh = sharding.make_mesh(4)
     p4, t4 = sharding.place(problem, plan.zeros(jnp.float64), mesh)
-    est = driver.estimator("mirror_descent", problem)
+    est = pj.MirrorDescent()
     with jax.set_mesh(mesh):
-        c4 = driver._chunk.lower(est, p4, est.init(p4, t4, 1e-3), np.int32(10)).compile()
+        c4 = driver._chunk.lower(est, p4, *est.init(p4, t4, 1e-3), np.int32(10)).compile()
     p1, _, _ = inputs.build_problem(dom, measurements, model_cliques, "l2", None, jnp.float64, caller="t")
-    c1 = driver._chunk.lower(est, p1, est.init(p1, p1.plan.zeros(jnp.float64), 1e-3), np.int32(10)).compile()
+    c1 = driver._chunk.lower(est, p1, *est.init(p1, p1.plan.zeros(jnp.float64), 1e-3), np.int32(10)).compile()
     text = c4.as_text()
     collectives = [l.split("=")[1].split()[0] for l in text.splitlines()
                    if "=" in l and any(op in l for op in ("all-reduce(", "all-to-all(", "collective-permute("))]

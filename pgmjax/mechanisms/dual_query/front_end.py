@@ -31,7 +31,7 @@ the likelihood.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +40,7 @@ import numpy as np
 from ...estimation.options import FitOptions
 from ...data.dataset import Dataset
 from ...estimation import estimate as api
+from ...estimation.inputs import resolve_method
 from ...estimation.memory import check_fit
 from ...privacy import (
     Accountant,
@@ -318,7 +319,7 @@ class _Run(NamedTuple):
     workload: Workload
     engine_iters: int
     options: dict  # the fit's other keyword arguments (FitOptions.given() less method, step_size, dtype)
-    method: str
+    method: Any  # a name or an estimator
     step_size: float | None
     dtype: object
     queries: QueryBlocks
@@ -341,7 +342,7 @@ def _dualquery_arguments(data, epsilon, delta, key, workload, engine_iters, fit_
         raise ValueError(f"{where}: engine_iters must be a non-negative integer, got {engine_iters!r}")
     options = check_fit_options(fit_options, where, refused=("loss",))
     method = options.pop("method", "mirror_descent")
-    if method not in ("mirror_descent", "lbfgs"):
+    if resolve_method(method, where)[0].traits.smooth_loss_only:  # the fit's loss is the transcript's own
         raise ValueError(f"{where}: fit_options method must be 'mirror_descent' or 'lbfgs' (dual averaging needs the L2 loss), got {method!r}")
     step_size = options.pop("step_size", None)
     if step_size is not None:
