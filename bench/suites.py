@@ -42,9 +42,9 @@ SUITES = {s.name: s for s in (
     Suite("engine", "pgmjax against mbi 2.0 on the same noisy marginals: loss against time, per-iteration cost, "
           "inference (marginals, synthetic data), first-call compilation and its cache, batched fits, dense against "
           "size-class programs over runs of new structures, the path scan, each program's compile cost, all pair marginals of "
-          "a model by the pair sweep against a plan per pair",
+          "a model by the pair sweep against a plan per pair, release fingerprints to check that a refactor changes no result",
           ("engine", "per_iteration", "inference", "compilation_cache", "batch", "size_class", "size_class_first_call",
-           "path_scan", "compile_costs", "pair_sweep"),
+           "path_scan", "compile_costs", "pair_sweep", "fingerprints"),
           ("mbi_inference",)),
     Suite("mechanisms", "MST and AIM against mbi 2.0 (accuracy and time), their and MWEM's time per round (selection, "
           "fits: compilation and iterations), low-variance synthetic data, private preprocessing of a raw table, "
@@ -88,7 +88,7 @@ QUICK = {
     "public_data": ("--quick",), "public_fits": ("--quick",),
     "agreement": ("--quick",), "approximate_oracle": ("--quick",), "approximate_records": ("--quick",), "figure1": ("--quick",), "figure1_workloads": ("--quick",), "full_table": ("--quick",), "figure2a": ("--quick",),
     "mldp": ("--quick",), "bayes_experiments": ("--quick",), "history_experiments": ("--quick",), "history_publishing": ("--quick",),
-    "rr_experiments": ("--quick",), "pair_sweep": ("--quick",), "gpu": ("--smoke",), "gpu_plan": ("--smoke",), "data_engines": ("--smoke",),
+    "rr_experiments": ("--quick",), "pair_sweep": ("--quick",), "fingerprints": ("--quick",), "gpu": ("--smoke",), "gpu_plan": ("--smoke",), "data_engines": ("--smoke",),
 }
 
 #: Scripts that take their output folder as a positional argument, not ``--out``.

@@ -168,7 +168,8 @@ class Batched(Estimator):
     def advance(self, problem: driver.Problem, state, info, num_steps):
         """``num_steps`` iterations of every member, each on its own schedule: the inner estimator's
         :meth:`~pgmjax.Estimator.advance` mapped over the members (its ``while_loop`` runs until the slowest
-        member is done; a member that has finished, or stalled, idles).
+        member is done; a member that has finished, or stalled, idles). An estimator whose steps are
+        iterations that never stall (:attr:`~pgmjax.estimation.contract.Traits.lock_step`) steps every member together.
 
         A member makes the trials and commits it makes alone: in a lock-step loop every member would pay
         for the backtracks of whichever member backtracks (mirror descent: about two oracle calls per
@@ -200,6 +201,12 @@ class Batched(Estimator):
         return jax.tree_util.tree_map(lambda a: a.reshape(groups * g, *a.shape[2:])[:batch], out)
 
     def _advance(self, problem, state, info, num_steps):
+        if self.estimator.traits.lock_step:  # every member steps together: no per-member selects
+            target = jnp.maximum(state.iteration[0], 0) + num_steps
+            state, info = jax.lax.while_loop(lambda c: c[0].iteration[0] < target,
+                                             lambda c: self.step(problem, c[0]), (state, info))
+            return self.tidy(problem, state), info
+
         def one(p, s, i):
             return self.estimator.advance(p, s, i, num_steps)
 

@@ -80,6 +80,9 @@ class Traits:
             ``program="auto"``.
         finish_with: the estimator :func:`pgmjax.estimate` hands the iterations left to when a run stalls with
             iterations to go (L-BFGS: mirror descent), or None.
+        lock_step: each step makes one iteration and none stalls (dual averaging): a batch runs its members'
+            steps together, where it otherwise maps each member's own loop (whose ``vmap`` selects every member's
+            state at every step).
     """
 
     smooth_loss_only: bool = False
@@ -88,6 +91,7 @@ class Traits:
     gradient_through_oracle: bool = False
     oracle_calls: float = 1.0
     finish_with: Any = None
+    lock_step: bool = False
 
 
 class Estimator:

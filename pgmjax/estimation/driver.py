@@ -162,14 +162,15 @@ def _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, sm
     done, k = 0, 0
     prev = loss_of(state, info)
     _check_finite(prev, None)
+    made = np.asarray(state.iteration)  # iterations made so far (a batch's: per member)
     while done < iters:
         n = min(chunk, iters - done)
-        started = np.asarray(state.iteration)
         state, info = _chunk(estimator, problem, state, info, to_device(n, np.int32))
         k += 1
         # a chunk a stall ended early (mirror descent's failed line searches, L-BFGS's steps without progress)
         # counts the iterations made (a batch's: its furthest member's)
-        done += int(np.max(np.asarray(state.iteration) - started))
+        started, made = made, np.asarray(state.iteration)
+        done += int(np.max(made - started))
         stalled = bool(np.all(np.asarray(info.stalled)))
         loss = loss_of(state, info)
         entry = {
@@ -199,6 +200,7 @@ def _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, sm
             calls = state.oracle_calls
             state, info = _start(estimator, problem, state.params, to_device(step, dt))
             state = state._replace(oracle_calls=state.oracle_calls + calls)
+            made = np.asarray(state.iteration)
     return state.params, state, history
 
 

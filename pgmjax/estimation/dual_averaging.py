@@ -70,7 +70,7 @@ class DualAveraging(Estimator):
 
     tie: float = 1e-5
 
-    traits = Traits(smooth_loss_only=True, size_class=True)  # (not a field)
+    traits = Traits(smooth_loss_only=True, size_class=True, lock_step=True)  # (not a field)
 
     @staticmethod
     def info(state: DualAveragingState) -> StepInfo:

@@ -71,7 +71,7 @@ def check_options(method, loss, iters, dtype, *, caller: str = "estimate") -> tu
     if isinstance(iters, bool) or not isinstance(iters, (int, np.integer)) or iters < 0:
         raise ValueError(f"{caller}: iters must be a non-negative integer, got {iters!r}")
     if estimator.traits.smooth_loss_only and loss != "l2":
-        raise ValueError(f"{caller}: {name} needs the smooth 'l2' loss (its steps come from the loss's Lipschitz constant)")
+        raise ValueError(f"{caller}: {name} needs the smooth 'l2' loss (its step sizes come from the Lipschitz constant)")
     return estimator, name, check_dtype(dtype, caller=caller)
 
 

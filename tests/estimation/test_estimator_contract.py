@@ -65,6 +65,7 @@ def test_a_users_own_estimator_has_the_default_traits_and_is_refused_what_needs_
     assert model.history[-1]["iteration"] == 40 and model.step_size is None
     # Traits are the classes' own; a configured or derived estimator keeps its class's.
     assert pj.MirrorDescent(momentum=0.0).traits.approximate_oracle and pj.DualAveraging().traits.smooth_loss_only
+    assert pj.DualAveraging().traits.lock_step and not pj.MirrorDescent().traits.lock_step
     assert isinstance(pj.LBFGS().traits.finish_with, pj.MirrorDescent) and pj.LBFGS().traits.gradient_through_oracle
     assert oracles.uses_size_class("size_class", DOM, [m.clique for m in MS], MS, "l2", 10, method=pj.LBFGS())
 
