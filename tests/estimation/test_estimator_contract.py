@@ -70,6 +70,16 @@ def test_a_users_own_estimator_has_the_default_traits_and_is_refused_what_needs_
     assert oracles.uses_size_class("size_class", DOM, [m.clique for m in MS], MS, "l2", 10, method=pj.LBFGS())
 
 
+def test_a_users_own_estimator_runs_through_estimate_and_fit():
+    dom = pj.Domain({"a": 2})
+    ms = [pj.Measurement(("a",), np.array([30.0, 10.0]))]
+    for model in (pj.estimate(dom, ms, method=_Gradient(eta=2e-3), iters=300),
+                  pj.fit(dom, ms, method=_Gradient(eta=2e-3), iters=300)):
+        np.testing.assert_allclose(model.marginal("a"), [30.0, 10.0], atol=0.05)
+    with pytest.raises(ValueError, match="unknown method 'newton'; expected one of .* or a pgmjax.Estimator instance"):
+        pj.estimate(dom, ms, method="newton")
+
+
 @pytest.mark.parametrize("estimator", [pj.MirrorDescent(), pj.DualAveraging(), pj.LBFGS(), _Gradient(eta=1e-2)])
 def test_advance_makes_the_iterations_asked_from_a_state_not_evaluated_yet_and_from_one_that_is(estimator):
     problem = make_problem(DOM, MS, dtype=jnp.float64)

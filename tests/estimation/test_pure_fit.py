@@ -1,12 +1,10 @@
-"""``pj.fit`` (a fit as a pure function), the model as a pytree, and the estimator contract.
+"""``pj.fit`` (a fit as a pure function) and the model as a pytree (the estimator contract: test_estimator_contract.py).
 
 References: ``pj.estimate`` on the same measurements (the host driver of the same estimator), sequential fits
 for ``vmap``, central finite differences in float64 for ``grad``, and the host stacking of measurements for
 the traced one.
 """
 
-from dataclasses import dataclass
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -149,38 +147,6 @@ def test_estimate_takes_a_configured_estimator(method, rng):
         name = {pj.DualAveraging: "dual_averaging", pj.LBFGS: "lbfgs"}[type(method)]
         np.testing.assert_allclose(configured.marginal(("a", "c")), pj.estimate(DOM, ms, name, iters=200).marginal(("a", "c")),
                                    rtol=1e-6)
-
-
-def test_a_users_own_estimator_runs_through_estimate_and_fit():
-    class State(NamedTuple):
-        params: dict
-        iteration: jax.Array
-        oracle_calls: jax.Array
-
-    def loss(problem, theta):
-        return problem.loss_of(problem.marginals(theta))
-
-    def info(value):
-        return pj.StepInfo(value, jnp.zeros((), bool), None)
-
-    @dataclass(frozen=True)
-    class Gradient(pj.Estimator):  # two functions and nothing else
-        eta: float = 2e-3
-
-        def init(self, problem, theta, step_size=None):
-            return State(theta, jnp.zeros((), jnp.int32), jnp.ones((), jnp.int32)), info(loss(problem, theta))
-
-        def step(self, problem, s):
-            g = jax.grad(loss, 1)(problem, s.params)
-            theta = jax.tree_util.tree_map(lambda t, d: t - self.eta * d, s.params, g)
-            return State(theta, s.iteration + 1, s.oracle_calls + 2), info(loss(problem, theta))
-
-    dom = pj.Domain({"a": 2})
-    ms = [pj.Measurement(("a",), np.array([30.0, 10.0]))]
-    for model in (pj.estimate(dom, ms, method=Gradient(), iters=300), pj.fit(dom, ms, method=Gradient(), iters=300)):
-        np.testing.assert_allclose(model.marginal("a"), [30.0, 10.0], atol=0.05)
-    with pytest.raises(ValueError, match="unknown method 'newton'; expected one of .* or a pgmjax.Estimator instance"):
-        pj.estimate(dom, ms, method="newton")
 
 
 def test_traced_stacking_equals_the_host_stacking(rng):
