@@ -88,7 +88,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import driver, inputs, memory
+from . import continuation, driver, inputs, memory
 from .losses import gathered_cells
 from ..model.graphical_model import GraphicalModel
 from .contract import Estimator
@@ -280,7 +280,6 @@ def run_batch(
     chunk: int = 50,
     tol: float | None = None,
     callback: Callable[[dict], Any] | None = None,
-    smoothing: tuple[float, float] = driver.SMOOTHING,
     group: int | str | None = "auto",
 ):
     """Run an estimator on every member of a stacked problem, in compiled chunks (:func:`pgmjax.estimation.driver.run`).
@@ -295,8 +294,6 @@ def run_batch(
         tol: stop when every member's loss changes by less than ``tol`` (relative) over a chunk.
         callback: called after each chunk with a dict (iteration, loss ``(B,)``, oracle_calls ``(B,)``,
             seconds, state); returning True stops the run.
-        smoothing: the L1 loss's Huber widths, first and last chunk (as in :func:`pgmjax.estimation.driver.run`;
-            one schedule for all members).
         group: members per vectorised group (:class:`Batched`): an int, None (all at once) or ``"auto"``
             (:func:`auto_group`).
 
@@ -310,8 +307,10 @@ def run_batch(
         step_size = 1.0 / (np.asarray(problem.lipschitz, np.float64) * np.asarray(problem.total, np.float64))
     else:
         step_size = np.broadcast_to(np.asarray(step_size, np.float64), np.shape(problem.total))
-    return driver.run(Batched(estimator, group), problem, theta, iters, step_size=step_size, chunk=chunk, tol=tol,
-                          callback=callback, smoothing=smoothing, exact_loss=_loss)
+    # with the L1 loss each member runs its own smoothing stages (pgmjax.estimation.continuation), as its fit alone
+    member = continuation.smoothed(estimator, problem.loss, iters)
+    return driver.run(Batched(member, group), problem, theta, iters, step_size=step_size, chunk=chunk, tol=tol,
+                      callback=callback, exact_loss=_loss)
 
 
 # --------------------------------------------------------------------------- the public call
@@ -411,7 +410,7 @@ def estimate_batch(
         estimator, problem, theta, int(iters), step_size=step_size, chunk=int(chunk),
         tol=tol, callback=callback, group=None if shards > 1 else group,
     )
-    losses, steps = driver.reported(history, loss)
+    losses, steps = driver.reported(history)
     if losses is None:
         losses = _loss(problem, params)
     model = GraphicalModel(problem.plan, params, np.asarray(problem.total, np.float64), history,

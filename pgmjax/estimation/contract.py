@@ -56,11 +56,15 @@ class StepInfo(NamedTuple):
         step_size: the step size a warm start from ``state.params`` continues with (mirror descent's step at
             its best iterate), or None for an estimator without one (the same in ``init``'s info and
             ``step``'s: it is part of the loop's carry).
+        settled: whether the driver's test on the loss's change over a chunk (``tol``) may end the run here
+            (default True): False while the estimator still changes the loss it minimises
+            (:class:`pgmjax.estimation.continuation.Smoothed`'s stages before the last).
     """
 
     loss: jax.Array
     stalled: jax.Array
     step_size: jax.Array | None
+    settled: Any = True
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ sees the state only between chunks (progress, callback, early stopping).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -44,8 +43,8 @@ __all__ = [
     "MirrorDescentState",
     "Problem",
     "StepInfo",
+    "progress_bar",
     "run",
-    "smoothing_schedule",
 ]
 
 
@@ -73,27 +72,6 @@ def _start(estimator, problem, theta, step_size):
     return state, info
 
 
-#: The L1 loss's Huber widths at the first and the last smoothing stage (whitened residuals), by default.
-SMOOTHING = (1.0, 1e-6)
-
-
-def smoothing_schedule(iters: int, chunk: int, smoothing: tuple[float, float], l1: bool):
-    """Chunking and Huber widths of a run: ``(chunk, chunks, width)``, ``width(k)`` the width of chunk ``k``.
-
-    With the L1 loss there are at least 20 smoothing stages however the iterations are chunked, the width
-    geometric from ``smoothing[0]`` at the first chunk to ``smoothing[1]`` at the last.
-    """
-    if l1:
-        chunk = min(chunk, max(1, iters // 20))
-    chunks = max(1, math.ceil(iters / chunk))
-    first, last = smoothing
-
-    def width(k):
-        return first * (last / first) ** (k / max(chunks - 1, 1))
-
-    return chunk, chunks, width
-
-
 def run(
     estimator,
     problem: Problem,
@@ -104,14 +82,14 @@ def run(
     chunk: int = 50,
     tol: float | None = None,
     callback: Callable[[dict], Any] | None = None,
-    smoothing: tuple[float, float] = SMOOTHING,
     exact_loss=None,
 ):
     """Run an estimator for ``iters`` steps in compiled chunks.
 
     A step whose info is ``stalled`` (:class:`MirrorDescent`, :class:`LBFGS`) ends its chunk, and the run after
-    it; a chunk it ended early counts only the iterations it made. With the L1 loss a stall ends the chunk's
-    smoothing stage, and the run only in the last stage (stages past the schedule's last keep its width).
+    it; a chunk it ended early counts only the iterations it made. ``tol`` ends the run only where the last
+    step's info is ``settled`` (the L1 loss's smoothing stages, :mod:`pgmjax.estimation.continuation`, settle in
+    the last stage).
 
     Args:
         estimator: an :class:`~pgmjax.estimation.contract.Estimator` (MirrorDescent, DualAveraging, LBFGS or one's own).
@@ -124,10 +102,6 @@ def run(
         callback: called after each chunk with a dict (iteration, loss,
             oracle_calls, seconds, state, info: the last step's :class:`~pgmjax.StepInfo`); returning True
             stops the run.
-        smoothing: for the L1 loss, the Huber width at the first and the
-            last chunk (geometric in between, over at least 20 chunks; Nesterov-style smoothing with
-            continuation, so smooth methods and line searches apply). The
-            estimator restarts from its current potentials when it changes.
         exact_loss: ``exact_loss(problem, params)``, the exact loss of the potentials' model (default: one
             model's; :func:`pgmjax.estimation.batch.run_batch` passes its members').
 
@@ -141,37 +115,27 @@ def run(
         the returned potentials' model; the last has ``stalled=True`` when the
         run ended early because the estimator stalled).
     """
-    return _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, smoothing, exact_loss)
-
-
-def _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, smoothing, exact_loss):
-    """:func:`run`'s loop."""
     start = time.perf_counter()
     exact_loss = model_loss if exact_loss is None else exact_loss
-    l1 = problem.loss == "l1"
-    chunk, chunks, width = smoothing_schedule(iters, chunk, smoothing, l1)
-    if l1:
-        problem = problem.with_smoothing(width(0))
     dt = problem.total.dtype
 
     def loss_of(state, info):  # on the host: a float for one model, (B,) for a batch
-        return _host(exact_loss(problem, state.params) if l1 else info.loss, np.float64)
+        # the L1 loss is minimised smoothed (pgmjax.estimation.continuation): the model reports the loss itself
+        return _host(exact_loss(problem, state.params) if problem.loss == "l1" else info.loss, np.float64)
 
     state, info = _start(estimator, problem, theta, to_device(step_size, dt))
     history = []
-    done, k = 0, 0
+    done = 0
     prev = loss_of(state, info)
     _check_finite(prev, None)
     made = np.asarray(state.iteration)  # iterations made so far (a batch's: per member)
     while done < iters:
         n = min(chunk, iters - done)
         state, info = _chunk(estimator, problem, state, info, to_device(n, np.int32))
-        k += 1
         # a chunk a stall ended early (mirror descent's failed line searches, L-BFGS's steps without progress)
         # counts the iterations made (a batch's: its furthest member's)
         started, made = made, np.asarray(state.iteration)
         done += int(np.max(made - started))
-        stalled = bool(np.all(np.asarray(info.stalled)))
         loss = loss_of(state, info)
         entry = {
             "iteration": done,
@@ -185,37 +149,49 @@ def _drive(estimator, problem, theta, iters, step_size, chunk, tol, callback, sm
         if callback is not None and callback(entry):
             break
         _check_finite(loss, done)  # unreachable by design (non-finite steps are rejected in the loop)
-        # With the L1 loss a stall ends its smoothing stage (the next begins); in the last stage, the run.
-        if stalled and (not l1 or k >= chunks):
+        if np.all(np.asarray(info.stalled)):
             entry["stalled"] = True  # read by pgmjax.estimate (L-BFGS hands its remaining iterations on)
             break
-        if tol is not None and np.all(np.abs(prev - loss) <= tol * np.maximum(np.abs(loss), 1e-30)) and (not l1 or k >= chunks):
+        if (tol is not None and np.all(np.asarray(info.settled))
+                and np.all(np.abs(prev - loss) <= tol * np.maximum(np.abs(loss), 1e-30))):
             break
         prev = loss
-        if l1 and done < iters:
-            w = width(min(k, chunks - 1))  # past the last stage (stalled stages count fewer iterations): the last
-            problem = problem.with_smoothing(w)
-            # The smoothed loss's curvature grows as 1 / width: restart the step size at that scale.
-            step = np.asarray(step_size, np.float64) * w / width(0)
-            calls = state.oracle_calls
-            state, info = _start(estimator, problem, state.params, to_device(step, dt))
-            state = state._replace(oracle_calls=state.oracle_calls + calls)
-            made = np.asarray(state.iteration)
     return state.params, state, history
 
 
-def reported(history: list, loss) -> tuple:
+def progress_bar(callback, iters: int, desc: str):
+    """A tqdm progress bar over a run of ``iters`` iterations, advanced by the run's callback.
+
+    Returns:
+        ``(callback, close)``: the callback to pass to :func:`run` (it moves the bar, then calls ``callback``)
+        and the function that closes the bar.
+    """
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=iters, desc=desc, unit="it")
+
+    def advanced(info):
+        bar.n = info["iteration"]
+        bar.set_postfix(loss=f"{info['loss']:.4g}")
+        bar.refresh()
+        return callback(info) if callback else None
+
+    return advanced, bar.close
+
+
+def reported(history: list) -> tuple:
     """What a fitted model reports of its run, from :func:`run`'s history (whose entries lose their device
     ``state`` and ``info`` here): the exact loss of the returned potentials (a float, or ``(B,)`` for a batch)
     and the step size a warm start continues from (None where the estimator has none, and with the L1 loss,
-    whose steps are per smoothing stage). A run of no iterations: ``(None, None)``."""
+    whose steps are per smoothing stage: :class:`pgmjax.estimation.continuation.Smoothed`). A run of no
+    iterations: ``(None, None)``."""
     if not history:
         return None, None
     info = history[-1]["info"]
     for h in history:
         h.pop("state", None)
         h.pop("info", None)
-    step = None if loss == "l1" or info.step_size is None else _host(info.step_size, np.float64)
+    step = None if info.step_size is None else _host(info.step_size, np.float64)
     return history[-1]["loss"], step
 
 

@@ -5,19 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
-from . import dependencies, driver, inputs, losses, memory, oracles, sharding
-from .. import compiler
+from . import continuation, dependencies, driver, inputs, losses, memory, oracles, sharding
 from ..checks import check_count
 from ..data.domain import Domain
-from ..graph import oracle_plan
 from ..graph import marginal_oracle
-from ..graph.routed_plan import make_routed_plan
 from ..queries.constraints import Constraint, check_constraints
-from ..queries.measurement import Measurement, estimate_total
+from ..queries.measurement import Measurement
 from ..queries.public import PublicData
-from ..model.approximate_model import ApproximateModel
 from ..model.graphical_model import GraphicalModel
 
 
@@ -134,18 +128,16 @@ def estimate(
         >>> model.marginal("a").round()
         array([60., 40.])
     """
-    # ---- validation (before anything is compiled), then the structure (cached by value) and numbers (arrays)
-    estimator, method, dtype = inputs.check_options(method, loss, iters, dtype, caller="estimate")
-    oracle = oracles.check_oracle(oracle, estimator, loss, caller="estimate")
-    devices = sharding.check_devices(devices, "estimate")
-    if devices > 1 and oracle != "exact":
-        raise ValueError(f"estimate: devices={devices} splits the exact oracle's tables; oracle={oracle!r} runs on one device")
-    measurements, model_cliques = inputs.check_structure(domain, measurements, loss, cliques, warm_start, caller="estimate")
-    constraints = check_constraints(domain, constraints, "estimate")
+    caller = "estimate"
+    # ---- check: every option and input, before anything is compiled or allocated
+    estimator, method, dtype = inputs.check_options(method, loss, iters, dtype, caller=caller)
+    oracle = oracles.check_oracle(oracle, estimator, loss, caller=caller)
+    devices = sharding.check_devices(devices, caller, oracle=oracle)
+    measurements, model_cliques = inputs.check_structure(domain, measurements, loss, cliques, warm_start, caller=caller)
+    constraints = check_constraints(domain, constraints, caller)
     public_cliques = []
     if public is not None:  # public marginals: measurements at the private total's scale, free
-        measurements, total, public_cliques = inputs.with_public(domain, measurements, public, total, warm_start,
-                                                                 "estimate")
+        measurements, total, public_cliques = inputs.with_public(domain, measurements, public, total, warm_start, caller)
         model_cliques += public_cliques
     dependency = dependencies.can_eliminate(constraints, oracle, loss, devices, program)
     if dependency is not None:  # the determined attribute leaves the fit (pgmjax.estimation.dependencies)
@@ -155,106 +147,60 @@ def estimate(
                             progress=progress, oracle=oracle, devices=devices, program=program,
                             structures=structures, repeats=repeats, expected_iters=expected_iters, constraints=cons)
         model = dependencies.fit_without_target(dependency, domain, measurements, constraints, list(cliques),
-                                                warm_start, fit, "estimate")
+                                                warm_start, fit, caller)
         # what the measurements put on the cells the target's constraints forbid, which the fit without it cannot read
         held = [c for c in constraints if dependency.attributes[1] in c.attributes]
-        found = model.info.get("forbidden_mass", []) + inputs.report_forbidden_mass(domain, measurements, held, "estimate")
+        found = model.info.get("forbidden_mass", []) + inputs.report_forbidden_mass(domain, measurements, held, caller)
         return model.replace(info=dict(model.info, forbidden_mass=found, **({"public": public_cliques} if public else {})))
     model_cliques += [c.attributes for c in constraints]
-    if total is None and warm_start is not None:  # where the measurements cannot say, the warm start's total
-        try:
-            total = estimate_total(measurements)[0] if measurements else warm_start.total
-        except ValueError:
-            total = warm_start.total
-    program = oracles.check_program(program, caller="estimate")
-    structures = check_count(structures, "structures", "estimate")
-    repeats = check_count(repeats, "repeats", "estimate")
-    expected_iters = iters if expected_iters is None else min(check_count(expected_iters, "expected_iters", "estimate"), iters)
-    compiler.bound_compiled(compiler.MAX_LIVE_PROGRAMS)  # a loop over new structures holds a bounded number
-    plan, oracle_info = (None, None) if oracle == "exact" else oracles.make_oracle_plan(domain, model_cliques, oracle, dtype=dtype)
-    exact = oracle == "exact" or (oracle_info is not None and oracle_info["oracle"] == "exact")  # "auto" may pick it
-    if oracles.uses_size_class(program, domain, model_cliques, measurements, loss, expected_iters, method=estimator,
-                               oracle_choice="exact" if exact else oracle, devices=devices,
-                               platform=compiler.backend(), structures=structures, repeats=repeats):
-        # an estimator that differentiates its loss through the oracle (L-BFGS): the passes scan over the class's levels
-        plan = make_routed_plan(domain, model_cliques, differentiable=estimator.traits.gradient_through_oracle,
-                                platform=compiler.backend())
-    elif oracles.uses_paths(program, domain, model_cliques, oracle_choice="exact" if exact else oracle, devices=devices,
-                            platform=compiler.backend()):
-        plan = oracle_plan.make_plan(domain, model_cliques, paths=True)
-    if devices > 1:
-        plan = oracle_plan.make_plan(domain, model_cliques, shards=devices)
+    total = inputs.warm_total(total, measurements, warm_start)
+    # ---- build: the compiled program's plan, the problem (structure static, numbers arrays), the start
+    plan, oracle_info = oracles.choose_plan(
+        domain, model_cliques, measurements, loss, estimator, oracle, dtype, program=program, devices=devices,
+        structures=check_count(structures, "structures", caller), repeats=check_count(repeats, "repeats", caller),
+        expected_iters=iters if expected_iters is None else min(check_count(expected_iters, "expected_iters", caller), iters),
+        caller=caller)
     problem, total, lipschitz = inputs.build_problem(domain, measurements, model_cliques, loss, total, dtype,
-                                                     caller="estimate", plan=plan)
-    plan = problem.plan
+                                                     caller=caller, plan=plan)
     # The fit's peak (every copy its method makes, in its dtype) against the limit, before the potentials exist.
     # (The approximate oracle's region graph is bounded by its own plan, pgmjax.graph.approximate_oracle.)
     if problem.oracle is not marginal_oracle.APPROXIMATE:
-        memory.check_fit(domain, model_cliques, method, dtype, "estimate", callable_loss=callable(loss),
+        memory.check_fit(domain, model_cliques, method, dtype, caller, callable_loss=callable(loss),
                          param_cells=sum(domain.size(m.clique) for m in measurements),
                          gathered=0 if callable(loss) else losses.gathered_cells(problem.meas))
-    theta = inputs.starting_potentials(plan, warm_start, constraints, dtype)
-    # A model fitted by an estimator with a step size (mirror descent) hands its last one to warm starts, on a
-    # smooth loss (L1's steps are per smoothing stage); estimators without one ignore it.
-    if step_size is None:
-        step_size = 1.0 / (lipschitz * total)
-        if loss != "l1" and warm_start is not None and warm_start.step_size is not None:
-            # Continue from the step the warm model's line search ended at: from 1 / (L N) it takes
-            # the line search ~50 iterations of growth to get back there (an MWEM round's whole budget
-            # of 100, and a refit that never catches up with the new measurement). Too large a step
-            # only costs halvings.
-            step_size = max(step_size, warm_start.step_size)
-
-    bar = None
-    user_callback = callback
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=iters, desc=f"pgmjax {method}", unit="it")
-
-        def callback(info):
-            bar.n = info["iteration"]
-            bar.set_postfix(loss=f"{info['loss']:.4g}")
-            bar.refresh()
-            return user_callback(info) if user_callback else None
-
+    theta = inputs.starting_potentials(problem.plan, warm_start, constraints, dtype)
+    step_size = inputs.first_step(step_size, lipschitz, total, loss, warm_start)
+    # ---- run: compiled chunks, on the devices the model is split over
     problem, theta, on_devices = sharding.split(problem, theta, devices)
     with on_devices:  # a split model's programs are traced under its mesh (pgmjax.estimation.sharding)
-        try:
-            params, state, history = driver.run(
-                estimator,
-                problem,
-                theta,
-                int(iters),
-                step_size=step_size,
-                chunk=chunk,
-                tol=tol,
-                callback=callback,
-            )
-            finisher = estimator.traits.finish_with
-            if finisher is not None and history and history[-1].get("stalled") and history[-1]["iteration"] < iters:
-                params, history = _finish_with(finisher, method, problem, params, history, int(iters), step_size, chunk,
-                                               tol, callback)
-        finally:
-            if bar is not None:
-                bar.close()
-        loss, step = driver.reported(history, loss)
-        loss = float(driver.model_loss(problem, params) if loss is None else loss)
-    # The model's answers are a function of its potentials and total alone, computed by its own program
-    # (pgmjax.model.graphical_model): the same whether it was just fitted, saved and loaded, or a member of a batch.
-    if oracle_info is not None and oracle_info["oracle"] == "approximate":
-        model = ApproximateModel(plan, params, total, history, loss=loss, step_size=step, info=oracle_info)
-        if not np.isfinite(loss) or not all(np.isfinite(t).all() for t in model.clique_marginals().values()):
-            raise FloatingPointError(f"estimate: the approximately fitted model's loss is {loss} or its pseudo-marginals are not finite")
-        return model
+        params, history = _run(estimator, method, problem, theta, int(iters), step_size, chunk, tol, callback, progress)
+        reported_loss, step = driver.reported(history)
+        reported_loss = float(driver.model_loss(problem, params) if reported_loss is None else reported_loss)
+    # ---- the model: its answers are a function of its potentials and total alone (pgmjax.model.graphical_model)
     if public is not None:
         oracle_info = dict(oracle_info or {}, public=public_cliques)
     if constraints:
         oracle_info = dict(oracle_info or {}, forbidden_mass=inputs.report_forbidden_mass(domain, measurements,
-                                                                                           constraints, "estimate"))
-    model = GraphicalModel(plan, params, total, history, loss=loss, step_size=step, info=oracle_info)
-    inputs.check_fitted(plan, params, lambda: model._marginal_blocks, total, loss)
-    return model
+                                                                                           constraints, caller))
+    return inputs.fitted_model(problem.plan, params, total, history, reported_loss, step, oracle_info)
+
+
+def _run(estimator, method: str, problem, theta, iters: int, step_size, chunk, tol, callback, progress):
+    """The driver's run (:func:`pgmjax.estimation.driver.run`) with the L1 loss's smoothing stages
+    (:mod:`pgmjax.estimation.continuation`), a progress bar, and the iterations a stalled run leaves handed to
+    the estimator's :attr:`~pgmjax.estimation.contract.Traits.finish_with`. Returns ``(params, history)``."""
+    callback, close = driver.progress_bar(callback, iters, f"pgmjax {method}") if progress else (callback, None)
+    try:
+        params, _, history = driver.run(continuation.smoothed(estimator, problem.loss, iters), problem, theta, iters,
+                                        step_size=step_size, chunk=chunk, tol=tol, callback=callback)
+        finisher = estimator.traits.finish_with
+        if finisher is not None and history and history[-1].get("stalled") and history[-1]["iteration"] < iters:
+            params, history = _finish_with(finisher, method, problem, params, history, iters, step_size, chunk,
+                                           tol, callback)
+    finally:
+        if close is not None:
+            close()
+    return params, history
 
 
 def _finish_with(finisher, method: str, problem, params, history, iters, step_size, chunk, tol, callback):
@@ -282,7 +228,8 @@ def _finish_with(finisher, method: str, problem, params, history, iters, step_si
         return callback(info) if callback is not None else None
 
     name = inputs.resolve_method(finisher)[1]
-    finished, _, more = driver.run(finisher, problem, params, iters - done, step_size=step_size, chunk=chunk, tol=tol,
+    finished, _, more = driver.run(continuation.smoothed(finisher, problem.loss, iters - done), problem, params,
+                                   iters - done, step_size=step_size, chunk=chunk, tol=tol,
                                    callback=shifted)
     if problem.loss == "l1" and more and not more[-1]["loss"] < history[-1]["loss"]:
         # the L1 loss of both is exact (driver.run's history): L-BFGS's iterate stays the model

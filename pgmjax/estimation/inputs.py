@@ -168,6 +168,48 @@ def build_problem(domain: Domain, measurements: Sequence[Measurement], model_cli
     return problem, total, lipschitz
 
 
+def warm_total(total, measurements, warm_start):
+    """The fit's total: the one given, else (with a warm start) the measurements' estimate, or the warm start's
+    where the measurements cannot say; None leaves it to :func:`build_problem`."""
+    if total is not None or warm_start is None:
+        return total
+    try:
+        return estimate_total(measurements)[0] if measurements else warm_start.total
+    except ValueError:
+        return warm_start.total
+
+
+def first_step(step_size, lipschitz: float, total: float, loss, warm_start):
+    """Mirror descent's first step size: the one given, else ``1 / (L N)`` (McKenna, Sheldon & Miklau, ICML 2019,
+    Algorithm 1), or the step a warm start's line search ended at where that is larger (on a smooth loss; the
+    L1 loss's steps are per smoothing stage). Estimators without a step size ignore it.
+
+    Why the warm start's: from ``1 / (L N)`` it takes the line search ~50 iterations of growth to get back there
+    (an MWEM round's whole budget of 100, and a refit that never catches up with the new measurement). Too large
+    a step only costs halvings."""
+    if step_size is not None:
+        return step_size
+    step_size = 1.0 / (lipschitz * total)
+    if loss != "l1" and warm_start is not None and warm_start.step_size is not None:
+        step_size = max(step_size, warm_start.step_size)
+    return step_size
+
+
+def fitted_model(plan, params: dict, total: float, history: list, loss: float, step_size, info):
+    """The fitted model, checked (:func:`check_fitted`): a :class:`GraphicalModel`, or an
+    :class:`ApproximateModel` where ``info`` says the approximate oracle was taken (its answers from its regions'
+    pseudo-marginals, which must be finite)."""
+    if info is not None and info.get("oracle") == "approximate":
+        model = ApproximateModel(plan, params, total, history, loss=loss, step_size=step_size, info=info)
+        if not np.isfinite(loss) or not all(np.isfinite(t).all() for t in model.clique_marginals().values()):
+            raise FloatingPointError(f"estimate: the approximately fitted model's loss is {loss} or its "
+                                     "pseudo-marginals are not finite")
+        return model
+    model = GraphicalModel(plan, params, total, history, loss=loss, step_size=step_size, info=info)
+    check_fitted(plan, params, lambda: model._marginal_blocks, total, loss)
+    return model
+
+
 def check_fitted(plan: oracle.OraclePlan, params: dict, mu, total: float, loss: float) -> None:
     """Refuse to return a fitted model that is not one (:func:`pgmjax.estimate`, each member of
     :func:`pgmjax.estimate_batch`): a non-finite loss, or what

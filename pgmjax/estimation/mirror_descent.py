@@ -285,23 +285,16 @@ class MirrorDescent(Estimator):
 
         The shifts are constants per clique: the distributions are unchanged, and the velocity, a
         difference of parameters, needs none. They keep the parameters and potentials near 0 in float32
-        (see :func:`pgmjax.graph.marginal_oracle.row_tops`). With the L1 loss the potentials are also put in the junction
-        tree's log-conditional gauge (:meth:`Problem.log_conditionals`): each chunk is a smoothing stage
-        and the next restarts from them. At a noisy optimum the measured cliques' gradients cancel rather
-        than vanish (two cliques that disagree on an attribute push a function of it up in one table and
-        down in the other, which the distribution ignores), and each stage's steps along such directions
-        were folded into the potentials: in 20,000 float32 iterations they reached -1,900 where the same
-        distribution's log-conditionals stay within 3, their rounding (``eps |theta|`` per log-cell) put
-        the marginals 250 to 1,600 eps off, and the fit stalled 7e-4 above its optimum (3e-5 now).
+        (see :func:`pgmjax.graph.marginal_oracle.row_tops`). (With the L1 loss,
+        :class:`pgmjax.estimation.continuation.Smoothed` puts the potentials in the junction tree's
+        log-conditional gauge at each smoothing stage's end.)
 
-        :func:`run` calls it after every compiled chunk (a pass over every table and no oracle call; with
-        the L1 loss one upward pass as well); call it between chunks when driving :meth:`step` yourself.
+        :func:`run` calls it after every compiled chunk (a pass over every table and no oracle call); call it
+        between chunks when driving :meth:`step` yourself.
         """
         base = {k: t - top for (k, t), top in zip(state.base.items(), problem.tops(state.base).values())}
         phi, best = problem.center(state.phi), problem.center(state.best_phi)
         theta = problem.expand(base, best)
-        if problem.loss == "l1":  # each chunk is a smoothing stage: the next restarts from these potentials
-            theta = problem.log_conditionals(theta)
         return state._replace(params=theta, base=base, phi=phi, best_phi=best, slack=self.slack(state))
 
     def step(self, problem: Problem, s: MirrorDescentState) -> tuple[MirrorDescentState, StepInfo]:

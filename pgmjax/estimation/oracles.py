@@ -327,3 +327,36 @@ def routed_seconds(domain, tree, measurements, platform: str) -> float:
     trips, cells = pass_work(width, chunks, platform)
     return trips * cost.step + cost.cell * cells + cost.pair * pairs
 
+
+def choose_plan(domain, cliques, measurements, loss, estimator, choice, dtype, *, program: str, devices: int,
+                structures: int, repeats: int, expected_iters: int, caller: str = "estimate"):
+    """The plan a fit's compiled program runs on, chosen once from the fit's explicit arguments: the approximate
+    oracle's region graph (where ``choice`` takes it), the size-class plan (:func:`uses_size_class`), the dense plan
+    with path scans (:func:`uses_paths`), a plan split over ``devices``, or None (the dense plan, which
+    :func:`pgmjax.estimation.inputs.build_problem` makes).
+
+    Returns:
+        ``(plan, info)``: ``info`` says which oracle ``choice`` took (None for ``"exact"``).
+    """
+    from .. import compiler
+    from ..graph import oracle_plan
+    from ..graph.routed_plan import make_routed_plan
+
+    program = check_program(program, caller=caller)
+    compiler.bound_compiled(compiler.MAX_LIVE_PROGRAMS)  # a loop over new structures holds a bounded number
+    plan, info = (None, None) if choice == "exact" else make_oracle_plan(domain, cliques, choice, dtype=dtype)
+    exact = choice == "exact" or (info is not None and info["oracle"] == "exact")  # "auto" may pick it
+    taken = "exact" if exact else choice
+    platform = compiler.backend()
+    if uses_size_class(program, domain, cliques, measurements, loss, expected_iters, method=estimator,
+                       oracle_choice=taken, devices=devices, platform=platform, structures=structures,
+                       repeats=repeats, caller=caller):
+        # an estimator that differentiates its loss through the oracle (L-BFGS): the passes scan over the levels
+        plan = make_routed_plan(domain, cliques, differentiable=estimator.traits.gradient_through_oracle,
+                                platform=platform)
+    elif uses_paths(program, domain, cliques, oracle_choice=taken, devices=devices, platform=platform, caller=caller):
+        plan = oracle_plan.make_plan(domain, cliques, paths=True)
+    if devices > 1:
+        plan = oracle_plan.make_plan(domain, cliques, shards=devices)
+    return plan, info
+

@@ -14,13 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import jax
-import jax.numpy as jnp
 
 from ..data.domain import Domain
 from ..model.graphical_model import GraphicalModel
 from ..queries.constraints import check_constraints
 from ..queries.measurement import Measurement
-from . import driver, inputs
+from . import continuation, inputs
 from .contract import Estimator
 
 
@@ -54,8 +53,8 @@ def fit(
         method: ``"mirror_descent"``, ``"dual_averaging"``, ``"lbfgs"`` or an
             :class:`~pgmjax.estimation.contract.Estimator` instance (e.g. ``pj.MirrorDescent(momentum=0.0)``).
         iters: the number of iterations (static).
-        loss: ``"l2"``, ``"l1"`` (smoothed with continuation, as :func:`pgmjax.estimate`; at least 20 stages,
-            each a loop of its own in the program) or a callable of the clique marginals.
+        loss: ``"l2"``, ``"l1"`` (smoothed with continuation, as :func:`pgmjax.estimate`:
+            :mod:`pgmjax.estimation.continuation`) or a callable of the clique marginals.
         total: the number of records; None takes the inverse-variance estimate from the answers (ICML 2019,
             Appendix E.1), computed inside the program (at least 1).
         cliques: extra cliques the model must hold.
@@ -91,24 +90,10 @@ def fit(
     if step_size is None:
         step_size = 1.0 / (lipschitz * total)
     theta = inputs.starting_potentials(plan, None, constraints, dtype)
-    if loss == "l1":  # Huber smoothing with continuation, stage by stage as driver.run does it
-        chunk, chunks, width = driver.smoothing_schedule(iters, 50, driver.SMOOTHING, True)
-        widths = jnp.asarray([width(k) for k in range(chunks)], total.dtype)
-
-        def stage(theta, w, n: int):
-            smoothed = problem.with_smoothing(w)
-            state, info = estimator.init(smoothed, theta, step_size * w / width(0))
-            return estimator.advance(smoothed, state, info, n)[0].params
-
-        # The stages of `chunk` iterations in one scan over their widths (one copy of the step in the program,
-        # not one per stage: at least 20 of them), then the shorter last stage, if any.
-        full = iters // chunk
-        theta = jax.lax.scan(lambda t, w: (stage(t, w, chunk), None), theta, widths[:full])[0]
-        if full < chunks:
-            theta = stage(theta, widths[full], iters - full * chunk)
-        return GraphicalModel(plan, theta, total, loss=problem.exact_loss(problem.marginals(theta)))
+    estimator = continuation.smoothed(estimator, loss, iters)  # the L1 loss: its smoothing stages
     state, info = estimator.advance(problem, *estimator.init(problem, theta, step_size), iters)
-    return GraphicalModel(plan, state.params, total, loss=info.loss, step_size=info.step_size)
+    loss = problem.exact_loss(problem.marginals(state.params)) if loss == "l1" else info.loss
+    return GraphicalModel(plan, state.params, total, loss=loss, step_size=info.step_size)
 
 
 def _differentiated(tree) -> bool:

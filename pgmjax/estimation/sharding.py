@@ -37,12 +37,14 @@ from ..checks import check_count
 AXIS = "cliques"
 
 
-def check_devices(devices, caller: str) -> int:
-    """``devices`` as an int: a positive integer no larger than the local device count.
+def check_devices(devices, caller: str, oracle="exact") -> int:
+    """``devices`` as an int: a positive integer no larger than the local device count, and 1 unless the
+    oracle is the exact one (only its tables are split).
 
     Args:
         devices: how many local devices to split the model over.
         caller: the function named in messages.
+        oracle: the fit's checked oracle choice (:func:`pgmjax.estimation.oracles.check_oracle`).
 
     Returns:
         ``int(devices)``.
@@ -52,6 +54,8 @@ def check_devices(devices, caller: str) -> int:
     if n > available:
         raise ValueError(f"{caller}: devices={n}, but this process has {available} local device"
                          f"{'s' if available != 1 else ''} ({jax.default_backend()})")
+    if n > 1 and oracle != "exact":
+        raise ValueError(f"{caller}: devices={n} splits the exact oracle's tables; oracle={oracle!r} runs on one device")
     return n
 
 
