@@ -51,14 +51,13 @@ import json
 import math
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 from bench import schema
-from bench.benchutil import CompileEvents, proc_status
+from bench.benchutil import CompileEvents, median, proc_status
 from bench.schema import ROOT, cpu_model
 
 YNN_OFF = "--xla_cpu_experimental_ynn_fusion_type="
@@ -117,10 +116,6 @@ def _l1_error(tables, true, records) -> float:
     return float(np.mean([np.abs(np.asarray(m, np.float64).reshape(t.shape) - t).sum() / records for m, t in zip(tables, true)]))
 
 
-def _median(xs) -> float:
-    return float(statistics.median(xs))
-
-
 def child_pgmjax(args) -> None:
     import jax
 
@@ -170,11 +165,11 @@ def child_pgmjax(args) -> None:
         fixed_runs = [timed(0) for _ in range(args.repeats)]
         fixed = [t for t, _ in fixed_runs]
         loss0 = fixed_runs[-1][1].loss
-        fixed_s = _median(fixed)
+        fixed_s = median(fixed)
     except Exception as e:  # the engine refused the 0-iteration model: keep going, say so
         errors.append(f"estimate(iters=0) raised {type(e).__name__}: {e}")
         fixed, fixed_s, loss0 = [], 0.0, None
-    warm_s = _median(warm)
+    warm_s = median(warm)
     per_iter = (warm_s - fixed_s) / n1
     st.update("warm", warm_call_s=warm_s, warm_samples_s=warm, fixed_call_s=fixed_s if fixed else None,
               fixed_samples_s=fixed, compile_s=first - warm_s, ms_per_iter=1e3 * per_iter, initial_loss=loss0,
@@ -277,7 +272,7 @@ def child_mbi(args) -> None:
     warm = [timed(n1)[0] for _ in range(args.repeats)]
     fixed_runs = [timed(0) for _ in range(args.repeats)]
     fixed = [t for t, _ in fixed_runs]
-    warm_s, fixed_s = _median(warm), _median(fixed)
+    warm_s, fixed_s = median(warm), median(fixed)
     per_iter = (warm_s - fixed_s) / n1
     loss0, _ = loss_of(fixed_runs[-1][1])
     st.update("warm", warm_call_s=warm_s, warm_samples_s=warm, fixed_call_s=fixed_s, fixed_samples_s=fixed,

@@ -56,9 +56,7 @@ import statistics
 import time
 import traceback
 
-
 from bench import schema
-from bench.figure1_workloads import PAPER_QUERIES
 from bench.schema import ROOT, cpu_model
 
 DATASETS = ("titanic", "adult", "loans", "stroke")
@@ -69,6 +67,9 @@ LABELS = {
     "hdmm": ("HDMM+LLS", "HDMM+PGM"),
     "dualquery": ("DualQuery", "DualQuery+PGM"),
 }
+
+#: ICML 2019, Section 5.1: the number of queries of each dataset's workload, as the paper states it.
+PAPER_QUERIES = {"titanic": 4851, "loans": 362201, "stroke": 17716}
 
 #: ICML 2019, Section 6 / Figure 1: workload error without / with the engine, "improvement factors".
 PAPER_FACTORS = {
@@ -611,8 +612,8 @@ def main(argv=None):
     p.add_argument("--pgm-iters", type=int, default=None, help="engine iterations for every mechanism (default: per mechanism, 1000)")
     p.add_argument("--set", action="append", default=[], metavar="MECH.PARAM=VALUE", help="override a mechanism setting (JSON value)")
     p.add_argument("--workload-seed", type=int, default=0,
-                   help="the draw of the random cliques (Titanic, Loans, Stroke); bench.figure1_workloads lists draws "
-                        "of the paper's sizes")
+                   help="the draw of the random cliques (Titanic, Loans, Stroke); bench/results/papers/figure1_workloads_cpu.md "
+                        "lists draws of the paper's sizes")
     p.add_argument("--quick", action="store_true", help="tiny settings to validate the pipeline (results are not meaningful)")
     p.add_argument("--tag", default=None, help="output name figure1_<tag> (default: the JAX backend, plus -quick)")
     p.add_argument("--out", default=None, help="output prefix (overrides --tag): PREFIX.json, .md, .png")

@@ -62,16 +62,15 @@ import itertools
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 from bench import schema
 from bench.benchutil import median, proc_status, timed
-from bench.children import child_command
+from bench.children import child_command, json_line
 from bench.problems import chow_liu
-from bench.schema import ROOT, cpu_model
+from bench.schema import cpu_model
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -246,15 +245,9 @@ def run_pgmjax_memory(model_dir: str, n: int, method: str) -> dict:
 
 # ----------------------------------------------------------------------------- environment and driver
 def environment() -> dict:
-    import importlib.metadata
     import platform
 
-    def version(pkg):
-        try:
-            return importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            return None
-
+    version = schema.version
     cpu = cpu_model()
     import jax
 
@@ -277,11 +270,7 @@ def environment() -> dict:
 
 def _child(cmd: list[str], label: str) -> dict:
     t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr)
-        raise RuntimeError(f"{label} failed (exit {proc.returncode})")
-    row = json.loads(proc.stdout.strip().splitlines()[-1])
+    row = json_line(cmd, label, tail=None)  # a failure prints the child's stderr and raises ChildFailed
     row["process_wall_s"] = time.perf_counter() - t
     print(f"[{label}] done in {row['process_wall_s']:.1f} s", file=sys.stderr, flush=True)
     return row

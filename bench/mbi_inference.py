@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import json
 import os
 import pickle
@@ -41,6 +40,7 @@ import platform
 import time
 import warnings
 
+from bench import schema
 from bench.benchutil import median, proc_status, timed
 
 
@@ -55,16 +55,10 @@ def _setup():
 
 
 def environment(jax) -> dict:
-    def version(pkg):
-        try:
-            return importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            return None
-
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "python": platform.python_version(),
-        "versions": {p: version(p) for p in ("mbi", "jax", "jaxlib", "numpy", "networkx")},
+        "versions": {p: schema.version(p) for p in ("mbi", "jax", "jaxlib", "numpy", "networkx")},
         "jax_backend": jax.default_backend(),
         "jax_enable_x64": bool(jax.config.jax_enable_x64),
     }

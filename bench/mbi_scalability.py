@@ -92,12 +92,11 @@ import math
 import os
 import platform
 import resource
-import statistics
 import time
 import warnings
 
 from bench import schema
-from bench.benchutil import CompileEvents
+from bench.benchutil import CompileEvents, median
 from bench.children import child_command, json_line
 from bench.problems import markov_chain_problem
 
@@ -130,11 +129,6 @@ def _setup_jax(x64: bool):
         warnings.filterwarnings("ignore", message="JAX is running in float32")
         import mbi
     return jax, mbi
-
-
-def _median(values: list[float]) -> float:
-    """Median as a plain float."""
-    return float(statistics.median(values))
 
 
 def environment(x64: bool = False) -> dict:
@@ -257,7 +251,7 @@ def run_mbi(d: int, iters: int = 50, seed: int = 0, repeats: int = 3,
         _EVENTS.active = False
     warm_compilations = sum(_EVENTS.counts.values())
 
-    warm_call_s, warm_fixed_s = _median(warm), _median(fixed)
+    warm_call_s, warm_fixed_s = median(warm), median(fixed)
     effective_iters = (math.ceil(iters / estimation.CALLBACK_EVERY)
                        * estimation.CALLBACK_EVERY)
 

@@ -41,41 +41,34 @@ class Suite:
 SUITES = {s.name: s for s in (
     Suite("engine", "pgmjax against mbi 2.0 on the same noisy marginals: loss against time, per-iteration cost, "
           "inference (marginals, synthetic data), first-call compilation and its cache, batched fits, dense against "
-          "size-class programs over runs of new structures, the path scan, each program's compile cost, all pair marginals of "
-          "a model by the pair sweep against a plan per pair, release fingerprints to check that a refactor changes no result",
+          "size-class programs over runs of new structures, a new structure's first fit in a compiled class, the "
+          "path scan, each program's compile cost, release fingerprints to check that a refactor changes no result",
           ("engine", "per_iteration", "inference", "compilation_cache", "batch", "size_class", "size_class_first_call",
-           "path_scan", "compile_costs", "pair_sweep", "fingerprints"),
+           "path_scan", "compile_costs", "fingerprints"),
           ("mbi_inference",)),
     Suite("mechanisms", "MST and AIM against mbi 2.0 (accuracy and time), their and MWEM's time per round (selection, "
-          "fits: compilation and iterations), low-variance synthetic data, private preprocessing of a raw table, "
-          "pgmjax's Synthesizer against dpmm and smartnoise-synth, smartnoise-synth and OpenDP on the mbi door, "
-          "fits under structural constraints against mbi 2.0 (forbidden mass, violations), public data in AIM's "
-          "rounds against JAM and in MST's and MWEM's fits (unbiased and shifted public tables)",
-          ("mst_aim", "aim_profile", "low_variance", "private_preprocessing", "synthesizer_tools", "mbi_door",
-           "constraints", "public_data", "public_fits"),
-          ("mbi_mst_aim", "mbi_lowmaps", "aim_trace_plot", "mbi_constraints", "jam_reference", "default_mechanism"),
+          "fits: compilation and iterations), and the default mechanism's verdict (TreeAIM against MST and AIM)",
+          ("mst_aim", "aim_profile"),
+          ("mbi_mst_aim", "mbi_lowmaps", "aim_trace_plot", "default_mechanism"),
           ("aim_trace", "tables")),
     Suite("agreement", "pgmjax's and mbi's fits, float32 and float64, on answers no measurement constrains",
           ("agreement",)),
     Suite("scalability", "ICML 2019 Figure 2b: time per iteration as the number of attributes grows, pgmjax "
           "against mbi 2.0 and against full-table multiplicative weights and LSMR", ("scalability", "full_table"),
-          ("mbi_scalability", "scalability_report")),
+          ("mbi_scalability",)),
     Suite("papers", "the papers' experiments reproduced: ICML 2019 Figures 1 and 2a, MLDP, Bayesian inference, "
-          "historical answers, randomized response, interval coverage",
-          ("figure1", "figure1_workloads", "figure2a", "mldp", "bayes_experiments", "history_experiments", "history_publishing", "rr_experiments",
-           "uncertainty_coverage", "uncertainty_u4"),
+          "historical answers, randomized response; interval coverage (the full variant of the test suite's)",
+          ("figure1", "figure2a", "mldp", "bayes_experiments", "history_experiments", "history_publishing",
+           "rr_experiments", "uncertainty_u4"),
           ("history_report",), ("rr_report",)),
     Suite("gpu", "the GPU check (one command on a lent H100/H200: bandwidth, engine vs mbi, correctness against "
-          "float64 references, batching, the largest model) and the oracle's loop plan",
-          ("gpu", "gpu_plan"), (), ("gpu_checks", "gpu_report", "gpu_workloads")),
-    Suite("memory", "memory and compiled programs over thousands of mechanism calls and new structures in one "
-          "process; each fit's, mechanism's and the sampler's peak against the memory model",
-          ("repeated_runs", "memory_loop", "memory_peak")),
+          "float64 references, batching, the largest model)",
+          ("gpu",), (), ("gpu_checks", "gpu_report", "gpu_workloads")),
+    Suite("memory", "memory and compiled programs over thousands of mechanism calls in one process; each fit's, "
+          "mechanism's and the sampler's peak against the memory model",
+          ("repeated_runs", "memory_peak")),
     Suite("approximate", "the approximate marginal oracle (convex generalized BP) against mbi 2.0's and against the "
-          "exact fit: all pairs of 30 attributes, a 10x10 grid, AIM past the exact size cap; synthetic records made "
-          "from its pseudo-marginals", ("approximate_oracle", "approximate_records")),
-    Suite("data", "tables beyond memory: all 2-way marginals and MST on a generated Parquet table counted by Polars "
-          "and Dask, against the in-memory path and a bare scan", ("data_engines",)),
+          "exact fit: all pairs of 30 attributes, a 10x10 grid, AIM past the exact size cap", ("approximate_oracle",)),
 )}
 
 
@@ -83,16 +76,15 @@ SUITES = {s.name: s for s in (
 #: seeds; results not meant for committing). A script not listed has no short mode and runs in full.
 QUICK = {
     "engine": ("--quick",), "per_iteration": ("--rounds", "1"), "compilation_cache": ("--rounds", "1"),
-    "aim_profile": ("--rounds", "4"), "mst_aim": ("--mechanisms", "mst"), "private_preprocessing": ("--seeds", "1"),
-    "synthesizer_tools": ("--quick",), "mbi_door": ("--quick",), "constraints": ("--quick",),
-    "public_data": ("--quick",), "public_fits": ("--quick",),
-    "agreement": ("--quick",), "approximate_oracle": ("--quick",), "approximate_records": ("--quick",), "figure1": ("--quick",), "figure1_workloads": ("--quick",), "full_table": ("--quick",), "figure2a": ("--quick",),
-    "mldp": ("--quick",), "bayes_experiments": ("--quick",), "history_experiments": ("--quick",), "history_publishing": ("--quick",),
-    "rr_experiments": ("--quick",), "pair_sweep": ("--quick",), "fingerprints": ("--quick",), "gpu": ("--smoke",), "gpu_plan": ("--smoke",), "data_engines": ("--smoke",),
+    "fingerprints": ("--quick",), "aim_profile": ("--rounds", "4"), "mst_aim": ("--mechanisms", "mst"),
+    "agreement": ("--quick",), "full_table": ("--quick",), "figure1": ("--quick",), "figure2a": ("--quick",),
+    "mldp": ("--quick",), "bayes_experiments": ("--quick",), "history_experiments": ("--quick",),
+    "history_publishing": ("--quick",), "rr_experiments": ("--quick",), "gpu": ("--smoke",),
+    "approximate_oracle": ("--quick",),
 }
 
 #: Scripts that take their output folder as a positional argument, not ``--out``.
-OUT_POSITIONAL = frozenset({"gpu", "gpu_plan"})
+OUT_POSITIONAL = frozenset({"gpu"})
 
 
 def script_command(module: str, quick: bool = False, out_dir: str | None = None) -> list[str]:
@@ -108,16 +100,6 @@ def script_command(module: str, quick: bool = False, out_dir: str | None = None)
         target = os.path.join(out_dir, module)
         args += [target] if module in OUT_POSITIONAL else ["--out", target]
     return args
-
-
-def suite_of(module: str) -> str:
-    """The suite a script (``"engine"`` or ``"bench.engine"``) belongs to."""
-    name = module.rsplit(".", 1)[-1]
-    for s in SUITES.values():
-        if name in s.modules:
-            return s.name
-    raise KeyError(f"bench script {module!r} is in no suite; expected one of "
-                   f"{sorted(m for s in SUITES.values() for m in s.modules)}")
 
 
 def summary(module: str) -> str:

@@ -14,15 +14,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
-import sys
 import types
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT.parent))
+import pgmjax  # installed with the repository (pip install -e .)
+from griffe_roles import link  # docs/griffe_roles.py (this script's folder): the Sphinx roles of a docstring as links
 
-import pgmjax  # noqa: E402
-from griffe_roles import link  # noqa: E402  (docs/griffe_roles.py: the Sphinx roles of a docstring as links)
+ROOT = Path(__file__).resolve().parent
 
 # The mechanisms' own names are documented on their pages (docs/mechanisms/<page>.md, ::: blocks there).
 MECHANISM_PAGES = {

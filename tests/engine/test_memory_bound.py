@@ -3,7 +3,8 @@
 ``estimate`` and ``estimate_batch`` call ``pgmjax.compiler.bound_compiled(MAX_LIVE_PROGRAMS)`` before they plan
 a fit: once more than ``MAX_LIVE_PROGRAMS`` programs are live, pgmjax's are freed.
 Before, each new structure left its programs (about 4.4 MB and 130 memory maps) for the life of the process
-unless the user called ``pgmjax.release_compiled``; ``bench/memory_loop.py`` measures 2,000 structures.
+unless the user called ``pgmjax.release_compiled``; 2,000 structures were measured by ``bench/memory_loop.py``
+(retired at commit 8f1d3f4; its results stay in ``bench/results/memory/memory_loop_cpu.md``).
 """
 
 import numpy as np

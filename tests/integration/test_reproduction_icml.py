@@ -1,21 +1,18 @@
-"""ICML 2019's reproduction scripts in their quick modes: Figure 1's workload sizes and one Figure 1 cell.
+"""ICML 2019's reproduction scripts in their quick modes: one Figure 1 cell, and Figure 2a's second panel.
 
-``python -m bench papers figure1_workloads --quick`` and ``python -m bench papers figure1 --quick`` (one mechanism,
-one run, Titanic) write their results to a temporary folder; the tests read them back. They need the shared data
-folder and skip without it.
+``python -m bench papers figure1 --quick`` (one mechanism, one run, Titanic) writes its results to a temporary
+folder; the test reads them back. It needs the shared data folder and skips without it.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 
 import pytest
 
 import pgmjax as pj
-from bench.figure1_workloads import factors, queries, smallest_possible
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
@@ -33,26 +30,6 @@ def _bench(*args):
     return proc
 
 
-def test_workload_sizes_quick_mode_counts_the_benchmark_and_its_draws(tmp_path):
-    data = _titanic()
-    _bench("bench.figure1_workloads", "--quick", "--out", str(tmp_path / "w"))
-    doc = json.loads((tmp_path / "w.json").read_text())
-    (row,) = doc["rows"]
-    cliques = pj.datasets.benchmark_cliques("titanic", data.domain)
-    workload = pj.Workload.benchmark(data.domain, cliques, pj.datasets.NUMERIC["titanic"])
-    rows = sum(math.prod(data.domain[a] if m is None else m.shape[0] for a, m in zip(q.clique, q.matrices))
-               for q in workload)  # a row per query of each clique's Prefix/identity product
-    assert row["benchmark_queries"] == queries(data.domain, cliques) == rows
-    assert row["paper_queries"] == 4851 and row["draws"] == 20
-    assert row["smallest_possible"] <= row["min"] <= row["median"] <= row["max"]
-    assert "| titanic | 20,220 | 4,851 |" in (tmp_path / "w.md").read_text()
-
-
-def test_smallest_possible_is_the_sum_of_the_smallest_cliques():
-    dom = pj.Domain({"a": 2, "b": 3, "c": 4, "d": 5})
-    assert smallest_possible(dom, count=2) == 2 * 3 * 4 + 2 * 3 * 5
-
-
 def test_figure1_quick_mode_runs_both_arms_on_a_drawn_workload(tmp_path):
     _titanic()
     _bench("bench.figure1", "--quick", "--runs", "1", "--datasets", "titanic", "--mechanisms", "privbayes",
@@ -66,20 +43,6 @@ def test_figure1_quick_mode_runs_both_arms_on_a_drawn_workload(tmp_path):
     ds = doc["datasets"]["titanic"]
     assert ds["workload_seed"] == 1448 and ds["queries"] < 6000  # a draw near the paper's 4,851 queries
     assert f"titanic {ds['queries']:,} (paper 4,851), cliques drawn with seed 1448" in (tmp_path / "f.md").read_text()
-
-
-def test_factors_over_draws_are_the_median_ratios(tmp_path):
-    def run(seed, original, pgm):
-        return {"status": "ok", "dataset": "titanic", "mechanism": "privbayes", "seed": seed,
-                "arms": {"original": {"status": "ok", "paper": original}, "pgm": {"status": "ok", "paper": pgm}}}
-
-    doc = {"rows": [run(0, 0.2, 0.1), run(1, 0.4, 0.1), run(2, 0.9, 0.3)],
-           "datasets": {"titanic": {"workload_seed": 7, "queries": 5000, "cliques": []}}}
-    path = tmp_path / "draw.json"
-    path.write_text(json.dumps(doc))
-    (row,) = factors([str(path)])
-    assert row["original"] == 0.4 and row["pgm"] == 0.1 and row["factor"] == pytest.approx(4.0)
-    assert row["workload_seed"] == 7 and row["queries"] == 5000 and row["runs"] == 3
 
 
 def test_figure2a_reports_the_error_on_the_measurements(tmp_path):
