@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..compiler import to_device
 from .contract import Estimator, StepInfo
 
 #: The Huber widths (whitened residuals) of the first and the last smoothing stage.
@@ -91,9 +92,9 @@ class Smoothed(Estimator):
     def differentiable(self) -> bool:
         return self.estimator.differentiable
 
-    @property
-    def init_on_host(self) -> bool:
-        return self.estimator.init_on_host
+    #: ``init`` builds zeros on the host: the first stage starts inside the compiled chunk, as every later one does,
+    #: so the inner estimator's ``init`` is compiled once, in the chunk (not also in a program of its own).
+    init_on_host = True
 
     @property
     def traits(self):
@@ -105,37 +106,49 @@ class Smoothed(Estimator):
         return np.asarray([self.first * (self.last / self.first) ** (i / max(self.stages - 1, 1)) for i in k])
 
     def _width(self, stage, dtype):
-        return jnp.asarray(self.widths(), dtype)[jnp.minimum(stage, self.stages - 1)]
+        return jnp.asarray(self.widths(), dtype)[jnp.clip(stage, 0, self.stages - 1)]
 
     def _info(self, info: StepInfo, stage) -> StepInfo:
         last = stage >= self.stages - 1
         return StepInfo(info.loss, info.stalled & last, None, last)
 
     def init(self, problem, theta: dict, step_size):
+        """A state before the first stage (``stage`` -1, ``iteration`` -1): zeros of the inner estimator's state,
+        built on the host; its first step starts the first stage from ``theta`` (:meth:`_restart`)."""
         dt = problem.total.dtype
         step = jnp.asarray(step_size, dt)
-        inner, info = self.estimator.init(problem.with_smoothing(self._width(0, dt)), theta, step)
-        zero = jnp.zeros((), jnp.int32)
-        state = SmoothedState(theta, inner, zero, zero, zero, step, jnp.zeros((), bool), inner.iteration,
-                              inner.oracle_calls)
-        return state, self._info(info, zero)
+        shapes = jax.eval_shape(self.estimator.init, problem.with_smoothing(self._width(0, dt)), theta, step)
+        inner = jax.tree_util.tree_map(lambda a: to_device(np.zeros(a.shape, a.dtype)), shapes[0])
+        minus = to_device(-1, np.int32)
+        zero = to_device(0, np.int32)
+        state = SmoothedState(theta, inner, minus, zero, zero, step, to_device(False, bool), minus, zero)
+        loss = to_device(np.full(shapes[1].loss.shape, np.inf, shapes[1].loss.dtype))  # the inner info's type
+        return state, StepInfo(loss, to_device(False, bool), None, to_device(self.stages <= 1, bool))
 
-    def _restart_if_due(self, problem, s: SmoothedState) -> SmoothedState:
-        """At a stage's end (its iterations made, or the inner estimator stalled before the last stage), the next
-        stage's state, from the ended stage's tidied potentials in log-conditional gauge; else ``s``."""
+    def _due(self, s: SmoothedState):
+        """Whether the next step starts a stage: before the first, or once a stage's iterations are made or the inner
+        estimator stalled in a stage before the last."""
+        return (s.stage < 0) | (s.inner.iteration >= self.stage_iters) | (s.inner_stalled & (s.stage < self.stages - 1))
+
+    def _restart(self, problem, s: SmoothedState, theta: dict):
+        """The next stage's state and info: the inner estimator's ``init`` at potentials ``theta`` (the fit's start
+        before the first stage; later, the ended stage's tidied potentials in log-conditional gauge), at the
+        stage's width and step size."""
         dt = problem.total.dtype
-        due = (s.inner.iteration >= self.stage_iters) | (s.inner_stalled & (s.stage < self.stages - 1))
+        first = s.stage < 0
+        stage = s.stage + 1
+        w = self._width(stage, dt)
+        inner, info = self.estimator.init(problem.with_smoothing(w), theta, s.base_step * (w / self._width(0, dt)))
+        offset = jnp.where(first, 0, s.offset + s.inner.iteration)
+        calls = jnp.where(first, 0, s.calls + s.inner.oracle_calls)
+        s = s._replace(inner=inner, stage=stage, offset=offset, calls=calls, inner_stalled=jnp.zeros((), bool),
+                       iteration=offset + inner.iteration, oracle_calls=calls + inner.oracle_calls)
+        return s, self._info(info, stage)
 
-        def restart(s):
-            ended = self.estimator.tidy(problem.with_smoothing(self._width(s.stage, dt)), s.inner)
-            stage = s.stage + 1
-            w = self._width(stage, dt)
-            theta = problem.log_conditionals(ended.params)
-            inner, _ = self.estimator.init(problem.with_smoothing(w), theta, s.base_step * (w / self._width(0, dt)))
-            return s._replace(inner=inner, stage=stage, offset=s.offset + ended.iteration,
-                              calls=s.calls + ended.oracle_calls, inner_stalled=jnp.zeros((), bool))
-
-        return jax.lax.cond(due, restart, lambda s: s, s)
+    def _gauged(self, problem, s: SmoothedState) -> dict:
+        """The inner estimator's potentials to return (its ``tidy``), in log-conditional gauge."""
+        ended = self.estimator.tidy(problem.with_smoothing(self._width(s.stage, problem.total.dtype)), s.inner)
+        return problem.log_conditionals(ended.params)
 
     def _inner_step(self, problem, s: SmoothedState):
         inner, info = self.estimator.step(problem.with_smoothing(self._width(s.stage, problem.total.dtype)), s.inner)
@@ -144,19 +157,24 @@ class Smoothed(Estimator):
         return s, self._info(info, s.stage)
 
     def step(self, problem, s: SmoothedState):
-        """One step of the inner estimator, after the restart where a stage has ended."""
-        return self._inner_step(problem, self._restart_if_due(problem, s))
+        """The next stage's start where one is due (:meth:`_due`), else one step of the inner estimator."""
+        def restart():
+            theta = jax.lax.cond(s.stage < 0, lambda: s.params, lambda: self._gauged(problem, s))
+            return self._restart(problem, s, theta)
+
+        return jax.lax.cond(self._due(s), restart, lambda: self._inner_step(problem, s))
 
     def tidy(self, problem, s: SmoothedState) -> SmoothedState:
         """``s`` with ``params`` the inner estimator's tidied potentials in log-conditional gauge; the inner state
-        itself is tidied only where its stage ends (a chunk's end is not a stage's)."""
-        ended = self.estimator.tidy(problem.with_smoothing(self._width(s.stage, problem.total.dtype)), s.inner)
-        return s._replace(params=problem.log_conditionals(ended.params))
+        itself is left as it is (a chunk's end is not a stage's)."""
+        return s._replace(params=self._gauged(problem, s))
 
     def advance(self, problem, state, info: StepInfo, num_steps):
-        """:meth:`step` looped as :meth:`Estimator.advance` does, with the restart test once per stage, not once
-        per step: under ``jax.vmap`` (a batch's members) a branch runs both its sides, and the restart's tidy is
-        a pass over every table."""
+        """:meth:`step` looped as :meth:`Estimator.advance` does, a stage at a time: the stage's start where due
+        (from ``state.params``), its steps, then its potentials in ``params`` (:meth:`tidy`). Each is one site in
+        the program (the oracle traced once), and under ``jax.vmap`` (a batch's members), where a branch runs both
+        its sides, the start is paid once per stage, not once per step. ``state`` is one :meth:`init` or
+        :meth:`advance` returned (its ``params`` current)."""
         if self.differentiable and isinstance(num_steps, int):
             return super().advance(problem, state, info, num_steps)
         target = jnp.maximum(state.iteration, 0) + num_steps
@@ -168,12 +186,11 @@ class Smoothed(Estimator):
             return more(c) & (c[0].inner.iteration < self.stage_iters) & ~c[0].inner_stalled
 
         def stage(c):
-            s, info = c
-            s, info = self._inner_step(problem, self._restart_if_due(problem, s))
-            return jax.lax.while_loop(in_stage, lambda c: self._inner_step(problem, c[0]), (s, info))
+            s, info = jax.lax.cond(self._due(c[0]), lambda: self._restart(problem, c[0], c[0].params), lambda: c)
+            s, info = jax.lax.while_loop(in_stage, lambda c: self._inner_step(problem, c[0]), (s, info))
+            return s._replace(params=self._gauged(problem, s)), info
 
-        state, info = jax.lax.while_loop(more, stage, (state, info))
-        return self.tidy(problem, state), info
+        return jax.lax.while_loop(more, stage, (state, info))
 
 
 def smoothed(estimator: Estimator, loss, iters: int, smoothing: tuple[float, float] = SMOOTHING) -> Estimator:

@@ -65,6 +65,9 @@ def _start(estimator, problem, theta, step_size):
     leaves a state at iteration -1, which the compiled chunk evaluates with zero iterations."""
     if estimator.init_on_host:
         state, info = estimator.init(problem, theta, step_size)
+        # Python scalars (StepInfo's default ``settled``) as device arrays, as the chunk returns them: the chunk's
+        # later calls then match its first in jit's dispatch cache
+        info = jax.tree_util.tree_map(lambda x: to_device(x) if isinstance(x, (bool, int, float)) else x, info)
     else:
         state, info = _init(estimator, problem, theta, step_size)
     if np.any(np.asarray(state.iteration) < 0):
