@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import continuation, dependencies, driver, inputs, losses, memory, oracles, sharding
+from .. import compiler
 from ..checks import check_count
 from ..data.domain import Domain
 from ..graph import marginal_oracle
@@ -155,6 +156,7 @@ def estimate(
     model_cliques += [c.attributes for c in constraints]
     total = inputs.warm_total(total, measurements, warm_start)
     # ---- build: the compiled program's plan, the problem (structure static, numbers arrays), the start
+    compiler.bound_compiled(compiler.MAX_LIVE_PROGRAMS)  # a loop over new structures holds a bounded number
     plan, oracle_info = oracles.choose_plan(
         domain, model_cliques, measurements, loss, estimator, oracle, dtype, program=program, devices=devices,
         structures=check_count(structures, "structures", caller), repeats=check_count(repeats, "repeats", caller),

@@ -343,7 +343,6 @@ def choose_plan(domain, cliques, measurements, loss, estimator, choice, dtype, *
     from ..graph.routed_plan import make_routed_plan
 
     program = check_program(program, caller=caller)
-    compiler.bound_compiled(compiler.MAX_LIVE_PROGRAMS)  # a loop over new structures holds a bounded number
     plan, info = (None, None) if choice == "exact" else make_oracle_plan(domain, cliques, choice, dtype=dtype)
     exact = choice == "exact" or (info is not None and info["oracle"] == "exact")  # "auto" may pick it
     taken = "exact" if exact else choice

@@ -297,7 +297,7 @@ def refit(
     def run(prob, th, n, st):
         params, _, history = batch_mod.run_batch(est, prob, th, n, step_size=st, chunk=chunk, group="auto")
         step = history[-1]["info"].step_size  # where the estimator has one (mirror descent), the step to go on from
-        return params, (np.asarray(step, np.float64) if loss != "l1" and step is not None else st)
+        return params, (np.asarray(step, np.float64) if step is not None else st)  # None: no step (L1's stages)
 
     def read(prob, th):
         return tuple(np.asarray(v, np.float64) for v in target_values(tplan, plan, th, jm, prob.total))
