@@ -48,19 +48,20 @@ class FitRecorder:
     def __call__(self, *args, **kwargs):
         c0, t0 = self.compiling, time.perf_counter()
         self.last_call = (args, kwargs)
-        model = self.estimate(*args, **kwargs)
+        fit = self.estimate(*args, **{**kwargs, "report": True})  # the fit's report: its loss and per-chunk log
+        model, report = fit
         wall = time.perf_counter() - t0
-        hist = model.history
+        hist = report.history
         self.fits.append({
             "wall": wall, "compile": self.compiling - c0, "iterations": hist[-1]["iteration"] if hist else 0,
-            "first_loss": hist[0]["loss"] if hist else None, "loss": float(model.loss),
+            "first_loss": hist[0]["loss"] if hist else None, "loss": float(report.loss),
             "warm": kwargs.get("warm_start") is not None, "cells": int(model.plan.cells),
             "oracle_calls": hist[-1].get("oracle_calls") if hist else None,
         })
         if self.structures:
             measurements = args[1] if len(args) > 1 else kwargs["measurements"]
             self.fits[-1].update(model=[list(c) for c in model.cliques], measured=[list(m.clique) for m in measurements])
-        return model
+        return fit if kwargs.get("report") else model  # what the caller asked for
 
 
 @contextlib.contextmanager
@@ -125,8 +126,9 @@ def profile(mechanism: str, data, epsilon: float, seed: int, on_step=None, struc
     refitted, models = [], []
     for iters in refits:
         t1 = time.perf_counter()
-        models.append(rec.estimate(*final_args, **{**final_kwargs, "iters": iters}))
-        refitted.append({"iters": iters, "seconds": time.perf_counter() - t1, "loss": float(models[-1].loss)})
+        model, report = rec.estimate(*final_args, **{**final_kwargs, "iters": iters, "report": True})
+        models.append(model)
+        refitted.append({"iters": iters, "seconds": time.perf_counter() - t1, "loss": float(report.loss)})
     error, *refit_errors = _workload_errors(result, data, [result.model, *models])
     for r, e in zip(refitted, refit_errors):
         r["workload_error"] = e
@@ -135,7 +137,7 @@ def profile(mechanism: str, data, epsilon: float, seed: int, on_step=None, struc
         "fits": len(fits), "fit_wall": sum(f["wall"] for f in fits), "fit_compile": sum(f["compile"] for f in fits),
         "fit_iterations": sum(f["iterations"] for f in fits), "timer": seconds, "per_round": rounds, "per_fit": fits,
         "workload_error": error, "final_iters": final_kwargs.get("iters"),
-        "final_loss": float(result.model.loss), "refits": refitted,
+        "final_loss": float(result.report.loss), "refits": refitted,
     }
 
 

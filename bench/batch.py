@@ -64,28 +64,34 @@ def build(problem: str, batch: int, sigma: float, seed: int):
 
 
 def batch_fitters(domain, members, iters, chunk, dtype=None):
+    """Each mode's fit, as a function of no arguments returning ``pj.Fit``s (``(model, report)``): one for a batch,
+    a list of B for the sequential fits."""
     import pgmjax as pj
     from pgmjax.estimation.batch import estimate_batch
 
     return {
-        "batched": lambda: estimate_batch(domain, members, iters=iters, chunk=chunk, dtype=dtype),
-        "batched-all": lambda: estimate_batch(domain, members, iters=iters, chunk=chunk, dtype=dtype, group=None),
-        "sequential": lambda: [pj.estimate(domain, ms, iters=iters, chunk=chunk, dtype=dtype) for ms in members],
+        "batched": lambda: estimate_batch(domain, members, iters=iters, chunk=chunk, dtype=dtype, report=True),
+        "batched-all": lambda: estimate_batch(domain, members, iters=iters, chunk=chunk, dtype=dtype, group=None,
+                                              report=True),
+        "sequential": lambda: [pj.estimate(domain, ms, iters=iters, chunk=chunk, dtype=dtype, report=True)
+                               for ms in members],
     }
 
 
 def fit_summary(result) -> dict:
-    """Clique marginals ``(B, *shape)`` per model clique, losses, totals and oracle calls of either mode's result."""
+    """Clique marginals ``(B, *shape)`` per model clique, losses, totals and oracle calls of either mode's result
+    (a batch's ``pj.Fit``, or a list of one ``pj.Fit`` per member)."""
     import numpy as np
 
     if isinstance(result, list):
-        margs = [m.clique_marginals() for m in result]
-        return {"marginals": [np.stack([mg[c] for mg in margs]) for c in result[0].cliques],
-                "losses": np.array([m.loss for m in result]), "totals": np.array([m.total for m in result]),
-                "calls": np.array([m.history[-1]["oracle_calls"] for m in result])}
-    cm = result.clique_marginals()
-    return {"marginals": [cm[c] for c in result.cliques], "losses": result.loss, "totals": result.total,
-            "calls": np.asarray(result.history[-1]["oracle_calls"])}
+        margs = [f.model.clique_marginals() for f in result]
+        return {"marginals": [np.stack([mg[c] for mg in margs]) for c in result[0].model.cliques],
+                "losses": np.array([f.report.loss for f in result]), "totals": np.array([f.model.total for f in result]),
+                "calls": np.array([f.report.history[-1]["oracle_calls"] for f in result])}
+    model, report = result
+    cm = model.clique_marginals()
+    return {"marginals": [cm[c] for c in model.cliques], "losses": report.loss, "totals": model.total,
+            "calls": np.asarray(report.history[-1]["oracle_calls"])}
 
 
 def fit_agreement(a: dict, b: dict) -> dict:

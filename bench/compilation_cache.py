@@ -59,12 +59,12 @@ def child(problem_file: str, mode: str, cache: str, result_file: str) -> None:
     timed = ep.timed_fits(problem_file)
     events = CompileEvents().install()
     events.active = True
-    first, model = timed(50)
+    first, fit = timed(50)
     events.active = False
     first_hits = len(hits)
     warm = statistics.median(timed(50)[0] for _ in range(3))
     with open(result_file, "w") as f:
-        json.dump({"first_call_s": first, "warm_call_s": warm, "loss50": float(model.loss),
+        json.dump({"first_call_s": first, "warm_call_s": warm, "loss50": float(fit.report.loss),
                    "cache_hits": first_hits, **events.summary()}, f)
 
 

@@ -148,23 +148,23 @@ def child_pgmjax(args) -> None:
               jt_cells=int(sum(domain.size(c) for c in tree.cliques)), jt_cliques=len(tree.cliques),
               jt_max_clique_cells=int(max(domain.size(c) for c in tree.cliques)))
 
-    def timed(n, callback=None):
+    def timed(n, callback=None):  # (seconds, pj.Fit): the model and its report (loss, per-chunk log)
         t = time.perf_counter()
-        model = pj.estimate(domain, meas, "mirror_descent", iters=n, chunk=BLOCK, callback=callback)
-        jax.block_until_ready(model.theta)
-        return time.perf_counter() - t, model
+        fit = pj.estimate(domain, meas, "mirror_descent", iters=n, chunk=BLOCK, callback=callback, report=True)
+        jax.block_until_ready(fit.model.theta)
+        return time.perf_counter() - t, fit
 
     n1 = args.first_iters
     events.active = True
     first, m = timed(n1)
     events.active = False
-    st.update("first_call", first_call_s=first, first_call_loss=m.loss, **events.summary())
+    st.update("first_call", first_call_s=first, first_call_loss=m.report.loss, **events.summary())
     warm = [timed(n1)[0] for _ in range(args.repeats)]
     errors = []
     try:
         fixed_runs = [timed(0) for _ in range(args.repeats)]
         fixed = [t for t, _ in fixed_runs]
-        loss0 = fixed_runs[-1][1].loss
+        loss0 = fixed_runs[-1][1].report.loss
         fixed_s = median(fixed)
     except Exception as e:  # the engine refused the 0-iteration model: keep going, say so
         errors.append(f"estimate(iters=0) raised {type(e).__name__}: {e}")
@@ -184,7 +184,7 @@ def child_pgmjax(args) -> None:
 
     tstart[0] = time.perf_counter()
     try:
-        model = pj.estimate(domain, meas, "mirror_descent", iters=iters, chunk=BLOCK, callback=cb)
+        model, report = pj.estimate(domain, meas, "mirror_descent", iters=iters, chunk=BLOCK, callback=cb, report=True)
         jax.block_until_ready(model.theta)
     except Exception as e:  # the callback saw every block: the trajectory stands, the returned model does not
         errors.append(f"estimate(iters={iters}) raised {type(e).__name__}: {e}")
@@ -197,9 +197,9 @@ def child_pgmjax(args) -> None:
     final = common_loss(tables, p["noisy"], sigma)
     st.update("done", iters_run=iters, trajectory=traj, trajectory_call_s=traj_s,
               ms_per_iter_traj=1e3 * (traj_s - fixed_s) / iters,
-              reported_final_loss=float(model.loss), final_loss=final, errors=errors,
+              reported_final_loss=float(report.loss), final_loss=final, errors=errors,
               finite=bool(math.isfinite(final) and all(math.isfinite(x[1]) for x in traj)),
-              oracle_calls_per_iter=(model.history[-1]["oracle_calls"] - 1) / iters if model.history else None,
+              oracle_calls_per_iter=(report.history[-1]["oracle_calls"] - 1) / iters if report.history else None,
               l1_error_per_record=_l1_error(tables, p["true"], p["records"]),
               noisy_l1_error_per_record=_l1_error(p["noisy"], p["true"], p["records"]),
               child_wall_s=time.perf_counter() - t_start)

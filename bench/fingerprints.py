@@ -72,17 +72,20 @@ def fingerprints(quick: bool = False) -> dict:
             for program in ("dense", "size_class"):
                 key = f"estimate {method} {loss} {program}"
                 try:
-                    m = pj.estimate(domain, ms, method=method, loss=loss, iters=300, program=program)
-                    out[key] = [_model(m), m.history[-1]["iteration"], m.loss, m.step_size]
-                    w = pj.estimate(domain, ms, method=method, loss=loss, iters=100, program=program, warm_start=m)
-                    out[f"warm start {method} {loss} {program}"] = [_model(w), w.history[-1]["iteration"]]
+                    fit = pj.estimate(domain, ms, method=method, loss=loss, iters=300, program=program, report=True)
+                    m, r = fit
+                    out[key] = [_model(m), r.history[-1]["iteration"], r.loss, r.step_size]
+                    # from the Fit: the warm start continues from its report's step size, as it did from the model's
+                    w, wr = pj.estimate(domain, ms, method=method, loss=loss, iters=100, program=program,
+                                        warm_start=fit, report=True)
+                    out[f"warm start {method} {loss} {program}"] = [_model(w), wr.history[-1]["iteration"]]
                 except Exception as e:
                     out[key] = _error(e)
-        m = pj.estimate(domain, ms, method=method, iters=2000, tol=1e-4)
-        out[f"tol {method}"] = [_model(m), m.history[-1]["iteration"]]
+        m, r = pj.estimate(domain, ms, method=method, iters=2000, tol=1e-4, report=True)
+        out[f"tol {method}"] = [_model(m), r.history[-1]["iteration"]]
         members = [pj.BatchedMeasurement(x.clique, np.stack([x.y + k for k in range(3)]), stddev=5.0) for x in ms]
-        b = pj.estimate_batch(domain, members, method=method, iters=200)
-        out[f"batch {method}"] = [_digest(*[b.marginal(c) for c in b.cliques]), _digest(b.loss)]
+        b, br = pj.estimate_batch(domain, members, method=method, iters=200, report=True)
+        out[f"batch {method}"] = [_digest(*[b.marginal(c) for c in b.cliques]), _digest(br.loss)]
     if not quick:
         for method in ("dual_averaging", "mirror_descent", "lbfgs"):
             def answer(y, method=method):

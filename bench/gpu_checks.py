@@ -60,15 +60,16 @@ def _domain_meas(p: dict):
     return pj.Domain(p["domain"]), [pj.Measurement(c, y, stddev=p["sigma"]) for c, y in zip(p["cliques"], p["noisy"])]
 
 
-def _fit(p: dict, iters: int, dtype=None):
+def _fit(p: dict, iters: int, dtype=None, report: bool = False):
+    """The problem's mirror-descent fit (its potentials waited for): the model, or with ``report`` the ``pj.Fit``."""
     import jax
 
     import pgmjax as pj
 
     domain, meas = _domain_meas(p)
-    model = pj.estimate(domain, meas, "mirror_descent", iters=iters, chunk=CHUNK, dtype=dtype)
-    jax.block_until_ready(model.theta)
-    return model
+    fit = pj.estimate(domain, meas, "mirror_descent", iters=iters, chunk=CHUNK, dtype=dtype, report=True)
+    jax.block_until_ready(fit.model.theta)
+    return fit if report else fit.model
 
 
 def _stored_count(p: dict) -> int:
@@ -153,7 +154,7 @@ def _make_references(out: str, names, iters: int, max_s: float) -> dict:
             print(f"[references] {name}: skipped (projected {projected:.0f} s)", flush=True)
             continue
         t2 = time.perf_counter()
-        m64 = _fit(p, iters, jnp.float64)
+        m64, r64 = _fit(p, iters, jnp.float64, report=True)
         fit_s = time.perf_counter() - t2
         from bench.engine import common_loss
 
@@ -161,7 +162,7 @@ def _make_references(out: str, names, iters: int, max_s: float) -> dict:
         tables = m64.marginals(p["cliques"][:n])
         for i, t in enumerate(tables):
             arrays[f"{name}/{i}"] = np.asarray(t, np.float32)
-        entry = {"loss": common_loss(m64.marginals(p["cliques"]), p["noisy"], p["sigma"]), "reported_loss": float(m64.loss),
+        entry = {"loss": common_loss(m64.marginals(p["cliques"]), p["noisy"], p["sigma"]), "reported_loss": float(r64.loss),
                  "total": float(m64.total), "cliques": len(p["cliques"]), "stored_cliques": n,
                  "stored_cells": int(sum(t.size for t in tables)), "fit_s": fit_s, "description": p["description"]}
         # The CPU's float32 fit beside it: the distance rounding alone gives on the CPU.
@@ -240,14 +241,14 @@ def batch(name: str, b: int, iters: int, budget: Budget) -> dict:
     fit = batch_fitters(domain, members, iters, CHUNK)
     out = {"problem": name, "batch": b, "iters": iters, "skipped": []}
     t = time.perf_counter()
-    batched = fit["batched"]()
-    jax.block_until_ready(batched.theta)
+    batched = fit["batched"]()  # a pj.Fit: the batch of models and its report
+    jax.block_until_ready(batched.model.theta)
     out["batched_cold_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    jax.block_until_ready(fit["batched"]().theta)
+    jax.block_until_ready(fit["batched"]().model.theta)
     out["batched_warm_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    seq = [pj.estimate(domain, members[0], iters=iters, chunk=CHUNK)]
+    seq = [pj.estimate(domain, members[0], iters=iters, chunk=CHUNK, report=True)]
     out["sequential_first_s"] = time.perf_counter() - t
     times = []
     for ms in members[1:]:
@@ -255,8 +256,8 @@ def batch(name: str, b: int, iters: int, budget: Budget) -> dict:
             out["skipped"].append({"what": f"sequential fits {len(seq) + 1}..{b}", "why": "section time budget"})
             break
         t = time.perf_counter()
-        m = pj.estimate(domain, ms, iters=iters, chunk=CHUNK)
-        jax.block_until_ready(m.theta)
+        m = pj.estimate(domain, ms, iters=iters, chunk=CHUNK, report=True)
+        jax.block_until_ready(m.model.theta)
         times.append(time.perf_counter() - t)
         seq.append(m)
     per_fit = float(np.median(times)) if times else out["sequential_first_s"]
@@ -284,16 +285,16 @@ def _one_size(p: dict, iters: int) -> dict:
 
     def run(n):
         t = time.perf_counter()
-        m = pj.estimate(domain, meas, "mirror_descent", iters=n, chunk=CHUNK)
-        jax.block_until_ready(m.theta)
-        return time.perf_counter() - t, m
+        fit = pj.estimate(domain, meas, "mirror_descent", iters=n, chunk=CHUNK, report=True)
+        jax.block_until_ready(fit.model.theta)
+        return time.perf_counter() - t, fit
 
     row["first_call_s"] = run(CHUNK)[0]
     # medians of three: one call's fixed cost varies by more than 50 iterations take on a GPU
     short = sorted(run(CHUNK)[0] for _ in range(3))[1]
     longs = [run(CHUNK + iters) for _ in range(3)]
-    long, m = sorted(longs, key=lambda r: r[0])[1]
-    row.update(ms_per_iter=1e3 * (long - short) / iters, iters=iters, loss_finite=bool(math.isfinite(m.loss)))
+    long, fit = sorted(longs, key=lambda r: r[0])[1]
+    row.update(ms_per_iter=1e3 * (long - short) / iters, iters=iters, loss_finite=bool(math.isfinite(fit.report.loss)))
     mem = [d.memory_stats() for d in jax.devices()[:1] if hasattr(d, "memory_stats")]
     if mem and mem[0] and "peak_bytes_in_use" in mem[0]:
         row["device_peak_bytes"] = int(mem[0]["peak_bytes_in_use"])

@@ -171,11 +171,11 @@ def run_config(name, data, pairs, m, eps, kind, seed):
     t = time.process_time()
     beta, scores = maxent_cv(dom, ms, n, prior, list(np.logspace(-0.5, 1.5, 5)), rng)
     alpha = beta * b / n  # beta = alpha n / b
-    model = history.maxent(dom, ms, alpha=alpha, total=n, prior=prior)
+    model, report = history.maxent(dom, ms, alpha=alpha, total=n, prior=prior, report=True)
     record("maxent_cv", model_answers(model, rows_in_order), model_answers(model, fresh), time.process_time() - t)
     res["alpha"]["maxent_cv"] = alpha
-    res["maxent"] = {"beta": float(alpha * n / b), "gap": model.info["gap"], "iterations": model.info["iterations"],
-                     "converged": model.info["converged"], "cv_scores": scores}
+    res["maxent"] = {"beta": float(alpha * n / b), "gap": report.info["gap"], "iterations": report.info["iterations"],
+                     "converged": report.info["converged"], "cv_scores": scores}
     t = time.process_time()
     l2 = pj.estimate(dom, ms, total=n, iters=1000)
     record("pgm_l2", model_answers(l2, rows_in_order), model_answers(l2, fresh), time.process_time() - t)
@@ -241,11 +241,11 @@ def alpha_sweep(name, data, pairs, m, eps, kind, seed=0, betas=tuple(np.logspace
     for label, p in (("uniform", None), ("prior", prior)):
         out["maxent"][label] = []
         for beta in betas:
-            model = history.maxent(dom, ms, beta=float(beta), total=n, prior=p, iters=3000)
+            model, report = history.maxent(dom, ms, beta=float(beta), total=n, prior=p, iters=3000, report=True)
             out["maxent"][label].append({"beta": float(beta), "alpha": float(beta) * (m / eps) / n,
                                          "past": rmse(model_answers(model, rows), "past"),
                                          **{k: rmse(model_answers(model, qs), k) for k, qs in fresh.items()},
-                                         "converged": bool(model.info["converged"])})
+                                         "converged": bool(report.info["converged"])})
     out["cpu_seconds"] = time.process_time() - start
     return out
 

@@ -174,7 +174,7 @@ def run(name: str, data: pj.Dataset, epsilon: float, seed: int, ranges: int, ite
     acc = pj.Accountant(epsilon=epsilon)
     ms = acc.measure_many(k_noise, data, pairs, epsilon=epsilon)
     oracle = "exact" if res["cells"] <= 1e6 else "approximate"
-    model = pj.estimate(dom, ms, total=n, iters=iters, loss=loss, oracle=oracle)
+    model, report = pj.estimate(dom, ms, total=n, iters=iters, loss=loss, oracle=oracle, report=True)
     synthetic = model.synthetic_data(key=k_sample)
     res["maxent"] = {"b": float(ms[0].stddev / math.sqrt(2)), "ledger": acc.spent, "oracle": oracle, "iters": iters,
                      "loss": loss}
@@ -230,7 +230,7 @@ def run(name: str, data: pj.Dataset, epsilon: float, seed: int, ranges: int, ite
             res["rmse_range"][arm][str(k)] = float(np.sqrt(np.mean((ans - truth) ** 2)))
         res.setdefault("mean_range_truth", {})[str(k)] = float(np.mean(truth))
     res["seconds"]["metrics"] = time.process_time() - t
-    res["model_info"] = {k: v for k, v in (model.info or {}).items() if isinstance(v, (int, float, str, bool))}
+    res["model_info"] = {k: v for k, v in report.info.items() if isinstance(v, (int, float, str, bool))}
     return res
 
 

@@ -146,10 +146,10 @@ def run_pgmjax(problem_path: str, workdir: str, iters: int, repeats: int, synth_
 
     # The fit (not the focus).
     t = time.perf_counter()
-    model = pj.estimate(domain, measurements, iters=iters, method="mirror_descent")
+    model, report = pj.estimate(domain, measurements, iters=iters, method="mirror_descent", report=True)
     jax.block_until_ready(model.theta)
     out["fit_s"] = time.perf_counter() - t
-    out["final_loss"] = model.loss
+    out["final_loss"] = report.loss
     out["total"] = model.total
     out["model_cliques"] = [list(c) for c in model.cliques]
     out["treewidth"] = int(model.junction_tree.treewidth)
@@ -217,7 +217,7 @@ def run_pgmjax(problem_path: str, workdir: str, iters: int, repeats: int, synth_
         acc[method] = {"per_clique": dev, "max": max(dev.values())}
     out["low_variance_accuracy"] = acc
 
-    model.save(os.path.join(workdir, "pgmjax_model"))
+    model.save(os.path.join(workdir, "pgmjax_model"), report=report)
     out["peak_rss_mib_process"] = proc_status("VmHWM").get("VmHWM")
     return out
 

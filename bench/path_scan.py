@@ -62,9 +62,9 @@ def measure(names) -> list[dict]:
             pj.estimate(dom, ms, iters=10, program=program)
             t10 = time.perf_counter() - t
             t = time.perf_counter()
-            models[program] = pj.estimate(dom, ms, iters=510, program=program)
+            models[program], report = pj.estimate(dom, ms, iters=510, program=program, report=True)
             row[f"{program} ms/it"] = (time.perf_counter() - t - t10) / 500 * 1e3
-            row[f"{program} loss"] = float(models[program].loss)
+            row[f"{program} loss"] = float(report.loss)
         a, b = models["dense"].clique_marginals(), models["paths"].clique_marginals()
         total = float(models["dense"].total)
         row["max marginal diff / total"] = max(float(np.max(np.abs(np.asarray(a[c]) - np.asarray(b[c])))) for c in a) / total

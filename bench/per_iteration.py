@@ -37,9 +37,9 @@ def _fit_pgmjax(p):
 
     def fit(n):
         t = time.perf_counter()
-        model = pj.estimate(domain, meas, "mirror_descent", iters=n, chunk=50)
+        model, report = pj.estimate(domain, meas, "mirror_descent", iters=n, chunk=50, report=True)
         jax.block_until_ready(model.theta)
-        return time.perf_counter() - t, model.history[-1]["oracle_calls"] if n else 0
+        return time.perf_counter() - t, report.history[-1]["oracle_calls"] if n else 0
 
     return fit
 

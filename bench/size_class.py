@@ -73,12 +73,12 @@ def child(program: str, d: int, models: int, max_size: int, iters: int, out: str
     for k, (dom, ms) in enumerate(problems(d, models, max_size)):
         before = len(compile_s)
         t = time.perf_counter()
-        model = pj.estimate(dom, ms, iters=iters, program=program)
+        model, report = pj.estimate(dom, ms, iters=iters, program=program, report=True)
         model.marginal(ms[0].clique)  # what a mechanism reads next
         wall = time.perf_counter() - t
         plan = model.plan
         rows.append({"program": program, "d": d, "model": k, "wall": wall, "compiles": len(compile_s) - before,
-                     "compile_s": sum(compile_s[before:]), "loss": model.loss, "cells": plan.tree.cells,
+                     "compile_s": sum(compile_s[before:]), "loss": report.loss, "cells": plan.tree.cells,
                      "levels": plan.tree.num_levels, "class": list(getattr(plan, "size", ()))})
         print(json.dumps(rows[-1]), flush=True)  # a run cut by a device lease still shows its fits
         with open(out, "w") as f:
@@ -170,10 +170,10 @@ def iteration(specs, method: str = "mirror_descent") -> list[dict]:
             row[f"{program} first s"] = time.perf_counter() - t
             pj.estimate(dom, ms, iters=510, program=program, method=method, cliques=model)  # its chunks' programs too
             t = time.perf_counter()
-            short = pj.estimate(dom, ms, iters=10, program=program, method=method, cliques=model)
+            _, short = pj.estimate(dom, ms, iters=10, program=program, method=method, cliques=model, report=True)
             t10 = time.perf_counter() - t
             t = time.perf_counter()
-            long = pj.estimate(dom, ms, iters=510, program=program, method=method, cliques=model)
+            _, long = pj.estimate(dom, ms, iters=510, program=program, method=method, cliques=model, report=True)
             row[f"{program} ms/it"] = (time.perf_counter() - t - t10) / 500 * 1e3
             calls = long.history[-1]["oracle_calls"] - short.history[-1]["oracle_calls"]
             row[f"{program} calls/it"] = calls / 500
@@ -197,8 +197,8 @@ def replay(paths, iters: int) -> list[dict]:
         for i in range(len(fits)):
             dom, ms, model = profiled_fit(path, i)
             before = len(events.xla)
-            fitted = pj.estimate(dom, ms, cliques=model, iters=iters, program="size_class")
-            float(fitted.loss)
+            fitted, report = pj.estimate(dom, ms, cliques=model, iters=iters, program="size_class", report=True)
+            float(report.loss)
             sizes.add(fitted.plan.size)
             if len(events.xla) > before:
                 compiled.append(f"{i}: {fitted.plan.size.cells}/{fitted.plan.size.width} ({len(events.xla) - before})")

@@ -20,6 +20,7 @@ from .graph.junction import JunctionTree, junction_tree
 from .graph.size_limit import ModelTooLarge, set_max_model_bytes
 from .model import metrics
 from .model.approximate_model import ApproximateModel
+from .model.fit_report import Fit, FitReport
 from .model.graphical_model import GraphicalModel
 from .model.serialization import load_model, load_model_schema
 from .privacy import REST, Accountant, PrivacyBudgetExceeded, discrete_noise
@@ -50,6 +51,8 @@ __all__ = [
     "BatchedMeasurement",
     "estimate_total",
     "GraphicalModel",
+    "Fit",
+    "FitReport",
     "ApproximateModel",
     "ApproximateOracle",
     "JunctionTree",

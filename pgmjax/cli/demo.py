@@ -58,9 +58,10 @@ def demo(args) -> int:
         f"with Gaussian noise sigma={args.sigma:g}; method={args.method}, {args.iters} iterations"
     )
     t1 = time.perf_counter()
-    model = pj.estimate(domain, measurements, method=args.method, iters=args.iters, progress=not args.quiet)
+    model, report = pj.estimate(domain, measurements, method=args.method, iters=args.iters, progress=not args.quiet,
+                                report=True)
     t2 = time.perf_counter()
-    hist = model.history
+    hist = report.history
     iters_run = hist[-1]["iteration"] if hist else 0
     first_chunk = hist[0] if hist else None
     steady = (

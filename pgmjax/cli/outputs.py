@@ -214,14 +214,15 @@ class OutputSet:
         with self.file(flag, "w", encoding="utf-8", newline="") as f:
             frame.to_csv(f, index=False)
 
-    def save_model(self, flag: str, model, *, schema=None) -> None:
-        """Stage :func:`pgmjax.model.serialization.save_model` into a temporary folder as ``flag``'s output."""
+    def save_model(self, flag: str, model, *, schema=None, report=None) -> None:
+        """Stage :func:`pgmjax.model.serialization.save_model` into a temporary folder as ``flag``'s output (with the
+        fit's ``report``, where given)."""
         from ..model.serialization import save_model
 
         tmp = tmp_path(self.paths[flag])
         try:
             os.mkdir(tmp)
-            save_model(model, tmp, schema=schema)
+            save_model(model, tmp, schema=schema, report=report)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

@@ -346,7 +346,7 @@ def write_outputs(args, result, synth, schema, key, outs: OutputSet) -> None:
             raise RunFailure(f"--out: could not write {args.out}: {e}") from e
     if args.save_model is not None:
         try:
-            outs.save_model("--save-model", result.model, schema=schema)
+            outs.save_model("--save-model", result.model, schema=schema, report=result.report)
         except OSError as e:
             raise RunFailure(f"--save-model: could not write {args.save_model}: {e}") from e
 

@@ -90,6 +90,7 @@ import numpy as np
 
 from . import continuation, driver, inputs, memory
 from .losses import gathered_cells
+from ..model.fit_report import Fit, FitReport
 from ..model.graphical_model import GraphicalModel
 from .contract import Estimator
 from .batch_problem import (
@@ -331,7 +332,8 @@ def estimate_batch(
     group: int | str | None = "auto",
     devices: int | None = None,
     constraints: Sequence = (),
-) -> GraphicalModel:
+    report: bool = False,
+) -> GraphicalModel | Fit:
     """Fit B graphical models of one structure at once (one compiled program, ``jax.vmap`` over the batch).
 
     Member ``i`` of the result is the model :func:`pgmjax.estimate` fits to member ``i``'s measurements
@@ -366,10 +368,13 @@ def estimate_batch(
         constraints: :class:`pgmjax.Constraint` objects every member holds, as :func:`pgmjax.estimate` does (their
             cliques join the model, their forbidden cells stay at log-potential ``-inf``); no dependency is
             eliminated and no forbidden mass reported in a batch.
+        report: also return the batch's :class:`~pgmjax.FitReport` (losses and steps ``(B,)``, the per-chunk log;
+            ``report.member(i)`` is member ``i``'s), as a :class:`~pgmjax.Fit` ``(models, report)``.
 
     Returns:
         A batch of models: one :class:`~pgmjax.GraphicalModel` whose numbers have a leading axis of size B
-        (``len(model)``, ``model.member(i)``; queries answer ``(B, ...)``).
+        (``len(model)``, ``model.member(i)``; queries answer ``(B, ...)``); with ``report=True`` a
+        :class:`~pgmjax.Fit`.
 
     Raises:
         ValueError / TypeError: before anything is compiled, naming the measurement, member and clique
@@ -413,10 +418,10 @@ def estimate_batch(
     losses, steps = driver.reported(history)
     if losses is None:
         losses = _loss(problem, params)
-    model = GraphicalModel(problem.plan, params, np.asarray(problem.total, np.float64), history,
-                           loss=np.asarray(losses, np.float64), step_size=steps)
-    _check_fitted_members(model)
-    return model
+    model = GraphicalModel(problem.plan, params, np.asarray(problem.total, np.float64))
+    fitted = FitReport(np.asarray(losses, np.float64), steps, history)
+    _check_fitted_members(model, fitted)
+    return Fit(model, fitted) if report else model
 
 
 def _measured_cliques(measurements) -> list:
@@ -428,13 +433,13 @@ def _measured_cliques(measurements) -> list:
     return [tuple(m.clique) for m in items if hasattr(m, "clique")]
 
 
-def _check_fitted_members(model: GraphicalModel) -> None:
+def _check_fitted_members(model: GraphicalModel, report: FitReport) -> None:
     """:func:`pgmjax.estimation.inputs.check_fitted` (finite potentials, marginals and loss; marginals summing to the
     total) on every member, with the marginals each member answers from."""
     for b in range(len(model)):
         m = model.member(b)
         try:
-            inputs.check_fitted(model.plan, m.theta, lambda: m._marginal_blocks, m.total, m.loss)
+            inputs.check_fitted(model.plan, m.theta, m.marginal_blocks, m.total, float(report.loss[b]))
         except FloatingPointError as e:
             raise FloatingPointError(f"estimate_batch: batch member {b}: {e}") from e
 

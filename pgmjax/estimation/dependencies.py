@@ -18,10 +18,13 @@ the maximum-entropy fit without the target is the maximum-entropy fit with it (M
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..data.domain import Domain
 from ..graph import oracle
+from ..model.fit_report import Fit
 from ..model.graphical_model import GraphicalModel
 from ..queries.constraints import Constraint
 from ..queries.linear import LinearQuery
@@ -115,21 +118,22 @@ def reduce_warm_start(warm: GraphicalModel, domain: Domain, reduced: Domain, dep
     tables = {c: t for c, t in warm.potentials.items() if target not in c}
     cliques = [c for c in tables if len(c) > 1] or [(source,)]
     plan = oracle.make_plan(reduced, cliques)
-    return GraphicalModel(plan, plan.from_tables(tables, warm.dtype), warm.total, loss=warm.loss,
-                          step_size=warm.step_size)
+    return GraphicalModel(plan, plan.from_tables(tables, warm.dtype), warm.total)
 
 
-def attach_target(model: GraphicalModel, domain: Domain, dep: Constraint) -> GraphicalModel:
-    """The model over the whole domain: ``model``'s potentials plus the leaf clique ``(source, target)`` holding the
-    dependency's mask."""
+def attach_target(fit: Fit, domain: Domain, dep: Constraint) -> Fit:
+    """The fit over the whole domain: the model's potentials plus the leaf clique ``(source, target)`` holding the
+    dependency's mask; the report's ``info`` saying which targets the fit ran without (``"eliminated"``) and on
+    which cliques (``"fit_cliques"``)."""
+    model, report = fit
     tables = dict(model.potentials)
     tables[dep.attributes] = dep.log_mask(domain)
     plan = oracle.make_plan(domain, list(model.cliques) + [dep.attributes])
-    info = dict(model.info or {})
+    info = dict(report.info)
     info.setdefault("fit_cliques", list(model.cliques))  # the innermost fit's tables: what its messages cost
     info["eliminated"] = [dep] + info.get("eliminated", [])  # outermost first: the fit ran without these targets
-    return GraphicalModel(plan, plan.from_tables(tables, model.dtype), model.total, model.history, loss=model.loss,
-                          step_size=model.step_size, info=info)
+    return Fit(GraphicalModel(plan, plan.from_tables(tables, model.dtype), model.total),
+               dataclasses.replace(report, info=info))
 
 
 def fit_without_target(dep: Constraint, domain: Domain, measurements, constraints, cliques, warm_start, fit, caller: str):
@@ -138,7 +142,7 @@ def fit_without_target(dep: Constraint, domain: Domain, measurements, constraint
     Args:
         dep: the functional dependency (checked).
         domain, measurements, constraints, cliques, warm_start: the fit's checked inputs.
-        fit: ``fit(domain, measurements, constraints, cliques, warm_start) -> model``, the fit without the target.
+        fit: ``fit(domain, measurements, constraints, cliques, warm model) -> Fit``, the fit without the target.
         caller: the function named in messages.
     """
     source, target = dep.attributes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ from ..graph import marginal_oracle
 from ..queries.constraints import Constraint, check_constraints
 from ..queries.measurement import Measurement
 from ..queries.public import PublicData
+from ..model.fit_report import Fit, FitReport
 from ..model.graphical_model import GraphicalModel
 
 
@@ -26,7 +28,7 @@ def estimate(
     total: float | None = None,
     tol: float | None = None,
     callback: Callable[[dict], Any] | None = None,
-    warm_start: GraphicalModel | None = None,
+    warm_start: GraphicalModel | Fit | None = None,
     cliques: Sequence = (),
     dtype=None,
     step_size: float | None = None,
@@ -40,7 +42,8 @@ def estimate(
     expected_iters: int | None = None,
     constraints: Sequence[Constraint] = (),
     public: PublicData | None = None,
-) -> GraphicalModel:
+    report: bool = False,
+) -> GraphicalModel | Fit:
     """Fit the graphical model (maximum-entropy distribution) that best explains noisy measurements.
 
     Solves ``min_{mu in marginal polytope} L(mu)`` (McKenna, Sheldon &
@@ -66,9 +69,9 @@ def estimate(
         tol: early stopping on the relative loss change over a chunk.
         callback: called after each chunk with a dict (iteration, loss,
             oracle_calls, seconds, state); return True to stop.
-        warm_start: a previous model; its cliques are added to the model and
-            its potentials are the starting point (and, for mirror descent on
-            a smooth loss, the step size its line search ended at).
+        warm_start: a previous model, or a previous :class:`~pgmjax.Fit`: its cliques are added to the model and
+            its potentials are the starting point (and, a Fit's, for mirror descent on a smooth loss, the step
+            size its report says its line search ended at).
         cliques: extra cliques the model must hold.
         dtype: ``jnp.float32`` (default) or ``jnp.float64`` (needs
             ``jax.config.update("jax_enable_x64", True)``).
@@ -83,7 +86,7 @@ def estimate(
             ``"approximate"`` (convex generalized belief propagation on the measured cliques' region graph, the
             relaxed problem of McKenna, Pradhan, Sheldon & Miklau, NeurIPS 2021; or a
             :class:`pgmjax.estimation.oracles.ApproximateOracle` for other settings) or ``"auto"`` (exact where the
-            junction tree fits the size limit, else approximate, said in ``model.info`` and a warning). The
+            junction tree fits the size limit, else approximate, said in the report's ``info`` and a warning). The
             approximate oracle needs mirror descent and the ``"l2"``/``"l1"`` loss.
         program: which compiled program runs the fit (:mod:`pgmjax.estimation.oracles`): ``"size_class"`` (the junction
             tree's routing as data, one program shared by every model of a size class: a new structure compiles
@@ -111,15 +114,17 @@ def estimate(
             maximum-entropy distribution on the allowed cells that best explains the measurements. With the
             exact oracle a functional dependency's target leaves the fit (:mod:`pgmjax.estimation.dependencies`):
             its messages cost what the source's tables cost, not the product. The noisy
-            mass the measurements put on forbidden cells is in ``model.info["forbidden_mass"]``, with a
+            mass the measurements put on forbidden cells is in the report's ``info["forbidden_mass"]``, with a
             warning where it is beyond the noise (:func:`pgmjax.queries.constraints.forbidden_mass`).
         public: a :class:`pgmjax.queries.public.PublicData`: its marginals on its cliques (default: the measured
             ones) join the loss as measurements scaled to the total (estimated from the private measurements
             alone, where not given) with its stated standard deviation, at no privacy cost; their cliques are in
-            ``model.info["public"]``.
+            the report's ``info["public"]``.
+        report: also return what the fit learned about itself: a :class:`~pgmjax.Fit` ``(model, report)``, the
+            :class:`~pgmjax.FitReport` holding the per-chunk log, the loss, the last step size and ``info``.
 
     Returns:
-        A :class:`GraphicalModel`; ``model.history`` holds the per-chunk log. With the approximate oracle, a
+        A :class:`GraphicalModel` (with ``report=True``, a :class:`~pgmjax.Fit`). With the approximate oracle, a
         :class:`pgmjax.model.approximate_model.ApproximateModel` (answers from its regions' pseudo-marginals).
 
     Example:
@@ -132,6 +137,7 @@ def estimate(
     caller = "estimate"
     # ---- check: every option and input, before anything is compiled or allocated
     estimator, method, dtype = inputs.check_options(method, loss, iters, dtype, caller=caller)
+    warm_start, warm_step = inputs.check_warm_start(warm_start, domain, caller)
     oracle = oracles.check_oracle(oracle, estimator, loss, caller=caller)
     devices = sharding.check_devices(devices, caller, oracle=oracle)
     measurements, model_cliques = inputs.check_structure(domain, measurements, loss, cliques, warm_start, caller=caller)
@@ -144,15 +150,19 @@ def estimate(
     if dependency is not None:  # the determined attribute leaves the fit (pgmjax.estimation.dependencies)
         def fit(reduced, ms, cons, cls, warm):
             return estimate(reduced, ms, estimator, iters, loss=loss, total=total, tol=tol, callback=callback,
-                            warm_start=warm, cliques=cls, dtype=dtype, step_size=step_size, chunk=chunk,
+                            warm_start=None if warm is None else Fit(warm, FitReport(step_size=warm_step)),
+                            cliques=cls, dtype=dtype, step_size=step_size, chunk=chunk,
                             progress=progress, oracle=oracle, devices=devices, program=program,
-                            structures=structures, repeats=repeats, expected_iters=expected_iters, constraints=cons)
-        model = dependencies.fit_without_target(dependency, domain, measurements, constraints, list(cliques),
-                                                warm_start, fit, caller)
+                            structures=structures, repeats=repeats, expected_iters=expected_iters, constraints=cons,
+                            report=True)
+        model, fitted = dependencies.fit_without_target(dependency, domain, measurements, constraints, list(cliques),
+                                                        warm_start, fit, caller)
         # what the measurements put on the cells the target's constraints forbid, which the fit without it cannot read
         held = [c for c in constraints if dependency.attributes[1] in c.attributes]
-        found = model.info.get("forbidden_mass", []) + inputs.report_forbidden_mass(domain, measurements, held, caller)
-        return model.replace(info=dict(model.info, forbidden_mass=found, **({"public": public_cliques} if public else {})))
+        found = fitted.info.get("forbidden_mass", []) + inputs.report_forbidden_mass(domain, measurements, held, caller)
+        fitted = dataclasses.replace(fitted, info=dict(fitted.info, forbidden_mass=found,
+                                                       **({"public": public_cliques} if public else {})))
+        return Fit(model, fitted) if report else model
     model_cliques += [c.attributes for c in constraints]
     total = inputs.warm_total(total, measurements, warm_start)
     # ---- build: the compiled program's plan, the problem (structure static, numbers arrays), the start
@@ -171,7 +181,7 @@ def estimate(
                          param_cells=sum(domain.size(m.clique) for m in measurements),
                          gathered=0 if callable(loss) else losses.gathered_cells(problem.meas))
     theta = inputs.starting_potentials(problem.plan, warm_start, constraints, dtype)
-    step_size = inputs.first_step(step_size, lipschitz, total, loss, warm_start)
+    step_size = inputs.first_step(step_size, lipschitz, total, loss, warm_step)
     # ---- run: compiled chunks, on the devices the model is split over
     problem, theta, on_devices = sharding.split(problem, theta, devices)
     with on_devices:  # a split model's programs are traced under its mesh (pgmjax.estimation.sharding)
@@ -184,7 +194,8 @@ def estimate(
     if constraints:
         oracle_info = dict(oracle_info or {}, forbidden_mass=inputs.report_forbidden_mass(domain, measurements,
                                                                                            constraints, caller))
-    return inputs.fitted_model(problem.plan, params, total, history, reported_loss, step, oracle_info)
+    fit = inputs.fitted_model(problem.plan, params, total, history, reported_loss, step, oracle_info)
+    return fit if report else fit.model
 
 
 def _run(estimator, method: str, problem, theta, iters: int, step_size, chunk, tol, callback, progress):

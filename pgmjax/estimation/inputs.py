@@ -24,6 +24,7 @@ from ..graph.junction import JunctionTree
 from ..graph.oracle_plan import in_host_axes
 from ..graph.marginal_oracle import SIZE_CLASS, oracle_of
 from ..model.approximate_model import ApproximateModel
+from ..model.fit_report import Fit, FitReport, model_and_report
 from ..model.graphical_model import GraphicalModel, check_consistent
 from ..queries.constraints import constraint_masks, forbidden_mass
 from ..queries.measurement import Measurement, estimate_total, total_rule, validate_measurements
@@ -93,8 +94,30 @@ def check_total(total, caller: str) -> float:
     return total
 
 
+def check_warm_start(warm_start, domain, caller: str) -> tuple:
+    """A warm start checked and taken apart: a model, or a :class:`~pgmjax.model.fit_report.Fit` whose report's step
+    size the next fit continues from (:func:`first_step`).
+
+    Returns:
+        ``(model, step size)``: None for either where there is none.
+
+    Raises:
+        TypeError / ValueError: not a model or a Fit, or a model over another domain.
+    """
+    if warm_start is None:
+        return None, None
+    model, report = model_and_report(warm_start)
+    step = None if report is None else report.step_size
+    if not isinstance(model, (GraphicalModel, ApproximateModel)):
+        raise TypeError(f"{caller}: warm_start must be a GraphicalModel or a pgmjax.Fit, got {type(warm_start).__name__}")
+    if model.domain != domain:
+        raise ValueError(f"{caller}: warm_start has domain {model.domain}, expected {domain}")
+    return model, step
+
+
 def check_structure(domain, measurements, loss, cliques, warm_start=None, *, caller: str) -> tuple[list, list]:
-    """The domain, measurements, extra cliques and warm start checked.
+    """The domain, measurements and extra cliques checked (a warm start's model already checked:
+    :func:`check_warm_start`).
 
     Returns:
         ``(measurements, model cliques)``: the measurements as a list, and the cliques the model must hold
@@ -106,11 +129,6 @@ def check_structure(domain, measurements, loss, cliques, warm_start=None, *, cal
     measurements = list(measurements)
     validate_measurements(domain, measurements)
     extra = [domain.check_clique(c, what="clique") for c in cliques]
-    if warm_start is not None:
-        if not isinstance(warm_start, (GraphicalModel, ApproximateModel)):
-            raise TypeError(f"{caller}: warm_start must be a GraphicalModel, got {type(warm_start).__name__}")
-        if warm_start.domain != domain:
-            raise ValueError(f"{caller}: warm_start has domain {warm_start.domain}, expected {domain}")
     model_cliques = [m.clique for m in measurements] + extra
     # Its one-attribute cliques are never imposed (an attribute the new fit does not measure stays a free singleton,
     # a padded table, see oracle.make_plan), its others unless a fresh tree is much smaller (warm_structure).
@@ -179,7 +197,7 @@ def warm_total(total, measurements, warm_start):
         return warm_start.total
 
 
-def first_step(step_size, lipschitz: float, total: float, loss, warm_start):
+def first_step(step_size, lipschitz: float, total: float, loss, warm_step):
     """Mirror descent's first step size: the one given, else ``1 / (L N)`` (McKenna, Sheldon & Miklau, ICML 2019,
     Algorithm 1), or the step a warm start's line search ended at where that is larger (on a smooth loss; the
     L1 loss's steps are per smoothing stage). Estimators without a step size ignore it.
@@ -190,24 +208,25 @@ def first_step(step_size, lipschitz: float, total: float, loss, warm_start):
     if step_size is not None:
         return step_size
     step_size = 1.0 / (lipschitz * total)
-    if loss != "l1" and warm_start is not None and warm_start.step_size is not None:
-        step_size = max(step_size, warm_start.step_size)
+    if loss != "l1" and warm_step is not None:
+        step_size = max(step_size, warm_step)
     return step_size
 
 
-def fitted_model(plan, params: dict, total: float, history: list, loss: float, step_size, info):
-    """The fitted model, checked (:func:`check_fitted`): a :class:`GraphicalModel`, or an
+def fitted_model(plan, params: dict, total: float, history: list, loss: float, step_size, info) -> Fit:
+    """The fitted model, checked (:func:`check_fitted`), and its report: a :class:`GraphicalModel`, or an
     :class:`ApproximateModel` where ``info`` says the approximate oracle was taken (its answers from its regions'
     pseudo-marginals, which must be finite)."""
+    report = FitReport(loss, step_size, history, info)
     if info is not None and info.get("oracle") == "approximate":
-        model = ApproximateModel(plan, params, total, history, loss=loss, step_size=step_size, info=info)
+        model = ApproximateModel(plan, params, total, info=info)
         if not np.isfinite(loss) or not all(np.isfinite(t).all() for t in model.clique_marginals().values()):
             raise FloatingPointError(f"estimate: the approximately fitted model's loss is {loss} or its "
                                      "pseudo-marginals are not finite")
-        return model
-    model = GraphicalModel(plan, params, total, history, loss=loss, step_size=step_size, info=info)
-    check_fitted(plan, params, lambda: model._marginal_blocks, total, loss)
-    return model
+        return Fit(model, report)
+    model = GraphicalModel(plan, params, total)
+    check_fitted(plan, params, model.marginal_blocks, total, loss)
+    return Fit(model, report)
 
 
 def check_fitted(plan: oracle.OraclePlan, params: dict, mu, total: float, loss: float) -> None:

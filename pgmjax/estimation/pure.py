@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import jax
 
 from ..data.domain import Domain
+from ..model.fit_report import Fit, FitReport
 from ..model.graphical_model import GraphicalModel
 from ..queries.constraints import check_constraints
 from ..queries.measurement import Measurement
@@ -35,7 +36,8 @@ def fit(
     dtype=None,
     step_size=None,
     constraints: Sequence = (),
-) -> GraphicalModel:
+    report: bool = False,
+) -> GraphicalModel | Fit:
     """Fit the graphical model that best explains the measurements, as a pure function (fixed iterations).
 
     The problem of :func:`pgmjax.estimate` (McKenna, Sheldon & Miklau, "Graphical-model based estimation and
@@ -92,8 +94,11 @@ def fit(
     theta = inputs.starting_potentials(plan, None, constraints, dtype)
     estimator = continuation.smoothed(estimator, loss, iters)  # the L1 loss: its smoothing stages
     state, info = estimator.advance(problem, *estimator.init(problem, theta, step_size), iters)
+    model = GraphicalModel(plan, state.params, total)
+    if not report:
+        return model
     loss = problem.exact_loss(problem.marginals(state.params)) if loss == "l1" else info.loss
-    return GraphicalModel(plan, state.params, total, loss=loss, step_size=info.step_size)
+    return Fit(model, FitReport(loss, info.step_size))
 
 
 def _differentiated(tree) -> bool:

@@ -33,6 +33,7 @@ from pgmjax.kernels import sum_axes
 from ..compiler import jit
 from ..data.domain import Domain
 from ..graph import oracle
+from ..model.fit_report import Fit, FitReport
 from ..model.graphical_model import GraphicalModel
 from ..queries.measurement import Measurement
 from . import rows as rows_mod
@@ -158,7 +159,8 @@ def maxent(
     lr: float = 1e-4,
     chains: int = 1,
     key=None,
-) -> GraphicalModel:
+    report: bool = False,
+) -> GraphicalModel | Fit:
     """The maximum-entropy model with L1 soft constraints and a prior ([CZB] section 4, Theorem 6), exactly.
 
     Args:
@@ -181,9 +183,11 @@ def maxent(
             paper's stochastic learner, section 4.2: ``iters`` Gibbs sweeps with step ``lr`` over ``chains``
             chains, seeded by ``key``; a product prior only; the gap of its final ``w`` is then reported exactly).
         lr, chains, key: the ``"sgd_gibbs"`` learner's step size, number of chains and ``jax.random`` key.
+        report: also return the solver's :class:`~pgmjax.FitReport`, as a :class:`~pgmjax.Fit` ``(model, report)``.
 
     Returns:
-        A :class:`~pgmjax.GraphicalModel` (marginals, ``answer``, ``synthetic_data``) with ``model.info``:
+        A :class:`~pgmjax.GraphicalModel` (marginals, ``answer``, ``synthetic_data``); with ``report=True`` a
+        :class:`~pgmjax.Fit` whose report's ``loss`` is the primal value and whose ``info`` holds
         ``w`` (dual weights, rows in the measurements' order), ``beta``, ``residual`` (``pi - p_w[f]``),
         ``gap``, ``dual_value``, ``primal_value``, ``violation``, ``active`` (rows whose weight sits on the box),
         ``iterations``, ``converged``.
@@ -191,7 +195,7 @@ def maxent(
     Example:
         >>> dom = pj.Domain({"a": 2, "b": 2})
         >>> m = pj.Measurement(("a", "b"), [700.0], stddev=20 * math.sqrt(2), query=np.array([[1.0, 1.0, 0.0, 0.0]]))
-        >>> model = maxent(dom, [m], alpha=0.01, total=1000)
+        >>> model, report = maxent(dom, [m], alpha=0.01, total=1000, report=True)
         >>> model.marginal(("a", "b")).ravel().round(4)
         array([311.2297, 311.2297, 188.7703, 188.7703])
     """
@@ -253,12 +257,15 @@ def maxent(
     gap, value = float(gap), float(value)
     if not (np.all(np.isfinite(w)) and math.isfinite(gap) and math.isfinite(value)):
         raise FloatingPointError(f"{where}: the dual ascent diverged (non-finite weights or gap); is alpha huge on inconsistent answers?")
-    return GraphicalModel(plan, theta, total, info={
+    model = GraphicalModel(plan, theta, total)
+    if not report:
+        return model
+    return Fit(model, FitReport(loss=value + gap, info={
         "w": w, "beta": box, "residual": r, "gap": gap, "dual_value": value, "primal_value": value + gap,
         "violation": float(violation), "solver": solver, "active": np.flatnonzero(np.isclose(np.abs(w), box, rtol=1e-9, atol=0) & (box > 0)),
         "iterations": iterations, "warnings": notes,
         "converged": bool(gap <= tol * max(1.0, abs(value)) and float(violation) <= tol),
-    })
+    }))
 
 
 def _log(p: np.ndarray) -> np.ndarray:

@@ -404,14 +404,15 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
         sigma, eps_em = budget["sigma"], budget["em_epsilon"]
         measurements = list(acc.measure_many(k_init, data, one_way, scale=sigma))
         with timer("engine"):
-            model = estimate(domain, fit_on(measurements), iters=engine_iters, **rounds_options)
+            fitted = estimate(domain, fit_on(measurements), iters=engine_iters, report=True, **rounds_options)
         t, last, log = 0, False, []
-        keeper.round_done(RunState(0, list(measurements), model, acc.records(), [], {"sigma": sigma, "em_epsilon": eps_em}))
-    else:  # the rounds the checkpoint holds: their measurements, model, ledger (restored) and noise
-        measurements, model, log, t = state.measurements, state.model, state.log, state.round
+        keeper.round_done(RunState(0, list(measurements), fitted, acc.records(), [], {"sigma": sigma, "em_epsilon": eps_em}))
+    else:  # the rounds the checkpoint holds: their measurements, fit, ledger (restored) and noise
+        measurements, fitted, log, t = state.measurements, state.model, state.log, state.round
         sigma, eps_em = state.extra["sigma"], state.extra["em_epsilon"]
         last = bool(log and log[-1]["last"])
         bar.resume(t)
+    model = fitted.model
     truth = data.marginals(cands)  # read only through the exponential mechanism below
     joint = None if public is None else JointSelection(public, cands, "aim")  # public options beside the private
     with timer("marginals"):
@@ -435,8 +436,9 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
         with timer("engine"):
             release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
             # what estimate's program="auto" weighs: how often this structure was fitted, how long the last fit ran
-            model = estimate(domain, fit_on(measurements), iters=engine_iters, warm_start=model,
-                             **refit_hints(model, measurements), **rounds_options)
+            fitted = estimate(domain, fit_on(measurements), iters=engine_iters, warm_start=fitted,
+                              **refit_hints(fitted, measurements), report=True, **rounds_options)
+            model = fitted.model
         # 3. annealing: the refit barely moved the selected marginal; one compiled program answers the test
         # and the next selection
         annealed = False
@@ -451,33 +453,34 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
             sigma /= 2.0
             eps_em *= 2.0
         left = 0 if last else max(1, int(acc.remaining // _round_cost(acc, sigma, eps_em)))
-        keeper.round_done(RunState(t, list(measurements), model, acc.records(), list(log),
+        keeper.round_done(RunState(t, list(measurements), fitted, acc.records(), list(log),
                                    {"sigma": sigma, "em_epsilon": eps_em}))
         bar.step(log[-1], total=t + left)
 
     # 4. the final fit and synthetic records
     with timer("engine"):
-        model = estimate(domain, fit_on(measurements), iters=own.final_iters, warm_start=model,
-                         repeats=refit_hints(model, measurements)["repeats"] + 1, **fit_kwargs)
+        fitted = estimate(domain, fit_on(measurements), iters=own.final_iters, warm_start=fitted,
+                          repeats=refit_hints(fitted, measurements)["repeats"] + 1, report=True, **fit_kwargs)
+        model = fitted.model
     synth = None
     if own.synthetic:
         with timer("synthetic"):
             synth = synthesize(model, k_synth, own.rows, own.synthetic_method)
-    info = _aim_info(run, acc, model, log, t, timer.done(), keeper, joint)
+    info = _aim_info(run, acc, fitted, log, t, timer.done(), keeper, joint)
     return pgm_native_result("aim", "AIM", model=model, synthetic=synth, measurements=measurements, accountant=acc,
-                             info=info, plan=plan)
+                             info=info, plan=plan, report=fitted.report)
 
 
-def _aim_info(run: _Run, acc: Accountant, model, log: list, rounds_run: int, seconds: dict, keeper: Keeper,
+def _aim_info(run: _Run, acc: Accountant, fitted, log: list, rounds_run: int, seconds: dict, keeper: Keeper,
               joint) -> AIMInfo:
     """The run's :class:`AIMInfo`."""
     return AIMInfo(
         epsilon=run.epsilon, delta=run.delta, rho=acc.budget, candidates=run.candidates, rounds=run.budget["rounds"],
         rounds_run=rounds_run, max_model_mb=run.max_model_mb, engine_iters=run.engine_iters,
         final_iters=run.own.final_iters, log=log, selected=[e["clique"] for e in log],
-        annealed=sum(e["annealed"] for e in log), total=model.total, model_mb=model_mb(model), seconds=seconds,
-        resumed_from=keeper.resumed_from, public=[] if joint is None else list(joint.taken),
-        oracle=getattr(model, "info", None) if oracle_of(run.options) != "exact" else None)  # which oracle, and why
+        annealed=sum(e["annealed"] for e in log), total=fitted.model.total, model_mb=model_mb(fitted.model),
+        seconds=seconds, resumed_from=keeper.resumed_from, public=[] if joint is None else list(joint.taken),
+        oracle=fitted.report.info if oracle_of(run.options) != "exact" else None)  # which oracle, and why
 
 
 def _select_and_measure(acc: Accountant, key, data: Dataset, cands: list[Clique], q: np.ndarray, sens: float,

@@ -41,6 +41,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -54,6 +55,7 @@ import jax
 import numpy as np
 
 from ..data.domain import Domain
+from ..model.fit_report import Fit
 from ..model.model_files import save_model
 from ..model.serialization import load_model
 from ..queries.measurement_files import measurements_from_arrays, measurements_to_arrays
@@ -130,7 +132,8 @@ class RunState:
     Attributes:
         round: the rounds done (0: the set-up before the first round).
         measurements: the noisy measurements so far (identity queries on cliques).
-        model: the model fitted to them (a :class:`~pgmjax.GraphicalModel`), or None.
+        model: the fit to them (a :class:`~pgmjax.Fit`: the model and its report, whose step size and
+            iterations the next round's refit continues from), or None.
         ledger: the accountant's records (:meth:`~pgmjax.privacy.Accountant.records`).
         log: the mechanism's per-round log.
         extra: the mechanism's loop state (numbers, booleans, strings, lists).
@@ -220,7 +223,8 @@ class Keeper:
                                                     f"{self.where}: checkpoint {self.checkpoint.path}")
         model = None
         if state["model"] is not None:
-            model = load_model(os.path.join(folder, "model")).replace(step_size=state["model"]["step_size"])
+            model, report = load_model(os.path.join(folder, "model"), report=True)
+            model = Fit(model, dataclasses.replace(report, step_size=state["model"]["step_size"]))
         accountant.restore(_from_json(state["ledger"]))
         self.saved = self.resumed_from = state["round"]
         self.last = RunState(state["round"], measurements, model, accountant.records(), _from_json(state["log"]),
@@ -305,11 +309,11 @@ class Keeper:
         _write_private(os.path.join(partial, MEASUREMENTS_FILE), blob)
         model = None
         if state.model is not None:
-            save_model(state.model, os.path.join(partial, "model"))
+            save_model(state.model.model, os.path.join(partial, "model"), report=state.model.report)
             os.chmod(os.path.join(partial, "model"), 0o700)
             for f in os.listdir(os.path.join(partial, "model")):
                 os.chmod(os.path.join(partial, "model", f), 0o600)
-            model = {"step_size": state.model.step_size}
+            model = {"step_size": state.model.report.step_size}
         final = os.path.join(root, name)
         if os.path.exists(final):
             shutil.rmtree(final)

@@ -224,4 +224,4 @@ def decompress_model(model: GraphicalModel, mapping: Mapping[str, np.ndarray], d
             tables[(a,)] = tables.get((a,), 0.0) - np.log(k)
     plan = make_plan(domain, model.cliques)
     theta = plan.from_tables(tables, model.dtype)
-    return GraphicalModel(plan, theta, model.total, model.history, loss=model.loss)
+    return GraphicalModel(plan, theta, model.total)

@@ -334,7 +334,7 @@ def _rr_synthetic(data: Dataset, key, run: _Run) -> MechanismResult:
         if cliques is None:
             cliques = chow_liu_cliques(release)
         ms = measurements(release, cliques)
-        model = estimate(domain, ms, iters=run.engine_iters, total=float(n), **run.fit)
+        model, report = estimate(domain, ms, iters=run.engine_iters, total=float(n), report=True, **run.fit)
     synth = None
     if own.synthetic:
         with timer("synthetic"):
@@ -356,4 +356,4 @@ def _rr_synthetic(data: Dataset, key, run: _Run) -> MechanismResult:
         seconds=timer.done(),
     )
     return MechanismResult(mechanism="rr_synthetic", model=model, synthetic=synth, measurements=ms, accountant=accountant,
-                           original=release, info=info, plan=plan)
+                           original=release, info=info, plan=plan, report=report)

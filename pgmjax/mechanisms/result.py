@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..data.dataset import Dataset
+from ..model.fit_report import FitReport
 from ..privacy.ledger import BudgetPlan, BudgetStep
 from ..queries.measurement import Measurement
 from .run_info import RunInfo
@@ -60,6 +61,8 @@ class MechanismResult:
             :class:`~pgmjax.mechanisms.MSTInfo`), whose published fields a run report prints.
         plan: the :class:`~pgmjax.privacy.BudgetPlan` the run followed (also in ``accountant.plans``):
             its steps and their costs, summing to the budget.
+        report: the final fit's :class:`~pgmjax.FitReport` (its loss, step size and per-chunk log; over the
+            compressed domain where the mechanism fitted there), or None where no fit ran.
     """
 
     mechanism: str
@@ -71,6 +74,7 @@ class MechanismResult:
     original_error: str | None = None
     info: RunInfo | None = None
     plan: BudgetPlan | None = None
+    report: FitReport | None = None
 
     @property
     def ledger(self) -> list:

@@ -348,8 +348,8 @@ def _mst(data: Dataset, key, run: _Run) -> MechanismResult:
 
         # 3. selection: the one-way model, then Kruskal with the EM on the pairs' L1 errors (rho/3 over d-1 draws)
         with timer("select_fit"):
-            base = estimate(cdom, one_way_c, iters=own.select_iters, **options)
-        edges = select_tree(acc, k_sel, cdata, base, rho / 3.0, bar, where, [c.attributes for c in constraints])
+            base = estimate(cdom, one_way_c, iters=own.select_iters, report=True, **options)
+        edges = select_tree(acc, k_sel, cdata, base.model, rho / 3.0, bar, where, [c.attributes for c in constraints])
 
         # 4. two-way marginals of the tree: exactly the rest of the budget (rho/3 up to rounding)
         two_way = acc.measure_many(k_two, cdata, edges, rho=REST)
@@ -358,8 +358,10 @@ def _mst(data: Dataset, key, run: _Run) -> MechanismResult:
         measurements = list(one_way_c) + list(two_way)
         measured_rows = sum(m.rows for m in measurements)
         with timer("fit"):
-            model_c = estimate(cdom, measurements, iters=run.engine_iters, warm_start=base, **_final_options(options, measured_rows))
-        record_public_fit(acc, model_c, cdom, options.get("public"), measurements)  # what the fit took, free
+            fitted = estimate(cdom, measurements, iters=run.engine_iters, warm_start=base, report=True,
+                              **_final_options(options, measured_rows))
+            model_c = fitted.model
+        record_public_fit(acc, fitted, cdom, options.get("public"), measurements)  # what the fit took, free
         bar.step({"stage": "final fit", "step": d + 2, "steps": d + 3})
         model, synth = release_over_original(model_c, mapping, domain, k_synth, k_dec, synthetic=own.synthetic,
                                              rows=own.rows, method=own.synthetic_method, timer=timer)
@@ -378,13 +380,13 @@ def _mst(data: Dataset, key, run: _Run) -> MechanismResult:
         total=model_c.total,
         select_iters=own.select_iters,
         engine_iters=run.engine_iters,
-        fit_iterations=int(model_c.history[-1]["iteration"]) if model_c.history else 0,
-        residual_rows=(2.0 * float(model_c.loss), measured_rows),
+        fit_iterations=fitted.report.iterations,
+        residual_rows=(2.0 * float(fitted.report.loss), measured_rows),
         seconds=timer.done(),
-        public=public_cliques(model_c),  # over the compressed domain, as the ledger's
+        public=public_cliques(fitted),  # over the compressed domain, as the ledger's
     )
     return pgm_native_result("mst", "MST", model=model, synthetic=synth, measurements=measurements, accountant=acc,
-                             info=info, plan=plan)
+                             info=info, plan=plan, report=fitted.report)
 
 
 def select_tree(acc: Accountant, key, cdata: Dataset, base: GraphicalModel, rho: float, bar: Progress,

@@ -185,7 +185,7 @@ def released_model_size(fit_domain: Domain, domain: Domain, cliques: Sequence[Cl
     return 8.0 * sum(domain.size(c) for c in triangulated_cliques(domain, fitted)) / 2**20
 
 
-def refit_hints(model, measurements: Sequence) -> dict:
+def refit_hints(fitted, measurements: Sequence) -> dict:
     """What a round's refit tells :func:`pgmjax.estimate`'s ``program="auto"`` (``repeats``, ``expected_iters``),
     derived from the run's measurements and its previous fit, so that a run and its resumed rerun choose alike.
 
@@ -195,18 +195,18 @@ def refit_hints(model, measurements: Sequence) -> dict:
     them); a new clique starts a new structure. The fit is expected to run as many iterations as the previous one.
 
     Args:
-        model: the previous fit.
+        fitted: the previous fit (a :class:`~pgmjax.Fit`: its report's iterations).
         measurements: the measurements of the refit, in the order taken, the new one last.
 
     Returns:
-        ``{"repeats": ..., "expected_iters": ...}`` (``expected_iters`` None where the model has no history).
+        ``{"repeats": ..., "expected_iters": ...}`` (``expected_iters`` None where the report has no history).
 
     Example:
         >>> import numpy as np, pgmjax as pj
         >>> dom = pj.Domain({"a": 2, "b": 3})
         >>> ms = [pj.Measurement(("a", "b"), np.ones((2, 3)), 1.0)]
-        >>> model = pj.estimate(dom, ms, iters=100)
-        >>> refit_hints(model, ms + ms[:1]), refit_hints(model, ms + ms[:1] + ms[:1])["repeats"]
+        >>> fitted = pj.estimate(dom, ms, iters=100, report=True)
+        >>> refit_hints(fitted, ms + ms[:1]), refit_hints(fitted, ms + ms[:1] + ms[:1])["repeats"]
         ({'repeats': 2, 'expected_iters': 100}, 3)
     """
     repeats = 1
@@ -214,8 +214,8 @@ def refit_hints(model, measurements: Sequence) -> dict:
         if not any(m.clique == measurements[k].clique for m in measurements[:k]):
             break
         repeats += 1
-    history = getattr(model, "history", None)
-    return {"repeats": repeats, "expected_iters": int(history[-1]["iteration"]) if history else None}
+    report = fitted.report
+    return {"repeats": repeats, "expected_iters": report.iterations if report.history else None}
 
 
 def model_mb(model) -> float:
@@ -243,19 +243,19 @@ def synthesize(model, key, rows: int | None = None, method: str = "exact"):
     return model.synthetic_data(n, key, method=method)
 
 
-def public_cliques(model) -> list:
-    """The public marginals a fit took (:func:`pgmjax.estimate`'s ``public=``; ``model.info["public"]``), in order;
-    empty where it took none."""
-    return list((model.info or {}).get("public", []))
+def public_cliques(fitted) -> list:
+    """The public marginals a fit took (:func:`pgmjax.estimate`'s ``public=``; its report's ``info["public"]``), in
+    order; empty where it took none."""
+    return list(fitted.report.info.get("public", []))
 
 
-def record_public_fit(acc, model, domain: Domain, public, measurements: list) -> None:
-    """Record in ``acc`` (free) each public marginal the fit of ``model`` took (``model.info["public"]``), and append
-    its measurement, scaled to the model's total, to ``measurements`` (``public``: the fit's
+def record_public_fit(acc, fitted, domain: Domain, public, measurements: list) -> None:
+    """Record in ``acc`` (free) each public marginal the fit took (its report's ``info["public"]``), and append its
+    measurement, scaled to the model's total, to ``measurements`` (``public``: the fit's
     :class:`~pgmjax.queries.public.PublicData`)."""
-    for clique in public_cliques(model):
+    for clique in public_cliques(fitted):
         acc.record_public(clique, domain.size(clique))
-        measurements.append(public.measurement(clique, float(model.total)))
+        measurements.append(public.measurement(clique, float(fitted.model.total)))
 
 
 def release_over_original(model_c, mapping, domain: Domain, k_synth, k_dec, *, synthetic: bool, rows, method: str,
@@ -272,14 +272,15 @@ def release_over_original(model_c, mapping, domain: Domain, k_synth, k_dec, *, s
 
 
 def pgm_native_result(mechanism: str, name: str, *, model, synthetic, measurements, accountant, info: dict,
-                      plan) -> MechanismResult:
+                      plan, report=None) -> MechanismResult:
     """The result of a mechanism built on graphical-model estimation from the start (MST, AIM): one arm,
     ``original=None`` and an ``original_error`` saying why.
 
     Args:
         mechanism: the front-end's name (``"mst"``).
         name: the mechanism's name in the message (``"MST"``).
-        model, synthetic, measurements, accountant, info, plan: as in :class:`~pgmjax.mechanisms.result.MechanismResult`.
+        model, synthetic, measurements, accountant, info, plan, report: as in
+            :class:`~pgmjax.mechanisms.result.MechanismResult`.
     """
     return MechanismResult(
         mechanism=mechanism,
@@ -291,4 +292,5 @@ def pgm_native_result(mechanism: str, name: str, *, model, synthetic, measuremen
         original_error=f"{name} is PGM-native: it has no separate original estimator",
         info=info,
         plan=plan,
+        report=report,
     )

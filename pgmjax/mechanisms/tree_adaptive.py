@@ -359,7 +359,8 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
 
         # 2. the tree (MST's steps 3-4)
         with timer("engine"):
-            model = estimate(cdom, one_way_c, iters=own.select_iters, **fit_kwargs)
+            fitted = estimate(cdom, one_way_c, iters=own.select_iters, report=True, **fit_kwargs)
+            model = fitted.model
         candidates = aim_candidates(run.workload, cdom)  # the batches' (step 3), over the released compressed domain
         cands = list(candidates)
         sizes = np.array([possible_cells(cdom, c, constraints).sum() if constraints else cdom.size(c) for c in cands],
@@ -384,7 +385,9 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         draws = batches * picks
         for b in range(batches):
             with timer("engine"):
-                model = estimate(cdom, fit_on(measurements), iters=own.round_iters, warm_start=model, **round_kwargs)
+                fitted = estimate(cdom, fit_on(measurements), iters=own.round_iters, warm_start=fitted, report=True,
+                                  **round_kwargs)
+                model = fitted.model
             with timer("selection"):
                 base = list(model.cliques)
                 q = weight * (l1_errors(truth, candidate_marginals(model, cands)) - HALF_NORMAL_MEAN * sigma * sizes)
@@ -401,10 +404,11 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
 
         # 4. the final fit, synthetic records, decompression (MST's step 5)
         with timer("engine"):
-            model_c = estimate(cdom, fit_on(measurements), iters=run.engine_iters, warm_start=model, **final_kwargs)
-        record_public_fit(acc, model_c, cdom, final_kwargs.get("public"), measurements)  # what the fit took, free
+            fitted = estimate(cdom, fit_on(measurements), iters=run.engine_iters, warm_start=fitted, report=True,
+                              **final_kwargs)
+        record_public_fit(acc, fitted, cdom, final_kwargs.get("public"), measurements)  # what the fit took, free
         bar.step({"stage": "final fit", "step": steps - 1, "steps": steps})
-        model_out, synth = release_over_original(model_c, mapping, domain, k_synth, k_dec, synthetic=own.synthetic,
+        model_out, synth = release_over_original(fitted.model, mapping, domain, k_synth, k_dec, synthetic=own.synthetic,
                                                  rows=own.rows, method=own.synthetic_method, timer=timer)
         bar.step({"stage": "synthetic data", "step": steps, "steps": steps})
     finally:
@@ -412,9 +416,9 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
 
     info = TreeAIMInfo(
         epsilon=epsilon, delta=delta, rho=rho, budget=budget, edges=edges, selected=selected, log=log,
-        compressed_domain=cdom, mapping=mapping, compressed_model=model_c, total=model_c.total,
+        compressed_domain=cdom, mapping=mapping, compressed_model=fitted.model, total=fitted.model.total,
         model_mb=model_mb(model_out), engine_iters=run.engine_iters, seconds=timer.done(),
-        public=public_cliques(model_c),
+        public=public_cliques(fitted),
     )
     return pgm_native_result("tree_aim", "TreeAIM", model=model_out, synthetic=synth, measurements=measurements,
-                             accountant=acc, info=info, plan=plan)
+                             accountant=acc, info=info, plan=plan, report=fitted.report)

@@ -45,10 +45,8 @@ class ApproximateModel:
         plan: the :class:`~pgmjax.graph.approximate_oracle.ApproximatePlan`.
         theta: potentials in the plan's blocks.
         total: the number of records.
-        history: the fit's per-chunk log.
-        loss: the fitted loss (of the pseudo-marginals).
-        step_size: mirror descent's last step (for warm starts).
-        info: ``{"oracle": "approximate", "kind": ..., "iters": ..., "damping": ..., "reason": ...}``.
+        info: the oracle it answers with, ``{"oracle": "approximate", "kind": ..., "iters": ..., "damping": ...,
+            "reason": ...}`` (also in the fit's :class:`~pgmjax.model.fit_report.FitReport`, with its loss and log).
 
     Example:
         >>> dom = pj.Domain({"a": 2, "b": 2, "c": 2})
@@ -60,11 +58,8 @@ class ApproximateModel:
 
     approximate = True
 
-    def __init__(self, plan, theta: dict, total, history=None, *, loss=None, step_size=None, info=None):
+    def __init__(self, plan, theta: dict, total, *, info=None):
         self.plan, self.theta, self.total = plan, theta, float(total)
-        self.history = history or []
-        self.loss = None if loss is None else float(loss)
-        self.step_size = None if step_size is None else float(step_size)
         self.info = dict(info or {})
 
     @property
@@ -180,7 +175,7 @@ class ApproximateModel:
                                                  zeros={c: z for c, z in zeros.items() if z.any()})
         return Dataset._trusted(records, self.domain)
 
-    def save(self, path) -> str:
+    def save(self, path, report=None) -> str:
         """Refused: the model files hold a junction tree's potentials; an approximate model is not saved (refit it
         from the measurements, or fit with ``oracle="exact"`` to save the model)."""
         raise ValueError(f"saving an approximate model is not supported (to {path}): its model files would need the "
@@ -188,4 +183,4 @@ class ApproximateModel:
 
     def __repr__(self) -> str:
         return (f"ApproximateModel({self.info.get('kind', self.plan.graph.kind)}, {len(self.cliques)} cliques, "
-                f"{len(self.regions)} regions, total={self.total:g}, loss={self.loss})")
+                f"{len(self.regions)} regions, total={self.total:g})")

@@ -1,10 +1,11 @@
 """A batch of models: one :class:`~pgmjax.GraphicalModel` whose numbers have a leading batch axis.
 
-:func:`pgmjax.estimate_batch` (and ``jax.vmap`` of :func:`pgmjax.estimation`) return B fitted models of one structure
-as one model whose potentials, total, loss and step size carry a leading axis of size B. Its queries answer
-for every member at once (``model.marginal(clique)`` is ``(B, *shape)``), each member's answer being that
-member's own, bit for bit: :meth:`~pgmjax.GraphicalModel.member` gives member ``i`` as an ordinary model, the
-same as saved and loaded. This module holds the batch's host-side helpers.
+:func:`pgmjax.estimate_batch` (and ``jax.vmap`` of :func:`pgmjax.fit`) return B fitted models of one structure
+as one model whose potentials and total carry a leading axis of size B. Its queries answer for every member
+at once (``model.marginal(clique)`` is ``(B, *shape)``), each member's answer being that member's own, bit for
+bit: :meth:`~pgmjax.GraphicalModel.member` gives member ``i`` as an ordinary model, the same as saved and
+loaded (a batch's :class:`~pgmjax.model.fit_report.FitReport` has its own
+:meth:`~pgmjax.model.fit_report.FitReport.member`). This module holds the batch's host-side helpers.
 """
 
 from __future__ import annotations
@@ -20,26 +21,20 @@ def batch_size(model) -> int | None:
 
 
 def member(model, i):
-    """Member ``i`` (negative counts from the end) of a batch of models as an ordinary model (cached)."""
+    """Member ``i`` (negative counts from the end) of a batch of models as an ordinary model (kept in the batch's
+    :attr:`~pgmjax.GraphicalModel.cache`)."""
     n = batch_size(model)
     if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not -n <= i < n:
         raise IndexError(f"GraphicalModel.member: index {i!r} out of range for a batch of {n}")
     i = int(i) % n
-    cache = model._members
-    if i not in cache:
-        history = [
-            {"iteration": h["iteration"], "loss": float(np.asarray(h["loss"])[i]),
-             "oracle_calls": int(np.asarray(h["oracle_calls"])[i]), "seconds": h["seconds"]}
-            for h in model.history
-        ]
+    kept = model.cache.members
+    if i not in kept:
         # Sliced on the host: slicing device arrays would compile a small program per block shape.
-        if "theta" not in cache:
-            cache["theta"] = {k: np.asarray(v) for k, v in model.theta.items()}
-        theta = {k: to_device(v[i]) for k, v in cache["theta"].items()}
-        pick = (lambda v: None if v is None else float(np.asarray(v)[i]))
-        cache[i] = type(model)(model.plan, theta, float(np.asarray(model.total)[i]), history, loss=pick(model.loss),
-                               step_size=pick(model.step_size))
-    return cache[i]
+        if "theta" not in kept:
+            kept["theta"] = {k: np.asarray(v) for k, v in model.theta.items()}
+        theta = {k: to_device(v[i]) for k, v in kept["theta"].items()}
+        kept[i] = type(model)(model.plan, theta, float(np.asarray(model.total)[i]))
+    return kept[i]
 
 
 def each(model, f) -> list:

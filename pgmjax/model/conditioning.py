@@ -72,4 +72,4 @@ def condition(model: GraphicalModel, given: Mapping) -> GraphicalModel:
         mask[codes] = 0.0
         shape = [domain[attr] if a == attr else 1 for a in clique]
         theta = plan.with_table(theta, j, jnp.asarray(mask.reshape(shape), model.dtype), add=True)
-    return model.replace(theta=theta, total=kept, history=[], loss=None, step_size=None, info=None)
+    return model.replace(theta=theta, total=kept)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -15,6 +16,7 @@ from ..data.domain import Clique, CliqueLike, Domain, cells_text
 from ..graph import marginal_oracle, oracle, routed_oracle, routed_plan
 from ..queries import factors as queries_mod
 from . import answering, batch_model, inference, query_plan, sampling
+from .fit_report import host_scalar
 from .model_files import save_model
 
 
@@ -48,7 +50,23 @@ class ModelStructure:
         return jax.tree_util.tree_leaves(self.theta)[0].dtype
 
 
-@jax.tree_util.register_pytree_node_class
+@dataclasses.dataclass(frozen=True, eq=False)
+class AnswerCache:
+    """What a model computed once and reads again: its one explicit cache (:attr:`GraphicalModel.cache`).
+
+    Every entry is a function of the model's ``theta`` and ``total``, which never change (the model is frozen),
+    so an entry never goes stale. Not part of the model's value: not compared, not a pytree child (a model
+    rebuilt by a JAX transformation starts with an empty cache).
+    """
+
+    blocks: dict = dataclasses.field(default_factory=dict)  # "marginals": the clique marginals in oracle blocks
+    host_blocks: dict = dataclasses.field(default_factory=dict)  # host copies of marginal blocks, as read
+    tables: dict = dataclasses.field(default_factory=dict)  # "potentials", "marginals", "device": per-clique views
+    members: dict = dataclasses.field(default_factory=dict)  # a batch's members, as made
+    checked: list = dataclasses.field(default_factory=list)  # [total] once check() passed
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class GraphicalModel(ModelStructure):
     """The distribution ``p(x) ∝ exp(sum_c theta_c(x_c))`` scaled to ``total`` records.
 
@@ -56,50 +74,38 @@ class GraphicalModel(ModelStructure):
         plan: the oracle plan (junction tree and layout).
         theta: log-potentials in the oracle's block layout.
         total: the number of records the model stands for.
-        history: the fit's per-chunk log (host only).
-        loss: the estimator's final loss, where fitted.
-        step_size: mirror descent's last step (a warm start continues from it).
-        info: an estimator's diagnostics (host only), e.g. :func:`pgmjax.history.maxent.maxent`'s.
 
-    The model is an immutable value and a JAX pytree (leaves: ``theta``, ``total``, ``loss``, ``step_size``;
-    static: the plan): it passes through ``jax.jit``, ``jax.vmap`` and ``jax.grad``, where its answers are
-    traced arrays (:attr:`traced`), and a batch of models is one model whose leaves have a leading axis
-    (``jax.vmap`` of :func:`pgmjax.estimation`). :meth:`replace` gives a changed copy.
+    The model is a frozen dataclass and a JAX pytree: ``theta`` and ``total`` are its leaves, the plan
+    (hashed by value) its static structure, and nothing else is inside. It passes through ``jax.jit``,
+    ``jax.vmap`` and ``jax.grad``, where its answers are traced arrays (:attr:`traced`), and a batch of
+    models is one model whose leaves have a leading axis (``jax.vmap`` of :func:`pgmjax.fit`).
+    :meth:`replace` gives a changed copy. What a fit learned about itself (its log, loss, step size) is a
+    :class:`~pgmjax.model.fit_report.FitReport` beside the model (``pj.estimate(..., report=True)``).
 
     Every answer is a function of ``theta`` and ``total`` alone: the clique marginals come from one
-    compiled program (the marginal oracle) on first use, whether the model was just fitted, loaded from
-    a file, taken from a batch or built by hand, so one model never gives two answers.
+    compiled program (the marginal oracle) on first use and are kept in :attr:`cache`, whether the model
+    was just fitted, loaded from a file, taken from a batch or built by hand, so one model never gives two
+    answers.
 
     Attributes:
         domain, cliques (junction-tree cliques holding potentials), total,
-        potentials (``{clique: log-potential table}``), junction_tree.
+        potentials (``{clique: log-potential table}``), junction_tree, cache.
 
     Example:
         >>> model = pj.estimate(domain, measurements)            # doctest: +SKIP
         >>> model.marginal(("sex", "income")).sum() == model.total  # doctest: +SKIP
     """
 
-    def __init__(self, plan: oracle.OraclePlan, theta: dict, total, history=None, *, loss=None, step_size=None,
-                 info: dict | None = None):
-        put = object.__setattr__  # the model is immutable once built (see __setattr__)
-        put(self, "plan", plan)
-        put(self, "theta", theta)
-        put(self, "total", _host_scalar(total))
-        put(self, "history", list(history or []))
-        put(self, "loss", _host_scalar(loss))  # the estimator's final loss, when fitted
-        put(self, "step_size", _host_scalar(step_size))  # mirror descent's last step, for warm starts
-        put(self, "info", info)  # an estimator's diagnostics on the host (pgmjax.history's dual ascent), or None
-        put(self, "_blocks", None)  # the clique marginals of ``theta`` in oracle blocks, computed on first use
-        put(self, "_checked", None)  # (theta, total, marginals) last found consistent by check()
-        put(self, "_host_blocks", {})  # host copies of marginal blocks, as marginal() reads them
-        put(self, "_members", {})  # a batch's members, as member() makes them
+    plan: oracle.OraclePlan
+    theta: dict
+    total: Any
+    cache: AnswerCache = dataclasses.field(default_factory=AnswerCache, init=False, repr=False, compare=False)
 
-    def __setattr__(self, name, value):
-        raise AttributeError(f"GraphicalModel is immutable: cannot set {name!r}; model.replace({name}=...) gives a new model")
+    def __post_init__(self):
+        object.__setattr__(self, "total", host_scalar(self.total))  # a concrete total reads as a Python float
 
     def replace(self, **changes) -> "GraphicalModel":
-        """A new model with some of ``plan``, ``theta``, ``total``, ``history``, ``loss``, ``step_size``, ``info``
-        replaced.
+        """A new model with some of ``plan``, ``theta`` and ``total`` replaced (its cache starts empty).
 
         Example:
             >>> dom = pj.Domain({"a": 2})
@@ -107,14 +113,11 @@ class GraphicalModel(ModelStructure):
             >>> pj.GraphicalModel(plan, plan.zeros(), 10.0).replace(total=30.0).marginal("a")
             array([15., 15.])
         """
-        fields = {"plan": self.plan, "theta": self.theta, "total": self.total, "history": self.history,
-                  "loss": self.loss, "step_size": self.step_size, "info": self.info}
-        unknown = sorted(set(changes) - set(fields))
+        unknown = sorted(set(changes) - {"plan", "theta", "total"})
         if unknown:
-            raise TypeError(f"GraphicalModel.replace: unknown field(s) {unknown}; expected some of {sorted(fields)}")
-        fields.update(changes)
-        plan, theta, total = fields.pop("plan"), fields.pop("theta"), fields.pop("total")
-        return GraphicalModel(plan, theta, total, fields.pop("history"), **fields)
+            raise TypeError(f"GraphicalModel.replace: unknown field(s) {unknown}; expected some of "
+                            "['plan', 'theta', 'total'] (a fit's loss, step size and log are its FitReport's)")
+        return dataclasses.replace(self, **changes)
 
     def dense(self) -> "GraphicalModel":
         """The same model on the dense plan (:mod:`pgmjax.graph.oracle`): itself unless it was fitted with the
@@ -132,18 +135,6 @@ class GraphicalModel(ModelStructure):
             return self
         plan, theta = self.plan.to_dense({k: np.asarray(v) for k, v in self.theta.items()}, batch_dims=0 if self.batch is None else 1)
         return self.replace(plan=plan, theta=theta)
-
-    # A pytree: the numbers (potentials, total, loss, step size) are its leaves, the plan (hashed by value) its
-    # static structure, so a model passes through jit, vmap and grad and a batch of models is one model whose
-    # leaves have a leading axis. The fit's per-chunk log (history) and diagnostics (info) stay on the host
-    # and are not carried.
-    def tree_flatten(self):
-        return (self.theta, self.total, self.loss, self.step_size), self.plan
-
-    @classmethod
-    def tree_unflatten(cls, plan, leaves):
-        theta, total, loss, step_size = leaves
-        return cls(plan, theta, total, loss=loss, step_size=step_size)
 
     @property
     def batch(self) -> int | None:
@@ -183,42 +174,47 @@ class GraphicalModel(ModelStructure):
         refuse."""
         return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((self.theta, self.total)))
 
-    @functools.cached_property
+    @property
     def potentials(self) -> dict[Clique, np.ndarray]:
         """Each junction-tree clique's log-potential table (axes in the clique's order), as read-only NumPy
-        arrays. Indexed on the host, one transfer per block: slicing the device blocks dispatched a small
-        computation per clique, which every warm start of a model of many cliques paid."""
+        arrays (cached). Indexed on the host, one transfer per block: slicing the device blocks dispatched a
+        small computation per clique, which every warm start of a model of many cliques paid."""
         self._one("GraphicalModel.potentials")
-        tables = self.plan.tables({k: np.asarray(v) for k, v in self.theta.items()})
-        for t in tables.values():
-            t.flags.writeable = False
-        return tables
+        if "potentials" not in self.cache.tables:
+            tables = self.plan.tables({k: np.asarray(v) for k, v in self.theta.items()})
+            for t in tables.values():
+                t.flags.writeable = False
+            self.cache.tables["potentials"] = tables
+        return self.cache.tables["potentials"]
 
-    @property
-    def _marginal_blocks(self) -> dict:
-        if self._blocks is None:
-            object.__setattr__(self, "_blocks", _marginals_jit(self.plan, self.theta, to_device(self.total, self.dtype))[0])
-        return self._blocks
-
-    @functools.cached_property
-    def _clique_marginals(self) -> dict[Clique, np.ndarray]:
-        host = {k: np.asarray(v) for k, v in self._marginal_blocks.items()}  # indexed on the host: no small programs
-        return {c: np.asarray(t, np.float64) for c, t in self.plan.tables(host).items()}
+    def marginal_blocks(self) -> dict:
+        """The clique marginals (scaled to ``total``) in the plan's block layout, as the marginal oracle returns
+        them: computed on first use by one compiled program, then kept (:attr:`cache`)."""
+        if "marginals" not in self.cache.blocks:
+            self.cache.blocks["marginals"] = _marginals_jit(self.plan, self.theta, to_device(self.total, self.dtype))[0]
+        return self.cache.blocks["marginals"]
 
     def clique_marginals(self) -> dict[Clique, np.ndarray]:
         """Marginals of every model clique (one oracle call, cached); ``(B, *shape)`` for a batch of models."""
         if self.batch is not None:
             each = batch_model.each(self, GraphicalModel.clique_marginals)
             return {c: np.stack([m[c] for m in each]) for c in self.cliques}
-        return dict(self._clique_marginals)
+        if "marginals" not in self.cache.tables:
+            host = {k: np.asarray(v) for k, v in self.marginal_blocks().items()}  # indexed on the host: no small programs
+            self.cache.tables["marginals"] = {c: np.asarray(t, np.float64) for c, t in self.plan.tables(host).items()}
+        return dict(self.cache.tables["marginals"])
 
     def log_partition(self) -> float:
         self._one("GraphicalModel.log_partition")
         return float(_log_partition_jit(self.plan, self.theta))
 
-    @functools.cached_property
-    def _device_marginals(self) -> dict[int, jax.Array]:
-        return {j: self.plan.table(self._marginal_blocks, j) for j in range(len(self.plan.cliques))}
+    def device_marginals(self) -> dict[int, jax.Array]:
+        """``{clique index: marginal counts}`` on the device, axes in the clique's order (cached): what the
+        compiled query programs and the sampler read."""
+        if "device" not in self.cache.tables:
+            blocks = self.marginal_blocks()
+            self.cache.tables["device"] = {j: self.plan.table(blocks, j) for j in range(len(self.plan.cliques))}
+        return self.cache.tables["device"]
 
     def marginal(self, attrs: CliqueLike, given: Mapping[str, int | Iterable[int]] | None = None) -> np.ndarray:
         """Counts of the marginal over ``attrs`` (any subset), axes in the given order.
@@ -274,9 +270,10 @@ class GraphicalModel(ModelStructure):
     def _host_table(self, j: int) -> np.ndarray:
         """Model clique ``j``'s marginal counts on the host (axes in the clique's order, the model's dtype)."""
         key, _ = self.plan._index(j)
-        if key not in self._host_blocks:  # one transfer per block, kept: the next marginal reads it too
-            self._host_blocks[key] = np.asarray(self._marginal_blocks[key])
-        return np.asarray(self.plan.table(self._host_blocks, j))
+        kept = self.cache.host_blocks
+        if key not in kept:  # one transfer per block, kept: the next marginal reads it too
+            kept[key] = np.asarray(self.marginal_blocks()[key])
+        return np.asarray(self.plan.table(kept, j))
 
     def answer(self, query: Mapping[str, object]) -> np.ndarray:
         """Answer a factored (Kronecker) query without the full table (Algorithm 3 of the paper).
@@ -318,11 +315,11 @@ class GraphicalModel(ModelStructure):
         if self.traced:  # inside jit / vmap / grad: the compiled path, traced, answers as JAX arrays
             plans = [query_plan.plan_query(self.junction_tree, attrs, tuple(m is None for m in matrices))
                      for attrs, matrices in resolved]
-            return list(inference.answer_many(tuple(plans), self._device_marginals,
+            return list(inference.answer_many(tuple(plans), self.device_marginals(),
                                               tuple(m for _, m in resolved), self.total))
         # A query whose tables are small runs its plan in NumPy (float64): a new model structure's queries
         # then compile nothing (AIM scores its candidates on every round's new model).
-        return answering.answer_untraced(self.junction_tree, resolved, self._host_table, lambda: self._device_marginals,
+        return answering.answer_untraced(self.junction_tree, resolved, self._host_table, lambda: self.device_marginals(),
                                          self.total, np.dtype(self.dtype).itemsize, HOST_MARGINAL_CELLS)
 
     def synthetic_data(self, n: int | None = None, key: jax.Array | None = None, method: str = "exact", chunk: int = 1 << 20):
@@ -365,21 +362,24 @@ class GraphicalModel(ModelStructure):
             FloatingPointError: sample: the model's total is nan, expected a positive finite number
         """
         self._one(what)
-        state = (self.theta, self.total, self._blocks)
-        if self._checked is not None and all(a is b for a, b in zip(self._checked[::2], state[::2])) \
-                and self._checked[1] == self.total:
+        if self.cache.checked:  # the model is frozen: once consistent, always
             return
-        check_consistent(self.plan, self.theta, lambda: self._marginal_blocks, self.total, what=what)
-        object.__setattr__(self, "_checked", (self.theta, self.total, self._blocks))
+        check_consistent(self.plan, self.theta, self.marginal_blocks, self.total, what=what)
+        self.cache.checked.append(self.total)
 
-    def save(self, path) -> str:
+    def save(self, path, report=None) -> str:
         """Save to the folder ``path`` (JSON structure + NPZ arrays; see :mod:`pgmjax.model.serialization`).
+
+        Args:
+            path: the folder.
+            report: the fit's :class:`~pgmjax.model.fit_report.FitReport`, whose loss and log are saved with the
+                model (``pj.load_model(path, report=True)`` reads them back); None saves the model alone.
 
         Raises:
             FloatingPointError: the model is not finite and consistent (:meth:`check`).
         """
         self._one("save")
-        return save_model(self, path)
+        return save_model(self, path, report=report)
 
     def summary(self) -> str:
         """A readable description: attributes, total, junction tree, clique tables and memory.
@@ -399,8 +399,6 @@ class GraphicalModel(ModelStructure):
             f"potentials: {cells_text(sum(cells))} cells, {_bytes(sum(cells) * itemsize)} "
             f"(stored: {_bytes(sum(int(np.prod(s)) for _, s in self.plan.units) * itemsize)})",
         ]
-        if self.loss is not None:
-            lines.append(f"loss {self.loss:.6g} after {self.history[-1]['iteration'] if self.history else 0} iterations")
         lines.append(f"{'clique':<60} {'cells':>10} {'memory':>10}")
         for c, n in sorted(zip(self.cliques, cells), key=lambda t: -t[1]):
             lines.append(f"{', '.join(c):<60.60} {n:>10,} {_bytes(n * itemsize):>10}")
@@ -415,6 +413,11 @@ class GraphicalModel(ModelStructure):
             f"GraphicalModel({len(self.domain)} attributes, {len(self.cliques)} cliques, "
             f"treewidth {self.plan.tree.treewidth}, total {self.total:g})"
         )
+
+
+# The numbers are the pytree's leaves, the plan (hashed by value) its static structure; the cache is no part of it.
+jax.tree_util.register_dataclass(GraphicalModel, data_fields=["theta", "total"], meta_fields=["plan"],
+                                 drop_fields=["cache"])
 
 
 #: Relative tolerance on ``|sum of a clique's marginal - total| / total``: float32 sums of up to
@@ -523,14 +526,6 @@ def _answering(plan, theta: dict):
         return plan, theta
     cells = np.asarray(cells)
     return wide, {"cells": to_device(np.pad(cells, (0, wide.size.cells - cells.size)))}
-
-
-def _host_scalar(x):
-    """A concrete scalar as a Python float (what a model's total, loss and step read as on the host); None, an
-    abstract value (inside a JAX transformation) or an array with axes (a batch of models) as it is."""
-    concrete = isinstance(x, (int, float, np.generic)) and not isinstance(x, bool)
-    concrete = concrete or (isinstance(x, (np.ndarray, jax.Array)) and not isinstance(x, jax.core.Tracer) and x.ndim == 0)
-    return float(x) if concrete else x  # anything else (JAX's own placeholders when it rebuilds a pytree) untouched
 
 
 def _evidence_query(domain: Domain, given) -> dict:

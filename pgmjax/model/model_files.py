@@ -23,7 +23,7 @@ STRUCTURE_FILE = "model.json"
 ARRAYS_FILE = "potentials.npz"
 
 
-def save_model(model, path: str | os.PathLike, *, schema=None) -> str:
+def save_model(model, path: str | os.PathLike, *, schema=None, report=None) -> str:
     """Write ``model`` to the folder ``path`` (created; existing files of the format are replaced).
 
     Args:
@@ -32,6 +32,8 @@ def save_model(model, path: str | os.PathLike, *, schema=None) -> str:
         schema: optional :class:`~pgmjax.Schema` over the model's domain, stored in ``model.json``
             (field ``"schema"``, its JSON form) so that samples can be decoded to raw values
             (:func:`load_model_schema`).
+        report: optional :class:`~pgmjax.model.fit_report.FitReport` of the fit: its loss and per-chunk log are
+            stored in ``model.json`` (fields ``"loss"`` and ``"history"``; ``load_model(path, report=True)``).
 
     Returns:
         The folder's path.
@@ -58,7 +60,7 @@ def save_model(model, path: str | os.PathLike, *, schema=None) -> str:
     buffer = io.BytesIO()
     np.savez(buffer, **{f"clique_{i}": np.asarray(potentials[c]) for i, c in enumerate(model.cliques)})
     blob = buffer.getvalue()
-    loss = model.loss
+    loss = None if report is None else report.loss
     structure = {
         "format": FORMAT,
         "version": VERSION,
@@ -74,7 +76,7 @@ def save_model(model, path: str | os.PathLike, *, schema=None) -> str:
         "loss": None if loss is None or not math.isfinite(loss) else float(loss),
         "history": [
             {k: v for k, v in h.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
-            for h in model.history
+            for h in (() if report is None else report.history)
         ],
         "arrays": {"file": ARRAYS_FILE, "sha256": hashlib.sha256(blob).hexdigest()},
     }

@@ -131,7 +131,7 @@ def sample_chunks(model, n: int, key: jax.Array, chunk: int = 1 << 20):
     tree = model.junction_tree
     domain = model.domain
     dtype = _record_dtype(domain)
-    tables = model._device_marginals
+    tables = model.device_marginals()
     order = sorted(range(len(tree.cliques)), key=lambda c: (tree.depth[c], c))
     steps = []
     for c in order:
@@ -303,7 +303,7 @@ def _low_variance(model, n: int, key: jax.Array) -> Dataset:
         clique, sep = tree.cliques[c], tree.separators[c]
         new = tuple(a for a in clique if a not in sep)
         axes = sep + new
-        table = np.asarray(model._device_marginals[c], np.float64)
+        table = np.asarray(model.device_marginals()[c], np.float64)
         table = np.transpose(table, [clique.index(a) for a in axes]).reshape(domain.size(sep), domain.size(new))
         target = np.maximum(table, 0.0) * (n / float(model.total))
         rows_target = target.sum(axis=1)

@@ -53,6 +53,7 @@ from ..graph.routed_steps import WINDOW_COSTS
 from ..graph.size_limit import check_cliques
 from ..data.domain import Domain
 from .graphical_model import GraphicalModel
+from .fit_report import Fit, FitReport
 from .model_files import ARRAYS_FILE, FORMAT, STRUCTURE_FILE, VERSION, save_model  # noqa: F401  (this module's API)
 from .safe_read import npz_size_cap, read_npz_tables, read_structure
 
@@ -95,14 +96,17 @@ def load_model_schema(path: str | os.PathLike):
     return schema
 
 
-def load_model(path: str | os.PathLike) -> GraphicalModel:
+def load_model(path: str | os.PathLike, *, report: bool = False) -> GraphicalModel | Fit:
     """Read a model written by :func:`save_model`, validating every field.
 
     Args:
         path: the folder ``save`` wrote.
+        report: also return the fit's :class:`~pgmjax.model.fit_report.FitReport` as saved (its loss and
+            per-chunk log; empty where the model was saved without one).
 
     Returns:
-        The :class:`~pgmjax.GraphicalModel` (potentials bit for bit as saved).
+        The :class:`~pgmjax.GraphicalModel` (potentials bit for bit as saved); with ``report=True`` a
+        :class:`~pgmjax.model.fit_report.Fit` ``(model, report)``.
 
     Raises:
         FileNotFoundError: the folder or one of its files is missing.
@@ -169,12 +173,12 @@ def load_model(path: str | os.PathLike) -> GraphicalModel:
         raise ValueError(f"load_model: field 'cliques' of {structure_path}: not the cliques of a junction tree")
     # Each table is added to zeros in float64 and cast back: exact, so the round trip is bit for bit.
     theta = plan.from_tables(tables, dtype)
-    model = GraphicalModel(plan, theta, total, history, loss=loss)
+    model = GraphicalModel(plan, theta, total)
     try:
         model.check("load_model")
     except FloatingPointError as e:
         raise ValueError(f"load_model: {path} holds a model that is not consistent ({arrays_file}, field 'total'): {e}") from e
-    return model
+    return Fit(model, FitReport(loss, None, history)) if report else model
 
 
 def _program(value) -> str:

@@ -38,6 +38,7 @@ from ..estimation.estimate import estimate
 from ..estimation.memory import check_fit
 from ..mechanisms.steps import hypothetical_model_size
 from ..model.conditioning import condition
+from ..model.fit_report import Fit, FitReport
 from ..model.graphical_model import GraphicalModel
 from ..model.metrics import marginal_tvd
 from ..preprocessing.private_format import encode_raw
@@ -77,6 +78,8 @@ class Release:
         stages: the :class:`Stage` of each read of the private table, in order (empty for a model saved alone).
         measurements: every noisy measurement the model is fitted to (the mechanism's, then the extensions').
         notes: what the private schema decided, column by column.
+        fit_report: the :class:`~pgmjax.FitReport` of the fit the model comes from (an extension's refit continues
+            from its step size), or None.
     """
 
     model: GraphicalModel
@@ -86,6 +89,7 @@ class Release:
     stages: tuple = ()
     measurements: tuple = ()
     notes: tuple = ()
+    fit_report: FitReport | None = None
 
     def sample(self, n: int | None = None, *, key, given: Mapping | None = None) -> pd.DataFrame:
         """``n`` synthetic records on the raw scale (default: the records the model stands for): no privacy cost.
@@ -228,10 +232,12 @@ class Release:
             accountant = Accountant(epsilon=epsilon, bounded=mechanism.bounded)
             new = accountant.measure_many(key, data, cliques, mechanism="laplace", epsilon=REST)
         measurements = tuple(self.measurements) + tuple(new)
-        model = estimate(domain, list(measurements), iters=iters, warm_start=self.model, **fit)
+        warm = self.model if self.fit_report is None else Fit(self.model, self.fit_report)
+        model, report = estimate(domain, list(measurements), iters=iters, warm_start=warm, report=True, **fit)
         extensions = sum(s.name.startswith("extension") for s in self.stages)
         stage = Stage(f"extension {extensions + 1}", accountant)
-        return dataclasses.replace(self, model=model, stages=self.stages + (stage,), measurements=measurements)
+        return dataclasses.replace(self, model=model, stages=self.stages + (stage,), measurements=measurements,
+                                   fit_report=report)
 
     def _encode(self, frame, where: str):
         """``frame`` as the model's coded records: raw values through the schema, or the codes themselves."""
@@ -266,4 +272,5 @@ class Release:
                 settings = None
         stages = [(s.name, ledger_state(s.accountant), s.delta) for s in self.stages]
         return release_files.write_release(path, self.model, self.schema, columns=self.columns, settings=settings,
-                                           stages=stages, measurements=self.measurements, notes=self.notes)
+                                           stages=stages, measurements=self.measurements, notes=self.notes,
+                                           report=self.fit_report)

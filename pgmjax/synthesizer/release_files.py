@@ -21,6 +21,7 @@ and its declared size held to the model-size limit before it is read, without pi
 from __future__ import annotations
 
 import hashlib
+import dataclasses
 import io
 import json
 import os
@@ -54,9 +55,10 @@ class ReleaseParts(NamedTuple):
     stages: tuple
     measurements: tuple
     notes: tuple
+    report: object = None
 
 
-def write_release(path, model, schema, *, columns, settings, stages, measurements, notes) -> str:
+def write_release(path, model, schema, *, columns, settings, stages, measurements, notes, report=None) -> str:
     """Write a release to the folder ``path`` (created; the files of the format replaced).
 
     Args:
@@ -67,11 +69,13 @@ def write_release(path, model, schema, *, columns, settings, stages, measurement
         stages: ``(name, accountant dict, delta)`` per stage.
         measurements: the measurements the model is fitted to.
         notes: the schema's notes (strings).
+        report: the fit's :class:`~pgmjax.FitReport` (its loss and log saved with the model, its step size in the
+            release file), or None.
 
     Returns:
         The folder's path.
     """
-    folder = save_model(model, path, schema=schema)
+    folder = save_model(model, path, schema=schema, report=report)
     arrays, meta = measurements_to_arrays(measurements)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
@@ -80,7 +84,7 @@ def write_release(path, model, schema, *, columns, settings, stages, measurement
            "settings": None if settings is None else dict(settings),
            "stages": [{"name": name, "delta": float(delta), "accountant": state} for name, state, delta in stages],
            "measurements": meta, "measurements_sha256": hashlib.sha256(blob).hexdigest(),
-           "step_size": None if model.step_size is None else float(model.step_size)}
+           "step_size": None if report is None or report.step_size is None else float(report.step_size)}
     text = json.dumps(doc)  # before any file is written: a value JSON cannot hold fails here
     with open(os.path.join(folder, MEASUREMENTS_FILE), "wb") as f:
         f.write(blob)
@@ -106,7 +110,7 @@ def read_release(path) -> ReleaseParts:
             raise ValueError(f"{where}: {path}: a model saved without a schema and without a release file (an "
                              "integer-coded command-line run): load it with pgmjax.load_model")
         return ReleaseParts(load_model(path), schema, tuple(schema.domain.attributes), None, (), (), ())
-    model = load_model(path)
+    model, report = load_model(path, report=True)
     doc = read_structure(release_path, where)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
         raise ValueError(f"{where}: {release_path} is not a {FORMAT} file of version {VERSION}")
@@ -124,8 +128,8 @@ def read_release(path) -> ReleaseParts:
         raise ValueError(f"{where}: {path} is corrupted ({MEASUREMENTS_FILE} does not match {RELEASE_FILE})")
     with np.load(io.BytesIO(blob), allow_pickle=False) as arrays:
         measurements = tuple(measurements_from_arrays(arrays, meta, model.domain, f"{where}: {path}"))
-    model = model if step_size is None else model.replace(step_size=step_size)  # a refit continues from it
-    return ReleaseParts(model, schema, columns, settings, stages, measurements, notes)
+    report = dataclasses.replace(report, step_size=step_size)  # a refit continues from it
+    return ReleaseParts(model, schema, columns, settings, stages, measurements, notes, report)
 
 
 def _read_archive(path: str, where: str) -> bytes:

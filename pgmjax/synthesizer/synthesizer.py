@@ -53,6 +53,16 @@ __all__ = ["Synthesizer"]
 _WHERE = "Synthesizer"
 
 
+def _model_report(result):
+    """The report of the fit a mechanism's model comes from: its step size is where an extension's refit starts,
+    except for a model expressed over the original domain from a fit over a compressed one (MST's and TreeAIM's
+    ``mapping``), whose potentials are not the fit's."""
+    report = result.report
+    if report is not None and getattr(result.info, "mapping", None):
+        report = dataclasses.replace(report, step_size=None)
+    return report
+
+
 def _measurements(result) -> tuple:
     """The mechanism's measurements on the model's domain (MST measures on its compressed domain: the same answers,
     re-expressed: :func:`pgmjax.mechanisms.domain_compression.decompress_measurements`)."""
@@ -223,7 +233,7 @@ class Synthesizer:
                                "under different neighbouring relations")
         stages = (Stage("schema", split.accountant, self.discovery_delta), Stage("mechanism", result.accountant))
         return Release(result.model, pre.schema, tuple(frame.columns), self, stages, _measurements(result),
-                       tuple(pre.notes))
+                       tuple(pre.notes), _model_report(result))
 
     def _public_frame(self, public, frame):
         """``public`` as a pandas frame of ``frame``'s columns (None without it), checked before any budget: the
@@ -250,7 +260,7 @@ class Synthesizer:
             kwargs["public"] = PublicData(public, stddev=self.public_stddev)
         result = self._run(entry, kwargs, data, self.epsilon, self.delta, key)
         return Release(result.model, None, tuple(data.domain.attributes), self, (Stage("mechanism", result.accountant),),
-                       _measurements(result))
+                       _measurements(result), (), _model_report(result))
 
     def _run(self, entry, kwargs: dict, data, epsilon: float, delta, key):
         """The mechanism on ``data`` with this synthesizer's options."""
@@ -304,4 +314,5 @@ class Synthesizer:
         parts = release_files.read_release(path)
         stages = tuple(Stage(name, from_ledger_state(Accountant, state), delta) for name, state, delta in parts.stages)
         settings = None if parts.settings is None else Synthesizer.from_config(parts.settings)
-        return Release(parts.model, parts.schema, parts.columns, settings, stages, parts.measurements, parts.notes)
+        return Release(parts.model, parts.schema, parts.columns, settings, stages, parts.measurements, parts.notes,
+                       parts.report)

@@ -35,6 +35,7 @@ from ..estimation import driver
 from ..estimation.losses import MeasurementArrays
 from ..graph import oracle
 from ..model.graphical_model import GraphicalModel
+from ..model.fit_report import model_and_report
 from ..queries.measurement import Measurement, total_rule
 from . import qp
 from .targets import evaluate, resolve_targets
@@ -234,7 +235,7 @@ def refit(
     """Refit every replicate (one batched program, warm-started at the model) and evaluate the targets.
 
     Args:
-        model: the fitted model.
+        model: the fitted model, or its :class:`~pgmjax.Fit` (the refits then start from its report's step size).
         measurements: the measurements it was fitted to.
         ys: replicate answers, per measurement ``(B, rows)`` (e.g. from :func:`renoise`).
         targets: the targets (see :mod:`pgmjax.uncertainty.targets`).
@@ -248,8 +249,8 @@ def refit(
         chunk: iterations per compiled call.
         start: starting potentials: None (the model's, every replicate), ``"zeros"`` (uniform: a cold fit),
             or ``{block: (B, ...)}`` in the layout of ``model.plan`` (e.g. each replicate its own fit's).
-        step_size: mirror descent's first step per replicate ``(B,)`` (default ``1 / (L N)``, or the model's
-            last step when warm-started at the model): a warm start with a tiny step spends its first
+        step_size: mirror descent's first step per replicate ``(B,)`` (default ``1 / (L N)``, or the fit's
+            last step, from its report, when warm-started at the model): a warm start with a tiny step spends its first
             iterations growing it back.
         check_on: ``"spread"`` (the bootstrap's criterion: the answers' standard deviation) or ``"values"``
             (every answer moves by less than ``check_tol`` of the answers' spread: for fits whose answers are
@@ -268,6 +269,7 @@ def refit(
         :class:`Replicates`.
     """
     start0 = time.perf_counter()
+    model, report = model_and_report(model)
     model = model.dense()  # the refits run batched on the dense plan (pgmjax.estimation.batch)
     problem = stacked_problem(model, measurements, ys, loss=loss, total=total, dtype=dtype)
     plan = problem.plan
@@ -283,8 +285,8 @@ def refit(
     step = 1.0 / (float(problem.lipschitz[0]) * np.asarray(problem.total, np.float64))
     if step_size is not None:
         step = np.broadcast_to(np.asarray(step_size, np.float64), (b,)).copy()
-    elif model.step_size is not None and loss != "l1" and start is None:
-        step = np.maximum(step, model.step_size)
+    elif report is not None and report.step_size is not None and loss != "l1" and start is None:
+        step = np.maximum(step, report.step_size)
     tplan, mats = resolve_targets(model.domain, plan.tree, targets)
     jm = tuple(tuple(None if q is None else jnp.asarray(q, dt) for q in ms) for ms in mats)
     if fit_method not in ("mirror_descent", "lbfgs", "qp") or (fit_method != "mirror_descent" and loss != "l2"):

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..bayes.intervals import Interval  # the one interval type (the lower layer: uncertainty imports bayes)
 from ..model.graphical_model import GraphicalModel
+from ..model.fit_report import Fit, model_and_report
 from ..queries.measurement import Measurement, validate_measurements
 from . import qp as qp_mod
 from .bootstrap import refit, renoise, target_values
@@ -72,7 +73,10 @@ def intervals(
     target (the fit is then the BLUE), first order otherwise. Needs float64 (``jax_enable_x64``).
 
     Args:
-        model: the fitted :class:`~pgmjax.GraphicalModel`.
+        model: the fitted :class:`~pgmjax.GraphicalModel`, or its :class:`~pgmjax.Fit` (``pj.estimate(...,
+            report=True)``): the report's iterations are the refits' default, its step size their first, and a
+            fit without a functional dependency's target (its ``info["eliminated"]``) is refitted with the
+            target's measurements in place.
         measurements: the measurements it was fitted to (with their noise family, ``Measurement.noise``).
         targets: a list of targets: attribute tuples (a marginal), factored query mappings
             (``model.answer``) or :class:`~pgmjax.uncertainty.Ratio` (e.g. :func:`conditional`).
@@ -80,7 +84,8 @@ def intervals(
         method: ``"bootstrap"`` or ``"linear"``.
         B: bootstrap replicates (200 for 90% intervals, about 1000 for 99%).
         key: a ``jax.random`` key (bootstrap).
-        iters: mirror-descent iterations per refit (default: the model's own fit's, at least 100).
+        iters: mirror-descent iterations per refit (default: the fit's own, from its report, at least 100; 1,000
+            without a report).
         loss: the loss the model was fitted with (``"l2"`` or ``"l1"``).
         total: None if the fit estimated the total from the measurements; the public total otherwise.
         interval: ``"basic"`` or ``"percentile"`` (bootstrap).
@@ -109,8 +114,9 @@ def intervals(
         >>> bool(np.all(iv.lo < iv.value)) and bool(np.all(iv.value < iv.hi)), iv.estimable
         (True, True)
     """
+    model, report = model_and_report(model)
     if not isinstance(model, GraphicalModel):
-        raise TypeError(f"intervals: model must be a pgmjax.GraphicalModel, got {type(model).__name__}")
+        raise TypeError(f"intervals: model must be a pgmjax.GraphicalModel or a pgmjax.Fit, got {type(model).__name__}")
     model = model.dense()  # its refits and linearisations run batched and differentiated: the dense plan's
     level = _check_level(level)
     if method not in ("bootstrap", "linear"):
@@ -125,14 +131,16 @@ def intervals(
     if not measurements:
         raise ValueError("intervals: no measurements: nothing to re-noise or linearise")
     validate_measurements(model.domain, measurements)
-    model = _holding_measured_cliques(model, measurements)
+    model = _holding_measured_cliques(model, measurements, report)
     if _structural_zeros(model) and (method == "linear" or fit_method in ("lbfgs", "qp")):
         what = "method='linear'" if method == "linear" else f"fit_method={fit_method!r}"
         raise ValueError(f"intervals: {what} does not hold a constrained model's structural zeros (its -inf "
                          "potentials); use method='bootstrap' with fit_method='auto' or 'mirror_descent'")
     for i, m in enumerate(measurements):
         if model.plan.tree.containing(m.clique) is None:
-            raise ValueError(f"intervals: measurement {i} on {m.clique} lies in no clique of the model")
+            raise ValueError(f"intervals: measurement {i} on {m.clique} lies in no clique of the model (a fit that left "
+                             "a functional dependency's target out needs its report: pass the pgmjax.Fit of "
+                             "estimate(..., report=True))")
     tplan, _ = resolve_targets(model.domain, model.plan.tree, targets)  # checks every target first
     if total is not None and not (np.isfinite(total) and total > 0):
         raise ValueError(f"intervals: total must be positive and finite, got {total!r}")
@@ -148,7 +156,7 @@ def intervals(
     if isinstance(B, bool) or not isinstance(B, (int, np.integer)) or B < 2:
         raise ValueError(f"intervals: B must be an integer >= 2, got {B!r}")
     if iters is None:
-        iters = max(100, int(model.history[-1]["iteration"]) if model.history else 1000)
+        iters = max(100, report.iterations) if report is not None and report.history else 1000
     if isinstance(iters, bool) or not isinstance(iters, (int, np.integer)) or iters < 1:
         raise ValueError(f"intervals: iters must be a positive integer, got {iters!r}")
     reason = None
@@ -160,10 +168,10 @@ def intervals(
     if fit_method == "qp":  # one more member: the exact fit of the released answers (how far the model is from it)
         ys = [np.concatenate([np.asarray(m.y, np.float64)[None], y]) for m, y in zip(measurements, ys)]
         with jax.enable_x64(True):  # float32 cannot reach the QP's tolerance (1e-4 of the smallest noise sd)
-            reps = refit(model, measurements, ys, targets, loss=loss, total=total, iters=int(iters), check=check,
+            reps = refit(_fit_of(model, report), measurements, ys, targets, loss=loss, total=total, iters=int(iters), check=check,
                          fit_method=fit_method, dtype=jnp.float64)
     else:
-        reps = refit(model, measurements, ys, targets, loss=loss, total=total, iters=int(iters), check=check,
+        reps = refit(_fit_of(model, report), measurements, ys, targets, loss=loss, total=total, iters=int(iters), check=check,
                      fit_method=fit_method)
     reps_values = reps.values
     if fit_method == "qp":
@@ -195,14 +203,19 @@ def intervals(
     return out
 
 
-def _holding_measured_cliques(model: GraphicalModel, measurements) -> GraphicalModel:
+def _fit_of(model: GraphicalModel, report):
+    """The model with its report where there is one (the refits start from its step size)."""
+    return model if report is None else Fit(model, report)
+
+
+def _holding_measured_cliques(model: GraphicalModel, measurements, report) -> GraphicalModel:
     """The same distribution on a plan that holds every measured clique, where :func:`pgmjax.estimate` fitted
-    without a functional dependency's target (``model.info["eliminated"]``: a measurement on the target was fitted
+    without a functional dependency's target (the report's ``info["eliminated"]``: a measurement on the target was fitted
     through its source, and the target came back as a leaf clique): the refits need each measurement inside a clique.
     The added cliques' potentials are zero, so the model's answers are unchanged; its ``-inf`` cells stay. Any other
     model is returned as it is."""
     missing = [m.clique for m in measurements if model.plan.tree.containing(m.clique) is None]
-    if not missing or not (model.info or {}).get("eliminated"):
+    if not missing or report is None or not report.info.get("eliminated"):
         return model
     from ..graph.oracle import make_plan
 

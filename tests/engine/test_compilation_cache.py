@@ -56,8 +56,8 @@ for name, sizes, cliques in [("s1", {"a": 3, "b": 4, "c": 5}, [("a", "b"), ("b",
     dom = pj.Domain(sizes)
     rng = np.random.default_rng(7)
     ms = [pj.Measurement(c, rng.uniform(0, 40, tuple(sizes[a] for a in c)), stddev=2.0) for c in cliques]
-    model = pj.estimate(dom, ms, iters=30, chunk=10)
-    out["losses"][name] = float(model.loss)
+    model, report = pj.estimate(dom, ms, iters=30, chunk=10, report=True)
+    out["losses"][name] = float(report.loss)
     if name == "s1":
         out["theta"] = {k: np.asarray(v).tolist() for k, v in model.theta.items()}
 out["hits"] = len(hits)

@@ -26,9 +26,9 @@ rng = np.random.default_rng(0)
 sizes = {{"a": 7, "b": 3, "c": 11, "d": 2, "e": 5}}
 data = pj.Dataset(np.stack([rng.integers(0, s, 2000) for s in sizes.values()], axis=1), pj.Domain(sizes))
 ms = pj.noisy_marginals(data, [("a", "b", "c"), ("c", "d"), ("d", "e"), ("a", "e")], stddev=3.0, key=jax.random.key(1))
-model = pj.estimate(data.domain, ms, iters=200)
+model, report = pj.estimate(data.domain, ms, iters=200, report=True)
 print(json.dumps({{"enabled": programs.fast_compile_enabled(), "flags": os.environ.get("XLA_FLAGS", ""),
-                  "loss": float(model.loss), "ab": np.asarray(model.marginal(("a", "b")), float).tolist()}}))
+                  "loss": float(report.loss), "ab": np.asarray(model.marginal(("a", "b")), float).tolist()}}))
 """
 
 

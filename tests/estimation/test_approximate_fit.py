@@ -45,9 +45,10 @@ def test_tree_fit_equals_exact_fit(kind, dtype, tol):
     rng = np.random.default_rng(0)
     dom = pj.Domain({"a": 2, "b": 3, "c": 4, "d": 2, "e": 3})
     ms = _measure(rng, _data(rng, dom), TREE, 5.0)
-    exact = pj.estimate(dom, ms, iters=400, dtype=jnp.float64)
-    approx = pj.estimate(dom, ms, iters=400, dtype=dtype, oracle=ApproximateOracle(kind=kind, iters=100))
-    assert approx.loss == pytest.approx(exact.loss, rel=tol)
+    exact, exact_report = pj.estimate(dom, ms, iters=400, dtype=jnp.float64, report=True)
+    approx, approx_report = pj.estimate(dom, ms, iters=400, dtype=dtype, oracle=ApproximateOracle(kind=kind, iters=100),
+                                        report=True)
+    assert approx_report.loss == pytest.approx(exact_report.loss, rel=tol)
     for c in TREE:
         np.testing.assert_allclose(approx.marginal(c), exact.marginal(c), atol=tol * exact.total)
 
@@ -66,9 +67,9 @@ def test_loopy_fit_against_exact_fit():
     for c in LOOPY:
         np.testing.assert_allclose(approx.marginal(c), data.marginal(c), atol=2e-4 * len(data))
     noisy = _measure(rng, data, LOOPY, 20.0)
-    exact = pj.estimate(dom, noisy, iters=300, dtype=jnp.float64)
-    approx = pj.estimate(dom, noisy, iters=300, dtype=jnp.float64, oracle="approximate")
-    assert approx.loss <= exact.loss * (1 + 1e-4)
+    exact, exact_report = pj.estimate(dom, noisy, iters=300, dtype=jnp.float64, report=True)
+    approx, approx_report = pj.estimate(dom, noisy, iters=300, dtype=jnp.float64, oracle="approximate", report=True)
+    assert approx_report.loss <= exact_report.loss * (1 + 1e-4)
     for c in LOOPY:
         assert np.abs(approx.marginal(c) - exact.marginal(c)).sum() <= 1e-4 * len(data)
 
@@ -99,7 +100,8 @@ def test_second_fit_on_the_same_structure_compiles_nothing():
 def test_model_answers_inside_regions_and_refuses_across():
     rng = np.random.default_rng(4)
     dom = pj.Domain({"a": 2, "b": 3, "c": 2, "d": 3, "e": 2})
-    model = pj.estimate(dom, _measure(rng, _data(rng, dom), LOOPY, 5.0), iters=100, oracle="approximate")
+    fit = pj.estimate(dom, _measure(rng, _data(rng, dom), LOOPY, 5.0), iters=100, oracle="approximate", report=True)
+    model = fit.model
     ab = model.marginal(("b", "a"))
     assert ab.shape == (3, 2) and ab.sum() == pytest.approx(model.total, rel=1e-5)
     np.testing.assert_allclose(model.answer({"a": pj.queries.factors.Identity()}), ab.sum(axis=0), rtol=1e-5)
@@ -110,25 +112,27 @@ def test_model_answers_inside_regions_and_refuses_across():
     np.testing.assert_allclose(ad[1], model.marginal(("a", "b")), rtol=1e-6)
     with pytest.raises(ValueError, match="pass a jax.random key"):
         model.synthetic_data(10)
-    warm = pj.estimate(dom, _measure(rng, _data(rng, dom), LOOPY, 5.0), iters=20, oracle="approximate", warm_start=model)
-    assert warm.info["oracle"] == "approximate"
+    warm, report = pj.estimate(dom, _measure(rng, _data(rng, dom), LOOPY, 5.0), iters=20, oracle="approximate",
+                               warm_start=fit, report=True)  # the Fit: its step size carried on
+    assert warm.info["oracle"] == "approximate" and report.info["oracle"] == "approximate"
 
 
 def test_auto_takes_exact_when_the_tree_fits_and_approximate_otherwise():
     rng = np.random.default_rng(5)
     dom = pj.Domain({"a": 2, "b": 3, "c": 2, "d": 3, "e": 2})
     ms = _measure(rng, _data(rng, dom), LOOPY, 5.0)
-    exact = pj.estimate(dom, ms, iters=200)
-    auto = pj.estimate(dom, ms, iters=200, oracle="auto")
-    assert auto.info["oracle"] == "exact" and auto.loss == exact.loss
+    exact, exact_report = pj.estimate(dom, ms, iters=200, report=True)
+    auto, auto_report = pj.estimate(dom, ms, iters=200, oracle="auto", report=True)
+    assert auto_report.info["oracle"] == "exact" and auto_report.loss == exact_report.loss
     np.testing.assert_array_equal(auto.marginal(("a", "b")), exact.marginal(("a", "b")))
-    assert exact.info is None  # the default (exact) path is unchanged
+    assert exact_report.info == {}  # the default (exact) path is unchanged: no oracle diagnostics
     with size_limit.limited(8 * 30):  # the junction tree (72 cells) is over, the cliques (34 cells) are not
         with pytest.raises(size_limit.ModelTooLarge):
             pj.estimate(dom, ms, iters=10)
         with pytest.warns(UserWarning, match="approximate oracle"):
-            model = pj.estimate(dom, ms, iters=50, oracle="auto")
+            model, report = pj.estimate(dom, ms, iters=50, oracle="auto", report=True)
     assert model.info["oracle"] == "approximate" and "size limit" in model.info["reason"]
+    assert report.info == model.info
 
 
 def test_bad_oracle_options_are_refused_before_fitting():
@@ -142,4 +146,4 @@ def test_bad_oracle_options_are_refused_before_fitting():
         ApproximateOracle(kind="tree")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert pj.estimate(dom, ms, iters=5, oracle="auto").info["oracle"] == "exact"
+        assert pj.estimate(dom, ms, iters=5, oracle="auto", report=True).report.info["oracle"] == "exact"

@@ -38,14 +38,15 @@ def noisy(truth, sigmas, seed):
     return out
 
 
-def assert_matches_sequential(dom, members, models, method, **kw):
+def assert_matches_sequential(dom, members, fitted, method, **kw):
+    models, report = fitted
     assert len(models) == len(members)
     for b, ms in enumerate(members):
-        ref = pj.estimate(dom, ms, method, iters=ITERS, **F64, **kw)
-        assert models.loss[b] == pytest.approx(ref.loss, rel=1e-6)
+        ref, ref_report = pj.estimate(dom, ms, method, iters=ITERS, **F64, **kw, report=True)
+        assert report.loss[b] == pytest.approx(ref_report.loss, rel=1e-6)
         assert models.total[b] == pytest.approx(ref.total, rel=1e-12)
         # the same trials: mirror descent's line search backtracks exactly as alone
-        assert models.member(b).history[-1]["oracle_calls"] == ref.history[-1]["oracle_calls"]
+        assert report.member(b).history[-1]["oracle_calls"] == ref_report.history[-1]["oracle_calls"]
         for c in [*CLIQUES, ("d", "a")]:
             np.testing.assert_allclose(models.marginal(c)[b], ref.marginal(c), rtol=1e-6, atol=1e-6 * ref.total)
 
@@ -54,9 +55,9 @@ def assert_matches_sequential(dom, members, models, method, **kw):
 def test_members_equal_sequential_fits(setup, method):
     dom, _, truth = setup
     members = noisy(truth, [2.0, 5.0, 9.0], seed=1)  # per-member stddev
-    models = estimate_batch(dom, members, method, iters=ITERS, **F64)
-    assert models.loss.shape == (B,)
-    assert_matches_sequential(dom, members, models, method)
+    models, models_report = estimate_batch(dom, members, method, iters=ITERS, **F64, report=True)
+    assert models_report.loss.shape == (B,)
+    assert_matches_sequential(dom, members, (models, models_report), method)
 
 
 def test_batched_measurements_scalar_and_per_member_stddev(setup):
@@ -67,34 +68,34 @@ def test_batched_measurements_scalar_and_per_member_stddev(setup):
     kron = members[0][3]  # shared by every member (the same plain Measurement)
     ys = [np.stack([ms[i].y for ms in members]) for i in range(3)]
     scalar = [BatchedMeasurement(c, y.reshape(B, *t.shape), stddev=4.0) for c, y, t in zip(CLIQUES, ys, truth)]
-    got = estimate_batch(dom, [*scalar, kron], iters=ITERS, **F64)
-    want = estimate_batch(dom, [[*ms[:3], kron] for ms in members], iters=ITERS, **F64)
-    np.testing.assert_allclose(got.loss, want.loss, rtol=1e-12)
+    got, got_report = estimate_batch(dom, [*scalar, kron], iters=ITERS, **F64, report=True)
+    want, want_report = estimate_batch(dom, [[*ms[:3], kron] for ms in members], iters=ITERS, **F64, report=True)
+    np.testing.assert_allclose(got_report.loss, want_report.loss, rtol=1e-12)
     np.testing.assert_allclose(got.marginal(("a", "d")), want.marginal(("a", "d")), rtol=1e-12)
 
     sig = np.array([1.0, 4.0, 16.0])
     totals = [400.0, 410.0, 390.0]
-    per = estimate_batch(dom, [*(BatchedMeasurement(c, y, stddev=sig) for c, y in zip(CLIQUES, ys)), kron],
-                         iters=ITERS, total=totals, **F64)
+    per, per_report = estimate_batch(dom, [*(BatchedMeasurement(c, y, stddev=sig) for c, y in zip(CLIQUES, ys)), kron],
+                                     iters=ITERS, total=totals, **F64, report=True)
     np.testing.assert_allclose(per.total, totals)
     for b in range(B):
         ms = [pj.Measurement(c, y[b], stddev=sig[b]) for c, y in zip(CLIQUES, ys)] + [kron]
-        ref = pj.estimate(dom, ms, iters=ITERS, total=totals[b], **F64)
-        assert per.loss[b] == pytest.approx(ref.loss, rel=1e-6)
+        ref, ref_report = pj.estimate(dom, ms, iters=ITERS, total=totals[b], **F64, report=True)
+        assert per_report.loss[b] == pytest.approx(ref_report.loss, rel=1e-6)
         np.testing.assert_allclose(per.marginal(("a", "b"))[b], ref.marginal(("a", "b")), rtol=1e-6)
 
 
 def test_new_numbers_compile_nothing(setup):
     dom, _, truth = setup
-    first = estimate_batch(dom, noisy(truth, [2.0, 3.0, 4.0], seed=3), iters=20, **F64)
+    first, first_report = estimate_batch(dom, noisy(truth, [2.0, 3.0, 4.0], seed=3), iters=20, **F64, report=True)
     first.marginal(("a", "d"))
     first.member(1).marginal("a")
     with count_compiles() as counter:
-        second = estimate_batch(dom, noisy(truth, [7.0, 1.0, 2.5], seed=4), iters=20, **F64)
+        second, second_report = estimate_batch(dom, noisy(truth, [7.0, 1.0, 2.5], seed=4), iters=20, **F64, report=True)
         second.marginal(("a", "d"))
         second.member(1).marginal("a")
     assert counter.count == 0
-    assert not np.allclose(first.loss, second.loss)
+    assert not np.allclose(first_report.loss, second_report.loss)
 
 
 def test_a_first_batched_fit_compiles_a_few_programs():
@@ -113,7 +114,7 @@ def test_a_first_batched_fit_compiles_a_few_programs():
 def test_model_shapes_and_members(setup):
     dom, _, truth = setup
     members = noisy(truth, [2.0, 5.0, 9.0], seed=5)
-    models = estimate_batch(dom, members, iters=ITERS, **F64)
+    models, models_report = estimate_batch(dom, members, iters=ITERS, **F64, report=True)
     assert len(models) == B and "a batch of 3 models" in repr(models)
     assert models.marginal(("b", "d")).shape == (B, 4, 3)
     assert models.marginal("c", given={"a": 1}).shape == (B, 2)
@@ -127,12 +128,13 @@ def test_model_shapes_and_members(setup):
     for i in (0, 2, -1):
         single = models.member(i)
         assert isinstance(single, pj.GraphicalModel)
-        assert single.loss == models.loss[i] and single.total == models.total[i]
+        single_report = models_report.member(i)
+        assert single_report.loss == models_report.loss[i] and single.total == models.total[i]
         np.testing.assert_allclose(single.marginal(("b", "d")), models.marginal(("b", "d"))[i], rtol=1e-9)
         np.testing.assert_allclose(single.answer({"b": pj.queries.Prefix(), "c": pj.queries.Value(1)}), prefix[i], rtol=1e-9)
         for c in models.cliques:
             np.testing.assert_allclose(single.marginal(c), cm[c][i], rtol=1e-9)
-        assert [h["iteration"] for h in single.history] == [10, 20, 30]
+        assert [h["iteration"] for h in single_report.history] == [10, 20, 30]
     # a member's model computed from its potentials alone (no cached marginals) is the same model
     fresh = pj.GraphicalModel(models.plan, models.member(1).theta, models.total[1])
     np.testing.assert_allclose(fresh.marginal(("a", "c")), models.marginal(("a", "c"))[1], rtol=1e-9)
@@ -157,8 +159,8 @@ def test_pure_pieces_vmap_by_hand(setup):
         return jax.vmap(one, in_axes=(batch.batch_axes(problem), 0))(problem, theta)
 
     losses = np.asarray(fit(problem, batch.zeros(problem)))
-    models = estimate_batch(dom, members, iters=ITERS, **F64)
-    np.testing.assert_allclose(losses, models.loss, rtol=1e-9)
+    models, models_report = estimate_batch(dom, members, iters=ITERS, **F64, report=True)
+    np.testing.assert_allclose(losses, models_report.loss, rtol=1e-9)
 
 
 def test_bad_batches_fail_before_compiling(setup):
@@ -207,7 +209,7 @@ def test_bad_batches_fail_before_compiling(setup):
 def test_l1_matches_sequential(setup):
     dom, _, truth = setup
     members = noisy(truth, [2.0, 5.0, 9.0], seed=8)
-    l1 = estimate_batch(dom, members, loss="l1", iters=ITERS, **F64)
+    l1 = estimate_batch(dom, members, loss="l1", iters=ITERS, **F64, report=True)
     assert_matches_sequential(dom, members, l1, "mirror_descent", loss="l1")
 
 
@@ -215,11 +217,11 @@ def test_groups_give_the_same_fits(setup):
     """Members vectorised in groups (the last one padded) follow exactly the all-at-once trajectories."""
     dom, _, truth = setup
     members = noisy(truth, [2.0, 5.0, 9.0], seed=9)
-    whole = estimate_batch(dom, members, iters=ITERS, group=None, **F64)
-    grouped = estimate_batch(dom, members, iters=ITERS, group=2, **F64)
-    np.testing.assert_allclose(grouped.loss, whole.loss, rtol=1e-12)
+    whole, whole_report = estimate_batch(dom, members, iters=ITERS, group=None, **F64, report=True)
+    grouped, grouped_report = estimate_batch(dom, members, iters=ITERS, group=2, **F64, report=True)
+    np.testing.assert_allclose(grouped_report.loss, whole_report.loss, rtol=1e-12)
     np.testing.assert_allclose(grouped.marginal(("a", "d")), whole.marginal(("a", "d")), rtol=1e-10)
-    np.testing.assert_array_equal(grouped.history[-1]["oracle_calls"], whole.history[-1]["oracle_calls"])
+    np.testing.assert_array_equal(grouped_report.history[-1]["oracle_calls"], whole_report.history[-1]["oracle_calls"])
     with pytest.raises(ValueError, match="group must be a positive integer"):
         estimate_batch(dom, members, group=0)
 
@@ -248,9 +250,10 @@ def test_a_batch_is_one_graphical_model_with_a_batch_axis():
     ``step_sizes``) are gone."""
     dom = pj.Domain({"a": 2, "b": 3})
     ys = np.array([[[10.0, 20, 30], [5, 5, 30]], [[12.0, 18, 30], [5, 5, 30]], [[9.0, 21, 30], [6, 4, 30]]])
-    models = pj.estimate_batch(dom, [pj.BatchedMeasurement(("a", "b"), ys, stddev=1.0)], iters=100)
+    models, models_report = pj.estimate_batch(dom, [pj.BatchedMeasurement(("a", "b"), ys, stddev=1.0)], iters=100,
+                                              report=True)
     assert isinstance(models, pj.GraphicalModel) and models.batch == len(models) == 3
-    assert np.shape(models.loss) == (3,) and models.member(-1).loss == models.loss[2]
+    assert np.shape(models_report.loss) == (3,) and models_report.member(-1).loss == models_report.loss[2]
     assert models.clique_marginals()[("a", "b")].shape == (3, 2, 3)
     for call in (lambda: models.synthetic_data(5, jax.random.key(0)), models.summary, lambda: models.potentials):
         with pytest.raises(TypeError, match="a batch of 3 models; take one with model.member"):

@@ -21,8 +21,8 @@ SCRIPT = textwrap.dedent('''
     B = 8
     ms = [pj.BatchedMeasurement(("a", "b"), rng.uniform(5, 40, size=(B, 3, 4)), stddev=2.0),
           pj.BatchedMeasurement(("b", "c"), rng.uniform(5, 40, size=(B, 4, 5)), stddev=3.0)]
-    one = pj.estimate_batch(dom, ms, iters=200, devices=1)
-    four = pj.estimate_batch(dom, ms, iters=200)
+    one, one_report = pj.estimate_batch(dom, ms, iters=200, devices=1, report=True)
+    four, four_report = pj.estimate_batch(dom, ms, iters=200, report=True)
     k = next(iter(four.theta))
     problem = batch.make_batch_problem(dom, ms)
     p, th, shards = batch.spread(problem, batch.zeros(problem))
@@ -33,7 +33,7 @@ SCRIPT = textwrap.dedent('''
         "devices": jax.local_device_count(), "shards": shards,
         "spec": list(four.theta[k].sharding.spec), "mesh_devices": len(four.theta[k].sharding.device_set),
         "marginal_diff": float(np.abs(four.marginal(("a", "c")) - one.marginal(("a", "c"))).max()),
-        "loss_diff": float(np.abs(np.asarray(four.loss) - np.asarray(one.loss)).max()),
+        "loss_diff": float(np.abs(np.asarray(four_report.loss) - np.asarray(one_report.loss)).max()),
         "all_gather": text.count("all-gather("), "reduce_shapes": [l.split("=")[1].split()[0] for l in reduces],
     }, open(sys.argv[1], "w"))
 ''')

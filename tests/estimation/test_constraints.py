@@ -59,8 +59,8 @@ def joint(model) -> np.ndarray:
     pytest.param("mirror_descent", "paths", marks=pytest.mark.slow)])
 def test_the_constrained_fit_is_the_maximum_entropy_optimum_on_the_allowed_cells(method, program):
     ms = measurements(CONSTRAINTS)
-    model = pj.estimate(DOM, ms, method=method, iters=3000, constraints=CONSTRAINTS, program=program,
-                        dtype=jnp.float64, total=600.0)
+    model, report = pj.estimate(DOM, ms, method=method, iters=3000, constraints=CONSTRAINTS, program=program,
+                                dtype=jnp.float64, total=600.0, report=True)
     table = joint(model)
     ok = support(CONSTRAINTS)
     assert (table[~ok] == 0).all(), f"{method}/{program}: forbidden cells hold {table[~ok].max()}"
@@ -68,7 +68,7 @@ def test_the_constrained_fit_is_the_maximum_entropy_optimum_on_the_allowed_cells
     best, _ = optimum(ATTRS, SIZES, refs, 600.0, support=ok)
     unconstrained, _ = optimum(ATTRS, SIZES, refs, 600.0)
     assert best > unconstrained + 0.1  # the constraints bind: the reference is not the unconstrained one
-    assert model.loss <= best * (1 + 1e-4) + 1e-6, f"{method}/{program}: loss {model.loss} against {best}"
+    assert report.loss <= best * (1 + 1e-4) + 1e-6, f"{method}/{program}: loss {report.loss} against {best}"
     targets = {c: project(table, ATTRS, c) for c in MEASURED}
     maxent = 600.0 * ipf(ATTRS, SIZES, targets, support=ok)
     assert l1_over_n(table, maxent, 600.0) < 1e-4
@@ -110,10 +110,11 @@ def test_records_and_rounding_never_show_a_forbidden_cell():
 
 
 def test_answers_conditioning_warm_starts_and_files_keep_the_zeros(tmp_path):
-    model = pj.estimate(DOM, measurements(CONSTRAINTS), iters=500, constraints=CONSTRAINTS)
+    fit = pj.estimate(DOM, measurements(CONSTRAINTS), iters=500, constraints=CONSTRAINTS, report=True)
+    model = fit.model
     ok = support(CONSTRAINTS)
     # a warm start without the constraints keeps them: its -inf potentials are the starting point
-    again = pj.estimate(DOM, measurements(CONSTRAINTS, seed=3), iters=200, warm_start=model)
+    again = pj.estimate(DOM, measurements(CONSTRAINTS, seed=3), iters=200, warm_start=fit)
     assert (joint(again)[~ok] == 0).all()
     loaded = pj.load_model(model.save(tmp_path / "m"))
     np.testing.assert_array_equal(joint(loaded), joint(model))
@@ -125,15 +126,16 @@ def test_mass_the_measurements_put_on_forbidden_cells_is_reported():
     y = np.array([[50.0, 40.0], [60.0, 70.0], [80.0, 90.0]]) + rng.normal(0, 1, (3, 2))
     m = pj.Measurement(("a", "b"), y, stddev=1.0)
     with pytest.warns(UserWarning, match=r"puts \d+\.\d+ records on cells that Constraint.forbid"):
-        model = pj.estimate(DOM, [m], iters=200, constraints=[CONSTRAINTS[0]])
-    [found] = model.info["forbidden_mass"]
+        _, report = pj.estimate(DOM, [m], iters=200, constraints=[CONSTRAINTS[0]], report=True)
+    [found] = report.info["forbidden_mass"]
     assert found.clique == ("a", "b") and found.mass == pytest.approx(y[0, 1]) and found.stddev == pytest.approx(1.0)
     assert found.contradicts
     y[0, 1] = 0.5  # within the noise: reported, no warning
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        model = pj.estimate(DOM, [pj.Measurement(("a", "b"), y, stddev=1.0)], iters=200, constraints=[CONSTRAINTS[0]])
-    assert not model.info["forbidden_mass"][0].contradicts
+        _, report = pj.estimate(DOM, [pj.Measurement(("a", "b"), y, stddev=1.0)], iters=200, constraints=[CONSTRAINTS[0]],
+                                report=True)
+    assert not report.info["forbidden_mass"][0].contradicts
 
 
 @pytest.mark.parametrize("build,message", [
@@ -201,12 +203,13 @@ def test_a_functional_dependency_is_fitted_without_its_target_whatever_the_queri
         ms.append(pj.Measurement(clique, y, sd, query=None if q is None else (q if not isinstance(q, tuple) else (q[0], np.eye(2)))))
         refs.append((clique, y, sd, ms[-1].query))
     for method in ("mirror_descent", "lbfgs", "dual_averaging"):
-        model = pj.estimate(FD_DOM, ms, method=method, iters=4000, constraints=[FD], dtype=jnp.float64, total=500.0)
-        assert all("t" not in c for c in model.info["fit_cliques"]) and model.info["eliminated"] == [FD]
+        model, report = pj.estimate(FD_DOM, ms, method=method, iters=4000, constraints=[FD], dtype=jnp.float64,
+                                    total=500.0, report=True)
+        assert all("t" not in c for c in report.info["fit_cliques"]) and report.info["eliminated"] == [FD]
         table = np.asarray(model.marginal(tuple(FD_ATTRS)), np.float64)
         assert (table[~ok] == 0).all()
         best, _ = optimum(FD_ATTRS, FD_SIZES, refs, 500.0, support=ok)
-        assert model.loss <= best * (1 + 1e-4) + 1e-6, (method, model.loss, best)
+        assert report.loss <= best * (1 + 1e-4) + 1e-6, (method, report.loss, best)
         targets = {c: project(table, FD_ATTRS, c) for c, _, _ in specs}
         assert l1_over_n(table, 500.0 * ipf(FD_ATTRS, FD_SIZES, targets, support=ok), 500.0) < 1e-5, method
 
@@ -221,13 +224,13 @@ def _zip_state_fit():
     data = pj.Dataset(np.stack([z, mapping[z], rng.integers(0, 4, 2000)], 1), dom)
     ms = [pj.Measurement(c, data.marginal(c).ravel() + rng.normal(0, 1, dom.size(c)), 1.0)
           for c in [("state", "age"), ("zip",)]]
-    return dom, ms, dep, pj.estimate(dom, ms, iters=300, constraints=[dep])
+    return dom, ms, dep, pj.estimate(dom, ms, iters=300, constraints=[dep], report=True)
 
 
 def test_a_functional_dependency_costs_the_source_tables_not_the_product():
     """The fit's tables hold 300 x 4 cells, where masking the (source, target) clique fits a 300 x 50 table besides."""
-    dom, _, dep, model = _zip_state_fit()
-    fitted = model.info["fit_cliques"]
+    dom, _, dep, (model, report) = _zip_state_fit()
+    fitted = report.info["fit_cliques"]
     assert sum(dom.size(c) for c in fitted) == 300 * 4, fitted
     assert set(model.cliques) == {("zip", "age"), ("zip", "state")}  # the target back as a leaf
     assert dep.violations(model.synthetic_data(5000, key=jax.random.key(0)).records, dom) == 0
@@ -235,7 +238,7 @@ def test_a_functional_dependency_costs_the_source_tables_not_the_product():
 
 @pytest.mark.slow
 def test_the_eliminated_dependency_fits_what_the_masked_clique_fits():
-    dom, ms, dep, model = _zip_state_fit()
+    dom, ms, dep, (model, _) = _zip_state_fit()
     masked = pj.estimate(dom, ms, iters=300, constraints=[dep], program="size_class")  # the masked clique
     assert max(dom.size(c) for c in masked.cliques) == 300 * 50
     np.testing.assert_allclose(model.marginal(("state", "age")), masked.marginal(("state", "age")), atol=0.05)
@@ -254,14 +257,15 @@ def test_chained_and_shared_dependencies_and_warm_starts():
     data = pj.Dataset(np.stack([a, b, c, c], 1), dom)
     ms = [pj.Measurement(k, data.marginal(k).ravel() + rng.normal(0, 1, dom.size(k)), 1.0)
           for k in [("a",), ("b", "d"), ("c",)]]
-    model = pj.estimate(dom, ms, iters=500, constraints=[ab, bc, dc])
+    fit = pj.estimate(dom, ms, iters=500, constraints=[ab, bc, dc], report=True)
+    model, report = fit
     # b, then c (a's dependency composed through b); d's dependency on c becomes "d agrees with a"
-    assert [k.attributes for k in model.info["eliminated"]] == [("a", "b"), ("a", "c")]
-    assert all("b" not in k and "c" not in k for k in model.info["fit_cliques"])
+    assert [k.attributes for k in report.info["eliminated"]] == [("a", "b"), ("a", "c")]
+    assert all("b" not in k and "c" not in k for k in report.info["fit_cliques"])
     records = model.synthetic_data(3000, key=jax.random.key(2)).records
     assert all(k.violations(records, dom) == 0 for k in (ab, bc, dc))
-    warm = pj.estimate(dom, ms, iters=100, constraints=[ab, bc, dc], warm_start=model)
-    assert warm.loss <= model.loss * (1 + 1e-5) + 1e-6
+    _, warm = pj.estimate(dom, ms, iters=100, constraints=[ab, bc, dc], warm_start=fit, report=True)
+    assert warm.loss <= report.loss * (1 + 1e-5) + 1e-6
     other = pj.estimate(dom, ms, iters=50)  # holds b beside d: not a model of the dependency
     with pytest.raises(ValueError, match="only a model fitted under it"):
         pj.estimate(dom, ms, iters=50, constraints=[ab], warm_start=other)
@@ -272,8 +276,8 @@ def test_mass_off_a_dependency_is_reported():
     y[np.arange(4), FD.cells] = 50.0
     y[0, 1] = 30.0  # 30 records where s = 0 but t = 1
     with pytest.warns(UserWarning, match="puts 30 records"):
-        model = pj.estimate(FD_DOM, [pj.Measurement(("s", "t"), y, 1.0)], iters=100, constraints=[FD])
-    assert [f.mass for f in model.info["forbidden_mass"]] == [pytest.approx(30.0)]
+        _, report = pj.estimate(FD_DOM, [pj.Measurement(("s", "t"), y, 1.0)], iters=100, constraints=[FD], report=True)
+    assert [f.mass for f in report.info["forbidden_mass"]] == [pytest.approx(30.0)]
 
 
 def test_the_documentation_pages_example_runs_as_written():
@@ -333,10 +337,10 @@ def test_intervals_of_a_constrained_model_are_zero_on_forbidden_cells():
     descent (the exact QP and L-BFGS would not keep the -inf cells): forbidden cells get [0, 0]; the linear method
     and the other solvers are refused by name."""
     ms = measurements(CONSTRAINTS, seed=0)
-    model = pj.estimate(DOM, ms, iters=1000, constraints=CONSTRAINTS, total=600.0)
-    assert model.info["eliminated"]  # the dependency's target left the fit: ("b", "c") lies in no clique of it
+    fit = pj.estimate(DOM, ms, iters=1000, constraints=CONSTRAINTS, total=600.0, report=True)
+    assert fit.report.info["eliminated"]  # the dependency's target left the fit: ("b", "c") lies in no clique of it
     targets = [c.attributes for c in CONSTRAINTS]
-    ivs = pj.uncertainty.intervals(model, ms, targets, B=30, key=jax.random.key(0), iters=200, total=600.0)
+    ivs = pj.uncertainty.intervals(fit, ms, targets, B=30, key=jax.random.key(0), iters=200, total=600.0)
     ok = support(CONSTRAINTS)
     for con, iv in zip(CONSTRAINTS, ivs):
         banned = project(ok.astype(float), ATTRS, con.attributes) == 0  # no allowed record lands there
@@ -346,4 +350,4 @@ def test_intervals_of_a_constrained_model_are_zero_on_forbidden_cells():
         assert iv.diagnostics["fit_method"] == "mirror_descent"
     for kwargs in (dict(method="linear"), dict(fit_method="lbfgs"), dict(fit_method="qp")):
         with pytest.raises(ValueError, match="does not hold a constrained model's structural zeros"):
-            pj.uncertainty.intervals(model, ms, targets, B=10, key=jax.random.key(0), **kwargs)
+            pj.uncertainty.intervals(fit, ms, targets, B=10, key=jax.random.key(0), **kwargs)

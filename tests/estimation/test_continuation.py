@@ -52,12 +52,12 @@ def test_the_schedule_is_20_stages_of_the_iterations_and_only_the_l1_loss_is_wra
 def test_an_l1_fit_does_not_depend_on_how_the_driver_chunks_it(method):
     """The stages are the wrapper's, the chunks the host's: a chunk of 7 iterations (stages of 15 do not end on
     its boundaries) gives the model a chunk of 50 gives, bit for bit."""
-    a = pj.estimate(DOMAIN, MS, method, 300, loss="l1", chunk=50)
-    b = pj.estimate(DOMAIN, MS, method, 300, loss="l1", chunk=7)
-    assert a.loss == b.loss
+    a, a_report = pj.estimate(DOMAIN, MS, method, 300, loss="l1", chunk=50, report=True)
+    b, b_report = pj.estimate(DOMAIN, MS, method, 300, loss="l1", chunk=7, report=True)
+    assert a_report.loss == b_report.loss
     for k, v in _potentials(a).items():
         np.testing.assert_array_equal(v, _potentials(b)[k])
-    assert len(b.history) > len(a.history)  # the callback still sees every chunk
+    assert len(b_report.history) > len(a_report.history)  # the callback still sees every chunk
 
 
 def test_the_stage_loop_is_the_step_loop():
@@ -77,16 +77,16 @@ def test_the_stage_loop_is_the_step_loop():
 def test_tol_waits_for_the_last_stage():
     """A smoothed stage's loss barely moves while the width is wide; tol may end the run only once the last
     stage has begun (info.settled)."""
-    model = pj.estimate(DOMAIN, MS, iters=400, loss="l1", tol=1e9, chunk=10)
-    assert 19 * 20 <= model.history[-1]["iteration"] <= 400
-    unsettled = [h for h in model.history if h["iteration"] < 19 * 20]
+    model, report = pj.estimate(DOMAIN, MS, iters=400, loss="l1", tol=1e9, chunk=10, report=True)
+    assert 19 * 20 <= report.history[-1]["iteration"] <= 400
+    unsettled = [h for h in report.history if h["iteration"] < 19 * 20]
     assert len(unsettled) >= 37  # every chunk before the last stage ran
 
 
 def test_fit_and_estimate_run_one_schedule():
-    a = pj.estimate(DOMAIN, MS, iters=300, loss="l1", dtype=jnp.float64)
-    b = pj.fit(DOMAIN, MS, iters=300, loss="l1", dtype=jnp.float64)
-    np.testing.assert_allclose(float(b.loss), a.loss, rtol=1e-9)
+    a, a_report = pj.estimate(DOMAIN, MS, iters=300, loss="l1", dtype=jnp.float64, report=True)
+    b, b_report = pj.fit(DOMAIN, MS, iters=300, loss="l1", dtype=jnp.float64, report=True)
+    np.testing.assert_allclose(float(b_report.loss), a_report.loss, rtol=1e-9)
     for c in (("a", "b"), ("b", "c")):
         np.testing.assert_allclose(np.asarray(b.marginal(c)), a.marginal(c), rtol=1e-8, atol=1e-8)
 

@@ -30,11 +30,11 @@ def _exact_loss(model, ms):
 @pytest.mark.parametrize("method", METHODS)
 def test_returned_model_is_the_best_iterate_and_its_loss_is_exact(method):
     dom, ms = _problem(1.0)
-    model = pj.estimate(dom, ms, method=method, iters=300, chunk=25, dtype=jnp.float64)
-    losses = [h["loss"] for h in model.history]
+    model, report = pj.estimate(dom, ms, method=method, iters=300, chunk=25, dtype=jnp.float64, report=True)
+    losses = [h["loss"] for h in report.history]
     assert all(b <= a * (1 + 1e-12) for a, b in zip(losses, losses[1:])), losses  # never worse than before
-    assert model.loss == pytest.approx(losses[-1], rel=1e-12)
-    assert model.loss == pytest.approx(_exact_loss(model, ms), rel=1e-9)
+    assert report.loss == pytest.approx(losses[-1], rel=1e-12)
+    assert report.loss == pytest.approx(_exact_loss(model, ms), rel=1e-9)
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -45,25 +45,25 @@ def test_minus_inf_warm_start_gives_a_finite_model_with_its_structural_zeros(met
     tables[("a", "b")][0, 0] = -np.inf
     tables[("a", "b")][3, 1] = -np.inf
     warm = pj.GraphicalModel(base.plan, base.plan.from_tables(tables), base.total)
-    model = pj.estimate(dom, ms, method=method, iters=200, warm_start=warm)
+    model, report = pj.estimate(dom, ms, method=method, iters=200, warm_start=warm, report=True)
     mu = np.asarray(model.marginal(("a", "b")))
     assert np.all(np.isfinite(mu))
     assert mu[0, 0] == 0 and mu[3, 1] == 0
     assert mu.sum() == pytest.approx(model.total, rel=1e-5)
-    assert np.isfinite(model.loss) and model.history[-1]["loss"] == pytest.approx(model.loss)
-    assert model.loss == pytest.approx(_exact_loss(model, ms), rel=1e-4)
-    reference = pj.estimate(dom, ms, method="mirror_descent", iters=400, warm_start=warm)
-    assert model.loss <= reference.loss * 1.01
+    assert np.isfinite(report.loss) and report.history[-1]["loss"] == pytest.approx(report.loss)
+    assert report.loss == pytest.approx(_exact_loss(model, ms), rel=1e-4)
+    reference, reference_report = pj.estimate(dom, ms, method="mirror_descent", iters=400, warm_start=warm, report=True)
+    assert report.loss <= reference_report.loss * 1.01
 
 
 def test_lbfgs_rejects_a_step_that_raises_the_loss():
     # Large epsilon (tiny noise) and empty cells: float32 L-BFGS used to wander off and return its last
     # iterate. Every returned loss now is the best seen, and never above the starting model's.
     dom, ms = _problem(0.01)
-    start = pj.estimate(dom, ms, method="lbfgs", iters=0)
-    model = pj.estimate(dom, ms, method="lbfgs", iters=300)
-    assert np.isfinite(model.loss) and model.loss <= start.loss
-    assert model.loss == pytest.approx(_exact_loss(model, ms), rel=1e-3)
+    start, start_report = pj.estimate(dom, ms, method="lbfgs", iters=0, report=True)
+    model, report = pj.estimate(dom, ms, method="lbfgs", iters=300, report=True)
+    assert np.isfinite(report.loss) and report.loss <= start_report.loss
+    assert report.loss == pytest.approx(_exact_loss(model, ms), rel=1e-3)
     for c in [("a", "b"), ("b", "c")]:
         assert np.asarray(model.marginal(c)).sum() == pytest.approx(model.total, rel=1e-5)
 
@@ -84,11 +84,11 @@ def test_lbfgs_is_within_1e4_of_mirror_descent(dtype):
     # descent's loss on every draw.
     for seed in range(5):
         dom, ms = _problem(1.0, seed)
-        lbfgs = pj.estimate(dom, ms, method="lbfgs", iters=1000, dtype=dtype)
-        md = pj.estimate(dom, ms, method="mirror_descent", iters=1000, dtype=dtype)
-        allowance = 1e-4 * md.loss + (_float32_resolution(md, ms) if dtype == jnp.float32 else 0.0)
-        assert lbfgs.loss <= md.loss + allowance, (seed, lbfgs.loss, md.loss)
-        assert lbfgs.loss == pytest.approx(_exact_loss(lbfgs, ms), rel=1e-3 if dtype == jnp.float32 else 1e-9)
+        lbfgs, lbfgs_report = pj.estimate(dom, ms, method="lbfgs", iters=1000, dtype=dtype, report=True)
+        md, md_report = pj.estimate(dom, ms, method="mirror_descent", iters=1000, dtype=dtype, report=True)
+        allowance = 1e-4 * md_report.loss + (_float32_resolution(md, ms) if dtype == jnp.float32 else 0.0)
+        assert lbfgs_report.loss <= md_report.loss + allowance, (seed, lbfgs_report.loss, md_report.loss)
+        assert lbfgs_report.loss == pytest.approx(_exact_loss(lbfgs, ms), rel=1e-3 if dtype == jnp.float32 else 1e-9)
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64], ids=["float32", "float64"])
@@ -98,10 +98,10 @@ def test_lbfgs_with_tiny_noise_and_empty_cells_is_never_worse_than_its_start(dty
     # 4.92 against 3.68 after 1,000 iterations, float64). It still never returns a model worse than its start
     # and hands its remaining iterations to mirror descent; no default chooses it.
     dom, ms = _problem(0.01, 0)
-    start = pj.estimate(dom, ms, method="lbfgs", iters=0, dtype=dtype)
-    lbfgs = pj.estimate(dom, ms, method="lbfgs", iters=1000, dtype=dtype)
-    assert lbfgs.loss <= start.loss and lbfgs.history[-1].get("method") == "mirror_descent"
-    assert lbfgs.loss == pytest.approx(_exact_loss(lbfgs, ms), rel=1e-3 if dtype == jnp.float32 else 1e-9)
+    start, start_report = pj.estimate(dom, ms, method="lbfgs", iters=0, dtype=dtype, report=True)
+    lbfgs, lbfgs_report = pj.estimate(dom, ms, method="lbfgs", iters=1000, dtype=dtype, report=True)
+    assert lbfgs_report.loss <= start_report.loss and lbfgs_report.history[-1].get("method") == "mirror_descent"
+    assert lbfgs_report.loss == pytest.approx(_exact_loss(lbfgs, ms), rel=1e-3 if dtype == jnp.float32 else 1e-9)
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64], ids=["float32", "float64"])
@@ -111,12 +111,12 @@ def test_lbfgs_from_a_minus_inf_warm_start_keeps_its_zeros(dtype):
     tables = {c: np.array(t) for c, t in base.potentials.items()}
     tables[("a", "b")][0, 0] = tables[("a", "b")][3, 1] = -np.inf
     warm = pj.GraphicalModel(base.plan, base.plan.from_tables(tables), base.total)
-    lbfgs = pj.estimate(dom, ms, method="lbfgs", iters=1000, warm_start=warm, dtype=dtype)
-    start = pj.estimate(dom, ms, method="lbfgs", iters=0, warm_start=warm, dtype=dtype)
-    md = pj.estimate(dom, ms, method="mirror_descent", iters=1000, warm_start=warm, dtype=dtype)
+    lbfgs, lbfgs_report = pj.estimate(dom, ms, method="lbfgs", iters=1000, warm_start=warm, dtype=dtype, report=True)
+    start, start_report = pj.estimate(dom, ms, method="lbfgs", iters=0, warm_start=warm, dtype=dtype, report=True)
+    md, md_report = pj.estimate(dom, ms, method="mirror_descent", iters=1000, warm_start=warm, dtype=dtype, report=True)
     # Never worse than its start; within 5% of mirror descent (float64, 1,000 iterations: 1777.5 against
     # 1723.2: the limit LBFGS's docstring names, cells near zero).
-    assert lbfgs.loss <= start.loss and lbfgs.loss <= md.loss * 1.05
+    assert lbfgs_report.loss <= start_report.loss and lbfgs_report.loss <= md_report.loss * 1.05
     mu = np.asarray(lbfgs.marginal(("a", "b")))
     assert mu[0, 0] == 0 and mu[3, 1] == 0 and np.all(np.isfinite(mu))
 
@@ -125,22 +125,22 @@ def test_a_stalled_lbfgs_fit_is_finished_by_mirror_descent_at_the_optimum():
     """A draw on which L-BFGS alone stalls above the optimum (float64): the fit ends there and mirror descent
     takes the remaining iterations from its best iterate, to the optimum."""
     dom, ms = _problem(1.0, 7)
-    optimum = pj.estimate(dom, ms, method="mirror_descent", iters=20000, dtype=jnp.float64).loss
-    model = pj.estimate(dom, ms, method="lbfgs", iters=3000, dtype=jnp.float64)
-    assert model.history[-1].get("method") == "mirror_descent"
-    assert model.loss <= optimum * (1 + 1e-6)
+    optimum = pj.estimate(dom, ms, method="mirror_descent", iters=20000, dtype=jnp.float64, report=True).report.loss
+    model, report = pj.estimate(dom, ms, method="lbfgs", iters=3000, dtype=jnp.float64, report=True)
+    assert report.history[-1].get("method") == "mirror_descent"
+    assert report.loss <= optimum * (1 + 1e-6)
 
 
 def test_lbfgs_hands_its_remaining_iterations_to_mirror_descent_when_it_stalls():
     dom, ms = _problem(1.0, 0)
-    model = pj.estimate(dom, ms, method="lbfgs", iters=2000, dtype=jnp.float64)
-    methods = [h.get("method", "lbfgs") for h in model.history]
+    model, report = pj.estimate(dom, ms, method="lbfgs", iters=2000, dtype=jnp.float64, report=True)
+    methods = [h.get("method", "lbfgs") for h in report.history]
     assert methods[0] == "lbfgs" and methods[-1] == "mirror_descent"  # converged early, then polished
-    iterations = [h["iteration"] for h in model.history]
+    iterations = [h["iteration"] for h in report.history]
     assert iterations == sorted(iterations) and iterations[-1] == 2000
-    losses = [h["loss"] for h in model.history]
+    losses = [h["loss"] for h in report.history]
     assert all(b <= a * (1 + 1e-12) for a, b in zip(losses, losses[1:]))
-    assert model.loss == pytest.approx(_exact_loss(model, ms), rel=1e-9)
+    assert report.loss == pytest.approx(_exact_loss(model, ms), rel=1e-9)
 
 
 def test_starting_model_with_a_nan_potential_is_refused():
@@ -183,8 +183,8 @@ def test_lipschitz_constant_adds_up_the_measurements_one_model_clique_holds():
     assert len(plan.cliques) == 1
     assert losses.lipschitz_constant(ms, plan) == pytest.approx(15.0)
     assert losses.lipschitz_constant(ms) == pytest.approx(1.0)  # grouped by measured clique: each alone
-    start = pj.estimate(dom, ms, method="dual_averaging", iters=0, dtype=jnp.float64)
-    da = pj.estimate(dom, ms, method="dual_averaging", iters=500, dtype=jnp.float64)
-    md = pj.estimate(dom, ms, method="mirror_descent", iters=500, dtype=jnp.float64)
-    assert da.loss < 1e-3 * start.loss
-    assert da.loss <= md.loss * 1.05
+    start, start_report = pj.estimate(dom, ms, method="dual_averaging", iters=0, dtype=jnp.float64, report=True)
+    da, da_report = pj.estimate(dom, ms, method="dual_averaging", iters=500, dtype=jnp.float64, report=True)
+    md, md_report = pj.estimate(dom, ms, method="mirror_descent", iters=500, dtype=jnp.float64, report=True)
+    assert da_report.loss < 1e-3 * start_report.loss
+    assert da_report.loss <= md_report.loss * 1.05

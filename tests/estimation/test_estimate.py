@@ -65,10 +65,10 @@ def test_no_recompilation_on_new_numbers(small, method):
     # programs.MAX_LIVE_PROGRAMS are live (a bound, not a recompilation of the same structure).
     programs.release_compiled()
     first = pj.noisy_marginals(data, cliques, 5.0, jax.random.key(0))
-    warm = pj.estimate(dom, first, method, iters=300 if method == "lbfgs" else 20, chunk=10)
+    warm, report = pj.estimate(dom, first, method, iters=300 if method == "lbfgs" else 20, chunk=10, report=True)
     warm.marginal(("a", "b"))  # the query's program too (the test does not rely on earlier tests)
     if method == "lbfgs":
-        assert warm.history[-1].get("method") == "mirror_descent"  # it stalled and handed over
+        assert report.history[-1].get("method") == "mirror_descent"  # it stalled and handed over
     second = [pj.Measurement(m.clique, m.y + 3.0, stddev=np.full(m.rows, 7.0)) for m in first]
     with count_compiles() as counter:
         model = pj.estimate(dom, second, method, iters=20, chunk=10)
@@ -101,14 +101,14 @@ def test_float32_default_and_float64(small):
 def test_warm_start_from_smaller_model(small):
     dom, data, cliques = small
     ms = pj.noisy_marginals(data, cliques, 5.0, jax.random.key(0))
-    first = pj.estimate(dom, ms[:2], iters=300, dtype=jnp.float64)
-    cold = pj.estimate(dom, ms, iters=5, dtype=jnp.float64)
-    warm = pj.estimate(dom, ms, iters=5, warm_start=first, dtype=jnp.float64)
-    assert set(first.cliques) <= {c for c in warm.cliques} | set(first.cliques)
-    assert warm.loss < cold.loss
+    first = pj.estimate(dom, ms[:2], iters=300, dtype=jnp.float64, report=True)  # a Fit: its step size carried on
+    cold = pj.estimate(dom, ms, iters=5, dtype=jnp.float64, report=True)
+    warm = pj.estimate(dom, ms, iters=5, warm_start=first, dtype=jnp.float64, report=True)
+    assert set(first.model.cliques) <= {c for c in warm.model.cliques} | set(first.model.cliques)
+    assert warm.report.loss < cold.report.loss
     # zero iterations from a warm start reproduce the warm model's marginals
     same = pj.estimate(dom, ms[:2], iters=0, warm_start=first, dtype=jnp.float64)
-    np.testing.assert_allclose(same.marginal(("a", "b")), first.marginal(("a", "b")), rtol=1e-9)
+    np.testing.assert_allclose(same.marginal(("a", "b")), first.model.marginal(("a", "b")), rtol=1e-9)
 
 
 def test_free_attributes_padded_through_warm_starts_and_saving(small, tmp_path):
@@ -152,17 +152,18 @@ def test_callback_tol_and_history(small):
     dom, data, cliques = small
     ms = pj.noisy_marginals(data, cliques, 5.0, jax.random.key(0))
     seen = []
-    model = pj.estimate(dom, ms, iters=1000, chunk=25, callback=lambda info: seen.append(info["iteration"]) or len(seen) == 2)
-    assert seen == [25, 50] and model.history[-1]["iteration"] == 50
-    model = pj.estimate(dom, ms, iters=5000, chunk=50, tol=1e-3, dtype=jnp.float64)
-    assert model.history[-1]["iteration"] < 5000
+    _, report = pj.estimate(dom, ms, iters=1000, chunk=25, report=True,
+                            callback=lambda info: seen.append(info["iteration"]) or len(seen) == 2)
+    assert seen == [25, 50] and report.history[-1]["iteration"] == 50
+    _, report = pj.estimate(dom, ms, iters=5000, chunk=50, tol=1e-3, dtype=jnp.float64, report=True)
+    assert report.history[-1]["iteration"] < 5000
 
 
 def test_l1_loss_runs(small):
     dom, data, cliques = small
     ms = pj.noisy_marginals(data, cliques, 5.0, jax.random.key(0), noise="laplace")
-    model = pj.estimate(dom, ms, loss="l1", iters=300)
-    assert np.isfinite(model.loss)
+    model, report = pj.estimate(dom, ms, loss="l1", iters=300, report=True)
+    assert np.isfinite(report.loss)
     assert model.marginal(("a",)).sum() == pytest.approx(model.total, rel=1e-4)
 
 
@@ -310,15 +311,19 @@ def test_warm_start_continues_from_the_last_step_size():
         qa, qb = prefix[ra][None], prefix[rb][None]
         y = np.einsum("ra,ab,sb->rs", qa, data.marginal(("a", "b")), qb).ravel() + (300.0 if i == 2 else 0.0)
         ms.append(pj.Measurement(("a", "b"), y, stddev=30.0, query=(qa, qb)))
-    first = pj.estimate(dom, ms[:2], iters=200, total=N, dtype=jnp.float64)
+    first = pj.estimate(dom, ms[:2], iters=200, total=N, dtype=jnp.float64, report=True)
     default = 1.0 / (losses.lipschitz_constant(ms) * N)
-    assert first.step_size > 1000 * default  # the step the first fit's line search grew to
-    carried = pj.estimate(dom, ms, iters=10, total=N, warm_start=first, dtype=jnp.float64)
-    restarted = pj.estimate(dom, ms, iters=10, total=N, warm_start=first, dtype=jnp.float64, step_size=default)
+    assert first.report.step_size > 1000 * default  # the step the first fit's line search grew to
+    _, carried = pj.estimate(dom, ms, iters=10, total=N, warm_start=first, dtype=jnp.float64, report=True)
+    _, restarted = pj.estimate(dom, ms, iters=10, total=N, warm_start=first, dtype=jnp.float64, step_size=default,
+                               report=True)
     assert restarted.loss > 10.0 and carried.loss < 0.01 * restarted.loss
+    # a model alone carries no step: a warm start from it begins at 1 / (L N), as the restarted fit does
+    _, bare = pj.estimate(dom, ms, iters=10, total=N, warm_start=first.model, dtype=jnp.float64, report=True)
+    assert bare.loss == restarted.loss
     # recorded only where a warm start reuses it: mirror descent on a smooth loss
-    assert pj.estimate(dom, ms, iters=5, total=N, loss="l1").step_size is None
-    assert pj.estimate(dom, ms, "dual_averaging", iters=5, total=N).step_size is None
+    assert pj.estimate(dom, ms, iters=5, total=N, loss="l1", report=True).report.step_size is None
+    assert pj.estimate(dom, ms, "dual_averaging", iters=5, total=N, report=True).report.step_size is None
 
 
 @pytest.mark.parametrize(
@@ -332,7 +337,7 @@ def test_fitted_model_answers_from_its_potentials_alone(small, method, loss, tmp
 
     dom, data, cliques = small
     ms = pj.noisy_marginals(data, cliques, 5.0, jax.random.key(5))
-    model = pj.estimate(dom, ms, method, loss=loss, iters=30, dtype=jnp.float64)
+    model, report = pj.estimate(dom, ms, method, loss=loss, iters=30, dtype=jnp.float64, report=True)
     kept = model.clique_marginals()
     fresh, _ = model_module._marginals_jit(model.plan, model.theta, jnp.asarray(model.total, jnp.float64))
     for c, table in model.plan.tables(fresh).items():
@@ -342,7 +347,7 @@ def test_fitted_model_answers_from_its_potentials_alone(small, method, loss, tmp
         np.testing.assert_array_equal(kept[c], table)
     residuals = [(model.marginal(m.clique).ravel() - m.y) / np.asarray(m.stddev) for m in ms]
     exact = sum(np.abs(r).sum() if loss == "l1" else 0.5 * (r * r).sum() for r in residuals)
-    assert exact > 0 and model.loss == pytest.approx(exact, rel=1e-9)
+    assert exact > 0 and report.loss == pytest.approx(exact, rel=1e-9)
 
 
 def test_first_fit_compiles_one_program(rng):
@@ -373,8 +378,8 @@ def test_first_fit_compiles_each_program_once(rng, method):
     data = pj.Dataset(rng.integers(0, [4, 6, 3, 2], size=(500, 4)), dom)
     ms = pj.noisy_marginals(data, [("p", "q"), ("q", "r"), ("r", "s")], 5.0, jax.random.key(2))
     with count_compiles() as counter:
-        model = pj.estimate(dom, ms, method=method, iters=20, chunk=10)
-    assert np.isfinite(model.loss)
+        model, report = pj.estimate(dom, ms, method=method, iters=20, chunk=10, report=True)
+    assert np.isfinite(report.loss)
     assert "jit(_chunk)" in counter.names
     assert len(counter.names) == len(set(counter.names)), counter.names
     assert set(counter.names) <= {"jit(_init)", "jit(_chunk)", "jit(model_loss)", "jit(marginals)"}, counter.names

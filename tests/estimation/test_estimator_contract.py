@@ -61,8 +61,8 @@ def test_a_users_own_estimator_has_the_default_traits_and_is_refused_what_needs_
     with pytest.raises(ValueError, match=r"oracle=ApproximateOracle\(.*\) needs method='mirror_descent' \(got '_Gradient'\)"):
         pj.estimate(DOM, MS, method=est, iters=10, oracle="approximate")
     # No smooth-loss rule of dual averaging's: the L1 loss runs (its smoothing stages restart the estimator).
-    model = pj.estimate(DOM, MS, method=est, iters=40, loss="l1")
-    assert model.history[-1]["iteration"] == 40 and model.step_size is None
+    model, report = pj.estimate(DOM, MS, method=est, iters=40, loss="l1", report=True)
+    assert report.history[-1]["iteration"] == 40 and report.step_size is None
     # Traits are the classes' own; a configured or derived estimator keeps its class's.
     assert pj.MirrorDescent(momentum=0.0).traits.approximate_oracle and pj.DualAveraging().traits.smooth_loss_only
     assert pj.DualAveraging().traits.lock_step and not pj.MirrorDescent().traits.lock_step
@@ -112,11 +112,12 @@ class _RefusingAfterFive(pj.MirrorDescent):
 def test_a_batch_whose_members_all_stalled_ends_and_counts_the_iterations_made():
     ys = [np.stack([m.y + k for k in range(3)]) for m in MS]
     ms = [pj.BatchedMeasurement(m.clique, y, stddev=m.stddev) for m, y in zip(MS, ys)]
-    stalled = pj.estimate_batch(DOM, ms, method=_RefusingAfterFive(), iters=1000, dtype=jnp.float32)
-    assert stalled.history[-1]["stalled"] and stalled.history[-1]["iteration"] == 7
-    assert len(stalled.history) == 1  # one chunk, not twenty
-    plain = pj.estimate_batch(DOM, ms, method="mirror_descent", iters=100)
-    assert plain.history[-1]["iteration"] == 100 and "stalled" not in plain.history[-1]
+    stalled, stalled_report = pj.estimate_batch(DOM, ms, method=_RefusingAfterFive(), iters=1000, dtype=jnp.float32,
+                                                report=True)
+    assert stalled_report.history[-1]["stalled"] and stalled_report.history[-1]["iteration"] == 7
+    assert len(stalled_report.history) == 1  # one chunk, not twenty
+    plain, plain_report = pj.estimate_batch(DOM, ms, method="mirror_descent", iters=100, report=True)
+    assert plain_report.history[-1]["iteration"] == 100 and "stalled" not in plain_report.history[-1]
 
 
 def test_a_configured_estimator_is_the_one_that_fits_a_model_whose_dependency_is_eliminated():
@@ -124,16 +125,16 @@ def test_a_configured_estimator_is_the_one_that_fits_a_model_whose_dependency_is
     dom = pj.Domain({"a": 3, "b": 2, "c": 2})
     ms = [pj.Measurement(("a", "b"), np.arange(6.0).reshape(3, 2) + 10, 1.0), pj.Measurement(("a", "c"), np.eye(3, 2) * 20 + 1, 1.0)]
     dep = pj.Constraint.determines("a", "c", [0, 1, 1])
-    model = pj.estimate(dom, ms, method=_RefusingAfterFive(), iters=1000, constraints=[dep])
-    assert model.info["eliminated"] == [dep]
-    assert model.history[-1]["stalled"] and model.history[-1]["iteration"] == 7
+    model, report = pj.estimate(dom, ms, method=_RefusingAfterFive(), iters=1000, constraints=[dep], report=True)
+    assert report.info["eliminated"] == [dep]
+    assert report.history[-1]["stalled"] and report.history[-1]["iteration"] == 7
 
 
 def test_a_stalled_lbfgs_run_is_finished_by_its_traits_estimator_and_names_it():
     dom = pj.Domain({"a": 2, "b": 3})
     ms = [pj.Measurement(("a", "b"), np.array([[10.0, 20, 30], [5, 5, 30]]))]
-    model = pj.estimate(dom, ms, method="lbfgs", iters=300)
-    handed = [h for h in model.history if h.get("method") == "mirror_descent"]
-    assert handed and model.history[-1]["iteration"] == 300
+    model, report = pj.estimate(dom, ms, method="lbfgs", iters=300, report=True)
+    handed = [h for h in report.history if h.get("method") == "mirror_descent"]
+    assert handed and report.history[-1]["iteration"] == 300
     # the model's step is mirror descent's, which finished it (a warm start continues from it)
-    assert model.step_size is not None and model.step_size > 0
+    assert report.step_size is not None and report.step_size > 0

@@ -228,15 +228,15 @@ def reference(name: str, loss: str) -> float:
 
 @functools.lru_cache(maxsize=None)
 def fit(name: str, method: str, loss: str):
-    """``(model.loss, loss recomputed from model.marginal, whitened residuals)`` of one run."""
+    """``(report.loss, loss recomputed from model.marginal, whitened residuals)`` of one run."""
     domain, ms, total = problem(name)
-    model = pj.estimate(
-        domain, list(ms), method, ITERS[method, loss], loss=loss, total=total, dtype=jnp.float64, chunk=CHUNK
+    model, report = pj.estimate(
+        domain, list(ms), method, ITERS[method, loss], loss=loss, total=total, dtype=jnp.float64, chunk=CHUNK, report=True
     )
     assert model.dtype == jnp.float64
     assert model.total == total
     r = model_residual(model, ms)
-    return model.loss, loss_of_residual(r, loss), r
+    return report.loss, loss_of_residual(r, loss), r
 
 
 PROBLEMS = ("chain", "loopy")
@@ -272,17 +272,18 @@ def test_reference_problems_have_positive_optimum_and_consistent_loss_definition
         for loss in ("l2", "l1"):
             assert reference(name, loss) > 1.0
             # Zero iterations: the uniform model; its loss must be ours at the uniform table.
-            model = pj.estimate(domain, list(ms), "mirror_descent", 0, loss=loss, total=total, dtype=jnp.float64)
+            _, report = pj.estimate(domain, list(ms), "mirror_descent", 0, loss=loss, total=total, dtype=jnp.float64,
+                                    report=True)
             uniform = np.full(domain.size(), total / domain.size())
             expected = loss_of_residual(b @ uniform - c, loss)
-            assert model.loss == pytest.approx(expected, rel=1e-10)
+            assert report.loss == pytest.approx(expected, rel=1e-10)
             assert expected > reference(name, loss)
 
 
 def _assert_reaches_optimum(name, method, loss, rtol):
     opt = reference(name, loss)
     model_loss, own_loss, _ = fit(name, method, loss)
-    assert model_loss == pytest.approx(own_loss, rel=1e-9), f"model.loss is not the {loss} loss of the model's marginals"
+    assert model_loss == pytest.approx(own_loss, rel=1e-9), f"report.loss is not the {loss} loss of the model's marginals"
     assert model_loss >= opt * (1 - 1e-9), f"loss {model_loss} below the optimum {opt}: the loss definitions differ"
     assert (model_loss - opt) / opt <= rtol, f"{method} on {name}: loss {model_loss}, optimum {opt}"
 

@@ -115,18 +115,19 @@ def test_a_fit_equals_the_reductions_fit_and_compiles_once(no_products):
     # Free what earlier tests of this worker hold: past programs.MAX_LIVE_PROGRAMS the engine frees them all
     # after a fit, and the second fit below would then compile again.
     programs.release_compiled()
-    fit = pj.estimate(domain, ms, iters=200, dtype=jnp.float64)
+    fit, fit_report = pj.estimate(domain, ms, iters=200, dtype=jnp.float64, report=True)
     with count_compiles() as c:
-        again = pj.estimate(domain, [pj.Measurement(m.clique, m.y * 1.01, m.stddev) for m in ms], iters=200,
-                            dtype=jnp.float64)
-    assert c.count == 0 and np.isfinite(float(again.loss))
+        again, again_report = pj.estimate(domain, [pj.Measurement(m.clique, m.y * 1.01, m.stddev) for m in ms], iters=200,
+                                          dtype=jnp.float64, report=True)
+    assert c.count == 0 and np.isfinite(float(again_report.loss))
     no_products()
-    ref = pj.estimate(domain, ms, iters=200, dtype=jnp.float64)
-    assert abs(float(fit.loss) - float(ref.loss)) <= 1e-9 * float(ref.loss)
+    ref, ref_report = pj.estimate(domain, ms, iters=200, dtype=jnp.float64, report=True)
+    assert abs(float(fit_report.loss) - float(ref_report.loss)) <= 1e-9 * float(ref_report.loss)
     for clique in [("x0", "x3"), ("x6",)]:
         np.testing.assert_allclose(np.asarray(fit.marginal(clique)), np.asarray(ref.marginal(clique)), rtol=1e-8)
-    f32 = pj.estimate(domain, ms, iters=200)  # float32, the default: the same fit within its precision
-    assert abs(float(f32.loss) - float(fit.loss)) <= 1e-4 * float(fit.loss)
+    # float32, the default: the same fit within its precision
+    f32, f32_report = pj.estimate(domain, ms, iters=200, report=True)
+    assert abs(float(f32_report.loss) - float(fit_report.loss)) <= 1e-4 * float(fit_report.loss)
 
 
 def test_batched_members_equal_their_own_fits():
@@ -169,10 +170,10 @@ def test_loss_group_sizes_are_the_products_not_the_reductions():
 @pytest.mark.parametrize("method", ["dual_averaging", pytest.param("lbfgs", marks=pytest.mark.slow)])
 def test_other_estimators_fit_the_same_model_through_the_products(method, no_products):
     domain, ms = _pairs_problem(6)
-    fit = pj.estimate(domain, ms, method, iters=150, dtype=jnp.float64)
+    fit, fit_report = pj.estimate(domain, ms, method, iters=150, dtype=jnp.float64, report=True)
     no_products()
-    ref = pj.estimate(domain, ms, method, iters=150, dtype=jnp.float64)
-    assert np.isfinite(float(fit.loss))
-    assert abs(float(fit.loss) - float(ref.loss)) <= 1e-7 * float(ref.loss)
+    ref, ref_report = pj.estimate(domain, ms, method, iters=150, dtype=jnp.float64, report=True)
+    assert np.isfinite(float(fit_report.loss))
+    assert abs(float(fit_report.loss) - float(ref_report.loss)) <= 1e-7 * float(ref_report.loss)
     np.testing.assert_allclose(np.asarray(fit.marginal(("x2", "x5"))), np.asarray(ref.marginal(("x2", "x5"))),
                                rtol=1e-6, atol=1e-6)

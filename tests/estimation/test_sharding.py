@@ -41,7 +41,8 @@ SCRIPT = textwrap.dedent('''
     ms += [pj.Measurement(cliques[1], rng.uniform(5, 40, size=dom.shape_of(cliques[1])), stddev=3.0),
            pj.Measurement(cliques[2][:2], rng.uniform(5, 40, size=dom.shape_of(cliques[2][:2])), stddev=3.0)]
     kw = dict(iters=300, dtype=jnp.float64)
-    one, four = pj.estimate(dom, ms, **kw), pj.estimate(dom, ms, devices=4, **kw)
+    one, one_report = pj.estimate(dom, ms, report=True, **kw)
+    four, four_report = pj.estimate(dom, ms, devices=4, report=True, **kw)
     queries = [cliques[1], cliques[-1], ("h", "c42"), ("a00", "a40")]
     diff = max(float(np.abs(one.marginal(q) - four.marginal(q)).max()) for q in queries)
 
@@ -63,7 +64,7 @@ SCRIPT = textwrap.dedent('''
              for s in collectives]
     table = min(int(np.prod(dom.shape_of(c))) for c in cliques[1:])
     json.dump({
-        "devices": jax.local_device_count(), "diff": diff, "loss": [one.loss, four.loss],
+        "devices": jax.local_device_count(), "diff": diff, "loss": [one_report.loss, four_report.loss],
         "specs": {k: [a for a in v.sharding.spec] for k, v in four.theta.items()},
         "slots": {k: s[1] for k, s in four.plan.units},
         "all_gather": text.count("all-gather("), "largest_collective": max(sizes, default=0), "smallest_table": table,
@@ -110,8 +111,8 @@ def test_a_plan_laid_out_for_shards():
     # the same distribution either way: answers from the same tables
     rng = np.random.default_rng(1)
     tables = {c: rng.normal(size=dom.shape_of(c)) for c in plan.cliques}
-    a = pj.GraphicalModel(plan, plan.from_tables(tables), 100.0, [])
+    a = pj.GraphicalModel(plan, plan.from_tables(tables), 100.0)
     plain = oracle.make_plan(dom, cliques)
-    b = pj.GraphicalModel(plain, plain.from_tables(tables), 100.0, [])
+    b = pj.GraphicalModel(plain, plain.from_tables(tables), 100.0)
     for q in [("h", "z"), ("x3", "y")]:
         np.testing.assert_allclose(a.marginal(q), b.marginal(q), rtol=1e-5, atol=1e-4)

@@ -31,12 +31,13 @@ def _start(plan, warm):
 
 def test_a_fresh_tree_is_taken_where_the_imposed_one_is_much_larger():
     ms = _measurements()
-    warm = pj.estimate(DOM, ms, iters=300, cliques=WIDE, dtype=jnp.float64)
+    fit = pj.estimate(DOM, ms, iters=300, cliques=WIDE, dtype=jnp.float64, report=True)
+    warm = fit.model
     assert warm.cliques == (WIDE[0],)
     fresh = junction_tree(DOM, maximal_cliques(DOM, CHAIN))
     assert fresh.cells <= FRESH_SHARE * DOM.size(WIDE[0])
     assert warm_cliques(DOM, CHAIN, warm) == []
-    refit = pj.estimate(DOM, ms, iters=5, warm_start=warm, dtype=jnp.float64)
+    refit = pj.estimate(DOM, ms, iters=5, warm_start=fit, dtype=jnp.float64)  # the Fit: its step size carried on
     assert sorted(refit.cliques) == sorted(CHAIN)
 
 
@@ -73,11 +74,11 @@ def test_any_other_warm_model_enters_as_the_fresh_trees_maximum_entropy_distribu
 
 def test_the_refit_from_the_fresh_tree_reaches_the_cold_fits_optimum():
     ms = _measurements(1)
-    warm = pj.estimate(DOM, ms[:3], iters=200, cliques=WIDE, dtype=jnp.float64)
-    refit = pj.estimate(DOM, ms, iters=2000, warm_start=warm, dtype=jnp.float64)
-    cold = pj.estimate(DOM, ms, iters=2000, dtype=jnp.float64)
+    warm = pj.estimate(DOM, ms[:3], iters=200, cliques=WIDE, dtype=jnp.float64, report=True)
+    refit, refit_report = pj.estimate(DOM, ms, iters=2000, warm_start=warm, dtype=jnp.float64, report=True)
+    cold, cold_report = pj.estimate(DOM, ms, iters=2000, dtype=jnp.float64, report=True)
     assert sorted(refit.cliques) == sorted(cold.cliques)
-    assert refit.loss == pytest.approx(cold.loss, rel=1e-6, abs=1e-8)
+    assert refit_report.loss == pytest.approx(cold_report.loss, rel=1e-6, abs=1e-8)
     np.testing.assert_allclose(refit.marginal(("a", "e")), cold.marginal(("a", "e")), rtol=1e-5)
 
 
@@ -89,8 +90,8 @@ def test_the_imposed_cliques_stay_where_the_fresh_tree_saves_little_or_the_warm_
     assert warm_cliques(DOM, CHAIN, warm) == [c for c in warm.cliques if len(c) > 1]
     # structural zeros are potentials of -inf: a marginal would floor them, so the warm cliques load as they are
     zero = pj.Constraint.forbid(("a", "b"), [(0, 0)])
-    zeros = pj.estimate(DOM, ms, iters=50, cliques=WIDE, constraints=[zero], dtype=jnp.float64)
-    assert warm_cliques(DOM, CHAIN, zeros) == [WIDE[0]]
+    zeros = pj.estimate(DOM, ms, iters=50, cliques=WIDE, constraints=[zero], dtype=jnp.float64, report=True)
+    assert warm_cliques(DOM, CHAIN, zeros.model) == [WIDE[0]]
     refit = pj.estimate(DOM, ms, iters=5, warm_start=zeros, dtype=jnp.float64)
     assert refit.marginal(("a", "b"))[0, 0] == 0.0
 

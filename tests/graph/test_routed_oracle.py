@@ -376,17 +376,19 @@ def test_lbfgs_runs_one_program_per_class_and_reaches_mirror_descents_optimum():
     def fit(seed, method, iters):
         dom, cliques = _chain_in_order(seed)
         ms = [pj.Measurement(c, rng.uniform(5, 50, dom.size(c)), stddev=2.0) for c in cliques]
-        return pj.estimate(dom, ms, method=method, iters=iters, chunk=50, program="size_class", dtype=jnp.float64), dom, ms
+        return pj.estimate(dom, ms, method=method, iters=iters, chunk=50, program="size_class", dtype=jnp.float64,
+                           report=True), dom, ms
 
     pj.release_compiled()  # none of the worker's earlier programs (see the test above)
     fit(20, "lbfgs", 300)  # as many iterations: a fit that stalls finishes by mirror descent, its program too
     rng = np.random.default_rng(7)
     with count_compiles() as counter:
-        model, dom, ms = fit(21, "lbfgs", 300)
+        (model, report), dom, ms = fit(21, "lbfgs", 300)
     assert counter.count == 0, counter.names
-    reference = pj.estimate(dom, ms, method="mirror_descent", iters=3000, program="size_class", dtype=jnp.float64)
+    reference = pj.estimate(dom, ms, method="mirror_descent", iters=3000, program="size_class", dtype=jnp.float64,
+                            report=True).report
     assert isinstance(model.plan, type(make_routed_plan(*_chain_in_order(0)))) and model.plan.differentiable
-    assert model.loss == pytest.approx(reference.loss, rel=1e-7)
+    assert report.loss == pytest.approx(reference.loss, rel=1e-7)
 
 
 @pytest.fixture

@@ -31,18 +31,18 @@ def _cells(model):
 ])
 def test_h1_5_one_constraint_uniform_prior(beta, w, p):
     m = pj.Measurement(("a", "b"), [0.7], stddev=1.0, query=F1)
-    model = maxent(DOM2, [m], beta=beta, total=1.0)
+    model, report = maxent(DOM2, [m], beta=beta, total=1.0, report=True)
     np.testing.assert_allclose(_cells(model), p, atol=5e-7 if beta == 0.2 else 5e-9)
-    np.testing.assert_allclose(model.info["w"], [w], atol=1e-7)
-    assert model.info["converged"] and abs(model.info["gap"]) < 1e-8
-    assert list(model.info["active"]) == ([0] if beta < 1 else [])
+    np.testing.assert_allclose(report.info["w"], [w], atol=1e-7)
+    assert report.info["converged"] and abs(report.info["gap"]) < 1e-8
+    assert list(report.info["active"]) == ([0] if beta < 1 else [])
 
 
 def test_h1_5_counts_and_alpha():
     # n = 1000, answer 700, Laplace b = 20, alpha = 0.01 -> beta = 0.01 * 1000 / 20 = 0.5.
     m = pj.Measurement(("a", "b"), [700.0], stddev=20 * math.sqrt(2), query=F1, noise="laplace")
-    model = maxent(DOM2, [m], alpha=0.01, total=1000)
-    np.testing.assert_allclose(model.info["beta"], [0.5])
+    model, report = maxent(DOM2, [m], alpha=0.01, total=1000, report=True)
+    np.testing.assert_allclose(report.info["beta"], [0.5])
     np.testing.assert_allclose(model.marginal(("a", "b")).ravel(), [311.22967, 311.22967, 188.77033, 188.77033], atol=5e-5)
 
 
@@ -53,12 +53,12 @@ def test_h1_5_counts_and_alpha():
 def test_h1_5_prior(beta, w, p):
     m = pj.Measurement(("a", "b"), [0.7], stddev=1.0, query=F1)
     prior = {("a", "b"): np.array([[0.3, 0.1], [0.4, 0.2]])}
-    model = maxent(DOM2, [m], beta=beta, total=1.0, prior=prior)
+    model, report = maxent(DOM2, [m], beta=beta, total=1.0, prior=prior, report=True)
     np.testing.assert_allclose(_cells(model), p, atol=5e-8)
-    np.testing.assert_allclose(model.info["w"], [w], atol=5e-8)
+    np.testing.assert_allclose(report.info["w"], [w], atol=5e-8)
     if beta == 1.0:
         assert abs(F1[0] @ _cells(model) - 0.64440498) < 5e-8
-        assert abs(model.info["residual"][0] - (0.7 - 0.64440498)) < 5e-8
+        assert abs(report.info["residual"][0] - (0.7 - 0.64440498)) < 5e-8
 
 
 # ---------------------------------------------------------------------------------------------- H1-6
@@ -71,14 +71,14 @@ def _three():
 
 
 def test_h1_6_independence_when_the_third_row_is_ignored():
-    model = maxent(DOM2, _three(), beta=np.array([np.inf, np.inf, 0.0]), total=1.0)
+    model, report = maxent(DOM2, _three(), beta=np.array([np.inf, np.inf, 0.0]), total=1.0, report=True)
     np.testing.assert_allclose(_cells(model), [0.42, 0.18, 0.28, 0.12], atol=1e-8)
-    assert model.info["w"][2] == 0.0
+    assert report.info["w"][2] == 0.0
 
 
 def test_h1_6_box_residuals_and_gap():
-    model = maxent(DOM2, _three(), beta=np.array([2.0, 2.0, 0.3]), total=1.0)
-    info = model.info
+    model, report = maxent(DOM2, _three(), beta=np.array([2.0, 2.0, 0.3]), total=1.0, report=True)
+    info = report.info
     np.testing.assert_allclose(_cells(model), [0.43525868, 0.16474132, 0.26474132, 0.13525868], atol=1e-7)
     np.testing.assert_allclose(info["w"], [0.19718734, 0.67156406, 0.3], atol=1e-7)
     np.testing.assert_allclose(info["residual"], [0, 0, 0.06474132], atol=1e-7)
@@ -88,12 +88,15 @@ def test_h1_6_box_residuals_and_gap():
     p = _cells(model)
     primal = np.sum(p * np.log(4 * p)) + np.sum(np.array([2.0, 2.0, 0.3]) * np.abs(np.array(PI3) - F3 @ p))
     assert abs(primal - info["primal_value"]) < 1e-9
+    assert report.loss == info["primal_value"]  # the report's loss is the primal value
+    plain = maxent(DOM2, _three(), beta=np.array([2.0, 2.0, 0.3]), total=1.0)  # report=False: the model alone
+    assert isinstance(plain, pj.GraphicalModel)
 
 
 def test_h1_6_all_constraints_met():
-    model = maxent(DOM2, _three(), beta=50.0, total=1.0)
+    model, report = maxent(DOM2, _three(), beta=50.0, total=1.0, report=True)
     np.testing.assert_allclose(_cells(model), [0.5, 0.1, 0.2, 0.2], atol=1e-7)
-    assert model.info["gap"] < 1e-6 and np.all(np.abs(model.info["residual"]) < 1e-8)
+    assert report.info["gap"] < 1e-6 and np.all(np.abs(report.info["residual"]) < 1e-8)
 
 
 # ---------------------------------------------------------------------------------------------- brute force
@@ -147,7 +150,7 @@ def test_maxent_matches_brute_force_on_a_small_domain(alpha):
     # The (b, c) answers above used random rows, not the measurement's; recompute them consistently.
     ms[1] = pj.Measurement(("b", "c"), ms[1].answer(data_marg(("b", "c"))) + rng.normal(0, 5, 3), stddev=5.0, query=ms[1].query)
     prior = {"a": np.array([0.3, 0.7]), "b": np.array([0.2, 0.5, 0.3])}
-    model = maxent(dom, ms, alpha=alpha, total=1000.0, prior=prior)
+    model, report = maxent(dom, ms, alpha=alpha, total=1000.0, prior=prior, report=True)
     F = _full_features(dom, ms)
     y = np.concatenate([m.y for m in ms])
     beta = alpha * 1000.0 / (np.concatenate([m.row_stddev() for m in ms]) / math.sqrt(2))
@@ -155,10 +158,10 @@ def test_maxent_matches_brute_force_on_a_small_domain(alpha):
     p, dual = _brute_force(F, y / 1000.0, beta, p0)
     full = model.marginal(dom.attributes).ravel() / 1000.0
     np.testing.assert_allclose(full, p, atol=1e-6)
-    assert abs(model.info["dual_value"] - dual) < 1e-8
-    assert model.info["converged"] and 0 <= model.info["gap"] < 1e-6
+    assert abs(report.info["dual_value"] - dual) < 1e-8
+    assert report.info["converged"] and 0 <= report.info["gap"] < 1e-6
     # Answers of the model to the past queries are p[f] = pi - residual.
-    np.testing.assert_allclose(F @ full, y / 1000.0 - model.info["residual"], atol=1e-8)
+    np.testing.assert_allclose(F @ full, y / 1000.0 - report.info["residual"], atol=1e-8)
 
 
 def test_no_recompilation_and_synthetic_data():
@@ -173,9 +176,10 @@ def test_no_recompilation_and_synthetic_data():
 
 
 def test_float32_runs_and_reports_its_gap():
-    model = maxent(DOM2, _three(), beta=np.array([2.0, 2.0, 0.3]), total=1.0, dtype=jnp.float32, tol=1e-5)
+    model, report = maxent(DOM2, _three(), beta=np.array([2.0, 2.0, 0.3]), total=1.0, dtype=jnp.float32, tol=1e-5,
+                           report=True)
     np.testing.assert_allclose(_cells(model), [0.43525868, 0.16474132, 0.26474132, 0.13525868], atol=1e-5)
-    assert model.info["gap"] < 1e-4
+    assert report.info["gap"] < 1e-4
 
 
 def test_input_errors():
@@ -206,10 +210,10 @@ def test_module_docstring_examples(name):
 def test_h1_7b_sgd_gibbs_learner_reaches_the_exact_solution():
     # The paper's stochastic learner (section 4.2) on H1-6 with beta = (2, 2, 0.3): lr 1e-3, 2e5 sweeps,
     # 64 chains averaged per step; p_w from its final w (exact, junction tree) within 0.01 of the exact dual.
-    model = maxent(DOM2, _three(), beta=np.array([2.0, 2.0, 0.3]), total=1.0, solver="sgd_gibbs", lr=1e-3,
-                   iters=200_000, chains=64, key=jax.random.key(0))
+    model, report = maxent(DOM2, _three(), beta=np.array([2.0, 2.0, 0.3]), total=1.0, solver="sgd_gibbs", lr=1e-3,
+                           iters=200_000, chains=64, key=jax.random.key(0), report=True)
     np.testing.assert_allclose(_cells(model), [0.43525868, 0.16474132, 0.26474132, 0.13525868], atol=0.01)
-    assert model.info["solver"] == "sgd_gibbs" and model.info["gap"] < 0.05
+    assert report.info["solver"] == "sgd_gibbs" and report.info["gap"] < 0.05
     with pytest.raises(ValueError, match="needs key="):
         maxent(DOM2, _three(), beta=1.0, total=1.0, solver="sgd_gibbs")
     with pytest.raises(ValueError, match="solver must be"):

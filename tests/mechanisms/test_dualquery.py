@@ -300,7 +300,7 @@ def test_end_to_end_both_arms(run):
     # the +PGM arm
     assert res.model.total == N and len(res.synthetic) == N
     assert all(res.model.junction_tree.containing(c) is not None for c in w.cliques)
-    assert res.model.history[-1]["iteration"] == 300
+    assert res.report.iterations == 300
     cliques = list(dict.fromkeys(w.cliques))
     flat = {c: np.full(data.domain.shape_of(c), N / data.domain.size(c)) for c in cliques}  # the uniform model
     uniform_answers = [q.apply(flat[q.clique]) for q in w.queries]
@@ -335,7 +335,7 @@ def test_estimate_options_reach_the_engine():
     seen = []
     res = DQ.dualquery(data, 3.0, 1e-3, key=jax.random.key(1), workload=w, engine_iters=40,
                        fit_options=pj.FitOptions(callback=lambda info: seen.append(info["iteration"]), chunk=10))
-    assert seen == [10, 20, 30, 40] and res.model.history[-1]["iteration"] == 40
+    assert seen == [10, 20, 30, 40] and res.report.iterations == 40
     with pytest.raises(ValueError, match=r"fit_options may not set \['loss'\]; the mechanism sets it"):
         DQ.dualquery(data, 1.0, 1e-3, key=jax.random.key(0), workload=w, fit_options=pj.FitOptions(loss="l1"))
     with pytest.raises(TypeError, match="fit_options must be a pgmjax.FitOptions"):  # the former dictionary

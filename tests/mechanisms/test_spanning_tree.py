@@ -458,15 +458,16 @@ def test_aim_rounds_stop_when_converged_and_never_end_worse_than_they_start(data
     real = aim_mod.estimate
 
     def recorded(domain, measurements, iters, warm_start=None, **kw):
-        model = real(domain, measurements, iters=iters, warm_start=warm_start, **kw)
+        fitted = real(domain, measurements, iters=iters, warm_start=warm_start, **kw)
         start = None
         if warm_start is not None:
-            ms, cliques = inputs.check_structure(domain, measurements, "l2", (), warm_start, caller="test")
+            warm, _ = inputs.check_warm_start(warm_start, domain, "test")
+            ms, cliques = inputs.check_structure(domain, measurements, "l2", (), warm, caller="test")
             problem, _, _ = inputs.build_problem(domain, ms, cliques, "l2", None, jnp.float32, caller="test")
-            start = float(driver.model_loss(problem, problem.plan.from_tables(warm_start.potentials, jnp.float32)))
-        fits.append({"iters": iters, "ran": model.history[-1]["iteration"], "tol": kw.get("tol"), "start": start,
-                     "loss": float(model.loss)})
-        return model
+            start = float(driver.model_loss(problem, problem.plan.from_tables(warm.potentials, jnp.float32)))
+        fits.append({"iters": iters, "ran": fitted.report.iterations, "tol": kw.get("tol"), "start": start,
+                     "loss": float(fitted.report.loss)})
+        return fitted
 
     monkeypatch.setattr(aim_mod, "estimate", recorded)
     aim(data, 1.0, key=jax.random.key(3), rounds=8, engine_iters=2000, max_model_mb=1.0, synthetic=False)
@@ -543,10 +544,10 @@ def test_aim_tells_each_refit_how_often_its_structure_was_fitted_and_how_long_th
     calls, real = [], adaptive_iterative.estimate
 
     def recording(domain, measurements, **kw):
-        model = real(domain, measurements, **kw)
+        fitted = real(domain, measurements, **kw)
         calls.append((kw.get("repeats"), kw.get("expected_iters"), sorted({m.clique for m in measurements}),
-                      int(model.history[-1]["iteration"])))
-        return model
+                      fitted.report.iterations))
+        return fitted
 
     monkeypatch.setattr(adaptive_iterative, "estimate", recording)
     res = aim(data, 1.0, key=jax.random.key(0), rounds=30, engine_iters=60, max_model_mb=0.001)

@@ -33,9 +33,10 @@ def test_estimate_takes_a_configured_mirror_descent():
     by_object = pj.estimate(dom, ms, iters=150, method=MirrorDescent())  # the default settings: the same fit
     for c in by_name.cliques:
         np.testing.assert_array_equal(np.asarray(by_name.marginal(c)), np.asarray(by_object.marginal(c)))
-    plain = pj.estimate(dom, ms, iters=150, method=spanning_tree.REFERENCE_MIRROR_DESCENT)
+    plain = pj.estimate(dom, ms, iters=150, method=spanning_tree.REFERENCE_MIRROR_DESCENT, report=True).report
+    by_name = pj.estimate(dom, ms, iters=150, report=True).report
     assert plain.loss >= by_name.loss  # slower: no momentum, the step grows by 1.01
-    assert plain.loss < pj.estimate(dom, ms, iters=0).loss
+    assert plain.loss < pj.estimate(dom, ms, iters=0, report=True).report.loss
     with pytest.raises(ValueError, match="unknown method"):
         pj.estimate(dom, ms, iters=10, method=object())
 

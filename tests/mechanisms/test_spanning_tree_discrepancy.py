@@ -43,7 +43,7 @@ def test_by_default_the_final_fit_runs_all_its_iterations():
     assert res.info.fit_iterations == res.info.engine_iters == 3000
     assert rows == sum(m.rows for m in res.measurements)
     assert two_l < 0.7 * rows  # past the noise level: the L2 optimum fits part of the noise
-    assert two_l == 2.0 * res.info.compressed_model.loss
+    assert two_l == 2.0 * res.report.loss
 
 
 def test_the_opt_in_stop_ends_the_fit_at_the_noise_level(monkeypatch):

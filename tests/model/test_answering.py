@@ -174,7 +174,7 @@ def test_compiled_queries_run_in_as_few_programs_as_their_counted_memory_allows(
     tree = model.junction_tree
     plans = [plan_query(tree, q, (True,) * len(q)) for q in queries]
     mats = [(None,) * len(q) for q in queries]
-    marginals = model._device_marginals
+    marginals = model.device_marginals()
     one = max(max(inference.answer_many_bytes((p,), marginals, (m,), TOTAL) for p, m in zip(plans, mats)),
               max(8 * peak_cells(p, model.domain.shape_of(p.attrs)) for p in plans))
     together = inference.answer_many_bytes(tuple(plans), marginals, tuple(mats), TOTAL)
@@ -212,7 +212,7 @@ def test_counting_a_compiled_program_compiles_it_once(rng, monkeypatch):
     model, _ = _chain_model(rng, (9, 7, 5, 3), joint=False)
     monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 0)
     _per_query_only(monkeypatch)
-    model._device_marginals  # the model's own marginals: compiled apart
+    model.device_marginals()  # the model's own marginals: compiled apart
     queries = [s for k in (2, 3) for s in itertools.combinations(model.domain.attributes, k)]
     with count_compiles() as c:
         model.marginals(queries)

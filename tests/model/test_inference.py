@@ -260,12 +260,12 @@ def test_marginal_of_a_large_clique_goes_through_the_compiled_program(monkeypatc
     monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 0)
     attrs = model.cliques[0][:1]
     got = model.marginal(attrs)
-    assert model._host_blocks == {}  # no block was copied to the host: the compiled program answered
-    assert model._host_blocks == {} and np.asarray(model.answer({attrs[0]: Q.Prefix()})).shape == (model.domain[attrs[0]],)
+    assert model.cache.host_blocks == {}  # no block was copied to the host: the compiled program answered
+    assert model.cache.host_blocks == {} and np.asarray(model.answer({attrs[0]: Q.Prefix()})).shape == (model.domain[attrs[0]],)
     np.testing.assert_allclose(got, _brute_marginal(model.domain, joint, attrs), rtol=1e-6, atol=1e-9)
     monkeypatch.setattr(gm, "HOST_MARGINAL_CELLS", 2**24)
     np.testing.assert_allclose(model.marginal(attrs), got, rtol=1e-12)
-    assert model._host_blocks  # and below the limit, the host sum
+    assert model.cache.host_blocks  # and below the limit, the host sum
 
 
 

@@ -58,7 +58,7 @@ def mirror_descent(domain: Domain, loss_fn, *, known_total=None, potentials=None
                     for m in loss_fn]
     with warnings.catch_warnings():  # a fit cut short at ``iters`` is what mbi returns too
         warnings.simplefilter("ignore", RuntimeWarning)
-        model = estimate(pgm_domain, measurements, iters=int(iters), total=None if known_total is None else float(known_total),
-                         warm_start=warm)
+        model, report = estimate(pgm_domain, measurements, iters=int(iters), report=True,
+                                 total=None if known_total is None else float(known_total), warm_start=warm)
     cliques = maximal_cliques(pgm_domain, [m.clique for m in loss_fn] + (list(potentials.cliques) if potentials is not None else []))
-    return MarkovRandomField(model, domain, cliques)
+    return MarkovRandomField(model, domain, cliques, report)

@@ -8,6 +8,7 @@ import hashlib
 import jax
 import numpy as np
 
+from ...model.fit_report import Fit
 from .values import CliqueVector, Dataset, Domain, Factor, names_of
 
 __all__ = ["MarkovRandomField"]
@@ -21,10 +22,12 @@ class MarkovRandomField:
         model: the :class:`pgmjax.GraphicalModel`.
         domain: the ``mbi``-style :class:`~pgmjax.compat.mbi.values.Domain` it is over.
         cliques: the measured maximal cliques (:func:`pgmjax.graph.junction.maximal_cliques`: attributes in the domain's order).
+        report: the fit's :class:`pgmjax.FitReport` (a warm start from :attr:`potentials` continues from its step size).
     """
 
-    def __init__(self, model, domain: Domain, cliques):
+    def __init__(self, model, domain: Domain, cliques, report=None):
         self.model, self.domain, self.cliques = model, domain, [tuple(c) for c in cliques]
+        self.report = report  # the fit's pgmjax.FitReport: a warm start from these potentials continues its step
 
     @property
     def total(self) -> float:
@@ -33,7 +36,8 @@ class MarkovRandomField:
     @property
     def potentials(self) -> CliqueVector:
         tables = {tuple(c): np.asarray(t) for c, t in self.model.potentials.items()}
-        return CliqueVector(self.domain, list(self.cliques), tables, model=self.model)
+        fitted = self.model if self.report is None else Fit(self.model, self.report)
+        return CliqueVector(self.domain, list(self.cliques), tables, model=fitted)
 
     @property
     def marginals(self) -> CliqueVector:

@@ -190,7 +190,8 @@ class LinearMeasurement:
 @dataclass(frozen=True)
 class CliqueVector:
     """Factors over cliques (``mbi.CliqueVector``): a fitted model's potentials or marginals, which
-    :func:`pgmjax.compat.mbi.estimation.mirror_descent` takes back as a warm start (``potentials=``)."""
+    :func:`pgmjax.compat.mbi.estimation.mirror_descent` takes back as a warm start (``potentials=``; ``model``: the
+    fit they came from, a :class:`pgmjax.GraphicalModel` or :class:`pgmjax.Fit`)."""
 
     domain: Domain
     cliques: list

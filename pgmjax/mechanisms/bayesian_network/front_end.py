@@ -267,7 +267,7 @@ def _privbayes(data: Dataset, key, run: _Run) -> MechanismResult:
 
     # 4b. +PGM arm on the same measurements.
     release_compiled(above=MAX_LIVE_PROGRAMS)  # a sweep over many structures: free the dead ones, keep a bounded number
-    model = estimate(domain, measurements, iters=run.engine_iters, total=total, **options)
+    model, report = estimate(domain, measurements, iters=run.engine_iters, total=total, report=True, **options)
     if getattr(model, "approximate", False):
         # An approximate model's pseudo-marginals are locally consistent: each network table's conditional read
         # from them defines a Bayesian network, sampled in network order like the original arm.
@@ -304,4 +304,4 @@ def _privbayes(data: Dataset, key, run: _Run) -> MechanismResult:
         engine_iters=run.engine_iters,
     )
     return MechanismResult(mechanism="privbayes", model=model, synthetic=synthetic, measurements=measurements, accountant=acc,
-                           original=original, info=info, plan=plan)
+                           original=original, info=info, plan=plan, report=report)

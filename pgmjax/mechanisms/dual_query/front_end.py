@@ -401,9 +401,9 @@ def _dualquery(data: Dataset, key, run: _Run) -> MechanismResult:
         if step_size is None:
             step_size = 1.0 / (transcript.lipschitz() * N)
         release_compiled(above=MAX_LIVE_PROGRAMS)  # a sweep over many structures: free the dead ones, keep a bounded number
-        model = api.estimate(data.domain, [], method=run.method, iters=run.engine_iters, loss=transcript.loss(), total=N,
-                             cliques=list(dict.fromkeys(run.workload.cliques)), dtype=run.dtype, step_size=step_size,
-                             **run.options)
+        model, report = api.estimate(data.domain, [], method=run.method, iters=run.engine_iters, loss=transcript.loss(),
+                                     total=N, cliques=list(dict.fromkeys(run.workload.cliques)), dtype=run.dtype,
+                                     step_size=step_size, report=True, **run.options)
     synthetic = synthesize(model, k_synth)
     info = DualQueryInfo(
         rounds=T,
@@ -421,4 +421,4 @@ def _dualquery(data: Dataset, key, run: _Run) -> MechanismResult:
         seconds=timer.done(),
     )
     return MechanismResult(mechanism="dualquery", model=model, synthetic=synthetic, measurements=[], accountant=acc,
-                           original=original, original_error=None, info=info, plan=budget_plan)
+                           original=original, original_error=None, info=info, plan=budget_plan, report=report)

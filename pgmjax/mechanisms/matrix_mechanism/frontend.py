@@ -275,8 +275,8 @@ def _hdmm(data: Dataset, key, run: _Run) -> MechanismResult:
 
     # ---- 3b. HDMM+PGM
     with timer("pgm"):
-        model = estimate(domain, measurements, method=run.method, iters=run.engine_iters,
-                         total=float(len(data)) if bounded else None, **run.options)
+        model, report = estimate(domain, measurements, method=run.method, iters=run.engine_iters,
+                                 total=float(len(data)) if bounded else None, report=True, **run.options)
     with timer("synthetic"):
         synth = synthesize(model, k_synth) if own.synthetic else None
 
@@ -310,7 +310,7 @@ def _hdmm(data: Dataset, key, run: _Run) -> MechanismResult:
         seconds=timer.done(),
     )
     return MechanismResult(mechanism="hdmm", model=model, synthetic=synth, measurements=measurements, accountant=acc,
-                           original=lls, original_error=lls_error, info=info, plan=plan)
+                           original=lls, original_error=lls_error, info=info, plan=plan, report=report)
 
 
 def _total(measurements: list[Measurement], public: int | None) -> float | None:

@@ -256,12 +256,13 @@ def _mwem(data: Dataset, key, keeper: Keeper, run: _Run) -> MechanismResult:
     # ---- the +PGM arm drives the selection
     start = time.perf_counter()
     keys = jax.random.split(key, 2 * rounds + 1)
-    model, measurements, log, engine_seconds = run_rounds(
+    fitted, measurements, log, engine_seconds = run_rounds(
         data, acc, keys, run.cliques, queries, rounds=rounds, max_model_mb=run.max_model_mb, em_sens=em_sens, meas_sens=meas_sens,
         em_spend=em_spend, meas_spend=meas_spend, noise=noise, total_known=total_known, engine_iters=run.engine_iters,
         options=run.fit, keeper=keeper, public=own.public,
     )
-    taken = public_cliques(model) if own.public is not None else []
+    model = fitted.model
+    taken = public_cliques(fitted) if own.public is not None else []
     for clique in taken:  # what the fits took from the public data, free
         acc.record_public(clique, domain.size(clique))
     pgm_seconds = time.perf_counter() - start
@@ -295,4 +296,4 @@ def _mwem(data: Dataset, key, keeper: Keeper, run: _Run) -> MechanismResult:
     # the engine's input, as the result states it: the private transcript and the public marginals it was fitted to
     measurements = list(measurements) + [own.public.measurement(c, float(model.total)) for c in taken]
     return MechanismResult(mechanism="mwem", model=model, synthetic=synth, measurements=measurements, accountant=acc,
-                           original=mw_table, original_error=mw_error, info=info, plan=plan)
+                           original=mw_table, original_error=mw_error, info=info, plan=plan, report=fitted.report)

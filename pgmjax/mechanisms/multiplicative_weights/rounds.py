@@ -87,7 +87,8 @@ def run_rounds(
     keeper: Keeper,
     public=None,
 ) -> tuple:
-    """The +PGM arm's ``rounds`` rounds (it drives the selection): ``(model, measurements, log, engine seconds)``.
+    """The +PGM arm's ``rounds`` rounds (it drives the selection): ``(fit, measurements, log, engine seconds)``,
+    the fit the last round's :class:`~pgmjax.Fit`.
 
     Round ``i`` uses ``keys[2i - 2]`` for the selection and ``keys[2i - 1]`` for the measurement; the
     last measurement spends what is left of the budget. ``queries`` is None in marginal mode. ``keeper``
@@ -100,14 +101,15 @@ def run_rounds(
     truth = dict(zip(cliques, data.marginals(cliques)))  # EM qualities only (released through the EM)
     if queries is not None:
         true_rows = [q.apply(truth[q.clique]).reshape(-1) for q in queries]
-    model = None
+    fitted = None  # the last round's Fit: its model scores the next selection, and the next fit starts from it
     measurements: list[Measurement] = []
     log: list[dict] = []
     if state is not None:
-        model, measurements, log = state.model, state.measurements, state.log
+        fitted, measurements, log = state.model, state.measurements, state.log
     engine_seconds = 0.0
     for i in range(len(log) + 1, rounds + 1):
         cap = math.inf if max_model_mb is None else max_model_mb * i / rounds
+        model = None if fitted is None else fitted.model
         base = list(model.cliques) if model is not None else list(public.cliques or ()) if public is not None else []
         sizes = (np.zeros(len(cliques)) if max_model_mb is None
                  else candidate_model_sizes(domain, base, cliques, oracle_of(options)))
@@ -130,8 +132,8 @@ def run_rounds(
         # model, runs all its iterations (the caller's own tol wins in both)
         until = {"tol": ROUND_TOL} if i < rounds else {}
         with_public = {"public": public} if public is not None else {}
-        model = estimate(domain, measurements, iters=engine_iters, total=total_known, warm_start=model,
-                         **{"structures": rounds, **until, **options, **with_public})
+        fitted = estimate(domain, measurements, iters=engine_iters, total=total_known, warm_start=fitted, report=True,
+                          **{"structures": rounds, **until, **options, **with_public})
         engine_seconds += time.perf_counter() - t0
         log.append(
             {
@@ -139,11 +141,11 @@ def run_rounds(
                 "clique": clique,
                 "row": row,
                 "cap_mb": cap,
-                "model_mb": model_mb(model),
+                "model_mb": model_mb(fitted.model),
                 "candidates": n_candidates,
                 "excluded": [c for c in cliques if not fits[c]],
                 "noise_std": float(m.row_stddev()[0]),
             }
         )
-        keeper.round_done(RunState(i, list(measurements), model, acc.records(), list(log)))
-    return model, measurements, log, engine_seconds
+        keeper.round_done(RunState(i, list(measurements), fitted, acc.records(), list(log)))
+    return fitted, measurements, log, engine_seconds

@@ -247,9 +247,9 @@ def _mldp(data: Dataset, key, run: _Run) -> MechanismResult:
 
     # ---- 4. the +PGM arm: the same answers as measurements
     with timer("pgm"):
-        pgm, measurements, total_source = fit_pgm(
+        (pgm, report), measurements, total_source = fit_pgm(
             data.domain, training, y, stddev, total=float(len(data)) if bounded else None, iters=run.engine_iters,
-            **run.options
+            report=True, **run.options
         )
     synth = synthesize(pgm, k_synth) if own.synthetic else None
 
@@ -277,7 +277,7 @@ def _mldp(data: Dataset, key, run: _Run) -> MechanismResult:
     )
     return MechanismResult(mechanism="mldp", model=pgm, synthetic=synth, measurements=measurements, accountant=acc,
                            original=reg, original_error=None if own.original else "not run (original=False)", info=info,
-                           plan=plan)
+                           plan=plan, report=report)
 
 
 def laplace_baseline(data: Dataset, epsilon: float, queries: QuerySet, *, key, bounded: bool = False) -> tuple[np.ndarray, Accountant]:

@@ -18,7 +18,7 @@ from .query_set import QuerySet, as_queries, check_domain
 from .regression import check_answers, fit_regression
 
 #: The :func:`pgmjax.estimate` arguments the +PGM arm sets itself (refused in its ``options``).
-RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain")
+RESERVED_OPTIONS = ("iters", "total", "warm_start", "measurements", "domain", "report")
 
 
 def pgm_measurements(queries: QuerySet, answers, stddev: float) -> list[Measurement]:
@@ -38,6 +38,7 @@ def fit_pgm(
     *,
     total: float | None = None,
     iters: int = 1000,
+    report: bool = False,
     **options,
 ):
     """The +PGM arm: one graphical model fitted to the training answers (Zhu et al., IEEE BigData 2017).
@@ -56,11 +57,13 @@ def fit_pgm(
             (:func:`pgmjax.estimate_total`) and, when the training queries do not determine it, takes
             the largest per-clique sum of the least-squares (linear regression) weights.
         iters: engine iterations.
+        report: return the fit as a :class:`~pgmjax.Fit` (the model and its report) instead of the model.
         **options: more keyword arguments for :func:`pgmjax.estimate` (``method``, ``loss``,
             ``dtype``, ...).
 
     Returns:
-        ``(model, measurements, total_source)``: the :class:`~pgmjax.GraphicalModel`, the
+        ``(model, measurements, total_source)``: the :class:`~pgmjax.GraphicalModel` (a :class:`~pgmjax.Fit`
+        with ``report=True``), the
         measurements, and how the total was set (``"given"``, ``"estimate_total"`` or
         ``"least_squares"``).
     """
@@ -80,5 +83,5 @@ def fit_pgm(
         except ValueError:
             total = fit_regression(queries, answers).total
             source = "least_squares"
-    model = estimate(domain, measurements, iters=iters, total=total, **options)
+    model = estimate(domain, measurements, iters=iters, total=total, report=report, **options)
     return model, measurements, source
