@@ -1,6 +1,7 @@
 """The fitted model: answering queries, sampling, saving, and scoring.
 
 * :mod:`~pgmjax.model.graphical_model`: :class:`~pgmjax.GraphicalModel`, potentials and clique marginals.
+* :mod:`~pgmjax.model.fit_report`: :class:`~pgmjax.FitReport` and :class:`~pgmjax.Fit`: what a fit learned.
 * :mod:`~pgmjax.model.inference`: answers to factored queries from clique marginals.
 * :mod:`~pgmjax.model.sampling` / :mod:`~pgmjax.model.rounding`: synthetic records from the model.
 * :mod:`~pgmjax.model.serialization`: saving and loading fitted models.
