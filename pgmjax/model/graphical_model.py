@@ -103,6 +103,7 @@ class GraphicalModel(ModelStructure):
 
     def __post_init__(self):
         object.__setattr__(self, "total", host_scalar(self.total))  # a concrete total reads as a Python float
+        _check_blocks(self.plan, self.theta)
 
     def replace(self, **changes) -> "GraphicalModel":
         """A new model with some of ``plan``, ``theta`` and ``total`` replaced (its cache starts empty).
@@ -526,6 +527,23 @@ def _answering(plan, theta: dict):
         return plan, theta
     cells = np.asarray(cells)
     return wide, {"cells": to_device(np.pad(cells, (0, wide.size.cells - cells.size)))}
+
+
+def _check_blocks(plan, theta) -> None:
+    """Refuse potentials that are not in ``plan``'s block layout (a model built by hand from another plan's
+    ``theta``), naming the blocks, before any answer reads them. A block may carry leading batch axes (a batch of
+    models, ``jax.vmap`` of ``jax.vmap``); JAX's placeholders (leaves without a shape, when it rebuilds a model)
+    pass."""
+    units = dict(plan.units)
+    if not isinstance(theta, Mapping) or set(theta) != set(units):
+        got = sorted(theta) if isinstance(theta, Mapping) else type(theta).__name__
+        raise ValueError(f"GraphicalModel: theta must hold the plan's blocks {sorted(units)}, got {got} "
+                         "(potentials in another plan's layout? build them with plan.from_tables or plan.zeros)")
+    for key, shape in units.items():
+        got = getattr(theta[key], "shape", None)
+        if got is not None and (len(got) < len(shape) or tuple(got[len(got) - len(shape):]) != shape):
+            raise ValueError(f"GraphicalModel: theta block {key!r} has shape {tuple(got)}, the plan's is {shape} "
+                             "(after any leading batch axes)")
 
 
 def _evidence_query(domain: Domain, given) -> dict:

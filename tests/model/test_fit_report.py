@@ -192,3 +192,16 @@ def test_save_with_the_report_and_load_it_back(fit, tmp_path):
     bare, nothing = pj.load_model(model.save(tmp_path / "without"), report=True)
     assert nothing.loss is None and nothing.history == () and nothing.iterations == 0
     np.testing.assert_array_equal(bare.marginal(("a", "c")), model.marginal(("a", "c")))
+
+
+def test_a_model_refuses_potentials_in_another_layout_at_construction(fit):
+    plan = fit.model.plan
+    other = pj.graph.oracle.make_plan(DOM, [("a",), ("b",), ("c",)])
+    with pytest.raises(ValueError, match=r"theta must hold the plan's blocks .* got \["):
+        pj.GraphicalModel(plan, other.zeros(jnp.float64), 10.0)
+    key, shape = plan.units[0]
+    wrong = dict(fit.model.theta, **{key: np.zeros(shape[:-1] + (shape[-1] + 1,))})
+    with pytest.raises(ValueError, match=rf"theta block '{key}' has shape"):
+        pj.GraphicalModel(plan, wrong, 10.0)
+    batched = {k: np.stack([np.asarray(v)] * 2) for k, v in fit.model.theta.items()}  # a leading batch axis
+    assert pj.GraphicalModel(plan, batched, np.array([10.0, 20.0])).batch == 2
