@@ -408,7 +408,7 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
         t, last, log = 0, False, []
         keeper.round_done(RunState(0, list(measurements), fitted, acc.records(), [], {"sigma": sigma, "em_epsilon": eps_em}))
     else:  # the rounds the checkpoint holds: their measurements, fit, ledger (restored) and noise
-        measurements, fitted, log, t = state.measurements, state.model, state.log, state.round
+        measurements, fitted, log, t = state.measurements, state.fitted, state.log, state.round
         sigma, eps_em = state.extra["sigma"], state.extra["em_epsilon"]
         last = bool(log and log[-1]["last"])
         bar.resume(t)

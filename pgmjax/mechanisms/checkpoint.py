@@ -132,7 +132,7 @@ class RunState:
     Attributes:
         round: the rounds done (0: the set-up before the first round).
         measurements: the noisy measurements so far (identity queries on cliques).
-        model: the fit to them (a :class:`~pgmjax.Fit`: the model and its report, whose step size and
+        fitted: the fit to them (a :class:`~pgmjax.Fit`: the model and its report, whose step size and
             iterations the next round's refit continues from), or None.
         ledger: the accountant's records (:meth:`~pgmjax.privacy.Accountant.records`).
         log: the mechanism's per-round log.
@@ -141,7 +141,7 @@ class RunState:
 
     round: int
     measurements: list
-    model: object
+    fitted: object
     ledger: list
     log: list = field(default_factory=list)
     extra: dict = field(default_factory=dict)
@@ -221,13 +221,13 @@ class Keeper:
         with np.load(io.BytesIO(blob), allow_pickle=False) as arrays:
             measurements = measurements_from_arrays(arrays, state["measurements"], domain,
                                                     f"{self.where}: checkpoint {self.checkpoint.path}")
-        model = None
+        fitted = None
         if state["model"] is not None:
             model, report = load_model(os.path.join(folder, "model"), report=True)
-            model = Fit(model, dataclasses.replace(report, step_size=state["model"]["step_size"]))
+            fitted = Fit(model, dataclasses.replace(report, step_size=state["model"]["step_size"]))
         accountant.restore(_from_json(state["ledger"]))
         self.saved = self.resumed_from = state["round"]
-        self.last = RunState(state["round"], measurements, model, accountant.records(), _from_json(state["log"]),
+        self.last = RunState(state["round"], measurements, fitted, accountant.records(), _from_json(state["log"]),
                              _from_json(state["extra"]))
         return self.last
 
@@ -308,12 +308,12 @@ class Keeper:
         blob = buffer.getvalue()
         _write_private(os.path.join(partial, MEASUREMENTS_FILE), blob)
         model = None
-        if state.model is not None:
-            save_model(state.model.model, os.path.join(partial, "model"), report=state.model.report)
+        if state.fitted is not None:
+            save_model(state.fitted.model, os.path.join(partial, "model"), report=state.fitted.report)
             os.chmod(os.path.join(partial, "model"), 0o700)
             for f in os.listdir(os.path.join(partial, "model")):
                 os.chmod(os.path.join(partial, "model", f), 0o600)
-            model = {"step_size": state.model.report.step_size}
+            model = {"step_size": state.fitted.report.step_size}
         final = os.path.join(root, name)
         if os.path.exists(final):
             shutil.rmtree(final)

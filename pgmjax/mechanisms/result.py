@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..data.dataset import Dataset
-from ..model.fit_report import FitReport
+from ..model.fit_report import Fit, FitReport
 from ..privacy.ledger import BudgetPlan, BudgetStep
 from ..queries.measurement import Measurement
 from .run_info import RunInfo
@@ -75,6 +75,17 @@ class MechanismResult:
     info: RunInfo | None = None
     plan: BudgetPlan | None = None
     report: FitReport | None = None
+
+    @property
+    def fitted(self) -> Fit | None:
+        """The fit the measurements went into, with its report (None where no fit ran): the model over the
+        compressed domain where the mechanism fitted there (``info.compressed_model`` and ``info.mapping``, MST's and
+        TreeAIM's), else :attr:`model`. Its report's step size and iterations are where a refit of it starts."""
+        if self.report is None:
+            return None
+        compressed = getattr(self.info, "compressed_model", None)
+        model = compressed if compressed is not None and getattr(self.info, "mapping", None) else self.model
+        return Fit(model, self.report)
 
     @property
     def ledger(self) -> list:

@@ -20,13 +20,18 @@ def batch_size(model) -> int | None:
     return None if np.ndim(model.total) == 0 else int(np.shape(model.total)[0])
 
 
+def member_index(i, n: int, what: str) -> int:
+    """``i`` as an index into a batch of ``n`` members (negative counts from the end), or an IndexError naming
+    ``what``: one rule for a batch of models and a batch's report."""
+    if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not -n <= i < n:
+        raise IndexError(f"{what}: index {i!r} out of range for a batch of {n}")
+    return int(i) % n
+
+
 def member(model, i):
     """Member ``i`` (negative counts from the end) of a batch of models as an ordinary model (kept in the batch's
     :attr:`~pgmjax.GraphicalModel.cache`)."""
-    n = batch_size(model)
-    if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not -n <= i < n:
-        raise IndexError(f"GraphicalModel.member: index {i!r} out of range for a batch of {n}")
-    i = int(i) % n
+    i = member_index(i, batch_size(model), "GraphicalModel.member")
     kept = model.cache.members
     if i not in kept:
         # Sliced on the host: slicing device arrays would compile a small program per block shape.

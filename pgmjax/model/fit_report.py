@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from .batch_model import member_index
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class FitReport:
@@ -68,10 +70,7 @@ class FitReport:
         """Member ``i``'s report of a batch's (:func:`pgmjax.estimate_batch`): its loss, step and log."""
         if self.batch is None:
             raise TypeError("FitReport.member: this is one fit's report, not a batch's")
-        n = self.batch
-        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not -n <= i < n:
-            raise IndexError(f"FitReport.member: index {i!r} out of range for a batch of {n}")
-        i = int(i) % n
+        i = member_index(i, self.batch, "FitReport.member")
         history = [{"iteration": h["iteration"], "loss": float(np.asarray(h["loss"])[i]),
                     "oracle_calls": int(np.asarray(h["oracle_calls"])[i]), "seconds": h["seconds"]}
                    for h in self.history]

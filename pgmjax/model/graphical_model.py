@@ -50,20 +50,22 @@ class ModelStructure:
         return jax.tree_util.tree_leaves(self.theta)[0].dtype
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(eq=False)
 class AnswerCache:
     """What a model computed once and reads again: its one explicit cache (:attr:`GraphicalModel.cache`).
 
     Every entry is a function of the model's ``theta`` and ``total``, which never change (the model is frozen),
-    so an entry never goes stale. Not part of the model's value: not compared, not a pytree child (a model
-    rebuilt by a JAX transformation starts with an empty cache).
+    so an entry never goes stale; None until first computed. Not part of the model's value: not compared, not a
+    pytree child (a model rebuilt by a JAX transformation starts with an empty cache).
     """
 
-    blocks: dict = dataclasses.field(default_factory=dict)  # "marginals": the clique marginals in oracle blocks
+    marginal_blocks: dict | None = None  # the clique marginals in the oracle's blocks
+    device_marginals: dict | None = None  # {clique index: marginal table} on the device
+    clique_marginals: dict | None = None  # {clique: marginal table} on the host, float64
+    potentials: dict | None = None  # {clique: log-potential table} on the host, read-only
     host_blocks: dict = dataclasses.field(default_factory=dict)  # host copies of marginal blocks, as read
-    tables: dict = dataclasses.field(default_factory=dict)  # "potentials", "marginals", "device": per-clique views
     members: dict = dataclasses.field(default_factory=dict)  # a batch's members, as made
-    checked: list = dataclasses.field(default_factory=list)  # [total] once check() passed
+    checked: bool = False  # check() passed
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -181,29 +183,29 @@ class GraphicalModel(ModelStructure):
         arrays (cached). Indexed on the host, one transfer per block: slicing the device blocks dispatched a
         small computation per clique, which every warm start of a model of many cliques paid."""
         self._one("GraphicalModel.potentials")
-        if "potentials" not in self.cache.tables:
+        if self.cache.potentials is None:
             tables = self.plan.tables({k: np.asarray(v) for k, v in self.theta.items()})
             for t in tables.values():
                 t.flags.writeable = False
-            self.cache.tables["potentials"] = tables
-        return self.cache.tables["potentials"]
+            self.cache.potentials = tables
+        return self.cache.potentials
 
     def marginal_blocks(self) -> dict:
         """The clique marginals (scaled to ``total``) in the plan's block layout, as the marginal oracle returns
         them: computed on first use by one compiled program, then kept (:attr:`cache`)."""
-        if "marginals" not in self.cache.blocks:
-            self.cache.blocks["marginals"] = _marginals_jit(self.plan, self.theta, to_device(self.total, self.dtype))[0]
-        return self.cache.blocks["marginals"]
+        if self.cache.marginal_blocks is None:
+            self.cache.marginal_blocks = _marginals_jit(self.plan, self.theta, to_device(self.total, self.dtype))[0]
+        return self.cache.marginal_blocks
 
     def clique_marginals(self) -> dict[Clique, np.ndarray]:
         """Marginals of every model clique (one oracle call, cached); ``(B, *shape)`` for a batch of models."""
         if self.batch is not None:
             each = batch_model.each(self, GraphicalModel.clique_marginals)
             return {c: np.stack([m[c] for m in each]) for c in self.cliques}
-        if "marginals" not in self.cache.tables:
+        if self.cache.clique_marginals is None:
             host = {k: np.asarray(v) for k, v in self.marginal_blocks().items()}  # indexed on the host: no small programs
-            self.cache.tables["marginals"] = {c: np.asarray(t, np.float64) for c, t in self.plan.tables(host).items()}
-        return dict(self.cache.tables["marginals"])
+            self.cache.clique_marginals = {c: np.asarray(t, np.float64) for c, t in self.plan.tables(host).items()}
+        return dict(self.cache.clique_marginals)
 
     def log_partition(self) -> float:
         self._one("GraphicalModel.log_partition")
@@ -212,10 +214,10 @@ class GraphicalModel(ModelStructure):
     def device_marginals(self) -> dict[int, jax.Array]:
         """``{clique index: marginal counts}`` on the device, axes in the clique's order (cached): what the
         compiled query programs and the sampler read."""
-        if "device" not in self.cache.tables:
+        if self.cache.device_marginals is None:
             blocks = self.marginal_blocks()
-            self.cache.tables["device"] = {j: self.plan.table(blocks, j) for j in range(len(self.plan.cliques))}
-        return self.cache.tables["device"]
+            self.cache.device_marginals = {j: self.plan.table(blocks, j) for j in range(len(self.plan.cliques))}
+        return self.cache.device_marginals
 
     def marginal(self, attrs: CliqueLike, given: Mapping[str, int | Iterable[int]] | None = None) -> np.ndarray:
         """Counts of the marginal over ``attrs`` (any subset), axes in the given order.
@@ -366,7 +368,7 @@ class GraphicalModel(ModelStructure):
         if self.cache.checked:  # the model is frozen: once consistent, always
             return
         check_consistent(self.plan, self.theta, self.marginal_blocks, self.total, what=what)
-        self.cache.checked.append(self.total)
+        self.cache.checked = True
 
     def save(self, path, report=None) -> str:
         """Save to the folder ``path`` (JSON structure + NPZ arrays; see :mod:`pgmjax.model.serialization`).

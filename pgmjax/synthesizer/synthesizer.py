@@ -55,12 +55,13 @@ _WHERE = "Synthesizer"
 
 def _model_report(result):
     """The report of the fit a mechanism's model comes from: its step size is where an extension's refit starts,
-    except for a model expressed over the original domain from a fit over a compressed one (MST's and TreeAIM's
-    ``mapping``), whose potentials are not the fit's."""
-    report = result.report
-    if report is not None and getattr(result.info, "mapping", None):
-        report = dataclasses.replace(report, step_size=None)
-    return report
+    except for a model expressed over the original domain from a fit over a compressed one
+    (:attr:`~pgmjax.mechanisms.result.MechanismResult.fitted` holds another model), whose potentials are not the
+    fit's."""
+    fitted = result.fitted
+    if fitted is None or fitted.model is result.model:
+        return result.report
+    return dataclasses.replace(fitted.report, step_size=None)
 
 
 def _measurements(result) -> tuple:

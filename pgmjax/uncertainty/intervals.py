@@ -318,14 +318,18 @@ def workload_intervals(result, workload, *, level: float = 0.9, key=None, method
     # CompressedRunInfo, a layer above: read by name)
     if getattr(info, "mapping", None) and getattr(info, "compressed_model", None) is not None:
         model, mapping = info.compressed_model, info.mapping
+    fitted = getattr(result, "fitted", None)  # the model with its fit's report: the refits start where it ended
+    if fitted is not None and fitted.model is model:
+        model = fitted
+    domain = model_and_report(model)[0].domain
     targets = []
     for wq in workload.queries:
         q = {}
         for a, m in zip(wq.clique, wq.matrices):
             if a in mapping:
                 cmap = np.asarray(mapping[a])
-                k = np.bincount(cmap, minlength=model.domain[a]).astype(np.float64)
-                merge = np.zeros((cmap.size, model.domain[a]))
+                k = np.bincount(cmap, minlength=domain[a]).astype(np.float64)
+                merge = np.zeros((cmap.size, domain[a]))
                 merge[np.arange(cmap.size), cmap] = 1.0 / k[cmap]
                 q[a] = merge if m is None else np.asarray(m) @ merge
             else:

@@ -57,17 +57,18 @@ def test_a_model_through_jit_answers_the_same_and_comes_back_with_an_empty_cache
     model = fit.model
     before = model.marginal(("a", "c"))
     model.clique_marginals()
-    assert model.cache.blocks and model.cache.tables  # filled by the answers above
+    assert model.cache.marginal_blocks and model.cache.clique_marginals  # filled by the answers above
     back = jax.jit(lambda m: m)(model)
     assert isinstance(back, pj.GraphicalModel) and back is not model and back.plan is model.plan
-    assert back.cache.blocks == {} and back.cache.host_blocks == {} and back.cache.tables == {}
-    assert back.cache.members == {} and back.cache.checked == []
+    assert back.cache.marginal_blocks is None and back.cache.host_blocks == {} and back.cache.clique_marginals is None
+    assert back.cache.device_marginals is None and back.cache.potentials is None
+    assert back.cache.members == {} and back.cache.checked is False
     assert back.total == model.total and isinstance(back.total, float)
     np.testing.assert_array_equal(back.marginal(("a", "c")), before)
     for c, table in model.clique_marginals().items():
         np.testing.assert_array_equal(back.clique_marginals()[c], table)
     # the public views of the cache: the marginal blocks and the device tables, computed once and kept
-    assert back.marginal_blocks() is back.marginal_blocks() and back.cache.blocks["marginals"] is back.marginal_blocks()
+    assert back.marginal_blocks() is back.marginal_blocks() and back.cache.marginal_blocks is back.marginal_blocks()
     assert back.device_marginals() is back.device_marginals() and set(back.device_marginals()) == {0, 1}
 
 
@@ -81,7 +82,7 @@ def test_the_model_is_frozen_and_replace_takes_only_its_own_fields(fit):
         with pytest.raises(TypeError, match=rf"unknown field\(s\) \['{field}'\]"):
             model.replace(**{field: None})
     doubled = model.replace(total=2 * model.total)
-    assert doubled.cache is not model.cache and doubled.cache.blocks == {}
+    assert doubled.cache is not model.cache and doubled.cache.marginal_blocks is None
     np.testing.assert_allclose(doubled.marginal("a"), 2 * model.marginal("a"), rtol=1e-12)
     with pytest.raises(TypeError):
         pj.GraphicalModel(model.plan, model.theta, model.total, [])  # no history argument any more

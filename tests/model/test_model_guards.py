@@ -65,7 +65,7 @@ def test_inconsistent_marginals_are_not_sampled(rng, method):
     # Marginals that do not sum to the total (the symptom of a broken fit or decompression).
     blocks = {k: v * 300.0 for k, v in sound.marginal_blocks().items()}
     broken = pj.GraphicalModel(sound.plan, sound.theta, sound.total)
-    broken.cache.blocks["marginals"] = blocks  # a model whose marginal program went wrong (its cache says so)
+    broken.cache.marginal_blocks = blocks  # a model whose marginal program went wrong (its cache says so)
     with pytest.raises(FloatingPointError, match=rf"the marginal of clique {_re(broken.cliques[0])} sums to 96300, not the total 321"):
         broken.synthetic_data(50, jax.random.key(0), method=method)
 

@@ -105,7 +105,7 @@ def run_rounds(
     measurements: list[Measurement] = []
     log: list[dict] = []
     if state is not None:
-        fitted, measurements, log = state.model, state.measurements, state.log
+        fitted, measurements, log = state.fitted, state.measurements, state.log
     engine_seconds = 0.0
     for i in range(len(log) + 1, rounds + 1):
         cap = math.inf if max_model_mb is None else max_model_mb * i / rounds
