@@ -8,7 +8,9 @@ and of a mechanism's synthetic records where it releases them:
   ``engine_iters=150``);
 * ``pj.estimate`` for every method and loss on the dense and the size-class program (300 iterations), a warm start
   from it (100), a ``tol`` stop, and ``pj.estimate_batch`` of three members;
-* ``pj.fit`` under ``jax.jit`` for every method, its L1 fit, and ``jax.grad`` through dual averaging.
+* ``pj.fit`` under ``jax.jit`` for every method, its L1 fit, and ``jax.grad`` through dual averaging;
+* ``pj.estimate`` under constraints (a functional dependency, fitted without its target, and an allow-list), and
+  with public marginals: the model, and the report's ``info`` (forbidden mass, eliminated targets, public cliques).
 
 Usage::
 
@@ -86,6 +88,18 @@ def fingerprints(quick: bool = False) -> dict:
         members = [pj.BatchedMeasurement(x.clique, np.stack([x.y + k for k in range(3)]), stddev=5.0) for x in ms]
         b, br = pj.estimate_batch(domain, members, method=method, iters=200, report=True)
         out[f"batch {method}"] = [_digest(*[b.marginal(c) for c in b.cliques]), _digest(br.loss)]
+    # constraints (the dependency's target leaves the fit) and public marginals: the model and what the report says
+    mapping = np.array([0, 1, 1, 0, 1])  # d determines c
+    constraints = [pj.Constraint.determines("d", "c", mapping), pj.Constraint.allow(("a", "e"), [(0, 0), (1, 1), (2, 2),
+                                                                                              (0, 1)])]
+    public = pj.PublicData(pj.Dataset(records[:200], ATTRIBUTES), cliques=[("a", "b")])
+    for key, options in (("constraints", {"constraints": constraints}), ("public", {"public": public}),
+                         ("constraints and public", {"constraints": constraints, "public": public})):
+        try:
+            m, r = pj.estimate(domain, ms, iters=200, report=True, **options)
+            out[f"estimate {key}"] = [_model(m), repr(sorted(r.info.items()))]
+        except Exception as e:
+            out[f"estimate {key}"] = _error(e)
     if not quick:
         for method in ("dual_averaging", "mirror_descent", "lbfgs"):
             def answer(y, method=method):

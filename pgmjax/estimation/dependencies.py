@@ -24,11 +24,12 @@ import numpy as np
 
 from ..data.domain import Domain
 from ..graph import oracle
-from ..model.fit_report import Fit
+from ..model.fit_report import Fit, FitReport
 from ..model.graphical_model import GraphicalModel
 from ..queries.constraints import Constraint
 from ..queries.linear import LinearQuery
 from ..queries.measurement import Measurement
+from .inputs import report_forbidden_mass
 
 
 def can_eliminate(constraints, oracle_choice, loss, devices, program) -> Constraint | None:
@@ -152,3 +153,30 @@ def fit_without_target(dep: Constraint, domain: Domain, measurements, constraint
     cls = [tuple(dict.fromkeys(source if a == target else a for a in c)) for c in cliques]
     warm = reduce_warm_start(warm_start, domain, reduced, dep, caller)
     return attach_target(fit(reduced, ms, cons, cls, warm), domain, dep)
+
+
+def estimate_without_target(dep: Constraint, domain: Domain, measurements, constraints, cliques, warm, public_cliques,
+                            again, caller: str) -> Fit:
+    """:func:`pgmjax.estimate`'s fit under the functional dependency ``dep``, its target eliminated
+    (:func:`fit_without_target`), with the report's ``info`` saying what the measurements put on the cells the
+    target's constraints forbid (which the fit without the target cannot read) and the public cliques.
+
+    Args:
+        dep, domain, measurements, constraints, cliques: the fit's checked inputs.
+        warm: ``(model, step size)`` of the checked warm start (:func:`pgmjax.estimation.inputs.check_warm_start`).
+        public_cliques: the public marginals' cliques (already among ``measurements``).
+        again: ``again(domain, measurements, *, constraints, cliques, warm_start) -> Fit``: :func:`pgmjax.estimate`
+            with the caller's other options.
+        caller: the function named in messages.
+    """
+    warm_start, warm_step = warm
+
+    def fit(reduced, ms, cons, cls, reduced_warm):
+        return again(reduced, ms, constraints=cons, cliques=cls,
+                     warm_start=None if reduced_warm is None else Fit(reduced_warm, FitReport(step_size=warm_step)))
+
+    model, report = fit_without_target(dep, domain, measurements, constraints, cliques, warm_start, fit, caller)
+    held = [c for c in constraints if dep.attributes[1] in c.attributes]
+    found = report.info.get("forbidden_mass", []) + report_forbidden_mass(domain, measurements, held, caller, stacklevel=4)
+    info = dict(report.info, forbidden_mass=found, **({"public": public_cliques} if public_cliques else {}))
+    return Fit(model, dataclasses.replace(report, info=info))

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import continuation, dependencies, driver, inputs, losses, memory, oracles, sharding
+from . import continuation, dependencies, driver, inputs, memory, oracles, sharding
 from .. import compiler
 from ..checks import check_count
 from ..data.domain import Domain
-from ..graph import marginal_oracle
 from ..queries.constraints import Constraint, check_constraints
 from ..queries.measurement import Measurement
 from ..queries.public import PublicData
-from ..model.fit_report import Fit, FitReport
+from ..model.fit_report import Fit
 from ..model.graphical_model import GraphicalModel
 
 
@@ -142,28 +141,18 @@ def estimate(
     devices = sharding.check_devices(devices, caller, oracle=oracle)
     measurements, model_cliques = inputs.check_structure(domain, measurements, loss, cliques, warm_start, caller=caller)
     constraints = check_constraints(domain, constraints, caller)
-    public_cliques = []
-    if public is not None:  # public marginals: measurements at the private total's scale, free
-        measurements, total, public_cliques = inputs.with_public(domain, measurements, public, total, warm_start, caller)
-        model_cliques += public_cliques
+    # public marginals: measurements at the private total's scale, free
+    measurements, total, public_cliques = inputs.with_public(domain, measurements, public, total, warm_start, caller)
     dependency = dependencies.can_eliminate(constraints, oracle, loss, devices, program)
-    if dependency is not None:  # the determined attribute leaves the fit (pgmjax.estimation.dependencies)
-        def fit(reduced, ms, cons, cls, warm):
-            return estimate(reduced, ms, estimator, iters, loss=loss, total=total, tol=tol, callback=callback,
-                            warm_start=None if warm is None else Fit(warm, FitReport(step_size=warm_step)),
-                            cliques=cls, dtype=dtype, step_size=step_size, chunk=chunk,
-                            progress=progress, oracle=oracle, devices=devices, program=program,
-                            structures=structures, repeats=repeats, expected_iters=expected_iters, constraints=cons,
-                            report=True)
-        model, fitted = dependencies.fit_without_target(dependency, domain, measurements, constraints, list(cliques),
-                                                        warm_start, fit, caller)
-        # what the measurements put on the cells the target's constraints forbid, which the fit without it cannot read
-        held = [c for c in constraints if dependency.attributes[1] in c.attributes]
-        found = fitted.info.get("forbidden_mass", []) + inputs.report_forbidden_mass(domain, measurements, held, caller)
-        fitted = dataclasses.replace(fitted, info=dict(fitted.info, forbidden_mass=found,
-                                                       **({"public": public_cliques} if public else {})))
-        return Fit(model, fitted) if report else model
-    model_cliques += [c.attributes for c in constraints]
+    if dependency is not None:  # the determined attribute leaves the fit: this function again, without it
+        again = functools.partial(
+            estimate, method=estimator, iters=iters, loss=loss, total=total, tol=tol, callback=callback, dtype=dtype,
+            step_size=step_size, chunk=chunk, progress=progress, oracle=oracle, devices=devices, program=program,
+            structures=structures, repeats=repeats, expected_iters=expected_iters, report=True)
+        fit = dependencies.estimate_without_target(dependency, domain, measurements, constraints, list(cliques),
+                                                   (warm_start, warm_step), public_cliques, again, caller)
+        return fit if report else fit.model
+    model_cliques += public_cliques + [c.attributes for c in constraints]
     total = inputs.warm_total(total, measurements, warm_start)
     # ---- build: the compiled program's plan, the problem (structure static, numbers arrays), the start
     compiler.bound_compiled(compiler.MAX_LIVE_PROGRAMS)  # a loop over new structures holds a bounded number
@@ -174,12 +163,8 @@ def estimate(
         caller=caller)
     problem, total, lipschitz = inputs.build_problem(domain, measurements, model_cliques, loss, total, dtype,
                                                      caller=caller, plan=plan)
-    # The fit's peak (every copy its method makes, in its dtype) against the limit, before the potentials exist.
-    # (The approximate oracle's region graph is bounded by its own plan, pgmjax.graph.approximate_oracle.)
-    if problem.oracle is not marginal_oracle.APPROXIMATE:
-        memory.check_fit(domain, model_cliques, method, dtype, caller, callable_loss=callable(loss),
-                         param_cells=sum(domain.size(m.clique) for m in measurements),
-                         gathered=0 if callable(loss) else losses.gathered_cells(problem.meas))
+    # the fit's peak (every copy its method makes, in its dtype) against the limit, before the potentials exist
+    memory.check_problem(problem, domain, model_cliques, measurements, method, dtype, caller)
     theta = inputs.starting_potentials(problem.plan, warm_start, constraints, dtype)
     step_size = inputs.first_step(step_size, lipschitz, total, loss, warm_step)
     # ---- run: compiled chunks, on the devices the model is split over
@@ -189,14 +174,10 @@ def estimate(
         reported_loss, step = driver.reported(history)
         reported_loss = float(driver.model_loss(problem, params) if reported_loss is None else reported_loss)
     # ---- the model: its answers are a function of its potentials and total alone (pgmjax.model.graphical_model)
-    if public is not None:
-        oracle_info = dict(oracle_info or {}, public=public_cliques)
-    if constraints:
-        oracle_info = dict(oracle_info or {}, forbidden_mass=inputs.report_forbidden_mass(domain, measurements,
-                                                                                           constraints, caller))
-    fit = inputs.fitted_model(problem.plan, params, total, history, reported_loss, step, oracle_info)
+    forbidden = inputs.report_forbidden_mass(domain, measurements, constraints, caller) if constraints else None
+    info = inputs.fit_info(oracle_info, public_cliques, forbidden)
+    fit = inputs.fitted_model(problem.plan, params, total, history, reported_loss, step, info)
     return fit if report else fit.model
-
 
 def _run(estimator, method: str, problem, theta, iters: int, step_size, chunk, tol, callback, progress):
     """The driver's run (:func:`pgmjax.estimation.driver.run`) with the L1 loss's smoothing stages

@@ -25,7 +25,8 @@ from ..graph.oracle_plan import in_host_axes
 from ..graph.marginal_oracle import SIZE_CLASS, oracle_of
 from ..model.approximate_model import ApproximateModel
 from ..model.fit_report import Fit, FitReport, model_and_report
-from ..model.graphical_model import GraphicalModel, check_consistent
+from ..model.consistency import check_consistent
+from ..model.graphical_model import GraphicalModel
 from ..queries.constraints import constraint_masks, forbidden_mass
 from ..queries.measurement import Measurement, estimate_total, total_rule, validate_measurements
 from . import losses, routed_losses
@@ -229,10 +230,21 @@ def fitted_model(plan, params: dict, total: float, history: list, loss: float, s
     return Fit(model, report)
 
 
+def fit_info(oracle_info, public_cliques, forbidden) -> dict | None:
+    """The report's ``info``: the oracle's choice (:func:`pgmjax.estimation.oracles.choose_plan`), with the public
+    marginals' cliques (``"public"``) and the forbidden mass the measurements hold
+    (``"forbidden_mass"``, :func:`report_forbidden_mass`; None: no constraints) where there are any."""
+    if public_cliques:
+        oracle_info = dict(oracle_info or {}, public=public_cliques)
+    if forbidden is not None:
+        oracle_info = dict(oracle_info or {}, forbidden_mass=forbidden)
+    return oracle_info
+
+
 def check_fitted(plan: oracle.OraclePlan, params: dict, mu, total: float, loss: float) -> None:
     """Refuse to return a fitted model that is not one (:func:`pgmjax.estimate`, each member of
     :func:`pgmjax.estimate_batch`): a non-finite loss, or what
-    :func:`pgmjax.model.graphical_model.check_consistent` refuses (NaN or +inf potentials, non-finite marginals, a clique
+    :func:`pgmjax.model.consistency.check_consistent` refuses (NaN or +inf potentials, non-finite marginals, a clique
     whose marginal does not sum to the total; ``-inf`` potentials are structural zeros, allowed). ``mu``: the
     marginals (oracle blocks), or a function returning them."""
     if not np.isfinite(loss):
@@ -246,13 +258,15 @@ def with_public(domain, measurements, public, total, warm_start, caller: str) ->
     Returns:
         ``(measurements, total, public cliques)``: the total is the one given, else the private measurements'
         estimate (:func:`pgmjax.estimate_total`; the public table's own count says nothing of the private one),
-        else the warm start's.
+        else the warm start's. Without public data (``public=None``), the inputs unchanged and no cliques.
 
     Raises:
         TypeError / ValueError: not a PublicData, another domain, or no total to scale the public marginals to.
     """
     from ..queries.public import PublicData
 
+    if public is None:
+        return measurements, total, []
     if not isinstance(public, PublicData):
         raise TypeError(f"{caller}: public must be a pgmjax.queries.public.PublicData, got {type(public).__name__}")
     if public.domain != domain:
@@ -329,13 +343,14 @@ def warm_tables(plan, tables: dict) -> dict:
     return log_conditional_tables(tree, hosted)
 
 
-def report_forbidden_mass(domain, measurements, constraints, caller: str) -> list:
+def report_forbidden_mass(domain, measurements, constraints, caller: str, stacklevel: int = 3) -> list:
     """:func:`pgmjax.queries.constraints.forbidden_mass` of the measurements, with a warning naming each constraint
-    the measurements contradict (mass beyond four standard deviations of their noise)."""
+    the measurements contradict (mass beyond four standard deviations of their noise), at the frame
+    ``stacklevel`` up (default: the caller of the function that calls this one)."""
     found = forbidden_mass(domain, measurements, constraints)
     for f in found:
         if f.contradicts:
             warnings.warn(f"{caller}: the measurement on {f.clique} puts {f.mass:.4g} records on cells that "
                           f"{f.constraint!r} forbids (noise alone: standard deviation {f.stddev:.3g}); the model "
-                          "holds them at zero, so its other cells absorb them", stacklevel=3)
+                          "holds them at zero, so its other cells absorb them", stacklevel=stacklevel)
     return found

@@ -42,8 +42,10 @@ import numpy as np
 from ..data.domain import Clique, Domain
 from ..graph import size_limit
 from ..graph.junction import junction_tree, maximal_cliques
+from ..graph.marginal_oracle import APPROXIMATE
 from ..graph.routed_steps import WINDOW_COSTS
 from .inputs import resolve_method
+from .losses import gathered_cells
 
 __all__ = ["CHUNK_STATES", "ORACLE_COPIES", "STATE_COPIES", "PARAM_COPIES", "model_copies", "fit_peak_bytes",
            "check_fit", "capped_fit_bytes", "check_capped_fit", "host_cells"]
@@ -148,6 +150,18 @@ def check_fit(domain: Domain, cliques: Iterable[Clique], method: str = "mirror_d
               f"({'the marginals: a callable loss' if callable_loss else 'the measured cliques'}), {_cells(gathered)} gathered; its largest clique {big} has {_cells(big_cells)} cells")
     return size_limit.check_peak(nbytes, where, f"the {method} fit{what}'s peak working set", detail, max_bytes,
                                  cells=cells, clique=big, clique_cells=big_cells)
+
+
+def check_problem(problem, domain: Domain, cliques, measurements, method: str, dtype, where: str) -> None:
+    """:func:`check_fit` of a built :class:`~pgmjax.estimation.problem.Problem`, before its potentials exist: its
+    measured cells and the cells its stacked measurements gather. The approximate oracle's region graph is bounded
+    by its own plan (:mod:`pgmjax.graph.approximate_oracle`), so its problem is not checked here."""
+    if problem.oracle is APPROXIMATE:
+        return
+    custom = callable(problem.loss)
+    check_fit(domain, cliques, method, dtype, where, callable_loss=custom,
+              param_cells=sum(domain.size(m.clique) for m in measurements),
+              gathered=0 if custom else gathered_cells(problem.meas))
 
 
 def capped_fit_bytes(max_model_mb: float, method="mirror_descent", dtype=None) -> int:

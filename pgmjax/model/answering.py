@@ -20,7 +20,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..data.domain import Domain
 from ..graph import size_limit
+from ..queries import factors
 from ..graph.junction import JunctionTree
 from . import inference, pair_sweep
 from .query_plan import QueryPlan, peak_cells, plan_query
@@ -116,6 +118,39 @@ def answer_untraced(tree: JunctionTree, queries: Sequence[tuple], host_table: Ca
         for (i, _, _), answer in zip(group, compiled(plans, matrices)):
             out[i] = answer
     return out
+
+
+def marginal_queries(domain: Domain, cliques, given) -> list[tuple[dict, int]]:
+    """The factored queries of marginals on ``cliques`` under the evidence ``given``
+    (:meth:`pgmjax.GraphicalModel.marginals`), checked: one ``(query, number of the clique's axes)`` per clique, the
+    clique's attributes as identity factors and the evidence's as indicators."""
+    evidence = evidence_query(domain, given)
+    queries = []
+    for attrs in cliques:
+        attrs = domain.check_clique(attrs, what="marginal of")
+        if len(set(attrs)) != len(attrs):
+            raise ValueError(f"marginal of {attrs}: an attribute appears more than once")
+        clash = [a for a in attrs if a in evidence]
+        if clash:
+            raise ValueError(f"marginal of {attrs}: {clash} also appear in `given`; condition on other attributes")
+        queries.append(({a: factors.Identity() for a in attrs} | evidence, len(attrs)))
+    return queries
+
+
+def evidence_query(domain: Domain, given) -> dict:
+    """Evidence ``{attr: value or values}`` as indicator query factors (checked against the domain)."""
+    if not given:
+        return {}
+    out = {}
+    for attr, value in given.items():
+        domain.check_clique((attr,), what="evidence on")
+        values = [value] if np.ndim(value) == 0 else list(value)
+        for v in values:
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 0 <= v < domain[attr]:
+                raise ValueError(f"evidence on {attr!r}: value {v!r} is not an integer in [0, {domain[attr]})")
+        out[attr] = factors.Value(int(values[0])) if np.ndim(value) == 0 else factors.ValueSet(values)
+    return out
+
 
 
 def _sweeps(tree: JunctionTree, attrs, host_cells: int) -> bool:

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import jax
 import numpy as np
 
-from ..compiler import ONCE_PER_MODEL_LEVEL, jit, to_device
-from ..graph.program_choice import emitters_for
+from ..compiler import to_device
 from ..data.domain import Clique, CliqueLike, Domain, cells_text
-from ..graph import marginal_oracle, oracle, routed_oracle, routed_plan
+from ..graph.size_limit import fmt_bytes
+from ..graph import marginal_oracle, oracle
 from ..queries import factors as queries_mod
-from . import answering, batch_model, inference, query_plan, sampling
+from . import answer_programs, answering, batch_model, inference, query_plan, sampling
+from .consistency import check_blocks, check_consistent
 from .fit_report import host_scalar
 from .model_files import save_model
 
@@ -105,7 +105,7 @@ class GraphicalModel(ModelStructure):
 
     def __post_init__(self):
         object.__setattr__(self, "total", host_scalar(self.total))  # a concrete total reads as a Python float
-        _check_blocks(self.plan, self.theta)
+        check_blocks(self.plan, self.theta)
 
     def replace(self, **changes) -> "GraphicalModel":
         """A new model with some of ``plan``, ``theta`` and ``total`` replaced (its cache starts empty).
@@ -194,7 +194,8 @@ class GraphicalModel(ModelStructure):
         """The clique marginals (scaled to ``total``) in the plan's block layout, as the marginal oracle returns
         them: computed on first use by one compiled program, then kept (:attr:`cache`)."""
         if self.cache.marginal_blocks is None:
-            self.cache.marginal_blocks = _marginals_jit(self.plan, self.theta, to_device(self.total, self.dtype))[0]
+            total = to_device(self.total, self.dtype)
+            self.cache.marginal_blocks = answer_programs.marginals_and_log_partition(self.plan, self.theta, total)[0]
         return self.cache.marginal_blocks
 
     def clique_marginals(self) -> dict[Clique, np.ndarray]:
@@ -209,7 +210,7 @@ class GraphicalModel(ModelStructure):
 
     def log_partition(self) -> float:
         self._one("GraphicalModel.log_partition")
-        return float(_log_partition_jit(self.plan, self.theta))
+        return float(answer_programs.log_partition(self.plan, self.theta))
 
     def device_marginals(self) -> dict[int, jax.Array]:
         """``{clique index: marginal counts}`` on the device, axes in the clique's order (cached): what the
@@ -256,16 +257,7 @@ class GraphicalModel(ModelStructure):
         Returns:
             A list of float64 count arrays, one per clique.
         """
-        evidence = _evidence_query(self.domain, given)
-        queries = []
-        for attrs in cliques:
-            attrs = self.domain.check_clique(attrs, what="marginal of")
-            if len(set(attrs)) != len(attrs):
-                raise ValueError(f"marginal of {attrs}: an attribute appears more than once")
-            clash = [a for a in attrs if a in evidence]
-            if clash:
-                raise ValueError(f"marginal of {attrs}: {clash} also appear in `given`; condition on other attributes")
-            queries.append(({a: queries_mod.Identity() for a in attrs} | evidence, len(attrs)))
+        queries = answering.marginal_queries(self.domain, cliques, given)
         answers = self.answers([q for q, _ in queries])  # on the host where the tables are small (see answers)
         lead = 0 if self.batch is None else 1  # a batch's answers carry the batch axis first
         return [a.reshape(a.shape[: lead + k]) for a, (_, k) in zip(answers, queries)]
@@ -399,12 +391,12 @@ class GraphicalModel(ModelStructure):
             f"total {self.total:g}, {np.dtype(self.dtype).name}",
             f"junction tree: {len(self.cliques)} cliques, treewidth {tree.treewidth}, depth {tree.num_levels}, "
             f"largest table {cells_text(max(cells))} cells",
-            f"potentials: {cells_text(sum(cells))} cells, {_bytes(sum(cells) * itemsize)} "
-            f"(stored: {_bytes(sum(int(np.prod(s)) for _, s in self.plan.units) * itemsize)})",
+            f"potentials: {cells_text(sum(cells))} cells, {fmt_bytes(sum(cells) * itemsize)} "
+            f"(stored: {fmt_bytes(sum(int(np.prod(s)) for _, s in self.plan.units) * itemsize)})",
         ]
         lines.append(f"{'clique':<60} {'cells':>10} {'memory':>10}")
         for c, n in sorted(zip(self.cliques, cells), key=lambda t: -t[1]):
-            lines.append(f"{', '.join(c):<60.60} {n:>10,} {_bytes(n * itemsize):>10}")
+            lines.append(f"{', '.join(c):<60.60} {n:>10,} {fmt_bytes(n * itemsize):>10}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -421,150 +413,3 @@ class GraphicalModel(ModelStructure):
 # The numbers are the pytree's leaves, the plan (hashed by value) its static structure; the cache is no part of it.
 jax.tree_util.register_dataclass(GraphicalModel, data_fields=["theta", "total"], meta_fields=["plan"],
                                  drop_fields=["cache"])
-
-
-#: Relative tolerance on ``|sum of a clique's marginal - total| / total``: float32 sums of up to
-#: millions of cells are exact to ~1e-6 relative, so 1e-3 flags a broken model only.
-CONSISTENCY_RTOL = 1e-3
-
-
-def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Callable[[], dict], total: float, *, what: str,
-                     rtol: float = CONSISTENCY_RTOL) -> None:
-    """Refuse a model that is not one: the single check behind ``estimate``, sampling, ``save`` and ``load_model``.
-
-    A model ``p(x) ∝ exp(sum_c theta_c(x_c))`` scaled to ``total`` records
-    (McKenna, Sheldon & Miklau, ICML 2019, Section 3) has a positive finite
-    total, potentials that are finite or ``-inf`` (a structural zero), finite
-    clique marginals, and every clique's marginal summing to ``total``
-    (each is a projection of the same distribution).
-
-    Args:
-        plan: the model's oracle plan.
-        theta: log-potentials in the plan's block layout.
-        marginals: the clique marginals of ``theta`` (scaled to ``total``) in the same layout, or a
-            function returning them (called only once the potentials have passed).
-        total: the number of records the model stands for.
-        what: the operation named in the error message (``"estimate"``, ``"save"``, ...).
-        rtol: the relative tolerance of the sums.
-
-    Returns:
-        None.
-
-    Raises:
-        FloatingPointError: naming the clique and what is wrong with it.
-
-    Example:
-        >>> dom = pj.Domain({"a": 2, "b": 3})
-        >>> plan = pj.graph.oracle.make_plan(dom, [("a", "b")])
-        >>> theta = plan.zeros()
-        >>> check_consistent(plan, theta, plan.from_tables({("a", "b"): np.full((2, 3), 5.0)}), 30.0, what="demo")
-        >>> check_consistent(plan, theta, plan.from_tables({("a", "b"): np.full((2, 3), 50.0)}), 30.0, what="demo")
-        Traceback (most recent call last):
-        FloatingPointError: demo: the marginal of clique ('a', 'b') sums to 300, not the total 30
-    """
-    total = float(total)
-    if not (math.isfinite(total) and total > 0):
-        raise FloatingPointError(f"{what}: the model's total is {total}, expected a positive finite number")
-    # On the host: indexing device arrays block by block would compile a small program per block shape.
-    tables = plan.tables({k: np.asarray(v) for k, v in theta.items()})
-    for clique in plan.cliques:  # potentials first: a NaN potential is the cause of NaN marginals
-        potentials = np.asarray(tables[clique])
-        for bad, word in ((np.isnan, "NaN"), (np.isposinf, "+inf")):
-            if bad(potentials).any():
-                raise FloatingPointError(f"{what}: the potentials of clique {clique} hold {word} "
-                                         f"({int(bad(potentials).sum())} of {potentials.size} cells)")
-    margs = plan.tables({k: np.asarray(v) for k, v in (marginals() if callable(marginals) else marginals).items()})
-    # A clique whose potentials are all -inf empties every marginal: name it, the cause, first.
-    dead = [c for c in plan.cliques if np.isneginf(np.asarray(tables[c])).all()]
-    for clique in dead + [c for c in plan.cliques if c not in dead]:
-        table = np.asarray(margs[clique], np.float64)
-        why = " (all its potentials are -inf: no cell can hold a record)" if np.isneginf(np.asarray(tables[clique])).all() else ""
-        if not np.isfinite(table).all():
-            raise FloatingPointError(f"{what}: the marginal of clique {clique} is not finite{why}")
-        s = table.sum()
-        if abs(s - total) > rtol * total:
-            raise FloatingPointError(f"{what}: the marginal of clique {clique} sums to {s:.6g}, not the total {total:.6g}{why}")
-
-
-# Run once per model (its answers are cached), compiled at every new structure: level 0 (compiler.ONCE_PER_MODEL_LEVEL).
-_dense_marginals_jit = jit(oracle.marginals, engine=True, emitters=emitters_for, level=ONCE_PER_MODEL_LEVEL)
-_dense_log_partition_jit = jit(oracle.log_partition, engine=True, emitters=emitters_for, level=ONCE_PER_MODEL_LEVEL)
-# A size-class plan's programs are shared by every structure of its class (pgmjax.graph.routed_oracle).
-_routed_marginals_jit = jit(routed_oracle.marginals, engine=True, emitters=emitters_for)
-_routed_log_partition_jit = jit(routed_oracle.log_partition, engine=True, emitters=emitters_for)
-
-
-#: Each oracle's compiled programs (marginals with log Z, log Z alone), picked by the plan's oracle value.
-_PROGRAMS = {marginal_oracle.EXACT: (_dense_marginals_jit, _dense_log_partition_jit),
-             marginal_oracle.SIZE_CLASS: (_routed_marginals_jit, _routed_log_partition_jit)}
-
-
-def _marginals_jit(plan, theta: dict, total):
-    """The model's marginal blocks and log Z from its oracle's compiled program (a size-class model's in its plan
-    widened to the next power of 4: :func:`_answering`)."""
-    wide, theta = _answering(plan, theta)
-    blocks, log_z = _PROGRAMS[marginal_oracle.oracle_of(plan)][0](wide, theta, total)
-    if wide is not plan:
-        blocks = {"cells": to_device(np.asarray(blocks["cells"])[: plan.size.cells])}
-    return blocks, log_z
-
-
-def _log_partition_jit(plan, theta: dict):
-    wide, theta = _answering(plan, theta)
-    return _PROGRAMS[marginal_oracle.oracle_of(plan)][1](wide, theta)
-
-
-def _answering(plan, theta: dict):
-    """The plan and potentials a model's answers are computed with: a size-class model's on its plan widened to
-    the next power of 4 of cells (:func:`pgmjax.graph.routed_plan.widened`; its potentials padded with zeros), so
-    that a run's growing models share an answering program per power of 4 rather than one per cell class; a
-    traced or batched model's (inside a transformation, or several at once) as they are."""
-    if marginal_oracle.oracle_of(plan) is not marginal_oracle.SIZE_CLASS:
-        return plan, theta
-    cells = theta["cells"]
-    if isinstance(cells, jax.core.Tracer) or np.ndim(cells) != 1:
-        return plan, theta
-    wide = routed_plan.widened(plan)
-    if wide is plan:
-        return plan, theta
-    cells = np.asarray(cells)
-    return wide, {"cells": to_device(np.pad(cells, (0, wide.size.cells - cells.size)))}
-
-
-def _check_blocks(plan, theta) -> None:
-    """Refuse potentials that are not in ``plan``'s block layout (a model built by hand from another plan's
-    ``theta``), naming the blocks, before any answer reads them. A block may carry leading batch axes (a batch of
-    models, ``jax.vmap`` of ``jax.vmap``); JAX's placeholders (leaves without a shape, when it rebuilds a model)
-    pass."""
-    units = dict(plan.units)
-    if not isinstance(theta, Mapping) or set(theta) != set(units):
-        got = sorted(theta) if isinstance(theta, Mapping) else type(theta).__name__
-        raise ValueError(f"GraphicalModel: theta must hold the plan's blocks {sorted(units)}, got {got} "
-                         "(potentials in another plan's layout? build them with plan.from_tables or plan.zeros)")
-    for key, shape in units.items():
-        got = getattr(theta[key], "shape", None)
-        if got is not None and (len(got) < len(shape) or tuple(got[len(got) - len(shape):]) != shape):
-            raise ValueError(f"GraphicalModel: theta block {key!r} has shape {tuple(got)}, the plan's is {shape} "
-                             "(after any leading batch axes)")
-
-
-def _evidence_query(domain: Domain, given) -> dict:
-    """Evidence ``{attr: value or values}`` as indicator query factors (checked against the domain)."""
-    if not given:
-        return {}
-    out = {}
-    for attr, value in given.items():
-        domain.check_clique((attr,), what="evidence on")
-        values = [value] if np.ndim(value) == 0 else list(value)
-        for v in values:
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 0 <= v < domain[attr]:
-                raise ValueError(f"evidence on {attr!r}: value {v!r} is not an integer in [0, {domain[attr]})")
-        out[attr] = queries_mod.Value(int(values[0])) if np.ndim(value) == 0 else queries_mod.ValueSet(values)
-    return out
-
-
-def _bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024

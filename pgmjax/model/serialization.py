@@ -28,7 +28,7 @@ places every table back, so a round trip reproduces the potentials, and hence
 every answer, bit for bit. The file's digest is checked before it is read,
 every field is validated (a corrupted field raises ``ValueError`` naming it),
 and a model that is not finite and consistent is neither saved nor loaded
-(:func:`pgmjax.model.graphical_model.check_consistent`).
+(:func:`pgmjax.model.consistency.check_consistent`).
 
 A model folder is read as untrusted input: no size it declares is trusted before it is checked
 (:mod:`pgmjax.model.safe_read`). ``model.json`` is read only up to 16 MiB and 32 levels of nesting; the

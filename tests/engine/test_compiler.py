@@ -81,7 +81,7 @@ def test_a_program_run_once_per_model_asks_for_its_own_level(monkeypatch):
     # level in XLA_FLAGS still wins for every program.
     from pgmjax.compiler import ONCE_PER_MODEL_LEVEL
     from pgmjax.graph import marginal_oracle
-    from pgmjax.model import graphical_model
+    from pgmjax.model import answer_programs
 
     seen = []
     monkeypatch.setattr(jax, "jit", lambda f, **kw: seen.append(kw["compiler_options"]) or f)
@@ -99,7 +99,7 @@ def test_a_program_run_once_per_model_asks_for_its_own_level(monkeypatch):
     with pytest.raises(ValueError, match="level must be"):
         engine_options(level=7)
     assert ONCE_PER_MODEL_LEVEL == 0
-    dense, size_class = (graphical_model._PROGRAMS[o] for o in (marginal_oracle.EXACT, marginal_oracle.SIZE_CLASS))
+    dense, size_class = (answer_programs.PROGRAMS[o] for o in (marginal_oracle.EXACT, marginal_oracle.SIZE_CLASS))
     assert [p.level for p in dense] == [ONCE_PER_MODEL_LEVEL] * 2
     assert [p.level for p in size_class] == [None] * 2  # shared by a class and run often: the engine's level 1
 
@@ -115,10 +115,10 @@ def test_a_nan_potential_reaches_log_z_through_the_fast_max(where):
     table = np.zeros(dom.shape_of(clique), np.float32)
     table.flat[table.size // 2] = np.nan
     theta = plan.from_tables({clique: table})
-    from pgmjax.model.graphical_model import _log_partition_jit, _marginals_jit  # noqa: the dispatchers
+    from pgmjax.model import answer_programs
 
-    assert np.isnan(float(_log_partition_jit(plan, theta)))
-    assert np.isnan(float(_marginals_jit(plan, theta, to_device(1.0, np.float32))[1]))
+    assert np.isnan(float(answer_programs.log_partition(plan, theta)))
+    assert np.isnan(float(answer_programs.marginals_and_log_partition(plan, theta, to_device(1.0, np.float32))[1]))
 
 
 def _small_measurements(rng, dom, sigma):

@@ -333,13 +333,13 @@ def test_warm_start_continues_from_the_last_step_size():
 def test_fitted_model_answers_from_its_potentials_alone(small, method, loss, tmp_path):
     """One source of truth: the fitted model's marginals are its own marginal program's on its potentials
     (bit for bit, as a loaded copy's), and its loss is the exact loss of those marginals."""
-    from pgmjax.model import graphical_model as model_module
+    from pgmjax.model import answer_programs
 
     dom, data, cliques = small
     ms = pj.noisy_marginals(data, cliques, 5.0, jax.random.key(5))
     model, report = pj.estimate(dom, ms, method, loss=loss, iters=30, dtype=jnp.float64, report=True)
     kept = model.clique_marginals()
-    fresh, _ = model_module._marginals_jit(model.plan, model.theta, jnp.asarray(model.total, jnp.float64))
+    fresh, _ = answer_programs.marginals_and_log_partition(model.plan, model.theta, jnp.asarray(model.total, jnp.float64))
     for c, table in model.plan.tables(fresh).items():
         np.testing.assert_array_equal(kept[c], np.asarray(table, np.float64))
     loaded = pj.load_model(model.save(tmp_path / "m"))
