@@ -179,6 +179,7 @@ def estimate(
     fit = inputs.fitted_model(problem.plan, params, total, history, reported_loss, step, info)
     return fit if report else fit.model
 
+
 def _run(estimator, method: str, problem, theta, iters: int, step_size, chunk, tol, callback, progress):
     """The driver's run (:func:`pgmjax.estimation.driver.run`) with the L1 loss's smoothing stages
     (:mod:`pgmjax.estimation.continuation`), a progress bar, and the iterations a stalled run leaves handed to

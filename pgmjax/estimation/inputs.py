@@ -263,10 +263,10 @@ def with_public(domain, measurements, public, total, warm_start, caller: str) ->
     Raises:
         TypeError / ValueError: not a PublicData, another domain, or no total to scale the public marginals to.
     """
-    from ..queries.public import PublicData
-
     if public is None:
         return measurements, total, []
+    from ..queries.public import PublicData
+
     if not isinstance(public, PublicData):
         raise TypeError(f"{caller}: public must be a pgmjax.queries.public.PublicData, got {type(public).__name__}")
     if public.domain != domain:

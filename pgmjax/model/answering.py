@@ -137,20 +137,26 @@ def marginal_queries(domain: Domain, cliques, given) -> list[tuple[dict, int]]:
     return queries
 
 
+def evidence_codes(domain: Domain, attr, value) -> list:
+    """Evidence on one attribute, ``value`` a code or a sequence of codes, checked against the domain: its codes
+    as a list (what :func:`evidence_query` and :func:`pgmjax.model.conditioning.condition` read)."""
+    domain.check_clique((attr,), what="evidence on")
+    codes = [value] if np.ndim(value) == 0 else list(value)
+    for v in codes:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 0 <= v < domain[attr]:
+            raise ValueError(f"evidence on {attr!r}: value {v!r} is not an integer in [0, {domain[attr]})")
+    return codes
+
+
 def evidence_query(domain: Domain, given) -> dict:
     """Evidence ``{attr: value or values}`` as indicator query factors (checked against the domain)."""
     if not given:
         return {}
     out = {}
     for attr, value in given.items():
-        domain.check_clique((attr,), what="evidence on")
-        values = [value] if np.ndim(value) == 0 else list(value)
-        for v in values:
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 0 <= v < domain[attr]:
-                raise ValueError(f"evidence on {attr!r}: value {v!r} is not an integer in [0, {domain[attr]})")
-        out[attr] = factors.Value(int(values[0])) if np.ndim(value) == 0 else factors.ValueSet(values)
+        codes = evidence_codes(domain, attr, value)
+        out[attr] = factors.Value(int(codes[0])) if np.ndim(value) == 0 else factors.ValueSet(codes)
     return out
-
 
 
 def _sweeps(tree: JunctionTree, attrs, host_cells: int) -> bool:

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 import jax.numpy as jnp
 import numpy as np
 
+from .answering import evidence_codes
 from .graphical_model import GraphicalModel
 
 __all__ = ["condition"]
@@ -52,13 +53,9 @@ def condition(model: GraphicalModel, given: Mapping) -> GraphicalModel:
     domain, plan = model.domain, model.plan
     allowed = {}
     for attr, value in given.items():
-        domain.check_clique((attr,), what="evidence on")
-        codes = [value] if np.ndim(value) == 0 else list(value)
+        codes = evidence_codes(domain, attr, value)
         if not codes:
             raise ValueError(f"evidence on {attr!r}: no value given")
-        for v in codes:
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 0 <= v < domain[attr]:
-                raise ValueError(f"evidence on {attr!r}: value {v!r} is not an integer in [0, {domain[attr]})")
         allowed[attr] = sorted({int(v) for v in codes})
     joint = np.asarray(model.marginal(tuple(allowed)), np.float64)
     kept = float(joint[np.ix_(*allowed.values())].sum())

@@ -77,7 +77,6 @@ def check_consistent(plan: oracle.OraclePlan, theta: dict, marginals: dict | Cal
             raise FloatingPointError(f"{what}: the marginal of clique {clique} sums to {s:.6g}, not the total {total:.6g}{why}")
 
 
-
 def check_blocks(plan, theta) -> None:
     """Refuse potentials that are not in ``plan``'s block layout (a model built by hand from another plan's
     ``theta``), naming the blocks, before any answer reads them. A block may carry leading batch axes (a batch of
