@@ -60,7 +60,7 @@ SUITES = {s.name: s for s in (
           "historical answers, randomized response; interval coverage (the full variant of the test suite's)",
           ("figure1", "figure2a", "mldp", "bayes_experiments", "history_experiments", "history_publishing",
            "rr_experiments", "uncertainty_u4"),
-          ("history_report",), ("rr_report",)),
+          ("history_report", "figure1_draws"), ("rr_report",)),
     Suite("gpu", "the GPU check (one command on a lent H100/H200: bandwidth, engine vs mbi, correctness against "
           "float64 references, batching, the largest model)",
           ("gpu",), (), ("gpu_checks", "gpu_report", "gpu_workloads")),

@@ -80,3 +80,36 @@ def test_figure2a_reports_the_error_on_the_measurements(tmp_path):
            "summary": rows, "runs": runs, "meta": {}, "started": F.now()}
     assert "The error on the measurements" in figure2a.markdown(doc)
     assert figure2a.plot(doc, str(tmp_path / "f.png")) is None and (tmp_path / "f.png").stat().st_size > 0
+
+
+def test_figure1_draws_tables_each_draw_and_the_factors_spread(tmp_path):
+    """``bench.figure1_draws`` reads finished Figure 1 results: one row per (dataset, workload seed, mechanism,
+    settings), HDMM's equal weights apart from its default, the factor's range over the draws, and a draw held by
+    two files refused."""
+    from bench import figure1 as F
+    from bench import figure1_draws as D
+
+    def doc(seed, queries, mech, original, pgm, **changed):
+        arm = {"status": "infeasible"} if original is None else {"median": original}
+        return {"datasets": {"stroke": {"workload_seed": seed, "queries": queries}},
+                "settings": {"mechanisms": {mech: {**F.SETTINGS[mech], **changed}}},
+                "summary": [{"dataset": "stroke", "mechanism": mech, "runs": 3, "failed": 0, "original": arm,
+                             "pgm": {"median": pgm}, "factor": None if original is None else original / pgm}]}
+
+    docs = [("a.json", doc(0, 384_974, "hdmm", 4.0, 0.25)), ("b.json", doc(28, 18_586, "hdmm", 0.7, 0.16)),
+            ("c.json", doc(0, 384_974, "hdmm", 1.9, 0.15, weights="equal")),
+            ("d.json", doc(28, 18_586, "mwem", None, 0.3))]
+    rows = D.collect(docs)
+    assert [(r["workload_seed"], r["mechanism"], r["variant"]) for r in rows] == [
+        (28, "hdmm", ""), (0, "hdmm", ""), (0, "hdmm", "weights=equal"), (28, "mwem", "")]
+    assert rows[3]["original"] == "infeasible" and rows[3]["factor"] is None
+    spread = {(s["mechanism"], s["variant"]): (s["draws"], s["min"], s["max"]) for s in D.spreads(rows)}
+    assert spread == {("hdmm", ""): (2, 0.7 / 0.16, 4.0 / 0.25), ("hdmm", "weights=equal"): (1, 1.9 / 0.15, 1.9 / 0.15)}
+    for name, d in docs:
+        (tmp_path / name).write_text(json.dumps(d))
+    D.main([str(tmp_path / n) for n, _ in docs] + ["--out", str(tmp_path / "draws")])
+    text = (tmp_path / "draws.md").read_text()
+    assert "| stroke | 28 | 18,586 (17,716) | hdmm | defaults | 3 | 0.7 | 0.16 | 4.375 |" in text
+    assert "* stroke, hdmm (defaults): 4.38 to 16 over 2 draws" in text
+    with pytest.raises(SystemExit, match="in both"):
+        D.collect(docs + [("e.json", docs[1][1])])
