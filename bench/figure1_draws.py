@@ -115,8 +115,9 @@ def main(argv=None):
             docs.append((path, json.load(f)))
     rows = collect(docs)
     meta = schema.run_meta("bench.figure1_draws", argv, backend=False)
-    schema.write_result("papers", args.out, rows, meta, page=page(rows, meta), spreads=spreads(rows), quiet=True)
-    print("\n".join(page(rows, meta)))
+    lines = page(rows, meta)
+    schema.write_result("papers", args.out, rows, meta, page=lines, spreads=spreads(rows), quiet=True)
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":
