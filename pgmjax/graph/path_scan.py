@@ -136,7 +136,8 @@ def log_matmul(b: jax.Array, a: jax.Array) -> jax.Array:
 
     Example:
         >>> import numpy as np
-        >>> b, a = np.log([[1.0, 2.0], [0.0, 1.0]]), np.log([[3.0, 0.0], [1.0, 1.0]])
+        >>> with np.errstate(divide="ignore"):  # log 0 = -inf: the zero entries
+        ...     b, a = np.log([[1.0, 2.0], [0.0, 1.0]]), np.log([[3.0, 0.0], [1.0, 1.0]])
         >>> out = log_matmul(jnp.asarray(b), jnp.asarray(a))
         >>> np.round(np.exp(out) * 5, 4).tolist()    # [[5, 2], [1, 1]] / 5
         [[5.0, 2.0], [1.0, 1.0]]
