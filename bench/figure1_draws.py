@@ -19,6 +19,7 @@ import argparse
 import json
 
 from bench import schema
+from bench.figure1 import PAPER_QUERIES, SETTINGS
 
 
 def variant(mechanism: str, settings: dict) -> str:
@@ -29,8 +30,6 @@ def variant(mechanism: str, settings: dict) -> str:
         >>> variant("hdmm", {**SETTINGS["hdmm"], "weights": "equal"})
         'weights=equal'
     """
-    from bench.figure1 import SETTINGS
-
     default = SETTINGS[mechanism]
     return ", ".join(f"{k}={v}" for k, v in sorted(settings.items()) if default.get(k, None) != v)
 
@@ -81,8 +80,6 @@ def spreads(rows: list[dict]) -> list[dict]:
 
 def page(rows: list[dict], meta: dict) -> list[str]:
     """The Markdown page: header, the table of draws and the spreads."""
-    from bench.figure1 import PAPER_QUERIES
-
     def num(x):
         return x if isinstance(x, str) else "-" if x is None else f"{x:.4g}"
 
@@ -91,7 +88,8 @@ def page(rows: list[dict], meta: dict) -> list[str]:
              "Each draw is a workload of 15 random three-way cliques (`bench.figure1 --workload-seed`; seed 0 is the "
              "benchmark's own). Errors on the paper's scale, medians over the runs; factor = median original / "
              "median +PGM. 'settings' names what differs from the script's defaults.", "",
-             "| dataset | workload seed | queries (paper's) | mechanism | settings | runs | original | +PGM | factor | file |",
+             "| dataset | workload seed | queries (paper's) | mechanism | settings | runs | original | +PGM | factor "
+             "| file |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         paper = PAPER_QUERIES.get(r["dataset"])

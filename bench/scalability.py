@@ -135,10 +135,11 @@ def render(res: dict) -> str:
         "Problem: d attributes of 10 values, 10,000 records, identity marginals on every triple (i, i+1, i+2),",
         "Gaussian noise sigma 10, float32, default mirror descent (Armijo line search) in both; "
         f"{n}-iteration blocks.",
-        f"compile = first call minus warm call; per iteration = (warm {n}-iteration call - warm 0-iteration call) / {n}.",
+        f"compile = first call minus warm call; per iteration = (warm {n}-iteration call - warm 0-iteration call) "
+        f"/ {n}.",
         "",
-        f"| d | engine | tree build (s) | compile (s) | per iteration (ms) | loss after {n} it. | L1 error / N after {n} it. "
-        "(noisy answers) |",
+        f"| d | engine | tree build (s) | compile (s) | per iteration (ms) | loss after {n} it. "
+        f"| L1 error / N after {n} it. (noisy answers) |",
         "|---|---|---|---|---|---|---|",
     ]
     rows = {}
@@ -191,28 +192,30 @@ def main(argv=None):
         print(text)
         return
     results = []
-    meta = schema.run_meta("bench.scalability", argv, extra=("optax", "mbi"), also={**environment(), "iters": args.iters})
-    scratch = tempfile.TemporaryDirectory()  # the mbi child's JSON: a private folder, not a fixed name in /tmp
-    for d in args.d:
-        row = json_line(child_command("bench.scalability", "--child", d, "--iters", args.iters, "--repeats", args.repeats),
-                        f"pgmjax d={d}")
-        print(json.dumps(row), flush=True)
-        results.append(row)
-        if args.mbi_python:
-            tmp = os.path.join(scratch.name, f"mbi_scal_{d}.json")
-            subprocess.run(
-                child_command("bench.mbi_scalability", "--d", d, "--iters", args.iters, "--repeats", args.repeats,
-                              "--out", tmp, python=args.mbi_python),
-                check=True, capture_output=True, text=True, cwd=ROOT,
-            )
-            with open(tmp) as f:
-                mbi = json.load(f)
-            row = dict(mbi["results"][0], engine="mbi")
-            meta["mbi"] = mbi["meta"]
+    meta = schema.run_meta("bench.scalability", argv, extra=("optax", "mbi"),
+                           also={**environment(), "iters": args.iters})
+    # The mbi child's JSON goes to a private folder, not a fixed name in /tmp.
+    with tempfile.TemporaryDirectory() as scratch:
+        for d in args.d:
+            row = json_line(child_command("bench.scalability", "--child", d, "--iters", args.iters,
+                                          "--repeats", args.repeats), f"pgmjax d={d}")
             print(json.dumps(row), flush=True)
             results.append(row)
-        schema.write_result("scalability", args.out, results, meta, quiet=d != args.d[-1],
-                            page=render({"meta": meta, "rows": results}).splitlines())
+            if args.mbi_python:
+                tmp = os.path.join(scratch, f"mbi_scal_{d}.json")
+                subprocess.run(
+                    child_command("bench.mbi_scalability", "--d", d, "--iters", args.iters, "--repeats", args.repeats,
+                                  "--out", tmp, python=args.mbi_python),
+                    check=True, capture_output=True, text=True, cwd=ROOT,
+                )
+                with open(tmp) as f:
+                    mbi = json.load(f)
+                row = dict(mbi["results"][0], engine="mbi")
+                meta["mbi"] = mbi["meta"]
+                print(json.dumps(row), flush=True)
+                results.append(row)
+            schema.write_result("scalability", args.out, results, meta, quiet=d != args.d[-1],
+                                page=render({"meta": meta, "rows": results}).splitlines())
 
 
 if __name__ == "__main__":
