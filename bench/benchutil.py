@@ -4,6 +4,7 @@ drivers). The result schema and its writer are in :mod:`bench.schema`."""
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 
 
@@ -35,12 +36,17 @@ def proc_status(*fields: str) -> dict:
 class CompileEvents:
     """JAX's compilation events (``jax.monitoring``'s duration events), summed while ``active``: seconds and count
     per event, the backend (XLA) compiles' durations in order (``xla``), and the running total of every
-    ``/jax/core/compile/`` event's seconds (``total``). jax is imported only by :meth:`install`."""
+    ``/jax/core/compile/`` event's seconds (``total``). jax is imported only by :meth:`install`.
+
+    Only the main thread's compiles count there: what a background thread compiles ahead
+    (:mod:`pgmjax.compiler.ahead`) is summed apart (``ahead``, ``ahead_xla``), and the time the main thread waited
+    for such a compile (``waited``) is added to ``total``, as compiling the caller waited for."""
 
     XLA = "/jax/core/compile/backend_compile_duration"
     LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
     TRACE = "/jax/core/compile/jaxpr_trace_duration"
     PREFIX = "/jax/core/compile/"
+    WAIT = "/pgmjax/compile_ahead/wait_duration"
 
     def __init__(self, active: bool = False):
         self.active = active
@@ -48,15 +54,29 @@ class CompileEvents:
         self.counts: dict = {}
         self.xla: list = []
         self.total = 0.0
+        self.ahead = 0.0
+        self.ahead_xla: list = []
+        self.waited = 0.0
 
     def __call__(self, event, duration, **_):
-        if self.active:
-            self.seconds[event] = self.seconds.get(event, 0.0) + duration
-            self.counts[event] = self.counts.get(event, 0) + 1
-            if event == self.XLA:
-                self.xla.append(duration)
+        if not self.active:
+            return
+        if event == self.WAIT:
+            self.waited += duration
+            self.total += duration
+            return
+        if threading.current_thread() is not threading.main_thread():
             if event.startswith(self.PREFIX):
-                self.total += duration
+                self.ahead += duration
+            if event == self.XLA:
+                self.ahead_xla.append(duration)
+            return
+        self.seconds[event] = self.seconds.get(event, 0.0) + duration
+        self.counts[event] = self.counts.get(event, 0) + 1
+        if event == self.XLA:
+            self.xla.append(duration)
+        if event.startswith(self.PREFIX):
+            self.total += duration
 
     def install(self):
         """Register with ``jax.monitoring``; returns self."""
@@ -71,6 +91,9 @@ class CompileEvents:
         self.counts.clear()
         self.xla.clear()
         self.total = 0.0
+        self.ahead = 0.0
+        self.ahead_xla.clear()
+        self.waited = 0.0
 
     def summary(self) -> dict:
         return {"xla_compile_s": self.seconds.get(self.XLA, 0.0), "mlir_lowering_s": self.seconds.get(self.LOWER, 0.0),

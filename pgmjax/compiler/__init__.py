@@ -68,6 +68,8 @@ import jax
 import jaxlib
 import numpy as np
 
+from . import ahead
+
 
 def _jaxlib_version() -> tuple[int, ...]:
     parts = []
@@ -492,6 +494,7 @@ def release_compiled(above: int = 0) -> bool:
     """
     if compiled_count() <= above:
         return False
+    ahead.forget()  # a compile in flight finishes first; what it compiled is freed with the rest
     for p in list(_LIVE):
         p.clear_cache()
     # The executables (and their memory maps) go when their Python owners do, and some owners sit in reference

@@ -15,6 +15,7 @@ from ..queries.measurement import Measurement
 from ..queries.public import PublicData
 from ..model.fit_report import Fit
 from ..model.graphical_model import GraphicalModel
+from .compile_ahead import start as compile_next_class, wait as wait_for_compile
 
 
 def estimate(
@@ -39,6 +40,7 @@ def estimate(
     structures: int = 1,
     repeats: int = 1,
     expected_iters: int | None = None,
+    compile_ahead: bool = False,
     constraints: Sequence[Constraint] = (),
     public: PublicData | None = None,
     report: bool = False,
@@ -141,6 +143,8 @@ def estimate(
     devices = sharding.check_devices(devices, caller, oracle=oracle)
     measurements, model_cliques = inputs.check_structure(domain, measurements, loss, cliques, warm_start, caller=caller)
     constraints = check_constraints(domain, constraints, caller)
+    if not isinstance(compile_ahead, bool):
+        raise TypeError(f"{caller}: compile_ahead must be True or False, got {compile_ahead!r}")
     # public marginals: measurements at the private total's scale, free
     measurements, total, public_cliques = inputs.with_public(domain, measurements, public, total, warm_start, caller)
     dependency = dependencies.can_eliminate(constraints, oracle, loss, devices, program)
@@ -148,7 +152,8 @@ def estimate(
         again = functools.partial(
             estimate, method=estimator, iters=iters, loss=loss, total=total, tol=tol, callback=callback, dtype=dtype,
             step_size=step_size, chunk=chunk, progress=progress, oracle=oracle, devices=devices, program=program,
-            structures=structures, repeats=repeats, expected_iters=expected_iters, report=True)
+            structures=structures, repeats=repeats, expected_iters=expected_iters, compile_ahead=compile_ahead,
+            report=True)
         fit = dependencies.estimate_without_target(dependency, domain, measurements, constraints, list(cliques),
                                                    (warm_start, warm_step), public_cliques, again, caller)
         return fit if report else fit.model
@@ -167,12 +172,16 @@ def estimate(
     memory.check_problem(problem, domain, model_cliques, measurements, method, dtype, caller)
     theta = inputs.starting_potentials(problem.plan, warm_start, constraints, dtype)
     step_size = inputs.first_step(step_size, lipschitz, total, loss, warm_step)
-    # ---- run: compiled chunks, on the devices the model is split over
+    # ---- run: compiled chunks, on the devices the model is split over; a compile of them in flight joined first
+    if compiler.ahead.in_flight():
+        wait_for_compile(estimator, problem, int(iters))
     problem, theta, on_devices = sharding.split(problem, theta, devices)
     with on_devices:  # a split model's programs are traced under its mesh (pgmjax.estimation.sharding)
         params, history = _run(estimator, method, problem, theta, int(iters), step_size, chunk, tol, callback, progress)
         reported_loss, step = driver.reported(history)
         reported_loss = float(driver.model_loss(problem, params) if reported_loss is None else reported_loss)
+    if compile_ahead:  # the next class's programs while the caller works on (its model grows)
+        compile_next_class(estimator, problem, int(iters), step_size)
     # ---- the model: its answers are a function of its potentials and total alone (pgmjax.model.graphical_model)
     forbidden = inputs.report_forbidden_mass(domain, measurements, constraints, caller) if constraints else None
     info = inputs.fit_info(oracle_info, public_cliques, forbidden)

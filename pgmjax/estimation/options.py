@@ -51,6 +51,8 @@ class FitOptions:
         devices: devices the junction tree's tables are split over.
         structures: how many structures the caller fits (``program="auto"`` shares the size-class compile among
             them).
+        compile_ahead: compile the next size class's programs on a background thread after each size-class fit
+            (:func:`pgmjax.estimate`; AIM's and MWEM's rounds do unless told False).
 
     Example:
         >>> FitOptions(loss="l1", method="mirror_descent").given()
@@ -68,6 +70,7 @@ class FitOptions:
     callback: Callable | None = None
     devices: int | None = None
     structures: int | None = None
+    compile_ahead: bool | None = None
 
     def __post_init__(self):
         method = "mirror_descent" if self.method is None else self.method
@@ -91,6 +94,8 @@ class FitOptions:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{_WHERE}: {name} must be a positive integer or None, got {value!r}")
+        if self.compile_ahead is not None and not isinstance(self.compile_ahead, bool):
+            raise TypeError(f"{_WHERE}: compile_ahead must be True, False or None, got {self.compile_ahead!r}")
         if self.callback is not None and not callable(self.callback):
             raise TypeError(f"{_WHERE}: callback must be callable or None, got {self.callback!r}")
 

@@ -120,3 +120,35 @@ def stack_routed(plan: RoutedPlan, measurements: Sequence[Measurement], dtype) -
     index = {k: to_device(v) for k, v in {"cell": cell, "pattern": pattern, "table": table}.items()}
     arrays = ({"y": to_device(y, dtype), "inv_std": to_device(inv_std, dtype)},)
     return RoutedMeasurements(index, arrays, shape)
+
+
+def padded(meas: RoutedMeasurements, shape: RoutedShape) -> RoutedMeasurements:
+    """``meas`` in the larger ``shape``: the same measured tables, padding past them (ids past the end, which the
+    segment reductions drop, and zero weights), as :func:`stack_routed` pads.
+
+    Raises:
+        ValueError: ``shape`` smaller than ``meas``'s in some dimension.
+    """
+    old = meas.shape
+    if shape == old:
+        return meas
+    if shape.cells < old.cells or shape.pairs < old.pairs or shape.tables < old.tables:
+        raise ValueError(f"padded: routed measurements of shape {old} cannot be padded to {shape}")
+    index = {k: np.asarray(v) for k, v in meas.index.items()}
+    pattern = np.where(index["pattern"] == old.cells, shape.cells, index["pattern"])
+    table = np.where(index["table"] == old.tables, shape.tables, index["table"])
+    index = {"cell": np.concatenate([index["cell"], np.zeros(shape.pairs - old.pairs, np.int32)]),
+             "pattern": np.concatenate([pattern, np.full(shape.pairs - old.pairs, shape.cells, np.int32)]),
+             "table": np.concatenate([table, np.full(shape.cells - old.cells, shape.tables, np.int32)])}
+    arrays = ({k: to_device(np.concatenate([np.asarray(v), np.zeros(shape.cells - old.cells, v.dtype)]))
+               for k, v in meas.arrays[0].items()},)
+    return RoutedMeasurements({k: to_device(v) for k, v in index.items()}, arrays, shape)
+
+
+def shape_in_class(meas: RoutedMeasurements, cells: int, class_cells: int) -> RoutedShape:
+    """The shape ``meas`` (routed for a plan of ``cells`` cells) takes, as the same multiples of the cell vector,
+    for a plan of ``class_cells``: what a grown model's measurements most likely take (:func:`stack_routed` sizes
+    them in multiples of the plan's cells)."""
+    measured = meas.shape.cells // cells * class_cells
+    return RoutedShape(measured, meas.shape.pairs // cells * class_cells, measured)
+

@@ -47,7 +47,7 @@ from . import size_limit
 from .junction import JunctionTree, junction_tree, maximal_cliques
 from .oracle_plan import in_host_axes, make_plan
 from .routed_steps import (PAIRS_PER_CELL, LEVELS_MIN, WINDOW_COSTS, SizeClass, class_size, pair_width, pow2,
-                           steps, width_class, window_platform)
+                           steps, width_class, window_of_class, window_platform)
 
 
 @dataclass(frozen=True, eq=False)
@@ -296,16 +296,63 @@ def widened(plan: RoutedPlan) -> RoutedPlan:
         (16384, 6144)
     """
     cells = width_class(plan.size.cells)
-    if cells == plan.size.cells:
+    return padded(plan, plan.size._replace(cells=cells, pairs=PAIRS_PER_CELL * cells))
+
+
+def padded(plan: RoutedPlan, size: SizeClass) -> RoutedPlan:
+    """``plan`` in the larger class ``size``: its vectors padded, its window widened (a step reads more cells, all
+    of them padding or another step's, which the passes leave alone); the same steps and answers.
+
+    What a plan holds where nothing is (:func:`_padding`) follows the class, so entries that meant "none" in
+    ``plan``'s class mean it in ``size`` too.
+
+    Raises:
+        ValueError: ``size`` smaller than ``plan``'s class in some dimension, or of another number of steps or
+            pair windows.
+
+    Example:
+        >>> plan = make_routed_plan(Domain({"a": 2, "b": 3}), [("a", "b")])
+        >>> padded(plan, next_class(plan)).size.cells
+        6144
+    """
+    old = plan.size
+    if size == old:
         return plan
-    size = plan.size._replace(cells=cells, pairs=PAIRS_PER_CELL * cells)
-    fill = _padding(size)
+    if (size.cells < old.cells or size.width < old.width or size.pairs < old.pairs or size.pair_width < old.pair_width
+            or size.levels != old.levels or size.chunks != old.chunks):
+        raise ValueError(f"padded: a plan of class {old} cannot be padded to {size}: the class must be at least as "
+                         "large in cells, window, pairs and pair window, with the same steps and pair windows")
+    before, fill = _padding(old), _padding(size)
     arrays = {k: np.asarray(v) for k, v in plan.arrays.items()}
+    for k in ("up", "sep_slot", "pair_dst", "sep_first"):  # "none" was the old window (or step count): the new one's
+        arrays[k] = np.where(arrays[k] == before[k], fill[k], arrays[k])
     arrays["clique"] = np.where(arrays["level"] < 0, fill["clique"], arrays["clique"])
-    for keys, n in ((_CELL_ARRAYS, cells), (_PAIR_ARRAYS, size.pairs)):
+    for keys, n in ((_CELL_ARRAYS, size.cells), (_PAIR_ARRAYS, size.pairs)):
         for k in keys:
             arrays[k] = np.concatenate([arrays[k], np.full(n - len(arrays[k]), fill[k], arrays[k].dtype)])
     return RoutedPlan({k: to_device(v) for k, v in arrays.items()}, size, plan._layout, plan.differentiable)
+
+
+def next_class(plan: RoutedPlan) -> SizeClass | None:
+    """The size class a model growing out of ``plan``'s class most likely meets next: the next cell class
+    (:func:`~pgmjax.graph.routed_steps.class_size`), with the window that class sets on a CPU for a shallow tree
+    (:func:`~pgmjax.graph.routed_steps.window_of_class`) and otherwise ``plan``'s own. None for a differentiable
+    plan (its scans' trip counts are its own) and for a plan shaped for a GPU (its windows follow each tree).
+
+    Example:
+        >>> next_class(make_routed_plan(Domain({"a": 2, "b": 3}), [("a", "b")]))
+        SizeClass(cells=6144, width=1024, pairs=24576, pair_width=1024, levels=32, chunks=0)
+    """
+    platform = plan.host.platform if plan._layout is not None else "cpu"
+    costs = WINDOW_COSTS[platform]
+    if plan.differentiable or not costs.pairs_looped:
+        return None
+    size = plan.size
+    cells = class_size(size.cells + 1)
+    width = size.width
+    if costs.cells_per_window and size.levels == LEVELS_MIN:
+        width = max(width, window_of_class(cells, costs))
+    return size._replace(cells=cells, pairs=PAIRS_PER_CELL * cells, width=width, pair_width=pair_width(width, platform))
 
 
 @functools.lru_cache(maxsize=64)
@@ -391,4 +438,4 @@ def _routed_plan_cached(domain: Domain, model_cliques: tuple[Clique, ...], platf
     return RoutedPlan({k: to_device(v) for k, v in arrays.items()}, sc, layout)
 
 
-__all__ = ["RoutedPlan", "RoutedLayout", "make_routed_plan", "ravel_projection", "widened"]
+__all__ = ["RoutedPlan", "RoutedLayout", "make_routed_plan", "next_class", "padded", "ravel_projection", "widened"]
