@@ -254,8 +254,9 @@ def main(argv=None) -> None:
                    "iterations changes its loss by less than this (relative)")
     p.add_argument("--program", choices=("auto", "dense", "size_class"), default=None,
                    help="FitOptions program: the fits' compiled program (default: estimate's, 'auto')")
-    p.add_argument("--no-compile-ahead", action="store_true",
-                   help="FitOptions compile_ahead=False: no size class compiled ahead on a background thread")
+    p.add_argument("--compile-ahead", action="store_true",
+                   help="FitOptions compile_ahead=True: each round's fit compiles the next size class's programs on a "
+                        "background thread")
     p.add_argument("--out", default=None, help="result name under bench/results/mechanisms/ (or a path)")
     p.add_argument("--structures", action="store_true", help="record each fit's model cliques and measured cliques "
                    "(what `python -m bench.size_class --iteration PROFILE.json:FIT` times)")
@@ -287,7 +288,7 @@ def main(argv=None) -> None:
     if args.engine_iters is not None:
         options["engine_iters"] = args.engine_iters
     fit = {k: v for k, v in (("tol", args.tol), ("program", args.program),
-                             ("compile_ahead", False if args.no_compile_ahead else None)) if v is not None}
+                             ("compile_ahead", True if args.compile_ahead else None)) if v is not None}
     call = {**options, "fit_options": pj.FitOptions(**fit)} if fit else options
     res = profile(args.mechanism, data, args.epsilon, args.seed, structures=args.structures, refits=args.refit, **call)
     if args.structures:

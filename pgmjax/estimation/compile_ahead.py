@@ -29,7 +29,8 @@ def key(runner, problem: Problem) -> tuple:
     """What a fit's compiled programs depend on: its estimator (static) and its problem's structure, shapes and
     dtypes (a size-class problem's are its class's)."""
     leaves, treedef = jax.tree_util.tree_flatten(problem)
-    return runner, treedef, tuple((np.shape(x), np.result_type(x).str) for x in leaves)
+    return runner, treedef, tuple((np.shape(x), str(getattr(x, "dtype", type(x).__name__)),
+                                   bool(getattr(x, "weak_type", False))) for x in leaves)
 
 
 def wait(estimator, problem: Problem, iters: int) -> float:

@@ -394,9 +394,7 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
     # every fit is one of about budget["rounds"] structures: estimate's program="auto" shares the size-class
     # program's compile among them (the caller's own engine options win)
     fit_kwargs = {"structures": max(1, int(budget["rounds"])), **options, "constraints": constraints}
-    # the final fit runs all its iterations (unless told a tol); a round's fit compiles the next size class's
-    # programs while the rounds go on (its models grow)
-    rounds_options = {"tol": ROUND_TOL, "compile_ahead": True, **fit_kwargs}
+    rounds_options = {"tol": ROUND_TOL, **fit_kwargs}  # the final fit runs all its iterations (unless told a tol)
     # a marginal measured again pools with its earlier measurements (exact for the L2 loss): the fit's structure,
     # hence its compiled program, stays the previous round's
     fit_on = pool_repeats if options.get("loss", "l2") == "l2" else list
@@ -462,7 +460,8 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
     # 4. the final fit and synthetic records
     with timer("engine"):
         fitted = estimate(domain, fit_on(measurements), iters=own.final_iters, warm_start=fitted,
-                          repeats=refit_hints(fitted, measurements)["repeats"] + 1, report=True, **fit_kwargs)
+                          repeats=refit_hints(fitted, measurements)["repeats"] + 1, report=True,
+                          **{**fit_kwargs, "compile_ahead": False})  # no fit follows to compile ahead for
         model = fitted.model
     synth = None
     if own.synthetic:

@@ -114,8 +114,10 @@ def test_lazy_subpackages_load_on_first_use():
         pj.nonexistent  # noqa: B018
 
 
-def _aim_engine_compiles(data, monkeypatch, program: str, workload=CHAIN, rounds=None) -> tuple[int, set, set]:
-    """AIM's engine compiles (its fits' iteration chunks and marginals), and its fits' structures and classes."""
+def _aim_engine_compiles(data, monkeypatch, program: str, workload=CHAIN, rounds=None,
+                         compile_ahead: bool = False) -> tuple[int, set, set]:
+    """AIM's engine compiles (its fits' iteration chunks and marginals), and its fits' structures and classes;
+    without compiling classes ahead (``compile_ahead``) unless asked, whose guesses would count too."""
     from conftest import count_compiles
 
     from pgmjax.estimation.routed_losses import stack_routed
@@ -134,7 +136,8 @@ def _aim_engine_compiles(data, monkeypatch, program: str, workload=CHAIN, rounds
     programs.release_compiled()  # nothing compiled by an earlier test counts as reused
     with count_compiles() as counter:
         aim_module.aim(data, 1.0, key=jax.random.key(1), workload=workload, engine_iters=20, final_iters=20, delta=1e-9,
-                       fit_options=pj.FitOptions(program=program), **({} if rounds is None else {"rounds": rounds}))
+                       fit_options=pj.FitOptions(program=program, compile_ahead=compile_ahead),
+                       **({} if rounds is None else {"rounds": rounds}))
     engine = [n for n in counter.names if n in ("jit(_chunk)", "jit(marginals)")]
     return len(engine), {s for s, _ in fitted}, {c for _, c in fitted}
 
@@ -145,6 +148,18 @@ def test_aim_compiles_per_size_class_not_per_structure(data, monkeypatch):
     assert structures == dense_structures and len(classes) < len(structures), (structures, classes)
     # two programs per class (the iteration chunk and the model's marginals), against two per structure
     assert routed <= 2 * len(classes) < dense == 2 * len(structures), (routed, classes, dense, structures)
+
+
+def test_aim_compiling_ahead_compiles_at_most_one_more_program_per_class_and_releases_the_same(data, monkeypatch):
+    """With its rounds compiling the next size class ahead (``FitOptions(compile_ahead=True)``), AIM compiles at most
+    one guessed class's pair of programs more than the classes it meets, and releases the same model as without."""
+    routed, structures, classes = _aim_engine_compiles(data, monkeypatch, "size_class", compile_ahead=True)
+    assert routed <= 2 * len(classes) + 2, (routed, classes)
+    runs = [aim_module.aim(data, 1.0, key=jax.random.key(1), workload=CHAIN, engine_iters=20, final_iters=20,
+                           delta=1e-9, synthetic=False, fit_options=pj.FitOptions(compile_ahead=flag))
+            for flag in (True, False)]
+    for c in runs[0].model.cliques:
+        np.testing.assert_array_equal(runs[0].model.marginal(c), runs[1].model.marginal(c))
 
 
 def test_an_aim_run_on_a_generated_table_of_small_attributes_compiles_at_most_four_engine_programs(monkeypatch):

@@ -129,12 +129,12 @@ def run_rounds(
         release_compiled(above=MAX_LIVE_PROGRAMS)  # a long run's dead structures: keep them bounded
         # one of `rounds` structures: program="auto" shares the size-class program's compile among them. A round
         # before the last stops once converged (its model only scores the next selection); the last, the release's
-        # model, runs all its iterations (the caller's own tol wins in both); it compiles the next size class's
-        # programs while the rounds go on (their models grow)
-        until = {"tol": ROUND_TOL, "compile_ahead": True} if i < rounds else {}
+        # model, runs all its iterations (the caller's own tol wins in both); no fit follows it to compile ahead for
+        until = {"tol": ROUND_TOL} if i < rounds else {}
+        last = {"compile_ahead": False} if i == rounds else {}
         with_public = {"public": public} if public is not None else {}
         fitted = estimate(domain, measurements, iters=engine_iters, total=total_known, warm_start=fitted, report=True,
-                          **{"structures": rounds, **until, **options, **with_public})
+                          **{"structures": rounds, **until, **options, **with_public, **last})
         engine_seconds += time.perf_counter() - t0
         log.append(
             {
