@@ -53,7 +53,7 @@ class FitOptions:
             them).
         compile_ahead: compile the next size class's programs on a background thread after each size-class fit
             (:func:`pgmjax.estimate`; AIM and MWEM ask it of their rounds' fits, not of their final one). Off
-            unless given: on a 2-core machine it saved no time.
+            unless given (the compilation page says when it pays).
 
     Example:
         >>> FitOptions(loss="l1", method="mirror_descent").given()

@@ -391,10 +391,10 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
     sizes = np.array([possible_cells(domain, c, constraints).sum() if constraints else domain.size(c) for c in cands],
                      np.float64)
     sens_unit = acc.l1_sensitivity()  # of ||mu_r(D) - v||_1
-    # every fit is one of about budget["rounds"] structures: estimate's program="auto" shares the size-class
-    # program's compile among them (the caller's own engine options win)
-    fit_kwargs = {"structures": max(1, int(budget["rounds"])), **options, "constraints": constraints}
-    rounds_options = {"tol": ROUND_TOL, **fit_kwargs}  # the final fit runs all its iterations (unless told a tol)
+    # one of about budget["rounds"] structures: program="auto" shares the size-class compile among them (the caller's
+    # options win); the final fit runs all its iterations (unless told a tol), and no fit follows it to compile for
+    fit_kwargs = {"structures": max(1, int(budget["rounds"])), **options, "constraints": constraints, "compile_ahead": False}
+    rounds_options = {"tol": ROUND_TOL, **fit_kwargs, "compile_ahead": options.get("compile_ahead", False)}
     # a marginal measured again pools with its earlier measurements (exact for the L2 loss): the fit's structure,
     # hence its compiled program, stays the previous round's
     fit_on = pool_repeats if options.get("loss", "l2") == "l2" else list
@@ -460,8 +460,7 @@ def _aim(data: Dataset, key, bar: Progress, keeper: Keeper, run: _Run) -> Mechan
     # 4. the final fit and synthetic records
     with timer("engine"):
         fitted = estimate(domain, fit_on(measurements), iters=own.final_iters, warm_start=fitted,
-                          repeats=refit_hints(fitted, measurements)["repeats"] + 1, report=True,
-                          **{**fit_kwargs, "compile_ahead": False})  # no fit follows to compile ahead for
+                          repeats=refit_hints(fitted, measurements)["repeats"] + 1, report=True, **fit_kwargs)
         model = fitted.model
     synth = None
     if own.synthetic:
