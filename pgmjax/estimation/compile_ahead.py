@@ -18,7 +18,7 @@ import numpy as np
 
 from . import continuation, driver
 from .problem import Problem
-from ..compiler import ahead, to_device
+from ..compiler import ahead
 from ..graph import routed_plan
 from ..graph.marginal_oracle import SIZE_CLASS, oracle_of
 from ..model import answer_programs
@@ -56,8 +56,7 @@ def start(estimator, problem: Problem, iters: int, step_size: float) -> bool:
     dtype = problem.total.dtype
 
     def compile_fn():
-        theta = {"cells": to_device(np.zeros(size.cells, dtype))}
-        params, _, _ = driver.run(runner, grown, theta, 1, step_size=step_size)
+        params, _, _ = driver.run(runner, grown, plan.zeros(dtype), 1, step_size=step_size)
         answer_programs.marginals_and_log_partition(plan, params, grown.total)
 
     return ahead.ahead(key(runner, grown), compile_fn)

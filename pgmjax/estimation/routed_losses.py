@@ -73,6 +73,12 @@ class RoutedMeasurements:
         return [(x - top[table])[None]]
 
 
+def _padding(shape: RoutedShape) -> dict[str, int]:
+    """What the index arrays hold where nothing is measured: padding pairs and cells take ids past the end (dropped by
+    the segment reductions), not one spare id whose atomic updates would queue on a GPU."""
+    return {"cell": 0, "pattern": shape.cells, "table": shape.tables}
+
+
 def routable(measurements: Sequence[Measurement]) -> bool:
     """Whether these measurements can be routed: all marginals (identity queries)."""
     return all(m.kind == "identity" for m in measurements)
@@ -97,11 +103,10 @@ def stack_routed(plan: RoutedPlan, measurements: Sequence[Measurement], dtype) -
     # run's later rounds, and one vector of pairs as long as the cells made those rounds a second program of the class.
     cells = multiple_class(n_cells, plan.size.cells)
     shape = RoutedShape(cells, multiple_class(n_pairs, 2 * plan.size.cells), cells)
-    cell = np.zeros(shape.pairs, np.int32)
-    # Padding pairs and cells take ids past the end (dropped by the segment reductions), not one spare id whose
-    # atomic updates would queue on a GPU.
-    pattern = np.full(shape.pairs, shape.cells, np.int32)
-    table = np.full(shape.cells, shape.tables, np.int32)
+    fill = _padding(shape)
+    cell = np.full(shape.pairs, fill["cell"], np.int32)
+    pattern = np.full(shape.pairs, fill["pattern"], np.int32)
+    table = np.full(shape.cells, fill["table"], np.int32)
     y = np.zeros(shape.cells, np.float64)
     inv_std = np.zeros(shape.cells, np.float64)
     at = pair_at = 0
@@ -134,12 +139,13 @@ def padded(meas: RoutedMeasurements, shape: RoutedShape) -> RoutedMeasurements:
         return meas
     if shape.cells < old.cells or shape.pairs < old.pairs or shape.tables < old.tables:
         raise ValueError(f"padded: routed measurements of shape {old} cannot be padded to {shape}")
-    index = {k: np.asarray(v) for k, v in meas.index.items()}
-    pattern = np.where(index["pattern"] == old.cells, shape.cells, index["pattern"])
-    table = np.where(index["table"] == old.tables, shape.tables, index["table"])
-    index = {"cell": np.concatenate([index["cell"], np.zeros(shape.pairs - old.pairs, np.int32)]),
-             "pattern": np.concatenate([pattern, np.full(shape.pairs - old.pairs, shape.cells, np.int32)]),
-             "table": np.concatenate([table, np.full(shape.cells - old.cells, shape.tables, np.int32)])}
+    before, fill = _padding(old), _padding(shape)
+    index = {}
+    for k, v in meas.index.items():  # "nothing" was the old shape's ids past the end: the new shape's
+        v = np.asarray(v)
+        v = np.where(v == before[k], fill[k], v) if k != "cell" else v
+        n = shape.cells if k == "table" else shape.pairs
+        index[k] = np.concatenate([v, np.full(n - len(v), fill[k], np.int32)])
     arrays = ({k: to_device(np.concatenate([np.asarray(v), np.zeros(shape.cells - old.cells, v.dtype)]))
                for k, v in meas.arrays[0].items()},)
     return RoutedMeasurements({k: to_device(v) for k, v in index.items()}, arrays, shape)
