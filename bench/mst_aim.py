@@ -139,12 +139,12 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
 
         res = tree_aim(data, epsilon, DELTA, key=jax.random.key(seed), select_iters=s["mst_select_iters"],
                        engine_iters=s["mst_fit_iters"], max_model_mb=s["tree_max_model_size"],
-                       compress=s.get("tree_compress", True),
+                       compress=s.get("tree_compress", True), **_merged(s),
                        **{k: s[f"tree_{k}"] for k in ("batches", "picks") if s.get(f"tree_{k}") is not None})
     elif mechanism == "mst":
         options = pj.FitOptions(method=s["engine_method"]) if s.get("engine_method") else None
         res = mst(data, epsilon, DELTA, key=jax.random.key(seed), select_iters=s["mst_select_iters"],
-                  engine_iters=s["mst_fit_iters"], fit_options=options)
+                  engine_iters=s["mst_fit_iters"], fit_options=options, **_merged(s))
     else:
         options = dict(rounds=s["aim_rounds"], max_model_mb=s["aim_max_model_size"], engine_iters=s["aim_max_iters"])
         if s.get("trace"):
@@ -167,6 +167,11 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
         "epsilon_spent": res.accountant.epsilon_delta()[0],
     }
     if mechanism in ("mst", "tree_aim"):
+        from pgmjax.mechanisms.spanning_tree_options import MSTOptions
+        from pgmjax.mechanisms.tree_aim_options import TreeAIMOptions
+
+        default = (MSTOptions if mechanism == "mst" else TreeAIMOptions)().merged_values
+        row["merged_values"] = s.get("merged_values") or default
         row["edges"] = [list(e) for e in info.edges]
         row["compressed_domain"] = dict(info.compressed_domain)
     if mechanism == "tree_aim":
@@ -192,6 +197,11 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
     except (MemoryError, jax.errors.JaxRuntimeError) as e:
         row["tvd_model"], row["tvd_model_error"] = None, f"{type(e).__name__}: {str(e)[:300]}"
     return row
+
+
+def _merged(s: dict) -> dict:
+    """``merged_values=`` where the run names one (else the mechanism's default)."""
+    return {} if s.get("merged_values") is None else {"merged_values": s["merged_values"]}
 
 
 # ----------------------------------------------------------------------------- driver
@@ -275,6 +285,9 @@ def main(argv=None):
     p.add_argument("--tree-max-model-size", type=float, default=80.0, help="TreeAIM's cap in MB (default: its own 80)")
     p.add_argument("--tree-compress", action=argparse.BooleanOptionalAction, default=True,
                    help="TreeAIM's domain compression (default: on, its own)")
+    p.add_argument("--merged-values", choices=("uniform", "measured"), default=None,
+                   help="how MST and TreeAIM spread merged values back (default: each mechanism's own: MST uniform, "
+                        "TreeAIM measured)")
     p.add_argument("--trace", action=argparse.BooleanOptionalAction, default=True,
                    help="AIM: a point per round on both sides (seconds, workload error); --no-trace: none")
     p.add_argument("--mbi-max-rounds", type=int, default=None, metavar="K",
@@ -317,6 +330,7 @@ def main(argv=None):
         "tree_picks": args.tree_picks,
         "tree_max_model_size": args.tree_max_model_size,
         "tree_compress": args.tree_compress,
+        "merged_values": args.merged_values,
         "trace": args.trace,
         "mbi_max_rounds": args.mbi_max_rounds,
         "mbi_time_limit_s": args.mbi_time_limit,
@@ -378,6 +392,7 @@ def main(argv=None):
                 cmd += [] if args.tree_batches is None else ["--tree-batches", str(args.tree_batches)]
                 cmd += [] if args.tree_picks is None else ["--tree-picks", str(args.tree_picks)]
                 cmd += [] if args.tree_compress else ["--no-tree-compress"]
+                cmd += [] if args.merged_values is None else ["--merged-values", args.merged_values]
                 if lib == "pgmjax_accelerated":
                     cmd += ["--engine-method", "mirror_descent"]
             else:

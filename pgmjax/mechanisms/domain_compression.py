@@ -4,10 +4,15 @@ MST's step 2 (McKenna, Miklau & Sheldon, "Winning the NIST contest: a scalable a
 differentially private synthetic data", Journal of Privacy and Confidentiality 11(3), 2021, Section 4): for each
 attribute, the values whose noisy one-way count is below a threshold are merged into one extra value
 (:func:`compress_domain`, post-processing of the noisy counts). The records are mapped onto the compressed domain
-to be measured (:func:`compress_data`); what comes back is taken to the original values: records uniformly within
-each merged value (:func:`decompress_data`), the model as the distribution of those records
+to be measured (:func:`compress_data`); what comes back is taken to the original values: records spread over the
+values merged into each ("other") value (:func:`decompress_data`), the model as the distribution of those records
 (:func:`decompress_model`), and the measurements as queries of the original marginals
 (:func:`decompress_measurements`).
+
+How a merged value spreads over its original values (a *spread*: for each original value, its share of the value it
+was merged into) is either even (:func:`uniform_spread`, the reference code's) or read from the one-way
+measurement the compression itself read (:func:`measured_spread`): the noisy counts of the merged values, shrunk
+towards the even spread by as much as Stein's unbiased risk estimate asks. Both are post-processing.
 
 Example:
     >>> dom = Domain({"a": 4})
@@ -34,7 +39,12 @@ from ..privacy import discrete_noise as dn
 from ..queries.linear import LinearQuery
 from ..queries.measurement import Measurement
 
-__all__ = ["compress_domain", "compress_data", "decompress_data", "decompress_model", "decompress_measurements"]
+__all__ = ["MERGED_VALUES", "compress_domain", "compress_data", "decompress_data", "decompress_model",
+           "decompress_measurements", "measured_spread", "spread_for", "uniform_spread"]
+
+#: How merged values are spread back over their original values: ``"uniform"`` (:func:`uniform_spread`) or
+#: ``"measured"`` (:func:`measured_spread`).
+MERGED_VALUES = ("uniform", "measured")
 
 
 def compress_domain(
@@ -115,18 +125,141 @@ def _preimages(cmap: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order, start, count
 
 
-def decompress_data(data: Dataset, mapping: Mapping[str, np.ndarray], domain: Domain, key) -> Dataset:
-    """Undo :func:`compress_data`: each compressed value becomes one of its original values, uniformly.
+def uniform_spread(mapping: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each merged value spread evenly over its original values (the reference code's ``reverse_data``):
+    ``spread[a][x] = 1 / k`` where ``k`` original values share ``x``'s compressed value (1 for a kept value).
 
-    A kept value has one preimage (itself, renumbered back); an "other" value becomes a uniformly
-    random one of the values merged into it (the reference code's ``reverse_data``). The randomness
-    comes from ``key`` (one ``jax.random.split`` per compressed attribute).
+    Example:
+        >>> uniform_spread({"a": np.array([0, 2, 1, 2])})["a"].tolist()
+        [1.0, 0.5, 1.0, 0.5]
+    """
+    out = {}
+    for a, cmap in mapping.items():
+        cmap = np.asarray(cmap)
+        out[a] = 1.0 / np.bincount(cmap)[cmap].astype(np.float64)
+    return out
+
+
+def measured_spread(mapping: Mapping[str, np.ndarray], one_way: Sequence[Measurement],
+                    counts: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each merged value spread over its original values as their noisy one-way counts say, shrunk towards even.
+
+    For a compressed value holding ``k > 1`` original values with noisy counts ``y`` (noise stds ``s``) and an
+    estimated count ``T`` (``counts[a]``, the fitted model's), the counts are estimated by
+    ``x = u + lam (p - u)``: ``u = T / k`` everywhere (the even spread), ``p`` the Euclidean projection of ``y`` onto
+    ``{x >= 0, sum x = T}`` (the least-squares counts under the noise, which are never negative), and ``lam`` in
+    ``[0, 1]`` the minimiser of Stein's unbiased estimate of the squared error (Stein, "Estimation of the mean of a
+    multivariate normal distribution", Annals of Statistics 9(6), 1981, Section 2):
+    ``||x - y||^2 + 2 sum_i s_i^2 dx_i/dy_i``, whose divergence for the projection onto an active set ``A`` of ``r``
+    values is ``lam sum_{i in A} s_i^2 (1 - 1/r)``; the estimate is quadratic in ``lam``, so its minimiser is
+    closed-form. Where the counts are mostly noise (a small table at a small epsilon) ``lam`` is near 0 and the
+    spread near even; where they are signal, near 1. ``spread = x / T``, floored at ``1e-12`` of even so that
+    every original value keeps some probability (a model's log-potential stays finite). Reads the noisy
+    measurement and the model only: post-processing.
+
+    Args:
+        mapping: as returned by :func:`compress_domain`.
+        one_way: the one-way measurements over the original domain that :func:`compress_domain` read (at least one
+            per compressed attribute; others are ignored).
+        counts: per compressed attribute, the estimated count of each compressed value (length its compressed size).
+
+    Returns:
+        ``{attribute: spread}``, each a float64 vector over the original values (1 for a kept value; each merged
+        value's shares sum to 1).
+
+    Example:
+        >>> m = Measurement(("a",), [50.0, 30.0, 40.0, 0.0, 1.0], stddev=5.0)
+        >>> cmap = np.array([0, 2, 1, 2, 2])          # the counts 30, 0 and 1 merged into value 2
+        >>> measured_spread({"a": cmap}, [m], {"a": np.array([50.0, 40.0, 31.0])})["a"].round(3).tolist()
+        [1.0, 0.94, 1.0, 0.014, 0.045]
+    """
+    where = "measured_spread"
+    by_attr = {m.clique[0]: m for m in one_way if len(m.clique) == 1}
+    out = uniform_spread(mapping)
+    for a, cmap in mapping.items():
+        if a not in by_attr:
+            raise ValueError(f"{where}: no one-way measurement of the compressed attribute {a!r}")
+        m = by_attr[a]
+        cmap = np.asarray(cmap)
+        if m.y.shape != cmap.shape:
+            raise ValueError(f"{where}: the one-way measurement of {a!r} has {m.y.size} values, "
+                             f"the mapping {cmap.size}")
+        total = np.asarray(counts[a], np.float64)
+        if total.shape != (int(cmap.max()) + 1,):
+            raise ValueError(f"{where}: counts[{a!r}] must have {int(cmap.max()) + 1} entries, got shape {total.shape}")
+        y, var = np.asarray(m.y, np.float64), m.row_stddev() ** 2
+        order, start, count = _preimages(cmap)
+        for v in np.flatnonzero(count > 1):
+            members = order[start[v]:start[v] + count[v]]
+            out[a][members] = _shrunk_shares(y[members], var[members], float(total[v]))
+    return out
+
+
+def spread_for(merged_values: str, mapping: Mapping[str, np.ndarray], one_way: Sequence[Measurement],
+               model: GraphicalModel) -> dict[str, np.ndarray] | None:
+    """The spread a mechanism's ``merged_values`` option names, for ``model`` fitted over the compressed domain:
+    None (``"uniform"``: even, which :func:`decompress_model` and :func:`decompress_data` take as their default) or
+    :func:`measured_spread` with the model's one-way counts (``"measured"``).
+
+    Example:
+        >>> from pgmjax import estimate
+        >>> cdom = Domain({"a": 3})
+        >>> m = estimate(cdom, [Measurement(("a",), [50.0, 40.0, 31.0])], iters=200)
+        >>> one_way = [Measurement(("a",), [50.0, 30.0, 40.0, 0.0, 1.0], stddev=5.0)]
+        >>> spread_for("measured", {"a": np.array([0, 2, 1, 2, 2])}, one_way, m)["a"].round(2).tolist()
+        [1.0, 0.94, 1.0, 0.01, 0.05]
+    """
+    if merged_values not in MERGED_VALUES:
+        raise ValueError(f"spread_for: unknown merged_values {merged_values!r}; expected one of {MERGED_VALUES}")
+    if merged_values == "uniform" or not mapping:
+        return None
+    return measured_spread(mapping, one_way, {a: np.asarray(model.marginal((a,)), np.float64) for a in mapping})
+
+
+def _shrunk_shares(y: np.ndarray, var: np.ndarray, total: float) -> np.ndarray:
+    """:func:`measured_spread` for one merged value: the shares of its ``k`` original values."""
+    k = y.size
+    if not total > 0:
+        return np.full(k, 1.0 / k)
+    even = np.full(k, total / k)
+    p = _simplex_projection(y, total)
+    active = p > 0
+    r = int(active.sum())
+    step = p - even
+    norm = float(step @ step)
+    if norm == 0.0:
+        return np.full(k, 1.0 / k)
+    divergence = float(var[active].sum()) * (1.0 - 1.0 / r)
+    lam = min(1.0, max(0.0, (float((y - even) @ step) - divergence) / norm))
+    shares = np.maximum((even + lam * step) / total, 1e-12 / k)
+    return shares / shares.sum()
+
+
+def _simplex_projection(y: np.ndarray, total: float) -> np.ndarray:
+    """The Euclidean projection of ``y`` onto ``{x >= 0, sum x = total}`` (``total > 0``): ``max(y - tau, 0)``."""
+    desc = np.sort(y)[::-1]
+    excess = np.cumsum(desc) - total
+    ranks = np.arange(1, y.size + 1)
+    r = int(np.flatnonzero(desc - excess / ranks > 0)[-1]) + 1
+    return np.maximum(y - excess[r - 1] / r, 0.0)
+
+
+def decompress_data(data: Dataset, mapping: Mapping[str, np.ndarray], domain: Domain, key,
+                    spread: Mapping[str, np.ndarray] | None = None) -> Dataset:
+    """Undo :func:`compress_data`: each compressed value becomes one of its original values, drawn by ``spread``.
+
+    A kept value has one preimage (itself, renumbered back); an "other" value becomes one of the values merged into
+    it: uniformly at random without ``spread`` (the reference code's ``reverse_data``), else value ``x`` with
+    probability ``spread[a][x]``. The randomness comes from ``key`` (one ``jax.random.split`` per compressed
+    attribute).
 
     Args:
         data: records over the compressed domain.
         mapping: as returned by :func:`compress_domain`.
         domain: the original domain.
         key: a ``jax.random`` key.
+        spread: per compressed attribute, each original value's share of its compressed value
+            (:func:`uniform_spread`, :func:`measured_spread`); None: even.
 
     Returns:
         A :class:`~pgmjax.Dataset` over ``domain``; compressing it again gives ``data`` back.
@@ -145,7 +278,14 @@ def decompress_data(data: Dataset, mapping: Mapping[str, np.ndarray], domain: Do
         j = domain.index(a)
         order, start, count = _preimages(np.asarray(mapping[a]))
         col = records[:, j]
-        offset = dn.generator(k).integers(0, count[col])  # exact uniform integers; the same with or without x64
+        if spread is None:
+            offset = dn.generator(k).integers(0, count[col])  # exact uniform integers; the same with or without x64
+        else:  # inverse CDF within each compressed value's run of preimages
+            cum = np.cumsum(np.asarray(spread[a], np.float64)[order])
+            before = np.concatenate([[0.0], cum])[start]
+            share = cum[start + count - 1] - before
+            target = before[col] + dn.generator(k).random(col.size) * share[col]
+            offset = np.minimum(np.searchsorted(cum, target, side="right") - start[col], count[col] - 1)
         records[:, j] = order[start[col] + offset]
     return Dataset._trusted(records.astype(data.records.dtype, copy=False), domain)
 
@@ -193,14 +333,15 @@ def _merge_matrix(cmap) -> np.ndarray:
     return out
 
 
-def decompress_model(model: GraphicalModel, mapping: Mapping[str, np.ndarray], domain: Domain) -> GraphicalModel:
-    """The compressed model as a model over the original domain (uniform within each merged value).
+def decompress_model(model: GraphicalModel, mapping: Mapping[str, np.ndarray], domain: Domain,
+                     spread: Mapping[str, np.ndarray] | None = None) -> GraphicalModel:
+    """The compressed model as a model over the original domain (each merged value spread by ``spread``).
 
-    ``p(x) = p_c(c(x)) / prod_a k_a(c_a(x_a))`` where ``k_a(v)`` is the number of original values of
-    ``a`` merged into ``v``: every potential is gathered through the mapping and each compressed
-    attribute gets the one-way term ``-log k_a``. This is exactly the distribution of
-    :func:`decompress_data` applied to records drawn from ``model``, and its marginals answer
-    questions about the original values.
+    ``p(x) = p_c(c(x)) prod_a spread_a(x_a)``, ``spread_a(x) = 1 / k_a(c_a(x))`` by default (``k_a(v)`` original
+    values of ``a`` merged into ``v``): every potential is gathered through the mapping and each compressed
+    attribute gets the one-way term ``log spread_a``. This is exactly the distribution of
+    :func:`decompress_data` (with the same ``spread``) applied to records drawn from ``model``, and its marginals
+    answer questions about the original values.
 
     Example:
         >>> cdom = Domain({"a": 3, "b": 2})
@@ -217,11 +358,11 @@ def decompress_model(model: GraphicalModel, mapping: Mapping[str, np.ndarray], d
             if a in mapping:
                 t = np.take(t, np.asarray(mapping[a]), axis=axis)
         tables[clique] = t
-    for a, cmap in mapping.items():
-        cmap = np.asarray(cmap)
-        k = np.bincount(cmap)[cmap].astype(np.float64)
-        if np.any(k > 1):
-            tables[(a,)] = tables.get((a,), 0.0) - np.log(k)
+    spread = uniform_spread(mapping) if spread is None else spread
+    for a in mapping:
+        shares = np.asarray(spread[a], np.float64)
+        if np.any(shares < 1.0):
+            tables[(a,)] = tables.get((a,), 0.0) + np.log(shares)
     plan = make_plan(domain, model.cliques)
     theta = plan.from_tables(tables, model.dtype)
     return GraphicalModel(plan, theta, model.total)

@@ -86,11 +86,14 @@ class CompressedRunInfo(RunInfo):
     Attributes:
         compressed_domain: the domain the model was fitted over.
         mapping: per compressed attribute, each original value's compressed value (empty: nothing compressed).
+        spread: per compressed attribute, each original value's share of its compressed value, by which the released
+            model and records spread merged values (:mod:`pgmjax.mechanisms.domain_compression`; None: evenly).
         compressed_model: the fitted model over ``compressed_domain`` (private: an internal object).
     """
 
     compressed_domain: Any = published()
     mapping: dict = published()
+    spread: dict | None = published(None)
     compressed_model: Any = None
 
 

@@ -58,7 +58,7 @@ from ..checks import check_positive as _positive
 from ..graph import size_limit
 from .options import (DEFAULT_DELTA, check_data, check_domain_size, check_epsilon, check_fit_options, check_model_cap,
                       check_zcdp_delta, refuse_option)
-from .domain_compression import compress_data, compress_domain
+from .domain_compression import compress_data, compress_domain, spread_for
 from .own_options import takes_own_options
 from .progress import Progress
 from .public_selection import check_public
@@ -363,8 +363,9 @@ def _mst(data: Dataset, key, run: _Run) -> MechanismResult:
             model_c = fitted.model
         record_public_fit(acc, fitted, cdom, options.get("public"), measurements)  # what the fit took, free
         bar.step({"stage": "final fit", "step": d + 2, "steps": d + 3})
+        spread = spread_for(own.merged_values, mapping, one_way, model_c)  # post-processing
         model, synth = release_over_original(model_c, mapping, domain, k_synth, k_dec, synthetic=own.synthetic,
-                                             rows=own.rows, method=own.synthetic_method, timer=timer)
+                                             rows=own.rows, method=own.synthetic_method, timer=timer, spread=spread)
         bar.step({"stage": "synthetic data", "step": d + 3, "steps": d + 3})
     finally:
         bar.close()
@@ -376,6 +377,7 @@ def _mst(data: Dataset, key, run: _Run) -> MechanismResult:
         edges=edges,
         compressed_domain=cdom,
         mapping=mapping,
+        spread=spread,
         compressed_model=model_c,
         total=model_c.total,
         select_iters=own.select_iters,

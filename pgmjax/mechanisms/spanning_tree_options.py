@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from ..checks import check_bool, check_count
 from ..queries.constraints import Constraint, constraint_tuple
 from ..queries.public import PublicData
-from .options import check_synthetic
+from .domain_compression import MERGED_VALUES
+from .options import check_choice, check_synthetic
 from .own_options import OwnOptions
 from .run_info import CompressedRunInfo, published
 from .public_selection import check_public_type
@@ -30,6 +31,9 @@ class MSTOptions(OwnOptions):
         select_iters: engine iterations of the one-way fit the selection reads (default: the reference code's 2500,
             or ``engine_iters`` when that is smaller).
         compress: apply the domain compression of step 2 (reference: always).
+        merged_values: how a merged value is spread back over its original values: ``"uniform"`` (the reference
+            code's) or ``"measured"`` (by their noisy one-way counts, shrunk towards even:
+            :func:`~pgmjax.mechanisms.domain_compression.measured_spread`). Post-processing either way.
         synthetic: draw synthetic records.
         rows: how many (default ``round(model.total)``).
         synthetic_method: ``"low_variance"`` (systematic sampling: the records' clique counts match the model's
@@ -56,6 +60,7 @@ class MSTOptions(OwnOptions):
 
     select_iters: int | None = None
     compress: bool = True
+    merged_values: str = "uniform"
     synthetic: bool = True
     rows: int | None = None
     synthetic_method: str = "low_variance"
@@ -67,11 +72,12 @@ class MSTOptions(OwnOptions):
         where = self.mechanism
         select_iters = None if self.select_iters is None else check_count(self.select_iters, "select_iters", where, 1)
         compress = check_bool(self.compress, "compress", where)
+        merged_values = check_choice(self.merged_values, "merged_values", MERGED_VALUES, where)
         synthetic, rows, synthetic_method = check_synthetic(self.synthetic, self.rows, self.synthetic_method, where)
         check_progress(self.progress, where)
         constraints = constraint_tuple(self.constraints, where)  # their domain and the public data's: the front-end's
         check_public_type(self.public, where)
-        self.keep(select_iters=select_iters, compress=compress, synthetic=synthetic, rows=rows,
+        self.keep(select_iters=select_iters, compress=compress, merged_values=merged_values, synthetic=synthetic, rows=rows,
                   synthetic_method=synthetic_method, constraints=constraints)
 
 

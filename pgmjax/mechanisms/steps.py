@@ -259,16 +259,17 @@ def record_public_fit(acc, fitted, domain: Domain, public, measurements: list) -
 
 
 def release_over_original(model_c, mapping, domain: Domain, k_synth, k_dec, *, synthetic: bool, rows, method: str,
-                          timer: Timer):
+                          timer: Timer, spread=None):
     """A model fitted over a compressed domain, and its synthetic records, expressed over the original ``domain``
-    (:func:`~pgmjax.mechanisms.domain_compression.decompress_model` / ``decompress_data``; ``mapping`` empty: as they
-    are). Returns ``(model, synthetic or None)``; the sampling is timed as ``"synthetic"``."""
-    model = decompress_model(model_c, mapping, domain) if mapping else model_c
+    (:func:`~pgmjax.mechanisms.domain_compression.decompress_model` / ``decompress_data``, merged values spread by
+    ``spread``, even where None; ``mapping`` empty: as they are). Returns ``(model, synthetic or None)``; the
+    sampling is timed as ``"synthetic"``."""
+    model = decompress_model(model_c, mapping, domain, spread) if mapping else model_c
     if not synthetic:
         return model, None
     with timer("synthetic"):
         draw = synthesize(model_c, k_synth, rows, method)
-        return model, decompress_data(draw, mapping, domain, k_dec) if mapping else draw
+        return model, decompress_data(draw, mapping, domain, k_dec, spread) if mapping else draw
 
 
 def pgm_native_result(mechanism: str, name: str, *, model, synthetic, measurements, accountant, info: dict,

@@ -73,7 +73,7 @@ from ..privacy import REST, Accountant
 from ..queries.constraints import check_constraints, possible_cells
 from ..queries.measurement import pool_repeats
 from .adaptive_iterative import HALF_NORMAL_MEAN, aim_candidates, default_aim_workload
-from .domain_compression import compress_data, compress_domain
+from .domain_compression import compress_data, compress_domain, spread_for
 from .options import (DEFAULT_DELTA, check_data, check_epsilon, check_fit_options, check_model_cap,
                       check_zcdp_delta)
 from .own_options import takes_own_options
@@ -375,7 +375,7 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         # 3. the batches: refit, score every candidate, draw and measure `picks` marginals
         weight = np.array([candidates[c] for c in cands])
         budget = _batch_budget(run, budget, d, total, sizes, cands)
-        batches, picks = budget["batches"], budget["picks"]
+        batches, picks, steps = budget["batches"], budget["picks"], d + 3 + budget["batches"]
         round_kwargs["structures"] = final_kwargs["structures"] = batches + 3
         truth = cdata.marginals(cands)  # read only through the exponential mechanism below
         sens_unit = acc.l1_sensitivity()
@@ -396,7 +396,6 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
                 draws -= picks
                 selected += chosen
             log.append({"batch": b + 1, "picked": list(chosen), "model_mb": model_mb(model)})
-            steps = d + 3 + batches
             bar.step({"stage": "batch", "step": d + 1 + b, "steps": steps, "picked": len(chosen)}, total=steps)
         if acc.remaining > 0:  # the last draw not made (nothing fitted): the rest re-measures the last pick (or tree pair)
             clique = selected[-1] if selected else edges[-1]
@@ -408,15 +407,16 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
                               **final_kwargs)
         record_public_fit(acc, fitted, cdom, final_kwargs.get("public"), measurements)  # what the fit took, free
         bar.step({"stage": "final fit", "step": steps - 1, "steps": steps})
+        spread = spread_for(own.merged_values, mapping, one_way, fitted.model)  # post-processing
         model_out, synth = release_over_original(fitted.model, mapping, domain, k_synth, k_dec, synthetic=own.synthetic,
-                                                 rows=own.rows, method=own.synthetic_method, timer=timer)
+                                                 rows=own.rows, method=own.synthetic_method, timer=timer, spread=spread)
         bar.step({"stage": "synthetic data", "step": steps, "steps": steps})
     finally:
         bar.close()
 
     info = TreeAIMInfo(
         epsilon=epsilon, delta=delta, rho=rho, budget=budget, edges=edges, selected=selected, log=log,
-        compressed_domain=cdom, mapping=mapping, compressed_model=fitted.model, total=fitted.model.total,
+        compressed_domain=cdom, mapping=mapping, spread=spread, compressed_model=fitted.model, total=fitted.model.total,
         model_mb=model_mb(model_out), engine_iters=run.engine_iters, seconds=timer.done(),
         public=public_cliques(fitted),
     )

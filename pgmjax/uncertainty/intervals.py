@@ -272,6 +272,14 @@ def _identity():
     return Identity()
 
 
+def _shares(cmap: np.ndarray, spread, attribute: str, size: int) -> np.ndarray:
+    """Each original value's share of its compressed value: the mechanism's ``spread`` where it reports one, else
+    even (``1 / k`` for ``k`` values merged)."""
+    if spread is not None and attribute in spread:
+        return np.asarray(spread[attribute], np.float64)
+    return 1.0 / np.bincount(cmap, minlength=size)[cmap].astype(np.float64)
+
+
 def _linear(lin, level, clip, bounds, estimable) -> Interval:
     value = lin.value
     half = np.zeros(value.shape)
@@ -292,8 +300,9 @@ def workload_intervals(result, workload, *, level: float = 0.9, key=None, method
 
     Uses the model the measurements were fitted on; when the mechanism compressed the domain (MST: its
     ``info`` holds ``compressed_model`` and ``mapping``) each query factor ``Q_a`` on an original attribute
-    becomes ``Q_a M_a`` on the compressed one (``M_a[x, v] = 1 / k_v`` where value ``x`` merges into ``v``,
-    ``k_v`` values merged), which answers exactly as the decompressed model does.
+    becomes ``Q_a M_a`` on the compressed one (``M_a[x, v]`` the share of ``v`` that original value ``x`` takes:
+    ``info.spread``, or ``1 / k_v`` for ``k_v`` values merged evenly), which answers exactly as the decompressed
+    model does.
 
     Args:
         result: a :class:`~pgmjax.mechanisms.result.MechanismResult` (``model``, ``measurements``, ``info``).
@@ -316,8 +325,9 @@ def workload_intervals(result, workload, *, level: float = 0.9, key=None, method
     mapping: Mapping = {}
     # a mechanism that fitted over a compressed domain says so in its info (pgmjax.mechanisms.run_info's
     # CompressedRunInfo, a layer above: read by name)
+    spread = None
     if getattr(info, "mapping", None) and getattr(info, "compressed_model", None) is not None:
-        model, mapping = info.compressed_model, info.mapping
+        model, mapping, spread = info.compressed_model, info.mapping, getattr(info, "spread", None)
     fitted = getattr(result, "fitted", None)  # the model with its fit's report: the refits start where it ended
     if fitted is not None and fitted.model is model:
         model = fitted
@@ -328,9 +338,8 @@ def workload_intervals(result, workload, *, level: float = 0.9, key=None, method
         for a, m in zip(wq.clique, wq.matrices):
             if a in mapping:
                 cmap = np.asarray(mapping[a])
-                k = np.bincount(cmap, minlength=domain[a]).astype(np.float64)
                 merge = np.zeros((cmap.size, domain[a]))
-                merge[np.arange(cmap.size), cmap] = 1.0 / k[cmap]
+                merge[np.arange(cmap.size), cmap] = _shares(cmap, spread, a, domain[a])
                 q[a] = merge if m is None else np.asarray(m) @ merge
             else:
                 q[a] = _identity() if m is None else m

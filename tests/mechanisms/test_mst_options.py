@@ -67,7 +67,7 @@ def test_the_result_s_info_is_one_frozen_mst_info():
     data = pj.Dataset(np.random.default_rng(0).integers(0, [3, 4, 2], (300, 3)), {"a": 3, "b": 4, "c": 2})
     res = mst(data, 1.0, key=jax.random.key(0), engine_iters=50, select_iters=50)
     assert isinstance(res.info, MSTInfo) and registry.get("mst").info is MSTInfo
-    assert MSTInfo.published_names() == ("compressed_domain", "mapping", "epsilon", "delta", "rho", "edges", "total",
+    assert MSTInfo.published_names() == ("compressed_domain", "mapping", "spread", "epsilon", "delta", "rho", "edges", "total",
                                          "select_iters", "engine_iters", "seconds", "public")
     assert len(res.info.edges) == 2 and res.info.compressed_model is not None
     assert set(jsonable(res.info.published_values())) == set(MSTInfo.published_names())

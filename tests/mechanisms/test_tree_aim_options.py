@@ -62,8 +62,8 @@ def test_the_result_s_info_is_the_registry_s_class_and_publishes_the_old_report_
     res = tree_aim(data, 1.0, key=jax.random.key(0), select_iters=20, round_iters=20, engine_iters=40)
     assert registry.get("tree_aim").info is tree_aim.info is TreeAIMInfo and isinstance(res.info, TreeAIMInfo)
     assert isinstance(res.info, CompressedRunInfo)
-    old = ("epsilon", "delta", "rho", "budget", "edges", "selected", "log", "compressed_domain", "mapping", "total",
-           "model_mb", "engine_iters", "seconds", "public")
+    old = ("epsilon", "delta", "rho", "budget", "edges", "selected", "log", "compressed_domain", "mapping", "spread",
+           "total", "model_mb", "engine_iters", "seconds", "public")
     assert sorted(TreeAIMInfo.published_names()) == sorted(old) and len(TreeAIMInfo.published_names()) == len(old)
     assert TreeAIMInfo.private_names() == ("compressed_model",)
     assert res.info.compressed_model.domain == res.info.compressed_domain and len(res.info.edges) == 3
