@@ -25,7 +25,8 @@ thirds, with the base ``sigma = sqrt(3 / (2 rho))``:
 5. **Fit and sample**: the engine fits all measurements (total estimated), warm-started from the
    one-way model of step 3 (the reference code starts from zero; the optimum is the same),
    ``round(total)`` synthetic records are drawn and decompressed: an "other" value becomes one of
-   its merged original values, uniformly at random (:func:`~pgmjax.mechanisms.domain_compression.decompress_data`). ``result.model`` is
+   its merged original values, uniformly at random (:func:`~pgmjax.mechanisms.domain_compression.decompress_data`;
+   ``merged_values="measured"``: as their noisy one-way counts say, shrunk towards even, post-processing). ``result.model`` is
    the fitted model re-expressed over the original values (:func:`~pgmjax.mechanisms.domain_compression.decompress_model`).
 
 Anchors (Adult, ``d = 14``, ``eps = 1``, ``delta = 1e-9``; :func:`mst_budget`): ``rho = 0.0149731``,
@@ -241,7 +242,7 @@ def mst(
             fits); None: the limit in force (:func:`pgmjax.set_max_model_bytes`, ``PGMJAX_MAX_MODEL_BYTES``, or a
             share of the machine's memory; :mod:`pgmjax.graph.size_limit`).
         **own: MST's own options, by name: the fields of :class:`MSTOptions` (``select_iters``, ``compress``,
-            ``synthetic``, ``rows``, ``synthetic_method``, ``progress``, ``constraints``, ``public``), checked before
+            ``merged_values``, ``synthetic``, ``rows``, ``synthetic_method``, ``progress``, ``constraints``, ``public``), checked before
             anything else.
 
     Returns:
@@ -250,7 +251,7 @@ def mst(
         ``measurements`` (over the compressed domain: ``d`` one-way, ``d - 1`` two-way),
         ``accountant`` / ``ledger`` (``d`` Gaussian, ``d - 1`` exponential, ``d - 1`` Gaussian entries;
         ``spent == budget == rho``), ``original=None``, ``plan`` (thirds of ``rho``: one-way marginals,
-        the tree's selection, two-way marginals; :func:`mst_budget` has the noise scales) and ``info``: ``edges``, ``compressed_domain``, ``mapping``, ``compressed_model``, ``total``, ``fit_iterations`` (the final fit's iterations run), ``residual_rows`` (``(2 L, rows)``: the final fit's standardised residual sum of squares for the L2 loss, and the measured rows; see :data:`DISCREPANCY`), ``seconds``, ``public`` (the cliques the final fit took from the public data, over the compressed domain).
+        the tree's selection, two-way marginals; :func:`mst_budget` has the noise scales) and ``info``: ``edges``, ``compressed_domain``, ``mapping``, ``spread`` (None: merged values spread evenly), ``compressed_model``, ``total``, ``fit_iterations`` (the final fit's iterations run), ``residual_rows`` (``(2 L, rows)``: the final fit's standardised residual sum of squares for the L2 loss, and the measured rows; see :data:`DISCREPANCY`), ``seconds``, ``public`` (the cliques the final fit took from the public data, over the compressed domain).
         Everything in it is a differentially private output (the selection weights are not returned).
 
     Raises:

@@ -34,7 +34,9 @@ Budget ``rho = cdp_rho(epsilon, delta)`` (zCDP), shares of it (:func:`tree_aim_b
    ``admit``: the exponential mechanism on the admitted set).
 4. A final fit of every measurement, warm-started from the last batch's model (pgmjax's accelerated mirror
    descent, at most ``engine_iters`` iterations, stopping once converged: :data:`FINAL_TOL`), synthetic records,
-   decompression.
+   decompression: each merged value spread over its original values as their noisy one-way counts say, shrunk
+   towards even by Stein's unbiased risk estimate (``merged_values="measured"``:
+   :func:`~pgmjax.mechanisms.domain_compression.measured_spread`; MST's reference code spreads evenly).
 
 Privacy (sketch): every access to the data is a Gaussian measurement of a sensitivity-1 marginal or an
 exponential-mechanism draw on scores of L1 sensitivity ``max w_r`` (add/remove one record), each recorded by one
@@ -137,8 +139,8 @@ def tree_aim(
             the released model past it (AIM's 80).
         **own: TreeAIM's own options, by name: the fields of
             :class:`~pgmjax.mechanisms.tree_aim_options.TreeAIMOptions` (``batches``, ``picks``, ``one_way_share``, ``tree_share``, ``round_iters``,
-            ``select_iters``, ``compress``, ``synthetic``, ``rows``, ``synthetic_method``, ``progress``,
-            ``constraints``, ``public``), checked before anything else.
+            ``select_iters``, ``compress``, ``merged_values``, ``synthetic``, ``rows``, ``synthetic_method``,
+            ``progress``, ``constraints``, ``public``), checked before anything else.
 
     Returns:
         A :class:`~pgmjax.mechanisms.result.MechanismResult`: ``model`` (over the original domain), ``synthetic``,
@@ -146,7 +148,7 @@ def tree_aim(
         (``spent == budget == rho``), ``plan`` and ``info``, a :class:`~pgmjax.mechanisms.tree_aim_options.TreeAIMInfo`:
         ``edges``, ``selected`` (the batch picks, in order), ``log``
         (per batch: candidates, model MB), ``budget`` (:func:`tree_aim_budget`), ``compressed_domain``,
-        ``mapping``, ``compressed_model``, ``total``, ``model_mb``, ``seconds``, ``public``.
+        ``mapping``, ``spread``, ``compressed_model``, ``total``, ``model_mb``, ``seconds``, ``public``.
 
     Raises:
         TypeError / ValueError / pgmjax.ModelTooLarge: bad input, or a cap the widest tree breaks, before any spending.
