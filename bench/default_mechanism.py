@@ -1,7 +1,8 @@
 """Which mechanism by default: TreeAIM against MST and AIM on every table, from ``bench.mst_aim`` result files.
 
 Reads one or more ``bench.mst_aim`` results (``--runs``; pgmjax rows, mechanisms ``mst``, ``aim``, ``tree_aim``;
-``FILE:mst,aim`` takes only those mechanisms' rows, where a change made the file's other rows stale) and
+``FILE:mst,aim`` takes only those mechanisms' rows, where a change made the file's other rows stale, and
+``FILE:mst,aim:nltcs`` only those tables') and
 earlier AIM results that scored only two-way marginals (``--earlier``; their rows are kept as "earlier", and their
 wall times, from another day, are not compared), and writes ``bench/results/mechanisms/<out>.json`` / ``.md`` and
 two plots per result: error against epsilon, and error against wall time, one panel per table.
@@ -40,8 +41,9 @@ METRICS = ("tvd", "tvd_3way", "tvd_1way")
 
 def rows_of(spec: str) -> list[dict]:
     """The scored pgmjax rows of a result file; ``FILE:mst,aim`` keeps only those mechanisms' rows (a file whose
-    other rows an engine or mechanism change has made stale)."""
+    other rows an engine or mechanism change has made stale), ``FILE:mst,aim:nltcs,adult`` only those tables'."""
     path, _, only = spec.partition(":") if not os.path.exists(spec) else (spec, "", "")
+    only, _, tables = only.partition(":")
     keep = set(only.split(",")) if only else set(MECHANISMS)
     unknown = keep - set(MECHANISMS)
     if unknown:
@@ -49,7 +51,8 @@ def rows_of(spec: str) -> list[dict]:
     with open(path) as f:
         doc = json.load(f)
     return [dict(r, source=os.path.basename(path)) for r in doc.get("rows", doc.get("runs", []))
-            if r.get("library") == "pgmjax" and r.get("mechanism") in keep and r.get("tvd") is not None]
+            if r.get("library") == "pgmjax" and r.get("mechanism") in keep and r.get("tvd") is not None
+            and (not tables or r.get("dataset", "adult") in tables.split(","))]
 
 
 def _stat(values: list[float]) -> dict | None:

@@ -57,8 +57,10 @@ def test_the_wall_ratio_pairs_runs_of_one_file_and_a_file_can_give_some_mechanis
     assert v["mst"]["tvd"]["mean"] == pytest.approx((0.050 + 0.052 + 0.051 + 0.051) / 4)
     assert v["verdict"]["wall_ratio_to_mst"] == pytest.approx(2.0)
     path = tmp_path / "mixed.json"
-    path.write_text(json.dumps({"rows": _rows()}))
+    path.write_text(json.dumps({"rows": _rows() + [_row("mst", 1.0, 0, 0.06, 0.1, 9.0, dataset="other")]}))
     assert {r["mechanism"] for r in dm.rows_of(f"{path}:mst,aim")} == {"mst", "aim"}
+    assert {(r["mechanism"], r["dataset"]) for r in dm.rows_of(f"{path}:mst:other")} == {("mst", "other")}
+    assert len(dm.rows_of(f"{path}:mst,aim:toy,other")) == 8
     assert {r["mechanism"] for r in dm.rows_of(str(path))} == {"mst", "aim", "tree_aim"}
     with pytest.raises(SystemExit, match="unknown mechanism"):
         dm.rows_of(f"{path}:mwem")
