@@ -154,7 +154,7 @@ def own_options(name: str) -> dict[str, inspect.Parameter]:
 
     Example:
         >>> list(own_options("mst"))
-        ['select_iters', 'compress', 'synthetic', 'rows', 'synthetic_method', 'progress', 'constraints', 'public']
+        ['select_iters', 'compress', 'merged_values', 'synthetic', 'rows', 'synthetic_method', 'progress', 'constraints', 'public']
     """
     params = inspect.signature(get(name).function).parameters
     return {k: p for k, p in params.items() if k not in COMMON_PARAMETERS}
