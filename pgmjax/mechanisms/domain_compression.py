@@ -38,6 +38,7 @@ from ..model.graphical_model import GraphicalModel
 from ..privacy import discrete_noise as dn
 from ..queries.linear import LinearQuery
 from ..queries.measurement import Measurement
+from .options import check_choice
 
 __all__ = ["MERGED_VALUES", "compress_domain", "compress_data", "decompress_data", "decompress_model",
            "decompress_measurements", "measured_spread", "spread_for", "uniform_spread"]
@@ -209,9 +210,7 @@ def spread_for(merged_values: str, mapping: Mapping[str, np.ndarray], one_way: S
         >>> spread_for("measured", {"a": np.array([0, 2, 1, 2, 2])}, one_way, m)["a"].round(2).tolist()
         [1.0, 0.94, 1.0, 0.01, 0.05]
     """
-    if merged_values not in MERGED_VALUES:
-        raise ValueError(f"spread_for: unknown merged_values {merged_values!r}; expected one of {MERGED_VALUES}")
-    if merged_values == "uniform" or not mapping:
+    if check_choice(merged_values, "merged_values", MERGED_VALUES, "spread_for") == "uniform" or not mapping:
         return None
     return measured_spread(mapping, one_way, {a: np.asarray(model.marginal((a,)), np.float64) for a in mapping})
 
