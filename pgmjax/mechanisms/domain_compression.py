@@ -224,6 +224,8 @@ def _shrunk_shares(y: np.ndarray, var: np.ndarray, total: float) -> np.ndarray:
     p = _simplex_projection(y, total)
     active = p > 0
     r = int(active.sum())
+    if r == 0:  # a total far below the counts, lost to rounding in the projection: too little mass to shape
+        return np.full(k, 1.0 / k)
     step = p - even
     norm = float(step @ step)
     if norm == 0.0:
@@ -239,7 +241,9 @@ def _simplex_projection(y: np.ndarray, total: float) -> np.ndarray:
     desc = np.sort(y)[::-1]
     excess = np.cumsum(desc) - total
     ranks = np.arange(1, y.size + 1)
-    r = int(np.flatnonzero(desc - excess / ranks > 0)[-1]) + 1
+    # The first rank always qualifies (its test is total > 0), unless a total far below the counts rounds it away.
+    above = np.flatnonzero(desc - excess / ranks > 0)
+    r = int(above[-1]) + 1 if above.size else 1
     return np.maximum(y - excess[r - 1] / r, 0.0)
 
 

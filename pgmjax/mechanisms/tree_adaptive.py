@@ -67,10 +67,10 @@ from ..checks import check_positive as _positive
 from ..data.dataset import Dataset
 from ..data.domain import Domain
 from ..estimation.estimate import estimate
-from ..estimation.inputs import resolve_method
 from ..estimation.memory import capped_fit_bytes
 from ..estimation.options import FitOptions
 from ..graph import size_limit
+from ..graph.growth import Growth
 from ..privacy import REST, Accountant
 from ..queries.constraints import check_constraints, possible_cells
 from ..queries.measurement import pool_repeats
@@ -85,7 +85,7 @@ from .result import BudgetStep, MechanismResult, record_plan
 from .run_info import reports
 from .spanning_tree import REFERENCE_MIRROR_DESCENT, SELECT_ITERS, check_tree_sizes, select_tree
 from .steps import (Timer, candidate_marginals, l1_errors, model_mb, pgm_native_result, public_cliques,
-                    record_public_fit, release_over_original, released_model_size)
+                    record_public_fit, release_over_original)
 from .tree_aim_options import BATCHES, TreeAIMInfo, TreeAIMOptions
 from .tree_aim_shares import (TREE_SHARE, TREE_SHARE_MIN, default_batches, default_pick_count, one_way_share_for,
                               tree_aim_budget, tree_share_for)
@@ -96,8 +96,10 @@ __all__ = ["TreeAIMOptions", "tree_aim", "tree_aim_budget"]
 #: (``estimate``'s ``tol``). It starts from the last batch's fit, which has converged on all but the last batch's
 #: picks, so pgmjax's accelerated mirror descent gets there in hundreds of iterations. MST's final fit (10,000
 #: iterations of the reference code's plain mirror descent, from the one-way model) took most of TreeAIM's time on
-#: models of many cells and gave the model the same two-way errors to four digits (the changelog has the figures).
-FINAL_TOL = 1e-6
+#: models of many cells and gave the model the same two-way errors to four digits; a tenth of this tolerance took
+#: up to 2.6 times the iterations on models of millions of cells, for the same two-way errors to four digits (the
+#: changelog has the figures).
+FINAL_TOL = 1e-5
 #: A batch's fit stops once a compiled chunk changes its loss by less than this, relatively. Tighter than AIM's
 #: rounds (:data:`~pgmjax.mechanisms.steps.ROUND_TOL`): TreeAIM runs a few batches, so their fits
 #: cost little of its time, and at AIM's tolerance the synthetic data's two-way error rose on NLTCS at epsilon 3
@@ -223,18 +225,17 @@ def _tree_aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_o
 
 
 def _round_options(options: dict) -> dict:
-    """The batches' fits' options: the user's, else pgmjax's accelerated mirror descent on the size-class program.
+    """The batches' fits' options: the user's, else pgmjax's accelerated mirror descent, its program chosen by
+    ``estimate``'s ``program="auto"`` per fit.
 
-    A batch's fit only scores candidates and warm-starts the next; compiling a new structure's dense program costs
-    more than its iterations (seconds per structure on a CPU), where the size-class program compiles once per size
-    class. A user's method, program, oracle, loss or devices are kept as given (the size-class program needs pgmjax's
-    methods, the exact oracle and one device).
+    A batch's fit only scores candidates and warm-starts the next. While the model is small, compiling a new
+    structure's dense program costs more than its iterations, and ``"auto"`` runs the size-class program (one compile
+    per size class); once the picks have grown the model to millions of cells, the size-class program's routed
+    passes cost several times the dense program's iterations, and ``"auto"`` compiles the dense one (the caller's
+    ``structures`` and ``expected_iters`` are what it weighs). A user's method or program is kept as given.
     """
     rounds = dict(options)
     rounds.setdefault("method", "mirror_descent")
-    plain = rounds.get("oracle", "exact") == "exact" and not callable(rounds.get("loss")) and rounds.get("devices", 1) == 1
-    if plain and resolve_method(rounds["method"], "tree_aim")[0].traits.size_class:
-        rounds.setdefault("program", "size_class")
     return rounds
 
 
@@ -248,49 +249,52 @@ def _final_options(options: dict) -> dict:
     return final
 
 
-def _fits_beside(cdom: Domain, domain: Domain, cliques: list, cands: list, max_model_mb: float) -> Callable[[int], bool]:
-    """Whether candidate ``j`` may join a model over ``cliques``: it lies inside one of them (free), or the model with
-    it, fitted over the compressed ``cdom`` and released over the declared ``domain``, stays within ``max_model_mb``
-    (:func:`~pgmjax.mechanisms.steps.released_model_size`). Released cliques only; asked about the drawn candidates
-    only (:meth:`pgmjax.privacy.Accountant.exponential`'s ``admit``).
+def _fits_beside(growth: Growth, domain: Domain, cands: list, max_model_mb: float) -> Callable[[int], bool]:
+    """Whether candidate ``j`` may join the model ``growth`` holds (chordal cliques over the compressed domain): the
+    model grown by it (:meth:`~pgmjax.graph.growth.Growth.grown`: only the part of its junction tree between the
+    candidate's attributes is triangulated again), released over the declared ``domain``, stays within
+    ``max_model_mb``. A candidate inside a clique leaves the model as it is. Released cliques only; asked about the
+    drawn candidates only (:meth:`pgmjax.privacy.Accountant.exponential`'s ``admit``).
 
-    The size is the released model's: a model that fits over the compressed domain may not once its merged values
-    are restored (its junction tree is triangulated for the compressed sizes), and the release would refuse it
-    after the whole budget is spent."""
-    held = [set(c) for c in cliques]
+    The size is the released model's: the triangulation is chosen for the compressed sizes, and the release keeps
+    its cliques with their merged values restored, which can cost far more than the compressed model (a cycle's
+    chord through two compressed wide attributes); the release would refuse it after the whole budget is spent.
+    The fits are then given the grown cliques (``estimate``'s ``cliques``), so the model fitted is the one checked."""
 
     def fits(j: int) -> bool:
-        c = cands[j]
-        return any(set(c) <= h for h in held) or released_model_size(cdom, domain, cliques + [c]) <= max_model_mb
+        return 8.0 * sum(domain.size(c) for c in growth.grown(cands[j])) / 2**20 <= max_model_mb
 
     return fits
 
 
 def _draw_batch(acc: Accountant, key, cdata: Dataset, domain: Domain, cands: list, q: np.ndarray, sens: float,
-                eps_em: float, sigma: float, picks: int, base: list, max_model_mb: float, draws: int, b: int,
-                measurements: list) -> list:
+                eps_em: float, sigma: float, picks: int, structure: tuple, max_model_mb: float, draws: int, b: int,
+                measurements: list) -> tuple[list, tuple]:
     """Batch ``b``'s picks: up to ``picks`` exponential-mechanism draws on the qualities ``q`` (each candidate once),
-    among the candidates that fit beside ``base`` and the batch's earlier picks over the declared ``domain`` (the
-    cap is on the released model), each measured with ``sigma`` over the compressed data ``cdata`` and
-    appended to ``measurements``; the run's last draw (``draws`` counts those left, this batch's included) measures
-    with exactly what is left. Returns the cliques picked."""
+    among the candidates that fit beside the model's ``structure`` (chordal cliques over the compressed domain)
+    grown by the batch's earlier picks, the cap on the released model over the declared ``domain``; each measured
+    with ``sigma`` over the compressed data ``cdata`` and appended to ``measurements``; the run's last draw
+    (``draws`` counts those left, this batch's included) measures with exactly what is left. Returns the cliques
+    picked and the structure grown by them (the next fit's cliques)."""
     batch_keys = jax.random.split(key, picks)
     chosen: list = []
+    growth = Growth(cdata.domain, structure)
     for p in range(picks):
         k_em, k_meas = jax.random.split(batch_keys[p])
         draws -= 1
         if not np.isfinite(q).any():
             break
-        fits = _fits_beside(cdata.domain, domain, base + chosen, cands, max_model_mb)
         try:
-            j = acc.exponential(k_em, q, sens, epsilon=eps_em, admit=fits, target=f"batch {b + 1}, pick {p + 1}: select a marginal")
+            j = acc.exponential(k_em, q, sens, epsilon=eps_em, admit=_fits_beside(growth, domain, cands, max_model_mb),
+                                target=f"batch {b + 1}, pick {p + 1}: select a marginal")
         except ValueError:  # nothing left fits beside the batch's picks (refused before any spending)
             break
         q[j] = -np.inf  # once per batch
         chosen.append(cands[j])
+        growth = Growth(cdata.domain, growth.grown(cands[j]))
         measurements.append(acc.measure(k_meas, cdata, cands[j], rho=REST) if draws == 0 else
                             acc.measure(k_meas, cdata, cands[j], scale=sigma))
-    return chosen
+    return chosen, growth.cliques
 
 
 def _pair_sizes(sizes: np.ndarray, cands: list) -> np.ndarray:
@@ -383,18 +387,20 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         sens_unit = acc.l1_sensitivity()
         sigma, eps_em = budget["pick_std"], budget["pick_em_epsilon"]
         sens = sens_unit * float(weight.max())
-        selected, log = [], []
+        selected, log, structure = [], [], ()  # structure: the model's cliques as the size checks grew them
         draws = batches * picks
         for b in range(batches):
+            # what program="auto" weighs: a batch's fit runs about as long as the batch's before it
+            hint = {"expected_iters": min(fitted.report.iterations, own.round_iters)} if b else {}
             with timer("engine"):
                 fitted = estimate(cdom, fit_on(measurements), iters=own.round_iters, warm_start=fitted, report=True,
-                                  **round_kwargs)
+                                  cliques=structure, **hint, **round_kwargs)
                 model = fitted.model
             with timer("selection"):
-                base = list(model.cliques)
                 q = weight * (l1_errors(truth, candidate_marginals(model, cands)) - HALF_NORMAL_MEAN * sigma * sizes)
-                chosen = _draw_batch(acc, jax.random.fold_in(k_batch, b), cdata, domain, cands, q, sens, eps_em,
-                                     sigma, picks, base, max_model_mb, draws, b, measurements)
+                chosen, structure = _draw_batch(acc, jax.random.fold_in(k_batch, b), cdata, domain, cands, q, sens,
+                                                eps_em, sigma, picks, model.cliques, max_model_mb, draws, b,
+                                                measurements)
                 draws -= picks
                 selected += chosen
             log.append({"batch": b + 1, "picked": list(chosen), "model_mb": model_mb(model)})
@@ -406,7 +412,7 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         # 4. the final fit, synthetic records, decompression (MST's step 5)
         with timer("engine"):
             fitted = estimate(cdom, fit_on(measurements), iters=run.engine_iters, warm_start=fitted, report=True,
-                              **final_kwargs)
+                              cliques=structure, **final_kwargs)
         record_public_fit(acc, fitted, cdom, final_kwargs.get("public"), measurements)  # what the fit took, free
         bar.step({"stage": "final fit", "step": steps - 1, "steps": steps})
         spread = spread_for(own.merged_values, mapping, one_way, fitted.model)  # post-processing

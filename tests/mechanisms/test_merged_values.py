@@ -96,6 +96,10 @@ def test_measured_spread_keeps_kept_values_whole_and_each_merged_value_s_shares_
     # where the model puts nothing in a merged value, its spread is even
     flat = dc.measured_spread({"a": cmap}, [m], {"a": np.array([50.0, 40.0, 0.0, 9.0])})["a"]
     np.testing.assert_allclose(flat[[1, 3, 4]], 1 / 3)
+    # a mass far below the counts (1e-20 against 30) is lost to rounding in the projection: even, not a crash
+    tiny = dc.measured_spread({"a": cmap}, [m], {"a": np.array([50.0, 40.0, 1e-20, 9.0])})["a"]
+    np.testing.assert_allclose(tiny[[1, 3, 4]], 1 / 3)
+    np.testing.assert_allclose(dc._simplex_projection(np.array([30.0, -2.0, 1.0]), 1e-20), 0.0)  # no IndexError
     np.testing.assert_allclose(dc.uniform_spread({"a": cmap})["a"], [1, 1 / 3, 1, 1 / 3, 1 / 3, 1])
 
 
