@@ -224,6 +224,48 @@ def test_the_size_check_is_the_released_model_s_after_compression():
     assert released_model_size(cdom, dom, cycle) >= 20 * hypothetical_model_size(dom, cycle)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_the_grown_size_check_is_the_whole_triangulation_s(seed):
+    """The picks' size check grows the model's junction tree by the drawn candidate (only the part between its
+    attributes is triangulated again, over the compressed sizes) and counts it over the declared sizes: the same
+    number, for every candidate, as triangulating the model and the candidate whole (released_model_size)."""
+    from pgmjax.graph.growth import Growth
+    from pgmjax.graph.junction import triangulated_cliques
+    from pgmjax.mechanisms.steps import grown_released_size, released_model_size
+
+    rng = np.random.default_rng(seed)
+    names = [f"x{i}" for i in range(9)]
+    sizes = rng.integers(2, 40, 9)
+    dom = pj.Domain(dict(zip(names, (int(k) for k in sizes))))
+    cdom = pj.Domain(dict(zip(names, (int(k) if rng.random() < 0.5 else 2 for k in sizes))))  # some compressed
+    pairs = [tuple(sorted(rng.choice(9, 2, replace=False))) for _ in range(8)]
+    base = triangulated_cliques(cdom, [(names[i], names[j]) for i, j in pairs])  # a fitted model's: chordal
+    growth = Growth(cdom, base)
+    for i, j in {tuple(sorted(rng.choice(9, 2, replace=False))) for _ in range(15)}:
+        c = (names[i], names[j])
+        assert grown_released_size(growth, dom, c) == pytest.approx(released_model_size(cdom, dom, list(base) + [c]),
+                                                                    rel=1e-12), c
+
+
+def test_the_fits_take_the_cliques_the_size_checks_grew_and_let_the_program_be_chosen(data, monkeypatch):
+    """Each fit after the first batch is given the structure the batch's size checks grew (so the model fitted is
+    the one checked, its released size within the cap), and the batches' fits leave the program to
+    ``program="auto"`` unless the caller names one."""
+    calls = []
+    real = tree_adaptive.estimate
+    monkeypatch.setattr(tree_adaptive, "estimate", lambda *a, **k: calls.append(k) or real(*a, **k))
+    cap = 8.0 * 400 / 2**20
+    res = tree_aim(data, 3.0, key=jax.random.key(2), max_model_mb=cap, synthetic=False, batches=2, picks=3, **QUICK)
+    batch_fits, final_fit = calls[1:3], calls[3]
+    assert all("program" not in k for k in batch_fits) and batch_fits[0]["cliques"] == ()
+    assert set(res.info.compressed_model.cliques) == set(final_fit["cliques"])  # fitted as grown: nothing more
+    assert res.info.model_mb <= cap
+    calls.clear()
+    tree_aim(data, 3.0, key=jax.random.key(2), synthetic=False, batches=2, picks=3,
+             fit_options=pj.FitOptions(program="size_class"), **QUICK)
+    assert [k["program"] for k in calls[1:3]] == ["size_class", "size_class"]
+
+
 def test_the_tree_share_gives_a_median_pair_the_target_noise_within_its_bounds():
     """Brute force on the formula: at the returned share a median pair's expected TVD noise is TREE_TVD, unless a
     bound holds it; more records (or smaller pairs) never take more."""
