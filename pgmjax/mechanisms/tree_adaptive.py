@@ -86,8 +86,8 @@ from .public_selection import check_public
 from .result import BudgetStep, MechanismResult, record_plan
 from .run_info import reports
 from .spanning_tree import REFERENCE_MIRROR_DESCENT, SELECT_ITERS, check_tree_sizes, select_tree
-from .steps import (Timer, candidate_marginals, grown_released_size, l1_errors, model_mb, pgm_native_result, public_cliques,
-                    record_public_fit, release_over_original)
+from .steps import (Timer, candidate_marginals, grown_released_size, l1_errors, model_mb, pgm_native_result,
+                    public_cliques, record_public_fit, release_over_original)
 from .tree_aim_options import BATCHES, TreeAIMInfo, TreeAIMOptions
 from .tree_aim_shares import (TREE_SHARE, TREE_SHARE_MIN, default_batches, default_pick_count, one_way_share_for,
                               tree_aim_budget, tree_share_for)
@@ -255,8 +255,9 @@ def _fits_beside(growth: Growth, domain: Domain, cands: list, max_model_mb: floa
     """Whether candidate ``j`` may join the model ``growth`` holds (chordal cliques over the compressed domain): the
     model grown by it (:meth:`~pgmjax.graph.growth.Growth.grown`: only the part of its junction tree between the
     candidate's attributes is triangulated again), released over the declared ``domain``, stays within
-    ``max_model_mb`` (:func:`~pgmjax.mechanisms.steps.grown_released_size`). A candidate inside a clique leaves the model as it is. Released cliques only; asked about the
-    drawn candidates only (:meth:`pgmjax.privacy.Accountant.exponential`'s ``admit``).
+    ``max_model_mb`` (:func:`~pgmjax.mechanisms.steps.grown_released_size`). A candidate inside a clique leaves
+    the model as it is. Released cliques only; asked about the drawn candidates only
+    (:meth:`pgmjax.privacy.Accountant.exponential`'s ``admit``).
 
     The size is the released model's: the triangulation is chosen for the compressed sizes, and the release keeps
     its cliques with their merged values restored, which can cost far more than the compressed model (a cycle's
