@@ -393,17 +393,15 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         selected, log, structure = [], [], ()  # structure: the model's cliques as the size checks grew them
         draws = batches * picks
         for b in range(batches):
-            # what program="auto" weighs: a batch's fit runs about as long as the batch's before it
-            hint = {"expected_iters": min(fitted.report.iterations, own.round_iters)} if b else {}
+            hint = {"expected_iters": min(fitted.report.iterations, own.round_iters)} if b else {}  # for "auto"
             with timer("engine"):
                 fitted = estimate(cdom, fit_on(measurements), iters=own.round_iters, warm_start=fitted, report=True,
                                   cliques=structure, **hint, **round_kwargs)
                 model = fitted.model
             with timer("selection"):
                 q = weight * (l1_errors(truth, candidate_marginals(model, cands)) - HALF_NORMAL_MEAN * sigma * sizes)
-                chosen, structure = _draw_batch(acc, jax.random.fold_in(k_batch, b), cdata, domain, cands, q, sens,
-                                                eps_em, sigma, picks, model.cliques, max_model_mb, draws, b,
-                                                measurements)
+                chosen, structure = _draw_batch(acc, jax.random.fold_in(k_batch, b), cdata, domain, cands, q, sens, eps_em,
+                                                sigma, picks, model.cliques, max_model_mb, draws, b, measurements)
                 draws -= picks
                 selected += chosen
             log.append({"batch": b + 1, "picked": list(chosen), "model_mb": model_mb(model)})
