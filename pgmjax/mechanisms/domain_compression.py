@@ -224,11 +224,9 @@ def _shrunk_shares(y: np.ndarray, var: np.ndarray, total: float) -> np.ndarray:
     p = _simplex_projection(y, total)
     active = p > 0
     r = int(active.sum())
-    if r == 0:  # a total far below the counts, lost to rounding in the projection: too little mass to shape
-        return np.full(k, 1.0 / k)
     step = p - even
     norm = float(step @ step)
-    if norm == 0.0:
+    if norm == 0.0 or r == 0:  # nothing to shrink, or a total far below the counts lost to rounding: even
         return np.full(k, 1.0 / k)
     divergence = float(var[active].sum()) * (1.0 - 1.0 / r)
     lam = min(1.0, max(0.0, (float((y - even) @ step) - divergence) / norm))
