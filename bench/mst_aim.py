@@ -140,6 +140,7 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
         res = tree_aim(data, epsilon, DELTA, key=jax.random.key(seed), select_iters=s["mst_select_iters"],
                        engine_iters=s["mst_fit_iters"], max_model_mb=s["tree_max_model_size"],
                        compress=s.get("tree_compress", True), **_merged(s),
+                       **({} if s.get("tree_merge") is None else {"merge": s["tree_merge"]}),
                        **{k: s[f"tree_{k}"] for k in ("batches", "picks") if s.get(f"tree_{k}") is not None})
     elif mechanism == "mst":
         options = pj.FitOptions(method=s["engine_method"]) if s.get("engine_method") else None
@@ -172,6 +173,8 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
 
         default = (MSTOptions if mechanism == "mst" else TreeAIMOptions)().merged_values
         row["merged_values"] = s.get("merged_values") or default
+        if mechanism == "tree_aim":
+            row["merge"] = s.get("tree_merge") or TreeAIMOptions().merge
         row["edges"] = [list(e) for e in info.edges]
         row["compressed_domain"] = dict(info.compressed_domain)
     if mechanism == "tree_aim":
@@ -285,6 +288,8 @@ def main(argv=None):
     p.add_argument("--tree-max-model-size", type=float, default=80.0, help="TreeAIM's cap in MB (default: its own 80)")
     p.add_argument("--tree-compress", action=argparse.BooleanOptionalAction, default=True,
                    help="TreeAIM's domain compression (default: on, its own)")
+    p.add_argument("--tree-merge", choices=("one", "runs"), default=None,
+                   help="how TreeAIM's compression merges rare values (default: its own)")
     p.add_argument("--merged-values", choices=("uniform", "measured"), default=None,
                    help="how MST and TreeAIM spread merged values back (default: each mechanism's own: MST uniform, "
                         "TreeAIM measured)")
@@ -331,6 +336,7 @@ def main(argv=None):
         "tree_max_model_size": args.tree_max_model_size,
         "tree_compress": args.tree_compress,
         "merged_values": args.merged_values,
+        "tree_merge": args.tree_merge,
         "trace": args.trace,
         "mbi_max_rounds": args.mbi_max_rounds,
         "mbi_time_limit_s": args.mbi_time_limit,
@@ -393,6 +399,7 @@ def main(argv=None):
                 cmd += [] if args.tree_picks is None else ["--tree-picks", str(args.tree_picks)]
                 cmd += [] if args.tree_compress else ["--no-tree-compress"]
                 cmd += [] if args.merged_values is None else ["--merged-values", args.merged_values]
+                cmd += [] if args.tree_merge is None else ["--tree-merge", args.tree_merge]
                 if lib == "pgmjax_accelerated":
                     cmd += ["--engine-method", "mirror_descent"]
             else:

@@ -40,23 +40,32 @@ from ..queries.linear import LinearQuery
 from ..queries.measurement import Measurement
 from .options import check_choice
 
-__all__ = ["MERGED_VALUES", "compress_domain", "compress_data", "decompress_data", "decompress_model",
+__all__ = ["MERGED_VALUES", "MERGES", "compress_domain", "compress_data", "decompress_data", "decompress_model",
            "decompress_measurements", "measured_spread", "spread_for", "uniform_spread"]
 
 #: How merged values are spread back over their original values: ``"uniform"`` (:func:`uniform_spread`) or
 #: ``"measured"`` (:func:`measured_spread`).
 MERGED_VALUES = ("uniform", "measured")
+#: How :func:`compress_domain` merges an attribute's rare values: ``"one"`` (all into one value, MST's) or ``"runs"``
+#: (consecutive ones into groups whose noisy count is measurable).
+MERGES = ("one", "runs")
 
 
 def compress_domain(
-    domain: Domain, one_way: Sequence[Measurement], threshold: float = 3.0, keep: Collection[str] = ()
+    domain: Domain, one_way: Sequence[Measurement], threshold: float = 3.0, keep: Collection[str] = (),
+    merge: str = "one",
 ) -> tuple[Domain, dict[str, np.ndarray], list[Measurement]]:
-    """Merge the rare values of each attribute into one "other" value (MST step 2).
+    """Merge the rare values of each attribute into one "other" value (MST step 2), or into runs (``merge="runs"``).
 
     For attribute ``a`` measured by ``y`` with noise std ``s``, the values with ``y >= threshold * s``
     are kept (renumbered ``0..m-1`` in their original order); if any are not, they become value
-    ``m``. The one-way measurement is re-expressed on the compressed attribute as an identity query with
-    one std per row: the kept entries unchanged, the merged entry ``sum(y_merged)`` with std
+    ``m`` (``merge="one"``, MST's). With ``merge="runs"``, consecutive rare values (in the domain's order, which is
+    public) are merged into groups instead, each closed once its noisy count reaches ``threshold`` times its
+    noise std (:func:`_run_groups`); only the values no group took share the last value. A binned number (an age, a
+    fare) keeps its rare values apart by neighbourhood: the children and the elderly of a passenger list stay two
+    groups, where MST's one value would join them and lose every correlation that tells them apart.
+    The one-way measurement is re-expressed on the compressed attribute as an identity query with
+    one std per row: the kept entries unchanged, a merged entry ``sum(y_merged)`` with std
     ``sqrt(sum s_merged^2)`` (``s sqrt(k)``: the sum of ``k`` values with std ``s``). The reference code
     writes that row divided by ``sqrt(k)`` (coefficient ``1/sqrt(k)``, std ``s``): the same term of the
     least-squares loss, but as a dense ``(m+1) x (m+1)`` query, 1.5 GB where a 10^7-value attribute keeps
@@ -69,6 +78,7 @@ def compress_domain(
         threshold: keep values whose noisy count is at least ``threshold`` noise stds.
         keep: attributes left whole (public knowledge, no data: those a :class:`pgmjax.Constraint` names, whose
             forbidden cells a merged value would blur, and whose decompression would spread records over them).
+        merge: ``"one"`` (every rare value of an attribute into one value) or ``"runs"`` (:data:`MERGES`).
 
     Returns:
         ``(compressed domain, mapping, compressed measurements)``; ``mapping[a][v]`` is the
@@ -83,6 +93,7 @@ def compress_domain(
     """
     where = "compress_domain"
     threshold = check_real(threshold, "threshold", where)
+    merge = check_choice(merge, "merge", MERGES, where)
     sizes = dict(domain)
     mapping: dict[str, np.ndarray] = {}
     out: list[Measurement] = []
@@ -96,15 +107,58 @@ def compress_domain(
         if a in keep or kept_values.all():
             out.append(m)
             continue
-        kept = np.flatnonzero(kept_values)
-        cmap = np.full(domain[a], kept.size, dtype=np.int64)
-        cmap[kept] = np.arange(kept.size)
+        cmap = _run_groups(m.y, s, kept_values, threshold) if merge == "runs" else _one_group(kept_values)
         mapping[a] = cmap
-        sizes[a] = kept.size + 1
-        y = np.append(m.y[kept_values], m.y[~kept_values].sum())
-        std = np.append(s[kept_values], math.sqrt(np.sum(s[~kept_values] ** 2)))  # s sqrt(k) when the stds are equal
+        k = int(cmap.max()) + 1
+        sizes[a] = k
+        y = np.bincount(cmap, weights=m.y, minlength=k)
+        std = np.sqrt(np.bincount(cmap, weights=s ** 2, minlength=k))  # s sqrt(k) when the stds are equal
         out.append(Measurement((a,), y, std, noise=m.noise))
     return Domain(sizes), mapping, out
+
+
+def _one_group(kept_values: np.ndarray) -> np.ndarray:
+    """MST's mapping: the kept values renumbered in order, every other value the last."""
+    kept = np.flatnonzero(kept_values)
+    cmap = np.full(kept_values.size, kept.size, dtype=np.int64)
+    cmap[kept] = np.arange(kept.size)
+    return cmap
+
+
+def _run_groups(y: np.ndarray, s: np.ndarray, kept_values: np.ndarray, threshold: float) -> np.ndarray:
+    """The mapping of ``merge="runs"``: values in order; a kept value is a group of its own; rare values gather into
+    the open run, which becomes a group once its noisy count reaches ``threshold`` times its noise std
+    (``sum y >= threshold sqrt(sum s^2)``). A run cut short (by a kept value or the end) joins the group it
+    continues, where it continues one, else the values no group took, which share the last value (MST's merged
+    value). Groups are numbered in the domain's order.
+
+    Example:
+        >>> _run_groups(np.array([100.0, 20, 20, 20, 5, 100, 1]), np.full(7, 10.0), np.array([1, 0, 0, 0, 0, 1, 0]) > 0, 3.0).tolist()
+        [0, 1, 1, 1, 1, 2, 3]
+    """
+    groups: list[list[int]] = []
+    other: list[int] = []
+    run: list[int] = []
+    total = var = 0.0  # the open run's noisy count and its noise variance
+    continues = False  # whether the open run follows a group closed from the same run
+    for i, (yi, si, kept) in enumerate(zip(y.tolist(), s.tolist(), kept_values.tolist())):
+        if kept:
+            if run:
+                (groups[-1] if continues else other).extend(run)
+            run, total, var, continues = [], 0.0, 0.0, False
+            groups.append([i])
+            continue
+        run.append(i)
+        total, var = total + yi, var + si * si
+        if total >= threshold * math.sqrt(var):
+            groups.append(run)
+            run, total, var, continues = [], 0.0, 0.0, True
+    if run:
+        (groups[-1] if continues else other).extend(run)
+    cmap = np.full(y.size, len(groups), dtype=np.int64)  # the values no group took: the last value
+    for g, members in enumerate(groups):
+        cmap[members] = g
+    return cmap
 
 
 def compress_data(data: Dataset, mapping: Mapping[str, np.ndarray], compressed: Domain) -> Dataset:

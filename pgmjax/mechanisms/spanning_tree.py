@@ -59,6 +59,7 @@ from ..checks import check_positive as _positive
 from ..graph import size_limit
 from .options import (DEFAULT_DELTA, check_data, check_domain_size, check_epsilon, check_fit_options, check_model_cap,
                       check_zcdp_delta, refuse_option)
+from .adaptive_iterative import HALF_NORMAL_MEAN
 from .domain_compression import compress_data, compress_domain, spread_for
 from .own_options import takes_own_options
 from .progress import Progress
@@ -393,9 +394,17 @@ def _mst(data: Dataset, key, run: _Run) -> MechanismResult:
 
 
 def select_tree(acc: Accountant, key, cdata: Dataset, base: GraphicalModel, rho: float, bar: Progress,
-                 where: str, held: list = (), steps: int | None = None) -> list[Clique]:
+                 where: str, held: list = (), steps: int | None = None,
+                 noise_std: float | None = None) -> list[Clique]:
     """MST step 3: ``d - 1`` Kruskal steps, each an exponential-mechanism draw (``rho / (d - 1)``) among the
     pairs joining two components, on ``w(a, b) = ||mu_ab(D) - mu_hat_ab||_1`` of the one-way model ``base``.
+
+    ``noise_std`` (TreeAIM's): the Gaussian noise std the tree's pairs will be measured with. Each pair's score is
+    then lowered by the noise its measurement would add, ``sqrt(2/pi) noise_std n_ab`` in expected L1 over its
+    ``n_ab`` cells (AIM's penalty: McKenna et al., "AIM", PVLDB 15(11), 2022, Section 4.2), so that the tree
+    joins two components by the pair whose measurement removes the most error, not the one whose error is
+    largest: on a wide pair of many cells, most of ``w`` is sampling variation that its noisy measurement could
+    not recover. Public (the compressed domain and the budget), so the scores' sensitivity is unchanged.
 
     Which pairs are excluded depends only on the edges already released (and ``held``, the constraints' cliques:
     a pair whose junction tree with them and the edges breaks the size limit). Returns the edges in order.
@@ -410,6 +419,8 @@ def select_tree(acc: Accountant, key, cdata: Dataset, base: GraphicalModel, rho:
     # the pairs' marginals over the compressed domain, all held at once: checked before they are computed
     size_limit.check_cliques(domain, pairs, where, what="the pair marginals the selection compares")
     weights = l1_errors(cdata.marginals(pairs), base.marginals(pairs))
+    if noise_std is not None:
+        weights = weights - HALF_NORMAL_MEAN * float(noise_std) * np.array([domain.size(p) for p in pairs], np.float64)
     steps = d + 3 if steps is None else steps
     bar.step({"stage": "one-way fit", "step": 2, "steps": steps})
     components = UnionFind(attrs)

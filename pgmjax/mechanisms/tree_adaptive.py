@@ -360,7 +360,7 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         one_way = acc.measure_many(k_one, data, [(a,) for a in attrs], rho=budget["one_way_rho"])
         bar.step({"stage": "one-way marginals", "step": 1, "steps": steps})
         held = {a for c in constraints for a in c.attributes}
-        cdom, mapping, one_way_c = compress_domain(domain, one_way, keep=held) if own.compress else (domain, {}, list(one_way))
+        cdom, mapping, one_way_c = compress_domain(domain, one_way, keep=held, merge=own.merge) if own.compress else (domain, {}, list(one_way))
         cdata = compress_data(data, mapping, cdom) if mapping else data
         if public is not None:
             fit_kwargs["public"] = round_kwargs["public"] = final_kwargs["public"] = (
@@ -378,7 +378,7 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         budget = _tree_budget(run, budget, cdom, total, sizes, cands)
         with timer("selection"):
             edges = select_tree(acc, k_sel, cdata, model, budget["tree_select_rho"], bar, where,
-                                [c.attributes for c in constraints], steps=steps)
+                                [c.attributes for c in constraints], steps=steps, noise_std=budget["tree_std"])
         measurements = list(one_way_c) + list(acc.measure_many(k_two, cdata, edges, rho=budget["tree_rho"]))
 
         # 3. the batches: refit, score every candidate, draw and measure `picks` marginals

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from ..checks import check_bool, check_count, check_positive
 from ..queries.constraints import Constraint
 from ..queries.public import PublicData
-from .domain_compression import MERGED_VALUES
+from .domain_compression import MERGED_VALUES, MERGES
 from .options import check_choice, check_synthetic
 from .own_options import OwnOptions
 from .progress import check_progress
@@ -48,6 +48,9 @@ class TreeAIMOptions(OwnOptions):
         select_iters: iterations of the one-way fit the tree's selection reads (MST's 2500; at most
             ``engine_iters`` by default).
         compress: MST's domain compression.
+        merge: how the compression merges an attribute's rare values: ``"runs"`` (consecutive rare values into groups
+            whose noisy count reaches three noise stds, in the domain's order; the rest into one value) or ``"one"``
+            (all into one value, MST's): :func:`~pgmjax.mechanisms.domain_compression.compress_domain`.
         merged_values: how a merged value is spread back over its original values: ``"measured"`` (by their noisy
             one-way counts, shrunk towards even: :func:`~pgmjax.mechanisms.domain_compression.measured_spread`) or
             ``"uniform"`` (MST's reference code). Post-processing either way.
@@ -77,6 +80,7 @@ class TreeAIMOptions(OwnOptions):
     round_iters: int = 1000
     select_iters: int | None = None
     compress: bool = True
+    merge: str = "runs"
     merged_values: str = "measured"
     synthetic: bool = True
     rows: int | None = None
@@ -95,10 +99,11 @@ class TreeAIMOptions(OwnOptions):
         share = None if self.tree_share is None else check_positive(self.tree_share, "tree_share", where)
         one_way = None if self.one_way_share is None else check_positive(self.one_way_share, "one_way_share", where)
         compress = check_bool(self.compress, "compress", where)
+        merge = check_choice(self.merge, "merge", MERGES, where)
         merged_values = check_choice(self.merged_values, "merged_values", MERGED_VALUES, where)
         synthetic, rows, synthetic_method = check_synthetic(self.synthetic, self.rows, self.synthetic_method, where)
         self.keep(batches=batches, picks=picks, one_way_share=one_way, tree_share=share, round_iters=round_iters, select_iters=select_iters, compress=compress,
-                  merged_values=merged_values, synthetic=synthetic, rows=rows, synthetic_method=synthetic_method,
+                  merge=merge, merged_values=merged_values, synthetic=synthetic, rows=rows, synthetic_method=synthetic_method,
                   progress=check_progress(self.progress, where))
 
 
