@@ -61,7 +61,8 @@ def compress_domain(
     are kept (renumbered ``0..m-1`` in their original order); if any are not, they become value
     ``m`` (``merge="one"``, MST's). With ``merge="runs"``, consecutive rare values (in the domain's order, which is
     public) are merged into groups instead, each closed once its noisy count reaches ``threshold`` times its
-    noise std (:func:`_run_groups`); only the values no group took share the last value. A binned number (an age, a
+    noise std; a run cut short joins the group before it, and rare values that make no group share the last
+    value (:func:`_run_groups`). A binned number (an age, a
     fare) keeps its rare values apart by neighbourhood: the children and the elderly of a passenger list stay two
     groups, where MST's one value would join them and lose every correlation that tells them apart.
     The one-way measurement is re-expressed on the compressed attribute as an identity query with
@@ -128,23 +129,23 @@ def _one_group(kept_values: np.ndarray) -> np.ndarray:
 def _run_groups(y: np.ndarray, s: np.ndarray, kept_values: np.ndarray, threshold: float) -> np.ndarray:
     """The mapping of ``merge="runs"``: values in order; a kept value is a group of its own; rare values gather into
     the open run, which becomes a group once its noisy count reaches ``threshold`` times its noise std
-    (``sum y >= threshold sqrt(sum s^2)``). A run cut short (by a kept value or the end) joins the group it
-    continues, where it continues one, else the values no group took, which share the last value (MST's merged
-    value). Groups are numbered in the domain's order.
+    (``sum y >= threshold sqrt(sum s^2)``). A run cut short (by a kept value or the end) joins the group closed
+    just before it in the same stretch of rare values, where there is one; the rest (stretches too rare to make a
+    group) share one last value, as every rare value does in MST. Groups are numbered in the domain's order.
 
     Example:
-        >>> _run_groups(np.array([100.0, 20, 20, 20, 5, 100, 1]), np.full(7, 10.0), np.array([1, 0, 0, 0, 0, 1, 0]) > 0, 3.0).tolist()
+        >>> y, kept = np.array([100.0, 20, 20, 20, 5, 100, 1]), np.array([1, 0, 0, 0, 0, 1, 0]) > 0
+        >>> _run_groups(y, np.full(7, 10.0), kept, 3.0).tolist()
         [0, 1, 1, 1, 1, 2, 3]
     """
     groups: list[list[int]] = []
     other: list[int] = []
     run: list[int] = []
     total = var = 0.0  # the open run's noisy count and its noise variance
-    continues = False  # whether the open run follows a group closed from the same run
+    continues = False  # whether the open run follows a group closed in the same stretch of rare values
     for i, (yi, si, kept) in enumerate(zip(y.tolist(), s.tolist(), kept_values.tolist())):
         if kept:
-            if run:
-                (groups[-1] if continues else other).extend(run)
+            (groups[-1] if continues else other).extend(run)
             run, total, var, continues = [], 0.0, 0.0, False
             groups.append([i])
             continue
@@ -153,8 +154,7 @@ def _run_groups(y: np.ndarray, s: np.ndarray, kept_values: np.ndarray, threshold
         if total >= threshold * math.sqrt(var):
             groups.append(run)
             run, total, var, continues = [], 0.0, 0.0, True
-    if run:
-        (groups[-1] if continues else other).extend(run)
+    (groups[-1] if continues else other).extend(run)
     cmap = np.full(y.size, len(groups), dtype=np.int64)  # the values no group took: the last value
     for g, members in enumerate(groups):
         cmap[members] = g
