@@ -15,11 +15,16 @@ Budget ``rho = cdp_rho(epsilon, delta)`` (zCDP), shares of it (:func:`tree_aim_b
 
 1. **One-way marginals** (:data:`ONE_WAY_SHARE` to :data:`ONE_WAY_SHARE_MAX`, more where the values lie in
    many-valued attributes: :func:`one_way_share_for`, public): all ``d``, equal shares (MST's step 1), then MST's domain
-   compression (values whose noisy count is below 3 noise stds merged; post-processing).
+   compression (values whose noisy count is below 3 noise stds merged; post-processing), by runs (``merge="runs"``,
+   the default: consecutive rare values, in the domain's public order, merged into groups whose noisy count reaches
+   3 noise stds, so that a binned number's rare children and rare elderly stay apart;
+   :func:`~pgmjax.mechanisms.domain_compression.compress_domain`) or into one value as MST does (``merge="one"``).
 2. **The tree** (:data:`TREE_SELECT_SHARE` to select, :data:`TREE_SHARE_MIN` to :data:`TREE_SHARE` to measure:
    :func:`tree_share_for`, less where its pairs are measured well with less and the batches would measure more
-   than ``d`` marginals well, from the one-way model's released total): MST's ``d - 1`` exponential-mechanism Kruskal steps on the one-way model's pair errors, then the tree's
-   pairs, equal shares.
+   than ``d`` marginals well, from the one-way model's released total): MST's ``d - 1`` exponential-mechanism
+   Kruskal steps on the one-way model's pair errors (with ``tree_penalty=True``, less AIM's penalty, the noise
+   the pair's measurement will add, ``sqrt(2/pi) sigma_tree n_ab``: public, so the sensitivity is MST's), then the
+   tree's pairs, equal shares.
 3. **Batches** (the rest): ``batches`` rounds; before each, the model of everything measured so far is fitted
    (warm-started) and every AIM candidate (the downward closure of the workload, default every pair of at most
    10,000 cells) is scored with AIM's quality ``q_r = w_r (||mu_r(D) - mu_hat_r||_1 - sqrt(2/pi) sigma n_r)``
@@ -143,7 +148,7 @@ def tree_aim(
             the released model past it (AIM's 80).
         **own: TreeAIM's own options, by name: the fields of
             :class:`~pgmjax.mechanisms.tree_aim_options.TreeAIMOptions` (``batches``, ``picks``, ``one_way_share``, ``tree_share``, ``round_iters``,
-            ``select_iters``, ``compress``, ``merged_values``, ``synthetic``, ``rows``, ``synthetic_method``,
+            ``select_iters``, ``compress``, ``merge``, ``tree_penalty``, ``merged_values``, ``synthetic``, ``rows``, ``synthetic_method``,
             ``progress``, ``constraints``, ``public``), checked before anything else.
 
     Returns:
@@ -378,7 +383,8 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         budget = _tree_budget(run, budget, cdom, total, sizes, cands)
         with timer("selection"):
             edges = select_tree(acc, k_sel, cdata, model, budget["tree_select_rho"], bar, where,
-                                [c.attributes for c in constraints], steps=steps, noise_std=budget["tree_std"])
+                                [c.attributes for c in constraints], steps=steps,
+                                noise_std=budget["tree_std"] if own.tree_penalty else None)
         measurements = list(one_way_c) + list(acc.measure_many(k_two, cdata, edges, rho=budget["tree_rho"]))
 
         # 3. the batches: refit, score every candidate, draw and measure `picks` marginals

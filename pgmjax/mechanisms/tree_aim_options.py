@@ -51,6 +51,10 @@ class TreeAIMOptions(OwnOptions):
         merge: how the compression merges an attribute's rare values: ``"runs"`` (consecutive rare values into groups
             whose noisy count reaches three noise stds, in the domain's order; the rest into one value) or ``"one"``
             (all into one value, MST's): :func:`~pgmjax.mechanisms.domain_compression.compress_domain`.
+        tree_penalty: lower each pair's score in the tree's selection by the noise its measurement will add (AIM's
+            penalty, ``sqrt(2/pi) sigma n``): the tree then joins components by pairs it can measure well. It helps
+            tables of many weakly tied wide columns (Adult's) and hurts tables whose strongest ties lie in wide
+            pairs (the measurements: ``bench/results/mechanisms``); off by default.
         merged_values: how a merged value is spread back over its original values: ``"measured"`` (by their noisy
             one-way counts, shrunk towards even: :func:`~pgmjax.mechanisms.domain_compression.measured_spread`) or
             ``"uniform"`` (MST's reference code). Post-processing either way.
@@ -81,6 +85,7 @@ class TreeAIMOptions(OwnOptions):
     select_iters: int | None = None
     compress: bool = True
     merge: str = "runs"
+    tree_penalty: bool = False
     merged_values: str = "measured"
     synthetic: bool = True
     rows: int | None = None
@@ -100,10 +105,11 @@ class TreeAIMOptions(OwnOptions):
         one_way = None if self.one_way_share is None else check_positive(self.one_way_share, "one_way_share", where)
         compress = check_bool(self.compress, "compress", where)
         merge = check_choice(self.merge, "merge", MERGES, where)
+        tree_penalty = check_bool(self.tree_penalty, "tree_penalty", where)
         merged_values = check_choice(self.merged_values, "merged_values", MERGED_VALUES, where)
         synthetic, rows, synthetic_method = check_synthetic(self.synthetic, self.rows, self.synthetic_method, where)
         self.keep(batches=batches, picks=picks, one_way_share=one_way, tree_share=share, round_iters=round_iters, select_iters=select_iters, compress=compress,
-                  merge=merge, merged_values=merged_values, synthetic=synthetic, rows=rows, synthetic_method=synthetic_method,
+                  merge=merge, tree_penalty=tree_penalty, merged_values=merged_values, synthetic=synthetic, rows=rows, synthetic_method=synthetic_method,
                   progress=check_progress(self.progress, where))
 
 

@@ -1,5 +1,5 @@
-"""TreeAIM's tree and compression: the tree's scores carry the noise its pairs' measurements will add (AIM's
-penalty), and the compression merges rare values by runs unless told MST's way."""
+"""TreeAIM's tree and compression: with ``tree_penalty=True`` the tree's scores carry the noise its pairs'
+measurements will add (AIM's penalty), and the compression merges rare values by runs unless told MST's way."""
 
 import jax
 import numpy as np
@@ -48,6 +48,21 @@ def test_the_penalty_joins_a_wide_attribute_by_a_small_pair_where_the_wide_one_s
     assert ("x", "y") in edges
 
 
+@pytest.mark.parametrize("tree_penalty", [False, True])
+def test_tree_aim_passes_the_tree_s_noise_only_where_told(monkeypatch, tree_penalty):
+    from pgmjax.mechanisms import tree_adaptive
+
+    seen = []
+
+    def spy(*args, noise_std=None, **kw):
+        seen.append(noise_std)
+        return select_tree(*args, noise_std=noise_std, **kw)
+
+    monkeypatch.setattr(tree_adaptive, "select_tree", spy)
+    res = tree_aim(_wide_pair_table(500), 1.0, key=jax.random.key(0), tree_penalty=tree_penalty, **QUICK)
+    assert seen == [res.info.budget["tree_std"] if tree_penalty else None]
+
+
 def test_a_zero_penalty_is_mst_s_tree():
     data = _wide_pair_table()
     assert _tree(data, 0.0, seed=3) == _tree(data, None, seed=3)
@@ -82,6 +97,8 @@ def test_tree_aim_merges_rare_values_by_runs_and_keeps_the_clusters_apart(seed):
     assert res.accountant.spent == pytest.approx(res.accountant.budget)
 
 
-def test_a_bad_merge_is_refused_before_any_spending():
+def test_bad_merge_and_tree_penalty_are_refused_before_any_spending():
     with pytest.raises(ValueError, match="merge"):
         tree_aim(_clustered_table(200), 1.0, key=jax.random.key(0), merge="neighbours", **QUICK)
+    with pytest.raises(TypeError, match="tree_penalty must be True or False"):
+        tree_aim(_clustered_table(200), 1.0, key=jax.random.key(0), tree_penalty=1, **QUICK)
