@@ -346,7 +346,6 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
     bar = Progress(own.progress, steps, "TreeAIM", where)
     timer = Timer("engine", "selection")
     acc = Accountant(epsilon=epsilon, delta=delta, composition="zcdp")
-    rho = acc.budget
     plan = record_plan(acc, "tree_aim", [
         BudgetStep("one-way marginals", "gaussian", budget["one_way_rho"], d, scale=budget["one_way_std"]),
         BudgetStep("spanning tree: select pairs", "exponential", budget["tree_select_rho"], d - 1,
@@ -430,7 +429,7 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         bar.close()
 
     info = TreeAIMInfo(
-        epsilon=epsilon, delta=delta, rho=rho, budget=budget, edges=edges, selected=selected, log=log,
+        epsilon=epsilon, delta=delta, rho=acc.budget, budget=budget, edges=edges, selected=selected, log=log,
         compressed_domain=cdom, mapping=mapping, spread=spread, compressed_model=fitted.model, total=fitted.model.total,
         model_mb=model_mb(model_out), engine_iters=run.engine_iters, seconds=timer.done(),
         public=public_cliques(fitted),
