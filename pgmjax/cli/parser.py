@@ -26,7 +26,7 @@ examples:
              --epsilon 1 --delta 1e-9 --out synthetic.csv --report report.json --workload all-2way
 
   # raw data (numbers, text, dates, blanks): the schema is derived with DP inside the budget
-  pgmjax run --data raw.csv --mechanism mst --epsilon 1 --out synthetic.csv --save-model model/
+  pgmjax run --data raw.csv --epsilon 1 --out synthetic.csv --save-model model/   # TreeAIM, the default
   pgmjax sample --model model/ --records 5000 --out more.csv   # more records, no privacy cost
   pgmjax schema --data raw.csv --epsilon 0.1 > schema.json    # or a private schema to review and reuse
 
@@ -59,13 +59,14 @@ run, is kept and this run fails); a failed, interrupted or terminated run leaves
 temporary file; a model estimating fewer than 10 records (a tiny budget)
 is refused with a suggestion (--records) instead of writing a near-empty table.
 
-mechanisms (pgmjax mechanisms -v lists them with their own options):
+mechanisms (--mechanism, default tree_aim; pgmjax mechanisms -v lists them with their own options):
   mwem          MWEM+PGM: EM selection of marginals, Laplace noise (eps-DP); --option noise=gaussian for zCDP
   privbayes     PrivBayes+PGM: private Bayesian network and noisy conditionals (eps-DP: no --delta)
   dualquery     DualQuery+PGM: private query/record game, model fitted to the transcript ((eps, delta)-DP)
   hdmm          HDMM+PGM: workload-optimised measurement strategy, Laplace noise (eps-DP)
   mst           MST: one-way marginals + private maximum spanning tree of pairs ((eps, delta)-DP via zCDP)
   aim           AIM: adaptive workload-aware marginal selection ((eps, delta)-DP via zCDP)
+  tree_aim      TreeAIM: MST's tree, then a few batches of AIM's selection ((eps, delta)-DP via zCDP; the default)
   mldp          MLDP+PGM: the workload's cells as training queries, the rest answered by the model (eps-DP)
   rr_synthetic  RR+PGM: randomized response on every attribute, fitted by the engine (eps-DP; also "rr")
 
@@ -141,7 +142,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..mechanisms.registry import MECHANISMS
+    from ..mechanisms.registry import DEFAULT_MECHANISM, MECHANISMS
     from .call import ALIASES
 
     parser = _Parser(
@@ -199,11 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--scheduler", metavar="ADDRESS", help="with --engine dask: the Dask scheduler (tcp://host:8786); "
                                                           "its workers read --data, so the path must be theirs")
     g = r.add_argument_group("mechanism and privacy")
-    g.add_argument("--mechanism", "-m", required=True, choices=[*MECHANISMS, *ALIASES], metavar="NAME",
-                   help=f"one of: {', '.join(MECHANISMS)} (rr: rr_synthetic)")
+    g.add_argument("--mechanism", "-m", default=DEFAULT_MECHANISM, choices=[*MECHANISMS, *ALIASES], metavar="NAME",
+                   help=f"one of: {', '.join(MECHANISMS)} (rr: rr_synthetic); default {DEFAULT_MECHANISM}")
     g.add_argument("--epsilon", "-e", required=True, type=positive_float, metavar="EPS", help="privacy budget epsilon > 0")
     g.add_argument("--delta", type=unit_interval, default=None, metavar="DELTA",
-                   help="delta in (0, 1) for (eps, delta) guarantees (default 1e-9: dualquery, mst, aim, and mwem/hdmm with "
+                   help="delta in (0, 1) for (eps, delta) guarantees (default 1e-9: dualquery, mst, aim, tree_aim, and mwem/hdmm with "
                         "--option noise=gaussian); refused for pure-DP runs")
     g.add_argument("--workload", metavar="SPEC", help="all-2way, all-3way or a JSON file of cliques: what the mechanism optimises for "
                    "(if it takes a workload) and what the summary evaluates")

@@ -85,7 +85,8 @@ class Synthesizer:
     """How to release a private synthetic copy of a raw table; :meth:`fit` makes the release.
 
     Args:
-        mechanism: a mechanism's name (``pgmjax mechanisms`` lists them): ``"aim"`` (default), ``"mst"``, ...
+        mechanism: a mechanism's name (``pgmjax mechanisms`` lists them): ``"tree_aim"`` (default:
+            :data:`pgmjax.mechanisms.registry.DEFAULT_MECHANISM`), ``"mst"``, ``"aim"``, ...
         epsilon: the whole release's budget (schema and mechanism together).
         delta: the mechanism's delta where its guarantee takes one (default 1e-9); None for the pure-DP ones.
         preprocess_fraction: the share of the budget spent on the private schema, in (0, 1).
@@ -108,7 +109,7 @@ class Synthesizer:
         1e-09
     """
 
-    mechanism: str = "aim"
+    mechanism: str = registry.DEFAULT_MECHANISM
     epsilon: float = 1.0
     delta: float | None = DEFAULT_DELTA
     preprocess_fraction: float = 0.1
@@ -197,8 +198,9 @@ class Synthesizer:
                 schema is derived, the whole budget goes to the mechanism, and the records sampled are codes.
             public: a public table with ``frame``'s columns, coded as ``frame`` is (raw values go through the schema
                 derived from ``frame``): its marginals join the mechanism's fits at no privacy cost, at
-                :attr:`public_stddev` (``mst``, ``aim``, ``mwem``: :class:`pgmjax.queries.public.PublicData`). The
-                ledger lists what was taken; the release keeps those marginals among its measurements.
+                :attr:`public_stddev` (``tree_aim``, ``mst``, ``aim``, ``mwem``:
+                :class:`pgmjax.queries.public.PublicData`). The ledger lists what was taken; the release keeps those
+                marginals among its measurements.
 
         Returns:
             A :class:`Release`: the model, its schema and the ledger.

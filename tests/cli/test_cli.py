@@ -151,6 +151,13 @@ def test_the_registry_knows_every_mechanism():
     assert all(e.name == e.function.__name__ == n for n, e in registry.MECHANISMS.items())
 
 
+def test_tree_aim_is_the_default_of_the_command_line_and_the_synthesizer():
+    args = cli.build_parser().parse_args(["run", "--data", "t.csv", "--domain", "t-domain.json", "-e", "1"])
+    assert registry.DEFAULT_MECHANISM == "tree_aim" == args.mechanism == pj.Synthesizer().mechanism
+    named = cli.build_parser().parse_args(["run", "--data", "t.csv", "--domain", "t-domain.json", "-m", "mst", "-e", "1"])
+    assert named.mechanism == "mst"
+
+
 @pytest.mark.parametrize("mechanism", AVAILABLE)
 def test_run_every_mechanism_end_to_end(files, runs, mechanism):
     d, dom, _ = files
