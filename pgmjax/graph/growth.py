@@ -50,11 +50,11 @@ class Growth:
         #: triangulation of ``cliques`` and the new clique taken whole (otherwise it grows the triangulated model)
         self.chordal = all(pair in edges for c in tree.cliques for pair in itertools.combinations(c, 2))
         self.base_cells = tree.cells
-        self._cells = dict(zip(tree.cliques, tree.clique_cells))
         self._holders = tree.holders
         self._neighbours = tree.neighbours
         self._sets = [frozenset(c) for c in tree.cliques]
         self._parent, self._depth = tree.parent, tree.depth
+        self._base: dict = {}  # cells over another domain (:meth:`cells`)
 
     def _subtree(self, attrs: Clique) -> list[int] | None:
         """The smallest subtree whose cliques hold every attribute of ``attrs`` (clique indices, ascending), or
@@ -130,23 +130,38 @@ class Growth:
         kept = [c for c in self.cliques if c not in part]
         return tuple(sorted(kept + list(_retriangulated(self.domain, part, attrs))))
 
-    def cells(self, clique: CliqueLike) -> int:
-        """Cells of :meth:`grown`'s tables (a Python int), computed from the re-triangulated part only."""
+    def cells(self, clique: CliqueLike, domain: Domain | None = None) -> int:
+        """Cells of :meth:`grown`'s tables (a Python int), computed from the re-triangulated part only.
+
+        Args:
+            clique: the candidate.
+            domain: the sizes to count the tables over (the same attributes; default the growth's own): a
+                compressed model's cliques counted over the declared domain it is released on.
+        """
         attrs, part = self._part(clique)
+        over = self.domain if domain is None else domain
+        base = self.base_cells if domain is None else self._base_over(over)
         if part is None:
-            return self.base_cells
-        removed = sum(self._cells[c] for c in part)
-        return self.base_cells - removed + _retriangulated_cells(self.domain, part, attrs)
+            return base
+        removed = sum(over.size(c) for c in part)
+        return base - removed + sum(over.size(c) for c in _retriangulated(self.domain, part, attrs))
 
-
-def _retriangulated(domain: Domain, cliques: tuple[Clique, ...], attrs: Clique) -> tuple[Clique, ...]:
-    """``cliques`` (a subtree's) and ``attrs`` triangulated over the attributes they hold."""
-    union = domain.canonical(set(attrs).union(*cliques))
-    return triangulated_cliques(domain.project(union), list(cliques) + [attrs])
+    def _base_over(self, domain: Domain) -> int:
+        """The model's cells over ``domain`` (kept per domain: one growth is asked about many candidates)."""
+        cached = self._base.get(domain)
+        if cached is None:
+            if set(domain.attributes) != set(self.domain.attributes):
+                raise ValueError(f"Growth.cells: domain must have the model's attributes {self.domain.attributes}, "
+                                 f"got {domain.attributes}")
+            cached = self._base[domain] = sum(domain.size(c) for c in self.cliques)
+        return cached
 
 
 # A round changes the model in one place: most candidates' subtrees, hence their re-triangulations, are the
-# previous round's. Keyed by value (the subtree's cliques, the clique, the domain), so it never goes stale.
-@functools.lru_cache(maxsize=16384)
-def _retriangulated_cells(domain: Domain, cliques: tuple[Clique, ...], attrs: Clique) -> int:
-    return sum(domain.size(c) for c in _retriangulated(domain, cliques, attrs))
+# previous round's (and a draw refused by a size check is often drawn again at the next pick). Keyed by value (the
+# subtree's cliques, the clique, the domain), so it never goes stale.
+@functools.lru_cache(maxsize=65536)
+def _retriangulated(domain: Domain, cliques: tuple[Clique, ...], attrs: Clique) -> tuple[Clique, ...]:
+    """``cliques`` (a subtree's) and ``attrs`` triangulated over the attributes they hold."""
+    union = domain.canonical(set(attrs).union(*cliques))
+    return tuple(triangulated_cliques(domain.project(union), list(cliques) + [attrs]))

@@ -187,7 +187,7 @@ def released_model_size(fit_domain: Domain, domain: Domain, cliques: Sequence[Cl
 
 def grown_released_size(growth: Growth, domain: Domain, clique: CliqueLike) -> float:
     """:func:`released_model_size` of ``growth``'s model with ``clique`` added, by growing its junction tree
-    (:meth:`pgmjax.graph.growth.Growth.grown`: only the part between the clique's attributes is triangulated again,
+    (:meth:`pgmjax.graph.growth.Growth.cells`: only the part between the clique's attributes is triangulated again,
     over the compressed sizes ``growth.domain``), the grown cliques counted over the declared ``domain``. Where
     ``growth`` holds a fitted model's (chordal) cliques, the same number as the whole triangulation, at a small part
     of its cost.
@@ -198,7 +198,7 @@ def grown_released_size(growth: Growth, domain: Domain, clique: CliqueLike) -> f
         >>> grown_released_size(Growth(cdom, path), dom, ("a", "d")) == released_model_size(cdom, dom, path + [("a", "d")])
         True
     """
-    return 8.0 * sum(domain.size(c) for c in growth.grown(clique)) / 2**20
+    return 8.0 * growth.cells(clique, domain) / 2**20
 
 
 def refit_hints(fitted, measurements: Sequence) -> dict:

@@ -256,6 +256,15 @@ def _final_options(options: dict) -> dict:
     return final
 
 
+def _final_hint(fitted, round_iters: int) -> dict:
+    """What the final fit tells ``estimate``'s ``program="auto"``: the iterations the last batch's fit took where it
+    converged before ``round_iters`` (the same tolerance, warm-started, one batch's picks fewer), else nothing (the
+    final fit's ``iters`` expected). Without it, a final fit of a small model's new structure compiles the dense
+    program for ``engine_iters`` it stops far short of, where the size-class program the batches compiled is faster."""
+    done = fitted.report.iterations
+    return {"expected_iters": done} if 0 < done < round_iters else {}
+
+
 def _fits_beside(growth: Growth, domain: Domain, cands: list, max_model_mb: float) -> Callable[[int], bool]:
     """Whether candidate ``j`` may join the model ``growth`` holds (chordal cliques over the compressed domain): the
     model grown by it (:meth:`~pgmjax.graph.growth.Growth.grown`: only the part of its junction tree between the
@@ -418,7 +427,7 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         # 4. the final fit, synthetic records, decompression (MST's step 5)
         with timer("engine"):
             fitted = estimate(cdom, fit_on(measurements), iters=run.engine_iters, warm_start=fitted, report=True,
-                              cliques=structure, **final_kwargs)
+                              cliques=structure, **_final_hint(fitted, own.round_iters), **final_kwargs)
         record_public_fit(acc, fitted, cdom, final_kwargs.get("public"), measurements)  # what the fit took, free
         bar.step({"stage": "final fit", "step": steps - 1, "steps": steps})
         spread = spread_for(own.merged_values, mapping, one_way, fitted.model)  # post-processing

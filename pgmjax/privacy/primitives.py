@@ -174,13 +174,14 @@ def exponential_mechanism(key, qualities, sensitivity: float, epsilon: float, *,
     if num is not None:
         raise ValueError(f"{where}: admit= draws one candidate; it cannot be given with num=")
     logits = np.array(logits, dtype=np.float64)
-    for attempt in range(logits.size):  # rejection: P(r | admitted) is the law on the admitted set
+    rng = dn.generator(jax.random.fold_in(key, 0))  # one stream for the repeats: a key per repeat cost more than a draw
+    for _ in range(logits.size):  # rejection: P(r | admitted) is the law on the admitted set
         if not np.isfinite(logits).any():
             break
         # Gaps from the best candidate left: the sampler proposes uniformly and accepts with exp(-gap), so with the
         # best ones refused the gaps must start at 0 again (the law is the same; unshifted, a run never ended).
         gaps = np.max(logits[np.isfinite(logits)]) - logits
-        choice = int(dn.exponential_choice(dn.generator(jax.random.fold_in(key, attempt)), gaps, 1)[0])
+        choice = int(dn.exponential_choice(rng, gaps, 1)[0])
         if admit(choice):
             return choice
         logits[choice] = -np.inf

@@ -42,8 +42,17 @@ def test_grown_is_the_whole_triangulation(seed):
             whole = triangulated_cliques(dom, list(base) + [c])
             assert set(growth.grown(c)) == set(whole), (base, c)
             assert growth.cells(c) == _cells(dom, whole)
+            released = Domain({a: dom[a] * int(rng.integers(1, 4)) for a in dom.attributes})  # merged values restored
+            assert growth.cells(c, released) == _cells(released, whole)
             checked += 1
     assert checked == 25 * 12
+
+
+def test_cells_over_another_domain_need_the_models_attributes():
+    growth = Growth(Domain({"a": 2, "b": 3, "c": 4}), [("a", "b"), ("b", "c")])
+    assert growth.cells(("a", "c"), Domain({"a": 20, "b": 3, "c": 40})) == 20 * 3 * 40
+    with pytest.raises(ValueError, match="domain must have the model's attributes"):
+        growth.cells(("a", "c"), Domain({"a": 2, "b": 3}))
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -247,6 +247,26 @@ def test_the_grown_size_check_is_the_whole_triangulation_s(seed):
                                                                     rel=1e-12), c
 
 
+def test_the_final_fit_expects_as_many_iterations_as_the_last_batch_took_where_it_converged(data, monkeypatch):
+    """``program="auto"`` weighs the iterations a fit is expected to run: the final fit is told the last batch's count
+    where that fit stopped by its tolerance, and nothing (its whole ``iters``) where it ran out of ``round_iters``."""
+    calls = []
+
+    def spy(*args, **kwargs):
+        fitted = pj.estimate(*args, **kwargs)
+        calls.append((kwargs, fitted.report.iterations))
+        return fitted
+
+    monkeypatch.setattr(tree_adaptive, "estimate", spy)
+    tree_aim(data, 1.0, key=jax.random.key(0), synthetic=False, select_iters=20, round_iters=5000, engine_iters=60)
+    (last_batch, done), (final, _) = calls[-2], calls[-1]
+    assert 0 < done < 5000 and final["expected_iters"] == done
+    calls.clear()
+    tree_aim(data, 1.0, key=jax.random.key(0), synthetic=False, select_iters=20, round_iters=3, engine_iters=60)
+    (_, done), (final, _) = calls[-2], calls[-1]
+    assert done == 3 and "expected_iters" not in final
+
+
 def test_the_fits_take_the_cliques_the_size_checks_grew_and_let_the_program_be_chosen(data, monkeypatch):
     """Each fit after the first batch is given the structure the batch's size checks grew (so the model fitted is
     the one checked, its released size within the cap), and the batches' fits leave the program to
