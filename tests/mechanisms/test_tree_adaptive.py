@@ -259,7 +259,7 @@ def test_the_final_fit_expects_as_many_iterations_as_the_last_batch_took_where_i
 
     monkeypatch.setattr(tree_adaptive, "estimate", spy)
     tree_aim(data, 1.0, key=jax.random.key(0), synthetic=False, select_iters=20, round_iters=5000, engine_iters=60)
-    (last_batch, done), (final, _) = calls[-2], calls[-1]
+    (_, done), (final, _) = calls[-2], calls[-1]
     assert 0 < done < 5000 and final["expected_iters"] == done
     calls.clear()
     tree_aim(data, 1.0, key=jax.random.key(0), synthetic=False, select_iters=20, round_iters=3, engine_iters=60)
