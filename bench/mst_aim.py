@@ -138,7 +138,7 @@ def run_pgmjax(problem: str, out: str, mechanism: str, epsilon: float, seed: int
         from pgmjax.mechanisms.tree_adaptive import tree_aim
 
         res = tree_aim(data, epsilon, DELTA, key=jax.random.key(seed), select_iters=s["mst_select_iters"],
-                       engine_iters=s["mst_fit_iters"], max_model_mb=s["tree_max_model_size"],
+                       engine_iters=s["mst_fit_iters"], max_model_mb=s.get("tree_max_model_size"),
                        compress=s.get("tree_compress", True), **_merged(s),
                        **({} if s.get("tree_merge") is None else {"merge": s["tree_merge"]}),
                        **{k: s[f"tree_{k}"] for k in ("batches", "picks") if s.get(f"tree_{k}") is not None})
@@ -285,7 +285,8 @@ def main(argv=None):
     p.add_argument("--aim-max-iters", type=int, default=200, help="per fit (reference 1000)")
     p.add_argument("--tree-batches", type=int, default=None, help="TreeAIM's batches (default: its own)")
     p.add_argument("--tree-picks", type=int, default=None, help="TreeAIM's picks per batch (default: its own)")
-    p.add_argument("--tree-max-model-size", type=float, default=80.0, help="TreeAIM's cap in MB (default: its own 80)")
+    p.add_argument("--tree-max-model-size", type=float, default=None,
+                   help="TreeAIM's cap in MB (default: its own, pgmjax.mechanisms.tree_aim_shares.default_model_cap)")
     p.add_argument("--tree-compress", action=argparse.BooleanOptionalAction, default=True,
                    help="TreeAIM's domain compression (default: on, its own)")
     p.add_argument("--tree-merge", choices=("one", "runs"), default=None,
@@ -393,8 +394,8 @@ def main(argv=None):
                        "--mechanism", mech, "--epsilon", repr(eps),
                        "--mst-select-iters", str(args.mst_select_iters), "--mst-fit-iters", str(args.mst_fit_iters),
                        "--aim-rounds", str(rounds), "--aim-max-model-size", repr(args.aim_max_model_size),
-                       "--aim-max-iters", str(args.aim_max_iters),
-                       "--tree-max-model-size", repr(args.tree_max_model_size)]
+                       "--aim-max-iters", str(args.aim_max_iters)]
+                cmd += [] if args.tree_max_model_size is None else ["--tree-max-model-size", repr(args.tree_max_model_size)]
                 cmd += [] if args.tree_batches is None else ["--tree-batches", str(args.tree_batches)]
                 cmd += [] if args.tree_picks is None else ["--tree-picks", str(args.tree_picks)]
                 cmd += [] if args.tree_compress else ["--no-tree-compress"]

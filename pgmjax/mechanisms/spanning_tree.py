@@ -287,6 +287,7 @@ class _Run(NamedTuple):
     max_model_mb: float | None
     fit: dict  # the keyword arguments of both fits given (FitOptions.given())
     own: MSTOptions
+    records_limit: float  # the memory limit outside the cap, which the synthetic records are drawn under
 
 
 def _mst_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb, own: MSTOptions) -> _Run:
@@ -309,7 +310,7 @@ def _mst_arguments(data, epsilon, delta, key, workload, engine_iters, fit_option
         constraints=check_constraints(data.domain, own.constraints, where),
         public=check_public(own.public, data.domain, where),
     )
-    return _Run(epsilon, delta, engine_iters, max_model_mb, options, own)
+    return _Run(epsilon, delta, engine_iters, max_model_mb, options, own, size_limit.max_model_bytes())
 
 
 def _mst(data: Dataset, key, run: _Run) -> MechanismResult:
@@ -367,7 +368,8 @@ def _mst(data: Dataset, key, run: _Run) -> MechanismResult:
         bar.step({"stage": "final fit", "step": d + 2, "steps": d + 3})
         spread = spread_for(own.merged_values, mapping, one_way, model_c)  # post-processing
         model, synth = release_over_original(model_c, mapping, domain, k_synth, k_dec, synthetic=own.synthetic,
-                                             rows=own.rows, method=own.synthetic_method, timer=timer, spread=spread)
+                                             rows=own.rows, method=own.synthetic_method, timer=timer, spread=spread,
+                                             limit=run.records_limit)
         bar.step({"stage": "synthetic data", "step": d + 3, "steps": d + 3})
     finally:
         bar.close()

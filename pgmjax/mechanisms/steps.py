@@ -275,15 +275,20 @@ def record_public_fit(acc, fitted, domain: Domain, public, measurements: list) -
 
 
 def release_over_original(model_c, mapping, domain: Domain, k_synth, k_dec, *, synthetic: bool, rows, method: str,
-                          timer: Timer, spread=None):
+                          timer: Timer, spread=None, limit: float | None = None):
     """A model fitted over a compressed domain, and its synthetic records, expressed over the original ``domain``
     (:func:`~pgmjax.mechanisms.domain_compression.decompress_model` / ``decompress_data``, merged values spread by
     ``spread``, even where None; ``mapping`` empty: as they are). Returns ``(model, synthetic or None)``; the
-    sampling is timed as ``"synthetic"``."""
+    sampling is timed as ``"synthetic"``.
+
+    ``limit`` is the memory limit the records are drawn under (bytes; None: the one in force). A mechanism whose
+    model-size cap is in force (:func:`pgmjax.graph.size_limit.limited`) passes the limit outside it: the cap bounds
+    the model's fits, not the records, and a cap of a few MB would refuse a large table's records after the whole
+    budget is spent."""
     model = decompress_model(model_c, mapping, domain, spread) if mapping else model_c
     if not synthetic:
         return model, None
-    with timer("synthetic"):
+    with timer("synthetic"), size_limit.limited(limit):
         draw = synthesize(model_c, k_synth, rows, method)
         return model, decompress_data(draw, mapping, domain, k_dec, spread) if mapping else draw
 

@@ -94,8 +94,8 @@ from .spanning_tree import REFERENCE_MIRROR_DESCENT, SELECT_ITERS, check_tree_si
 from .steps import (Timer, candidate_marginals, grown_released_size, l1_errors, model_mb, pgm_native_result,
                     public_cliques, record_public_fit, release_over_original)
 from .tree_aim_options import BATCHES, TreeAIMInfo, TreeAIMOptions
-from .tree_aim_shares import (TREE_SHARE, TREE_SHARE_MIN, default_batches, default_pick_count, one_way_share_for,
-                              tree_aim_budget, tree_share_for)
+from .tree_aim_shares import (TREE_SHARE, TREE_SHARE_MIN, default_batches, default_model_cap, default_pick_count,
+                              one_way_share_for, tree_aim_budget, tree_share_for)
 
 __all__ = ["TreeAIMOptions", "tree_aim", "tree_aim_budget"]
 
@@ -125,7 +125,7 @@ def tree_aim(
     workload=None,
     engine_iters: int = 10000,
     fit_options: FitOptions | None = None,
-    max_model_mb: float = 80.0,
+    max_model_mb: float | None = None,
     own: TreeAIMOptions,
 ) -> MechanismResult:
     """TreeAIM: MST's one-way marginals and spanning tree, then ``batches`` AIM-style batches of marginals, fit, sample.
@@ -145,7 +145,8 @@ def tree_aim(
             the one-way fit the tree is selected on, pgmjax's accelerated mirror descent for the batches' fits and the
             final fit; a ``method`` given here is every fit's, with the ``tol`` given here).
         max_model_mb: the model-size cap in MB (``8 * cells / 2^20``, over the declared domain): no batch pick takes
-            the released model past it (AIM's 80).
+            the released model past it (default :func:`~pgmjax.mechanisms.tree_aim_shares.default_model_cap`: twice
+            the largest model MST may select, 4 to 80 MB).
         **own: TreeAIM's own options, by name: the fields of
             :class:`~pgmjax.mechanisms.tree_aim_options.TreeAIMOptions` (``batches``, ``picks``, ``one_way_share``, ``tree_share``, ``round_iters``,
             ``select_iters``, ``compress``, ``merge``, ``tree_penalty``, ``merged_values``, ``synthetic``, ``rows``, ``synthetic_method``,
@@ -195,6 +196,7 @@ class _Run(NamedTuple):
     final_options: dict  # the final fit's (:func:`_final_options`)
     budget: dict  # tree_aim_budget's at the given values (the rules fill in the others from released ones)
     own: TreeAIMOptions
+    records_limit: float  # the memory limit outside the cap, which the synthetic records are drawn under
 
 
 def _tree_aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_options, max_model_mb,
@@ -210,9 +212,7 @@ def _tree_aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_o
     epsilon = check_epsilon(_positive(epsilon, "epsilon", where), where)
     delta = check_zcdp_delta(delta, where)
     _check_key(key, where)
-    if max_model_mb is None:
-        raise ValueError(f"{where}: max_model_mb must be a number: the batches' picks are limited by a model-size cap")
-    max_model_mb = check_model_cap(max_model_mb, where)
+    max_model_mb = default_model_cap(domain) if max_model_mb is None else check_model_cap(max_model_mb, where)
     workload = default_aim_workload(domain) if workload is None else workload
     aim_candidates(workload, domain)  # checked now, over the declared domain (the batches use the compressed one)
     engine_iters = _count(engine_iters, "engine_iters", where, 1)
@@ -228,7 +228,8 @@ def _tree_aim_arguments(data, epsilon, delta, key, workload, engine_iters, fit_o
     options.setdefault("method", REFERENCE_MIRROR_DESCENT)
     own = dataclasses.replace(own, constraints=check_constraints(domain, own.constraints, where),
                               public=check_public(own.public, domain, where))
-    return _Run(epsilon, delta, workload, engine_iters, max_model_mb, options, round_options, final_options, budget, own)
+    return _Run(epsilon, delta, workload, engine_iters, max_model_mb, options, round_options, final_options, budget, own,
+                size_limit.max_model_bytes())
 
 
 def _round_options(options: dict) -> dict:
@@ -432,7 +433,8 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         bar.step({"stage": "final fit", "step": steps - 1, "steps": steps})
         spread = spread_for(own.merged_values, mapping, one_way, fitted.model)  # post-processing
         model_out, synth = release_over_original(fitted.model, mapping, domain, k_synth, k_dec, synthetic=own.synthetic,
-                                                 rows=own.rows, method=own.synthetic_method, timer=timer, spread=spread)
+                                                 rows=own.rows, method=own.synthetic_method, timer=timer, spread=spread,
+                                                 limit=run.records_limit)
         bar.step({"stage": "synthetic data", "step": steps, "steps": steps})
     finally:
         bar.close()
@@ -441,7 +443,6 @@ def _tree_aim(data, key, run: _Run) -> MechanismResult:
         epsilon=epsilon, delta=delta, rho=acc.budget, budget=budget, edges=edges, selected=selected, log=log,
         compressed_domain=cdom, mapping=mapping, spread=spread, compressed_model=fitted.model, total=fitted.model.total,
         model_mb=model_mb(model_out), engine_iters=run.engine_iters, seconds=timer.done(),
-        public=public_cliques(fitted),
-    )
+        public=public_cliques(fitted))
     return pgm_native_result("tree_aim", "TreeAIM", model=model_out, synthetic=synth, measurements=measurements,
                              accountant=acc, info=info, plan=plan, report=fitted.report)

@@ -135,12 +135,48 @@ def test_the_cap_holds_over_the_declared_domain_the_model_is_released_on():
     assert res.accountant.spent == pytest.approx(res.accountant.budget, rel=1e-9)
 
 
+def test_the_default_cap_is_twice_the_largest_tree_within_its_bounds(monkeypatch):
+    """Without ``max_model_mb`` the cap is twice the largest model MST may select (one-way tables and the widest
+    spanning tree, over the declared domain), 4 MB at least and AIM's 80 at most; the run holds it."""
+    from pgmjax.mechanisms.spanning_tree import largest_tree
+
+    for sizes, expected in [((2, 3, 4), 4.0), ((1000, 1000, 2), None), ((4000, 4000, 4000), 80.0)]:
+        dom = pj.Domain({f"x{i}": k for i, k in enumerate(sizes)})
+        cells = sum(dom.size(c) for c in [(a,) for a in dom.attributes] + largest_tree(dom))
+        twice = 2 * 8.0 * cells / 2**20
+        if expected is None:  # between the bounds: twice the tree itself
+            assert 4.0 < twice < 80.0
+        assert shares.default_model_cap(dom) == pytest.approx(twice if expected is None else expected)
+    caps = []
+    real = tree_adaptive.default_model_cap
+    monkeypatch.setattr(tree_adaptive, "default_model_cap", lambda dom: caps.append(real(dom)) or caps[-1])
+    res = tree_aim(_table(), 3.0, key=jax.random.key(1), synthetic=False, **QUICK)
+    assert caps == [4.0] and res.info.model_mb <= 4.0
+
+
 def test_a_cap_below_the_widest_tree_is_refused_before_any_spending(data, monkeypatch):
     """Refused in the cap's own unit (the widest tree's float64 tables against ``max_model_mb``), not only by the peak
     of its fit: the limit a cap stands for also holds the size-class programs' smallest vectors."""
     monkeypatch.setattr(pj.Accountant, "measure_many", lambda *a, **k: pytest.fail("measured"))
     with pytest.raises(pj.ModelTooLarge, match=r"tree_aim: .*largest model MST may select.*\(max_model_mb="):
         tree_aim(data, 1.0, key=jax.random.key(0), max_model_mb=8.0 * 20 / 2**20, **QUICK)
+
+
+@pytest.mark.parametrize("mechanism", ["tree_aim", "mst"])
+def test_a_small_cap_bounds_the_model_not_the_synthetic_records(mechanism):
+    """The cap is in force for the fits (``size_limit.limited``); the records are drawn under the limit outside it.
+    8,000 records of 5 attributes hold about 960 KB at once, above what a 0.01 MB cap stands for (about 630 KB):
+    drawn under the cap they were refused after the whole budget was spent."""
+    data = _table(n=8_000)
+    assert 8_000 * 5 * 24 > pj.estimation.memory.capped_fit_bytes(0.01)
+    run = tree_aim if mechanism == "tree_aim" else pj.mechanisms.mst
+    res = run(data, 1.0, key=jax.random.key(0), max_model_mb=0.01, select_iters=20, engine_iters=60,
+              **({"round_iters": 20} if mechanism == "tree_aim" else {}))
+    assert len(res.synthetic) == round(res.model.total) and model_mb(res.model) <= 0.01
+    with pj.graph.size_limit.limited(500_000):  # a limit the user set still holds for the records
+        with pytest.raises(pj.graph.size_limit.ModelTooLarge, match="synthetic_data"):
+            run(data, 1.0, key=jax.random.key(0), max_model_mb=0.01, select_iters=20, engine_iters=60,
+                **({"round_iters": 20} if mechanism == "tree_aim" else {}))
 
 
 def test_a_quick_run_through_the_registry_and_its_report_keys(data):
@@ -151,7 +187,7 @@ def test_a_quick_run_through_the_registry_and_its_report_keys(data):
 
 @pytest.mark.parametrize("bad, match", [
     (dict(batches=0), "batches"), (dict(picks=0), "picks"), (dict(round_iters=0), "round_iters"),
-    (dict(max_model_mb=None), "max_model_mb"), (dict(workload=[("a", "zz")]), "zz"),
+    (dict(max_model_mb=0.0), "max_model_mb"), (dict(workload=[("a", "zz")]), "zz"),
     (dict(tree_share=0.5), "tree_share"), (dict(tree_share=0.0), "tree_share"),
     (dict(one_way_share=0.5), "one_way_share"), (dict(one_way_share=-1), "one_way_share"),
 ])
