@@ -34,14 +34,16 @@ Budget ``rho = cdp_rho(epsilon, delta)`` (zCDP), shares of it (:func:`tree_aim_b
    How many picks: :func:`default_pick_count` (``d`` to ``4 d`` in all, from released values), in how many batches:
    :func:`default_batches` (2 to 8, at most about ``d / 2`` picks each). A draw is among the
    candidates whose marginal lies inside a clique of the model or keeps the model, with the batch's earlier picks,
-   within ``max_model_mb`` over the declared domain (the released model's): the size check asks only about the
+   within ``max_model_mb`` over the declared domain (the released model's; default :func:`default_model_cap`, twice
+   the largest model MST may select, public): the size check asks only about the
    drawn candidate and the draw is repeated if it does not fit (:meth:`pgmjax.privacy.Accountant.exponential`'s
    ``admit``: the exponential mechanism on the admitted set). It grows the model's junction tree by the candidate
    (:class:`~pgmjax.graph.growth.Growth`), each pick grows it for the next, and the fits are given the grown
    cliques, so the model fitted is the model checked.
 4. A final fit of every measurement, warm-started from the last batch's model (pgmjax's accelerated mirror
-   descent, at most ``engine_iters`` iterations, stopping once converged: :data:`FINAL_TOL`), synthetic records,
-   decompression: each merged value spread over its original values as their noisy one-way counts say, shrunk
+   descent, at most ``engine_iters`` iterations, stopping once converged: :data:`FINAL_TOL`; ``program="auto"`` is
+   told to expect as many iterations as the last batch's fit took), synthetic records (drawn under the memory limit
+   outside the cap: the cap bounds the model), decompression: each merged value spread over its original values as their noisy one-way counts say, shrunk
    towards even by Stein's unbiased risk estimate (``merged_values="measured"``:
    :func:`~pgmjax.mechanisms.domain_compression.measured_spread`; MST's reference code spreads evenly).
 
