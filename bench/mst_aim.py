@@ -395,7 +395,8 @@ def main(argv=None):
                        "--mst-select-iters", str(args.mst_select_iters), "--mst-fit-iters", str(args.mst_fit_iters),
                        "--aim-rounds", str(rounds), "--aim-max-model-size", repr(args.aim_max_model_size),
                        "--aim-max-iters", str(args.aim_max_iters)]
-                cmd += [] if args.tree_max_model_size is None else ["--tree-max-model-size", repr(args.tree_max_model_size)]
+                cap = args.tree_max_model_size
+                cmd += [] if cap is None else ["--tree-max-model-size", repr(cap)]
                 cmd += [] if args.tree_batches is None else ["--tree-batches", str(args.tree_batches)]
                 cmd += [] if args.tree_picks is None else ["--tree-picks", str(args.tree_picks)]
                 cmd += [] if args.tree_compress else ["--no-tree-compress"]

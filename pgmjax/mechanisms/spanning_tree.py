@@ -72,6 +72,7 @@ from .steps import Timer, l1_errors, pgm_native_result, public_cliques, record_p
 __all__ = [
     "MSTOptions",
     "check_tree_sizes",
+    "largest_model",
     "largest_tree",
     "mst",
     "mst_budget",
@@ -182,6 +183,17 @@ def largest_tree(domain: Domain) -> list[Clique]:
     return tree
 
 
+def largest_model(domain: Domain) -> list[Clique]:
+    """The cliques of the largest model MST may select over ``domain``: its one-way tables and
+    :func:`largest_tree`'s pairs.
+
+    Example:
+        >>> largest_model(Domain({"a": 10, "b": 2, "c": 3}))
+        [('a',), ('b',), ('c',), ('a', 'c'), ('a', 'b')]
+    """
+    return [(a,) for a in domain.attributes] + largest_tree(domain)
+
+
 def check_tree_sizes(domain: Domain, where: str, method="mirror_descent", dtype=None,
                      max_model_mb: float | None = None) -> None:
     """Refuse, before any private computation, a domain MST may not hold (:class:`pgmjax.ModelTooLarge`).
@@ -194,7 +206,7 @@ def check_tree_sizes(domain: Domain, where: str, method="mirror_descent", dtype=
     the compressed domain, are known after the one-way release; they are checked then.)
     """
     check_domain_size(domain, where)
-    cliques = [(a,) for a in domain.attributes] + largest_tree(domain)
+    cliques = largest_model(domain)
     what = ("the largest model MST may select (its one-way tables and the spanning tree of pairs with the most cells, "
             "over the declared domain)")
     size_limit.check_cliques(domain, cliques, where, what=what)

@@ -43,8 +43,8 @@ Budget ``rho = cdp_rho(epsilon, delta)`` (zCDP), shares of it (:func:`tree_aim_b
 4. A final fit of every measurement, warm-started from the last batch's model (pgmjax's accelerated mirror
    descent, at most ``engine_iters`` iterations, stopping once converged: :data:`FINAL_TOL`; ``program="auto"`` is
    told to expect as many iterations as the last batch's fit took), synthetic records (drawn under the memory limit
-   outside the cap: the cap bounds the model), decompression: each merged value spread over its original values as their noisy one-way counts say, shrunk
-   towards even by Stein's unbiased risk estimate (``merged_values="measured"``:
+   outside the cap: the cap bounds the model), decompression: each merged value spread over its original values as
+   their noisy one-way counts say, shrunk towards even by Stein's unbiased risk estimate (``merged_values="measured"``:
    :func:`~pgmjax.mechanisms.domain_compression.measured_spread`; MST's reference code spreads evenly).
 
 Privacy (sketch): every access to the data is a Gaussian measurement of a sensitivity-1 marginal or an

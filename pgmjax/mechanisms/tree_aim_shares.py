@@ -17,7 +17,7 @@ from ..data.domain import Domain
 from ..privacy import cdp_rho
 from .adaptive_iterative import HALF_NORMAL_MEAN
 from .options import DEFAULT_DELTA, check_zcdp_delta
-from .spanning_tree import largest_tree
+from .spanning_tree import largest_model
 from .tree_aim_options import BATCHES
 
 __all__ = ["default_batches", "default_model_cap", "default_pick_count", "default_picks", "one_way_share_for",
@@ -112,7 +112,7 @@ def default_pick_count(batch_rho: float, total: float, sizes, attributes: int) -
 def default_model_cap(domain: Domain) -> float:
     """TreeAIM's ``max_model_mb`` where none is given: :data:`MODEL_CAP_TREES` times the largest model MST may select
     over the declared ``domain`` (its one-way tables and the spanning tree of pairs with the most cells,
-    :func:`~pgmjax.mechanisms.spanning_tree.largest_tree`; ``8 * cells / 2^20``), between :data:`MODEL_CAP_MIN` and
+    :func:`~pgmjax.mechanisms.spanning_tree.largest_model`; ``8 * cells / 2^20``), between :data:`MODEL_CAP_MIN` and
     AIM's :data:`MODEL_CAP_MAX`. Public: the declared domain only.
 
     A fit's time grows with its model's cells, MST's with its tree's: a cap in proportion to the tree keeps TreeAIM's
@@ -121,10 +121,12 @@ def default_model_cap(domain: Domain) -> float:
     as under 4 MB, for the same two-way error (the figures: ``bench/results/mechanisms``).
 
     Example:
-        >>> default_model_cap(Domain({"a": 2, "b": 3, "c": 4})), round(default_model_cap(Domain({"a": 1000, "b": 1000})), 2)
-        (4.0, 15.29)
+        >>> default_model_cap(Domain({"a": 2, "b": 3, "c": 4}))
+        4.0
+        >>> round(default_model_cap(Domain({"a": 1000, "b": 1000})), 2)
+        15.29
     """
-    cells = sum(domain.size(c) for c in [(a,) for a in domain.attributes] + largest_tree(domain))
+    cells = sum(domain.size(c) for c in largest_model(domain))
     return min(MODEL_CAP_MAX, max(MODEL_CAP_MIN, MODEL_CAP_TREES * 8.0 * cells / 2**20))
 
 
