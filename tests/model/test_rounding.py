@@ -108,3 +108,54 @@ def test_systematic_pick_inclusion_probabilities():
     expect = np.r_[w[:5] / w[:5].sum(), np.minimum(2 * w[5:] / w[5:].sum(), 1)]
     # second group: 2 * 0.9 / 2.0 = 0.9 < 1, so no sure pick; binomial standard error <= 0.0036
     np.testing.assert_allclose(freq, expect, atol=0.015)
+
+
+def _three_way(r, a, b):
+    rows = np.repeat(np.arange(r), a * b)
+    return rows, [np.tile(np.repeat(np.arange(a), b), r), np.tile(np.arange(b), r * a)]
+
+
+def _milp_calls(monkeypatch):
+    """Spy on the solver: the number of integer variables each programme handed to it had, and how many were free."""
+    from scipy import optimize
+
+    calls, solve = [], optimize.milp
+
+    def spy(c, **kw):
+        whole = kw["integrality"] > 0
+        calls.append((int(whole.sum()), int((whole & (kw["bounds"].lb < kw["bounds"].ub)).sum())))
+        return solve(c, **kw)
+
+    monkeypatch.setattr(optimize, "milp", spy)
+    return calls
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_relaxation_settles_most_cells(seed, monkeypatch):
+    """A 12 x 10 x 11 table under two families: the relaxation fixes most cells, the solver completes the rest."""
+    calls = _milp_calls(monkeypatch)
+    rng = np.random.default_rng(200 + seed)
+    rows, families = _three_way(12, 10, 11)
+    t = rng.dirichlet(np.full(rows.size, 0.7)) * 3000
+    row_totals = round_to_total(np.bincount(rows, weights=t), int(round(t.sum())))
+    t = t * (row_totals.sum() / t.sum())
+    counts, info = controlled_round(t, rows, row_totals, families, rng=np.random.default_rng(seed))
+    np.testing.assert_array_equal(np.bincount(rows, weights=counts), row_totals)
+    assert np.all(np.abs(counts - t) < 1) and info["slack"] == 0 and info["families_kept"] == 2
+    assert calls[0][0] == 0  # the relaxation first
+    assert all(free < rows.size // 4 for _, free in calls[1:])  # then only the cells it left fractional, if any
+    again, _ = controlled_round(t, rows, row_totals, families, rng=np.random.default_rng(seed))
+    np.testing.assert_array_equal(again, counts)
+
+
+def test_fixing_that_costs_slack_searches_the_whole_programme(monkeypatch):
+    """Fixing the relaxation's whole cells can rule out every rounding within the columns' bounds; one exists
+    here, and the whole programme is searched to find it."""
+    calls = _milp_calls(monkeypatch)
+    rows, families = _three_way(2, 3, 4)
+    t = np.array([0.1342, 0.6227, 1.6323, 1.1882, 2.2739, 3.0741, 3.8007, 0.0725, 1.264, 0.792, 0.0567, 0.1924,
+                  0.162, 0.0173, 0.3791, 0.3584, 1.1633, 5.8374, 1.5671, 0.0685, 1.5184, 1.521, 1.2998, 0.004])
+    counts, info = controlled_round(t, rows, np.array([15, 14]), families, rng=np.random.default_rng(574))
+    assert len(calls) == 3 and calls[1][1] < 24 == calls[2][1]  # relaxation, completion, then the whole
+    np.testing.assert_array_equal(np.bincount(rows, weights=counts), [15, 14])
+    assert info["slack"] == 0
