@@ -32,7 +32,7 @@ Budget ``rho = cdp_rho(epsilon, delta)`` (zCDP), shares of it (:func:`tree_aim_b
    excluded from the rest of its batch, and measured with noise ``sigma``. Each pick costs the same: a tenth of its
    share selects (:data:`SELECT_SHARE`), the rest measures; the run's last measurement takes exactly what is left.
    How many picks: :func:`default_pick_count` (``d`` to ``4 d`` in all, from released values), in how many batches:
-   :func:`default_batches` (2 to 8, at most about ``d / 2`` picks each). A draw is among the
+   :func:`default_batches` (2 to 8, at most about ``d / 2`` picks each, at most ``256 / d``). A draw is among the
    candidates whose marginal lies inside a clique of the model or keeps the model, with the batch's earlier picks,
    within ``max_model_mb`` over the declared domain (the released model's; default :func:`default_model_cap`, twice
    the largest model MST may select, public): the size check asks only about the

@@ -35,7 +35,7 @@ class TreeAIMOptions(OwnOptions):
     Attributes:
         batches: how many batches (refits before a selection); default
             :func:`~pgmjax.mechanisms.tree_aim_shares.default_batches` (2 to 8, from how many marginals the batches
-            measure), or 2 where ``picks`` are given.
+            measure and the attributes), or 2 where ``picks`` are given.
         picks: marginals drawn per batch (default: :func:`~pgmjax.mechanisms.tree_aim_shares.default_picks`, from the
             released record count and the candidates' sizes: ``d`` to ``4 d`` in all).
         one_way_share: the share of the budget that measures the one-way marginals, from 0.2 to 1/3 (default:

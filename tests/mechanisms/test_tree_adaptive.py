@@ -154,6 +154,19 @@ def test_the_default_cap_is_twice_the_largest_tree_within_its_bounds(monkeypatch
     assert caps == [4.0] and res.info.model_mb <= 4.0
 
 
+def test_default_batches_hold_about_d_over_2_picks_and_at_most_256_attributes_of_refits():
+    """2 to 8 batches; a batch at most about ``d / 2`` picks where the refits allow, and the batches' refits at most
+    256 attributes' worth (each compiles a program of about ``d`` cliques) where that allows more than 2."""
+    for d in range(2, 300):
+        for picks in sorted({1, d // 2 + 1, d, 2 * d, 4 * d}):
+            b = shares.default_batches(picks, d)
+            assert shares.BATCHES <= b <= shares.MAX_BATCHES
+            assert b * d <= max(shares.REFIT_ATTRIBUTES, shares.BATCHES * d)
+            if b < min(shares.MAX_BATCHES, max(shares.BATCHES, shares.REFIT_ATTRIBUTES // d)):  # no cap binds
+                assert math.ceil(picks / b) <= math.ceil(d / 2)
+    assert shares.default_batches(64, 16) == 8 and shares.default_batches(225, 110) == 2  # NLTCS's and Stroke's
+
+
 def test_a_cap_below_the_widest_tree_is_refused_before_any_spending(data, monkeypatch):
     """Refused in the cap's own unit (the widest tree's float64 tables against ``max_model_mb``), not only by the peak
     of its fit: the limit a cap stands for also holds the size-class programs' smallest vectors."""
