@@ -188,3 +188,33 @@ def test_triangulated_cliques_are_the_junction_trees_without_filling_its_cache(r
         sized = junction.triangulated_cliques(dom, cliques)
         assert junction._junction_tree_cached.cache_info().currsize == before
         assert sized == pj.junction_tree(dom, cliques).cliques
+
+
+def test_a_chordal_model_is_triangulated_by_min_fill_alone_as_by_all_three(rng, monkeypatch):
+    """A fitted model's cliques are chordal: min-fill adds no fill, and the other two criteria are not run; the
+    tree's cliques are those all three give (each finds the graph's maximal cliques), and a non-chordal graph
+    still runs all three."""
+    from pgmjax.graph import junction
+
+    calls = []
+    greedy = junction._greedy_elimination
+    monkeypatch.setattr(junction, "_greedy_elimination", lambda *a: calls.append(a[2]) or greedy(*a))
+    for _ in range(30):
+        d = int(rng.integers(4, 12))
+        dom = pj.Domain({f"v{i}": int(rng.integers(2, 6)) for i in range(d)})
+        edges = [tuple(dom.attributes[i] for i in rng.choice(d, 2, replace=False)) for _ in range(int(rng.integers(3, 14)))]
+        model = junction.triangulated_cliques(dom, edges)  # chordal
+        calls.clear()
+        fast = junction._elimination_cliques(dom, frozenset(model))[1]
+        assert calls == ["fill"]
+        monkeypatch.setattr(junction, "_adds_no_fill", lambda *a: False)
+        calls.clear()
+        assert junction._elimination_cliques(dom, frozenset(model))[1] == fast
+        assert calls == ["fill", "weight", "fill_weight"]
+        monkeypatch.undo()
+        monkeypatch.setattr(junction, "_greedy_elimination", lambda *a: calls.append(a[2]) or greedy(*a))
+        assert {frozenset(c) for c in model} == {frozenset(dom.attributes[v] for v in s) for s in fast}
+    cycle = pj.Domain({f"c{i}": 2 for i in range(4)})
+    calls.clear()
+    junction._elimination_cliques(cycle, frozenset({("c0", "c1"), ("c1", "c2"), ("c2", "c3"), ("c0", "c3")}))
+    assert calls == ["fill", "weight", "fill_weight"]  # a 4-cycle: min-fill adds a chord
