@@ -1,9 +1,7 @@
 """Junction-tree construction: validity (running intersection), coverage, determinism, caching."""
 
-import itertools
 
 import networkx as nx
-import numpy as np
 import pytest
 
 import pgmjax as pj
