@@ -66,6 +66,16 @@ def test_the_wall_ratio_pairs_runs_of_one_file_and_a_file_can_give_some_mechanis
         dm.rows_of(f"{path}:mwem")
 
 
+def test_tree_aim_s_wall_ratio_reads_the_runs_its_errors_come_from():
+    """A later file's TreeAIM runs of the same seeds (older code, with MST beside them) count neither in its errors
+    nor in its wall ratio: the first file's runs are TreeAIM's figures, and their MST pairs its time."""
+    older = [dict(_row(m, 1.0, s, 0.09, 0.2, wall), source="older.json")
+             for s in (0, 1) for m, wall in (("mst", 10.0), ("tree_aim", 80.0))]
+    v = dm.summarize(_rows() + older, [])["toy"][1.0]
+    assert v["tree_aim"]["tvd"]["mean"] == pytest.approx(0.042)
+    assert v["verdict"]["wall_ratio_to_mst"] == pytest.approx(2.0)  # 22 s over 11 s; the older pairs would make 4.0
+
+
 def test_before_and_after_pairs_a_mechanism_s_runs_by_table_epsilon_and_seed():
     before = [dict(r, selected=[["a", "b"]], tvd_model=r["tvd"]) for r in _rows()]
     after = [dict(r, tvd=r["tvd"] * 1.1, tvd_model=r["tvd"], wall_s=r["wall_s"] / 2,
