@@ -15,8 +15,9 @@ controlled rounding of two-way tables; Cox, "A constructive procedure for unbias
 rounding", JASA 1987). With several child separators integrality is no longer automatic: the
 linear relaxation is solved first, the cells its solution leaves integral are fixed, and the
 mixed-integer solver completes the few it leaves fractional at the least column slack (relax and
-fix); it gets a time limit and, failing that, the first child separator is kept alone. Column constraints are soft (an L1 slack with a large penalty), so the problem is
-always feasible; the slack used is reported. Tables with more fractional cells than
+fix); it gets a time limit and, failing that, the first child separator is kept alone. Column
+constraints are soft (an L1 slack with a large penalty), so the problem is always feasible; the
+slack used is reported. Tables with more fractional cells than
 ``max_milp_cells`` are not given to the solver: their rows are filled by unbiased systematic
 sampling (each cell rounded up with probability equal to its fraction), so their children's
 separator counts are off by sampling error rather than by at most 1. (A maximum-flow solution
@@ -25,8 +26,10 @@ leaves in coarser margins are far larger than sampling error.)
 
 Which feasible rounding is returned: the objective adds ``sum_c (u_c - f_c) x_c`` with ``f_c`` the
 fractional part and ``u_c`` uniform from the caller's generator, so cells with large fractions tend
-to round up, like independent randomised rounding projected onto the constraints. The rounding is
-therefore random but not exactly unbiased cell by cell; its errors are bounded instead.
+to round up, like independent randomised rounding projected onto the constraints (with several child
+separators this decides every cell the relaxation leaves whole; the few it leaves fractional are
+completed by feasibility alone). The rounding is therefore random but not exactly unbiased cell by
+cell; its errors are bounded instead.
 """
 
 from __future__ import annotations
