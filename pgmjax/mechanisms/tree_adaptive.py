@@ -37,8 +37,7 @@ Budget ``rho = cdp_rho(epsilon, delta)`` (zCDP), shares of it (:func:`tree_aim_b
    within ``max_model_mb`` over the declared domain (the released model's; default :func:`default_model_cap`, twice
    the largest model MST may select, public): the size check asks only about the
    drawn candidate and the draw is repeated if it does not fit (:meth:`pgmjax.privacy.Accountant.exponential`'s
-   ``admit``: the exponential mechanism on the admitted set); a refused candidate stays out for the rest of its
-   batch. It grows the model's junction tree by the candidate
+   ``admit``: the exponential mechanism on the admitted set). It grows the model's junction tree by the candidate
    (:class:`~pgmjax.graph.growth.Growth`), each pick grows it for the next, and the fits are given the grown
    cliques, so the model fitted is the model checked.
 4. A final fit of every measurement, warm-started from the last batch's model (pgmjax's accelerated mirror
@@ -269,8 +268,7 @@ def _final_hint(fitted, round_iters: int) -> dict:
     return {"expected_iters": done} if 0 < done < round_iters else {}
 
 
-def _fits_beside(growth: Growth, domain: Domain, cands: list, max_model_mb: float,
-                 refused: list) -> Callable[[int], bool]:
+def _fits_beside(growth: Growth, domain: Domain, cands: list, max_model_mb: float) -> Callable[[int], bool]:
     """Whether candidate ``j`` may join the model ``growth`` holds (chordal cliques over the compressed domain): the
     model grown by it (:meth:`~pgmjax.graph.growth.Growth.grown`: only the part of its junction tree between the
     candidate's attributes is triangulated again), released over the declared ``domain``, stays within
@@ -281,14 +279,10 @@ def _fits_beside(growth: Growth, domain: Domain, cands: list, max_model_mb: floa
     The size is the released model's: the triangulation is chosen for the compressed sizes, and the release keeps
     its cliques with their merged values restored, which can cost far more than the compressed model (a cycle's
     chord through two compressed wide attributes); the release would refuse it after the whole budget is spent.
-    The fits are then given the grown cliques (``estimate``'s ``cliques``), so the model fitted is the one checked.
-    A refused ``j`` is appended to ``refused``."""
+    The fits are then given the grown cliques (``estimate``'s ``cliques``), so the model fitted is the one checked."""
 
     def fits(j: int) -> bool:
-        ok = grown_released_size(growth, domain, cands[j]) <= max_model_mb
-        if not ok:
-            refused.append(j)
-        return ok
+        return grown_released_size(growth, domain, cands[j]) <= max_model_mb
 
     return fits
 
@@ -300,13 +294,10 @@ def _draw_batch(acc: Accountant, key, cdata: Dataset, domain: Domain, cands: lis
     among the candidates that fit beside the model's ``structure`` (chordal cliques over the compressed domain)
     grown by the batch's earlier picks, the cap on the released model over the declared ``domain``; each measured
     with ``sigma`` over the compressed data ``cdata`` and appended to ``measurements``; the run's last draw
-    (``draws`` counts those left, this batch's included) measures with exactly what is left. A candidate refused at
-    a pick stays out for the rest of the batch: the picks only grow the model, and at the cap most draws are refused
-    (Stroke at epsilon 3: 20,672 refusals for 224 picks), the same candidates pick after pick. Returns the cliques
+    (``draws`` counts those left, this batch's included) measures with exactly what is left. Returns the cliques
     picked and the structure grown by them (the next fit's cliques)."""
     batch_keys = jax.random.split(key, picks)
     chosen: list = []
-    refused: list = []  # public: the size checks read released cliques only
     growth = Growth(cdata.domain, structure)
     for p in range(picks):
         k_em, k_meas = jax.random.split(batch_keys[p])
@@ -314,14 +305,11 @@ def _draw_batch(acc: Accountant, key, cdata: Dataset, domain: Domain, cands: lis
         if not np.isfinite(q).any():
             break
         try:
-            j = acc.exponential(k_em, q, sens, epsilon=eps_em,
-                                admit=_fits_beside(growth, domain, cands, max_model_mb, refused),
+            j = acc.exponential(k_em, q, sens, epsilon=eps_em, admit=_fits_beside(growth, domain, cands, max_model_mb),
                                 target=f"batch {b + 1}, pick {p + 1}: select a marginal")
         except ValueError:  # nothing left fits beside the batch's picks (refused before any spending)
             break
         q[j] = -np.inf  # once per batch
-        q[refused] = -np.inf
-        refused.clear()
         chosen.append(cands[j])
         growth = Growth(cdata.domain, growth.grown(cands[j]))
         measurements.append(acc.measure(k_meas, cdata, cands[j], rho=REST) if draws == 0 else

@@ -296,29 +296,6 @@ def test_the_grown_size_check_is_the_whole_triangulation_s(seed):
                                                                     rel=1e-12), c
 
 
-def test_a_candidate_refused_at_a_pick_is_not_checked_again_in_its_batch(data, monkeypatch):
-    """At the cap most draws are refused; a refused candidate stays out for the rest of its batch (the picks only
-    grow the model), so each batch asks the size check about it once. Here every candidate holding ``e`` is too
-    large (``e`` tied to ``a``: their errors are the largest, drawn first and again without the rule)."""
-    log = []
-    monkeypatch.setattr(tree_adaptive, "grown_released_size",
-                        lambda growth, dom, c: log.append(c) or (1.0 if "e" in c else 0.0))
-    draw = tree_adaptive._draw_batch
-    monkeypatch.setattr(tree_adaptive, "_draw_batch", lambda *a, **k: log.append("batch") or draw(*a, **k))
-    res = tree_aim(data, 3.0, key=jax.random.key(2), max_model_mb=0.5, synthetic=False, batches=2, picks=4, **QUICK)
-    batches = []
-    for item in log:
-        if item == "batch":
-            batches.append([])
-        else:
-            batches[-1].append(item)
-    assert len(batches) == 2
-    for checks in batches:
-        refused = [c for c in checks if "e" in c]
-        assert refused and len(refused) == len(set(refused))  # each asked once in its batch
-    assert not any("e" in c and len(c) > 1 for c in res.info.selected)
-
-
 def test_the_final_fit_expects_as_many_iterations_as_the_last_batch_took_where_it_converged(data, monkeypatch):
     """``program="auto"`` weighs the iterations a fit is expected to run: the final fit is told the last batch's count
     where that fit stopped by its tolerance, and nothing (its whole ``iters``) where it ran out of ``round_iters``."""
