@@ -91,8 +91,8 @@ def default_batches(picks: int, attributes: int) -> int:
         >>> default_batches(64, 16), default_batches(28, 16), default_batches(14, 14), default_batches(225, 110)
         (8, 4, 2, 2)
     """
-    most = min(MAX_BATCHES, max(BATCHES, REFIT_ATTRIBUTES // attributes))
-    return min(most, max(BATCHES, math.ceil(picks / math.ceil(attributes / 2))))
+    wanted = min(math.ceil(picks / math.ceil(attributes / 2)), REFIT_ATTRIBUTES // attributes)
+    return min(MAX_BATCHES, max(BATCHES, wanted))
 
 
 def default_pick_count(batch_rho: float, total: float, sizes, attributes: int) -> int:

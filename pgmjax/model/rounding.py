@@ -191,7 +191,7 @@ def _solve(free, frac, rows, need, counts, fixed, targets, families, rng, time_l
         integrality = np.concatenate([np.ones(k), np.zeros(n_slack)])
         bounds = optimize.Bounds(np.zeros(n_var), np.concatenate([np.ones(k), np.full(n_slack, np.inf)]))
         cons = optimize.LinearConstraint(a_all, np.concatenate(lo), np.concatenate(hi))
-        res = _relax_and_fix(optimize, c, cons, integrality, bounds, time_limit)
+        res = _relax_and_fix(c, cons, integrality, bounds, time_limit)
         if res.x is not None and res.status in (0, 1):
             x = np.rint(res.x[:k]).astype(np.int64)
             if np.array_equal(a_rows @ x, need[row_ids]):
@@ -204,7 +204,7 @@ def _solve(free, frac, rows, need, counts, fixed, targets, families, rng, time_l
     return x, 0
 
 
-def _relax_and_fix(optimize, c, cons, integrality, bounds, time_limit):
+def _relax_and_fix(c, cons, integrality, bounds, time_limit):
     """The linear relaxation, then the least-slack completion of the cells it leaves fractional.
 
     The relaxation's vertex is integral on all but about a thousand of tens of thousands of cells (on all of them
@@ -218,6 +218,8 @@ def _relax_and_fix(optimize, c, cons, integrality, bounds, time_limit):
     Returns:
         scipy's ``OptimizeResult`` of the last programme solved, ``x`` over all variables.
     """
+    from scipy import optimize  # here, as in _solve: scipy.optimize is slow to import
+
     options = {"time_limit": time_limit, "disp": False}
     relaxed = optimize.milp(c, constraints=cons, integrality=np.zeros_like(integrality), bounds=bounds,
                             options=options)
