@@ -139,6 +139,10 @@ def exponential_probabilities(qualities, sensitivity: float, epsilon: float) -> 
     return w / w.sum()
 
 
+#: The most draws one round of :func:`exponential_mechanism`'s rejection under ``admit`` takes at once.
+_ADMIT_ROUND_MAX = 256
+
+
 def exponential_mechanism(key, qualities, sensitivity: float, epsilon: float, *, num: int | None = None, admit=None):
     """Exponential mechanism, sampled exactly: ``P(r) ∝ exp(eps q(r) / (2 Delta))`` (``eps``-DP, ``eps^2/8``-zCDP).
 
@@ -175,16 +179,28 @@ def exponential_mechanism(key, qualities, sensitivity: float, epsilon: float, *,
         raise ValueError(f"{where}: admit= draws one candidate; it cannot be given with num=")
     logits = np.array(logits, dtype=np.float64)
     rng = dn.generator(jax.random.fold_in(key, 0))  # one stream for the repeats: a key per repeat cost more than a draw
-    for _ in range(logits.size):  # rejection: P(r | admitted) is the law on the admitted set
-        if not np.isfinite(logits).any():
-            break
+    refused = np.zeros(logits.size, dtype=bool)
+    size = 1
+    # Rejection: P(r | admitted) is the law on the admitted set. Each round draws `size` candidates i.i.d. from the
+    # law on those not refused before it; one refused within the round is skipped, which leaves each draw from the
+    # law on those not refused so far (the sequence of distinct draws is the one-at-a-time removal's). A round draws
+    # twice as many as the last one refused (a draw costs in proportion to how peaked the law is, and a peaked law's
+    # draws repeat the few it refused), so a pick that refuses hundreds of candidates samples a few times, not
+    # hundreds; each round's first draw is new, so there are at most as many rounds as candidates.
+    while np.isfinite(logits).any():
         # Gaps from the best candidate left: the sampler proposes uniformly and accepts with exp(-gap), so with the
         # best ones refused the gaps must start at 0 again (the law is the same; unshifted, a run never ended).
         gaps = np.max(logits[np.isfinite(logits)]) - logits
-        choice = int(dn.exponential_choice(rng, gaps, 1)[0])
-        if admit(choice):
-            return choice
-        logits[choice] = -np.inf
+        new = 0
+        for choice in dn.exponential_choice(rng, gaps, size).tolist():
+            if refused[choice]:
+                continue
+            if admit(choice):
+                return choice
+            refused[choice] = True
+            new += 1
+        logits[refused] = -np.inf
+        size = min(2 * new, _ADMIT_ROUND_MAX)
     raise ValueError(f"{where}: admit refused every candidate")
 
 

@@ -228,6 +228,36 @@ def test_admit_draws_in_the_mechanism_s_law_on_the_admitted_set():
     assert acc.spent == pytest.approx(n * 1.0)  # one draw's cost each, whatever was refused
 
 
+def test_admit_refusing_most_candidates_keeps_the_law_on_the_rest():
+    """Thirty of forty candidates refused, the best among them: the draws run over several rounds of the rejection,
+    and their law is still the mechanism's on the ten admitted."""
+    q = np.linspace(0.0, 6.0, 40)
+    admitted = set(range(0, 40, 4))
+    want = exponential_probabilities(np.where([i in admitted for i in range(40)], q, -np.inf), 1.0, 1.0)
+    acc = Accountant(epsilon=1e9)
+    n = 3_000
+    draws = [acc.exponential(jax.random.key(i), q, 1.0, epsilon=1.0, admit=lambda j: j in admitted) for i in range(n)]
+    counts = np.bincount(draws, minlength=40) / n
+    assert set(np.flatnonzero(counts)) <= admitted
+    assert np.all(np.abs(counts - want) <= 4 * np.sqrt(want * (1 - want) / n) + 1e-12), (counts, want)
+
+
+def test_admit_samples_a_few_times_for_hundreds_of_refusals(monkeypatch):
+    """500 equally good candidates refused before one of the rest is admitted: the sampler runs in rounds that grow
+    with what the last one refused (a dozen calls, not 500), and no candidate is asked about twice."""
+    from pgmjax.privacy import discrete_noise
+
+    calls = []
+    sampler = discrete_noise.exponential_choice
+    monkeypatch.setattr(discrete_noise, "exponential_choice", lambda *a: calls.append(a[2]) or sampler(*a))
+    q = np.r_[np.full(500, 30.0), np.zeros(500)]
+    asked = []
+    j = Accountant(epsilon=1e9).exponential(jax.random.key(0), q, 1.0, epsilon=1.0,
+                                            admit=lambda i: asked.append(i) or i >= 500)
+    assert j >= 500 and len(asked) == len(set(asked)) and len([i for i in asked if i < 500]) >= 400
+    assert len(calls) <= 20 and calls[0] == 1, calls
+
+
 def test_admit_asks_only_about_the_drawn_candidates():
     asked = []
     acc = Accountant(epsilon=10.0)
