@@ -98,11 +98,12 @@ def stack_routed(plan: RoutedPlan, measurements: Sequence[Measurement], dtype) -
     n_pairs = sum(domain.size(plan.cliques[plan.tree.containing(m.clique)]) for m in measurements)
     # Sizes that follow the plan's cell vector (a measured table is at most its host's size), so that the structures
     # of one plan class mostly share a measurement class too. The pairs are summed whole every iteration, so they are
-    # padded to a power-of-2 multiple of the cells, not to the plan's longer vector of routing pairs, and to at least
-    # twice the cells: a model's one-way marginals, hosted by its larger cliques, take the pairs past the cells in a
-    # run's later rounds, and one vector of pairs as long as the cells made those rounds a second program of the class.
+    # padded to a power-of-2 multiple of the cells, and to at least four times the cells (the plan's own routing
+    # pairs): a model's one-way marginals, hosted by its larger cliques, take the pairs past the cells in a run's
+    # later rounds, and a floor of the cells, then of twice the cells, made those rounds a second program of the
+    # class (TreeAIM on NLTCS: the sixth batch's fit, of the same plan class as the four before it).
     cells = multiple_class(n_cells, plan.size.cells)
-    shape = RoutedShape(cells, multiple_class(n_pairs, 2 * plan.size.cells), cells)
+    shape = RoutedShape(cells, multiple_class(n_pairs, 4 * plan.size.cells), cells)
     fill = _padding(shape)
     cell = np.full(shape.pairs, fill["cell"], np.int32)
     pattern = np.full(shape.pairs, fill["pattern"], np.int32)

@@ -286,17 +286,30 @@ def _padding(size: SizeClass) -> dict[str, int]:
 
 def widened(plan: RoutedPlan) -> RoutedPlan:
     """``plan`` with its cell and pair vectors padded to the next power of 4 (:func:`~pgmjax.graph.routed_steps.width_class`
-    of its cells): the same steps, windows and answers, in a class that plans of up to four times fewer cells
-    share. A growing model's answers (:mod:`pgmjax.model`: marginals, log Z) run in it, so a run whose models
-    grow through ten cell classes compiles its answering program for three or four of them.
+    of its cells), and a shallow tree's window to that class's own (:func:`_in_class`): the same steps and answers,
+    in a class that plans of up to four times fewer cells share, whatever window their own class gave them. A
+    growing model's answers (:mod:`pgmjax.model`: marginals, log Z) run in it, so a run whose models grow through
+    ten cell classes compiles its answering program for three or four of them.
 
     Example:
         >>> plan = make_routed_plan(Domain({"a": 40, "b": 50, "c": 60}), [("a", "b"), ("b", "c")])
         >>> widened(plan).size.cells, plan.size.cells
         (16384, 6144)
     """
-    cells = width_class(plan.size.cells)
-    return padded(plan, plan.size._replace(cells=cells, pairs=PAIRS_PER_CELL * cells))
+    return padded(plan, _in_class(plan, width_class(plan.size.cells)))
+
+
+def _in_class(plan: RoutedPlan, cells: int) -> SizeClass:
+    """``plan``'s class grown to ``cells`` cells: its pairs in proportion and, for a shallow tree on a CPU, the window
+    that class of cells sets (:func:`~pgmjax.graph.routed_steps.window_of_class`), so that the plans padded to it
+    share one program whatever window their own class gave them; otherwise ``plan``'s own window."""
+    platform = plan.host.platform if plan._layout is not None else "cpu"
+    costs = WINDOW_COSTS[platform]
+    size = plan.size._replace(cells=cells, pairs=PAIRS_PER_CELL * cells)
+    if plan.differentiable or not costs.pairs_looped or not costs.cells_per_window or size.levels != LEVELS_MIN:
+        return size
+    width = max(size.width, window_of_class(cells, costs))
+    return size._replace(width=width, pair_width=pair_width(width, platform))
 
 
 def padded(plan: RoutedPlan, size: SizeClass) -> RoutedPlan:
@@ -344,15 +357,9 @@ def next_class(plan: RoutedPlan) -> SizeClass | None:
         SizeClass(cells=6144, width=1024, pairs=24576, pair_width=1024, levels=32, chunks=0)
     """
     platform = plan.host.platform if plan._layout is not None else "cpu"
-    costs = WINDOW_COSTS[platform]
-    if plan.differentiable or not costs.pairs_looped:
+    if plan.differentiable or not WINDOW_COSTS[platform].pairs_looped:
         return None
-    size = plan.size
-    cells = class_size(size.cells + 1)
-    width = size.width
-    if costs.cells_per_window and size.levels == LEVELS_MIN:
-        width = max(width, window_of_class(cells, costs))
-    return size._replace(cells=cells, pairs=PAIRS_PER_CELL * cells, width=width, pair_width=pair_width(width, platform))
+    return _in_class(plan, class_size(plan.size.cells + 1))
 
 
 @functools.lru_cache(maxsize=64)

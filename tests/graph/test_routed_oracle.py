@@ -144,8 +144,9 @@ def test_a_new_structure_of_a_fitted_class_compiles_nothing():
 def test_measurements_hosted_by_larger_cliques_add_no_program_within_a_class():
     """A fit's routed measurements hold a pair per measured cell's host cell (the smallest model clique holding it):
     one-way marginals of a model's few-valued attributes, hosted by its large pairs, took the routing past the cells
-    and a second program of the class (an AIM round that measured them, after rounds that measured only pairs). The
-    pairs are padded to at least twice the cells, so both fits run one program."""
+    and a second program of the class (an AIM round that measured them, after rounds that measured only pairs; a
+    TreeAIM batch whose picks all lay inside its larger cliques). The pairs are padded to at least four times the
+    cells, so the three fits run one program."""
     rng = np.random.default_rng(3)
     dom = pj.Domain({"a": 2, "b": 1000, "c": 2, "d": 1000, "e": 2, "f": 1000})
     pairs = [("a", "b"), ("c", "d"), ("e", "f")]
@@ -156,13 +157,16 @@ def test_measurements_hosted_by_larger_cliques_add_no_program_within_a_class():
         return [pj.Measurement(c, rng.uniform(5, 50, dom.size(c)), stddev=2.0) for c in cliques]
 
     ones = [("a",), ("c",), ("e",)]  # 6 measured cells, 6,000 host cells
-    shapes = {stack_routed(plan, measurements(cs), np.float32).shape for cs in (pairs, pairs + ones)}
-    assert len(shapes) == 1 and shapes.pop().pairs == 2 * plan.size.cells, shapes
+    sets = (pairs, pairs + ones, pairs + ones + ones)  # the last: 6,000 more host cells, past twice the cells
+    assert sum(dom.size(c) for c in pairs) * 3 > 2 * plan.size.cells  # the third set's pairs need the floor's room
+    shapes = {stack_routed(plan, measurements(cs), np.float32).shape.pairs for cs in sets}
+    assert shapes == {4 * plan.size.cells}, shapes
     pj.release_compiled()
     pj.estimate(dom, measurements(pairs), iters=40, chunk=20, program="size_class").marginal(("a", "b"))
     with count_compiles() as counter:
-        model = pj.estimate(dom, measurements(pairs + ones), iters=40, chunk=20, program="size_class")
-        model.marginal(("a", "b"))
+        for cs in sets[1:]:
+            model = pj.estimate(dom, measurements(cs), iters=40, chunk=20, program="size_class")
+            model.marginal(("a", "b"))
     assert counter.count == 0, counter.names
 
 
@@ -630,6 +634,32 @@ def test_models_of_several_fit_classes_share_one_answering_program():
         models.append(GraphicalModel(plan, plan.from_tables(_tables(rng, plan), jnp.float64), 100.0))
     sizes = [m.plan.size.cells for m in models]
     assert len(set(sizes)) == 2 and all(4096 < n < 16384 for n in sizes), sizes
+    models[0].clique_marginals()
+    with count_compiles() as counter:
+        got = models[1].clique_marginals()
+    assert counter.count == 0, sizes
+    want = models[1].plan.tables({"cells": np.asarray(routed_oracle.marginals(models[1].plan, models[1].theta, 100.0)[0]["cells"])})
+    for c in got:
+        np.testing.assert_allclose(got[c], want[c], rtol=1e-12, atol=1e-12)
+
+
+def test_shallow_models_of_classes_with_other_windows_share_one_answering_program():
+    """A shallow model's class sets its window by its cells (1,024 up to the 12,288 class, 4,096 from 16,384 on a
+    CPU): two models of 16 binary attributes (as TreeAIM's on NLTCS), of the 8,192 and 16,384 classes, answer
+    with one compiled program, their plans widened to 16,384 cells and the wider window (counted)."""
+    from pgmjax.graph.routed_plan import widened
+    from pgmjax.model.graphical_model import GraphicalModel
+
+    rng = np.random.default_rng(7)
+    dom = pj.Domain({f"x{i}": 2 for i in range(16)})
+    names = list(dom.attributes)
+    models = []
+    for k in (12, 13):  # cliques of k and 12 attributes: 6,144 and 12,288 cells, plans of 8,192 and 16,384
+        plan = make_routed_plan(dom, [tuple(names[:k]), tuple(names[k - 8:k + 3] if k == 12 else names[4:])])
+        models.append(GraphicalModel(plan, plan.from_tables(_tables(rng, plan), jnp.float64), 100.0))
+    sizes = [m.plan.size for m in models]
+    assert sizes[0].width < sizes[1].width and sizes[0].cells < sizes[1].cells, sizes
+    assert widened(models[0].plan).size == widened(models[1].plan).size
     models[0].clique_marginals()
     with count_compiles() as counter:
         got = models[1].clique_marginals()
