@@ -10,6 +10,11 @@ import os
 # XLA_FLAGS to choose another level. No preallocation: several test workers may share one GPU.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+# And XLA:CPU's loop emitters for every program, as the command line compiles (pgmjax.programs.fast_compile, which
+# leaves a jaxlib without the switch alone): the suite's compiles about a third shorter again. The engine's
+# choice of emitters by block size is tested in child processes of its own (tests/engine/test_emitters_by_size.py,
+# test_fast_compile.py). PGMJAX_FAST_COMPILE=0 runs the suite with the library's defaults.
+os.environ.setdefault("PGMJAX_FAST_COMPILE", "1")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # One BLAS thread per test worker: xdist already runs one worker per core, and small dense solves are
 # far slower when several multi-threaded BLAS pools share two cores.
