@@ -199,8 +199,8 @@ def compare(pairs: list[tuple[str, str]], out: str, argv) -> None:
     cols = [c for c in cols if any(c in r for r in rows)]
     page = [*schema.header_lines(meta), "", "Each cell: before / after (the ratio before / after). One run each per "
             "seed, the published defaults; a different engine selects different marginals, so the rounds differ. "
-            "Each pair ran back to back (before, then after) on the 2-core machine: compare within a row; "
-            "one seed's path of selections, once it differs, differs in size and time, so compare over the seeds. Each profile, round by round, with its commit, is in the files the "
+            + _pairing(runs) +
+            "One seed's path of selections, once it differs, differs in size and time, so compare over the seeds. Each profile, round by round, with its commit, is in the files the "
             "JSON's rows name. "
             "A fit counts as compiling (a new program) where JAX's compile events took over 0.3 s in it (a reused program's fit compiles a few small helpers, under 0.15 s).", "", *schema.table(rows, cols)]
     summary = _summary(runs)
@@ -210,6 +210,26 @@ def compare(pairs: list[tuple[str, str]], out: str, argv) -> None:
                  *schema.table(summary, list(summary[0]))]
     schema.write_result(SUITE, out, rows, meta, page=page, title="AIM and MST per round: before and after",
                         summary=summary)
+
+
+def _pairing(runs: list[tuple[dict, dict]]) -> str:
+    """How the pairs ran, from their files' own records: back to back (every pair on one day, on one kind of
+    machine), or apart (each arm's dates, commits and machines named)."""
+    def day(r):
+        return r["meta"]["date"][:10]
+
+    def machine(r):
+        m = r["meta"]["machine"]
+        return f"{m['cpu']}, {m['cores']} cores"
+
+    if all(day(b) == day(a) and machine(b) == machine(a) for b, a in runs):
+        return ("Each pair ran back to back (before, then after) on the 2-core machine: compare within a row. ")
+
+    def arm(rs):
+        return "; ".join(sorted({f"{day(r)}, {r['meta']['commit']}, {machine(r)}" for r in rs}))
+
+    return (f"The two arms ran apart (before: {arm([b for b, _ in runs])}; after: {arm([a for _, a in runs])}), "
+            "each under its own day's load: compare the means over the seeds, not single rows. ")
 
 
 def _summary(runs: list[tuple[dict, dict]]) -> list[dict]:

@@ -23,6 +23,20 @@ def test_the_summary_pairs_each_seed_and_skips_a_single_seed():
     assert row["workload error"] == "0.1500 ± 0.0707 / 0.1700 ± 0.0849"
 
 
+def test_the_page_says_back_to_back_only_where_each_pair_ran_on_one_day_and_machine():
+    def meta(day, commit, cpu="Xeon"):
+        return {"meta": {"date": f"{day} 10:00 UTC", "commit": commit, "machine": {"cpu": cpu, "cores": 2}}}
+
+    together = [(meta("2026-12-01", "aaa"), meta("2026-12-01", "bbb"))] * 2
+    assert aim_profile._pairing(together).startswith("Each pair ran back to back")
+    apart = [(meta("2026-11-30", "aaa"), meta("2026-12-02", "bbb")), (meta("2026-12-01", "aaa"), meta("2026-12-01", "bbb"))]
+    text = aim_profile._pairing(apart)
+    assert "back to back" not in text and "ran apart" in text
+    assert "before: 2026-11-30, aaa, Xeon, 2 cores; 2026-12-01, aaa, Xeon, 2 cores" in text
+    other_machine = [(meta("2026-12-01", "aaa", "EPYC"), meta("2026-12-01", "bbb"))]
+    assert "ran apart" in aim_profile._pairing(other_machine)
+
+
 def test_a_refit_at_the_final_fits_own_count_gives_its_answer():
     """The final fit run again with its own iterations from the same warm start is the same fit: same loss and
     error (a refit that dropped an argument, or read another fit's, would differ); more iterations lower the loss."""
