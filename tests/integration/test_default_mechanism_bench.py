@@ -100,6 +100,7 @@ def test_the_page_and_plots(tmp_path):
     assert "| toy | 3 | this run | AIM 0.0200 | 0.0255 | **no** |" in page and "![dm_wall.png](dm_wall.png)" in page
 
 
+@pytest.mark.slow  # a smoke run of two bench scripts in child processes (tests/README: the long checks)
 def test_a_real_run_of_tree_aim_beside_mst(tmp_path):
     out = tmp_path / "runs"
     cmd = [sys.executable, "-m", "bench", "mechanisms", "mst_aim", "--datasets", "generated4", "--mechanisms", "mst",
