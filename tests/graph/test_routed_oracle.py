@@ -620,6 +620,18 @@ def test_a_widened_plan_is_the_plan_built_at_the_wider_size_and_answers_alike(na
     assert float(z_w) == pytest.approx(float(z_n), rel=1e-14)
 
 
+def _second_answers_without_compiling(models, sizes):
+    """``models[1]`` answers its clique marginals without a compile once ``models[0]`` has answered, and its answers
+    are its own plan's (the size-class oracle on its unwidened plan)."""
+    models[0].clique_marginals()
+    with count_compiles() as counter:
+        got = models[1].clique_marginals()
+    assert counter.count == 0, sizes
+    want = models[1].plan.tables({"cells": np.asarray(routed_oracle.marginals(models[1].plan, models[1].theta, 100.0)[0]["cells"])})
+    for c in got:
+        np.testing.assert_allclose(got[c], want[c], rtol=1e-12, atol=1e-12)
+
+
 def test_models_of_several_fit_classes_share_one_answering_program():
     """Two size-class models whose fits are of different classes (6,144 and 8,192 cells) answer with one compiled
     program: their plans widened to 16,384 cells (counted), with the answers of their own plans."""
@@ -634,13 +646,7 @@ def test_models_of_several_fit_classes_share_one_answering_program():
         models.append(GraphicalModel(plan, plan.from_tables(_tables(rng, plan), jnp.float64), 100.0))
     sizes = [m.plan.size.cells for m in models]
     assert len(set(sizes)) == 2 and all(4096 < n < 16384 for n in sizes), sizes
-    models[0].clique_marginals()
-    with count_compiles() as counter:
-        got = models[1].clique_marginals()
-    assert counter.count == 0, sizes
-    want = models[1].plan.tables({"cells": np.asarray(routed_oracle.marginals(models[1].plan, models[1].theta, 100.0)[0]["cells"])})
-    for c in got:
-        np.testing.assert_allclose(got[c], want[c], rtol=1e-12, atol=1e-12)
+    _second_answers_without_compiling(models, sizes)
 
 
 def test_shallow_models_of_classes_with_other_windows_share_one_answering_program():
@@ -660,10 +666,4 @@ def test_shallow_models_of_classes_with_other_windows_share_one_answering_progra
     sizes = [m.plan.size for m in models]
     assert sizes[0].width < sizes[1].width and sizes[0].cells < sizes[1].cells, sizes
     assert widened(models[0].plan).size == widened(models[1].plan).size
-    models[0].clique_marginals()
-    with count_compiles() as counter:
-        got = models[1].clique_marginals()
-    assert counter.count == 0, sizes
-    want = models[1].plan.tables({"cells": np.asarray(routed_oracle.marginals(models[1].plan, models[1].theta, 100.0)[0]["cells"])})
-    for c in got:
-        np.testing.assert_allclose(got[c], want[c], rtol=1e-12, atol=1e-12)
+    _second_answers_without_compiling(models, sizes)
