@@ -1,51 +1,26 @@
 """How pgmjax compiles its programs: ``jit`` is ``jax.jit`` with the compiler options the engine needs.
 
-XLA:CPU in jaxlib 0.10.2 hands some fused multiply-then-reduce programs to its YNNPACK library path,
-which returns wrong numbers (garbage or NaN, varying from run to run) for some shapes; upstream JAX
-reports the same class of bug for a matrix-vector product followed by a reduction (jax issue 39103:
-0.10.1 correct, 0.10.2 wrong). In the engine it hits the downward pass of the marginal oracle: with
-the Adult benchmark cliques the float32 marginals of the *uniform* model held NaN, so every fit failed
-at its first chunk. The smallest trigger found is ``sum(b * g, axis=-2)`` with ``b`` of shape
-``(1, 9, 2, 3, 5, 10, 2)`` and ``g`` broadcast along axis 1 (see ``tests/engine/test_compiler.py``).
-
-Every pgmjax program is compiled with the YNNPACK fusions turned off where the installed jaxlib has
-them. Only pgmjax's own programs are affected (a per-program compiler option, not ``XLA_FLAGS``); the
-same arithmetic then runs through XLA's own emitters.
-
-Every option below is XLA:CPU's (an ``xla_cpu_*`` option, or a level measured on XLA:CPU only), so each is
-passed only to programs compiled for the CPU: :func:`jit` gives a :class:`Program` that jits its function
-once per platform and asks :func:`backend` at each call which one runs (a GPU's program gets only the
-caller's own options). The platform is never read at import, when JAX may not have started its backends.
-
-The engine's own programs (a fit's loop, the marginal oracle) ask for more with ``jit(..., engine=True)``:
-XLA:CPU's fast ``max``/``min`` lowering (``xla_cpu_enable_fast_min_max``), which does not propagate NaN
-through a max. XLA's default lowering compares and selects element by element; the fast one is a vector
-max, several times faster, and every
-log-sum-exp of the oracle starts with a max. A NaN cannot hide there: the max is only the shift of a
-log-sum-exp, the NaN still reaches the sum of exponentials, hence log Z and the loss, whose finiteness a
-fit checks at every trial. Other programs keep NaN-propagating max and min. The engine's programs are also
-compiled at backend optimisation level 1 instead of 2 (``xla_backend_optimization_level``): a fit's program has
-hundreds of small kernels, each its own LLVM module, and level 1 compiles them sooner with the same
-iteration times (``bench/NOTES.md`` has the measurements); ``exp``, ``log`` and sums round as at level 2. A program
-that runs once per model rather than once per iteration (a dense model's marginals, :data:`ONCE_PER_MODEL_LEVEL`)
-asks for level 0 (``jit(..., level=0)``): it compiles in a third to a half of the time and runs a few times
-slower, a millisecond or two once per model; its answers differ from level 1's in the last bits. A level named in the
-``XLA_FLAGS`` environment variable (``--xla_backend_optimization_level=N``) wins over that default: the
-option is then left out, so the flag applies to the engine's programs as to every other.
+This package is the one place that compiles. :mod:`pgmjax.compiler.options` holds the options each program is
+compiled with, by platform (XLA:CPU's workarounds and the engine's own; ``XLA_FLAGS`` is read there once, at
+import); this module makes the programs (:func:`jit`: a :class:`Program`, or a :class:`BySize` that picks its
+emitters by the call's arguments), keeps the live ones and frees them (:func:`compiled_count`,
+:func:`release_compiled`), and :mod:`pgmjax.compiler.cache` checks the persistent cache's folder. The options are
+XLA:CPU's, so :func:`jit` gives a :class:`Program` that jits its function once per platform and asks
+:func:`backend` at each call which one runs. The platform is never read at import, when JAX may not have started
+its backends.
 
 The engine's programs choose XLA:CPU's emitters by the model they fit (``jit(..., emitters=...)``,
 :class:`BySize`): its loop emitters (``xla_cpu_use_fusion_emitters=false``) where the model's largest
-potential block has at most :data:`LOOP_EMITTERS_CELLS` cells, XLA's default MLIR fusion emitters for
-larger blocks and where the measurements reduce tables into many marginals
-(:data:`LOOP_EMITTERS_MAX_REDUCTIONS`). The loop emitters generate a fit's few hundred kernels in about
-half the time, and most fits wait mostly for that; their reductions over a large table run slower.
-``XLA_FLAGS`` naming the emitters wins over this choice, except for a program that asks for the fusion
-emitters whatever the flags say (:attr:`Emitters.FUSION`: the size-class programs, whose gathers the loop
-emitters write without vector code).
+potential block has at most :data:`LOOP_EMITTERS_CELLS` cells, XLA's default emitters for larger blocks and
+where the measurements reduce tables into many marginals (:data:`LOOP_EMITTERS_MAX_REDUCTIONS`), and the fusion
+emitters for the size-class programs, whose gathers the loop emitters write without vector code
+(:attr:`Emitters.FUSION`). The loop emitters generate a fit's few hundred kernels in about half the time, and
+most fits wait mostly for that; their reductions over a large table run slower. A chosen emitter is the
+program's own option and wins over ``XLA_FLAGS``; a program given XLA's defaults follows the flags (those of
+:func:`pgmjax.fast_compile` included).
 
 Which program a call runs is a function of its arguments alone (their platform, the model's block sizes):
-no context variable, environment read or hook decides it at the call. ``XLA_FLAGS`` is read once, when a
-program is made, as JAX reads it once when its backends start.
+no context variable, environment read or hook decides it.
 
 Every program made here is registered (:func:`compiled_count`, :func:`release_compiled`): the live programs
 and their release are counted here, not by a list of other modules' functions.
@@ -61,22 +36,21 @@ from __future__ import annotations
 import enum
 import functools
 import gc
-import os
 import weakref
 
 import jax
-import jaxlib
 import numpy as np
 
 from . import ahead
+from .options import (ENGINE_OPTIONS, FLAGS_NAME_A_LEVEL, FUSION_EMITTERS, LOOP_EMITTERS,  # noqa: F401
+                      ONCE_PER_MODEL_LEVEL, compiler_options, engine_options, has_loop_emitters, options_for)
 
-
-def _jaxlib_version() -> tuple[int, ...]:
-    parts = []
-    for p in jaxlib.__version__.split(".")[:3]:
-        digits = "".join(ch for ch in p if ch.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)
+__all__ = [
+    "ENGINE_OPTIONS", "FLAGS_NAME_A_LEVEL", "FUSION_EMITTERS", "LOOP_EMITTERS", "LOOP_EMITTERS_CELLS",
+    "LOOP_EMITTERS_MAX_REDUCTIONS", "MAX_LIVE_PROGRAMS", "ONCE_PER_MODEL_LEVEL", "SCAN_UNROLL", "BySize", "Emitters",
+    "Program", "backend", "bound_compiled", "compiled_count", "compiler_options", "engine_options",
+    "has_loop_emitters", "jit", "options_for", "release_compiled", "scan_unroll", "to_device", "zeros_like",
+]
 
 
 def backend() -> str:
@@ -97,65 +71,6 @@ def backend() -> str:
         return jax.default_backend()
     name = device if isinstance(device, str) else device.platform
     return "gpu" if name in ("cuda", "rocm") else name
-
-
-@functools.lru_cache(maxsize=None)
-def compiler_options(platform: str = "cpu") -> dict[str, str]:
-    """The XLA compiler options of every pgmjax program compiled for ``platform`` (empty where none is needed).
-
-    Args:
-        platform: a JAX platform name (:func:`backend`); the options are XLA:CPU's, so ``"cpu"`` by default.
-
-    Returns:
-        On the CPU, ``{"xla_cpu_experimental_ynn_fusion_type": ""}`` (no YNNPACK fusions) on jaxlib 0.10.2
-        and later 0.10 releases, whose XLA:CPU miscompiles some reductions; ``{}`` otherwise and on every
-        other platform.
-
-    Example:
-        >>> isinstance(compiler_options(), dict), compiler_options("gpu")
-        (True, {})
-    """
-    if platform == "cpu" and (0, 10, 2) <= _jaxlib_version() < (0, 11, 0):
-        return {"xla_cpu_experimental_ynn_fusion_type": ""}
-    return {}
-
-
-#: The options :func:`jit` adds for ``engine=True`` on the CPU (see the module docstring); both are tuned for
-#: XLA:CPU, so programs compiled for another platform get neither (:func:`engine_options`).
-ENGINE_OPTIONS = {"xla_cpu_enable_fast_min_max": True, "xla_backend_optimization_level": 1}
-
-#: The backend optimisation level of an engine program that runs once per model, not once per iteration
-#: (``jit(..., engine=True, level=ONCE_PER_MODEL_LEVEL)``: a dense model's marginals and log Z). A fit waits for
-#: its compile at every new structure, while the extra run time at level 0 is paid once per model
-#: (``bench/NOTES.md`` has the measurements). The size-class answering programs keep level 1: shared by a whole
-#: class, they compile once per run and run many times slower at level 0.
-ONCE_PER_MODEL_LEVEL = 0
-
-
-def engine_options(platform: str = "cpu", level: int | None = None) -> dict:
-    """:data:`ENGINE_OPTIONS` on the CPU (its level replaced by ``level`` where given), less the level when
-    ``XLA_FLAGS`` names one; ``{}`` elsewhere.
-
-    A per-program compiler option overrides ``XLA_FLAGS``; a user (or a test suite) who sets
-    ``--xla_backend_optimization_level`` there means it for every program, the engine's included. The level
-    was measured on XLA:CPU only (on XLA:GPU it is the LLVM level of the device code), and the fast max is
-    an ``xla_cpu_*`` option: neither is passed for another platform.
-
-    Args:
-        platform: the platform the program compiles for (:func:`backend`).
-        level: the backend optimisation level (default: :data:`ENGINE_OPTIONS`'s, 1).
-
-    Example:
-        >>> engine_options()["xla_cpu_enable_fast_min_max"], engine_options("gpu")
-        (True, {})
-    """
-    if level is not None and level not in (0, 1, 2, 3):  # refused on every platform, whatever XLA_FLAGS say
-        raise ValueError(f"engine_options: level must be an XLA backend optimisation level 0 to 3, got {level!r}")
-    if platform != "cpu":
-        return {}
-    if "xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", ""):
-        return {k: v for k, v in ENGINE_OPTIONS.items() if k != "xla_backend_optimization_level"}
-    return {**ENGINE_OPTIONS, **({} if level is None else {"xla_backend_optimization_level": level})}
 
 
 #: Levels each trip of the marginal oracle's level loops runs (``lax.scan``'s ``unroll``), by platform
@@ -183,35 +98,6 @@ def scan_unroll(platform: str | None = None) -> int:
     return SCAN_UNROLL.get(platform or backend(), 1)
 
 
-def options_for(platform: str, engine: bool = False, loop_emitters: bool = False, user: dict | None = None,
-                fusion_emitters: bool = False, level: int | None = None) -> dict:
-    """Every compiler option of a pgmjax program compiled for ``platform``.
-
-    Args:
-        platform: the platform (:func:`backend`).
-        engine: an engine program (:func:`engine_options`).
-        loop_emitters: compiled with XLA:CPU's loop emitters (:data:`LOOP_EMITTERS`; CPU only).
-        user: the caller's own options (``jit(..., compiler_options=...)``), merged last on every platform.
-        fusion_emitters: compiled with XLA:CPU's fusion emitters whatever ``XLA_FLAGS`` say
-            (:data:`FUSION_EMITTERS`; CPU only; ``loop_emitters`` wins over it).
-        level: an engine program's backend optimisation level (:func:`engine_options`; default 1).
-
-    Returns:
-        The options, a new dict.
-
-    Example:
-        >>> options_for("gpu", engine=True, loop_emitters=True, user={"a": 1})
-        {'a': 1}
-    """
-    cpu = platform == "cpu"
-    engine_part = engine_options(platform, level) if engine else {}
-    return {
-        **compiler_options(platform), **engine_part,
-        **(FUSION_EMITTERS if fusion_emitters and cpu and has_loop_emitters() else {}),
-        **(LOOP_EMITTERS if loop_emitters and cpu and has_loop_emitters() else {}), **(user or {}),
-    }
-
-
 def jit(fun=None, /, *, engine: bool = False, emitters=None, level: int | None = None, **kwargs):
     """``jax.jit`` with the compiler options of the platform each call compiles for; ``@jit``,
     ``@jit(static_argnames=...)`` or ``jit(f)``.
@@ -222,13 +108,13 @@ def jit(fun=None, /, *, engine: bool = False, emitters=None, level: int | None =
     Args:
         fun: the function to compile (omit to get a decorator).
         engine: also compile with :func:`engine_options` (fast max and min, backend optimisation level 1
-            unless ``XLA_FLAGS`` names a level: for the engine's own programs, whose NaN checks do not read
+            unless ``XLA_FLAGS`` named a level at import: for the engine's own programs, whose NaN checks do not read
             a max; see the module docstring).
         emitters: a predicate of a call's arguments: which XLA:CPU emitters its program is compiled
             with, an :class:`Emitters` (or a bool: the loop emitters or not; :class:`BySize`; e.g.
             :func:`pgmjax.graph.program_choice.emitters_for`).
         level: an engine program's backend optimisation level on the CPU (default 1; :data:`ONCE_PER_MODEL_LEVEL`
-            for a program run once per model), unless ``XLA_FLAGS`` names one.
+            for a program run once per model), unless ``XLA_FLAGS`` named one at import.
         **kwargs: any ``jax.jit`` keyword argument; ``compiler_options`` given here are merged over
             pgmjax's own, on every platform.
 
@@ -263,20 +149,13 @@ LOOP_EMITTERS_CELLS = 2**20
 #: 16-axis clique, iterates and compiles more slowly with them; the benchmark's other problems have at most 3.75).
 LOOP_EMITTERS_MAX_REDUCTIONS = 8
 
-#: The per-program option that selects XLA:CPU's loop emitters (passed only for the CPU: :func:`options_for`).
-LOOP_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
-
-#: The per-program option that keeps XLA:CPU's fusion emitters where ``XLA_FLAGS`` (or
-#: :func:`pgmjax.fast_compile`) name the loop emitters: a per-program option wins over the flag.
-FUSION_EMITTERS = {"xla_cpu_use_fusion_emitters": True}
-
 
 class Emitters(enum.Enum):
     """Which XLA:CPU emitters a call's program compiles with (:class:`BySize`).
 
     Attributes:
         DEFAULT: XLA's own, or those ``XLA_FLAGS`` name.
-        LOOP: the loop emitters (:data:`LOOP_EMITTERS`), unless ``XLA_FLAGS`` name the emitters.
+        LOOP: the loop emitters (:data:`LOOP_EMITTERS`), whatever ``XLA_FLAGS`` name.
         FUSION: the fusion emitters, whatever ``XLA_FLAGS`` name (:data:`FUSION_EMITTERS`): for programs whose
             fused kernels read through gathers, which the loop emitters write element by element.
     """
@@ -285,31 +164,10 @@ class Emitters(enum.Enum):
     LOOP = "loop"
     FUSION = "fusion"
 
-def has_loop_emitters() -> bool:
-    """Whether the installed jaxlib's XLA:CPU has the emitter switch (``xla_cpu_use_fusion_emitters``).
-
-    jaxlib 0.10 has it; jaxlib 0.11's XLA knows no such flag, and an unknown flag in ``XLA_FLAGS`` aborts
-    the process at JAX's start ("Unknown flag in XLA_FLAGS"). Later
-    releases get XLA's default emitters: the choice was measured on 0.10 only.
-
-    Example:
-        >>> has_loop_emitters() in (True, False)
-        True
-    """
-    return _jaxlib_version() < (0, 11, 0)
-
-
-def emitters_chosen_by_flags() -> bool:
-    """Whether ``XLA_FLAGS`` names the emitters (``--xla_cpu_use_fusion_emitters``): the user's or
-    :func:`pgmjax.fast_compile`'s choice then holds for every program, and :class:`BySize` picks none."""
-    return "--xla_cpu_use_fusion_emitters" in os.environ.get("XLA_FLAGS", "")
-
-
 class Program:
     """One function jitted once per platform, each with that platform's compiler options (:func:`options_for`).
 
-    The CPU's program is made at once (so ``XLA_FLAGS`` is read when the function is decorated, as JAX reads
-    it when its backends start); another platform's on its first call there. Each call asks :func:`backend`
+    The CPU's program is made at once; another platform's on its first call there. Each call asks :func:`backend`
     which one runs: nothing is decided at import, when JAX may not know its devices yet.
 
     Args:
@@ -407,9 +265,8 @@ class BySize(Program):
     on the host, before tracing, where the call compiles for the CPU; elsewhere there is one program (no
     emitters to choose). The choice is a function of the call's arguments (their static structure) alone, so
     one model structure always gets the same program: a sweep over noise or step sizes still compiles once.
-    Where ``XLA_FLAGS`` names the emitters when the program is made (the user's or
-    :func:`pgmjax.fast_compile`'s choice), every call runs the default program, which the flag then governs,
-    except a call the predicate gives :attr:`Emitters.FUSION`.
+    The loop and fusion emitters are the programs' own options, which win over ``XLA_FLAGS``; the default
+    program follows the flags (:func:`pgmjax.fast_compile`'s loop emitters included).
 
     Args:
         fun: the function.
@@ -428,7 +285,6 @@ class BySize(Program):
     def __init__(self, fun, emitters, kwargs, engine: bool = False, level: int | None = None):
         super().__init__(fun, kwargs, engine, level)
         self._emitters = emitters
-        self._flags_choose = emitters_chosen_by_flags()  # read once, as JAX reads XLA_FLAGS once
         self._cpu_options[True] = options_for("cpu", engine, True, self._user, level=level)
         self._cpu_options[Emitters.FUSION] = options_for("cpu", engine, False, self._user, fusion_emitters=True,
                                                          level=level)
@@ -444,7 +300,7 @@ class BySize(Program):
         choice = self._emitters(*args, **kwargs)
         if choice is Emitters.FUSION:
             return self.vector
-        if self._flags_choose or choice in (False, Emitters.DEFAULT):
+        if choice in (False, Emitters.DEFAULT):
             return self.large
         return self.small
 

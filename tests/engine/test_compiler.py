@@ -1,5 +1,6 @@
 """XLA:CPU miscompilation guard (pgmjax.compiler) and the float32 Adult-structure regression it fixes."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,7 @@ import pytest
 
 import pgmjax as pj
 from pgmjax.compiler import ENGINE_OPTIONS, compiler_options, engine_options, jit, to_device
+from pgmjax.compiler import options as options_module
 from pgmjax.graph import oracle
 
 # The smallest estimation problem found that reproduced the float32 failure on the Adult benchmark
@@ -53,7 +55,7 @@ def test_jit_keeps_user_options_and_merges_ours():
 def test_engine_programs_add_fast_max_and_keep_user_options(monkeypatch):
     seen = []
     monkeypatch.setattr(jax, "jit", lambda f, **kw: seen.append(kw["compiler_options"]) or f)
-    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
+    monkeypatch.setattr(options_module, "FLAGS_NAME_A_LEVEL", False)
     jit(lambda x: x, engine=True)
     jit(lambda x: x)
     jit(engine=True, compiler_options={"xla_cpu_enable_fast_min_max": False})(lambda x: x)
@@ -64,14 +66,18 @@ def test_engine_programs_add_fast_max_and_keep_user_options(monkeypatch):
 
 def test_a_level_in_xla_flags_wins_over_the_engine_level(monkeypatch):
     # The suite (tests/conftest.py) and users set the level in XLA_FLAGS; a per-program option would
-    # silently override it for the engine's programs.
+    # silently override it for the engine's programs. The flags are read once, at import: changing them later
+    # changes no program's options.
+    assert options_module.FLAGS_NAME_A_LEVEL is ("xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", ""))
     seen = []
     monkeypatch.setattr(jax, "jit", lambda f, **kw: seen.append(kw["compiler_options"]) or f)
-    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0")
+    monkeypatch.setattr(options_module, "FLAGS_NAME_A_LEVEL", True)
+    monkeypatch.setenv("XLA_FLAGS", "")  # read at import only: no effect now
     jit(lambda x: x, engine=True)
     assert "xla_backend_optimization_level" not in seen[0]
     assert seen[0]["xla_cpu_enable_fast_min_max"] is True
-    monkeypatch.setenv("XLA_FLAGS", "")
+    monkeypatch.setattr(options_module, "FLAGS_NAME_A_LEVEL", False)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
     jit(lambda x: x, engine=True)
     assert seen[1]["xla_backend_optimization_level"] == 1
 
@@ -85,17 +91,16 @@ def test_a_program_run_once_per_model_asks_for_its_own_level(monkeypatch):
 
     seen = []
     monkeypatch.setattr(jax, "jit", lambda f, **kw: seen.append(kw["compiler_options"]) or f)
-    monkeypatch.setenv("XLA_FLAGS", "")
+    monkeypatch.setattr(options_module, "FLAGS_NAME_A_LEVEL", False)
     jit(lambda x: x, engine=True, level=0)
     jit(lambda x: x, engine=True, emitters=lambda x: True, level=0)
     assert seen[0]["xla_backend_optimization_level"] == 0 and seen[0]["xla_cpu_enable_fast_min_max"] is True
     assert all(o["xla_backend_optimization_level"] == 0 for o in seen[1:])  # every emitter's program
-    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
+    monkeypatch.setattr(options_module, "FLAGS_NAME_A_LEVEL", True)
     jit(lambda x: x, engine=True, level=0)
     assert "xla_backend_optimization_level" not in seen[-1]
     with pytest.raises(ValueError, match="engine=True"):
         jit(lambda x: x, level=0)
-    monkeypatch.setenv("XLA_FLAGS", "")
     with pytest.raises(ValueError, match="level must be"):
         engine_options(level=7)
     assert ONCE_PER_MODEL_LEVEL == 0

@@ -42,7 +42,7 @@ def made(monkeypatch):
         return _Recorded(f, kw["compiler_options"])
 
     monkeypatch.setattr(jax, "jit", fake_jit)
-    monkeypatch.setenv("XLA_FLAGS", "")
+    monkeypatch.setattr(compiler.options, "FLAGS_NAME_A_LEVEL", False)
     return seen
 
 
@@ -96,18 +96,16 @@ def test_by_size_chooses_emitters_only_on_the_cpu(made, monkeypatch):
     f.clear_cache()
 
 
-def test_emitters_named_in_xla_flags_hold_for_every_call_and_are_read_once(made, monkeypatch):
-    # pgmjax.fast_compile() and the command line name the emitters in XLA_FLAGS: the default program (which the
-    # flag governs) runs every call; the flags are read when the program is made, not at each call
+def test_the_environment_chooses_no_program_when_made_or_at_the_call(made, monkeypatch):
+    # pgmjax.fast_compile() and the command line name the emitters in XLA_FLAGS; the program a call runs is the
+    # one its arguments pick (its own emitters win over the flag), whatever XLA_FLAGS say when it is made or called
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
+    f = BySize(lambda x: x * 2, lambda x: x.size > 2, {}, engine=True)
+    assert f.program(np.ones(3)) is f.small and f.program(np.ones(2)) is f.large
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
-    f = BySize(lambda x: x * 2, lambda x: True, {}, engine=True)
-    assert f.program(np.ones(3)) is f.large
-    monkeypatch.setenv("XLA_FLAGS", "")
-    assert f.program(np.ones(3)) is f.large  # the environment at the call decides nothing
-    monkeypatch.setenv("XLA_FLAGS", "")
-    g = BySize(lambda x: x * 2, lambda x: True, {}, engine=True)
-    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
-    assert g.program(np.ones(3)) is g.small
+    assert f.program(np.ones(3)) is f.small and f.program(np.ones(2)) is f.large
+    g = BySize(lambda x: x * 2, lambda x: x.size > 2, {}, engine=True)
+    assert g.program(np.ones(3)) is g.small and g._cpu_options == f._cpu_options
 
 
 def test_every_program_is_counted_and_released_without_a_list():
@@ -150,13 +148,13 @@ def test_a_jaxlib_without_the_emitter_switch_gets_neither_the_option_nor_the_fla
     option nor :func:`pgmjax.programs.fast_compile`'s flag is used there."""
     from pgmjax import compiler, programs
 
-    monkeypatch.setattr(compiler, "_jaxlib_version", lambda: (0, 11, 2))
+    monkeypatch.setattr(compiler.options, "_jaxlib_version", lambda: (0, 11, 2))
     monkeypatch.setenv("XLA_FLAGS", "")
     assert not compiler.has_loop_emitters()
     assert "xla_cpu_use_fusion_emitters" not in compiler.options_for("cpu", engine=True, loop_emitters=True)
     assert programs.fast_compile(strict=False) is False
     assert "xla_cpu_use_fusion_emitters" not in __import__("os").environ["XLA_FLAGS"]
-    monkeypatch.setattr(compiler, "_jaxlib_version", lambda: (0, 10, 2))
+    monkeypatch.setattr(compiler.options, "_jaxlib_version", lambda: (0, 10, 2))
     assert compiler.options_for("cpu", loop_emitters=True)["xla_cpu_use_fusion_emitters"] is False
 
 

@@ -165,14 +165,15 @@ def test_a_size_class_fit_keeps_the_fusion_emitters():
     assert driver._chunk.program(driver.MirrorDescent(), dense, None, None) is driver._chunk.small
 
 
-def test_the_fusion_emitters_hold_where_the_flags_name_the_loop_emitters(monkeypatch):
-    # pgmjax.fast_compile() (the command line's) names the loop emitters for the whole process; a program the
-    # predicate gives the fusion emitters keeps them by its own option, which wins over the flag.
-    monkeypatch.setattr(compiler, "emitters_chosen_by_flags", lambda: True)
-    f = compiler.BySize(lambda x: x * 2, lambda x: compiler.Emitters.FUSION if x.size > 4 else True, {})
-    wide, narrow = jnp.ones(8), jnp.ones(3)
-    assert f.program(wide) is f.vector and f.program(narrow) is f.large  # the flags govern the others
+def test_the_programs_own_emitters_hold_whatever_the_flags_name():
+    # pgmjax.fast_compile() (the command line's) names the loop emitters for the whole process, a user may name the
+    # fusion emitters: a program the predicate gives the loop or the fusion emitters keeps them by its own option,
+    # which wins over the flags; the flags govern the default program. Nothing reads the flags to choose.
+    f = compiler.BySize(lambda x: x * 2, lambda x: compiler.Emitters.FUSION if x.size > 4 else x.size > 2, {})
+    wide, narrow, tiny = jnp.ones(8), jnp.ones(3), jnp.ones(2)
+    assert f.program(wide) is f.vector and f.program(narrow) is f.small and f.program(tiny) is f.large
     assert float(f(wide)[0]) == 2.0
     if compiler.has_loop_emitters():
         assert f.options("cpu", compiler.Emitters.FUSION)["xla_cpu_use_fusion_emitters"] is True
         assert f.options("cpu", True)["xla_cpu_use_fusion_emitters"] is False
+        assert "xla_cpu_use_fusion_emitters" not in f.options("cpu", False)
