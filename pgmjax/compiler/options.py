@@ -18,12 +18,13 @@ XLA:CPU's fast ``max``/``min`` lowering (``xla_cpu_enable_fast_min_max``), which
 through a max. XLA's default lowering compares and selects element by element; the fast one is a vector
 max, several times faster, and every log-sum-exp of the oracle starts with a max. A NaN cannot hide there:
 the max is only the shift of a log-sum-exp, the NaN still reaches the sum of exponentials, hence log Z and
-the loss, whose finiteness a fit checks at every trial. They are compiled at backend optimisation level 1
-instead of 2 (``xla_backend_optimization_level``): a fit's program has hundreds of small kernels, each its own
-LLVM module, and level 1 compiles them sooner with the same iteration times (``bench/NOTES.md`` has the
-measurements); ``exp``, ``log`` and sums round as at level 2. A program that runs once per model rather than
-once per iteration (a dense model's marginals, :data:`ONCE_PER_MODEL_LEVEL`) asks for level 0: it compiles in
-a third to a half of the time and runs a few times slower, a millisecond or two once per model.
+the loss, whose finiteness a fit checks at every trial; other programs keep NaN-propagating max and min. The
+engine's programs are compiled at backend optimisation level 1 instead of 2 (``xla_backend_optimization_level``):
+a fit's program has hundreds of small kernels, each its own LLVM module, and level 1 compiles them sooner with the
+same iteration times (``bench/NOTES.md`` has the measurements); ``exp``, ``log`` and sums round as at level 2. A program that runs once per model rather than
+once per iteration (a dense model's marginals, :data:`ONCE_PER_MODEL_LEVEL`) asks for level 0 (``jit(...,
+level=0)``): it compiles in a third to a half of the time and runs a few times slower, a millisecond or two once
+per model; its answers differ from level 1's in the last bits.
 
 ``XLA_FLAGS`` is XLA's own process setting, and pgmjax reads it once, here, when it is imported
 (:data:`FLAGS_NAME_A_LEVEL`): a backend optimisation level named there holds for every program, the engine's
