@@ -130,7 +130,7 @@ def fast_compile(strict: bool = True) -> bool:
     by their own option (:func:`pgmjax.graph.program_choice.emitters_for`). The command line (``python -m pgmjax``) turns it on for its own
     process; a library user opts in, because the flag can only be set before JAX starts its CPU backend.
     GPU compilers ignore it. A jaxlib whose XLA has no such switch (0.11 and later,
-    :func:`pgmjax.compiler.has_loop_emitters`) gets nothing: XLA aborts at start on a flag it does not know.
+    :func:`pgmjax.compiler.options.has_loop_emitters`) gets nothing: XLA aborts at start on a flag it does not know.
 
     Args:
         strict: raise if JAX's backends are already running (else return False and change nothing).
@@ -152,7 +152,7 @@ def fast_compile(strict: bool = True) -> bool:
     """
     if fast_compile_enabled():
         return True
-    from .compiler import has_loop_emitters
+    from .compiler.options import has_loop_emitters
 
     if not has_loop_emitters():  # an XLA without the switch aborts at start on an unknown flag
         return False

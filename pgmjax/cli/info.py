@@ -2,7 +2,7 @@
 
 The first thing to run on a new machine (``pip install -e ".[cuda]"`` on a GPU one): pgmjax uses whatever
 JAX's default backend is, so this says where a fit will run and with which compiler options
-(:func:`pgmjax.compiler.options_for`). :func:`device_info` gives the same as a dict.
+(:func:`pgmjax.compiler.options.options_for`). :func:`device_info` gives the same as a dict.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def device_info() -> dict:
         "devices": devices,
         "cuda_plugin": plugins,
         "cuda_plugin_loaded": cuda_loaded,
-        "compiler_options": compiler.options_for(platform, engine=True),
+        "compiler_options": compiler.options.options_for(platform, engine=True),
     }
 
 

@@ -42,15 +42,7 @@ import jax
 import numpy as np
 
 from . import ahead
-from .options import (ENGINE_OPTIONS, FLAGS_NAME_A_LEVEL, FUSION_EMITTERS, LOOP_EMITTERS,  # noqa: F401
-                      ONCE_PER_MODEL_LEVEL, compiler_options, engine_options, has_loop_emitters, options_for)
-
-__all__ = [
-    "ENGINE_OPTIONS", "FLAGS_NAME_A_LEVEL", "FUSION_EMITTERS", "LOOP_EMITTERS", "LOOP_EMITTERS_CELLS",
-    "LOOP_EMITTERS_MAX_REDUCTIONS", "MAX_LIVE_PROGRAMS", "ONCE_PER_MODEL_LEVEL", "SCAN_UNROLL", "BySize", "Emitters",
-    "Program", "backend", "bound_compiled", "compiled_count", "compiler_options", "engine_options",
-    "has_loop_emitters", "jit", "options_for", "release_compiled", "scan_unroll", "to_device", "zeros_like",
-]
+from .options import options_for
 
 
 def backend() -> str:
@@ -102,18 +94,18 @@ def jit(fun=None, /, *, engine: bool = False, emitters=None, level: int | None =
     """``jax.jit`` with the compiler options of the platform each call compiles for; ``@jit``,
     ``@jit(static_argnames=...)`` or ``jit(f)``.
 
-    The options are chosen at each call by :func:`backend` (:class:`Program`): XLA:CPU's (:func:`compiler_options`,
-    :func:`engine_options`, the emitters) only where the program compiles for the CPU.
+    The options are chosen at each call by :func:`backend` (:class:`Program`): XLA:CPU's (:func:`~pgmjax.compiler.options.compiler_options`,
+    :func:`~pgmjax.compiler.options.engine_options`, the emitters) only where the program compiles for the CPU.
 
     Args:
         fun: the function to compile (omit to get a decorator).
-        engine: also compile with :func:`engine_options` (fast max and min, backend optimisation level 1
+        engine: also compile with :func:`~pgmjax.compiler.options.engine_options` (fast max and min, backend optimisation level 1
             unless ``XLA_FLAGS`` named a level at import: for the engine's own programs, whose NaN checks do not read
             a max; see the module docstring).
         emitters: a predicate of a call's arguments: which XLA:CPU emitters its program is compiled
             with, an :class:`Emitters` (or a bool: the loop emitters or not; :class:`BySize`; e.g.
             :func:`pgmjax.graph.program_choice.emitters_for`).
-        level: an engine program's backend optimisation level on the CPU (default 1; :data:`ONCE_PER_MODEL_LEVEL`
+        level: an engine program's backend optimisation level on the CPU (default 1; :data:`~pgmjax.compiler.options.ONCE_PER_MODEL_LEVEL`
             for a program run once per model), unless ``XLA_FLAGS`` named one at import.
         **kwargs: any ``jax.jit`` keyword argument; ``compiler_options`` given here are merged over
             pgmjax's own, on every platform.
@@ -137,7 +129,7 @@ def jit(fun=None, /, *, engine: bool = False, emitters=None, level: int | None =
 
 #: An engine program (:func:`jit` with ``emitters``) whose largest potential block (one clique class's
 #: stacked tables; every member of a batch counted) has at most this many cells is compiled with XLA:CPU's
-#: loop emitters (:data:`LOOP_EMITTERS`). They generate code in about half the time of the default MLIR
+#: loop emitters (:data:`~pgmjax.compiler.options.LOOP_EMITTERS`). They generate code in about half the time of the default MLIR
 #: fusion emitters, and most fits wait mostly for their compilation (the first ``estimate`` is the sooner
 #: with them, iterations about as fast; the changelog has the measurements). What the loop emitters do slowly
 #: is a reduction over a large table (a block of millions of cells iterates markedly slower with them), hence
@@ -155,8 +147,8 @@ class Emitters(enum.Enum):
 
     Attributes:
         DEFAULT: XLA's own, or those ``XLA_FLAGS`` name.
-        LOOP: the loop emitters (:data:`LOOP_EMITTERS`), whatever ``XLA_FLAGS`` name.
-        FUSION: the fusion emitters, whatever ``XLA_FLAGS`` name (:data:`FUSION_EMITTERS`): for programs whose
+        LOOP: the loop emitters (:data:`~pgmjax.compiler.options.LOOP_EMITTERS`), whatever ``XLA_FLAGS`` name.
+        FUSION: the fusion emitters, whatever ``XLA_FLAGS`` name (:data:`~pgmjax.compiler.options.FUSION_EMITTERS`): for programs whose
             fused kernels read through gathers, which the loop emitters write element by element.
     """
 
@@ -165,7 +157,7 @@ class Emitters(enum.Enum):
     FUSION = "fusion"
 
 class Program:
-    """One function jitted once per platform, each with that platform's compiler options (:func:`options_for`).
+    """One function jitted once per platform, each with that platform's compiler options (:func:`~pgmjax.compiler.options.options_for`).
 
     The CPU's program is made at once; another platform's on its first call there. Each call asks :func:`backend`
     which one runs: nothing is decided at import, when JAX may not know its devices yet.
@@ -174,8 +166,8 @@ class Program:
         fun: the function.
         kwargs: ``jax.jit`` keyword arguments; their ``compiler_options`` are the caller's own, kept on every
             platform.
-        engine: an engine program (:func:`engine_options` on the CPU).
-        level: the engine program's backend optimisation level on the CPU (default: :func:`engine_options`').
+        engine: an engine program (:func:`~pgmjax.compiler.options.engine_options` on the CPU).
+        level: the engine program's backend optimisation level on the CPU (default: :func:`~pgmjax.compiler.options.engine_options`').
 
     Example:
         >>> f = Program(lambda x: x * 2, {}, engine=True)
@@ -201,7 +193,7 @@ class Program:
 
     @property
     def level(self) -> int | None:
-        """The backend optimisation level this engine program asked for (None: :func:`engine_options`' default)."""
+        """The backend optimisation level this engine program asked for (None: :func:`~pgmjax.compiler.options.engine_options`' default)."""
         return self._level
 
     def options(self, platform: str, small=False) -> dict:
@@ -273,8 +265,8 @@ class BySize(Program):
         emitters: a predicate of a call's arguments: the :class:`Emitters` of its program (or a bool:
             True for the loop emitters, False for the defaults).
         kwargs: ``jax.jit`` keyword arguments (``compiler_options``: the caller's own).
-        engine: an engine program (:func:`engine_options` on the CPU).
-        level: the engine program's backend optimisation level on the CPU (default: :func:`engine_options`').
+        engine: an engine program (:func:`~pgmjax.compiler.options.engine_options` on the CPU).
+        level: the engine program's backend optimisation level on the CPU (default: :func:`~pgmjax.compiler.options.engine_options`').
 
     Example:
         >>> f = BySize(lambda x: x * 2, lambda x: x.size <= 4, {})

@@ -10,12 +10,13 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ..compiler import ONCE_PER_MODEL_LEVEL, jit, to_device
+from ..compiler import jit, to_device
+from ..compiler.options import ONCE_PER_MODEL_LEVEL
 from ..graph import marginal_oracle, oracle, routed_oracle, routed_plan
 from ..graph.program_choice import emitters_for
 
 
-# Run once per model (its answers are cached), compiled at every new structure: level 0 (compiler.ONCE_PER_MODEL_LEVEL).
+# Run once per model (its answers are cached), compiled at every new structure: level 0 (compiler.options.ONCE_PER_MODEL_LEVEL).
 _dense_marginals_jit = jit(oracle.marginals, engine=True, emitters=emitters_for, level=ONCE_PER_MODEL_LEVEL)
 _dense_log_partition_jit = jit(oracle.log_partition, engine=True, emitters=emitters_for, level=ONCE_PER_MODEL_LEVEL)
 # A size-class plan's programs are shared by every structure of its class (pgmjax.graph.routed_oracle).

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
-from pgmjax.compiler import ENGINE_OPTIONS, compiler_options, engine_options, jit, to_device
+from pgmjax.compiler import jit, to_device
+from pgmjax.compiler.options import ENGINE_OPTIONS, compiler_options, engine_options
 from pgmjax.compiler import options as options_module
 from pgmjax.graph import oracle
 
@@ -85,7 +86,7 @@ def test_a_level_in_xla_flags_wins_over_the_engine_level(monkeypatch):
 def test_a_program_run_once_per_model_asks_for_its_own_level(monkeypatch):
     # A dense model's marginals run once per model but compile at every new structure: level 0 there, while a
     # level in XLA_FLAGS still wins for every program.
-    from pgmjax.compiler import ONCE_PER_MODEL_LEVEL
+    from pgmjax.compiler.options import ONCE_PER_MODEL_LEVEL
     from pgmjax.graph import marginal_oracle
     from pgmjax.model import answer_programs
 

@@ -13,7 +13,8 @@ import pytest
 
 import pgmjax as pj
 from pgmjax import compiler
-from pgmjax.compiler import ENGINE_OPTIONS, LOOP_EMITTERS, BySize, compiler_options, engine_options, jit, options_for
+from pgmjax.compiler import BySize, jit
+from pgmjax.compiler.options import ENGINE_OPTIONS, LOOP_EMITTERS, compiler_options, engine_options, options_for
 
 
 class _Recorded:
@@ -150,12 +151,12 @@ def test_a_jaxlib_without_the_emitter_switch_gets_neither_the_option_nor_the_fla
 
     monkeypatch.setattr(compiler.options, "_jaxlib_version", lambda: (0, 11, 2))
     monkeypatch.setenv("XLA_FLAGS", "")
-    assert not compiler.has_loop_emitters()
-    assert "xla_cpu_use_fusion_emitters" not in compiler.options_for("cpu", engine=True, loop_emitters=True)
+    assert not compiler.options.has_loop_emitters()
+    assert "xla_cpu_use_fusion_emitters" not in compiler.options.options_for("cpu", engine=True, loop_emitters=True)
     assert programs.fast_compile(strict=False) is False
     assert "xla_cpu_use_fusion_emitters" not in __import__("os").environ["XLA_FLAGS"]
     monkeypatch.setattr(compiler.options, "_jaxlib_version", lambda: (0, 10, 2))
-    assert compiler.options_for("cpu", loop_emitters=True)["xla_cpu_use_fusion_emitters"] is False
+    assert compiler.options.options_for("cpu", loop_emitters=True)["xla_cpu_use_fusion_emitters"] is False
 
 
 def test_the_oracle_loops_unroll_by_the_platform_they_compile_for(monkeypatch):

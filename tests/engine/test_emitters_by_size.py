@@ -173,7 +173,7 @@ def test_the_programs_own_emitters_hold_whatever_the_flags_name():
     wide, narrow, tiny = jnp.ones(8), jnp.ones(3), jnp.ones(2)
     assert f.program(wide) is f.vector and f.program(narrow) is f.small and f.program(tiny) is f.large
     assert float(f(wide)[0]) == 2.0
-    if compiler.has_loop_emitters():
+    if compiler.options.has_loop_emitters():
         assert f.options("cpu", compiler.Emitters.FUSION)["xla_cpu_use_fusion_emitters"] is True
         assert f.options("cpu", True)["xla_cpu_use_fusion_emitters"] is False
         assert "xla_cpu_use_fusion_emitters" not in f.options("cpu", False)
