@@ -284,6 +284,12 @@ def _padding(size: SizeClass) -> dict[str, int]:
     }
 
 
+#: The smallest class a plan is widened to for answering (:func:`widened`): a model's answers run a few times per
+#: model, so a short vector's padding costs little, while each class is a program to compile; a mechanism's small
+#: models (NLTCS's first batches, of 4,096 cells) answer in the class of the larger ones that follow them.
+ANSWER_MIN_CELLS = 16384
+
+
 def widened(plan: RoutedPlan) -> RoutedPlan:
     """``plan`` with its cell and pair vectors padded to the next power of 4 (:func:`~pgmjax.graph.routed_steps.width_class`
     of its cells), and a shallow tree's window to that class's own (:func:`_in_class`): the same steps and answers,
@@ -296,7 +302,7 @@ def widened(plan: RoutedPlan) -> RoutedPlan:
         >>> widened(plan).size.cells, plan.size.cells
         (16384, 6144)
     """
-    return padded(plan, _in_class(plan, width_class(plan.size.cells)))
+    return padded(plan, _in_class(plan, max(width_class(plan.size.cells), ANSWER_MIN_CELLS)))
 
 
 def _in_class(plan: RoutedPlan, cells: int) -> SizeClass:

@@ -604,6 +604,7 @@ def test_a_widened_plan_is_the_plan_built_at_the_wider_size_and_answers_alike(na
 
     dom, cliques = _hub()
     narrow = make_routed_plan(dom, cliques)
+    monkeypatch.setattr(rp, "ANSWER_MIN_CELLS", 0)  # the padding alone (the floor is tested below)
     wide = rp.widened(narrow)
     assert wide.size.cells == width_class(narrow.size.cells) > narrow.size.cells
     monkeypatch.setattr(rp, "class_size", lambda n, _c=rp.class_size: width_class(_c(n)))
@@ -666,4 +667,24 @@ def test_shallow_models_of_classes_with_other_windows_share_one_answering_progra
     sizes = [m.plan.size for m in models]
     assert sizes[0].width < sizes[1].width and sizes[0].cells < sizes[1].cells, sizes
     assert widened(models[0].plan).size == widened(models[1].plan).size
+    _second_answers_without_compiling(models, sizes)
+
+
+def test_the_smallest_class_answers_in_the_next_class_program():
+    """A model of the smallest class (4,096 cells, TreeAIM's first batches on NLTCS) answers in the program of the
+    16,384-cell class (``ANSWER_MIN_CELLS``), which the larger models after it compile anyway (counted), with its own
+    plan's answers."""
+    from pgmjax.graph.routed_plan import ANSWER_MIN_CELLS, widened
+    from pgmjax.model.graphical_model import GraphicalModel
+
+    rng = np.random.default_rng(8)
+    dom = pj.Domain({f"x{i}": 2 for i in range(16)})
+    names = list(dom.attributes)
+    models = []
+    for cliques in ([tuple(names[:13]), tuple(names[4:])], [tuple(names[:3]), tuple(names[2:5])]):
+        plan = make_routed_plan(dom, cliques)
+        models.append(GraphicalModel(plan, plan.from_tables(_tables(rng, plan), jnp.float64), 100.0))
+    sizes = [m.plan.size for m in models]
+    assert sizes[1].cells < ANSWER_MIN_CELLS == sizes[0].cells, sizes
+    assert widened(models[1].plan).size == widened(models[0].plan).size
     _second_answers_without_compiling(models, sizes)
