@@ -292,8 +292,9 @@ ANSWER_MIN_CELLS = 16384
 
 def widened(plan: RoutedPlan) -> RoutedPlan:
     """``plan`` with its cell and pair vectors padded to the next power of 4 (:func:`~pgmjax.graph.routed_steps.width_class`
-    of its cells), and a shallow tree's window to that class's own (:func:`_in_class`): the same steps and answers,
-    in a class that plans of up to four times fewer cells share, whatever window their own class gave them. A
+    of its cells), at least :data:`ANSWER_MIN_CELLS`, and a shallow tree's window to that class's own
+    (:func:`_in_class`): the same steps and answers, in a class that plans of up to four times fewer cells share,
+    whatever window their own class gave them. A
     growing model's answers (:mod:`pgmjax.model`: marginals, log Z) run in it, so a run whose models grow through
     ten cell classes compiles its answering program for three or four of them.
 
