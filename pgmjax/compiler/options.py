@@ -26,10 +26,9 @@ once per iteration (a dense model's marginals, :data:`ONCE_PER_MODEL_LEVEL`) ask
 level=0)``): it compiles in a third to a half of the time and runs a few times slower, a millisecond or two once
 per model; its answers differ from level 1's in the last bits.
 
-``XLA_FLAGS`` is XLA's own process setting, and pgmjax reads it once, here, when it is imported
-(:data:`FLAGS_NAME_A_LEVEL`): a backend optimisation level named there holds for every program, the engine's
-included (the engine's level option is then left out, since a per-program option would override the flag).
-Nothing else reads the environment to choose a program's options; the emitters a program is compiled with are
+``XLA_FLAGS`` is XLA's own process setting, read once when pgmjax is imported (:data:`pgmjax.settings.PROCESS`):
+a backend optimisation level named there holds for every program, the engine's included (the engine's level
+option is then left out, since a per-program option would override the flag). Nothing here reads the environment; the emitters a program is compiled with are
 its own option (:data:`LOOP_EMITTERS`, :data:`FUSION_EMITTERS`), chosen by the call's arguments
 (:class:`pgmjax.compiler.BySize`), and win over the flags.
 """
@@ -37,14 +36,10 @@ its own option (:data:`LOOP_EMITTERS`, :data:`FUSION_EMITTERS`), chosen by the c
 from __future__ import annotations
 
 import functools
-import os
 
 import jaxlib
 
-#: Whether ``XLA_FLAGS`` named a backend optimisation level (``--xla_backend_optimization_level=N``) when pgmjax
-#: was imported: that level then holds for every program (:func:`engine_options`). Read once, as XLA reads its
-#: flags once when its backends start; set the flag before importing pgmjax.
-FLAGS_NAME_A_LEVEL: bool = "--xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", "")
+from .. import settings
 
 
 def _jaxlib_version() -> tuple[int, ...]:
@@ -89,7 +84,7 @@ ONCE_PER_MODEL_LEVEL = 0
 
 def engine_options(platform: str = "cpu", level: int | None = None) -> dict:
     """:data:`ENGINE_OPTIONS` on the CPU (its level replaced by ``level`` where given), less the level where
-    ``XLA_FLAGS`` names one (:data:`FLAGS_NAME_A_LEVEL`); ``{}`` elsewhere.
+    ``XLA_FLAGS`` names one (:attr:`pgmjax.settings.Settings.xla_level_named`); ``{}`` elsewhere.
 
     A per-program compiler option overrides ``XLA_FLAGS``; a user (or a test suite) who sets
     ``--xla_backend_optimization_level`` there means it for every program, the engine's included. The level
@@ -108,7 +103,7 @@ def engine_options(platform: str = "cpu", level: int | None = None) -> dict:
         raise ValueError(f"engine_options: level must be an XLA backend optimisation level 0 to 3, got {level!r}")
     if platform != "cpu":
         return {}
-    if FLAGS_NAME_A_LEVEL:
+    if settings.PROCESS.xla_level_named:
         return {k: v for k, v in ENGINE_OPTIONS.items() if k != "xla_backend_optimization_level"}
     return {**ENGINE_OPTIONS, **({} if level is None else {"xla_backend_optimization_level": level})}
 

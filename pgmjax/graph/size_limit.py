@@ -25,7 +25,7 @@ The limit, first found of:
 1. the ``max_bytes`` argument of the check (:func:`check_tree`, ``make_plan(..., max_bytes=)``);
 2. :func:`set_max_model_bytes` (process-wide, until reset with None);
 3. the environment variable ``PGMJAX_MAX_MODEL_BYTES`` (:data:`ENV`, bytes; ``inf``, ``none`` or ``0`` for no
-   limit), read once, when pgmjax is imported (:data:`FROM_ENVIRONMENT`): no check reads the environment;
+   limit), read once, when pgmjax is imported (:data:`pgmjax.settings.PROCESS`): no check reads the environment;
 4. :data:`DEFAULT_FRACTION` of the accelerator's memory where JAX's default backend is a GPU or TPU and
    reports it (``memory_stats()["bytes_limit"]``), else of the machine's physical memory
    (``os.sysconf``); no limit where neither is known.
@@ -38,15 +38,12 @@ import math
 import os
 from collections.abc import Iterable
 
+from .. import settings
 from ..checks import check_real
 from ..data.domain import Clique, Domain
 
-#: The environment variable holding the limit in bytes (read once, at import: :data:`FROM_ENVIRONMENT`).
-ENV = "PGMJAX_MAX_MODEL_BYTES"
-#: :data:`ENV` as it was when pgmjax was imported (empty where unset). A process setting, read once as XLA reads
-#: its flags, so that a check depends on its arguments and the process's settings, never on the environment at
-#: the call; its value is checked where a check first needs it, so a bad one fails that check, not the import.
-FROM_ENVIRONMENT: str = os.environ.get(ENV, "").strip()
+#: The environment variable holding the limit in bytes (read once, at import: :data:`pgmjax.settings.PROCESS`).
+ENV = settings.MAX_MODEL_BYTES_ENV
 #: Bytes counted per cell: one float64 copy of the tables.
 BYTES_PER_CELL = 8
 #: The default limit's share of the memory the tables live in: a limit on a run's peak working set (a fit
@@ -131,7 +128,7 @@ def max_model_bytes(max_bytes: float | None = None) -> float:
         return _positive_limit(max_bytes, "max_bytes")
     if _override is not None:
         return _override
-    env = FROM_ENVIRONMENT
+    env = settings.PROCESS.max_model_bytes
     if env:
         if env.lower() in ("inf", "none", "0"):
             return math.inf
@@ -195,7 +192,7 @@ def _source(max_bytes) -> str:
         return "max_bytes"
     if _override is not None:
         return "set_max_model_bytes"
-    if FROM_ENVIRONMENT:
+    if settings.PROCESS.max_model_bytes:
         return ENV
     acc = _accelerator_memory()
     if acc:

@@ -5,15 +5,17 @@ import subprocess
 import sys
 import textwrap
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import pgmjax as pj
+from pgmjax import settings
 from pgmjax.compiler import jit, to_device
 from pgmjax.compiler.options import ENGINE_OPTIONS, compiler_options, engine_options
-from pgmjax.compiler import options as options_module
 from pgmjax.graph import oracle
 
 # The smallest estimation problem found that reproduced the float32 failure on the Adult benchmark
@@ -56,7 +58,7 @@ def test_jit_keeps_user_options_and_merges_ours():
 def test_engine_programs_add_fast_max_and_keep_user_options(monkeypatch):
     seen = []
     monkeypatch.setattr(jax, "jit", lambda f, **kw: seen.append(kw["compiler_options"]) or f)
-    monkeypatch.setattr(options_module, "FLAGS_NAME_A_LEVEL", False)
+    monkeypatch.setattr(settings, "PROCESS", dataclasses.replace(settings.PROCESS, xla_level_named=False))
     jit(lambda x: x, engine=True)
     jit(lambda x: x)
     jit(engine=True, compiler_options={"xla_cpu_enable_fast_min_max": False})(lambda x: x)
@@ -69,15 +71,15 @@ def test_a_level_in_xla_flags_wins_over_the_engine_level(monkeypatch):
     # The suite (tests/conftest.py) and users set the level in XLA_FLAGS; a per-program option would
     # silently override it for the engine's programs. The flags are read once, at import: changing them later
     # changes no program's options.
-    assert options_module.FLAGS_NAME_A_LEVEL is ("xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", ""))
+    assert settings.PROCESS.xla_level_named is ("xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", ""))
     seen = []
     monkeypatch.setattr(jax, "jit", lambda f, **kw: seen.append(kw["compiler_options"]) or f)
-    monkeypatch.setattr(options_module, "FLAGS_NAME_A_LEVEL", True)
+    monkeypatch.setattr(settings, "PROCESS", dataclasses.replace(settings.PROCESS, xla_level_named=True))
     monkeypatch.setenv("XLA_FLAGS", "")  # read at import only: no effect now
     jit(lambda x: x, engine=True)
     assert "xla_backend_optimization_level" not in seen[0]
     assert seen[0]["xla_cpu_enable_fast_min_max"] is True
-    monkeypatch.setattr(options_module, "FLAGS_NAME_A_LEVEL", False)
+    monkeypatch.setattr(settings, "PROCESS", dataclasses.replace(settings.PROCESS, xla_level_named=False))
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
     jit(lambda x: x, engine=True)
     assert seen[1]["xla_backend_optimization_level"] == 1
@@ -92,12 +94,12 @@ def test_a_program_run_once_per_model_asks_for_its_own_level(monkeypatch):
 
     seen = []
     monkeypatch.setattr(jax, "jit", lambda f, **kw: seen.append(kw["compiler_options"]) or f)
-    monkeypatch.setattr(options_module, "FLAGS_NAME_A_LEVEL", False)
+    monkeypatch.setattr(settings, "PROCESS", dataclasses.replace(settings.PROCESS, xla_level_named=False))
     jit(lambda x: x, engine=True, level=0)
     jit(lambda x: x, engine=True, emitters=lambda x: True, level=0)
     assert seen[0]["xla_backend_optimization_level"] == 0 and seen[0]["xla_cpu_enable_fast_min_max"] is True
     assert all(o["xla_backend_optimization_level"] == 0 for o in seen[1:])  # every emitter's program
-    monkeypatch.setattr(options_module, "FLAGS_NAME_A_LEVEL", True)
+    monkeypatch.setattr(settings, "PROCESS", dataclasses.replace(settings.PROCESS, xla_level_named=True))
     jit(lambda x: x, engine=True, level=0)
     assert "xla_backend_optimization_level" not in seen[-1]
     with pytest.raises(ValueError, match="engine=True"):

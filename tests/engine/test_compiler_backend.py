@@ -6,12 +6,15 @@ faked here by replacing ``compiler.backend`` (the tests run on the CPU) and ``ja
 options each program is made with, compiling nothing).
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import pgmjax as pj
+from pgmjax import settings
 from pgmjax import compiler
 from pgmjax.compiler import BySize, jit
 from pgmjax.compiler.options import ENGINE_OPTIONS, LOOP_EMITTERS, compiler_options, engine_options, options_for
@@ -43,7 +46,7 @@ def made(monkeypatch):
         return _Recorded(f, kw["compiler_options"])
 
     monkeypatch.setattr(jax, "jit", fake_jit)
-    monkeypatch.setattr(compiler.options, "FLAGS_NAME_A_LEVEL", False)
+    monkeypatch.setattr(settings, "PROCESS", dataclasses.replace(settings.PROCESS, xla_level_named=False))
     return seen
 
 

@@ -7,6 +7,7 @@ largest clique. Huge domains give that error in the front-ends, never an overflo
 allowed dimension exceeded"; a measurement whose array has another shape than its marginal is refused.
 """
 
+import dataclasses
 import math
 import os
 import subprocess
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 
 import pgmjax as pj
+from pgmjax import settings
 from pgmjax.graph import oracle_plan
 
 try:
@@ -32,10 +34,15 @@ def _default_limit(monkeypatch):
     if size_limit is None:
         yield
         return
-    monkeypatch.setattr(size_limit, "FROM_ENVIRONMENT", "")
+    _set_environment_limit(monkeypatch, "")
     previous = size_limit.set_max_model_bytes(None)
     yield
     size_limit.set_max_model_bytes(previous)
+
+
+def _set_environment_limit(monkeypatch, value: str) -> None:
+    """As if ``PGMJAX_MAX_MODEL_BYTES`` had been ``value`` when pgmjax was imported (the one time it is read)."""
+    monkeypatch.setattr(settings, "PROCESS", dataclasses.replace(settings.PROCESS, max_model_bytes=value))
 
 
 def _grid(k: int = 50, n: int = 5):
@@ -78,7 +85,7 @@ def test_a_grid_of_pairwise_measurements_whose_junction_tree_is_huge_is_refused_
 def test_estimate_batch_and_warm_starts_are_checked(monkeypatch):
     dom = pj.Domain({"a": 6, "b": 6})
     small = pj.estimate(dom, [pj.Measurement("a", np.full(6, 10.0))], iters=5)
-    monkeypatch.setattr(size_limit, "FROM_ENVIRONMENT", "200")  # 36 + 6 + 6 cells of the (a, b) model: 384 bytes
+    _set_environment_limit(monkeypatch, "200")  # 36 + 6 + 6 cells of the (a, b) model: 384 bytes
     with pytest.raises(pj.ModelTooLarge, match=r"above the limit of 200 bytes \(PGMJAX_MAX_MODEL_BYTES\)"):
         pj.estimate(dom, [pj.Measurement(("a", "b"), np.ones(36))], iters=5, warm_start=small)
     batch = pj.BatchedMeasurement(("a", "b"), np.ones((2, 36)))
@@ -94,7 +101,7 @@ def test_the_limit_comes_from_the_argument_the_setting_the_environment_or_the_ma
         oracle_plan.make_plan(dom, [("a", "b")], max_bytes=799)
     assert oracle_plan.make_plan(dom, [("a", "b")], max_bytes=800).cells >= 100
 
-    monkeypatch.setattr(size_limit, "FROM_ENVIRONMENT", "500")
+    _set_environment_limit(monkeypatch, "500")
     assert size_limit.max_model_bytes() == 500
     with pytest.raises(pj.ModelTooLarge, match="PGMJAX_MAX_MODEL_BYTES"):
         oracle_plan.make_plan(dom, [("a", "b")])
@@ -104,13 +111,13 @@ def test_the_limit_comes_from_the_argument_the_setting_the_environment_or_the_ma
         oracle_plan.make_plan(dom, [("a", "b")])
     finally:
         pj.set_max_model_bytes(previous)
-    monkeypatch.setattr(size_limit, "FROM_ENVIRONMENT", "inf")
+    _set_environment_limit(monkeypatch, "inf")
     assert size_limit.max_model_bytes() == math.inf
-    monkeypatch.setattr(size_limit, "FROM_ENVIRONMENT", "lots")
+    _set_environment_limit(monkeypatch, "lots")
     with pytest.raises(ValueError, match="PGMJAX_MAX_MODEL_BYTES='lots'"):
         size_limit.max_model_bytes()
 
-    monkeypatch.setattr(size_limit, "FROM_ENVIRONMENT", "")
+    _set_environment_limit(monkeypatch, "")
     memory = size_limit._accelerator_memory() or size_limit.physical_memory()  # a GPU's where JAX runs on one
     assert memory and size_limit.max_model_bytes() == pytest.approx(size_limit.DEFAULT_FRACTION * memory)
     with pytest.raises(ValueError):
@@ -121,7 +128,7 @@ def test_the_environment_variable_is_read_once_at_import():
     # A process setting, as XLA's flags are: set before pgmjax is imported, it holds; changed after, a check does
     # not read it (no check reads the environment).
     code = ("import os, pgmjax\nfrom pgmjax.graph import size_limit\nos.environ['PGMJAX_MAX_MODEL_BYTES'] = '700'\n"
-            "print(size_limit.max_model_bytes(), size_limit.FROM_ENVIRONMENT)")
+            "print(size_limit.max_model_bytes(), pgmjax.settings.PROCESS.max_model_bytes)")
     env = {**os.environ, "PGMJAX_MAX_MODEL_BYTES": "500"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -162,7 +169,7 @@ def test_front_ends_refuse_attributes_whose_tables_cannot_fit_before_any_private
 
 
 def test_hdmm_names_the_attribute_whose_matrices_break_the_limit(monkeypatch):
-    monkeypatch.setattr(size_limit, "FROM_ENVIRONMENT", str(8 * 60_000))  # the data vectors fit; 300 x 300 matrices do not
+    _set_environment_limit(monkeypatch, str(8 * 60_000))  # the data vectors fit; 300 x 300 matrices do not
     data = pj.Dataset(np.zeros((10, 2), int), pj.Domain({"a": 300, "b": 2}))
     with pytest.raises(pj.ModelTooLarge, match=r"hdmm: the 300 x 300 query and strategy matrices of \('a',\): 90,000 cells"):
         pj.mechanisms.hdmm(data, 1.0, key=jax.random.key(0), engine_iters=5)

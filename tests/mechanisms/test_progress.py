@@ -8,6 +8,7 @@
 * The intervals report holds estimates, intervals and settings in compact JSON, timed in the summary.
 """
 
+import dataclasses
 import json
 import time
 import tracemalloc
@@ -54,7 +55,7 @@ def test_mst_refuses_a_huge_declared_domain_in_seconds_with_little_memory(monkey
     assert "'id'" in msg and "170,000,000 cells" in msg and "peak working set" in msg and "(set_max_model_bytes)" in msg
     assert seconds < 5 and peak < 20 * 2**20 and not calls
     # the limit in force where no max_model_mb is given (here the environment's, as read at import), the same refusal
-    monkeypatch.setattr(pj.graph.size_limit, "FROM_ENVIRONMENT", str(256 * 2**20))
+    monkeypatch.setattr(pj.settings, "PROCESS", dataclasses.replace(pj.settings.PROCESS, max_model_bytes=str(256 * 2**20)))
     with pytest.raises(pj.ModelTooLarge, match=r"^mst: the largest model MST may select.*'id'"):
         mst(data, 1.0, key=jax.random.key(0))
     assert pj.graph.size_limit._override is None  # max_model_mb is restored after the run
