@@ -223,7 +223,7 @@ def _pairing(runs: list[tuple[dict, dict]]) -> str:
         return f"{m['cpu']}, {m['cores']} cores"
 
     if all(day(b) == day(a) and machine(b) == machine(a) for b, a in runs):
-        return ("Each pair ran back to back (before, then after) on the 2-core machine: compare within a row. ")
+        return f"Each pair ran back to back (before, then after) on one machine ({machine(runs[0][0])}): compare within a row. "
 
     def arm(rs):
         return "; ".join(sorted({f"{day(r)}, {r['meta']['commit']}, {machine(r)}" for r in rs}))

@@ -113,6 +113,11 @@ class RoutedPlan:
         return self._layout
 
     @property
+    def platform(self) -> str:
+        """The platform whose window costs shaped the plan (``"cpu"`` where its host-side structure is not kept)."""
+        return self._layout.platform if self._layout is not None else "cpu"
+
+    @property
     def domain(self) -> Domain:
         return self.host.domain
 
@@ -294,9 +299,9 @@ def widened(plan: RoutedPlan) -> RoutedPlan:
     """``plan`` with its cell and pair vectors padded to the next power of 4 (:func:`~pgmjax.graph.routed_steps.width_class`
     of its cells), at least :data:`ANSWER_MIN_CELLS`, and a shallow tree's window to that class's own
     (:func:`_in_class`): the same steps and answers, in a class that plans of up to four times fewer cells share,
-    whatever window their own class gave them. A
-    growing model's answers (:mod:`pgmjax.model`: marginals, log Z) run in it, so a run whose models grow through
-    ten cell classes compiles its answering program for three or four of them.
+    whatever window their own class gave them. A growing model's answers (:mod:`pgmjax.model`: marginals, log Z) run
+    in it, so a run whose models grow through ten cell classes compiles its answering program for three or four of
+    them.
 
     Example:
         >>> plan = make_routed_plan(Domain({"a": 40, "b": 50, "c": 60}), [("a", "b"), ("b", "c")])
@@ -310,7 +315,7 @@ def _in_class(plan: RoutedPlan, cells: int) -> SizeClass:
     """``plan``'s class grown to ``cells`` cells: its pairs in proportion and, for a shallow tree on a CPU, the window
     that class of cells sets (:func:`~pgmjax.graph.routed_steps.window_of_class`), so that the plans padded to it
     share one program whatever window their own class gave them; otherwise ``plan``'s own window."""
-    platform = plan.host.platform if plan._layout is not None else "cpu"
+    platform = plan.platform
     costs = WINDOW_COSTS[platform]
     size = plan.size._replace(cells=cells, pairs=PAIRS_PER_CELL * cells)
     if plan.differentiable or not costs.pairs_looped or not costs.cells_per_window or size.levels != LEVELS_MIN:
@@ -363,8 +368,7 @@ def next_class(plan: RoutedPlan) -> SizeClass | None:
         >>> next_class(make_routed_plan(Domain({"a": 2, "b": 3}), [("a", "b")]))
         SizeClass(cells=6144, width=1024, pairs=24576, pair_width=1024, levels=32, chunks=0)
     """
-    platform = plan.host.platform if plan._layout is not None else "cpu"
-    if plan.differentiable or not WINDOW_COSTS[platform].pairs_looped:
+    if plan.differentiable or not WINDOW_COSTS[plan.platform].pairs_looped:
         return None
     return _in_class(plan, class_size(plan.size.cells + 1))
 

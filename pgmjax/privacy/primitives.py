@@ -179,7 +179,6 @@ def exponential_mechanism(key, qualities, sensitivity: float, epsilon: float, *,
         raise ValueError(f"{where}: admit= draws one candidate; it cannot be given with num=")
     logits = np.array(logits, dtype=np.float64)
     rng = dn.generator(jax.random.fold_in(key, 0))  # one stream for the repeats: a key per repeat cost more than a draw
-    refused = np.zeros(logits.size, dtype=bool)
     size = 1
     # Rejection: P(r | admitted) is the law on the admitted set. Each round draws `size` candidates i.i.d. from the
     # law on those not refused before it; one refused within the round is skipped, which leaves each draw from the
@@ -192,14 +191,13 @@ def exponential_mechanism(key, qualities, sensitivity: float, epsilon: float, *,
         # best ones refused the gaps must start at 0 again (the law is the same; unshifted, a run never ended).
         gaps = np.max(logits[np.isfinite(logits)]) - logits
         new = 0
-        for choice in dn.exponential_choice(rng, gaps, size).tolist():
-            if refused[choice]:
+        for choice in dn.exponential_choice(rng, gaps, size).tolist():  # drawn from the law at the round's start
+            if logits[choice] == -np.inf:  # refused earlier in this round
                 continue
             if admit(choice):
                 return choice
-            refused[choice] = True
+            logits[choice] = -np.inf
             new += 1
-        logits[refused] = -np.inf
         size = min(2 * new, _ADMIT_ROUND_MAX)
     raise ValueError(f"{where}: admit refused every candidate")
 
